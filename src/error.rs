@@ -1,0 +1,167 @@
+//! Status codes and the library's error type.
+//!
+//! [`Status`] is the Rust mirror of the C `lshk_status` codes; the numeric
+//! values are part of the ABI and never change meaning.
+
+use std::fmt;
+
+/// Outcome of an lshk call. `Ok` is 0; every failure has its own code.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    Ok = 0,
+    /// A required pointer was NULL.
+    NullPointer = 1,
+    /// An argument is outside its documented domain (dim 0, K > 32, a bad
+    /// enum value, stride < dim, unsorted CSR indices, ...).
+    InvalidArgument = 2,
+    /// An output buffer is shorter than the call needs.
+    BufferTooSmall = 3,
+    /// An id or index is >= the number of rows it refers to.
+    IndexOutOfRange = 4,
+    /// The requested ISA tier is not available on this CPU or build.
+    UnsupportedIsa = 5,
+    /// The operating system reported an I/O failure.
+    IoError = 6,
+    /// A file is truncated, corrupt, foreign or of an unknown version.
+    BadFileFormat = 7,
+    /// Memory could not be allocated.
+    AllocationFailed = 8,
+    /// lshk panicked internally (a bug); the panic was stopped at the C
+    /// boundary.
+    Panic = 9,
+    /// A handle is not a live handle of the expected type (freed, foreign or
+    /// of another kind).
+    InvalidHandle = 10,
+    /// A size computation (e.g. n * dim) overflows the address space.
+    SizeOverflow = 11,
+    /// Input data holds NaN or infinity where the call requires finite values.
+    NonFinite = 12,
+}
+
+impl Status {
+    /// Every status, in code order.
+    pub const ALL: [Status; 13] = [
+        Status::Ok,
+        Status::NullPointer,
+        Status::InvalidArgument,
+        Status::BufferTooSmall,
+        Status::IndexOutOfRange,
+        Status::UnsupportedIsa,
+        Status::IoError,
+        Status::BadFileFormat,
+        Status::AllocationFailed,
+        Status::Panic,
+        Status::InvalidHandle,
+        Status::SizeOverflow,
+        Status::NonFinite,
+    ];
+
+    /// The C enumerator's name, e.g. `"LSHK_STATUS_OK"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Status::Ok => "LSHK_STATUS_OK",
+            Status::NullPointer => "LSHK_STATUS_NULL_POINTER",
+            Status::InvalidArgument => "LSHK_STATUS_INVALID_ARGUMENT",
+            Status::BufferTooSmall => "LSHK_STATUS_BUFFER_TOO_SMALL",
+            Status::IndexOutOfRange => "LSHK_STATUS_INDEX_OUT_OF_RANGE",
+            Status::UnsupportedIsa => "LSHK_STATUS_UNSUPPORTED_ISA",
+            Status::IoError => "LSHK_STATUS_IO_ERROR",
+            Status::BadFileFormat => "LSHK_STATUS_BAD_FILE_FORMAT",
+            Status::AllocationFailed => "LSHK_STATUS_ALLOCATION_FAILED",
+            Status::Panic => "LSHK_STATUS_PANIC",
+            Status::InvalidHandle => "LSHK_STATUS_INVALID_HANDLE",
+            Status::SizeOverflow => "LSHK_STATUS_SIZE_OVERFLOW",
+            Status::NonFinite => "LSHK_STATUS_NON_FINITE",
+        }
+    }
+
+    /// The status for a raw code, if it is one.
+    pub fn from_code(code: u32) -> Option<Status> {
+        Status::ALL.get(code as usize).copied()
+    }
+}
+
+/// A failure: a status code and a sentence saying what went wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    pub status: Status,
+    pub message: String,
+}
+
+impl Error {
+    pub fn new(status: Status, message: impl Into<String>) -> Self {
+        Error {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.status.name(), self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// `Err(Error)` with a formatted message: `bail!(InvalidArgument, "dim is {}", d)`.
+#[macro_export]
+macro_rules! bail {
+    ($status:ident, $($arg:tt)*) => {
+        return Err($crate::error::Error::new($crate::error::Status::$status, format!($($arg)*)))
+    };
+}
+
+/// `a * b` or a `SizeOverflow` error naming `what`.
+pub fn checked_mul(a: usize, b: usize, what: &str) -> Result<usize> {
+    a.checked_mul(b).ok_or_else(|| {
+        Error::new(
+            Status::SizeOverflow,
+            format!("{what}: {a} * {b} overflows the address space"),
+        )
+    })
+}
+
+/// Allocates a zeroed `Vec<T>` of `len` elements, reporting failure as
+/// `AllocationFailed` instead of aborting the process.
+pub fn try_vec<T: Clone + Default>(len: usize, what: &str) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| {
+        Error::new(
+            Status::AllocationFailed,
+            format!(
+                "{what}: cannot allocate {len} elements of {} bytes",
+                std::mem::size_of::<T>()
+            ),
+        )
+    })?;
+    v.resize(len, T::default());
+    Ok(v)
+}
+
+/// Number of elements a row-major matrix of `n` rows of `dim` elements with
+/// row stride `stride` spans: `(n - 1) * stride + dim`, or 0 when `n == 0`.
+pub fn strided_len(n: usize, dim: usize, stride: usize, name: &str) -> Result<usize> {
+    if stride < dim {
+        return Err(Error::new(
+            Status::InvalidArgument,
+            format!("`{name}` stride {stride} is smaller than its row length {dim}"),
+        ));
+    }
+    if n == 0 {
+        return Ok(0);
+    }
+    (n - 1)
+        .checked_mul(stride)
+        .and_then(|v| v.checked_add(dim))
+        .ok_or_else(|| {
+            Error::new(
+                Status::SizeOverflow,
+                format!("`{name}`: {n} rows of stride {stride} overflow the address space"),
+            )
+        })
+}

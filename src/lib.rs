@@ -1,0 +1,27 @@
+//! # lshk
+//!
+//! Hand-vectorized AVX2/AVX-512 kernels for sublinear wide output layers:
+//! hash the query (SimHash, DWTA), gather candidate rows from LSH tables, and
+//! compute logits only for those rows. Every kernel has a scalar oracle and
+//! portable, AVX2 and AVX-512 tiers chosen once at run time (see [`isa`]).
+//!
+//! The C ABI lives in [`ffi`] and is described by `include/lshk.h`.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+/// cbindgen:ignore
+pub mod error;
+/// cbindgen:ignore
+pub mod isa;
+/// cbindgen:ignore
+pub mod kernels;
+/// cbindgen:ignore
+pub mod rng;
+/// cbindgen:ignore
+pub mod simhash;
+
+pub mod ffi;
+
+pub use error::{Error, Result, Status};
+pub use isa::Isa;
+pub use simhash::SimHash;
