@@ -94,18 +94,19 @@ impl SplitMix64 {
     }
 }
 
-/// fdlibm `__ieee754_log` (Sun Microsystems, 1993), basic operations only.
+/// fdlibm `__ieee754_log` (Sun Microsystems, 1993), basic operations only;
+/// constants are given as fdlibm's bit patterns.
 pub fn ieee754_log(x: f64) -> f64 {
-    const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-01;
-    const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
-    const TWO54: f64 = 1.801_439_850_948_198_400_00e+16;
-    const LG1: f64 = 6.666_666_666_666_735_130e-01;
-    const LG2: f64 = 3.999_999_999_940_941_908e-01;
-    const LG3: f64 = 2.857_142_874_366_239_149e-01;
-    const LG4: f64 = 2.222_219_843_214_978_396e-01;
-    const LG5: f64 = 1.818_357_216_161_805_012e-01;
-    const LG6: f64 = 1.531_383_769_920_937_332e-01;
-    const LG7: f64 = 1.479_819_860_511_658_591e-01;
+    const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
+    const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
+    const TWO54: f64 = f64::from_bits(0x4350_0000_0000_0000);
+    const LG1: f64 = f64::from_bits(0x3fe5_5555_5555_5593);
+    const LG2: f64 = f64::from_bits(0x3fd9_9999_9997_fa04);
+    const LG3: f64 = f64::from_bits(0x3fd2_4924_9422_9359);
+    const LG4: f64 = f64::from_bits(0x3fcc_71c5_1d8e_78af);
+    const LG5: f64 = f64::from_bits(0x3fc7_4664_96cb_03de);
+    const LG6: f64 = f64::from_bits(0x3fc3_9a09_d078_c69f);
+    const LG7: f64 = f64::from_bits(0x3fc2_f112_df3e_5244);
 
     let mut x = x;
     let bits = x.to_bits();
@@ -141,7 +142,7 @@ pub fn ieee754_log(x: f64) -> f64 {
             let dk = k as f64;
             return dk * LN2_HI + dk * LN2_LO;
         }
-        let r = f * f * (0.5 - 0.333_333_333_333_333_33 * f);
+        let r = f * f * (0.5 - f64::from_bits(0x3fd5_5555_5555_5555) * f);
         if k == 0 {
             return f - r;
         }

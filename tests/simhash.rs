@@ -321,7 +321,7 @@ fn seeded_planes_are_frozen() {
     );
 }
 
-include!("simhash_golden.rs");
+include!("golden/simhash.rs");
 
 #[test]
 fn sparse_planes_have_exactly_ceil_dim_over_s_nonzeros() {

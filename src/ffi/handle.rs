@@ -60,7 +60,7 @@ fn check<T: HandleKind>(p: *const Slot, name: &str) -> Result<*mut T> {
             format!("`{name}` ({} *) is NULL", T::NAME),
         ));
     }
-    if (p as usize) % std::mem::align_of::<Slot>() != 0 {
+    if !(p as usize).is_multiple_of(std::mem::align_of::<Slot>()) {
         return Err(Error::new(
             Status::InvalidHandle,
             format!("`{name}` is not a {} handle (misaligned)", T::NAME),

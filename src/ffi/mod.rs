@@ -189,7 +189,7 @@ fn check_ptr<T>(ptr: *const T, len: usize, name: &str) -> Result<()> {
             format!("`{name}` is NULL but its length is {len}"),
         ));
     }
-    if (ptr as usize) % std::mem::align_of::<T>() != 0 {
+    if !(ptr as usize).is_multiple_of(std::mem::align_of::<T>()) {
         return Err(Error::new(
             Status::InvalidArgument,
             format!(

@@ -30,7 +30,7 @@ fn check_out_handle(out: *mut *mut lshk_simhash) -> Result<()> {
     if out.is_null() {
         return Err(Error::new(Status::NullPointer, "`out` is NULL"));
     }
-    if (out as usize) % std::mem::align_of::<*mut lshk_simhash>() != 0 {
+    if !(out as usize).is_multiple_of(std::mem::align_of::<*mut lshk_simhash>()) {
         return Err(Error::new(Status::InvalidArgument, "`out` is misaligned"));
     }
     Ok(())

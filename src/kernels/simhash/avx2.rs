@@ -8,10 +8,12 @@
 //! projections never leave the registers unless `project` asks for them.
 //! One row alone uses 1 x 4 panels (eight independent FMA chains).
 //!
-//! Sparse ±1 planes: 16 rows at a time are transposed into a `dim x 16`
-//! scratch block; each plane adds the block rows of its positive coordinates
-//! and subtracts those of its negative ones (two ymm per index, four partial
-//! sums per half), then scatters its 16 sign bits into the rows' bit strings.
+//! Sparse ±1 planes: 32 rows at a time are transposed into a `dim x 32`
+//! scratch block (16 KiB for d = 128: L1-resident); each plane adds the
+//! block rows of its positive coordinates and subtracts those of its negative
+//! ones (four ymm per index, so one index load feeds four vector loads; two
+//! partial sums per quarter). The 32-bit sign masks of 64 planes are then
+//! transposed into the rows' bit strings with `vpslld` + `vmovmskps`.
 
 use std::arch::x86_64::*;
 use std::cell::RefCell;
@@ -20,7 +22,7 @@ use super::{emit_codes, words_per_row};
 use crate::simhash::{SimHash, SparsePlanes, PANEL};
 
 const ROWS: usize = 4;
-const SPARSE_ROWS: usize = 16;
+const SPARSE_ROWS: usize = 32;
 
 thread_local! {
     static BITS: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
@@ -188,6 +190,8 @@ unsafe fn dense<const PROJ: bool>(
     });
 }
 
+/// Sparse driver: blocks of 32 rows (four ymm per index); a remainder of at
+/// most 8 rows uses one-ymm blocks so a single row does not pay for 32.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn sparse<const PROJ: bool>(
     h: &SimHash,
@@ -198,6 +202,43 @@ unsafe fn sparse<const PROJ: bool>(
     codes: &mut [u32],
     out: &mut [f32],
 ) {
+    let (l, np) = (h.tables() as usize, h.num_planes());
+    let big = if n % SPARSE_ROWS <= 8 {
+        n - n % SPARSE_ROWS
+    } else {
+        n
+    };
+    // SAFETY: forwarded; the row ranges split the checked input/outputs.
+    unsafe {
+        if big > 0 {
+            sparse_block::<PROJ, 4>(h, sp, x, big, stride, codes, out);
+        }
+        if big < n {
+            let (co, oo) = if PROJ {
+                (&mut [][..], &mut out[big * np..])
+            } else {
+                (&mut codes[big * l..], &mut [][..])
+            };
+            if n - big < 4 {
+                sparse_rows::<PROJ>(h, sp, &x[big * stride..], n - big, stride, co, oo);
+            } else {
+                sparse_block::<PROJ, 1>(h, sp, &x[big * stride..], n - big, stride, co, oo);
+            }
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn sparse_block<const PROJ: bool, const Q: usize>(
+    h: &SimHash,
+    sp: &SparsePlanes,
+    x: &[f32],
+    n: usize,
+    stride: usize,
+    codes: &mut [u32],
+    out: &mut [f32],
+) {
+    let rows_per_block = 8 * Q;
     let dim = h.dim();
     let np = h.num_planes();
     let words = np.div_ceil(64);
@@ -206,24 +247,29 @@ unsafe fn sparse<const PROJ: bool>(
         BITS.with(|b| {
             let mut block = blk.borrow_mut();
             let mut bits = b.borrow_mut();
-            if block.len() < dim * SPARSE_ROWS {
-                block.resize(dim * SPARSE_ROWS, 0.0);
+            if block.len() < dim * rows_per_block {
+                block.resize(dim * rows_per_block, 0.0);
             }
-            if bits.len() < SPARSE_ROWS * words {
-                bits.resize(SPARSE_ROWS * words, 0);
+            if bits.len() < rows_per_block * words {
+                bits.resize(rows_per_block * words, 0);
             }
             let mut tmp = [0.0f32; SPARSE_ROWS];
+            // Sign masks of up to 64 consecutive planes: bit r = row r.
+            let mut masks = [0u32; 64];
             let mut i = 0;
             while i < n {
-                let rr = (n - i).min(SPARSE_ROWS);
-                // Transpose rows i..i+rr into block[j*32 + r], zero-padding.
-                for j in 0..dim {
-                    let dst = &mut block[j * SPARSE_ROWS..(j + 1) * SPARSE_ROWS];
-                    for (r, d) in dst.iter_mut().enumerate() {
-                        *d = if r < rr { x[(i + r) * stride + j] } else { 0.0 };
+                let rr = (n - i).min(rows_per_block);
+                // Transpose rows i..i+rr into block[j*ROWS + r]; padding
+                // rows are zero.
+                if rr < rows_per_block {
+                    block[..dim * rows_per_block].fill(0.0);
+                }
+                for r in 0..rr {
+                    let row = &x[(i + r) * stride..(i + r) * stride + dim];
+                    for (j, v) in row.iter().enumerate() {
+                        block[j * rows_per_block + r] = *v;
                     }
                 }
-                bits[..rr * words].fill(0);
                 let bp = block.as_ptr();
                 for p in 0..np {
                     let (s, m, e) = (
@@ -232,29 +278,39 @@ unsafe fn sparse<const PROJ: bool>(
                         sp.start[p + 1] as usize,
                     );
                     // SAFETY: every index is < dim (built by SimHash), so
-                    // idx*32 + 16 + 16 <= dim*32 = block length.
-                    let (lo, hi) = unsafe {
-                        let (lo_p, hi_p) = signed_sum(bp, &sp.idx[s..m]);
-                        let (lo_m, hi_m) = signed_sum(bp, &sp.idx[m..e]);
-                        (_mm256_sub_ps(lo_p, lo_m), _mm256_sub_ps(hi_p, hi_m))
-                    };
+                    // idx*8Q + 8Q <= dim*8Q = block length.
+                    let v = unsafe { signed_sum::<Q>(bp, &sp.idx[s..m], &sp.idx[m..e]) };
                     if PROJ {
                         // SAFETY: tmp holds 32 floats.
                         unsafe {
-                            _mm256_storeu_ps(tmp.as_mut_ptr(), lo);
-                            _mm256_storeu_ps(tmp.as_mut_ptr().add(8), hi);
+                            for (q, vq) in v.iter().enumerate() {
+                                _mm256_storeu_ps(tmp.as_mut_ptr().add(8 * q), *vq);
+                            }
                         }
                         for r in 0..rr {
                             out[(i + r) * np + p] = tmp[r];
                         }
                     } else {
                         let z = _mm256_setzero_ps();
-                        let mask = (_mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(lo, z)) as u32)
-                            | ((_mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(hi, z)) as u32)
-                                << 8);
-                        let (w, sh) = (p / 64, p % 64);
-                        for r in 0..rr {
-                            bits[r * words + w] |= (((mask >> r) & 1) as u64) << sh;
+                        let mut mask = 0u32;
+                        for (q, vq) in v.iter().enumerate() {
+                            mask |= (_mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(*vq, z))
+                                as u32)
+                                << (8 * q);
+                        }
+                        masks[p % 64] = mask;
+                        if p % 64 == 63 || p + 1 == np {
+                            let w = p / 64;
+                            // SAFETY: bits holds rows_per_block rows of `words`.
+                            unsafe {
+                                transpose_masks(
+                                    &masks,
+                                    p % 64 + 1,
+                                    rr,
+                                    bits.as_mut_ptr().add(w),
+                                    words,
+                                )
+                            };
                         }
                     }
                 }
@@ -269,33 +325,151 @@ unsafe fn sparse<const PROJ: bool>(
     });
 }
 
-/// Sum of block rows `idx` (each 16 floats: two ymm), four partial sums per
-/// half.
+/// One row at a time, for a remainder of 1-3 rows: per plane, four partial
+/// sums of scalar loads `x[idx]` (a block transpose would cost more than it
+/// saves for so few rows).
 #[target_feature(enable = "avx2,fma")]
-#[inline]
-unsafe fn signed_sum(block: *const f32, idx: &[u32]) -> (__m256, __m256) {
-    let mut lo = [_mm256_setzero_ps(); 4];
-    let mut hi = [_mm256_setzero_ps(); 4];
-    let chunks = idx.chunks_exact(4);
-    let rest = chunks.remainder();
-    // SAFETY: each index j < dim, so block[j*16 .. j*16+16] is in bounds
-    // (caller's invariant).
-    unsafe {
-        for c in chunks {
-            for u in 0..4 {
-                let r = block.add(c[u] as usize * SPARSE_ROWS);
-                lo[u] = _mm256_add_ps(lo[u], _mm256_loadu_ps(r));
-                hi[u] = _mm256_add_ps(hi[u], _mm256_loadu_ps(r.add(8)));
+unsafe fn sparse_rows<const PROJ: bool>(
+    h: &SimHash,
+    sp: &SparsePlanes,
+    x: &[f32],
+    n: usize,
+    stride: usize,
+    codes: &mut [u32],
+    out: &mut [f32],
+) {
+    let (dim, np) = (h.dim(), h.num_planes());
+    let words = np.div_ceil(64);
+    let (k, l) = (h.bits(), h.tables() as usize);
+    BITS.with(|b| {
+        let mut bits = b.borrow_mut();
+        if bits.len() < words {
+            bits.resize(words, 0);
+        }
+        for i in 0..n {
+            let row = &x[i * stride..i * stride + dim];
+            bits[..words].fill(0);
+            for p in 0..np {
+                let (s, m, e) = (
+                    sp.start[p] as usize,
+                    sp.mid[p] as usize,
+                    sp.start[p + 1] as usize,
+                );
+                // SAFETY: every index is < dim = row.len() (built by SimHash).
+                let v = unsafe { gather_sum(row, &sp.idx[s..m]) - gather_sum(row, &sp.idx[m..e]) };
+                if PROJ {
+                    out[i * np + p] = v;
+                } else {
+                    bits[p / 64] |= ((v > 0.0) as u64) << (p % 64);
+                }
+            }
+            if !PROJ {
+                emit_codes(&bits[..words], k, l as u32, &mut codes[i * l..]);
             }
         }
-        for (u, &j) in rest.iter().enumerate() {
-            let r = block.add(j as usize * SPARSE_ROWS);
-            lo[u] = _mm256_add_ps(lo[u], _mm256_loadu_ps(r));
-            hi[u] = _mm256_add_ps(hi[u], _mm256_loadu_ps(r.add(8)));
+    });
+}
+
+/// `Σ row[idx]` with four independent partial sums.
+///
+/// # Safety
+/// Every index must be < `row.len()`.
+#[inline(always)]
+unsafe fn gather_sum(row: &[f32], idx: &[u32]) -> f32 {
+    let (mut a0, mut a1, mut a2, mut a3) = (0.0f32, 0.0f32, 0.0f32, 0.0f32);
+    let mut c = idx.chunks_exact(4);
+    // SAFETY: indices < row.len() (caller).
+    unsafe {
+        for q in &mut c {
+            a0 += *row.get_unchecked(q[0] as usize);
+            a1 += *row.get_unchecked(q[1] as usize);
+            a2 += *row.get_unchecked(q[2] as usize);
+            a3 += *row.get_unchecked(q[3] as usize);
+        }
+        for &j in c.remainder() {
+            a0 += *row.get_unchecked(j as usize);
         }
     }
-    (
-        _mm256_add_ps(_mm256_add_ps(lo[0], lo[1]), _mm256_add_ps(lo[2], lo[3])),
-        _mm256_add_ps(_mm256_add_ps(hi[0], hi[1]), _mm256_add_ps(hi[2], hi[3])),
-    )
+    (a0 + a1) + (a2 + a3)
+}
+
+/// Transposes the sign masks of `count` (<= 64) planes (bit r of
+/// `masks[q]` = row r's bit for plane q) into one u64 word per row:
+/// `dst[r * words] = Σ_q bit_r(masks[q]) << q`, for rows 0..rr. Per row,
+/// each 8-plane group is shifted so bit r becomes the lane's sign bit and
+/// read with `vmovmskps`.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn transpose_masks(masks: &[u32; 64], count: usize, rr: usize, dst: *mut u64, words: usize) {
+    let mut v = [_mm256_setzero_si256(); 8];
+    for (g, vg) in v.iter_mut().enumerate() {
+        // SAFETY: masks holds 64 u32 = 8 groups of 8.
+        *vg = unsafe { _mm256_loadu_si256(masks.as_ptr().add(8 * g).cast()) };
+    }
+    let live = if count == 64 {
+        u64::MAX
+    } else {
+        (1u64 << count) - 1
+    };
+    for r in 0..rr {
+        let sh = _mm_cvtsi32_si128(31 - r as i32);
+        let mut word = 0u64;
+        for (g, vg) in v.iter().enumerate() {
+            let m =
+                _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_sll_epi32(*vg, sh))) as u32 as u64;
+            word |= m << (8 * g);
+        }
+        // SAFETY: row r < SPARSE_ROWS; dst points at word w of row 0.
+        unsafe { *dst.add(r * words) = word & live };
+    }
+}
+
+/// `Σ block[plus] - Σ block[minus]`, each block row `8*Q` floats (Q ymm),
+/// two partial sums per ymm to hide the add latency.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+#[allow(clippy::needless_range_loop)] // a[q], b[q], rows q: parallel arrays
+unsafe fn signed_sum<const Q: usize>(
+    block: *const f32,
+    plus: &[u32],
+    minus: &[u32],
+) -> [__m256; 4] {
+    let w = 8 * Q;
+    let mut a = [_mm256_setzero_ps(); 4];
+    let mut b = [_mm256_setzero_ps(); 4];
+    // SAFETY: each index j < dim, so block[j*w .. j*w + w] is in bounds
+    // (caller's invariant).
+    unsafe {
+        for (list, sign) in [(plus, 1.0f32), (minus, -1.0f32)] {
+            let mut pairs = list.chunks_exact(2);
+            for c in &mut pairs {
+                let (r0, r1) = (block.add(c[0] as usize * w), block.add(c[1] as usize * w));
+                for q in 0..Q {
+                    if sign > 0.0 {
+                        a[q] = _mm256_add_ps(a[q], _mm256_loadu_ps(r0.add(8 * q)));
+                        b[q] = _mm256_add_ps(b[q], _mm256_loadu_ps(r1.add(8 * q)));
+                    } else {
+                        a[q] = _mm256_sub_ps(a[q], _mm256_loadu_ps(r0.add(8 * q)));
+                        b[q] = _mm256_sub_ps(b[q], _mm256_loadu_ps(r1.add(8 * q)));
+                    }
+                }
+            }
+            if let [j] = pairs.remainder() {
+                let r0 = block.add(*j as usize * w);
+                for q in 0..Q {
+                    let v = _mm256_loadu_ps(r0.add(8 * q));
+                    a[q] = if sign > 0.0 {
+                        _mm256_add_ps(a[q], v)
+                    } else {
+                        _mm256_sub_ps(a[q], v)
+                    };
+                }
+            }
+        }
+    }
+    let mut r = [_mm256_setzero_ps(); 4];
+    for ((rq, aq), bq) in r.iter_mut().zip(a).zip(b).take(Q) {
+        *rq = _mm256_add_ps(aq, bq);
+    }
+    r
 }

@@ -218,11 +218,15 @@ unsafe fn sparse<const PROJ: bool>(
             let mut i = 0;
             while i < n {
                 let rr = (n - i).min(SPARSE_ROWS);
-                // Transpose rows i..i+rr into block[j*32 + r], zero-padding.
-                for j in 0..dim {
-                    let dst = &mut block[j * SPARSE_ROWS..(j + 1) * SPARSE_ROWS];
-                    for (r, d) in dst.iter_mut().enumerate() {
-                        *d = if r < rr { x[(i + r) * stride + j] } else { 0.0 };
+                // Transpose rows i..i+rr into block[j*ROWS + r]; padding
+                // rows are zero.
+                if rr < SPARSE_ROWS {
+                    block[..dim * SPARSE_ROWS].fill(0.0);
+                }
+                for r in 0..rr {
+                    let row = &x[(i + r) * stride..(i + r) * stride + dim];
+                    for (j, v) in row.iter().enumerate() {
+                        block[j * SPARSE_ROWS + r] = *v;
                     }
                 }
                 bits[..rr * words].fill(0);
