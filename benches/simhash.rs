@@ -25,6 +25,7 @@ fn rows(n: usize, d: usize, seed: u64) -> Vec<f32> {
 
 /// "sgemm + sign": projections with OpenBLAS, then the K-bit codes packed
 /// from the signs (what a user would write around BLAS).
+#[allow(clippy::too_many_arguments)]
 fn sgemm_sign(
     blas: &openblas::OpenBlas,
     planes: &[f32],

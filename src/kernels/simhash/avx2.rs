@@ -220,7 +220,7 @@ unsafe fn sparse<const PROJ: bool>(
                 (&mut codes[big * l..], &mut [][..])
             };
             if n - big < 4 {
-                sparse_rows::<PROJ>(h, sp, &x[big * stride..], n - big, stride, co, oo);
+                super::sparse_rows::<PROJ>(h, sp, &x[big * stride..], n - big, stride, co, oo);
             } else {
                 sparse_block::<PROJ, 1>(h, sp, &x[big * stride..], n - big, stride, co, oo);
             }
@@ -323,74 +323,6 @@ unsafe fn sparse_block<const PROJ: bool, const Q: usize>(
             }
         })
     });
-}
-
-/// One row at a time, for a remainder of 1-3 rows: per plane, four partial
-/// sums of scalar loads `x[idx]` (a block transpose would cost more than it
-/// saves for so few rows).
-#[target_feature(enable = "avx2,fma")]
-unsafe fn sparse_rows<const PROJ: bool>(
-    h: &SimHash,
-    sp: &SparsePlanes,
-    x: &[f32],
-    n: usize,
-    stride: usize,
-    codes: &mut [u32],
-    out: &mut [f32],
-) {
-    let (dim, np) = (h.dim(), h.num_planes());
-    let words = np.div_ceil(64);
-    let (k, l) = (h.bits(), h.tables() as usize);
-    BITS.with(|b| {
-        let mut bits = b.borrow_mut();
-        if bits.len() < words {
-            bits.resize(words, 0);
-        }
-        for i in 0..n {
-            let row = &x[i * stride..i * stride + dim];
-            bits[..words].fill(0);
-            for p in 0..np {
-                let (s, m, e) = (
-                    sp.start[p] as usize,
-                    sp.mid[p] as usize,
-                    sp.start[p + 1] as usize,
-                );
-                // SAFETY: every index is < dim = row.len() (built by SimHash).
-                let v = unsafe { gather_sum(row, &sp.idx[s..m]) - gather_sum(row, &sp.idx[m..e]) };
-                if PROJ {
-                    out[i * np + p] = v;
-                } else {
-                    bits[p / 64] |= ((v > 0.0) as u64) << (p % 64);
-                }
-            }
-            if !PROJ {
-                emit_codes(&bits[..words], k, l as u32, &mut codes[i * l..]);
-            }
-        }
-    });
-}
-
-/// `Σ row[idx]` with four independent partial sums.
-///
-/// # Safety
-/// Every index must be < `row.len()`.
-#[inline(always)]
-unsafe fn gather_sum(row: &[f32], idx: &[u32]) -> f32 {
-    let (mut a0, mut a1, mut a2, mut a3) = (0.0f32, 0.0f32, 0.0f32, 0.0f32);
-    let mut c = idx.chunks_exact(4);
-    // SAFETY: indices < row.len() (caller).
-    unsafe {
-        for q in &mut c {
-            a0 += *row.get_unchecked(q[0] as usize);
-            a1 += *row.get_unchecked(q[1] as usize);
-            a2 += *row.get_unchecked(q[2] as usize);
-            a3 += *row.get_unchecked(q[3] as usize);
-        }
-        for &j in c.remainder() {
-            a0 += *row.get_unchecked(j as usize);
-        }
-    }
-    (a0 + a1) + (a2 + a3)
 }
 
 /// Transposes the sign masks of `count` (<= 64) planes (bit r of

@@ -202,6 +202,10 @@ unsafe fn sparse<const PROJ: bool>(
 ) {
     let dim = h.dim();
     let np = h.num_planes();
+    if n < 4 {
+        super::sparse_rows::<PROJ>(h, sp, x, n, stride, codes, out);
+        return;
+    }
     let words = np.div_ceil(64);
     let (k, l) = (h.bits(), h.tables() as usize);
     BLOCK.with(|blk| {

@@ -6,8 +6,10 @@
 //! [`crate::simhash::SimHash::packed`]; sparse ±1 families use the index
 //! lists of [`crate::simhash::SparsePlanes`] and only add and subtract.
 
+use std::cell::RefCell;
+
 use crate::isa::Isa;
-use crate::simhash::SimHash;
+use crate::simhash::{SimHash, SparsePlanes};
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
@@ -85,4 +87,75 @@ pub fn emit_codes(words: &[u64], bits: u32, tables: u32, out: &mut [u32]) {
 #[inline]
 pub fn words_per_row(panels: usize) -> usize {
     (panels * 16).div_ceil(64)
+}
+
+thread_local! {
+    static ROW_BITS: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Sparse planes one row at a time, for the SIMD tiers' remainders of 1-3
+/// rows: per plane, four partial sums of scalar loads `x[idx]` (a block
+/// transpose would cost more than it saves for so few rows).
+pub fn sparse_rows<const PROJ: bool>(
+    h: &SimHash,
+    sp: &SparsePlanes,
+    x: &[f32],
+    n: usize,
+    stride: usize,
+    codes: &mut [u32],
+    out: &mut [f32],
+) {
+    let (dim, np) = (h.dim(), h.num_planes());
+    let words = np.div_ceil(64);
+    let (k, l) = (h.bits(), h.tables() as usize);
+    ROW_BITS.with(|b| {
+        let mut bits = b.borrow_mut();
+        if bits.len() < words {
+            bits.resize(words, 0);
+        }
+        for i in 0..n {
+            let row = &x[i * stride..i * stride + dim];
+            bits[..words].fill(0);
+            for p in 0..np {
+                let (s, m, e) = (
+                    sp.start[p] as usize,
+                    sp.mid[p] as usize,
+                    sp.start[p + 1] as usize,
+                );
+                // SAFETY: every index is < dim = row.len() (built by SimHash).
+                let v = unsafe { gather_sum(row, &sp.idx[s..m]) - gather_sum(row, &sp.idx[m..e]) };
+                if PROJ {
+                    out[i * np + p] = v;
+                } else {
+                    bits[p / 64] |= ((v > 0.0) as u64) << (p % 64);
+                }
+            }
+            if !PROJ {
+                emit_codes(&bits[..words], k, l as u32, &mut codes[i * l..]);
+            }
+        }
+    });
+}
+
+/// `Σ row[idx]` with four independent partial sums.
+///
+/// # Safety
+/// Every index must be < `row.len()`.
+#[inline(always)]
+unsafe fn gather_sum(row: &[f32], idx: &[u32]) -> f32 {
+    let (mut a0, mut a1, mut a2, mut a3) = (0.0f32, 0.0f32, 0.0f32, 0.0f32);
+    let mut c = idx.chunks_exact(4);
+    // SAFETY: indices < row.len() (caller).
+    unsafe {
+        for q in &mut c {
+            a0 += *row.get_unchecked(q[0] as usize);
+            a1 += *row.get_unchecked(q[1] as usize);
+            a2 += *row.get_unchecked(q[2] as usize);
+            a3 += *row.get_unchecked(q[3] as usize);
+        }
+        for &j in c.remainder() {
+            a0 += *row.get_unchecked(j as usize);
+        }
+    }
+    (a0 + a1) + (a2 + a3)
 }
