@@ -10,7 +10,11 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 /// cbindgen:ignore
+pub mod crc32c;
+/// cbindgen:ignore
 pub mod error;
+/// cbindgen:ignore
+pub mod format;
 /// cbindgen:ignore
 pub mod isa;
 /// cbindgen:ignore
