@@ -12,6 +12,8 @@
 /// cbindgen:ignore
 pub mod crc32c;
 /// cbindgen:ignore
+pub mod data;
+/// cbindgen:ignore
 pub mod error;
 /// cbindgen:ignore
 pub mod format;
