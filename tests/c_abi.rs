@@ -146,6 +146,8 @@ fn run(cmd: &mut Command) -> Result<String, String> {
 }
 
 type Job<'a> = Box<dyn FnOnce() -> Result<String, String> + Send + 'a>;
+/// A job's name and its outcome (report or failure description).
+type Outcome = (String, Result<String, String>);
 
 /// Runs jobs on a few threads; prints each job's report in order, then
 /// panics listing every failed job.
@@ -157,8 +159,7 @@ fn run_jobs(jobs: Vec<(String, Job<'_>)>) {
     let n = jobs.len();
     let queue: Vec<Mutex<Option<(String, Job<'_>)>>> =
         jobs.into_iter().map(|j| Mutex::new(Some(j))).collect();
-    let results: Vec<Mutex<Option<(String, Result<String, String>)>>> =
-        (0..n).map(|_| Mutex::new(None)).collect();
+    let results: Vec<Mutex<Option<Outcome>>> = (0..n).map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for _ in 0..workers.min(n.max(1)) {

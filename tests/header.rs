@@ -145,9 +145,18 @@ fn header_version_macros_match_cargo_toml_and_library() {
         read(&root().join("include/lshk.h")),
         read(Path::new(GENERATED)),
     ] {
-        assert_eq!(header_define(&header, "LSHK_VERSION_MAJOR"), major.to_string());
-        assert_eq!(header_define(&header, "LSHK_VERSION_MINOR"), minor.to_string());
-        assert_eq!(header_define(&header, "LSHK_VERSION_PATCH"), patch.to_string());
+        assert_eq!(
+            header_define(&header, "LSHK_VERSION_MAJOR"),
+            major.to_string()
+        );
+        assert_eq!(
+            header_define(&header, "LSHK_VERSION_MINOR"),
+            minor.to_string()
+        );
+        assert_eq!(
+            header_define(&header, "LSHK_VERSION_PATCH"),
+            patch.to_string()
+        );
         assert_eq!(
             header_define(&header, "LSHK_VERSION_STRING"),
             format!("\"{version}\"")
