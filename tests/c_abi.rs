@@ -1,0 +1,593 @@
+//! The C ABI seen from C and C++: compiles and runs `ffi_tests/*.c` (gcc and
+//! clang, `-std=c11 -Wall -Wextra -Werror -pedantic`, against the shared
+//! library and once against the static library), `ffi_tests/*.cpp` (g++ and
+//! clang++, `-std=c++17`), compiles `include/lshk.h` alone as C99 and as
+//! C++17, builds `c_examples/` with its Makefile and with CMake (both through
+//! the `lshk.pc` that build.rs writes) using gcc and clang and runs every
+//! example, and checks the shared library's SONAME.
+//!
+//! # Which library is tested (freshness)
+//! `cargo test` compiles the library with all its crate types (rlib,
+//! staticlib, cdylib) before it runs this test, but leaves `liblshk.so` and
+//! `liblshk.a` in `target/<profile>/deps/`: only `cargo build` copies them up
+//! to `target/<profile>/`, where `lshk.pc` points. Running a nested
+//! `cargo build` from here would work but makes the `cargo build` and
+//! `cargo test` fingerprints of the library invalidate each other, so the
+//! library would be rebuilt twice per `cargo test` (measured). Instead this
+//! test finds `target/<profile>/deps/` from its own executable's path
+//! (`target/<profile>/deps/c_abi-<hash>`), and places the just-built
+//! `liblshk.so` / `liblshk.a` in `target/<profile>/` exactly as `cargo build`
+//! would (a hard link, or a copy, renamed into place atomically). The C
+//! programs therefore always link the library of this very `cargo test` run
+//! and profile (`cargo test --release` tests `target/release`).
+//!
+//! # Tools
+//! gcc, g++, clang, clang++, make, cmake, pkg-config and readelf are
+//! required: a missing one FAILS the test (CI installs them with `.ci/run`).
+//!
+//! Build products go to `target/<profile>/c_abi/`.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+struct Setup {
+    /// The crate root (`CARGO_MANIFEST_DIR`).
+    root: PathBuf,
+    /// `target/<profile>`: liblshk.so, liblshk.so.0, liblshk.a, lshk.pc.
+    profile_dir: PathBuf,
+    /// `target/<profile>/c_abi`: this test's build products.
+    work: PathBuf,
+}
+
+fn setup() -> &'static Setup {
+    static S: OnceLock<Setup> = OnceLock::new();
+    S.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let exe = std::env::current_exe().expect("path of the test executable");
+        let deps = exe.parent().expect("test executable has a parent dir");
+        assert_eq!(
+            deps.file_name(),
+            Some(OsStr::new("deps")),
+            "expected the test executable in target/<profile>/deps, found {}",
+            exe.display()
+        );
+        let profile_dir = deps.parent().unwrap().to_path_buf();
+        for name in ["liblshk.so", "liblshk.a"] {
+            uplift(&deps.join(name), &profile_dir.join(name));
+        }
+        // build.rs creates this link (the SONAME); recreate it if someone
+        // deleted it since build.rs last ran.
+        let link = profile_dir.join("liblshk.so.0");
+        if fs::symlink_metadata(&link).is_err() {
+            println!("note: {} was missing; recreating it", link.display());
+            std::os::unix::fs::symlink("liblshk.so", &link).unwrap();
+        }
+        let pc = profile_dir.join("lshk.pc");
+        assert!(
+            pc.is_file(),
+            "{} is missing: build.rs should have written it",
+            pc.display()
+        );
+        let work = profile_dir.join("c_abi");
+        fs::create_dir_all(&work).unwrap();
+        Setup {
+            root,
+            profile_dir,
+            work,
+        }
+    })
+}
+
+/// Makes `dst` the same file as the freshly built `src` (what `cargo build`
+/// does when it "uplifts" an artifact out of deps/).
+fn uplift(src: &Path, dst: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let sm = fs::metadata(src).unwrap_or_else(|e| {
+        panic!(
+            "{} was not built by this cargo invocation ({e}); crate-type must \
+             include cdylib and staticlib",
+            src.display()
+        )
+    });
+    if let Ok(dm) = fs::metadata(dst) {
+        if dm.dev() == sm.dev() && dm.ino() == sm.ino() {
+            return; // already the same file (cargo build hard-links too)
+        }
+    }
+    let tmp = dst.with_extension(format!("c_abi_tmp{}", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    if fs::hard_link(src, &tmp).is_err() {
+        fs::copy(src, &tmp).unwrap_or_else(|e| panic!("copy {}: {e}", src.display()));
+    }
+    fs::rename(&tmp, dst).unwrap_or_else(|e| panic!("rename to {}: {e}", dst.display()));
+}
+
+/// Fails (never skips) when a tool is missing.
+fn require(tool: &str) {
+    static CHECKED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut c = CHECKED.lock().unwrap_or_else(|p| p.into_inner());
+    if c.iter().any(|t| t == tool) {
+        return;
+    }
+    let ok = Command::new(tool)
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "`{tool}` is required by the C ABI tests but was not found on PATH. \
+         Run `.ci/run` (it installs gcc, g++, clang, make, cmake, pkg-config and \
+         binutils with apt-get) or install it yourself."
+    );
+    c.push(tool.to_string());
+}
+
+/// Runs a command; Ok(stdout) on exit 0, Err(description) otherwise.
+fn run(cmd: &mut Command) -> Result<String, String> {
+    let desc = format!("{cmd:?}");
+    let out = cmd
+        .output()
+        .map_err(|e| format!("could not start {desc}: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!(
+            "{desc} failed ({})\n--- stdout ---\n{stdout}\n--- stderr ---\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+type Job<'a> = Box<dyn FnOnce() -> Result<String, String> + Send + 'a>;
+/// A job's name and its outcome (report or failure description).
+type Outcome = (String, Result<String, String>);
+
+/// Runs jobs on a few threads; prints each job's report in order, then
+/// panics listing every failed job.
+fn run_jobs(jobs: Vec<(String, Job<'_>)>) {
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .clamp(1, 4);
+    let n = jobs.len();
+    let queue: Vec<Mutex<Option<(String, Job<'_>)>>> =
+        jobs.into_iter().map(|j| Mutex::new(Some(j))).collect();
+    let results: Vec<Mutex<Option<Outcome>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..workers.min(n.max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                let (name, job) = queue[i].lock().unwrap().take().unwrap();
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
+                    .unwrap_or_else(|_| Err("the job panicked".to_string()));
+                *results[i].lock().unwrap() = Some((name, r));
+            });
+        }
+    });
+    let mut failures = Vec::new();
+    for r in results {
+        let (name, r) = r.into_inner().unwrap().unwrap();
+        match r {
+            Ok(report) => println!("ok: {name}\n{}", indent(&report)),
+            Err(e) => {
+                println!("FAILED: {name}\n{}", indent(&e));
+                failures.push(name);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "failed: {failures:?}");
+}
+
+fn indent(s: &str) -> String {
+    s.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| format!("    {l}\n"))
+        .collect()
+}
+
+/// Sorted files of `dir` with extension `ext`.
+fn sources(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension() == Some(OsStr::new(ext)) && p.is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn stem(p: &Path) -> String {
+    p.file_stem().unwrap().to_string_lossy().into_owned()
+}
+
+/// The lines a test program prints that look like "N passed, M failed".
+fn summary_lines(stdout: &str) -> String {
+    let s: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains(" passed, ") && l.contains(" failed"))
+        .collect();
+    if s.is_empty() {
+        "(no \"N passed, M failed\" line)".to_string()
+    } else {
+        s.join("\n")
+    }
+}
+
+const C_FLAGS: &[&str] = &["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"];
+const CXX_FLAGS: &[&str] = &["-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic"];
+
+/// Compiles one test program against the shared library and runs it.
+fn compile_and_run_test(
+    compiler: &str,
+    flags: &[&str],
+    src: &Path,
+    out_dir: &Path,
+) -> Result<String, String> {
+    let s = setup();
+    fs::create_dir_all(out_dir).map_err(|e| e.to_string())?;
+    let exe = out_dir.join(stem(src));
+    run(Command::new(compiler)
+        .args(flags)
+        .arg("-g")
+        .arg(format!("-I{}", s.root.join("include").display()))
+        .arg(format!("-I{}", s.root.join("ffi_tests").display()))
+        .arg(src)
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", s.profile_dir.display()))
+        .arg(format!("-Wl,-rpath,{}", s.profile_dir.display()))
+        .arg("-llshk"))?;
+    let out = run(Command::new(&exe).env_remove("LSHK_MAX_ISA"))?;
+    Ok(summary_lines(&out))
+}
+
+#[test]
+fn ffi_tests_c_with_gcc_and_clang() {
+    let s = setup();
+    let srcs = sources(&s.root.join("ffi_tests"), "c");
+    assert!(!srcs.is_empty(), "no ffi_tests/*.c found");
+    let mut jobs: Vec<(String, Job)> = Vec::new();
+    for cc in ["gcc", "clang"] {
+        require(cc);
+        for src in &srcs {
+            let out_dir = s.work.join("ffi").join(cc);
+            jobs.push((
+                format!("{cc} ffi_tests/{}.c", stem(src)),
+                Box::new(move || compile_and_run_test(cc, C_FLAGS, src, &out_dir)),
+            ));
+        }
+    }
+    run_jobs(jobs);
+}
+
+/// The README's static-linking recipe: `liblshk.a -lpthread -ldl -lm`.
+#[test]
+fn ffi_tests_c_static_link() {
+    let s = setup();
+    require("gcc");
+    let srcs = sources(&s.root.join("ffi_tests"), "c");
+    let out_dir = s.work.join("ffi").join("static");
+    fs::create_dir_all(&out_dir).unwrap();
+    let mut jobs: Vec<(String, Job)> = Vec::new();
+    for src in &srcs {
+        let out_dir = &out_dir;
+        jobs.push((
+            format!("gcc (static liblshk.a) ffi_tests/{}.c", stem(src)),
+            Box::new(move || {
+                let exe = out_dir.join(stem(src));
+                run(Command::new("gcc")
+                    .args(C_FLAGS)
+                    .arg(format!("-I{}", s.root.join("include").display()))
+                    .arg(format!("-I{}", s.root.join("ffi_tests").display()))
+                    .arg(src)
+                    .arg(s.profile_dir.join("liblshk.a"))
+                    .args(["-lpthread", "-ldl", "-lm", "-o"])
+                    .arg(&exe))?;
+                let dynamic = run(Command::new("readelf").arg("-d").arg(&exe))?;
+                if dynamic.contains("liblshk") {
+                    return Err(format!(
+                        "{} still needs liblshk.so:\n{dynamic}",
+                        exe.display()
+                    ));
+                }
+                Ok(summary_lines(&run(
+                    Command::new(&exe).env_remove("LSHK_MAX_ISA")
+                )?))
+            }),
+        ));
+    }
+    run_jobs(jobs);
+}
+
+#[test]
+fn ffi_tests_cpp_with_gxx_and_clangxx() {
+    let s = setup();
+    let srcs = sources(&s.root.join("ffi_tests"), "cpp");
+    if srcs.is_empty() {
+        println!("no ffi_tests/*.cpp yet: nothing to compile");
+        return;
+    }
+    let mut jobs: Vec<(String, Job)> = Vec::new();
+    for cxx in ["g++", "clang++"] {
+        require(cxx);
+        for src in &srcs {
+            let out_dir = s.work.join("ffi").join(cxx);
+            jobs.push((
+                format!("{cxx} ffi_tests/{}.cpp", stem(src)),
+                Box::new(move || compile_and_run_test(cxx, CXX_FLAGS, src, &out_dir)),
+            ));
+        }
+    }
+    run_jobs(jobs);
+}
+
+/// `include/lshk.h` alone (included twice, one function and one constant
+/// used) compiles as C99 and as C++17 with every compiler.
+#[test]
+fn header_alone_compiles_as_c99_and_cxx17() {
+    let s = setup();
+    let dir = s.work.join("header");
+    fs::create_dir_all(&dir).unwrap();
+    let body = "#include \"lshk.h\"\n#include \"lshk.h\"\n\
+                int lshk_header_probe(void);\n\
+                int lshk_header_probe(void) {\n  \
+                  lshk_simhash *h = NULL;\n  \
+                  lshk_status st = lshk_simhash_free(h);\n  \
+                  return st == LSHK_STATUS_OK && LSHK_ISA_AVX512 == 3 && LSHK_VERSION_MAJOR >= 0;\n}\n";
+    let c = dir.join("header_only.c");
+    let cpp = dir.join("header_only.cpp");
+    fs::write(&c, body).unwrap();
+    fs::write(&cpp, body).unwrap();
+    let c99: &[&str] = &["-std=c99", "-pedantic", "-Werror", "-Wall", "-Wextra"];
+    let mut jobs: Vec<(String, Job)> = Vec::new();
+    for (compiler, flags, src) in [
+        ("gcc", c99, &c),
+        ("clang", c99, &c),
+        ("g++", CXX_FLAGS, &cpp),
+        ("clang++", CXX_FLAGS, &cpp),
+    ] {
+        require(compiler);
+        let dir = &dir;
+        jobs.push((
+            format!("{compiler} {} include/lshk.h", flags[0]),
+            Box::new(move || {
+                let obj = dir.join(format!("{compiler}.o"));
+                run(Command::new(compiler)
+                    .args(flags)
+                    .arg(format!("-I{}", s.root.join("include").display()))
+                    .arg("-c")
+                    .arg(src)
+                    .arg("-o")
+                    .arg(&obj))
+                .map(|_| String::new())
+            }),
+        ));
+    }
+    run_jobs(jobs);
+}
+
+/// SONAME `liblshk.so.0` (build.rs: `cargo:rustc-cdylib-link-arg=-Wl,-soname`),
+/// `liblshk.so.0` in target/<profile> resolving to the library, and a
+/// program linked with `-llshk` needing `liblshk.so.0` and finding it at run
+/// time through its rpath.
+#[test]
+fn soname_is_liblshk_so_0() {
+    let s = setup();
+    require("readelf");
+    require("gcc");
+    let so = s.profile_dir.join("liblshk.so");
+    let d = run(Command::new("readelf").arg("-d").arg(&so)).unwrap();
+    let soname = d
+        .lines()
+        .find(|l| l.contains("(SONAME)"))
+        .unwrap_or_else(|| panic!("{} has no SONAME:\n{d}", so.display()));
+    println!("{}: {}", so.display(), soname.trim());
+    assert!(soname.contains("[liblshk.so.0]"), "{soname}");
+
+    let link = s.profile_dir.join("liblshk.so.0");
+    let resolved = fs::canonicalize(&link)
+        .unwrap_or_else(|e| panic!("{} does not resolve: {e}", link.display()));
+    assert_eq!(resolved, fs::canonicalize(&so).unwrap());
+
+    let dir = s.work.join("soname");
+    fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("version.c");
+    fs::write(
+        &src,
+        "#include <stdio.h>\n#include <string.h>\n#include \"lshk.h\"\n\
+         int main(void) {\n  printf(\"lshk %s\\n\", lshk_version());\n  \
+         return strcmp(lshk_version(), LSHK_VERSION_STRING) != 0;\n}\n",
+    )
+    .unwrap();
+    let exe = dir.join("version");
+    run(Command::new("gcc")
+        .args(C_FLAGS)
+        .arg(format!("-I{}", s.root.join("include").display()))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", s.profile_dir.display()))
+        .arg(format!("-Wl,-rpath,{}", s.profile_dir.display()))
+        .arg("-llshk"))
+    .unwrap();
+    let d = run(Command::new("readelf").arg("-d").arg(&exe)).unwrap();
+    assert!(
+        d.lines()
+            .any(|l| l.contains("(NEEDED)") && l.contains("[liblshk.so.0]")),
+        "the program should need liblshk.so.0:\n{d}"
+    );
+    let out = run(&mut Command::new(&exe)).unwrap();
+    print!("{out}");
+}
+
+/// `lshk.pc` (written by build.rs into target/<profile>) found through
+/// PKG_CONFIG_PATH, pointing at this checkout's header and this profile's
+/// library.
+#[test]
+fn pkg_config_file() {
+    let s = setup();
+    require("pkg-config");
+    let pc = fs::read_to_string(s.profile_dir.join("lshk.pc")).unwrap();
+    println!("lshk.pc:\n{}", indent(&pc));
+    let pkg = |args: &[&str]| {
+        run(Command::new("pkg-config")
+            .env("PKG_CONFIG_PATH", &s.profile_dir)
+            .args(args)
+            .arg("lshk"))
+        .unwrap()
+        .trim()
+        .to_string()
+    };
+    assert_eq!(pkg(&["--modversion"]), env!("CARGO_PKG_VERSION"));
+    let cflags = pkg(&["--cflags"]);
+    let libs = pkg(&["--libs"]);
+    println!("--cflags: {cflags}\n--libs: {libs}");
+    let inc = format!("-I{}", s.root.join("include").display());
+    assert!(cflags.split_whitespace().any(|f| f == inc), "{cflags}");
+    let libdir = format!("-L{}", s.profile_dir.display());
+    assert!(libs.split_whitespace().any(|f| f == libdir), "{libs}");
+    assert!(libs.split_whitespace().any(|f| f == "-llshk"), "{libs}");
+    let static_libs = pkg(&["--static", "--libs"]);
+    for l in ["-lpthread", "-ldl", "-lm"] {
+        assert!(static_libs.contains(l), "{static_libs}");
+    }
+}
+
+/// Example sources and the binaries the Makefile and CMake make of them:
+/// `x.c` -> `x`, `x.cpp` -> `x_cpp`.
+fn examples() -> Vec<String> {
+    let dir = setup().root.join("c_examples");
+    let mut v: Vec<String> = sources(&dir, "c").iter().map(|p| stem(p)).collect();
+    v.extend(
+        sources(&dir, "cpp")
+            .iter()
+            .map(|p| format!("{}_cpp", stem(p))),
+    );
+    assert!(
+        v.iter().any(|e| e == "simhash") && v.iter().any(|e| e == "simhash_cpp"),
+        "c_examples/simhash.c and simhash.cpp are expected, found {v:?}"
+    );
+    v
+}
+
+/// Runs every example binary in `bin_dir`; also checks the binary's rpath
+/// names this profile's library directory (i.e. lshk.pc of this profile was
+/// used, not another one).
+fn run_examples(bin_dir: &Path) -> Result<String, String> {
+    let s = setup();
+    let mut report = String::new();
+    for e in examples() {
+        let exe = bin_dir.join(&e);
+        if !exe.is_file() {
+            return Err(format!("{} was not built", exe.display()));
+        }
+        let d = run(Command::new("readelf").arg("-d").arg(&exe))?;
+        let libdir = s.profile_dir.to_string_lossy();
+        if !d
+            .lines()
+            .any(|l| (l.contains("(RUNPATH)") || l.contains("(RPATH)")) && l.contains(&*libdir))
+        {
+            return Err(format!("{e}: rpath does not name {libdir}:\n{d}"));
+        }
+        let out = run(Command::new(&exe)
+            .current_dir(bin_dir)
+            .env_remove("LSHK_MAX_ISA"))?;
+        report.push_str(&format!("$ {e}\n{out}"));
+    }
+    Ok(report)
+}
+
+#[test]
+fn c_examples_with_make() {
+    let s = setup();
+    for t in [
+        "make",
+        "pkg-config",
+        "readelf",
+        "gcc",
+        "g++",
+        "clang",
+        "clang++",
+    ] {
+        require(t);
+    }
+    let mut jobs: Vec<(String, Job)> = Vec::new();
+    for (cc, cxx) in [("gcc", "g++"), ("clang", "clang++")] {
+        jobs.push((
+            format!("make CC={cc} CXX={cxx} (c_examples/Makefile)"),
+            Box::new(move || {
+                let build = s.work.join(format!("make-{cc}"));
+                let _ = fs::remove_dir_all(&build);
+                run(Command::new("make")
+                    .arg("-C")
+                    .arg(s.root.join("c_examples"))
+                    .arg(format!("BUILD={}", build.display()))
+                    .arg(format!("CC={cc}"))
+                    .arg(format!("CXX={cxx}"))
+                    .env("PKG_CONFIG_PATH", &s.profile_dir)
+                    .env_remove("MAKEFLAGS")
+                    .env_remove("MFLAGS"))?;
+                run_examples(&build)
+            }),
+        ));
+    }
+    run_jobs(jobs);
+}
+
+#[test]
+fn c_examples_with_cmake() {
+    let s = setup();
+    for t in [
+        "cmake",
+        "make",
+        "pkg-config",
+        "readelf",
+        "gcc",
+        "g++",
+        "clang",
+        "clang++",
+    ] {
+        require(t);
+    }
+    let mut jobs: Vec<(String, Job)> = Vec::new();
+    for (cc, cxx) in [("gcc", "g++"), ("clang", "clang++")] {
+        jobs.push((
+            format!("cmake -DCMAKE_C_COMPILER={cc} -DCMAKE_CXX_COMPILER={cxx} (c_examples/CMakeLists.txt)"),
+            Box::new(move || {
+                let build = s.work.join(format!("cmake-{cc}"));
+                let _ = fs::remove_dir_all(&build);
+                run(Command::new("cmake")
+                    .arg("-S")
+                    .arg(s.root.join("c_examples"))
+                    .arg("-B")
+                    .arg(&build)
+                    .arg(format!("-DCMAKE_C_COMPILER={cc}"))
+                    .arg(format!("-DCMAKE_CXX_COMPILER={cxx}"))
+                    .env("PKG_CONFIG_PATH", &s.profile_dir)
+                    .env_remove("CC")
+                    .env_remove("CXX"))?;
+                run(Command::new("cmake")
+                    .arg("--build")
+                    .arg(&build)
+                    .args(["--parallel", "2"])
+                    .env_remove("MAKEFLAGS")
+                    .env_remove("MFLAGS"))?;
+                run_examples(&build)
+            }),
+        ));
+    }
+    run_jobs(jobs);
+}
