@@ -1,7 +1,8 @@
 //! SimHash, portable tier: `wide::f32x16` at the build's baseline target
 //! features (four SSE2 registers per vector on x86-64, NEON on aarch64).
 //! Chosen at compile time only; the tier for targets without the
-//! hand-written AVX2/AVX-512 kernels. Safe Rust throughout.
+//! hand-written AVX2/AVX-512 kernels. Safe Rust (1-3 sparse rows go through the
+//! shared per-row path in `mod.rs`).
 //!
 //! Dense planes: 2 rows x 1 packed panel of 16 planes per tile (8 SSE
 //! registers of accumulators), `mul_add` per input coordinate, sign bits from
@@ -108,6 +109,11 @@ fn sparse<const PROJ: bool>(
     out: &mut [f32],
 ) {
     let (dim, np) = (h.dim(), h.num_planes());
+    if n < 4 {
+        // A block transpose costs more than it saves for so few rows.
+        super::sparse_rows::<PROJ>(h, sp, x, n, stride, codes, out);
+        return;
+    }
     let words = np.div_ceil(64);
     let (k, l) = (h.bits(), h.tables() as usize);
     let zero = f32x16::splat(0.0);
