@@ -374,7 +374,9 @@ unsafe fn gather_impl(
             check_out(offsets, q1, "offsets")?;
             check_out(needed, 1, "needed")?;
             check_out(ids, ids_len, "ids")?;
-            check_out(counts, ids_len, "counts")?;
+            if !counts.is_null() {
+                check_out(counts, ids_len, "counts")?;
+            }
         }
         let input = GatherInput {
             codes,
