@@ -1,0 +1,226 @@
+//! Gather benchmark on W1: 670,091 rows of d = 128 Gaussian values, SimHash
+//! codes (K bits, L tables) made with lshk's SimHash, tables with
+//! range_bits = K. Queries are fresh Gaussian vectors hashed with the same
+//! family. Throughput is in bucket entries visited (so criterion's
+//! elements/s inverts to ns per entry); the union size is printed.
+//!
+//! Environment: `LSHK_GATHER_K` (default 12), `LSHK_GATHER_L` (default 60,
+//! which gives a ~10K union here; see benches/gather.md).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use lshk::rng::SplitMix64;
+use lshk::tables::{GatherInput, GatherParams, GatherResult, Tables};
+use lshk::{Isa, SimHash};
+
+const N: usize = 670_091;
+const DIM: usize = 128;
+const QUERIES: usize = 64;
+
+struct W1 {
+    k: u32,
+    l: u32,
+    codes: Vec<u32>,
+    tables: Tables,
+    qcodes: Vec<u32>,
+    proj: Vec<f32>,
+}
+
+fn env_u32(name: &str, default: u32) -> u32 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn w1() -> W1 {
+    let k = env_u32("LSHK_GATHER_K", 12);
+    let l = env_u32("LSHK_GATHER_L", 60);
+    let t0 = Instant::now();
+    let h = SimHash::new(DIM, k, l, 0, 1).unwrap();
+    let mut codes = vec![0u32; N * l as usize];
+    // Rows are generated and hashed in chunks, on two threads (the row
+    // matrix itself, 343 MB, is never held).
+    let chunk = 8192;
+    let nthreads = 2;
+    let per = N.div_ceil(nthreads);
+    std::thread::scope(|s| {
+        for (ti, out) in codes.chunks_mut(per * l as usize).enumerate() {
+            let h = &h;
+            s.spawn(move || {
+                let mut r = SplitMix64::new(1000 + ti as u64);
+                let rows = out.len() / l as usize;
+                let mut x = vec![0f32; chunk * DIM];
+                let mut i = 0;
+                while i < rows {
+                    let m = (rows - i).min(chunk);
+                    for v in x[..m * DIM].iter_mut() {
+                        *v = r.next_normal() as f32;
+                    }
+                    h.hash(&x[..m * DIM], m, DIM, &mut out[i * l as usize..(i + m) * l as usize])
+                        .unwrap();
+                    i += m;
+                }
+            });
+        }
+    });
+    let mut r = SplitMix64::new(7);
+    let qx: Vec<f32> = (0..QUERIES * DIM).map(|_| r.next_normal() as f32).collect();
+    let mut qcodes = vec![0u32; QUERIES * l as usize];
+    let mut proj = vec![0f32; QUERIES * (k * l) as usize];
+    h.hash(&qx, QUERIES, DIM, &mut qcodes).unwrap();
+    h.project(&qx, QUERIES, DIM, &mut proj).unwrap();
+    let tables = Tables::build(&codes, N, l, k, 0, 3, 0).unwrap();
+    eprintln!(
+        "W1: {N} rows, d={DIM}, K={k}, L={l}: codes + tables in {:.1} s, tables {:.0} MB",
+        t0.elapsed().as_secs_f64(),
+        tables.memory_bytes() as f64 / 1e6
+    );
+    W1 {
+        k,
+        l,
+        codes,
+        tables,
+        qcodes,
+        proj,
+    }
+}
+
+/// Bucket entries visited by query `qi` (main buckets only, no budget).
+fn entries(w: &W1, qi: usize) -> usize {
+    let l = w.l as usize;
+    (0..l)
+        .map(|t| {
+            w.tables
+                .bucket(t, lshk::tables::fold_code(w.qcodes[qi * l + t], w.k))
+                .len()
+        })
+        .sum()
+}
+
+fn bench_gather(c: &mut Criterion) {
+    let w = w1();
+    let l = w.l as usize;
+    let tiers: Vec<Isa> = Isa::supported().collect();
+    for t in Isa::ALL {
+        if !tiers.contains(&t) {
+            eprintln!("skipped: {} tier (CPU lacks it)", t.name());
+        }
+    }
+    let total_entries: usize = (0..QUERIES).map(|q| entries(&w, q)).sum();
+    let mut out = GatherResult::default();
+    let all = GatherInput {
+        codes: &w.qcodes,
+        q: QUERIES,
+        ..Default::default()
+    };
+    w.tables
+        .gather(&GatherParams::default(), &all, false, &mut out)
+        .unwrap();
+    eprintln!(
+        "W1 queries: mean {:.0} entries visited, mean union {:.0} candidates",
+        total_entries as f64 / QUERIES as f64,
+        out.ids.len() as f64 / QUERIES as f64
+    );
+    let mut with_probes = GatherResult::default();
+    let pp = GatherParams {
+        probes: 1,
+        bits_per_table: w.k,
+        ..Default::default()
+    };
+    w.tables
+        .gather(
+            &pp,
+            &GatherInput {
+                projections: Some(&w.proj),
+                ..all
+            },
+            false,
+            &mut with_probes,
+        )
+        .unwrap();
+    eprintln!(
+        "with 1 probe per table: mean union {:.0}",
+        with_probes.ids.len() as f64 / QUERIES as f64
+    );
+
+    let modes: [(&str, GatherParams, bool); 2] = [
+        ("union", GatherParams::default(), false),
+        (
+            "min2+counts",
+            GatherParams {
+                min_count: 2,
+                ..Default::default()
+            },
+            true,
+        ),
+    ];
+    for (mode, p, want_counts) in modes {
+        // B = 1: one query per call, cycling through the 64 queries.
+        let mut g = c.benchmark_group(format!("gather_w1_b1_{mode}"));
+        g.measurement_time(Duration::from_secs(2))
+            .warm_up_time(Duration::from_millis(500))
+            .sample_size(20);
+        g.throughput(Throughput::Elements(
+            (total_entries / QUERIES) as u64,
+        ));
+        for &tier in &tiers {
+            let mut out = GatherResult::default();
+            let mut qi = 0usize;
+            g.bench_function(BenchmarkId::new(tier.name(), 1), |b| {
+                b.iter(|| {
+                    let input = GatherInput {
+                        codes: &w.qcodes[qi * l..(qi + 1) * l],
+                        q: 1,
+                        ..Default::default()
+                    };
+                    w.tables
+                        .gather_isa(tier, &p, black_box(&input), want_counts, &mut out)
+                        .unwrap();
+                    qi = (qi + 1) % QUERIES;
+                    black_box(out.ids.len())
+                })
+            });
+        }
+        g.finish();
+        // B = 64: one call for 64 queries.
+        let mut g = c.benchmark_group(format!("gather_w1_b64_{mode}"));
+        g.measurement_time(Duration::from_secs(2))
+            .warm_up_time(Duration::from_millis(500))
+            .sample_size(10);
+        g.throughput(Throughput::Elements(total_entries as u64));
+        for &tier in &tiers {
+            let mut out = GatherResult::default();
+            g.bench_function(BenchmarkId::new(tier.name(), QUERIES), |b| {
+                b.iter(|| {
+                    w.tables
+                        .gather_isa(tier, &p, black_box(&all), want_counts, &mut out)
+                        .unwrap();
+                    black_box(out.ids.len())
+                })
+            });
+        }
+        g.finish();
+    }
+
+    // Table build from the codes, one thread and all threads.
+    let mut g = c.benchmark_group("tables_build_w1");
+    g.measurement_time(Duration::from_secs(4))
+        .warm_up_time(Duration::from_millis(500))
+        .sample_size(10);
+    g.throughput(Throughput::Elements((N * l) as u64));
+    for threads in [1u32, 0] {
+        g.bench_function(BenchmarkId::new("threads", threads), |b| {
+            b.iter(|| {
+                let t = Tables::build(black_box(&w.codes), N, w.l, w.k, 0, 3, threads).unwrap();
+                black_box(t.memory_bytes())
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_gather);
+criterion_main!(benches);
