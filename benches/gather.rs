@@ -4,8 +4,10 @@
 //! family. Throughput is in bucket entries visited (so criterion's
 //! elements/s inverts to ns per entry); the union size is printed.
 //!
-//! Environment: `LSHK_GATHER_K` (default 12), `LSHK_GATHER_L` (default 60,
-//! which gives a ~10K union here; see benches/gather.md).
+//! Environment: `LSHK_GATHER_K` (default 12), `LSHK_GATHER_L` (default 50,
+//! which gives a ~9.9K union here; see benches/gather.md). Besides
+//! criterion's wall-clock figures, a table of thread-CPU-time figures per
+//! tier is printed first (more robust on a shared, oversubscribed machine).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -37,7 +39,7 @@ fn env_u32(name: &str, default: u32) -> u32 {
 
 fn w1() -> W1 {
     let k = env_u32("LSHK_GATHER_K", 12);
-    let l = env_u32("LSHK_GATHER_L", 60);
+    let l = env_u32("LSHK_GATHER_L", 50);
     let t0 = Instant::now();
     let h = SimHash::new(DIM, k, l, 0, 1).unwrap();
     let mut codes = vec![0u32; N * l as usize];
@@ -59,8 +61,13 @@ fn w1() -> W1 {
                     for v in x[..m * DIM].iter_mut() {
                         *v = r.next_normal() as f32;
                     }
-                    h.hash(&x[..m * DIM], m, DIM, &mut out[i * l as usize..(i + m) * l as usize])
-                        .unwrap();
+                    h.hash(
+                        &x[..m * DIM],
+                        m,
+                        DIM,
+                        &mut out[i * l as usize..(i + m) * l as usize],
+                    )
+                    .unwrap();
                     i += m;
                 }
             });
@@ -98,6 +105,113 @@ fn entries(w: &W1, qi: usize) -> usize {
                 .len()
         })
         .sum()
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Thread-CPU-time per query and per bucket entry, B = 1 and B = 64, every
+/// tier and mode (best of 5 passes over the 64 queries).
+fn cpu_table(w: &W1, tiers: &[Isa], modes: &[(&str, GatherParams, bool)], total_entries: usize) {
+    let l = w.l as usize;
+    let kl = (w.k * w.l) as usize;
+    eprintln!("thread CPU time (best of 5 passes over {QUERIES} queries):");
+    eprintln!("| mode | tier | B=1 us/query | B=1 ns/entry | B=64 us/query | B=64 ns/entry |");
+    eprintln!("|---|---|---|---|---|---|");
+    for &(mode, p, want_counts) in modes {
+        for &tier in tiers {
+            let mut out = GatherResult::default();
+            let (mut b1, mut b64) = (u64::MAX, u64::MAX);
+            for _ in 0..5 {
+                let t0 = thread_cpu_ns();
+                for qi in 0..QUERIES {
+                    let input = GatherInput {
+                        codes: &w.qcodes[qi * l..(qi + 1) * l],
+                        q: 1,
+                        projections: Some(&w.proj[qi * kl..(qi + 1) * kl]),
+                        ..Default::default()
+                    };
+                    w.tables
+                        .gather_isa(tier, &p, black_box(&input), want_counts, &mut out)
+                        .unwrap();
+                    black_box(out.ids.len());
+                }
+                b1 = b1.min(thread_cpu_ns() - t0);
+                let all = GatherInput {
+                    codes: &w.qcodes,
+                    q: QUERIES,
+                    projections: Some(&w.proj),
+                    ..Default::default()
+                };
+                let t0 = thread_cpu_ns();
+                w.tables
+                    .gather_isa(tier, &p, black_box(&all), want_counts, &mut out)
+                    .unwrap();
+                black_box(out.ids.len());
+                b64 = b64.min(thread_cpu_ns() - t0);
+            }
+            eprintln!(
+                "| {mode} | {} | {:.1} | {:.2} | {:.1} | {:.2} |",
+                tier.name(),
+                b1 as f64 / 1e3 / QUERIES as f64,
+                b1 as f64 / total_entries as f64,
+                b64 as f64 / 1e3 / QUERIES as f64,
+                b64 as f64 / total_entries as f64
+            );
+        }
+    }
+}
+
+/// The mark and extract kernels alone on W1-sized scratch: 9,900 random
+/// distinct ids (sorted in runs of 198, like 50 buckets), bitmap of n bits.
+fn kernel_table(tiers: &[Isa]) {
+    use lshk::kernels::gather::kernels;
+    let mut r = SplitMix64::new(9);
+    let mut ids: Vec<u32> = (0..9_900).map(|_| r.below(N as u64) as u32).collect();
+    for c in ids.chunks_mut(198) {
+        c.sort_unstable();
+    }
+    let words = N.div_ceil(64) + 8;
+    let mut bits = vec![0u64; words];
+    let mut summary = vec![0u64; words.div_ceil(64) + 1];
+    let sw = N.div_ceil(64).div_ceil(64);
+    let mut out = Vec::with_capacity(20_000);
+    eprintln!("kernels alone, thread CPU time per query-sized pass (best of 200):");
+    eprintln!("| tier | mark ns/id | extract ns/id |");
+    eprintln!("|---|---|---|");
+    for &tier in tiers {
+        let k = kernels(tier);
+        let (mut tm, mut te) = (u64::MAX, u64::MAX);
+        for _ in 0..200 {
+            let t0 = thread_cpu_ns();
+            for c in ids.chunks(198) {
+                // SAFETY: ids < N, scratch sized for N rows; a chunk's ids
+                // may repeat (random draws), which `mark` handles.
+                black_box(unsafe { (k.mark)(&mut bits, &mut summary, black_box(c)) });
+            }
+            let t1 = thread_cpu_ns();
+            out.clear();
+            // SAFETY: as above.
+            unsafe { (k.extract)(&mut bits, &mut summary[..sw], &mut out) };
+            let t2 = thread_cpu_ns();
+            black_box(out.len());
+            tm = tm.min(t1 - t0);
+            te = te.min(t2 - t1);
+        }
+        eprintln!(
+            "| {} | {:.2} | {:.2} |",
+            tier.name(),
+            tm as f64 / ids.len() as f64,
+            te as f64 / ids.len() as f64
+        );
+    }
 }
 
 fn bench_gather(c: &mut Criterion) {
@@ -146,7 +260,7 @@ fn bench_gather(c: &mut Criterion) {
         with_probes.ids.len() as f64 / QUERIES as f64
     );
 
-    let modes: [(&str, GatherParams, bool); 2] = [
+    let modes: [(&str, GatherParams, bool); 3] = [
         ("union", GatherParams::default(), false),
         (
             "min2+counts",
@@ -156,24 +270,27 @@ fn bench_gather(c: &mut Criterion) {
             },
             true,
         ),
+        ("probes1", pp, false),
     ];
+    kernel_table(&tiers);
+    cpu_table(&w, &tiers, &modes, total_entries);
     for (mode, p, want_counts) in modes {
         // B = 1: one query per call, cycling through the 64 queries.
         let mut g = c.benchmark_group(format!("gather_w1_b1_{mode}"));
         g.measurement_time(Duration::from_secs(2))
             .warm_up_time(Duration::from_millis(500))
             .sample_size(20);
-        g.throughput(Throughput::Elements(
-            (total_entries / QUERIES) as u64,
-        ));
+        g.throughput(Throughput::Elements((total_entries / QUERIES) as u64));
         for &tier in &tiers {
             let mut out = GatherResult::default();
             let mut qi = 0usize;
             g.bench_function(BenchmarkId::new(tier.name(), 1), |b| {
                 b.iter(|| {
+                    let kl = (w.k * w.l) as usize;
                     let input = GatherInput {
                         codes: &w.qcodes[qi * l..(qi + 1) * l],
                         q: 1,
+                        projections: Some(&w.proj[qi * kl..(qi + 1) * kl]),
                         ..Default::default()
                     };
                     w.tables
@@ -195,6 +312,10 @@ fn bench_gather(c: &mut Criterion) {
             let mut out = GatherResult::default();
             g.bench_function(BenchmarkId::new(tier.name(), QUERIES), |b| {
                 b.iter(|| {
+                    let all = GatherInput {
+                        projections: Some(&w.proj),
+                        ..all
+                    };
                     w.tables
                         .gather_isa(tier, &p, black_box(&all), want_counts, &mut out)
                         .unwrap();

@@ -99,15 +99,16 @@ pub unsafe fn mark_count(
 #[target_feature(enable = "avx2,popcnt,bmi1")]
 unsafe fn decode_word(x: u64, base: u32, dst: *mut u32) -> usize {
     let pc = x.count_ones() as usize;
+    // Sparse words (the common case): four tzcnt/blsr steps, no branch on
+    // the bit count; slots past `pc` get junk (base + 64) that the caller
+    // never exposes.
+    let mut y = x;
+    for k in 0..4 {
+        // SAFETY: k < 4 < room.
+        unsafe { *dst.add(k) = base + y.trailing_zeros() };
+        y &= y.wrapping_sub(1);
+    }
     if pc <= 4 {
-        let mut x = x;
-        let mut k = 0;
-        while x != 0 {
-            // SAFETY: k < pc <= 4 < 72.
-            unsafe { *dst.add(k) = base + x.trailing_zeros() };
-            x &= x - 1;
-            k += 1;
-        }
         return pc;
     }
     let mut at = 0usize;
