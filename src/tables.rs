@@ -712,10 +712,10 @@ impl Tables {
 }
 
 /// Buckets between the one being marked and the one being prefetched.
-const PREFETCH_AHEAD: usize = 2;
+const PREFETCH_AHEAD: usize = 3;
 /// At most this many cache lines of a bucket are prefetched (the hardware
 /// stream prefetcher continues longer buckets).
-const PREFETCH_LINES: usize = 32;
+const PREFETCH_LINES: usize = 4;
 
 /// Prefetches the first cache lines of a bucket's ids.
 #[inline(always)]
