@@ -118,16 +118,31 @@ fn thread_cpu_ns() -> u64 {
 }
 
 /// Thread-CPU-time per query and per bucket entry, B = 1 and B = 64, every
-/// tier and mode (best of 5 passes over the 64 queries).
-fn cpu_table(w: &W1, tiers: &[Isa], modes: &[(&str, GatherParams, bool)], total_entries: usize) {
+/// tier and mode (best of 5 passes over the 64 queries). Entries visited are
+/// counted exactly as the sum of the table-hit counts of a min_count = 1 run
+/// with the same probes.
+fn cpu_table(w: &W1, tiers: &[Isa], modes: &[(&str, GatherParams, bool)]) {
     let l = w.l as usize;
     let kl = (w.k * w.l) as usize;
+    let all = GatherInput {
+        codes: &w.qcodes,
+        q: QUERIES,
+        projections: Some(&w.proj),
+        ..Default::default()
+    };
     eprintln!("thread CPU time (best of 5 passes over {QUERIES} queries):");
-    eprintln!("| mode | tier | B=1 us/query | B=1 ns/entry | B=64 us/query | B=64 ns/entry |");
-    eprintln!("|---|---|---|---|---|---|");
+    eprintln!(
+        "| mode | tier | entries/query | output ids/query | B=1 us/query | B=1 ns/entry | B=64 us/query | B=64 ns/entry |"
+    );
+    eprintln!("|---|---|---|---|---|---|---|---|");
     for &(mode, p, want_counts) in modes {
+        let mut out = GatherResult::default();
+        let p1 = GatherParams { min_count: 1, ..p };
+        w.tables.gather(&p1, &all, true, &mut out).unwrap();
+        let entries: u64 = out.counts.iter().map(|&c| c as u64).sum();
+        w.tables.gather(&p, &all, false, &mut out).unwrap();
+        let outputs = out.ids.len();
         for &tier in tiers {
-            let mut out = GatherResult::default();
             let (mut b1, mut b64) = (u64::MAX, u64::MAX);
             for _ in 0..5 {
                 let t0 = thread_cpu_ns();
@@ -144,12 +159,6 @@ fn cpu_table(w: &W1, tiers: &[Isa], modes: &[(&str, GatherParams, bool)], total_
                     black_box(out.ids.len());
                 }
                 b1 = b1.min(thread_cpu_ns() - t0);
-                let all = GatherInput {
-                    codes: &w.qcodes,
-                    q: QUERIES,
-                    projections: Some(&w.proj),
-                    ..Default::default()
-                };
                 let t0 = thread_cpu_ns();
                 w.tables
                     .gather_isa(tier, &p, black_box(&all), want_counts, &mut out)
@@ -158,12 +167,14 @@ fn cpu_table(w: &W1, tiers: &[Isa], modes: &[(&str, GatherParams, bool)], total_
                 b64 = b64.min(thread_cpu_ns() - t0);
             }
             eprintln!(
-                "| {mode} | {} | {:.1} | {:.2} | {:.1} | {:.2} |",
+                "| {mode} | {} | {:.0} | {:.0} | {:.1} | {:.2} | {:.1} | {:.2} |",
                 tier.name(),
+                entries as f64 / QUERIES as f64,
+                outputs as f64 / QUERIES as f64,
                 b1 as f64 / 1e3 / QUERIES as f64,
-                b1 as f64 / total_entries as f64,
+                b1 as f64 / entries as f64,
                 b64 as f64 / 1e3 / QUERIES as f64,
-                b64 as f64 / total_entries as f64
+                b64 as f64 / entries as f64
             );
         }
     }
@@ -273,8 +284,18 @@ fn bench_gather(c: &mut Criterion) {
         ("probes1", pp, false),
     ];
     kernel_table(&tiers);
-    cpu_table(&w, &tiers, &modes, total_entries);
+    cpu_table(&w, &tiers, &modes);
     for (mode, p, want_counts) in modes {
+        // Entries visited by this mode (sum of hit counts with min_count 1).
+        let mut tmp = GatherResult::default();
+        let allp = GatherInput {
+            projections: Some(&w.proj),
+            ..all
+        };
+        w.tables
+            .gather(&GatherParams { min_count: 1, ..p }, &allp, true, &mut tmp)
+            .unwrap();
+        let total_entries: usize = tmp.counts.iter().map(|&c| c as usize).sum();
         // B = 1: one query per call, cycling through the 64 queries.
         let mut g = c.benchmark_group(format!("gather_w1_b1_{mode}"));
         g.measurement_time(Duration::from_secs(2))

@@ -617,16 +617,15 @@ impl Tables {
         let kb = p.bits_per_table as usize;
         // Phase 1: the buckets to visit, in order, as (table, start, end).
         ranges.clear();
-        for t in 0..l {
-            let csr = &self.csr[t];
+        for (t, (csr, &code)) in self.csr.iter().zip(codes).enumerate() {
             visited.clear();
-            visited.push(fold_code(codes[t], self.range_bits));
+            visited.push(fold_code(code, self.range_bits));
             if p.probes > 0 {
                 let pr = input.projections.unwrap();
                 let base = (qi * l + t) * kb;
                 probe_masks(&pr[base..base + kb], p.probes, probe, heap, order);
                 for &m in probe.iter() {
-                    let b = fold_code(codes[t] ^ m, self.range_bits);
+                    let b = fold_code(code ^ m, self.range_bits);
                     if !visited.contains(&b) {
                         visited.push(b);
                     }
@@ -920,9 +919,9 @@ mod tests {
     fn reservoir_golden() {
         // 10 rows in one bucket, cap 3, seed 1: the kept ids follow
         // Algorithm R with SplitMix64::new(1 ^ 0) (table 0, bucket 0).
-        let codes = vec![0u32; 10];
+        let codes = [0u32; 10];
         let t = Tables::build(&codes, 10, 1, 4, 3, 1, 1).unwrap();
-        let mut res = vec![0u32, 1, 2];
+        let mut res = [0u32, 1, 2];
         let mut rng = SplitMix64::new(1);
         for i in 3..10u32 {
             let j = rng.below(i as u64 + 1) as usize;

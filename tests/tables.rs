@@ -54,10 +54,10 @@ impl Oracle {
                         assert_eq!(s, bucket_stream_seed(seed, t as u32, b));
                         let mut rng = SplitMix64::new(s);
                         let mut res: Vec<u32> = members[..cap].to_vec();
-                        for i in cap..members.len() {
+                        for (i, &m) in members.iter().enumerate().skip(cap) {
                             let j = rng.below(i as u64 + 1) as usize;
                             if j < cap {
-                                res[j] = members[i];
+                                res[j] = m;
                             }
                         }
                         res.sort();
@@ -90,9 +90,9 @@ impl Oracle {
         let mut sets: Vec<(f64, u32)> = (1u32..(1u32 << k))
             .map(|m| {
                 let mut s = 0.0f64;
-                for r in 0..k {
+                for (r, o) in order.iter().enumerate() {
                     if m >> r & 1 == 1 {
-                        s += order[r].0 as f64;
+                        s += o.0 as f64;
                     }
                 }
                 (s, m)
@@ -103,9 +103,9 @@ impl Oracle {
             .take(p as usize)
             .map(|&(_, m)| {
                 let mut f = 0;
-                for r in 0..k {
+                for (r, o) in order.iter().enumerate() {
                     if m >> r & 1 == 1 {
-                        f |= 1 << order[r].1;
+                        f |= 1 << o.1;
                     }
                 }
                 f

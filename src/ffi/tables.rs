@@ -129,7 +129,7 @@ pub unsafe extern "C" fn lshk_tables_build(
         if out.is_null() {
             bail!(NullPointer, "`out` is NULL");
         }
-        if (out as usize) % std::mem::align_of::<*mut lshk_tables>() != 0 {
+        if !(out as usize).is_multiple_of(std::mem::align_of::<*mut lshk_tables>()) {
             bail!(InvalidArgument, "`out` is misaligned");
         }
         if tables == 0 {
@@ -290,7 +290,7 @@ unsafe fn read_params(p: *const lshk_gather_params) -> Result<GatherParams> {
     if p.is_null() {
         return Ok(GatherParams::default());
     }
-    if (p as usize) % std::mem::align_of::<lshk_gather_params>() != 0 {
+    if !(p as usize).is_multiple_of(std::mem::align_of::<lshk_gather_params>()) {
         bail!(InvalidArgument, "`params` is misaligned");
     }
     // SAFETY: non-NULL, aligned; the caller's struct holds at least its

@@ -1,19 +1,22 @@
 //! Gather kernels, AVX2 tier.
 //!
-//! AVX2 has no scatter, so marking computes 8 ids' word indices and bit
-//! masks at once (`vpsrld`, `vpand`, `vpmovzxdq` + `vpsllvq` for the 64-bit
-//! masks) and then does one scalar OR per id into the bitmap (the ids of a
-//! bucket are distinct but may share a word, which the sequential ORs
-//! handle). Counting adds 1 per id with scalar increments.
+//! Marking: AVX2 has no scatter, so each id is one read-modify-write of its
+//! bitmap word (`shrx`/`shlx` from BMI2 are what the compiler emits) plus
+//! one of its summary word. A variant computing 8 word indices and 64-bit
+//! masks at once (`vpsrld`, `vpmovzxdq` + `vpsllvq`) and then doing the
+//! scalar ORs measured slower (1.75 vs 1.50 ns per id, W1-sized bitmap), so
+//! the plain loop is used. Counting adds 1 per id with scalar increments.
 //!
-//! Extraction: words with at most 4 set bits (the common case at ~1.5 %
-//! density) use a `tzcnt` loop; denser words are decoded a byte at a time:
-//! the byte's bit positions from an 8-byte table (`vmovq` +
-//! `vpmovzxbd`) plus the byte's base row (`vpaddd`), stored as 8 lanes
-//! (`vmovdqu`), the cursor advancing by `popcnt`. The counting filter then
-//! runs over the decoded ids 8 at a time: `vpgatherdd` of the counters,
-//! unsigned `>= min` as `vpmaxud` + `vpcmpeqd`, `vmovmskps`, and `vpermd`
-//! with a 256-entry table to pack the kept ids and counts to the left.
+//! Extraction walks the summary's set bits. Words with at most 4 set bits
+//! (the common case at ~1.5 % density) use a `tzcnt`/`blsr` loop whose trip
+//! count is branch-predicted, so the output cursor does not wait for the
+//! bitmap load; denser words are decoded a byte at a time: the byte's bit
+//! positions from an 8-byte table (`vpmovzxbd`) plus the byte's base row
+//! (`vpaddd`), stored as 8 lanes (`vmovdqu`), the cursor advancing by
+//! `popcnt`. The counting filter then runs over the decoded ids 8 at a
+//! time: `vpgatherdd` of the counters, unsigned `>= min` as `vpmaxud` +
+//! `vpcmpeqd`, `vmovmskps`, and `vpermd` with a 256-entry table to pack the
+//! kept ids and counts to the left.
 
 use std::arch::x86_64::*;
 
@@ -106,12 +109,12 @@ unsafe fn decode_word(x: u64, base: u32, dst: *mut u32) -> usize {
 #[target_feature(enable = "avx2,popcnt,bmi1")]
 pub unsafe fn extract(bits: &mut [u64], summary: &mut [u64], out: &mut Vec<u32>) {
     let bp = bits.as_mut_ptr();
-    for s in 0..summary.len() {
-        let mut sw = summary[s];
+    for (s, slot) in summary.iter_mut().enumerate() {
+        let mut sw = *slot;
         if sw == 0 {
             continue;
         }
-        summary[s] = 0;
+        *slot = 0;
         // One summary word names at most 64 words = 4096 ids; reserve for
         // them (plus the decoders' overhang) once, then write through a
         // local cursor.

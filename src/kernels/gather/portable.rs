@@ -94,9 +94,9 @@ fn decode_word(x: u64, base: u32, out: &mut Vec<u32>) {
 /// # Safety
 /// See [`super::ExtractFn`] (bounds are checked here).
 pub unsafe fn extract(bits: &mut [u64], summary: &mut [u64], out: &mut Vec<u32>) {
-    for s in 0..summary.len() {
-        let mut sw = summary[s];
-        summary[s] = 0;
+    for (s, slot) in summary.iter_mut().enumerate() {
+        let mut sw = *slot;
+        *slot = 0;
         while sw != 0 {
             let w = s * 64 + sw.trailing_zeros() as usize;
             sw &= sw - 1;

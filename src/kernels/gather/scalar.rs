@@ -35,9 +35,9 @@ pub unsafe fn mark_count(
 /// # Safety
 /// See [`super::ExtractFn`] (this tier checks bounds anyway).
 pub unsafe fn extract(bits: &mut [u64], summary: &mut [u64], out: &mut Vec<u32>) {
-    for s in 0..summary.len() {
-        let mut sw = summary[s];
-        summary[s] = 0;
+    for (s, slot) in summary.iter_mut().enumerate() {
+        let mut sw = *slot;
+        *slot = 0;
         while sw != 0 {
             let w = s * 64 + sw.trailing_zeros() as usize;
             sw &= sw - 1;
@@ -61,9 +61,9 @@ pub unsafe fn extract_count(
     out: &mut Vec<u32>,
     mut counts: Option<&mut Vec<u32>>,
 ) {
-    for s in 0..summary.len() {
-        let mut sw = summary[s];
-        summary[s] = 0;
+    for (s, slot) in summary.iter_mut().enumerate() {
+        let mut sw = *slot;
+        *slot = 0;
         while sw != 0 {
             let w = s * 64 + sw.trailing_zeros() as usize;
             sw &= sw - 1;
