@@ -524,9 +524,12 @@ lshk_status lshk_tables_stats(const struct lshk_tables *t,
  An id listed twice takes its last codes. Afterwards the tables equal
  tables built from the updated codes (including bucket_cap sampling).
 
- Cost: every table in which at least one row changes bucket is rebuilt
- (O(n + 2^range_bits) per such table, tables spread over the build's
- thread count), so batch the changed rows into one call.
+ Cost: in every table where some row changes bucket, only the buckets
+ losing or gaining rows are recomputed and spliced into a fresh copy of
+ that table's ids (a copy of ~n ids plus O(2^range_bits) offsets per
+ changed table; with bucket_cap > 0 also one scan of the table's n
+ row-to-bucket entries), tables spread over the build's thread count, so
+ batch the changed rows into one call.
 
  NOT thread-safe with respect to `t`: no other call may use `t` while
  this runs (exclusive access). Nothing is changed on error.

@@ -35,12 +35,18 @@
 //! same code, so the result does not depend on the thread count.
 //!
 //! **Updates** need `&mut self`: an update must not run concurrently with
-//! queries (exclusive access), so a query never sees a torn state. Each
-//! table that has at least one row changing bucket is rebuilt from the
-//! row-to-bucket map (a counting sort, `O(n + 2^range_bits)` per changed
-//! table, tables in parallel); nothing is allocated after validation except
-//! the per-thread counting scratch, which is allocated before any state is
-//! changed.
+//! queries (exclusive access), so a query never sees a torn state. An
+//! update first applies the moves to the row-to-bucket map, then, for each
+//! table where some row changed bucket, recomputes only the affected
+//! buckets (those losing or gaining a row) and splices them into a fresh
+//! copy of the table's CSR: `O(ids + 2^range_bits + moved)` per changed
+//! table without `bucket_cap`; with `bucket_cap` one more `O(n)` scan of the
+//! table's row-to-bucket map recovers the affected buckets' full membership
+//! (the stored sample lacks the dropped ids), which is then resampled with
+//! the bucket's own generator. Either way every bucket equals what a fresh
+//! build from the updated codes gives. Tables are spread over the build's
+//! thread count; the per-thread splice buffers (n ids each) are allocated
+//! before anything changes.
 //!
 //! # Gather
 //! See [`Tables::gather_isa`] and [`GatherParams`]. Per query: the union of
@@ -189,22 +195,122 @@ fn build_table(
             ids.copy_within(s..e, w);
             w += c;
         } else {
-            res.clear();
-            res.extend_from_slice(&ids[s..s + cap]);
-            let mut rng = SplitMix64::new(bucket_stream_seed(seed, t, b as u32));
-            for i in cap..c {
-                let j = rng.below(i as u64 + 1) as usize;
-                if j < cap {
-                    res[j] = ids[s + i];
-                }
-            }
-            res.sort_unstable();
+            reservoir(&ids[s..e], cap, seed, t, b as u32, &mut res);
             ids[w..w + cap].copy_from_slice(&res);
             w += cap;
         }
     }
     off[nb] = w as u32;
     ids.truncate(w);
+}
+
+/// The bucket_cap sample of one bucket's members (ascending in, ascending
+/// out): Algorithm R with the bucket's own generator.
+fn reservoir(members: &[u32], cap: usize, seed: u64, t: u32, b: u32, res: &mut Vec<u32>) {
+    res.clear();
+    if members.len() <= cap {
+        res.extend_from_slice(members);
+        return;
+    }
+    res.extend_from_slice(&members[..cap]);
+    let mut rng = SplitMix64::new(bucket_stream_seed(seed, t, b));
+    for (i, &m) in members.iter().enumerate().skip(cap) {
+        let j = rng.below(i as u64 + 1) as usize;
+        if j < cap {
+            res[j] = m;
+        }
+    }
+    res.sort_unstable();
+}
+
+/// Incremental update of one table: recomputes the buckets in `aff`
+/// (sorted, distinct) from the updated row-to-bucket map `rb` and splices
+/// them into a fresh copy of the CSR built in `buf` (which then swaps with
+/// the table's ids). With `cap == 0` a bucket's new members are its old
+/// ids still mapped to it plus the updated ids `uids` now mapped to it;
+/// with a cap the full membership is recovered by one scan of `rb`, since
+/// the stored sample lacks the dropped members. Either way the bucket
+/// equals what a fresh build gives.
+#[allow(clippy::too_many_arguments)]
+fn splice_table(
+    rb: &[u32],
+    csr: &mut Csr,
+    aff: &[u32],
+    uids: &[u32],
+    cap: u32,
+    seed: u64,
+    t: u32,
+    nb: usize,
+    buf: &mut Vec<u32>,
+) {
+    let mut contents: Vec<Vec<u32>> = Vec::with_capacity(aff.len());
+    if cap == 0 {
+        let mut ins: Vec<(u32, u32)> = uids
+            .iter()
+            .map(|&id| (rb[id as usize], id))
+            .filter(|(b, _)| aff.binary_search(b).is_ok())
+            .collect();
+        ins.sort_unstable();
+        let mut k = 0;
+        for &b in aff {
+            let old =
+                &csr.ids[csr.offsets[b as usize] as usize..csr.offsets[b as usize + 1] as usize];
+            let mut m: Vec<u32> = old
+                .iter()
+                .copied()
+                .filter(|&id| rb[id as usize] == b)
+                .collect();
+            while k < ins.len() && ins[k].0 < b {
+                k += 1;
+            }
+            while k < ins.len() && ins[k].0 == b {
+                m.push(ins[k].1);
+                k += 1;
+            }
+            m.sort_unstable();
+            m.dedup();
+            contents.push(m);
+        }
+    } else {
+        let mut is_aff = vec![0u64; nb.div_ceil(64)];
+        for &b in aff {
+            is_aff[b as usize >> 6] |= 1u64 << (b & 63);
+        }
+        let mut lists: Vec<Vec<u32>> = vec![Vec::new(); aff.len()];
+        for (i, &b) in rb.iter().enumerate() {
+            if is_aff[b as usize >> 6] >> (b & 63) & 1 == 1 {
+                let idx = aff.binary_search(&b).unwrap();
+                lists[idx].push(i as u32);
+            }
+        }
+        let mut res = Vec::new();
+        for (members, &b) in lists.iter().zip(aff) {
+            reservoir(members, cap as usize, seed, t, b, &mut res);
+            contents.push(res.clone());
+        }
+    }
+    // Splice: offsets are rewritten in place, ascending (off[i + 1] is
+    // still the old value when bucket i is handled).
+    buf.clear();
+    let off = &mut csr.offsets;
+    let mut delta: i64 = 0;
+    let mut ai = 0;
+    let mut run_start = 0usize; // old offset where the pending copy starts
+    for i in 0..nb {
+        let (os, oe) = (off[i] as usize, off[i + 1] as usize);
+        off[i] = (os as i64 + delta) as u32;
+        if ai < aff.len() && aff[ai] as usize == i {
+            buf.extend_from_slice(&csr.ids[run_start..os]);
+            buf.extend_from_slice(&contents[ai]);
+            delta += contents[ai].len() as i64 - (oe - os) as i64;
+            run_start = oe;
+            ai += 1;
+        }
+    }
+    let end = off[nb] as usize;
+    buf.extend_from_slice(&csr.ids[run_start..end]);
+    off[nb] = (end as i64 + delta) as u32;
+    std::mem::swap(buf, &mut csr.ids);
 }
 
 impl Tables {
@@ -351,19 +457,68 @@ impl Tables {
                 ids[j]
             );
         }
-        let mut dirty = vec![false; l];
+        let nb = 1usize << self.range_bits;
+        let nthreads = self.threads.clamp(1, l);
+        // Per-thread splice buffers, allocated before anything changes.
+        let mut bufs = Vec::with_capacity(nthreads);
+        for _ in 0..nthreads {
+            let mut v: Vec<u32> = Vec::new();
+            v.try_reserve_exact(n).map_err(|_| {
+                Error::new(
+                    Status::AllocationFailed,
+                    format!("cannot allocate {n} ids of update scratch"),
+                )
+            })?;
+            bufs.push(v);
+        }
+        // Apply the moves to the row-to-bucket map; remember, per table,
+        // the buckets that lose or gain a row.
+        let mut affected: Vec<Vec<u32>> = vec![Vec::new(); l];
         for (j, &id) in ids.iter().enumerate() {
             let row = &new_codes[j * l..(j + 1) * l];
-            for t in 0..l {
+            for (t, aff) in affected.iter_mut().enumerate() {
                 let b = fold_code(row[t], self.range_bits);
                 let slot = &mut self.row_bucket[t * n + id as usize];
                 if *slot != b {
+                    aff.push(*slot);
+                    aff.push(b);
                     *slot = b;
-                    dirty[t] = true;
                 }
             }
         }
-        self.rebuild(None, &dirty)
+        let mut uids = ids.to_vec();
+        uids.sort_unstable();
+        uids.dedup();
+        let (cap, seed) = (self.bucket_cap, self.seed);
+        let mut work: Vec<(usize, &[u32], &mut Csr, Vec<u32>)> = Vec::new();
+        let rbs = self.row_bucket.chunks(n.max(1));
+        for ((t, c), (rb, aff)) in self.csr.iter_mut().enumerate().zip(rbs.zip(affected)) {
+            if !aff.is_empty() {
+                work.push((t, rb, c, aff));
+            }
+        }
+        if work.is_empty() {
+            return Ok(());
+        }
+        let per = work.len().div_ceil(nthreads);
+        let uids = &uids[..];
+        let run = |chunk: &mut [(usize, &[u32], &mut Csr, Vec<u32>)], buf: &mut Vec<u32>| {
+            for (t, rb, c, aff) in chunk.iter_mut() {
+                aff.sort_unstable();
+                aff.dedup();
+                splice_table(rb, c, aff, uids, cap, seed, *t as u32, nb, buf);
+            }
+        };
+        if nthreads == 1 || work.len() == 1 {
+            run(&mut work, &mut bufs[0]);
+        } else {
+            std::thread::scope(|s| {
+                for (chunk, buf) in work.chunks_mut(per).zip(bufs.iter_mut()) {
+                    s.spawn(|| run(chunk, buf));
+                }
+            });
+        }
+        Ok(())
     }
 
     pub fn rows(&self) -> usize {
