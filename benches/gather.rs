@@ -363,8 +363,8 @@ fn bench_gather(c: &mut Criterion) {
     }
     g.finish();
 
-    // Update of 1,000 rows (each table then has changed rows and is rebuilt),
-    // on one thread; the next update undoes it so every sample does the
+    // Update of 10 and 1,000 rows on one thread (affected buckets spliced
+    // into each changed table); the next update undoes it so every sample does the
     // same work.
     let mut g = c.benchmark_group("tables_update_w1");
     g.measurement_time(Duration::from_secs(4))
@@ -372,20 +372,29 @@ fn bench_gather(c: &mut Criterion) {
         .sample_size(10);
     let mut t1 = Tables::build(&w.codes, N, w.l, w.k, 0, 3, 1).unwrap();
     let mut r = SplitMix64::new(11);
-    let ids: Vec<u32> = (0..1000).map(|_| r.below(N as u64) as u32).collect();
-    let old: Vec<u32> = ids
-        .iter()
-        .flat_map(|&i| w.codes[i as usize * l..(i as usize + 1) * l].iter().copied())
-        .collect();
-    let new: Vec<u32> = (0..1000 * l).map(|_| r.next_u64() as u32 & ((1 << w.k) - 1)).collect();
-    g.throughput(Throughput::Elements(ids.len() as u64));
-    let mut flip = false;
-    g.bench_function(BenchmarkId::new("rows", ids.len()), |b| {
-        b.iter(|| {
-            flip = !flip;
-            t1.update(black_box(&ids), if flip { &new } else { &old }).unwrap();
-        })
-    });
+    for count in [10usize, 1000] {
+        let ids: Vec<u32> = (0..count).map(|_| r.below(N as u64) as u32).collect();
+        let old: Vec<u32> = ids
+            .iter()
+            .flat_map(|&i| {
+                w.codes[i as usize * l..(i as usize + 1) * l]
+                    .iter()
+                    .copied()
+            })
+            .collect();
+        let new: Vec<u32> = (0..count * l)
+            .map(|_| r.next_u64() as u32 & ((1 << w.k) - 1))
+            .collect();
+        g.throughput(Throughput::Elements(ids.len() as u64));
+        let mut flip = false;
+        g.bench_function(BenchmarkId::new("rows", ids.len()), |b| {
+            b.iter(|| {
+                flip = !flip;
+                t1.update(black_box(&ids), if flip { &new } else { &old })
+                    .unwrap();
+            })
+        });
+    }
     g.finish();
 }
 

@@ -237,14 +237,19 @@ fn splice_table(
     csr: &mut Csr,
     aff: &[u32],
     uids: &[u32],
+    updated: &[u64],
     cap: u32,
     seed: u64,
     t: u32,
     nb: usize,
     buf: &mut Vec<u32>,
 ) {
-    let mut contents: Vec<Vec<u32>> = Vec::with_capacity(aff.len());
+    // New contents of the affected buckets, flat: bucket aff[j] gets
+    // flat[starts[j]..starts[j + 1]].
+    let mut flat: Vec<u32> = Vec::new();
+    let mut starts: Vec<usize> = Vec::with_capacity(aff.len() + 1);
     if cap == 0 {
+        // Updated rows by their (new) bucket, ids ascending within one.
         let mut ins: Vec<(u32, u32)> = uids
             .iter()
             .map(|&id| (rb[id as usize], id))
@@ -253,23 +258,49 @@ fn splice_table(
         ins.sort_unstable();
         let mut k = 0;
         for &b in aff {
+            starts.push(flat.len());
             let old =
                 &csr.ids[csr.offsets[b as usize] as usize..csr.offsets[b as usize + 1] as usize];
-            let mut m: Vec<u32> = old
-                .iter()
-                .copied()
-                .filter(|&id| rb[id as usize] == b)
-                .collect();
             while k < ins.len() && ins[k].0 < b {
                 k += 1;
             }
+            let k0 = k;
             while k < ins.len() && ins[k].0 == b {
-                m.push(ins[k].1);
                 k += 1;
             }
-            m.sort_unstable();
-            m.dedup();
-            contents.push(m);
+            // Merge the old members that stay (not updated, or updated but
+            // still here) with the updated rows now here; both ascending.
+            let stays =
+                |id: u32| updated[id as usize >> 6] >> (id & 63) & 1 == 0 || rb[id as usize] == b;
+            let mut oi = old.iter().copied().filter(|&id| stays(id)).peekable();
+            let mut ni = ins[k0..k].iter().map(|p| p.1).peekable();
+            loop {
+                let next = match (oi.peek(), ni.peek()) {
+                    (Some(&x), Some(&y)) => {
+                        if x < y {
+                            oi.next();
+                            x
+                        } else if y < x {
+                            ni.next();
+                            y
+                        } else {
+                            oi.next();
+                            ni.next();
+                            x
+                        }
+                    }
+                    (Some(&x), None) => {
+                        oi.next();
+                        x
+                    }
+                    (None, Some(&y)) => {
+                        ni.next();
+                        y
+                    }
+                    (None, None) => break,
+                };
+                flat.push(next);
+            }
         }
     } else {
         let mut is_aff = vec![0u64; nb.div_ceil(64)];
@@ -285,10 +316,12 @@ fn splice_table(
         }
         let mut res = Vec::new();
         for (members, &b) in lists.iter().zip(aff) {
+            starts.push(flat.len());
             reservoir(members, cap as usize, seed, t, b, &mut res);
-            contents.push(res.clone());
+            flat.extend_from_slice(&res);
         }
     }
+    starts.push(flat.len());
     // Splice: offsets are rewritten in place, ascending (off[i + 1] is
     // still the old value when bucket i is handled).
     buf.clear();
@@ -301,8 +334,9 @@ fn splice_table(
         off[i] = (os as i64 + delta) as u32;
         if ai < aff.len() && aff[ai] as usize == i {
             buf.extend_from_slice(&csr.ids[run_start..os]);
-            buf.extend_from_slice(&contents[ai]);
-            delta += contents[ai].len() as i64 - (oe - os) as i64;
+            let c = &flat[starts[ai]..starts[ai + 1]];
+            buf.extend_from_slice(c);
+            delta += c.len() as i64 - (oe - os) as i64;
             run_start = oe;
             ai += 1;
         }
@@ -489,6 +523,13 @@ impl Tables {
         let mut uids = ids.to_vec();
         uids.sort_unstable();
         uids.dedup();
+        // Bitmap of the updated rows: an old member that was not updated
+        // keeps its bucket without a look-up in the row-to-bucket map.
+        let mut updated = vec![0u64; n.div_ceil(64)];
+        for &id in &uids {
+            updated[id as usize >> 6] |= 1u64 << (id & 63);
+        }
+        let updated = &updated[..];
         let (cap, seed) = (self.bucket_cap, self.seed);
         let mut work: Vec<(usize, &[u32], &mut Csr, Vec<u32>)> = Vec::new();
         let rbs = self.row_bucket.chunks(n.max(1));
@@ -506,7 +547,7 @@ impl Tables {
             for (t, rb, c, aff) in chunk.iter_mut() {
                 aff.sort_unstable();
                 aff.dedup();
-                splice_table(rb, c, aff, uids, cap, seed, *t as u32, nb, buf);
+                splice_table(rb, c, aff, uids, updated, cap, seed, *t as u32, nb, buf);
             }
         };
         if nthreads == 1 || work.len() == 1 {
