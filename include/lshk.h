@@ -79,7 +79,7 @@ typedef struct lshk_gather_params {
   /*
    Extra buckets visited per table by query-directed multi-probing
    (default 0). Needs SimHash codes, `bits_per_table` and the query
-   projections. At most 2^K - 1.
+   projections. At most min(2^K - 1, 4096).
    */
   uint32_t probes;
   /*
@@ -588,7 +588,7 @@ lshk_status lshk_tables_update(struct lshk_tables *t,
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (struct_size too
  small, forced_offsets not starting at 0 / decreasing / beyond
  forced_ids_len, probes without bits_per_table in 1..=32 or beyond
- 2^K - 1, misaligned pointers), INDEX_OUT_OF_RANGE (a forced id >= n),
+ min(2^K - 1, 4096), misaligned pointers), INDEX_OUT_OF_RANGE (a forced id >= n),
  BUFFER_TOO_SMALL (ids_len, projections_len), NON_FINITE (a NaN or
  infinite projection), SIZE_OVERFLOW, ALLOCATION_FAILED.
 

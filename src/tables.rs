@@ -73,6 +73,8 @@ pub const MAX_RANGE_BITS: u32 = 24;
 /// Largest number of rows: ids are u32 and the AVX2/AVX-512 gathers index
 /// with signed 32-bit lanes.
 pub const MAX_ROWS: usize = i32::MAX as usize;
+/// Largest `probes` accepted (extra buckets per table).
+pub const MAX_PROBES: u32 = 4096;
 /// Flag bit set in a counting-mode counter for forced ids (internal).
 pub(crate) const FORCED: u32 = 0x8000_0000;
 
@@ -699,6 +701,13 @@ impl Tables {
                 );
             }
             let maxp = if kb >= 32 { u32::MAX } else { (1u32 << kb) - 1 };
+            if p.probes > MAX_PROBES {
+                bail!(
+                    InvalidArgument,
+                    "probes is {}; at most {MAX_PROBES} per table",
+                    p.probes
+                );
+            }
             if p.probes > maxp {
                 bail!(
                     InvalidArgument,
@@ -820,9 +829,13 @@ impl Tables {
                 let pr = input.projections.unwrap();
                 let base = (qi * l + t) * kb;
                 probe_masks(&pr[base..base + kb], p.probes, probe, heap, order);
+                // Flipping bits below range_bits of a code that fits keeps
+                // it fitting, so distinct masks give distinct buckets; only
+                // folded codes can collide and need the check.
+                let identity = kb as u32 <= self.range_bits && code >> self.range_bits == 0;
                 for &m in probe.iter() {
                     let b = fold_code(code ^ m, self.range_bits);
-                    if !visited.contains(&b) {
+                    if identity || !visited.contains(&b) {
                         visited.push(b);
                     }
                 }

@@ -565,6 +565,20 @@ fn gather_rejects_bad_inputs() {
         ),
         Status::InvalidArgument
     );
+    assert_eq!(
+        st(
+            GatherParams {
+                probes: 5000,
+                bits_per_table: 16,
+                ..pp
+            },
+            GatherInput {
+                projections: Some(&[0.0; 32]),
+                ..base
+            }
+        ),
+        Status::InvalidArgument
+    );
     let mut pr = [0.5f32; 8];
     assert_eq!(
         st(
