@@ -1,11 +1,11 @@
 //! Gather kernels, portable tier: the `wide` crate at the build's baseline
 //! features. Marking is a read-modify-write per id (portable SIMD has no
-//! scatter). Extraction decodes a dense bitmap word a byte at a time: the
-//! byte's bit positions (a 256-entry table of `u32x8`) plus the byte's base
-//! row, stored as 8 lanes, the cursor advancing by the byte's popcount;
-//! sparse words (<= 4 bits) use a `trailing_zeros` loop. The counting
-//! filter compares 8 counters at once (`simd_ge` on `u32x8`) and packs the
-//! kept lanes with the `COMPRESS8` table.
+//! scatter). Extraction: words with at most 4 set bits take four
+//! branch-free `trailing_zeros` steps; denser words are decoded a byte at a
+//! time (the byte's bit positions from a 256-entry table of `u32x8` plus the
+//! byte's base row, stored as 8 lanes, the cursor advancing by the byte's
+//! popcount). The counting filter compares 8 counters at once (`simd_ge` on
+//! `u32x8`, unsigned) and packs the kept lanes with the `COMPRESS8` table.
 
 use wide::u32x8;
 
@@ -67,28 +67,28 @@ pub unsafe fn mark_count(
     unsafe { mark(bits, summary, ids) }
 }
 
-/// Appends the set bits of `x` (row base `base`) to `out`.
+/// Writes the set bits of `x` (row base `base`) at `dst[0..]`, returns how
+/// many. `dst` must hold at least 72 slots.
 #[inline(always)]
-fn decode_word(x: u64, base: u32, out: &mut Vec<u32>) {
+fn decode_word(x: u64, base: u32, dst: &mut [u32]) -> usize {
     let pc = x.count_ones() as usize;
-    if pc <= 4 {
-        let mut x = x;
-        while x != 0 {
-            out.push(base + x.trailing_zeros());
-            x &= x - 1;
-        }
-        return;
+    // Sparse words: four branch-free steps (slots past pc get junk).
+    let mut y = x;
+    for d in dst[..4].iter_mut() {
+        *d = base.wrapping_add(y.trailing_zeros());
+        y &= y.wrapping_sub(1);
     }
-    let len = out.len();
-    out.resize(len + 64 + 8, 0);
-    let mut at = len;
+    if pc <= 4 {
+        return pc;
+    }
+    let mut at = 0;
     for k in 0..8 {
         let byte = ((x >> (8 * k)) & 0xff) as usize;
         let v = u32x8::new(POS32[byte]) + u32x8::splat(base + 8 * k as u32);
-        out[at..at + 8].copy_from_slice(&v.to_array());
+        dst[at..at + 8].copy_from_slice(&v.to_array());
         at += (byte as u32).count_ones() as usize;
     }
-    out.truncate(len + pc);
+    pc
 }
 
 /// # Safety
@@ -96,14 +96,41 @@ fn decode_word(x: u64, base: u32, out: &mut Vec<u32>) {
 pub unsafe fn extract(bits: &mut [u64], summary: &mut [u64], out: &mut Vec<u32>) {
     for (s, slot) in summary.iter_mut().enumerate() {
         let mut sw = *slot;
+        if sw == 0 {
+            continue;
+        }
         *slot = 0;
+        // At most 4096 ids per summary word, plus the decoder's overhang.
+        out.reserve(64 * 64 + 72);
+        let len = out.len();
+        let spare = out.spare_capacity_mut();
+        let mut at = 0;
+        let mut tmp = [0u32; 72];
         while sw != 0 {
             let w = s * 64 + sw.trailing_zeros() as usize;
             sw &= sw - 1;
             let x = bits[w];
             bits[w] = 0;
-            decode_word(x, (w * 64) as u32, out);
+            let base = (w * 64) as u32;
+            let pc = x.count_ones() as usize;
+            if pc <= 4 {
+                // Four branch-free steps straight into the output (slots
+                // past pc get junk that the next word overwrites).
+                let mut y = x;
+                for d in spare[at..at + 4].iter_mut() {
+                    d.write(base.wrapping_add(y.trailing_zeros()));
+                    y &= y.wrapping_sub(1);
+                }
+            } else {
+                decode_word(x, base, &mut tmp);
+                for (d, &v) in spare[at..at + pc].iter_mut().zip(&tmp[..pc]) {
+                    d.write(v);
+                }
+            }
+            at += pc;
         }
+        // SAFETY: spare[0..at] were initialised above.
+        unsafe { out.set_len(len + at) };
     }
 }
 
@@ -123,9 +150,10 @@ pub unsafe fn extract_count(
     let total = out.len();
     let cstart = counts.as_ref().map_or(0, |c| c.len());
     if let Some(cs) = counts.as_deref_mut() {
-        cs.resize(cstart + (total - start) + 8, 0);
+        cs.resize(cstart + (total - start), 0);
     }
-    out.resize(total + 8, 0);
+    // Eight counters at a time: unsigned `>= min` with `simd_ge`, kept
+    // lanes packed left through the COMPRESS8 table.
     let minv = u32x8::splat(min);
     let (mut r, mut w) = (start, start);
     while r < total {
@@ -137,19 +165,19 @@ pub unsafe fn extract_count(
             cv[j] = cnt[idv[j] as usize];
             cnt[idv[j] as usize] = 0;
         }
-        let c = u32x8::new(cv);
-        let keep = (c.simd_ge(minv).to_bitmask() & ((1u32 << lanes) - 1)) as usize;
+        let keep = (u32x8::new(cv).simd_ge(minv).to_bitmask() & ((1u32 << lanes) - 1)) as usize;
+        let kept = keep.count_ones() as usize;
         let perm = &COMPRESS8[keep];
-        for j in 0..8 {
+        for j in 0..kept {
             out[w + j] = idv[perm[j] as usize];
         }
         if let Some(cs) = counts.as_deref_mut() {
             let at = cstart + (w - start);
-            for j in 0..8 {
+            for j in 0..kept {
                 cs[at + j] = cv[perm[j] as usize] & 0x7fff_ffff;
             }
         }
-        w += keep.count_ones() as usize;
+        w += kept;
         r += lanes;
     }
     out.truncate(w);
