@@ -36,6 +36,16 @@
 typedef struct lshk_simhash lshk_simhash;
 
 /*
+ L LSH tables over n rows (flat CSR per table, ids ascending per bucket).
+
+ Queries (every function taking `const lshk_tables *`) are safe from many
+ threads at once. lshk_tables_update needs exclusive access: no other call
+ may use the handle while it runs (queries therefore see either the old or
+ the new tables, never a mix).
+ */
+typedef struct lshk_tables lshk_tables;
+
+/*
  Outcome of a call: `LSHK_STATUS_OK` (0) or one of the error codes below.
  */
 typedef uint32_t lshk_status;
@@ -44,6 +54,66 @@ typedef uint32_t lshk_status;
  An instruction-set tier: one of the `LSHK_ISA_*` values.
  */
 typedef uint32_t lshk_isa;
+
+/*
+ Options of lshk_tables_gather. Obtain defaults from
+ lshk_gather_params_default(), then change fields: `struct_size` lets
+ later versions add fields without breaking callers.
+ */
+typedef struct lshk_gather_params {
+  /*
+   sizeof(lshk_gather_params) as the caller knows it.
+   */
+  uint32_t struct_size;
+  /*
+   Keep the ids found in at least this many tables (default 1; 0 acts
+   as 1; a value above L leaves only the forced ids).
+   */
+  uint32_t min_count;
+  /*
+   Budget of distinct ids per query, forced ids included (default 0 =
+   no limit). Tables are visited in order and the visit stops once the
+   budget is reached; see lshk_tables_gather for the exact rule.
+   */
+  uint32_t max_candidates;
+  /*
+   Extra buckets visited per table by query-directed multi-probing
+   (default 0). Needs SimHash codes, `bits_per_table` and the query
+   projections. At most min(2^K - 1, 4096).
+   */
+  uint32_t probes;
+  /*
+   K, the bits per table of the SimHash codes (needed when probes > 0).
+   */
+  uint32_t bits_per_table;
+} lshk_gather_params;
+
+/*
+ Statistics of one table (lshk_tables_stats).
+ */
+typedef struct lshk_table_stats {
+  /*
+   Buckets holding at least one id.
+   */
+  uint64_t nonempty_buckets;
+  /*
+   Ids stored in the table (n, unless bucket_cap dropped some).
+   */
+  uint64_t stored_ids;
+  /*
+   Ids in the largest bucket.
+   */
+  uint32_t largest_bucket;
+  /*
+   Padding, written as 0.
+   */
+  uint32_t reserved;
+  /*
+   Mean size of the non-empty buckets (stored_ids / nonempty_buckets;
+   0 for an empty table).
+   */
+  double mean_bucket_size;
+} lshk_table_stats;
 
 /*
  Success.
@@ -350,6 +420,222 @@ lshk_status lshk_simhash_project_isa(lshk_isa isa,
                                      size_t x_stride,
                                      float *out,
                                      size_t out_len);
+
+/*
+ Default gather options: min_count 1, max_candidates 0 (no limit),
+ probes 0, bits_per_table 0, struct_size = sizeof(lshk_gather_params).
+ */
+struct lshk_gather_params lshk_gather_params_default(void);
+
+/*
+ Builds L = `tables` LSH tables over `n` rows from their codes
+ (`codes[i * L + t]` = row i's code in table t, n*L values, e.g. from
+ lshk_simhash_hash).
+
+ Each table has 2^range_bits buckets (1 <= range_bits <= 24). A code
+ `c < 2^range_bits` is its own bucket; any other code goes to bucket
+ `mix32(c) >> (32 - range_bits)`, where mix32 is the lowbias32 hash:
+ `x ^= x >> 16; x *= 0x7feb352d; x ^= x >> 15; x *= 0x846ca68b;
+ x ^= x >> 16` (32-bit wrapping). Ids are ascending within a bucket.
+
+ `bucket_cap` 0 keeps every id. Otherwise a bucket with c > bucket_cap
+ members keeps a uniform sample of bucket_cap of them, still ascending:
+ Algorithm R over the members in ascending order (the first bucket_cap
+ fill the reservoir; member i >= bucket_cap draws j = below(i + 1) and
+ replaces slot j when j < bucket_cap), with the generator of lshk's seeds
+ (SplitMix64, integers below m by Lemire's multiply-shift with rejection;
+ see lshk_simhash_new) seeded with `seed ^ ((t << 32) | bucket)` for
+ bucket `bucket` of table `t`.
+
+ `threads`: 0 = all cores, else that many threads (tables are split among
+ them). The result is identical for every thread count.
+
+ Memory: about 4 * (L * (2^range_bits + 1) + 2 * n * L) bytes (bucket
+ offsets, ids, and each row's bucket per table, kept for updates).
+
+ On success `*out` receives a new handle (free it with
+ lshk_tables_free); on failure `*out` is not written.
+
+ Errors: NULL_POINTER, INVALID_ARGUMENT (tables 0, range_bits outside
+ 1..=24, n >= 2^31), SIZE_OVERFLOW, ALLOCATION_FAILED.
+
+ # Safety
+ `codes` must hold n*L readable u32 (or be NULL with n = 0); `out` must be
+ writable.
+ */
+lshk_status lshk_tables_build(const uint32_t *codes,
+                              size_t n,
+                              uint32_t tables,
+                              uint32_t range_bits,
+                              uint32_t bucket_cap,
+                              uint64_t seed,
+                              uint32_t threads,
+                              struct lshk_tables **out);
+
+/*
+ Releases tables. NULL is a no-op. A freed or foreign handle is reported
+ as INVALID_HANDLE and otherwise ignored.
+
+ # Safety
+ `t` is NULL or a handle from lshk_tables_build that no other thread is
+ using.
+ */
+lshk_status lshk_tables_free(struct lshk_tables *t);
+
+/*
+ Shape of the tables: writes n, L and range_bits into the non-NULL
+ pointers among `n`, `tables`, `range_bits`.
+
+ Errors: NULL_POINTER (`t`), INVALID_HANDLE.
+
+ # Safety
+ Non-NULL output pointers must be writable.
+ */
+lshk_status lshk_tables_shape(const struct lshk_tables *t,
+                              size_t *n,
+                              uint32_t *tables,
+                              uint32_t *range_bits);
+
+/*
+ Bytes held by the tables (CSR offsets and ids, the row-to-bucket map,
+ bookkeeping). Returns 0 for an invalid handle (and records the error).
+ Thread-safe.
+
+ # Safety
+ `t` is NULL or a handle from lshk.
+ */
+size_t lshk_tables_memory_bytes(const struct lshk_tables *t);
+
+/*
+ Per-table statistics into `out[0 .. L]` (`out_len` >= L). Thread-safe.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, BUFFER_TOO_SMALL (out_len < L).
+
+ # Safety
+ `out` must hold `out_len` writable lshk_table_stats.
+ */
+lshk_status lshk_tables_stats(const struct lshk_tables *t,
+                              struct lshk_table_stats *out,
+                              size_t out_len);
+
+/*
+ Moves rows `ids[j]` (j < count) to the buckets of their new codes
+ `new_codes[j * L .. (j + 1) * L]` (same layout as lshk_tables_build).
+ An id listed twice takes its last codes. Afterwards the tables equal
+ tables built from the updated codes (including bucket_cap sampling).
+
+ Cost: in every table where some row changes bucket, only the buckets
+ losing or gaining rows are recomputed and spliced into a fresh copy of
+ that table's ids (a copy of ~n ids plus O(2^range_bits) offsets per
+ changed table; with bucket_cap > 0 also one scan of the table's n
+ row-to-bucket entries), tables spread over the build's thread count, so
+ batch the changed rows into one call.
+
+ NOT thread-safe with respect to `t`: no other call may use `t` while
+ this runs (exclusive access). Nothing is changed on error.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INDEX_OUT_OF_RANGE (an id >= n),
+ SIZE_OVERFLOW, ALLOCATION_FAILED.
+
+ # Safety
+ `ids` holds `count` u32, `new_codes` count*L u32 (NULL with count 0).
+ */
+lshk_status lshk_tables_update(struct lshk_tables *t,
+                               const uint32_t *ids,
+                               const uint32_t *new_codes,
+                               size_t count);
+
+/*
+ Candidate rows for `q` queries. Query i's codes are
+ `codes[i * L .. (i + 1) * L]` (same hash family and layout as the build).
+
+ For each query:
+ 1. its forced ids `forced_ids[forced_offsets[i] .. forced_offsets[i+1]]`
+    (duplicates allowed) are always in the result;
+ 2. tables t = 0 .. L-1 are visited in order; in each, the query's bucket,
+    then `params->probes` multi-probe buckets: the K = bits_per_table bits
+    are ranked by |projection| ascending (ties: lower bit first, the
+    projections being `projections[(i * L + t) * K + k]` as written by
+    lshk_simhash_project), a probe flips a non-empty set of ranks, sets are
+    taken in ascending order of the sum of their |projections| (summed in
+    f64 in rank order; ties: the set with the smaller bitmask of ranks
+    first); a probe landing in a bucket already visited in this table is
+    skipped. A bucket's ids are visited ascending.
+ 3. with `max_candidates` > 0: before each visited id, if the number of
+    distinct ids seen so far (forced ids included) has reached
+    max_candidates, the visit of this query stops. So the result holds the
+    forced ids plus the first max_candidates - (distinct forced ids)
+    distinct ids in visiting order, filtered by min_count.
+ 4. output: the ids seen in at least `min_count` visited tables, plus the
+    forced ids, ascending and without duplicates.
+
+ Output (CSR): query i's ids are `ids[offsets[i] .. offsets[i+1]]`,
+ offsets[0] = 0, offsets has q + 1 entries. `*needed` receives the total
+ number of ids (offsets[q]). If `counts` is not NULL it must hold ids_len
+ u32 and receives, parallel to ids, the number of tables in which each id
+ was found (at most L; a forced id may have 0).
+
+ When `ids_len` < *needed the call returns BUFFER_TOO_SMALL and writes only
+ `*needed`; calling again with ids_len >= *needed (same inputs) succeeds.
+ `params` NULL means defaults. `projections` (projections_len >= q*K*L,
+ finite) is needed only when probes > 0; `forced_offsets` NULL (with
+ forced_ids_len 0) means no forced ids.
+
+ Runs on the active tier; scratch is thread-local (a bitmap of n bits,
+ plus a u32 per row when min_count > 1 or counts are asked for), reused
+ across calls. Thread-safe (many threads may gather from one `t`).
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (struct_size too
+ small, forced_offsets not starting at 0 / decreasing / beyond
+ forced_ids_len, probes without bits_per_table in 1..=32 or beyond
+ min(2^K - 1, 4096), misaligned pointers), INDEX_OUT_OF_RANGE (a forced id >= n),
+ BUFFER_TOO_SMALL (ids_len, projections_len), NON_FINITE (a NaN or
+ infinite projection), SIZE_OVERFLOW, ALLOCATION_FAILED.
+
+ # Safety
+ Every pointer holds the number of elements stated above (or is NULL where
+ allowed); outputs must not overlap inputs.
+ */
+lshk_status lshk_tables_gather(const struct lshk_tables *t,
+                               const uint32_t *codes,
+                               size_t q,
+                               const struct lshk_gather_params *params,
+                               const float *projections,
+                               size_t projections_len,
+                               const size_t *forced_offsets,
+                               const uint32_t *forced_ids,
+                               size_t forced_ids_len,
+                               uint32_t *ids,
+                               size_t ids_len,
+                               size_t *offsets,
+                               uint32_t *counts,
+                               size_t *needed);
+
+/*
+ lshk_tables_gather on one chosen tier `isa` (for tests and benchmarks).
+ Every tier returns identical results.
+
+ Errors: as lshk_tables_gather, plus INVALID_ARGUMENT (not an LSHK_ISA_*)
+ and UNSUPPORTED_ISA (this CPU lacks the tier).
+
+ # Safety
+ As lshk_tables_gather.
+ */
+lshk_status lshk_tables_gather_isa(lshk_isa isa,
+                                   const struct lshk_tables *t,
+                                   const uint32_t *codes,
+                                   size_t q,
+                                   const struct lshk_gather_params *params,
+                                   const float *projections,
+                                   size_t projections_len,
+                                   const size_t *forced_offsets,
+                                   const uint32_t *forced_ids,
+                                   size_t forced_ids_len,
+                                   uint32_t *ids,
+                                   size_t ids_len,
+                                   size_t *offsets,
+                                   uint32_t *counts,
+                                   size_t *needed);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -25,6 +25,8 @@ pub mod kernels;
 pub mod rng;
 /// cbindgen:ignore
 pub mod simhash;
+/// cbindgen:ignore
+pub mod tables;
 
 pub mod ffi;
 

@@ -13,6 +13,7 @@
 
 pub mod handle;
 pub mod simhash;
+pub mod tables;
 
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -1,0 +1,566 @@
+//! C entry points of the LSH tables and the gather (`lshk_tables_*`).
+
+use std::cell::RefCell;
+
+use super::*;
+use crate::tables::{GatherInput, GatherParams, GatherResult, Tables};
+
+/// L LSH tables over n rows (flat CSR per table, ids ascending per bucket).
+///
+/// Queries (every function taking `const lshk_tables *`) are safe from many
+/// threads at once. lshk_tables_update needs exclusive access: no other call
+/// may use the handle while it runs (queries therefore see either the old or
+/// the new tables, never a mix).
+pub struct lshk_tables {
+    _private: [u8; 0],
+}
+
+impl HandleKind for Tables {
+    const MAGIC: u64 = 0x5342_4154_4b48_534c; // "LSHKTABS"
+    const NAME: &'static str = "lshk_tables";
+}
+
+unsafe fn tables_ref<'a>(t: *const lshk_tables) -> Result<&'a Tables> {
+    // SAFETY: forwarded caller contract (t is NULL or from lshk).
+    unsafe { handle_ref::<Tables>(slot(t), "t") }
+}
+
+/// Statistics of one table (lshk_tables_stats).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct lshk_table_stats {
+    /// Buckets holding at least one id.
+    pub nonempty_buckets: u64,
+    /// Ids stored in the table (n, unless bucket_cap dropped some).
+    pub stored_ids: u64,
+    /// Ids in the largest bucket.
+    pub largest_bucket: u32,
+    /// Padding, written as 0.
+    pub reserved: u32,
+    /// Mean size of the non-empty buckets (stored_ids / nonempty_buckets;
+    /// 0 for an empty table).
+    pub mean_bucket_size: f64,
+}
+
+/// Options of lshk_tables_gather. Obtain defaults from
+/// lshk_gather_params_default(), then change fields: `struct_size` lets
+/// later versions add fields without breaking callers.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_gather_params {
+    /// sizeof(lshk_gather_params) as the caller knows it.
+    pub struct_size: u32,
+    /// Keep the ids found in at least this many tables (default 1; 0 acts
+    /// as 1; a value above L leaves only the forced ids).
+    pub min_count: u32,
+    /// Budget of distinct ids per query, forced ids included (default 0 =
+    /// no limit). Tables are visited in order and the visit stops once the
+    /// budget is reached; see lshk_tables_gather for the exact rule.
+    pub max_candidates: u32,
+    /// Extra buckets visited per table by query-directed multi-probing
+    /// (default 0). Needs SimHash codes, `bits_per_table` and the query
+    /// projections. At most min(2^K - 1, 4096).
+    pub probes: u32,
+    /// K, the bits per table of the SimHash codes (needed when probes > 0).
+    pub bits_per_table: u32,
+}
+
+/// Default gather options: min_count 1, max_candidates 0 (no limit),
+/// probes 0, bits_per_table 0, struct_size = sizeof(lshk_gather_params).
+#[no_mangle]
+pub extern "C" fn lshk_gather_params_default() -> lshk_gather_params {
+    let d = GatherParams::default();
+    lshk_gather_params {
+        struct_size: std::mem::size_of::<lshk_gather_params>() as u32,
+        min_count: d.min_count,
+        max_candidates: d.max_candidates,
+        probes: d.probes,
+        bits_per_table: d.bits_per_table,
+    }
+}
+
+/// Builds L = `tables` LSH tables over `n` rows from their codes
+/// (`codes[i * L + t]` = row i's code in table t, n*L values, e.g. from
+/// lshk_simhash_hash).
+///
+/// Each table has 2^range_bits buckets (1 <= range_bits <= 24). A code
+/// `c < 2^range_bits` is its own bucket; any other code goes to bucket
+/// `mix32(c) >> (32 - range_bits)`, where mix32 is the lowbias32 hash:
+/// `x ^= x >> 16; x *= 0x7feb352d; x ^= x >> 15; x *= 0x846ca68b;
+/// x ^= x >> 16` (32-bit wrapping). Ids are ascending within a bucket.
+///
+/// `bucket_cap` 0 keeps every id. Otherwise a bucket with c > bucket_cap
+/// members keeps a uniform sample of bucket_cap of them, still ascending:
+/// Algorithm R over the members in ascending order (the first bucket_cap
+/// fill the reservoir; member i >= bucket_cap draws j = below(i + 1) and
+/// replaces slot j when j < bucket_cap), with the generator of lshk's seeds
+/// (SplitMix64, integers below m by Lemire's multiply-shift with rejection;
+/// see lshk_simhash_new) seeded with `seed ^ ((t << 32) | bucket)` for
+/// bucket `bucket` of table `t`.
+///
+/// `threads`: 0 = all cores, else that many threads (tables are split among
+/// them). The result is identical for every thread count.
+///
+/// Memory: about 4 * (L * (2^range_bits + 1) + 2 * n * L) bytes (bucket
+/// offsets, ids, and each row's bucket per table, kept for updates).
+///
+/// On success `*out` receives a new handle (free it with
+/// lshk_tables_free); on failure `*out` is not written.
+///
+/// Errors: NULL_POINTER, INVALID_ARGUMENT (tables 0, range_bits outside
+/// 1..=24, n >= 2^31), SIZE_OVERFLOW, ALLOCATION_FAILED.
+///
+/// # Safety
+/// `codes` must hold n*L readable u32 (or be NULL with n = 0); `out` must be
+/// writable.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lshk_tables_build(
+    codes: *const u32,
+    n: usize,
+    tables: u32,
+    range_bits: u32,
+    bucket_cap: u32,
+    seed: u64,
+    threads: u32,
+    out: *mut *mut lshk_tables,
+) -> lshk_status {
+    boundary("lshk_tables_build", || {
+        if out.is_null() {
+            bail!(NullPointer, "`out` is NULL");
+        }
+        if !(out as usize).is_multiple_of(std::mem::align_of::<*mut lshk_tables>()) {
+            bail!(InvalidArgument, "`out` is misaligned");
+        }
+        if tables == 0 {
+            bail!(InvalidArgument, "tables must be >= 1");
+        }
+        let len = crate::error::checked_mul(n, tables as usize, "n*L")?;
+        // SAFETY: caller contract: codes holds n*L u32.
+        let c = unsafe { slice_in(codes, len, "codes")? };
+        let t = Tables::build(c, n, tables, range_bits, bucket_cap, seed, threads)?;
+        // SAFETY: `out` checked non-NULL and aligned above.
+        unsafe { *out = handle_new(t).cast() };
+        Ok(())
+    })
+}
+
+/// Releases tables. NULL is a no-op. A freed or foreign handle is reported
+/// as INVALID_HANDLE and otherwise ignored.
+///
+/// # Safety
+/// `t` is NULL or a handle from lshk_tables_build that no other thread is
+/// using.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_tables_free(t: *mut lshk_tables) -> lshk_status {
+    boundary("lshk_tables_free", || {
+        // SAFETY: forwarded caller contract.
+        unsafe { handle_free::<Tables>(slot_mut(t), "t") }
+    })
+}
+
+/// Shape of the tables: writes n, L and range_bits into the non-NULL
+/// pointers among `n`, `tables`, `range_bits`.
+///
+/// Errors: NULL_POINTER (`t`), INVALID_HANDLE.
+///
+/// # Safety
+/// Non-NULL output pointers must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_tables_shape(
+    t: *const lshk_tables,
+    n: *mut usize,
+    tables: *mut u32,
+    range_bits: *mut u32,
+) -> lshk_status {
+    boundary("lshk_tables_shape", || {
+        // SAFETY: forwarded caller contract.
+        let t = unsafe { tables_ref(t)? };
+        // SAFETY: non-NULL outputs are writable (caller contract).
+        unsafe {
+            if !n.is_null() {
+                *n = t.rows();
+            }
+            if !tables.is_null() {
+                *tables = t.tables() as u32;
+            }
+            if !range_bits.is_null() {
+                *range_bits = t.range_bits();
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Bytes held by the tables (CSR offsets and ids, the row-to-bucket map,
+/// bookkeeping). Returns 0 for an invalid handle (and records the error).
+/// Thread-safe.
+///
+/// # Safety
+/// `t` is NULL or a handle from lshk.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_tables_memory_bytes(t: *const lshk_tables) -> usize {
+    boundary_value("lshk_tables_memory_bytes", 0, || {
+        // SAFETY: forwarded caller contract.
+        match unsafe { tables_ref(t) } {
+            Ok(t) => t.memory_bytes(),
+            Err(e) => {
+                set_last_error(&format!("lshk_tables_memory_bytes: {}", e.message));
+                0
+            }
+        }
+    })
+}
+
+/// Per-table statistics into `out[0 .. L]` (`out_len` >= L). Thread-safe.
+///
+/// Errors: NULL_POINTER, INVALID_HANDLE, BUFFER_TOO_SMALL (out_len < L).
+///
+/// # Safety
+/// `out` must hold `out_len` writable lshk_table_stats.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_tables_stats(
+    t: *const lshk_tables,
+    out: *mut lshk_table_stats,
+    out_len: usize,
+) -> lshk_status {
+    boundary("lshk_tables_stats", || {
+        // SAFETY: forwarded caller contract.
+        let t = unsafe { tables_ref(t)? };
+        let l = t.tables();
+        if out_len < l {
+            bail!(BufferTooSmall, "out_len is {out_len}, L = {l} tables");
+        }
+        // SAFETY: caller contract for `out`.
+        let o = unsafe { slice_out(out, l, "out")? };
+        for (d, s) in o.iter_mut().zip(t.stats()) {
+            *d = lshk_table_stats {
+                nonempty_buckets: s.nonempty_buckets,
+                stored_ids: s.stored_ids,
+                largest_bucket: s.largest_bucket,
+                reserved: 0,
+                mean_bucket_size: s.mean_bucket_size,
+            };
+        }
+        Ok(())
+    })
+}
+
+/// Moves rows `ids[j]` (j < count) to the buckets of their new codes
+/// `new_codes[j * L .. (j + 1) * L]` (same layout as lshk_tables_build).
+/// An id listed twice takes its last codes. Afterwards the tables equal
+/// tables built from the updated codes (including bucket_cap sampling).
+///
+/// Cost: in every table where some row changes bucket, only the buckets
+/// losing or gaining rows are recomputed and spliced into a fresh copy of
+/// that table's ids (a copy of ~n ids plus O(2^range_bits) offsets per
+/// changed table; with bucket_cap > 0 also one scan of the table's n
+/// row-to-bucket entries), tables spread over the build's thread count, so
+/// batch the changed rows into one call.
+///
+/// NOT thread-safe with respect to `t`: no other call may use `t` while
+/// this runs (exclusive access). Nothing is changed on error.
+///
+/// Errors: NULL_POINTER, INVALID_HANDLE, INDEX_OUT_OF_RANGE (an id >= n),
+/// SIZE_OVERFLOW, ALLOCATION_FAILED.
+///
+/// # Safety
+/// `ids` holds `count` u32, `new_codes` count*L u32 (NULL with count 0).
+#[no_mangle]
+pub unsafe extern "C" fn lshk_tables_update(
+    t: *mut lshk_tables,
+    ids: *const u32,
+    new_codes: *const u32,
+    count: usize,
+) -> lshk_status {
+    boundary("lshk_tables_update", || {
+        // SAFETY: forwarded caller contract (exclusive access).
+        let t = unsafe { handle_mut::<Tables>(slot_mut(t), "t")? };
+        let len = crate::error::checked_mul(count, t.tables(), "count*L")?;
+        // SAFETY: caller contract.
+        let i = unsafe { slice_in(ids, count, "ids")? };
+        let c = unsafe { slice_in(new_codes, len, "new_codes")? };
+        t.update(i, c)
+    })
+}
+
+thread_local! {
+    static RESULT: RefCell<GatherResult> = RefCell::new(GatherResult::default());
+}
+
+/// Reads a caller's params struct (NULL = defaults).
+unsafe fn read_params(p: *const lshk_gather_params) -> Result<GatherParams> {
+    if p.is_null() {
+        return Ok(GatherParams::default());
+    }
+    if !(p as usize).is_multiple_of(std::mem::align_of::<lshk_gather_params>()) {
+        bail!(InvalidArgument, "`params` is misaligned");
+    }
+    // SAFETY: non-NULL, aligned; the caller's struct holds at least its
+    // struct_size field.
+    let size = unsafe { (*p).struct_size } as usize;
+    let want = std::mem::size_of::<lshk_gather_params>();
+    if size < want {
+        bail!(
+            InvalidArgument,
+            "params->struct_size is {size}, this library needs at least {want} \
+             (initialise it with lshk_gather_params_default())"
+        );
+    }
+    // SAFETY: struct_size >= our size: the caller's struct holds our fields.
+    let p = unsafe { *p };
+    Ok(GatherParams {
+        min_count: p.min_count,
+        max_candidates: p.max_candidates,
+        probes: p.probes,
+        bits_per_table: p.bits_per_table,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn gather_impl(
+    func: &str,
+    tier: Option<lshk_isa>,
+    t: *const lshk_tables,
+    codes: *const u32,
+    q: usize,
+    params: *const lshk_gather_params,
+    projections: *const f32,
+    projections_len: usize,
+    forced_offsets: *const usize,
+    forced_ids: *const u32,
+    forced_ids_len: usize,
+    ids: *mut u32,
+    ids_len: usize,
+    offsets: *mut usize,
+    counts: *mut u32,
+    needed: *mut usize,
+) -> lshk_status {
+    boundary(func, || {
+        let tier = match tier {
+            Some(v) => isa_from_c(v)?,
+            None => crate::isa::active(),
+        };
+        // SAFETY: forwarded caller contract.
+        let t = unsafe { tables_ref(t)? };
+        // SAFETY: forwarded caller contract.
+        let p = unsafe { read_params(params)? };
+        let l = t.tables();
+        let cl = crate::error::checked_mul(q, l, "q*L")?;
+        let q1 = q
+            .checked_add(1)
+            .ok_or_else(|| Error::new(Status::SizeOverflow, "q + 1 overflows"))?;
+        // SAFETY: caller contract for every input buffer.
+        let codes = unsafe { slice_in(codes, cl, "codes")? };
+        let projections = unsafe { slice_in(projections, projections_len, "projections")? };
+        let forced_ids = unsafe { slice_in(forced_ids, forced_ids_len, "forced_ids")? };
+        let forced_offsets = if forced_offsets.is_null() {
+            if forced_ids_len > 0 {
+                bail!(
+                    NullPointer,
+                    "`forced_offsets` is NULL but forced ids are given"
+                );
+            }
+            None
+        } else {
+            // SAFETY: caller contract: q + 1 offsets.
+            Some(unsafe { slice_in(forced_offsets, q1, "forced_offsets")? })
+        };
+        if offsets.is_null() {
+            bail!(NullPointer, "`offsets` is NULL (it needs q + 1 entries)");
+        }
+        if needed.is_null() {
+            bail!(NullPointer, "`needed` is NULL");
+        }
+        // SAFETY: checked the output pointers' NULL-ness and alignment here.
+        unsafe {
+            check_out(offsets, q1, "offsets")?;
+            check_out(needed, 1, "needed")?;
+            check_out(ids, ids_len, "ids")?;
+            if !counts.is_null() {
+                check_out(counts, ids_len, "counts")?;
+            }
+        }
+        let input = GatherInput {
+            codes,
+            q,
+            projections: (p.probes > 0).then_some(projections),
+            forced_offsets,
+            forced_ids,
+        };
+        RESULT.with(|r| {
+            let mut r = r.borrow_mut();
+            t.gather_isa(tier, &p, &input, !counts.is_null(), &mut r)?;
+            let need = r.ids.len();
+            // SAFETY: `needed` checked non-NULL and aligned.
+            unsafe { *needed = need };
+            if ids_len < need {
+                bail!(
+                    BufferTooSmall,
+                    "ids_len is {ids_len}, the {q} queries gathered {need} ids \
+                     (reported in *needed)"
+                );
+            }
+            // SAFETY: caller contract for the outputs (lengths checked).
+            unsafe {
+                slice_out(ids, need, "ids")?.copy_from_slice(&r.ids);
+                slice_out(offsets, q1, "offsets")?.copy_from_slice(&r.offsets);
+                if !counts.is_null() {
+                    slice_out(counts, need, "counts")?.copy_from_slice(&r.counts);
+                }
+            }
+            Ok(())
+        })
+    })
+}
+
+/// Checks an output pointer (NULL only with len 0, alignment, size).
+unsafe fn check_out<T>(p: *mut T, len: usize, name: &str) -> Result<()> {
+    // SAFETY: slice_out only checks here; the slice is dropped unused.
+    unsafe { slice_out(p, 0, name)? };
+    if p.is_null() && len > 0 {
+        bail!(NullPointer, "`{name}` is NULL but its length is {len}");
+    }
+    crate::error::checked_mul(len, std::mem::size_of::<T>(), name)?;
+    Ok(())
+}
+
+/// Candidate rows for `q` queries. Query i's codes are
+/// `codes[i * L .. (i + 1) * L]` (same hash family and layout as the build).
+///
+/// For each query:
+/// 1. its forced ids `forced_ids[forced_offsets[i] .. forced_offsets[i+1]]`
+///    (duplicates allowed) are always in the result;
+/// 2. tables t = 0 .. L-1 are visited in order; in each, the query's bucket,
+///    then `params->probes` multi-probe buckets: the K = bits_per_table bits
+///    are ranked by |projection| ascending (ties: lower bit first, the
+///    projections being `projections[(i * L + t) * K + k]` as written by
+///    lshk_simhash_project), a probe flips a non-empty set of ranks, sets are
+///    taken in ascending order of the sum of their |projections| (summed in
+///    f64 in rank order; ties: the set with the smaller bitmask of ranks
+///    first); a probe landing in a bucket already visited in this table is
+///    skipped. A bucket's ids are visited ascending.
+/// 3. with `max_candidates` > 0: before each visited id, if the number of
+///    distinct ids seen so far (forced ids included) has reached
+///    max_candidates, the visit of this query stops. So the result holds the
+///    forced ids plus the first max_candidates - (distinct forced ids)
+///    distinct ids in visiting order, filtered by min_count.
+/// 4. output: the ids seen in at least `min_count` visited tables, plus the
+///    forced ids, ascending and without duplicates.
+///
+/// Output (CSR): query i's ids are `ids[offsets[i] .. offsets[i+1]]`,
+/// offsets[0] = 0, offsets has q + 1 entries. `*needed` receives the total
+/// number of ids (offsets[q]). If `counts` is not NULL it must hold ids_len
+/// u32 and receives, parallel to ids, the number of tables in which each id
+/// was found (at most L; a forced id may have 0).
+///
+/// When `ids_len` < *needed the call returns BUFFER_TOO_SMALL and writes only
+/// `*needed`; calling again with ids_len >= *needed (same inputs) succeeds.
+/// `params` NULL means defaults. `projections` (projections_len >= q*K*L,
+/// finite) is needed only when probes > 0; `forced_offsets` NULL (with
+/// forced_ids_len 0) means no forced ids.
+///
+/// Runs on the active tier; scratch is thread-local (a bitmap of n bits,
+/// plus a u32 per row when min_count > 1 or counts are asked for), reused
+/// across calls. Thread-safe (many threads may gather from one `t`).
+///
+/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (struct_size too
+/// small, forced_offsets not starting at 0 / decreasing / beyond
+/// forced_ids_len, probes without bits_per_table in 1..=32 or beyond
+/// min(2^K - 1, 4096), misaligned pointers), INDEX_OUT_OF_RANGE (a forced id >= n),
+/// BUFFER_TOO_SMALL (ids_len, projections_len), NON_FINITE (a NaN or
+/// infinite projection), SIZE_OVERFLOW, ALLOCATION_FAILED.
+///
+/// # Safety
+/// Every pointer holds the number of elements stated above (or is NULL where
+/// allowed); outputs must not overlap inputs.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lshk_tables_gather(
+    t: *const lshk_tables,
+    codes: *const u32,
+    q: usize,
+    params: *const lshk_gather_params,
+    projections: *const f32,
+    projections_len: usize,
+    forced_offsets: *const usize,
+    forced_ids: *const u32,
+    forced_ids_len: usize,
+    ids: *mut u32,
+    ids_len: usize,
+    offsets: *mut usize,
+    counts: *mut u32,
+    needed: *mut usize,
+) -> lshk_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        gather_impl(
+            "lshk_tables_gather",
+            None,
+            t,
+            codes,
+            q,
+            params,
+            projections,
+            projections_len,
+            forced_offsets,
+            forced_ids,
+            forced_ids_len,
+            ids,
+            ids_len,
+            offsets,
+            counts,
+            needed,
+        )
+    }
+}
+
+/// lshk_tables_gather on one chosen tier `isa` (for tests and benchmarks).
+/// Every tier returns identical results.
+///
+/// Errors: as lshk_tables_gather, plus INVALID_ARGUMENT (not an LSHK_ISA_*)
+/// and UNSUPPORTED_ISA (this CPU lacks the tier).
+///
+/// # Safety
+/// As lshk_tables_gather.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lshk_tables_gather_isa(
+    isa: lshk_isa,
+    t: *const lshk_tables,
+    codes: *const u32,
+    q: usize,
+    params: *const lshk_gather_params,
+    projections: *const f32,
+    projections_len: usize,
+    forced_offsets: *const usize,
+    forced_ids: *const u32,
+    forced_ids_len: usize,
+    ids: *mut u32,
+    ids_len: usize,
+    offsets: *mut usize,
+    counts: *mut u32,
+    needed: *mut usize,
+) -> lshk_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        gather_impl(
+            "lshk_tables_gather_isa",
+            Some(isa),
+            t,
+            codes,
+            q,
+            params,
+            projections,
+            projections_len,
+            forced_offsets,
+            forced_ids,
+            forced_ids_len,
+            ids,
+            ids_len,
+            offsets,
+            counts,
+            needed,
+        )
+    }
+}

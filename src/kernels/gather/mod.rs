@@ -1,0 +1,140 @@
+//! Gather kernels: mark a bucket's ids in a bitmap over the rows (plus a
+//! summary bitmap with one bit per bitmap word), optionally counting table
+//! hits per row, then extract the marked ids in ascending order while
+//! clearing the scratch.
+//!
+//! Layout shared by every tier: row `id` is bit `id % 64` of `bits[id / 64]`;
+//! word `w` of `bits` is bit `w % 64` of `summary[w / 64]`. Extraction walks
+//! the set bits of `summary` (ascending), then of each such word (ascending),
+//! so its output is sorted without a sort, and it costs
+//! `O(n / 4096 + marked ids)`. In counting mode `cnt[id]` holds the number of
+//! table hits, with bit 31 ([`crate::tables`]'s forced flag) set for forced
+//! ids; an id is kept when `cnt[id] >= min` as unsigned (so forced ids always
+//! pass since `min <= 2^31`) and its reported count is `cnt & 0x7fffffff`.
+
+#[cfg(target_arch = "x86_64")]
+pub mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512;
+pub mod portable;
+pub mod scalar;
+
+use crate::isa::Isa;
+
+/// `mark(bits, summary, ids) -> new`: marks `ids`, returns how many were
+/// not marked before.
+///
+/// # Safety
+/// Every id is `< 64 * bits.len()` and `(id / 64) / 64 < summary.len()`;
+/// the ids are distinct (one bucket).
+pub type MarkFn = unsafe fn(&mut [u64], &mut [u64], &[u32]) -> usize;
+/// `mark_count(bits, summary, cnt, ids) -> new`: as [`MarkFn`], and
+/// `cnt[id] += 1` for each id.
+///
+/// # Safety
+/// As [`MarkFn`], and every id `< cnt.len()`.
+pub type MarkCountFn = unsafe fn(&mut [u64], &mut [u64], &mut [u32], &[u32]) -> usize;
+/// `extract(bits, summary, out)`: appends the marked ids ascending and
+/// clears `bits` and `summary`.
+///
+/// # Safety
+/// Every set summary bit names a word inside `bits`.
+pub type ExtractFn = unsafe fn(&mut [u64], &mut [u64], &mut Vec<u32>);
+/// `extract_count(bits, summary, cnt, min, out_ids, out_counts)`: appends the
+/// marked ids with `cnt[id] >= min` (unsigned) ascending, and their
+/// `cnt & 0x7fffffff` to `out_counts` if given; clears bits, summary and the
+/// counters of every marked id.
+///
+/// # Safety
+/// As [`ExtractFn`], every marked id `< cnt.len()`, and `min >= 1`.
+pub type ExtractCountFn =
+    unsafe fn(&mut [u64], &mut [u64], &mut [u32], u32, &mut Vec<u32>, Option<&mut Vec<u32>>);
+
+pub struct Kernels {
+    pub mark: MarkFn,
+    pub mark_count: MarkCountFn,
+    pub extract: ExtractFn,
+    pub extract_count: ExtractCountFn,
+}
+
+static SCALAR: Kernels = Kernels {
+    mark: scalar::mark,
+    mark_count: scalar::mark_count,
+    extract: scalar::extract,
+    extract_count: scalar::extract_count,
+};
+static PORTABLE: Kernels = Kernels {
+    mark: portable::mark,
+    mark_count: portable::mark_count,
+    extract: portable::extract,
+    extract_count: portable::extract_count,
+};
+#[cfg(target_arch = "x86_64")]
+static AVX2: Kernels = Kernels {
+    mark: avx2::mark,
+    mark_count: avx2::mark_count,
+    extract: avx2::extract,
+    extract_count: avx2::extract_count,
+};
+#[cfg(target_arch = "x86_64")]
+static AVX512: Kernels = Kernels {
+    mark: avx512::mark,
+    mark_count: avx512::mark_count,
+    extract: avx512::extract,
+    extract_count: avx512::extract_count,
+};
+
+/// The kernel table of a tier. The caller has checked that the CPU supports
+/// `tier`.
+pub fn kernels(tier: Isa) -> &'static Kernels {
+    match tier {
+        Isa::Scalar => &SCALAR,
+        Isa::Portable => &PORTABLE,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => &AVX2,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => &AVX512,
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => &PORTABLE,
+    }
+}
+
+/// `POS8[b]`: the positions of the set bits of byte `b`, ascending, padded
+/// with zeros (used by the byte-at-a-time decoders).
+pub static POS8: [[u8; 8]; 256] = {
+    let mut t = [[0u8; 8]; 256];
+    let mut b = 0;
+    while b < 256 {
+        let mut k = 0;
+        let mut j = 0;
+        while j < 8 {
+            if b & (1 << j) != 0 {
+                t[b][k] = j as u8;
+                k += 1;
+            }
+            j += 1;
+        }
+        b += 1;
+    }
+    t
+};
+
+/// `COMPRESS8[m]`: lane indices of the set bits of the 8-bit mask `m`,
+/// ascending, padded with 0 (a `vpermd` table that packs kept lanes left).
+pub static COMPRESS8: [[u32; 8]; 256] = {
+    let mut t = [[0u32; 8]; 256];
+    let mut m = 0;
+    while m < 256 {
+        let mut k = 0;
+        let mut j = 0;
+        while j < 8 {
+            if m & (1 << j) != 0 {
+                t[m][k] = j as u32;
+                k += 1;
+            }
+            j += 1;
+        }
+        m += 1;
+    }
+    t
+};

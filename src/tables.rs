@@ -1,0 +1,1147 @@
+//! LSH tables and the bucket gather.
+//!
+//! # Tables
+//! [`Tables`] holds `L` hash tables over `n` rows. Row `i` sits in table
+//! `t`'s bucket `fold(codes[i*L + t], range_bits)`; every table has
+//! `2^range_bits` buckets (`1 <= range_bits <= 24`).
+//!
+//! **Folding** ([`fold_code`]): a code that fits (`code < 2^range_bits`) is
+//! its own bucket; any other code goes to the top `range_bits` bits of
+//! [`mix32`]`(code)`, where `mix32` is the "lowbias32" integer hash
+//! (`x ^= x >> 16; x *= 0x7feb352d; x ^= x >> 15; x *= 0x846ca68b;
+//! x ^= x >> 16`, wrapping 32-bit arithmetic). Frozen: golden values are
+//! tested.
+//!
+//! **Storage**: per table a flat CSR (`2^range_bits + 1` u32 bucket offsets
+//! and the ids), ids strictly ascending within a bucket. Besides the CSR the
+//! object keeps every row's bucket in every table (`L x n` u32, table-major),
+//! which [`Tables::update`] needs to rebuild a table.
+//!
+//! **`bucket_cap`**: 0 keeps every id. Otherwise a bucket with `c > cap`
+//! members keeps a uniform sample of `cap` of them, chosen by reservoir
+//! sampling (Algorithm R) over the members in ascending id order
+//! `m_0 < m_1 < ... < m_{c-1}`: the reservoir starts as `m_0..m_{cap-1}`;
+//! for `i = cap .. c-1`, `j = rng.below(i + 1)` and if `j < cap` the
+//! reservoir slot `j` becomes `m_i`; the kept ids are then sorted. The
+//! generator of bucket `b` of table `t` is
+//! `SplitMix64::new(seed ^ ((t << 32) | b))` (see [`crate::rng`]): it depends
+//! only on the seed, the table, the bucket and the bucket's members, so the
+//! result is identical for every thread count, and an update followed by a
+//! gather equals a rebuild from the new codes.
+//!
+//! **Threads**: `threads = 0` uses every core (`available_parallelism`);
+//! tables are split into contiguous ranges, one per thread
+//! (`std::thread::scope`); each table is built by exactly one thread with the
+//! same code, so the result does not depend on the thread count.
+//!
+//! **Updates** need `&mut self`: an update must not run concurrently with
+//! queries (exclusive access), so a query never sees a torn state. An
+//! update first applies the moves to the row-to-bucket map, then, for each
+//! table where some row changed bucket, recomputes only the affected
+//! buckets (those losing or gaining a row) and splices them into a fresh
+//! copy of the table's CSR: `O(ids + 2^range_bits + moved)` per changed
+//! table without `bucket_cap`; with `bucket_cap` one more `O(n)` scan of the
+//! table's row-to-bucket map recovers the affected buckets' full membership
+//! (the stored sample lacks the dropped ids), which is then resampled with
+//! the bucket's own generator. Either way every bucket equals what a fresh
+//! build from the updated codes gives. Tables are spread over the build's
+//! thread count; the per-thread splice buffers (n ids each) are allocated
+//! before anything changes.
+//!
+//! # Gather
+//! See [`Tables::gather_isa`] and [`GatherParams`]. Per query: the union of
+//! its buckets (one per table, plus `probes` extra ones per table), ids
+//! ascending, deduplicated with a bitmap over the rows plus a summary bitmap
+//! over the bitmap's words (one bit per 64 rows), so that extraction costs
+//! `O(n / 4096 + candidates)` and yields sorted ids without a sort. Counting
+//! modes add a u32 counter per row. The scratch is thread-local, sized for
+//! the largest `n` seen on the thread, and kept all-zero between calls, so
+//! nothing is allocated per query after warm-up.
+
+use std::cell::RefCell;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::bail;
+use crate::error::{checked_mul, try_vec, Error, Result, Status};
+use crate::isa::{self, Isa};
+use crate::kernels::gather as k;
+use crate::rng::SplitMix64;
+
+/// Largest `range_bits` accepted.
+pub const MAX_RANGE_BITS: u32 = 24;
+/// Largest number of rows: ids are u32 and the AVX2/AVX-512 gathers index
+/// with signed 32-bit lanes.
+pub const MAX_ROWS: usize = i32::MAX as usize;
+/// Largest `probes` accepted (extra buckets per table).
+pub const MAX_PROBES: u32 = 4096;
+/// Flag bit set in a counting-mode counter for forced ids (internal).
+pub(crate) const FORCED: u32 = 0x8000_0000;
+
+/// The "lowbias32" 32-bit integer hash (Chris Wellons' hash-prospector),
+/// frozen as part of the bucket-folding contract.
+#[inline(always)]
+pub const fn mix32(mut x: u32) -> u32 {
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x7feb_352d);
+    x ^= x >> 15;
+    x = x.wrapping_mul(0x846c_a68b);
+    x ^= x >> 16;
+    x
+}
+
+/// The bucket of `code` in a table of `2^range_bits` buckets
+/// (`1 <= range_bits <= 24`): `code` itself when it is `< 2^range_bits`,
+/// else the top `range_bits` bits of `mix32(code)`.
+#[inline(always)]
+pub const fn fold_code(code: u32, range_bits: u32) -> u32 {
+    if code >> range_bits == 0 {
+        code
+    } else {
+        mix32(code) >> (32 - range_bits)
+    }
+}
+
+/// The generator seed of bucket `b` of table `t` for reservoir sampling.
+#[inline]
+pub const fn bucket_stream_seed(seed: u64, t: u32, b: u32) -> u64 {
+    seed ^ (((t as u64) << 32) | b as u64)
+}
+
+/// One table's CSR.
+#[derive(Clone, Debug, Default)]
+struct Csr {
+    /// `2^range_bits + 1` offsets into `ids`.
+    offsets: Vec<u32>,
+    ids: Vec<u32>,
+}
+
+/// Per-table statistics (see [`Tables::stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TableStats {
+    /// Buckets holding at least one id.
+    pub nonempty_buckets: u64,
+    /// Ids in the largest bucket (after `bucket_cap`).
+    pub largest_bucket: u32,
+    /// Stored ids / non-empty buckets (0 when the table is empty).
+    pub mean_bucket_size: f64,
+    /// Ids stored in the table (n unless `bucket_cap` dropped some).
+    pub stored_ids: u64,
+}
+
+/// L LSH tables over n rows (see the module documentation).
+#[derive(Clone, Debug)]
+pub struct Tables {
+    n: usize,
+    l: usize,
+    range_bits: u32,
+    bucket_cap: u32,
+    seed: u64,
+    threads: usize,
+    /// `row_bucket[t * n + i]`: bucket of row i in table t.
+    row_bucket: Vec<u32>,
+    csr: Vec<Csr>,
+}
+
+fn resolve_threads(threads: u32) -> usize {
+    if threads == 0 {
+        std::thread::available_parallelism()
+            .map(|v| v.get())
+            .unwrap_or(1)
+    } else {
+        threads as usize
+    }
+}
+
+/// Counting sort of one table from its row-to-bucket slice, then the
+/// bucket_cap sampling. `cursor` is scratch of `nb` u32.
+fn build_table(
+    buckets: &[u32],
+    nb: usize,
+    cap: u32,
+    seed: u64,
+    t: u32,
+    csr: &mut Csr,
+    cursor: &mut [u32],
+) {
+    let n = buckets.len();
+    let off = &mut csr.offsets;
+    debug_assert_eq!(off.len(), nb + 1);
+    off.fill(0);
+    for &b in buckets {
+        off[b as usize + 1] += 1;
+    }
+    for b in 0..nb {
+        off[b + 1] += off[b];
+    }
+    cursor.copy_from_slice(&off[..nb]);
+    // Capacity >= n was reserved at build time and is kept by truncate.
+    csr.ids.resize(n, 0);
+    let ids = &mut csr.ids;
+    for (i, &b) in buckets.iter().enumerate() {
+        let c = &mut cursor[b as usize];
+        ids[*c as usize] = i as u32;
+        *c += 1;
+    }
+    if cap == 0 {
+        return;
+    }
+    let cap = cap as usize;
+    let mut w = 0usize;
+    let mut res: Vec<u32> = Vec::new();
+    for b in 0..nb {
+        let (s, e) = (off[b] as usize, off[b + 1] as usize);
+        off[b] = w as u32;
+        let c = e - s;
+        if c <= cap {
+            ids.copy_within(s..e, w);
+            w += c;
+        } else {
+            reservoir(&ids[s..e], cap, seed, t, b as u32, &mut res);
+            ids[w..w + cap].copy_from_slice(&res);
+            w += cap;
+        }
+    }
+    off[nb] = w as u32;
+    ids.truncate(w);
+}
+
+/// The bucket_cap sample of one bucket's members (ascending in, ascending
+/// out): Algorithm R with the bucket's own generator.
+fn reservoir(members: &[u32], cap: usize, seed: u64, t: u32, b: u32, res: &mut Vec<u32>) {
+    res.clear();
+    if members.len() <= cap {
+        res.extend_from_slice(members);
+        return;
+    }
+    res.extend_from_slice(&members[..cap]);
+    let mut rng = SplitMix64::new(bucket_stream_seed(seed, t, b));
+    for (i, &m) in members.iter().enumerate().skip(cap) {
+        let j = rng.below(i as u64 + 1) as usize;
+        if j < cap {
+            res[j] = m;
+        }
+    }
+    res.sort_unstable();
+}
+
+/// Incremental update of one table: recomputes the buckets in `aff`
+/// (sorted, distinct) from the updated row-to-bucket map `rb` and splices
+/// them into a fresh copy of the CSR built in `buf` (which then swaps with
+/// the table's ids). With `cap == 0` a bucket's new members are its old
+/// ids still mapped to it plus the updated ids `uids` now mapped to it;
+/// with a cap the full membership is recovered by one scan of `rb`, since
+/// the stored sample lacks the dropped members. Either way the bucket
+/// equals what a fresh build gives.
+#[allow(clippy::too_many_arguments)]
+fn splice_table(
+    rb: &[u32],
+    csr: &mut Csr,
+    aff: &[u32],
+    uids: &[u32],
+    updated: &[u64],
+    cap: u32,
+    seed: u64,
+    t: u32,
+    nb: usize,
+    buf: &mut Vec<u32>,
+) {
+    // New contents of the affected buckets, flat: bucket aff[j] gets
+    // flat[starts[j]..starts[j + 1]].
+    let mut flat: Vec<u32> = Vec::new();
+    let mut starts: Vec<usize> = Vec::with_capacity(aff.len() + 1);
+    if cap == 0 {
+        // Updated rows by their (new) bucket, ids ascending within one.
+        let mut ins: Vec<(u32, u32)> = uids
+            .iter()
+            .map(|&id| (rb[id as usize], id))
+            .filter(|(b, _)| aff.binary_search(b).is_ok())
+            .collect();
+        ins.sort_unstable();
+        let mut k = 0;
+        for &b in aff {
+            starts.push(flat.len());
+            let old =
+                &csr.ids[csr.offsets[b as usize] as usize..csr.offsets[b as usize + 1] as usize];
+            while k < ins.len() && ins[k].0 < b {
+                k += 1;
+            }
+            let k0 = k;
+            while k < ins.len() && ins[k].0 == b {
+                k += 1;
+            }
+            // Merge the old members that stay (not updated, or updated but
+            // still here) with the updated rows now here; both ascending.
+            let stays =
+                |id: u32| updated[id as usize >> 6] >> (id & 63) & 1 == 0 || rb[id as usize] == b;
+            let mut oi = old.iter().copied().filter(|&id| stays(id)).peekable();
+            let mut ni = ins[k0..k].iter().map(|p| p.1).peekable();
+            loop {
+                let next = match (oi.peek(), ni.peek()) {
+                    (Some(&x), Some(&y)) => {
+                        if x < y {
+                            oi.next();
+                            x
+                        } else if y < x {
+                            ni.next();
+                            y
+                        } else {
+                            oi.next();
+                            ni.next();
+                            x
+                        }
+                    }
+                    (Some(&x), None) => {
+                        oi.next();
+                        x
+                    }
+                    (None, Some(&y)) => {
+                        ni.next();
+                        y
+                    }
+                    (None, None) => break,
+                };
+                flat.push(next);
+            }
+        }
+    } else {
+        let mut is_aff = vec![0u64; nb.div_ceil(64)];
+        for &b in aff {
+            is_aff[b as usize >> 6] |= 1u64 << (b & 63);
+        }
+        let mut lists: Vec<Vec<u32>> = vec![Vec::new(); aff.len()];
+        for (i, &b) in rb.iter().enumerate() {
+            if is_aff[b as usize >> 6] >> (b & 63) & 1 == 1 {
+                let idx = aff.binary_search(&b).unwrap();
+                lists[idx].push(i as u32);
+            }
+        }
+        let mut res = Vec::new();
+        for (members, &b) in lists.iter().zip(aff) {
+            starts.push(flat.len());
+            reservoir(members, cap as usize, seed, t, b, &mut res);
+            flat.extend_from_slice(&res);
+        }
+    }
+    starts.push(flat.len());
+    // Splice: offsets are rewritten in place, ascending (off[i + 1] is
+    // still the old value when bucket i is handled).
+    buf.clear();
+    let off = &mut csr.offsets;
+    let mut delta: i64 = 0;
+    let mut ai = 0;
+    let mut run_start = 0usize; // old offset where the pending copy starts
+    for i in 0..nb {
+        let (os, oe) = (off[i] as usize, off[i + 1] as usize);
+        off[i] = (os as i64 + delta) as u32;
+        if ai < aff.len() && aff[ai] as usize == i {
+            buf.extend_from_slice(&csr.ids[run_start..os]);
+            let c = &flat[starts[ai]..starts[ai + 1]];
+            buf.extend_from_slice(c);
+            delta += c.len() as i64 - (oe - os) as i64;
+            run_start = oe;
+            ai += 1;
+        }
+    }
+    let end = off[nb] as usize;
+    buf.extend_from_slice(&csr.ids[run_start..end]);
+    off[nb] = (end as i64 + delta) as u32;
+    std::mem::swap(buf, &mut csr.ids);
+}
+
+impl Tables {
+    /// Builds L tables from `codes` (`n x L`, row-major: `codes[i*L + t]` is
+    /// row i's code in table t).
+    pub fn build(
+        codes: &[u32],
+        n: usize,
+        tables: u32,
+        range_bits: u32,
+        bucket_cap: u32,
+        seed: u64,
+        threads: u32,
+    ) -> Result<Self> {
+        if tables == 0 {
+            bail!(InvalidArgument, "tables must be >= 1");
+        }
+        if tables > i32::MAX as u32 {
+            bail!(InvalidArgument, "tables is {tables}; at most 2^31 - 1");
+        }
+        if range_bits == 0 || range_bits > MAX_RANGE_BITS {
+            bail!(
+                InvalidArgument,
+                "range_bits is {range_bits}; it must be in 1..={MAX_RANGE_BITS}"
+            );
+        }
+        if n > MAX_ROWS {
+            bail!(InvalidArgument, "n is {n}; at most {MAX_ROWS} rows");
+        }
+        let l = tables as usize;
+        let need = checked_mul(n, l, "n*L")?;
+        if codes.len() != need {
+            bail!(
+                InvalidArgument,
+                "codes holds {} values, expected n*L = {need}",
+                codes.len()
+            );
+        }
+        let nb = 1usize << range_bits;
+        checked_mul(l, nb + 1, "L * (2^range_bits + 1)")?;
+        let row_bucket = try_vec::<u32>(need, "row-to-bucket map")?;
+        let mut csr = Vec::new();
+        csr.try_reserve_exact(l)
+            .map_err(|_| Error::new(Status::AllocationFailed, "cannot allocate the table list"))?;
+        for _ in 0..l {
+            let offsets = try_vec::<u32>(nb + 1, "bucket offsets")?;
+            let mut ids = Vec::new();
+            ids.try_reserve_exact(n).map_err(|_| {
+                Error::new(
+                    Status::AllocationFailed,
+                    format!("cannot allocate {n} ids for a table"),
+                )
+            })?;
+            csr.push(Csr { offsets, ids });
+        }
+        let mut t = Tables {
+            n,
+            l,
+            range_bits,
+            bucket_cap,
+            seed,
+            threads: resolve_threads(threads),
+            row_bucket,
+            csr,
+        };
+        let all = vec![true; l];
+        t.rebuild(Some(codes), &all)?;
+        Ok(t)
+    }
+
+    /// Rebuilds the tables flagged in `dirty`; with `codes`, first refills
+    /// their row-to-bucket maps from the row-major codes.
+    fn rebuild(&mut self, codes: Option<&[u32]>, dirty: &[bool]) -> Result<()> {
+        let (n, l, nb) = (self.n, self.l, 1usize << self.range_bits);
+        let jobs: Vec<usize> = (0..l).filter(|&t| dirty[t]).collect();
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let nthreads = self.threads.clamp(1, jobs.len());
+        // Contiguous ranges of the dirty tables, one per thread.
+        let per = jobs.len().div_ceil(nthreads);
+        let mut cursors = Vec::with_capacity(nthreads);
+        for _ in 0..nthreads {
+            cursors.push(try_vec::<u32>(nb, "counting-sort scratch")?);
+        }
+        let (range_bits, cap, seed) = (self.range_bits, self.bucket_cap, self.seed);
+        // Hand every table's (row_bucket slice, csr) pair to its thread.
+        let mut work: Vec<(usize, &mut [u32], &mut Csr)> = Vec::new();
+        let mut rb_iter = self.row_bucket.chunks_mut(n.max(1));
+        for (t, c) in self.csr.iter_mut().enumerate() {
+            let rb: &mut [u32] = if n == 0 {
+                &mut []
+            } else {
+                rb_iter.next().unwrap()
+            };
+            if dirty[t] {
+                work.push((t, rb, c));
+            }
+        }
+        let run = |chunk: &mut [(usize, &mut [u32], &mut Csr)], cursor: &mut Vec<u32>| {
+            if let Some(codes) = codes {
+                // Row-major read of the codes, one write stream per table.
+                for i in 0..n {
+                    let row = &codes[i * l..(i + 1) * l];
+                    for (t, rb, _) in chunk.iter_mut() {
+                        rb[i] = fold_code(row[*t], range_bits);
+                    }
+                }
+            }
+            for (t, rb, c) in chunk.iter_mut() {
+                build_table(rb, nb, cap, seed, *t as u32, c, cursor);
+            }
+        };
+        if nthreads == 1 {
+            run(&mut work, &mut cursors[0]);
+        } else {
+            std::thread::scope(|s| {
+                for (chunk, cursor) in work.chunks_mut(per).zip(cursors.iter_mut()) {
+                    s.spawn(|| run(chunk, cursor));
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// Moves rows `ids[j]` to the buckets of `new_codes[j*L .. (j+1)*L]`.
+    /// When an id appears several times the last occurrence wins. Afterwards
+    /// every gather equals one on tables built from the updated codes.
+    /// Requires exclusive access (no query may run meanwhile).
+    pub fn update(&mut self, ids: &[u32], new_codes: &[u32]) -> Result<()> {
+        let (n, l) = (self.n, self.l);
+        let need = checked_mul(ids.len(), l, "count*L")?;
+        if new_codes.len() != need {
+            bail!(
+                InvalidArgument,
+                "new_codes holds {} values, expected count*L = {need}",
+                new_codes.len()
+            );
+        }
+        if let Some(j) = ids.iter().position(|&i| i as usize >= n) {
+            bail!(
+                IndexOutOfRange,
+                "ids[{j}] = {} but the tables hold {n} rows",
+                ids[j]
+            );
+        }
+        let nb = 1usize << self.range_bits;
+        let nthreads = self.threads.clamp(1, l);
+        // Per-thread splice buffers, allocated before anything changes.
+        let mut bufs = Vec::with_capacity(nthreads);
+        for _ in 0..nthreads {
+            let mut v: Vec<u32> = Vec::new();
+            v.try_reserve_exact(n).map_err(|_| {
+                Error::new(
+                    Status::AllocationFailed,
+                    format!("cannot allocate {n} ids of update scratch"),
+                )
+            })?;
+            bufs.push(v);
+        }
+        // Apply the moves to the row-to-bucket map; remember, per table,
+        // the buckets that lose or gain a row.
+        let mut affected: Vec<Vec<u32>> = vec![Vec::new(); l];
+        for (j, &id) in ids.iter().enumerate() {
+            let row = &new_codes[j * l..(j + 1) * l];
+            for (t, aff) in affected.iter_mut().enumerate() {
+                let b = fold_code(row[t], self.range_bits);
+                let slot = &mut self.row_bucket[t * n + id as usize];
+                if *slot != b {
+                    aff.push(*slot);
+                    aff.push(b);
+                    *slot = b;
+                }
+            }
+        }
+        let mut uids = ids.to_vec();
+        uids.sort_unstable();
+        uids.dedup();
+        // Bitmap of the updated rows: an old member that was not updated
+        // keeps its bucket without a look-up in the row-to-bucket map.
+        let mut updated = vec![0u64; n.div_ceil(64)];
+        for &id in &uids {
+            updated[id as usize >> 6] |= 1u64 << (id & 63);
+        }
+        let updated = &updated[..];
+        let (cap, seed) = (self.bucket_cap, self.seed);
+        let mut work: Vec<(usize, &[u32], &mut Csr, Vec<u32>)> = Vec::new();
+        let rbs = self.row_bucket.chunks(n.max(1));
+        for ((t, c), (rb, aff)) in self.csr.iter_mut().enumerate().zip(rbs.zip(affected)) {
+            if !aff.is_empty() {
+                work.push((t, rb, c, aff));
+            }
+        }
+        if work.is_empty() {
+            return Ok(());
+        }
+        let per = work.len().div_ceil(nthreads);
+        let uids = &uids[..];
+        let run = |chunk: &mut [(usize, &[u32], &mut Csr, Vec<u32>)], buf: &mut Vec<u32>| {
+            for (t, rb, c, aff) in chunk.iter_mut() {
+                aff.sort_unstable();
+                aff.dedup();
+                splice_table(rb, c, aff, uids, updated, cap, seed, *t as u32, nb, buf);
+            }
+        };
+        if nthreads == 1 || work.len() == 1 {
+            run(&mut work, &mut bufs[0]);
+        } else {
+            std::thread::scope(|s| {
+                for (chunk, buf) in work.chunks_mut(per).zip(bufs.iter_mut()) {
+                    s.spawn(|| run(chunk, buf));
+                }
+            });
+        }
+        Ok(())
+    }
+
+    pub fn rows(&self) -> usize {
+        self.n
+    }
+    pub fn tables(&self) -> usize {
+        self.l
+    }
+    pub fn range_bits(&self) -> u32 {
+        self.range_bits
+    }
+    pub fn bucket_cap(&self) -> u32 {
+        self.bucket_cap
+    }
+    pub fn num_buckets(&self) -> usize {
+        1 << self.range_bits
+    }
+
+    /// The ids of bucket `b` of table `t` (ascending).
+    pub fn bucket(&self, t: usize, b: u32) -> &[u32] {
+        let c = &self.csr[t];
+        &c.ids[c.offsets[b as usize] as usize..c.offsets[b as usize + 1] as usize]
+    }
+
+    /// Bytes held by the object (CSR offsets and ids at their capacity,
+    /// the row-to-bucket map, and the struct itself).
+    pub fn memory_bytes(&self) -> usize {
+        let mut b = std::mem::size_of::<Self>()
+            + self.row_bucket.capacity() * 4
+            + self.csr.capacity() * std::mem::size_of::<Csr>();
+        for c in &self.csr {
+            b += c.offsets.capacity() * 4 + c.ids.capacity() * 4;
+        }
+        b
+    }
+
+    /// Per-table statistics.
+    pub fn stats(&self) -> Vec<TableStats> {
+        self.csr
+            .iter()
+            .map(|c| {
+                let mut s = TableStats::default();
+                for w in c.offsets.windows(2) {
+                    let len = w[1] - w[0];
+                    if len > 0 {
+                        s.nonempty_buckets += 1;
+                        s.largest_bucket = s.largest_bucket.max(len);
+                    }
+                }
+                s.stored_ids = c.ids.len() as u64;
+                if s.nonempty_buckets > 0 {
+                    s.mean_bucket_size = s.stored_ids as f64 / s.nonempty_buckets as f64;
+                }
+                s
+            })
+            .collect()
+    }
+
+    /// Candidates for `q` queries on the active tier (see
+    /// [`Tables::gather_isa`]).
+    pub fn gather(
+        &self,
+        params: &GatherParams,
+        input: &GatherInput<'_>,
+        want_counts: bool,
+        out: &mut GatherResult,
+    ) -> Result<()> {
+        self.gather_isa(isa::active(), params, input, want_counts, out)
+    }
+
+    /// Candidates for `input.q` queries on one tier, into `out` (cleared
+    /// first). For query `i` (codes `input.codes[i*L .. (i+1)*L]`):
+    ///
+    /// 1. Its forced ids (deduplicated) are marked first.
+    /// 2. Tables are visited in order `t = 0 .. L-1`; in table `t` the bucket
+    ///    `fold(code_t)` and then `probes` multi-probe buckets (see
+    ///    [`probe_masks`]; a probe whose bucket was already visited in this
+    ///    table is skipped), each bucket's ids ascending. Each visited id is
+    ///    marked and its table-hit count increases by one.
+    /// 3. Budget (`max_candidates > 0`): before each id the number of
+    ///    distinct ids marked so far (forced ids included) is compared with
+    ///    `max_candidates`; once it is reached the visit stops for this
+    ///    query. The result is thus the forced ids plus the first
+    ///    `max_candidates - |forced|` distinct ids in visiting order.
+    /// 4. Output: the marked ids hit by at least `min_count` tables (0 and 1
+    ///    mean every marked id), plus every forced id, ascending; with
+    ///    `want_counts`, each id's table-hit count (forced ids: their true
+    ///    hits, possibly 0). A row is in one bucket per table, so a count
+    ///    is at most L.
+    pub fn gather_isa(
+        &self,
+        tier: Isa,
+        params: &GatherParams,
+        input: &GatherInput<'_>,
+        want_counts: bool,
+        out: &mut GatherResult,
+    ) -> Result<()> {
+        isa::check_supported(tier)?;
+        self.check_gather(params, input)?;
+        out.ids.clear();
+        out.counts.clear();
+        out.offsets.clear();
+        out.offsets.push(0);
+        if input.q == 0 {
+            return Ok(());
+        }
+        let kern = k::kernels(tier);
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            s.prepare(self.n, want_counts || params.min_count > 1);
+            for qi in 0..input.q {
+                s.clean = false;
+                self.gather_one(kern, &mut s, params, input, qi, want_counts, out);
+                s.clean = true;
+                out.offsets.push(out.ids.len());
+            }
+        });
+        Ok(())
+    }
+
+    fn check_gather(&self, p: &GatherParams, input: &GatherInput<'_>) -> Result<()> {
+        let l = self.l;
+        let need = checked_mul(input.q, l, "q*L")?;
+        if input.codes.len() != need {
+            bail!(
+                InvalidArgument,
+                "codes holds {} values, expected q*L = {need}",
+                input.codes.len()
+            );
+        }
+        if p.probes > 0 {
+            let kb = p.bits_per_table;
+            if kb == 0 || kb > 32 {
+                bail!(
+                    InvalidArgument,
+                    "probes need bits_per_table in 1..=32 (got {kb})"
+                );
+            }
+            let maxp = if kb >= 32 { u32::MAX } else { (1u32 << kb) - 1 };
+            if p.probes > MAX_PROBES {
+                bail!(
+                    InvalidArgument,
+                    "probes is {}; at most {MAX_PROBES} per table",
+                    p.probes
+                );
+            }
+            if p.probes > maxp {
+                bail!(
+                    InvalidArgument,
+                    "probes is {}, but K = {kb} bits allow at most 2^K - 1 = {maxp}",
+                    p.probes
+                );
+            }
+            let np = checked_mul(need, kb as usize, "q*K*L")?;
+            match input.projections {
+                None => bail!(InvalidArgument, "probes > 0 need the projections"),
+                Some(pr) => {
+                    if pr.len() < np {
+                        bail!(
+                            BufferTooSmall,
+                            "projections hold {} values, q*K*L = {np} needed",
+                            pr.len()
+                        );
+                    }
+                    if let Some(i) = pr[..np].iter().position(|v| !v.is_finite()) {
+                        bail!(NonFinite, "projections[{i}] is {}", pr[i]);
+                    }
+                }
+            }
+        }
+        if let Some(fo) = input.forced_offsets {
+            if fo.len() != input.q + 1 {
+                bail!(
+                    InvalidArgument,
+                    "forced_offsets holds {} values, expected q + 1 = {}",
+                    fo.len(),
+                    input.q + 1
+                );
+            }
+            if fo[0] != 0 {
+                bail!(InvalidArgument, "forced_offsets[0] is {}, not 0", fo[0]);
+            }
+            for i in 0..input.q {
+                if fo[i + 1] < fo[i] {
+                    bail!(
+                        InvalidArgument,
+                        "forced_offsets decreases at {}: {} < {}",
+                        i + 1,
+                        fo[i + 1],
+                        fo[i]
+                    );
+                }
+            }
+            if fo[input.q] > input.forced_ids.len() {
+                bail!(
+                    InvalidArgument,
+                    "forced_offsets[q] = {} exceeds the {} forced ids",
+                    fo[input.q],
+                    input.forced_ids.len()
+                );
+            }
+            let used = &input.forced_ids[..fo[input.q]];
+            if let Some(j) = used.iter().position(|&i| i as usize >= self.n) {
+                bail!(
+                    IndexOutOfRange,
+                    "forced_ids[{j}] = {} but the tables hold {} rows",
+                    used[j],
+                    self.n
+                );
+            }
+        } else if !input.forced_ids.is_empty() {
+            bail!(InvalidArgument, "forced_ids given without forced_offsets");
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn gather_one(
+        &self,
+        kern: &k::Kernels,
+        s: &mut Scratch,
+        p: &GatherParams,
+        input: &GatherInput<'_>,
+        qi: usize,
+        want_counts: bool,
+        out: &mut GatherResult,
+    ) {
+        let l = self.l;
+        let counting = want_counts || p.min_count > 1;
+        let budget = p.max_candidates as usize;
+        let Scratch {
+            bits,
+            summary,
+            cnt,
+            forced,
+            probe,
+            visited,
+            heap,
+            order,
+            ranges,
+            ..
+        } = s;
+        // 1. forced ids
+        forced.clear();
+        if let Some(fo) = input.forced_offsets {
+            forced.extend_from_slice(&input.forced_ids[fo[qi]..fo[qi + 1]]);
+            forced.sort_unstable();
+            forced.dedup();
+        }
+        for &f in forced.iter() {
+            mark_one(bits, summary, f);
+            if counting {
+                cnt[f as usize] = FORCED;
+            }
+        }
+        let mut distinct = forced.len();
+        let codes = &input.codes[qi * l..(qi + 1) * l];
+        let kb = p.bits_per_table as usize;
+        // Phase 1: the buckets to visit, in order, as (table, start, end).
+        ranges.clear();
+        for (t, (csr, &code)) in self.csr.iter().zip(codes).enumerate() {
+            visited.clear();
+            visited.push(fold_code(code, self.range_bits));
+            if p.probes > 0 {
+                let pr = input.projections.unwrap();
+                let base = (qi * l + t) * kb;
+                probe_masks(&pr[base..base + kb], p.probes, probe, heap, order);
+                // Flipping bits below range_bits of a code that fits keeps
+                // it fitting, so distinct masks give distinct buckets; only
+                // folded codes can collide and need the check.
+                let identity = kb as u32 <= self.range_bits && code >> self.range_bits == 0;
+                for &m in probe.iter() {
+                    let b = fold_code(code ^ m, self.range_bits);
+                    if identity || !visited.contains(&b) {
+                        visited.push(b);
+                    }
+                }
+            }
+            for &b in visited.iter() {
+                let (s, e) = (csr.offsets[b as usize], csr.offsets[b as usize + 1]);
+                if e > s {
+                    ranges.push((t as u32, s, e));
+                }
+            }
+        }
+        // Phase 2: mark, prefetching the ids of the bucket PREFETCH_AHEAD
+        // places ahead (the CSR ids are the DRAM-resident part).
+        for j in 0..ranges.len() {
+            if let Some(&(t, s, e)) = ranges.get(j + PREFETCH_AHEAD) {
+                prefetch_ids(&self.csr[t as usize].ids[s as usize..e as usize]);
+            }
+            let (t, s, e) = ranges[j];
+            let ids = &self.csr[t as usize].ids[s as usize..e as usize];
+            if budget > 0 {
+                if distinct >= budget {
+                    break;
+                }
+                let rem = budget - distinct;
+                if ids.len() > rem {
+                    // Id by id until the budget is reached.
+                    for &id in ids {
+                        if distinct >= budget {
+                            break;
+                        }
+                        let new = mark_one(bits, summary, id);
+                        if counting {
+                            cnt[id as usize] = cnt[id as usize].wrapping_add(1);
+                        }
+                        distinct += new as usize;
+                    }
+                    continue;
+                }
+            }
+            // SAFETY: every id stored in the tables is < n, and the
+            // scratch was sized for n rows by `prepare`; a bucket's ids
+            // are distinct.
+            let new = unsafe {
+                if counting {
+                    (kern.mark_count)(bits, summary, cnt, ids)
+                } else {
+                    (kern.mark)(bits, summary, ids)
+                }
+            };
+            distinct += new;
+        }
+        // Room for every marked id plus the decoders' overhang.
+        out.ids.reserve(distinct + 128);
+        if want_counts {
+            out.counts.reserve(distinct + 128);
+        }
+        let words = self.n.div_ceil(64);
+        let sw = words.div_ceil(64);
+        // SAFETY: bits holds >= `words` words, summary >= `sw`, cnt >= n
+        // counters when counting; only bits of rows < n are set.
+        unsafe {
+            if counting {
+                let min = p.min_count.clamp(1, l as u32 + 1);
+                let counts = if want_counts {
+                    Some(&mut out.counts)
+                } else {
+                    None
+                };
+                (kern.extract_count)(
+                    &mut bits[..],
+                    &mut summary[..sw],
+                    cnt,
+                    min,
+                    &mut out.ids,
+                    counts,
+                );
+            } else {
+                (kern.extract)(&mut bits[..], &mut summary[..sw], &mut out.ids);
+            }
+        }
+    }
+}
+
+/// Buckets between the one being marked and the one being prefetched.
+const PREFETCH_AHEAD: usize = 3;
+/// At most this many cache lines of a bucket are prefetched (the hardware
+/// stream prefetcher continues longer buckets).
+const PREFETCH_LINES: usize = 4;
+
+/// Prefetches the first cache lines of a bucket's ids.
+#[inline(always)]
+fn prefetch_ids(ids: &[u32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let lines = (ids.len() * 4).div_ceil(64).min(PREFETCH_LINES);
+        for i in 0..lines {
+            // SAFETY: a prefetch never faults; the address lies inside (or
+            // one line past the start of) the slice. SSE is baseline on
+            // x86-64.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(ids.as_ptr().wrapping_add(i * 16).cast()) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = ids;
+}
+
+/// Marks one id; returns whether it was new.
+#[inline(always)]
+fn mark_one(bits: &mut [u64], summary: &mut [u64], id: u32) -> bool {
+    let w = (id >> 6) as usize;
+    let m = 1u64 << (id & 63);
+    let old = bits[w];
+    bits[w] = old | m;
+    summary[w >> 6] |= 1u64 << (w & 63);
+    old & m == 0
+}
+
+/// The first `probes` multi-probe flip masks of one table (query-directed,
+/// Lv et al. 2007, for SimHash codes of K = `proj.len()` bits).
+///
+/// The bits are ranked by `|proj[k]|` ascending (ties: lower bit first),
+/// giving `z_0 <= z_1 <= ... <= z_{K-1}` (as f64). A perturbation set is a
+/// non-empty set of ranks; its score is `sum of z_r` over its ranks, added in
+/// ascending rank order in f64. The probes are the sets in ascending
+/// `(score, mask)` order, where `mask = sum of 2^r` over the set's ranks,
+/// generated lazily with a heap (shift/expand from `{0}`). The flip mask of
+/// a set XORs bit `bit(r)` of the code for every rank `r` in it.
+pub fn probe_masks(
+    proj: &[f32],
+    probes: u32,
+    out: &mut Vec<u32>,
+    heap: &mut BinaryHeap<Reverse<(u64, u32)>>,
+    order: &mut Vec<(f32, u32)>,
+) {
+    out.clear();
+    heap.clear();
+    let kb = proj.len();
+    if probes == 0 || kb == 0 {
+        return;
+    }
+    order.clear();
+    order.extend(proj.iter().enumerate().map(|(i, v)| (v.abs(), i as u32)));
+    order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let score = |mask: u32| -> f64 {
+        let mut s = 0.0f64;
+        let mut m = mask;
+        while m != 0 {
+            let r = m.trailing_zeros() as usize;
+            m &= m - 1;
+            s += order[r].0 as f64;
+        }
+        s
+    };
+    // Scores are >= 0, so their f64 bit patterns order like the values.
+    heap.push(Reverse((score(1).to_bits(), 1)));
+    while let Some(Reverse((_, set))) = heap.pop() {
+        let mut flip = 0u32;
+        let mut m = set;
+        while m != 0 {
+            let r = m.trailing_zeros() as usize;
+            m &= m - 1;
+            flip |= 1 << order[r].1;
+        }
+        out.push(flip);
+        if out.len() == probes as usize {
+            break;
+        }
+        let top = 31 - set.leading_zeros() as usize;
+        if top + 1 < kb {
+            let next = 1u32 << (top + 1);
+            let shifted = (set & !(1u32 << top)) | next;
+            let expanded = set | next;
+            heap.push(Reverse((score(shifted).to_bits(), shifted)));
+            heap.push(Reverse((score(expanded).to_bits(), expanded)));
+        }
+    }
+}
+
+/// Options of a gather (see [`Tables::gather_isa`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GatherParams {
+    /// Keep ids hit by at least this many tables (0 and 1: all).
+    pub min_count: u32,
+    /// Budget of distinct ids per query (0: none).
+    pub max_candidates: u32,
+    /// Extra buckets per table (SimHash codes only; needs projections).
+    pub probes: u32,
+    /// K of the SimHash codes, needed when `probes > 0`.
+    pub bits_per_table: u32,
+}
+
+impl Default for GatherParams {
+    fn default() -> Self {
+        GatherParams {
+            min_count: 1,
+            max_candidates: 0,
+            probes: 0,
+            bits_per_table: 0,
+        }
+    }
+}
+
+/// Per-call inputs of a gather.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GatherInput<'a> {
+    /// `q x L` codes.
+    pub codes: &'a [u32],
+    pub q: usize,
+    /// `q x K*L` projections from `SimHash::project` (needed for probes).
+    pub projections: Option<&'a [f32]>,
+    /// CSR offsets (q + 1) into `forced_ids`, or None.
+    pub forced_offsets: Option<&'a [usize]>,
+    pub forced_ids: &'a [u32],
+}
+
+/// Output of a gather: CSR ids/offsets, and counts parallel to ids when asked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GatherResult {
+    pub ids: Vec<u32>,
+    pub offsets: Vec<usize>,
+    pub counts: Vec<u32>,
+}
+
+/// Thread-local gather scratch; all bitmaps and counters are zero between
+/// queries (`clean`), restored after a panic mid-query.
+#[derive(Default)]
+struct Scratch {
+    clean: bool,
+    bits: Vec<u64>,
+    summary: Vec<u64>,
+    cnt: Vec<u32>,
+    forced: Vec<u32>,
+    probe: Vec<u32>,
+    visited: Vec<u32>,
+    heap: BinaryHeap<Reverse<(u64, u32)>>,
+    order: Vec<(f32, u32)>,
+    ranges: Vec<(u32, u32, u32)>,
+}
+
+impl Scratch {
+    fn prepare(&mut self, n: usize, counting: bool) {
+        if !self.clean {
+            self.bits.fill(0);
+            self.summary.fill(0);
+            self.cnt.fill(0);
+            self.clean = true;
+        }
+        // Extra words so that SIMD tiers may read whole vectors.
+        let words = n.div_ceil(64) + 8;
+        if self.bits.len() < words {
+            self.bits.resize(words, 0);
+        }
+        let sw = words.div_ceil(64) + 1;
+        if self.summary.len() < sw {
+            self.summary.resize(sw, 0);
+        }
+        if counting && self.cnt.len() < n {
+            self.cnt.resize(n, 0);
+        }
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch { clean: true, ..Default::default() });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fold_golden_values() {
+        // Codes that fit are their own bucket.
+        assert_eq!(fold_code(0, 12), 0);
+        assert_eq!(fold_code(4095, 12), 4095);
+        assert_eq!(fold_code(1, 1), 1);
+        // lowbias32 values (frozen).
+        assert_eq!(mix32(0), 0);
+        assert_eq!(mix32(1), 0x6889_90c0);
+        assert_eq!(mix32(0x1234_5678), 0xf5e7_1c96);
+        assert_eq!(mix32(0xffff_ffff), 0x6768_824a);
+        assert_eq!(fold_code(4096, 12), 0xc87);
+        assert_eq!(fold_code(0xffff_ffff, 24), 0x67_6882);
+        assert_eq!(fold_code(0xdead_beef, 16), 0xe628);
+        assert_eq!(bucket_stream_seed(7, 3, 5), 7 ^ 0x0000_0003_0000_0005);
+    }
+
+    #[test]
+    fn reservoir_golden() {
+        // 10 rows in one bucket, cap 3, seed 1: the kept ids follow
+        // Algorithm R with SplitMix64::new(1 ^ 0) (table 0, bucket 0).
+        let codes = [0u32; 10];
+        let t = Tables::build(&codes, 10, 1, 4, 3, 1, 1).unwrap();
+        let mut res = [0u32, 1, 2];
+        let mut rng = SplitMix64::new(1);
+        for i in 3..10u32 {
+            let j = rng.below(i as u64 + 1) as usize;
+            if j < 3 {
+                res[j] = i;
+            }
+        }
+        res.sort();
+        assert_eq!(t.bucket(0, 0), &res[..]);
+        assert_eq!(t.bucket(0, 0), GOLDEN_RESERVOIR);
+    }
+
+    const GOLDEN_RESERVOIR: &[u32] = &[0, 1, 3];
+}
