@@ -413,7 +413,7 @@ fn f16_all_values_round_trip() {
 /// Nearest representable among two neighbours in f64, ties to the even one.
 fn nearest(x: f64, lo: (u16, f64), hi: (u16, f64)) -> u16 {
     let (dl, dh) = ((x - lo.1).abs(), (hi.1 - x).abs());
-    if dl < dh || (dl == dh && lo.0 % 2 == 0) {
+    if dl < dh || (dl == dh && lo.0.is_multiple_of(2)) {
         lo.0
     } else {
         hi.0
