@@ -98,6 +98,41 @@ impl Weights<'_> {
     }
 }
 
+/// How a batch is processed (both give results within the same bound).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    /// The documented rule (see `WeightMatrix::matmul_schedule`): the union
+    /// schedule when the queries share enough candidates, else per query.
+    Auto,
+    /// Query by query: each query's rows are streamed through the kernel.
+    PerQuery,
+    /// Each distinct row of the batch fetched once, multiplied by every query
+    /// that asked for it (a small GEMM over the union).
+    Union,
+}
+
+/// [`Schedule::Auto`] picks the union when each distinct row is wanted by at
+/// least this many queries on average (measured: `benches/gathered_matmul.md`).
+pub const UNION_MIN_SHARING: usize = 2;
+/// ... and the batch has at least this many ids (below, the bitmap pass is
+/// not worth it).
+pub const UNION_MIN_IDS: usize = 256;
+
+#[derive(Default)]
+struct UnionScratch {
+    keys: Vec<u64>,
+    qof: Vec<u32>,
+    starts: Vec<u32>,
+    rowf: Vec<f32>,
+    qs: Vec<u32>,
+    tmp: Vec<f32>,
+}
+
+thread_local! {
+    static UNION: RefCell<UnionScratch> = RefCell::new(UnionScratch::default());
+    static BITMAP: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
 /// A borrowed row-major weight matrix: `rows` rows of `dim` elements, row
 /// `r` starting at element `r * stride`, with an optional bias per row.
 #[derive(Clone, Copy, Debug)]
@@ -181,11 +216,27 @@ impl<'a> WeightMatrix<'a> {
     }
 
     /// [`Self::matmul`] on one chosen tier (`UnsupportedIsa` if the CPU
-    /// lacks it).
+    /// lacks it), with the automatic [`Schedule`].
     #[allow(clippy::too_many_arguments)]
     pub fn matmul_isa(
         &self,
         tier: Isa,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        ids: &[u32],
+        offsets: &[usize],
+        out: &mut [f32],
+    ) -> Result<()> {
+        self.matmul_schedule(tier, Schedule::Auto, q, nq, q_stride, ids, offsets, out)
+    }
+
+    /// [`Self::matmul_isa`] with an explicit [`Schedule`] (tests, benchmarks).
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul_schedule(
+        &self,
+        tier: Isa,
+        schedule: Schedule,
         q: &[f32],
         nq: usize,
         q_stride: usize,
@@ -214,6 +265,36 @@ impl<'a> WeightMatrix<'a> {
         check_ids(ids, self.rows, offsets)?;
         // Everything is checked: now compute.
         let ks = km::kernels(tier);
+        let union = ids.len() < u32::MAX as usize
+            && match schedule {
+                Schedule::PerQuery => false,
+                Schedule::Union => true,
+                Schedule::Auto => self.prefer_union(nq, ids),
+            };
+        if union {
+            self.run_union(ks, q, q_stride, ids, offsets, out)?;
+        } else {
+            self.run_per_query(ks, q, nq, q_stride, ids, offsets, out);
+        }
+        if let Some(b) = self.bias {
+            for (o, &id) in out.iter_mut().zip(ids) {
+                *o += b[id as usize];
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_per_query(
+        &self,
+        ks: &km::Kernels,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        ids: &[u32],
+        offsets: &[usize],
+        out: &mut [f32],
+    ) {
         for i in 0..nq {
             let (s, e) = (offsets[i], offsets[i + 1]);
             if s == e {
@@ -222,8 +303,8 @@ impl<'a> WeightMatrix<'a> {
             let qi = &q[i * q_stride..i * q_stride + self.dim];
             let (seg_ids, seg_out) = (&ids[s..e], &mut out[s..e]);
             // SAFETY: dim >= 1, q row has dim floats, ids < rows and the
-            // weights span the strided matrix (checked above and in new()),
-            // out segment matches the ids, tier supported (checked).
+            // weights span the strided matrix (checked by the caller and in
+            // new()), out segment matches the ids, tier supported (checked).
             unsafe {
                 match self.weights {
                     Weights::F32(w) => (ks.f32)(&self.rows_of(w, &[]), qi, seg_ids, seg_out),
@@ -235,12 +316,163 @@ impl<'a> WeightMatrix<'a> {
                 }
             }
         }
-        if let Some(b) = self.bias {
-            for (o, &id) in out.iter_mut().zip(ids) {
-                *o += b[id as usize];
-            }
+    }
+
+    /// The automatic rule: the union schedule when at least 2 queries and
+    /// `ids.len() >= UNION_MIN_SHARING * distinct(ids)` (each distinct row
+    /// needed by that many queries on average). `distinct` is counted with a
+    /// bitmap over the rows (one pass to count, one to clear: ~1-2 ns per
+    /// id, a few % of a DRAM-bound call), only for batches of at least
+    /// `UNION_MIN_IDS` ids.
+    fn prefer_union(&self, nq: usize, ids: &[u32]) -> bool {
+        if nq < 2 || ids.len() < UNION_MIN_IDS {
+            return false;
         }
-        Ok(())
+        BITMAP.with(|b| {
+            let mut b = b.borrow_mut();
+            let words = self.rows.div_ceil(64);
+            if b.len() < words {
+                let more = words - b.len();
+                if b.try_reserve(more).is_err() {
+                    return false;
+                }
+                b.resize(words, 0);
+            }
+            let mut distinct = 0usize;
+            for &id in ids {
+                let (w, m) = ((id / 64) as usize, 1u64 << (id % 64));
+                distinct += (b[w] & m == 0) as usize;
+                b[w] |= m;
+            }
+            for &id in ids {
+                b[(id / 64) as usize] = 0;
+            }
+            ids.len() >= UNION_MIN_SHARING * distinct
+        })
+    }
+
+    /// The union schedule: the (id, position) pairs of the whole batch are
+    /// sorted by id, each distinct row is fetched once (prefetched
+    /// `PREFETCH_ROWS` distinct rows ahead), widened to f32 and multiplied by
+    /// every query that asked for it (the tier's f32 kernel with the roles of
+    /// W and Q swapped: Q's rows are L1/L2-resident), then scattered back.
+    fn run_union(
+        &self,
+        ks: &km::Kernels,
+        q: &[f32],
+        q_stride: usize,
+        ids: &[u32],
+        offsets: &[usize],
+        out: &mut [f32],
+    ) -> Result<()> {
+        let n = ids.len();
+        let dim = self.dim;
+        UNION.with(|u| {
+            let u = &mut *u.borrow_mut();
+            u.keys.clear();
+            u.keys
+                .try_reserve(n)
+                .map_err(|_| Error::new(Status::AllocationFailed, "union schedule: scratch"))?;
+            u.qof.clear();
+            u.qof
+                .try_reserve(n)
+                .map_err(|_| Error::new(Status::AllocationFailed, "union schedule: scratch"))?;
+            u.keys.extend(
+                ids.iter()
+                    .enumerate()
+                    .map(|(j, &id)| ((id as u64) << 32) | j as u64),
+            );
+            u.keys.sort_unstable();
+            for i in 0..offsets.len() - 1 {
+                u.qof
+                    .extend(std::iter::repeat_n(i as u32, offsets[i + 1] - offsets[i]));
+            }
+            u.starts.clear();
+            for (t, &k) in u.keys.iter().enumerate() {
+                if t == 0 || (k >> 32) != (u.keys[t - 1] >> 32) {
+                    u.starts.push(t as u32);
+                }
+            }
+            u.starts.push(n as u32);
+            u.rowf.clear();
+            u.rowf.resize(dim, 0.0);
+            let (elem, base): (usize, *const u8) = match self.weights {
+                Weights::F32(w) => (4, w.as_ptr().cast()),
+                Weights::Bf16(w) | Weights::F16(w) => (2, w.as_ptr().cast()),
+                Weights::I8 { w, .. } => (1, w.as_ptr().cast()),
+            };
+            let pf_bytes = (dim * elem).min(km::PREFETCH_MAX_BYTES);
+            let row_ptr = |id: usize| base.wrapping_add(id * self.stride * elem);
+            let groups = u.starts.len() - 1;
+            let id_of =
+                |g: usize, keys: &[u64], starts: &[u32]| (keys[starts[g] as usize] >> 32) as usize;
+            for g in 0..groups.min(km::PREFETCH_ROWS) {
+                (ks.prefetch)(row_ptr(id_of(g, &u.keys, &u.starts)), pf_bytes);
+            }
+            let qrows = Rows {
+                w: q,
+                stride: q_stride,
+                dim,
+                scales: &[],
+            };
+            for g in 0..groups {
+                if g + km::PREFETCH_ROWS < groups {
+                    let id = id_of(g + km::PREFETCH_ROWS, &u.keys, &u.starts);
+                    (ks.prefetch)(row_ptr(id), pf_bytes);
+                }
+                let (s, e) = (u.starts[g] as usize, u.starts[g + 1] as usize);
+                let id = id_of(g, &u.keys, &u.starts);
+                let row = id * self.stride..id * self.stride + dim;
+                let mut scale = 1.0f32;
+                let rowf: &[f32] = match self.weights {
+                    Weights::F32(w) => &w[row],
+                    Weights::Bf16(w) => {
+                        u.rowf
+                            .iter_mut()
+                            .zip(&w[row])
+                            .for_each(|(d, &v)| *d = bf16_to_f32(v));
+                        &u.rowf
+                    }
+                    Weights::F16(w) => {
+                        u.rowf
+                            .iter_mut()
+                            .zip(&w[row])
+                            .for_each(|(d, &v)| *d = f16_to_f32(v));
+                        &u.rowf
+                    }
+                    Weights::I8 { w, scales } => {
+                        scale = scales[id];
+                        u.rowf
+                            .iter_mut()
+                            .zip(&w[row])
+                            .for_each(|(d, &v)| *d = v as f32);
+                        &u.rowf
+                    }
+                };
+                u.qs.clear();
+                u.qs.extend(
+                    u.keys[s..e]
+                        .iter()
+                        .map(|&k| u.qof[(k & 0xffff_ffff) as usize]),
+                );
+                u.tmp.clear();
+                u.tmp.resize(e - s, 0.0);
+                // SAFETY: dim >= 1; `rowf` has dim floats; every entry of
+                // qs is a query index < nq and `q` spans the strided nq x dim
+                // matrix (checked by the caller); tmp matches qs; tier
+                // supported (checked).
+                unsafe { (ks.f32)(&qrows, rowf, &u.qs, &mut u.tmp) };
+                for (&k, &v) in u.keys[s..e].iter().zip(&u.tmp) {
+                    let pos = (k & 0xffff_ffff) as usize;
+                    out[pos] = if matches!(self.weights, Weights::I8 { .. }) {
+                        v * scale
+                    } else {
+                        v
+                    };
+                }
+            }
+            Ok(())
+        })
     }
 
     fn rows_of<T>(&self, w: &'a [T], scales: &'a [f32]) -> Rows<'a, T> {

@@ -11,7 +11,7 @@
 //! `gamma53(dim + 2)` times the same sum, added to the bound. The storage
 //! rounding of bf16 / f16 / int8 W is tested separately (conversion tests).
 
-use lshk::matmul::{self, WeightMatrix, Weights};
+use lshk::matmul::{self, Schedule, WeightMatrix, Weights};
 use lshk::rng::SplitMix64;
 use lshk::{Isa, Status};
 
@@ -187,27 +187,31 @@ fn check_case(c: &Case, w_gen: &mut dyn FnMut() -> f32, q: &[f32], specials: &[(
                 } else {
                     0.0
                 };
-            let mut out = vec![f32::from_bits(0x7fc0_dead); n];
-            m.matmul_isa(tier, q, c.nq, c.q_stride, &c.ids, &c.offsets, &mut out)
+            for sched in [Schedule::PerQuery, Schedule::Union, Schedule::Auto] {
+                let mut out = vec![f32::from_bits(0x7fc0_dead); n];
+                m.matmul_schedule(
+                    tier, sched, q, c.nq, c.q_stride, &c.ids, &c.offsets, &mut out,
+                )
                 .unwrap();
-            for j in 0..n {
-                let (g, w) = (out[j] as f64, want[j]);
-                let ok = if w.is_nan() {
-                    g.is_nan()
-                } else if w.is_infinite() {
-                    g == w
-                } else {
-                    (g - w).abs() <= tol * mag[j]
-                };
-                assert!(
-                    ok,
-                    "{dt:?} {tier:?} dim {} stride {} out[{j}] (id {}) = {g}, want {w} \
-                     (tolerance {})",
-                    c.dim,
-                    c.stride,
-                    c.ids[j],
-                    tol * mag[j]
-                );
+                for j in 0..n {
+                    let (g, w) = (out[j] as f64, want[j]);
+                    let ok = if w.is_nan() {
+                        g.is_nan()
+                    } else if w.is_infinite() {
+                        g == w
+                    } else {
+                        (g - w).abs() <= tol * mag[j]
+                    };
+                    assert!(
+                        ok,
+                        "{dt:?} {tier:?} {sched:?} dim {} stride {} out[{j}] (id {}) = {g}, \
+                         want {w} (tolerance {})",
+                        c.dim,
+                        c.stride,
+                        c.ids[j],
+                        tol * mag[j]
+                    );
+                }
             }
         }
     }
@@ -287,6 +291,49 @@ fn matmul_one_query_all_rows_and_edge_segments() {
             m.matmul_isa(tier, &[], 0, dim, &[], &[0], &mut out)
                 .unwrap();
         }
+    }
+}
+
+#[test]
+fn matmul_shared_candidates_union_schedule() {
+    // 6 queries drawing from a pool of 40 rows out of 300: heavy sharing, so
+    // Auto takes the union path (also run explicitly); plus unshared ids.
+    let mut rng = SplitMix64::new(9);
+    for &dim in &[1usize, 7, 8, 33, 128] {
+        let rows = 300;
+        let pool: Vec<u32> = (0..40).map(|_| rng.below(rows as u64) as u32).collect();
+        let mut ids = vec![];
+        let mut offsets = vec![0usize];
+        for i in 0..6 {
+            let len = if i == 2 {
+                0
+            } else {
+                60 + rng.below(80) as usize
+            };
+            for _ in 0..len {
+                ids.push(if rng.below(10) == 0 {
+                    rng.below(rows as u64) as u32
+                } else {
+                    pool[rng.below(40) as usize]
+                });
+            }
+            offsets.push(ids.len());
+        }
+        let c = Case {
+            rows,
+            dim,
+            stride: dim + 2,
+            nq: 6,
+            q_stride: dim + 1,
+            ids,
+            offsets,
+            bias: true,
+        };
+        let q: Vec<f32> = (0..6 * c.q_stride)
+            .map(|_| rng.next_normal() as f32)
+            .collect();
+        let mut g = SplitMix64::new(dim as u64 + 100);
+        check_case(&c, &mut || g.next_normal() as f32, &q, &[]);
     }
 }
 

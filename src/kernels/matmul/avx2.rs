@@ -105,6 +105,21 @@ unsafe fn prefetch_row(p: *const i8, bytes: usize) {
     }
 }
 
+/// [`super::PrefetchFn`]: `prefetcht0` of the lines of `bytes` bytes at `p`
+/// (SSE, so also used by the AVX-512 tier).
+pub fn prefetch(p: *const u8, bytes: usize) {
+    // SAFETY: prefetch never faults, whatever the address; wrapping
+    // arithmetic keeps even a bogus pointer defined.
+    unsafe {
+        let mut off = 0;
+        while off < bytes {
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off).cast());
+            off += 64;
+        }
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(bytes.max(1) - 1).cast());
+    }
+}
+
 /// Sums of four vectors' lanes, as the four lanes of one `__m128`.
 #[inline(always)]
 unsafe fn hsum4(v: [__m256; 4]) -> __m128 {

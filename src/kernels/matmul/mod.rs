@@ -47,25 +47,35 @@ pub struct Rows<'a, T> {
 /// the function belongs to.
 pub type DotFn<T> = unsafe fn(&Rows<'_, T>, &[f32], &[u32], &mut [f32]);
 
-/// The four entry points of a tier.
+/// `prefetch(p, bytes)`: hint that `bytes` (>= 1) bytes from `p` are
+/// needed soon (never faults, any address; a no-op without a hint).
+pub type PrefetchFn = fn(*const u8, usize);
+
+/// The entry points of a tier.
 pub struct Kernels {
     pub f32: DotFn<f32>,
     pub bf16: DotFn<u16>,
     pub f16: DotFn<u16>,
     pub i8: DotFn<i8>,
+    pub prefetch: PrefetchFn,
 }
+
+/// [`PrefetchFn`] of the tiers without a prefetch instruction.
+pub fn no_prefetch(_p: *const u8, _bytes: usize) {}
 
 static SCALAR: Kernels = Kernels {
     f32: scalar::dot_f32,
     bf16: scalar::dot_bf16,
     f16: scalar::dot_f16,
     i8: scalar::dot_i8,
+    prefetch: no_prefetch,
 };
 static PORTABLE: Kernels = Kernels {
     f32: portable::dot_f32,
     bf16: portable::dot_bf16,
     f16: portable::dot_f16,
     i8: portable::dot_i8,
+    prefetch: no_prefetch,
 };
 #[cfg(target_arch = "x86_64")]
 static AVX2: Kernels = Kernels {
@@ -73,6 +83,7 @@ static AVX2: Kernels = Kernels {
     bf16: avx2::dot_bf16,
     f16: avx2::dot_f16,
     i8: avx2::dot_i8,
+    prefetch: avx2::prefetch,
 };
 /// AVX2 without F16C (not seen on real AVX2 CPUs, but possible in a VM):
 /// f16 falls back to the portable tier.
@@ -82,6 +93,7 @@ static AVX2_NO_F16C: Kernels = Kernels {
     bf16: avx2::dot_bf16,
     f16: portable::dot_f16,
     i8: avx2::dot_i8,
+    prefetch: avx2::prefetch,
 };
 #[cfg(target_arch = "x86_64")]
 static AVX512: Kernels = Kernels {
@@ -89,6 +101,7 @@ static AVX512: Kernels = Kernels {
     bf16: avx512::dot_bf16,
     f16: avx512::dot_f16,
     i8: avx512::dot_i8,
+    prefetch: avx2::prefetch,
 };
 #[cfg(target_arch = "x86_64")]
 static AVX512_BF16: Kernels = Kernels {
@@ -96,6 +109,7 @@ static AVX512_BF16: Kernels = Kernels {
     bf16: avx512::dot_bf16_dpbf16,
     f16: avx512::dot_f16,
     i8: avx512::dot_i8,
+    prefetch: avx2::prefetch,
 };
 
 /// The kernel table of a tier. The caller has checked that the CPU supports
