@@ -24,7 +24,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use lshk::matmul::{self, WeightMatrix, Weights};
+use lshk::matmul::{self, Schedule, WeightMatrix, Weights};
 use lshk::rng::SplitMix64;
 use lshk::Isa;
 
@@ -143,6 +143,66 @@ fn bench_dtype(
                     },
                 );
             }
+        }
+    }
+    g.finish();
+}
+
+/// Queries sharing candidates: B = 64 queries of k = 4096 ids, each set's
+/// ids drawn from a random pool of `pool` rows (new pool per set, sets
+/// cycled so > 128 MB of distinct rows are touched per cycle), per schedule.
+fn bench_shared(c: &mut Criterion, m: &WeightMatrix, q: &[f32]) {
+    let (k, b) = (4096usize, 64usize);
+    let mut g = c.benchmark_group("gathered_matmul_f32_shared");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_millis(1500));
+    g.throughput(Throughput::Elements((k * b) as u64));
+    let mut rng = SplitMix64::new(77);
+    for pool in [4096usize, 65536, 262_144, ROWS] {
+        let distinct_est = (pool as f64 * (1.0 - (-((k * b) as f64) / pool as f64).exp())) as usize;
+        let sets_n = (128usize << 20)
+            .div_ceil(distinct_est * DIM * 4)
+            .clamp(1, 64);
+        let sets: Vec<Vec<u32>> = (0..sets_n)
+            .map(|_| {
+                let p: Vec<u32> = (0..pool).map(|_| rng.below(ROWS as u64) as u32).collect();
+                let mut v = Vec::with_capacity(k * b);
+                for _ in 0..b {
+                    let mut s: Vec<u32> =
+                        (0..k).map(|_| p[rng.below(pool as u64) as usize]).collect();
+                    s.sort_unstable();
+                    v.extend(s);
+                }
+                v
+            })
+            .collect();
+        let offsets: Vec<usize> = (0..=b).map(|i| i * k).collect();
+        let mut out = vec![0f32; k * b];
+        let label = format!("pool{pool}_k{k}_b{b}");
+        for (name, sched) in [
+            ("avx2_per_query", Schedule::PerQuery),
+            ("avx2_union", Schedule::Union),
+            ("avx2_auto", Schedule::Auto),
+        ] {
+            let mut s = 0;
+            g.bench_function(BenchmarkId::new(name, &label), |bch| {
+                bch.iter(|| {
+                    s = (s + 1) % sets.len();
+                    m.matmul_schedule(
+                        Isa::Avx2.min(lshk::isa::detected()),
+                        sched,
+                        black_box(q),
+                        b,
+                        DIM,
+                        &sets[s],
+                        &offsets,
+                        &mut out,
+                    )
+                    .unwrap();
+                    black_box(&out);
+                })
+            });
         }
     }
     g.finish();
@@ -270,6 +330,8 @@ fn benches(c: &mut Criterion) {
         &tiers,
         faiss.as_ref().map(|f| (f, &w[..])),
     );
+
+    bench_shared(c, &m, &q);
 
     let only = std::env::var("LSHK_BENCH_DTYPES").unwrap_or_else(|_| "bf16,f16,i8".into());
     let low: Vec<Isa> = tiers

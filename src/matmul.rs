@@ -43,16 +43,17 @@
 //! 10,000 scores takes ~2.6 us, the matmul producing those scores ~1 ms
 //! (~100 ns per DRAM-resident row), so fusing could save < 0.3 %.
 //!
-//! # Not implemented: the blocked "small GEMM over the union"
-//! When the queries of a batch share most candidates, one could multiply
-//! the union of their rows by all queries (each row fetched once). In the
-//! benchmarked workload (independent random candidates over 670,091 rows)
-//! two queries of 16,384 candidates share ~2.4 % of them, so every row is
-//! still fetched about once per query and there is nothing to gain.
-//! Workloads with heavily shared candidates (a batch of similar queries
-//! hashed into the same buckets) were not built or measured, so there is
-//! no union kernel and no selection rule yet.
-//! See `benches/gathered_matmul.md`.
+//! # The "small GEMM over the union" ([`Schedule::Union`]): opt-in only
+//! When the queries of a batch share candidates, [`Schedule::Union`] sorts
+//! the batch's (id, position) pairs, fetches every distinct row once and
+//! multiplies it by all the queries that asked for it (the tier's f32 kernel
+//! with W and Q swapped), within the same error bound. Measured on W1 with
+//! B = 64, k = 4,096 (`benches/gathered_matmul.md`) it was never faster than
+//! the per-query schedule, not even with all 64 queries drawing from one
+//! pool of 4,096 rows (43 vs 38 ns per output): the sort of the 262,144
+//! pairs costs more than the re-fetches it saves, which hit L2/L3 when the
+//! pool is small. So the automatic rule is simply: per query, always
+//! ([`Schedule::Auto`]); the union schedule stays available explicitly.
 
 use std::cell::RefCell;
 
@@ -101,8 +102,10 @@ impl Weights<'_> {
 /// How a batch is processed (both give results within the same bound).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Schedule {
-    /// The documented rule (see `WeightMatrix::matmul_schedule`): the union
-    /// schedule when the queries share enough candidates, else per query.
+    /// The library's choice. Currently always [`Schedule::PerQuery`]: the
+    /// union schedule never measured faster on the benchmark machine, not
+    /// even with 64 queries sharing one pool of 4,096 rows (see the module
+    /// documentation and `benches/gathered_matmul.md`).
     Auto,
     /// Query by query: each query's rows are streamed through the kernel.
     PerQuery,
@@ -110,13 +113,6 @@ pub enum Schedule {
     /// that asked for it (a small GEMM over the union).
     Union,
 }
-
-/// [`Schedule::Auto`] picks the union when each distinct row is wanted by at
-/// least this many queries on average (measured: `benches/gathered_matmul.md`).
-pub const UNION_MIN_SHARING: usize = 2;
-/// ... and the batch has at least this many ids (below, the bitmap pass is
-/// not worth it).
-pub const UNION_MIN_IDS: usize = 256;
 
 #[derive(Default)]
 struct UnionScratch {
@@ -130,7 +126,6 @@ struct UnionScratch {
 
 thread_local! {
     static UNION: RefCell<UnionScratch> = RefCell::new(UnionScratch::default());
-    static BITMAP: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A borrowed row-major weight matrix: `rows` rows of `dim` elements, row
@@ -267,9 +262,8 @@ impl<'a> WeightMatrix<'a> {
         let ks = km::kernels(tier);
         let union = ids.len() < u32::MAX as usize
             && match schedule {
-                Schedule::PerQuery => false,
+                Schedule::PerQuery | Schedule::Auto => false,
                 Schedule::Union => true,
-                Schedule::Auto => self.prefer_union(nq, ids),
             };
         if union {
             self.run_union(ks, q, q_stride, ids, offsets, out)?;
@@ -316,39 +310,6 @@ impl<'a> WeightMatrix<'a> {
                 }
             }
         }
-    }
-
-    /// The automatic rule: the union schedule when at least 2 queries and
-    /// `ids.len() >= UNION_MIN_SHARING * distinct(ids)` (each distinct row
-    /// needed by that many queries on average). `distinct` is counted with a
-    /// bitmap over the rows (one pass to count, one to clear: ~1-2 ns per
-    /// id, a few % of a DRAM-bound call), only for batches of at least
-    /// `UNION_MIN_IDS` ids.
-    fn prefer_union(&self, nq: usize, ids: &[u32]) -> bool {
-        if nq < 2 || ids.len() < UNION_MIN_IDS {
-            return false;
-        }
-        BITMAP.with(|b| {
-            let mut b = b.borrow_mut();
-            let words = self.rows.div_ceil(64);
-            if b.len() < words {
-                let more = words - b.len();
-                if b.try_reserve(more).is_err() {
-                    return false;
-                }
-                b.resize(words, 0);
-            }
-            let mut distinct = 0usize;
-            for &id in ids {
-                let (w, m) = ((id / 64) as usize, 1u64 << (id % 64));
-                distinct += (b[w] & m == 0) as usize;
-                b[w] |= m;
-            }
-            for &id in ids {
-                b[(id / 64) as usize] = 0;
-            }
-            ids.len() >= UNION_MIN_SHARING * distinct
-        })
     }
 
     /// The union schedule: the (id, position) pairs of the whole batch are

@@ -297,7 +297,7 @@ fn matmul_one_query_all_rows_and_edge_segments() {
 #[test]
 fn matmul_shared_candidates_union_schedule() {
     // 6 queries drawing from a pool of 40 rows out of 300: heavy sharing, so
-    // Auto takes the union path (also run explicitly); plus unshared ids.
+    // heavy sharing, run with every schedule (Union explicitly); plus unshared ids.
     let mut rng = SplitMix64::new(9);
     for &dim in &[1usize, 7, 8, 33, 128] {
         let rows = 300;
