@@ -296,8 +296,8 @@ fn matmul_one_query_all_rows_and_edge_segments() {
 
 #[test]
 fn matmul_shared_candidates_union_schedule() {
-    // 6 queries drawing from a pool of 40 rows out of 300: heavy sharing, so
-    // heavy sharing, run with every schedule (Union explicitly); plus unshared ids.
+    // 6 queries drawing from a pool of 40 rows out of 300 (heavy sharing),
+    // run with every schedule (Union explicitly); plus some unshared ids.
     let mut rng = SplitMix64::new(9);
     for &dim in &[1usize, 7, 8, 33, 128] {
         let rows = 300;
