@@ -262,6 +262,333 @@ lshk_status lshk_isa_set_max(lshk_isa max);
 const char *lshk_isa_name(lshk_isa isa);
 
 /*
+ Gathered matmul, f32 weights: for every query `i < nq` and every `j` in
+ its segment `offsets[i] .. offsets[i+1]`,
+ `out[j] = dot(w[ids[j]], q[i]) + (bias ? bias[ids[j]] : 0)`.
+
+ * `w`: `rows` rows of `dim` floats, row r at `w + r * w_stride`
+   (`w_stride >= dim`, in elements); `(rows-1)*w_stride + dim` readable.
+ * `bias`: NULL or `rows` floats.
+ * `q`: `nq` rows of `dim` floats at stride `q_stride >= dim`.
+ * `ids`, `offsets`: CSR candidates (the bucket gather's output):
+   `offsets` has `nq + 1` entries, `offsets[0] == 0`, non-decreasing,
+   `offsets[nq] == out_len`; `ids` has `out_len` entries, each `< rows`
+   (duplicates allowed).
+ * `out`: `out_len` floats; must not overlap any input.
+
+ Accumulates in f32 (FMA on the SIMD tiers); NaN and infinity propagate as
+ in IEEE arithmetic. Error bound, per output, with u = 2^-24:
+ `gamma(dim+2) * (sum_t |w_t q_t| + |bias|)`, `gamma(n) = n u/(1 - n u)`.
+ Runs on the active tier (lshk_isa_active); stateless and thread-safe.
+
+ Errors (nothing is written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
+ stride < dim, bad offsets, misaligned pointer, `out` overlapping an
+ input), INDEX_OUT_OF_RANGE (`index out of range: ids[p] = v (query i)`,
+ the first offending position), SIZE_OVERFLOW.
+
+ # Safety
+ Every pointer holds the number of elements stated above (or is NULL with
+ 0 elements); `out` is writable.
+ */
+lshk_status lshk_gathered_matmul_f32(const float *w,
+                                     size_t rows,
+                                     size_t dim,
+                                     size_t w_stride,
+                                     const float *bias,
+                                     const float *q,
+                                     size_t nq,
+                                     size_t q_stride,
+                                     const uint32_t *ids,
+                                     const size_t *offsets,
+                                     float *out,
+                                     size_t out_len);
+
+/*
+ lshk_gathered_matmul_f32 on one chosen tier `isa` (tests, benchmarks).
+ Errors: as lshk_gathered_matmul_f32, plus INVALID_ARGUMENT (not an
+ LSHK_ISA_* value) and UNSUPPORTED_ISA (this CPU lacks the tier). The tier
+ cap (LSHK_MAX_ISA) does not apply here.
+
+ # Safety
+ As lshk_gathered_matmul_f32.
+ */
+lshk_status lshk_gathered_matmul_f32_isa(lshk_isa isa,
+                                         const float *w,
+                                         size_t rows,
+                                         size_t dim,
+                                         size_t w_stride,
+                                         const float *bias,
+                                         const float *q,
+                                         size_t nq,
+                                         size_t q_stride,
+                                         const uint32_t *ids,
+                                         const size_t *offsets,
+                                         float *out,
+                                         size_t out_len);
+
+/*
+ Gathered matmul with bf16 weights (`w` holds bf16 bit patterns, e.g. from
+ lshk_convert_f32_to_bf16); `q`, `bias`, `out` stay f32. Each weight is
+ widened to f32 exactly, so the bound of lshk_gathered_matmul_f32 holds
+ for the stored weights; on CPUs with AVX-512 BF16 the AVX-512 tier uses
+ `vdpbf16ps`, which also rounds q to bf16 and flushes subnormals: add
+ `2^-8 * sum_t |w_t q_t|` there. Arguments, errors and thread-safety as
+ lshk_gathered_matmul_f32 (`w` must be 2-byte aligned).
+
+ # Safety
+ As lshk_gathered_matmul_f32.
+ */
+lshk_status lshk_gathered_matmul_bf16(const uint16_t *w,
+                                      size_t rows,
+                                      size_t dim,
+                                      size_t w_stride,
+                                      const float *bias,
+                                      const float *q,
+                                      size_t nq,
+                                      size_t q_stride,
+                                      const uint32_t *ids,
+                                      const size_t *offsets,
+                                      float *out,
+                                      size_t out_len);
+
+/*
+ lshk_gathered_matmul_bf16 on one chosen tier (see
+ lshk_gathered_matmul_f32_isa).
+
+ # Safety
+ As lshk_gathered_matmul_f32.
+ */
+lshk_status lshk_gathered_matmul_bf16_isa(lshk_isa isa,
+                                          const uint16_t *w,
+                                          size_t rows,
+                                          size_t dim,
+                                          size_t w_stride,
+                                          const float *bias,
+                                          const float *q,
+                                          size_t nq,
+                                          size_t q_stride,
+                                          const uint32_t *ids,
+                                          const size_t *offsets,
+                                          float *out,
+                                          size_t out_len);
+
+/*
+ Gathered matmul with IEEE 754 binary16 weights (`w` holds half bit
+ patterns, e.g. from lshk_convert_f32_to_f16); widened exactly to f32
+ (F16C `vcvtph2ps` on the AVX2 tier). Arguments, bound, errors and
+ thread-safety as lshk_gathered_matmul_f32 (`w` 2-byte aligned).
+
+ # Safety
+ As lshk_gathered_matmul_f32.
+ */
+lshk_status lshk_gathered_matmul_f16(const uint16_t *w,
+                                     size_t rows,
+                                     size_t dim,
+                                     size_t w_stride,
+                                     const float *bias,
+                                     const float *q,
+                                     size_t nq,
+                                     size_t q_stride,
+                                     const uint32_t *ids,
+                                     const size_t *offsets,
+                                     float *out,
+                                     size_t out_len);
+
+/*
+ lshk_gathered_matmul_f16 on one chosen tier (see
+ lshk_gathered_matmul_f32_isa).
+
+ # Safety
+ As lshk_gathered_matmul_f32.
+ */
+lshk_status lshk_gathered_matmul_f16_isa(lshk_isa isa,
+                                         const uint16_t *w,
+                                         size_t rows,
+                                         size_t dim,
+                                         size_t w_stride,
+                                         const float *bias,
+                                         const float *q,
+                                         size_t nq,
+                                         size_t q_stride,
+                                         const uint32_t *ids,
+                                         const size_t *offsets,
+                                         float *out,
+                                         size_t out_len);
+
+/*
+ Gathered matmul with int8 weights and one f32 scale per row (as made by
+ lshk_quantize_rows_i8): `out[j] = scales[id] * dot(w[id], q[i]) + bias`.
+ The query is NOT quantised: it stays f32 and int8 weights are widened to
+ f32 exactly, so the bound of lshk_gathered_matmul_f32 holds for the
+ stored values `scales[id] * w[id][t]`; the only quantisation error is
+ that of the weights themselves (lshk_quantize_rows_i8 documents it).
+ `scales` holds `rows` floats. Otherwise as lshk_gathered_matmul_f32.
+
+ # Safety
+ As lshk_gathered_matmul_f32, and `scales` holds `rows` floats.
+ */
+lshk_status lshk_gathered_matmul_i8(const int8_t *w,
+                                    const float *scales,
+                                    size_t rows,
+                                    size_t dim,
+                                    size_t w_stride,
+                                    const float *bias,
+                                    const float *q,
+                                    size_t nq,
+                                    size_t q_stride,
+                                    const uint32_t *ids,
+                                    const size_t *offsets,
+                                    float *out,
+                                    size_t out_len);
+
+/*
+ lshk_gathered_matmul_i8 on one chosen tier (see
+ lshk_gathered_matmul_f32_isa).
+
+ # Safety
+ As lshk_gathered_matmul_i8.
+ */
+lshk_status lshk_gathered_matmul_i8_isa(lshk_isa isa,
+                                        const int8_t *w,
+                                        const float *scales,
+                                        size_t rows,
+                                        size_t dim,
+                                        size_t w_stride,
+                                        const float *bias,
+                                        const float *q,
+                                        size_t nq,
+                                        size_t q_stride,
+                                        const uint32_t *ids,
+                                        const size_t *offsets,
+                                        float *out,
+                                        size_t out_len);
+
+/*
+ Converts `n` floats to bf16 bit patterns: round to nearest, ties to even;
+ overflow rounds to infinity; a NaN stays a NaN (made quiet, sign and
+ upper payload kept). `src` and `dst` must not overlap.
+ Errors: NULL_POINTER, INVALID_ARGUMENT (misaligned, overlap),
+ SIZE_OVERFLOW. Thread-safe.
+
+ # Safety
+ `src` holds n readable floats, `dst` n writable uint16_t.
+ */
+lshk_status lshk_convert_f32_to_bf16(const float *src,
+                                     size_t n,
+                                     uint16_t *dst);
+
+/*
+ Converts `n` floats to IEEE 754 binary16 bit patterns: round to nearest,
+ ties to even (the same as F16C `vcvtps2ph` with RNE), magnitudes from
+ 65520 up become infinity, small values become subnormals or signed zero,
+ NaN stays NaN (quiet). Errors and rules as lshk_convert_f32_to_bf16.
+
+ # Safety
+ `src` holds n readable floats, `dst` n writable uint16_t.
+ */
+lshk_status lshk_convert_f32_to_f16(const float *src,
+                                    size_t n,
+                                    uint16_t *dst);
+
+/*
+ Widens `n` bf16 bit patterns to floats (exact). Errors and rules as
+ lshk_convert_f32_to_bf16.
+
+ # Safety
+ `src` holds n readable uint16_t, `dst` n writable floats.
+ */
+lshk_status lshk_convert_bf16_to_f32(const uint16_t *src,
+                                     size_t n,
+                                     float *dst);
+
+/*
+ Widens `n` binary16 bit patterns to floats (exact, subnormals, infinities
+ and NaN included). Errors and rules as lshk_convert_f32_to_bf16.
+
+ # Safety
+ `src` holds n readable uint16_t, `dst` n writable floats.
+ */
+lshk_status lshk_convert_f16_to_f32(const uint16_t *src,
+                                    size_t n,
+                                    float *dst);
+
+/*
+ Symmetric per-row int8 quantisation for lshk_gathered_matmul_i8: for
+ each of `rows` rows (row r at `w + r * w_stride`, `dim` floats),
+ `scales[r] = max_t |w_t| / 127` (0 for an all-zero row) and
+ `out[r * out_stride + t] = round_ties_even(w_t / scales[r])`, clamped to
+ -127..=127, so `|w_t - scales[r] * out_t| <= scales[r] * (1/2 + 2^-17)`.
+ Strides are in elements and `>= dim`.
+
+ Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (stride < dim,
+ misaligned, overlap), NON_FINITE (a NaN or infinite weight; the message
+ names it), SIZE_OVERFLOW. Thread-safe.
+
+ # Safety
+ `w` holds (rows-1)*w_stride + dim floats, `out` (rows-1)*out_stride + dim
+ writable bytes, `scales` rows writable floats.
+ */
+lshk_status lshk_quantize_rows_i8(const float *w,
+                                  size_t rows,
+                                  size_t dim,
+                                  size_t w_stride,
+                                  int8_t *out,
+                                  size_t out_stride,
+                                  float *scales);
+
+/*
+ Per query `i < nq`, the `k` best of its candidates
+ `scores[offsets[i] .. offsets[i+1]]` (ids from `ids` at the same
+ positions, or, if `ids` is NULL, the position inside the segment) into
+ `out_ids[i*k .. i*k + k]` and `out_scores[i*k ..]`: largest score first,
+ equal scores by smaller id, NaN never selected; when fewer than k
+ non-NaN candidates exist the rest is padded with id UINT32_MAX and score
+ -INFINITY. Duplicate ids are separate candidates. `offsets` has nq + 1
+ entries (0 first, non-decreasing); `scores` and `ids` have `offsets[nq]`
+ entries; each output `nq * k`. k = 0 writes nothing. Thread-safe (uses a
+ per-thread scratch heap).
+
+ Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (bad offsets,
+ misaligned, outputs overlapping inputs), SIZE_OVERFLOW (nq * k).
+
+ # Safety
+ The pointers hold the element counts above.
+ */
+lshk_status lshk_topk(const float *scores,
+                      const uint32_t *ids,
+                      const size_t *offsets,
+                      size_t nq,
+                      uint32_t k,
+                      uint32_t *out_ids,
+                      float *out_scores);
+
+/*
+ Per query `i < nq`, the softmax of its candidate scores
+ `scores[offsets[i] .. offsets[i+1]]` into the same positions of `out`:
+ `exp(x_j - m) / sum_t exp(x_t - m)` with `m` the segment maximum (no
+ overflow for any finite input), the sum taken in double. If `lse` is not
+ NULL, `lse[i]` (nq floats) receives the log-sum-exp `m + log(sum)`.
+ `out == scores` (in place) is allowed; any other overlap is not.
+ Special cases: a NaN score makes its segment NaN (lse NaN); +INFINITY
+ scores share the mass equally (the others get 0, lse +INFINITY); an
+ all -INFINITY segment gives NaN (lse -INFINITY); an empty segment writes
+ nothing (lse -INFINITY). Each probability is within
+ `(2|x_j - m| + 8) * 2^-24` relative of the exact value.
+
+ Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (bad offsets,
+ misaligned, partial overlap), SIZE_OVERFLOW. Thread-safe.
+
+ # Safety
+ `offsets` holds nq + 1 entries, `scores` and `out` offsets[nq] floats,
+ `lse` NULL or nq floats.
+ */
+lshk_status lshk_softmax(const float *scores,
+                         const size_t *offsets,
+                         size_t nq,
+                         float *out,
+                         float *lse);
+
+/*
  Creates a SimHash family of `tables` (L) tables of `bits_per_table` (K)
  bits over `dim`-dimensional inputs, from `seed`.
 

@@ -22,6 +22,8 @@ pub mod isa;
 /// cbindgen:ignore
 pub mod kernels;
 /// cbindgen:ignore
+pub mod matmul;
+/// cbindgen:ignore
 pub mod rng;
 /// cbindgen:ignore
 pub mod simhash;

@@ -12,6 +12,7 @@
 #![allow(non_camel_case_types)]
 
 pub mod handle;
+pub mod matmul;
 pub mod simhash;
 pub mod tables;
 

@@ -4,4 +4,5 @@
 //! table that the dispatcher indexes once per call.
 
 pub mod gather;
+pub mod matmul;
 pub mod simhash;

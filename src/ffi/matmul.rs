@@ -1,0 +1,826 @@
+//! C entry points of the gathered matmul and its epilogues
+//! (`lshk_gathered_matmul_*`, `lshk_convert_*`, `lshk_quantize_rows_i8`,
+//! `lshk_topk`, `lshk_softmax`).
+
+use super::*;
+use crate::matmul::{self, WeightMatrix, Weights};
+
+/// `Err(InvalidArgument)` if the byte ranges of an output and an input
+/// overlap (both non-empty).
+fn no_overlap<A, B>(out: &[A], out_name: &str, inp: &[B], in_name: &str) -> Result<()> {
+    let (o0, o1) = (
+        out.as_ptr() as usize,
+        out.as_ptr() as usize + std::mem::size_of_val(out),
+    );
+    let (i0, i1) = (
+        inp.as_ptr() as usize,
+        inp.as_ptr() as usize + std::mem::size_of_val(inp),
+    );
+    if o0 < o1 && i0 < i1 && o0 < i1 && i0 < o1 {
+        bail!(InvalidArgument, "`{out_name}` overlaps `{in_name}`");
+    }
+    Ok(())
+}
+
+/// Borrows the CSR offsets (`nq + 1` entries) and checks them against
+/// `total` (or, with `None`, takes `offsets[nq]` as the total).
+///
+/// # Safety
+/// `offsets` holds nq + 1 readable size_t (caller contract).
+unsafe fn offsets_in<'a>(
+    offsets: *const usize,
+    nq: usize,
+    total: Option<usize>,
+) -> Result<(&'a [usize], usize)> {
+    let n1 = nq
+        .checked_add(1)
+        .ok_or_else(|| Error::new(Status::SizeOverflow, "nq + 1 overflows"))?;
+    // SAFETY: forwarded caller contract.
+    let offs = unsafe { slice_in(offsets, n1, "offsets")? };
+    let total = total.unwrap_or(offs[nq]);
+    matmul::check_offsets(offs, nq, total, "out")?;
+    Ok((offs, total))
+}
+
+#[derive(Clone, Copy)]
+enum Dtype {
+    F32,
+    Bf16,
+    F16,
+    I8,
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn matmul_impl(
+    func: &str,
+    tier: Option<lshk_isa>,
+    dtype: Dtype,
+    w: *const libc::c_void,
+    scales: *const f32,
+    rows: usize,
+    dim: usize,
+    w_stride: usize,
+    bias: *const f32,
+    q: *const f32,
+    nq: usize,
+    q_stride: usize,
+    ids: *const u32,
+    offsets: *const usize,
+    out: *mut f32,
+    out_len: usize,
+) -> lshk_status {
+    boundary(func, || {
+        let tier = match tier {
+            Some(t) => isa_from_c(t)?,
+            None => crate::isa::active(),
+        };
+        if dim == 0 {
+            bail!(InvalidArgument, "dim must be >= 1");
+        }
+        let wl = strided_len(rows, dim, w_stride, "w")?;
+        let ql = strided_len(nq, dim, q_stride, "q")?;
+        // SAFETY (all slices below): the documented caller contract says each
+        // pointer holds the number of elements computed here; slice_in checks
+        // NULL, alignment and overflow first.
+        let (weights, wbytes): (Weights<'_>, &[u8]) = unsafe {
+            match dtype {
+                Dtype::F32 => {
+                    let s = slice_in(w.cast::<f32>(), wl, "w")?;
+                    (Weights::F32(s), bytes_of(s))
+                }
+                Dtype::Bf16 => {
+                    let s = slice_in(w.cast::<u16>(), wl, "w")?;
+                    (Weights::Bf16(s), bytes_of(s))
+                }
+                Dtype::F16 => {
+                    let s = slice_in(w.cast::<u16>(), wl, "w")?;
+                    (Weights::F16(s), bytes_of(s))
+                }
+                Dtype::I8 => {
+                    let s = slice_in(w.cast::<i8>(), wl, "w")?;
+                    let sc = slice_in(scales, rows, "scales")?;
+                    (Weights::I8 { w: s, scales: sc }, bytes_of(s))
+                }
+            }
+        };
+        let bias = if bias.is_null() {
+            None
+        } else {
+            // SAFETY: as above (non-NULL bias holds `rows` floats).
+            Some(unsafe { slice_in(bias, rows, "bias")? })
+        };
+        // SAFETY: as above.
+        let qs = unsafe { slice_in(q, ql, "q")? };
+        // SAFETY: as above.
+        let (offs, _) = unsafe { offsets_in(offsets, nq, Some(out_len))? };
+        // SAFETY: as above; offsets[nq] == out_len was just checked.
+        let idss = unsafe { slice_in(ids, out_len, "ids")? };
+        // Overlap checks on a shared view first, so no `&mut` ever aliases.
+        // SAFETY: as above.
+        let outc = unsafe { slice_in(out.cast_const(), out_len, "out")? };
+        no_overlap(outc, "out", wbytes, "w")?;
+        no_overlap(outc, "out", qs, "q")?;
+        no_overlap(outc, "out", idss, "ids")?;
+        no_overlap(outc, "out", offs, "offsets")?;
+        if let Some(b) = bias {
+            no_overlap(outc, "out", b, "bias")?;
+        }
+        if let Weights::I8 { scales, .. } = weights {
+            no_overlap(outc, "out", scales, "scales")?;
+        }
+        // SAFETY: as above; `out` is writable and overlaps no input.
+        let outs = unsafe { slice_out(out, out_len, "out")? };
+        let mut m = WeightMatrix::new(weights, rows, dim, w_stride)?;
+        if let Some(b) = bias {
+            m = m.with_bias(b)?;
+        }
+        m.matmul_isa(tier, qs, nq, q_stride, idss, offs, outs)
+    })
+}
+
+fn bytes_of<T>(s: &[T]) -> &[u8] {
+    // SAFETY: any initialised memory may be viewed as bytes; same lifetime.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), std::mem::size_of_val(s)) }
+}
+
+/// Gathered matmul, f32 weights: for every query `i < nq` and every `j` in
+/// its segment `offsets[i] .. offsets[i+1]`,
+/// `out[j] = dot(w[ids[j]], q[i]) + (bias ? bias[ids[j]] : 0)`.
+///
+/// * `w`: `rows` rows of `dim` floats, row r at `w + r * w_stride`
+///   (`w_stride >= dim`, in elements); `(rows-1)*w_stride + dim` readable.
+/// * `bias`: NULL or `rows` floats.
+/// * `q`: `nq` rows of `dim` floats at stride `q_stride >= dim`.
+/// * `ids`, `offsets`: CSR candidates (the bucket gather's output):
+///   `offsets` has `nq + 1` entries, `offsets[0] == 0`, non-decreasing,
+///   `offsets[nq] == out_len`; `ids` has `out_len` entries, each `< rows`
+///   (duplicates allowed).
+/// * `out`: `out_len` floats; must not overlap any input.
+///
+/// Accumulates in f32 (FMA on the SIMD tiers); NaN and infinity propagate as
+/// in IEEE arithmetic. Error bound, per output, with u = 2^-24:
+/// `gamma(dim+2) * (sum_t |w_t q_t| + |bias|)`, `gamma(n) = n u/(1 - n u)`.
+/// Runs on the active tier (lshk_isa_active); stateless and thread-safe.
+///
+/// Errors (nothing is written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
+/// stride < dim, bad offsets, misaligned pointer, `out` overlapping an
+/// input), INDEX_OUT_OF_RANGE (`index out of range: ids[p] = v (query i)`,
+/// the first offending position), SIZE_OVERFLOW.
+///
+/// # Safety
+/// Every pointer holds the number of elements stated above (or is NULL with
+/// 0 elements); `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_gathered_matmul_f32(
+    w: *const f32,
+    rows: usize,
+    dim: usize,
+    w_stride: usize,
+    bias: *const f32,
+    q: *const f32,
+    nq: usize,
+    q_stride: usize,
+    ids: *const u32,
+    offsets: *const usize,
+    out: *mut f32,
+    out_len: usize,
+) -> lshk_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        matmul_impl(
+            "lshk_gathered_matmul_f32",
+            None,
+            Dtype::F32,
+            w.cast(),
+            std::ptr::null(),
+            rows,
+            dim,
+            w_stride,
+            bias,
+            q,
+            nq,
+            q_stride,
+            ids,
+            offsets,
+            out,
+            out_len,
+        )
+    }
+}
+
+/// lshk_gathered_matmul_f32 on one chosen tier `isa` (tests, benchmarks).
+/// Errors: as lshk_gathered_matmul_f32, plus INVALID_ARGUMENT (not an
+/// LSHK_ISA_* value) and UNSUPPORTED_ISA (this CPU lacks the tier). The tier
+/// cap (LSHK_MAX_ISA) does not apply here.
+///
+/// # Safety
+/// As lshk_gathered_matmul_f32.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_gathered_matmul_f32_isa(
+    isa: lshk_isa,
+    w: *const f32,
+    rows: usize,
+    dim: usize,
+    w_stride: usize,
+    bias: *const f32,
+    q: *const f32,
+    nq: usize,
+    q_stride: usize,
+    ids: *const u32,
+    offsets: *const usize,
+    out: *mut f32,
+    out_len: usize,
+) -> lshk_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        matmul_impl(
+            "lshk_gathered_matmul_f32_isa",
+            Some(isa),
+            Dtype::F32,
+            w.cast(),
+            std::ptr::null(),
+            rows,
+            dim,
+            w_stride,
+            bias,
+            q,
+            nq,
+            q_stride,
+            ids,
+            offsets,
+            out,
+            out_len,
+        )
+    }
+}
+
+/// Gathered matmul with bf16 weights (`w` holds bf16 bit patterns, e.g. from
+/// lshk_convert_f32_to_bf16); `q`, `bias`, `out` stay f32. Each weight is
+/// widened to f32 exactly, so the bound of lshk_gathered_matmul_f32 holds
+/// for the stored weights; on CPUs with AVX-512 BF16 the AVX-512 tier uses
+/// `vdpbf16ps`, which also rounds q to bf16 and flushes subnormals: add
+/// `2^-8 * sum_t |w_t q_t|` there. Arguments, errors and thread-safety as
+/// lshk_gathered_matmul_f32 (`w` must be 2-byte aligned).
+///
+/// # Safety
+/// As lshk_gathered_matmul_f32.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_gathered_matmul_bf16(
+    w: *const u16,
+    rows: usize,
+    dim: usize,
+    w_stride: usize,
+    bias: *const f32,
+    q: *const f32,
+    nq: usize,
+    q_stride: usize,
+    ids: *const u32,
+    offsets: *const usize,
+    out: *mut f32,
+    out_len: usize,
+) -> lshk_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        matmul_impl(
+            "lshk_gathered_matmul_bf16",
+            None,
+            Dtype::Bf16,
+            w.cast(),
+            std::ptr::null(),
+            rows,
+            dim,
+            w_stride,
+            bias,
+            q,
+            nq,
+            q_stride,
+            ids,
+            offsets,
+            out,
+            out_len,
+        )
+    }
+}
+
+/// lshk_gathered_matmul_bf16 on one chosen tier (see
+/// lshk_gathered_matmul_f32_isa).
+///
+/// # Safety
+/// As lshk_gathered_matmul_f32.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_gathered_matmul_bf16_isa(
+    isa: lshk_isa,
+    w: *const u16,
+    rows: usize,
+    dim: usize,
+    w_stride: usize,
+    bias: *const f32,
+    q: *const f32,
+    nq: usize,
+    q_stride: usize,
+    ids: *const u32,
+    offsets: *const usize,
+    out: *mut f32,
+    out_len: usize,
+) -> lshk_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        matmul_impl(
+            "lshk_gathered_matmul_bf16_isa",
+            Some(isa),
+            Dtype::Bf16,
+            w.cast(),
+            std::ptr::null(),
+            rows,
+            dim,
+            w_stride,
+            bias,
+            q,
+            nq,
+            q_stride,
+            ids,
+            offsets,
+            out,
+            out_len,
+        )
+    }
+}
+
+/// Gathered matmul with IEEE 754 binary16 weights (`w` holds half bit
+/// patterns, e.g. from lshk_convert_f32_to_f16); widened exactly to f32
+/// (F16C `vcvtph2ps` on the AVX2 tier). Arguments, bound, errors and
+/// thread-safety as lshk_gathered_matmul_f32 (`w` 2-byte aligned).
+///
+/// # Safety
+/// As lshk_gathered_matmul_f32.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_gathered_matmul_f16(
+    w: *const u16,
+    rows: usize,
+    dim: usize,
+    w_stride: usize,
+    bias: *const f32,
+    q: *const f32,
+    nq: usize,
+    q_stride: usize,
+    ids: *const u32,
+    offsets: *const usize,
+    out: *mut f32,
+    out_len: usize,
+) -> lshk_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        matmul_impl(
+            "lshk_gathered_matmul_f16",
+            None,
+            Dtype::F16,
+            w.cast(),
+            std::ptr::null(),
+            rows,
+            dim,
+            w_stride,
+            bias,
+            q,
+            nq,
+            q_stride,
+            ids,
+            offsets,
+            out,
+            out_len,
+        )
+    }
+}
+
+/// lshk_gathered_matmul_f16 on one chosen tier (see
+/// lshk_gathered_matmul_f32_isa).
+///
+/// # Safety
+/// As lshk_gathered_matmul_f32.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_gathered_matmul_f16_isa(
+    isa: lshk_isa,
+    w: *const u16,
+    rows: usize,
+    dim: usize,
+    w_stride: usize,
+    bias: *const f32,
+    q: *const f32,
+    nq: usize,
+    q_stride: usize,
+    ids: *const u32,
+    offsets: *const usize,
+    out: *mut f32,
+    out_len: usize,
+) -> lshk_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        matmul_impl(
+            "lshk_gathered_matmul_f16_isa",
+            Some(isa),
+            Dtype::F16,
+            w.cast(),
+            std::ptr::null(),
+            rows,
+            dim,
+            w_stride,
+            bias,
+            q,
+            nq,
+            q_stride,
+            ids,
+            offsets,
+            out,
+            out_len,
+        )
+    }
+}
+
+/// Gathered matmul with int8 weights and one f32 scale per row (as made by
+/// lshk_quantize_rows_i8): `out[j] = scales[id] * dot(w[id], q[i]) + bias`.
+/// The query is NOT quantised: it stays f32 and int8 weights are widened to
+/// f32 exactly, so the bound of lshk_gathered_matmul_f32 holds for the
+/// stored values `scales[id] * w[id][t]`; the only quantisation error is
+/// that of the weights themselves (lshk_quantize_rows_i8 documents it).
+/// `scales` holds `rows` floats. Otherwise as lshk_gathered_matmul_f32.
+///
+/// # Safety
+/// As lshk_gathered_matmul_f32, and `scales` holds `rows` floats.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_gathered_matmul_i8(
+    w: *const i8,
+    scales: *const f32,
+    rows: usize,
+    dim: usize,
+    w_stride: usize,
+    bias: *const f32,
+    q: *const f32,
+    nq: usize,
+    q_stride: usize,
+    ids: *const u32,
+    offsets: *const usize,
+    out: *mut f32,
+    out_len: usize,
+) -> lshk_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        matmul_impl(
+            "lshk_gathered_matmul_i8",
+            None,
+            Dtype::I8,
+            w.cast(),
+            scales,
+            rows,
+            dim,
+            w_stride,
+            bias,
+            q,
+            nq,
+            q_stride,
+            ids,
+            offsets,
+            out,
+            out_len,
+        )
+    }
+}
+
+/// lshk_gathered_matmul_i8 on one chosen tier (see
+/// lshk_gathered_matmul_f32_isa).
+///
+/// # Safety
+/// As lshk_gathered_matmul_i8.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_gathered_matmul_i8_isa(
+    isa: lshk_isa,
+    w: *const i8,
+    scales: *const f32,
+    rows: usize,
+    dim: usize,
+    w_stride: usize,
+    bias: *const f32,
+    q: *const f32,
+    nq: usize,
+    q_stride: usize,
+    ids: *const u32,
+    offsets: *const usize,
+    out: *mut f32,
+    out_len: usize,
+) -> lshk_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        matmul_impl(
+            "lshk_gathered_matmul_i8_isa",
+            Some(isa),
+            Dtype::I8,
+            w.cast(),
+            scales,
+            rows,
+            dim,
+            w_stride,
+            bias,
+            q,
+            nq,
+            q_stride,
+            ids,
+            offsets,
+            out,
+            out_len,
+        )
+    }
+}
+
+/// # Safety
+/// `src` holds n readable `S`, `dst` n writable `D`.
+unsafe fn convert_impl<S, D>(
+    func: &str,
+    src: *const S,
+    n: usize,
+    dst: *mut D,
+    f: fn(&[S], &mut [D]) -> Result<()>,
+) -> lshk_status {
+    boundary(func, || {
+        // SAFETY: caller contract (n elements each); checked by slice_*.
+        let s = unsafe { slice_in(src, n, "src")? };
+        // SAFETY: as above (a shared view for the overlap check first).
+        no_overlap(
+            unsafe { slice_in(dst.cast_const(), n, "dst")? },
+            "dst",
+            s,
+            "src",
+        )?;
+        // SAFETY: as above; no overlap with `src`.
+        let d = unsafe { slice_out(dst, n, "dst")? };
+        f(s, d)
+    })
+}
+
+/// Converts `n` floats to bf16 bit patterns: round to nearest, ties to even;
+/// overflow rounds to infinity; a NaN stays a NaN (made quiet, sign and
+/// upper payload kept). `src` and `dst` must not overlap.
+/// Errors: NULL_POINTER, INVALID_ARGUMENT (misaligned, overlap),
+/// SIZE_OVERFLOW. Thread-safe.
+///
+/// # Safety
+/// `src` holds n readable floats, `dst` n writable uint16_t.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_convert_f32_to_bf16(
+    src: *const f32,
+    n: usize,
+    dst: *mut u16,
+) -> lshk_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        convert_impl(
+            "lshk_convert_f32_to_bf16",
+            src,
+            n,
+            dst,
+            matmul::convert_f32_to_bf16,
+        )
+    }
+}
+
+/// Converts `n` floats to IEEE 754 binary16 bit patterns: round to nearest,
+/// ties to even (the same as F16C `vcvtps2ph` with RNE), magnitudes from
+/// 65520 up become infinity, small values become subnormals or signed zero,
+/// NaN stays NaN (quiet). Errors and rules as lshk_convert_f32_to_bf16.
+///
+/// # Safety
+/// `src` holds n readable floats, `dst` n writable uint16_t.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_convert_f32_to_f16(
+    src: *const f32,
+    n: usize,
+    dst: *mut u16,
+) -> lshk_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        convert_impl(
+            "lshk_convert_f32_to_f16",
+            src,
+            n,
+            dst,
+            matmul::convert_f32_to_f16,
+        )
+    }
+}
+
+/// Widens `n` bf16 bit patterns to floats (exact). Errors and rules as
+/// lshk_convert_f32_to_bf16.
+///
+/// # Safety
+/// `src` holds n readable uint16_t, `dst` n writable floats.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_convert_bf16_to_f32(
+    src: *const u16,
+    n: usize,
+    dst: *mut f32,
+) -> lshk_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        convert_impl(
+            "lshk_convert_bf16_to_f32",
+            src,
+            n,
+            dst,
+            matmul::convert_bf16_to_f32,
+        )
+    }
+}
+
+/// Widens `n` binary16 bit patterns to floats (exact, subnormals, infinities
+/// and NaN included). Errors and rules as lshk_convert_f32_to_bf16.
+///
+/// # Safety
+/// `src` holds n readable uint16_t, `dst` n writable floats.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_convert_f16_to_f32(
+    src: *const u16,
+    n: usize,
+    dst: *mut f32,
+) -> lshk_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        convert_impl(
+            "lshk_convert_f16_to_f32",
+            src,
+            n,
+            dst,
+            matmul::convert_f16_to_f32,
+        )
+    }
+}
+
+/// Symmetric per-row int8 quantisation for lshk_gathered_matmul_i8: for
+/// each of `rows` rows (row r at `w + r * w_stride`, `dim` floats),
+/// `scales[r] = max_t |w_t| / 127` (0 for an all-zero row) and
+/// `out[r * out_stride + t] = round_ties_even(w_t / scales[r])`, clamped to
+/// -127..=127, so `|w_t - scales[r] * out_t| <= scales[r] * (1/2 + 2^-17)`.
+/// Strides are in elements and `>= dim`.
+///
+/// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (stride < dim,
+/// misaligned, overlap), NON_FINITE (a NaN or infinite weight; the message
+/// names it), SIZE_OVERFLOW. Thread-safe.
+///
+/// # Safety
+/// `w` holds (rows-1)*w_stride + dim floats, `out` (rows-1)*out_stride + dim
+/// writable bytes, `scales` rows writable floats.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_quantize_rows_i8(
+    w: *const f32,
+    rows: usize,
+    dim: usize,
+    w_stride: usize,
+    out: *mut i8,
+    out_stride: usize,
+    scales: *mut f32,
+) -> lshk_status {
+    boundary("lshk_quantize_rows_i8", || {
+        let wl = strided_len(rows, dim, w_stride, "w")?;
+        let ol = strided_len(rows, dim, out_stride, "out")?;
+        // SAFETY: caller contract; pointers checked by slice_*.
+        let ws = unsafe { slice_in(w, wl, "w")? };
+        // SAFETY: as above (shared views for the overlap checks first).
+        let (oc, sc) = unsafe {
+            (
+                slice_in(out.cast_const(), ol, "out")?,
+                slice_in(scales.cast_const(), rows, "scales")?,
+            )
+        };
+        no_overlap(oc, "out", ws, "w")?;
+        no_overlap(sc, "scales", ws, "w")?;
+        no_overlap(sc, "scales", oc, "out")?;
+        // SAFETY: as above; the outputs overlap nothing.
+        let os = unsafe { slice_out(out, ol, "out")? };
+        // SAFETY: as above.
+        let ss = unsafe { slice_out(scales, rows, "scales")? };
+        matmul::quantize_rows_i8(ws, rows, dim, w_stride, os, out_stride, ss)
+    })
+}
+
+/// Per query `i < nq`, the `k` best of its candidates
+/// `scores[offsets[i] .. offsets[i+1]]` (ids from `ids` at the same
+/// positions, or, if `ids` is NULL, the position inside the segment) into
+/// `out_ids[i*k .. i*k + k]` and `out_scores[i*k ..]`: largest score first,
+/// equal scores by smaller id, NaN never selected; when fewer than k
+/// non-NaN candidates exist the rest is padded with id UINT32_MAX and score
+/// -INFINITY. Duplicate ids are separate candidates. `offsets` has nq + 1
+/// entries (0 first, non-decreasing); `scores` and `ids` have `offsets[nq]`
+/// entries; each output `nq * k`. k = 0 writes nothing. Thread-safe (uses a
+/// per-thread scratch heap).
+///
+/// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (bad offsets,
+/// misaligned, outputs overlapping inputs), SIZE_OVERFLOW (nq * k).
+///
+/// # Safety
+/// The pointers hold the element counts above.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_topk(
+    scores: *const f32,
+    ids: *const u32,
+    offsets: *const usize,
+    nq: usize,
+    k: u32,
+    out_ids: *mut u32,
+    out_scores: *mut f32,
+) -> lshk_status {
+    boundary("lshk_topk", || {
+        // SAFETY: caller contract; every pointer checked by slice_*.
+        let (offs, total) = unsafe { offsets_in(offsets, nq, None)? };
+        // SAFETY: as above.
+        let s = unsafe { slice_in(scores, total, "scores")? };
+        let idv = if ids.is_null() {
+            None
+        } else {
+            // SAFETY: as above.
+            Some(unsafe { slice_in(ids, total, "ids")? })
+        };
+        let need = crate::error::checked_mul(nq, k as usize, "nq * k")?;
+        // SAFETY: as above (shared views for the overlap checks first).
+        let (oic, osc) = unsafe {
+            (
+                slice_in(out_ids.cast_const(), need, "out_ids")?,
+                slice_in(out_scores.cast_const(), need, "out_scores")?,
+            )
+        };
+        no_overlap(oic, "out_ids", osc, "out_scores")?;
+        for (o, on) in [(bytes_of(oic), "out_ids"), (bytes_of(osc), "out_scores")] {
+            no_overlap(o, on, s, "scores")?;
+            no_overlap(o, on, offs, "offsets")?;
+            if let Some(v) = idv {
+                no_overlap(o, on, v, "ids")?;
+            }
+        }
+        // SAFETY: as above; the outputs overlap nothing.
+        let oi = unsafe { slice_out(out_ids, need, "out_ids")? };
+        // SAFETY: as above.
+        let os = unsafe { slice_out(out_scores, need, "out_scores")? };
+        matmul::topk(s, idv, offs, k as usize, oi, os)
+    })
+}
+
+/// Per query `i < nq`, the softmax of its candidate scores
+/// `scores[offsets[i] .. offsets[i+1]]` into the same positions of `out`:
+/// `exp(x_j - m) / sum_t exp(x_t - m)` with `m` the segment maximum (no
+/// overflow for any finite input), the sum taken in double. If `lse` is not
+/// NULL, `lse[i]` (nq floats) receives the log-sum-exp `m + log(sum)`.
+/// `out == scores` (in place) is allowed; any other overlap is not.
+/// Special cases: a NaN score makes its segment NaN (lse NaN); +INFINITY
+/// scores share the mass equally (the others get 0, lse +INFINITY); an
+/// all -INFINITY segment gives NaN (lse -INFINITY); an empty segment writes
+/// nothing (lse -INFINITY). Each probability is within
+/// `(2|x_j - m| + 8) * 2^-24` relative of the exact value.
+///
+/// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (bad offsets,
+/// misaligned, partial overlap), SIZE_OVERFLOW. Thread-safe.
+///
+/// # Safety
+/// `offsets` holds nq + 1 entries, `scores` and `out` offsets[nq] floats,
+/// `lse` NULL or nq floats.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_softmax(
+    scores: *const f32,
+    offsets: *const usize,
+    nq: usize,
+    out: *mut f32,
+    lse: *mut f32,
+) -> lshk_status {
+    boundary("lshk_softmax", || {
+        // SAFETY: caller contract; pointers checked by slice_*. Overlap checks
+        // use shared views before any `&mut` is formed.
+        let (offs, total) = unsafe { offsets_in(offsets, nq, None)? };
+        let in_place = std::ptr::eq(scores, out) && total > 0;
+        // SAFETY: as above.
+        let (s, oc) = unsafe {
+            (
+                slice_in(scores, total, "scores")?,
+                slice_in(out.cast_const(), total, "out")?,
+            )
+        };
+        if !in_place {
+            no_overlap(oc, "out", s, "scores")?;
+        }
+        no_overlap(oc, "out", offs, "offsets")?;
+        if !lse.is_null() {
+            // SAFETY: as above.
+            let lc = unsafe { slice_in(lse.cast_const(), nq, "lse")? };
+            no_overlap(lc, "lse", s, "scores")?;
+            no_overlap(lc, "lse", oc, "out")?;
+            no_overlap(lc, "lse", offs, "offsets")?;
+        }
+        let lse = if lse.is_null() {
+            None
+        } else {
+            // SAFETY: as above; overlaps nothing.
+            Some(unsafe { slice_out(lse, nq, "lse")? })
+        };
+        if in_place {
+            // SAFETY: as above; `scores` is `out`, no other view is used.
+            let o = unsafe { slice_out(out, total, "out")? };
+            return matmul::softmax_in_place(o, offs, lse);
+        }
+        // SAFETY: as above; `out` overlaps no input.
+        let o = unsafe { slice_out(out, total, "out")? };
+        matmul::softmax(s, offs, o, lse)
+    })
+}

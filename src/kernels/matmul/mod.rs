@@ -1,0 +1,234 @@
+//! Gathered matmul kernels: `out[j] = dot(W[ids[j]], q)` for one query and
+//! its candidate rows, with W stored as f32, bf16, IEEE f16 or int8 (one f32
+//! scale per row), always accumulated in f32 with the query kept in f32.
+//!
+//! Every tier offers the same four entry points ([`Kernels`]). The caller
+//! ([`crate::matmul`]) has checked every length and every id before a kernel
+//! runs, so kernels index without bounds checks. The memory system is the
+//! limit (rows are scattered): the SIMD tiers work on four rows at a time
+//! with independent accumulators and prefetch the rows `PREFETCH_ROWS` ahead
+//! (the ids are known in advance).
+
+use crate::isa::{self, Isa};
+
+#[cfg(target_arch = "x86_64")]
+pub mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512;
+pub mod portable;
+pub mod scalar;
+
+/// How many candidate rows ahead of the one being multiplied the SIMD tiers
+/// issue software prefetches for (measured on Zen 3 with the W1 benchmark;
+/// see `benches/gathered_matmul.md`).
+pub const PREFETCH_ROWS: usize = 12;
+/// At most this many bytes of a prefetched row are requested (64-byte lines);
+/// the hardware stream prefetcher follows the rest of a long row.
+pub const PREFETCH_MAX_BYTES: usize = 1024;
+
+/// A row-major weight matrix seen by a kernel: row `r` starts at element
+/// `r * stride` of `w` and has `dim` elements; `scales[r]` multiplies row r
+/// (int8 only; empty otherwise).
+#[derive(Clone, Copy)]
+pub struct Rows<'a, T> {
+    pub w: &'a [T],
+    pub stride: usize,
+    pub dim: usize,
+    pub scales: &'a [f32],
+}
+
+/// `dot(rows, q, ids, out)`: `out[j] = dot(W[ids[j]], q[..dim])`
+/// (times `scales[ids[j]]` for int8).
+///
+/// # Safety
+/// `dim >= 1`; `q.len() >= dim`; `out.len() == ids.len()`; every id is
+/// below the number of rows, and `w` holds `(rows - 1) * stride + dim`
+/// elements (and `scales` `rows` values for int8); the CPU supports the tier
+/// the function belongs to.
+pub type DotFn<T> = unsafe fn(&Rows<'_, T>, &[f32], &[u32], &mut [f32]);
+
+/// `prefetch(p, bytes)`: hint that `bytes` (>= 1) bytes from `p` are
+/// needed soon (never faults, any address; a no-op without a hint).
+pub type PrefetchFn = fn(*const u8, usize);
+
+/// The entry points of a tier.
+pub struct Kernels {
+    pub f32: DotFn<f32>,
+    pub bf16: DotFn<u16>,
+    pub f16: DotFn<u16>,
+    pub i8: DotFn<i8>,
+    pub prefetch: PrefetchFn,
+}
+
+/// [`PrefetchFn`] of the tiers without a prefetch instruction.
+pub fn no_prefetch(_p: *const u8, _bytes: usize) {}
+
+static SCALAR: Kernels = Kernels {
+    f32: scalar::dot_f32,
+    bf16: scalar::dot_bf16,
+    f16: scalar::dot_f16,
+    i8: scalar::dot_i8,
+    prefetch: no_prefetch,
+};
+static PORTABLE: Kernels = Kernels {
+    f32: portable::dot_f32,
+    bf16: portable::dot_bf16,
+    f16: portable::dot_f16,
+    i8: portable::dot_i8,
+    prefetch: no_prefetch,
+};
+#[cfg(target_arch = "x86_64")]
+static AVX2: Kernels = Kernels {
+    f32: avx2::dot_f32,
+    bf16: avx2::dot_bf16,
+    f16: avx2::dot_f16,
+    i8: avx2::dot_i8,
+    prefetch: avx2::prefetch,
+};
+/// AVX2 without F16C (not seen on real AVX2 CPUs, but possible in a VM):
+/// f16 falls back to the portable tier.
+#[cfg(target_arch = "x86_64")]
+static AVX2_NO_F16C: Kernels = Kernels {
+    f32: avx2::dot_f32,
+    bf16: avx2::dot_bf16,
+    f16: portable::dot_f16,
+    i8: avx2::dot_i8,
+    prefetch: avx2::prefetch,
+};
+#[cfg(target_arch = "x86_64")]
+static AVX512: Kernels = Kernels {
+    f32: avx512::dot_f32,
+    bf16: avx512::dot_bf16,
+    f16: avx512::dot_f16,
+    i8: avx512::dot_i8,
+    prefetch: avx2::prefetch,
+};
+#[cfg(target_arch = "x86_64")]
+static AVX512_BF16: Kernels = Kernels {
+    f32: avx512::dot_f32,
+    bf16: avx512::dot_bf16_dpbf16,
+    f16: avx512::dot_f16,
+    i8: avx512::dot_i8,
+    prefetch: avx2::prefetch,
+};
+
+/// The kernel table of a tier. The caller has checked that the CPU supports
+/// `tier`; extra features (F16C, AVX-512 BF16) are looked up here, once per
+/// call, never inside a loop.
+pub fn kernels(tier: Isa) -> &'static Kernels {
+    match tier {
+        Isa::Scalar => &SCALAR,
+        Isa::Portable => &PORTABLE,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => {
+            if isa::extras().f16c {
+                &AVX2
+            } else {
+                &AVX2_NO_F16C
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => {
+            if isa::extras().avx512bf16 {
+                &AVX512_BF16
+            } else {
+                &AVX512
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => {
+            let _ = isa::extras;
+            &PORTABLE
+        }
+    }
+}
+
+/// Whether the bf16 kernel of `tier` on this CPU rounds the query to bf16
+/// (the AVX-512 BF16 `vdpbf16ps` path does; see `avx512.rs`), which adds at
+/// most `2^-8 * sum |w_j q_j|` to the error bound.
+pub fn bf16_rounds_query(tier: Isa) -> bool {
+    tier == Isa::Avx512 && isa::extras().avx512bf16
+}
+
+// ---- element conversions (exact, shared by every tier's tails) ----
+
+/// bf16 bits to f32 (exact).
+#[inline(always)]
+pub fn bf16_to_f32(b: u16) -> f32 {
+    f32::from_bits((b as u32) << 16)
+}
+
+/// IEEE binary16 bits to f32 (exact, subnormals, infinities and NaN
+/// payloads included).
+#[inline]
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h as u32) & 0x8000) << 16;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let man = (h & 0x3ff) as u32;
+    let bits = if exp == 0 {
+        if man == 0 {
+            sign
+        } else {
+            // Subnormal: man * 2^-24, exact in f32.
+            let v = man as f32 * f32::from_bits(0x3380_0000); // 2^-24
+            sign | v.to_bits()
+        }
+    } else if exp == 31 {
+        sign | 0x7f80_0000 | (man << 13)
+    } else {
+        sign | ((exp + 112) << 23) | (man << 13)
+    };
+    f32::from_bits(bits)
+}
+
+/// f32 to bf16 bits, round to nearest, ties to even. A NaN stays a NaN (its
+/// sign and upper payload kept, made quiet); overflow rounds to infinity.
+#[inline]
+pub fn f32_to_bf16(x: f32) -> u16 {
+    let b = x.to_bits();
+    if x.is_nan() {
+        return ((b >> 16) | 0x0040) as u16;
+    }
+    let r = b + 0x7fff + ((b >> 16) & 1);
+    (r >> 16) as u16
+}
+
+/// f32 to IEEE binary16 bits, round to nearest, ties to even: values beyond
+/// the largest half (65504) round to infinity exactly as IEEE 754 says
+/// (65520 and above), small values to subnormals or signed zero, NaN stays
+/// NaN (quiet, upper payload kept).
+#[inline]
+pub fn f32_to_f16(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let exp = ((b >> 23) & 0xff) as i32;
+    let man = b & 0x7f_ffff;
+    if exp == 0xff {
+        return if man == 0 {
+            sign | 0x7c00
+        } else {
+            sign | 0x7e00 | (man >> 13) as u16
+        };
+    }
+    let e = exp - 112; // biased half exponent
+    if e >= 31 {
+        return sign | 0x7c00;
+    }
+    if e <= 0 {
+        // Half subnormal: value = m24 * 2^(exp - 150) = h * 2^-24.
+        let m24 = man | 0x80_0000;
+        let shift = (126 - exp) as u32; // >= 14
+        if shift > 25 {
+            return sign; // below half the smallest subnormal
+        }
+        let h = m24 >> shift;
+        let rem = m24 & ((1u32 << shift) - 1);
+        let half = 1u32 << (shift - 1);
+        let up = rem > half || (rem == half && (h & 1) == 1);
+        return sign | (h + up as u32) as u16; // may carry into the min normal
+    }
+    let h = ((e as u32) << 10) | (man >> 13);
+    let rem = man & 0x1fff;
+    let up = rem > 0x1000 || (rem == 0x1000 && (h & 1) == 1);
+    sign | (h + up as u32) as u16 // a carry may reach infinity: correct
+}
