@@ -10,6 +10,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 /// cbindgen:ignore
+pub mod dwta;
+/// cbindgen:ignore
 pub mod error;
 /// cbindgen:ignore
 pub mod isa;
@@ -22,6 +24,7 @@ pub mod simhash;
 
 pub mod ffi;
 
+pub use dwta::Dwta;
 pub use error::{Error, Result, Status};
 pub use isa::Isa;
 pub use simhash::SimHash;

@@ -1,0 +1,271 @@
+//! DWTA kernels: bin-max hashing of dense rows and of CSR rows (with
+//! densification), per tier. Semantics: [`crate::dwta`].
+//!
+//! Dense tiers put bins in vector lanes: for each group of [`GROUP`] bins the
+//! transposed map ([`Dwta::map_t`]) gives the p-th coordinate of every bin
+//! of the group as one contiguous index vector, the row's values at those
+//! coordinates are gathered, compared with the running maximum and blended
+//! into the running maximum and its position. There is no horizontal work.
+//!
+//! Sparse tiers turn each stored entry into the bins that hold its
+//! coordinate through the inverse map ([`Dwta::inverse`]), after a cheap
+//! filter on the bitmap of used coordinates ([`Dwta::used_bitmap`]): with
+//! Amazon-670K's shape (2,400 slots over 135,909 coordinates) only ~2% of
+//! entries touch a bin at all. The per-bin state is one `u64`, the
+//! [`combined`] value `(order-preserving key of the value) << 8 | (255 - p)`,
+//! so "largest value, ties to the smallest position" is a plain integer
+//! maximum: exact and independent of the order in which entries arrive.
+//! Bins never written stay 0 (= empty; NaN entries are skipped). The shared
+//! [`finish_sparse_row`] then densifies and packs the keys.
+
+use std::cell::RefCell;
+
+use crate::dwta::{Dwta, MAX_ATTEMPTS};
+use crate::isa::Isa;
+
+pub use crate::dwta::GROUP;
+
+#[cfg(target_arch = "x86_64")]
+pub mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512;
+pub mod portable;
+pub mod scalar;
+
+/// `dense(h, x, n, stride, codes)`: codes of n rows into `codes[i*L + l]`.
+/// Callers have checked every length; `n >= 1`.
+pub type DenseFn = fn(&Dwta, &[f32], usize, usize, &mut [u32]);
+/// `sparse(h, indptr, indices, values, codes)`: codes of the
+/// `indptr.len() - 1` CSR rows. The CSR was validated by
+/// [`Dwta::check_csr`]; `codes` holds `n*L` values.
+pub type SparseFn = fn(&Dwta, &[usize], &[u32], &[f32], &mut [u32]);
+
+pub struct Kernels {
+    pub dense: DenseFn,
+    pub sparse: SparseFn,
+}
+
+static SCALAR: Kernels = Kernels {
+    dense: scalar::dense,
+    sparse: scalar::sparse,
+};
+static PORTABLE: Kernels = Kernels {
+    dense: portable::dense,
+    sparse: portable::sparse,
+};
+#[cfg(target_arch = "x86_64")]
+static AVX2: Kernels = Kernels {
+    dense: avx2::dense,
+    sparse: avx2::sparse,
+};
+#[cfg(target_arch = "x86_64")]
+static AVX512: Kernels = Kernels {
+    dense: avx512::dense,
+    sparse: avx512::sparse,
+};
+
+/// The kernel table of a tier. The caller has checked that the CPU supports
+/// `tier` (the x86 tiers' functions rely on it).
+pub fn kernels(tier: Isa) -> &'static Kernels {
+    match tier {
+        Isa::Scalar => &SCALAR,
+        Isa::Portable => &PORTABLE,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => &AVX2,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => &AVX512,
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => &PORTABLE,
+    }
+}
+
+/// Writes the L keys of one row from its K*L bin hashes:
+/// `out[l] = Σ_k hash[l*K + k] << (k * log2 B)`.
+#[inline]
+pub fn pack_keys(h: &Dwta, hash: &[u32], out: &mut [u32]) {
+    let (k, lb) = (h.bins_per_table() as usize, h.log2_bin_size());
+    for (l, o) in out[..h.tables() as usize].iter_mut().enumerate() {
+        let mut code = 0u32;
+        for (kk, &v) in hash[l * k..(l + 1) * k].iter().enumerate() {
+            code |= v << (kk as u32 * lb);
+        }
+        *o = code;
+    }
+}
+
+/// An `i32` that orders like the float `v` for non-NaN values, with
+/// `-0.0` and `+0.0` equal (sign-magnitude to two's complement); NaN maps
+/// to `i32::MIN`, below every other value (`-inf` is `-0x7F80_0000`).
+#[inline(always)]
+pub fn ordered_key(v: f32) -> i32 {
+    let bits = v.to_bits();
+    let abs = (bits & 0x7FFF_FFFF) as i32;
+    if abs > 0x7F80_0000 {
+        i32::MIN
+    } else if bits >> 31 == 1 {
+        -abs
+    } else {
+        abs
+    }
+}
+
+/// The per-bin state value of a non-NaN `v` at position `p` (< 256):
+/// `((ordered_key(v) as u32 ^ 0x8000_0000) << 8) | (255 - p)`. Its integer
+/// order is "larger value first, then smaller position", and it is never 0
+/// (the key of `-inf` biased is `0x0080_0000`).
+#[inline(always)]
+pub fn combined(v: f32, p: u32) -> u64 {
+    ((((ordered_key(v) as u32) ^ 0x8000_0000) as u64) << 8) | (255 - p) as u64
+}
+
+/// Folds stored entry `(c, v)` (v not NaN, `c` a used coordinate) into the
+/// bins holding `c`: sequential read-modify-write of `best`, so bins that
+/// occur several times in `c`'s slot list are handled exactly.
+#[inline(always)]
+pub fn fold_entry(h: &Dwta, c: u32, v: f32, best: &mut [u64]) {
+    let (start, slots) = h.inverse();
+    let (lb, mask) = (h.log2_bin_size(), h.bin_size() - 1);
+    let hi = combined(v, 255); // low byte 0
+    let (s, e) = (start[c as usize] as usize, start[c as usize + 1] as usize);
+    for &slot in &slots[s..e] {
+        let j = (slot >> lb) as usize;
+        let cand = hi | (255 - (slot & mask)) as u64;
+        if cand > best[j] {
+            best[j] = cand;
+        }
+    }
+}
+
+/// Folds entries one at a time (the portable tier, and the tails of the
+/// vector tiers): skips NaN values and coordinates in no bin.
+#[inline]
+pub fn fold_entries(h: &Dwta, idx: &[u32], val: &[f32], best: &mut [u64]) {
+    let used = h.used_bitmap();
+    for (&c, &v) in idx.iter().zip(val) {
+        if (used[c as usize / 32] >> (c % 32)) & 1 == 1 && !v.is_nan() {
+            fold_entry(h, c, v, best);
+        }
+    }
+}
+
+/// Per-thread scratch of the sparse tiers (sized to `K*L` on first use).
+#[derive(Default)]
+pub struct SparseScratch {
+    pub best: Vec<u64>,
+    hash: Vec<u32>,
+    first: Vec<u8>,
+    donor: Vec<u32>,
+    occupied: Vec<u32>,
+}
+
+thread_local! {
+    static SPARSE: RefCell<SparseScratch> = RefCell::new(SparseScratch::default());
+}
+
+/// Runs the sparse pipeline of a tier: per row, `best` is cleared, `fold`
+/// fills it from the row's entries, then [`finish_sparse_row`] writes the
+/// keys. `fold(h, indices, values, best)`.
+#[inline]
+pub fn sparse_rows<F: FnMut(&Dwta, &[u32], &[f32], &mut [u64])>(
+    h: &Dwta,
+    indptr: &[usize],
+    indices: &[u32],
+    values: &[f32],
+    codes: &mut [u32],
+    mut fold: F,
+) {
+    let nb = h.num_bins();
+    let l = h.tables() as usize;
+    SPARSE.with(|s| {
+        let mut s = s.borrow_mut();
+        let s = &mut *s;
+        if s.best.len() < nb {
+            s.best.resize(nb, 0);
+            s.hash.resize(nb, 0);
+            s.first.resize(nb, 0);
+            s.donor.resize(nb, 0);
+            s.occupied.reserve(nb);
+        }
+        for i in 0..indptr.len() - 1 {
+            let (a, b) = (indptr[i], indptr[i + 1]);
+            let out = &mut codes[i * l..(i + 1) * l];
+            if a == b {
+                out.fill(0);
+                continue;
+            }
+            s.best[..nb].fill(0);
+            fold(h, &indices[a..b], &values[a..b], &mut s.best[..nb]);
+            finish_sparse_row(h, s, out);
+        }
+    });
+}
+
+/// Densifies the bins of one row from `s.best` and packs its keys.
+///
+/// Two exact ways to find, for each empty bin `j`, the first attempt `a`
+/// whose donor `probe(j, a)` is non-empty; the cheaper one is used:
+/// * forward: walk `j`'s probe sequence (about `K*L / occupied` probes);
+/// * inverse: for each non-empty donor `t`, visit the `(j, a)` pairs that
+///   probe `t` (100 per donor on average) keeping the smallest `a` per `j`.
+pub fn finish_sparse_row(h: &Dwta, s: &mut SparseScratch, out: &mut [u32]) {
+    let nb = h.num_bins();
+    let best = &s.best[..nb];
+    let hash = &mut s.hash[..nb];
+    s.occupied.clear();
+    for (j, (&b, hv)) in best.iter().zip(hash.iter_mut()).enumerate() {
+        if b != 0 {
+            *hv = 255 - (b & 0xFF) as u32;
+            s.occupied.push(j as u32);
+        }
+    }
+    let occ = s.occupied.len();
+    if occ == 0 {
+        out[..h.tables() as usize].fill(0);
+        return;
+    }
+    let empty = nb - occ;
+    if empty > 0 {
+        let att = MAX_ATTEMPTS as usize;
+        let forward_cost = empty * (nb / occ + 1).min(att);
+        let inverse_cost = occ * att + nb;
+        if inverse_cost < forward_cost {
+            let (st, ent) = h.probe_inv();
+            let first = &mut s.first[..nb];
+            first.fill(u8::MAX);
+            for &t in &s.occupied {
+                let t = t as usize;
+                for &e in &ent[st[t] as usize..st[t + 1] as usize] {
+                    let (j, a) = ((e >> 7) as usize, (e & 127) as u8);
+                    if a < first[j] {
+                        first[j] = a;
+                        s.donor[j] = t as u32;
+                    }
+                }
+            }
+            for j in 0..nb {
+                if best[j] == 0 {
+                    hash[j] = if first[j] != u8::MAX {
+                        hash[s.donor[j] as usize]
+                    } else {
+                        0
+                    };
+                }
+            }
+        } else {
+            let fwd = h.probe_fwd();
+            for j in 0..nb {
+                if best[j] == 0 {
+                    let mut v = 0;
+                    for &t in &fwd[j * att..(j + 1) * att] {
+                        if best[t as usize] != 0 {
+                            v = hash[t as usize];
+                            break;
+                        }
+                    }
+                    hash[j] = v;
+                }
+            }
+        }
+    }
+    pack_keys(h, hash, out);
+}
