@@ -173,12 +173,12 @@ impl Dwta {
             // (identity except where a swap moved something).
             let mut moved = std::collections::HashMap::<u32, u32>::new();
             let get = |m: &std::collections::HashMap<u32, u32>, i: u32| *m.get(&i).unwrap_or(&i);
-            for i in 0..len.min(dim - 1) {
+            for (i, m) in map.iter_mut().enumerate().take(dim - 1) {
                 let j = i + rng.below((dim - i) as u64) as usize;
                 let (vi, vj) = (get(&moved, i as u32), get(&moved, j as u32));
                 moved.insert(i as u32, vj);
                 moved.insert(j as u32, vi);
-                map[i] = vj;
+                *m = vj;
             }
             // len < dim, so the loop above covered every kept entry.
         }
