@@ -46,7 +46,7 @@ fn check_out_handle(out: *mut *mut lshk_dwta) -> Result<()> {
     if out.is_null() {
         return Err(Error::new(Status::NullPointer, "`out` is NULL"));
     }
-    if (out as usize) % std::mem::align_of::<*mut lshk_dwta>() != 0 {
+    if !(out as usize).is_multiple_of(std::mem::align_of::<*mut lshk_dwta>()) {
         return Err(Error::new(Status::InvalidArgument, "`out` is misaligned"));
     }
     Ok(())
@@ -169,7 +169,7 @@ pub unsafe extern "C" fn lshk_dwta_shape(
             (bin_size, h.bin_size(), "bin_size"),
         ];
         for (p, _, name) in outs {
-            if (p as usize) % std::mem::align_of::<u32>() != 0 {
+            if !(p as usize).is_multiple_of(std::mem::align_of::<u32>()) {
                 bail!(InvalidArgument, "`{name}` is misaligned");
             }
         }
