@@ -136,7 +136,7 @@ fn dense_every_tier_matches_oracle() {
 fn dense_many_rows_and_strides() {
     let mut r = SplitMix64::new(8);
     let h = Dwta::new(128, 6, 50, 8, 77).unwrap();
-    for n in [0usize, 1, 2, 7, 64] {
+    for n in [0usize, 1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 64, 65] {
         for stride in [128usize, 129, 200] {
             let x: Vec<f32> = (0..n * stride + 1).map(|_| random_value(&mut r)).collect();
             check_dense(&h, &x, n, stride, &format!("n {n} stride {stride}"));

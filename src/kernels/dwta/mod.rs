@@ -79,6 +79,16 @@ pub fn kernels(tier: Isa) -> &'static Kernels {
     }
 }
 
+/// Whether the dense vector tiers transpose blocks of rows into a
+/// `dim x rows` block of keys (rows in lanes, no gathers) rather than gather
+/// per row (bins in lanes). The block costs `O(dim)` per row to build and
+/// `4 * dim * 32` bytes of scratch, so only when the bins cover the input
+/// (`dim <= 2*K*L*B`) and the block stays in L1/L2 (`dim <= 8192`).
+#[inline]
+pub fn use_row_blocks(h: &Dwta) -> bool {
+    h.dim() <= 2 * h.map().len() && h.dim() <= 8192
+}
+
 /// Writes the L keys of one row from its K*L bin hashes:
 /// `out[l] = Σ_k hash[l*K + k] << (k * log2 B)`.
 #[inline]
