@@ -274,8 +274,8 @@ unsafe fn dense_rows_avx2<const V: usize>(
                             code[v] = _mm256_or_si256(code[v], _mm256_sll_epi32(pos[v], sh));
                         }
                     }
-                    for v in 0..V {
-                        _mm256_storeu_si256(tmp.as_mut_ptr().add(v * 8).cast(), code[v]);
+                    for (v, cv) in code.iter().enumerate() {
+                        _mm256_storeu_si256(tmp.as_mut_ptr().add(v * 8).cast(), *cv);
                     }
                     for (r, &cv) in tmp.iter().enumerate().take(rr) {
                         *codes.get_unchecked_mut((i0 + r) * l + t) = cv;
