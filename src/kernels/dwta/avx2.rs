@@ -35,7 +35,7 @@
 use std::arch::x86_64::*;
 use std::cell::RefCell;
 
-use super::{fold_entries, fold_entry, pack_keys, sparse_rows, use_row_blocks, GROUP};
+use super::{fold_entries, fold_entry, pack_keys, sparse_rows, use_row_blocks, BinState, GROUP};
 use crate::dwta::Dwta;
 
 /// `POSITIONS.0[p]` = p in every lane (loaded instead of broadcast).
@@ -85,9 +85,9 @@ pub fn dense(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
 }
 
 pub fn sparse(h: &Dwta, indptr: &[usize], indices: &[u32], values: &[f32], codes: &mut [u32]) {
-    sparse_rows(h, indptr, indices, values, codes, |h, idx, val, best| {
+    sparse_rows(h, indptr, indices, values, codes, |h, idx, val, st| {
         // SAFETY: as in `dense`; every index is < dim (validated CSR).
-        unsafe { fold_avx2(h, idx, val, best) }
+        unsafe { fold_avx2(h, idx, val, st) }
     });
 }
 
@@ -315,7 +315,7 @@ unsafe fn dense_gather_avx2(h: &Dwta, x: &[f32], n: usize, stride: usize, codes:
 }
 
 #[target_feature(enable = "avx2")]
-unsafe fn fold_avx2(h: &Dwta, idx: &[u32], val: &[f32], best: &mut [u64]) {
+unsafe fn fold_avx2(h: &Dwta, idx: &[u32], val: &[f32], st: &mut BinState) {
     let used = h.used_bitmap().as_ptr().cast::<i32>();
     let chunks = idx.len() / 8;
     for c in 0..chunks {
@@ -333,8 +333,8 @@ unsafe fn fold_avx2(h: &Dwta, idx: &[u32], val: &[f32], best: &mut [u64]) {
         while m != 0 {
             let u = c * 8 + m.trailing_zeros() as usize;
             m &= m - 1;
-            fold_entry(h, idx[u], val[u], best);
+            fold_entry(h, idx[u], val[u], st);
         }
     }
-    fold_entries(h, &idx[chunks * 8..], &val[chunks * 8..], best);
+    fold_entries(h, &idx[chunks * 8..], &val[chunks * 8..], st);
 }

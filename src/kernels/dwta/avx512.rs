@@ -36,7 +36,7 @@
 use std::arch::x86_64::*;
 use std::cell::RefCell;
 
-use super::{fold_entries, fold_entry, pack_keys, sparse_rows, use_row_blocks, GROUP};
+use super::{fold_entries, fold_entry, pack_keys, sparse_rows, use_row_blocks, BinState, GROUP};
 use crate::dwta::Dwta;
 
 thread_local! {
@@ -70,9 +70,9 @@ pub fn dense(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
 }
 
 pub fn sparse(h: &Dwta, indptr: &[usize], indices: &[u32], values: &[f32], codes: &mut [u32]) {
-    sparse_rows(h, indptr, indices, values, codes, |h, idx, val, best| {
+    sparse_rows(h, indptr, indices, values, codes, |h, idx, val, st| {
         // SAFETY: as in `dense`; every index is < dim (validated CSR).
-        unsafe { fold_avx512(h, idx, val, best) }
+        unsafe { fold_avx512(h, idx, val, st) }
     });
 }
 
@@ -203,7 +203,7 @@ unsafe fn dense_gather_avx512(h: &Dwta, x: &[f32], n: usize, stride: usize, code
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn fold_avx512(h: &Dwta, idx: &[u32], val: &[f32], best: &mut [u64]) {
+unsafe fn fold_avx512(h: &Dwta, idx: &[u32], val: &[f32], st: &mut BinState) {
     let used = h.used_bitmap().as_ptr().cast::<i32>();
     let chunks = idx.len() / 16;
     for c in 0..chunks {
@@ -220,8 +220,8 @@ unsafe fn fold_avx512(h: &Dwta, idx: &[u32], val: &[f32], best: &mut [u64]) {
         while m != 0 {
             let u = c * 16 + m.trailing_zeros() as usize;
             m &= m - 1;
-            fold_entry(h, idx[u], val[u], best);
+            fold_entry(h, idx[u], val[u], st);
         }
     }
-    fold_entries(h, &idx[chunks * 16..], &val[chunks * 16..], best);
+    fold_entries(h, &idx[chunks * 16..], &val[chunks * 16..], st);
 }

@@ -128,11 +128,21 @@ pub fn combined(v: f32, p: u32) -> u64 {
     ((((ordered_key(v) as u32) ^ 0x8000_0000) as u64) << 8) | (255 - p) as u64
 }
 
+/// Per-bin state of one sparse row: `best[j]` is 0 (empty) or the largest
+/// [`combined`] value folded into bin `j`; `occupied` lists the bins that
+/// are not 0, in the order they were first written. Between rows every
+/// `best` entry is 0 again (only the occupied ones are reset).
+#[derive(Default)]
+pub struct BinState {
+    pub best: Vec<u64>,
+    pub occupied: Vec<u32>,
+}
+
 /// Folds stored entry `(c, v)` (v not NaN, `c` a used coordinate) into the
 /// bins holding `c`: sequential read-modify-write of `best`, so bins that
 /// occur several times in `c`'s slot list are handled exactly.
 #[inline(always)]
-pub fn fold_entry(h: &Dwta, c: u32, v: f32, best: &mut [u64]) {
+pub fn fold_entry(h: &Dwta, c: u32, v: f32, st: &mut BinState) {
     let (start, slots) = h.inverse();
     let (lb, mask) = (h.log2_bin_size(), h.bin_size() - 1);
     let hi = combined(v, 255); // low byte 0
@@ -140,8 +150,12 @@ pub fn fold_entry(h: &Dwta, c: u32, v: f32, best: &mut [u64]) {
     for &slot in &slots[s..e] {
         let j = (slot >> lb) as usize;
         let cand = hi | (255 - (slot & mask)) as u64;
-        if cand > best[j] {
-            best[j] = cand;
+        let old = st.best[j];
+        if cand > old {
+            if old == 0 {
+                st.occupied.push(j as u32);
+            }
+            st.best[j] = cand;
         }
     }
 }
@@ -149,11 +163,11 @@ pub fn fold_entry(h: &Dwta, c: u32, v: f32, best: &mut [u64]) {
 /// Folds entries one at a time (the portable tier, and the tails of the
 /// vector tiers): skips NaN values and coordinates in no bin.
 #[inline]
-pub fn fold_entries(h: &Dwta, idx: &[u32], val: &[f32], best: &mut [u64]) {
+pub fn fold_entries(h: &Dwta, idx: &[u32], val: &[f32], st: &mut BinState) {
     let used = h.used_bitmap();
     for (&c, &v) in idx.iter().zip(val) {
         if (used[c as usize / 32] >> (c % 32)) & 1 == 1 && !v.is_nan() {
-            fold_entry(h, c, v, best);
+            fold_entry(h, c, v, st);
         }
     }
 }
@@ -161,22 +175,20 @@ pub fn fold_entries(h: &Dwta, idx: &[u32], val: &[f32], best: &mut [u64]) {
 /// Per-thread scratch of the sparse tiers (sized to `K*L` on first use).
 #[derive(Default)]
 pub struct SparseScratch {
-    pub best: Vec<u64>,
+    bins: BinState,
     hash: Vec<u32>,
     first: Vec<u8>,
-    donor: Vec<u32>,
-    occupied: Vec<u32>,
 }
 
 thread_local! {
     static SPARSE: RefCell<SparseScratch> = RefCell::new(SparseScratch::default());
 }
 
-/// Runs the sparse pipeline of a tier: per row, `best` is cleared, `fold`
-/// fills it from the row's entries, then [`finish_sparse_row`] writes the
-/// keys. `fold(h, indices, values, best)`.
+/// Runs the sparse pipeline of a tier: per row, `fold(h, indices, values,
+/// bins)` fills the bin state from the row's entries, then
+/// [`finish_sparse_row`] densifies, writes the keys and resets the state.
 #[inline]
-pub fn sparse_rows<F: FnMut(&Dwta, &[u32], &[f32], &mut [u64])>(
+pub fn sparse_rows<F: FnMut(&Dwta, &[u32], &[f32], &mut BinState)>(
     h: &Dwta,
     indptr: &[usize],
     indices: &[u32],
@@ -189,13 +201,18 @@ pub fn sparse_rows<F: FnMut(&Dwta, &[u32], &[f32], &mut [u64])>(
     SPARSE.with(|s| {
         let mut s = s.borrow_mut();
         let s = &mut *s;
-        if s.best.len() < nb {
-            s.best.resize(nb, 0);
+        if s.bins.best.len() < nb {
+            s.bins.best.clear();
+            s.bins.best.resize(nb, 0);
             s.hash.resize(nb, 0);
             s.first.resize(nb, 0);
-            s.donor.resize(nb, 0);
-            s.occupied.reserve(nb);
         }
+        // Bins left set by an interrupted call (a panic) are reset here.
+        for &t in &s.bins.occupied {
+            s.bins.best[t as usize] = 0;
+        }
+        s.bins.occupied.clear();
+        s.bins.occupied.reserve(nb);
         for i in 0..indptr.len() - 1 {
             let (a, b) = (indptr[i], indptr[i + 1]);
             let out = &mut codes[i * l..(i + 1) * l];
@@ -203,79 +220,73 @@ pub fn sparse_rows<F: FnMut(&Dwta, &[u32], &[f32], &mut [u64])>(
                 out.fill(0);
                 continue;
             }
-            s.best[..nb].fill(0);
-            fold(h, &indices[a..b], &values[a..b], &mut s.best[..nb]);
+            fold(h, &indices[a..b], &values[a..b], &mut s.bins);
             finish_sparse_row(h, s, out);
         }
     });
 }
 
-/// Densifies the bins of one row from `s.best` and packs its keys.
+/// Densifies the bins of one row from `s.bins`, packs its keys and resets
+/// the bin state.
 ///
 /// Two exact ways to find, for each empty bin `j`, the first attempt `a`
 /// whose donor `probe(j, a)` is non-empty; the cheaper one is used:
 /// * forward: walk `j`'s probe sequence (about `K*L / occupied` probes);
 /// * inverse: for each non-empty donor `t`, visit the `(j, a)` pairs that
-///   probe `t` (100 per donor on average) keeping the smallest `a` per `j`.
+///   probe `t` (100 per donor on average) keeping the smallest `a` per `j`
+///   (branch-free selects; occupied bins start at `a = 0`, so they are
+///   never overwritten).
 pub fn finish_sparse_row(h: &Dwta, s: &mut SparseScratch, out: &mut [u32]) {
     let nb = h.num_bins();
-    let best = &s.best[..nb];
-    let hash = &mut s.hash[..nb];
-    s.occupied.clear();
-    for (j, (&b, hv)) in best.iter().zip(hash.iter_mut()).enumerate() {
-        if b != 0 {
-            *hv = 255 - (b & 0xFF) as u32;
-            s.occupied.push(j as u32);
-        }
-    }
-    let occ = s.occupied.len();
+    let occ = s.bins.occupied.len();
     if occ == 0 {
         out[..h.tables() as usize].fill(0);
         return;
+    }
+    let best = &mut s.bins.best[..nb];
+    let hash = &mut s.hash[..nb];
+    let first = &mut s.first[..nb];
+    hash.fill(0);
+    first.fill(u8::MAX);
+    for &t in &s.bins.occupied {
+        hash[t as usize] = 255 - (best[t as usize] & 0xFF) as u32;
+        first[t as usize] = 0;
     }
     let empty = nb - occ;
     if empty > 0 {
         let att = MAX_ATTEMPTS as usize;
         let forward_cost = empty * (nb / occ + 1).min(att);
-        let inverse_cost = occ * att + nb;
+        let inverse_cost = occ * att;
         if inverse_cost < forward_cost {
             let (st, ent) = h.probe_inv();
-            let first = &mut s.first[..nb];
-            first.fill(u8::MAX);
-            for &t in &s.occupied {
+            for &t in &s.bins.occupied {
                 let t = t as usize;
+                let ht = hash[t];
                 for &e in &ent[st[t] as usize..st[t + 1] as usize] {
                     let (j, a) = ((e >> 7) as usize, (e & 127) as u8);
-                    if a < first[j] {
-                        first[j] = a;
-                        s.donor[j] = t as u32;
-                    }
-                }
-            }
-            for j in 0..nb {
-                if best[j] == 0 {
-                    hash[j] = if first[j] != u8::MAX {
-                        hash[s.donor[j] as usize]
-                    } else {
-                        0
-                    };
+                    let f = first[j];
+                    let better = a < f;
+                    first[j] = if better { a } else { f };
+                    hash[j] = if better { ht } else { hash[j] };
                 }
             }
         } else {
             let fwd = h.probe_fwd();
             for j in 0..nb {
-                if best[j] == 0 {
-                    let mut v = 0;
+                if first[j] != 0 {
                     for &t in &fwd[j * att..(j + 1) * att] {
-                        if best[t as usize] != 0 {
-                            v = hash[t as usize];
+                        if first[t as usize] == 0 {
+                            hash[j] = hash[t as usize];
                             break;
                         }
                     }
-                    hash[j] = v;
                 }
             }
         }
     }
     pack_keys(h, hash, out);
+    for &t in &s.bins.occupied {
+        best[t as usize] = 0;
+    }
+    s.bins.occupied.clear();
 }
