@@ -12,6 +12,7 @@
 //!   16 (the transposed map's layout). `wide` has no gather, so the 8 values
 //!   of a vector are loaded one by one; the compare (`simd_le` | `is_nan`,
 //!   i.e. "does not win") and the two blends are vector operations.
+//!
 //! Sparse: entries one at a time ([`super::fold_entries`]), then the shared
 //! densification.
 
