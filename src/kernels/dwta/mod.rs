@@ -263,11 +263,13 @@ pub fn finish_sparse_row(h: &Dwta, s: &mut SparseScratch, out: &mut [u32]) {
                 let t = t as usize;
                 let ht = hash[t];
                 for &e in &ent[st[t] as usize..st[t + 1] as usize] {
-                    let (j, a) = ((e >> 7) as usize, (e & 127) as u8);
-                    let f = first[j];
-                    let better = a < f;
-                    first[j] = if better { a } else { f };
-                    hash[j] = if better { ht } else { hash[j] };
+                    let (j, a) = ((e >> 7) as usize, e & 127);
+                    // Branch-free select (the comparison is unpredictable):
+                    // m is all ones when attempt a beats j's best so far.
+                    let f = first[j] as u32;
+                    let m = 0u32.wrapping_sub((a < f) as u32);
+                    first[j] = (f ^ ((f ^ a) & m)) as u8;
+                    hash[j] ^= (hash[j] ^ ht) & m;
                 }
             }
         } else {
