@@ -66,6 +66,20 @@ int main(void) {
     CHECK(lshk_canary_intact(raw, sizeof raw));
   }
   CHECK(out == sentinel);
+  {
+    /* The largest dim costs no more memory than a small one. */
+    lshk_dwta *big = NULL;
+    EXPECT_OK(lshk_dwta_new(0x7FFFFFFFu, K, L, B, 7, &big));
+    const size_t ip[2] = {0, 2};
+    const uint32_t ix[2] = {5, 0x7FFFFFFEu};
+    const float vx[2] = {1.0f, 2.0f};
+    uint32_t cb[L];
+    EXPECT_OK(lshk_dwta_hash_sparse(big, ip, ix, vx, 1, cb, L));
+    const uint32_t ixbad[2] = {5, 0x7FFFFFFFu};
+    EXPECT_STATUS(lshk_dwta_hash_sparse(big, ip, ixbad, vx, 1, cb, L),
+                  LSHK_STATUS_INDEX_OUT_OF_RANGE);
+    EXPECT_OK(lshk_dwta_free(big));
+  }
   EXPECT_OK(lshk_dwta_new(DIM, K, L, B, 7, &h));
   CHECK(h != NULL);
 

@@ -47,6 +47,13 @@
 //! Carter–Wegman 2-universal family over all `K*L` bins (the final `mod` is
 //! a true remainder, so any `K*L`, power of two or not, is covered).
 //!
+//! # Memory
+//! At most about `36*K*L*B + 804*K*L` bytes, independent of `dim`: the map
+//! and its transposed copy, the inverse map (distinct coordinates, ranges,
+//! slots), a coordinate filter of ~64 bits per distinct coordinate, and the
+//! densification probe tables (forward `[bin][attempt]` and inverse, 100
+//! entries per bin each).
+//!
 //! # Key
 //! The key of table `l` is `Σ_k hash(l*K + k) << (k * log2(B))`: exactly
 //! `K*log2(B)` bits, fields never overlap, higher bits are 0.
@@ -96,13 +103,17 @@ pub struct Dwta {
     /// Transposed map `[group][p][GROUP]`: lane `u` of group `g` is bin
     /// `g*GROUP + u`; bins past `K*L` are padded with coordinate 0.
     map_t: Vec<i32>,
-    /// Inverse map (CSR over coordinates): the slots `j*B + p` holding
-    /// coordinate `c` are `inv_slot[inv_start[c] .. inv_start[c+1]]`,
-    /// ascending.
+    /// Inverse map, `O(K*L*B)` whatever `dim`: the distinct coordinates of
+    /// the map, ascending, and for the `u`-th of them the slots `j*B + p`
+    /// holding it, `inv_slot[inv_start[u] .. inv_start[u+1]]` (ascending).
+    inv_coord: Vec<u32>,
     inv_start: Vec<u32>,
     inv_slot: Vec<u32>,
-    /// Bit `c` is set when coordinate `c` is in some bin.
-    used: Vec<u32>,
+    /// A one-sided filter of the map's coordinates: bit [`Dwta::filter_bit`]
+    /// of `c` is set for every `c` in the map (other coordinates may share
+    /// a bit; they are then rejected by the binary search).
+    filter: Vec<u32>,
+    filter_shift: u32,
     /// Forward probe table `[bin][attempt - 1]`.
     probe_fwd: Vec<u32>,
     /// Inverse probe table (CSR over donor bins): entries `(j << 7) | a` with
@@ -226,23 +237,35 @@ impl Dwta {
             }
         }
 
-        let mut inv_start = try_vec::<u32>(dim + 1, "DWTA inverse map")?;
-        let mut used = try_vec::<u32>(dim.div_ceil(32), "DWTA coordinate bitmap")?;
-        for &c in &map {
-            inv_start[c as usize + 1] += 1;
-            used[c as usize / 32] |= 1 << (c % 32);
+        // Inverse map: (coordinate, slot) pairs sorted, then grouped.
+        let mut pairs = try_vec::<u64>(map.len(), "DWTA inverse map")?;
+        for (s, &c) in map.iter().enumerate() {
+            pairs[s] = ((c as u64) << 32) | s as u64;
         }
-        for c in 0..dim {
-            inv_start[c + 1] += inv_start[c];
-        }
+        pairs.sort_unstable();
         let mut inv_slot = try_vec::<u32>(map.len(), "DWTA inverse map")?;
-        {
-            let mut fill = try_vec::<u32>(dim, "DWTA inverse map")?;
-            fill.copy_from_slice(&inv_start[..dim]);
-            for (s, &c) in map.iter().enumerate() {
-                inv_slot[fill[c as usize] as usize] = s as u32;
-                fill[c as usize] += 1;
+        let mut inv_coord = Vec::new();
+        let mut inv_start = Vec::new();
+        for (u, &pc) in pairs.iter().enumerate() {
+            let c = (pc >> 32) as u32;
+            if inv_coord.last() != Some(&c) {
+                inv_coord.push(c);
+                inv_start.push(u as u32);
             }
+            inv_slot[u] = pc as u32;
+        }
+        inv_start.push(map.len() as u32);
+        drop(pairs);
+        // Filter: about 64 bits per distinct coordinate (~1.5% of the bits
+        // set), at least 1024 bits.
+        let bits = (inv_coord.len() * 64)
+            .next_power_of_two()
+            .clamp(1024, 1 << 30);
+        let filter_shift = 32 - bits.trailing_zeros();
+        let mut filter = try_vec::<u32>(bits / 32, "DWTA coordinate filter")?;
+        for &c in &inv_coord {
+            let b = filter_bit(c, filter_shift);
+            filter[b as usize / 32] |= 1 << (b % 32);
         }
 
         let att = MAX_ATTEMPTS as usize;
@@ -279,9 +302,11 @@ impl Dwta {
             log2b: b.trailing_zeros(),
             map,
             map_t,
+            inv_coord,
             inv_start,
             inv_slot,
-            used,
+            filter,
+            filter_shift,
             probe_fwd,
             probe_inv_start,
             probe_inv,
@@ -323,13 +348,41 @@ impl Dwta {
     pub fn num_groups(&self) -> usize {
         self.num_bins().div_ceil(GROUP)
     }
-    /// Inverse map: `(inv_start, inv_slot)`; see the field documentation.
-    pub fn inverse(&self) -> (&[u32], &[u32]) {
-        (&self.inv_start, &self.inv_slot)
+    /// The slots `j*B + p` that hold coordinate `c` (empty if none).
+    #[inline]
+    pub fn slots_of(&self, c: u32) -> &[u32] {
+        // Branch-free binary search (a fixed number of halvings with
+        // conditional moves): the lookups are unpredictable.
+        let coords = &self.inv_coord; // never empty
+        let (mut base, mut n) = (0usize, coords.len());
+        while n > 1 {
+            let half = n / 2;
+            base = if coords[base + half] <= c {
+                base + half
+            } else {
+                base
+            };
+            n -= half;
+        }
+        if coords[base] == c {
+            &self.inv_slot[self.inv_start[base] as usize..self.inv_start[base + 1] as usize]
+        } else {
+            &[]
+        }
     }
-    /// Bitmap of the coordinates that appear in some bin.
-    pub fn used_bitmap(&self) -> &[u32] {
-        &self.used
+    /// The coordinate filter's words (see [`Dwta::filter_bit`]).
+    pub fn filter(&self) -> &[u32] {
+        &self.filter
+    }
+    /// The shift of [`filter_bit`] for this family.
+    pub fn filter_shift(&self) -> u32 {
+        self.filter_shift
+    }
+    /// Whether `c` may be in the map (false: it is certainly not).
+    #[inline]
+    pub fn filter_hit(&self, c: u32) -> bool {
+        let b = filter_bit(c, self.filter_shift);
+        (self.filter[b as usize / 32] >> (b % 32)) & 1 == 1
     }
     /// Forward probe table `[bin][attempt - 1]`.
     pub fn probe_fwd(&self) -> &[u32] {
@@ -489,6 +542,16 @@ impl Dwta {
         (kern::kernels(tier).sparse)(self, indptr, indices, values, codes);
         Ok(())
     }
+}
+
+/// Multiplier of the coordinate filter's hash (Knuth's golden ratio).
+pub const FILTER_MUL: u32 = 0x9E37_79B1;
+
+/// The filter bit of coordinate `c`: the top bits of `c * FILTER_MUL`
+/// (wrapping), `32 - shift` of them.
+#[inline(always)]
+pub fn filter_bit(c: u32, shift: u32) -> u32 {
+    c.wrapping_mul(FILTER_MUL) >> shift
 }
 
 /// Steps `0 .. min(m, a.len() - 1)` of the forward Fisher–Yates pass.

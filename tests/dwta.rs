@@ -514,3 +514,38 @@ fn bad_csr_is_rejected() {
         Status::BufferTooSmall
     );
 }
+
+#[test]
+fn huge_dim_costs_the_map_not_dim() {
+    // dim = 2^31 - 1: the family's memory is O(K*L*B) (no O(dim) array),
+    // so this is instant; sparse rows can use any coordinate.
+    let dim = (1usize << 31) - 1;
+    let h = Dwta::new(dim, 4, 5, 8, 3).unwrap();
+    assert!(h.map().iter().all(|&c| (c as usize) < dim));
+    let mut r = SplitMix64::new(4);
+    let mut rows = vec![];
+    for _ in 0..10 {
+        let mut row: Vec<(u32, f32)> = vec![];
+        for &c in h.map() {
+            if r.below(8) == 0 {
+                row.push((c, special_value(&mut r)));
+            }
+        }
+        for _ in 0..40 {
+            row.push((r.below(dim as u64) as u32, random_value(&mut r)));
+        }
+        row.push(((dim - 1) as u32, 5.0));
+        rows.push(row);
+    }
+    check_sparse(&h, &rows, "huge dim");
+    let mut map = h.map().to_vec();
+    map[3] = (dim - 1) as u32;
+    let g = Dwta::from_map(&map, dim, 4, 5, 8).unwrap();
+    let codes = check_sparse(&g, &[vec![((dim - 1) as u32, 1.0)]], "top coordinate");
+    // Only bin 0 is non-empty, its hash is 3 (position of the coordinate).
+    assert_eq!(codes[0] & 7, 3);
+    assert_eq!(
+        Dwta::from_map(&map, dim - 1, 4, 5, 8).unwrap_err().status,
+        Status::IndexOutOfRange
+    );
+}

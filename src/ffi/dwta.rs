@@ -26,8 +26,11 @@ use crate::dwta::Dwta;
 /// exactly K*log2(B) bits; higher bits are 0.
 ///
 /// Immutable once created: every function taking `const lshk_dwta *` is safe
-/// to call from many threads at once. Memory: about
-/// 4*(K*L*B*2 + dim + 200*K*L) bytes (map, inverse map, probe tables).
+/// to call from many threads at once. Memory: at most about
+/// 36*K*L*B + 804*K*L bytes (map, transposed map, inverse map, coordinate
+/// filter, densification probe tables), independent of dim; hashing dense
+/// rows also keeps a per-thread scratch block of 128*dim bytes when
+/// dim <= min(2*K*L*B, 8192).
 pub struct lshk_dwta {
     _private: [u8; 0],
 }

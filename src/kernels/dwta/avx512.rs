@@ -24,10 +24,11 @@
 //!   max and its position: NaN never wins and ties keep the earlier
 //!   position.
 //!
-//! Sparse: 16 entries at a time, `vpgatherdd` fetches the used-coordinate
-//! bitmap words, `vpsrlvd` + `vptestmd` give a mask of entries that touch a
-//! bin, ANDed with the non-NaN mask of the values. Only those (about 2% of
-//! entries at Amazon-670K's shape) are folded into the bins, sequentially
+//! Sparse: 16 entries at a time, `vpmulld` + `vpsrld` hash the indices to
+//! coordinate-filter bits, `vpgatherdd` fetches the filter words, and
+//! `vpsrlvd` with `vptestmd` give a mask of entries that may touch a bin, ANDed with the
+//! non-NaN mask of the values. Only those (~4% of entries at Amazon-670K's
+//! shape) are looked up and folded into the bins, sequentially
 //! ([`super::fold_entry`]); sequential read-modify-write is exact for bins
 //! that repeat, so `vpconflictd` is not needed: with so few hits a
 //! gather/max/scatter loop with conflict detection would cost more than it
@@ -37,7 +38,7 @@ use std::arch::x86_64::*;
 use std::cell::RefCell;
 
 use super::{fold_entries, fold_entry, pack_keys, sparse_rows, use_row_blocks, BinState, GROUP};
-use crate::dwta::Dwta;
+use crate::dwta::{Dwta, FILTER_MUL};
 
 thread_local! {
     static HASH: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
@@ -204,15 +205,20 @@ unsafe fn dense_gather_avx512(h: &Dwta, x: &[f32], n: usize, stride: usize, code
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
 unsafe fn fold_avx512(h: &Dwta, idx: &[u32], val: &[f32], st: &mut BinState) {
-    let used = h.used_bitmap().as_ptr().cast::<i32>();
+    let filter = h.filter().as_ptr().cast::<i32>();
+    let shift = _mm_cvtsi32_si128(h.filter_shift() as i32);
     let chunks = idx.len() / 16;
     for c in 0..chunks {
-        // SAFETY: c*16 + 16 <= len for idx and val; every index < dim <
-        // 2^31, so index >> 5 < used.len().
+        // SAFETY: c*16 + 16 <= len for idx and val; a filter bit is below
+        // 2^(32 - shift) = 32 * filter.len(), so its word is in bounds.
         let mut m = unsafe {
             let iv = _mm512_loadu_si512(idx.as_ptr().add(c * 16).cast());
-            let w = _mm512_i32gather_epi32::<4>(_mm512_srli_epi32::<5>(iv), used);
-            let bit = _mm512_srlv_epi32(w, _mm512_and_si512(iv, _mm512_set1_epi32(31)));
+            let hb = _mm512_srl_epi32(
+                _mm512_mullo_epi32(iv, _mm512_set1_epi32(FILTER_MUL as i32)),
+                shift,
+            );
+            let w = _mm512_i32gather_epi32::<4>(_mm512_srli_epi32::<5>(hb), filter);
+            let bit = _mm512_srlv_epi32(w, _mm512_and_si512(hb, _mm512_set1_epi32(31)));
             let v = _mm512_loadu_ps(val.as_ptr().add(c * 16));
             let ord = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(v, v);
             _mm512_mask_test_epi32_mask(ord, bit, _mm512_set1_epi32(1)) as u32

@@ -8,10 +8,11 @@
 //! into the running maximum and its position. There is no horizontal work.
 //!
 //! Sparse tiers turn each stored entry into the bins that hold its
-//! coordinate through the inverse map ([`Dwta::inverse`]), after a cheap
-//! filter on the bitmap of used coordinates ([`Dwta::used_bitmap`]): with
-//! Amazon-670K's shape (2,400 slots over 135,909 coordinates) only ~2% of
-//! entries touch a bin at all. The per-bin state is one `u64`, the
+//! coordinate through the inverse map ([`Dwta::slots_of`], a binary search
+//! over the map's distinct coordinates), after a cheap one-sided filter
+//! ([`Dwta::filter_hit`], ~64 bits per distinct coordinate, L1-resident):
+//! with Amazon-670K's shape (2,400 slots over 135,909 coordinates) only ~2%
+//! of entries touch a bin at all, and ~1.5% more pass the filter falsely. The per-bin state is one `u64`, the
 //! [`combined`] value `(order-preserving key of the value) << 8 | (255 - p)`,
 //! so "largest value, ties to the smallest position" is a plain integer
 //! maximum: exact and independent of the order in which entries arrive.
@@ -138,16 +139,14 @@ pub struct BinState {
     pub occupied: Vec<u32>,
 }
 
-/// Folds stored entry `(c, v)` (v not NaN, `c` a used coordinate) into the
+/// Folds stored entry `(c, v)` (v not NaN) into the
 /// bins holding `c`: sequential read-modify-write of `best`, so bins that
 /// occur several times in `c`'s slot list are handled exactly.
 #[inline(always)]
 pub fn fold_entry(h: &Dwta, c: u32, v: f32, st: &mut BinState) {
-    let (start, slots) = h.inverse();
     let (lb, mask) = (h.log2_bin_size(), h.bin_size() - 1);
     let hi = combined(v, 255); // low byte 0
-    let (s, e) = (start[c as usize] as usize, start[c as usize + 1] as usize);
-    for &slot in &slots[s..e] {
+    for &slot in h.slots_of(c) {
         let j = (slot >> lb) as usize;
         let cand = hi | (255 - (slot & mask)) as u64;
         let old = st.best[j];
@@ -164,9 +163,8 @@ pub fn fold_entry(h: &Dwta, c: u32, v: f32, st: &mut BinState) {
 /// vector tiers): skips NaN values and coordinates in no bin.
 #[inline]
 pub fn fold_entries(h: &Dwta, idx: &[u32], val: &[f32], st: &mut BinState) {
-    let used = h.used_bitmap();
     for (&c, &v) in idx.iter().zip(val) {
-        if (used[c as usize / 32] >> (c % 32)) & 1 == 1 && !v.is_nan() {
+        if h.filter_hit(c) && !v.is_nan() {
             fold_entry(h, c, v, st);
         }
     }
