@@ -26,8 +26,8 @@
 //!
 //! Sparse: 16 entries at a time, `vpmulld` + `vpsrld` hash the indices to
 //! coordinate-filter bits, `vpgatherdd` fetches the filter words, and
-//! `vpsrlvd` with `vptestmd` give a mask of entries that may touch a bin, ANDed with the
-//! non-NaN mask of the values. Only those (~4% of entries at Amazon-670K's
+//! `vpsrlvd` with `vptestmd` give a mask of entries that may touch a bin,
+//! ANDed with the non-NaN mask of the values. Only those (~4% of entries at Amazon-670K's
 //! shape) are looked up and folded into the bins, sequentially
 //! ([`super::fold_entry`]); sequential read-modify-write is exact for bins
 //! that repeat, so `vpconflictd` is not needed: with so few hits a
