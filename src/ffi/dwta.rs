@@ -390,9 +390,9 @@ unsafe fn sparse_impl(
 /// each row the indices must strictly increase (sorted, no duplicates) and
 /// be < dim. Values may be any float (a stored 0.0 is present; NaN never
 /// wins). Empty bins are densified as described at lshk_dwta. n = 0 is a
-/// no-op (then every pointer may be NULL). Runs on the active tier; every
-/// tier gives identical keys. Thread-safe. The whole batch is validated
-/// before anything is written.
+/// no-op (indptr, indices, values and codes may then be NULL). Runs on the
+/// active tier; every tier gives identical keys. Thread-safe. The whole
+/// batch is validated before anything is written.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (indptr[0] != 0,
 /// indptr decreasing, indices unsorted or duplicated within a row,
