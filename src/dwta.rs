@@ -109,7 +109,7 @@ pub struct Dwta {
     inv_coord: Vec<u32>,
     inv_start: Vec<u32>,
     inv_slot: Vec<u32>,
-    /// A one-sided filter of the map's coordinates: bit [`Dwta::filter_bit`]
+    /// A one-sided filter of the map's coordinates: bit [`filter_bit`]
     /// of `c` is set for every `c` in the map (other coordinates may share
     /// a bit; they are then rejected by the binary search).
     filter: Vec<u32>,
@@ -370,7 +370,7 @@ impl Dwta {
             &[]
         }
     }
-    /// The coordinate filter's words (see [`Dwta::filter_bit`]).
+    /// The coordinate filter's words (see [`filter_bit`]).
     pub fn filter(&self) -> &[u32] {
         &self.filter
     }

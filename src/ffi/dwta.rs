@@ -71,7 +71,7 @@ fn write_handle(out: *mut *mut lshk_dwta, h: Dwta) {
 /// The generator is SplitMix64 seeded with `seed`; integers below n come
 /// from Lemire's multiply-shift with rejection; each permutation is the
 /// forward Fisher-Yates pass over a fresh array a = [0, 1, ..., dim-1]:
-/// for i = 0 .. dim-2: swap(a[i], a[i + below(dim - i)]). Entry i is final
+/// `for i = 0 .. dim-2: swap(a[i], a[i + below(dim - i)])`. Entry i is final
 /// after step i, so the last permutation, of which only m entries are kept,
 /// stops after its first min(m, dim-1) steps.
 ///
@@ -385,8 +385,8 @@ unsafe fn sparse_impl(
 
 /// Hashes `n` sparse rows in CSR form into `codes[i * L + l]`
 /// (`codes_len` >= n*L). Row i's entries are `indices[k]`, `values[k]` for
-/// k in indptr[i] .. indptr[i+1]; `indptr` holds n + 1 entries, starts at 0
-/// and never decreases; `indices` and `values` hold indptr[n] entries. In
+/// k in `indptr[i] .. indptr[i+1]`; `indptr` holds n + 1 entries, starts at
+/// 0 and never decreases; `indices` and `values` hold `indptr[n]` entries. In
 /// each row the indices must strictly increase (sorted, no duplicates) and
 /// be < dim. Values may be any float (a stored 0.0 is present; NaN never
 /// wins). Empty bins are densified as described at lshk_dwta. n = 0 is a
@@ -394,14 +394,14 @@ unsafe fn sparse_impl(
 /// active tier; every tier gives identical keys. Thread-safe. The whole
 /// batch is validated before anything is written.
 ///
-/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (indptr[0] != 0,
+/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (`indptr[0] != 0`,
 /// indptr decreasing, indices unsorted or duplicated within a row,
 /// misaligned pointers), INDEX_OUT_OF_RANGE (an index >= dim),
 /// SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len). Nothing is written on error.
 ///
 /// # Safety
 /// `indptr` must hold n + 1 readable size_t; `indices` and `values`
-/// indptr[n] readable elements; `codes` `codes_len` writable u32.
+/// `indptr[n]` readable elements; `codes` `codes_len` writable u32.
 #[no_mangle]
 pub unsafe extern "C" fn lshk_dwta_hash_sparse(
     h: *const lshk_dwta,
