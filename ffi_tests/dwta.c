@@ -54,8 +54,10 @@ int main(void) {
   EXPECT_STATUS(lshk_dwta_new(DIM, K, L, 512, 7, &out), LSHK_STATUS_INVALID_ARGUMENT);
   /* K * log2(B) = 11 * 3 = 33 > 32 bits */
   EXPECT_STATUS(lshk_dwta_new(DIM, 11, L, 8, 7, &out), LSHK_STATUS_INVALID_ARGUMENT);
-  /* K * L = 2^25 > 2^24 bins */
+  /* K * L = 2^25 > 2^20 bins */
   EXPECT_STATUS(lshk_dwta_new(DIM, 32, 1u << 20, 2, 7, &out),
+                LSHK_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(lshk_dwta_new(DIM, 2, (1u << 19) + 1, 2, 7, &out),
                 LSHK_STATUS_INVALID_ARGUMENT);
   {
     /* A misaligned `out`. */

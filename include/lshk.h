@@ -31,7 +31,7 @@
 /*
  A DWTA (densified winner-take-all) bin-max hash family: L tables of K
  bins, each bin B coordinates of the input (B a power of two in 2..=256,
- K*log2(B) <= 32, K*L <= 2^24, 1 <= dim <= 2^31 - 1).
+ K*log2(B) <= 32, K*L <= 2^20, 1 <= dim <= 2^31 - 1).
 
  Bin j = l*K + k holds coordinates map[j*B .. j*B + B] (the bin map, K*L*B
  indices in [0, dim); a map may repeat a coordinate). Its bin hash is the
@@ -243,7 +243,7 @@ const char *lshk_isa_name(lshk_isa isa);
 
  Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim not in
  1..=2^31-1, bin_size not a power of two in 2..=256, K = 0,
- K*log2(bin_size) > 32, L = 0, K*L > 2^24, `out` misaligned),
+ K*log2(bin_size) > 32, L = 0, K*L > 2^20, `out` misaligned),
  ALLOCATION_FAILED.
  */
 lshk_status lshk_dwta_new(uint32_t dim,

@@ -3,7 +3,8 @@
 //! # Parameters
 //! `dim` inputs (1..=2^31-1), `K` bins per table, `L` tables, bins of `B`
 //! coordinates (`B` a power of two in 2..=256), with `K * log2(B) <= 32`
-//! (a table's key fits in 32 bits) and `K * L <= 2^24` bins.
+//! (a table's key fits in 32 bits) and `K * L <= 2^20` bins (the densification
+//! tables take 800 bytes per bin).
 //!
 //! # Bin map
 //! `K*L*B` coordinate indices in `[0, dim)`: bin `j` (`j = l*K + k`) holds
@@ -66,7 +67,7 @@ use crate::rng::SplitMix64;
 /// Densification attempts per empty bin.
 pub const MAX_ATTEMPTS: u32 = 100;
 /// Largest `K * L`.
-pub const MAX_BINS: usize = 1 << 24;
+pub const MAX_BINS: usize = 1 << 20;
 /// Largest `dim` (gathers index with signed 32-bit lanes).
 pub const MAX_DIM: usize = i32::MAX as usize;
 /// Bins per group in the transposed map (one 512-bit vector of i32).

@@ -460,7 +460,11 @@ fn bad_parameters_are_rejected() {
     assert_eq!(e(Dwta::new(10, 2, 2, 12, 0)), Status::InvalidArgument);
     assert_eq!(e(Dwta::new(10, 2, 2, 512, 0)), Status::InvalidArgument);
     assert_eq!(e(Dwta::new(10, 11, 2, 8, 0)), Status::InvalidArgument); // 33 bits
-    assert_eq!(e(Dwta::new(10, 32, 1 << 20, 2, 0)), Status::InvalidArgument); // > 2^24 bins
+    assert_eq!(e(Dwta::new(10, 32, 1 << 20, 2, 0)), Status::InvalidArgument); // > 2^20 bins
+    assert_eq!(
+        e(Dwta::new(10, 2, (1 << 19) + 1, 2, 0)),
+        Status::InvalidArgument
+    ); // 2^20 + 2
     assert_eq!(e(Dwta::new(1 << 31, 1, 1, 2, 0)), Status::InvalidArgument);
     assert_eq!(
         e(Dwta::from_map(&[0, 1, 2], 4, 1, 1, 2)),

@@ -5,7 +5,7 @@ use crate::dwta::Dwta;
 
 /// A DWTA (densified winner-take-all) bin-max hash family: L tables of K
 /// bins, each bin B coordinates of the input (B a power of two in 2..=256,
-/// K*log2(B) <= 32, K*L <= 2^24, 1 <= dim <= 2^31 - 1).
+/// K*log2(B) <= 32, K*L <= 2^20, 1 <= dim <= 2^31 - 1).
 ///
 /// Bin j = l*K + k holds coordinates map[j*B .. j*B + B] (the bin map, K*L*B
 /// indices in [0, dim); a map may repeat a coordinate). Its bin hash is the
@@ -80,7 +80,7 @@ fn write_handle(out: *mut *mut lshk_dwta, h: Dwta) {
 ///
 /// Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim not in
 /// 1..=2^31-1, bin_size not a power of two in 2..=256, K = 0,
-/// K*log2(bin_size) > 32, L = 0, K*L > 2^24, `out` misaligned),
+/// K*log2(bin_size) > 32, L = 0, K*L > 2^20, `out` misaligned),
 /// ALLOCATION_FAILED.
 #[no_mangle]
 pub extern "C" fn lshk_dwta_new(
