@@ -12,17 +12,24 @@
 //!   `vpcmpgtd` (strictly greater: ties keep the earlier position; NaN =
 //!   `i32::MIN` never beats the initial `i32::MIN`), `vpmaxsd` for the
 //!   running max and `vpblendvb` for its position. Keys are packed in
-//!   registers (`vpslld` + `vpor`). No gathers: on Zen 3 this measured about
-//!   6x faster than the gather scheme at 64 rows (see `benches/dwta.md`).
+//!   registers (`vpslld` + `vpor`). No gathers: at 64 rows this measured
+//!   0.17 µs per row on Zen 3, against 1.29 µs for bins in lanes with
+//!   `vgatherdps` and 0.91 µs with the scalar-load gather below (see
+//!   `benches/dwta.md`).
 //! * Bins in lanes (one row, or huge `dim`): a group of 16 bins is two ymm of
-//!   8 bins, processed as two independent chains. For each position p, one
-//!   `vmovdqu` loads the p-th coordinates of 8 bins from the transposed map
-//!   and `vgatherdps` (`_mm256_i32gather_ps`) fetches the row's values there.
-//!   A lane wins when `vcmpps` with `_CMP_NLE_UQ` (not `v <= max`: true when
-//!   v is larger or the running max is still NaN = "no winner yet") AND
-//!   `_CMP_ORD_Q(v, v)` (v is not NaN): NaN never wins, equal values
-//!   (including -0/+0) keep the earlier position, a NaN-only prefix is
-//!   skipped. Two `vblendvps` carry the running max and its position.
+//!   8 bins, processed as two independent chains. For each position p, the
+//!   transposed map gives the p-th coordinates of the 16 bins contiguously;
+//!   the row's values there are loaded one by one into two ymm. That is a
+//!   gather, but not `vgatherdps`: on Zen 3, 2,400 elements took 1.40 µs
+//!   with `vgatherdps` ymm, 1.75 µs with xmm gathers and 0.86 µs with 8
+//!   scalar loads + inserts (min of 30, same process), and this kernel went
+//!   from 1.35 to 0.95 µs per row. A lane wins when `vcmpps` with
+//!   `_CMP_NLE_UQ` (not `v <= max`: true when v is larger or the running max
+//!   is still NaN = "no winner yet") AND `_CMP_ORD_Q(v, v)` (v is not NaN):
+//!   NaN never wins, equal values (including -0/+0) keep the earlier
+//!   position, a NaN-only prefix is skipped. Two `vblendvps` carry the
+//!   running max and its position. (Gathering precomputed integer keys
+//!   instead measured the same: the loads bound this loop.)
 //!
 //! Sparse: 8 entries at a time, `vpmulld` + `vpsrld` hash the indices to
 //! coordinate-filter bits, `vpgatherdd` fetches the filter words, `vpsrlvd`
@@ -62,7 +69,7 @@ pub fn dense(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
     if !use_row_blocks(h) {
         // SAFETY: the dispatcher selects this tier only when the CPU has
         // avx2; lengths were checked by Dwta::hash_dense_isa.
-        unsafe { dense_gather_avx2(h, x, n, stride, codes) };
+        unsafe { dense_bins_avx2(h, x, n, stride, codes) };
         return;
     }
     let l = h.tables() as usize;
@@ -71,11 +78,11 @@ pub fn dense(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
         let r = n - i;
         let (xs, cs) = (&x[i * stride..], &mut codes[i * l..]);
         // SAFETY: as above; rows i.. of x and codes exist (checked lengths).
-        // Block sizes by measured cost: one row is cheaper with gathers,
+        // Block sizes by measured cost: one row is cheaper with bins in lanes,
         // otherwise the smallest block that holds the rows left.
         let done = unsafe {
             match r {
-                1 => dense_gather_avx2(h, xs, 1, stride, cs),
+                1 => dense_bins_avx2(h, xs, 1, stride, cs),
                 2..=8 => dense_rows_avx2::<1>(h, xs, r, stride, cs),
                 9..=16 => dense_rows_avx2::<2>(h, xs, r, stride, cs),
                 _ => dense_rows_avx2::<4>(h, xs, r.min(32), stride, cs),
@@ -94,7 +101,7 @@ pub fn sparse(h: &Dwta, indptr: &[usize], indices: &[u32], values: &[f32], codes
 }
 
 /// Bin hashes of the 16 bins of group `base` (`B` rows of 16 coordinates)
-/// for one row, stored to `out[0..16]`.
+/// for one row, stored to `out[0..16]` (bins in lanes).
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn group_avx2(row: *const f32, base: *const i32, bs: usize, out: *mut u32) {
@@ -107,10 +114,13 @@ unsafe fn group_avx2(row: *const f32, base: *const i32, bs: usize, out: *mut u32
         let mut p1 = p0;
         for p in 0..bs {
             let pv = _mm256_castsi256_ps(_mm256_set1_epi32(p as i32));
-            let i0 = _mm256_loadu_si256(base.add(p * GROUP).cast());
-            let i1 = _mm256_loadu_si256(base.add(p * GROUP + 8).cast());
-            let v0 = _mm256_i32gather_ps::<4>(row, i0);
-            let v1 = _mm256_i32gather_ps::<4>(row, i1);
+            // The p-th coordinates of the 16 bins, loaded one by one and
+            // inserted (`vmovss`/`vinsertps`/`vinsertf128`): on Zen 3 this
+            // measured 1.4x faster than `vgatherdps` (see the module doc).
+            let b = base.add(p * GROUP);
+            let ld = |u: usize| *row.add(*b.add(u) as usize);
+            let v0 = _mm256_setr_ps(ld(0), ld(1), ld(2), ld(3), ld(4), ld(5), ld(6), ld(7));
+            let v1 = _mm256_setr_ps(ld(8), ld(9), ld(10), ld(11), ld(12), ld(13), ld(14), ld(15));
             let w0 = _mm256_and_ps(
                 _mm256_cmp_ps::<_CMP_NLE_UQ>(v0, m0),
                 _mm256_cmp_ps::<_CMP_ORD_Q>(v0, v0),
@@ -290,7 +300,7 @@ unsafe fn dense_rows_avx2<const V: usize>(
 }
 
 #[target_feature(enable = "avx2")]
-unsafe fn dense_gather_avx2(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
+unsafe fn dense_bins_avx2(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
     let (bs, groups, l) = (h.bin_size() as usize, h.num_groups(), h.tables() as usize);
     let mt = h.map_t().as_ptr();
     HASH.with(|hs| {
