@@ -30,7 +30,7 @@ use crate::dwta::Dwta;
 /// 36*K*L*B + 804*K*L bytes (map, transposed map, inverse map, coordinate
 /// filter, densification probe tables), independent of dim; hashing dense
 /// rows also keeps a per-thread scratch block of 128*dim bytes when
-/// dim <= min(2*K*L*B, 8192).
+/// dim <= min(K*L*B, 2048).
 pub struct lshk_dwta {
     _private: [u8; 0],
 }

@@ -3,8 +3,8 @@
 //! Dense, two schemes (both exact; chosen per call by
 //! [`super::use_row_blocks`] and the number of rows):
 //!
-//! * Rows in lanes (the default for several rows when `dim <= 2*K*L*B` and
-//!   `dim <= 8192`): 8, 16 or 32 rows are converted to order-preserving
+//! * Rows in lanes (the default for several rows when `dim <= K*L*B` and
+//!   `dim <= 2048`): 8, 16 or 32 rows are converted to order-preserving
 //!   integer keys (`vpsrad`/`vpxor`/`vpsubd`, NaN -> `i32::MIN` with
 //!   `vpcmpgtd` + `vpblendvb`) and transposed (`vunpcklps`/`vshufps`/
 //!   `vperm2f128` 8x8 tiles) into a `dim x rows` block. Each bin position is
