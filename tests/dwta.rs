@@ -553,3 +553,50 @@ fn huge_dim_costs_the_map_not_dim() {
         Status::IndexOutOfRange
     );
 }
+
+#[test]
+fn shared_family_from_many_threads() {
+    // One family, many threads, every tier: per-thread scratch only, so
+    // results equal the single-threaded oracle.
+    let h = std::sync::Arc::new(Dwta::new(128, 6, 50, 8, 21).unwrap());
+    let mut r = SplitMix64::new(22);
+    let x: std::sync::Arc<Vec<f32>> =
+        std::sync::Arc::new((0..40 * 128).map(|_| random_value(&mut r)).collect());
+    let rows: Vec<Vec<(u32, f32)>> = (0..40)
+        .map(|_| random_row(&mut r, 128, 0.05, true))
+        .collect();
+    let (indptr, idx, val) = csr(&rows);
+    let mut want_d = vec![0u32; 40 * 50];
+    let mut want_s = vec![0u32; 40 * 50];
+    h.hash_dense_isa(Isa::Scalar, &x, 40, 128, &mut want_d)
+        .unwrap();
+    h.hash_sparse_isa(Isa::Scalar, &indptr, &idx, &val, &mut want_s)
+        .unwrap();
+    let csr = std::sync::Arc::new((indptr, idx, val));
+    let handles: Vec<_> = (0..6)
+        .map(|t| {
+            let (h, x, csr) = (h.clone(), x.clone(), csr.clone());
+            std::thread::spawn(move || {
+                let tiers: Vec<Isa> = Isa::supported().collect();
+                let mut out = vec![];
+                for it in 0..50 {
+                    let tier = tiers[(t + it) % tiers.len()];
+                    let n = 1 + (t * 7 + it) % 40;
+                    let mut d = vec![0u32; n * 50];
+                    h.hash_dense_isa(tier, &x, n, 128, &mut d).unwrap();
+                    let mut s = vec![0u32; 40 * 50];
+                    h.hash_sparse_isa(tier, &csr.0, &csr.1, &csr.2, &mut s)
+                        .unwrap();
+                    out.push((n, d, s));
+                }
+                out
+            })
+        })
+        .collect();
+    for th in handles {
+        for (n, d, s) in th.join().unwrap() {
+            assert_eq!(d, want_d[..n * 50]);
+            assert_eq!(s, want_s);
+        }
+    }
+}
