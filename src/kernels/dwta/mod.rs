@@ -1,22 +1,29 @@
 //! DWTA kernels: bin-max hashing of dense rows and of CSR rows (with
 //! densification), per tier. Semantics: [`crate::dwta`].
 //!
-//! Dense tiers put bins in vector lanes: for each group of [`GROUP`] bins the
-//! transposed map ([`Dwta::map_t`]) gives the p-th coordinate of every bin
-//! of the group as one contiguous index vector, the row's values at those
-//! coordinates are gathered, compared with the running maximum and blended
-//! into the running maximum and its position. There is no horizontal work.
+//! Dense tiers have two exact schemes, neither with horizontal work:
+//! * rows in lanes (batches, when [`use_row_blocks`]): a block of rows is
+//!   converted to order-preserving integer keys ([`ordered_key`]) and
+//!   transposed to `dim x rows`; each bin position is then one contiguous
+//!   vector load, a strict integer compare, a max and a blend of the
+//!   position;
+//! * bins in lanes (a single row, or inputs much wider than the bins): for
+//!   each group of [`GROUP`] bins the transposed map ([`Dwta::map_t`]) gives
+//!   the p-th coordinate of every bin of the group contiguously; the row's
+//!   values there are gathered, compared with the running maximum and
+//!   blended into the running maximum and its position.
 //!
 //! Sparse tiers turn each stored entry into the bins that hold its
 //! coordinate through the inverse map ([`Dwta::slots_of`], a binary search
 //! over the map's distinct coordinates), after a cheap one-sided filter
-//! ([`Dwta::filter_hit`], ~64 bits per distinct coordinate, L1-resident):
-//! with Amazon-670K's shape (2,400 slots over 135,909 coordinates) only ~2%
-//! of entries touch a bin at all, and ~1.5% more pass the filter falsely. The per-bin state is one `u64`, the
-//! [`combined`] value `(order-preserving key of the value) << 8 | (255 - p)`,
-//! so "largest value, ties to the smallest position" is a plain integer
-//! maximum: exact and independent of the order in which entries arrive.
-//! Bins never written stay 0 (= empty; NaN entries are skipped). The shared
+//! ([`Dwta::filter_hit`], ~64 bits per distinct coordinate): with
+//! Amazon-670K's shape (2,400 slots over 135,909 coordinates) only ~2% of
+//! entries touch a bin at all, and ~1.5% more pass the filter falsely. The
+//! per-bin state is one `u64`, the [`combined`] value
+//! `(order-preserving key of the value) << 8 | (255 - p)`, so "largest
+//! value, ties to the smallest position" is a plain integer maximum: exact
+//! and independent of the order in which entries arrive. Bins never written
+//! stay 0 (= empty; NaN entries are skipped). The shared
 //! [`finish_sparse_row`] then densifies and packs the keys.
 
 use std::cell::RefCell;
