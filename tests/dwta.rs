@@ -69,11 +69,23 @@ fn shapes() -> Vec<(u32, u32, u32)> {
 
 const DIMS: [usize; 12] = [1, 2, 3, 5, 7, 8, 9, 16, 17, 33, 128, 4096];
 
+/// Every key fits in K*log2(B) bits (no overlapping fields, no INT_MIN or
+/// other garbage left by densification).
+fn assert_key_width(h: &Dwta, codes: &[u32], what: &str) {
+    let bits = h.bins_per_table() * h.log2_bin_size();
+    if bits < 32 {
+        for &c in codes {
+            assert!(c >> bits == 0, "{what}: key {c:#x} wider than {bits} bits");
+        }
+    }
+}
+
 fn check_dense(h: &Dwta, x: &[f32], n: usize, stride: usize, what: &str) {
     let l = h.tables() as usize;
     let mut want = vec![0u32; n * l];
     h.hash_dense_isa(Isa::Scalar, x, n, stride, &mut want)
         .unwrap();
+    assert_key_width(h, &want, what);
     for &t in &tiers() {
         let mut got = vec![0xDEAD_BEEFu32; n * l + 1];
         h.hash_dense_isa(t, x, n, stride, &mut got[..n * l])
@@ -168,6 +180,7 @@ fn check_sparse(h: &Dwta, rows: &[Vec<(u32, f32)>], what: &str) -> Vec<u32> {
     let mut want = vec![0u32; n * l];
     h.hash_sparse_isa(Isa::Scalar, &indptr, &idx, &val, &mut want)
         .unwrap();
+    assert_key_width(h, &want, what);
     for &t in &tiers() {
         let mut got = vec![0xDEAD_BEEFu32; n * l + 1];
         h.hash_sparse_isa(t, &indptr, &idx, &val, &mut got[..n * l])
