@@ -482,6 +482,13 @@ impl Dwta {
         }
         for i in 0..n {
             let row = &indices[indptr[i]..indptr[i + 1]];
+            // Fast path: strictly increasing (branch-free fold) and, then,
+            // all below dim iff the last one is. The slow loop below only
+            // runs to describe an error.
+            let increasing = row.windows(2).fold(true, |ok, w| ok & (w[0] < w[1]));
+            if increasing && row.last().is_none_or(|&c| (c as usize) < self.dim) {
+                continue;
+            }
             for (u, &c) in row.iter().enumerate() {
                 if c as usize >= self.dim {
                     return Err(Error::new(
