@@ -29,6 +29,38 @@
 
 
 /*
+ A DWTA (densified winner-take-all) bin-max hash family: L tables of K
+ bins, each bin B coordinates of the input (B a power of two in 2..=256,
+ K*log2(B) <= 32, K*L <= 2^20, 1 <= dim <= 2^31 - 1).
+
+ Bin j = l*K + k holds coordinates map[j*B .. j*B + B] (the bin map, K*L*B
+ indices in [0, dim); a map may repeat a coordinate). Its bin hash is the
+ position p in [0, B) of the largest value among its present coordinates;
+ ties go to the smallest p (so -0.0 and +0.0, equal, keep the earlier);
+ NaN never wins. Dense rows: every coordinate is present, and a bin whose
+ values are all NaN hashes to 0. Sparse (CSR) rows: only stored entries are
+ present (a stored 0.0 is present); a bin with no present non-NaN value is
+ empty and is densified: it takes the hash of the first non-empty bin
+ among probe(j, 1), ..., probe(j, 100), where
+ probe(j, a) = ((A*(128*j + a) + C) mod (2^61 - 1)) mod (K*L),
+ A = 0x1E3779B97F4A7C15, C = 0x0B58476D1CE4E5B9 (exact integer arithmetic;
+ a fixed 2-universal hash over all K*L bins), or 0 if all 100 probes are
+ empty. Only a bin's own entries make it a donor. A sparse row with no
+ entries gets all-zero keys.
+
+ The key of table l is sum over k of hash(l*K + k) << (k * log2(B)):
+ exactly K*log2(B) bits; higher bits are 0.
+
+ Immutable once created: every function taking `const lshk_dwta *` is safe
+ to call from many threads at once. Memory: at most about
+ 36*K*L*B + 804*K*L bytes (map, transposed map, inverse map, coordinate
+ filter, densification probe tables), independent of dim; hashing dense
+ rows also keeps a per-thread scratch block of 128*dim bytes when
+ dim <= min(K*L*B, 2048).
+ */
+typedef struct lshk_dwta lshk_dwta;
+
+/*
  A SimHash family: L tables of K sign bits each, from K*L hyperplanes.
  Immutable once created: every function taking `const lshk_simhash *` is
  safe to call from many threads at once.
@@ -260,6 +292,188 @@ lshk_status lshk_isa_set_max(lshk_isa max);
  `"unknown"`. Static string.
  */
 const char *lshk_isa_name(lshk_isa isa);
+
+/*
+ Creates a DWTA family of `tables` (L) tables of `bins_per_table` (K)
+ bins of `bin_size` (B) coordinates over `dim`-dimensional inputs, from
+ `seed`.
+
+ The bin map is fixed for ever by the seed (same map, bit for bit, in
+ every version and on every platform): ceil(K*L*B / dim) independent
+ uniform permutations of [0, dim), concatenated and cut to K*L*B entries.
+ The generator is SplitMix64 seeded with `seed`; integers below n come
+ from Lemire's multiply-shift with rejection; each permutation is the
+ forward Fisher-Yates pass over a fresh array a = [0, 1, ..., dim-1]:
+ `for i = 0 .. dim-2: swap(a[i], a[i + below(dim - i)])`. Entry i is final
+ after step i, so the last permutation, of which only m entries are kept,
+ stops after its first min(m, dim-1) steps.
+
+ On success `*out` receives a new handle (free it with lshk_dwta_free);
+ on failure `*out` is not written.
+
+ Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim not in
+ 1..=2^31-1, bin_size not a power of two in 2..=256, K = 0,
+ K*log2(bin_size) > 32, L = 0, K*L > 2^20, `out` misaligned),
+ ALLOCATION_FAILED.
+ */
+lshk_status lshk_dwta_new(uint32_t dim,
+                          uint32_t bins_per_table,
+                          uint32_t tables,
+                          uint32_t bin_size,
+                          uint64_t seed,
+                          struct lshk_dwta **out);
+
+/*
+ Creates a DWTA family from a caller-given bin map: `map` holds
+ `map_len` = K*L*bin_size coordinates, bin-major (bin j = l*K + k is
+ map[j*B .. j*B + B]), each < dim; repeats are allowed. The map is copied.
+ Same shape rules as lshk_dwta_new.
+
+ Errors: NULL_POINTER (`out`, or `map` with map_len > 0), INVALID_ARGUMENT
+ (shape as in lshk_dwta_new; map_len != K*L*B; `map` or `out`
+ misaligned), INDEX_OUT_OF_RANGE (an entry >= dim), SIZE_OVERFLOW,
+ ALLOCATION_FAILED. `*out` is written only on success.
+
+ # Safety
+ `map` must point to `map_len` readable u32.
+ */
+lshk_status lshk_dwta_from_map(const uint32_t *map,
+                               size_t map_len,
+                               uint32_t dim,
+                               uint32_t bins_per_table,
+                               uint32_t tables,
+                               uint32_t bin_size,
+                               struct lshk_dwta **out);
+
+/*
+ Releases a family. NULL is a no-op. A freed or foreign handle is
+ reported as INVALID_HANDLE and otherwise ignored.
+
+ # Safety
+ `h` is NULL or a handle from lshk_dwta_new/_from_map that no other thread
+ is using.
+ */
+lshk_status lshk_dwta_free(struct lshk_dwta *h);
+
+/*
+ Shape of a family: writes dim, K, L and B into the non-NULL pointers
+ among `dim`, `bins_per_table`, `tables`, `bin_size`.
+
+ Errors: NULL_POINTER (`h`), INVALID_HANDLE, INVALID_ARGUMENT (a
+ misaligned output pointer). Nothing is written on error.
+
+ # Safety
+ Non-NULL output pointers must be writable.
+ */
+lshk_status lshk_dwta_shape(const struct lshk_dwta *h,
+                            uint32_t *dim,
+                            uint32_t *bins_per_table,
+                            uint32_t *tables,
+                            uint32_t *bin_size);
+
+/*
+ Copies the bin map (K*L*B coordinates, bin-major) into `out`
+ (`out_len` >= K*L*B). lshk_dwta_from_map of the copy gives the same
+ family.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, BUFFER_TOO_SMALL, INVALID_ARGUMENT
+ (`out` misaligned). Nothing is written on error.
+
+ # Safety
+ `out` must hold `out_len` writable u32.
+ */
+lshk_status lshk_dwta_copy_map(const struct lshk_dwta *h,
+                               uint32_t *out,
+                               size_t out_len);
+
+/*
+ Hashes `n` dense rows of `x` (row i at `x + i * x_stride`,
+ `x_stride >= dim` elements) into `codes[i * L + l]` (`codes_len` >= n*L):
+ the key of table l (see lshk_dwta for the bin hash and the key layout).
+ Any float is allowed (NaN never wins a bin; an all-NaN bin hashes to 0).
+ n = 0 is a no-op. Runs on the active tier (lshk_isa_active); every tier
+ gives identical keys. Thread-safe.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (x_stride < dim,
+ misaligned pointers), SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len).
+ Nothing is written on error.
+
+ # Safety
+ `x` must hold (n-1)*x_stride + dim readable floats (or be NULL with
+ n = 0); `codes` must hold `codes_len` writable u32.
+ */
+lshk_status lshk_dwta_hash_dense(const struct lshk_dwta *h,
+                                 const float *x,
+                                 size_t n,
+                                 size_t x_stride,
+                                 uint32_t *codes,
+                                 size_t codes_len);
+
+/*
+ lshk_dwta_hash_dense on one chosen tier `isa` (for tests and
+ benchmarks). The tier cap (LSHK_MAX_ISA) does not apply here.
+
+ Errors: as lshk_dwta_hash_dense, plus INVALID_ARGUMENT (not an
+ LSHK_ISA_* value) and UNSUPPORTED_ISA (this CPU lacks the tier).
+
+ # Safety
+ As lshk_dwta_hash_dense.
+ */
+lshk_status lshk_dwta_hash_dense_isa(lshk_isa isa,
+                                     const struct lshk_dwta *h,
+                                     const float *x,
+                                     size_t n,
+                                     size_t x_stride,
+                                     uint32_t *codes,
+                                     size_t codes_len);
+
+/*
+ Hashes `n` sparse rows in CSR form into `codes[i * L + l]`
+ (`codes_len` >= n*L). Row i's entries are `indices[k]`, `values[k]` for
+ k in `indptr[i] .. indptr[i+1]`; `indptr` holds n + 1 entries, starts at
+ 0 and never decreases; `indices` and `values` hold `indptr[n]` entries. In
+ each row the indices must strictly increase (sorted, no duplicates) and
+ be < dim. Values may be any float (a stored 0.0 is present; NaN never
+ wins). Empty bins are densified as described at lshk_dwta. n = 0 is a
+ no-op (indptr, indices, values and codes may then be NULL). Runs on the
+ active tier; every tier gives identical keys. Thread-safe. The whole
+ batch is validated before anything is written.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (`indptr[0] != 0`,
+ indptr decreasing, indices unsorted or duplicated within a row,
+ misaligned pointers), INDEX_OUT_OF_RANGE (an index >= dim),
+ SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len). Nothing is written on error.
+
+ # Safety
+ `indptr` must hold n + 1 readable size_t; `indices` and `values`
+ `indptr[n]` readable elements; `codes` `codes_len` writable u32.
+ */
+lshk_status lshk_dwta_hash_sparse(const struct lshk_dwta *h,
+                                  const size_t *indptr,
+                                  const uint32_t *indices,
+                                  const float *values,
+                                  size_t n,
+                                  uint32_t *codes,
+                                  size_t codes_len);
+
+/*
+ lshk_dwta_hash_sparse on one chosen tier `isa` (for tests and
+ benchmarks). The tier cap (LSHK_MAX_ISA) does not apply here.
+
+ Errors: as lshk_dwta_hash_sparse, plus INVALID_ARGUMENT (not an
+ LSHK_ISA_* value) and UNSUPPORTED_ISA (this CPU lacks the tier).
+
+ # Safety
+ As lshk_dwta_hash_sparse.
+ */
+lshk_status lshk_dwta_hash_sparse_isa(lshk_isa isa,
+                                      const struct lshk_dwta *h,
+                                      const size_t *indptr,
+                                      const uint32_t *indices,
+                                      const float *values,
+                                      size_t n,
+                                      uint32_t *codes,
+                                      size_t codes_len);
 
 /*
  Gathered matmul, f32 weights: for every query `i < nq` and every `j` in

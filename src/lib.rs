@@ -14,6 +14,8 @@ pub mod crc32c;
 /// cbindgen:ignore
 pub mod data;
 /// cbindgen:ignore
+pub mod dwta;
+/// cbindgen:ignore
 pub mod error;
 /// cbindgen:ignore
 pub mod format;
@@ -32,6 +34,7 @@ pub mod tables;
 
 pub mod ffi;
 
+pub use dwta::Dwta;
 pub use error::{Error, Result, Status};
 pub use isa::Isa;
 pub use simhash::SimHash;

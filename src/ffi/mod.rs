@@ -11,6 +11,7 @@
 
 #![allow(non_camel_case_types)]
 
+pub mod dwta;
 pub mod handle;
 pub mod matmul;
 pub mod simhash;
