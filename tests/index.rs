@@ -420,7 +420,9 @@ fn recall_on_structured_layer() {
         "top-10 recall {recall:.3} with K=8 L=40 BiasAug, {:.0} candidates per query of {rows}",
         st.candidates_total as f64 / 100.0
     );
-    assert!(recall >= 0.8, "recall {recall}");
+    // Measured 0.958 (3,152 candidates per query); the floor leaves room
+    // for platform rounding of near-zero projections.
+    assert!(recall >= 0.9, "recall {recall}");
 }
 
 #[test]
