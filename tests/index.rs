@@ -879,3 +879,105 @@ fn default_range_bits_rule() {
     assert_eq!(default_range_bits(Family::Dwta, 6, 8, 670_091), 18);
     assert_eq!(default_range_bits(Family::SimHash, 4, 8, 1), 2);
 }
+
+/// Not a timed test: a W1-shaped measurement for the notes, run by hand with
+/// `cargo test --release --test index w1_figures -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn w1_figures() {
+    use std::time::Instant;
+    let (rows, dim) = (670_091, 128);
+    let lay = structured_layer(rows, dim, 4000, 1);
+    let nq = 256;
+    let (q, labels) = lshk::data::queries_near_labels(&lay.w, rows, dim, nq, 2);
+    for (bits, tables) in [(12u32, 50u32), (14, 50), (16, 50)] {
+        let p = IndexParams {
+            bits,
+            tables,
+            ..Default::default()
+        };
+        let t = Instant::now();
+        let idx = Index::build(&lay.w, Some(&lay.bias), rows, dim, dim, &p, None).unwrap();
+        let build = t.elapsed().as_secs_f64();
+        let k = 10;
+        let mut ids = vec![0u32; nq * k];
+        let mut sc = vec![0f32; nq * k];
+        let mut st = QueryStats::default();
+        let g = GatherParams::default();
+        idx.query(&q, nq, dim, k as u32, &g, &mut ids, &mut sc, Some(&mut st))
+            .unwrap();
+        let t = Instant::now();
+        for i in 0..nq {
+            idx.query(
+                &q[i * dim..],
+                1,
+                dim,
+                k as u32,
+                &g,
+                &mut ids[i * k..],
+                &mut sc[i * k..],
+                None,
+            )
+            .unwrap();
+        }
+        let b1 = t.elapsed().as_secs_f64() / nq as f64;
+        let t = Instant::now();
+        for c in 0..nq / 64 {
+            idx.query(
+                &q[c * 64 * dim..],
+                64,
+                dim,
+                k as u32,
+                &g,
+                &mut ids[c * 64 * k..],
+                &mut sc[c * 64 * k..],
+                None,
+            )
+            .unwrap();
+        }
+        let b64 = t.elapsed().as_secs_f64() / nq as f64;
+        // Exact top-10 of the first 64 queries.
+        let mut hit = 0;
+        let mut lab = 0;
+        for i in 0..64 {
+            let qi = &q[i * dim..(i + 1) * dim];
+            let mut all: Vec<(f32, u32)> = (0..rows)
+                .map(|r| {
+                    let d: f32 = lay.w[r * dim..(r + 1) * dim]
+                        .iter()
+                        .zip(qi)
+                        .map(|(a, b)| a * b)
+                        .sum();
+                    (d + lay.bias[r], r as u32)
+                })
+                .collect();
+            all.select_nth_unstable_by(k, |a, b| b.0.partial_cmp(&a.0).unwrap());
+            let top: BTreeSet<u32> = all[..k].iter().map(|v| v.1).collect();
+            hit += ids[i * k..(i + 1) * k]
+                .iter()
+                .filter(|id| top.contains(id))
+                .count();
+            lab += ids[i * k..(i + 1) * k].contains(&labels[i]) as usize;
+        }
+        println!(
+            "W1 K={bits} L={tables}: build {build:.2} s, memory {:.0} MB, {:.0} candidates/query, \
+             {:.3} ms/query at B=1, {:.3} ms/query at B=64, top-10 recall {:.3}, label in top-10 {:.3}",
+            idx.memory_bytes() as f64 / 1e6,
+            st.candidates_total as f64 / nq as f64,
+            b1 * 1e3,
+            b64 * 1e3,
+            hit as f64 / (64 * k) as f64,
+            lab as f64 / 64.0
+        );
+        let path = tmp("w1.lshk");
+        let t = Instant::now();
+        idx.save(&path).unwrap();
+        let save = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let back = Index::load(&path).unwrap();
+        let load = t.elapsed().as_secs_f64();
+        println!("  save {save:.2} s, load {load:.2} s (weights mapped)");
+        drop(back);
+        std::fs::remove_file(&path).ok();
+    }
+}
