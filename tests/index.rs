@@ -890,7 +890,11 @@ fn w1_figures() {
     let lay = structured_layer(rows, dim, 4000, 1);
     let nq = 256;
     let (q, labels) = lshk::data::queries_near_labels(&lay.w, rows, dim, nq, 2);
-    for (bits, tables) in [(12u32, 50u32), (14, 50), (16, 50)] {
+    let shapes: Vec<(u32, u32)> = match std::env::var("LSHK_W1_SHAPES") {
+        Ok(v) if v == "12" => vec![(12, 50)],
+        _ => vec![(12, 50), (14, 50), (16, 50)],
+    };
+    for (bits, tables) in shapes {
         let p = IndexParams {
             bits,
             tables,
@@ -969,6 +973,54 @@ fn w1_figures() {
             hit as f64 / (64 * k) as f64,
             lab as f64 / 64.0
         );
+        // Stage breakdown at B = 1 with the public kernels (same work).
+        {
+            let sh = idx.simhash().unwrap();
+            let l = tables as usize;
+            let mut codes = vec![0u32; l];
+            let mut gr = lshk::tables::GatherResult::default();
+            let mut scores = Vec::new();
+            let (mut th, mut tg, mut tm, mut tk) = (0f64, 0f64, 0f64, 0f64);
+            let wm = idx.weight_matrix();
+            for i in 0..nq {
+                let qi = &q[i * dim..(i + 1) * dim];
+                let t = Instant::now();
+                sh.hash(qi, 1, dim, &mut codes).unwrap();
+                th += t.elapsed().as_secs_f64();
+                let t = Instant::now();
+                let input = lshk::tables::GatherInput {
+                    codes: &codes,
+                    q: 1,
+                    ..Default::default()
+                };
+                idx.tables().gather(&g, &input, false, &mut gr).unwrap();
+                tg += t.elapsed().as_secs_f64();
+                let t = Instant::now();
+                scores.resize(gr.ids.len(), 0.0);
+                wm.matmul(qi, 1, dim, &gr.ids, &gr.offsets, &mut scores)
+                    .unwrap();
+                tm += t.elapsed().as_secs_f64();
+                let t = Instant::now();
+                lshk::matmul::topk(
+                    &scores,
+                    Some(&gr.ids),
+                    &gr.offsets,
+                    k,
+                    &mut ids[..k],
+                    &mut sc[..k],
+                )
+                .unwrap();
+                tk += t.elapsed().as_secs_f64();
+            }
+            let us = |v: f64| v / nq as f64 * 1e6;
+            println!(
+                "  B=1 stages: hash {:.1} us, gather {:.1} us, matmul {:.1} us, top-k {:.1} us",
+                us(th),
+                us(tg),
+                us(tm),
+                us(tk)
+            );
+        }
         let path = tmp("w1.lshk");
         let t = Instant::now();
         idx.save(&path).unwrap();
