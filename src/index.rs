@@ -35,8 +35,8 @@
 //!   load and must equal the stored planes / map bit for bit.
 //! * `TOFFS`: for each table in order, its `2^range_bits + 1` u32 bucket
 //!   offsets; `TIDLEN`: `L` u64, the number of ids of each table; `TIDS`:
-//!   the tables' ids, concatenated; `TROWB`: the `L x rows` u32
-//!   row-to-bucket map (table-major).
+//!   the tables' ids, concatenated. (The index's tables are frozen: no
+//!   row-to-bucket map is kept or stored, see [`Tables::freeze`].)
 //! * `BIAS` (optional): `rows` f32.
 //! * `WEIGHTS` (absent for [`Storage::BorrowedF32`]): `rows x dim`, no row
 //!   padding, f32 / bf16 bits / f16 bits / i8; with int8 also `WSCALES`
@@ -721,7 +721,7 @@ impl Index {
         }
 
         // ---- tables
-        let tables = Box::new(Tables::build(
+        let mut tables = Box::new(Tables::build(
             &codes,
             rows,
             p.tables,
@@ -731,6 +731,9 @@ impl Index {
             p.threads,
         )?);
         drop(codes);
+        // The index never updates its tables: drop the row-to-bucket map
+        // (as large as the ids).
+        tables.freeze();
 
         // ---- weights and bias
         let cnt = checked_mul(rows, dim, "rows * dim")?;
@@ -1174,10 +1177,6 @@ impl Index {
                 .map(|t| format::as_bytes(self.tables.csr(t).1))
                 .collect(),
         ));
-        secs.push(SectionOut::new(
-            "TROWB",
-            vec![format::as_bytes(self.tables.row_buckets())],
-        ));
         if let Some(b) = &self.bias {
             secs.push(SectionOut::new("BIAS", vec![format::as_bytes(b)]));
         }
@@ -1357,7 +1356,6 @@ impl Index {
         let toffs: &[u32] = cast_slice(c.section("TOFFS")?, "TOFFS")?;
         let idlen: &[u64] = cast_slice(c.section("TIDLEN")?, "TIDLEN")?;
         let tids: &[u32] = cast_slice(c.section("TIDS")?, "TIDS")?;
-        let trowb: &[u32] = cast_slice(c.section("TROWB")?, "TROWB")?;
         if toffs.len() as u128 != l as u128 * nb1 as u128 {
             return Err(bad(format!(
                 "TOFFS holds {} offsets, L * (2^range_bits + 1) = {} expected",
@@ -1388,17 +1386,8 @@ impl Index {
             at += n;
         }
         let tabs = Box::new(
-            Tables::from_parts(
-                rows,
-                range_bits,
-                bucket_cap,
-                seed,
-                0,
-                offs,
-                ids,
-                trowb.to_vec(),
-            )
-            .map_err(|e| bad(e.message))?,
+            Tables::from_parts(rows, range_bits, bucket_cap, seed, 0, offs, ids, Vec::new())
+                .map_err(|e| bad(e.message))?,
         );
         // ---- bias
         let bias = match (c.optional("BIAS"), flags & FLAG_BIAS != 0) {
