@@ -200,6 +200,9 @@ void test_simhash() {
   CHECK(back.hash(x) == want);
   back.reset();
   CHECK(!back);
+  // Empty batches: no rows, no codes.
+  lshk::SimHash fresh(kDim, kBits, kTables);
+  CHECK(fresh.hash(std::vector<float>{}).empty() && fresh.project(std::vector<float>{}).empty());
   std::vector<lshk::SimHash> many;
   for (uint32_t s = 0; s < 10; s++) many.emplace_back(8, 4, 3, s % 4, s);  // reallocations move
   CHECK(many[9].dim() == 8);
@@ -370,6 +373,10 @@ void test_tables() {
   const uint32_t *before = r.ids().data();
   t.gather(qc, r, opt);
   CHECK(r.ids().data() == before && equal(r.ids(), want2.ids));
+
+  // No queries: one offset, no ids.
+  lshk::GatherResult r0 = t.gather(std::vector<uint32_t>{});
+  CHECK(r0.queries() == 0 && r0.total() == 0 && r0.offsets().size() == 1 && r0.offsets()[0] == 0);
 
   // Update: move row 3 to row 4's buckets.
   std::vector<uint32_t> ids{3};
