@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -548,6 +549,179 @@ void test_matmul() {
                       LSHK_STATUS_INVALID_ARGUMENT, "lshk_softmax");
 }
 
+static_assert(!std::is_copy_constructible<lshk::Index>::value, "owners are move-only");
+static_assert(std::is_nothrow_move_constructible<lshk::Index>::value, "noexcept move");
+static_assert(std::is_nothrow_move_assignable<lshk::Index>::value, "noexcept move");
+static_assert(std::is_nothrow_destructible<lshk::Index>::value, "noexcept dtor");
+
+bool same_topk(const lshk::TopK &a, const std::vector<uint32_t> &ids,
+               const std::vector<float> &scores) {
+  return a.ids == ids && same_bits(a.scores, scores);
+}
+
+void test_index() {
+  constexpr std::size_t rows = 3000, dim = 24, nq = 40;
+  constexpr uint32_t k = 5;
+  // Structured rows: 60 centroids plus noise; queries near rows.
+  std::vector<float> cent = normals(60 * dim, 11), noise = normals(rows * dim, 12);
+  std::vector<float> w(rows * dim), bias = normals(rows, 13);
+  for (std::size_t r = 0; r < rows; r++)
+    for (std::size_t j = 0; j < dim; j++)
+      w[r * dim + j] = cent[(r % 60) * dim + j] + 0.3f * noise[r * dim + j];
+  std::vector<float> qn = normals(nq * dim, 14), q(nq * dim);
+  for (std::size_t i = 0; i < nq; i++)
+    for (std::size_t j = 0; j < dim; j++) q[i * dim + j] = w[(i * 71) * dim + j] + 0.1f * qn[i * dim + j];
+
+  lshk::IndexParams p;
+  CHECK(p.struct_size == sizeof(lshk_index_params) && p.family == LSHK_FAMILY_SIMHASH);
+  p.bits_per_table = 8;
+  p.tables = 12;
+  p.build_threads = 1;
+  std::vector<std::pair<uint64_t, uint64_t>> calls;
+  lshk::Index idx(w, bias, rows, dim, dim, p,
+                  [&](uint64_t done, uint64_t total) { calls.emplace_back(done, total); });
+  CHECK(idx && idx.rows() == rows && idx.dim() == dim && idx.bits_per_table() == 8 &&
+        idx.tables() == 12);
+  CHECK(!calls.empty() && calls.back().first == rows && calls.back().second == rows);
+  std::size_t mem = 0;
+  EXPECT_OK(lshk_index_memory_bytes(idx.get(), &mem));
+  CHECK(idx.memory_bytes() == mem && mem >= rows * dim * sizeof(float));
+
+  // The same index through the C API, and the same query.
+  lshk_index *raw = nullptr;
+  EXPECT_OK(lshk_index_build(w.data(), bias.data(), rows, dim, dim, &p, &raw));
+  std::vector<uint32_t> want_ids(nq * k);
+  std::vector<float> want_sc(nq * k);
+  lshk_query_stats cst;
+  std::memset(&cst, 0, sizeof cst);
+  cst.struct_size = sizeof cst;
+  EXPECT_OK(lshk_index_query(raw, q.data(), nq, dim, k, nullptr, want_ids.data(), want_sc.data(),
+                             &cst));
+  lshk::QueryStats st;
+  lshk::TopK got = idx.query(q, k, nullptr, &st);
+  CHECK(got.queries() == nq && same_topk(got, want_ids, want_sc));
+  CHECK(st.queries == nq && st.candidates_total == cst.candidates_total &&
+        st.candidates_min == cst.candidates_min && st.candidates_max == cst.candidates_max);
+  // Shape of the answer: ids < rows (or padding), scores descending.
+  bool sane = true;
+  for (std::size_t i = 0; i < nq; i++)
+    for (uint32_t j = 0; j < k; j++) {
+      sane &= got.ids_of(i)[j] < rows || got.ids_of(i)[j] == UINT32_MAX;
+      if (j > 0) sane &= !(got.scores_of(i)[j] > got.scores_of(i)[j - 1]);
+    }
+  CHECK(sane && got.ids_of(0)[0] != UINT32_MAX);
+  // Strided queries, no scores, gather params with probes.
+  std::vector<float> qs(nq * 30, 5.0f);
+  for (std::size_t i = 0; i < nq; i++) std::memcpy(&qs[i * 30], &q[i * dim], dim * sizeof(float));
+  std::vector<uint32_t> ids_only(nq * k);
+  idx.query(qs, nq, 30, k, ids_only, {});
+  CHECK(ids_only == want_ids);
+  lshk::GatherParams g;
+  g.probes = 2;
+  g.bits_per_table = 8;
+  EXPECT_OK(lshk_index_query(raw, q.data(), nq, dim, k, &g, want_ids.data(), want_sc.data(),
+                             nullptr));
+  CHECK(same_topk(idx.query(q, k, &g), want_ids, want_sc));
+  EXPECT_OK(lshk_index_free(raw));
+
+  // The kernels through the accessors compose to the same answer.
+  lshk::SimHashRef sh = idx.simhash();
+  lshk::TablesRef tr = idx.lsh_tables();
+  CHECK(sh.dim() == dim && sh.bits_per_table() == 8 && sh.tables() == 12 && tr.rows() == rows);
+  lshk::GatherResult cand = tr.gather(sh.hash(q));
+  std::vector<float> logits(cand.total());
+  lshk::gathered_matmul_f32(w, rows, dim, dim, bias, q, dim, cand.ids(), cand.offsets(), logits);
+  lshk::TopK composed = lshk::topk(logits, cand.ids(), cand.offsets(), k);
+  lshk::TopK plain = idx.query(q, k);
+  CHECK(composed.ids == plain.ids && same_bits(composed.scores, plain.scores));
+  EXPECT_THROW_STATUS((void)idx.dwta(), LSHK_STATUS_INVALID_ARGUMENT, "lshk_index_dwta");
+
+  // Save and load: the same answers.
+  const std::string path = "/tmp/lshk_wrapper_test_" + std::to_string(static_cast<unsigned long>(std::time(nullptr))) + ".lshk";
+  idx.save(path);
+  {
+    lshk::Index loaded = lshk::Index::load(path);
+    CHECK(loaded.rows() == rows && loaded.dim() == dim);
+    CHECK(same_topk(loaded.query(q, k), plain.ids, plain.scores));
+    lshk::Index moved = std::move(loaded);
+    CHECK(!loaded && moved && same_topk(moved.query(q, k), plain.ids, plain.scores));
+    moved = lshk::Index();  // frees
+    CHECK(!moved);
+  }
+  // Borrowed weights: not stored in the file, given again at load.
+  lshk::IndexParams pb = p;
+  pb.storage = LSHK_STORAGE_BORROWED_F32;
+  {
+    lshk::Index b(w, bias, rows, dim, dim, pb);
+    CHECK(same_topk(b.query(q, k), plain.ids, plain.scores));
+    b.save(path);
+  }
+  {
+    lshk::Index lb = lshk::Index::load(path, w.data());
+    CHECK(same_topk(lb.query(q, k), plain.ids, plain.scores));
+    EXPECT_THROW_STATUS(lshk::Index::load(path), LSHK_STATUS_INVALID_ARGUMENT, "lshk_index_load");
+  }
+  std::remove(path.c_str());
+
+  // A DWTA index.
+  lshk::IndexParams pd;
+  pd.family = LSHK_FAMILY_DWTA;
+  pd.bits_per_table = 3;
+  pd.tables = 10;
+  pd.bin_size = 8;
+  lshk::Index di(w, {}, rows, dim, dim, pd);
+  CHECK(di.dwta().bins_per_table() == 3 && di.query(q, k).ids.size() == nq * k);
+  EXPECT_THROW_STATUS((void)di.simhash(), LSHK_STATUS_INVALID_ARGUMENT, "lshk_index_simhash");
+
+  // Errors.
+  lshk::IndexParams bad = p;
+  bad.bits_per_table = 0;
+  EXPECT_THROW_STATUS(lshk::Index(w, bias, rows, dim, dim, bad), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk_index_build");
+  bad = p;
+  bad.family = 7;
+  EXPECT_THROW_STATUS(lshk::Index(w, bias, rows, dim, dim, bad), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk_index_build");
+  EXPECT_THROW_STATUS(lshk::Index(w, bias, rows + 1, dim, dim, p), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk::Index::Index: w holds");
+  EXPECT_THROW_STATUS(lshk::Index(w, lshk::span<const float>(bias.data(), 5), rows, dim, dim, p),
+                      LSHK_STATUS_INVALID_ARGUMENT, "lshk::Index::Index: bias holds");
+  EXPECT_THROW_STATUS(lshk::Index::load("/nonexistent/dir/x.lshk"), LSHK_STATUS_IO_ERROR,
+                      "lshk_index_load");
+  {
+    FILE *f = std::fopen(path.c_str(), "wb");
+    std::fputs("definitely not an lshk index file, just some text.....", f);
+    std::fclose(f);
+    EXPECT_THROW_STATUS(lshk::Index::load(path), LSHK_STATUS_BAD_FILE_FORMAT, "lshk_index_load");
+    std::remove(path.c_str());
+  }
+  std::vector<uint32_t> few(3);
+  EXPECT_THROW_STATUS(idx.query(q, nq, dim, k, few, {}), LSHK_STATUS_BUFFER_TOO_SMALL,
+                      "lshk::Index::query: out_ids");
+  EXPECT_THROW_STATUS((void)idx.query(lshk::span<const float>(q.data(), dim + 1), k),
+                      LSHK_STATUS_INVALID_ARGUMENT, "not a whole number of rows");
+  std::vector<float> qnan = q;
+  qnan[3] = NAN;
+  try {
+    (void)idx.query(qnan, k);
+    lshk_test_passed++;  // NaN queries may be allowed; then nothing to check
+  } catch (const lshk::Error &e) {
+    CHECK(e.status() == LSHK_STATUS_NON_FINITE || e.status() == LSHK_STATUS_INVALID_ARGUMENT);
+  }
+  // A progress callback that throws: rethrown after the build, nothing leaks.
+  bool rethrown = false;
+  try {
+    lshk::Index never(w, bias, rows, dim, dim, p, [](uint64_t, uint64_t) {
+      throw std::runtime_error("stop");
+    });
+  } catch (const std::runtime_error &e) {
+    rethrown = std::string(e.what()) == "stop";
+  }
+  CHECK(rethrown);
+  lshk::Index empty;
+  EXPECT_THROW_STATUS(empty.save(path), LSHK_STATUS_NULL_POINTER, "lshk_index_save");
+}
+
 }  // namespace
 
 int main() {
@@ -558,6 +732,7 @@ int main() {
     test_dwta();
     test_tables();
     test_matmul();
+    test_index();
   } catch (const std::exception &e) {
     std::fprintf(stderr, "unexpected exception: %s\n", e.what());
     lshk_test_failed++;

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -1123,6 +1124,234 @@ inline void softmax(span<const float> scores, span<const std::size_t> offsets, s
   if (!lse.empty()) detail::need_out(where, "lse", lse.size(), nq);
   check(lshk_softmax(scores.data(), offsets.data(), nq, out.data(), detail::or_null(lse)));
 }
+
+/* ------------------------------------------------------------------ Index */
+
+/* lshk_index_params with its defaults (lshk_index_params_default()). */
+struct IndexParams : lshk_index_params {
+  IndexParams() noexcept : lshk_index_params(lshk_index_params_default()) {}
+  IndexParams(const lshk_index_params &p) noexcept : lshk_index_params(p) {}
+};
+
+/* lshk_query_stats with struct_size set. */
+struct QueryStats : lshk_query_stats {
+  QueryStats() noexcept : lshk_query_stats() { struct_size = sizeof(lshk_query_stats); }
+};
+
+/* Build progress: called with (rows hashed, total rows). */
+using Progress = std::function<void(uint64_t done, uint64_t total)>;
+
+/* Owns an lshk_index: hash family + tables + weights, one call from a query
+ * batch to its top-k rows. Move-only; every const method is thread-safe, so
+ * one `const lshk::Index &` may serve many threads (no locks, per-thread
+ * scratch inside the library). */
+class Index {
+ public:
+  /* An empty owner (every operation throws NULL_POINTER). */
+  Index() noexcept = default;
+
+  /* lshk_index_build over `rows` rows of `dim` floats of w (row r at
+   * w[r * w_stride]); `bias` empty = none, else `rows` floats. With
+   * p.storage == LSHK_STORAGE_BORROWED_F32, w is NOT copied: it must stay
+   * alive and unchanged as long as the index. */
+  Index(span<const float> w, span<const float> bias, std::size_t rows, std::size_t dim,
+        std::size_t w_stride, const lshk_index_params &p = IndexParams()) {
+    build(w, bias, rows, dim, w_stride, p, nullptr);
+  }
+  /* The same, reporting progress: `progress(done, total)` is called on the
+   * calling thread (see lshk_progress_fn). An exception thrown by `progress` is caught before it
+   * reaches the library, later progress calls are skipped, and it is
+   * rethrown here once the build has returned (the index is freed). */
+  Index(span<const float> w, span<const float> bias, std::size_t rows, std::size_t dim,
+        std::size_t w_stride, const lshk_index_params &p, const Progress &progress) {
+    build(w, bias, rows, dim, w_stride, p, progress ? &progress : nullptr);
+  }
+
+  /* lshk_index_load: maps the file; stored weights are used in place.
+   * `borrowed_w` is needed (and only allowed) for a file saved from an
+   * LSHK_STORAGE_BORROWED_F32 index: the same W as at build time (same rows,
+   * dim, w_stride), which must outlive the returned index. It is a plain
+   * pointer, not a span, because the library reads it while loading, before
+   * the shape it must have is known: the wrapper cannot check its size. */
+  static Index load(const std::string &path, const float *borrowed_w = nullptr) {
+    lshk_index *h = nullptr;
+    check(lshk_index_load(path.c_str(), borrowed_w, &h));
+    Index idx;
+    idx.adopt(h);
+    return idx;
+  }
+  /* Takes ownership of a handle from lshk_index_build / lshk_index_load. */
+  static Index adopt_handle(lshk_index *h) {
+    Index idx;
+    idx.adopt(h);
+    return idx;
+  }
+
+  Index(const Index &) = delete;
+  Index &operator=(const Index &) = delete;
+  Index(Index &&o) noexcept { steal(o); }
+  Index &operator=(Index &&o) noexcept {
+    if (this != &o) {
+      reset();
+      steal(o);
+    }
+    return *this;
+  }
+  ~Index() { reset(); }
+
+  void reset() noexcept {
+    if (h_) (void)lshk_index_free(h_);
+    h_ = nullptr;
+    rows_ = dim_ = 0;
+    bits_ = tables_ = 0;
+  }
+  lshk_index *release() noexcept {
+    lshk_index *h = h_;
+    h_ = nullptr;
+    reset();
+    return h;
+  }
+  lshk_index *get() noexcept { return h_; }
+  const lshk_index *get() const noexcept { return h_; }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+
+  /* Shape (lshk_index_shape, read once). */
+  std::size_t rows() const noexcept { return rows_; }
+  std::size_t dim() const noexcept { return dim_; }
+  uint32_t bits_per_table() const noexcept { return bits_; }
+  uint32_t tables() const noexcept { return tables_; }
+
+  /* lshk_index_memory_bytes. */
+  std::size_t memory_bytes() const {
+    std::size_t b = 0;
+    check(lshk_index_memory_bytes(h_, &b));
+    return b;
+  }
+  /* lshk_index_save: written to a temporary file, then renamed. */
+  void save(const std::string &path) const { check(lshk_index_save(h_, path.c_str())); }
+
+  /* lshk_index_query: the top k rows of each of nq queries (row i at
+   * q[i * q_stride]) into out_ids / out_scores[i*k .. i*k + k] (descending,
+   * padded with UINT32_MAX / -inf; `out_scores` empty = not wanted).
+   * `g` NULL = default gather parameters; `stats` NULL = not wanted. */
+  void query(span<const float> q, std::size_t nq, std::size_t q_stride, uint32_t k,
+             span<uint32_t> out_ids, span<float> out_scores,
+             const lshk_gather_params *g = nullptr, lshk_query_stats *stats = nullptr) const {
+    const char *where = "lshk::Index::query";
+    detail::need_rows(where, "q", q.size(), nq, dim_, q_stride);
+    std::size_t n = 0;
+    if (detail::mul(nq, k, &n)) {
+      detail::need_out(where, "out_ids", out_ids.size(), n);
+      if (!out_scores.empty()) detail::need_out(where, "out_scores", out_scores.size(), n);
+    }
+    check(lshk_index_query(h_, q.data(), nq, q_stride, k, g, out_ids.data(),
+                           detail::or_null(out_scores), stats));
+  }
+  /* Contiguous queries (q.size() a multiple of dim) into a reusable TopK
+   * (its vectors are resized to nq * k; a warm TopK does not allocate). */
+  void query(span<const float> q, uint32_t k, TopK &out, const lshk_gather_params *g = nullptr,
+             lshk_query_stats *stats = nullptr) const {
+    std::size_t nq = detail::whole_rows("lshk::Index::query", "q", q.size(), dim_);
+    std::size_t n = 0;
+    if (!detail::mul(nq, k, &n))
+      detail::fail(LSHK_STATUS_SIZE_OVERFLOW, "lshk::Index::query: nq * k overflows");
+    out.k = k;
+    out.ids.resize(n);
+    out.scores.resize(n);
+    query(q, nq, dim_, k, out.ids, out.scores, g, stats);
+  }
+  TopK query(span<const float> q, uint32_t k, const lshk_gather_params *g = nullptr,
+             lshk_query_stats *stats = nullptr) const {
+    TopK r;
+    query(q, k, r, g, stats);
+    return r;
+  }
+
+  /* The index's hash family and tables, for callers who want the kernels
+   * directly: views valid while the index lives. simhash() throws
+   * INVALID_ARGUMENT for a DWTA index and dwta() for a SimHash one. */
+  SimHashRef simhash() const {
+    const lshk_simhash *s = nullptr;
+    check(lshk_index_simhash(h_, &s));
+    return SimHashRef(s);
+  }
+  DwtaRef dwta() const {
+    const lshk_dwta *d = nullptr;
+    check(lshk_index_dwta(h_, &d));
+    return DwtaRef(d);
+  }
+  TablesRef lsh_tables() const {
+    const lshk_tables *t = nullptr;
+    check(lshk_index_tables(h_, &t));
+    return TablesRef(t);
+  }
+
+ private:
+  struct ProgressCtx {
+    const Progress *fn;
+    std::exception_ptr error;
+  };
+  static void progress_trampoline(void *user, uint64_t done, uint64_t total) noexcept {
+    ProgressCtx *c = static_cast<ProgressCtx *>(user);
+    if (c->error) return;
+    try {
+      (*c->fn)(done, total);
+    } catch (...) {
+      c->error = std::current_exception();
+    }
+  }
+  void build(span<const float> w, span<const float> bias, std::size_t rows, std::size_t dim,
+             std::size_t w_stride, const lshk_index_params &p, const Progress *progress) {
+    const char *where = "lshk::Index::Index";
+    detail::need_rows(where, "w", w.size(), rows, dim, w_stride);
+    if (!bias.empty()) detail::need_in(where, "bias", bias.size(), rows);
+    lshk_index_params pp = p;
+    ProgressCtx ctx{progress, nullptr};
+    if (progress) {
+      pp.progress = &Index::progress_trampoline;
+      pp.progress_user = &ctx;
+    }
+    lshk_index *h = nullptr;
+    lshk_status st = lshk_index_build(w.data(), detail::or_null(bias), rows, dim, w_stride, &pp, &h);
+    if (ctx.error) {
+      if (st == LSHK_STATUS_OK) (void)lshk_index_free(h);
+      std::rethrow_exception(ctx.error);
+    }
+    check(st);
+    adopt(h);
+  }
+  void adopt(lshk_index *h) {
+    std::size_t rows = 0, dim = 0;
+    uint32_t k = 0, l = 0;
+    if (h) {
+      lshk_status st = lshk_index_shape(h, &rows, &dim, &k, &l);
+      if (st != LSHK_STATUS_OK) {
+        Error e(st, last_error_message());
+        (void)lshk_index_free(h);
+        throw e;
+      }
+    }
+    reset();
+    h_ = h;
+    rows_ = rows;
+    dim_ = dim;
+    bits_ = k;
+    tables_ = l;
+  }
+  void steal(Index &o) noexcept {
+    h_ = o.h_;
+    rows_ = o.rows_;
+    dim_ = o.dim_;
+    bits_ = o.bits_;
+    tables_ = o.tables_;
+    o.h_ = nullptr;
+    o.reset();
+  }
+
+  lshk_index *h_ = nullptr;
+  std::size_t rows_ = 0, dim_ = 0;
+  uint32_t bits_ = 0, tables_ = 0;
+};
 
 }  // namespace lshk
 
