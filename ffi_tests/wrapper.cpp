@@ -635,6 +635,15 @@ void test_index() {
   lshk::TopK plain = idx.query(q, k);
   CHECK(composed.ids == plain.ids && same_bits(composed.scores, plain.scores));
   EXPECT_THROW_STATUS((void)idx.dwta(), LSHK_STATUS_INVALID_ARGUMENT, "lshk_index_dwta");
+  // Caller-given planes (here: the index's own) give the same index.
+  std::vector<float> planes = sh.planes();
+  lshk::IndexParams pp = p;
+  pp.set_planes(planes);
+  CHECK(pp.planes == planes.data() && pp.planes_len == planes.size());
+  lshk::Index given(w, bias, rows, dim, dim, pp);
+  CHECK(same_topk(given.query(q, k), plain.ids, plain.scores));
+  // k = 0 and nq = 0: nothing to write.
+  CHECK(idx.query(q, 0).ids.empty() && idx.query(std::vector<float>{}, k).ids.empty());
 
   // Save and load: the same answers.
   const std::string path = "/tmp/lshk_wrapper_test_" + std::to_string(static_cast<unsigned long>(std::time(nullptr))) + ".lshk";
@@ -671,6 +680,11 @@ void test_index() {
   pd.bin_size = 8;
   lshk::Index di(w, {}, rows, dim, dim, pd);
   CHECK(di.dwta().bins_per_table() == 3 && di.query(q, k).ids.size() == nq * k);
+  std::vector<uint32_t> dmap = di.dwta().map();
+  lshk::IndexParams pdm = pd;
+  pdm.set_dwta_map(dmap);
+  lshk::Index dgiven(w, {}, rows, dim, dim, pdm);
+  CHECK(dgiven.query(q, k).ids == di.query(q, k).ids);
   EXPECT_THROW_STATUS((void)di.simhash(), LSHK_STATUS_INVALID_ARGUMENT, "lshk_index_simhash");
 
   // Errors.

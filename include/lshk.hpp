@@ -1131,6 +1131,19 @@ inline void softmax(span<const float> scores, span<const std::size_t> offsets, s
 struct IndexParams : lshk_index_params {
   IndexParams() noexcept : lshk_index_params(lshk_index_params_default()) {}
   IndexParams(const lshk_index_params &p) noexcept : lshk_index_params(p) {}
+  /* Caller-given SimHash planes (K*L rows of dim', copied by the build;
+   * the span must stay valid until then). Empty = from the seed. */
+  IndexParams &set_planes(span<const float> planes) noexcept {
+    this->planes = detail::or_null(planes);
+    planes_len = planes.size();
+    return *this;
+  }
+  /* Caller-given DWTA bin map (K*L*B coordinates, copied by the build). */
+  IndexParams &set_dwta_map(span<const uint32_t> map) noexcept {
+    dwta_map = detail::or_null(map);
+    dwta_map_len = map.size();
+    return *this;
+  }
 };
 
 /* lshk_query_stats with struct_size set. */
