@@ -9,12 +9,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include <unistd.h>  // getpid
 
 #include "lshk.hpp"
 #include "lshk_test.h"
@@ -646,7 +648,10 @@ void test_index() {
   CHECK(idx.query(q, 0).ids.empty() && idx.query(std::vector<float>{}, k).ids.empty());
 
   // Save and load: the same answers.
-  const std::string path = "/tmp/lshk_wrapper_test_" + std::to_string(static_cast<unsigned long>(std::time(nullptr))) + ".lshk";
+  // Per process: the harness runs the g++ and clang++ builds at once.
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("lshk_wrapper_test_" + std::to_string(getpid()) + ".lshk"))
+                               .string();
   idx.save(path);
   {
     lshk::Index loaded = lshk::Index::load(path);
