@@ -31,6 +31,10 @@
 #ifndef LSHK_HPP
 #define LSHK_HPP
 
+#if __cplusplus < 201703L
+#error "lshk.hpp needs C++17 (-std=c++17); C and older C++ can use lshk.h directly"
+#endif
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -1133,9 +1137,9 @@ struct IndexParams : lshk_index_params {
   IndexParams(const lshk_index_params &p) noexcept : lshk_index_params(p) {}
   /* Caller-given SimHash planes (K*L rows of dim', copied by the build;
    * the span must stay valid until then). Empty = from the seed. */
-  IndexParams &set_planes(span<const float> planes) noexcept {
-    this->planes = detail::or_null(planes);
-    planes_len = planes.size();
+  IndexParams &set_planes(span<const float> given) noexcept {
+    planes = detail::or_null(given);
+    planes_len = given.size();
     return *this;
   }
   /* Caller-given DWTA bin map (K*L*B coordinates, copied by the build). */
