@@ -1,0 +1,760 @@
+// Tests of include/lshk.hpp, the C++17 wrapper: span conversions, RAII
+// owners (moves, release/adopt, views), exceptions carrying the status and
+// the thread's message (C-side and wrapper-side checks), and results equal,
+// bit for bit, to the same calls made through the plain C API.
+// Run under valgrind by hand to check for leaks:
+//   LSHK_MAX_ISA=avx2 valgrind --leak-check=full ./wrapper
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <unistd.h>  // getpid
+
+#include "lshk.hpp"
+#include "lshk_test.h"
+
+namespace {
+
+// Runs `stmt`, expecting lshk::Error with status `want` whose message
+// contains `sub`; for errors from the C library also that the message equals
+// the thread's last-error message.
+#define EXPECT_THROW_STATUS(stmt, want, sub)                                            \
+  do {                                                                                  \
+    bool thrown_ = false;                                                               \
+    try {                                                                               \
+      stmt;                                                                             \
+    } catch (const lshk::Error &e_) {                                                   \
+      thrown_ = true;                                                                   \
+      if (e_.status() != (want) || std::strstr(e_.message(), (sub)) == nullptr) {       \
+        lshk_test_failed++;                                                             \
+        std::fprintf(stderr, "%s:%d: %s threw %s (%s), expected %s with \"%s\"\n",      \
+                     __FILE__, __LINE__, #stmt, lshk_status_name(e_.status()),          \
+                     e_.message(), lshk_status_name(want), (sub));                      \
+      } else if (std::strncmp(e_.message(), "lshk_", 5) == 0 &&                         \
+                 lshk::last_error_message() != e_.message()) {                          \
+        lshk_test_failed++;                                                             \
+        std::fprintf(stderr, "%s:%d: message differs from the last error\n", __FILE__, \
+                     __LINE__);                                                         \
+      } else {                                                                          \
+        lshk_test_passed++;                                                             \
+      }                                                                                 \
+    }                                                                                   \
+    if (!thrown_) {                                                                     \
+      lshk_test_failed++;                                                               \
+      std::fprintf(stderr, "%s:%d: %s did not throw\n", __FILE__, __LINE__, #stmt);     \
+    }                                                                                   \
+  } while (0)
+
+#define EXPECT_NO_THROW(stmt)                                                               \
+  do {                                                                                      \
+    try {                                                                                   \
+      stmt;                                                                                 \
+      lshk_test_passed++;                                                                   \
+    } catch (const std::exception &e_) {                                                    \
+      lshk_test_failed++;                                                                   \
+      std::fprintf(stderr, "%s:%d: %s threw: %s\n", __FILE__, __LINE__, #stmt, e_.what()); \
+    }                                                                                       \
+  } while (0)
+
+// Compile-time properties of the owners, views and Error.
+static_assert(!std::is_copy_constructible<lshk::SimHash>::value, "owners are move-only");
+static_assert(!std::is_copy_assignable<lshk::SimHash>::value, "owners are move-only");
+static_assert(!std::is_copy_constructible<lshk::Dwta>::value, "owners are move-only");
+static_assert(!std::is_copy_constructible<lshk::Tables>::value, "owners are move-only");
+static_assert(std::is_nothrow_move_constructible<lshk::SimHash>::value, "noexcept move");
+static_assert(std::is_nothrow_move_assignable<lshk::SimHash>::value, "noexcept move");
+static_assert(std::is_nothrow_move_constructible<lshk::Dwta>::value, "noexcept move");
+static_assert(std::is_nothrow_move_assignable<lshk::Dwta>::value, "noexcept move");
+static_assert(std::is_nothrow_move_constructible<lshk::Tables>::value, "noexcept move");
+static_assert(std::is_nothrow_move_assignable<lshk::Tables>::value, "noexcept move");
+static_assert(std::is_nothrow_destructible<lshk::SimHash>::value, "noexcept dtor");
+static_assert(std::is_nothrow_destructible<lshk::Tables>::value, "noexcept dtor");
+static_assert(std::is_nothrow_copy_constructible<lshk::SimHashRef>::value, "views copy");
+static_assert(std::is_nothrow_copy_constructible<lshk::TablesRef>::value, "views copy");
+static_assert(std::is_nothrow_copy_constructible<lshk::Error>::value, "Error copies");
+static_assert(std::is_base_of<std::runtime_error, lshk::Error>::value, "Error is runtime_error");
+static_assert(std::is_convertible<lshk::span<float>, lshk::span<const float>>::value, "");
+static_assert(!std::is_convertible<lshk::span<const float>, lshk::span<float>>::value, "");
+static_assert(!std::is_convertible<std::vector<double>, lshk::span<const float>>::value, "");
+static_assert(!std::is_convertible<const std::vector<float> &, lshk::span<float>>::value, "");
+static_assert(std::is_convertible<const std::vector<float> &, lshk::span<const float>>::value,
+              "");
+
+std::vector<float> normals(std::size_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (float &x : v) x = d(g);
+  return v;
+}
+
+bool same_bits(const std::vector<float> &a, const std::vector<float> &b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+void test_span() {
+  std::vector<float> v{1, 2, 3};
+  const std::vector<float> &cv = v;
+  std::array<float, 4> a{};
+  float c[5] = {};
+  lshk::span<float> s1 = v;
+  lshk::span<const float> s2 = cv;
+  lshk::span<const float> s3 = s1;
+  lshk::span<float> s4 = a;
+  lshk::span<float> s5 = c;
+  lshk::span<const float> s6(v.data() + 1, 2);
+  CHECK(s1.size() == 3 && s1.data() == v.data());
+  CHECK(s2.size() == 3 && s3.data() == v.data());
+  CHECK(s4.size() == 4 && s5.size() == 5 && s6[0] == 2.0f && s6[1] == 3.0f);
+  CHECK(s1.subspan(1).size() == 2 && s1.subspan(5).empty() && s1.first(2).size() == 2);
+  float sum = 0;
+  for (float x : s2) sum += x;
+  CHECK(sum == 6.0f);
+  CHECK(lshk::span<const float>().empty());
+}
+
+void test_basics() {
+  CHECK(std::strcmp(lshk::version(), LSHK_VERSION_STRING) == 0);
+  CHECK(static_cast<lshk_isa>(lshk::isa_detected()) == lshk_isa_detected());
+  CHECK(static_cast<lshk_isa>(lshk::isa_active()) == lshk_isa_active());
+  CHECK(std::strcmp(lshk::isa_name(lshk::Isa::avx2), "avx2") == 0);
+  CHECK(lshk::isa_supported().front() == lshk::Isa::scalar);
+  CHECK(lshk::isa_supported().back() == lshk::isa_detected());
+  EXPECT_THROW_STATUS(lshk::isa_set_max(static_cast<lshk::Isa>(99)),
+                      LSHK_STATUS_INVALID_ARGUMENT, "lshk_isa_set_max");
+  // Error formatting: what() = "NAME: message".
+  lshk::Error e(LSHK_STATUS_IO_ERROR, "boom");
+  CHECK(std::string(e.what()) == "LSHK_STATUS_IO_ERROR: boom");
+  CHECK(std::string(e.message()) == "boom" && e.status() == LSHK_STATUS_IO_ERROR);
+  lshk::Error copy = e;
+  CHECK(std::string(copy.message()) == "boom");
+  EXPECT_NO_THROW(lshk::check(LSHK_STATUS_OK));
+}
+
+constexpr uint32_t kDim = 37, kBits = 6, kTables = 9, kRows = 300;
+
+void test_simhash() {
+  std::vector<float> x = normals(std::size_t{kRows} * kDim, 1);
+  lshk::SimHash h(kDim, kBits, kTables, 0, 42);
+  CHECK(h && h.dim() == kDim && h.bits_per_table() == kBits && h.tables() == kTables);
+
+  // Same as the C API, bit for bit.
+  lshk_simhash *raw = nullptr;
+  EXPECT_OK(lshk_simhash_new(kDim, kBits, kTables, 0, 42, &raw));
+  std::vector<uint32_t> want(std::size_t{kRows} * kTables);
+  EXPECT_OK(lshk_simhash_hash(raw, x.data(), kRows, kDim, want.data(), want.size()));
+  CHECK(h.hash(x) == want);
+  std::vector<float> pwant(std::size_t{kRows} * kBits * kTables);
+  EXPECT_OK(lshk_simhash_project(raw, x.data(), kRows, kDim, pwant.data(), pwant.size()));
+  CHECK(same_bits(h.project(x), pwant));
+  for (lshk::Isa isa : lshk::isa_supported()) {
+    std::vector<uint32_t> got(want.size()), w2(want.size());
+    h.hash(isa, x, kRows, kDim, got);
+    EXPECT_OK(lshk_simhash_hash_isa(static_cast<lshk_isa>(isa), raw, x.data(), kRows, kDim,
+                                    w2.data(), w2.size()));
+    CHECK(got == w2);
+  }
+  if (lshk::isa_detected() != lshk::Isa::avx512)
+    std::printf("skipped: avx512 tier (CPU lacks avx512f/bw/dq/vl)\n");
+  EXPECT_OK(lshk_simhash_free(raw));
+
+  // Strided rows: a 50-wide buffer holding 37-wide rows.
+  const std::size_t stride = 50;
+  std::vector<float> xs(std::size_t{kRows} * stride, 9.0f);
+  for (std::size_t i = 0; i < kRows; i++)
+    std::memcpy(&xs[i * stride], &x[i * kDim], kDim * sizeof(float));
+  std::vector<uint32_t> strided(want.size());
+  h.hash(xs, kRows, stride, strided);
+  CHECK(strided == want);
+
+  // Planes round trip.
+  lshk::SimHash g = lshk::SimHash::from_planes(h.planes(), kDim, kBits, kTables);
+  CHECK(g.hash(x) == want);
+
+  // Views: from the owner (implicit), copied, and from a raw handle.
+  lshk::SimHashRef r = h;
+  lshk::SimHashRef r2 = r;
+  lshk::SimHashRef r3(h.get());
+  CHECK(r.get() == h.get() && r2.dim() == kDim && r3.tables() == kTables);
+  CHECK(r3.hash(x) == want);
+
+  // Moves.
+  lshk::SimHash m = std::move(h);
+  CHECK(!h && h.get() == nullptr && m.dim() == kDim);  // NOLINT(bugprone-use-after-move)
+  CHECK(m.hash(x) == want);
+  m = std::move(g);  // frees m's family (valgrind checks it)
+  CHECK(!g && m.hash(x) == want);
+  lshk::SimHash &alias = m;
+  m = std::move(alias);  // self-move keeps the family
+  CHECK(m && m.hash(x) == want);
+  // release / adopt_handle.
+  lshk_simhash *rel = m.release();
+  CHECK(!m && rel != nullptr);
+  lshk::SimHash back = lshk::SimHash::adopt_handle(rel);
+  CHECK(back.hash(x) == want);
+  back.reset();
+  CHECK(!back);
+  // Empty batches: no rows, no codes.
+  lshk::SimHash fresh(kDim, kBits, kTables);
+  CHECK(fresh.hash(std::vector<float>{}).empty() && fresh.project(std::vector<float>{}).empty());
+  std::vector<lshk::SimHash> many;
+  for (uint32_t s = 0; s < 10; s++) many.emplace_back(8, 4, 3, s % 4, s);  // reallocations move
+  CHECK(many[9].dim() == 8);
+
+  // Errors from the C library: status and the thread's message.
+  EXPECT_THROW_STATUS(lshk::SimHash(0, kBits, kTables), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk_simhash_new");
+  EXPECT_THROW_STATUS(lshk::SimHash(kDim, 33, kTables), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk_simhash_new");
+  std::vector<float> bad_planes(std::size_t{kDim} * kBits * kTables, 1.0f);
+  bad_planes[5] = NAN;
+  EXPECT_THROW_STATUS(lshk::SimHash::from_planes(bad_planes, kDim, kBits, kTables),
+                      LSHK_STATUS_NON_FINITE, "lshk_simhash_from_planes");
+  std::vector<uint32_t> short_codes(kTables - 1);
+  back = lshk::SimHash(kDim, kBits, kTables);
+  EXPECT_THROW_STATUS(back.hash(x, 1, kDim, short_codes), LSHK_STATUS_BUFFER_TOO_SMALL,
+                      "lshk_simhash_hash");
+  EXPECT_THROW_STATUS(back.hash(x, 2, kDim - 1, want), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk_simhash_hash");
+  // Errors found by the wrapper (the C function has no length for x).
+  EXPECT_THROW_STATUS(back.hash(lshk::span<const float>(x.data(), kDim * 2 - 1), 2, kDim, want),
+                      LSHK_STATUS_INVALID_ARGUMENT, "lshk::SimHash::hash: x holds");
+  EXPECT_THROW_STATUS(back.hash(lshk::span<const float>(x.data(), kDim + 1)),
+                      LSHK_STATUS_INVALID_ARGUMENT, "not a whole number of rows");
+  EXPECT_THROW_STATUS(back.project(x, kRows, kDim, lshk::span<float>(pwant.data(), 3)),
+                      LSHK_STATUS_BUFFER_TOO_SMALL, "lshk_simhash_project");
+  // An empty owner: the C library reports the NULL handle.
+  lshk::SimHash empty;
+  std::vector<uint32_t> c1(kTables);
+  EXPECT_THROW_STATUS(empty.hash(x, 0, kDim, c1), LSHK_STATUS_NULL_POINTER, "lshk_simhash_hash");
+  EXPECT_THROW_STATUS(lshk::SimHashRef(reinterpret_cast<const lshk_simhash *>(x.data())),
+                      LSHK_STATUS_INVALID_HANDLE, "lshk_simhash_shape");
+  // The message is the calling thread's: a success in between does not
+  // change what the Error holds.
+  try {
+    back.hash(x, 1, kDim, short_codes);
+    CHECK(false);
+  } catch (const lshk::Error &e) {
+    (void)back.hash(x);
+    CHECK(std::strstr(e.what(), "LSHK_STATUS_BUFFER_TOO_SMALL: lshk_simhash_hash") == e.what());
+  }
+}
+
+void test_dwta() {
+  constexpr uint32_t dim = 40, K = 3, L = 7, B = 8;
+  std::vector<float> x = normals(std::size_t{50} * dim, 2);
+  lshk::Dwta d(dim, K, L, B, 9);
+  CHECK(d.dim() == dim && d.bins_per_table() == K && d.tables() == L && d.bin_size() == B);
+  lshk_dwta *raw = nullptr;
+  EXPECT_OK(lshk_dwta_new(dim, K, L, B, 9, &raw));
+  std::vector<uint32_t> want(50 * L);
+  EXPECT_OK(lshk_dwta_hash_dense(raw, x.data(), 50, dim, want.data(), want.size()));
+  CHECK(d.hash_dense(x) == want);
+  for (lshk::Isa isa : lshk::isa_supported()) {
+    std::vector<uint32_t> got(want.size());
+    d.hash_dense(isa, x, 50, dim, got);
+    CHECK(got == want);
+  }
+  // Sparse: 3 rows.
+  std::vector<std::size_t> indptr{0, 2, 2, 5};
+  std::vector<uint32_t> idx{1, 30, 0, 7, 39};
+  std::vector<float> val{0.5f, -1.0f, 2.0f, 3.0f, 0.25f};
+  std::vector<uint32_t> swant(3 * L);
+  EXPECT_OK(lshk_dwta_hash_sparse(raw, indptr.data(), idx.data(), val.data(), 3, swant.data(),
+                                  swant.size()));
+  CHECK(d.hash_sparse(indptr, idx, val) == swant);
+  for (lshk::Isa isa : lshk::isa_supported()) {
+    std::vector<uint32_t> got(swant.size());
+    d.hash_sparse(isa, indptr, idx, val, got);
+    CHECK(got == swant);
+  }
+  CHECK(d.hash_sparse(std::vector<std::size_t>{0}, {}, {}).empty());
+  EXPECT_OK(lshk_dwta_free(raw));
+
+  lshk::Dwta m = lshk::Dwta::from_map(d.map(), dim, K, L, B);
+  CHECK(m.hash_dense(x) == want);
+  lshk::DwtaRef ref = m;
+  lshk::Dwta moved = std::move(m);
+  CHECK(!m && ref.get() == moved.get() && ref.hash_dense(x) == want);
+
+  EXPECT_THROW_STATUS(lshk::Dwta(dim, K, L, 3), LSHK_STATUS_INVALID_ARGUMENT, "lshk_dwta_new");
+  std::vector<uint32_t> badmap = moved.map();
+  badmap[4] = dim;
+  EXPECT_THROW_STATUS(lshk::Dwta::from_map(badmap, dim, K, L, B), LSHK_STATUS_INDEX_OUT_OF_RANGE,
+                      "lshk_dwta_from_map");
+  std::vector<uint32_t> idx_bad{1, 30, 0, 7, 40};
+  EXPECT_THROW_STATUS(moved.hash_sparse(indptr, idx_bad, val), LSHK_STATUS_INDEX_OUT_OF_RANGE,
+                      "lshk_dwta_hash_sparse");
+  EXPECT_THROW_STATUS(moved.hash_sparse(indptr, lshk::span<const uint32_t>(idx.data(), 4), val),
+                      LSHK_STATUS_INVALID_ARGUMENT, "lshk::Dwta::hash_sparse: indices holds");
+}
+
+// The C API's two-call gather, for comparison.
+struct CGather {
+  std::vector<uint32_t> ids, counts;
+  std::vector<std::size_t> offsets;
+};
+CGather c_gather(const lshk_tables *t, const std::vector<uint32_t> &codes, std::size_t q,
+                 const lshk_gather_params *p, const float *proj, std::size_t proj_len,
+                 const std::size_t *fo, const uint32_t *fi, std::size_t fi_len, bool counts) {
+  CGather r;
+  r.offsets.resize(q + 1);
+  std::size_t needed = 0;
+  EXPECT_STATUS(lshk_tables_gather(t, codes.data(), q, p, proj, proj_len, fo, fi, fi_len, nullptr,
+                                   0, r.offsets.data(), nullptr, &needed),
+                needed == 0 ? LSHK_STATUS_OK : LSHK_STATUS_BUFFER_TOO_SMALL);
+  r.ids.resize(needed);
+  r.counts.resize(counts ? needed : 0);
+  EXPECT_OK(lshk_tables_gather(t, codes.data(), q, p, proj, proj_len, fo, fi, fi_len,
+                               r.ids.data(), r.ids.size(), r.offsets.data(),
+                               counts ? r.counts.data() : nullptr, &needed));
+  return r;
+}
+
+bool equal(lshk::span<const uint32_t> a, const std::vector<uint32_t> &b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+bool equal(lshk::span<const std::size_t> a, const std::vector<std::size_t> &b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
+void test_tables() {
+  std::vector<float> w = normals(std::size_t{kRows} * kDim, 3);
+  lshk::SimHash h(kDim, kBits, kTables, 1, 5);
+  std::vector<uint32_t> codes = h.hash(w);
+  lshk::Tables t(codes, kRows, kTables, kBits, 0, 0, 1);
+  CHECK(t.rows() == kRows && t.tables() == kTables && t.range_bits() == kBits);
+  CHECK(t.memory_bytes() == lshk_tables_memory_bytes(t.get()) && t.memory_bytes() > 0);
+  std::vector<lshk_table_stats> st = t.stats();
+  CHECK(st.size() == kTables && st[0].stored_ids == kRows);
+
+  const std::size_t q = 5;
+  std::vector<float> qs = normals(q * kDim, 4);
+  std::vector<uint32_t> qc = h.hash(qs);
+  // Plain gather vs the C API's.
+  CGather want = c_gather(t.get(), qc, q, nullptr, nullptr, 0, nullptr, nullptr, 0, false);
+  lshk::GatherResult r = t.gather(qc);
+  CHECK(r.queries() == q && r.total() == want.ids.size());
+  CHECK(equal(r.ids(), want.ids) && equal(r.offsets(), want.offsets) && r.counts().empty());
+  std::size_t sum = 0;
+  for (std::size_t i = 0; i < q; i++) sum += r[i].size();
+  CHECK(sum == r.total());
+  for (lshk::Isa isa : lshk::isa_supported()) {
+    lshk::GatherResult ri;
+    t.gather(isa, qc, ri);
+    CHECK(equal(ri.ids(), want.ids));
+  }
+
+  // Probes, min_count, counts, forced ids; the same GatherResult reused.
+  std::vector<float> proj = h.project(qs);
+  lshk::GatherOptions opt;
+  opt.params.probes = 3;
+  opt.params.bits_per_table = kBits;
+  opt.params.min_count = 2;
+  opt.projections = proj;
+  std::vector<std::size_t> fo{0, 1, 1, 3, 3, 4};
+  std::vector<uint32_t> fi{7, 299, 7, 0};
+  opt.forced_offsets = fo;
+  opt.forced_ids = fi;
+  opt.counts = true;
+  CGather want2 =
+      c_gather(t.get(), qc, q, &opt.params, proj.data(), proj.size(), fo.data(), fi.data(), fi.size(), true);
+  t.gather(qc, r, opt);
+  CHECK(equal(r.ids(), want2.ids) && equal(r.offsets(), want2.offsets) &&
+        equal(r.counts(), want2.counts));
+  CHECK(r.counts_of(2).size() == r[2].size());
+  // Again into the warm result: no growth needed, same answer.
+  const uint32_t *before = r.ids().data();
+  t.gather(qc, r, opt);
+  CHECK(r.ids().data() == before && equal(r.ids(), want2.ids));
+
+  // No queries: one offset, no ids.
+  lshk::GatherResult r0 = t.gather(std::vector<uint32_t>{});
+  CHECK(r0.queries() == 0 && r0.total() == 0 && r0.offsets().size() == 1 && r0.offsets()[0] == 0);
+
+  // Update: move row 3 to row 4's buckets.
+  std::vector<uint32_t> ids{3};
+  std::vector<uint32_t> nc(codes.begin() + 4 * kTables, codes.begin() + 5 * kTables);
+  t.update(ids, nc);
+  std::vector<uint32_t> codes2 = codes;
+  std::copy(nc.begin(), nc.end(), codes2.begin() + 3 * kTables);
+  lshk::Tables t2(codes2, kRows, kTables, kBits);
+  lshk::GatherResult ga = t.gather(qc), gb = t2.gather(qc);
+  CHECK(ga.total() == gb.total() && std::equal(ga.ids().begin(), ga.ids().end(), gb.ids().begin()));
+
+  // Views and moves.
+  lshk::TablesRef tr = t;
+  lshk::Tables tm = std::move(t);
+  CHECK(!t && tr.get() == tm.get() && tr.rows() == kRows);
+  tm = std::move(t2);
+  CHECK(!t2 && tm.rows() == kRows);
+
+  // Errors.
+  EXPECT_THROW_STATUS(lshk::Tables(codes, kRows, kTables, 25), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk_tables_build");
+  EXPECT_THROW_STATUS(lshk::Tables(codes, kRows + 1, kTables, 8), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk::Tables::Tables: codes holds");
+  std::vector<uint32_t> bad_ids{kRows};
+  EXPECT_THROW_STATUS(tm.update(bad_ids, nc), LSHK_STATUS_INDEX_OUT_OF_RANGE,
+                      "lshk_tables_update");
+  lshk::GatherOptions bad;
+  bad.params.probes = 1;  // without bits_per_table
+  bad.projections = proj;
+  EXPECT_THROW_STATUS(tm.gather(qc, r, bad), LSHK_STATUS_INVALID_ARGUMENT, "lshk_tables_gather");
+  CHECK(r.queries() == 0 && r.total() == 0);
+  lshk::GatherOptions bad2;
+  std::vector<uint32_t> fbad{kRows};
+  std::vector<std::size_t> fobad{0, 1, 1, 1, 1, 1};
+  bad2.forced_offsets = fobad;
+  bad2.forced_ids = fbad;
+  EXPECT_THROW_STATUS(tm.gather(qc, r, bad2), LSHK_STATUS_INDEX_OUT_OF_RANGE,
+                      "lshk_tables_gather");
+  EXPECT_THROW_STATUS(tm.gather(lshk::span<const uint32_t>(qc.data(), kTables + 1)),
+                      LSHK_STATUS_INVALID_ARGUMENT, "lshk::Tables::gather");
+  lshk::Tables none;
+  EXPECT_THROW_STATUS((void)none.memory_bytes(), LSHK_STATUS_NULL_POINTER,
+                      "lshk_tables_memory_bytes");
+}
+
+void test_matmul() {
+  constexpr std::size_t rows = 50, dim = 19, stride = 24, nq = 3;
+  std::vector<float> w = normals(rows * stride, 5), bias = normals(rows, 6),
+                     q = normals(nq * dim, 7);
+  std::vector<uint32_t> ids{1, 49, 0, 7, 7, 3, 20, 21, 22};
+  std::vector<std::size_t> off{0, 2, 5, 9};
+  std::vector<float> got(ids.size()), want(ids.size());
+  lshk::gathered_matmul_f32(w, rows, dim, stride, bias, q, dim, ids, off, got);
+  EXPECT_OK(lshk_gathered_matmul_f32(w.data(), rows, dim, stride, bias.data(), q.data(), nq, dim,
+                                     ids.data(), off.data(), want.data(), want.size()));
+  CHECK(same_bits(got, want));
+  // No bias, larger out buffer (only offsets[nq] written).
+  std::vector<float> big(ids.size() + 4, -7.0f);
+  lshk::gathered_matmul_f32(w, rows, dim, stride, {}, q, dim, ids, off, big);
+  EXPECT_OK(lshk_gathered_matmul_f32(w.data(), rows, dim, stride, nullptr, q.data(), nq, dim,
+                                     ids.data(), off.data(), want.data(), want.size()));
+  CHECK(std::equal(want.begin(), want.end(), big.begin()) && big.back() == -7.0f);
+
+  // Compact rows for the other dtypes.
+  std::vector<float> wc(rows * dim);
+  for (std::size_t r = 0; r < rows; r++)
+    std::memcpy(&wc[r * dim], &w[r * stride], dim * sizeof(float));
+  std::vector<uint16_t> wb = lshk::to_bf16(wc), wh = lshk::to_f16(wc);
+  std::vector<uint16_t> wb2(wc.size()), wh2(wc.size());
+  EXPECT_OK(lshk_convert_f32_to_bf16(wc.data(), wc.size(), wb2.data()));
+  EXPECT_OK(lshk_convert_f32_to_f16(wc.data(), wc.size(), wh2.data()));
+  CHECK(wb == wb2 && wh == wh2);
+  std::vector<float> back(wc.size());
+  EXPECT_OK(lshk_convert_bf16_to_f32(wb.data(), wb.size(), back.data()));
+  CHECK(same_bits(lshk::bf16_to_f32(wb), back));
+  EXPECT_OK(lshk_convert_f16_to_f32(wh.data(), wh.size(), back.data()));
+  CHECK(same_bits(lshk::f16_to_f32(wh), back));
+  lshk::QuantizedRows qr = lshk::quantize_rows_i8(wc, rows, dim, dim);
+  std::vector<int8_t> q8(rows * dim);
+  std::vector<float> sc(rows);
+  EXPECT_OK(lshk_quantize_rows_i8(wc.data(), rows, dim, dim, q8.data(), dim, sc.data()));
+  CHECK(qr.values == q8 && same_bits(qr.scales, sc));
+
+  for (lshk::Isa isa : lshk::isa_supported()) {
+    lshk_isa ci = static_cast<lshk_isa>(isa);
+    lshk::gathered_matmul_f32(isa, w, rows, dim, stride, bias, q, dim, ids, off, got);
+    EXPECT_OK(lshk_gathered_matmul_f32_isa(ci, w.data(), rows, dim, stride, bias.data(), q.data(),
+                                           nq, dim, ids.data(), off.data(), want.data(),
+                                           want.size()));
+    CHECK(same_bits(got, want));
+    lshk::gathered_matmul_bf16(isa, wb, rows, dim, dim, bias, q, dim, ids, off, got);
+    EXPECT_OK(lshk_gathered_matmul_bf16_isa(ci, wb.data(), rows, dim, dim, bias.data(), q.data(),
+                                            nq, dim, ids.data(), off.data(), want.data(),
+                                            want.size()));
+    CHECK(same_bits(got, want));
+    lshk::gathered_matmul_f16(isa, wh, rows, dim, dim, bias, q, dim, ids, off, got);
+    EXPECT_OK(lshk_gathered_matmul_f16_isa(ci, wh.data(), rows, dim, dim, bias.data(), q.data(),
+                                           nq, dim, ids.data(), off.data(), want.data(),
+                                           want.size()));
+    CHECK(same_bits(got, want));
+    lshk::gathered_matmul_i8(isa, qr.values, qr.scales, rows, dim, dim, bias, q, dim, ids, off,
+                             got);
+    EXPECT_OK(lshk_gathered_matmul_i8_isa(ci, q8.data(), sc.data(), rows, dim, dim, bias.data(),
+                                          q.data(), nq, dim, ids.data(), off.data(), want.data(),
+                                          want.size()));
+    CHECK(same_bits(got, want));
+  }
+  lshk::gathered_matmul_bf16(wb, rows, dim, dim, bias, q, dim, ids, off, got);
+  lshk::gathered_matmul_f16(wh, rows, dim, dim, bias, q, dim, ids, off, got);
+  lshk::gathered_matmul_i8(qr.values, qr.scales, rows, dim, dim, bias, q, dim, ids, off, got);
+  EXPECT_OK(lshk_gathered_matmul_i8(q8.data(), sc.data(), rows, dim, dim, bias.data(), q.data(),
+                                    nq, dim, ids.data(), off.data(), want.data(), want.size()));
+  CHECK(same_bits(got, want));
+
+  // Top-k and softmax vs the C API.
+  std::vector<float> scores = got;
+  scores[4] = NAN;
+  std::vector<uint32_t> tid(nq * 2), tid2(nq * 2);
+  std::vector<float> tsc(nq * 2), tsc2(nq * 2);
+  lshk::topk(scores, ids, off, 2, tid, tsc);
+  EXPECT_OK(lshk_topk(scores.data(), ids.data(), off.data(), nq, 2, tid2.data(), tsc2.data()));
+  CHECK(tid == tid2 && same_bits(tsc, tsc2));
+  lshk::TopK tk = lshk::topk(scores, {}, off, 4);
+  tid2.resize(nq * 4);
+  tsc2.resize(nq * 4);
+  EXPECT_OK(lshk_topk(scores.data(), nullptr, off.data(), nq, 4, tid2.data(), tsc2.data()));
+  CHECK(tk.queries() == nq && tk.ids == tid2 && same_bits(tk.scores, tsc2));
+  CHECK(tk.ids_of(0)[2] == UINT32_MAX && std::isinf(tk.scores_of(0)[2]));
+  std::vector<float> sm(got.size()), sm2(got.size()), lse(nq), lse2(nq);
+  lshk::softmax(got, off, sm, lse);
+  EXPECT_OK(lshk_softmax(got.data(), off.data(), nq, sm2.data(), lse2.data()));
+  CHECK(same_bits(sm, sm2) && same_bits(lse, lse2));
+  std::vector<float> inplace = got;
+  lshk::softmax(inplace, off, inplace);
+  CHECK(same_bits(inplace, sm2));
+
+  // Errors: C-side and wrapper-side.
+  std::vector<uint32_t> bad_ids = ids;
+  bad_ids[3] = rows;
+  EXPECT_THROW_STATUS(lshk::gathered_matmul_f32(w, rows, dim, stride, bias, q, dim, bad_ids, off, got),
+                      LSHK_STATUS_INDEX_OUT_OF_RANGE, "lshk_gathered_matmul_f32");
+  std::vector<std::size_t> bad_off{0, 3, 2, 9};
+  EXPECT_THROW_STATUS(lshk::gathered_matmul_f32(w, rows, dim, stride, bias, q, dim, ids, bad_off, got),
+                      LSHK_STATUS_INVALID_ARGUMENT, "lshk_gathered_matmul_f32");
+  EXPECT_THROW_STATUS(lshk::gathered_matmul_f32(w, rows, dim, dim - 1, bias, q, dim, ids, off, got),
+                      LSHK_STATUS_INVALID_ARGUMENT, "lshk_gathered_matmul_f32");
+  EXPECT_THROW_STATUS(lshk::gathered_matmul_f32(w, rows, dim, stride, bias, q, dim, ids, off,
+                                                lshk::span<float>(got.data(), 8)),
+                      LSHK_STATUS_BUFFER_TOO_SMALL, "lshk::gathered_matmul_f32: out holds");
+  EXPECT_THROW_STATUS(lshk::gathered_matmul_f32(w, rows + 1, dim, stride, bias, q, dim, ids, off, got),
+                      LSHK_STATUS_INVALID_ARGUMENT, "lshk::gathered_matmul_f32: w holds");
+  EXPECT_THROW_STATUS(lshk::gathered_matmul_f32(w, rows, dim, stride, bias, q, dim, ids, {}, got),
+                      LSHK_STATUS_INVALID_ARGUMENT, "offsets is empty");
+  EXPECT_THROW_STATUS(lshk::gathered_matmul_i8(qr.values, lshk::span<const float>(sc.data(), 3), rows, dim,
+                                               dim, bias, q, dim, ids, off, got),
+                      LSHK_STATUS_INVALID_ARGUMENT, "scales holds");
+  std::vector<float> nonfinite = wc;
+  nonfinite[10] = INFINITY;
+  EXPECT_THROW_STATUS(lshk::quantize_rows_i8(nonfinite, rows, dim, dim), LSHK_STATUS_NON_FINITE,
+                      "lshk_quantize_rows_i8");
+  std::vector<uint16_t> small(3);
+  EXPECT_THROW_STATUS(lshk::convert_f32_to_bf16(wc, small), LSHK_STATUS_BUFFER_TOO_SMALL,
+                      "lshk::convert_f32_to_bf16");
+  EXPECT_THROW_STATUS(lshk::topk(scores, ids, off, 2, lshk::span<uint32_t>(tid.data(), 5), tsc),
+                      LSHK_STATUS_BUFFER_TOO_SMALL, "out_ids");
+  std::vector<float> partial(got.size() + 1);
+  EXPECT_THROW_STATUS(lshk::softmax(lshk::span<const float>(partial.data(), got.size()), off,
+                                    lshk::span<float>(partial.data() + 1, got.size())),
+                      LSHK_STATUS_INVALID_ARGUMENT, "lshk_softmax");
+}
+
+static_assert(!std::is_copy_constructible<lshk::Index>::value, "owners are move-only");
+static_assert(std::is_nothrow_move_constructible<lshk::Index>::value, "noexcept move");
+static_assert(std::is_nothrow_move_assignable<lshk::Index>::value, "noexcept move");
+static_assert(std::is_nothrow_destructible<lshk::Index>::value, "noexcept dtor");
+
+bool same_topk(const lshk::TopK &a, const std::vector<uint32_t> &ids,
+               const std::vector<float> &scores) {
+  return a.ids == ids && same_bits(a.scores, scores);
+}
+
+void test_index() {
+  constexpr std::size_t rows = 3000, dim = 24, nq = 40;
+  constexpr uint32_t k = 5;
+  // Structured rows: 60 centroids plus noise; queries near rows.
+  std::vector<float> cent = normals(60 * dim, 11), noise = normals(rows * dim, 12);
+  std::vector<float> w(rows * dim), bias = normals(rows, 13);
+  for (std::size_t r = 0; r < rows; r++)
+    for (std::size_t j = 0; j < dim; j++)
+      w[r * dim + j] = cent[(r % 60) * dim + j] + 0.3f * noise[r * dim + j];
+  std::vector<float> qn = normals(nq * dim, 14), q(nq * dim);
+  for (std::size_t i = 0; i < nq; i++)
+    for (std::size_t j = 0; j < dim; j++) q[i * dim + j] = w[(i * 71) * dim + j] + 0.1f * qn[i * dim + j];
+
+  lshk::IndexParams p;
+  CHECK(p.struct_size == sizeof(lshk_index_params) && p.family == LSHK_FAMILY_SIMHASH);
+  p.bits_per_table = 8;
+  p.tables = 12;
+  p.build_threads = 1;
+  std::vector<std::pair<uint64_t, uint64_t>> calls;
+  lshk::Index idx(w, bias, rows, dim, dim, p,
+                  [&](uint64_t done, uint64_t total) { calls.emplace_back(done, total); });
+  CHECK(idx && idx.rows() == rows && idx.dim() == dim && idx.bits_per_table() == 8 &&
+        idx.tables() == 12);
+  CHECK(!calls.empty() && calls.back().first == rows && calls.back().second == rows);
+  std::size_t mem = 0;
+  EXPECT_OK(lshk_index_memory_bytes(idx.get(), &mem));
+  CHECK(idx.memory_bytes() == mem && mem >= rows * dim * sizeof(float));
+
+  // The same index through the C API, and the same query.
+  lshk_index *raw = nullptr;
+  EXPECT_OK(lshk_index_build(w.data(), bias.data(), rows, dim, dim, &p, &raw));
+  std::vector<uint32_t> want_ids(nq * k);
+  std::vector<float> want_sc(nq * k);
+  lshk_query_stats cst;
+  std::memset(&cst, 0, sizeof cst);
+  cst.struct_size = sizeof cst;
+  EXPECT_OK(lshk_index_query(raw, q.data(), nq, dim, k, nullptr, want_ids.data(), want_sc.data(),
+                             &cst));
+  lshk::QueryStats st;
+  lshk::TopK got = idx.query(q, k, nullptr, &st);
+  CHECK(got.queries() == nq && same_topk(got, want_ids, want_sc));
+  CHECK(st.queries == nq && st.candidates_total == cst.candidates_total &&
+        st.candidates_min == cst.candidates_min && st.candidates_max == cst.candidates_max);
+  // Shape of the answer: ids < rows (or padding), scores descending.
+  bool sane = true;
+  for (std::size_t i = 0; i < nq; i++)
+    for (uint32_t j = 0; j < k; j++) {
+      sane &= got.ids_of(i)[j] < rows || got.ids_of(i)[j] == UINT32_MAX;
+      if (j > 0) sane &= !(got.scores_of(i)[j] > got.scores_of(i)[j - 1]);
+    }
+  CHECK(sane && got.ids_of(0)[0] != UINT32_MAX);
+  // Strided queries, no scores, gather params with probes.
+  std::vector<float> qs(nq * 30, 5.0f);
+  for (std::size_t i = 0; i < nq; i++) std::memcpy(&qs[i * 30], &q[i * dim], dim * sizeof(float));
+  std::vector<uint32_t> ids_only(nq * k);
+  idx.query(qs, nq, 30, k, ids_only, {});
+  CHECK(ids_only == want_ids);
+  lshk::GatherParams g;
+  g.probes = 2;
+  g.bits_per_table = 8;
+  EXPECT_OK(lshk_index_query(raw, q.data(), nq, dim, k, &g, want_ids.data(), want_sc.data(),
+                             nullptr));
+  CHECK(same_topk(idx.query(q, k, &g), want_ids, want_sc));
+  EXPECT_OK(lshk_index_free(raw));
+
+  // The kernels through the accessors compose to the same answer.
+  lshk::SimHashRef sh = idx.simhash();
+  lshk::TablesRef tr = idx.lsh_tables();
+  CHECK(sh.dim() == dim && sh.bits_per_table() == 8 && sh.tables() == 12 && tr.rows() == rows);
+  lshk::GatherResult cand = tr.gather(sh.hash(q));
+  std::vector<float> logits(cand.total());
+  lshk::gathered_matmul_f32(w, rows, dim, dim, bias, q, dim, cand.ids(), cand.offsets(), logits);
+  lshk::TopK composed = lshk::topk(logits, cand.ids(), cand.offsets(), k);
+  lshk::TopK plain = idx.query(q, k);
+  CHECK(composed.ids == plain.ids && same_bits(composed.scores, plain.scores));
+  EXPECT_THROW_STATUS((void)idx.dwta(), LSHK_STATUS_INVALID_ARGUMENT, "lshk_index_dwta");
+  // Caller-given planes (here: the index's own) give the same index.
+  std::vector<float> planes = sh.planes();
+  lshk::IndexParams pp = p;
+  pp.set_planes(planes);
+  CHECK(pp.planes == planes.data() && pp.planes_len == planes.size());
+  lshk::Index given(w, bias, rows, dim, dim, pp);
+  CHECK(same_topk(given.query(q, k), plain.ids, plain.scores));
+  // k = 0 and nq = 0: nothing to write.
+  CHECK(idx.query(q, 0).ids.empty() && idx.query(std::vector<float>{}, k).ids.empty());
+
+  // Save and load: the same answers.
+  // Per process: the harness runs the g++ and clang++ builds at once.
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("lshk_wrapper_test_" + std::to_string(getpid()) + ".lshk"))
+                               .string();
+  idx.save(path);
+  {
+    lshk::Index loaded = lshk::Index::load(path);
+    CHECK(loaded.rows() == rows && loaded.dim() == dim);
+    CHECK(same_topk(loaded.query(q, k), plain.ids, plain.scores));
+    lshk::Index moved = std::move(loaded);
+    CHECK(!loaded && moved && same_topk(moved.query(q, k), plain.ids, plain.scores));
+    moved = lshk::Index();  // frees
+    CHECK(!moved);
+  }
+  // Borrowed weights: not stored in the file, given again at load.
+  lshk::IndexParams pb = p;
+  pb.storage = LSHK_STORAGE_BORROWED_F32;
+  {
+    lshk::Index b(w, bias, rows, dim, dim, pb);
+    CHECK(same_topk(b.query(q, k), plain.ids, plain.scores));
+    b.save(path);
+  }
+  {
+    lshk::Index lb = lshk::Index::load(path, w.data());
+    CHECK(same_topk(lb.query(q, k), plain.ids, plain.scores));
+    EXPECT_THROW_STATUS(lshk::Index::load(path), LSHK_STATUS_INVALID_ARGUMENT, "lshk_index_load");
+  }
+  std::remove(path.c_str());
+
+  // A DWTA index.
+  lshk::IndexParams pd;
+  pd.family = LSHK_FAMILY_DWTA;
+  pd.bits_per_table = 3;
+  pd.tables = 10;
+  pd.bin_size = 8;
+  lshk::Index di(w, {}, rows, dim, dim, pd);
+  CHECK(di.dwta().bins_per_table() == 3 && di.query(q, k).ids.size() == nq * k);
+  std::vector<uint32_t> dmap = di.dwta().map();
+  lshk::IndexParams pdm = pd;
+  pdm.set_dwta_map(dmap);
+  lshk::Index dgiven(w, {}, rows, dim, dim, pdm);
+  CHECK(dgiven.query(q, k).ids == di.query(q, k).ids);
+  EXPECT_THROW_STATUS((void)di.simhash(), LSHK_STATUS_INVALID_ARGUMENT, "lshk_index_simhash");
+
+  // Errors.
+  lshk::IndexParams bad = p;
+  bad.bits_per_table = 0;
+  EXPECT_THROW_STATUS(lshk::Index(w, bias, rows, dim, dim, bad), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk_index_build");
+  bad = p;
+  bad.family = 7;
+  EXPECT_THROW_STATUS(lshk::Index(w, bias, rows, dim, dim, bad), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk_index_build");
+  EXPECT_THROW_STATUS(lshk::Index(w, bias, rows + 1, dim, dim, p), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk::Index::Index: w holds");
+  EXPECT_THROW_STATUS(lshk::Index(w, lshk::span<const float>(bias.data(), 5), rows, dim, dim, p),
+                      LSHK_STATUS_INVALID_ARGUMENT, "lshk::Index::Index: bias holds");
+  EXPECT_THROW_STATUS(lshk::Index::load("/nonexistent/dir/x.lshk"), LSHK_STATUS_IO_ERROR,
+                      "lshk_index_load");
+  {
+    FILE *f = std::fopen(path.c_str(), "wb");
+    std::fputs("definitely not an lshk index file, just some text.....", f);
+    std::fclose(f);
+    EXPECT_THROW_STATUS(lshk::Index::load(path), LSHK_STATUS_BAD_FILE_FORMAT, "lshk_index_load");
+    std::remove(path.c_str());
+  }
+  std::vector<uint32_t> few(3);
+  EXPECT_THROW_STATUS(idx.query(q, nq, dim, k, few, {}), LSHK_STATUS_BUFFER_TOO_SMALL,
+                      "lshk::Index::query: out_ids");
+  EXPECT_THROW_STATUS((void)idx.query(lshk::span<const float>(q.data(), dim + 1), k),
+                      LSHK_STATUS_INVALID_ARGUMENT, "not a whole number of rows");
+  std::vector<float> qnan = q;
+  qnan[3] = NAN;
+  try {
+    (void)idx.query(qnan, k);
+    lshk_test_passed++;  // NaN queries may be allowed; then nothing to check
+  } catch (const lshk::Error &e) {
+    CHECK(e.status() == LSHK_STATUS_NON_FINITE || e.status() == LSHK_STATUS_INVALID_ARGUMENT);
+  }
+  // A progress callback that throws: rethrown after the build, nothing leaks.
+  bool rethrown = false;
+  try {
+    lshk::Index never(w, bias, rows, dim, dim, p, [](uint64_t, uint64_t) {
+      throw std::runtime_error("stop");
+    });
+  } catch (const std::runtime_error &e) {
+    rethrown = std::string(e.what()) == "stop";
+  }
+  CHECK(rethrown);
+  lshk::Index empty;
+  EXPECT_THROW_STATUS(empty.save(path), LSHK_STATUS_NULL_POINTER, "lshk_index_save");
+}
+
+}  // namespace
+
+int main() {
+  try {
+    test_span();
+    test_basics();
+    test_simhash();
+    test_dwta();
+    test_tables();
+    test_matmul();
+    test_index();
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "unexpected exception: %s\n", e.what());
+    lshk_test_failed++;
+  }
+  return lshk_test_summary("wrapper");
+}

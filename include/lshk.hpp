@@ -1,0 +1,1375 @@
+/* lshk.hpp: a header-only C++17 wrapper over the C API of lshk (lshk.h).
+ *
+ * What it adds to the C API, and nothing more:
+ *  - errors become exceptions: every failing call throws lshk::Error, which
+ *    carries the lshk_status and the calling thread's last-error message
+ *    (lshk_last_error_message) at the moment of the failure;
+ *  - handles become RAII owners (lshk::SimHash, lshk::Dwta, lshk::Tables,
+ *    lshk::Index): unique ownership, move-only (noexcept moves, a moved-from
+ *    owner is empty), the destructor frees the handle and never throws;
+ *    lshk::SimHashRef / DwtaRef / TablesRef are non-owning views (of an owner,
+ *    or of a handle borrowed from an index) and are cheap to copy;
+ *  - buffers are passed as lshk::span<T> (pointer + element count; C++17 has
+ *    no std::span), built implicitly from std::vector, std::array, C arrays
+ *    or (pointer, size). Where the C function takes no length for a buffer,
+ *    the wrapper checks the span is long enough before calling and throws
+ *    lshk::Error itself: INVALID_ARGUMENT for a short input,
+ *    BUFFER_TOO_SMALL for a short output (its message starts with "lshk::",
+ *    the C library's own messages with "lshk_").
+ *
+ * Everything else (validation, units, thread-safety, error codes, memory) is
+ * exactly as documented in lshk.h: every method names the C function it
+ * calls. Const methods of the views and owners call C functions documented
+ * as thread-safe, so a `const lshk::Index&` (or SimHash, Dwta, Tables) may be
+ * shared by many threads. The wrapper itself keeps no global state and
+ * allocates only in the functions that return std::vector (or grow a
+ * caller-provided lshk::GatherResult / lshk::QueryResult).
+ *
+ * Build: C++17, any of g++/clang++ (`-std=c++17 -Wall -Wextra -Werror
+ * -pedantic` clean), link with -llshk (pkg-config lshk).
+ */
+#ifndef LSHK_HPP
+#define LSHK_HPP
+
+#if __cplusplus < 201703L
+#error "lshk.hpp needs C++17 (-std=c++17); C and older C++ can use lshk.h directly"
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "lshk.h"
+
+namespace lshk {
+
+/* ------------------------------------------------------------------ span */
+
+template <class T>
+class span;
+
+namespace detail {
+template <class T>
+struct is_span : std::false_type {};
+template <class T>
+struct is_span<span<T>> : std::true_type {};
+
+template <class C, class T, class = void>
+struct is_container_of : std::false_type {};
+/* C has .data() returning a pointer convertible (as an array pointer, so no
+ * derived-to-base or int->float surprises) to T*, and .size(). */
+template <class C, class T>
+struct is_container_of<
+    C, T,
+    std::void_t<decltype(std::declval<C>().data()), decltype(std::declval<C>().size())>>
+    : std::integral_constant<
+          bool, !is_span<std::remove_cv_t<std::remove_reference_t<C>>>::value &&
+                    std::is_pointer<decltype(std::declval<C>().data())>::value &&
+                    std::is_convertible<
+                        std::remove_pointer_t<decltype(std::declval<C>().data())> (*)[],
+                        T (*)[]>::value> {};
+}  // namespace detail
+
+/* A non-owning view of `size()` contiguous elements of type T (a minimal
+ * std::span). An empty span may have a NULL data(). */
+template <class T>
+class span {
+ public:
+  using element_type = T;
+  using value_type = std::remove_cv_t<T>;
+  using size_type = std::size_t;
+  using pointer = T *;
+  using reference = T &;
+  using iterator = T *;
+
+  constexpr span() noexcept = default;
+  constexpr span(T *data, std::size_t size) noexcept : data_(data), size_(size) {}
+  template <std::size_t N>
+  constexpr span(T (&arr)[N]) noexcept : data_(arr), size_(N) {}
+  /* span<float> -> span<const float>. */
+  template <class U, std::enable_if_t<std::is_convertible<U (*)[], T (*)[]>::value &&
+                                          !std::is_same<U, T>::value,
+                                      int> = 0>
+  constexpr span(const span<U> &o) noexcept : data_(o.data()), size_(o.size()) {}
+  /* Any contiguous container with data() and size() (std::vector,
+   * std::array, std::string, ...). */
+  template <class C, std::enable_if_t<detail::is_container_of<C &, T>::value, int> = 0>
+  constexpr span(C &c) noexcept(noexcept(c.data()) && noexcept(c.size()))
+      : data_(c.data()), size_(c.size()) {}
+  /* Const views also bind to const and temporary containers (valid for the
+   * full expression, e.g. one call). */
+  template <class C, std::enable_if_t<std::is_const<T>::value &&
+                                          detail::is_container_of<const C &, T>::value,
+                                      int> = 0>
+  constexpr span(const C &c) noexcept(noexcept(c.data()) && noexcept(c.size()))
+      : data_(c.data()), size_(c.size()) {}
+
+  constexpr T *data() const noexcept { return data_; }
+  constexpr std::size_t size() const noexcept { return size_; }
+  constexpr std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
+  constexpr bool empty() const noexcept { return size_ == 0; }
+  constexpr T &operator[](std::size_t i) const noexcept { return data_[i]; }
+  constexpr T *begin() const noexcept { return data_; }
+  constexpr T *end() const noexcept { return data_ + size_; }
+  /* Elements [offset, offset + count), clamped to the span. */
+  constexpr span subspan(std::size_t offset, std::size_t count = static_cast<std::size_t>(-1)) const
+      noexcept {
+    std::size_t o = offset < size_ ? offset : size_;
+    std::size_t c = count < size_ - o ? count : size_ - o;
+    return span(data_ + o, c);
+  }
+  constexpr span first(std::size_t count) const noexcept { return subspan(0, count); }
+
+ private:
+  T *data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+/* ----------------------------------------------------------------- errors */
+
+/* The calling thread's last error message (empty if no call on this thread
+ * has failed). */
+inline std::string last_error_message() {
+  std::size_t n = lshk_last_error_message(nullptr, 0);
+  std::string s(n + 1, '\0');
+  lshk_last_error_message(&s[0], s.size());
+  s.resize(std::strlen(s.c_str()));
+  return s;
+}
+
+/* Name of a status code, e.g. "LSHK_STATUS_NULL_POINTER". */
+inline const char *status_name(lshk_status status) noexcept { return lshk_status_name(status); }
+
+/* A failed lshk call. what() is "LSHK_STATUS_X: <message>"; status() the
+ * code; message() the message alone: the C library's last-error message of
+ * the throwing thread (it names the C function, "lshk_simhash_hash: ..."),
+ * or, for checks done by this wrapper, a message naming the wrapper method
+ * ("lshk::SimHash::hash: ..."). Copying an Error never throws. */
+class Error : public std::runtime_error {
+ public:
+  Error(lshk_status status, const std::string &message)
+      : std::runtime_error(std::string(lshk_status_name(status)) + ": " + message),
+        status_(status),
+        prefix_(std::strlen(lshk_status_name(status)) + 2) {}
+  lshk_status status() const noexcept { return status_; }
+  const char *message() const noexcept { return what() + prefix_; }
+
+ private:
+  lshk_status status_;
+  std::size_t prefix_;
+};
+
+/* Throws lshk::Error(status, last_error_message()) unless status is OK. */
+inline void check(lshk_status status) {
+  if (status != LSHK_STATUS_OK) throw Error(status, last_error_message());
+}
+
+namespace detail {
+[[noreturn]] inline void fail(lshk_status status, const std::string &message) {
+  throw Error(status, message);
+}
+inline std::string num(std::size_t v) { return std::to_string(v); }
+
+/* Elements needed for n rows of dim at stride: (n-1)*stride + dim. Returns
+ * false when the product overflows or the stride/dim is one the C library
+ * rejects itself (then the wrapper leaves the diagnosis to it). */
+inline bool rows_extent(std::size_t n, std::size_t dim, std::size_t stride, std::size_t *need) {
+  if (n == 0) {
+    *need = 0;
+    return true;
+  }
+  if (dim == 0 || stride < dim) return false;
+  std::size_t m = n - 1;
+  if (stride != 0 && m > (static_cast<std::size_t>(-1) - dim) / stride) return false;
+  *need = m * stride + dim;
+  return true;
+}
+/* Throws INVALID_ARGUMENT if `have` elements cannot hold n rows. */
+inline void need_rows(const char *where, const char *name, std::size_t have, std::size_t n,
+                      std::size_t dim, std::size_t stride) {
+  std::size_t need = 0;
+  if (rows_extent(n, dim, stride, &need) && have < need)
+    fail(LSHK_STATUS_INVALID_ARGUMENT, std::string(where) + ": " + name + " holds " + num(have) +
+                                           " elements, " + num(n) + " rows of " + num(dim) +
+                                           " at stride " + num(stride) + " need " + num(need));
+}
+/* a * b, or false on overflow. */
+inline bool mul(std::size_t a, std::size_t b, std::size_t *out) {
+  if (a != 0 && b > static_cast<std::size_t>(-1) / a) return false;
+  *out = a * b;
+  return true;
+}
+inline void need_in(const char *where, const char *name, std::size_t have, std::size_t need) {
+  if (have < need)
+    fail(LSHK_STATUS_INVALID_ARGUMENT, std::string(where) + ": " + name + " holds " + num(have) +
+                                           " elements, the call needs " + num(need));
+}
+inline void need_out(const char *where, const char *name, std::size_t have, std::size_t need) {
+  if (have < need)
+    fail(LSHK_STATUS_BUFFER_TOO_SMALL, std::string(where) + ": " + name + " holds " + num(have) +
+                                           " elements, the call needs " + num(need));
+}
+/* Number of rows of `dim` elements in a contiguous buffer of `size`. */
+inline std::size_t whole_rows(const char *where, const char *name, std::size_t size,
+                              std::size_t dim) {
+  if (dim == 0) fail(LSHK_STATUS_NULL_POINTER, std::string(where) + ": empty handle");
+  if (size % dim != 0)
+    fail(LSHK_STATUS_INVALID_ARGUMENT, std::string(where) + ": " + name + " holds " + num(size) +
+                                           " elements, not a whole number of rows of " +
+                                           num(dim));
+  return size / dim;
+}
+/* nq for CSR offsets (nq + 1 entries). */
+inline std::size_t csr_queries(const char *where, std::size_t offsets_size) {
+  if (offsets_size == 0)
+    fail(LSHK_STATUS_INVALID_ARGUMENT,
+         std::string(where) + ": offsets is empty (it holds nq + 1 entries)");
+  return offsets_size - 1;
+}
+template <class T>
+inline T *or_null(span<T> s) noexcept {
+  return s.empty() ? nullptr : s.data();
+}
+}  // namespace detail
+
+/* -------------------------------------------------------------- ISA tiers */
+
+/* An instruction-set tier (LSHK_ISA_*). */
+enum class Isa : lshk_isa {
+  scalar = LSHK_ISA_SCALAR,
+  portable = LSHK_ISA_PORTABLE,
+  avx2 = LSHK_ISA_AVX2,
+  avx512 = LSHK_ISA_AVX512,
+};
+
+/* lshk_isa_detected: the best tier of this CPU. */
+inline Isa isa_detected() noexcept { return static_cast<Isa>(lshk_isa_detected()); }
+/* lshk_isa_active: the tier kernels run on now. */
+inline Isa isa_active() noexcept { return static_cast<Isa>(lshk_isa_active()); }
+/* lshk_isa_set_max: caps the tier for the whole process. */
+inline void isa_set_max(Isa max) { check(lshk_isa_set_max(static_cast<lshk_isa>(max))); }
+/* lshk_isa_name: "scalar", "portable", "avx2", "avx512" or "unknown". */
+inline const char *isa_name(Isa isa) noexcept {
+  return lshk_isa_name(static_cast<lshk_isa>(isa));
+}
+/* Tiers this CPU can run, scalar first (a tier is supported when it is at
+ * most the detected one). */
+inline std::vector<Isa> isa_supported() {
+  std::vector<Isa> v;
+  for (lshk_isa i = LSHK_ISA_SCALAR; i <= lshk_isa_detected(); ++i) v.push_back(static_cast<Isa>(i));
+  return v;
+}
+/* lshk_version: the library's version string (LSHK_VERSION_STRING of the
+ * header it was built with). */
+inline const char *version() noexcept { return lshk_version(); }
+
+/* ---------------------------------------------------------------- SimHash */
+
+namespace detail {
+/* The const operations shared by lshk::SimHash and lshk::SimHashRef. The
+ * shape is read once (lshk_simhash_shape) when the handle is taken. */
+class SimHashBase {
+ public:
+  const lshk_simhash *get() const noexcept { return h_; }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+  uint32_t dim() const noexcept { return dim_; }
+  uint32_t bits_per_table() const noexcept { return bits_; }
+  uint32_t tables() const noexcept { return tables_; }
+
+  /* lshk_simhash_copy_planes: the K*L x dim planes, row-major. */
+  void copy_planes(span<float> out) const {
+    check(lshk_simhash_copy_planes(h_, out.data(), out.size()));
+  }
+  std::vector<float> planes() const {
+    std::vector<float> v(std::size_t{bits_} * tables_ * dim_);
+    copy_planes(v);
+    return v;
+  }
+
+  /* lshk_simhash_hash: n rows of x at x_stride into codes[i*L + l]. */
+  void hash(span<const float> x, std::size_t n, std::size_t x_stride, span<uint32_t> codes) const {
+    hash_impl(nullptr, x, n, x_stride, codes);
+  }
+  /* lshk_simhash_hash_isa: the same on one chosen tier. */
+  void hash(Isa isa, span<const float> x, std::size_t n, std::size_t x_stride,
+            span<uint32_t> codes) const {
+    hash_impl(&isa, x, n, x_stride, codes);
+  }
+  /* Contiguous rows (x.size() a multiple of dim). */
+  void hash(span<const float> x, span<uint32_t> codes) const {
+    hash(x, detail::whole_rows("lshk::SimHash::hash", "x", x.size(), dim_), dim_, codes);
+  }
+  std::vector<uint32_t> hash(span<const float> x) const {
+    std::size_t n = detail::whole_rows("lshk::SimHash::hash", "x", x.size(), dim_);
+    std::vector<uint32_t> codes(n * tables_);
+    hash(x, n, dim_, codes);
+    return codes;
+  }
+
+  /* lshk_simhash_project: out[i*K*L + p] = dot(x_i, plane_p). */
+  void project(span<const float> x, std::size_t n, std::size_t x_stride, span<float> out) const {
+    project_impl(nullptr, x, n, x_stride, out);
+  }
+  void project(Isa isa, span<const float> x, std::size_t n, std::size_t x_stride,
+               span<float> out) const {
+    project_impl(&isa, x, n, x_stride, out);
+  }
+  void project(span<const float> x, span<float> out) const {
+    project(x, detail::whole_rows("lshk::SimHash::project", "x", x.size(), dim_), dim_, out);
+  }
+  std::vector<float> project(span<const float> x) const {
+    std::size_t n = detail::whole_rows("lshk::SimHash::project", "x", x.size(), dim_);
+    std::vector<float> out(n * bits_ * tables_);
+    project(x, n, dim_, out);
+    return out;
+  }
+
+ protected:
+  SimHashBase() noexcept = default;
+  /* Takes the handle and reads its shape (lshk_simhash_shape); on error
+   * throws and leaves *this unchanged. */
+  void take(const lshk_simhash *h) {
+    uint32_t d = 0, b = 0, t = 0;
+    if (h) check(lshk_simhash_shape(h, &d, &b, &t));
+    h_ = h;
+    dim_ = d;
+    bits_ = b;
+    tables_ = t;
+  }
+  SimHashBase(const SimHashBase &) noexcept = default;
+  SimHashBase &operator=(const SimHashBase &) noexcept = default;
+  ~SimHashBase() = default;
+  void clear() noexcept { *this = SimHashBase(); }
+
+  const lshk_simhash *h_ = nullptr;
+  uint32_t dim_ = 0, bits_ = 0, tables_ = 0;
+
+ private:
+  void hash_impl(const Isa *isa, span<const float> x, std::size_t n, std::size_t x_stride,
+                 span<uint32_t> codes) const {
+    detail::need_rows("lshk::SimHash::hash", "x", x.size(), n, dim_, x_stride);
+    check(isa ? lshk_simhash_hash_isa(static_cast<lshk_isa>(*isa), h_, x.data(), n, x_stride,
+                                      codes.data(), codes.size())
+              : lshk_simhash_hash(h_, x.data(), n, x_stride, codes.data(), codes.size()));
+  }
+  void project_impl(const Isa *isa, span<const float> x, std::size_t n, std::size_t x_stride,
+                    span<float> out) const {
+    detail::need_rows("lshk::SimHash::project", "x", x.size(), n, dim_, x_stride);
+    check(isa ? lshk_simhash_project_isa(static_cast<lshk_isa>(*isa), h_, x.data(), n, x_stride,
+                                         out.data(), out.size())
+              : lshk_simhash_project(h_, x.data(), n, x_stride, out.data(), out.size()));
+  }
+};
+}  // namespace detail
+
+/* A non-owning view of a SimHash family (of an lshk::SimHash, or borrowed
+ * from an index): valid while the family lives. */
+class SimHashRef : public detail::SimHashBase {
+ public:
+  SimHashRef() noexcept = default;
+  /* Reads the shape; throws for an invalid handle. NULL gives an empty view. */
+  explicit SimHashRef(const lshk_simhash *h) { take(h); }
+  /* A view of an owner (lshk::SimHash converts implicitly). */
+  SimHashRef(const detail::SimHashBase &b) noexcept : SimHashBase(b) {}
+  SimHashRef(const SimHashRef &) noexcept = default;
+  SimHashRef &operator=(const SimHashRef &) noexcept = default;
+};
+
+/* Owns an lshk_simhash (freed by the destructor). Move-only. */
+class SimHash : public detail::SimHashBase {
+ public:
+  /* An empty owner (every operation throws NULL_POINTER). */
+  SimHash() noexcept = default;
+  /* lshk_simhash_new: K*L planes over dim, sparsity 0 (Gaussian), 1 (±1)
+   * or s >= 2 (sparse ±1), from seed. */
+  SimHash(uint32_t dim, uint32_t bits_per_table, uint32_t tables, uint32_t sparsity = 0,
+          uint64_t seed = 1) {
+    lshk_simhash *h = nullptr;
+    check(lshk_simhash_new(dim, bits_per_table, tables, sparsity, seed, &h));
+    adopt(h);
+  }
+  /* lshk_simhash_from_planes: caller-given planes (K*L rows of dim, copied). */
+  static SimHash from_planes(span<const float> planes, uint32_t dim, uint32_t bits_per_table,
+                             uint32_t tables) {
+    std::size_t need = 0;
+    if (detail::mul(std::size_t{bits_per_table} * tables, dim, &need))
+      detail::need_in("lshk::SimHash::from_planes", "planes", planes.size(), need);
+    lshk_simhash *h = nullptr;
+    check(lshk_simhash_from_planes(planes.data(), dim, bits_per_table, tables, &h));
+    SimHash s;
+    s.adopt(h);
+    return s;
+  }
+  /* Takes ownership of a handle from lshk_simhash_new/_from_planes (freed
+   * here too if reading its shape fails). */
+  static SimHash adopt_handle(lshk_simhash *h) {
+    SimHash s;
+    s.adopt(h);
+    return s;
+  }
+
+  SimHash(const SimHash &) = delete;
+  SimHash &operator=(const SimHash &) = delete;
+  SimHash(SimHash &&o) noexcept : SimHashBase(o) { o.clear(); }
+  SimHash &operator=(SimHash &&o) noexcept {
+    if (this != &o) {
+      reset();
+      SimHashBase::operator=(o);
+      o.clear();
+    }
+    return *this;
+  }
+  ~SimHash() { reset(); }
+
+  /* Frees the family now; the owner becomes empty. */
+  void reset() noexcept {
+    if (h_) (void)lshk_simhash_free(const_cast<lshk_simhash *>(h_));
+    clear();
+  }
+  /* Gives up ownership: the caller frees the returned handle. */
+  lshk_simhash *release() noexcept {
+    lshk_simhash *h = const_cast<lshk_simhash *>(h_);
+    clear();
+    return h;
+  }
+  lshk_simhash *get() noexcept { return const_cast<lshk_simhash *>(h_); }
+  const lshk_simhash *get() const noexcept { return h_; }
+  SimHashRef ref() const noexcept { return SimHashRef(*this); }
+
+ private:
+  void adopt(lshk_simhash *h) {
+    try {
+      take(h);
+    } catch (...) {
+      (void)lshk_simhash_free(h);
+      throw;
+    }
+  }
+};
+
+/* ------------------------------------------------------------------- DWTA */
+
+namespace detail {
+class DwtaBase {
+ public:
+  const lshk_dwta *get() const noexcept { return h_; }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+  uint32_t dim() const noexcept { return dim_; }
+  uint32_t bins_per_table() const noexcept { return bins_; }
+  uint32_t tables() const noexcept { return tables_; }
+  uint32_t bin_size() const noexcept { return bin_size_; }
+
+  /* lshk_dwta_copy_map: the K*L*B bin map, bin-major. */
+  void copy_map(span<uint32_t> out) const { check(lshk_dwta_copy_map(h_, out.data(), out.size())); }
+  std::vector<uint32_t> map() const {
+    std::vector<uint32_t> v(std::size_t{bins_} * tables_ * bin_size_);
+    copy_map(v);
+    return v;
+  }
+
+  /* lshk_dwta_hash_dense: n dense rows at x_stride into codes[i*L + l]. */
+  void hash_dense(span<const float> x, std::size_t n, std::size_t x_stride,
+                  span<uint32_t> codes) const {
+    dense_impl(nullptr, x, n, x_stride, codes);
+  }
+  /* lshk_dwta_hash_dense_isa. */
+  void hash_dense(Isa isa, span<const float> x, std::size_t n, std::size_t x_stride,
+                  span<uint32_t> codes) const {
+    dense_impl(&isa, x, n, x_stride, codes);
+  }
+  void hash_dense(span<const float> x, span<uint32_t> codes) const {
+    hash_dense(x, detail::whole_rows("lshk::Dwta::hash_dense", "x", x.size(), dim_), dim_, codes);
+  }
+  std::vector<uint32_t> hash_dense(span<const float> x) const {
+    std::size_t n = detail::whole_rows("lshk::Dwta::hash_dense", "x", x.size(), dim_);
+    std::vector<uint32_t> codes(n * tables_);
+    hash_dense(x, n, dim_, codes);
+    return codes;
+  }
+
+  /* lshk_dwta_hash_sparse: CSR rows (n = indptr.size() - 1). */
+  void hash_sparse(span<const std::size_t> indptr, span<const uint32_t> indices,
+                   span<const float> values, span<uint32_t> codes) const {
+    sparse_impl(nullptr, indptr, indices, values, codes);
+  }
+  /* lshk_dwta_hash_sparse_isa. */
+  void hash_sparse(Isa isa, span<const std::size_t> indptr, span<const uint32_t> indices,
+                   span<const float> values, span<uint32_t> codes) const {
+    sparse_impl(&isa, indptr, indices, values, codes);
+  }
+  std::vector<uint32_t> hash_sparse(span<const std::size_t> indptr, span<const uint32_t> indices,
+                                    span<const float> values) const {
+    std::size_t n = indptr.empty() ? 0 : indptr.size() - 1;
+    std::vector<uint32_t> codes(n * tables_);
+    hash_sparse(indptr, indices, values, codes);
+    return codes;
+  }
+
+ protected:
+  DwtaBase() noexcept = default;
+  void take(const lshk_dwta *h) {
+    uint32_t d = 0, k = 0, l = 0, b = 0;
+    if (h) check(lshk_dwta_shape(h, &d, &k, &l, &b));
+    h_ = h;
+    dim_ = d;
+    bins_ = k;
+    tables_ = l;
+    bin_size_ = b;
+  }
+  DwtaBase(const DwtaBase &) noexcept = default;
+  DwtaBase &operator=(const DwtaBase &) noexcept = default;
+  ~DwtaBase() = default;
+  void clear() noexcept { *this = DwtaBase(); }
+
+  const lshk_dwta *h_ = nullptr;
+  uint32_t dim_ = 0, bins_ = 0, tables_ = 0, bin_size_ = 0;
+
+ private:
+  void dense_impl(const Isa *isa, span<const float> x, std::size_t n, std::size_t x_stride,
+                  span<uint32_t> codes) const {
+    detail::need_rows("lshk::Dwta::hash_dense", "x", x.size(), n, dim_, x_stride);
+    check(isa ? lshk_dwta_hash_dense_isa(static_cast<lshk_isa>(*isa), h_, x.data(), n, x_stride,
+                                         codes.data(), codes.size())
+              : lshk_dwta_hash_dense(h_, x.data(), n, x_stride, codes.data(), codes.size()));
+  }
+  void sparse_impl(const Isa *isa, span<const std::size_t> indptr, span<const uint32_t> indices,
+                   span<const float> values, span<uint32_t> codes) const {
+    const char *where = "lshk::Dwta::hash_sparse";
+    std::size_t n = indptr.empty() ? 0 : indptr.size() - 1;
+    if (n > 0) {
+      std::size_t nnz = indptr[n];
+      detail::need_in(where, "indices", indices.size(), nnz);
+      detail::need_in(where, "values", values.size(), nnz);
+    }
+    const std::size_t *ip = n > 0 ? indptr.data() : nullptr;
+    check(isa ? lshk_dwta_hash_sparse_isa(static_cast<lshk_isa>(*isa), h_, ip, indices.data(),
+                                          values.data(), n, codes.data(), codes.size())
+              : lshk_dwta_hash_sparse(h_, ip, indices.data(), values.data(), n, codes.data(),
+                                      codes.size()));
+  }
+};
+}  // namespace detail
+
+/* A non-owning view of a DWTA family. */
+class DwtaRef : public detail::DwtaBase {
+ public:
+  DwtaRef() noexcept = default;
+  explicit DwtaRef(const lshk_dwta *h) { take(h); }
+  DwtaRef(const detail::DwtaBase &b) noexcept : DwtaBase(b) {}
+  DwtaRef(const DwtaRef &) noexcept = default;
+  DwtaRef &operator=(const DwtaRef &) noexcept = default;
+};
+
+/* Owns an lshk_dwta. Move-only. */
+class Dwta : public detail::DwtaBase {
+ public:
+  Dwta() noexcept = default;
+  /* lshk_dwta_new: L tables of K bins of B coordinates over dim. */
+  Dwta(uint32_t dim, uint32_t bins_per_table, uint32_t tables, uint32_t bin_size,
+       uint64_t seed = 1) {
+    lshk_dwta *h = nullptr;
+    check(lshk_dwta_new(dim, bins_per_table, tables, bin_size, seed, &h));
+    adopt(h);
+  }
+  /* lshk_dwta_from_map: a caller-given bin map (K*L*B entries, copied). */
+  static Dwta from_map(span<const uint32_t> map, uint32_t dim, uint32_t bins_per_table,
+                       uint32_t tables, uint32_t bin_size) {
+    lshk_dwta *h = nullptr;
+    check(lshk_dwta_from_map(map.data(), map.size(), dim, bins_per_table, tables, bin_size, &h));
+    Dwta d;
+    d.adopt(h);
+    return d;
+  }
+  static Dwta adopt_handle(lshk_dwta *h) {
+    Dwta d;
+    d.adopt(h);
+    return d;
+  }
+
+  Dwta(const Dwta &) = delete;
+  Dwta &operator=(const Dwta &) = delete;
+  Dwta(Dwta &&o) noexcept : DwtaBase(o) { o.clear(); }
+  Dwta &operator=(Dwta &&o) noexcept {
+    if (this != &o) {
+      reset();
+      DwtaBase::operator=(o);
+      o.clear();
+    }
+    return *this;
+  }
+  ~Dwta() { reset(); }
+
+  void reset() noexcept {
+    if (h_) (void)lshk_dwta_free(const_cast<lshk_dwta *>(h_));
+    clear();
+  }
+  lshk_dwta *release() noexcept {
+    lshk_dwta *h = const_cast<lshk_dwta *>(h_);
+    clear();
+    return h;
+  }
+  lshk_dwta *get() noexcept { return const_cast<lshk_dwta *>(h_); }
+  const lshk_dwta *get() const noexcept { return h_; }
+  DwtaRef ref() const noexcept { return DwtaRef(*this); }
+
+ private:
+  void adopt(lshk_dwta *h) {
+    try {
+      take(h);
+    } catch (...) {
+      (void)lshk_dwta_free(h);
+      throw;
+    }
+  }
+};
+
+/* ----------------------------------------------------------------- Tables */
+
+/* lshk_gather_params with its defaults (lshk_gather_params_default()). */
+struct GatherParams : lshk_gather_params {
+  GatherParams() noexcept : lshk_gather_params(lshk_gather_params_default()) {}
+  GatherParams(const lshk_gather_params &p) noexcept : lshk_gather_params(p) {}
+};
+
+/* Optional inputs of a gather. */
+struct GatherOptions {
+  GatherParams params;
+  /* SimHash projections (q*K*L floats, lshk_simhash_project), needed only
+   * when params.probes > 0. */
+  span<const float> projections;
+  /* Forced ids: query i's are forced_ids[forced_offsets[i] ..
+   * forced_offsets[i+1]]; forced_offsets empty = none. */
+  span<const std::size_t> forced_offsets;
+  span<const uint32_t> forced_ids;
+  /* Also return, per id, the number of tables it was found in. */
+  bool counts = false;
+};
+
+namespace detail {
+class TablesBase;
+}
+
+/* The CSR output of a gather, reusable across calls: its buffers only grow
+ * (a gather into a warm GatherResult does not allocate). */
+class GatherResult {
+ public:
+  /* Number of queries. */
+  std::size_t queries() const noexcept { return queries_; }
+  /* Total number of ids (offsets()[queries()]). */
+  std::size_t total() const noexcept { return total_; }
+  span<const uint32_t> ids() const noexcept { return {ids_.data(), total_}; }
+  /* queries() + 1 entries (empty before the first gather). */
+  span<const std::size_t> offsets() const noexcept {
+    return {offsets_.data(), queries_ + (offsets_.empty() ? 0 : 1)};
+  }
+  /* Parallel to ids() when GatherOptions::counts was set, else empty. */
+  span<const uint32_t> counts() const noexcept {
+    return {counts_.data(), has_counts_ ? total_ : 0};
+  }
+  /* Query i's ids (ascending). */
+  span<const uint32_t> operator[](std::size_t i) const noexcept {
+    return {ids_.data() + offsets_[i], offsets_[i + 1] - offsets_[i]};
+  }
+  span<const uint32_t> counts_of(std::size_t i) const noexcept {
+    return has_counts_ ? span<const uint32_t>(counts_.data() + offsets_[i], offsets_[i + 1] - offsets_[i])
+                       : span<const uint32_t>();
+  }
+
+ private:
+  friend class detail::TablesBase;
+  std::vector<uint32_t> ids_, counts_;
+  std::vector<std::size_t> offsets_;
+  std::size_t queries_ = 0, total_ = 0;
+  bool has_counts_ = false;
+};
+
+namespace detail {
+class TablesBase {
+ public:
+  const lshk_tables *get() const noexcept { return h_; }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+  /* Rows the tables were built over. */
+  std::size_t rows() const noexcept { return n_; }
+  uint32_t tables() const noexcept { return tables_; }
+  uint32_t range_bits() const noexcept { return range_bits_; }
+
+  /* lshk_tables_memory_bytes. */
+  std::size_t memory_bytes() const {
+    std::size_t b = lshk_tables_memory_bytes(h_);
+    if (b == 0)
+      throw Error(h_ ? LSHK_STATUS_INVALID_HANDLE : LSHK_STATUS_NULL_POINTER,
+                  last_error_message());
+    return b;
+  }
+  /* lshk_tables_stats: one entry per table. */
+  std::vector<lshk_table_stats> stats() const {
+    std::vector<lshk_table_stats> v(tables_);
+    check(lshk_tables_stats(h_, v.data(), v.size()));
+    return v;
+  }
+
+  /* lshk_tables_gather: candidates for q = codes.size() / L queries
+   * (codes[i*L + t], as from SimHash::hash / Dwta::hash_dense) into `out`,
+   * which is resized as needed (sizing call and retry done here). On error
+   * `out` is left empty (queries() == 0) and Error is thrown. */
+  void gather(span<const uint32_t> codes, GatherResult &out,
+              const GatherOptions &opt = GatherOptions()) const {
+    gather_impl(nullptr, codes, out, opt);
+  }
+  /* lshk_tables_gather_isa. */
+  void gather(Isa isa, span<const uint32_t> codes, GatherResult &out,
+              const GatherOptions &opt = GatherOptions()) const {
+    gather_impl(&isa, codes, out, opt);
+  }
+  GatherResult gather(span<const uint32_t> codes, const GatherOptions &opt = GatherOptions()) const {
+    GatherResult r;
+    gather(codes, r, opt);
+    return r;
+  }
+
+ protected:
+  TablesBase() noexcept = default;
+  void take(const lshk_tables *h) {
+    std::size_t n = 0;
+    uint32_t l = 0, r = 0;
+    if (h) check(lshk_tables_shape(h, &n, &l, &r));
+    h_ = h;
+    n_ = n;
+    tables_ = l;
+    range_bits_ = r;
+  }
+  TablesBase(const TablesBase &) noexcept = default;
+  TablesBase &operator=(const TablesBase &) noexcept = default;
+  ~TablesBase() = default;
+  void clear() noexcept { *this = TablesBase(); }
+
+  const lshk_tables *h_ = nullptr;
+  std::size_t n_ = 0;
+  uint32_t tables_ = 0, range_bits_ = 0;
+
+ private:
+  void gather_impl(const Isa *isa, span<const uint32_t> codes, GatherResult &out,
+                   const GatherOptions &opt) const {
+    const char *where = "lshk::Tables::gather";
+    out.queries_ = out.total_ = 0;
+    out.has_counts_ = false;
+    std::size_t q = whole_rows(where, "codes", codes.size(), tables_);
+    if (!opt.forced_offsets.empty() && opt.forced_offsets.size() != q + 1)
+      fail(LSHK_STATUS_INVALID_ARGUMENT, std::string(where) + ": forced_offsets holds " +
+                                             num(opt.forced_offsets.size()) +
+                                             " entries, expected q + 1 = " + num(q + 1));
+    std::vector<uint32_t> &ids = out.ids_;
+    std::vector<uint32_t> &counts = out.counts_;
+    std::vector<std::size_t> &offsets = out.offsets_;
+    if (offsets.size() < q + 1) offsets.resize(q + 1);
+    if (ids.size() < ids.capacity()) ids.resize(ids.capacity());
+    for (int attempt = 0;; ++attempt) {
+      if (opt.counts && counts.size() < ids.size()) counts.resize(ids.size());
+      std::size_t needed = 0;
+      const std::size_t *fo = or_null(opt.forced_offsets);
+      lshk_status st =
+          isa ? lshk_tables_gather_isa(static_cast<lshk_isa>(*isa), h_, codes.data(), q,
+                                       &opt.params, opt.projections.data(),
+                                       opt.projections.size(), fo, opt.forced_ids.data(),
+                                       opt.forced_ids.size(), ids.data(), ids.size(),
+                                       offsets.data(), opt.counts ? counts.data() : nullptr,
+                                       &needed)
+              : lshk_tables_gather(h_, codes.data(), q, &opt.params, opt.projections.data(),
+                                   opt.projections.size(), fo, opt.forced_ids.data(),
+                                   opt.forced_ids.size(), ids.data(), ids.size(), offsets.data(),
+                                   opt.counts ? counts.data() : nullptr, &needed);
+      if (st == LSHK_STATUS_BUFFER_TOO_SMALL && attempt == 0 && needed > ids.size()) {
+        ids.resize(needed);
+        continue;
+      }
+      check(st);
+      out.queries_ = q;
+      out.total_ = needed;
+      out.has_counts_ = opt.counts;
+      return;
+    }
+  }
+};
+}  // namespace detail
+
+/* A non-owning view of tables (e.g. borrowed from an index). */
+class TablesRef : public detail::TablesBase {
+ public:
+  TablesRef() noexcept = default;
+  explicit TablesRef(const lshk_tables *h) { take(h); }
+  TablesRef(const detail::TablesBase &b) noexcept : TablesBase(b) {}
+  TablesRef(const TablesRef &) noexcept = default;
+  TablesRef &operator=(const TablesRef &) noexcept = default;
+};
+
+/* Owns an lshk_tables. Move-only. */
+class Tables : public detail::TablesBase {
+ public:
+  Tables() noexcept = default;
+  /* lshk_tables_build: L = `tables` tables over n rows from their codes
+   * (codes[i*L + t], n*L values). */
+  Tables(span<const uint32_t> codes, std::size_t n, uint32_t tables, uint32_t range_bits,
+         uint32_t bucket_cap = 0, uint64_t seed = 0, uint32_t threads = 0) {
+    std::size_t need = 0;
+    if (detail::mul(n, tables, &need))
+      detail::need_in("lshk::Tables::Tables", "codes", codes.size(), need);
+    lshk_tables *h = nullptr;
+    check(lshk_tables_build(codes.data(), n, tables, range_bits, bucket_cap, seed, threads, &h));
+    adopt(h);
+  }
+  static Tables adopt_handle(lshk_tables *h) {
+    Tables t;
+    t.adopt(h);
+    return t;
+  }
+
+  Tables(const Tables &) = delete;
+  Tables &operator=(const Tables &) = delete;
+  Tables(Tables &&o) noexcept : TablesBase(o) { o.clear(); }
+  Tables &operator=(Tables &&o) noexcept {
+    if (this != &o) {
+      reset();
+      TablesBase::operator=(o);
+      o.clear();
+    }
+    return *this;
+  }
+  ~Tables() { reset(); }
+
+  /* lshk_tables_update: rows ids[j] move to the buckets of
+   * new_codes[j*L .. (j+1)*L]. Needs exclusive access (no concurrent
+   * gather on these tables). */
+  void update(span<const uint32_t> ids, span<const uint32_t> new_codes) {
+    std::size_t need = 0;
+    if (detail::mul(ids.size(), tables_, &need))
+      detail::need_in("lshk::Tables::update", "new_codes", new_codes.size(), need);
+    check(lshk_tables_update(get(), ids.data(), new_codes.data(), ids.size()));
+  }
+
+  void reset() noexcept {
+    if (h_) (void)lshk_tables_free(const_cast<lshk_tables *>(h_));
+    clear();
+  }
+  lshk_tables *release() noexcept {
+    lshk_tables *h = const_cast<lshk_tables *>(h_);
+    clear();
+    return h;
+  }
+  lshk_tables *get() noexcept { return const_cast<lshk_tables *>(h_); }
+  const lshk_tables *get() const noexcept { return h_; }
+  TablesRef ref() const noexcept { return TablesRef(*this); }
+
+ private:
+  void adopt(lshk_tables *h) {
+    try {
+      take(h);
+    } catch (...) {
+      (void)lshk_tables_free(h);
+      throw;
+    }
+  }
+};
+
+/* ------------------------------------------- gathered matmul and epilogues */
+
+namespace detail {
+/* Checks shared by the gathered matmuls; returns out_len = offsets[nq]. */
+inline std::size_t matmul_checks(const char *where, std::size_t w_size, std::size_t rows,
+                                 std::size_t dim, std::size_t w_stride, std::size_t bias_size,
+                                 std::size_t q_size, std::size_t q_stride, std::size_t ids_size,
+                                 span<const std::size_t> offsets, std::size_t out_size) {
+  std::size_t nq = csr_queries(where, offsets.size());
+  need_rows(where, "w", w_size, rows, dim, w_stride);
+  if (bias_size != 0) need_in(where, "bias", bias_size, rows);
+  need_rows(where, "q", q_size, nq, dim, q_stride);
+  std::size_t len = offsets[nq];
+  need_in(where, "ids", ids_size, len);
+  need_out(where, "out", out_size, len);
+  return len;
+}
+}  // namespace detail
+
+/* lshk_gathered_matmul_f32: out[j] = dot(w[ids[j]], q[i]) + bias[ids[j]]
+ * for j in query i's segment offsets[i] .. offsets[i+1] (nq =
+ * offsets.size() - 1; `bias` empty = none; `out` holds at least
+ * offsets[nq] floats, the first offsets[nq] are written). */
+inline void gathered_matmul_f32(span<const float> w, std::size_t rows, std::size_t dim,
+                                std::size_t w_stride, span<const float> bias, span<const float> q,
+                                std::size_t q_stride, span<const uint32_t> ids,
+                                span<const std::size_t> offsets, span<float> out) {
+  std::size_t len = detail::matmul_checks("lshk::gathered_matmul_f32", w.size(), rows, dim,
+                                          w_stride, bias.size(), q.size(), q_stride, ids.size(),
+                                          offsets, out.size());
+  check(lshk_gathered_matmul_f32(w.data(), rows, dim, w_stride, detail::or_null(bias), q.data(),
+                                 offsets.size() - 1, q_stride, ids.data(), offsets.data(),
+                                 out.data(), len));
+}
+/* lshk_gathered_matmul_f32_isa. */
+inline void gathered_matmul_f32(Isa isa, span<const float> w, std::size_t rows, std::size_t dim,
+                                std::size_t w_stride, span<const float> bias, span<const float> q,
+                                std::size_t q_stride, span<const uint32_t> ids,
+                                span<const std::size_t> offsets, span<float> out) {
+  std::size_t len = detail::matmul_checks("lshk::gathered_matmul_f32", w.size(), rows, dim,
+                                          w_stride, bias.size(), q.size(), q_stride, ids.size(),
+                                          offsets, out.size());
+  check(lshk_gathered_matmul_f32_isa(static_cast<lshk_isa>(isa), w.data(), rows, dim, w_stride,
+                                     detail::or_null(bias), q.data(), offsets.size() - 1,
+                                     q_stride, ids.data(), offsets.data(), out.data(), len));
+}
+/* lshk_gathered_matmul_bf16 (w: bf16 bit patterns). */
+inline void gathered_matmul_bf16(span<const uint16_t> w, std::size_t rows, std::size_t dim,
+                                 std::size_t w_stride, span<const float> bias,
+                                 span<const float> q, std::size_t q_stride,
+                                 span<const uint32_t> ids, span<const std::size_t> offsets,
+                                 span<float> out) {
+  std::size_t len = detail::matmul_checks("lshk::gathered_matmul_bf16", w.size(), rows, dim,
+                                          w_stride, bias.size(), q.size(), q_stride, ids.size(),
+                                          offsets, out.size());
+  check(lshk_gathered_matmul_bf16(w.data(), rows, dim, w_stride, detail::or_null(bias), q.data(),
+                                  offsets.size() - 1, q_stride, ids.data(), offsets.data(),
+                                  out.data(), len));
+}
+inline void gathered_matmul_bf16(Isa isa, span<const uint16_t> w, std::size_t rows,
+                                 std::size_t dim, std::size_t w_stride, span<const float> bias,
+                                 span<const float> q, std::size_t q_stride,
+                                 span<const uint32_t> ids, span<const std::size_t> offsets,
+                                 span<float> out) {
+  std::size_t len = detail::matmul_checks("lshk::gathered_matmul_bf16", w.size(), rows, dim,
+                                          w_stride, bias.size(), q.size(), q_stride, ids.size(),
+                                          offsets, out.size());
+  check(lshk_gathered_matmul_bf16_isa(static_cast<lshk_isa>(isa), w.data(), rows, dim, w_stride,
+                                      detail::or_null(bias), q.data(), offsets.size() - 1,
+                                      q_stride, ids.data(), offsets.data(), out.data(), len));
+}
+/* lshk_gathered_matmul_f16 (w: IEEE binary16 bit patterns). */
+inline void gathered_matmul_f16(span<const uint16_t> w, std::size_t rows, std::size_t dim,
+                                std::size_t w_stride, span<const float> bias, span<const float> q,
+                                std::size_t q_stride, span<const uint32_t> ids,
+                                span<const std::size_t> offsets, span<float> out) {
+  std::size_t len = detail::matmul_checks("lshk::gathered_matmul_f16", w.size(), rows, dim,
+                                          w_stride, bias.size(), q.size(), q_stride, ids.size(),
+                                          offsets, out.size());
+  check(lshk_gathered_matmul_f16(w.data(), rows, dim, w_stride, detail::or_null(bias), q.data(),
+                                 offsets.size() - 1, q_stride, ids.data(), offsets.data(),
+                                 out.data(), len));
+}
+inline void gathered_matmul_f16(Isa isa, span<const uint16_t> w, std::size_t rows,
+                                std::size_t dim, std::size_t w_stride, span<const float> bias,
+                                span<const float> q, std::size_t q_stride,
+                                span<const uint32_t> ids, span<const std::size_t> offsets,
+                                span<float> out) {
+  std::size_t len = detail::matmul_checks("lshk::gathered_matmul_f16", w.size(), rows, dim,
+                                          w_stride, bias.size(), q.size(), q_stride, ids.size(),
+                                          offsets, out.size());
+  check(lshk_gathered_matmul_f16_isa(static_cast<lshk_isa>(isa), w.data(), rows, dim, w_stride,
+                                     detail::or_null(bias), q.data(), offsets.size() - 1,
+                                     q_stride, ids.data(), offsets.data(), out.data(), len));
+}
+/* lshk_gathered_matmul_i8 (int8 rows with one scale per row, e.g. from
+ * quantize_rows_i8). */
+inline void gathered_matmul_i8(span<const int8_t> w, span<const float> scales, std::size_t rows,
+                               std::size_t dim, std::size_t w_stride, span<const float> bias,
+                               span<const float> q, std::size_t q_stride,
+                               span<const uint32_t> ids, span<const std::size_t> offsets,
+                               span<float> out) {
+  const char *where = "lshk::gathered_matmul_i8";
+  std::size_t len = detail::matmul_checks(where, w.size(), rows, dim, w_stride, bias.size(),
+                                          q.size(), q_stride, ids.size(), offsets, out.size());
+  detail::need_in(where, "scales", scales.size(), rows);
+  check(lshk_gathered_matmul_i8(w.data(), scales.data(), rows, dim, w_stride,
+                                detail::or_null(bias), q.data(), offsets.size() - 1, q_stride,
+                                ids.data(), offsets.data(), out.data(), len));
+}
+inline void gathered_matmul_i8(Isa isa, span<const int8_t> w, span<const float> scales,
+                               std::size_t rows, std::size_t dim, std::size_t w_stride,
+                               span<const float> bias, span<const float> q, std::size_t q_stride,
+                               span<const uint32_t> ids, span<const std::size_t> offsets,
+                               span<float> out) {
+  const char *where = "lshk::gathered_matmul_i8";
+  std::size_t len = detail::matmul_checks(where, w.size(), rows, dim, w_stride, bias.size(),
+                                          q.size(), q_stride, ids.size(), offsets, out.size());
+  detail::need_in(where, "scales", scales.size(), rows);
+  check(lshk_gathered_matmul_i8_isa(static_cast<lshk_isa>(isa), w.data(), scales.data(), rows,
+                                    dim, w_stride, detail::or_null(bias), q.data(),
+                                    offsets.size() - 1, q_stride, ids.data(), offsets.data(),
+                                    out.data(), len));
+}
+
+/* Conversions (n = src.size(); dst must hold at least n). */
+inline void convert_f32_to_bf16(span<const float> src, span<uint16_t> dst) {
+  detail::need_out("lshk::convert_f32_to_bf16", "dst", dst.size(), src.size());
+  check(lshk_convert_f32_to_bf16(src.data(), src.size(), dst.data()));
+}
+inline void convert_f32_to_f16(span<const float> src, span<uint16_t> dst) {
+  detail::need_out("lshk::convert_f32_to_f16", "dst", dst.size(), src.size());
+  check(lshk_convert_f32_to_f16(src.data(), src.size(), dst.data()));
+}
+inline void convert_bf16_to_f32(span<const uint16_t> src, span<float> dst) {
+  detail::need_out("lshk::convert_bf16_to_f32", "dst", dst.size(), src.size());
+  check(lshk_convert_bf16_to_f32(src.data(), src.size(), dst.data()));
+}
+inline void convert_f16_to_f32(span<const uint16_t> src, span<float> dst) {
+  detail::need_out("lshk::convert_f16_to_f32", "dst", dst.size(), src.size());
+  check(lshk_convert_f16_to_f32(src.data(), src.size(), dst.data()));
+}
+inline std::vector<uint16_t> to_bf16(span<const float> src) {
+  std::vector<uint16_t> v(src.size());
+  convert_f32_to_bf16(src, v);
+  return v;
+}
+inline std::vector<uint16_t> to_f16(span<const float> src) {
+  std::vector<uint16_t> v(src.size());
+  convert_f32_to_f16(src, v);
+  return v;
+}
+inline std::vector<float> bf16_to_f32(span<const uint16_t> src) {
+  std::vector<float> v(src.size());
+  convert_bf16_to_f32(src, v);
+  return v;
+}
+inline std::vector<float> f16_to_f32(span<const uint16_t> src) {
+  std::vector<float> v(src.size());
+  convert_f16_to_f32(src, v);
+  return v;
+}
+
+/* lshk_quantize_rows_i8: rows of w (at w_stride) into out (at out_stride)
+ * and one scale per row. */
+inline void quantize_rows_i8(span<const float> w, std::size_t rows, std::size_t dim,
+                             std::size_t w_stride, span<int8_t> out, std::size_t out_stride,
+                             span<float> scales) {
+  const char *where = "lshk::quantize_rows_i8";
+  detail::need_rows(where, "w", w.size(), rows, dim, w_stride);
+  std::size_t need = 0;
+  if (detail::rows_extent(rows, dim, out_stride, &need))
+    detail::need_out(where, "out", out.size(), need);
+  detail::need_out(where, "scales", scales.size(), rows);
+  check(lshk_quantize_rows_i8(w.data(), rows, dim, w_stride, out.data(), out_stride,
+                              scales.data()));
+}
+/* int8 rows (stride dim) and their scales. */
+struct QuantizedRows {
+  std::vector<int8_t> values;
+  std::vector<float> scales;
+};
+inline QuantizedRows quantize_rows_i8(span<const float> w, std::size_t rows, std::size_t dim,
+                                      std::size_t w_stride) {
+  QuantizedRows r;
+  std::size_t n = 0;
+  if (!detail::mul(rows, dim, &n))
+    detail::fail(LSHK_STATUS_SIZE_OVERFLOW, "lshk::quantize_rows_i8: rows * dim overflows");
+  r.values.resize(n);
+  r.scales.resize(rows);
+  quantize_rows_i8(w, rows, dim, w_stride, r.values, dim, r.scales);
+  return r;
+}
+
+/* lshk_topk: per query (nq = offsets.size() - 1) the k best candidates of
+ * scores[offsets[i] .. offsets[i+1]] (ids from `ids`, or positions when
+ * `ids` is empty) into out_ids / out_scores[i*k .. i*k + k]. */
+inline void topk(span<const float> scores, span<const uint32_t> ids,
+                 span<const std::size_t> offsets, uint32_t k, span<uint32_t> out_ids,
+                 span<float> out_scores) {
+  const char *where = "lshk::topk";
+  std::size_t nq = detail::csr_queries(where, offsets.size());
+  std::size_t len = offsets[nq];
+  detail::need_in(where, "scores", scores.size(), len);
+  if (!ids.empty()) detail::need_in(where, "ids", ids.size(), len);
+  std::size_t outn = 0;
+  if (detail::mul(nq, k, &outn)) {
+    detail::need_out(where, "out_ids", out_ids.size(), outn);
+    detail::need_out(where, "out_scores", out_scores.size(), outn);
+  }
+  check(lshk_topk(scores.data(), len > 0 ? detail::or_null(ids) : nullptr, offsets.data(), nq, k,
+                  out_ids.data(), out_scores.data()));
+}
+/* k ids and scores per query, row-major (query i at [i*k, i*k + k)). */
+struct TopK {
+  uint32_t k = 0;
+  std::vector<uint32_t> ids;
+  std::vector<float> scores;
+  std::size_t queries() const noexcept { return k ? ids.size() / k : 0; }
+  span<const uint32_t> ids_of(std::size_t i) const noexcept { return {ids.data() + i * k, k}; }
+  span<const float> scores_of(std::size_t i) const noexcept {
+    return {scores.data() + i * k, k};
+  }
+};
+inline TopK topk(span<const float> scores, span<const uint32_t> ids,
+                 span<const std::size_t> offsets, uint32_t k) {
+  std::size_t nq = detail::csr_queries("lshk::topk", offsets.size());
+  TopK r;
+  r.k = k;
+  std::size_t n = 0;
+  if (!detail::mul(nq, k, &n))
+    detail::fail(LSHK_STATUS_SIZE_OVERFLOW, "lshk::topk: nq * k overflows");
+  r.ids.resize(n);
+  r.scores.resize(n);
+  topk(scores, ids, offsets, k, r.ids, r.scores);
+  return r;
+}
+
+/* lshk_softmax: per query the softmax of scores[offsets[i] .. offsets[i+1]]
+ * into the same positions of `out` (out may be scores itself); `lse`, if
+ * not empty, receives nq log-sum-exps. */
+inline void softmax(span<const float> scores, span<const std::size_t> offsets, span<float> out,
+                    span<float> lse = span<float>()) {
+  const char *where = "lshk::softmax";
+  std::size_t nq = detail::csr_queries(where, offsets.size());
+  std::size_t len = offsets[nq];
+  detail::need_in(where, "scores", scores.size(), len);
+  detail::need_out(where, "out", out.size(), len);
+  if (!lse.empty()) detail::need_out(where, "lse", lse.size(), nq);
+  check(lshk_softmax(scores.data(), offsets.data(), nq, out.data(), detail::or_null(lse)));
+}
+
+/* ------------------------------------------------------------------ Index */
+
+/* lshk_index_params with its defaults (lshk_index_params_default()). */
+struct IndexParams : lshk_index_params {
+  IndexParams() noexcept : lshk_index_params(lshk_index_params_default()) {}
+  IndexParams(const lshk_index_params &p) noexcept : lshk_index_params(p) {}
+  /* Caller-given SimHash planes (K*L rows of dim', copied by the build;
+   * the span must stay valid until then). Empty = from the seed. */
+  IndexParams &set_planes(span<const float> given) noexcept {
+    planes = detail::or_null(given);
+    planes_len = given.size();
+    return *this;
+  }
+  /* Caller-given DWTA bin map (K*L*B coordinates, copied by the build). */
+  IndexParams &set_dwta_map(span<const uint32_t> map) noexcept {
+    dwta_map = detail::or_null(map);
+    dwta_map_len = map.size();
+    return *this;
+  }
+};
+
+/* lshk_query_stats with struct_size set. */
+struct QueryStats : lshk_query_stats {
+  QueryStats() noexcept : lshk_query_stats() { struct_size = sizeof(lshk_query_stats); }
+};
+
+/* Build progress: called with (rows hashed, total rows). */
+using Progress = std::function<void(uint64_t done, uint64_t total)>;
+
+/* Owns an lshk_index: hash family + tables + weights, one call from a query
+ * batch to its top-k rows. Move-only; every const method is thread-safe, so
+ * one `const lshk::Index &` may serve many threads (no locks, per-thread
+ * scratch inside the library). */
+class Index {
+ public:
+  /* An empty owner (every operation throws NULL_POINTER). */
+  Index() noexcept = default;
+
+  /* lshk_index_build over `rows` rows of `dim` floats of w (row r at
+   * w[r * w_stride]); `bias` empty = none, else `rows` floats. With
+   * p.storage == LSHK_STORAGE_BORROWED_F32, w is NOT copied: it must stay
+   * alive and unchanged as long as the index. */
+  Index(span<const float> w, span<const float> bias, std::size_t rows, std::size_t dim,
+        std::size_t w_stride, const lshk_index_params &p = IndexParams()) {
+    build(w, bias, rows, dim, w_stride, p, nullptr);
+  }
+  /* The same, reporting progress: `progress(done, total)` is called on the
+   * calling thread (see lshk_progress_fn). An exception thrown by `progress` is caught before it
+   * reaches the library, later progress calls are skipped, and it is
+   * rethrown here once the build has returned (the index is freed). */
+  Index(span<const float> w, span<const float> bias, std::size_t rows, std::size_t dim,
+        std::size_t w_stride, const lshk_index_params &p, const Progress &progress) {
+    build(w, bias, rows, dim, w_stride, p, progress ? &progress : nullptr);
+  }
+
+  /* lshk_index_load: maps the file; stored weights are used in place.
+   * `borrowed_w` is needed (and only allowed) for a file saved from an
+   * LSHK_STORAGE_BORROWED_F32 index: the same W as at build time (same rows,
+   * dim, w_stride), which must outlive the returned index. It is a plain
+   * pointer, not a span, because the library reads it while loading, before
+   * the shape it must have is known: the wrapper cannot check its size. */
+  static Index load(const std::string &path, const float *borrowed_w = nullptr) {
+    lshk_index *h = nullptr;
+    check(lshk_index_load(path.c_str(), borrowed_w, &h));
+    Index idx;
+    idx.adopt(h);
+    return idx;
+  }
+  /* Takes ownership of a handle from lshk_index_build / lshk_index_load. */
+  static Index adopt_handle(lshk_index *h) {
+    Index idx;
+    idx.adopt(h);
+    return idx;
+  }
+
+  Index(const Index &) = delete;
+  Index &operator=(const Index &) = delete;
+  Index(Index &&o) noexcept { steal(o); }
+  Index &operator=(Index &&o) noexcept {
+    if (this != &o) {
+      reset();
+      steal(o);
+    }
+    return *this;
+  }
+  ~Index() { reset(); }
+
+  void reset() noexcept {
+    if (h_) (void)lshk_index_free(h_);
+    h_ = nullptr;
+    rows_ = dim_ = 0;
+    bits_ = tables_ = 0;
+  }
+  lshk_index *release() noexcept {
+    lshk_index *h = h_;
+    h_ = nullptr;
+    reset();
+    return h;
+  }
+  lshk_index *get() noexcept { return h_; }
+  const lshk_index *get() const noexcept { return h_; }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+
+  /* Shape (lshk_index_shape, read once). */
+  std::size_t rows() const noexcept { return rows_; }
+  std::size_t dim() const noexcept { return dim_; }
+  uint32_t bits_per_table() const noexcept { return bits_; }
+  uint32_t tables() const noexcept { return tables_; }
+
+  /* lshk_index_memory_bytes. */
+  std::size_t memory_bytes() const {
+    std::size_t b = 0;
+    check(lshk_index_memory_bytes(h_, &b));
+    return b;
+  }
+  /* lshk_index_save: written to a temporary file, then renamed. */
+  void save(const std::string &path) const { check(lshk_index_save(h_, path.c_str())); }
+
+  /* lshk_index_query: the top k rows of each of nq queries (row i at
+   * q[i * q_stride]) into out_ids / out_scores[i*k .. i*k + k] (descending,
+   * padded with UINT32_MAX / -inf; `out_scores` empty = not wanted).
+   * `g` NULL = default gather parameters; `stats` NULL = not wanted. */
+  void query(span<const float> q, std::size_t nq, std::size_t q_stride, uint32_t k,
+             span<uint32_t> out_ids, span<float> out_scores,
+             const lshk_gather_params *g = nullptr, lshk_query_stats *stats = nullptr) const {
+    const char *where = "lshk::Index::query";
+    detail::need_rows(where, "q", q.size(), nq, dim_, q_stride);
+    std::size_t n = 0;
+    if (detail::mul(nq, k, &n)) {
+      detail::need_out(where, "out_ids", out_ids.size(), n);
+      if (!out_scores.empty()) detail::need_out(where, "out_scores", out_scores.size(), n);
+    }
+    check(lshk_index_query(h_, q.data(), nq, q_stride, k, g, out_ids.data(),
+                           detail::or_null(out_scores), stats));
+  }
+  /* Contiguous queries (q.size() a multiple of dim) into a reusable TopK
+   * (its vectors are resized to nq * k; a warm TopK does not allocate). */
+  void query(span<const float> q, uint32_t k, TopK &out, const lshk_gather_params *g = nullptr,
+             lshk_query_stats *stats = nullptr) const {
+    std::size_t nq = detail::whole_rows("lshk::Index::query", "q", q.size(), dim_);
+    std::size_t n = 0;
+    if (!detail::mul(nq, k, &n))
+      detail::fail(LSHK_STATUS_SIZE_OVERFLOW, "lshk::Index::query: nq * k overflows");
+    out.k = k;
+    out.ids.resize(n);
+    out.scores.resize(n);
+    query(q, nq, dim_, k, out.ids, out.scores, g, stats);
+  }
+  TopK query(span<const float> q, uint32_t k, const lshk_gather_params *g = nullptr,
+             lshk_query_stats *stats = nullptr) const {
+    TopK r;
+    query(q, k, r, g, stats);
+    return r;
+  }
+
+  /* The index's hash family and tables, for callers who want the kernels
+   * directly: views valid while the index lives. simhash() throws
+   * INVALID_ARGUMENT for a DWTA index and dwta() for a SimHash one. */
+  SimHashRef simhash() const {
+    const lshk_simhash *s = nullptr;
+    check(lshk_index_simhash(h_, &s));
+    return SimHashRef(s);
+  }
+  DwtaRef dwta() const {
+    const lshk_dwta *d = nullptr;
+    check(lshk_index_dwta(h_, &d));
+    return DwtaRef(d);
+  }
+  TablesRef lsh_tables() const {
+    const lshk_tables *t = nullptr;
+    check(lshk_index_tables(h_, &t));
+    return TablesRef(t);
+  }
+
+ private:
+  struct ProgressCtx {
+    const Progress *fn;
+    std::exception_ptr error;
+  };
+  static void progress_trampoline(void *user, uint64_t done, uint64_t total) noexcept {
+    ProgressCtx *c = static_cast<ProgressCtx *>(user);
+    if (c->error) return;
+    try {
+      (*c->fn)(done, total);
+    } catch (...) {
+      c->error = std::current_exception();
+    }
+  }
+  void build(span<const float> w, span<const float> bias, std::size_t rows, std::size_t dim,
+             std::size_t w_stride, const lshk_index_params &p, const Progress *progress) {
+    const char *where = "lshk::Index::Index";
+    detail::need_rows(where, "w", w.size(), rows, dim, w_stride);
+    if (!bias.empty()) detail::need_in(where, "bias", bias.size(), rows);
+    lshk_index_params pp = p;
+    ProgressCtx ctx{progress, nullptr};
+    if (progress) {
+      pp.progress = &Index::progress_trampoline;
+      pp.progress_user = &ctx;
+    }
+    lshk_index *h = nullptr;
+    lshk_status st = lshk_index_build(w.data(), detail::or_null(bias), rows, dim, w_stride, &pp, &h);
+    if (ctx.error) {
+      if (st == LSHK_STATUS_OK) (void)lshk_index_free(h);
+      std::rethrow_exception(ctx.error);
+    }
+    check(st);
+    adopt(h);
+  }
+  void adopt(lshk_index *h) {
+    std::size_t rows = 0, dim = 0;
+    uint32_t k = 0, l = 0;
+    if (h) {
+      lshk_status st = lshk_index_shape(h, &rows, &dim, &k, &l);
+      if (st != LSHK_STATUS_OK) {
+        Error e(st, last_error_message());
+        (void)lshk_index_free(h);
+        throw e;
+      }
+    }
+    reset();
+    h_ = h;
+    rows_ = rows;
+    dim_ = dim;
+    bits_ = k;
+    tables_ = l;
+  }
+  void steal(Index &o) noexcept {
+    h_ = o.h_;
+    rows_ = o.rows_;
+    dim_ = o.dim_;
+    bits_ = o.bits_;
+    tables_ = o.tables_;
+    o.h_ = nullptr;
+    o.reset();
+  }
+
+  lshk_index *h_ = nullptr;
+  std::size_t rows_ = 0, dim_ = 0;
+  uint32_t bits_ = 0, tables_ = 0;
+};
+
+}  // namespace lshk
+
+#endif /* LSHK_HPP */
