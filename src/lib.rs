@@ -22,6 +22,8 @@ pub mod error;
 /// cbindgen:ignore
 pub mod format;
 /// cbindgen:ignore
+pub mod index;
+/// cbindgen:ignore
 pub mod isa;
 /// cbindgen:ignore
 pub mod kernels;
@@ -38,5 +40,6 @@ pub mod ffi;
 
 pub use dwta::Dwta;
 pub use error::{Error, Result, Status};
+pub use index::Index;
 pub use isa::Isa;
 pub use simhash::SimHash;

@@ -586,6 +586,152 @@ impl Tables {
         &c.ids[c.offsets[b as usize] as usize..c.offsets[b as usize + 1] as usize]
     }
 
+    /// The seed of the `bucket_cap` sampling.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Table `t`'s CSR: `2^range_bits + 1` bucket offsets and the ids.
+    pub fn csr(&self, t: usize) -> (&[u32], &[u32]) {
+        let c = &self.csr[t];
+        (&c.offsets, &c.ids)
+    }
+
+    /// The row-to-bucket map, `L x n` table-major (`[t * n + i]`).
+    pub fn row_buckets(&self) -> &[u32] {
+        &self.row_bucket
+    }
+
+    /// Reassembles tables from their parts (as [`Tables::csr`] and
+    /// [`Tables::row_buckets`] give them, e.g. read back from a file),
+    /// checking every invariant a build guarantees; any violation is
+    /// `BadFileFormat` naming the table and what is wrong: per table
+    /// `offsets` (`2^range_bits + 1` of them) start at 0, never decrease and
+    /// end at the table's id count; ids are `< n` and strictly ascending in a
+    /// bucket; `row_bucket` entries are `< 2^range_bits`; every stored id
+    /// sits in the bucket `row_bucket` gives it; without `bucket_cap` a table
+    /// stores exactly `n` ids, with it no bucket holds more than `cap`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_parts(
+        n: usize,
+        range_bits: u32,
+        bucket_cap: u32,
+        seed: u64,
+        threads: u32,
+        offsets: Vec<Vec<u32>>,
+        ids: Vec<Vec<u32>>,
+        row_bucket: Vec<u32>,
+    ) -> Result<Self> {
+        let bad = |m: String| Error::new(Status::BadFileFormat, m);
+        let l = offsets.len();
+        if l == 0 || ids.len() != l {
+            return Err(bad(format!(
+                "tables: {l} offset arrays and {} id arrays (need L >= 1 of each)",
+                ids.len()
+            )));
+        }
+        if range_bits == 0 || range_bits > MAX_RANGE_BITS {
+            return Err(bad(format!(
+                "tables: range_bits {range_bits} is outside 1..={MAX_RANGE_BITS}"
+            )));
+        }
+        if n > MAX_ROWS {
+            return Err(bad(format!("tables: {n} rows exceed {MAX_ROWS}")));
+        }
+        let nb = 1usize << range_bits;
+        if row_bucket.len() as u128 != (n as u128) * (l as u128) {
+            return Err(bad(format!(
+                "tables: the row-to-bucket map holds {} entries, n*L = {}",
+                row_bucket.len(),
+                n as u128 * l as u128
+            )));
+        }
+        if let Some(i) = row_bucket.iter().position(|&b| b as usize >= nb) {
+            return Err(bad(format!(
+                "tables: row-to-bucket entry {i} is {} but there are {nb} buckets",
+                row_bucket[i]
+            )));
+        }
+        for t in 0..l {
+            let (off, id) = (&offsets[t], &ids[t]);
+            if off.len() != nb + 1 {
+                return Err(bad(format!(
+                    "table {t}: {} bucket offsets, 2^range_bits + 1 = {} expected",
+                    off.len(),
+                    nb + 1
+                )));
+            }
+            if off[0] != 0 {
+                return Err(bad(format!("table {t}: the first offset is {}", off[0])));
+            }
+            if let Some(b) = off.windows(2).position(|w| w[1] < w[0]) {
+                return Err(bad(format!(
+                    "table {t}: bucket offsets decrease at bucket {b} ({} then {})",
+                    off[b],
+                    off[b + 1]
+                )));
+            }
+            if off[nb] as usize != id.len() {
+                return Err(bad(format!(
+                    "table {t}: the last offset is {} but the table holds {} ids",
+                    off[nb],
+                    id.len()
+                )));
+            }
+            if bucket_cap == 0 && id.len() != n {
+                return Err(bad(format!(
+                    "table {t}: holds {} ids, but without bucket_cap every one of the {n} rows is stored once",
+                    id.len()
+                )));
+            }
+            let rb = &row_bucket[t * n..(t + 1) * n];
+            for b in 0..nb {
+                let members = &id[off[b] as usize..off[b + 1] as usize];
+                if bucket_cap > 0 && members.len() > bucket_cap as usize {
+                    return Err(bad(format!(
+                        "table {t}: bucket {b} holds {} ids, more than bucket_cap {bucket_cap}",
+                        members.len()
+                    )));
+                }
+                let mut prev: Option<u32> = None;
+                for &i in members {
+                    if i as usize >= n {
+                        return Err(bad(format!(
+                            "table {t}: bucket {b} holds id {i}, but there are {n} rows"
+                        )));
+                    }
+                    if prev.is_some_and(|p| p >= i) {
+                        return Err(bad(format!(
+                            "table {t}: ids of bucket {b} are not strictly ascending"
+                        )));
+                    }
+                    if rb[i as usize] != b as u32 {
+                        return Err(bad(format!(
+                            "table {t}: id {i} is stored in bucket {b} but its bucket is {}",
+                            rb[i as usize]
+                        )));
+                    }
+                    prev = Some(i);
+                }
+            }
+        }
+        let csr = offsets
+            .into_iter()
+            .zip(ids)
+            .map(|(offsets, ids)| Csr { offsets, ids })
+            .collect();
+        Ok(Tables {
+            n,
+            l,
+            range_bits,
+            bucket_cap,
+            seed,
+            threads: resolve_threads(threads),
+            row_bucket,
+            csr,
+        })
+    }
+
     /// Bytes held by the object (CSR offsets and ids at their capacity,
     /// the row-to-bucket map, and the struct itself).
     pub fn memory_bytes(&self) -> usize {

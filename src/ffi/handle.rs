@@ -10,8 +10,20 @@
 //! stale pointer to it is indistinguishable from the new handle.
 //!
 //! Freeing a handle while another thread uses it is the caller's error.
+//!
+//! # Borrowed handles
+//! An object that owns sub-objects (an `lshk_index` owns its hash family
+//! and tables) can hand out *borrowed* handles to them
+//! ([`handle_new_borrowed`]): a slot with the sub-object's usual magic, so
+//! every read-only entry point (`lshk_simhash_hash`, `lshk_tables_gather`,
+//! ...) accepts it, but flagged `borrowed`: [`handle_free`] and
+//! [`handle_mut`] refuse it with `INVALID_ARGUMENT` (no double free, no
+//! mutation of an object other threads query), and the owner retires the
+//! slot with [`handle_retire_borrowed`] before the sub-object is dropped, so
+//! a borrowed handle used after its owner was freed is reported as a freed
+//! handle.
 
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::error::{Error, Result, Status};
@@ -30,6 +42,8 @@ pub(crate) trait HandleKind: Send + Sync + 'static {
 pub(crate) struct Slot {
     magic: AtomicU64,
     obj: AtomicPtr<u8>,
+    /// The object is owned elsewhere (see "Borrowed handles").
+    borrowed: AtomicBool,
 }
 
 static FREE_SLOTS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
@@ -37,18 +51,49 @@ static FREE_SLOTS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 /// Boxes `obj` and returns its handle.
 pub(crate) fn handle_new<T: HandleKind>(obj: T) -> *mut Slot {
     let obj = Box::into_raw(Box::new(obj)).cast::<u8>();
+    new_slot::<T>(obj, false)
+}
+
+/// A borrowed handle to `obj`, which stays owned by someone else: read-only
+/// calls accept it, [`handle_free`] and [`handle_mut`] refuse it. The owner
+/// must call [`handle_retire_borrowed`] before `obj` moves or is dropped.
+pub(crate) fn handle_new_borrowed<T: HandleKind>(obj: *const T) -> *mut Slot {
+    new_slot::<T>(obj.cast_mut().cast::<u8>(), true)
+}
+
+/// Retires a borrowed handle (the object itself is not touched): later uses
+/// of the handle see a freed slot.
+///
+/// # Safety
+/// `p` came from [`handle_new_borrowed`] and is retired exactly once.
+pub(crate) unsafe fn handle_retire_borrowed(p: *mut Slot) {
+    // SAFETY: slots are never deallocated; `p` is a live borrowed slot.
+    let s = unsafe { &*p };
+    debug_assert!(s.borrowed.load(Ordering::Acquire));
+    s.magic.store(FREED, Ordering::Release);
+    s.obj.store(std::ptr::null_mut(), Ordering::Release);
+    s.borrowed.store(false, Ordering::Release);
+    FREE_SLOTS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(p as usize);
+}
+
+fn new_slot<T: HandleKind>(obj: *mut u8, borrowed: bool) -> *mut Slot {
     let reused = FREE_SLOTS.lock().unwrap_or_else(|p| p.into_inner()).pop();
     let slot = match reused {
         Some(addr) => addr as *mut Slot,
         None => Box::into_raw(Box::new(Slot {
             magic: AtomicU64::new(0),
             obj: AtomicPtr::new(std::ptr::null_mut()),
+            borrowed: AtomicBool::new(false),
         })),
     };
     // SAFETY: `slot` is a live Slot: either fresh from Box::into_raw or taken
     // from the free list (slots are never deallocated).
     let s = unsafe { &*slot };
     s.obj.store(obj, Ordering::Release);
+    s.borrowed.store(borrowed, Ordering::Release);
     s.magic.store(T::MAGIC, Ordering::Release);
     slot
 }
@@ -104,6 +149,7 @@ pub(crate) unsafe fn handle_ref<'a, T: HandleKind>(p: *const Slot, name: &str) -
 /// As [`handle_ref`], and no other thread may use the handle meanwhile.
 pub(crate) unsafe fn handle_mut<'a, T: HandleKind>(p: *mut Slot, name: &str) -> Result<&'a mut T> {
     let obj = check::<T>(p, name)?;
+    refuse_borrowed::<T>(p, name, "modified")?;
     // SAFETY: live Box<T> (magic); exclusivity is the caller's duty.
     Ok(unsafe { &mut *obj })
 }
@@ -118,6 +164,7 @@ pub(crate) unsafe fn handle_free<T: HandleKind>(p: *mut Slot, name: &str) -> Res
         return Ok(());
     }
     let obj = check::<T>(p, name)?;
+    refuse_borrowed::<T>(p, name, "freed")?;
     // SAFETY: check() proved `p` is a live slot of type T.
     let s = unsafe { &*p };
     if s.magic
@@ -137,6 +184,23 @@ pub(crate) unsafe fn handle_free<T: HandleKind>(p: *mut Slot, name: &str) -> Res
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .push(p as usize);
+    Ok(())
+}
+
+/// `InvalidArgument` for a borrowed handle (checked after [`check`]).
+fn refuse_borrowed<T: HandleKind>(p: *const Slot, name: &str, what: &str) -> Result<()> {
+    // SAFETY: check() already proved `p` is a live slot.
+    let s = unsafe { &*p };
+    if s.borrowed.load(Ordering::Acquire) {
+        return Err(Error::new(
+            Status::InvalidArgument,
+            format!(
+                "`{name}` is a {} borrowed from an lshk_index and cannot be {what} \
+                 (free the index instead)",
+                T::NAME
+            ),
+        ));
+    }
     Ok(())
 }
 

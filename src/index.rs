@@ -1,0 +1,1514 @@
+//! The index: one object from a query batch to its top-k rows.
+//!
+//! [`Index::build`] optionally transforms the rows of W (see [`Transform`]),
+//! hashes every transformed row with a SimHash or DWTA family built over the
+//! transformed dimension, and builds [`Tables`] from the codes. W itself is
+//! kept per [`Storage`] (borrowed, copied, or converted to bf16 / f16 /
+//! int8), the bias is copied.
+//!
+//! [`Index::query`] runs, per batch of at most [`QUERY_BLOCK`] queries:
+//! transform the queries (into thread-local scratch), hash them, gather the
+//! candidates ([`Tables::gather`], ids ascending per query), compute the
+//! candidates' logits from the ORIGINAL weights and bias
+//! ([`WeightMatrix::matmul`]; the transform only steers retrieval), and keep
+//! the top k ([`crate::matmul::topk`]: descending, ties to the smaller id,
+//! padded with `u32::MAX` / `-inf`). It takes `&self`, holds no lock, and
+//! reuses thread-local scratch, so after a warm-up call of the same or larger
+//! shape a query allocates nothing (tested with a counting allocator in
+//! `tests/index_alloc.rs`).
+//!
+//! # Defaults
+//! `range_bits = 0` picks `min(code_bits, 20, ceil(log2(max(rows, 2))) + 1)`
+//! where `code_bits` is K for SimHash and `K * log2(B)` for DWTA: every code
+//! gets its own bucket when the code space is small; beyond about 2 buckets
+//! per row (and beyond 2^20 buckets, 4 MiB of offsets per table) more
+//! buckets would only be empty ones, so codes are folded (see
+//! [`crate::tables::fold_code`]) into that many buckets.
+//!
+//! # File format
+//! [`Index::save`] writes an lshk container ([`crate::format`], kind
+//! [`format::KIND_INDEX`]) with these sections, all little-endian:
+//! * `PARAMS`: the fixed record described at [`PARAMS_LEN`] (its own
+//!   version field, [`PARAMS_VERSION`]; a newer one is refused).
+//! * `PLANES` (SimHash): `K*L x dim'` f32 planes, or `DWTAMAP` (DWTA):
+//!   `K*L*B` u32 coordinates. A family built from the seed is regenerated on
+//!   load and must equal the stored planes / map bit for bit.
+//! * `TOFFS`: for each table in order, its `2^range_bits + 1` u32 bucket
+//!   offsets; `TIDLEN`: `L` u64, the number of ids of each table; `TIDS`:
+//!   the tables' ids, concatenated; `TROWB`: the `L x rows` u32
+//!   row-to-bucket map (table-major).
+//! * `BIAS` (optional): `rows` f32.
+//! * `WEIGHTS` (absent for [`Storage::BorrowedF32`]): `rows x dim`, no row
+//!   padding, f32 / bf16 bits / f16 bits / i8; with int8 also `WSCALES`
+//!   (`rows` f32).
+//!
+//! [`Index::load`] maps the file; the weights are used IN PLACE from the
+//! mapping (zero copy: the mapping lives as long as the index). The hash
+//! family, the tables and the bias are copied into memory (the tables'
+//! type owns its arrays; their size is `O(rows * L)` u32, small beside W for
+//! usual shapes). Everything is validated: a checksummed file whose content
+//! is inconsistent (sizes that disagree with the params, ids `>= rows`,
+//! offsets that decrease, unknown enum values, non-finite weights, ...)
+//! is `BadFileFormat` with a message naming what is wrong.
+
+use std::cell::RefCell;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::bail;
+use crate::dwta::Dwta;
+use crate::error::{checked_mul, strided_len, try_vec, Error, Result, Status};
+use crate::format::{self, cast_slice, Container, SectionOut};
+use crate::matmul::{self, WeightMatrix, Weights};
+use crate::simhash::SimHash;
+use crate::tables::{GatherInput, GatherParams, GatherResult, Tables, MAX_ROWS};
+
+/// Hash family of an index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Family {
+    SimHash = 0,
+    Dwta = 1,
+}
+
+/// How the index keeps W.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Storage {
+    /// The caller's f32 W is used in place (it must stay alive and
+    /// unchanged); only through [`Index::build_borrowed`] or the C API.
+    BorrowedF32 = 0,
+    /// A copy in f32.
+    F32 = 1,
+    /// bf16 (round to nearest even).
+    Bf16 = 2,
+    /// IEEE binary16 (round to nearest even; |w| > 65504 is refused).
+    F16 = 3,
+    /// Symmetric per-row int8 with one f32 scale per row.
+    I8 = 4,
+}
+
+/// Input transform applied before hashing (never to the logits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Transform {
+    None = 0,
+    /// Rows `[w, b]` (b = 0 without a bias), queries `[q, 1]`: the hash sees
+    /// the logit's geometry including the bias (HALOS).
+    BiasAug = 1,
+    /// Neyshabur & Srebro's MIPS-to-cosine transform: rows
+    /// `[w/U, sqrt(max(0, 1 - |w/U|^2))]` with U the largest row norm,
+    /// queries `[q/|q|, 0]` (a zero query stays zero).
+    Mips = 2,
+}
+
+impl Family {
+    pub fn from_u32(v: u32) -> Option<Family> {
+        [Family::SimHash, Family::Dwta].get(v as usize).copied()
+    }
+}
+impl Storage {
+    pub fn from_u32(v: u32) -> Option<Storage> {
+        [
+            Storage::BorrowedF32,
+            Storage::F32,
+            Storage::Bf16,
+            Storage::F16,
+            Storage::I8,
+        ]
+        .get(v as usize)
+        .copied()
+    }
+    fn elem_bytes(self) -> usize {
+        match self {
+            Storage::BorrowedF32 | Storage::F32 => 4,
+            Storage::Bf16 | Storage::F16 => 2,
+            Storage::I8 => 1,
+        }
+    }
+}
+impl Transform {
+    pub fn from_u32(v: u32) -> Option<Transform> {
+        [Transform::None, Transform::BiasAug, Transform::Mips]
+            .get(v as usize)
+            .copied()
+    }
+}
+
+/// Build parameters (see the C `lshk_index_params` for each field).
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexParams {
+    pub family: Family,
+    /// K: bits per table (SimHash) or bins per table (DWTA).
+    pub bits: u32,
+    /// L.
+    pub tables: u32,
+    /// SimHash planes: 0 Gaussian, 1 ±1, s >= 2 sparse.
+    pub sparsity: u32,
+    /// DWTA bin size B.
+    pub bin_size: u32,
+    pub seed: u64,
+    /// 0: the default rule of the module documentation.
+    pub range_bits: u32,
+    /// 0: keep all ids.
+    pub bucket_cap: u32,
+    pub storage: Storage,
+    pub transform: Transform,
+    /// Build threads (0: every core).
+    pub threads: u32,
+    /// Caller-given SimHash planes, `K*L x dim'` (dim' = dim after the
+    /// transform).
+    pub planes: Option<Vec<f32>>,
+    /// Caller-given DWTA bin map, `K*L*B` coordinates `< dim'`.
+    pub dwta_map: Option<Vec<u32>>,
+}
+
+impl Default for IndexParams {
+    fn default() -> Self {
+        IndexParams {
+            family: Family::SimHash,
+            bits: 12,
+            tables: 50,
+            sparsity: 0,
+            bin_size: 8,
+            seed: 1,
+            range_bits: 0,
+            bucket_cap: 0,
+            storage: Storage::F32,
+            transform: Transform::None,
+            threads: 0,
+            planes: None,
+            dwta_map: None,
+        }
+    }
+}
+
+/// Per-batch candidate statistics of [`Index::query`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryStats {
+    pub queries: u64,
+    /// Sum over the batch of the candidates per query.
+    pub candidates_total: u64,
+    /// 0 for an empty batch.
+    pub candidates_min: u64,
+    pub candidates_max: u64,
+}
+
+/// Queries processed together (bounds the per-thread scratch).
+pub const QUERY_BLOCK: usize = 64;
+/// Rows hashed per work unit during a build.
+const BUILD_UNIT: usize = 16384;
+
+/// Version of the `PARAMS` record this library writes and reads.
+pub const PARAMS_VERSION: u32 = 1;
+/// Length in bytes of the `PARAMS` record (version 1), little-endian:
+/// ```text
+///  0 u32 params version (1)      4 u32 family        8 u32 K
+/// 12 u32 L                      16 u32 sparsity     20 u32 bin size B
+/// 24 u64 seed                   32 u32 range_bits   36 u32 bucket_cap
+/// 40 u32 storage                44 u32 transform    48 u64 rows
+/// 56 u64 dim                    64 u64 w_stride     72 u64 dim' (hash dim)
+/// 80 f32 MIPS U (1 otherwise)   84 u32 flags: bit 0 bias stored, bit 1
+///                                  weights stored, bit 2 caller-given family
+/// 88 u64 reserved, 0
+/// ```
+/// A record longer than 96 bytes is accepted when its version is known
+/// (later versions append fields).
+pub const PARAMS_LEN: usize = 96;
+
+const FLAG_BIAS: u32 = 1;
+const FLAG_WEIGHTS: u32 = 2;
+const FLAG_GIVEN: u32 = 4;
+
+/// The resolved, validated parameters an index was built with.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Resolved {
+    family: Family,
+    bits: u32,
+    tables: u32,
+    sparsity: u32,
+    bin_size: u32,
+    seed: u64,
+    range_bits: u32,
+    bucket_cap: u32,
+    storage: Storage,
+    transform: Transform,
+    #[allow(dead_code)]
+    threads: u32,
+    given: bool,
+}
+
+enum Fam {
+    Sim(Box<SimHash>),
+    Dw(Box<Dwta>),
+}
+
+impl Fam {
+    fn hash(&self, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) -> Result<()> {
+        match self {
+            Fam::Sim(h) => h.hash(x, n, stride, codes),
+            Fam::Dw(h) => h.hash_dense(x, n, stride, codes),
+        }
+    }
+}
+
+/// Who keeps the weight memory alive.
+enum Owner {
+    /// The caller (BorrowedF32).
+    Caller,
+    F32(#[allow(dead_code)] Vec<f32>),
+    U16(#[allow(dead_code)] Vec<u16>),
+    I8(#[allow(dead_code)] Vec<i8>, #[allow(dead_code)] Vec<f32>),
+    /// The mapped file.
+    Mapped(#[allow(dead_code)] Arc<Container>),
+}
+
+/// The weights: raw views valid as long as `owner` (or, for borrowed
+/// weights, the caller's promise).
+struct WStore {
+    storage: Storage,
+    ptr: *const u8,
+    /// Elements (not bytes).
+    len: usize,
+    scales: *const f32,
+    stride: usize,
+    owner: Owner,
+}
+
+impl WStore {
+    fn from_vec_f32(v: Vec<f32>, stride: usize) -> Self {
+        WStore {
+            storage: Storage::F32,
+            ptr: v.as_ptr().cast(),
+            len: v.len(),
+            scales: std::ptr::null(),
+            stride,
+            owner: Owner::F32(v),
+        }
+    }
+    fn from_vec_u16(v: Vec<u16>, storage: Storage, stride: usize) -> Self {
+        WStore {
+            storage,
+            ptr: v.as_ptr().cast(),
+            len: v.len(),
+            scales: std::ptr::null(),
+            stride,
+            owner: Owner::U16(v),
+        }
+    }
+    fn from_vec_i8(v: Vec<i8>, s: Vec<f32>, stride: usize) -> Self {
+        WStore {
+            storage: Storage::I8,
+            ptr: v.as_ptr().cast(),
+            len: v.len(),
+            scales: s.as_ptr(),
+            stride,
+            owner: Owner::I8(v, s),
+        }
+    }
+    fn weights(&self, rows: usize) -> Weights<'_> {
+        // SAFETY: ptr/len (and scales/rows for int8) describe memory kept
+        // alive by `owner` (moving a Vec does not move its heap buffer; the
+        // mapping is never unmapped while the Arc lives) or, for borrowed
+        // weights, by the caller's documented promise; the element type
+        // matches `storage`, alignment holds (Vec buffers, 64-byte aligned
+        // sections, caller pointers checked at the boundary).
+        unsafe {
+            match self.storage {
+                Storage::BorrowedF32 | Storage::F32 => {
+                    Weights::F32(std::slice::from_raw_parts(self.ptr.cast::<f32>(), self.len))
+                }
+                Storage::Bf16 => {
+                    Weights::Bf16(std::slice::from_raw_parts(self.ptr.cast::<u16>(), self.len))
+                }
+                Storage::F16 => {
+                    Weights::F16(std::slice::from_raw_parts(self.ptr.cast::<u16>(), self.len))
+                }
+                Storage::I8 => Weights::I8 {
+                    w: std::slice::from_raw_parts(self.ptr.cast::<i8>(), self.len),
+                    scales: std::slice::from_raw_parts(self.scales, rows),
+                },
+            }
+        }
+    }
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: as in weights(): `len` elements of `elem_bytes` each.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len * self.storage.elem_bytes()) }
+    }
+    fn owned_bytes(&self, rows: usize) -> usize {
+        match &self.owner {
+            Owner::Caller => 0,
+            Owner::I8(..) => self.len + rows * 4,
+            _ => {
+                self.len * self.storage.elem_bytes()
+                    + if self.scales.is_null() { 0 } else { rows * 4 }
+            }
+        }
+    }
+}
+
+/// An LSH index over the rows of an output layer (see the module docs).
+pub struct Index {
+    rows: usize,
+    dim: usize,
+    hash_dim: usize,
+    mips_u: f32,
+    p: Resolved,
+    fam: Fam,
+    tables: Box<Tables>,
+    bias: Option<Vec<f32>>,
+    w: WStore,
+}
+
+// SAFETY: every field is immutable after construction; the raw pointers in
+// WStore are read-only views of memory owned by the index (Vec, mapping)
+// or, for borrowed weights, memory the caller promised to keep alive and
+// unchanged; reading them from several threads is sound.
+unsafe impl Send for Index {}
+// SAFETY: as above (no interior mutability).
+unsafe impl Sync for Index {}
+
+#[derive(Default)]
+struct QueryScratch {
+    tq: Vec<f32>,
+    codes: Vec<u32>,
+    proj: Vec<f32>,
+    gather: GatherResult,
+    scores: Vec<f32>,
+    out_scores: Vec<f32>,
+}
+
+thread_local! {
+    static QSCRATCH: RefCell<QueryScratch> = RefCell::new(QueryScratch::default());
+}
+
+fn ceil_log2(x: usize) -> u32 {
+    usize::BITS - (x.max(2) - 1).leading_zeros()
+}
+
+/// The default `range_bits` (module documentation).
+pub fn default_range_bits(family: Family, bits: u32, bin_size: u32, rows: usize) -> u32 {
+    let code_bits = match family {
+        Family::SimHash => bits,
+        Family::Dwta => bits.saturating_mul(bin_size.max(2).trailing_zeros()),
+    };
+    code_bits.min(20).min(ceil_log2(rows) + 1).max(1)
+}
+
+fn norm(v: &[f32]) -> f64 {
+    v.iter()
+        .map(|&x| (x as f64) * (x as f64))
+        .sum::<f64>()
+        .sqrt()
+}
+
+/// Writes the transformed row of `w` (bias `b`) into `out` (hash_dim long).
+#[inline]
+fn transform_row(t: Transform, w: &[f32], b: f32, inv_u: f64, out: &mut [f32]) {
+    let d = w.len();
+    match t {
+        Transform::None => out.copy_from_slice(w),
+        Transform::BiasAug => {
+            out[..d].copy_from_slice(w);
+            out[d] = b;
+        }
+        Transform::Mips => {
+            let mut s = 0f64;
+            for (o, &x) in out[..d].iter_mut().zip(w) {
+                let v = x as f64 * inv_u;
+                *o = v as f32;
+                s += v * v;
+            }
+            out[d] = (1.0 - s).max(0.0).sqrt() as f32;
+        }
+    }
+}
+
+/// Writes the transformed query into `out` (hash_dim long).
+#[inline]
+fn transform_query(t: Transform, q: &[f32], out: &mut [f32]) {
+    let d = q.len();
+    match t {
+        Transform::None => out.copy_from_slice(q),
+        Transform::BiasAug => {
+            out[..d].copy_from_slice(q);
+            out[d] = 1.0;
+        }
+        Transform::Mips => {
+            let n = norm(q);
+            let inv = if n > 0.0 { 1.0 / n } else { 0.0 };
+            for (o, &x) in out[..d].iter_mut().zip(q) {
+                *o = (x as f64 * inv) as f32;
+            }
+            out[d] = 0.0;
+        }
+    }
+}
+
+fn first_non_finite(w: &[f32], rows: usize, dim: usize, stride: usize) -> Option<(usize, usize)> {
+    for r in 0..rows {
+        let row = &w[r * stride..r * stride + dim];
+        if let Some(j) = row.iter().position(|v| !v.is_finite()) {
+            return Some((r, j));
+        }
+    }
+    None
+}
+
+impl Index {
+    /// Builds an index over `rows` rows of `dim` floats of `w` (row `r` at
+    /// `r * w_stride`), with an optional `bias` (`rows` values). W is
+    /// copied or converted per `p.storage`; [`Storage::BorrowedF32`] is
+    /// refused here (use [`Index::build_borrowed`]). `progress(done, total)`
+    /// is called on the calling thread at least once per 65,536 hashed rows
+    /// with `done < total = rows`, then once with `done == total` when the
+    /// index is complete.
+    pub fn build(
+        w: &[f32],
+        bias: Option<&[f32]>,
+        rows: usize,
+        dim: usize,
+        w_stride: usize,
+        p: &IndexParams,
+        progress: Option<&(dyn Fn(u64, u64) + Sync)>,
+    ) -> Result<Index> {
+        if p.storage == Storage::BorrowedF32 {
+            bail!(
+                InvalidArgument,
+                "storage BorrowedF32 keeps a pointer to W: use Index::build_borrowed \
+                 (unsafe) or the C API"
+            );
+        }
+        Self::build_impl(w, bias, rows, dim, w_stride, p, progress)
+    }
+
+    /// [`Index::build`] that also accepts [`Storage::BorrowedF32`], where
+    /// the index keeps using `w` in place.
+    ///
+    /// # Safety
+    /// With `BorrowedF32`, `w` must stay alive and unchanged for as long as
+    /// the index (or anything loaded from its file with these weights)
+    /// lives.
+    pub unsafe fn build_borrowed(
+        w: &[f32],
+        bias: Option<&[f32]>,
+        rows: usize,
+        dim: usize,
+        w_stride: usize,
+        p: &IndexParams,
+        progress: Option<&(dyn Fn(u64, u64) + Sync)>,
+    ) -> Result<Index> {
+        Self::build_impl(w, bias, rows, dim, w_stride, p, progress)
+    }
+
+    fn build_impl(
+        w: &[f32],
+        bias: Option<&[f32]>,
+        rows: usize,
+        dim: usize,
+        w_stride: usize,
+        p: &IndexParams,
+        progress: Option<&(dyn Fn(u64, u64) + Sync)>,
+    ) -> Result<Index> {
+        // ---- validation (nothing is computed before it all passes)
+        if rows == 0 {
+            bail!(InvalidArgument, "rows must be >= 1");
+        }
+        if rows > MAX_ROWS {
+            bail!(InvalidArgument, "rows is {rows}; at most {MAX_ROWS}");
+        }
+        if dim == 0 {
+            bail!(InvalidArgument, "dim must be >= 1");
+        }
+        let need = strided_len(rows, dim, w_stride, "w")?;
+        if w.len() < need {
+            bail!(
+                BufferTooSmall,
+                "`w` holds {} floats, {rows} rows of stride {w_stride} need {need}",
+                w.len()
+            );
+        }
+        if let Some(b) = bias {
+            if b.len() < rows {
+                bail!(
+                    BufferTooSmall,
+                    "`bias` holds {} values, W has {rows} rows",
+                    b.len()
+                );
+            }
+            if let Some(i) = b[..rows].iter().position(|v| !v.is_finite()) {
+                bail!(NonFinite, "bias[{i}] (row {i}) is {}", b[i]);
+            }
+        }
+        if let Some((r, j)) = first_non_finite(w, rows, dim, w_stride) {
+            bail!(
+                NonFinite,
+                "w row {r} column {j} is {} (finite weights needed)",
+                w[r * w_stride + j]
+            );
+        }
+        if p.storage == Storage::F16 {
+            for r in 0..rows {
+                let row = &w[r * w_stride..r * w_stride + dim];
+                if let Some(j) = row.iter().position(|v| v.abs() > 65504.0) {
+                    bail!(
+                        InvalidArgument,
+                        "w row {r} column {j} is {}, beyond the f16 range (65504): use f32 or bf16 storage",
+                        row[j]
+                    );
+                }
+            }
+        }
+        match (p.family, &p.planes, &p.dwta_map) {
+            (Family::SimHash, _, Some(_)) => {
+                bail!(
+                    InvalidArgument,
+                    "a DWTA map was given but the family is SimHash"
+                )
+            }
+            (Family::Dwta, Some(_), _) => {
+                bail!(
+                    InvalidArgument,
+                    "SimHash planes were given but the family is DWTA"
+                )
+            }
+            _ => {}
+        }
+        let hash_dim = dim + (p.transform != Transform::None) as usize;
+        let fam = match p.family {
+            Family::SimHash => Fam::Sim(Box::new(match &p.planes {
+                Some(pl) => SimHash::from_planes(pl, hash_dim, p.bits, p.tables)?,
+                None => SimHash::new(hash_dim, p.bits, p.tables, p.sparsity, p.seed)?,
+            })),
+            Family::Dwta => Fam::Dw(Box::new(match &p.dwta_map {
+                Some(m) => Dwta::from_map(m, hash_dim, p.bits, p.tables, p.bin_size)?,
+                None => Dwta::new(hash_dim, p.bits, p.tables, p.bin_size, p.seed)?,
+            })),
+        };
+        let range_bits = if p.range_bits == 0 {
+            default_range_bits(p.family, p.bits, p.bin_size, rows)
+        } else {
+            p.range_bits
+        };
+        if range_bits > crate::tables::MAX_RANGE_BITS {
+            bail!(
+                InvalidArgument,
+                "range_bits is {range_bits}; it must be in 1..={}",
+                crate::tables::MAX_RANGE_BITS
+            );
+        }
+        let l = p.tables as usize;
+        let ncodes = checked_mul(rows, l, "rows * L")?;
+
+        // ---- MIPS scale
+        let mut mips_u = 1f32;
+        if p.transform == Transform::Mips {
+            let mut u = 0f64;
+            for r in 0..rows {
+                u = u.max(norm(&w[r * w_stride..r * w_stride + dim]));
+            }
+            if u > 0.0 && (u as f32).is_finite() {
+                mips_u = u as f32;
+            }
+        }
+        let inv_u = 1.0 / mips_u as f64;
+
+        // ---- hash every row
+        let mut codes = try_vec::<u32>(ncodes, "row codes")?;
+        let nthreads = if p.threads == 0 {
+            std::thread::available_parallelism()
+                .map(|v| v.get())
+                .unwrap_or(1)
+        } else {
+            p.threads as usize
+        };
+        let units: Vec<(usize, &mut [u32])> = codes
+            .chunks_mut(BUILD_UNIT * l)
+            .enumerate()
+            .map(|(u, c)| (u * BUILD_UNIT, c))
+            .collect();
+        let nthreads = nthreads.clamp(1, units.len().max(1));
+        let mut per_thread: Vec<Vec<(usize, &mut [u32])>> =
+            (0..nthreads).map(|_| Vec::new()).collect();
+        for (i, u) in units.into_iter().enumerate() {
+            per_thread[i % nthreads].push(u);
+        }
+        let done = AtomicU64::new(0);
+        let total = rows as u64;
+        let transform = p.transform;
+        let bias_of = |r: usize| bias.map_or(0.0, |b| b[r]);
+        let worker = |jobs: Vec<(usize, &mut [u32])>, report: bool| -> Result<()> {
+            let mut buf: Vec<f32> = if transform == Transform::None {
+                Vec::new()
+            } else {
+                try_vec::<f32>(BUILD_UNIT * hash_dim, "transform scratch")?
+            };
+            for (r0, c) in jobs {
+                let n = c.len() / l;
+                if transform == Transform::None {
+                    fam.hash(&w[r0 * w_stride..], n, w_stride, c)?;
+                } else {
+                    for i in 0..n {
+                        let r = r0 + i;
+                        transform_row(
+                            transform,
+                            &w[r * w_stride..r * w_stride + dim],
+                            bias_of(r),
+                            inv_u,
+                            &mut buf[i * hash_dim..(i + 1) * hash_dim],
+                        );
+                    }
+                    fam.hash(&buf[..n * hash_dim], n, hash_dim, c)?;
+                }
+                let d = done.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+                if report {
+                    if let Some(cb) = progress {
+                        if d < total {
+                            cb(d, total);
+                        }
+                    }
+                }
+            }
+            Ok(())
+        };
+        let mut jobs = per_thread.into_iter();
+        let mine = jobs.next().unwrap_or_default();
+        std::thread::scope(|s| -> Result<()> {
+            let worker = &worker;
+            let handles: Vec<_> = jobs.map(|j| s.spawn(move || worker(j, false))).collect();
+            let r0 = worker(mine, true);
+            let mut res = r0;
+            for h in handles {
+                let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                if res.is_ok() {
+                    res = r;
+                }
+            }
+            res
+        })?;
+
+        // ---- tables
+        let tables = Box::new(Tables::build(
+            &codes,
+            rows,
+            p.tables,
+            range_bits,
+            p.bucket_cap,
+            p.seed,
+            p.threads,
+        )?);
+        drop(codes);
+
+        // ---- weights and bias
+        let cnt = checked_mul(rows, dim, "rows * dim")?;
+        let compact = |out: &mut dyn FnMut(usize, &[f32])| {
+            for r in 0..rows {
+                out(r, &w[r * w_stride..r * w_stride + dim]);
+            }
+        };
+        let wstore = match p.storage {
+            Storage::BorrowedF32 => WStore {
+                storage: Storage::BorrowedF32,
+                ptr: w.as_ptr().cast(),
+                len: need,
+                scales: std::ptr::null(),
+                stride: w_stride,
+                owner: Owner::Caller,
+            },
+            Storage::F32 => {
+                let mut v = try_vec::<f32>(cnt, "f32 weights")?;
+                compact(&mut |r, row| v[r * dim..(r + 1) * dim].copy_from_slice(row));
+                WStore::from_vec_f32(v, dim)
+            }
+            Storage::Bf16 | Storage::F16 => {
+                let mut v = try_vec::<u16>(cnt, "16-bit weights")?;
+                let bf = p.storage == Storage::Bf16;
+                compact(&mut |r, row| {
+                    let o = &mut v[r * dim..(r + 1) * dim];
+                    if bf {
+                        matmul::convert_f32_to_bf16(row, o).expect("same length");
+                    } else {
+                        matmul::convert_f32_to_f16(row, o).expect("same length");
+                    }
+                });
+                WStore::from_vec_u16(v, p.storage, dim)
+            }
+            Storage::I8 => {
+                let mut v = try_vec::<i8>(cnt, "int8 weights")?;
+                let mut s = try_vec::<f32>(rows, "int8 scales")?;
+                matmul::quantize_rows_i8(w, rows, dim, w_stride, &mut v, dim, &mut s)?;
+                WStore::from_vec_i8(v, s, dim)
+            }
+        };
+        let bias = match bias {
+            Some(b) => {
+                let mut v = try_vec::<f32>(rows, "bias")?;
+                v.copy_from_slice(&b[..rows]);
+                Some(v)
+            }
+            None => None,
+        };
+        let idx = Index {
+            rows,
+            dim,
+            hash_dim,
+            mips_u,
+            p: Resolved {
+                family: p.family,
+                bits: p.bits,
+                tables: p.tables,
+                sparsity: if p.planes.is_some() { 0 } else { p.sparsity },
+                bin_size: p.bin_size,
+                seed: p.seed,
+                range_bits,
+                bucket_cap: p.bucket_cap,
+                storage: p.storage,
+                transform: p.transform,
+                threads: p.threads,
+                given: p.planes.is_some() || p.dwta_map.is_some(),
+            },
+            fam,
+            tables,
+            bias,
+            w: wstore,
+        };
+        if let Some(cb) = progress {
+            cb(total, total);
+        }
+        Ok(idx)
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    /// The dimension the family hashes (dim + 1 with a transform).
+    pub fn hash_dim(&self) -> usize {
+        self.hash_dim
+    }
+    /// K (bits per table for SimHash, bins per table for DWTA).
+    pub fn bits(&self) -> u32 {
+        self.p.bits
+    }
+    /// L.
+    pub fn num_tables(&self) -> u32 {
+        self.p.tables
+    }
+    pub fn family(&self) -> Family {
+        self.p.family
+    }
+    pub fn storage(&self) -> Storage {
+        self.p.storage
+    }
+    pub fn transform(&self) -> Transform {
+        self.p.transform
+    }
+    pub fn range_bits(&self) -> u32 {
+        self.p.range_bits
+    }
+    /// U of the MIPS transform (1 otherwise).
+    pub fn mips_u(&self) -> f32 {
+        self.mips_u
+    }
+    pub fn simhash(&self) -> Option<&SimHash> {
+        match &self.fam {
+            Fam::Sim(h) => Some(h),
+            Fam::Dw(_) => None,
+        }
+    }
+    pub fn dwta(&self) -> Option<&Dwta> {
+        match &self.fam {
+            Fam::Dw(h) => Some(h),
+            Fam::Sim(_) => None,
+        }
+    }
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+    pub fn bias(&self) -> Option<&[f32]> {
+        self.bias.as_deref()
+    }
+    /// The stored weights (row stride [`Index::weight_stride`]).
+    pub fn weights(&self) -> Weights<'_> {
+        self.w.weights(self.rows)
+    }
+    pub fn weight_stride(&self) -> usize {
+        self.w.stride
+    }
+    /// The weight matrix (with the bias) the logits come from.
+    pub fn weight_matrix(&self) -> WeightMatrix<'_> {
+        let m = WeightMatrix::new(self.weights(), self.rows, self.dim, self.w.stride)
+            .expect("weights validated at build/load");
+        match &self.bias {
+            Some(b) => m.with_bias(b).expect("bias validated"),
+            None => m,
+        }
+    }
+
+    /// Writes the transformed query (`hash_dim` floats) of `q` (`dim`
+    /// floats) into `out`: what the family hashes.
+    pub fn transform_query(&self, q: &[f32], out: &mut [f32]) {
+        transform_query(self.p.transform, &q[..self.dim], &mut out[..self.hash_dim]);
+    }
+
+    /// Bytes held by the index: family, tables, bias, and the weights it
+    /// owns or maps (borrowed weights are the caller's and not counted).
+    pub fn memory_bytes(&self) -> usize {
+        let fam = match &self.fam {
+            Fam::Sim(h) => {
+                h.planes().len() * 4
+                    + h.packed().len() * 4
+                    + h.sparse()
+                        .map_or(0, |s| (s.start.len() + s.mid.len() + s.idx.len()) * 4)
+            }
+            Fam::Dw(h) => {
+                // Map, transposed map, inverse map, filter, probe tables.
+                h.map().len() * 4
+                    + h.map_t().len() * 4
+                    + h.filter().len() * 4
+                    + h.probe_fwd().len() * 4
+                    + h.probe_inv().0.len() * 4
+                    + h.probe_inv().1.len() * 4
+                    + h.map().len() * 8
+            }
+        };
+        std::mem::size_of::<Self>()
+            + fam
+            + self.tables.memory_bytes()
+            + self.bias.as_ref().map_or(0, |b| b.len() * 4)
+            + self.w.owned_bytes(self.rows)
+    }
+
+    /// The top `k` rows of each of `nq` queries (`q` row `i` at
+    /// `i * q_stride`, `q_stride >= dim`) into `out_ids[i*k ..]` and
+    /// `out_scores[i*k ..]` (both at least `nq * k` long): logits of the
+    /// original W and bias, descending, ties to the smaller id, padded with
+    /// `u32::MAX` / `-inf` when a query has fewer than k candidates. `k = 0`
+    /// or `nq = 0` writes nothing. Queries must be finite. `g.probes > 0`
+    /// (SimHash only) multi-probes; `g.bits_per_table` may be 0 (then K) or
+    /// must equal K. Thread-safe; nothing is written on error.
+    #[allow(clippy::too_many_arguments)]
+    pub fn query(
+        &self,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        k: u32,
+        g: &GatherParams,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+        stats: Option<&mut QueryStats>,
+    ) -> Result<()> {
+        self.query_impl(q, nq, q_stride, k, g, out_ids, Some(out_scores), stats)
+    }
+
+    /// [`Index::query`] with optional scores.
+    #[allow(clippy::too_many_arguments)]
+    pub fn query_impl(
+        &self,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        k: u32,
+        g: &GatherParams,
+        out_ids: &mut [u32],
+        mut out_scores: Option<&mut [f32]>,
+        stats: Option<&mut QueryStats>,
+    ) -> Result<()> {
+        // ---- checks
+        let dim = self.dim;
+        let ql = strided_len(nq, dim, q_stride, "q")?;
+        if q.len() < ql {
+            bail!(
+                BufferTooSmall,
+                "`q` holds {} floats, {nq} queries of stride {q_stride} need {ql}",
+                q.len()
+            );
+        }
+        let kk = k as usize;
+        let need = checked_mul(nq, kk, "nq * k")?;
+        if out_ids.len() < need {
+            bail!(
+                BufferTooSmall,
+                "`out_ids` holds {} values, nq * k = {need} needed",
+                out_ids.len()
+            );
+        }
+        if let Some(s) = &out_scores {
+            if s.len() < need {
+                bail!(
+                    BufferTooSmall,
+                    "`out_scores` holds {} values, nq * k = {need} needed",
+                    s.len()
+                );
+            }
+        }
+        if let Some((r, j)) = first_non_finite(q, nq, dim, q_stride) {
+            bail!(
+                NonFinite,
+                "query {r} coordinate {j} is {}",
+                q[r * q_stride + j]
+            );
+        }
+        let mut gp = *g;
+        if gp.probes > 0 {
+            if self.p.family != Family::SimHash {
+                bail!(
+                    InvalidArgument,
+                    "multi-probing (probes > 0) needs a SimHash index"
+                );
+            }
+            if gp.bits_per_table == 0 {
+                gp.bits_per_table = self.p.bits;
+            } else if gp.bits_per_table != self.p.bits {
+                bail!(
+                    InvalidArgument,
+                    "gather bits_per_table is {} but the index has K = {} (pass 0 or K)",
+                    gp.bits_per_table,
+                    self.p.bits
+                );
+            }
+            let kb = self.p.bits;
+            let maxp = if kb >= 32 { u32::MAX } else { (1u32 << kb) - 1 };
+            if gp.probes > crate::tables::MAX_PROBES || gp.probes > maxp {
+                bail!(
+                    InvalidArgument,
+                    "probes is {}; at most min(2^K - 1, {}) = {}",
+                    gp.probes,
+                    crate::tables::MAX_PROBES,
+                    maxp.min(crate::tables::MAX_PROBES)
+                );
+            }
+        }
+        let mut st = QueryStats {
+            queries: nq as u64,
+            candidates_total: 0,
+            candidates_min: if nq == 0 { 0 } else { u64::MAX },
+            candidates_max: 0,
+        };
+        if nq > 0 {
+            let wm = self.weight_matrix();
+            let (l, hd, kl) = (
+                self.p.tables as usize,
+                self.hash_dim,
+                self.p.bits as usize * self.p.tables as usize,
+            );
+            QSCRATCH.with(|cell| -> Result<()> {
+                let mut guard = cell.borrow_mut();
+                let s = &mut *guard;
+                let mut i0 = 0;
+                while i0 < nq {
+                    let b = (nq - i0).min(QUERY_BLOCK);
+                    let qb = &q[i0 * q_stride..];
+                    s.codes.resize(b * l, 0);
+                    let (hx, hstride): (&[f32], usize) = if self.p.transform == Transform::None {
+                        (qb, q_stride)
+                    } else {
+                        s.tq.resize(b * hd, 0.0);
+                        for i in 0..b {
+                            transform_query(
+                                self.p.transform,
+                                &qb[i * q_stride..i * q_stride + dim],
+                                &mut s.tq[i * hd..(i + 1) * hd],
+                            );
+                        }
+                        (&s.tq, hd)
+                    };
+                    self.fam.hash(hx, b, hstride, &mut s.codes)?;
+                    let proj = if gp.probes > 0 {
+                        s.proj.resize(b * kl, 0.0);
+                        if let Fam::Sim(h) = &self.fam {
+                            h.project(hx, b, hstride, &mut s.proj)?;
+                        }
+                        Some(&s.proj[..])
+                    } else {
+                        None
+                    };
+                    let input = GatherInput {
+                        codes: &s.codes,
+                        q: b,
+                        projections: proj,
+                        forced_offsets: None,
+                        forced_ids: &[],
+                    };
+                    self.tables.gather(&gp, &input, false, &mut s.gather)?;
+                    let cands = s.gather.ids.len();
+                    s.scores.resize(cands, 0.0);
+                    wm.matmul(
+                        qb,
+                        b,
+                        q_stride,
+                        &s.gather.ids,
+                        &s.gather.offsets,
+                        &mut s.scores,
+                    )?;
+                    for w in s.gather.offsets.windows(2) {
+                        let c = (w[1] - w[0]) as u64;
+                        st.candidates_total += c;
+                        st.candidates_min = st.candidates_min.min(c);
+                        st.candidates_max = st.candidates_max.max(c);
+                    }
+                    let oi = &mut out_ids[i0 * kk..(i0 + b) * kk];
+                    let os: &mut [f32] = match out_scores.as_deref_mut() {
+                        Some(o) => &mut o[i0 * kk..(i0 + b) * kk],
+                        None => {
+                            s.out_scores.resize(b * kk, 0.0);
+                            &mut s.out_scores[..]
+                        }
+                    };
+                    matmul::topk(
+                        &s.scores,
+                        Some(&s.gather.ids),
+                        &s.gather.offsets,
+                        kk,
+                        oi,
+                        os,
+                    )?;
+                    i0 += b;
+                }
+                Ok(())
+            })?;
+        }
+        if let Some(out) = stats {
+            *out = st;
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------- files
+
+    fn params_record(&self) -> Vec<u8> {
+        let p = &self.p;
+        let mut r = Vec::with_capacity(PARAMS_LEN);
+        let u32s = |r: &mut Vec<u8>, v: u32| r.extend_from_slice(&v.to_le_bytes());
+        let u64s = |r: &mut Vec<u8>, v: u64| r.extend_from_slice(&v.to_le_bytes());
+        u32s(&mut r, PARAMS_VERSION);
+        u32s(&mut r, p.family as u32);
+        u32s(&mut r, p.bits);
+        u32s(&mut r, p.tables);
+        u32s(&mut r, p.sparsity);
+        u32s(&mut r, p.bin_size);
+        u64s(&mut r, p.seed);
+        u32s(&mut r, p.range_bits);
+        u32s(&mut r, p.bucket_cap);
+        u32s(&mut r, p.storage as u32);
+        u32s(&mut r, p.transform as u32);
+        u64s(&mut r, self.rows as u64);
+        u64s(&mut r, self.dim as u64);
+        u64s(&mut r, self.w.stride as u64);
+        u64s(&mut r, self.hash_dim as u64);
+        u32s(&mut r, self.mips_u.to_bits());
+        let flags = if self.bias.is_some() { FLAG_BIAS } else { 0 }
+            | if p.storage != Storage::BorrowedF32 {
+                FLAG_WEIGHTS
+            } else {
+                0
+            }
+            | if p.given { FLAG_GIVEN } else { 0 };
+        u32s(&mut r, flags);
+        u64s(&mut r, 0);
+        debug_assert_eq!(r.len(), PARAMS_LEN);
+        r
+    }
+
+    /// Saves the index (atomically: temporary file + rename). Borrowed
+    /// weights are not stored: load such a file with
+    /// [`Index::load_borrowed`] and the same W.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let rec = self.params_record();
+        let mut secs = vec![SectionOut::new("PARAMS", vec![&rec])];
+        match &self.fam {
+            Fam::Sim(h) => secs.push(SectionOut::new(
+                "PLANES",
+                vec![format::as_bytes(h.planes())],
+            )),
+            Fam::Dw(h) => secs.push(SectionOut::new("DWTAMAP", vec![format::as_bytes(h.map())])),
+        }
+        let l = self.tables.tables();
+        let idlen: Vec<u64> = (0..l).map(|t| self.tables.csr(t).1.len() as u64).collect();
+        secs.push(SectionOut::new(
+            "TOFFS",
+            (0..l)
+                .map(|t| format::as_bytes(self.tables.csr(t).0))
+                .collect(),
+        ));
+        secs.push(SectionOut::new("TIDLEN", vec![format::as_bytes(&idlen)]));
+        secs.push(SectionOut::new(
+            "TIDS",
+            (0..l)
+                .map(|t| format::as_bytes(self.tables.csr(t).1))
+                .collect(),
+        ));
+        secs.push(SectionOut::new(
+            "TROWB",
+            vec![format::as_bytes(self.tables.row_buckets())],
+        ));
+        if let Some(b) = &self.bias {
+            secs.push(SectionOut::new("BIAS", vec![format::as_bytes(b)]));
+        }
+        if self.p.storage != Storage::BorrowedF32 {
+            // Stored weights are compact (stride == dim) by construction.
+            secs.push(SectionOut::new("WEIGHTS", vec![self.w.bytes()]));
+            if self.p.storage == Storage::I8 {
+                // SAFETY: int8 storage keeps `rows` scales alive in `owner`.
+                let s = unsafe { std::slice::from_raw_parts(self.w.scales, self.rows) };
+                secs.push(SectionOut::new("WSCALES", vec![format::as_bytes(s)]));
+            }
+        }
+        format::write_file(path, format::KIND_INDEX, &secs)
+    }
+
+    /// Loads an index whose file stores its weights (used in place from the
+    /// mapped file). A file saved from a BorrowedF32 index needs
+    /// [`Index::load_borrowed`] (`InvalidArgument` here).
+    pub fn load(path: &Path) -> Result<Index> {
+        Self::load_impl(path, None)
+    }
+
+    /// Loads an index saved with [`Storage::BorrowedF32`], using `w` (the
+    /// same `rows x dim` matrix at the same row stride as at build) in
+    /// place. A file that stores its weights is refused with
+    /// `InvalidArgument` (pass no W for it: [`Index::load`]).
+    ///
+    /// # Safety
+    /// `w` must stay alive and unchanged as long as the index lives.
+    pub unsafe fn load_borrowed(path: &Path, w: &[f32]) -> Result<Index> {
+        Self::load_impl(path, Some(w))
+    }
+
+    fn load_impl(path: &Path, borrowed: Option<&[f32]>) -> Result<Index> {
+        let c = Arc::new(Container::open(path, format::KIND_INDEX)?);
+        let bad = |m: String| Error::new(Status::BadFileFormat, format!("{}: {m}", path.display()));
+        // ---- params
+        let rec = c.section("PARAMS")?;
+        if rec.len() < 4 {
+            return Err(bad(format!("PARAMS section is {} bytes", rec.len())));
+        }
+        let u32_at = |o: usize| u32::from_le_bytes(rec[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_le_bytes(rec[o..o + 8].try_into().unwrap());
+        let ver = u32_at(0);
+        if ver > PARAMS_VERSION {
+            return Err(bad(format!(
+                "params version {ver} is newer than this library's ({PARAMS_VERSION}): upgrade lshk"
+            )));
+        }
+        if ver != PARAMS_VERSION {
+            return Err(bad(format!("unknown params version {ver}")));
+        }
+        if rec.len() < PARAMS_LEN {
+            return Err(bad(format!(
+                "PARAMS section is {} bytes, version {ver} needs {PARAMS_LEN}",
+                rec.len()
+            )));
+        }
+        let family = Family::from_u32(u32_at(4))
+            .ok_or_else(|| bad(format!("params: unknown family {}", u32_at(4))))?;
+        let storage = Storage::from_u32(u32_at(40))
+            .ok_or_else(|| bad(format!("params: unknown storage {}", u32_at(40))))?;
+        let transform = Transform::from_u32(u32_at(44))
+            .ok_or_else(|| bad(format!("params: unknown transform {}", u32_at(44))))?;
+        let (bits, tables, sparsity, bin_size) = (u32_at(8), u32_at(12), u32_at(16), u32_at(20));
+        let seed = u64_at(24);
+        let (range_bits, bucket_cap) = (u32_at(32), u32_at(36));
+        let to_usize = |v: u64, what: &str| {
+            usize::try_from(v).map_err(|_| bad(format!("params: {what} {v} does not fit")))
+        };
+        let rows = to_usize(u64_at(48), "rows")?;
+        let dim = to_usize(u64_at(56), "dim")?;
+        let w_stride = to_usize(u64_at(64), "w_stride")?;
+        let hash_dim = to_usize(u64_at(72), "hash dim")?;
+        let mips_u = f32::from_bits(u32_at(80));
+        let flags = u32_at(84);
+        if u64_at(88) != 0 || flags & !(FLAG_BIAS | FLAG_WEIGHTS | FLAG_GIVEN) != 0 {
+            return Err(bad("params: reserved bits are not zero".into()));
+        }
+        if rows == 0 || rows > MAX_ROWS || dim == 0 {
+            return Err(bad(format!("params: rows {rows} or dim {dim} is invalid")));
+        }
+        if w_stride < dim {
+            return Err(bad(format!("params: w_stride {w_stride} < dim {dim}")));
+        }
+        let want_hd = dim + (transform != Transform::None) as usize;
+        if hash_dim != want_hd {
+            return Err(bad(format!(
+                "params: hash dimension {hash_dim}, expected {want_hd} for dim {dim} and this transform"
+            )));
+        }
+        if !(mips_u.is_finite() && mips_u > 0.0) {
+            return Err(bad(format!(
+                "params: MIPS scale {mips_u} is not a positive number"
+            )));
+        }
+        let stored = flags & FLAG_WEIGHTS != 0;
+        if stored == (storage == Storage::BorrowedF32) {
+            return Err(bad(format!(
+                "params: storage {storage:?} but the weights-stored flag is {stored}"
+            )));
+        }
+        if storage != Storage::BorrowedF32 && w_stride != dim {
+            return Err(bad(format!(
+                "params: stored weights have stride {w_stride}, not dim {dim}"
+            )));
+        }
+        let as_bad = |e: Error| bad(format!("params describe an invalid family: {}", e.message));
+        // ---- family
+        let given = flags & FLAG_GIVEN != 0;
+        let fam = match family {
+            Family::SimHash => {
+                let pl: &[f32] = cast_slice(c.section("PLANES")?, "PLANES")?;
+                let h = if given {
+                    if sparsity != 0 {
+                        return Err(bad("params: caller-given planes with sparsity != 0".into()));
+                    }
+                    SimHash::from_planes(pl, hash_dim, bits, tables).map_err(as_bad)?
+                } else {
+                    let h = SimHash::new(hash_dim, bits, tables, sparsity, seed).map_err(as_bad)?;
+                    if h.planes().len() != pl.len()
+                        || h.planes()
+                            .iter()
+                            .zip(pl)
+                            .any(|(a, b)| a.to_bits() != b.to_bits())
+                    {
+                        return Err(bad(
+                            "PLANES differ from the planes the seed generates (inconsistent file)"
+                                .into(),
+                        ));
+                    }
+                    h
+                };
+                Fam::Sim(Box::new(h))
+            }
+            Family::Dwta => {
+                let m: &[u32] = cast_slice(c.section("DWTAMAP")?, "DWTAMAP")?;
+                let h = if given {
+                    Dwta::from_map(m, hash_dim, bits, tables, bin_size).map_err(as_bad)?
+                } else {
+                    let h = Dwta::new(hash_dim, bits, tables, bin_size, seed).map_err(as_bad)?;
+                    if h.map() != m {
+                        return Err(bad(
+                            "DWTAMAP differs from the map the seed generates (inconsistent file)"
+                                .into(),
+                        ));
+                    }
+                    h
+                };
+                Fam::Dw(Box::new(h))
+            }
+        };
+        // ---- tables
+        if range_bits == 0 || range_bits > crate::tables::MAX_RANGE_BITS {
+            return Err(bad(format!(
+                "params: range_bits {range_bits} is outside 1..=24"
+            )));
+        }
+        let l = tables as usize;
+        let nb1 = (1usize << range_bits) + 1;
+        let toffs: &[u32] = cast_slice(c.section("TOFFS")?, "TOFFS")?;
+        let idlen: &[u64] = cast_slice(c.section("TIDLEN")?, "TIDLEN")?;
+        let tids: &[u32] = cast_slice(c.section("TIDS")?, "TIDS")?;
+        let trowb: &[u32] = cast_slice(c.section("TROWB")?, "TROWB")?;
+        if toffs.len() as u128 != l as u128 * nb1 as u128 {
+            return Err(bad(format!(
+                "TOFFS holds {} offsets, L * (2^range_bits + 1) = {} expected",
+                toffs.len(),
+                l as u128 * nb1 as u128
+            )));
+        }
+        if idlen.len() != l {
+            return Err(bad(format!(
+                "TIDLEN holds {} counts, L = {l} expected",
+                idlen.len()
+            )));
+        }
+        let sum: u128 = idlen.iter().map(|&v| v as u128).sum();
+        if sum != tids.len() as u128 {
+            return Err(bad(format!(
+                "TIDLEN counts sum to {sum} ids but TIDS holds {}",
+                tids.len()
+            )));
+        }
+        let mut offs = Vec::with_capacity(l);
+        let mut ids = Vec::with_capacity(l);
+        let mut at = 0usize;
+        for t in 0..l {
+            offs.push(toffs[t * nb1..(t + 1) * nb1].to_vec());
+            let n = idlen[t] as usize;
+            ids.push(tids[at..at + n].to_vec());
+            at += n;
+        }
+        let tabs = Box::new(
+            Tables::from_parts(
+                rows,
+                range_bits,
+                bucket_cap,
+                seed,
+                0,
+                offs,
+                ids,
+                trowb.to_vec(),
+            )
+            .map_err(|e| bad(e.message))?,
+        );
+        // ---- bias
+        let bias = match (c.optional("BIAS"), flags & FLAG_BIAS != 0) {
+            (Some(b), true) => {
+                let b: &[f32] = cast_slice(b, "BIAS")?;
+                if b.len() != rows {
+                    return Err(bad(format!("BIAS holds {} values, rows = {rows}", b.len())));
+                }
+                if let Some(i) = b.iter().position(|v| !v.is_finite()) {
+                    return Err(bad(format!("BIAS[{i}] is {}", b[i])));
+                }
+                Some(b.to_vec())
+            }
+            (None, false) => None,
+            (Some(_), false) => {
+                return Err(bad("a BIAS section but the params say no bias".into()))
+            }
+            (None, true) => {
+                return Err(bad(
+                    "the params say there is a bias but BIAS is missing".into()
+                ))
+            }
+        };
+        // ---- weights
+        let cnt = rows
+            .checked_mul(dim)
+            .ok_or_else(|| bad("rows * dim overflows".into()))?;
+        let w = if storage == Storage::BorrowedF32 {
+            if c.optional("WEIGHTS").is_some() {
+                return Err(bad("a WEIGHTS section in a file of borrowed weights".into()));
+            }
+            let w = borrowed.ok_or_else(|| {
+                Error::new(
+                    Status::InvalidArgument,
+                    format!(
+                        "{}: the index was built with borrowed weights, which are not stored in \
+                         the file: pass the same W ({rows} x {dim}, row stride {w_stride}) as borrowed_w",
+                        path.display()
+                    ),
+                )
+            })?;
+            let need = strided_len(rows, dim, w_stride, "borrowed_w")?;
+            if w.len() < need {
+                bail!(
+                    BufferTooSmall,
+                    "borrowed W holds {} floats, {need} needed",
+                    w.len()
+                );
+            }
+            if let Some((r, j)) = first_non_finite(w, rows, dim, w_stride) {
+                bail!(
+                    NonFinite,
+                    "borrowed W row {r} column {j} is {}",
+                    w[r * w_stride + j]
+                );
+            }
+            WStore {
+                storage,
+                ptr: w.as_ptr().cast(),
+                len: need,
+                scales: std::ptr::null(),
+                stride: w_stride,
+                owner: Owner::Caller,
+            }
+        } else {
+            if borrowed.is_some() {
+                bail!(
+                    InvalidArgument,
+                    "{}: the file stores its weights; borrowed_w must be NULL",
+                    path.display()
+                );
+            }
+            let raw = c.section("WEIGHTS")?;
+            let want = cnt
+                .checked_mul(storage.elem_bytes())
+                .ok_or_else(|| bad("weights size overflows".into()))?;
+            if raw.len() != want {
+                return Err(bad(format!(
+                    "WEIGHTS holds {} bytes, rows * dim * {} = {want} expected",
+                    raw.len(),
+                    storage.elem_bytes()
+                )));
+            }
+            let mut scales: *const f32 = std::ptr::null();
+            match storage {
+                Storage::F32 => {
+                    let v: &[f32] = cast_slice(raw, "WEIGHTS")?;
+                    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+                        return Err(bad(format!(
+                            "WEIGHTS row {} column {} is {}",
+                            i / dim,
+                            i % dim,
+                            v[i]
+                        )));
+                    }
+                }
+                Storage::Bf16 | Storage::F16 => {
+                    let v: &[u16] = cast_slice(raw, "WEIGHTS")?;
+                    let exp = if storage == Storage::Bf16 {
+                        0x7f80
+                    } else {
+                        0x7c00
+                    };
+                    if let Some(i) = v.iter().position(|&x| x & exp == exp) {
+                        return Err(bad(format!(
+                            "WEIGHTS row {} column {} is not finite",
+                            i / dim,
+                            i % dim
+                        )));
+                    }
+                }
+                Storage::I8 => {
+                    let s: &[f32] = cast_slice(c.section("WSCALES")?, "WSCALES")?;
+                    if s.len() != rows {
+                        return Err(bad(format!(
+                            "WSCALES holds {} values, rows = {rows}",
+                            s.len()
+                        )));
+                    }
+                    if let Some(i) = s.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
+                        return Err(bad(format!("WSCALES[{i}] is {}", s[i])));
+                    }
+                    scales = s.as_ptr();
+                }
+                Storage::BorrowedF32 => unreachable!(),
+            }
+            WStore {
+                storage,
+                ptr: raw.as_ptr(),
+                len: cnt,
+                scales,
+                stride: dim,
+                owner: Owner::Mapped(Arc::clone(&c)),
+            }
+        };
+        Ok(Index {
+            rows,
+            dim,
+            hash_dim,
+            mips_u,
+            p: Resolved {
+                family,
+                bits,
+                tables,
+                sparsity,
+                bin_size,
+                seed,
+                range_bits,
+                bucket_cap,
+                storage,
+                transform,
+                threads: 0,
+                given,
+            },
+            fam,
+            tables: tabs,
+            bias,
+            w,
+        })
+    }
+}
