@@ -38,7 +38,7 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use common::{Data, Direct, Family, Params, Transform};
+use common::{Data, Family, IndexParams, Transform};
 use lshk::tables::GatherParams;
 
 struct Opts {
@@ -169,40 +169,31 @@ fn main() {
     }
 
     // The index.
-    let params = Params {
+    let params = IndexParams {
         family: Family::SimHash,
         bits: o.bits,
         tables: o.tables,
-        bin_size: 8,
-        range_bits: o.bits.min(20),
         transform: o.transform,
-        seed: 1,
+        ..IndexParams::default()
     };
-    println!("index: {}, probes {}", params.describe(), o.probes);
-    let t = Instant::now();
-    let mut idx =
-        Direct::build(&data, params, &common::progress_line("build")).expect("index build");
-    let build = t.elapsed().as_secs_f64();
     let g = GatherParams {
         probes: o.probes,
         ..GatherParams::default()
     };
+    let rb = lshk::index::default_range_bits(Family::SimHash, o.bits, 8, data.rows);
+    println!(
+        "index: {}, probes {} (lshk::index::Index)",
+        common::describe(&params, rb),
+        o.probes
+    );
+    let t = Instant::now();
+    let progress = common::progress_line("build");
+    let idx =
+        common::build(&data, &params, Some(&progress)).unwrap_or_else(|e| usage(&e.to_string()));
+    let build = t.elapsed().as_secs_f64();
     let mut ids = vec![0u32; nq * k];
     let mut sc = vec![0f32; nq * k];
-    let mut cands = 0u64;
-    for c in (0..nq).step_by(64) {
-        let n = 64.min(nq - c);
-        cands += idx
-            .query(
-                &data.q[c * data.dim..],
-                n,
-                k,
-                &g,
-                &mut ids[c * k..(c + n) * k],
-                &mut sc[c * k..(c + n) * k],
-            )
-            .expect("query");
-    }
+    let cands = common::query_all(&idx, &data, 0, nq, k, &g, 64, &mut ids, &mut sc);
     let r = common::recall(&ids, &exact, k, nq, data.labels.as_deref());
     println!(
         "build: {build:.2} s; index memory {:.1} MiB (W itself: {:.1} MiB, borrowed)",
@@ -210,13 +201,12 @@ fn main() {
         (data.rows * data.dim * 4) as f64 / (1 << 20) as f64
     );
     println!(
-        "candidates per query: {:.0} ({:.2} % of {} rows)",
-        cands as f64 / nq as f64,
-        100.0 * cands as f64 / nq as f64 / data.rows as f64,
+        "candidates per query: {cands:.0} ({:.2} % of {} rows)",
+        100.0 * cands / data.rows as f64,
         data.rows
     );
     println!(
-        "recall vs the exact layer: top-1 {:.3}, top-10 {:.3}",
+        "recall vs the exact layer ({nq} queries): top-1 {:.3}, top-10 {:.3}",
         r.top1, r.top10
     );
     if data.labels.is_some() {
@@ -233,12 +223,12 @@ fn main() {
     println!("\ntime per query (one thread)     lshk      exact dense   dense/lshk");
     for b in [1usize, 64] {
         let reps_l = if b == 1 { nq.min(256) } else { nq / 64 }.max(1);
-        idx.query(&data.q, b, k, &g, &mut t_ids, &mut t_sc).unwrap(); // warm-up
+        // Warm-up: thread-local scratch, caches.
+        common::query_all(&idx, &data, 0, b, k, &g, b, &mut t_ids, &mut t_sc);
         let t = Instant::now();
         for i in 0..reps_l {
             let q0 = (i * b) % (data.nq - b + 1);
-            idx.query(&data.q[q0 * data.dim..], b, k, &g, &mut t_ids, &mut t_sc)
-                .unwrap();
+            common::query_all(&idx, &data, q0, b, k, &g, b, &mut t_ids, &mut t_sc);
             black_box(&t_ids);
         }
         let lshk = t.elapsed().as_secs_f64() / (reps_l * b) as f64;
@@ -271,7 +261,6 @@ fn main() {
 /// `--sweep`: recall and candidates of several SimHash settings on the same
 /// data (how the defaults were chosen).
 fn sweep(data: &Data, exact: &[u32], nq: usize, k: usize) {
-    let quiet = |_: u64, _: u64| {};
     println!("  K   L  transform probes  candidates  top-1  top-10  label@10  build s  ms/query B=1  index MiB");
     for &(bits, tables, tr, probes) in &[
         (12u32, 16u32, Transform::None, 0u32),
@@ -287,43 +276,29 @@ fn sweep(data: &Data, exact: &[u32], nq: usize, k: usize) {
         (12, 24, Transform::Mips, 0),
         (12, 24, Transform::BiasAug, 0),
     ] {
-        let p = Params {
+        let p = IndexParams {
             family: Family::SimHash,
             bits,
             tables,
-            bin_size: 8,
-            range_bits: bits.min(20),
             transform: tr,
-            seed: 1,
+            ..IndexParams::default()
         };
         let t = Instant::now();
-        let mut idx = Direct::build(data, p, &quiet).expect("build");
+        let idx = common::build(data, &p, None).expect("build");
         let build = t.elapsed().as_secs_f64();
         let g = GatherParams {
             probes,
             ..GatherParams::default()
         };
         let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
-        let mut cands = 0;
         let t = Instant::now();
-        for i in 0..nq {
-            cands += idx
-                .query(
-                    data.query(i),
-                    1,
-                    k,
-                    &g,
-                    &mut ids[i * k..(i + 1) * k],
-                    &mut sc[i * k..(i + 1) * k],
-                )
-                .unwrap();
-        }
+        let cands = common::query_all(&idx, data, 0, nq, k, &g, 1, &mut ids, &mut sc);
         let ms = t.elapsed().as_secs_f64() * 1e3 / nq as f64;
         let r = common::recall(&ids, exact, k, nq, data.labels.as_deref());
         println!(
             "{bits:>3} {tables:>3}  {:>9} {probes:>6}  {:>10.0}  {:.3}  {:.3}   {:.3}    {build:>5.2}  {ms:>8.3}  {:>9.1}",
-            tr.name(),
-            cands as f64 / nq as f64,
+            common::transform_name(tr),
+            cands,
             r.top1,
             r.top10,
             r.label10,

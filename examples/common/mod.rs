@@ -8,9 +8,6 @@ use std::path::Path;
 use std::time::Instant;
 
 use lshk::dense::DenseLayer;
-use lshk::matmul::{topk, WeightMatrix, Weights};
-use lshk::tables::{GatherInput, GatherParams, GatherResult, Tables};
-use lshk::{Dwta, SimHash};
 
 /// An output layer and queries (labels when known).
 pub struct Data {
@@ -137,274 +134,82 @@ pub fn exact_topk(d: &Data, nq: usize, k: usize) -> (Vec<u32>, Vec<f32>, f64) {
 
 // ------------------------------------------------------------- retrieval
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Family {
-    SimHash,
-    Dwta,
-}
+pub use lshk::index::{Family, Index, IndexParams, QueryStats, Storage, Transform};
 
-/// How rows and queries are mapped before hashing (logits never change).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transform {
-    None,
-    /// index `[w, b]`, query `[q, 1]`.
-    BiasAug,
-    /// Neyshabur & Srebro: index `[w/U, sqrt(1 - |w/U|^2)]`, query `[q/|q|, 0]`.
-    Mips,
-}
-
-impl Transform {
-    pub fn name(self) -> &'static str {
-        match self {
-            Transform::None => "none",
-            Transform::BiasAug => "bias-aug",
-            Transform::Mips => "mips",
-        }
-    }
-    fn extra(self) -> usize {
-        if self == Transform::None {
-            0
-        } else {
-            1
-        }
+pub fn transform_name(t: Transform) -> &'static str {
+    match t {
+        Transform::None => "none",
+        Transform::BiasAug => "bias-aug",
+        Transform::Mips => "mips",
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-pub struct Params {
-    pub family: Family,
-    pub bits: u32,
-    pub tables: u32,
-    pub bin_size: u32,
-    pub range_bits: u32,
-    pub transform: Transform,
-    pub seed: u64,
-}
-
-impl Params {
-    pub fn describe(&self) -> String {
-        match self.family {
-            Family::SimHash => format!(
-                "SimHash K={} L={} range_bits={} transform={}",
-                self.bits,
-                self.tables,
-                self.range_bits,
-                self.transform.name()
-            ),
-            Family::Dwta => format!(
-                "DWTA K={} L={} bin={} range_bits={} transform={}",
-                self.bits,
-                self.tables,
-                self.bin_size,
-                self.range_bits,
-                self.transform.name()
-            ),
-        }
+/// One line describing the parameters that matter here.
+pub fn describe(p: &IndexParams, range_bits: u32) -> String {
+    match p.family {
+        Family::SimHash => format!(
+            "SimHash K={} L={} range_bits={range_bits} transform={}",
+            p.bits,
+            p.tables,
+            transform_name(p.transform)
+        ),
+        Family::Dwta => format!(
+            "DWTA K={} L={} bin={} range_bits={range_bits} transform={}",
+            p.bits,
+            p.tables,
+            p.bin_size,
+            transform_name(p.transform)
+        ),
     }
 }
 
-enum Hasher {
-    Sim(SimHash),
-    Dwta(Dwta),
+/// An index over `d`'s layer, W borrowed (not copied).
+pub fn build<'a>(
+    d: &'a Data,
+    p: &IndexParams,
+    progress: Option<&(dyn Fn(u64, u64) + Sync)>,
+) -> lshk::Result<Index> {
+    let p = IndexParams {
+        storage: Storage::BorrowedF32,
+        ..p.clone()
+    };
+    // SAFETY: `d.w` is neither changed nor dropped while the index lives:
+    // every caller keeps `d` borrowed for the index's lifetime (the index
+    // is dropped before `d` in each function that builds one).
+    unsafe { Index::build_borrowed(&d.w, d.bias.as_deref(), d.rows, d.dim, d.dim, &p, progress) }
 }
 
-/// hash -> gather -> gathered matmul (+ bias) -> top-k, with the kernels
-/// called directly (the same pipeline as `lshk::index::Index`).
-pub struct Direct<'a> {
-    hasher: Hasher,
-    tables: Tables,
-    wm: WeightMatrix<'a>,
-    p: Params,
-    dim: usize,
-    /// U of the MIPS transform.
-    max_norm: f32,
-    qt: Vec<f32>,
-    codes: Vec<u32>,
-    proj: Vec<f32>,
-    res: GatherResult,
-    scores: Vec<f32>,
-}
-
-/// Transformed copy of rows `r0..r0+n` (dim + extra columns).
-fn transform_rows(d: &Data, p: &Params, u: f32, r0: usize, n: usize, out: &mut Vec<f32>) {
-    let dt = d.dim + p.transform.extra();
-    out.clear();
-    out.resize(n * dt, 0.0);
-    for (i, o) in out.chunks_exact_mut(dt).enumerate() {
-        let r = r0 + i;
-        let w = &d.w[r * d.dim..(r + 1) * d.dim];
-        match p.transform {
-            Transform::None => o.copy_from_slice(w),
-            Transform::BiasAug => {
-                o[..d.dim].copy_from_slice(w);
-                o[d.dim] = d.bias.as_ref().map_or(0.0, |b| b[r]);
-            }
-            Transform::Mips => {
-                let mut n2 = 0.0f32;
-                for (a, b) in o.iter_mut().zip(w) {
-                    *a = b / u;
-                    n2 += *a * *a;
-                }
-                o[d.dim] = (1.0 - n2).max(0.0).sqrt();
-            }
-        }
+/// Top-k of queries `q0 .. q0 + nq` of `d` in batches of 64; returns the
+/// mean candidates per query.
+pub fn query_all(
+    idx: &Index,
+    d: &Data,
+    q0: usize,
+    nq: usize,
+    k: usize,
+    g: &lshk::tables::GatherParams,
+    batch: usize,
+    ids: &mut [u32],
+    sc: &mut [f32],
+) -> f64 {
+    let mut total = 0u64;
+    for c in (0..nq).step_by(batch) {
+        let n = batch.min(nq - c);
+        let mut st = QueryStats::default();
+        idx.query(
+            &d.q[(q0 + c) * d.dim..],
+            n,
+            d.dim,
+            k as u32,
+            g,
+            &mut ids[c * k..(c + n) * k],
+            &mut sc[c * k..(c + n) * k],
+            Some(&mut st),
+        )
+        .expect("query");
+        total += st.candidates_total;
     }
-}
-
-impl<'a> Direct<'a> {
-    /// Hashes every row (both cores, progress through `progress(done, total)`)
-    /// and builds the tables.
-    pub fn build(
-        d: &'a Data,
-        p: Params,
-        progress: &(dyn Fn(u64, u64) + Sync),
-    ) -> lshk::Result<Self> {
-        let dt = d.dim + p.transform.extra();
-        let hasher = match p.family {
-            Family::SimHash => Hasher::Sim(SimHash::new(dt, p.bits, p.tables, 0, p.seed)?),
-            Family::Dwta => Hasher::Dwta(Dwta::new(dt, p.bits, p.tables, p.bin_size, p.seed)?),
-        };
-        let max_norm =
-            d.w.chunks_exact(d.dim)
-                .map(|r| r.iter().map(|v| v * v).sum::<f32>().sqrt())
-                .fold(0.0f32, f32::max)
-                .max(f32::MIN_POSITIVE);
-        let l = p.tables as usize;
-        let mut codes = vec![0u32; d.rows * l];
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let chunk = 16_384;
-        let done = std::sync::atomic::AtomicU64::new(0);
-        let per_thread = d.rows.div_ceil(threads).div_ceil(chunk).max(1) * chunk;
-        std::thread::scope(|s| -> lshk::Result<()> {
-            let mut hs = Vec::new();
-            for (ti, cs) in codes.chunks_mut(per_thread * l).enumerate() {
-                let (hasher, done) = (&hasher, &done);
-                hs.push(s.spawn(move || -> lshk::Result<()> {
-                    let mut buf = Vec::new();
-                    for (ci, c) in cs.chunks_mut(chunk * l).enumerate() {
-                        let r0 = ti * per_thread + ci * chunk;
-                        let n = c.len() / l;
-                        transform_rows(d, &p, max_norm, r0, n, &mut buf);
-                        match hasher {
-                            Hasher::Sim(h) => h.hash(&buf, n, dt, c)?,
-                            Hasher::Dwta(h) => h.hash_dense(&buf, n, dt, c)?,
-                        }
-                        let now = done.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
-                        progress(now + n as u64, d.rows as u64);
-                    }
-                    Ok(())
-                }));
-            }
-            for h in hs {
-                h.join().expect("hash thread")?;
-            }
-            Ok(())
-        })?;
-        let tables = Tables::build(&codes, d.rows, p.tables, p.range_bits, 0, p.seed, 0)?;
-        let mut wm = WeightMatrix::new(Weights::F32(&d.w), d.rows, d.dim, d.dim)?;
-        if let Some(b) = &d.bias {
-            wm = wm.with_bias(b)?;
-        }
-        Ok(Direct {
-            hasher,
-            tables,
-            wm,
-            p,
-            dim: d.dim,
-            max_norm,
-            qt: Vec::new(),
-            codes: Vec::new(),
-            proj: Vec::new(),
-            res: GatherResult::default(),
-            scores: Vec::new(),
-        })
-    }
-
-    /// Bytes of the hash family and the tables (W is borrowed, not counted).
-    pub fn memory_bytes(&self) -> usize {
-        let h = match &self.hasher {
-            Hasher::Sim(h) => h.num_planes() * h.dim() * 4 * 2,
-            Hasher::Dwta(h) => h.num_bins() * h.bin_size() as usize * 4,
-        };
-        h + self.tables.memory_bytes()
-    }
-
-    /// Top-k of `nq` queries; returns the candidates summed over the batch.
-    pub fn query(
-        &mut self,
-        q: &[f32],
-        nq: usize,
-        k: usize,
-        g: &GatherParams,
-        out_ids: &mut [u32],
-        out_scores: &mut [f32],
-    ) -> lshk::Result<u64> {
-        let dim = self.dim;
-        let dt = dim + self.p.transform.extra();
-        let l = self.p.tables as usize;
-        self.qt.resize(nq * dt, 0.0);
-        for i in 0..nq {
-            let src = &q[i * dim..(i + 1) * dim];
-            let o = &mut self.qt[i * dt..(i + 1) * dt];
-            o[..dim].copy_from_slice(src);
-            match self.p.transform {
-                Transform::None => {}
-                Transform::BiasAug => o[dim] = 1.0,
-                Transform::Mips => {
-                    let n = src
-                        .iter()
-                        .map(|v| v * v)
-                        .sum::<f32>()
-                        .sqrt()
-                        .max(f32::MIN_POSITIVE);
-                    o[..dim].iter_mut().for_each(|v| *v /= n);
-                    o[dim] = 0.0;
-                }
-            }
-        }
-        self.codes.resize(nq * l, 0);
-        let mut g = *g;
-        match &self.hasher {
-            Hasher::Sim(h) => {
-                h.hash(&self.qt, nq, dt, &mut self.codes)?;
-                if g.probes > 0 {
-                    self.proj.resize(nq * h.num_planes(), 0.0);
-                    h.project(&self.qt, nq, dt, &mut self.proj)?;
-                    g.bits_per_table = self.p.bits;
-                }
-            }
-            Hasher::Dwta(h) => {
-                h.hash_dense(&self.qt, nq, dt, &mut self.codes)?;
-                g.probes = 0;
-            }
-        }
-        let input = GatherInput {
-            codes: &self.codes,
-            q: nq,
-            projections: if g.probes > 0 { Some(&self.proj) } else { None },
-            forced_offsets: None,
-            forced_ids: &[],
-        };
-        self.tables.gather(&g, &input, false, &mut self.res)?;
-        self.scores.resize(self.res.ids.len(), 0.0);
-        self.wm.matmul(
-            q,
-            nq,
-            dim,
-            &self.res.ids,
-            &self.res.offsets,
-            &mut self.scores,
-        )?;
-        topk(
-            &self.scores,
-            Some(&self.res.ids),
-            &self.res.offsets,
-            k,
-            out_ids,
-            out_scores,
-        )?;
-        Ok(self.res.ids.len() as u64)
-    }
+    total as f64 / nq.max(1) as f64
 }
 
 // ------------------------------------------------------------- measures
