@@ -29,6 +29,58 @@
 
 
 /*
+ Hash family: SimHash (signed random projections).
+ */
+#define LSHK_FAMILY_SIMHASH 0
+
+/*
+ Hash family: DWTA (densified winner-take-all bin maxima).
+ */
+#define LSHK_FAMILY_DWTA 1
+
+/*
+ Weights: the caller's f32 W is used in place, not copied; it must stay
+ alive and unchanged while the index (or one loaded with it) lives.
+ */
+#define LSHK_STORAGE_BORROWED_F32 0
+
+/*
+ Weights: an f32 copy.
+ */
+#define LSHK_STORAGE_F32 1
+
+/*
+ Weights: bf16 (round to nearest even).
+ */
+#define LSHK_STORAGE_BF16 2
+
+/*
+ Weights: IEEE binary16 (round to nearest even; |w| > 65504 is refused).
+ */
+#define LSHK_STORAGE_F16 3
+
+/*
+ Weights: symmetric per-row int8 with one f32 scale per row.
+ */
+#define LSHK_STORAGE_I8 4
+
+/*
+ No transform: rows and queries are hashed as they are.
+ */
+#define LSHK_TRANSFORM_NONE 0
+
+/*
+ Bias augmentation: rows [w, b] (b = 0 without bias), queries [q, 1].
+ */
+#define LSHK_TRANSFORM_BIAS_AUG 1
+
+/*
+ MIPS transform (Neyshabur & Srebro): rows [w/U, sqrt(max(0, 1 -
+ |w/U|^2))] with U the largest row norm, queries [q/|q|, 0].
+ */
+#define LSHK_TRANSFORM_MIPS 2
+
+/*
  A DWTA (densified winner-take-all) bin-max hash family: L tables of K
  bins, each bin B coordinates of the input (B a power of two in 2..=256,
  K*log2(B) <= 32, K*L <= 2^20, 1 <= dim <= 2^31 - 1).
@@ -61,6 +113,13 @@
 typedef struct lshk_dwta lshk_dwta;
 
 /*
+ A built or loaded index: hash family, tables, weights and bias.
+ Immutable: every function taking `const lshk_index *` (queries
+ included) is safe to call from many threads at once, without locks.
+ */
+typedef struct lshk_index lshk_index;
+
+/*
  A SimHash family: L tables of K sign bits each, from K*L hyperplanes.
  Immutable once created: every function taking `const lshk_simhash *` is
  safe to call from many threads at once.
@@ -86,6 +145,101 @@ typedef uint32_t lshk_status;
  An instruction-set tier: one of the `LSHK_ISA_*` values.
  */
 typedef uint32_t lshk_isa;
+
+/*
+ Build progress: `done` of `total` rows hashed. Called on the thread
+ that called lshk_index_build, at least once per 65,536 rows with
+ done < total, then once with done == total when the index is complete.
+ */
+typedef void (*lshk_progress_fn)(void *user,
+                                 uint64_t done,
+                                 uint64_t total);
+
+/*
+ Build parameters. Obtain defaults from lshk_index_params_default(), then
+ change fields; `struct_size` lets later versions add fields.
+ */
+typedef struct lshk_index_params {
+  /*
+   sizeof(lshk_index_params) as the caller knows it.
+   */
+  uint32_t struct_size;
+  /*
+   LSHK_FAMILY_* (default SIMHASH).
+   */
+  uint32_t family;
+  /*
+   K: bits per table (SimHash, 1..=32) or bins per table (DWTA, with
+   K*log2(bin_size) <= 32). Default 12.
+   */
+  uint32_t bits_per_table;
+  /*
+   L, the number of tables (default 50).
+   */
+  uint32_t tables;
+  /*
+   SimHash planes: 0 Gaussian, 1 dense ±1, s >= 2 sparse ±1 with
+   ceil(dim'/s) nonzeros (default 0). Ignored with caller-given planes.
+   */
+  uint32_t sparsity;
+  /*
+   DWTA bin size B, a power of two in 2..=256 (default 8).
+   */
+  uint32_t bin_size;
+  /*
+   Seed of the family and of the bucket_cap sampling (default 1).
+   */
+  uint64_t seed;
+  /*
+   Buckets per table = 2^range_bits (1..=24). Default 0 =
+   min(code bits, 20, ceil(log2(max(rows, 2))) + 1), where code bits is
+   K for SimHash and K*log2(B) for DWTA; longer codes are folded.
+   */
+  uint32_t range_bits;
+  /*
+   Keep at most this many ids per bucket, sampled reproducibly
+   (default 0 = keep all).
+   */
+  uint32_t bucket_cap;
+  /*
+   LSHK_STORAGE_* (default F32 copy).
+   */
+  uint32_t storage;
+  /*
+   LSHK_TRANSFORM_* (default NONE).
+   */
+  uint32_t transform;
+  /*
+   Threads of the build (0 = all cores, default).
+   */
+  uint32_t build_threads;
+  /*
+   Optional caller-given SimHash planes: K*L rows of dim' floats
+   (dim' = dim, or dim + 1 with a transform), copied. NULL = from seed.
+   */
+  const float *planes;
+  /*
+   Number of floats at `planes` (must be K*L*dim').
+   */
+  size_t planes_len;
+  /*
+   Optional caller-given DWTA bin map: K*L*B coordinates < dim',
+   copied. NULL = from seed.
+   */
+  const uint32_t *dwta_map;
+  /*
+   Number of entries at `dwta_map`.
+   */
+  size_t dwta_map_len;
+  /*
+   Optional progress callback (NULL = none).
+   */
+  lshk_progress_fn progress;
+  /*
+   Passed unchanged to `progress`.
+   */
+  void *progress_user;
+} lshk_index_params;
 
 /*
  Options of lshk_tables_gather. Obtain defaults from
@@ -119,6 +273,33 @@ typedef struct lshk_gather_params {
    */
   uint32_t bits_per_table;
 } lshk_gather_params;
+
+/*
+ Per-batch candidate statistics of lshk_index_query.
+ */
+typedef struct lshk_query_stats {
+  /*
+   sizeof(lshk_query_stats) as the caller knows it (set it before the
+   call; lshk does not change it).
+   */
+  uint32_t struct_size;
+  /*
+   Queries in the batch.
+   */
+  uint64_t queries;
+  /*
+   Candidates summed over the batch.
+   */
+  uint64_t candidates_total;
+  /*
+   Fewest candidates of one query (0 for an empty batch).
+   */
+  uint64_t candidates_min;
+  /*
+   Most candidates of one query.
+   */
+  uint64_t candidates_max;
+} lshk_query_stats;
 
 /*
  Statistics of one table (lshk_tables_stats).
@@ -474,6 +655,203 @@ lshk_status lshk_dwta_hash_sparse_isa(lshk_isa isa,
                                       size_t n,
                                       uint32_t *codes,
                                       size_t codes_len);
+
+/*
+ Default build parameters: SimHash, K = 12, L = 50, Gaussian planes,
+ bin_size 8, seed 1, range_bits 0 (automatic), bucket_cap 0, F32 copy
+ storage, no transform, all cores, no caller-given planes or map, no
+ progress callback; struct_size = sizeof(lshk_index_params).
+ */
+struct lshk_index_params lshk_index_params_default(void);
+
+/*
+ Builds an index over `rows` rows of `dim` floats (row r at
+ `w + r * w_stride`, `w_stride >= dim`, in elements) with an optional
+ `bias` (`rows` floats, NULL = none): transforms the rows (params
+ `transform`), hashes them with the family, builds the tables, and
+ copies/converts W per `storage` (BORROWED_F32 keeps `w` itself: it must
+ stay alive and unchanged until lshk_index_free). `p` NULL = defaults.
+ Progress (optional) as described at lshk_progress_fn.
+
+ On success `*out` receives a new handle (free it with lshk_index_free);
+ on failure `*out` is not written.
+
+ Errors: NULL_POINTER (`out`, `w` with rows > 0), INVALID_ARGUMENT (rows
+ 0, dim 0, stride < dim, struct_size too small, a bad family/storage/
+ transform value, a bad K/L/B/range_bits, planes_len or dwta_map_len not
+ matching, a map coordinate >= dim', |w| > 65504 with F16 storage),
+ NON_FINITE (NaN or infinity in W or the bias; the message names the
+ row), SIZE_OVERFLOW, ALLOCATION_FAILED.
+
+ # Safety
+ `w` must hold (rows-1)*w_stride + dim readable floats, `bias` (if not
+ NULL) `rows` floats; `p` NULL or a valid params struct whose pointers
+ hold `planes_len` / `dwta_map_len` elements.
+ */
+lshk_status lshk_index_build(const float *w,
+                             const float *bias,
+                             size_t rows,
+                             size_t dim,
+                             size_t w_stride,
+                             const struct lshk_index_params *p,
+                             struct lshk_index **out);
+
+/*
+ The top `k` rows of each of `nq` queries (query i at `q + i * q_stride`,
+ `q_stride >= dim` elements): hash -> gather -> logits of the ORIGINAL W
+ and bias for the candidates -> top-k. Writes `out_ids[i*k .. i*k + k]`
+ (and `out_scores`, when not NULL) per query: descending by score, equal
+ scores by smaller id, padded with UINT32_MAX / -INFINITY when a query has
+ fewer than k candidates. Both outputs hold at least nq*k elements.
+ `k = 0` or `nq = 0` writes no ids or scores (stats are still written).
+ `g` NULL = lshk_gather_params_default(); `g->probes > 0` (SimHash only)
+ multi-probes, with `g->bits_per_table` 0 (meaning K) or K. `stats`
+ (NULL = none; set its struct_size) receives the batch's candidate
+ counts. Thread-safe: many threads may query one index at once; each
+ thread reuses its own scratch, so after a warm-up call of the same size
+ a query allocates nothing.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
+ struct_size of `g` or `stats` too small, probes on DWTA or too many,
+ bits_per_table != K), BUFFER_TOO_SMALL, NON_FINITE (a NaN or infinite
+ query value), SIZE_OVERFLOW. Nothing is written on error.
+
+ # Safety
+ `q` must hold (nq-1)*q_stride + dim readable floats; `out_ids` nq*k
+ writable u32; `out_scores` NULL or nq*k writable floats; `stats` NULL or
+ a writable lshk_query_stats; none may overlap.
+ */
+lshk_status lshk_index_query(const struct lshk_index *idx,
+                             const float *q,
+                             size_t nq,
+                             size_t q_stride,
+                             uint32_t k,
+                             const struct lshk_gather_params *g,
+                             uint32_t *out_ids,
+                             float *out_scores,
+                             struct lshk_query_stats *stats);
+
+/*
+ Saves the index to `path` (a NUL-terminated file name): a versioned,
+ little-endian lshk container with a CRC-32C per section (params, hash
+ family, tables, bias, and the weights unless they are borrowed). The
+ file is written to a temporary file in the same directory, flushed and
+ renamed over `path`, so a crash never leaves a torn index at `path`.
+ Thread-safe (the index is only read).
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
+ IO_ERROR.
+
+ # Safety
+ `path` must be a NUL-terminated string.
+ */
+lshk_status lshk_index_save(const struct lshk_index *idx,
+                            const char *path);
+
+/*
+ Loads an index saved by lshk_index_save. The file is memory-mapped and
+ the stored weights are used in place (no copy; the mapping lives until
+ lshk_index_free); the family, tables and bias are read into memory.
+
+ `borrowed_w`: for a file saved from a BORROWED_F32 index (whose weights
+ are not stored) it must point to the same W as at build time (same
+ rows, dim and w_stride; it is used in place and must stay alive and
+ unchanged until lshk_index_free); NULL there is INVALID_ARGUMENT. For a
+ file that stores its weights it must be NULL (non-NULL is
+ INVALID_ARGUMENT, so a caller never believes its own W is used when the
+ file's is).
+
+ Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or map),
+ BAD_FILE_FORMAT (truncated, corrupt, foreign, newer version, or
+ content inconsistent with its params; the message names the problem),
+ INVALID_ARGUMENT (borrowed_w misuse as above), NON_FINITE (borrowed W
+ holds NaN/inf), ALLOCATION_FAILED. On failure `*out` is not written.
+
+ # Safety
+ `path` must be a NUL-terminated string; a non-NULL `borrowed_w` must
+ hold (rows-1)*w_stride + dim readable floats of the saved shape.
+ */
+lshk_status lshk_index_load(const char *path,
+                            const float *borrowed_w,
+                            struct lshk_index **out);
+
+/*
+ Bytes held by the index: family, tables, bias, and the weights it owns
+ or maps from its file (a borrowed W is the caller's and not counted).
+
+ Errors: NULL_POINTER, INVALID_HANDLE.
+
+ # Safety
+ `out` must be a writable size_t.
+ */
+lshk_status lshk_index_memory_bytes(const struct lshk_index *idx,
+                                    size_t *out);
+
+/*
+ Shape of the index: writes rows, dim (of W, before any transform), K
+ (bits per table, or DWTA bins per table) and L into the non-NULL
+ pointers among `rows`, `dim`, `k`, `l`.
+
+ Errors: NULL_POINTER (`idx`), INVALID_HANDLE, INVALID_ARGUMENT (a
+ misaligned output). Nothing is written on error.
+
+ # Safety
+ Non-NULL outputs must be writable.
+ */
+lshk_status lshk_index_shape(const struct lshk_index *idx,
+                             size_t *rows,
+                             size_t *dim,
+                             uint32_t *k,
+                             uint32_t *l);
+
+/*
+ Releases an index (and retires its borrowed family/tables handles).
+ NULL is a no-op; a freed or foreign handle is INVALID_HANDLE.
+
+ # Safety
+ `idx` is NULL or a handle from lshk_index_build/_load that no other
+ thread is using.
+ */
+lshk_status lshk_index_free(struct lshk_index *idx);
+
+/*
+ The index's SimHash family, as a borrowed handle valid until
+ lshk_index_free: every `lshk_simhash_*` function taking a const handle
+ accepts it (it hashes over dim', i.e. dim + 1 with a transform);
+ lshk_simhash_free refuses it (INVALID_ARGUMENT). Always the same handle
+ for one index.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a DWTA index).
+
+ # Safety
+ `out` must be writable.
+ */
+lshk_status lshk_index_simhash(const struct lshk_index *idx,
+                               const struct lshk_simhash **out);
+
+/*
+ The index's DWTA family as a borrowed handle (see lshk_index_simhash).
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a SimHash index).
+
+ # Safety
+ `out` must be writable.
+ */
+lshk_status lshk_index_dwta(const struct lshk_index *idx,
+                            const struct lshk_dwta **out);
+
+/*
+ The index's tables as a borrowed handle valid until lshk_index_free:
+ lshk_tables_gather / _stats / _memory_bytes ... accept it;
+ lshk_tables_free and lshk_tables_update refuse it (INVALID_ARGUMENT).
+
+ Errors: NULL_POINTER, INVALID_HANDLE.
+
+ # Safety
+ `out` must be writable.
+ */
+lshk_status lshk_index_tables(const struct lshk_index *idx,
+                              const struct lshk_tables **out);
 
 /*
  Gathered matmul, f32 weights: for every query `i < nq` and every `j` in

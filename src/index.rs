@@ -379,6 +379,12 @@ struct QueryScratch {
     out_scores: Vec<f32>,
 }
 
+/// The borrowed W given to a load.
+enum BorrowedW<'a> {
+    Slice(&'a [f32]),
+    Ptr(*const f32),
+}
+
 thread_local! {
     static QSCRATCH: RefCell<QueryScratch> = RefCell::new(QueryScratch::default());
 }
@@ -1176,10 +1182,26 @@ impl Index {
     /// # Safety
     /// `w` must stay alive and unchanged as long as the index lives.
     pub unsafe fn load_borrowed(path: &Path, w: &[f32]) -> Result<Index> {
-        Self::load_impl(path, Some(w))
+        Self::load_impl(path, Some(BorrowedW::Slice(w)))
     }
 
-    fn load_impl(path: &Path, borrowed: Option<&[f32]>) -> Result<Index> {
+    /// [`Index::load`] / [`Index::load_borrowed`] for the C API: `w` is
+    /// NULL (the file must store its weights) or points to the borrowed W,
+    /// whose length is only known from the file (`(rows - 1) * w_stride +
+    /// dim` floats).
+    ///
+    /// # Safety
+    /// A non-NULL `w` must point to that many floats that stay alive and
+    /// unchanged as long as the index lives.
+    pub unsafe fn load_raw(path: &Path, w: *const f32) -> Result<Index> {
+        if w.is_null() {
+            Self::load_impl(path, None)
+        } else {
+            Self::load_impl(path, Some(BorrowedW::Ptr(w)))
+        }
+    }
+
+    fn load_impl(path: &Path, borrowed: Option<BorrowedW<'_>>) -> Result<Index> {
         let c = Arc::new(Container::open(path, format::KIND_INDEX)?);
         let bad = |m: String| Error::new(Status::BadFileFormat, format!("{}: {m}", path.display()));
         // ---- params
@@ -1393,6 +1415,20 @@ impl Index {
                 )
             })?;
             let need = strided_len(rows, dim, w_stride, "borrowed_w")?;
+            let w: &[f32] = match w {
+                BorrowedW::Slice(w) => w,
+                BorrowedW::Ptr(p) => {
+                    if !(p as usize).is_multiple_of(std::mem::align_of::<f32>()) {
+                        bail!(InvalidArgument, "`borrowed_w` is not aligned to 4 bytes");
+                    }
+                    if need > isize::MAX as usize / 4 {
+                        bail!(SizeOverflow, "borrowed W of {need} floats overflows");
+                    }
+                    // SAFETY: non-NULL, aligned, size fits; the caller
+                    // promised `need` readable floats (load_raw's contract).
+                    unsafe { std::slice::from_raw_parts(p, need) }
+                }
+            };
             if w.len() < need {
                 bail!(
                     BufferTooSmall,

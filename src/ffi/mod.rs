@@ -13,6 +13,7 @@
 
 pub mod dwta;
 pub mod handle;
+pub mod index;
 pub mod matmul;
 pub mod simhash;
 pub mod tables;

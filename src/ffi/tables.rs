@@ -289,7 +289,7 @@ thread_local! {
 }
 
 /// Reads a caller's params struct (NULL = defaults).
-unsafe fn read_params(p: *const lshk_gather_params) -> Result<GatherParams> {
+pub(crate) unsafe fn read_params(p: *const lshk_gather_params) -> Result<GatherParams> {
     if p.is_null() {
         return Ok(GatherParams::default());
     }

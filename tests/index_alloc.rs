@@ -1,0 +1,105 @@
+//! After warm-up, a query allocates nothing: a counting global allocator
+//! counts the allocations made on the querying thread across 100 queries
+//! (every family, storage and transform, with multi-probing on SimHash, with
+//! and without scores).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use lshk::index::{Family, Index, IndexParams, Storage, Transform};
+use lshk::rng::SplitMix64;
+use lshk::tables::GatherParams;
+
+struct Counting;
+
+thread_local! {
+    static COUNT: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator; the counter is a const-init
+// thread-local Cell (no allocation, no re-entrancy).
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: forwarded contract.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded contract.
+        unsafe { System.realloc(p, l, n) }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc_zeroed(l) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+fn count() -> u64 {
+    COUNT.with(|c| c.get())
+}
+
+#[test]
+fn queries_do_not_allocate_after_warm_up() {
+    // The counter works.
+    let c0 = count();
+    let v = std::hint::black_box(vec![1u8; 10]);
+    assert!(count() > c0);
+    drop(v);
+    let (rows, dim) = (4000, 24);
+    let mut r = SplitMix64::new(1);
+    let w: Vec<f32> = (0..rows * dim).map(|_| r.next_normal() as f32).collect();
+    let bias: Vec<f32> = (0..rows).map(|_| r.next_normal() as f32).collect();
+    let nq = 16;
+    let q: Vec<f32> = (0..nq * dim).map(|_| r.next_normal() as f32).collect();
+    let k = 10;
+    for family in [Family::SimHash, Family::Dwta] {
+        for storage in [Storage::F32, Storage::Bf16, Storage::F16, Storage::I8] {
+            for transform in [Transform::None, Transform::BiasAug, Transform::Mips] {
+                let p = IndexParams {
+                    family,
+                    bits: if family == Family::SimHash { 8 } else { 4 },
+                    tables: 10,
+                    storage,
+                    transform,
+                    threads: 1,
+                    ..Default::default()
+                };
+                let idx = Index::build(&w, Some(&bias), rows, dim, dim, &p, None).unwrap();
+                let g = GatherParams {
+                    probes: if family == Family::SimHash { 2 } else { 0 },
+                    ..Default::default()
+                };
+                let mut ids = vec![0u32; nq * k];
+                let mut sc = vec![0f32; nq * k];
+                let mut run = |scores: bool| {
+                    let s = if scores { Some(&mut sc[..]) } else { None };
+                    idx.query_impl(&q, nq, dim, k as u32, &g, &mut ids, s, None)
+                        .unwrap();
+                };
+                for _ in 0..3 {
+                    run(true);
+                    run(false);
+                }
+                let before = count();
+                for i in 0..100 {
+                    run(i % 2 == 0);
+                }
+                let n = count() - before;
+                assert_eq!(
+                    n, 0,
+                    "{n} allocations in 100 queries ({family:?} {storage:?} {transform:?})"
+                );
+            }
+        }
+    }
+    println!("0 allocations per query after warm-up (24 configurations x 100 batches of {nq})");
+}
