@@ -164,8 +164,8 @@ pub fn describe(p: &IndexParams, range_bits: u32) -> String {
 }
 
 /// An index over `d`'s layer, W borrowed (not copied).
-pub fn build<'a>(
-    d: &'a Data,
+pub fn build(
+    d: &Data,
     p: &IndexParams,
     progress: Option<&(dyn Fn(u64, u64) + Sync)>,
 ) -> lshk::Result<Index> {
@@ -181,6 +181,7 @@ pub fn build<'a>(
 
 /// Top-k of queries `q0 .. q0 + nq` of `d` in batches of 64; returns the
 /// mean candidates per query.
+#[allow(clippy::too_many_arguments)]
 pub fn query_all(
     idx: &Index,
     d: &Data,

@@ -23,7 +23,7 @@ unsafe fn hsum(v: __m256) -> f32 {
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 unsafe fn block<const R: usize, const Q: usize>(
     w: *const f32,
     stride: usize,

@@ -12,7 +12,7 @@ fn v8(s: &[f32]) -> f32x8 {
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 fn block<const R: usize, const Q: usize>(
     w: &[f32],
     stride: usize,
