@@ -137,7 +137,10 @@ fn main() {
     let data: Data = if let Some(dir) = &o.w2v {
         match common::w2v(dir, o.eval.max(64)) {
             None => {
-                println!("skipped: ../shared/data not found ({} has no output_layer.f32)", dir.display());
+                println!(
+                    "skipped: ../shared/data not found ({} has no output_layer.f32)",
+                    dir.display()
+                );
                 return;
             }
             Some(r) => r.unwrap_or_else(|e| usage(&e.to_string())),
