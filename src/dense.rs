@@ -556,10 +556,14 @@ mod tests {
         let empty = DenseLayer::new(&[], 0, 4, 4, None).unwrap();
         for tier in tiers() {
             let (mut i, mut s) = (vec![0u32; 4], vec![0f32; 4]);
-            empty.topk_isa(tier, &[1.0; 8], 2, 4, 2, &mut i, &mut s).unwrap();
+            empty
+                .topk_isa(tier, &[1.0; 8], 2, 4, 2, &mut i, &mut s)
+                .unwrap();
             assert_eq!(i, [TOPK_PAD_ID; 4]);
             assert!(s.iter().all(|v| *v == f32::NEG_INFINITY));
-            empty.topk_isa(tier, &[], 0, 4, 2, &mut i[..0], &mut s[..0]).unwrap();
+            empty
+                .topk_isa(tier, &[], 0, 4, 2, &mut i[..0], &mut s[..0])
+                .unwrap();
             let mut lg = vec![0f32; 0];
             empty.logits_isa(tier, &[1.0; 4], 1, 4, &mut lg).unwrap();
         }
