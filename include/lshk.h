@@ -148,8 +148,9 @@ typedef uint32_t lshk_isa;
 
 /*
  Build progress: `done` of `total` rows hashed. Called on the thread
- that called lshk_index_build, at least once per 65,536 rows with
- done < total, then once with done == total when the index is complete.
+ that called lshk_index_build, after every 16,384 hashed rows (or at
+ least every 50 ms while hashing), with non-decreasing done < total, then
+ exactly once with done == total when the index is complete.
  */
 typedef void (*lshk_progress_fn)(void *user,
                                  uint64_t done,

@@ -35,8 +35,8 @@
 //!   load and must equal the stored planes / map bit for bit.
 //! * `TOFFS`: for each table in order, its `2^range_bits + 1` u32 bucket
 //!   offsets; `TIDLEN`: `L` u64, the number of ids of each table; `TIDS`:
-//!   the tables' ids, concatenated; `TROWB`: the `L x rows` u32
-//!   row-to-bucket map (table-major).
+//!   the tables' ids, concatenated. (The index's tables are frozen: no
+//!   row-to-bucket map is kept or stored, see [`Tables::freeze`].)
 //! * `BIAS` (optional): `rows` f32.
 //! * `WEIGHTS` (absent for [`Storage::BorrowedF32`]): `rows x dim`, no row
 //!   padding, f32 / bf16 bits / f16 bits / i8; with int8 also `WSCALES`
@@ -467,9 +467,11 @@ impl Index {
     /// `r * w_stride`), with an optional `bias` (`rows` values). W is
     /// copied or converted per `p.storage`; [`Storage::BorrowedF32`] is
     /// refused here (use [`Index::build_borrowed`]). `progress(done, total)`
-    /// is called on the calling thread at least once per 65,536 hashed rows
-    /// with `done < total = rows`, then once with `done == total` when the
-    /// index is complete.
+    /// is called on the calling thread as rows get hashed (after every unit
+    /// of 16,384 rows, or at least every 50 ms while hashing), with
+    /// non-decreasing `done < total = rows`, then once with `done == total`
+    /// when the index is complete. With several build threads the calling
+    /// thread only reports and waits; the threads hash.
     pub fn build(
         w: &[f32],
         bias: Option<&[f32]>,
@@ -644,6 +646,7 @@ impl Index {
         let total = rows as u64;
         let transform = p.transform;
         let bias_of = |r: usize| bias.map_or(0.0, |b| b[r]);
+        let caller = std::thread::current();
         let worker = |jobs: Vec<(usize, &mut [u32])>, report: bool| -> Result<()> {
             let mut buf: Vec<f32> = if transform == Transform::None {
                 Vec::new()
@@ -674,28 +677,51 @@ impl Index {
                             cb(d, total);
                         }
                     }
+                } else {
+                    // Wake the calling thread so it reports this unit.
+                    caller.unpark();
                 }
             }
             Ok(())
         };
-        let mut jobs = per_thread.into_iter();
-        let mine = jobs.next().unwrap_or_default();
-        std::thread::scope(|s| -> Result<()> {
-            let worker = &worker;
-            let handles: Vec<_> = jobs.map(|j| s.spawn(move || worker(j, false))).collect();
-            let r0 = worker(mine, true);
-            let mut res = r0;
-            for h in handles {
-                let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                if res.is_ok() {
-                    res = r;
+        if nthreads == 1 {
+            // One thread: the caller hashes and reports after every unit.
+            let jobs = per_thread.pop().unwrap_or_default();
+            worker(jobs, true)?;
+        } else {
+            // Workers hash; the calling thread only reports progress (woken
+            // after every unit, so reports come every BUILD_UNIT rows
+            // whatever the thread count) and joins.
+            std::thread::scope(|s| -> Result<()> {
+                let worker = &worker;
+                let handles: Vec<_> = per_thread
+                    .into_iter()
+                    .map(|j| s.spawn(move || worker(j, false)))
+                    .collect();
+                let mut last = 0u64;
+                while handles.iter().any(|h| !h.is_finished()) {
+                    std::thread::park_timeout(std::time::Duration::from_millis(50));
+                    let d = done.load(Ordering::Relaxed);
+                    if let Some(cb) = progress {
+                        if d != last && d < total {
+                            cb(d, total);
+                        }
+                    }
+                    last = d;
                 }
-            }
-            res
-        })?;
+                let mut res = Ok(());
+                for h in handles {
+                    let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                    if res.is_ok() {
+                        res = r;
+                    }
+                }
+                res
+            })?;
+        }
 
         // ---- tables
-        let tables = Box::new(Tables::build(
+        let mut tables = Box::new(Tables::build(
             &codes,
             rows,
             p.tables,
@@ -705,6 +731,9 @@ impl Index {
             p.threads,
         )?);
         drop(codes);
+        // The index never updates its tables: drop the row-to-bucket map
+        // (as large as the ids).
+        tables.freeze();
 
         // ---- weights and bias
         let cnt = checked_mul(rows, dim, "rows * dim")?;
@@ -1148,10 +1177,6 @@ impl Index {
                 .map(|t| format::as_bytes(self.tables.csr(t).1))
                 .collect(),
         ));
-        secs.push(SectionOut::new(
-            "TROWB",
-            vec![format::as_bytes(self.tables.row_buckets())],
-        ));
         if let Some(b) = &self.bias {
             secs.push(SectionOut::new("BIAS", vec![format::as_bytes(b)]));
         }
@@ -1331,7 +1356,6 @@ impl Index {
         let toffs: &[u32] = cast_slice(c.section("TOFFS")?, "TOFFS")?;
         let idlen: &[u64] = cast_slice(c.section("TIDLEN")?, "TIDLEN")?;
         let tids: &[u32] = cast_slice(c.section("TIDS")?, "TIDS")?;
-        let trowb: &[u32] = cast_slice(c.section("TROWB")?, "TROWB")?;
         if toffs.len() as u128 != l as u128 * nb1 as u128 {
             return Err(bad(format!(
                 "TOFFS holds {} offsets, L * (2^range_bits + 1) = {} expected",
@@ -1362,17 +1386,8 @@ impl Index {
             at += n;
         }
         let tabs = Box::new(
-            Tables::from_parts(
-                rows,
-                range_bits,
-                bucket_cap,
-                seed,
-                0,
-                offs,
-                ids,
-                trowb.to_vec(),
-            )
-            .map_err(|e| bad(e.message))?,
+            Tables::from_parts(rows, range_bits, bucket_cap, seed, 0, offs, ids, Vec::new())
+                .map_err(|e| bad(e.message))?,
         );
         // ---- bias
         let bias = match (c.optional("BIAS"), flags & FLAG_BIAS != 0) {

@@ -138,8 +138,10 @@ pub struct Tables {
     bucket_cap: u32,
     seed: u64,
     threads: usize,
-    /// `row_bucket[t * n + i]`: bucket of row i in table t.
+    /// `row_bucket[t * n + i]`: bucket of row i in table t. Empty once
+    /// the tables are frozen ([`Tables::freeze`]).
     row_bucket: Vec<u32>,
+    frozen: bool,
     csr: Vec<Csr>,
 }
 
@@ -410,6 +412,7 @@ impl Tables {
             seed,
             threads: resolve_threads(threads),
             row_bucket,
+            frozen: false,
             csr,
         };
         let all = vec![true; l];
@@ -477,6 +480,12 @@ impl Tables {
     /// every gather equals one on tables built from the updated codes.
     /// Requires exclusive access (no query may run meanwhile).
     pub fn update(&mut self, ids: &[u32], new_codes: &[u32]) -> Result<()> {
+        if self.frozen {
+            bail!(
+                InvalidArgument,
+                "these tables are frozen (no row-to-bucket map): they cannot be updated"
+            );
+        }
         let (n, l) = (self.n, self.l);
         let need = checked_mul(ids.len(), l, "count*L")?;
         if new_codes.len() != need {
@@ -597,9 +606,24 @@ impl Tables {
         (&c.offsets, &c.ids)
     }
 
-    /// The row-to-bucket map, `L x n` table-major (`[t * n + i]`).
+    /// The row-to-bucket map, `L x n` table-major (`[t * n + i]`); empty
+    /// for frozen tables.
     pub fn row_buckets(&self) -> &[u32] {
         &self.row_bucket
+    }
+
+    /// Drops the row-to-bucket map (`L x n` u32, as large as the ids), which
+    /// only [`Tables::update`] needs: afterwards `update` is refused
+    /// (`InvalidArgument`); gathers are unchanged. Used by the index, whose
+    /// tables never change.
+    pub fn freeze(&mut self) {
+        self.row_bucket = Vec::new();
+        self.frozen = true;
+    }
+
+    /// Whether [`Tables::freeze`] was called.
+    pub fn is_frozen(&self) -> bool {
+        self.frozen
     }
 
     /// Reassembles tables from their parts (as [`Tables::csr`] and
@@ -610,7 +634,10 @@ impl Tables {
     /// end at the table's id count; ids are `< n` and strictly ascending in a
     /// bucket; `row_bucket` entries are `< 2^range_bits`; every stored id
     /// sits in the bucket `row_bucket` gives it; without `bucket_cap` a table
-    /// stores exactly `n` ids, with it no bucket holds more than `cap`.
+    /// stores exactly `n` ids (each row once), with it no bucket holds more
+    /// than `cap`. An empty `row_bucket` (with `n > 0`) gives frozen tables
+    /// (see [`Tables::freeze`]); then the bucket of each id cannot be
+    /// checked, but each row still appears at most once per table.
     #[allow(clippy::too_many_arguments)]
     pub fn from_parts(
         n: usize,
@@ -639,7 +666,8 @@ impl Tables {
             return Err(bad(format!("tables: {n} rows exceed {MAX_ROWS}")));
         }
         let nb = 1usize << range_bits;
-        if row_bucket.len() as u128 != (n as u128) * (l as u128) {
+        let frozen = row_bucket.is_empty() && n > 0;
+        if !frozen && row_bucket.len() as u128 != (n as u128) * (l as u128) {
             return Err(bad(format!(
                 "tables: the row-to-bucket map holds {} entries, n*L = {}",
                 row_bucket.len(),
@@ -684,7 +712,12 @@ impl Tables {
                     id.len()
                 )));
             }
-            let rb = &row_bucket[t * n..(t + 1) * n];
+            let rb: &[u32] = if frozen {
+                &[]
+            } else {
+                &row_bucket[t * n..(t + 1) * n]
+            };
+            let mut seen = vec![0u64; if frozen { n.div_ceil(64) } else { 0 }];
             for b in 0..nb {
                 let members = &id[off[b] as usize..off[b + 1] as usize];
                 if bucket_cap > 0 && members.len() > bucket_cap as usize {
@@ -705,7 +738,15 @@ impl Tables {
                             "table {t}: ids of bucket {b} are not strictly ascending"
                         )));
                     }
-                    if rb[i as usize] != b as u32 {
+                    if frozen {
+                        let (wd, bit) = (i as usize / 64, 1u64 << (i % 64));
+                        if seen[wd] & bit != 0 {
+                            return Err(bad(format!(
+                                "table {t}: id {i} is stored in more than one bucket"
+                            )));
+                        }
+                        seen[wd] |= bit;
+                    } else if rb[i as usize] != b as u32 {
                         return Err(bad(format!(
                             "table {t}: id {i} is stored in bucket {b} but its bucket is {}",
                             rb[i as usize]
@@ -728,6 +769,7 @@ impl Tables {
             seed,
             threads: resolve_threads(threads),
             row_bucket,
+            frozen,
             csr,
         })
     }
