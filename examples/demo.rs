@@ -12,8 +12,9 @@
 //! `SplitMix64` generator, so every run sees the same numbers (see
 //! `src/data.rs` for the exact draw order).
 //!
-//! It builds an LSH index (SimHash, defaults below; a progress line during
-//! the build) and prints the build time, the index memory, candidates per
+//! It builds an `lshk::index::Index` (SimHash, K = 16, L = 24, W borrowed;
+//! queries multi-probe 4 extra buckets per table; chosen with `--sweep`, see
+//! README.md; a progress line during the build) and prints the build time, the index memory, candidates per
 //! query, top-1 / top-10 recall against the exact dense layer (computed by
 //! `lshk::dense`, an AVX2 pass over all of W), label recall, and the time
 //! per query of lshk and of the exact dense pass, both single-threaded, at
@@ -27,7 +28,8 @@
 //!   README; e.g. `../shared/data/w2v-gutenberg`);
 //! * `--k N` (top-k, default 10), `--K N` (bits per table), `--L N`
 //!   (tables), `--transform none|bias|mips`, `--probes N` (multi-probe
-//!   buckets per table), `--queries-eval N` (queries for recall).
+//!   buckets per table), `--queries-eval N` (queries for recall, 512),
+//!   `--sweep` (recall/candidates/latency/memory of several settings).
 //!
 //! Timings are wall-clock on whatever else the machine is doing: compare
 //! the numbers of one run with each other.
