@@ -14,8 +14,8 @@
 //!
 //! It builds an `lshk::index::Index` (SimHash, K = 16, L = 24, W borrowed;
 //! queries multi-probe 4 extra buckets per table; chosen with `--sweep`, see
-//! README.md; a progress line during the build) and prints the build time, the index memory, candidates per
-//! query, top-1 / top-10 recall against the exact dense layer (computed by
+//! README.md; a progress line during the build) and prints the build time,
+//! the index memory, candidates per query, top-1 / top-10 recall against the exact dense layer (computed by
 //! `lshk::dense`, an AVX2 pass over all of W), label recall, and the time
 //! per query of lshk and of the exact dense pass, both single-threaded, at
 //! B = 1 and B = 64, with their ratio.
@@ -63,7 +63,7 @@ fn usage(msg: &str) -> ! {
     eprintln!("error: {msg}");
     eprintln!(
         "usage: demo [--rows N] [--weights W.npy [--bias b.npy] --queries Q.npy] [--w2v DIR]\n\
-         \x20           [--k N] [--K N] [--L N] [--transform none|bias|mips] [--probes N] [--queries-eval N]"
+         \x20           [--k N] [--K N] [--L N] [--transform none|bias|mips] [--probes N] [--queries-eval N] [--sweep]"
     );
     std::process::exit(2)
 }
@@ -227,6 +227,13 @@ fn main() {
     let mut t_sc = vec![0f32; 64 * k];
     println!("\ntime per query (one thread)     lshk      exact dense   dense/lshk");
     for b in [1usize, 64] {
+        if b > data.nq {
+            println!(
+                "  B = {b:<3}                   skipped: only {} queries",
+                data.nq
+            );
+            continue;
+        }
         let reps_l = if b == 1 { nq.min(256) } else { nq / 64 }.max(1);
         // Warm-up: thread-local scratch, caches.
         common::query_all(&idx, &data, 0, b, k, &g, b, &mut t_ids, &mut t_sc);
