@@ -277,6 +277,7 @@ fn sweep(data: &Data, exact: &[u32], nq: usize, k: usize) {
     for &(bits, tables, tr, probes) in &[
         (12u32, 16u32, Transform::None, 0u32),
         (12, 24, Transform::None, 0),
+        (12, 50, Transform::None, 0),
         (14, 32, Transform::None, 0),
         (16, 48, Transform::None, 0),
         (16, 64, Transform::None, 0),
