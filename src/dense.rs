@@ -28,6 +28,8 @@
 
 use std::cell::RefCell;
 
+use wide::f32x8;
+
 use crate::bail;
 use crate::error::{checked_mul, strided_len, Result};
 use crate::isa::{self, Isa};
@@ -346,6 +348,21 @@ impl<'a> DenseLayer<'a> {
                         // Rows come in ascending id order, so an equal
                         // score never displaces: only `> k-th` enters.
                         let mut thr = bq.first().map_or(f32::NEG_INFINITY, |e| e.0);
+                        // Eight at a time: only lanes above the k-th score
+                        // (NaN compares false) are looked at one by one.
+                        while j + 8 <= nr {
+                            let v = f32x8::from(<[f32; 8]>::try_from(&lg[j..j + 8]).unwrap());
+                            let mut m = v.simd_gt(f32x8::splat(thr)).to_bitmask();
+                            while m != 0 {
+                                let l = j + m.trailing_zeros() as usize;
+                                m &= m - 1;
+                                if lg[l] > thr {
+                                    insert(bq, k, (lg[l], (r0 + l) as u32));
+                                    thr = bq[0].0;
+                                }
+                            }
+                            j += 8;
+                        }
                         while j < nr {
                             if lg[j] > thr {
                                 insert(bq, k, (lg[j], (r0 + j) as u32));
