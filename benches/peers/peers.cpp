@@ -75,12 +75,15 @@ int main(int argc, char **argv) {
   // OPENBLAS_CORETYPE: choose it from the CPU (SkylakeX kernels SIGILL
   // without AVX-512; Debian's 0.3.21 does not know Zen 3 and would fall
   // back to SSE3 code) and re-execute ourselves once so it takes effect.
-  if (!std::getenv("OPENBLAS_CORETYPE")) {
+  // OMP_NUM_THREADS=1 likewise keeps FAISS's OpenMP runtime on one thread
+  // even when this file is compiled without -fopenmp.
+  if (!std::getenv("OPENBLAS_CORETYPE") || !std::getenv("OMP_NUM_THREADS")) {
     __builtin_cpu_init();
     const char *ct = __builtin_cpu_supports("avx512f") ? "SkylakeX"
                      : __builtin_cpu_supports("avx2")  ? "Haswell"
                                                        : "Prescott";
-    setenv("OPENBLAS_CORETYPE", ct, 1);
+    setenv("OPENBLAS_CORETYPE", ct, 0);
+    setenv("OMP_NUM_THREADS", "1", 0);
     execv("/proc/self/exe", argv);  // returns only on failure: go on
   }
   (void)argc;
