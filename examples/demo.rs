@@ -1,156 +1,321 @@
-//! The main job until the LSH index exists: a SimHash demo.
+//! The main job: a sublinear output layer against the exact dense layer.
 //!
 //! `cargo run --release --example demo`
 //!
-//! Builds SimHash families with d = 128, K = 8, L = 64 (512 hyperplanes),
-//! dense Gaussian and sparse ±1 (s = 3, as in SLIDE), hashes a batch of
-//! random rows on every tier this CPU has, and prints per tier: rows/s and
-//! codes/s (one code = K bits of one table) for a batch of 1024 rows, the
-//! latency of a single query, and whether the codes match the scalar tier
-//! (a bit may differ only when its projection lies within rounding of zero;
-//! such bits are counted as excused). Tiers the CPU lacks are reported as
-//! skipped. Set `LSHK_MAX_ISA` to see what the dispatcher picks by default.
+//! Default data (embedded, nothing to download): an output layer of the W1
+//! shape, 670,091 x 128, from `lshk::data::structured_layer(670_091, 128,
+//! 4096, 20240601)`: 4,096 unit-norm Gaussian centroids; row i picks a
+//! centroid c, `w_i = (centroid_c + 0.35/sqrt(128) * z) * (0.75 + 0.5 U)`
+//! (z standard normal, U uniform); bias `0.05 * normal`. Queries from
+//! `lshk::data::queries_near_labels(.., seed 7)`: a label row y, then
+//! `q = w_y/|w_y| + 0.25/sqrt(128) * z`. Everything comes from the frozen
+//! `SplitMix64` generator, so every run sees the same numbers (see
+//! `src/data.rs` for the exact draw order).
 //!
-//! Timings are wall-clock best-of-several on a shared machine: compare the
-//! tiers of one run with each other, not with another machine.
+//! It builds an `lshk::index::Index` (SimHash, K = 16, L = 24, W borrowed;
+//! queries multi-probe 4 extra buckets per table; chosen with `--sweep`, see
+//! README.md; a progress line during the build) and prints the build time,
+//! the index memory, candidates per query, top-1 / top-10 recall against the exact dense layer (computed by
+//! `lshk::dense`, an AVX2 pass over all of W), label recall, and the time
+//! per query of lshk and of the exact dense pass, both single-threaded, at
+//! B = 1 and B = 64, with their ratio.
+//!
+//! Options:
+//! * `--rows N`: a smaller synthetic layer (quick run);
+//! * `--weights W.npy [--bias b.npy] --queries Q.npy`: your layer (f32, C
+//!   order; W is rows x dim, Q is n x dim);
+//! * `--w2v DIR`: the w2v-gutenberg output layer in DIR (raw f32, see its
+//!   README; e.g. `../shared/data/w2v-gutenberg`);
+//! * `--k N` (top-k, default 10), `--K N` (bits per table), `--L N`
+//!   (tables), `--transform none|bias|mips`, `--probes N` (multi-probe
+//!   buckets per table), `--queries-eval N` (queries for recall, 512),
+//!   `--sweep` (recall/candidates/latency/memory of several settings).
+//!
+//! Timings are wall-clock on whatever else the machine is doing: compare
+//! the numbers of one run with each other.
+
+mod common;
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Instant;
 
-use lshk::rng::SplitMix64;
-use lshk::{Isa, SimHash};
+use common::{Data, Family, IndexParams, Transform};
+use lshk::tables::GatherParams;
 
-const DIM: usize = 128;
-const K: u32 = 8;
-const L: u32 = 64;
-const BATCH: usize = 1024;
-
-/// Best time per call of `f`, over repeats for about `budget`.
-fn time_per_call(budget: Duration, mut f: impl FnMut()) -> Duration {
-    f(); // warm up (thread-local scratch, caches)
-    let start = Instant::now();
-    let mut best = Duration::MAX;
-    let mut calls = 0u32;
-    while start.elapsed() < budget || calls < 3 {
-        let t = Instant::now();
-        f();
-        best = best.min(t.elapsed());
-        calls += 1;
-    }
-    best
+struct Opts {
+    rows: usize,
+    clusters: usize,
+    weights: Option<PathBuf>,
+    bias: Option<PathBuf>,
+    queries: Option<PathBuf>,
+    w2v: Option<PathBuf>,
+    k: usize,
+    bits: u32,
+    tables: u32,
+    transform: Transform,
+    probes: u32,
+    eval: usize,
+    sweep: bool,
 }
 
-/// Number of bits where `codes` differ from `oracle`, split into bits whose
-/// projection is within rounding of zero (excused) and the others (wrong).
-/// Bound: two independently rounded sums of `dim` products differ by at most
-/// 2 * dim * 2^-24 * sum_j |x_j * p_j|.
-fn compare(h: &SimHash, x: &[f32], n: usize, codes: &[u32], oracle: &[u32]) -> (usize, usize) {
-    let (dim, k, l) = (h.dim(), h.bits() as usize, h.tables() as usize);
-    let planes = h.planes();
-    let (mut excused, mut wrong) = (0, 0);
-    for i in 0..n {
-        for t in 0..l {
-            let diff = codes[i * l + t] ^ oracle[i * l + t];
-            if diff == 0 {
-                continue;
+fn usage(msg: &str) -> ! {
+    eprintln!("error: {msg}");
+    eprintln!(
+        "usage: demo [--rows N] [--weights W.npy [--bias b.npy] --queries Q.npy] [--w2v DIR]\n\
+         \x20           [--k N] [--K N] [--L N] [--transform none|bias|mips] [--probes N] [--queries-eval N] [--sweep]"
+    );
+    std::process::exit(2)
+}
+
+fn parse() -> Opts {
+    let mut o = Opts {
+        rows: 670_091,
+        clusters: 4096,
+        weights: None,
+        bias: None,
+        queries: None,
+        w2v: None,
+        k: 10,
+        bits: 16,
+        tables: 24,
+        transform: Transform::None,
+        probes: 4,
+        eval: 512,
+        sweep: false,
+    };
+    let mut a = std::env::args().skip(1);
+    while let Some(f) = a.next() {
+        let mut val = || {
+            a.next()
+                .unwrap_or_else(|| usage(&format!("{f} needs a value")))
+        };
+        let num = |s: String| -> usize {
+            s.parse()
+                .unwrap_or_else(|_| usage(&format!("bad number {s}")))
+        };
+        match f.as_str() {
+            "--rows" => o.rows = num(val()),
+            "--clusters" => o.clusters = num(val()),
+            "--weights" => o.weights = Some(val().into()),
+            "--bias" => o.bias = Some(val().into()),
+            "--queries" => o.queries = Some(val().into()),
+            "--w2v" => o.w2v = Some(val().into()),
+            "--k" => o.k = num(val()),
+            "--K" => o.bits = num(val()) as u32,
+            "--L" => o.tables = num(val()) as u32,
+            "--probes" => o.probes = num(val()) as u32,
+            "--queries-eval" => o.eval = num(val()),
+            "--transform" => {
+                o.transform = match val().as_str() {
+                    "none" => Transform::None,
+                    "bias" => Transform::BiasAug,
+                    "mips" => Transform::Mips,
+                    s => usage(&format!("unknown transform {s}")),
+                }
             }
-            for b in 0..32 {
-                if diff >> b & 1 == 0 {
-                    continue;
-                }
-                if b >= k {
-                    wrong += 1;
-                    continue;
-                }
-                let p = &planes[(t * k + b) * dim..(t * k + b + 1) * dim];
-                let row = &x[i * dim..(i + 1) * dim];
-                let dot: f64 = row.iter().zip(p).map(|(a, b)| *a as f64 * *b as f64).sum();
-                let scale: f64 = row.iter().zip(p).map(|(a, b)| (*a * *b).abs() as f64).sum();
-                if dot.abs() <= 2.0 * dim as f64 * f64::from(f32::EPSILON) / 2.0 * scale {
-                    excused += 1;
-                } else {
-                    wrong += 1;
-                }
-            }
+            "--sweep" => o.sweep = true,
+            "-h" | "--help" => usage("help"),
+            s => usage(&format!("unknown option {s}")),
         }
     }
-    (excused, wrong)
+    if o.k == 0 || o.rows == 0 || o.eval == 0 {
+        usage("--k, --rows and --queries-eval must be >= 1");
+    }
+    o
 }
 
 fn main() {
+    let o = parse();
     println!(
-        "lshk {} SimHash demo: dim {DIM}, K {K}, L {L} ({} planes), batch {BATCH}",
+        "lshk {} demo (tier {})",
         env!("CARGO_PKG_VERSION"),
-        K * L
-    );
-    println!(
-        "CPU tier: {}, active tier (after LSHK_MAX_ISA): {}",
-        lshk::isa::detected().name(),
         lshk::isa::active().name()
     );
     if cfg!(debug_assertions) {
         println!("note: debug build; use `cargo run --release --example demo` for real numbers");
     }
-
-    let mut rng = SplitMix64::new(2024);
-    let x: Vec<f32> = (0..BATCH * DIM).map(|_| rng.next_normal() as f32).collect();
-    let budget = Duration::from_millis(400);
-    let mut all_match = true;
-
-    for (label, sparsity) in [("dense Gaussian", 0u32), ("sparse ±1, s = 3", 3)] {
-        let h = SimHash::new(DIM, K, L, sparsity, 42).expect("valid shape");
-        println!("\n{label} planes:");
-        println!(
-            "  {:<9} {:>12} {:>14} {:>13} {:>9}  codes vs scalar",
-            "tier", "rows/s", "codes/s", "µs/query B=1", "speedup"
-        );
-        let mut oracle = vec![0u32; BATCH * L as usize];
-        h.hash_isa(Isa::Scalar, &x, BATCH, DIM, &mut oracle)
-            .expect("scalar tier always runs");
-        let mut scalar_rows_per_s = 0.0;
-        for tier in Isa::ALL {
-            if lshk::isa::check_supported(tier).is_err() {
-                let why = match tier {
-                    Isa::Avx512 => "CPU lacks avx512f/bw/dq/vl",
-                    Isa::Avx2 => "CPU lacks avx2/fma",
-                    _ => "not available",
-                };
-                println!("  {:<9} skipped: {why}", tier.name());
-                continue;
+    let t = Instant::now();
+    let data: Data = if let Some(dir) = &o.w2v {
+        match common::w2v(dir, o.eval.max(64)) {
+            None => {
+                println!(
+                    "skipped: ../shared/data not found ({} has no output_layer.f32)",
+                    dir.display()
+                );
+                return;
             }
-            let mut codes = vec![0u32; BATCH * L as usize];
-            let batch_time = time_per_call(budget, || {
-                h.hash_isa(tier, black_box(&x), BATCH, DIM, black_box(&mut codes))
-                    .unwrap()
-            });
-            let mut one = vec![0u32; L as usize];
-            let single = time_per_call(budget / 2, || {
-                h.hash_isa(tier, black_box(&x[..DIM]), 1, DIM, black_box(&mut one))
-                    .unwrap()
-            });
-            let rows_per_s = BATCH as f64 / batch_time.as_secs_f64();
-            if tier == Isa::Scalar {
-                scalar_rows_per_s = rows_per_s;
-            }
-            let (excused, wrong) = compare(&h, &x, BATCH, &codes, &oracle);
-            all_match &= wrong == 0;
-            let verdict = if wrong == 0 {
-                format!("match ({excused} near-zero bits excused)")
-            } else {
-                format!("MISMATCH: {wrong} bits wrong, {excused} near-zero bits excused")
-            };
-            println!(
-                "  {:<9} {:>12.3e} {:>14.3e} {:>13.3} {:>8.1}x  {verdict}",
-                tier.name(),
-                rows_per_s,
-                rows_per_s * L as f64,
-                single.as_secs_f64() * 1e6,
-                rows_per_s / scalar_rows_per_s,
-            );
+            Some(r) => r.unwrap_or_else(|e| usage(&e.to_string())),
         }
+    } else if let Some(wp) = &o.weights {
+        let qp = o
+            .queries
+            .as_ref()
+            .unwrap_or_else(|| usage("--weights needs --queries"));
+        common::npy(wp, o.bias.as_deref(), qp).unwrap_or_else(|e| usage(&e.to_string()))
+    } else {
+        common::synthetic(o.rows, o.clusters.min(o.rows), o.eval.max(64))
+    };
+    println!(
+        "data: {} ({:.1} s to load/generate)",
+        data.name,
+        t.elapsed().as_secs_f64()
+    );
+    let nq = data.nq.min(o.eval);
+    let k = o.k;
+
+    // Ground truth: the exact dense layer (all cores, batches of 64).
+    let (exact, _, secs) = common::exact_topk(&data, nq, k);
+    println!("exact top-{k} of {nq} queries by the dense layer: {secs:.2} s (all cores)");
+
+    if o.sweep {
+        sweep(&data, &exact, nq, k);
+        return;
     }
-    if !all_match {
-        eprintln!("\nsome tier disagrees with the scalar oracle beyond rounding: this is a bug");
-        std::process::exit(1);
+
+    // The index.
+    let params = IndexParams {
+        family: Family::SimHash,
+        bits: o.bits,
+        tables: o.tables,
+        transform: o.transform,
+        ..IndexParams::default()
+    };
+    let g = GatherParams {
+        probes: o.probes,
+        ..GatherParams::default()
+    };
+    let rb = lshk::index::default_range_bits(Family::SimHash, o.bits, 8, data.rows);
+    println!(
+        "index: {}, probes {} (lshk::index::Index)",
+        common::describe(&params, rb),
+        o.probes
+    );
+    let t = Instant::now();
+    let progress = common::progress_line("build");
+    let idx =
+        common::build(&data, &params, Some(&progress)).unwrap_or_else(|e| usage(&e.to_string()));
+    let build = t.elapsed().as_secs_f64();
+    let mut ids = vec![0u32; nq * k];
+    let mut sc = vec![0f32; nq * k];
+    let cands = common::query_all(&idx, &data, 0, nq, k, &g, 64, &mut ids, &mut sc);
+    let r = common::recall(&ids, &exact, k, nq, data.labels.as_deref());
+    println!(
+        "build: {build:.2} s; index memory {:.1} MiB (W itself: {:.1} MiB, borrowed)",
+        idx.memory_bytes() as f64 / (1 << 20) as f64,
+        (data.rows * data.dim * 4) as f64 / (1 << 20) as f64
+    );
+    println!(
+        "candidates per query: {cands:.0} ({:.2} % of {} rows)",
+        100.0 * cands / data.rows as f64,
+        data.rows
+    );
+    println!(
+        "recall vs the exact layer ({nq} queries): top-1 {:.3}, top-10 {:.3}",
+        r.top1, r.top10
+    );
+    if data.labels.is_some() {
+        println!(
+            "label in top-10: lshk {:.3}, exact layer {:.3}",
+            r.label10, r.exact_label10
+        );
+    }
+
+    // Timings, one thread each.
+    let layer = data.layer();
+    let mut t_ids = vec![0u32; 64 * k];
+    let mut t_sc = vec![0f32; 64 * k];
+    println!("\ntime per query (one thread)     lshk      exact dense   dense/lshk");
+    for b in [1usize, 64] {
+        if b > data.nq {
+            println!(
+                "  B = {b:<3}                   skipped: only {} queries",
+                data.nq
+            );
+            continue;
+        }
+        let reps_l = if b == 1 { nq.min(256) } else { nq / 64 }.max(1);
+        // Warm-up: thread-local scratch, caches.
+        common::query_all(&idx, &data, 0, b, k, &g, b, &mut t_ids, &mut t_sc);
+        let t = Instant::now();
+        for i in 0..reps_l {
+            let q0 = (i * b) % (data.nq - b + 1);
+            common::query_all(&idx, &data, q0, b, k, &g, b, &mut t_ids, &mut t_sc);
+            black_box(&t_ids);
+        }
+        let lshk = t.elapsed().as_secs_f64() / (reps_l * b) as f64;
+        let reps_d = if b == 1 { 8 } else { 2 };
+        let t = Instant::now();
+        for i in 0..reps_d {
+            let q0 = (i * b) % (data.nq - b + 1);
+            layer
+                .topk(
+                    &data.q[q0 * data.dim..],
+                    b,
+                    data.dim,
+                    k,
+                    &mut t_ids,
+                    &mut t_sc,
+                )
+                .unwrap();
+            black_box(&t_ids);
+        }
+        let dense = t.elapsed().as_secs_f64() / (reps_d * b) as f64;
+        println!(
+            "  B = {b:<3}                   {:>8.3} ms  {:>10.3} ms   {:>8.1}x",
+            lshk * 1e3,
+            dense * 1e3,
+            dense / lshk
+        );
+    }
+}
+
+/// `--sweep`: recall and candidates of several SimHash settings on the same
+/// data (how the defaults were chosen).
+fn sweep(data: &Data, exact: &[u32], nq: usize, k: usize) {
+    println!("  K   L  transform probes  candidates  top-1  top-10  label@10  build s  ms/query B=1  index MiB");
+    for &(bits, tables, tr, probes) in &[
+        (12u32, 16u32, Transform::None, 0u32),
+        (12, 24, Transform::None, 0),
+        (12, 50, Transform::None, 0),
+        (14, 32, Transform::None, 0),
+        (16, 48, Transform::None, 0),
+        (16, 64, Transform::None, 0),
+        (14, 16, Transform::None, 4),
+        (16, 24, Transform::None, 4),
+        (16, 32, Transform::None, 2),
+        (16, 32, Transform::None, 4),
+        (18, 32, Transform::None, 8),
+        (12, 24, Transform::Mips, 0),
+        (12, 24, Transform::BiasAug, 0),
+    ] {
+        let p = IndexParams {
+            family: Family::SimHash,
+            bits,
+            tables,
+            transform: tr,
+            ..IndexParams::default()
+        };
+        let t = Instant::now();
+        let idx = common::build(data, &p, None).expect("build");
+        let build = t.elapsed().as_secs_f64();
+        let g = GatherParams {
+            probes,
+            ..GatherParams::default()
+        };
+        let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+        let t = Instant::now();
+        let cands = common::query_all(&idx, data, 0, nq, k, &g, 1, &mut ids, &mut sc);
+        let ms = t.elapsed().as_secs_f64() * 1e3 / nq as f64;
+        let r = common::recall(&ids, exact, k, nq, data.labels.as_deref());
+        println!(
+            "{bits:>3} {tables:>3}  {:>9} {probes:>6}  {:>10.0}  {:.3}  {:.3}   {:.3}    {build:>5.2}  {ms:>8.3}  {:>9.1}",
+            common::transform_name(tr),
+            cands,
+            r.top1,
+            r.top10,
+            r.label10,
+            idx.memory_bytes() as f64 / (1 << 20) as f64
+        );
     }
 }

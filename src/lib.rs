@@ -14,6 +14,8 @@ pub mod crc32c;
 /// cbindgen:ignore
 pub mod data;
 /// cbindgen:ignore
+pub mod dense;
+/// cbindgen:ignore
 pub mod dwta;
 /// cbindgen:ignore
 pub mod error;
