@@ -27,11 +27,24 @@ use crate::rng::SplitMix64;
 pub const PANEL: usize = 16;
 
 /// A f32 buffer whose data starts on a 64-byte boundary.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct AlignedF32 {
     buf: Vec<f32>,
     off: usize,
     len: usize,
+}
+
+// Not derived: a derived clone copies `off` into a fresh allocation whose
+// address differs modulo 64, so the copy's data would be misaligned and the
+// SIMD tiers' aligned panel loads (`_mm256_load_ps`, `_mm512_load_ps`) would
+// fault on a cloned `SimHash`.
+impl Clone for AlignedF32 {
+    fn clone(&self) -> Self {
+        let mut c = AlignedF32::zeroed(self.len, "SimHash packed planes")
+            .unwrap_or_else(|e| panic!("cloning AlignedF32: {}", e.message));
+        c.as_mut_slice().copy_from_slice(self.as_slice());
+        c
+    }
 }
 
 impl AlignedF32 {

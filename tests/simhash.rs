@@ -427,3 +427,28 @@ fn argument_errors() {
         );
     }
 }
+
+/// A cloned family must keep its packed panels 64-byte aligned (the AVX2
+/// and AVX-512 tiers load them with aligned loads) and hash identically.
+/// Junk allocations between clones vary the clone's address modulo 64.
+#[test]
+fn clones_stay_aligned_and_hash_identically() {
+    let (dim, n) = (37, 5);
+    let mut rng = Rng::new(77);
+    let x: Vec<f32> = (0..dim * n).map(|_| rng.normal()).collect();
+    let mut junk = Vec::new();
+    for s in 0..64u64 {
+        let h = SimHash::new(dim, 8, 4, 0, s).unwrap();
+        junk.push(vec![0u8; 8 + 8 * (s as usize % 7)]);
+        let c = h.clone();
+        assert_eq!(c.packed().as_ptr() as usize % 64, 0, "seed {s}");
+        assert_eq!(c.packed(), h.packed());
+        for t in tiers_under_test() {
+            let mut a = vec![0u32; n * 4];
+            let mut b = vec![0u32; n * 4];
+            h.hash_isa(t, &x, n, dim, &mut a).unwrap();
+            c.hash_isa(t, &x, n, dim, &mut b).unwrap();
+            assert_eq!(a, b, "seed {s}, tier {}", t.name());
+        }
+    }
+}
