@@ -23,9 +23,10 @@ pub enum Isa {
     /// The `wide` crate at the build's baseline target features (SSE2 on
     /// x86-64, NEON on aarch64): the tier for targets without runtime tiers.
     Portable = 1,
-    /// AVX2 + FMA (256-bit).
+    /// AVX2 + FMA (256-bit), with POPCNT and BMI1.
     Avx2 = 2,
-    /// AVX-512 F/BW/DQ/VL (512-bit, mask registers).
+    /// AVX-512 F/BW/DQ/VL (512-bit, mask registers), on top of the AVX2
+    /// tier's features.
     Avx512 = 3,
 }
 
@@ -81,7 +82,13 @@ struct Detected {
 fn detect() -> Detected {
     #[cfg(target_arch = "x86_64")]
     {
-        let avx2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
+        // POPCNT and BMI1 (`tzcnt`) are part of both x86 tiers: the gather
+        // kernels enable them in `#[target_feature]`. Every AVX2 CPU has
+        // them, but a hypervisor can hide them, so they are checked too.
+        let avx2 = is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("popcnt")
+            && is_x86_feature_detected!("bmi1");
         let avx512 = avx2
             && is_x86_feature_detected!("avx512f")
             && is_x86_feature_detected!("avx512bw")
