@@ -424,7 +424,9 @@ impl Dwta {
         if n == 0 {
             return Ok(());
         }
-        (kern::kernels(tier).dense)(self, x, n, stride, codes);
+        // SAFETY: the tier is supported and every length was checked above
+        // (the DenseFn contract).
+        unsafe { (kern::kernels(tier).dense)(self, x, n, stride, codes) };
         Ok(())
     }
 
@@ -547,7 +549,9 @@ impl Dwta {
         if n == 0 {
             return Ok(());
         }
-        (kern::kernels(tier).sparse)(self, indptr, indices, values, codes);
+        // SAFETY: the tier is supported, the CSR was validated and codes
+        // checked above (the SparseFn contract).
+        unsafe { (kern::kernels(tier).sparse)(self, indptr, indices, values, codes) };
         Ok(())
     }
 }

@@ -291,7 +291,9 @@ impl SimHash {
         if n == 0 {
             return Ok(());
         }
-        (k::kernels(tier).hash)(self, x, n, stride, codes);
+        // SAFETY: the tier is supported and every length was checked above
+        // (the HashFn contract).
+        unsafe { (k::kernels(tier).hash)(self, x, n, stride, codes) };
         Ok(())
     }
 
@@ -314,7 +316,8 @@ impl SimHash {
         if n == 0 {
             return Ok(());
         }
-        (k::kernels(tier).project)(self, x, n, stride, out);
+        // SAFETY: as in `hash_isa` (the ProjectFn contract).
+        unsafe { (k::kernels(tier).project)(self, x, n, stride, out) };
         Ok(())
     }
 }

@@ -45,10 +45,13 @@ thread_local! {
     static BLOCK: RefCell<Vec<i32>> = const { RefCell::new(Vec::new()) };
 }
 
-pub fn dense(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
+/// # Safety
+/// See [`super::DenseFn`].
+pub unsafe fn dense(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
     if !use_row_blocks(h) {
-        // SAFETY: the dispatcher selects this tier only when the CPU has
-        // avx512f/bw/dq/vl; lengths were checked by Dwta::hash_dense_isa.
+        // SAFETY: the caller guarantees the DenseFn contract: the CPU has
+        // avx512f/bw/dq/vl (checked by Dwta::hash_dense_isa) and the lengths
+        // were checked.
         unsafe { dense_gather_avx512(h, x, n, stride, codes) };
         return;
     }
@@ -70,7 +73,15 @@ pub fn dense(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
     }
 }
 
-pub fn sparse(h: &Dwta, indptr: &[usize], indices: &[u32], values: &[f32], codes: &mut [u32]) {
+/// # Safety
+/// See [`super::SparseFn`].
+pub unsafe fn sparse(
+    h: &Dwta,
+    indptr: &[usize],
+    indices: &[u32],
+    values: &[f32],
+    codes: &mut [u32],
+) {
     sparse_rows(h, indptr, indices, values, codes, |h, idx, val, st| {
         // SAFETY: as in `dense`; every index is < dim (validated CSR).
         unsafe { fold_avx512(h, idx, val, st) }

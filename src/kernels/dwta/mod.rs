@@ -41,12 +41,21 @@ pub mod portable;
 pub mod scalar;
 
 /// `dense(h, x, n, stride, codes)`: codes of n rows into `codes[i*L + l]`.
-/// Callers have checked every length; `n >= 1`.
-pub type DenseFn = fn(&Dwta, &[f32], usize, usize, &mut [u32]);
+///
+/// # Safety
+/// The lengths were checked as by [`Dwta::hash_dense_isa`]: `n >= 1`,
+/// `stride >= dim`, `x` holds `(n - 1) * stride + dim` values, `codes`
+/// `n * L`; the CPU supports the tier the function belongs to. (The x86
+/// tiers read through raw pointers and run `#[target_feature]` code; the
+/// scalar and portable tiers are safe functions that coerce to this type.)
+pub type DenseFn = unsafe fn(&Dwta, &[f32], usize, usize, &mut [u32]);
 /// `sparse(h, indptr, indices, values, codes)`: codes of the
-/// `indptr.len() - 1` CSR rows. The CSR was validated by
-/// [`Dwta::check_csr`]; `codes` holds `n*L` values.
-pub type SparseFn = fn(&Dwta, &[usize], &[u32], &[f32], &mut [u32]);
+/// `indptr.len() - 1` CSR rows.
+///
+/// # Safety
+/// The CSR was validated by [`Dwta::check_csr`] (every index < dim);
+/// `codes` holds `n*L` values; the CPU supports the tier.
+pub type SparseFn = unsafe fn(&Dwta, &[usize], &[u32], &[f32], &mut [u32]);
 
 pub struct Kernels {
     pub dense: DenseFn,

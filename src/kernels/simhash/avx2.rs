@@ -29,9 +29,11 @@ thread_local! {
     static BLOCK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-pub fn hash(h: &SimHash, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
-    // SAFETY: the dispatcher selects this tier only when the CPU has
-    // avx2 and fma; lengths were checked by SimHash::hash_isa.
+/// # Safety
+/// See [`super::HashFn`].
+pub unsafe fn hash(h: &SimHash, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
+    // SAFETY: the caller guarantees the HashFn contract: the CPU has avx2
+    // and fma (checked by SimHash::hash_isa) and the lengths were checked.
     unsafe {
         match h.sparse() {
             Some(sp) => sparse::<false>(h, sp, x, n, stride, codes, &mut []),
@@ -40,7 +42,9 @@ pub fn hash(h: &SimHash, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) 
     }
 }
 
-pub fn project(h: &SimHash, x: &[f32], n: usize, stride: usize, out: &mut [f32]) {
+/// # Safety
+/// See [`super::ProjectFn`].
+pub unsafe fn project(h: &SimHash, x: &[f32], n: usize, stride: usize, out: &mut [f32]) {
     // SAFETY: as in `hash`.
     unsafe {
         match h.sparse() {

@@ -19,10 +19,20 @@ pub mod portable;
 pub mod scalar;
 
 /// `hash(h, x, n, stride, codes)`: codes of n rows into `codes[i*L + l]`.
-/// Callers have checked every length; `n >= 1`.
-pub type HashFn = fn(&SimHash, &[f32], usize, usize, &mut [u32]);
+///
+/// # Safety
+/// The lengths were checked as by [`SimHash::hash_isa`]: `n >= 1`,
+/// `stride >= dim`, `x` holds `(n - 1) * stride + dim` values and `codes`
+/// `n * L`; the CPU supports the tier the function belongs to. (The x86
+/// tiers read through raw pointers and run `#[target_feature]` code, so
+/// these pointers are `unsafe fn`: the scalar and portable tiers are safe
+/// functions that coerce to them.)
+pub type HashFn = unsafe fn(&SimHash, &[f32], usize, usize, &mut [u32]);
 /// `project(h, x, n, stride, out)`: `out[i*K*L + p] = x_i · plane_p`.
-pub type ProjectFn = fn(&SimHash, &[f32], usize, usize, &mut [f32]);
+///
+/// # Safety
+/// As [`HashFn`], with `out` holding `n * K*L` values.
+pub type ProjectFn = unsafe fn(&SimHash, &[f32], usize, usize, &mut [f32]);
 
 pub struct Kernels {
     pub hash: HashFn,
@@ -96,7 +106,11 @@ thread_local! {
 /// Sparse planes one row at a time, for the SIMD tiers' remainders of 1-3
 /// rows: per plane, four partial sums of scalar loads `x[idx]` (a block
 /// transpose would cost more than it saves for so few rows).
-pub fn sparse_rows<const PROJ: bool>(
+///
+/// Crate-internal: it indexes rows with `sp`'s indices unchecked, which is
+/// sound only for the `SparsePlanes` of `h` itself (built by [`SimHash`]),
+/// while `SparsePlanes` has public fields.
+pub(crate) fn sparse_rows<const PROJ: bool>(
     h: &SimHash,
     sp: &SparsePlanes,
     x: &[f32],
