@@ -406,12 +406,13 @@ typedef struct lshk_table_stats {
 #define LSHK_ISA_PORTABLE 1
 
 /*
- AVX2 + FMA.
+ AVX2 + FMA (and POPCNT, BMI1, which every AVX2 CPU has).
  */
 #define LSHK_ISA_AVX2 2
 
 /*
- AVX-512 F/BW/DQ/VL.
+ AVX-512 F/BW/DQ/VL (plus the AVX2 tier's features). BF16 and VNNI are
+ used on top when present.
  */
 #define LSHK_ISA_AVX512 3
 
