@@ -411,8 +411,8 @@ typedef struct lshk_table_stats {
 #define LSHK_ISA_AVX2 2
 
 /*
- AVX-512 F/BW/DQ/VL (plus the AVX2 tier's features). BF16 and VNNI are
- used on top when present.
+ AVX-512 F/BW/DQ/VL (plus the AVX2 tier's features); AVX-512 BF16 is used
+ on top for bf16 weights when present.
  */
 #define LSHK_ISA_AVX512 3
 
