@@ -1,7 +1,7 @@
 //! Label-aware buckets: counting and capping against a HashMap oracle,
-#![allow(clippy::needless_range_loop)]
 //! determinism, the two policies, a hand-checked example, save/load of a
 //! trained index, and input validation.
+#![allow(clippy::needless_range_loop)]
 
 use std::collections::HashMap;
 use std::path::PathBuf;
