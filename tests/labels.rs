@@ -555,3 +555,29 @@ fn bad_inputs_leave_the_index_unchanged() {
     assert_eq!(tables_of(&idx), before);
     assert_eq!(idx.label_state().unwrap().pairs, 0);
 }
+
+#[test]
+fn labels_record_parse() {
+    use lshk::labels::LabelState;
+    let s = LabelState {
+        params: LabelParams {
+            label_cap: 64,
+            policy: LabelPolicy::Instead,
+        },
+        queries: 3,
+        pairs: 9,
+    };
+    let r = s.record();
+    assert_eq!(r.len(), lshk::labels::LABELS_RECORD_LEN);
+    assert_eq!(LabelState::parse(&r), Ok(s));
+    let bad = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut b = r.clone();
+        edit(&mut b);
+        LabelState::parse(&b).unwrap_err()
+    };
+    assert!(bad(&|b| b[0] = 2).contains("version 2"));
+    assert!(bad(&|b| b[8] = 2).contains("policy 2"));
+    assert!(bad(&|b| b[12] = 1).contains("reserved"));
+    assert!(bad(&|b| b.truncate(20)).contains("20 bytes"));
+    assert!(bad(&|b| b.truncate(2)).contains("2 bytes"));
+}
