@@ -127,6 +127,8 @@ typedef struct lshk_dwta lshk_dwta;
  A built or loaded index: hash family, tables, weights and bias.
  Immutable: every function taking `const lshk_index *` (queries
  included) is safe to call from many threads at once, without locks.
+ The one exception is lshk_index_train_labels (non-const handle), which
+ changes the tables and needs exclusive access.
  */
 typedef struct lshk_index lshk_index;
 

@@ -27,6 +27,8 @@ use crate::tables::Tables;
 /// A built or loaded index: hash family, tables, weights and bias.
 /// Immutable: every function taking `const lshk_index *` (queries
 /// included) is safe to call from many threads at once, without locks.
+/// The one exception is lshk_index_train_labels (non-const handle), which
+/// changes the tables and needs exclusive access.
 pub struct lshk_index {
     _private: [u8; 0],
 }
