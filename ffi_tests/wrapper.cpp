@@ -677,6 +677,43 @@ void test_index() {
   }
   std::remove(path.c_str());
 
+  // Label-aware buckets: each query labelled with row 3 and its own row;
+  // after training (BESIDE, cap 0) row 3 is a candidate of every query.
+  {
+    lshk::Index li(w, bias, rows, dim, dim, p);
+    CHECK(!li.labels_trained());
+    std::vector<std::size_t> loffs(nq + 1);
+    std::vector<uint32_t> lys;
+    for (std::size_t i = 0; i < nq; i++) {
+      loffs[i] = lys.size();
+      lys.push_back(3);
+      lys.push_back(static_cast<uint32_t>(i * 71));
+    }
+    loffs[nq] = lys.size();
+    lshk::LabelParams lp;
+    CHECK(lp.struct_size == sizeof(lshk_label_params) && lp.label_cap == 64);
+    lp.label_cap = 0;
+    EXPECT_THROW_STATUS(li.train_labels(q, nq, dim, loffs, lshk::span<const uint32_t>(lys.data(), 1), lp),
+                        LSHK_STATUS_INVALID_ARGUMENT, "lshk::Index::train_labels: labels");
+    std::vector<uint32_t> badys = lys;
+    badys[1] = static_cast<uint32_t>(rows);
+    EXPECT_THROW_STATUS(li.train_labels(q, nq, dim, loffs, badys, lp),
+                        LSHK_STATUS_INDEX_OUT_OF_RANGE, "lshk_index_train_labels");
+    li.train_labels(q, nq, dim, loffs, lys, lp);
+    lshk_label_params got_lp;
+    CHECK(li.labels_trained(&got_lp) && got_lp.label_cap == 0);
+    lshk::TopK all = li.query(q, static_cast<uint32_t>(rows));
+    bool has3 = true;
+    for (std::size_t i = 0; i < nq; i++) {
+      bool f = false;
+      for (uint32_t j = 0; j < rows; j++) f |= all.ids_of(i)[j] == 3;
+      has3 &= f;
+    }
+    CHECK(has3);
+    EXPECT_THROW_STATUS(li.train_labels(q, nq, dim, loffs, lys, lp), LSHK_STATUS_INVALID_ARGUMENT,
+                        "lshk_index_train_labels");
+  }
+
   // A DWTA index.
   lshk::IndexParams pd;
   pd.family = LSHK_FAMILY_DWTA;

@@ -81,6 +81,17 @@
 #define LSHK_TRANSFORM_MIPS 2
 
 /*
+ Label policy: a trained bucket holds the rows hashed to it AND its top
+ labels.
+ */
+#define LSHK_LABEL_POLICY_BESIDE 0
+
+/*
+ Label policy: a trained bucket holds only its top labels.
+ */
+#define LSHK_LABEL_POLICY_INSTEAD 1
+
+/*
  A DWTA (densified winner-take-all) bin-max hash family: L tables of K
  bins, each bin B coordinates of the input (B a power of two in 2..=256,
  K*log2(B) <= 32, K*L <= 2^20, 1 <= dim <= 2^31 - 1).
@@ -116,6 +127,8 @@ typedef struct lshk_dwta lshk_dwta;
  A built or loaded index: hash family, tables, weights and bias.
  Immutable: every function taking `const lshk_index *` (queries
  included) is safe to call from many threads at once, without locks.
+ The one exception is lshk_index_train_labels (non-const handle), which
+ changes the tables and needs exclusive access.
  */
 typedef struct lshk_index lshk_index;
 
@@ -301,6 +314,26 @@ typedef struct lshk_query_stats {
    */
   uint64_t candidates_max;
 } lshk_query_stats;
+
+/*
+ Parameters of lshk_index_train_labels. Obtain defaults from
+ lshk_label_params_default(), then change fields.
+ */
+typedef struct lshk_label_params {
+  /*
+   sizeof(lshk_label_params) as the caller knows it.
+   */
+  uint32_t struct_size;
+  /*
+   Labels kept per bucket: the most frequent ones, ties to the smaller
+   id (0 = keep every label seen). Default 64.
+   */
+  uint32_t label_cap;
+  /*
+   LSHK_LABEL_POLICY_* (default BESIDE).
+   */
+  uint32_t policy;
+} lshk_label_params;
 
 /*
  Statistics of one table (lshk_tables_stats).
@@ -854,6 +887,72 @@ lshk_status lshk_index_dwta(const struct lshk_index *idx,
  */
 lshk_status lshk_index_tables(const struct lshk_index *idx,
                               const struct lshk_tables **out);
+
+/*
+ Default label parameters: label_cap 64, policy BESIDE, struct_size =
+ sizeof(lshk_label_params).
+ */
+struct lshk_label_params lshk_label_params_default(void);
+
+/*
+ Label-aware buckets (HALOS): hashes `n` training queries (row i at
+ `queries + i * q_stride`, `q_stride >= dim`, in floats) with the index's
+ family (after its query transform), counts per table and bucket how
+ often each label occurs with the queries that fall there, and rebuilds
+ the index's tables: every bucket gains (policy BESIDE) or is replaced by
+ (policy INSTEAD) its `label_cap` most frequent labels (ties to the
+ smaller id). Labels are CSR: query i has the labels
+ `labels[label_offsets[i] .. label_offsets[i+1]]` (`label_offsets` holds
+ n + 1 non-decreasing entries; `labels` holds at least label_offsets[n]
+ row ids < rows; several labels per query are normal). `p` NULL =
+ defaults. The result is deterministic (independent of thread count).
+ The training is saved with the index (lshk_index_save) and reported by
+ lshk_index_label_info after a load.
+
+ EXCLUSIVE ACCESS: unlike every other index function this one changes
+ the index; no other call on `idx` (queries included) or on its borrowed
+ tables handle may run concurrently. The borrowed tables handle stays
+ valid and sees the new buckets. An index is trained at most once.
+
+ Everything is validated before the index changes; on error it is
+ unchanged. Errors: NULL_POINTER (`queries` with n > 0, `label_offsets`,
+ `labels` with label_offsets[n] > 0), INVALID_HANDLE, INVALID_ARGUMENT
+ (q_stride < dim, struct_size too small, a bad policy, label_offsets
+ decreasing (the message names the position), an index already
+ trained, a borrowed handle), INDEX_OUT_OF_RANGE (a label >= rows; the
+ message names its position), NON_FINITE (NaN/infinity in a query),
+ SIZE_OVERFLOW, ALLOCATION_FAILED.
+
+ # Safety
+ `queries` must hold (n-1)*q_stride + dim readable floats (n > 0),
+ `label_offsets` n + 1 values, `labels` label_offsets[n] values; `p`
+ NULL or a valid params struct.
+ */
+lshk_status lshk_index_train_labels(struct lshk_index *idx,
+                                    const float *queries,
+                                    size_t n,
+                                    size_t q_stride,
+                                    const size_t *label_offsets,
+                                    const uint32_t *labels,
+                                    const struct lshk_label_params *p);
+
+/*
+ Whether the index was trained with labels (also after a load):
+ `*trained` = 1 or 0; when trained and `params` is not NULL, `*params`
+ receives the training parameters. The caller sets
+ `params->struct_size = sizeof(lshk_label_params)` before the call (too
+ small -> INVALID_ARGUMENT); lshk writes the other fields only. Outputs
+ are written only on success. Thread-safe (read-only).
+
+ Errors: NULL_POINTER (`trained`), INVALID_HANDLE, INVALID_ARGUMENT.
+
+ # Safety
+ `trained` writable; `params` NULL or a writable params struct holding
+ its struct_size.
+ */
+lshk_status lshk_index_label_info(const struct lshk_index *idx,
+                                  uint32_t *trained,
+                                  struct lshk_label_params *params);
 
 /*
  Gathered matmul, f32 weights: for every query `i < nq` and every `j` in

@@ -1162,6 +1162,12 @@ using Progress = std::function<void(uint64_t done, uint64_t total)>;
  * batch to its top-k rows. Move-only; every const method is thread-safe, so
  * one `const lshk::Index &` may serve many threads (no locks, per-thread
  * scratch inside the library). */
+/* lshk_label_params initialised by lshk_label_params_default(). */
+struct LabelParams : lshk_label_params {
+  LabelParams() noexcept : lshk_label_params(lshk_label_params_default()) {}
+  LabelParams(const lshk_label_params &p) noexcept : lshk_label_params(p) {}
+};
+
 class Index {
  public:
   /* An empty owner (every operation throws NULL_POINTER). */
@@ -1282,6 +1288,33 @@ class Index {
     TopK r;
     query(q, k, r, g, stats);
     return r;
+  }
+
+  /* lshk_index_train_labels: label-aware buckets from n training queries
+   * (row i at q[i * q_stride]) with CSR labels (label_offsets: n + 1
+   * non-decreasing values; labels: at least label_offsets[n] row ids).
+   * EXCLUSIVE: no other call on this index (queries included) may run
+   * concurrently. An index is trained once; the training is saved with it. */
+  void train_labels(span<const float> q, std::size_t n, std::size_t q_stride,
+                    span<const std::size_t> label_offsets, span<const uint32_t> labels,
+                    const lshk_label_params &p = LabelParams()) {
+    const char *where = "lshk::Index::train_labels";
+    detail::need_rows(where, "q", q.size(), n, dim_, q_stride);
+    if (n == static_cast<std::size_t>(-1))
+      detail::fail(LSHK_STATUS_SIZE_OVERFLOW, std::string(where) + ": n + 1 overflows");
+    detail::need_in(where, "label_offsets", label_offsets.size(), n + 1);
+    detail::need_in(where, "labels", labels.size(), label_offsets.data()[n]);
+    check(lshk_index_train_labels(h_, q.data(), n, q_stride, label_offsets.data(),
+                                  labels.data(), &p));
+  }
+  /* lshk_index_label_info: whether the index was trained with labels; if so
+   * and `p` is not null, *p receives the training parameters. */
+  bool labels_trained(lshk_label_params *p = nullptr) const {
+    uint32_t trained = 0;
+    LabelParams lp;
+    check(lshk_index_label_info(h_, &trained, &lp));
+    if (trained && p) *p = lp;
+    return trained != 0;
   }
 
   /* The index's hash family and tables, for callers who want the kernels

@@ -38,6 +38,9 @@
 //!   the tables' ids, concatenated. (The index's tables are frozen: no
 //!   row-to-bucket map is kept or stored, see [`Tables::freeze`].)
 //! * `BIAS` (optional): `rows` f32.
+//! * `LABELS` (optional): the label training of the index (see
+//!   [`crate::labels`]); with it the tables may hold a row in several
+//!   buckets of a table.
 //! * `WEIGHTS` (absent for [`Storage::BorrowedF32`]): `rows x dim`, no row
 //!   padding, f32 / bf16 bits / f16 bits / i8; with int8 also `WSCALES`
 //!   (`rows` f32).
@@ -356,9 +359,11 @@ pub struct Index {
     mips_u: f32,
     p: Resolved,
     fam: Fam,
-    tables: Box<Tables>,
+    pub(crate) tables: Box<Tables>,
     bias: Option<Vec<f32>>,
     w: WStore,
+    /// Label-aware training ([`crate::labels`]), if any.
+    pub(crate) labels: Option<crate::labels::LabelState>,
 }
 
 // SAFETY: every field is immutable after construction; the raw pointers in
@@ -807,6 +812,7 @@ impl Index {
             tables,
             bias,
             w: wstore,
+            labels: None,
         };
         if let Some(cb) = progress {
             cb(total, total);
@@ -1180,6 +1186,10 @@ impl Index {
         if let Some(b) = &self.bias {
             secs.push(SectionOut::new("BIAS", vec![format::as_bytes(b)]));
         }
+        let labels_rec = self.labels.map(|s| s.record());
+        if let Some(r) = &labels_rec {
+            secs.push(SectionOut::new("LABELS", vec![r]));
+        }
         if self.p.storage != Storage::BorrowedF32 {
             // Stored weights are compact (stride == dim) by construction.
             secs.push(SectionOut::new("WEIGHTS", vec![self.w.bytes()]));
@@ -1385,9 +1395,17 @@ impl Index {
             ids.push(tids[at..at + n].to_vec());
             at += n;
         }
+        let label_state = match c.optional("LABELS") {
+            Some(r) => Some(crate::labels::LabelState::parse(r).map_err(bad)?),
+            None => None,
+        };
         let tabs = Box::new(
-            Tables::from_parts(rows, range_bits, bucket_cap, seed, 0, offs, ids, Vec::new())
-                .map_err(|e| bad(e.message))?,
+            if label_state.is_some() {
+                Tables::from_parts_multi(rows, range_bits, bucket_cap, seed, 0, offs, ids)
+            } else {
+                Tables::from_parts(rows, range_bits, bucket_cap, seed, 0, offs, ids, Vec::new())
+            }
+            .map_err(|e| bad(e.message))?,
         );
         // ---- bias
         let bias = match (c.optional("BIAS"), flags & FLAG_BIAS != 0) {
@@ -1560,6 +1578,7 @@ impl Index {
             tables: tabs,
             bias,
             w,
+            labels: label_state,
         })
     }
 }

@@ -28,6 +28,8 @@ pub mod isa;
 /// cbindgen:ignore
 pub mod kernels;
 /// cbindgen:ignore
+pub mod labels;
+/// cbindgen:ignore
 pub mod matmul;
 /// cbindgen:ignore
 pub mod rng;

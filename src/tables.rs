@@ -774,6 +774,98 @@ impl Tables {
         })
     }
 
+    /// Reassembles frozen tables whose rows may sit in several buckets of a
+    /// table (or in none), as label-aware buckets make them (see
+    /// [`crate::labels`]). Checks per table: `2^range_bits + 1` offsets that
+    /// start at 0, never decrease and end at the table's id count; ids
+    /// `< n` and strictly ascending within a bucket. Violations are
+    /// `BadFileFormat` naming the table. `bucket_cap` is only recorded (the
+    /// plain part of a bucket was capped when it was built).
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_parts_multi(
+        n: usize,
+        range_bits: u32,
+        bucket_cap: u32,
+        seed: u64,
+        threads: u32,
+        offsets: Vec<Vec<u32>>,
+        ids: Vec<Vec<u32>>,
+    ) -> Result<Self> {
+        let bad = |m: String| Error::new(Status::BadFileFormat, m);
+        let l = offsets.len();
+        if l == 0 || ids.len() != l {
+            return Err(bad(format!(
+                "tables: {l} offset arrays and {} id arrays (need L >= 1 of each)",
+                ids.len()
+            )));
+        }
+        if range_bits == 0 || range_bits > MAX_RANGE_BITS {
+            return Err(bad(format!(
+                "tables: range_bits {range_bits} is outside 1..={MAX_RANGE_BITS}"
+            )));
+        }
+        if n == 0 || n > MAX_ROWS {
+            return Err(bad(format!("tables: {n} rows (need 1..={MAX_ROWS})")));
+        }
+        let nb = 1usize << range_bits;
+        for t in 0..l {
+            let (off, id) = (&offsets[t], &ids[t]);
+            if off.len() != nb + 1 {
+                return Err(bad(format!(
+                    "table {t}: {} bucket offsets, 2^range_bits + 1 = {} expected",
+                    off.len(),
+                    nb + 1
+                )));
+            }
+            if off[0] != 0 {
+                return Err(bad(format!("table {t}: the first offset is {}", off[0])));
+            }
+            if let Some(b) = off.windows(2).position(|w| w[1] < w[0]) {
+                return Err(bad(format!(
+                    "table {t}: bucket offsets decrease at bucket {b} ({} then {})",
+                    off[b],
+                    off[b + 1]
+                )));
+            }
+            if off[nb] as usize != id.len() {
+                return Err(bad(format!(
+                    "table {t}: the last offset is {} but the table holds {} ids",
+                    off[nb],
+                    id.len()
+                )));
+            }
+            for b in 0..nb {
+                let members = &id[off[b] as usize..off[b + 1] as usize];
+                if let Some(&i) = members.iter().find(|&&i| i as usize >= n) {
+                    return Err(bad(format!(
+                        "table {t}: bucket {b} holds id {i}, but there are {n} rows"
+                    )));
+                }
+                if members.windows(2).any(|w| w[1] <= w[0]) {
+                    return Err(bad(format!(
+                        "table {t}: ids of bucket {b} are not strictly ascending"
+                    )));
+                }
+            }
+        }
+        let csr = offsets
+            .into_iter()
+            .zip(ids)
+            .map(|(offsets, ids)| Csr { offsets, ids })
+            .collect();
+        Ok(Tables {
+            n,
+            l,
+            range_bits,
+            bucket_cap,
+            seed,
+            threads: resolve_threads(threads),
+            row_bucket: Vec::new(),
+            frozen: true,
+            csr,
+        })
+    }
+
     /// Bytes held by the object (CSR offsets and ids at their capacity,
     /// the row-to-bucket map, and the struct itself).
     pub fn memory_bytes(&self) -> usize {

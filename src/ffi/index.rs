@@ -27,6 +27,8 @@ use crate::tables::Tables;
 /// A built or loaded index: hash family, tables, weights and bias.
 /// Immutable: every function taking `const lshk_index *` (queries
 /// included) is safe to call from many threads at once, without locks.
+/// The one exception is lshk_index_train_labels (non-const handle), which
+/// changes the tables and needs exclusive access.
 pub struct lshk_index {
     _private: [u8; 0],
 }
@@ -142,8 +144,8 @@ pub struct lshk_query_stats {
 }
 
 /// The handle's object: the index plus its borrowed sub-object handles.
-struct IndexHandle {
-    idx: Index,
+pub(crate) struct IndexHandle {
+    pub(crate) idx: Index,
     fam_slot: usize,
     tab_slot: usize,
 }

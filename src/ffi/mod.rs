@@ -14,6 +14,7 @@
 pub mod dwta;
 pub mod handle;
 pub mod index;
+pub mod labels;
 pub mod matmul;
 pub mod simhash;
 pub mod tables;
