@@ -340,7 +340,7 @@ fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
     let mut cy = y.chunks_exact_mut(8);
     let mut cx = x.chunks_exact(8);
     for (yy, xx) in (&mut cy).zip(&mut cx) {
-        let xv = f32x8::from(<[f32; 8]>::try_from(&*xx).unwrap());
+        let xv = f32x8::from(<[f32; 8]>::try_from(xx).unwrap());
         let yv = f32x8::from(<[f32; 8]>::try_from(&*yy).unwrap());
         yy.copy_from_slice(&xv.mul_add(av, yv).to_array());
     }
@@ -436,6 +436,7 @@ fn loss_grad_f32(
     s.gw.resize(n * np, 0.0);
     let mut loss = 0f64;
     let inv_n = 1.0 / n as f64;
+    #[allow(clippy::needless_range_loop)]
     for i in 0..n {
         let (pq, pw) = (
             &mut s.pq[i * np..(i + 1) * np],
@@ -889,4 +890,40 @@ impl crate::index::Index {
         }
         Ok(reports)
     }
+}
+
+/// The batched f32 loss `Σ_l L_l` and its gradient (into `grad`,
+/// `K*L x dim`), for tests and callers: `xq`, `xw` `n x dim` contiguous,
+/// `y` n labels (1 or 0).
+#[allow(clippy::too_many_arguments)]
+pub fn loss_grad(
+    planes: &[f32],
+    dim: usize,
+    bits: u32,
+    tables: u32,
+    xq: &[f32],
+    xw: &[f32],
+    y: &[f32],
+    grad: &mut [f32],
+) -> Result<f64> {
+    let fam = SimHash::from_planes(planes, dim, bits, tables)?;
+    let n = y.len();
+    if xq.len() < checked_mul(n, dim, "n * dim")? || xw.len() < n * dim {
+        bail!(BufferTooSmall, "xq / xw hold fewer than n * dim values");
+    }
+    if grad.len() != planes.len() {
+        bail!(BufferTooSmall, "grad must hold K*L*dim values");
+    }
+    if n == 0 {
+        grad.fill(0.0);
+        return Ok(0.0);
+    }
+    loss_grad_f32(
+        &fam,
+        &xq[..n * dim],
+        &xw[..n * dim],
+        y,
+        Some(grad),
+        &mut Batch::default(),
+    )
 }
