@@ -142,8 +142,8 @@ pub struct lshk_query_stats {
 }
 
 /// The handle's object: the index plus its borrowed sub-object handles.
-struct IndexHandle {
-    idx: Index,
+pub(crate) struct IndexHandle {
+    pub(crate) idx: Index,
     fam_slot: usize,
     tab_slot: usize,
 }
