@@ -1,0 +1,203 @@
+//! IUL (learned SimHash planes, HALOS §3.5) on `../shared/data/w2v-gutenberg`.
+//!
+//! `cargo run --release --example iul_eval [-- DIR [TRAIN_PAIRS [HELDOUT]]]`
+//!
+//! Training data: the first TRAIN_PAIRS (default 60,000) pairs of
+//! `train_pairs.i32`, grouped by centre word into multi-label queries
+//! (query = `input_embeddings[centre]`, labels = its context words in
+//! those pairs, duplicates kept once). Index: SimHash K=10, L=16 over the
+//! raw rows (the prototype setting), seed 1. IUL: 3 rounds, 3
+//! epochs, t1 = t2 = 0, lr 0.01, batch 256, at most 20,000 pairs per side,
+//! 10 % of the training queries for the round reports' validation.
+//!
+//! Evaluation on the first HELDOUT (default 5,000) pairs of
+//! `heldout_pairs.i32` (query = centre embedding, one label), before and
+//! after training: candidates per query, label recall (label among the
+//! candidates), exact top-1 / top-10 recall (the full layer's argmax /
+//! top-10 among the returned top-10), query time; then both at a matched
+//! candidate budget (`max_candidates` = the smaller mean, rounded).
+//! Writes nothing; the table is copied into `examples/iul_eval.md`.
+//!
+//! Prints `skipped: ../shared/data not found` when the data are absent.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use common::{Family, Index, IndexParams, Transform};
+use lshk::iul::IulParams;
+use lshk::tables::{GatherInput, GatherParams, GatherResult};
+
+struct Row {
+    name: String,
+    cands: f64,
+    label: f64,
+    top1: f64,
+    top10: f64,
+    us: f64,
+}
+
+fn evaluate(name: &str, idx: &Index, d: &common::Data, exact: &[u32], g: &GatherParams) -> Row {
+    let (nq, dim, l) = (d.nq, d.dim, idx.num_tables() as usize);
+    let labels = d.labels.as_deref().unwrap();
+    // Candidates (for label recall).
+    let mut codes = vec![0u32; nq * l];
+    idx.simhash().unwrap().hash(&d.q, nq, dim, &mut codes).unwrap();
+    let mut r = GatherResult::default();
+    let input = GatherInput {
+        codes: &codes,
+        q: nq,
+        projections: None,
+        forced_offsets: None,
+        forced_ids: &[],
+    };
+    idx.tables().gather(g, &input, false, &mut r).unwrap();
+    let mut hit = 0usize;
+    for i in 0..nq {
+        hit += r.ids[r.offsets[i]..r.offsets[i + 1]]
+            .binary_search(&labels[i])
+            .is_ok() as usize;
+    }
+    let k = 10;
+    let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+    let t = Instant::now();
+    let cands = common::query_all(idx, d, 0, nq, k, g, 64, &mut ids, &mut sc);
+    let us = t.elapsed().as_secs_f64() * 1e6 / nq as f64;
+    let rc = common::recall(&ids, exact, k, nq, Some(labels));
+    Row {
+        name: name.into(),
+        cands,
+        label: hit as f64 / nq as f64,
+        top1: rc.top1,
+        top10: rc.top10,
+        us,
+    }
+}
+
+fn main() {
+    let mut a = std::env::args().skip(1);
+    let dir: PathBuf = a
+        .next()
+        .unwrap_or_else(|| "../shared/data/w2v-gutenberg".into())
+        .into();
+    let ntrain: usize = a.next().map_or(60_000, |s| s.parse().expect("TRAIN_PAIRS"));
+    let nheld: usize = a.next().map_or(5_000, |s| s.parse().expect("HELDOUT"));
+    let data = match common::w2v(&dir, nheld) {
+        None => {
+            println!("skipped: ../shared/data not found ({})", dir.display());
+            return;
+        }
+        Some(r) => r.expect("w2v data"),
+    };
+    let t0 = Instant::now();
+    let dim = data.dim;
+    let (emb, _) = lshk::data::read_raw_f32(&dir.join("input_embeddings.f32"), dim).expect("emb");
+    let pairs = lshk::data::read_raw_i32(&dir.join("train_pairs.i32")).expect("train pairs");
+    let mut by_centre: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for p in pairs.chunks_exact(2).take(ntrain) {
+        by_centre.entry(p[0] as u32).or_default().push(p[1] as u32);
+    }
+    let mut tq = Vec::new();
+    let mut offs = vec![0usize];
+    let mut labels = Vec::new();
+    for (c, mut ls) in by_centre {
+        ls.sort_unstable();
+        ls.dedup();
+        tq.extend_from_slice(&emb[c as usize * dim..(c as usize + 1) * dim]);
+        labels.extend(ls);
+        offs.push(labels.len());
+    }
+    let ntq = offs.len() - 1;
+    println!("{}", data.name);
+    println!(
+        "training: {ntrain} train pairs -> {ntq} multi-label queries ({} labels)",
+        labels.len()
+    );
+    let (exact, _, _) = common::exact_topk(&data, data.nq, 10);
+
+    let ip = IndexParams {
+        family: Family::SimHash,
+        bits: 10,
+        tables: 16,
+        transform: Transform::None,
+        seed: 1,
+        ..Default::default()
+    };
+    let mut idx = common::build(&data, &ip, None).expect("index");
+    let g0 = GatherParams::default();
+    let before = evaluate("SimHash K=10 L=16 (random planes)", &idx, &data, &exact, &g0);
+
+    let p = IulParams {
+        rounds: 3,
+        epochs: 3,
+        batch: 256,
+        max_pairs: 20_000,
+        learning_rate: 0.01,
+        t1: 0.0,
+        t2: 0.0,
+        validation_fraction: 0.1,
+        seed: 1,
+    };
+    let t = Instant::now();
+    let reps = idx
+        .train_iul(&tq, ntq, dim, &offs, &labels, &p)
+        .expect("train");
+    let train_s = t.elapsed().as_secs_f64();
+    println!("\nIUL training: {train_s:.1} s; round-by-round report (validation = 10 % of the training queries):\n");
+    println!("| round | pairs (+/-) | loss before | loss after | P(collide) + before -> after | P(collide) - before -> after | candidates before -> after | label recall before -> after |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &reps {
+        println!(
+            "| {} | {} / {} | {:.4} | {:.4} | {:.4} -> {:.4} | {:.4} -> {:.4} | {:.1} -> {:.1} | {:.4} -> {:.4} |",
+            r.round,
+            r.positives,
+            r.negatives,
+            r.loss_before,
+            r.loss_after,
+            r.pos_collision_before,
+            r.pos_collision_after,
+            r.neg_collision_before,
+            r.neg_collision_after,
+            r.mean_candidates_before,
+            r.mean_candidates_after,
+            r.label_recall_before,
+            r.label_recall_after
+        );
+    }
+    let after = evaluate("+ IUL planes", &idx, &data, &exact, &g0);
+    let budget = before.cands.min(after.cands).round().max(1.0) as u32;
+    let gb = GatherParams {
+        max_candidates: budget,
+        ..Default::default()
+    };
+    let after_b = evaluate(&format!("+ IUL planes, budget {budget}"), &idx, &data, &exact, &gb);
+    let plain = common::build(&data, &ip, None).expect("index");
+    let before_b = evaluate(
+        &format!("SimHash K=10 L=16 (random planes), budget {budget}"),
+        &plain,
+        &data,
+        &exact,
+        &gb,
+    );
+    println!(
+        "\nheld-out evaluation: {} queries (first {} pairs of heldout_pairs.i32), {} rows\n",
+        data.nq, data.nq, data.rows
+    );
+    println!("| setting | candidates / query | % of rows | label recall | exact top-1 recall | exact top-10 recall | query µs |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for r in [&before, &after, &before_b, &after_b] {
+        println!(
+            "| {} | {:.1} | {:.2} | {:.4} | {:.4} | {:.4} | {:.1} |",
+            r.name,
+            r.cands,
+            100.0 * r.cands / data.rows as f64,
+            r.label,
+            r.top1,
+            r.top10,
+            r.us
+        );
+    }
+    println!("\ntotal {:.1} s", t0.elapsed().as_secs_f64());
+}
