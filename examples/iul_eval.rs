@@ -6,8 +6,10 @@
 //! `train_pairs.i32`, grouped by centre word into multi-label queries
 //! (query = `input_embeddings[centre]`, labels = its context words in
 //! those pairs, duplicates kept once). Index: SimHash K=10, L=16 over the
-//! raw rows (the prototype setting), seed 1. IUL: 3 rounds, 3
-//! epochs, t1 = t2 = 0, lr 0.01, batch 256, at most 20,000 pairs per side,
+//! raw rows (the prototype setting) and over the MIPS transform,
+//! seed 1. Environment overrides for experiments: IUL_K, IUL_L, IUL_ROUNDS,
+//! IUL_EPOCHS, IUL_LR, IUL_T1, IUL_T2. IUL: 3 rounds, 3
+//! epochs, t1 = -1e30 (every missed label is a positive), t2 = 0, lr 0.01, batch 256, at most 20,000 pairs per side,
 //! 10 % of the training queries for the round reports' validation.
 //!
 //! Evaluation on the first HELDOUT (default 5,000) pairs of
@@ -43,8 +45,16 @@ fn evaluate(name: &str, idx: &Index, d: &common::Data, exact: &[u32], g: &Gather
     let (nq, dim, l) = (d.nq, d.dim, idx.num_tables() as usize);
     let labels = d.labels.as_deref().unwrap();
     // Candidates (for label recall).
+    let hd = idx.hash_dim();
+    let mut tq = vec![0f32; nq * hd];
+    for i in 0..nq {
+        idx.transform_query(&d.q[i * dim..(i + 1) * dim], &mut tq[i * hd..(i + 1) * hd]);
+    }
     let mut codes = vec![0u32; nq * l];
-    idx.simhash().unwrap().hash(&d.q, nq, dim, &mut codes).unwrap();
+    idx.simhash()
+        .unwrap()
+        .hash(&tq, nq, hd, &mut codes)
+        .unwrap();
     let mut r = GatherResult::default();
     let input = GatherInput {
         codes: &codes,
@@ -117,39 +127,48 @@ fn main() {
     );
     let (exact, _, _) = common::exact_topk(&data, data.nq, 10);
 
-    let ip = IndexParams {
-        family: Family::SimHash,
-        bits: 10,
-        tables: 16,
-        transform: Transform::None,
-        seed: 1,
-        ..Default::default()
-    };
-    let mut idx = common::build(&data, &ip, None).expect("index");
-    let g0 = GatherParams::default();
-    let before = evaluate("SimHash K=10 L=16 (random planes)", &idx, &data, &exact, &g0);
+    let env = |k: &str, d: f64| std::env::var(k).ok().map_or(d, |v| v.parse().expect(k));
+    for transform in [Transform::None, Transform::Mips] {
+        println!("\n## transform: {}", common::transform_name(transform));
+        let ip = IndexParams {
+            family: Family::SimHash,
+            bits: env("IUL_K", 10.0) as u32,
+            tables: env("IUL_L", 16.0) as u32,
+            transform,
+            seed: 1,
+            ..Default::default()
+        };
+        let mut idx = common::build(&data, &ip, None).expect("index");
+        let g0 = GatherParams::default();
+        let before = evaluate(
+            &format!("SimHash K={} L={} (random planes)", ip.bits, ip.tables),
+            &idx,
+            &data,
+            &exact,
+            &g0,
+        );
 
-    let p = IulParams {
-        rounds: 3,
-        epochs: 3,
-        batch: 256,
-        max_pairs: 20_000,
-        learning_rate: 0.01,
-        t1: 0.0,
-        t2: 0.0,
-        validation_fraction: 0.1,
-        seed: 1,
-    };
-    let t = Instant::now();
-    let reps = idx
-        .train_iul(&tq, ntq, dim, &offs, &labels, &p)
-        .expect("train");
-    let train_s = t.elapsed().as_secs_f64();
-    println!("\nIUL training: {train_s:.1} s; round-by-round report (validation = 10 % of the training queries):\n");
-    println!("| round | pairs (+/-) | loss before | loss after | P(collide) + before -> after | P(collide) - before -> after | candidates before -> after | label recall before -> after |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for r in &reps {
-        println!(
+        let p = IulParams {
+            rounds: env("IUL_ROUNDS", 3.0) as u32,
+            epochs: env("IUL_EPOCHS", 3.0) as u32,
+            batch: 256,
+            max_pairs: 20_000,
+            learning_rate: env("IUL_LR", 0.01) as f32,
+            t1: env("IUL_T1", -1e30) as f32,
+            t2: env("IUL_T2", 0.0) as f32,
+            validation_fraction: 0.1,
+            seed: 1,
+        };
+        let t = Instant::now();
+        let reps = idx
+            .train_iul(&tq, ntq, dim, &offs, &labels, &p)
+            .expect("train");
+        let train_s = t.elapsed().as_secs_f64();
+        println!("\nIUL training: {train_s:.1} s; round-by-round report (validation = 10 % of the training queries):\n");
+        println!("| round | pairs (+/-) | loss before | loss after | P(collide) + before -> after | P(collide) - before -> after | candidates before -> after | label recall before -> after |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for r in &reps {
+            println!(
             "| {} | {} / {} | {:.4} | {:.4} | {:.4} -> {:.4} | {:.4} -> {:.4} | {:.1} -> {:.1} | {:.4} -> {:.4} |",
             r.round,
             r.positives,
@@ -165,39 +184,56 @@ fn main() {
             r.label_recall_before,
             r.label_recall_after
         );
-    }
-    let after = evaluate("+ IUL planes", &idx, &data, &exact, &g0);
-    let budget = before.cands.min(after.cands).round().max(1.0) as u32;
-    let gb = GatherParams {
-        max_candidates: budget,
-        ..Default::default()
-    };
-    let after_b = evaluate(&format!("+ IUL planes, budget {budget}"), &idx, &data, &exact, &gb);
-    let plain = common::build(&data, &ip, None).expect("index");
-    let before_b = evaluate(
-        &format!("SimHash K=10 L=16 (random planes), budget {budget}"),
-        &plain,
-        &data,
-        &exact,
-        &gb,
-    );
-    println!(
-        "\nheld-out evaluation: {} queries (first {} pairs of heldout_pairs.i32), {} rows\n",
-        data.nq, data.nq, data.rows
-    );
-    println!("| setting | candidates / query | % of rows | label recall | exact top-1 recall | exact top-10 recall | query µs |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    for r in [&before, &after, &before_b, &after_b] {
+        }
+        let after = evaluate("+ IUL planes", &idx, &data, &exact, &g0);
+        let mut rows = vec![before, after];
+        // Matched candidate counts: IUL under a candidate budget, and plain
+        // SimHash with fewer bits per table (more candidates) beside it.
+        for budget in [100u32, 500, 2000] {
+            let gb = GatherParams {
+                max_candidates: budget,
+                ..Default::default()
+            };
+            rows.push(evaluate(
+                &format!("+ IUL planes, budget {budget}"),
+                &idx,
+                &data,
+                &exact,
+                &gb,
+            ));
+        }
+        for k in [8u32, 6, 5, 4] {
+            let pk = IndexParams {
+                bits: k,
+                ..ip.clone()
+            };
+            let plain = common::build(&data, &pk, None).expect("index");
+            rows.push(evaluate(
+                &format!("SimHash K={k} L={} (random planes)", ip.tables),
+                &plain,
+                &data,
+                &exact,
+                &g0,
+            ));
+        }
         println!(
-            "| {} | {:.1} | {:.2} | {:.4} | {:.4} | {:.4} | {:.1} |",
-            r.name,
-            r.cands,
-            100.0 * r.cands / data.rows as f64,
-            r.label,
-            r.top1,
-            r.top10,
-            r.us
+            "\nheld-out evaluation: {} queries (first {} pairs of heldout_pairs.i32), {} rows\n",
+            data.nq, data.nq, data.rows
         );
+        println!("| setting | candidates / query | % of rows | label recall | exact top-1 recall | exact top-10 recall | query µs |");
+        println!("|---|---:|---:|---:|---:|---:|---:|");
+        for r in &rows {
+            println!(
+                "| {} | {:.1} | {:.2} | {:.4} | {:.4} | {:.4} | {:.1} |",
+                r.name,
+                r.cands,
+                100.0 * r.cands / data.rows as f64,
+                r.label,
+                r.top1,
+                r.top10,
+                r.us
+            );
+        }
     }
     println!("\ntotal {:.1} s", t0.elapsed().as_secs_f64());
 }
