@@ -988,7 +988,7 @@ struct lshk_iul_params lshk_iul_params_default(void);
 
  # Safety
  `queries` must hold (n - 1) * q_stride + dim floats, `label_offsets`
- n + 1 values, `labels` label_offsets[n] values, `reports` reports_len
+ n + 1 values, `labels` `label_offsets[n]` values, `reports` reports_len
  entries; `idx` must not be used concurrently.
  */
 lshk_status lshk_index_train_iul(struct lshk_index *idx,

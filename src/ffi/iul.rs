@@ -148,7 +148,7 @@ fn report_to_c(r: &IulReport) -> lshk_iul_report {
 ///
 /// # Safety
 /// `queries` must hold (n - 1) * q_stride + dim floats, `label_offsets`
-/// n + 1 values, `labels` label_offsets[n] values, `reports` reports_len
+/// n + 1 values, `labels` `label_offsets[n]` values, `reports` reports_len
 /// entries; `idx` must not be used concurrently.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
