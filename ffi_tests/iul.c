@@ -173,6 +173,61 @@ int main(void) {
   planes_of(idx, after);
   CHECK(memcmp(before, after, sizeof before) != 0);
 
+  /* lshk_simhash_train_iul on the same planes, rows and queries (index
+   * range_bits: min(K, 20, ceil(log2 rows) + 1) = K = 4, no bucket cap)
+   * gives the same planes and reports. */
+  {
+    float out[NPL + 1];
+    lshk_iul_report r2[3];
+    lshk_fill_canary(out, sizeof out);
+    lshk_fill_canary(r2, sizeof r2);
+#define SBAD(call, st)                                                         \
+  do {                                                                         \
+    EXPECT_STATUS(call, st);                                                   \
+    CHECK(lshk_canary_intact(out, sizeof out));                                \
+    CHECK(lshk_canary_intact(r2, sizeof r2));                                  \
+  } while (0)
+    SBAD(lshk_simhash_train_iul(NULL, NPL, DIM, KB, L, KB, w, ROWS, DIM, q, NQ,
+                                DIM, offs, labels, &p, out, NPL, r2, 3),
+         LSHK_STATUS_NULL_POINTER);
+    SBAD(lshk_simhash_train_iul(before, NPL - 1, DIM, KB, L, KB, w, ROWS, DIM, q,
+                                NQ, DIM, offs, labels, &p, out, NPL, r2, 3),
+         LSHK_STATUS_INVALID_ARGUMENT);
+    SBAD(lshk_simhash_train_iul(before, NPL, DIM, KB, L, 0, w, ROWS, DIM, q, NQ,
+                                DIM, offs, labels, &p, out, NPL, r2, 3),
+         LSHK_STATUS_INVALID_ARGUMENT);
+    SBAD(lshk_simhash_train_iul(before, NPL, DIM, 33, L, KB, w, ROWS, DIM, q, NQ,
+                                DIM, offs, labels, &p, out, NPL, r2, 3),
+         LSHK_STATUS_INVALID_ARGUMENT);
+    SBAD(lshk_simhash_train_iul(before, NPL, DIM, KB, L, KB, w, ROWS, DIM - 1, q,
+                                NQ, DIM, offs, labels, &p, out, NPL, r2, 3),
+         LSHK_STATUS_INVALID_ARGUMENT);
+    SBAD(lshk_simhash_train_iul(before, NPL, DIM, KB, L, KB, w, 0, DIM, q, NQ,
+                                DIM, offs, labels, &p, out, NPL, r2, 3),
+         LSHK_STATUS_INVALID_ARGUMENT);
+    SBAD(lshk_simhash_train_iul(before, NPL, DIM, KB, L, KB, w, ROWS, DIM, q, NQ,
+                                DIM, offs, labels, &p, out, NPL - 1, r2, 3),
+         LSHK_STATUS_BUFFER_TOO_SMALL);
+    SBAD(lshk_simhash_train_iul(before, NPL, DIM, KB, L, KB, w, ROWS, DIM, q, NQ,
+                                DIM, offs, labels, &p, out, NPL, r2, 1),
+         LSHK_STATUS_BUFFER_TOO_SMALL);
+    {
+      float bp[NPL];
+      memcpy(bp, before, sizeof bp);
+      bp[5] = NAN;
+      SBAD(lshk_simhash_train_iul(bp, NPL, DIM, KB, L, KB, w, ROWS, DIM, q, NQ,
+                                  DIM, offs, labels, &p, out, NPL, r2, 3),
+           LSHK_STATUS_NON_FINITE);
+    }
+    EXPECT_OK(lshk_simhash_train_iul(before, NPL, DIM, KB, L, KB, w, ROWS, DIM, q,
+                                     NQ, DIM, offs, labels, &p, out, NPL + 1, r2,
+                                     3));
+    CHECK(memcmp(out, after, sizeof after) == 0);
+    CHECK(lshk_canary_intact(&out[NPL], sizeof(float)));
+    CHECK(memcmp(r2, rep, 2 * sizeof(lshk_iul_report)) == 0);
+    CHECK(lshk_canary_intact(&r2[2], sizeof r2[2]));
+  }
+
   /* Determinism: the same training on a fresh index, no reports. */
   lshk_index *idx2 = build();
   EXPECT_OK(lshk_index_train_iul(idx2, q, NQ, DIM, offs, labels, &p, NULL, 0));

@@ -97,6 +97,15 @@ int main() {
     CHECK(rw.size() == 2);
     CHECK(std::memcmp(rw.data(), rc.data(), 2 * sizeof(lshk_iul_report)) == 0);
     CHECK(rw[0].positives == rw[0].negatives);
+    // Planes in, planes out: same result (index range_bits = K = 4 here).
+    lshk::IulResult pr = lshk::train_iul_planes(before, DIM, K, L, K, w, ROWS, DIM, q, NQ, DIM,
+                                                offs, labels, p);
+    CHECK(pr.planes == planes_of(a));
+    CHECK(pr.reports.size() == 2 &&
+          std::memcmp(pr.reports.data(), rc.data(), 2 * sizeof(lshk_iul_report)) == 0);
+    CHECK(status_of([&] {
+            lshk::train_iul_planes(before, DIM, K, L, 0, w, ROWS, DIM, q, NQ, DIM, offs, labels, p);
+          }) == LSHK_STATUS_INVALID_ARGUMENT);
   } catch (const lshk::Error &e) {
     std::printf("unexpected lshk::Error: %s\n", e.what());
     CHECK(false);

@@ -1002,6 +1002,53 @@ lshk_status lshk_index_train_iul(struct lshk_index *idx,
                                  size_t reports_len);
 
 /*
+ IUL without an index: trains `planes_in` (`planes_len` = K*L*dim
+ floats, row-major, the SimHash layout: plane l*K + k is bit k of table
+ l) over `n_rows` rows (row r at `rows + r * row_stride`, `dim` floats)
+ and `n` queries with CSR labels (as lshk_index_train_iul), with tables
+ of `2^range_bits` buckets (1..=24; codes folded as lshk_tables_build
+ does; no bucket cap). Writes the learned planes to `planes_out`
+ (`planes_out_len >= planes_len`; it may not overlap the inputs) and
+ `rounds` reports (see lshk_index_train_iul; `reports` NULL with
+ `reports_len` 0 = none). Rows and queries are used as given (no
+ transform); thresholds apply to their plain dot products.
+ Deterministic for a fixed seed; thread-safe (touches only its
+ arguments).
+
+ Errors: NULL_POINTER, INVALID_ARGUMENT (dim 0, K not in 1..=32, L 0,
+ planes_len != K*L*dim, range_bits, n = 0, n_rows = 0, strides < dim,
+ labels >= n_rows, bad offsets, bad parameters), BUFFER_TOO_SMALL
+ (planes_out_len, reports_len), NON_FINITE (planes, rows, queries,
+ thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error nothing is
+ written.
+
+ # Safety
+ Every pointer must hold the number of elements its length argument
+ says (`rows`: (n_rows - 1) * row_stride + dim floats, `queries`:
+ (n - 1) * q_stride + dim, `label_offsets`: n + 1, `labels`:
+ `label_offsets[n]`).
+ */
+lshk_status lshk_simhash_train_iul(const float *planes_in,
+                                   size_t planes_len,
+                                   size_t dim,
+                                   uint32_t bits_per_table,
+                                   uint32_t tables,
+                                   uint32_t range_bits,
+                                   const float *rows,
+                                   size_t n_rows,
+                                   size_t row_stride,
+                                   const float *queries,
+                                   size_t n,
+                                   size_t q_stride,
+                                   const size_t *label_offsets,
+                                   const uint32_t *labels,
+                                   const struct lshk_iul_params *p,
+                                   float *planes_out,
+                                   size_t planes_out_len,
+                                   struct lshk_iul_report *reports,
+                                   size_t reports_len);
+
+/*
  Gathered matmul, f32 weights: for every query `i < nq` and every `j` in
  its segment `offsets[i] .. offsets[i+1]`,
  `out[j] = dot(w[ids[j]], q[i]) + (bias ? bias[ids[j]] : 0)`.
