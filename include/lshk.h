@@ -316,6 +316,97 @@ typedef struct lshk_query_stats {
 } lshk_query_stats;
 
 /*
+ Parameters of lshk_index_train_iul. Obtain them from
+ lshk_iul_params_default() and change what you need; `struct_size` must
+ stay sizeof(lshk_iul_params) (a larger value from a newer header is
+ accepted, its unknown tail ignored).
+ */
+typedef struct lshk_iul_params {
+  /*
+   sizeof(lshk_iul_params).
+   */
+  uint32_t struct_size;
+  /*
+   Rounds of (collect pairs, Adam epochs, rebuild the tables); 0
+   validates and changes nothing (default 3).
+   */
+  uint32_t rounds;
+  /*
+   Adam epochs over the round's pairs (default 4).
+   */
+  uint32_t epochs;
+  /*
+   Pairs per Adam step, >= 1 (default 256).
+   */
+  uint32_t batch;
+  /*
+   Positive threshold: a label y missing from a query's candidates
+   makes a positive pair when q'.w'_y > t1 (dot in the hashed space:
+   after the index's transform). Finite (default 0).
+   */
+  float t1;
+  /*
+   Negative threshold: a candidate j that is not a label makes a
+   negative pair when q'.w'_j < t2. Finite (default 0).
+   */
+  float t2;
+  /*
+   Adam learning rate, finite and > 0 (default 0.01). Adam's β1 = 0.9,
+   β2 = 0.999, ε = 1e-8.
+   */
+  float learning_rate;
+  /*
+   Fraction of the queries held out for the reports' validation
+   metrics, in [0, 1) (default 0.1).
+   */
+  float validation_fraction;
+  /*
+   After balancing (both sides cut to the smaller one), at most this
+   many pairs per side (0 = no cap, default).
+   */
+  uint32_t max_pairs;
+  /*
+   Reserved, must be 0.
+   */
+  uint32_t reserved;
+  /*
+   Seed of the validation split, the balancing subsample and the
+   epoch shuffles (one SplitMix64 stream; default 1).
+   */
+  uint64_t seed;
+} lshk_iul_params;
+
+/*
+ One training round's report (fixed layout). "before" values use the
+ planes the round started with, "after" those it ended with. Collision
+ probability: fraction of (pair, table) where both vectors share a
+ bucket, over the round's balanced pairs (positives collide in no table
+ before, by construction). Validation: mean candidates per validation
+ query and label recall (label among the candidates), NaN when the
+ validation split is empty. Losses are per table and per pair; NaN when
+ the round found no positive or no negative pair (planes unchanged).
+ */
+typedef struct lshk_iul_report {
+  uint32_t round;
+  uint32_t reserved;
+  /*
+   Balanced pairs (positives == negatives).
+   */
+  uint64_t positives;
+  uint64_t negatives;
+  double loss_before;
+  double loss_after;
+  double pos_collision_before;
+  double pos_collision_after;
+  double neg_collision_before;
+  double neg_collision_after;
+  double mean_candidates_before;
+  double mean_candidates_after;
+  double label_recall_before;
+  double label_recall_after;
+} lshk_iul_report;
+
+/*
  Parameters of lshk_index_train_labels. Obtain defaults from
  lshk_label_params_default(), then change fields.
  */
@@ -887,6 +978,109 @@ lshk_status lshk_index_dwta(const struct lshk_index *idx,
  */
 lshk_status lshk_index_tables(const struct lshk_index *idx,
                               const struct lshk_tables **out);
+
+/*
+ Default IUL parameters (see lshk_iul_params).
+ */
+struct lshk_iul_params lshk_iul_params_default(void);
+
+/*
+ Learns the SimHash planes of a SimHash index with IUL (the HALOS paper
+ §3.5), then replaces them and rebuilds the tables (same range_bits,
+ bucket_cap and seed); the index then saves its planes in its file.
+
+ Per round: every training query's candidate set S is gathered from the
+ current tables; positive pairs (q, w_y) for labels y not in S with
+ q'.w'_y > t1, negative pairs (q, w_j) for j in S not a label with
+ q'.w'_j < t2 (q', w': the vectors the family hashes, after the index's
+ transform; W decoded from its storage); both sides are cut to the
+ smaller one by a seeded uniform subsample; then `epochs` epochs of
+ minibatch Adam on, per table l over its K planes θ,
+ mean over pairs of softplus(s) - y s with s = tanh(θ q') . tanh(θ w')
+ (the dot of two K-vectors, not divided by K; y = 1 positive, 0
+ negative), i.e. -log σ(s) for positives and -log(1 - σ(s)) for
+ negatives; then the tables are rebuilt.
+
+ `queries`: `n` rows of `dim` floats (the index's dim, before the
+ transform), row i at `i * q_stride`, finite. `label_offsets`: n + 1
+ non-decreasing values starting at 0; query i's labels are
+ `labels[label_offsets[i] .. label_offsets[i + 1]]`, each < rows.
+ `p` NULL = defaults. `reports`: `reports_len` entries; the first
+ `rounds` are written on success (`reports_len >= rounds`, or `reports`
+ NULL with `reports_len` 0 for no reports).
+
+ Deterministic for a fixed seed. Needs exclusive access: no other call
+ may use `idx` or its borrowed family/tables handles meanwhile (the
+ borrowed handles stay valid and see the new planes afterwards).
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (DWTA index,
+ n = 0, q_stride < dim, bad parameters, struct_size too small,
+ reserved != 0, label >= rows, offsets not starting at 0 or
+ decreasing), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
+ (queries, thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error
+ nothing is written and the index is unchanged.
+
+ # Safety
+ `queries` must hold (n - 1) * q_stride + dim floats, `label_offsets`
+ n + 1 values, `labels` `label_offsets[n]` values, `reports` reports_len
+ entries; `idx` must not be used concurrently.
+ */
+lshk_status lshk_index_train_iul(struct lshk_index *idx,
+                                 const float *queries,
+                                 size_t n,
+                                 size_t q_stride,
+                                 const size_t *label_offsets,
+                                 const uint32_t *labels,
+                                 const struct lshk_iul_params *p,
+                                 struct lshk_iul_report *reports,
+                                 size_t reports_len);
+
+/*
+ IUL without an index: trains `planes_in` (`planes_len` = K*L*dim
+ floats, row-major, the SimHash layout: plane l*K + k is bit k of table
+ l) over `n_rows` rows (row r at `rows + r * row_stride`, `dim` floats)
+ and `n` queries with CSR labels (as lshk_index_train_iul), with tables
+ of `2^range_bits` buckets (1..=24; codes folded as lshk_tables_build
+ does; no bucket cap). Writes the learned planes to `planes_out`
+ (`planes_out_len >= planes_len`; it may not overlap the inputs) and
+ `rounds` reports (see lshk_index_train_iul; `reports` NULL with
+ `reports_len` 0 = none). Rows and queries are used as given (no
+ transform); thresholds apply to their plain dot products.
+ Deterministic for a fixed seed; thread-safe (touches only its
+ arguments).
+
+ Errors: NULL_POINTER, INVALID_ARGUMENT (dim 0, K not in 1..=32, L 0,
+ planes_len != K*L*dim, range_bits, n = 0, n_rows = 0, strides < dim,
+ labels >= n_rows, bad offsets, bad parameters), BUFFER_TOO_SMALL
+ (planes_out_len, reports_len), NON_FINITE (planes, rows, queries,
+ thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error nothing is
+ written.
+
+ # Safety
+ Every pointer must hold the number of elements its length argument
+ says (`rows`: (n_rows - 1) * row_stride + dim floats, `queries`:
+ (n - 1) * q_stride + dim, `label_offsets`: n + 1, `labels`:
+ `label_offsets[n]`).
+ */
+lshk_status lshk_simhash_train_iul(const float *planes_in,
+                                   size_t planes_len,
+                                   size_t dim,
+                                   uint32_t bits_per_table,
+                                   uint32_t tables,
+                                   uint32_t range_bits,
+                                   const float *rows,
+                                   size_t n_rows,
+                                   size_t row_stride,
+                                   const float *queries,
+                                   size_t n,
+                                   size_t q_stride,
+                                   const size_t *label_offsets,
+                                   const uint32_t *labels,
+                                   const struct lshk_iul_params *p,
+                                   float *planes_out,
+                                   size_t planes_out_len,
+                                   struct lshk_iul_report *reports,
+                                   size_t reports_len);
 
 /*
  Default label parameters: label_cap 64, policy BESIDE, struct_size =

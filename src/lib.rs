@@ -26,6 +26,8 @@ pub mod index;
 /// cbindgen:ignore
 pub mod isa;
 /// cbindgen:ignore
+pub mod iul;
+/// cbindgen:ignore
 pub mod kernels;
 /// cbindgen:ignore
 pub mod labels;

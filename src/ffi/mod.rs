@@ -14,6 +14,7 @@
 pub mod dwta;
 pub mod handle;
 pub mod index;
+pub mod iul;
 pub mod labels;
 pub mod matmul;
 pub mod simhash;

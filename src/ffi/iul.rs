@@ -1,0 +1,468 @@
+//! C entry points of IUL, learned SimHash hyperplanes (`lshk_iul_*`,
+//! `lshk_index_train_iul`).
+
+use super::index::{lshk_index, IndexHandle};
+use super::*;
+use crate::bail;
+use crate::iul::{IulData, IulParams, IulReport, IulShape};
+
+/// Parameters of lshk_index_train_iul. Obtain them from
+/// lshk_iul_params_default() and change what you need; `struct_size` must
+/// stay sizeof(lshk_iul_params) (a larger value from a newer header is
+/// accepted, its unknown tail ignored).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_iul_params {
+    /// sizeof(lshk_iul_params).
+    pub struct_size: u32,
+    /// Rounds of (collect pairs, Adam epochs, rebuild the tables); 0
+    /// validates and changes nothing (default 3).
+    pub rounds: u32,
+    /// Adam epochs over the round's pairs (default 4).
+    pub epochs: u32,
+    /// Pairs per Adam step, >= 1 (default 256).
+    pub batch: u32,
+    /// Positive threshold: a label y missing from a query's candidates
+    /// makes a positive pair when q'.w'_y > t1 (dot in the hashed space:
+    /// after the index's transform). Finite (default 0).
+    pub t1: f32,
+    /// Negative threshold: a candidate j that is not a label makes a
+    /// negative pair when q'.w'_j < t2. Finite (default 0).
+    pub t2: f32,
+    /// Adam learning rate, finite and > 0 (default 0.01). Adam's β1 = 0.9,
+    /// β2 = 0.999, ε = 1e-8.
+    pub learning_rate: f32,
+    /// Fraction of the queries held out for the reports' validation
+    /// metrics, in [0, 1) (default 0.1).
+    pub validation_fraction: f32,
+    /// After balancing (both sides cut to the smaller one), at most this
+    /// many pairs per side (0 = no cap, default).
+    pub max_pairs: u32,
+    /// Reserved, must be 0.
+    pub reserved: u32,
+    /// Seed of the validation split, the balancing subsample and the
+    /// epoch shuffles (one SplitMix64 stream; default 1).
+    pub seed: u64,
+}
+
+/// One training round's report (fixed layout). "before" values use the
+/// planes the round started with, "after" those it ended with. Collision
+/// probability: fraction of (pair, table) where both vectors share a
+/// bucket, over the round's balanced pairs (positives collide in no table
+/// before, by construction). Validation: mean candidates per validation
+/// query and label recall (label among the candidates), NaN when the
+/// validation split is empty. Losses are per table and per pair; NaN when
+/// the round found no positive or no negative pair (planes unchanged).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct lshk_iul_report {
+    pub round: u32,
+    pub reserved: u32,
+    /// Balanced pairs (positives == negatives).
+    pub positives: u64,
+    pub negatives: u64,
+    pub loss_before: f64,
+    pub loss_after: f64,
+    pub pos_collision_before: f64,
+    pub pos_collision_after: f64,
+    pub neg_collision_before: f64,
+    pub neg_collision_after: f64,
+    pub mean_candidates_before: f64,
+    pub mean_candidates_after: f64,
+    pub label_recall_before: f64,
+    pub label_recall_after: f64,
+}
+
+/// Default IUL parameters (see lshk_iul_params).
+#[no_mangle]
+pub extern "C" fn lshk_iul_params_default() -> lshk_iul_params {
+    let d = IulParams::default();
+    lshk_iul_params {
+        struct_size: std::mem::size_of::<lshk_iul_params>() as u32,
+        rounds: d.rounds,
+        epochs: d.epochs,
+        batch: d.batch,
+        t1: d.t1,
+        t2: d.t2,
+        learning_rate: d.learning_rate,
+        validation_fraction: d.validation_fraction,
+        max_pairs: d.max_pairs,
+        reserved: 0,
+        seed: d.seed,
+    }
+}
+
+/// Reads and validates the parameter struct (NULL = defaults).
+///
+/// # Safety
+/// `p` is NULL or points to a readable lshk_iul_params of `struct_size` bytes.
+unsafe fn read_params(p: *const lshk_iul_params) -> Result<lshk_iul_params> {
+    let cp = if p.is_null() {
+        lshk_iul_params_default()
+    } else {
+        if !(p as usize).is_multiple_of(std::mem::align_of::<lshk_iul_params>()) {
+            bail!(InvalidArgument, "`p` is misaligned");
+        }
+        // SAFETY: non-NULL, aligned; the struct starts with struct_size.
+        let size = unsafe { (*p).struct_size } as usize;
+        let want = std::mem::size_of::<lshk_iul_params>();
+        if size < want {
+            bail!(
+                InvalidArgument,
+                "p->struct_size is {size}, this library needs at least {want} \
+                 (initialise it with lshk_iul_params_default())"
+            );
+        }
+        // SAFETY: struct_size >= our size: the caller's struct holds our fields.
+        unsafe { *p }
+    };
+    if cp.reserved != 0 {
+        bail!(
+            InvalidArgument,
+            "p->reserved is {}; it must be 0",
+            cp.reserved
+        );
+    }
+    Ok(cp)
+}
+
+fn to_rust(cp: &lshk_iul_params) -> IulParams {
+    IulParams {
+        t1: cp.t1,
+        t2: cp.t2,
+        learning_rate: cp.learning_rate,
+        rounds: cp.rounds,
+        epochs: cp.epochs,
+        batch: cp.batch,
+        max_pairs: cp.max_pairs,
+        validation_fraction: cp.validation_fraction,
+        seed: cp.seed,
+    }
+}
+
+/// The CSR labels (`n1` = n + 1 offsets), offsets validated.
+///
+/// # Safety
+/// `label_offsets` holds n1 values and `labels` `label_offsets[n]` values.
+unsafe fn read_labels<'a>(
+    label_offsets: *const usize,
+    labels: *const u32,
+    n1: usize,
+) -> Result<(&'a [usize], &'a [u32])> {
+    // SAFETY: caller contract (n + 1 offsets readable).
+    let offs = unsafe { slice_in(label_offsets, n1, "label_offsets")? };
+    if offs[0] != 0 {
+        bail!(
+            InvalidArgument,
+            "label_offsets[0] is {}; it must be 0",
+            offs[0]
+        );
+    }
+    if let Some(i) = offs.windows(2).position(|w| w[1] < w[0]) {
+        bail!(
+            InvalidArgument,
+            "label_offsets decrease at {}: {} then {}",
+            i + 1,
+            offs[i],
+            offs[i + 1]
+        );
+    }
+    // SAFETY: caller contract (label_offsets[n] labels readable).
+    let labs = unsafe { slice_in(labels, offs[n1 - 1], "labels")? };
+    Ok((offs, labs))
+}
+
+/// The report array (NULL with length 0 = none wanted).
+///
+/// # Safety
+/// `reports` holds `reports_len` writable entries.
+unsafe fn reports_out<'a>(
+    reports: *mut lshk_iul_report,
+    reports_len: usize,
+    rounds: u32,
+) -> Result<&'a mut [lshk_iul_report]> {
+    let rounds = rounds as usize;
+    if !(reports.is_null() && reports_len == 0) && reports_len < rounds {
+        bail!(
+            BufferTooSmall,
+            "reports holds {reports_len} entries, rounds = {rounds} needed"
+        );
+    }
+    // SAFETY: caller contract (reports_len entries writable).
+    unsafe { slice_out(reports, reports_len, "reports") }
+}
+
+fn report_to_c(r: &IulReport) -> lshk_iul_report {
+    lshk_iul_report {
+        round: r.round,
+        reserved: 0,
+        positives: r.positives,
+        negatives: r.negatives,
+        loss_before: r.loss_before,
+        loss_after: r.loss_after,
+        pos_collision_before: r.pos_collision_before,
+        pos_collision_after: r.pos_collision_after,
+        neg_collision_before: r.neg_collision_before,
+        neg_collision_after: r.neg_collision_after,
+        mean_candidates_before: r.mean_candidates_before,
+        mean_candidates_after: r.mean_candidates_after,
+        label_recall_before: r.label_recall_before,
+        label_recall_after: r.label_recall_after,
+    }
+}
+
+/// Learns the SimHash planes of a SimHash index with IUL (the HALOS paper
+/// §3.5), then replaces them and rebuilds the tables (same range_bits,
+/// bucket_cap and seed); the index then saves its planes in its file.
+///
+/// Per round: every training query's candidate set S is gathered from the
+/// current tables; positive pairs (q, w_y) for labels y not in S with
+/// q'.w'_y > t1, negative pairs (q, w_j) for j in S not a label with
+/// q'.w'_j < t2 (q', w': the vectors the family hashes, after the index's
+/// transform; W decoded from its storage); both sides are cut to the
+/// smaller one by a seeded uniform subsample; then `epochs` epochs of
+/// minibatch Adam on, per table l over its K planes θ,
+/// mean over pairs of softplus(s) - y s with s = tanh(θ q') . tanh(θ w')
+/// (the dot of two K-vectors, not divided by K; y = 1 positive, 0
+/// negative), i.e. -log σ(s) for positives and -log(1 - σ(s)) for
+/// negatives; then the tables are rebuilt.
+///
+/// `queries`: `n` rows of `dim` floats (the index's dim, before the
+/// transform), row i at `i * q_stride`, finite. `label_offsets`: n + 1
+/// non-decreasing values starting at 0; query i's labels are
+/// `labels[label_offsets[i] .. label_offsets[i + 1]]`, each < rows.
+/// `p` NULL = defaults. `reports`: `reports_len` entries; the first
+/// `rounds` are written on success (`reports_len >= rounds`, or `reports`
+/// NULL with `reports_len` 0 for no reports).
+///
+/// Deterministic for a fixed seed. Needs exclusive access: no other call
+/// may use `idx` or its borrowed family/tables handles meanwhile (the
+/// borrowed handles stay valid and see the new planes afterwards).
+///
+/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (DWTA index,
+/// n = 0, q_stride < dim, bad parameters, struct_size too small,
+/// reserved != 0, label >= rows, offsets not starting at 0 or
+/// decreasing), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
+/// (queries, thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error
+/// nothing is written and the index is unchanged.
+///
+/// # Safety
+/// `queries` must hold (n - 1) * q_stride + dim floats, `label_offsets`
+/// n + 1 values, `labels` `label_offsets[n]` values, `reports` reports_len
+/// entries; `idx` must not be used concurrently.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lshk_index_train_iul(
+    idx: *mut lshk_index,
+    queries: *const f32,
+    n: usize,
+    q_stride: usize,
+    label_offsets: *const usize,
+    labels: *const u32,
+    p: *const lshk_iul_params,
+    reports: *mut lshk_iul_report,
+    reports_len: usize,
+) -> lshk_status {
+    boundary("lshk_index_train_iul", || {
+        // SAFETY: forwarded caller contract (idx is NULL or from lshk).
+        let h = unsafe { handle_mut::<IndexHandle>(slot_mut(idx), "idx")? };
+        let cp = if p.is_null() {
+            lshk_iul_params_default()
+        } else {
+            if !(p as usize).is_multiple_of(std::mem::align_of::<lshk_iul_params>()) {
+                bail!(InvalidArgument, "`p` is misaligned");
+            }
+            // SAFETY: non-NULL, aligned; the struct starts with struct_size.
+            let size = unsafe { (*p).struct_size } as usize;
+            let want = std::mem::size_of::<lshk_iul_params>();
+            if size < want {
+                bail!(
+                    InvalidArgument,
+                    "p->struct_size is {size}, this library needs at least {want} \
+                     (initialise it with lshk_iul_params_default())"
+                );
+            }
+            // SAFETY: struct_size >= our size: the caller's struct holds our fields.
+            unsafe { *p }
+        };
+        if cp.reserved != 0 {
+            bail!(
+                InvalidArgument,
+                "p->reserved is {}; it must be 0",
+                cp.reserved
+            );
+        }
+        if n == 0 {
+            bail!(
+                InvalidArgument,
+                "n is 0: at least one training query is needed"
+            );
+        }
+        let dim = h.idx.dim();
+        let ql = crate::error::strided_len(n, dim, q_stride, "queries")?;
+        // SAFETY: caller contract (ql floats readable).
+        let q = unsafe { slice_in(queries, ql, "queries")? };
+        let n1 = n
+            .checked_add(1)
+            .ok_or_else(|| Error::new(Status::SizeOverflow, "n + 1 overflows"))?;
+        // SAFETY: caller contract (n + 1 offsets readable).
+        let offs = unsafe { slice_in(label_offsets, n1, "label_offsets")? };
+        if offs[0] != 0 {
+            bail!(
+                InvalidArgument,
+                "label_offsets[0] is {}; it must be 0",
+                offs[0]
+            );
+        }
+        if let Some(i) = offs.windows(2).position(|w| w[1] < w[0]) {
+            bail!(
+                InvalidArgument,
+                "label_offsets decrease at {}: {} then {}",
+                i + 1,
+                offs[i],
+                offs[i + 1]
+            );
+        }
+        // SAFETY: caller contract (label_offsets[n] labels readable).
+        let labs = unsafe { slice_in(labels, offs[n], "labels")? };
+        let rounds = cp.rounds as usize;
+        if !(reports.is_null() && reports_len == 0) && reports_len < rounds {
+            bail!(
+                BufferTooSmall,
+                "reports holds {reports_len} entries, rounds = {rounds} needed"
+            );
+        }
+        // SAFETY: caller contract (reports_len entries writable); checked
+        // for NULL/alignment before any work.
+        let out = unsafe { slice_out(reports, reports_len, "reports")? };
+        let rp = IulParams {
+            t1: cp.t1,
+            t2: cp.t2,
+            learning_rate: cp.learning_rate,
+            rounds: cp.rounds,
+            epochs: cp.epochs,
+            batch: cp.batch,
+            max_pairs: cp.max_pairs,
+            validation_fraction: cp.validation_fraction,
+            seed: cp.seed,
+        };
+        let reps = h.idx.train_iul(q, n, q_stride, offs, labs, &rp)?;
+        for (o, r) in out.iter_mut().zip(&reps) {
+            *o = report_to_c(r);
+        }
+        Ok(())
+    })
+}
+
+/// IUL without an index: trains `planes_in` (`planes_len` = K*L*dim
+/// floats, row-major, the SimHash layout: plane l*K + k is bit k of table
+/// l) over `n_rows` rows (row r at `rows + r * row_stride`, `dim` floats)
+/// and `n` queries with CSR labels (as lshk_index_train_iul), with tables
+/// of `2^range_bits` buckets (1..=24; codes folded as lshk_tables_build
+/// does; no bucket cap). Writes the learned planes to `planes_out`
+/// (`planes_out_len >= planes_len`; it may not overlap the inputs) and
+/// `rounds` reports (see lshk_index_train_iul; `reports` NULL with
+/// `reports_len` 0 = none). Rows and queries are used as given (no
+/// transform); thresholds apply to their plain dot products.
+/// Deterministic for a fixed seed; thread-safe (touches only its
+/// arguments).
+///
+/// Errors: NULL_POINTER, INVALID_ARGUMENT (dim 0, K not in 1..=32, L 0,
+/// planes_len != K*L*dim, range_bits, n = 0, n_rows = 0, strides < dim,
+/// labels >= n_rows, bad offsets, bad parameters), BUFFER_TOO_SMALL
+/// (planes_out_len, reports_len), NON_FINITE (planes, rows, queries,
+/// thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error nothing is
+/// written.
+///
+/// # Safety
+/// Every pointer must hold the number of elements its length argument
+/// says (`rows`: (n_rows - 1) * row_stride + dim floats, `queries`:
+/// (n - 1) * q_stride + dim, `label_offsets`: n + 1, `labels`:
+/// `label_offsets[n]`).
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lshk_simhash_train_iul(
+    planes_in: *const f32,
+    planes_len: usize,
+    dim: usize,
+    bits_per_table: u32,
+    tables: u32,
+    range_bits: u32,
+    rows: *const f32,
+    n_rows: usize,
+    row_stride: usize,
+    queries: *const f32,
+    n: usize,
+    q_stride: usize,
+    label_offsets: *const usize,
+    labels: *const u32,
+    p: *const lshk_iul_params,
+    planes_out: *mut f32,
+    planes_out_len: usize,
+    reports: *mut lshk_iul_report,
+    reports_len: usize,
+) -> lshk_status {
+    boundary("lshk_simhash_train_iul", || {
+        // SAFETY: forwarded caller contract.
+        let cp = unsafe { read_params(p)? };
+        // SAFETY: caller contract (planes_len floats readable).
+        let pin = unsafe { slice_in(planes_in, planes_len, "planes_in")? };
+        if n == 0 {
+            bail!(
+                InvalidArgument,
+                "n is 0: at least one training query is needed"
+            );
+        }
+        if n_rows == 0 {
+            bail!(InvalidArgument, "n_rows is 0");
+        }
+        if dim == 0 {
+            bail!(InvalidArgument, "dim must be >= 1");
+        }
+        let rl = crate::error::strided_len(n_rows, dim, row_stride, "rows")?;
+        // SAFETY: caller contract.
+        let r = unsafe { slice_in(rows, rl, "rows")? };
+        let ql = crate::error::strided_len(n, dim, q_stride, "queries")?;
+        // SAFETY: caller contract.
+        let q = unsafe { slice_in(queries, ql, "queries")? };
+        let n1 = n
+            .checked_add(1)
+            .ok_or_else(|| Error::new(Status::SizeOverflow, "n + 1 overflows"))?;
+        // SAFETY: forwarded caller contract.
+        let (offs, labs) = unsafe { read_labels(label_offsets, labels, n1)? };
+        if planes_out_len < planes_len {
+            bail!(
+                BufferTooSmall,
+                "planes_out holds {planes_out_len} floats, planes_len = {planes_len} needed"
+            );
+        }
+        // SAFETY: caller contract (planes_out_len floats writable).
+        let pout = unsafe { slice_out(planes_out, planes_out_len, "planes_out")? };
+        // SAFETY: forwarded caller contract.
+        let out = unsafe { reports_out(reports, reports_len, cp.rounds)? };
+        let shape = IulShape {
+            dim,
+            bits: bits_per_table,
+            tables,
+            range_bits,
+            bucket_cap: 0,
+            table_seed: 0,
+        };
+        let data = IulData {
+            rows: r,
+            n_rows,
+            row_stride,
+            queries: q,
+            n_queries: n,
+            q_stride,
+            label_offsets: offs,
+            labels: labs,
+        };
+        let (learned, reps) = crate::iul::train(pin, &shape, &data, &to_rust(&cp))?;
+        pout[..learned.len()].copy_from_slice(&learned);
+        for (o, r) in out.iter_mut().zip(&reps) {
+            *o = report_to_c(r);
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,701 @@
+//! IUL (learned SimHash planes): gradient against finite differences,
+//! the batched f32 gradient against the f64 oracle, pair collection
+//! against a set-based oracle, balancing, determinism, the loss going
+//! down, the index-level training (save/load of the trained planes), and
+//! bad inputs.
+
+use std::collections::HashSet;
+
+use lshk::index::{Family, IndexParams, Transform};
+use lshk::iul::{self, IulData, IulParams, IulShape, Pairs};
+use lshk::rng::SplitMix64;
+use lshk::tables::{fold_code, GatherInput, GatherParams, GatherResult, Tables};
+use lshk::{Index, SimHash, Status};
+
+fn normals(n: usize, scale: f64, r: &mut SplitMix64) -> Vec<f64> {
+    (0..n).map(|_| r.next_normal() * scale).collect()
+}
+
+/// The f64 analytic gradient against central finite differences.
+///
+/// Tolerance: the central difference of step h has truncation error
+/// `h²/6 · |f'''|` and rounding error about `2 ε |f| / h` (ε = 2^-53).
+/// Along one coordinate θ_j, `f` is a mean of `softplus(s) − y s` with
+/// `s = Σ_k tanh(θ_k·q) tanh(θ_k·w)`; every derivative of tanh, σ and
+/// softplus used is at most 2 in magnitude and each differentiation of
+/// `s` brings a factor of at most `2 x_max` (x_max: the largest |q_j|,
+/// |w_j|), summed over at most 2 tanh factors, so
+/// `|f'''| <= 8 · (4 x_max)^3` is a (loose) bound.
+#[test]
+fn gradient_matches_finite_differences_f64() {
+    let mut r = SplitMix64::new(7);
+    let (dim, bits, tables, n) = (5usize, 3usize, 2usize, 7usize);
+    let planes = normals(bits * tables * dim, 0.7, &mut r);
+    let xq = normals(n * dim, 1.0, &mut r);
+    let xw = normals(n * dim, 1.0, &mut r);
+    let y: Vec<f64> = (0..n).map(|i| (i % 2) as f64).collect();
+    let (f0, g) = iul::loss_grad_f64(&planes, dim, bits, tables, &xq, &xw, &y);
+    let xmax = xq.iter().chain(&xw).fold(0f64, |m, v| m.max(v.abs()));
+    let h = 1e-5;
+    let tol = h * h / 6.0 * 8.0 * (4.0 * xmax).powi(3) + 4.0 * f64::EPSILON * f0.abs() / h;
+    let mut worst = 0f64;
+    for j in 0..planes.len() {
+        let mut p = planes.clone();
+        p[j] = planes[j] + h;
+        let fp = iul::loss_grad_f64(&p, dim, bits, tables, &xq, &xw, &y).0;
+        p[j] = planes[j] - h;
+        let fm = iul::loss_grad_f64(&p, dim, bits, tables, &xq, &xw, &y).0;
+        let fd = (fp - fm) / (2.0 * h);
+        let e = (fd - g[j]).abs();
+        worst = worst.max(e);
+        assert!(
+            e <= tol,
+            "coordinate {j}: analytic {} vs FD {fd} (tol {tol})",
+            g[j]
+        );
+    }
+    // The gradient is not trivially zero.
+    assert!(g.iter().any(|v| v.abs() > 1e3 * tol));
+    println!("max |FD - analytic| = {worst:.3e}, tol {tol:.3e}");
+}
+
+/// The batched f32 loss and gradient (SimHash::project on the active
+/// tier, f32x8 multiply-adds) against the f64 oracle on the same f32
+/// inputs. Tolerance from f32 rounding (u = 2^-24): a projection over dim
+/// terms is off by at most `dim u Σ|θ||x|`, tanh and the K-term dot add a
+/// few u each, and gradient entry (p, j) sums 2n products `G x`, so
+/// `|Δgrad_pj| <= (dim + K + 2n + 16) u Σ_i (|xq_ij| + |xw_ij|) · c / n`,
+/// with `c = 1 + max_k Σ_j |θ_kj| x_max` covering the error carried from
+/// the projections into G (|G| <= 1/n before that).
+#[test]
+fn batched_f32_gradient_matches_f64_oracle() {
+    let mut r = SplitMix64::new(11);
+    for &(dim, bits, tables, n) in &[(1usize, 1u32, 1u32, 1usize), (9, 3, 2, 5), (33, 4, 5, 40)] {
+        let k = bits as usize * tables as usize;
+        let planes: Vec<f32> = (0..k * dim)
+            .map(|_| (r.next_normal() * 0.3) as f32)
+            .collect();
+        let xq: Vec<f32> = (0..n * dim).map(|_| r.next_normal() as f32).collect();
+        let xw: Vec<f32> = (0..n * dim).map(|_| r.next_normal() as f32).collect();
+        let y: Vec<f32> = (0..n).map(|i| ((i * 7) % 3 == 0) as u32 as f32).collect();
+        let mut g = vec![0f32; k * dim];
+        let l = iul::loss_grad(&planes, dim, bits, tables, &xq, &xw, &y, &mut g).unwrap();
+        let d = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
+        let (l64, g64) = iul::loss_grad_f64(
+            &d(&planes),
+            dim,
+            bits as usize,
+            tables as usize,
+            &d(&xq),
+            &d(&xw),
+            &d(&y),
+        );
+        let u = f32::EPSILON as f64 / 2.0;
+        let xmax = xq.iter().chain(&xw).fold(0f32, |m, v| m.max(v.abs())) as f64;
+        let th1 = planes
+            .chunks(dim)
+            .map(|p| p.iter().map(|v| v.abs() as f64).sum::<f64>())
+            .fold(0f64, f64::max);
+        let c = 1.0 + th1 * xmax;
+        let loss_tol = (dim + bits as usize + 16) as f64 * u * c * k as f64;
+        assert!((l - l64).abs() <= loss_tol, "loss {l} vs {l64}");
+        for p in 0..k {
+            for j in 0..dim {
+                let s: f64 = (0..n)
+                    .map(|i| (xq[i * dim + j].abs() + xw[i * dim + j].abs()) as f64)
+                    .sum();
+                let tol = (dim + bits as usize + 2 * n + 16) as f64 * u * s * c / n as f64;
+                let (a, b) = (g[p * dim + j] as f64, g64[p * dim + j]);
+                assert!(
+                    (a - b).abs() <= tol,
+                    "shape {dim}/{bits}/{tables}/{n} grad[{p},{j}] {a} vs {b} tol {tol}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn loss_decreases_over_epochs() {
+    // Positives: q and a slightly perturbed copy; negatives: q and an
+    // unrelated vector that random planes often put in the same bucket.
+    let mut r = SplitMix64::new(3);
+    let (dim, bits, tables, n) = (16usize, 6u32, 4u32, 600usize);
+    let mut xq = Vec::new();
+    let mut xw = Vec::new();
+    let mut y = Vec::new();
+    for i in 0..n {
+        let q: Vec<f32> = (0..dim).map(|_| r.next_normal() as f32).collect();
+        if i % 2 == 0 {
+            xw.extend(q.iter().map(|v| v + 0.8 * r.next_normal() as f32));
+            y.push(1.0);
+        } else {
+            xw.extend(q.iter().map(|v| 0.3 * v + r.next_normal() as f32));
+            y.push(0.0);
+        }
+        xq.extend(q);
+    }
+    let mut planes: Vec<f32> = SimHash::new(dim, bits, tables, 0, 5)
+        .unwrap()
+        .planes()
+        .to_vec();
+    let mut rng = SplitMix64::new(9);
+    let losses = iul::adam_fit(
+        &mut planes,
+        dim,
+        bits,
+        tables,
+        &xq,
+        &xw,
+        &y,
+        0.02,
+        6,
+        64,
+        &mut rng,
+    )
+    .unwrap();
+    println!("losses per epoch: {losses:?}");
+    assert_eq!(losses.len(), 7);
+    assert!(losses.iter().all(|l| l.is_finite()));
+    assert!(losses[6] < 0.8 * losses[0], "{losses:?}");
+    assert!(losses[1] < losses[0]);
+}
+
+struct Toy {
+    rows: Vec<f32>,
+    n_rows: usize,
+    queries: Vec<f32>,
+    n_q: usize,
+    offs: Vec<usize>,
+    labels: Vec<u32>,
+    dim: usize,
+}
+
+fn toy(seed: u64, n_rows: usize, n_q: usize, dim: usize) -> Toy {
+    let mut r = SplitMix64::new(seed);
+    let rows: Vec<f32> = (0..n_rows * dim).map(|_| r.next_normal() as f32).collect();
+    let mut queries = Vec::new();
+    let mut offs = vec![0usize];
+    let mut labels = Vec::new();
+    for _ in 0..n_q {
+        let nl = r.below(4) as usize; // 0..=3 labels, possibly none
+        let mut q = vec![0f32; dim];
+        for _ in 0..nl {
+            let y = r.below(n_rows as u64) as u32;
+            labels.push(y);
+            for (a, b) in q.iter_mut().zip(&rows[y as usize * dim..]) {
+                *a += b;
+            }
+        }
+        for a in q.iter_mut() {
+            *a += r.next_normal() as f32;
+        }
+        queries.extend(q);
+        offs.push(labels.len());
+    }
+    Toy {
+        rows,
+        n_rows,
+        queries,
+        n_q,
+        offs,
+        labels,
+        dim,
+    }
+}
+
+impl Toy {
+    fn data(&self) -> IulData<'_> {
+        IulData {
+            rows: &self.rows,
+            n_rows: self.n_rows,
+            row_stride: self.dim,
+            queries: &self.queries,
+            n_queries: self.n_q,
+            q_stride: self.dim,
+            label_offsets: &self.offs,
+            labels: &self.labels,
+        }
+    }
+}
+
+#[test]
+fn pair_collection_matches_set_oracle() {
+    let t = toy(21, 60, 30, 8);
+    let (bits, l, rb) = (3u32, 2u32, 3u32);
+    let fam = SimHash::new(t.dim, bits, l, 0, 4).unwrap();
+    let mut rc = vec![0u32; t.n_rows * l as usize];
+    fam.hash(&t.rows, t.n_rows, t.dim, &mut rc).unwrap();
+    let tabs = Tables::build(&rc, t.n_rows, l, rb, 0, 1, 1).unwrap();
+    let ids: Vec<u32> = (0..t.n_q as u32).filter(|i| i % 3 != 1).collect();
+    let mut qb = Vec::new();
+    for &i in &ids {
+        qb.extend_from_slice(&t.queries[i as usize * t.dim..(i as usize + 1) * t.dim]);
+    }
+    let mut qc = vec![0u32; ids.len() * l as usize];
+    fam.hash(&qb, ids.len(), t.dim, &mut qc).unwrap();
+    let mut g = GatherResult::default();
+    let input = GatherInput {
+        codes: &qc,
+        q: ids.len(),
+        projections: None,
+        forced_offsets: None,
+        forced_ids: &[],
+    };
+    tabs.gather(&GatherParams::default(), &input, false, &mut g)
+        .unwrap();
+    let (t1, t2) = (0.5f32, -0.25f32);
+    let got = iul::collect_pairs(&t.data(), t.dim, &ids, &g, t1, t2);
+
+    // Oracle: S by sets of bucket collisions, dots in f64.
+    let mut want = Pairs::default();
+    let dot = |q: usize, r: usize| -> f64 {
+        (0..t.dim)
+            .map(|j| t.queries[q * t.dim + j] as f64 * t.rows[r * t.dim + j] as f64)
+            .sum()
+    };
+    let mut ambiguous = 0;
+    for (qi_pos, &qi) in ids.iter().enumerate() {
+        let qi = qi as usize;
+        let s: HashSet<u32> = (0..t.n_rows as u32)
+            .filter(|&rr| {
+                (0..l as usize).any(|tt| {
+                    fold_code(rc[rr as usize * l as usize + tt], rb)
+                        == fold_code(qc[qi_pos * l as usize + tt], rb)
+                })
+            })
+            .collect();
+        let labs: HashSet<u32> = t.labels[t.offs[qi]..t.offs[qi + 1]]
+            .iter()
+            .copied()
+            .collect();
+        for &y in &t.labels[t.offs[qi]..t.offs[qi + 1]] {
+            let d = dot(qi, y as usize);
+            ambiguous += ((d - t1 as f64).abs() < 1e-4) as u32;
+            if !s.contains(&y) && d > t1 as f64 {
+                want.pos.push((qi as u32, y));
+            }
+        }
+        let mut sv: Vec<u32> = s.iter().copied().collect();
+        sv.sort_unstable();
+        for j in sv {
+            let d = dot(qi, j as usize);
+            ambiguous += ((d - t2 as f64).abs() < 1e-4) as u32;
+            if !labs.contains(&j) && d < t2 as f64 {
+                want.neg.push((qi as u32, j));
+            }
+        }
+    }
+    assert_eq!(
+        ambiguous, 0,
+        "a dot within 1e-4 of a threshold: pick another seed"
+    );
+    assert!(
+        !want.pos.is_empty() && !want.neg.is_empty(),
+        "the example exercises both sides"
+    );
+    assert_eq!(got, want);
+
+    // Balancing: both sides cut to the smaller, subsets in order,
+    // deterministic for a seed.
+    let mut b1 = got.clone();
+    iul::balance(&mut b1, 0, &mut SplitMix64::new(5));
+    let m = got.pos.len().min(got.neg.len());
+    assert_eq!((b1.pos.len(), b1.neg.len()), (m, m));
+    let is_subseq = |sub: &[(u32, u32)], full: &[(u32, u32)]| {
+        let mut it = full.iter();
+        sub.iter().all(|x| it.any(|y| y == x))
+    };
+    assert!(is_subseq(&b1.pos, &got.pos) && is_subseq(&b1.neg, &got.neg));
+    let mut b2 = got.clone();
+    iul::balance(&mut b2, 0, &mut SplitMix64::new(5));
+    assert_eq!(b1, b2);
+    let mut b3 = got.clone();
+    iul::balance(&mut b3, 2, &mut SplitMix64::new(5));
+    assert_eq!((b3.pos.len(), b3.neg.len()), (2.min(m), 2.min(m)));
+}
+
+fn shape(dim: usize) -> IulShape {
+    IulShape {
+        dim,
+        bits: 4,
+        tables: 6,
+        range_bits: 4,
+        bucket_cap: 0,
+        table_seed: 3,
+    }
+}
+
+#[test]
+fn train_is_deterministic_and_reports() {
+    let t = toy(31, 200, 300, 12);
+    let sh = shape(t.dim);
+    let planes = SimHash::new(t.dim, sh.bits, sh.tables, 0, 8)
+        .unwrap()
+        .planes()
+        .to_vec();
+    let p = IulParams {
+        rounds: 2,
+        epochs: 3,
+        batch: 32,
+        t1: 0.0,
+        t2: 0.0,
+        validation_fraction: 0.2,
+        ..Default::default()
+    };
+    let (a, ra) = iul::train(&planes, &sh, &t.data(), &p).unwrap();
+    let (b, rb) = iul::train(&planes, &sh, &t.data(), &p).unwrap();
+    assert_eq!(a, b);
+    let bits = |r: &[iul::IulReport]| format!("{r:?}");
+    assert_eq!(bits(&ra), bits(&rb));
+    assert_eq!(ra.len(), 2);
+    assert_ne!(a, planes, "training moved the planes");
+    for r in &ra {
+        println!("{r:?}");
+        assert!(r.positives > 0 && r.positives == r.negatives);
+        assert!(r.loss_after < r.loss_before, "{r:?}");
+        assert!(r.mean_candidates_after.is_finite() && r.label_recall_after.is_finite());
+    }
+    // Consecutive rounds chain their validation metrics.
+    assert_eq!(
+        ra[1].label_recall_before.to_bits(),
+        ra[0].label_recall_after.to_bits()
+    );
+    let (c, _) = iul::train(&planes, &sh, &t.data(), &IulParams { seed: 2, ..p }).unwrap();
+    assert_ne!(a, c, "another seed, another result");
+    // rounds = 0: planes unchanged, no reports.
+    let (d, rd) = iul::train(&planes, &sh, &t.data(), &IulParams { rounds: 0, ..p }).unwrap();
+    assert_eq!(d, planes);
+    assert!(rd.is_empty());
+}
+
+#[test]
+fn train_bad_inputs() {
+    let t = toy(41, 50, 40, 6);
+    let sh = shape(t.dim);
+    let planes = SimHash::new(t.dim, sh.bits, sh.tables, 0, 8)
+        .unwrap()
+        .planes()
+        .to_vec();
+    let p = IulParams::default();
+    let st = |pl: &[f32], s: &IulShape, d: &IulData<'_>, p: &IulParams| {
+        iul::train(pl, s, d, p).unwrap_err().status
+    };
+    let d = t.data();
+    assert_eq!(st(&planes[1..], &sh, &d, &p), Status::InvalidArgument);
+    let mut nan = planes.clone();
+    nan[3] = f32::NAN;
+    assert_eq!(st(&nan, &sh, &d, &p), Status::NonFinite);
+    for bad in [
+        IulParams {
+            learning_rate: 0.0,
+            ..p
+        },
+        IulParams {
+            learning_rate: f32::NAN,
+            ..p
+        },
+        IulParams { batch: 0, ..p },
+        IulParams {
+            validation_fraction: 1.0,
+            ..p
+        },
+        IulParams {
+            validation_fraction: -0.1,
+            ..p
+        },
+    ] {
+        assert_eq!(
+            st(&planes, &sh, &d, &bad),
+            Status::InvalidArgument,
+            "{bad:?}"
+        );
+    }
+    assert_eq!(
+        st(
+            &planes,
+            &sh,
+            &d,
+            &IulParams {
+                t1: f32::INFINITY,
+                ..p
+            }
+        ),
+        Status::NonFinite
+    );
+    assert_eq!(
+        st(
+            &planes,
+            &IulShape {
+                range_bits: 0,
+                ..sh
+            },
+            &d,
+            &p
+        ),
+        Status::InvalidArgument
+    );
+    assert_eq!(
+        st(
+            &planes,
+            &IulShape {
+                range_bits: 25,
+                ..sh
+            },
+            &d,
+            &p
+        ),
+        Status::InvalidArgument
+    );
+    let mut labels = t.labels.clone();
+    labels[0] = t.n_rows as u32;
+    assert_eq!(
+        st(
+            &planes,
+            &sh,
+            &IulData {
+                labels: &labels,
+                ..d
+            },
+            &p
+        ),
+        Status::InvalidArgument
+    );
+    let mut offs = t.offs.clone();
+    offs[0] = 1;
+    assert_eq!(
+        st(
+            &planes,
+            &sh,
+            &IulData {
+                label_offsets: &offs,
+                ..d
+            },
+            &p
+        ),
+        Status::InvalidArgument
+    );
+    let mut offs = t.offs.clone();
+    offs[5] = offs[6] + 1;
+    assert_eq!(
+        st(
+            &planes,
+            &sh,
+            &IulData {
+                label_offsets: &offs,
+                ..d
+            },
+            &p
+        ),
+        Status::InvalidArgument
+    );
+    assert_eq!(
+        st(
+            &planes,
+            &sh,
+            &IulData {
+                label_offsets: &t.offs[..t.n_q],
+                ..d
+            },
+            &p
+        ),
+        Status::BufferTooSmall
+    );
+    assert_eq!(
+        st(
+            &planes,
+            &sh,
+            &IulData {
+                labels: &t.labels[..t.labels.len() - 1],
+                ..d
+            },
+            &p
+        ),
+        Status::BufferTooSmall
+    );
+    assert_eq!(
+        st(
+            &planes,
+            &sh,
+            &IulData {
+                queries: &t.queries[1..],
+                ..d
+            },
+            &p
+        ),
+        Status::BufferTooSmall
+    );
+    assert_eq!(
+        st(
+            &planes,
+            &sh,
+            &IulData {
+                q_stride: t.dim - 1,
+                ..d
+            },
+            &p
+        ),
+        Status::InvalidArgument
+    );
+    assert_eq!(
+        st(&planes, &sh, &IulData { n_queries: 0, ..d }, &p),
+        Status::InvalidArgument
+    );
+    let mut q = t.queries.clone();
+    q[7] = f32::NAN;
+    assert_eq!(
+        st(&planes, &sh, &IulData { queries: &q, ..d }, &p),
+        Status::NonFinite
+    );
+}
+
+fn index_fixture(family: Family, transform: Transform) -> (Index, Toy) {
+    let t = toy(51, 400, 500, 16);
+    let p = IndexParams {
+        family,
+        bits: 5,
+        tables: 8,
+        transform,
+        seed: 3,
+        ..Default::default()
+    };
+    let idx = Index::build(&t.rows, None, t.n_rows, t.dim, t.dim, &p, None).unwrap();
+    (idx, t)
+}
+
+#[test]
+fn index_train_iul_swaps_planes_and_round_trips() {
+    for tr in [Transform::None, Transform::Mips] {
+        let (mut idx, t) = index_fixture(Family::SimHash, tr);
+        let before = idx.simhash().unwrap().planes().to_vec();
+        let p = IulParams {
+            rounds: 2,
+            epochs: 2,
+            batch: 64,
+            ..Default::default()
+        };
+        let reps = idx
+            .train_iul(&t.queries, t.n_q, t.dim, &t.offs, &t.labels, &p)
+            .unwrap();
+        assert_eq!(reps.len(), 2);
+        for r in &reps {
+            println!("{tr:?} {r:?}");
+        }
+        let after = idx.simhash().unwrap().planes().to_vec();
+        assert_ne!(before, after);
+        // The same training through the plain function gives the same planes.
+        let mut again = index_fixture(Family::SimHash, tr).0;
+        again
+            .train_iul(&t.queries, t.n_q, t.dim, &t.offs, &t.labels, &p)
+            .unwrap();
+        assert_eq!(again.simhash().unwrap().planes(), &after[..]);
+        // The tables are those of the new planes: every row sits in its bucket.
+        if tr == Transform::None {
+            let mut codes = vec![0u32; t.n_rows * 8];
+            idx.simhash()
+                .unwrap()
+                .hash(&t.rows, t.n_rows, t.dim, &mut codes)
+                .unwrap();
+            for r in 0..t.n_rows {
+                for tt in 0..8 {
+                    let b = fold_code(codes[r * 8 + tt], idx.range_bits());
+                    assert!(idx.tables().bucket(tt, b).contains(&(r as u32)));
+                }
+            }
+        }
+        // Save / load keeps the trained planes and the query results.
+        let dir = std::env::temp_dir().join(format!("lshk_iul_{}_{tr:?}.lshk", std::process::id()));
+        idx.save(&dir).unwrap();
+        let back = Index::load(&dir).unwrap();
+        std::fs::remove_file(&dir).ok();
+        assert_eq!(back.simhash().unwrap().planes(), &after[..]);
+        let k = 5;
+        let (mut i1, mut s1) = (vec![0u32; 20 * k], vec![0f32; 20 * k]);
+        let (mut i2, mut s2) = (vec![0u32; 20 * k], vec![0f32; 20 * k]);
+        let g = GatherParams::default();
+        idx.query(&t.queries, 20, t.dim, k as u32, &g, &mut i1, &mut s1, None)
+            .unwrap();
+        back.query(&t.queries, 20, t.dim, k as u32, &g, &mut i2, &mut s2, None)
+            .unwrap();
+        assert_eq!(i1, i2);
+    }
+}
+
+#[test]
+fn index_train_iul_bad_inputs_leave_index_unchanged() {
+    let (mut dw, t) = index_fixture(Family::Dwta, Transform::None);
+    let p = IulParams::default();
+    let e = dw
+        .train_iul(&t.queries, t.n_q, t.dim, &t.offs, &t.labels, &p)
+        .unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+
+    let (mut idx, t) = index_fixture(Family::SimHash, Transform::None);
+    let before = idx.simhash().unwrap().planes().to_vec();
+    let mut q = t.queries.clone();
+    q[5] = f32::INFINITY;
+    let st =
+        |idx: &mut Index, q: &[f32], n: usize, s: usize, o: &[usize], l: &[u32], p: &IulParams| {
+            idx.train_iul(q, n, s, o, l, p).unwrap_err().status
+        };
+    assert_eq!(
+        st(&mut idx, &q, t.n_q, t.dim, &t.offs, &t.labels, &p),
+        Status::NonFinite
+    );
+    assert_eq!(
+        st(
+            &mut idx,
+            &t.queries,
+            t.n_q + 1,
+            t.dim,
+            &t.offs,
+            &t.labels,
+            &p
+        ),
+        Status::BufferTooSmall
+    );
+    assert_eq!(
+        st(
+            &mut idx,
+            &t.queries,
+            t.n_q,
+            t.dim - 1,
+            &t.offs,
+            &t.labels,
+            &p
+        ),
+        Status::InvalidArgument
+    );
+    let mut l = t.labels.clone();
+    *l.last_mut().unwrap() = 400;
+    assert_eq!(
+        st(&mut idx, &t.queries, t.n_q, t.dim, &t.offs, &l, &p),
+        Status::InvalidArgument
+    );
+    assert_eq!(
+        st(
+            &mut idx,
+            &t.queries,
+            t.n_q,
+            t.dim,
+            &t.offs,
+            &t.labels,
+            &IulParams { batch: 0, ..p }
+        ),
+        Status::InvalidArgument
+    );
+    assert_eq!(idx.simhash().unwrap().planes(), &before[..]);
+    // rounds = 0 changes nothing.
+    let r = idx
+        .train_iul(
+            &t.queries,
+            t.n_q,
+            t.dim,
+            &t.offs,
+            &t.labels,
+            &IulParams { rounds: 0, ..p },
+        )
+        .unwrap();
+    assert!(r.is_empty());
+    assert_eq!(idx.simhash().unwrap().planes(), &before[..]);
+}
