@@ -30,6 +30,7 @@ use std::time::Instant;
 
 use common::{Family, Index, IndexParams, Transform};
 use lshk::iul::IulParams;
+use lshk::labels::{LabelParams, LabelPolicy};
 use lshk::tables::{GatherInput, GatherParams, GatherResult};
 
 struct Row {
@@ -188,6 +189,24 @@ fn main() {
         }
         let after = evaluate("+ IUL planes", &idx, &data, &exact, &g0);
         let mut rows = vec![before, after];
+        // Label-aware buckets (issue 7 part 1) on the same training subset,
+        // on random planes and on the IUL planes ("+ both").
+        let lp = LabelParams {
+            label_cap: 64,
+            policy: LabelPolicy::Instead,
+        };
+        let mut plain_labels = common::build(&data, &ip, None).expect("index");
+        plain_labels
+            .train_labels(&tq, ntq, dim, &offs, &labels, &lp)
+            .expect("train labels");
+        rows.push(evaluate(
+            "+ label-aware buckets (instead, cap 64), random planes",
+            &plain_labels,
+            &data,
+            &exact,
+            &g0,
+        ));
+
         // Matched candidate counts: IUL under a candidate budget, and plain
         // SimHash with fewer bits per table (more candidates) beside it.
         for budget in [100u32, 500, 2000] {
@@ -217,6 +236,17 @@ fn main() {
                 &g0,
             ));
         }
+        // Last, because it changes `idx`: label-aware buckets on the IUL
+        // planes ("+ both").
+        idx.train_labels(&tq, ntq, dim, &offs, &labels, &lp)
+            .expect("train labels");
+        rows.push(evaluate(
+            "+ IUL planes + label-aware buckets (both)",
+            &idx,
+            &data,
+            &exact,
+            &g0,
+        ));
         println!(
             "\nheld-out evaluation: {} queries (first {} pairs of heldout_pairs.i32), {} rows\n",
             data.nq, data.nq, data.rows
