@@ -199,6 +199,16 @@ fn check_out<T>(out: *mut T) -> Result<()> {
     Ok(())
 }
 
+// SAFETY: #[repr(C)], struct_size first; fields are integers, nullable raw
+// pointers and an `Option` of a function pointer, for which every bit
+// pattern is valid (a NULL callback is `None`).
+unsafe impl ParamStruct for lshk_index_params {
+    const DEFAULT_FN: &'static str = "lshk_index_params_default";
+    fn defaults() -> Self {
+        lshk_index_params_default()
+    }
+}
+
 /// Default build parameters: SimHash, K = 12, L = 50, Gaussian planes,
 /// bin_size 8, seed 1, range_bits 0 (automatic), bucket_cap 0, F32 copy
 /// storage, no transform, all cores, no caller-given planes or map, no
@@ -291,25 +301,8 @@ pub unsafe extern "C" fn lshk_index_build(
 ) -> lshk_status {
     boundary("lshk_index_build", || {
         check_out(out)?;
-        let cp = if p.is_null() {
-            lshk_index_params_default()
-        } else {
-            if !(p as usize).is_multiple_of(std::mem::align_of::<lshk_index_params>()) {
-                bail!(InvalidArgument, "`p` is misaligned");
-            }
-            // SAFETY: non-NULL, aligned; the struct holds its struct_size.
-            let size = unsafe { (*p).struct_size } as usize;
-            let want = std::mem::size_of::<lshk_index_params>();
-            if size < want {
-                bail!(
-                    InvalidArgument,
-                    "p->struct_size is {size}, this library needs at least {want} \
-                     (initialise it with lshk_index_params_default())"
-                );
-            }
-            // SAFETY: struct_size >= our size: the caller's struct holds our fields.
-            unsafe { *p }
-        };
+        // SAFETY: forwarded caller contract.
+        let cp = unsafe { read_param_struct(p, "p")? };
         let family = Family::from_u32(cp.family).ok_or_else(|| {
             Error::new(
                 Status::InvalidArgument,

@@ -92,30 +92,21 @@ pub extern "C" fn lshk_iul_params_default() -> lshk_iul_params {
     }
 }
 
+// SAFETY: #[repr(C)], struct_size first, plain integer/float fields.
+unsafe impl ParamStruct for lshk_iul_params {
+    const DEFAULT_FN: &'static str = "lshk_iul_params_default";
+    fn defaults() -> Self {
+        lshk_iul_params_default()
+    }
+}
+
 /// Reads and validates the parameter struct (NULL = defaults).
 ///
 /// # Safety
 /// `p` is NULL or points to a readable lshk_iul_params of `struct_size` bytes.
 unsafe fn read_params(p: *const lshk_iul_params) -> Result<lshk_iul_params> {
-    let cp = if p.is_null() {
-        lshk_iul_params_default()
-    } else {
-        if !(p as usize).is_multiple_of(std::mem::align_of::<lshk_iul_params>()) {
-            bail!(InvalidArgument, "`p` is misaligned");
-        }
-        // SAFETY: non-NULL, aligned; the struct starts with struct_size.
-        let size = unsafe { (*p).struct_size } as usize;
-        let want = std::mem::size_of::<lshk_iul_params>();
-        if size < want {
-            bail!(
-                InvalidArgument,
-                "p->struct_size is {size}, this library needs at least {want} \
-                 (initialise it with lshk_iul_params_default())"
-            );
-        }
-        // SAFETY: struct_size >= our size: the caller's struct holds our fields.
-        unsafe { *p }
-    };
+    // SAFETY: forwarded caller contract.
+    let cp = unsafe { read_param_struct(p, "p")? };
     if cp.reserved != 0 {
         bail!(
             InvalidArgument,

@@ -41,25 +41,17 @@ pub extern "C" fn lshk_label_params_default() -> lshk_label_params {
     }
 }
 
+// SAFETY: #[repr(C)], struct_size first, plain integer fields.
+unsafe impl ParamStruct for lshk_label_params {
+    const DEFAULT_FN: &'static str = "lshk_label_params_default";
+    fn defaults() -> Self {
+        lshk_label_params_default()
+    }
+}
+
 unsafe fn read_label_params(p: *const lshk_label_params) -> Result<LabelParams> {
-    if p.is_null() {
-        return Ok(LabelParams::default());
-    }
-    if !(p as usize).is_multiple_of(std::mem::align_of::<lshk_label_params>()) {
-        bail!(InvalidArgument, "`p` is misaligned");
-    }
-    // SAFETY: non-NULL, aligned; the caller's struct holds its struct_size.
-    let size = unsafe { (*p).struct_size } as usize;
-    let want = std::mem::size_of::<lshk_label_params>();
-    if size < want {
-        bail!(
-            InvalidArgument,
-            "p->struct_size is {size}, this library needs at least {want} \
-             (initialise it with lshk_label_params_default())"
-        );
-    }
-    // SAFETY: struct_size >= our size: the caller's struct holds our fields.
-    let cp = unsafe { *p };
+    // SAFETY: forwarded caller contract.
+    let cp = unsafe { read_param_struct(p, "p")? };
     let policy = LabelPolicy::from_u32(cp.policy).ok_or_else(|| {
         Error::new(
             Status::InvalidArgument,

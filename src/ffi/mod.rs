@@ -216,6 +216,55 @@ fn check_ptr<T>(ptr: *const T, len: usize, name: &str) -> Result<()> {
 
 pub(crate) use crate::error::strided_len;
 
+/// A C parameter struct: `#[repr(C)]`, first field `uint32_t struct_size`,
+/// with a `lshk_*_default()` constructor.
+///
+/// # Safety
+/// Implementors must be `#[repr(C)]` with `struct_size: u32` as their first
+/// field, and every bit pattern of their fields must be a valid value
+/// (integers, floats, nullable pointers, `Option<extern fn>`).
+pub(crate) unsafe trait ParamStruct: Copy {
+    /// The C name of the `_default()` function, for messages.
+    const DEFAULT_FN: &'static str;
+    fn defaults() -> Self;
+}
+
+/// Reads a caller's parameter struct: NULL gives the defaults; otherwise
+/// the pointer must be aligned and `struct_size` at least this library's
+/// `sizeof` (a larger value is accepted: fields a newer header added are
+/// ignored). `arg` names the argument in messages.
+///
+/// # Safety
+/// `p` is NULL or points to a readable struct of `struct_size` bytes.
+pub(crate) unsafe fn read_param_struct<T: ParamStruct>(p: *const T, arg: &str) -> Result<T> {
+    if p.is_null() {
+        return Ok(T::defaults());
+    }
+    if !(p as usize).is_multiple_of(std::mem::align_of::<T>()) {
+        return Err(Error::new(
+            Status::InvalidArgument,
+            format!("`{arg}` is misaligned"),
+        ));
+    }
+    // SAFETY: non-NULL and aligned; T's first field is its u32 struct_size
+    // (ParamStruct contract), which every caller's struct holds.
+    let size = unsafe { *p.cast::<u32>() } as usize;
+    let want = std::mem::size_of::<T>();
+    if size < want {
+        return Err(Error::new(
+            Status::InvalidArgument,
+            format!(
+                "{arg}->struct_size is {size}, this library needs at least {want} \
+                 (initialise it with {}())",
+                T::DEFAULT_FN
+            ),
+        ));
+    }
+    // SAFETY: struct_size >= size_of::<T>(): the caller's struct holds every
+    // field read here, and any bit pattern is valid (ParamStruct contract).
+    Ok(unsafe { *p })
+}
+
 /// Validates a tier value that arrived from C.
 pub(crate) fn isa_from_c(v: lshk_isa) -> Result<Isa> {
     Isa::from_u32(v).ok_or_else(|| {

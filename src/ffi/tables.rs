@@ -288,27 +288,18 @@ thread_local! {
     static RESULT: RefCell<GatherResult> = RefCell::new(GatherResult::default());
 }
 
+// SAFETY: #[repr(C)], struct_size first, plain integer fields.
+unsafe impl ParamStruct for lshk_gather_params {
+    const DEFAULT_FN: &'static str = "lshk_gather_params_default";
+    fn defaults() -> Self {
+        lshk_gather_params_default()
+    }
+}
+
 /// Reads a caller's params struct (NULL = defaults).
 pub(crate) unsafe fn read_params(p: *const lshk_gather_params) -> Result<GatherParams> {
-    if p.is_null() {
-        return Ok(GatherParams::default());
-    }
-    if !(p as usize).is_multiple_of(std::mem::align_of::<lshk_gather_params>()) {
-        bail!(InvalidArgument, "`params` is misaligned");
-    }
-    // SAFETY: non-NULL, aligned; the caller's struct holds at least its
-    // struct_size field.
-    let size = unsafe { (*p).struct_size } as usize;
-    let want = std::mem::size_of::<lshk_gather_params>();
-    if size < want {
-        bail!(
-            InvalidArgument,
-            "params->struct_size is {size}, this library needs at least {want} \
-             (initialise it with lshk_gather_params_default())"
-        );
-    }
-    // SAFETY: struct_size >= our size: the caller's struct holds our fields.
-    let p = unsafe { *p };
+    // SAFETY: forwarded caller contract.
+    let p = unsafe { read_param_struct(p, "params")? };
     Ok(GatherParams {
         min_count: p.min_count,
         max_candidates: p.max_candidates,
