@@ -41,6 +41,85 @@ static int has(const uint32_t *ids, uint32_t y) {
   return 0;
 }
 
+/* lshk_tables_add_labels on standalone tables: bad inputs leave the
+ * tables unchanged (the gathered candidates are the canary), INSTEAD with
+ * cap 0 turns each bucket into exactly its training labels, and the result
+ * is frozen. Tables lent by an index are refused. */
+#define TL 2
+#define TN 3
+static size_t gather_one(const lshk_tables *t, uint32_t code, uint32_t *out,
+                         size_t cap) {
+  uint32_t codes[TL] = {code, code};
+  size_t offsets[2] = {0, 0};
+  size_t needed = 0;
+  if (lshk_tables_gather(t, codes, 1, NULL, NULL, 0, NULL, NULL, 0, out, cap,
+                         offsets, NULL, &needed) != LSHK_STATUS_OK)
+    return (size_t)-1;
+  return offsets[1];
+}
+
+static void standalone_tables(const lshk_index *idx) {
+  static uint32_t row_codes[ROWS * TL];
+  for (size_t i = 0; i < ROWS; i++) {
+    row_codes[i * TL] = (uint32_t)(i % 8);
+    row_codes[i * TL + 1] = (uint32_t)(i % 8);
+  }
+  lshk_tables *t = NULL;
+  EXPECT_OK(lshk_tables_build(row_codes, ROWS, TL, 3, 0, 1, 1, &t));
+  uint32_t qcodes[TN * TL] = {1, 1, 2, 2, 1, 1};
+  size_t qoff[TN + 1] = {0, 2, 3, 4};
+  uint32_t qlab[4] = {5, 9, 7, 5};
+  uint32_t before[ROWS], after[ROWS];
+  size_t n0 = gather_one(t, 1, before, ROWS);
+  CHECK(n0 == ROWS / 8 + 1); /* rows 1, 9, 17, ... */
+  lshk_label_params lp = lshk_label_params_default();
+  lp.policy = LSHK_LABEL_POLICY_INSTEAD;
+  lp.label_cap = 0;
+
+  uint32_t bad_lab[4] = {5, 9, ROWS, 5};
+  EXPECT_STATUS(lshk_tables_add_labels(t, qcodes, TN, qoff, bad_lab, &lp),
+                LSHK_STATUS_INDEX_OUT_OF_RANGE);
+  size_t bad_off[TN + 1] = {0, 2, 1, 4};
+  EXPECT_STATUS(lshk_tables_add_labels(t, qcodes, TN, bad_off, qlab, &lp),
+                LSHK_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(lshk_tables_add_labels(t, NULL, TN, qoff, qlab, &lp),
+                LSHK_STATUS_NULL_POINTER);
+  lshk_label_params bad = lp;
+  bad.policy = 7;
+  EXPECT_STATUS(lshk_tables_add_labels(t, qcodes, TN, qoff, qlab, &bad),
+                LSHK_STATUS_INVALID_ARGUMENT);
+  bad = lp;
+  bad.struct_size = 4;
+  EXPECT_STATUS(lshk_tables_add_labels(t, qcodes, TN, qoff, qlab, &bad),
+                LSHK_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(lshk_tables_add_labels(NULL, qcodes, TN, qoff, qlab, &lp),
+                LSHK_STATUS_NULL_POINTER);
+  CHECK(gather_one(t, 1, after, ROWS) == n0);
+  CHECK(memcmp(before, after, n0 * sizeof(uint32_t)) == 0);
+
+  EXPECT_OK(lshk_tables_add_labels(t, qcodes, TN, qoff, qlab, &lp));
+  /* Bucket 1 (queries 0 and 2): labels {5, 9}; bucket 2: {7}. */
+  CHECK(gather_one(t, 1, after, ROWS) == 2);
+  CHECK(after[0] == 5 && after[1] == 9);
+  CHECK(gather_one(t, 2, after, ROWS) == 1);
+  CHECK(after[0] == 7);
+  CHECK(gather_one(t, 3, after, ROWS) == 0);
+  /* Frozen: no second labelling, no update. */
+  EXPECT_STATUS(lshk_tables_add_labels(t, qcodes, TN, qoff, qlab, &lp),
+                LSHK_STATUS_INVALID_ARGUMENT);
+  uint32_t id0 = 0, nc[TL] = {3, 3};
+  EXPECT_STATUS(lshk_tables_update(t, &id0, nc, 1),
+                LSHK_STATUS_INVALID_ARGUMENT);
+  EXPECT_OK(lshk_tables_free(t));
+
+  /* Tables lent by an index. */
+  const lshk_tables *lent = NULL;
+  EXPECT_OK(lshk_index_tables(idx, &lent));
+  EXPECT_STATUS(lshk_tables_add_labels((lshk_tables *)lent, qcodes, TN, qoff,
+                                       qlab, &lp),
+                LSHK_STATUS_INVALID_ARGUMENT);
+}
+
 int main(void) {
   for (size_t i = 0; i < ROWS * DIM; i++) w[i] = next_f();
   for (size_t i = 0; i < NT * QSTRIDE; i++) tq[i] = next_f();
@@ -57,6 +136,7 @@ int main(void) {
   EXPECT_OK(lshk_index_build(w, NULL, ROWS, DIM, DIM, &ip, &idx));
   uint64_t c0 = run(idx, ids0);
   CHECK(c0 != UINT64_MAX);
+  standalone_tables(idx);
 
   lshk_label_params lp = lshk_label_params_default();
   CHECK(lp.struct_size == sizeof lp);

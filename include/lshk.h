@@ -1149,6 +1149,38 @@ lshk_status lshk_index_label_info(const struct lshk_index *idx,
                                   struct lshk_label_params *params);
 
 /*
+ Adds label entries to standalone tables (HALOS label-aware buckets
+ without an index): `codes` holds the per-table codes of `n` training
+ queries (`n * L` values, `codes[i*L + l]`, hashed with the same family
+ and transform as the rows the tables were built from); query i's labels
+ are `labels[label_offsets[i] .. label_offsets[i+1]]` (row ids).
+ Each bucket keeps its `p->label_cap` most frequent labels (ties to the
+ smaller id; 0 keeps all), beside or instead of its rows (`p->policy`);
+ ids stay ascending and deduplicated. `p` NULL = defaults.
+
+ Needs exclusive access (no concurrent gather on `t`). Afterwards the
+ tables are frozen: lshk_tables_update and a second
+ lshk_tables_add_labels are refused (INVALID_ARGUMENT). Tables lent by an
+ index are refused too (use lshk_index_train_labels).
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (borrowed or
+ frozen tables, decreasing label_offsets, bad policy, struct_size),
+ INDEX_OUT_OF_RANGE (a label >= rows, with its position), SIZE_OVERFLOW,
+ ALLOCATION_FAILED. The tables are unchanged on error.
+
+ # Safety
+ `t` NULL or from lshk_tables_build; `codes` holds n*L u32,
+ `label_offsets` n+1 values, `labels` label_offsets[n] u32; `p` NULL or
+ a readable lshk_label_params.
+ */
+lshk_status lshk_tables_add_labels(struct lshk_tables *t,
+                                   const uint32_t *codes,
+                                   size_t n,
+                                   const size_t *label_offsets,
+                                   const uint32_t *labels,
+                                   const struct lshk_label_params *p);
+
+/*
  Gathered matmul, f32 weights: for every query `i < nq` and every `j` in
  its segment `offsets[i] .. offsets[i+1]`,
  `out[j] = dot(w[ids[j]], q[i]) + (bias ? bias[ids[j]] : 0)`.

@@ -360,6 +360,51 @@ fn count_table(
     }
 }
 
+/// Standalone tables with label entries (the C `lshk_tables_add_labels`):
+/// counts the labels of `n` training queries whose per-table codes are
+/// `codes` (`n x L`, hashed with the family that built `plain`, the same
+/// way its rows were), keeps each bucket's `p.label_cap` most frequent
+/// labels (ties to the smaller id) and merges them by `p.policy`. The
+/// result is frozen: it cannot be updated, nor given labels again.
+#[allow(clippy::too_many_arguments)]
+pub fn tables_with_labels(
+    plain: &Tables,
+    codes: &[u32],
+    n: usize,
+    label_offsets: &[usize],
+    labels: &[u32],
+    p: &LabelParams,
+    threads: u32,
+) -> Result<Tables> {
+    if plain.is_frozen() {
+        bail!(
+            InvalidArgument,
+            "these tables are frozen (they already carry labels or were loaded): \
+             add labels to tables fresh from lshk_tables_build"
+        );
+    }
+    check_labels(n, plain.rows(), label_offsets, labels)?;
+    let need = crate::error::checked_mul(n, plain.tables(), "n*L")?;
+    if codes.len() < need {
+        bail!(
+            BufferTooSmall,
+            "codes holds {} values, n*L = {need} needed",
+            codes.len()
+        );
+    }
+    let lab = count_labels(
+        &codes[..need],
+        n,
+        plain.tables(),
+        plain.range_bits(),
+        label_offsets,
+        labels,
+        p.label_cap,
+        threads,
+    )?;
+    merge_tables(plain, &lab, p.policy)
+}
+
 /// The tables of `plain` with the label entries of `lab` per `policy`
 /// (frozen; every bucket ascending, deduplicated).
 pub fn merge_tables(plain: &Tables, lab: &[BucketLabels], policy: LabelPolicy) -> Result<Tables> {

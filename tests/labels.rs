@@ -581,3 +581,83 @@ fn labels_record_parse() {
     assert!(bad(&|b| b.truncate(20)).contains("20 bytes"));
     assert!(bad(&|b| b.truncate(2)).contains("2 bytes"));
 }
+
+/// `lshk_tables_add_labels` / `tables_with_labels` on standalone tables,
+/// against a HashMap/BTreeSet oracle: per bucket, the `cap` most frequent
+/// labels (ties to the smaller id), beside or instead of the rows.
+#[test]
+fn standalone_tables_with_labels_match_the_oracle() {
+    use lshk::labels::{tables_with_labels, LabelParams, LabelPolicy};
+    use lshk::tables::Tables;
+    use std::collections::{BTreeSet, HashMap};
+    let (rows, l, rb) = (300usize, 3usize, 4u32);
+    let mut r = lshk::rng::SplitMix64::new(5);
+    let row_codes: Vec<u32> = (0..rows * l).map(|_| r.below(16) as u32).collect();
+    let plain = Tables::build(&row_codes, rows, l as u32, rb, 0, 1, 1).unwrap();
+    let n = 200;
+    let q_codes: Vec<u32> = (0..n * l).map(|_| r.below(16) as u32).collect();
+    let mut offs = vec![0usize];
+    let mut labels = Vec::new();
+    for _ in 0..n {
+        let mut ys: Vec<u32> = (0..r.below(5)).map(|_| r.below(40) as u32).collect();
+        ys.sort_unstable();
+        ys.dedup();
+        labels.extend(ys);
+        offs.push(labels.len());
+    }
+    for policy in [LabelPolicy::Beside, LabelPolicy::Instead] {
+        for cap in [0u32, 1, 3] {
+            let p = LabelParams {
+                label_cap: cap,
+                policy,
+            };
+            let t = tables_with_labels(&plain, &q_codes, n, &offs, &labels, &p, 2).unwrap();
+            for tb in 0..l {
+                for b in 0..16u32 {
+                    let mut cnt: HashMap<u32, u32> = HashMap::new();
+                    for i in 0..n {
+                        if q_codes[i * l + tb] == b {
+                            for &y in &labels[offs[i]..offs[i + 1]] {
+                                *cnt.entry(y).or_default() += 1;
+                            }
+                        }
+                    }
+                    let mut v: Vec<(u32, u32)> = cnt.into_iter().collect();
+                    v.sort_by(|a, c| c.1.cmp(&a.1).then(a.0.cmp(&c.0)));
+                    if cap > 0 {
+                        v.truncate(cap as usize);
+                    }
+                    let mut want: BTreeSet<u32> = v.into_iter().map(|x| x.0).collect();
+                    if matches!(policy, LabelPolicy::Beside) {
+                        want.extend(plain.bucket(tb, b).iter().copied());
+                    }
+                    let want: Vec<u32> = want.into_iter().collect();
+                    assert_eq!(
+                        t.bucket(tb, b),
+                        &want[..],
+                        "policy {policy:?} cap {cap} table {tb} bucket {b}"
+                    );
+                }
+            }
+            assert!(t.is_frozen());
+            let again = tables_with_labels(&t, &q_codes, n, &offs, &labels, &p, 1).unwrap_err();
+            assert_eq!(again.status, lshk::Status::InvalidArgument);
+        }
+    }
+    // A label >= rows and short codes are refused.
+    let mut bad = labels.clone();
+    bad[0] = rows as u32;
+    let p = LabelParams::default();
+    assert_eq!(
+        tables_with_labels(&plain, &q_codes, n, &offs, &bad, &p, 1)
+            .unwrap_err()
+            .status,
+        lshk::Status::IndexOutOfRange
+    );
+    assert_eq!(
+        tables_with_labels(&plain, &q_codes[1..], n, &offs, &labels, &p, 1)
+            .unwrap_err()
+            .status,
+        lshk::Status::BufferTooSmall
+    );
+}

@@ -1,8 +1,10 @@
 //! C entry points of label-aware buckets (`lshk_index_train_labels`).
 
 use super::index::{lshk_index, IndexHandle};
+use super::tables::lshk_tables;
 use super::*;
 use crate::labels::{LabelParams, LabelPolicy};
+use crate::tables::Tables;
 
 /// Label policy: a trained bucket holds the rows hashed to it AND its top
 /// labels.
@@ -188,6 +190,68 @@ pub unsafe extern "C" fn lshk_index_label_info(
                 (*params).policy = s.params.policy as u32;
             }
         }
+        Ok(())
+    })
+}
+
+/// Adds label entries to standalone tables (HALOS label-aware buckets
+/// without an index): `codes` holds the per-table codes of `n` training
+/// queries (`n * L` values, `codes[i*L + l]`, hashed with the same family
+/// and transform as the rows the tables were built from); query i's labels
+/// are `labels[label_offsets[i] .. label_offsets[i+1]]` (row ids).
+/// Each bucket keeps its `p->label_cap` most frequent labels (ties to the
+/// smaller id; 0 keeps all), beside or instead of its rows (`p->policy`);
+/// ids stay ascending and deduplicated. `p` NULL = defaults.
+///
+/// Needs exclusive access (no concurrent gather on `t`). Afterwards the
+/// tables are frozen: lshk_tables_update and a second
+/// lshk_tables_add_labels are refused (INVALID_ARGUMENT). Tables lent by an
+/// index are refused too (use lshk_index_train_labels).
+///
+/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (borrowed or
+/// frozen tables, decreasing label_offsets, bad policy, struct_size),
+/// INDEX_OUT_OF_RANGE (a label >= rows, with its position), SIZE_OVERFLOW,
+/// ALLOCATION_FAILED. The tables are unchanged on error.
+///
+/// # Safety
+/// `t` NULL or from lshk_tables_build; `codes` holds n*L u32,
+/// `label_offsets` n+1 values, `labels` label_offsets[n] u32; `p` NULL or
+/// a readable lshk_label_params.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_tables_add_labels(
+    t: *mut lshk_tables,
+    codes: *const u32,
+    n: usize,
+    label_offsets: *const usize,
+    labels: *const u32,
+    p: *const lshk_label_params,
+) -> lshk_status {
+    boundary("lshk_tables_add_labels", || {
+        // SAFETY: forwarded caller contract (exclusive access).
+        let tab = unsafe { handle_mut::<Tables>(slot_mut(t), "t")? };
+        // SAFETY: forwarded caller contract.
+        let lp = unsafe { read_label_params(p)? };
+        let need = crate::error::checked_mul(n, tab.tables(), "n*L")?;
+        let n1 = n
+            .checked_add(1)
+            .ok_or_else(|| Error::new(Status::SizeOverflow, "n + 1 overflows"))?;
+        // SAFETY: the caller promised these lengths.
+        let c = unsafe { slice_in(codes, need, "codes")? };
+        // SAFETY: as above.
+        let off = unsafe { slice_in(label_offsets, n1, "label_offsets")? };
+        if let Some(i) = off.windows(2).position(|w| w[1] < w[0]) {
+            bail!(
+                InvalidArgument,
+                "label_offsets decreases at {}: {} < {}",
+                i + 1,
+                off[i + 1],
+                off[i]
+            );
+        }
+        // SAFETY: label_offsets[n] labels, as promised.
+        let ys = unsafe { slice_in(labels, off[n], "labels")? };
+        let merged = crate::labels::tables_with_labels(tab, c, n, off, ys, &lp, 0)?;
+        *tab = merged;
         Ok(())
     })
 }
