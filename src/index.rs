@@ -1310,6 +1310,58 @@ impl Index {
                 "params: stored weights have stride {w_stride}, not dim {dim}"
             )));
         }
+        // ---- table sizes, checked before anything is allocated from the
+        // params (a corrupt L or K must not make the seeded family below
+        // allocate gigabytes: the sections' real sizes bound everything).
+        if range_bits == 0 || range_bits > crate::tables::MAX_RANGE_BITS {
+            return Err(bad(format!(
+                "params: range_bits {range_bits} is outside 1..=24"
+            )));
+        }
+        let l = tables as usize;
+        let nb1 = (1usize << range_bits) + 1;
+        let toffs: &[u32] = cast_slice(c.section("TOFFS")?, "TOFFS")?;
+        let idlen: &[u64] = cast_slice(c.section("TIDLEN")?, "TIDLEN")?;
+        let tids: &[u32] = cast_slice(c.section("TIDS")?, "TIDS")?;
+        if toffs.len() as u128 != l as u128 * nb1 as u128 {
+            return Err(bad(format!(
+                "TOFFS holds {} offsets, L * (2^range_bits + 1) = {} expected",
+                toffs.len(),
+                l as u128 * nb1 as u128
+            )));
+        }
+        if idlen.len() != l {
+            return Err(bad(format!(
+                "TIDLEN holds {} counts, L = {l} expected",
+                idlen.len()
+            )));
+        }
+        let sum: u128 = idlen.iter().map(|&v| v as u128).sum();
+        if sum != tids.len() as u128 {
+            return Err(bad(format!(
+                "TIDLEN counts sum to {sum} ids but TIDS holds {}",
+                tids.len()
+            )));
+        }
+        {
+            let fam_len = bits as u128 * tables as u128;
+            let (name, unit, per) = match family {
+                Family::SimHash => ("PLANES", 4u128, hash_dim as u128),
+                Family::Dwta => ("DWTAMAP", 4u128, bin_size as u128),
+            };
+            let have = c.section(name)?.len() as u128;
+            if have != fam_len * per * unit {
+                return Err(bad(format!(
+                    "{name} holds {have} bytes, K * L * {} * 4 = {} expected from the params",
+                    if family == Family::SimHash {
+                        "dim"
+                    } else {
+                        "bin_size"
+                    },
+                    fam_len * per * unit
+                )));
+            }
+        }
         let as_bad = |e: Error| bad(format!("params describe an invalid family: {}", e.message));
         // ---- family
         let given = flags & FLAG_GIVEN != 0;
@@ -1355,37 +1407,6 @@ impl Index {
                 Fam::Dw(Box::new(h))
             }
         };
-        // ---- tables
-        if range_bits == 0 || range_bits > crate::tables::MAX_RANGE_BITS {
-            return Err(bad(format!(
-                "params: range_bits {range_bits} is outside 1..=24"
-            )));
-        }
-        let l = tables as usize;
-        let nb1 = (1usize << range_bits) + 1;
-        let toffs: &[u32] = cast_slice(c.section("TOFFS")?, "TOFFS")?;
-        let idlen: &[u64] = cast_slice(c.section("TIDLEN")?, "TIDLEN")?;
-        let tids: &[u32] = cast_slice(c.section("TIDS")?, "TIDS")?;
-        if toffs.len() as u128 != l as u128 * nb1 as u128 {
-            return Err(bad(format!(
-                "TOFFS holds {} offsets, L * (2^range_bits + 1) = {} expected",
-                toffs.len(),
-                l as u128 * nb1 as u128
-            )));
-        }
-        if idlen.len() != l {
-            return Err(bad(format!(
-                "TIDLEN holds {} counts, L = {l} expected",
-                idlen.len()
-            )));
-        }
-        let sum: u128 = idlen.iter().map(|&v| v as u128).sum();
-        if sum != tids.len() as u128 {
-            return Err(bad(format!(
-                "TIDLEN counts sum to {sum} ids but TIDS holds {}",
-                tids.len()
-            )));
-        }
         let mut offs = Vec::with_capacity(l);
         let mut ids = Vec::with_capacity(l);
         let mut at = 0usize;
