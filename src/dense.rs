@@ -102,23 +102,7 @@ impl<'a> DenseLayer<'a> {
         if rows >= u32::MAX as usize {
             bail!(InvalidArgument, "rows is {rows}; at most 2^32 - 2");
         }
-        let need = strided_len(rows, dim, stride, "w")?;
-        if w.len() < need {
-            bail!(
-                BufferTooSmall,
-                "`w` holds {} floats, {rows} rows of stride {stride} need {need}",
-                w.len()
-            );
-        }
-        if let Some(b) = bias {
-            if b.len() < rows {
-                bail!(
-                    BufferTooSmall,
-                    "`bias` holds {} values, W has {rows} rows",
-                    b.len()
-                );
-            }
-        }
+        crate::error::check_layer_buffers(w, bias, rows, dim, stride)?;
         Ok(DenseLayer {
             w,
             rows,

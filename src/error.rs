@@ -165,3 +165,34 @@ pub fn strided_len(n: usize, dim: usize, stride: usize, name: &str) -> Result<us
             )
         })
 }
+
+/// Checks that a row-major layer's buffers are long enough: `w` holds
+/// `(rows - 1) * stride + dim` floats (`stride >= dim`) and `bias`, if
+/// given, at least `rows` values. Returns the length `w` needs.
+pub fn check_layer_buffers(
+    w: &[f32],
+    bias: Option<&[f32]>,
+    rows: usize,
+    dim: usize,
+    stride: usize,
+) -> Result<usize> {
+    let need = strided_len(rows, dim, stride, "w")?;
+    if w.len() < need {
+        return Err(Error::new(
+            Status::BufferTooSmall,
+            format!(
+                "`w` holds {} floats, {rows} rows of stride {stride} need {need}",
+                w.len()
+            ),
+        ));
+    }
+    if let Some(b) = bias {
+        if b.len() < rows {
+            return Err(Error::new(
+                Status::BufferTooSmall,
+                format!("`bias` holds {} values, W has {rows} rows", b.len()),
+            ));
+        }
+    }
+    Ok(need)
+}

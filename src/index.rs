@@ -534,22 +534,8 @@ impl Index {
         if dim == 0 {
             bail!(InvalidArgument, "dim must be >= 1");
         }
-        let need = strided_len(rows, dim, w_stride, "w")?;
-        if w.len() < need {
-            bail!(
-                BufferTooSmall,
-                "`w` holds {} floats, {rows} rows of stride {w_stride} need {need}",
-                w.len()
-            );
-        }
+        let need = crate::error::check_layer_buffers(w, bias, rows, dim, w_stride)?;
         if let Some(b) = bias {
-            if b.len() < rows {
-                bail!(
-                    BufferTooSmall,
-                    "`bias` holds {} values, W has {rows} rows",
-                    b.len()
-                );
-            }
             if let Some(i) = b[..rows].iter().position(|v| !v.is_finite()) {
                 bail!(NonFinite, "bias[{i}] (row {i}) is {}", b[i]);
             }
