@@ -778,6 +778,108 @@ void test_index() {
   EXPECT_THROW_STATUS(empty.save(path), LSHK_STATUS_NULL_POINTER, "lshk_index_save");
 }
 
+// Tables::add_labels against lshk_tables_add_labels on a twin built the
+// same way (INSTEAD, cap 0: bucket = its labels; the default BESIDE keeps
+// the rows too), the frozen state, and the wrapper's own size checks.
+std::vector<uint32_t> gather_ids(lshk::TablesRef t, const std::vector<uint32_t> &codes) {
+  lshk::GatherResult r = t.gather(codes);
+  return std::vector<uint32_t>(r.ids().begin(), r.ids().end());
+}
+
+void test_tables_labels() {
+  constexpr std::size_t rows = 16, n = 3;
+  constexpr uint32_t L = 2;
+  std::vector<uint32_t> codes(rows * L);
+  for (std::size_t i = 0; i < rows; i++) codes[i * L] = codes[i * L + 1] = uint32_t(i % 8);
+  const std::vector<uint32_t> qcodes{1, 1, 2, 2, 1, 1}, qlab{5, 9, 7, 5};
+  const std::vector<std::size_t> qoff{0, 2, 3, 4};
+  lshk::LabelParams lp;
+  lp.policy = LSHK_LABEL_POLICY_INSTEAD;
+  lp.label_cap = 0;
+
+  lshk::Tables t(codes, rows, L, 3, 0, 1, 1);
+  lshk_tables *twin = nullptr;
+  EXPECT_OK(lshk_tables_build(codes.data(), rows, L, 3, 0, 1, 1, &twin));
+  EXPECT_OK(lshk_tables_add_labels(twin, qcodes.data(), n, qoff.data(), qlab.data(), &lp));
+  t.add_labels(qcodes, n, qoff, qlab, lp);
+  const std::vector<uint32_t> b1{1, 1}, b2{2, 2};
+  CHECK((gather_ids(t, b1) == std::vector<uint32_t>{5, 9}));
+  CHECK((gather_ids(t, b2) == std::vector<uint32_t>{7}));
+  CHECK(gather_ids(t, b1) == gather_ids(lshk::TablesRef(twin), b1));
+  EXPECT_OK(lshk_tables_free(twin));
+  // Frozen afterwards.
+  EXPECT_THROW_STATUS(t.add_labels(qcodes, n, qoff, qlab, lp), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk_tables_add_labels");
+
+  // Default parameters: BESIDE, the rows stay.
+  lshk::Tables t2(codes, rows, L, 3, 0, 1, 1);
+  t2.add_labels(qcodes, n, qoff, qlab);
+  CHECK((gather_ids(t2, b1) == std::vector<uint32_t>{1, 5, 9}));
+
+  // Wrapper-side size checks (nothing reaches the library).
+  lshk::Tables t3(codes, rows, L, 3, 0, 1, 1);
+  const std::vector<uint32_t> short_codes(qcodes.begin(), qcodes.end() - 1);
+  EXPECT_THROW_STATUS(t3.add_labels(short_codes, n, qoff, qlab), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk::Tables::add_labels: codes holds");
+  const std::vector<std::size_t> short_off(qoff.begin(), qoff.end() - 1);
+  EXPECT_THROW_STATUS(t3.add_labels(qcodes, n, short_off, qlab), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk::Tables::add_labels: label_offsets holds");
+  const std::vector<uint32_t> short_lab(qlab.begin(), qlab.end() - 1);
+  EXPECT_THROW_STATUS(t3.add_labels(qcodes, n, qoff, short_lab), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk::Tables::add_labels: labels holds");
+  // ... and the library's own: a label >= rows.
+  const std::vector<uint32_t> bad_lab{5, 9, uint32_t(rows), 5};
+  EXPECT_THROW_STATUS(t3.add_labels(qcodes, n, qoff, bad_lab), LSHK_STATUS_INDEX_OUT_OF_RANGE,
+                      "lshk_tables_add_labels");
+}
+
+// Index::weights: the view of the stored weights feeds the gathered matmul
+// of its element type and reproduces the index's scores within the kernel's
+// bound (see ffi_tests/index_weights.c for every storage).
+void test_index_weights() {
+  constexpr std::size_t rows = 500, dim = 16, nq = 4;
+  constexpr uint32_t k = 3;
+  std::vector<float> w = normals(rows * dim, 21), bias = normals(rows, 22),
+                     q = normals(nq * dim, 23);
+  lshk::IndexParams p;
+  p.bits_per_table = 4;
+  p.tables = 4;
+  p.storage = LSHK_STORAGE_BF16;
+  p.build_threads = 1;
+  lshk::Index idx(w, bias, rows, dim, dim, p);
+  lshk::TopK top = idx.query(q, k);
+  lshk_weights_view v = idx.weights();
+  CHECK(v.storage == LSHK_STORAGE_BF16 && v.rows == rows && v.dim == dim && v.w_stride >= dim);
+  CHECK(v.bias != nullptr && v.scales == nullptr && v.w != nullptr);
+  std::vector<uint32_t> ids;
+  std::vector<std::size_t> off{0};
+  for (std::size_t i = 0; i < nq; i++) {
+    for (uint32_t j = 0; j < k; j++)
+      if (top.ids[i * k + j] != UINT32_MAX) ids.push_back(top.ids[i * k + j]);
+    off.push_back(ids.size());
+  }
+  std::vector<float> again(ids.size());
+  EXPECT_OK(lshk_gathered_matmul_bf16(static_cast<const uint16_t *>(v.w), v.rows, v.dim,
+                                      v.w_stride, v.bias, q.data(), nq, dim, ids.data(),
+                                      off.data(), again.data(), again.size()));
+  bool close = !ids.empty();
+  std::size_t m = 0;
+  for (std::size_t i = 0; i < nq * k; i++) {
+    if (top.ids[i] == UINT32_MAX) continue;
+    // Two summation orders of the same bf16 products: each within
+    // gamma(dim + 2) * (sum |w_t q_t| + |b|) of the exact value (bf16 values
+    // are within 2^-8 relative of w: the 1.01 factor).
+    const uint32_t r = top.ids[i];
+    double mag = std::fabs(bias[r]);
+    for (std::size_t t = 0; t < dim; t++) mag += std::fabs(double(w[r * dim + t]) * q[(i / k) * dim + t]);
+    const double nu = (dim + 2) * 0x1p-24;
+    close = close && std::fabs(double(again[m++]) - top.scores[i]) <= 2 * nu / (1 - nu) * 1.01 * mag;
+  }
+  CHECK(close);
+  lshk::Index empty;
+  EXPECT_THROW_STATUS(empty.weights(), LSHK_STATUS_NULL_POINTER, "lshk_index_weights");
+}
+
 }  // namespace
 
 int main() {
@@ -789,6 +891,8 @@ int main() {
     test_tables();
     test_matmul();
     test_index();
+    test_tables_labels();
+    test_index_weights();
   } catch (const std::exception &e) {
     std::fprintf(stderr, "unexpected exception: %s\n", e.what());
     lshk_test_failed++;

@@ -316,6 +316,66 @@ typedef struct lshk_query_stats {
 } lshk_query_stats;
 
 /*
+ A read-only view of the weights an index computes its logits from, as
+ filled by lshk_index_weights. The fields plug straight into the
+ gathered-matmul call of the storage's element type:
+
+ | storage                    | `w` points to        | call                           |
+ |----------------------------|----------------------|--------------------------------|
+ | LSHK_STORAGE_BORROWED_F32  | the caller's floats  | lshk_gathered_matmul_f32       |
+ | LSHK_STORAGE_F32           | floats               | lshk_gathered_matmul_f32       |
+ | LSHK_STORAGE_BF16          | uint16_t bf16 bits   | lshk_gathered_matmul_bf16      |
+ | LSHK_STORAGE_F16           | uint16_t binary16    | lshk_gathered_matmul_f16       |
+ | LSHK_STORAGE_I8            | int8_t, + `scales`   | lshk_gathered_matmul_i8        |
+
+ e.g. `lshk_gathered_matmul_bf16(v.w, v.rows, v.dim, v.w_stride, v.bias,
+ q, nq, q_stride, ids, offsets, out, out_len)` computes the scores
+ lshk_index_query ranks (the original W and b: a transform steers only
+ retrieval) with the same kernel; on the SIMD tiers a score's last bits
+ may differ, as rows are summed in blocks and a row's block depends on
+ its position in `ids` (both are within the kernel's documented error
+ bound). The pointers stay valid, and the memory unchanged, until
+ lshk_index_free (for a loaded index they may point into the mapped
+ file: never write through them).
+ */
+typedef struct lshk_weights_view {
+  /*
+   sizeof(lshk_weights_view) as the caller knows it (set it before the
+   call; lshk does not change it).
+   */
+  uint32_t struct_size;
+  /*
+   LSHK_STORAGE_* the index was built with (the element type of `w`).
+   */
+  uint32_t storage;
+  /*
+   Row `r` starts at element `r * w_stride` of `w`.
+   */
+  const void *w;
+  /*
+   int8 storage: `rows` per-row scales (row r is `scales[r] * w[r]`);
+   NULL otherwise.
+   */
+  const float *scales;
+  /*
+   `rows` floats, or NULL when the index has no bias.
+   */
+  const float *bias;
+  /*
+   Rows of W.
+   */
+  size_t rows;
+  /*
+   Columns of W (before any transform).
+   */
+  size_t dim;
+  /*
+   Elements (not bytes) between row starts; >= dim.
+   */
+  size_t w_stride;
+} lshk_weights_view;
+
+/*
  Parameters of lshk_index_train_iul. Obtain them from
  lshk_iul_params_default() and change what you need; `struct_size` must
  stay sizeof(lshk_iul_params) (a larger value from a newer header is
@@ -929,6 +989,22 @@ lshk_status lshk_index_shape(const struct lshk_index *idx,
                              size_t *dim,
                              uint32_t *k,
                              uint32_t *l);
+
+/*
+ Fills `*out` with a view of the weights (and bias) the index's logits
+ come from, for callers who want the kernels directly (see
+ lshk_weights_view). Set `out->struct_size = sizeof(lshk_weights_view)`
+ first. The view borrows from the index: valid until lshk_index_free.
+
+ Errors: NULL_POINTER (`idx`, `out`), INVALID_HANDLE, INVALID_ARGUMENT
+ (misaligned `out`, `out->struct_size` too small). Nothing but the view's
+ fields after `struct_size` is written, and only on success.
+
+ # Safety
+ `out` must be a writable lshk_weights_view whose struct_size is set.
+ */
+lshk_status lshk_index_weights(const struct lshk_index *idx,
+                               struct lshk_weights_view *out);
 
 /*
  Releases an index (and retires its borrowed family/tables handles).

@@ -853,6 +853,30 @@ class Tables : public detail::TablesBase {
     check(lshk_tables_update(get(), ids.data(), new_codes.data(), ids.size()));
   }
 
+  /* lshk_tables_add_labels (HALOS label-aware buckets on standalone
+   * tables): `codes` holds the per-table codes of n training queries
+   * (codes[i*L + t]), query i's labels are labels[label_offsets[i] ..
+   * label_offsets[i+1]] (CSR, n + 1 offsets). Needs exclusive access; the
+   * tables are frozen afterwards (no update, no second add_labels). */
+  void add_labels(span<const uint32_t> codes, std::size_t n,
+                  span<const std::size_t> label_offsets, span<const uint32_t> labels) {
+    lshk_label_params p = lshk_label_params_default();
+    add_labels(codes, n, label_offsets, labels, p);
+  }
+  void add_labels(span<const uint32_t> codes, std::size_t n,
+                  span<const std::size_t> label_offsets, span<const uint32_t> labels,
+                  const lshk_label_params &p) {
+    const char *where = "lshk::Tables::add_labels";
+    std::size_t need = 0;
+    if (!detail::mul(n, tables_, &need) || n == static_cast<std::size_t>(-1))
+      detail::fail(LSHK_STATUS_SIZE_OVERFLOW, std::string(where) + ": n * L overflows");
+    detail::need_in(where, "codes", codes.size(), need);
+    detail::need_in(where, "label_offsets", label_offsets.size(), n + 1);
+    detail::need_in(where, "labels", labels.size(), label_offsets.data()[n]);
+    check(lshk_tables_add_labels(get(), codes.data(), n, label_offsets.data(), labels.data(),
+                                 &p));
+  }
+
   void reset() noexcept {
     if (h_) (void)lshk_tables_free(const_cast<lshk_tables *>(h_));
     clear();
@@ -1315,6 +1339,16 @@ class Index {
     check(lshk_index_label_info(h_, &trained, &lp));
     if (trained && p) *p = lp;
     return trained != 0;
+  }
+
+  /* lshk_index_weights: the weights (and bias) the logits come from, for
+   * the gathered-matmul call of v.storage's element type (see
+   * lshk_weights_view); the view is valid while the index lives. */
+  lshk_weights_view weights() const {
+    lshk_weights_view v{};
+    v.struct_size = sizeof v;
+    check(lshk_index_weights(h_, &v));
+    return v;
   }
 
   /* The index's hash family and tables, for callers who want the kernels

@@ -11,7 +11,7 @@
 //! borrowed handle used after its index was freed is reported as
 //! INVALID_HANDLE (best effort, like every freed handle).
 
-use std::ffi::CStr;
+use std::ffi::{c_void, CStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -21,6 +21,7 @@ use super::tables::{lshk_gather_params, lshk_tables, read_params};
 use super::*;
 use crate::dwta::Dwta;
 use crate::index::{Family, Index, IndexParams, QueryStats, Storage, Transform};
+use crate::matmul::Weights;
 use crate::simhash::SimHash;
 use crate::tables::Tables;
 
@@ -141,6 +142,50 @@ pub struct lshk_query_stats {
     pub candidates_min: u64,
     /// Most candidates of one query.
     pub candidates_max: u64,
+}
+
+/// A read-only view of the weights an index computes its logits from, as
+/// filled by lshk_index_weights. The fields plug straight into the
+/// gathered-matmul call of the storage's element type:
+///
+/// | storage                    | `w` points to        | call                           |
+/// |----------------------------|----------------------|--------------------------------|
+/// | LSHK_STORAGE_BORROWED_F32  | the caller's floats  | lshk_gathered_matmul_f32       |
+/// | LSHK_STORAGE_F32           | floats               | lshk_gathered_matmul_f32       |
+/// | LSHK_STORAGE_BF16          | uint16_t bf16 bits   | lshk_gathered_matmul_bf16      |
+/// | LSHK_STORAGE_F16           | uint16_t binary16    | lshk_gathered_matmul_f16       |
+/// | LSHK_STORAGE_I8            | int8_t, + `scales`   | lshk_gathered_matmul_i8        |
+///
+/// e.g. `lshk_gathered_matmul_bf16(v.w, v.rows, v.dim, v.w_stride, v.bias,
+/// q, nq, q_stride, ids, offsets, out, out_len)` computes the scores
+/// lshk_index_query ranks (the original W and b: a transform steers only
+/// retrieval) with the same kernel; on the SIMD tiers a score's last bits
+/// may differ, as rows are summed in blocks and a row's block depends on
+/// its position in `ids` (both are within the kernel's documented error
+/// bound). The pointers stay valid, and the memory unchanged, until
+/// lshk_index_free (for a loaded index they may point into the mapped
+/// file: never write through them).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_weights_view {
+    /// sizeof(lshk_weights_view) as the caller knows it (set it before the
+    /// call; lshk does not change it).
+    pub struct_size: u32,
+    /// LSHK_STORAGE_* the index was built with (the element type of `w`).
+    pub storage: u32,
+    /// Row `r` starts at element `r * w_stride` of `w`.
+    pub w: *const c_void,
+    /// int8 storage: `rows` per-row scales (row r is `scales[r] * w[r]`);
+    /// NULL otherwise.
+    pub scales: *const f32,
+    /// `rows` floats, or NULL when the index has no bias.
+    pub bias: *const f32,
+    /// Rows of W.
+    pub rows: usize,
+    /// Columns of W (before any transform).
+    pub dim: usize,
+    /// Elements (not bytes) between row starts; >= dim.
+    pub w_stride: usize,
 }
 
 /// The handle's object: the index plus its borrowed sub-object handles.
@@ -612,6 +657,63 @@ pub unsafe extern "C" fn lshk_index_shape(
                 *l = h.idx.num_tables();
             }
         }
+        Ok(())
+    })
+}
+
+/// Fills `*out` with a view of the weights (and bias) the index's logits
+/// come from, for callers who want the kernels directly (see
+/// lshk_weights_view). Set `out->struct_size = sizeof(lshk_weights_view)`
+/// first. The view borrows from the index: valid until lshk_index_free.
+///
+/// Errors: NULL_POINTER (`idx`, `out`), INVALID_HANDLE, INVALID_ARGUMENT
+/// (misaligned `out`, `out->struct_size` too small). Nothing but the view's
+/// fields after `struct_size` is written, and only on success.
+///
+/// # Safety
+/// `out` must be a writable lshk_weights_view whose struct_size is set.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_index_weights(
+    idx: *const lshk_index,
+    out: *mut lshk_weights_view,
+) -> lshk_status {
+    boundary("lshk_index_weights", || {
+        // SAFETY: forwarded caller contract.
+        let h = unsafe { index_ref(idx)? };
+        if out.is_null() {
+            bail!(NullPointer, "`out` is NULL");
+        }
+        if !out.is_aligned() {
+            bail!(InvalidArgument, "`out` is misaligned");
+        }
+        // SAFETY: non-NULL, aligned; the caller's struct holds its struct_size.
+        let size = unsafe { (*out).struct_size } as usize;
+        let want = std::mem::size_of::<lshk_weights_view>();
+        if size < want {
+            bail!(
+                InvalidArgument,
+                "out->struct_size is {size}, this library needs at least {want} \
+                 (set it to sizeof(lshk_weights_view))"
+            );
+        }
+        let idx = &h.idx;
+        let (w, scales): (*const c_void, *const f32) = match idx.weights() {
+            Weights::F32(w) => (w.as_ptr().cast(), std::ptr::null()),
+            Weights::Bf16(w) | Weights::F16(w) => (w.as_ptr().cast(), std::ptr::null()),
+            Weights::I8 { w, scales } => (w.as_ptr().cast(), scales.as_ptr()),
+        };
+        let view = lshk_weights_view {
+            struct_size: size as u32,
+            storage: idx.storage() as u32,
+            w,
+            scales,
+            bias: idx.bias().map_or(std::ptr::null(), |b| b.as_ptr()),
+            rows: idx.rows(),
+            dim: idx.dim(),
+            w_stride: idx.weight_stride(),
+        };
+        // SAFETY: checked non-NULL, aligned and (struct_size) large enough.
+        unsafe { out.write(view) };
         Ok(())
     })
 }
