@@ -45,11 +45,13 @@
 //!   padding, f32 / bf16 bits / f16 bits / i8; with int8 also `WSCALES`
 //!   (`rows` f32).
 //!
-//! [`Index::load`] maps the file; the weights are used IN PLACE from the
-//! mapping (zero copy: the mapping lives as long as the index). The hash
-//! family, the tables and the bias are copied into memory (the tables'
-//! type owns its arrays; their size is `O(rows * L)` u32, small beside W for
-//! usual shapes). Everything is validated: a checksummed file whose content
+//! [`Index::load`] maps the file; the weights and the tables (bucket
+//! offsets and ids) are used IN PLACE from the mapping (zero copy: the
+//! mapping lives as long as the index, and its pages are the page cache's,
+//! shared by every process that loads the same file). Only the hash family
+//! (rebuilt from its seed or given planes/map) and the bias are read into
+//! memory. Loading still reads every byte once (checksums, then the
+//! consistency checks). Everything is validated: a checksummed file whose content
 //! is inconsistent (sizes that disagree with the params, ids `>= rows`,
 //! offsets that decrease, unknown enum values, non-finite weights, ...)
 //! is `BadFileFormat` with a message naming what is wrong.
@@ -65,7 +67,7 @@ use crate::error::{checked_mul, strided_len, try_vec, Error, Result, Status};
 use crate::format::{self, cast_slice, Container, SectionOut};
 use crate::matmul::{self, WeightMatrix, Weights};
 use crate::simhash::SimHash;
-use crate::tables::{GatherInput, GatherParams, GatherResult, Tables, MAX_ROWS};
+use crate::tables::{GatherInput, GatherParams, GatherResult, Tables, U32s, MAX_ROWS};
 
 /// Hash family of an index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1393,13 +1395,20 @@ impl Index {
                 Fam::Dw(Box::new(h))
             }
         };
+        // The tables are views of the mapping (kept alive by `keep`): a
+        // large index opens without copying them.
+        let keep: crate::tables::KeepAlive = c.clone();
         let mut offs = Vec::with_capacity(l);
         let mut ids = Vec::with_capacity(l);
         let mut at = 0usize;
         for t in 0..l {
-            offs.push(toffs[t * nb1..(t + 1) * nb1].to_vec());
             let n = idlen[t] as usize;
-            ids.push(tids[at..at + n].to_vec());
+            // SAFETY: both slices lie in the read-only mapping that `keep`
+            // (an Arc of the container) owns and nobody writes.
+            unsafe {
+                offs.push(U32s::view(&toffs[t * nb1..(t + 1) * nb1], &keep));
+                ids.push(U32s::view(&tids[at..at + n], &keep));
+            }
             at += n;
         }
         let label_state = match c.optional("LABELS") {
@@ -1408,9 +1417,18 @@ impl Index {
         };
         let tabs = Box::new(
             if label_state.is_some() {
-                Tables::from_parts_multi(rows, range_bits, bucket_cap, seed, 0, offs, ids)
+                Tables::from_stored_parts_multi(rows, range_bits, bucket_cap, seed, 0, offs, ids)
             } else {
-                Tables::from_parts(rows, range_bits, bucket_cap, seed, 0, offs, ids, Vec::new())
+                Tables::from_stored_parts(
+                    rows,
+                    range_bits,
+                    bucket_cap,
+                    seed,
+                    0,
+                    offs,
+                    ids,
+                    Vec::new(),
+                )
             }
             .map_err(|e| bad(e.message))?,
         );

@@ -58,9 +58,11 @@
 //! the largest `n` seen on the thread, and kept all-zero between calls, so
 //! nothing is allocated per query after warm-up.
 
+use std::any::Any;
 use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use crate::bail;
 use crate::error::{checked_mul, try_vec, Error, Result, Status};
@@ -108,12 +110,104 @@ pub const fn bucket_stream_seed(seed: u64, t: u32, b: u32) -> u64 {
     seed ^ (((t as u64) << 32) | b as u64)
 }
 
+/// What keeps viewed table memory alive: e.g. the mapping of an index file
+/// ([`crate::index::Index::load`] opens tables without copying them).
+pub type KeepAlive = Arc<dyn Any + Send + Sync>;
+
+/// A table's u32 array: owned, or a read-only view of memory that `keep`
+/// keeps alive (a mapped file). Reads see a slice either way; changing a
+/// viewed array copies it first ([`U32s::to_mut`]).
+#[derive(Clone)]
+pub(crate) enum U32s {
+    Owned(Vec<u32>),
+    Viewed {
+        ptr: *const u32,
+        len: usize,
+        _keep: KeepAlive,
+    },
+}
+
+// SAFETY: a Viewed array is read-only memory owned by `keep` (Send + Sync);
+// an Owned one is a Vec.
+unsafe impl Send for U32s {}
+// SAFETY: as above; nothing is mutated through a shared reference.
+unsafe impl Sync for U32s {}
+
+impl U32s {
+    /// A view of `s`, which must stay valid and unchanged while `keep` lives.
+    ///
+    /// # Safety
+    /// `s` is owned (directly or not) by `keep` and never written.
+    pub(crate) unsafe fn view(s: &[u32], keep: &KeepAlive) -> U32s {
+        U32s::Viewed {
+            ptr: s.as_ptr(),
+            len: s.len(),
+            _keep: Arc::clone(keep),
+        }
+    }
+
+    /// The array as a Vec to change, copying a viewed one first.
+    fn to_mut(&mut self) -> &mut Vec<u32> {
+        if let U32s::Viewed { .. } = self {
+            *self = U32s::Owned(self.to_vec());
+        }
+        match self {
+            U32s::Owned(v) => v,
+            U32s::Viewed { .. } => unreachable!("converted above"),
+        }
+    }
+
+    /// Bytes held: an owned array's capacity, a viewed one's length (the
+    /// mapped pages it occupies).
+    fn held_bytes(&self) -> usize {
+        match self {
+            U32s::Owned(v) => v.capacity() * 4,
+            U32s::Viewed { len, .. } => len * 4,
+        }
+    }
+
+    fn is_view(&self) -> bool {
+        matches!(self, U32s::Viewed { .. })
+    }
+}
+
+impl Default for U32s {
+    fn default() -> Self {
+        U32s::Owned(Vec::new())
+    }
+}
+
+impl std::ops::Deref for U32s {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        match self {
+            U32s::Owned(v) => v,
+            // SAFETY: ptr/len describe memory `keep` owns and nobody writes
+            // (the contract of U32s::view), alive as long as self.
+            U32s::Viewed { ptr, len, .. } => unsafe { std::slice::from_raw_parts(*ptr, *len) },
+        }
+    }
+}
+
+impl std::fmt::Debug for U32s {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = if self.is_view() { "view" } else { "owned" };
+        write!(f, "U32s({kind}, {} values)", self.len())
+    }
+}
+
+impl From<Vec<u32>> for U32s {
+    fn from(v: Vec<u32>) -> Self {
+        U32s::Owned(v)
+    }
+}
+
 /// One table's CSR.
 #[derive(Clone, Debug, Default)]
 struct Csr {
     /// `2^range_bits + 1` offsets into `ids`.
-    offsets: Vec<u32>,
-    ids: Vec<u32>,
+    offsets: U32s,
+    ids: U32s,
 }
 
 /// Per-table statistics (see [`Tables::stats`]).
@@ -167,7 +261,7 @@ fn build_table(
     cursor: &mut [u32],
 ) {
     let n = buckets.len();
-    let off = &mut csr.offsets;
+    let off = csr.offsets.to_mut();
     debug_assert_eq!(off.len(), nb + 1);
     off.fill(0);
     for &b in buckets {
@@ -178,8 +272,8 @@ fn build_table(
     }
     cursor.copy_from_slice(&off[..nb]);
     // Capacity >= n was reserved at build time and is kept by truncate.
-    csr.ids.resize(n, 0);
-    let ids = &mut csr.ids;
+    let ids = csr.ids.to_mut();
+    ids.resize(n, 0);
     for (i, &b) in buckets.iter().enumerate() {
         let c = &mut cursor[b as usize];
         ids[*c as usize] = i as u32;
@@ -329,7 +423,7 @@ fn splice_table(
     // Splice: offsets are rewritten in place, ascending (off[i + 1] is
     // still the old value when bucket i is handled).
     buf.clear();
-    let off = &mut csr.offsets;
+    let off = csr.offsets.to_mut();
     let mut delta: i64 = 0;
     let mut ai = 0;
     let mut run_start = 0usize; // old offset where the pending copy starts
@@ -348,7 +442,7 @@ fn splice_table(
     let end = off[nb] as usize;
     buf.extend_from_slice(&csr.ids[run_start..end]);
     off[nb] = (end as i64 + delta) as u32;
-    std::mem::swap(buf, &mut csr.ids);
+    std::mem::swap(buf, csr.ids.to_mut());
 }
 
 impl Tables {
@@ -402,7 +496,10 @@ impl Tables {
                     format!("cannot allocate {n} ids for a table"),
                 )
             })?;
-            csr.push(Csr { offsets, ids });
+            csr.push(Csr {
+                offsets: offsets.into(),
+                ids: ids.into(),
+            });
         }
         let mut t = Tables {
             n,
@@ -621,6 +718,14 @@ impl Tables {
         self.frozen = true;
     }
 
+    /// Whether every table's arrays are views of memory the tables do not
+    /// own (a mapped index file), i.e. nothing was copied.
+    pub fn is_viewed(&self) -> bool {
+        self.csr
+            .iter()
+            .all(|c| c.offsets.is_view() && c.ids.is_view())
+    }
+
     /// Whether [`Tables::freeze`] was called.
     pub fn is_frozen(&self) -> bool {
         self.frozen
@@ -647,6 +752,31 @@ impl Tables {
         threads: u32,
         offsets: Vec<Vec<u32>>,
         ids: Vec<Vec<u32>>,
+        row_bucket: Vec<u32>,
+    ) -> Result<Self> {
+        Self::from_stored_parts(
+            n,
+            range_bits,
+            bucket_cap,
+            seed,
+            threads,
+            offsets.into_iter().map(U32s::from).collect(),
+            ids.into_iter().map(U32s::from).collect(),
+            row_bucket,
+        )
+    }
+
+    /// [`Tables::from_parts`] over arrays that may be views of a mapped
+    /// file (checked the same way; nothing is copied).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn from_stored_parts(
+        n: usize,
+        range_bits: u32,
+        bucket_cap: u32,
+        seed: u64,
+        threads: u32,
+        offsets: Vec<U32s>,
+        ids: Vec<U32s>,
         row_bucket: Vec<u32>,
     ) -> Result<Self> {
         let bad = |m: String| Error::new(Status::BadFileFormat, m);
@@ -791,6 +921,28 @@ impl Tables {
         offsets: Vec<Vec<u32>>,
         ids: Vec<Vec<u32>>,
     ) -> Result<Self> {
+        Self::from_stored_parts_multi(
+            n,
+            range_bits,
+            bucket_cap,
+            seed,
+            threads,
+            offsets.into_iter().map(U32s::from).collect(),
+            ids.into_iter().map(U32s::from).collect(),
+        )
+    }
+
+    /// [`Tables::from_parts_multi`] over arrays that may be views of a
+    /// mapped file (checked the same way; nothing is copied).
+    pub(crate) fn from_stored_parts_multi(
+        n: usize,
+        range_bits: u32,
+        bucket_cap: u32,
+        seed: u64,
+        threads: u32,
+        offsets: Vec<U32s>,
+        ids: Vec<U32s>,
+    ) -> Result<Self> {
         let bad = |m: String| Error::new(Status::BadFileFormat, m);
         let l = offsets.len();
         if l == 0 || ids.len() != l {
@@ -866,14 +1018,15 @@ impl Tables {
         })
     }
 
-    /// Bytes held by the object (CSR offsets and ids at their capacity,
-    /// the row-to-bucket map, and the struct itself).
+    /// Bytes held by the object (CSR offsets and ids at their capacity, or
+    /// their length when they are views of a mapped index file, the
+    /// row-to-bucket map, and the struct itself).
     pub fn memory_bytes(&self) -> usize {
         let mut b = std::mem::size_of::<Self>()
             + self.row_bucket.capacity() * 4
             + self.csr.capacity() * std::mem::size_of::<Csr>();
         for c in &self.csr {
-            b += c.offsets.capacity() * 4 + c.ids.capacity() * 4;
+            b += c.offsets.held_bytes() + c.ids.held_bytes();
         }
         b
     }

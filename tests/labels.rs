@@ -424,6 +424,10 @@ fn save_load_round_trip() {
         let path = tmp(&format!("trained-{policy:?}.lshk"));
         idx.save(&path).unwrap();
         let back = Index::load(&path).unwrap();
+        assert!(
+            back.tables().is_viewed(),
+            "trained tables are mapped, not copied"
+        );
         assert_eq!(back.label_state(), idx.label_state());
         assert_eq!(tables_of(&back), tables_of(&idx));
         let k = 10usize;

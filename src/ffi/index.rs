@@ -553,8 +553,12 @@ pub unsafe extern "C" fn lshk_index_save(
 }
 
 /// Loads an index saved by lshk_index_save. The file is memory-mapped and
-/// the stored weights are used in place (no copy; the mapping lives until
-/// lshk_index_free); the family, tables and bias are read into memory.
+/// the stored weights and the tables are used in place (no copy; the
+/// mapping lives until lshk_index_free, and its pages are shared with
+/// other processes mapping the same file); the hash family and the bias
+/// are read into memory. Every byte is read once to verify checksums and
+/// consistency. Replace an index file by saving a new one (write + rename,
+/// as lshk_index_save does), never by rewriting it in place while loaded.
 ///
 /// `borrowed_w`: for a file saved from a BORROWED_F32 index (whose weights
 /// are not stored) it must point to the same W as at build time (same
