@@ -28,7 +28,10 @@
 //!   README; e.g. `../shared/data/w2v-gutenberg`);
 //! * `--k N` (top-k, default 10), `--K N` (bits per table), `--L N`
 //!   (tables), `--transform none|bias|mips`, `--probes N` (multi-probe
-//!   buckets per table), `--queries-eval N` (queries for recall, 512),
+//!   buckets per table), `--storage f32|bf16|f16|i8` (how the index keeps
+//!   W: f32 = the caller's W borrowed in place, the default; the others
+//!   store a converted copy, 2 or 1 bytes per weight, which halves or
+//!   quarters the DRAM traffic of the gathered rows), `--queries-eval N` (queries for recall, 512),
 //!   `--sweep` (recall/candidates/latency/memory of several settings).
 //!
 //! Timings are wall-clock on whatever else the machine is doing: compare
@@ -40,7 +43,7 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use common::{Data, Family, IndexParams, Transform};
+use common::{Data, Family, IndexParams, Storage, Transform};
 use lshk::tables::GatherParams;
 
 struct Opts {
@@ -55,6 +58,7 @@ struct Opts {
     tables: u32,
     transform: Transform,
     probes: u32,
+    storage: Storage,
     eval: usize,
     sweep: bool,
 }
@@ -63,7 +67,8 @@ fn usage(msg: &str) -> ! {
     eprintln!("error: {msg}");
     eprintln!(
         "usage: demo [--rows N] [--weights W.npy [--bias b.npy] --queries Q.npy] [--w2v DIR]\n\
-         \x20           [--k N] [--K N] [--L N] [--transform none|bias|mips] [--probes N] [--queries-eval N] [--sweep]"
+         \x20           [--k N] [--K N] [--L N] [--transform none|bias|mips] [--probes N] [--storage f32|bf16|f16|i8]\n\
+         \x20           [--queries-eval N] [--sweep]"
     );
     std::process::exit(2)
 }
@@ -81,6 +86,7 @@ fn parse() -> Opts {
         tables: 24,
         transform: Transform::None,
         probes: 4,
+        storage: Storage::F32,
         eval: 512,
         sweep: false,
     };
@@ -112,6 +118,15 @@ fn parse() -> Opts {
                     "bias" => Transform::BiasAug,
                     "mips" => Transform::Mips,
                     s => usage(&format!("unknown transform {s}")),
+                }
+            }
+            "--storage" => {
+                o.storage = match val().as_str() {
+                    "f32" => Storage::F32,
+                    "bf16" => Storage::Bf16,
+                    "f16" => Storage::F16,
+                    "i8" => Storage::I8,
+                    s => usage(&format!("unknown storage {s}")),
                 }
             }
             "--sweep" => o.sweep = true,
@@ -179,6 +194,7 @@ fn main() {
         bits: o.bits,
         tables: o.tables,
         transform: o.transform,
+        storage: o.storage,
         ..IndexParams::default()
     };
     let g = GatherParams {
@@ -187,9 +203,15 @@ fn main() {
     };
     let rb = lshk::index::default_range_bits(Family::SimHash, o.bits, 8, data.rows);
     println!(
-        "index: {}, probes {} (lshk::index::Index)",
+        "index: {}, probes {}, W {} (lshk::index::Index)",
         common::describe(&params, rb),
-        o.probes
+        o.probes,
+        match o.storage {
+            Storage::Bf16 => "stored as bf16",
+            Storage::F16 => "stored as f16",
+            Storage::I8 => "stored as int8 + row scales",
+            _ => "f32, borrowed in place",
+        }
     );
     let t = Instant::now();
     let progress = common::progress_line("build");

@@ -163,12 +163,16 @@ pub fn describe(p: &IndexParams, range_bits: u32) -> String {
     }
 }
 
-/// An index over `d`'s layer, W borrowed (not copied).
+/// An index over `d`'s layer: with `p.storage` F32 (the default) W is
+/// borrowed, not copied; bf16 / f16 / i8 store a converted copy.
 pub fn build(
     d: &Data,
     p: &IndexParams,
     progress: Option<&(dyn Fn(u64, u64) + Sync)>,
 ) -> lshk::Result<Index> {
+    if !matches!(p.storage, Storage::F32 | Storage::BorrowedF32) {
+        return Index::build(&d.w, d.bias.as_deref(), d.rows, d.dim, d.dim, p, progress);
+    }
     let p = IndexParams {
         storage: Storage::BorrowedF32,
         ..p.clone()
