@@ -17,7 +17,10 @@
 //! after training: candidates per query, label recall (label among the
 //! candidates), exact top-1 / top-10 recall (the full layer's argmax /
 //! top-10 among the returned top-10), query time; then both at a matched
-//! candidate budget (`max_candidates` = the smaller mean, rounded).
+//! candidate budget (`max_candidates` = the smaller mean, rounded), and
+//! label-aware buckets (policy INSTEAD) trained on random planes and on the
+//! IUL planes at the caps in IUL_CAPS (default 32,48,64,96,128), so "+ both"
+//! is compared with label-aware buckets alone at matched candidate counts.
 //! Writes nothing; the table is copied into `examples/iul_eval.md`.
 //!
 //! Prints `skipped: ../shared/data not found` when the data are absent.
@@ -236,17 +239,39 @@ fn main() {
                 &g0,
             ));
         }
-        // Last, because it changes `idx`: label-aware buckets on the IUL
-        // planes ("+ both").
-        idx.train_labels(&tq, ntq, dim, &offs, &labels, &lp)
-            .expect("train labels");
-        rows.push(evaluate(
-            "+ IUL planes + label-aware buckets (both)",
-            &idx,
-            &data,
-            &exact,
-            &g0,
-        ));
+        // Label-aware buckets on random and on IUL planes at several caps,
+        // so "+ both" can be compared at matched candidate counts (IUL
+        // shrinks the trained buckets: the same cap gives fewer candidates).
+        let learned = idx.simhash().expect("SimHash index").planes().to_vec();
+        let caps: Vec<u32> = std::env::var("IUL_CAPS")
+            .unwrap_or_else(|_| "32,48,64,96,128".into())
+            .split(',')
+            .map(|c| c.trim().parse().expect("IUL_CAPS"))
+            .collect();
+        for &cap in &caps {
+            let lpc = LabelParams {
+                label_cap: cap,
+                policy: LabelPolicy::Instead,
+            };
+            for (name, planes) in [("random", None), ("IUL", Some(learned.clone()))] {
+                if cap == 64 && planes.is_none() {
+                    continue; // the row above
+                }
+                let pp = IndexParams {
+                    planes,
+                    ..ip.clone()
+                };
+                let mut li = common::build(&data, &pp, None).expect("index");
+                li.train_labels(&tq, ntq, dim, &offs, &labels, &lpc)
+                    .expect("train labels");
+                let label = if name == "IUL" {
+                    format!("+ IUL planes + label-aware buckets (both, instead, cap {cap})")
+                } else {
+                    format!("+ label-aware buckets (instead, cap {cap}), random planes")
+                };
+                rows.push(evaluate(&label, &li, &data, &exact, &g0));
+            }
+        }
         println!(
             "\nheld-out evaluation: {} queries (first {} pairs of heldout_pairs.i32), {} rows\n",
             data.nq, data.nq, data.rows
