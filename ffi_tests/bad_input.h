@@ -193,4 +193,164 @@ static inline void *bi_garbage(void) {
 }
 #define BI_GARBAGE(T) ((T *)bi_garbage())
 
+/* A case expected to succeed whose outputs are written (no canary check):
+ * "accepted" inputs such as a larger struct_size or a borrowed handle. */
+#define BI_ACCEPT(FN, ...) BI_ACCEPT_(FN, #__VA_ARGS__, __VA_ARGS__)
+#define BI_ACCEPT_(FN, WHAT, ...)                                              \
+  do {                                                                         \
+    bi_args_##FN a;                                                            \
+    bi_outs o_;                                                                \
+    lshk_status s_;                                                            \
+    memset(&a, 0, sizeof a);                                                   \
+    memset(&o_, 0, sizeof o_);                                                 \
+    bi_init_##FN(&a, &o_);                                                     \
+    { __VA_ARGS__; }                                                           \
+    s_ = bi_call_##FN(&a);                                                     \
+    o_.n = 0;                                                                  \
+    bi_check(__FILE__, __LINE__, #FN, WHAT, s_, LSHK_STATUS_OK, &o_);          \
+  } while (0)
+
+/* ---- shared fixtures: live, freed, foreign and borrowed handles ------- */
+#define BI_FX_ROWS 40
+#define BI_FX_DIM 8
+#define BI_FX_K 4
+#define BI_FX_L 3
+typedef struct {
+  lshk_simhash *sh;        /* dim 8, K 4, L 3 */
+  lshk_dwta *dw;           /* dim 16, K 2, L 3, B 4 */
+  lshk_tables *tb;         /* n 40, L 3, range_bits 4 */
+  lshk_index *idx;         /* SimHash index: 40 rows, dim 8, K 4, L 3 */
+  lshk_index *idx_dw;      /* DWTA index: 40 rows, dim 8, K 2, L 3, B 4 */
+  const lshk_simhash *sh_borrowed; /* from idx */
+  const lshk_dwta *dw_borrowed;    /* from idx_dw */
+  const lshk_tables *tb_borrowed;  /* from idx */
+  lshk_simhash *sh_freed;
+  lshk_dwta *dw_freed;
+  lshk_tables *tb_freed;
+  lshk_index *idx_freed;
+  const lshk_simhash *sh_dead; /* borrowed from an index since freed */
+  const lshk_dwta *dw_dead;
+  const lshk_tables *tb_dead;
+  float w[BI_FX_ROWS * BI_FX_DIM];
+  float bias[BI_FX_ROWS];
+  uint32_t codes[BI_FX_ROWS * BI_FX_L];
+} bi_fixtures;
+
+static inline bi_fixtures *bi_fx(void) {
+  static bi_fixtures f;
+  return &f;
+}
+
+static inline void bi_fx_need(lshk_status s, const char *what) {
+  if (s != LSHK_STATUS_OK) {
+    char m[512];
+    lshk_last_error_message(m, sizeof m);
+    fprintf(stderr, "bad_input fixture %s failed: %s (%s)\n", what,
+            lshk_status_name(s), m);
+    exit(2);
+  }
+}
+
+static inline lshk_index *bi_fx_index(uint32_t family) {
+  bi_fixtures *f = bi_fx();
+  lshk_index_params p = lshk_index_params_default();
+  lshk_index *idx = NULL;
+  p.family = family;
+  p.bits_per_table = family == LSHK_FAMILY_DWTA ? 2 : BI_FX_K;
+  p.tables = BI_FX_L;
+  p.bin_size = 4;
+  p.build_threads = 1;
+  bi_fx_need(lshk_index_build(f->w, f->bias, BI_FX_ROWS, BI_FX_DIM, BI_FX_DIM,
+                              &p, &idx),
+             "lshk_index_build");
+  return idx;
+}
+
+static inline lshk_tables *bi_fx_tables(void) {
+  lshk_tables *t = NULL;
+  bi_fx_need(lshk_tables_build(bi_fx()->codes, BI_FX_ROWS, BI_FX_L, 4, 0, 7, 1,
+                               &t),
+             "lshk_tables_build");
+  return t;
+}
+
+/* Creates every fixture. The freed handles are made last: slots of freed
+ * handles are reused by the next handle created, so cases must not keep a
+ * handle they created (bi_call_ functions free what they make). */
+static inline void bi_fx_setup(void) {
+  bi_fixtures *f = bi_fx();
+  lshk_index *tmp;
+  for (int i = 0; i < BI_FX_ROWS * BI_FX_DIM; i++)
+    f->w[i] = (float)((i * 37) % 23) / 11.0f - 1.0f;
+  for (int i = 0; i < BI_FX_ROWS; i++) f->bias[i] = 0.01f * (float)(i % 5);
+  for (int i = 0; i < BI_FX_ROWS * BI_FX_L; i++)
+    f->codes[i] = (uint32_t)((i * 2654435761u) >> 28);
+  bi_fx_need(lshk_simhash_new(BI_FX_DIM, BI_FX_K, BI_FX_L, 0, 1, &f->sh),
+             "lshk_simhash_new");
+  bi_fx_need(lshk_dwta_new(16, 2, BI_FX_L, 4, 1, &f->dw), "lshk_dwta_new");
+  f->tb = bi_fx_tables();
+  f->idx = bi_fx_index(LSHK_FAMILY_SIMHASH);
+  f->idx_dw = bi_fx_index(LSHK_FAMILY_DWTA);
+  bi_fx_need(lshk_index_simhash(f->idx, &f->sh_borrowed), "lshk_index_simhash");
+  bi_fx_need(lshk_index_dwta(f->idx_dw, &f->dw_borrowed), "lshk_index_dwta");
+  bi_fx_need(lshk_index_tables(f->idx, &f->tb_borrowed), "lshk_index_tables");
+  /* dead borrowed handles */
+  tmp = bi_fx_index(LSHK_FAMILY_SIMHASH);
+  bi_fx_need(lshk_index_simhash(tmp, &f->sh_dead), "lshk_index_simhash");
+  bi_fx_need(lshk_index_tables(tmp, &f->tb_dead), "lshk_index_tables");
+  bi_fx_need(lshk_index_free(tmp), "lshk_index_free");
+  tmp = bi_fx_index(LSHK_FAMILY_DWTA);
+  bi_fx_need(lshk_index_dwta(tmp, &f->dw_dead), "lshk_index_dwta");
+  bi_fx_need(lshk_index_free(tmp), "lshk_index_free");
+  /* freed handles */
+  bi_fx_need(lshk_simhash_new(BI_FX_DIM, BI_FX_K, BI_FX_L, 0, 2, &f->sh_freed),
+             "lshk_simhash_new");
+  bi_fx_need(lshk_simhash_free(f->sh_freed), "lshk_simhash_free");
+  bi_fx_need(lshk_dwta_new(16, 2, BI_FX_L, 4, 2, &f->dw_freed), "lshk_dwta_new");
+  bi_fx_need(lshk_dwta_free(f->dw_freed), "lshk_dwta_free");
+  f->tb_freed = bi_fx_tables();
+  bi_fx_need(lshk_tables_free(f->tb_freed), "lshk_tables_free");
+  f->idx_freed = bi_fx_index(LSHK_FAMILY_SIMHASH);
+  bi_fx_need(lshk_index_free(f->idx_freed), "lshk_index_free");
+}
+
+static inline void bi_fx_teardown(void) {
+  bi_fixtures *f = bi_fx();
+  bi_fx_need(lshk_simhash_free(f->sh), "lshk_simhash_free");
+  bi_fx_need(lshk_dwta_free(f->dw), "lshk_dwta_free");
+  bi_fx_need(lshk_tables_free(f->tb), "lshk_tables_free");
+  bi_fx_need(lshk_index_free(f->idx), "lshk_index_free");
+  bi_fx_need(lshk_index_free(f->idx_dw), "lshk_index_free");
+}
+
+/* The invalid-handle classes for argument FIELD of type T (a live handle
+ * LIVE of that type is needed for the misaligned variant): NULL, freed,
+ * borrowed-then-retired, foreign (other handle kinds cast), garbage and
+ * misaligned. */
+#define BI_HANDLE_CASES(FN, FIELD, T, FREED, DEAD, LIVE, FOREIGN1, FOREIGN2)  \
+  do {                                                                         \
+    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.FIELD = NULL);                     \
+    BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE, a.FIELD = (T *)(FREED));           \
+    if ((DEAD) != NULL)                                                        \
+      BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE, a.FIELD = (T *)(DEAD));          \
+    BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE,                                    \
+            a.FIELD = (T *)(void *)(FOREIGN1));                                \
+    BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE,                                    \
+            a.FIELD = (T *)(void *)(FOREIGN2));                                \
+    BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE, a.FIELD = BI_GARBAGE(T));          \
+    BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE, a.FIELD = BI_MISALIGN(T, LIVE));   \
+  } while (0)
+#define BI_SIMHASH_CASES(FN, FIELD, T)                                         \
+  BI_HANDLE_CASES(FN, FIELD, T, bi_fx()->sh_freed, bi_fx()->sh_dead,          \
+                  bi_fx()->sh, bi_fx()->dw, bi_fx()->tb)
+#define BI_DWTA_CASES(FN, FIELD, T)                                            \
+  BI_HANDLE_CASES(FN, FIELD, T, bi_fx()->dw_freed, bi_fx()->dw_dead,          \
+                  bi_fx()->dw, bi_fx()->sh, bi_fx()->idx)
+#define BI_TABLES_CASES(FN, FIELD, T)                                          \
+  BI_HANDLE_CASES(FN, FIELD, T, bi_fx()->tb_freed, bi_fx()->tb_dead,          \
+                  bi_fx()->tb, bi_fx()->sh, bi_fx()->idx)
+#define BI_INDEX_CASES(FN, FIELD, T)                                           \
+  BI_HANDLE_CASES(FN, FIELD, T, bi_fx()->idx_freed, (T *)NULL, bi_fx()->idx,  \
+                  bi_fx()->tb, bi_fx()->sh)
+
 #endif

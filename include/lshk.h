@@ -1051,7 +1051,8 @@ lshk_status lshk_index_train_iul(struct lshk_index *idx,
 
  Errors: NULL_POINTER, INVALID_ARGUMENT (dim 0, K not in 1..=32, L 0,
  planes_len != K*L*dim, range_bits, n = 0, n_rows = 0, strides < dim,
- labels >= n_rows, bad offsets, bad parameters), BUFFER_TOO_SMALL
+ labels >= n_rows, bad offsets, bad parameters, `planes_out` or
+ `reports` overlapping an input), BUFFER_TOO_SMALL
  (planes_out_len, reports_len), NON_FINITE (planes, rows, queries,
  thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error nothing is
  written.
@@ -1572,7 +1573,8 @@ lshk_status lshk_simhash_free(struct lshk_simhash *h);
  Shape of a family: writes dim, K and L into the non-NULL pointers among
  `dim`, `bits_per_table`, `tables`.
 
- Errors: NULL_POINTER (`h`), INVALID_HANDLE.
+ Errors: NULL_POINTER (`h`), INVALID_HANDLE, INVALID_ARGUMENT (a
+ misaligned output pointer). Nothing is written on error.
 
  # Safety
  Non-NULL output pointers must be writable.
@@ -1732,7 +1734,8 @@ lshk_status lshk_tables_free(struct lshk_tables *t);
  Shape of the tables: writes n, L and range_bits into the non-NULL
  pointers among `n`, `tables`, `range_bits`.
 
- Errors: NULL_POINTER (`t`), INVALID_HANDLE.
+ Errors: NULL_POINTER (`t`), INVALID_HANDLE, INVALID_ARGUMENT (a
+ misaligned output pointer). Nothing is written on error.
 
  # Safety
  Non-NULL output pointers must be writable.
