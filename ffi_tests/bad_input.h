@@ -231,6 +231,8 @@ typedef struct {
   const lshk_simhash *sh_dead; /* borrowed from an index since freed */
   const lshk_dwta *dw_dead;
   const lshk_tables *tb_dead;
+  lshk_tables *tb_pool[6];  /* fresh tables for calls that change them */
+  lshk_index *idx_pool[6];  /* fresh SimHash indexes, likewise */
   float w[BI_FX_ROWS * BI_FX_DIM];
   float bias[BI_FX_ROWS];
   uint32_t codes[BI_FX_ROWS * BI_FX_L];
@@ -274,9 +276,10 @@ static inline lshk_tables *bi_fx_tables(void) {
   return t;
 }
 
-/* Creates every fixture. The freed handles are made last: slots of freed
- * handles are reused by the next handle created, so cases must not keep a
- * handle they created (bi_call_ functions free what they make). */
+/* Creates every fixture. The retired and freed handles are made last: the
+ * slot of a freed handle is reused by the next handle created, so no
+ * handle may outlive the case that created it (bi_call_ functions free
+ * what a call made). */
 static inline void bi_fx_setup(void) {
   bi_fixtures *f = bi_fx();
   lshk_index *tmp;
@@ -294,6 +297,10 @@ static inline void bi_fx_setup(void) {
   bi_fx_need(lshk_index_simhash(f->idx, &f->sh_borrowed), "lshk_index_simhash");
   bi_fx_need(lshk_index_dwta(f->idx_dw, &f->dw_borrowed), "lshk_index_dwta");
   bi_fx_need(lshk_index_tables(f->idx, &f->tb_borrowed), "lshk_index_tables");
+  for (int i = 0; i < 6; i++) {
+    f->tb_pool[i] = bi_fx_tables();
+    f->idx_pool[i] = bi_fx_index(LSHK_FAMILY_SIMHASH);
+  }
   /* dead borrowed handles */
   tmp = bi_fx_index(LSHK_FAMILY_SIMHASH);
   bi_fx_need(lshk_index_simhash(tmp, &f->sh_dead), "lshk_index_simhash");
@@ -321,6 +328,10 @@ static inline void bi_fx_teardown(void) {
   bi_fx_need(lshk_tables_free(f->tb), "lshk_tables_free");
   bi_fx_need(lshk_index_free(f->idx), "lshk_index_free");
   bi_fx_need(lshk_index_free(f->idx_dw), "lshk_index_free");
+  for (int i = 0; i < 6; i++) {
+    bi_fx_need(lshk_tables_free(f->tb_pool[i]), "lshk_tables_free");
+    bi_fx_need(lshk_index_free(f->idx_pool[i]), "lshk_index_free");
+  }
 }
 
 /* The invalid-handle classes for argument FIELD of type T (a live handle
