@@ -805,7 +805,8 @@ struct lshk_index_params lshk_index_params_default(void);
  Errors: NULL_POINTER (`out`, `w` with rows > 0), INVALID_ARGUMENT (rows
  0, dim 0, stride < dim, struct_size too small, a bad family/storage/
  transform value, a bad K/L/B/range_bits, planes_len or dwta_map_len not
- matching, a map coordinate >= dim', |w| > 65504 with F16 storage),
+ matching, |w| > 65504 with F16 storage), INDEX_OUT_OF_RANGE (a
+ caller-given map coordinate >= dim'),
  NON_FINITE (NaN or infinity in W or the bias; the message names the
  row), SIZE_OVERFLOW, ALLOCATION_FAILED.
 
@@ -839,7 +840,7 @@ lshk_status lshk_index_build(const float *w,
 
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
  struct_size of `g` or `stats` too small, probes on DWTA or too many,
- bits_per_table != K), BUFFER_TOO_SMALL, NON_FINITE (a NaN or infinite
+ bits_per_table != K, misaligned or overlapping outputs), BUFFER_TOO_SMALL, NON_FINITE (a NaN or infinite
  query value), SIZE_OVERFLOW. Nothing is written on error.
 
  # Safety
@@ -1016,7 +1017,7 @@ struct lshk_iul_params lshk_iul_params_default(void);
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (DWTA index,
  n = 0, q_stride < dim, bad parameters, struct_size too small,
  reserved != 0, label >= rows, offsets not starting at 0 or
- decreasing), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
+ decreasing, `reports` overlapping an input), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
  (queries, thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error
  nothing is written and the index is unchanged.
 

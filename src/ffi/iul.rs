@@ -234,7 +234,7 @@ fn report_to_c(r: &IulReport) -> lshk_iul_report {
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (DWTA index,
 /// n = 0, q_stride < dim, bad parameters, struct_size too small,
 /// reserved != 0, label >= rows, offsets not starting at 0 or
-/// decreasing), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
+/// decreasing, `reports` overlapping an input), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
 /// (queries, thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error
 /// nothing is written and the index is unchanged.
 ///
@@ -327,6 +327,10 @@ pub unsafe extern "C" fn lshk_index_train_iul(
         // SAFETY: caller contract (reports_len entries writable); checked
         // for NULL/alignment before any work.
         let out = unsafe { slice_out(reports, reports_len, "reports")? };
+        // The reports may not overlap the inputs (aliasing slices).
+        no_overlap(out, "reports", q, "queries")?;
+        no_overlap(out, "reports", offs, "label_offsets")?;
+        no_overlap(out, "reports", labs, "labels")?;
         let rp = IulParams {
             t1: cp.t1,
             t2: cp.t2,
