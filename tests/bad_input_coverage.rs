@@ -173,7 +173,10 @@ fn every_public_function_has_cases_that_run() {
         );
         let mut n = 0;
         for line in stdout.lines() {
-            if let Some(name) = line.strip_prefix("  ").and_then(|l| l.split_whitespace().next()) {
+            if let Some(name) = line
+                .strip_prefix("  ")
+                .and_then(|l| l.split_whitespace().next())
+            {
                 if name.starts_with("lshk_") {
                     *cases.entry(name.to_string()).or_default() += 1;
                     n += 1;
