@@ -129,6 +129,10 @@ typedef struct {
   uint32_t ib[QN * QK + 2];
   float sb[QN * QK + 2];
   lshk_query_stats st;
+  struct {
+    lshk_query_stats s;
+    unsigned char tail[40];
+  } bigst; /* a caller with a newer, larger lshk_query_stats */
   const float *q;
   size_t nq, q_stride;
   uint32_t k;
@@ -374,6 +378,10 @@ typedef struct {
   const lshk_index *idx;
   uint32_t tv;
   lshk_label_params pv;
+  struct {
+    lshk_label_params p;
+    unsigned char tail[24];
+  } big;
   uint32_t *trained;
   lshk_label_params *params;
 } bi_args_lshk_index_label_info;
@@ -554,6 +562,10 @@ int main(void) {
   BI_ACCEPT(FN, a.st.struct_size = (uint32_t)sizeof a.st + 64;
             a.stats = (lshk_query_stats *)(void *)&a.st);
   BI_ACCEPT(FN, a.idx = FX->idx_dw; a.g = NULL);
+  /* struct_size larger than known: accepted, the unknown tail untouched */
+  BI_CASE(FN, LSHK_STATUS_OK, o_.n = 0;
+          a.bigst.s.struct_size = (uint32_t)sizeof a.bigst;
+          a.stats = &a.bigst.s; bi_out(&o_, a.bigst.tail, sizeof a.bigst.tail));
   BI_CASE(FN, LSHK_STATUS_OK, a.k = 0; o_.n = 2); /* stats still written */
   BI_CASE(FN, LSHK_STATUS_OK, a.nq = 0; a.q = NULL; o_.n = 2);
   BI_CASE(FN, LSHK_STATUS_OK, a.nq = 0; a.q = NULL; a.out_ids = NULL;
@@ -759,6 +771,9 @@ int main(void) {
 #define FN lshk_index_label_info
   BI_BASELINE(FN);
   BI_ACCEPT(FN, a.idx = FX->idx; a.params = NULL);
+  BI_CASE(FN, LSHK_STATUS_OK, o_.n = 0;
+          a.big.p.struct_size = (uint32_t)sizeof a.big; a.params = &a.big.p;
+          bi_out(&o_, a.big.tail, sizeof a.big.tail)); /* tail untouched */
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.struct_size = 0;
           a.idx = FX->idx); /* checked even when not trained */
   BI_INDEX_CASES(FN, idx, const lshk_index);
