@@ -183,6 +183,29 @@ static inline int bi_summary(const char *name) {
   return bi_failed == 0 ? 0 : 1;
 }
 
+/* Whether a case that makes lshk ask malloc for an impossible size may run:
+ * AddressSanitizer aborts on such a request unless
+ * ASAN_OPTIONS=allocator_may_return_null=1 (valgrind and plain runs are
+ * fine). */
+#if defined(__SANITIZE_ADDRESS__)
+#define BI_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BI_ASAN 1
+#endif
+#endif
+static inline int bi_huge_alloc_ok(void) {
+#ifdef BI_ASAN
+  const char *o = getenv("ASAN_OPTIONS");
+  if (o == NULL || strstr(o, "allocator_may_return_null=1") == NULL) {
+    printf("skipped: ALLOCATION_FAILED case under AddressSanitizer (set "
+           "ASAN_OPTIONS=allocator_may_return_null=1 to run it)\n");
+    return 0;
+  }
+#endif
+  return 1;
+}
+
 /* Returns p + 1 byte: a misaligned pointer of the same type. */
 #define BI_MISALIGN(T, p) ((T *)(void *)((char *)(uintptr_t)(p) + 1))
 
