@@ -529,8 +529,8 @@ pub unsafe extern "C" fn lshk_index_save(
 /// Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or map),
 /// BAD_FILE_FORMAT (truncated, corrupt, foreign, newer version, or
 /// content inconsistent with its params; the message names the problem),
-/// INVALID_ARGUMENT (borrowed_w misuse as above), NON_FINITE (borrowed W
-/// holds NaN/inf), ALLOCATION_FAILED. On failure `*out` is not written.
+/// INVALID_ARGUMENT (empty path, misaligned `out`, borrowed_w misuse as
+/// above), NON_FINITE (borrowed W holds NaN/inf), ALLOCATION_FAILED. On failure `*out` is not written.
 ///
 /// # Safety
 /// `path` must be a NUL-terminated string; a non-NULL `borrowed_w` must
