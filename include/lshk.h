@@ -865,7 +865,8 @@ struct lshk_index_params lshk_index_params_default(void);
  Errors: NULL_POINTER (`out`, `w` with rows > 0), INVALID_ARGUMENT (rows
  0, dim 0, stride < dim, struct_size too small, a bad family/storage/
  transform value, a bad K/L/B/range_bits, planes_len or dwta_map_len not
- matching, a map coordinate >= dim', |w| > 65504 with F16 storage),
+ matching, |w| > 65504 with F16 storage), INDEX_OUT_OF_RANGE (a
+ caller-given map coordinate >= dim'),
  NON_FINITE (NaN or infinity in W or the bias; the message names the
  row), SIZE_OVERFLOW, ALLOCATION_FAILED.
 
@@ -899,7 +900,7 @@ lshk_status lshk_index_build(const float *w,
 
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
  struct_size of `g` or `stats` too small, probes on DWTA or too many,
- bits_per_table != K), BUFFER_TOO_SMALL, NON_FINITE (a NaN or infinite
+ bits_per_table != K, misaligned or overlapping outputs), BUFFER_TOO_SMALL, NON_FINITE (a NaN or infinite
  query value), SIZE_OVERFLOW. Nothing is written on error.
 
  # Safety
@@ -954,8 +955,8 @@ lshk_status lshk_index_save(const struct lshk_index *idx,
  Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or map),
  BAD_FILE_FORMAT (truncated, corrupt, foreign, newer version, or
  content inconsistent with its params; the message names the problem),
- INVALID_ARGUMENT (borrowed_w misuse as above), NON_FINITE (borrowed W
- holds NaN/inf), ALLOCATION_FAILED. On failure `*out` is not written.
+ INVALID_ARGUMENT (empty path, misaligned `out`, borrowed_w misuse as
+ above), NON_FINITE (borrowed W holds NaN/inf), ALLOCATION_FAILED. On failure `*out` is not written.
 
  # Safety
  `path` must be a NUL-terminated string; a non-NULL `borrowed_w` must
@@ -1096,7 +1097,7 @@ struct lshk_iul_params lshk_iul_params_default(void);
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (DWTA index,
  n = 0, q_stride < dim, bad parameters, struct_size too small,
  reserved != 0, label >= rows, offsets not starting at 0 or
- decreasing), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
+ decreasing, `reports` overlapping an input), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
  (queries, thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error
  nothing is written and the index is unchanged.
 
@@ -1131,7 +1132,8 @@ lshk_status lshk_index_train_iul(struct lshk_index *idx,
 
  Errors: NULL_POINTER, INVALID_ARGUMENT (dim 0, K not in 1..=32, L 0,
  planes_len != K*L*dim, range_bits, n = 0, n_rows = 0, strides < dim,
- labels >= n_rows, bad offsets, bad parameters), BUFFER_TOO_SMALL
+ labels >= n_rows, bad offsets, bad parameters, `planes_out` or
+ `reports` overlapping an input), BUFFER_TOO_SMALL
  (planes_out_len, reports_len), NON_FINITE (planes, rows, queries,
  thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error nothing is
  written.
@@ -1652,7 +1654,8 @@ lshk_status lshk_simhash_free(struct lshk_simhash *h);
  Shape of a family: writes dim, K and L into the non-NULL pointers among
  `dim`, `bits_per_table`, `tables`.
 
- Errors: NULL_POINTER (`h`), INVALID_HANDLE.
+ Errors: NULL_POINTER (`h`), INVALID_HANDLE, INVALID_ARGUMENT (a
+ misaligned output pointer). Nothing is written on error.
 
  # Safety
  Non-NULL output pointers must be writable.
@@ -1812,7 +1815,8 @@ lshk_status lshk_tables_free(struct lshk_tables *t);
  Shape of the tables: writes n, L and range_bits into the non-NULL
  pointers among `n`, `tables`, `range_bits`.
 
- Errors: NULL_POINTER (`t`), INVALID_HANDLE.
+ Errors: NULL_POINTER (`t`), INVALID_HANDLE, INVALID_ARGUMENT (a
+ misaligned output pointer). Nothing is written on error.
 
  # Safety
  Non-NULL output pointers must be writable.

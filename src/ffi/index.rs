@@ -326,7 +326,8 @@ unsafe impl Sync for Progress {}
 /// Errors: NULL_POINTER (`out`, `w` with rows > 0), INVALID_ARGUMENT (rows
 /// 0, dim 0, stride < dim, struct_size too small, a bad family/storage/
 /// transform value, a bad K/L/B/range_bits, planes_len or dwta_map_len not
-/// matching, a map coordinate >= dim', |w| > 65504 with F16 storage),
+/// matching, |w| > 65504 with F16 storage), INDEX_OUT_OF_RANGE (a
+/// caller-given map coordinate >= dim'),
 /// NON_FINITE (NaN or infinity in W or the bias; the message names the
 /// row), SIZE_OVERFLOW, ALLOCATION_FAILED.
 ///
@@ -465,7 +466,7 @@ pub unsafe extern "C" fn lshk_index_build(
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
 /// struct_size of `g` or `stats` too small, probes on DWTA or too many,
-/// bits_per_table != K), BUFFER_TOO_SMALL, NON_FINITE (a NaN or infinite
+/// bits_per_table != K, misaligned or overlapping outputs), BUFFER_TOO_SMALL, NON_FINITE (a NaN or infinite
 /// query value), SIZE_OVERFLOW. Nothing is written on error.
 ///
 /// # Safety
@@ -500,6 +501,12 @@ pub unsafe extern "C" fn lshk_index_query(
         } else {
             Some(unsafe { slice_out(out_scores, need, "out_scores")? })
         };
+        // The outputs may not overlap each other or `q` (aliasing slices).
+        super::matmul::no_overlap(ids, "out_ids", qs, "q")?;
+        if let Some(s) = &sc {
+            super::matmul::no_overlap(s, "out_scores", qs, "q")?;
+            super::matmul::no_overlap(s, "out_scores", ids, "out_ids")?;
+        }
         let mut st = QueryStats::default();
         i.query_impl(qs, nq, q_stride, k, &gp, ids, sc, Some(&mut st))?;
         if !stats.is_null() {
@@ -571,8 +578,8 @@ pub unsafe extern "C" fn lshk_index_save(
 /// Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or map),
 /// BAD_FILE_FORMAT (truncated, corrupt, foreign, newer version, or
 /// content inconsistent with its params; the message names the problem),
-/// INVALID_ARGUMENT (borrowed_w misuse as above), NON_FINITE (borrowed W
-/// holds NaN/inf), ALLOCATION_FAILED. On failure `*out` is not written.
+/// INVALID_ARGUMENT (empty path, misaligned `out`, borrowed_w misuse as
+/// above), NON_FINITE (borrowed W holds NaN/inf), ALLOCATION_FAILED. On failure `*out` is not written.
 ///
 /// # Safety
 /// `path` must be a NUL-terminated string; a non-NULL `borrowed_w` must

@@ -2,6 +2,7 @@
 //! `lshk_index_train_iul`).
 
 use super::index::{lshk_index, IndexHandle};
+use super::matmul::no_overlap;
 use super::*;
 use crate::bail;
 use crate::iul::{IulData, IulParams, IulReport, IulShape};
@@ -233,7 +234,7 @@ fn report_to_c(r: &IulReport) -> lshk_iul_report {
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (DWTA index,
 /// n = 0, q_stride < dim, bad parameters, struct_size too small,
 /// reserved != 0, label >= rows, offsets not starting at 0 or
-/// decreasing), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
+/// decreasing, `reports` overlapping an input), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
 /// (queries, thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error
 /// nothing is written and the index is unchanged.
 ///
@@ -326,6 +327,10 @@ pub unsafe extern "C" fn lshk_index_train_iul(
         // SAFETY: caller contract (reports_len entries writable); checked
         // for NULL/alignment before any work.
         let out = unsafe { slice_out(reports, reports_len, "reports")? };
+        // The reports may not overlap the inputs (aliasing slices).
+        no_overlap(out, "reports", q, "queries")?;
+        no_overlap(out, "reports", offs, "label_offsets")?;
+        no_overlap(out, "reports", labs, "labels")?;
         let rp = IulParams {
             t1: cp.t1,
             t2: cp.t2,
@@ -360,7 +365,8 @@ pub unsafe extern "C" fn lshk_index_train_iul(
 ///
 /// Errors: NULL_POINTER, INVALID_ARGUMENT (dim 0, K not in 1..=32, L 0,
 /// planes_len != K*L*dim, range_bits, n = 0, n_rows = 0, strides < dim,
-/// labels >= n_rows, bad offsets, bad parameters), BUFFER_TOO_SMALL
+/// labels >= n_rows, bad offsets, bad parameters, `planes_out` or
+/// `reports` overlapping an input), BUFFER_TOO_SMALL
 /// (planes_out_len, reports_len), NON_FINITE (planes, rows, queries,
 /// thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error nothing is
 /// written.
@@ -421,7 +427,12 @@ pub unsafe extern "C" fn lshk_simhash_train_iul(
             .ok_or_else(|| Error::new(Status::SizeOverflow, "n + 1 overflows"))?;
         // SAFETY: forwarded caller contract.
         let (offs, labs) = unsafe { read_labels(label_offsets, labels, n1)? };
-        if planes_out_len < planes_len {
+        // A planes_len that does not match the shape is INVALID_ARGUMENT
+        // (reported by iul::train), not a too-small planes_out.
+        let want = (bits_per_table as usize)
+            .checked_mul(tables as usize)
+            .and_then(|x| x.checked_mul(dim));
+        if want == Some(planes_len) && planes_out_len < planes_len {
             bail!(
                 BufferTooSmall,
                 "planes_out holds {planes_out_len} floats, planes_len = {planes_len} needed"
@@ -431,6 +442,18 @@ pub unsafe extern "C" fn lshk_simhash_train_iul(
         let pout = unsafe { slice_out(planes_out, planes_out_len, "planes_out")? };
         // SAFETY: forwarded caller contract.
         let out = unsafe { reports_out(reports, reports_len, cp.rounds)? };
+        // The outputs may not overlap the inputs (Rust slices would alias).
+        no_overlap(pout, "planes_out", pin, "planes_in")?;
+        no_overlap(pout, "planes_out", r, "rows")?;
+        no_overlap(pout, "planes_out", q, "queries")?;
+        no_overlap(pout, "planes_out", offs, "label_offsets")?;
+        no_overlap(pout, "planes_out", labs, "labels")?;
+        no_overlap(out, "reports", pin, "planes_in")?;
+        no_overlap(out, "reports", r, "rows")?;
+        no_overlap(out, "reports", q, "queries")?;
+        no_overlap(out, "reports", offs, "label_offsets")?;
+        no_overlap(out, "reports", labs, "labels")?;
+        no_overlap(pout, "planes_out", out, "reports")?;
         let shape = IulShape {
             dim,
             bits: bits_per_table,

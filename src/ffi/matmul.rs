@@ -7,7 +7,7 @@ use crate::matmul::{self, WeightMatrix, Weights};
 
 /// `Err(InvalidArgument)` if the byte ranges of an output and an input
 /// overlap (both non-empty).
-fn no_overlap<A, B>(out: &[A], out_name: &str, inp: &[B], in_name: &str) -> Result<()> {
+pub(crate) fn no_overlap<A, B>(out: &[A], out_name: &str, inp: &[B], in_name: &str) -> Result<()> {
     let (o0, o1) = (
         out.as_ptr() as usize,
         out.as_ptr() as usize + std::mem::size_of_val(out),

@@ -131,7 +131,8 @@ pub unsafe extern "C" fn lshk_simhash_free(h: *mut lshk_simhash) -> lshk_status 
 /// Shape of a family: writes dim, K and L into the non-NULL pointers among
 /// `dim`, `bits_per_table`, `tables`.
 ///
-/// Errors: NULL_POINTER (`h`), INVALID_HANDLE.
+/// Errors: NULL_POINTER (`h`), INVALID_HANDLE, INVALID_ARGUMENT (a
+/// misaligned output pointer). Nothing is written on error.
 ///
 /// # Safety
 /// Non-NULL output pointers must be writable.
@@ -145,16 +146,22 @@ pub unsafe extern "C" fn lshk_simhash_shape(
     boundary("lshk_simhash_shape", || {
         // SAFETY: forwarded caller contract.
         let h = unsafe { simhash_ref(h)? };
-        // SAFETY: non-NULL outputs are writable (caller contract).
-        unsafe {
-            if !dim.is_null() {
-                *dim = h.dim() as u32;
+        let outs = [
+            (dim, h.dim() as u32, "dim"),
+            (bits_per_table, h.bits(), "bits_per_table"),
+            (tables, h.tables(), "tables"),
+        ];
+        // Every output is checked before any is written (a misaligned
+        // pointer used to be dereferenced: UB, an abort in debug builds).
+        for (p, _, name) in outs {
+            if !(p as usize).is_multiple_of(std::mem::align_of::<u32>()) {
+                bail!(InvalidArgument, "`{name}` is misaligned");
             }
-            if !bits_per_table.is_null() {
-                *bits_per_table = h.bits();
-            }
-            if !tables.is_null() {
-                *tables = h.tables();
+        }
+        for (p, v, _) in outs {
+            if !p.is_null() {
+                // SAFETY: non-NULL, aligned (checked), writable (caller).
+                unsafe { *p = v };
             }
         }
         Ok(())

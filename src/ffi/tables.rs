@@ -162,7 +162,8 @@ pub unsafe extern "C" fn lshk_tables_free(t: *mut lshk_tables) -> lshk_status {
 /// Shape of the tables: writes n, L and range_bits into the non-NULL
 /// pointers among `n`, `tables`, `range_bits`.
 ///
-/// Errors: NULL_POINTER (`t`), INVALID_HANDLE.
+/// Errors: NULL_POINTER (`t`), INVALID_HANDLE, INVALID_ARGUMENT (a
+/// misaligned output pointer). Nothing is written on error.
 ///
 /// # Safety
 /// Non-NULL output pointers must be writable.
@@ -176,16 +177,28 @@ pub unsafe extern "C" fn lshk_tables_shape(
     boundary("lshk_tables_shape", || {
         // SAFETY: forwarded caller contract.
         let t = unsafe { tables_ref(t)? };
-        // SAFETY: non-NULL outputs are writable (caller contract).
-        unsafe {
-            if !n.is_null() {
-                *n = t.rows();
+        // Every output is checked before any is written (a misaligned
+        // pointer used to be dereferenced: UB, an abort in debug builds).
+        if !(n as usize).is_multiple_of(std::mem::align_of::<usize>()) {
+            bail!(InvalidArgument, "`n` is misaligned");
+        }
+        let outs = [
+            (tables, t.tables() as u32, "tables"),
+            (range_bits, t.range_bits(), "range_bits"),
+        ];
+        for (p, _, name) in outs {
+            if !(p as usize).is_multiple_of(std::mem::align_of::<u32>()) {
+                bail!(InvalidArgument, "`{name}` is misaligned");
             }
-            if !tables.is_null() {
-                *tables = t.tables() as u32;
-            }
-            if !range_bits.is_null() {
-                *range_bits = t.range_bits();
+        }
+        if !n.is_null() {
+            // SAFETY: non-NULL, aligned (checked), writable (caller).
+            unsafe { *n = t.rows() };
+        }
+        for (p, v, _) in outs {
+            if !p.is_null() {
+                // SAFETY: non-NULL, aligned (checked), writable (caller).
+                unsafe { *p = v };
             }
         }
         Ok(())

@@ -1,0 +1,805 @@
+/* Bad-input matrix (issue 8), the index: lshk_index_* (build, query,
+ * save/load, accessors, IUL and label training). See bad_input.h for what
+ * a case asserts. File cases check that a refused save leaves no file (and
+ * no temporary file) behind.
+ *
+ * Functions covered here:
+ *   lshk_index_params_default lshk_iul_params_default lshk_index_build
+ *   lshk_index_query lshk_index_save lshk_index_load lshk_index_memory_bytes
+ *   lshk_index_shape lshk_index_free lshk_index_simhash lshk_index_dwta
+ *   lshk_index_tables lshk_index_train_iul lshk_index_train_labels
+ *   lshk_index_label_info */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bad_input.h"
+
+#define FX bi_fx()
+#define IR BI_FX_ROWS
+#define ID BI_FX_DIM
+#define IK BI_FX_K
+#define IL BI_FX_L
+#define IWS 9 /* a w_stride > dim */
+
+static char dir[256];
+static char path_stored[300], path_borrowed[300], path_empty[300],
+    path_garbage[300], path_truncated[300], path_missing[300], path_new[300],
+    path_subdir[300];
+static float wb[IR * IWS]; /* the borrowed W of path_borrowed */
+
+static int file_exists(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0;
+}
+/* Entries of `dir` (minus . and ..). */
+static int dir_entries(void) {
+  int n = 0;
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  if (d == NULL) return -1;
+  while ((e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
+  closedir(d);
+  return n;
+}
+static void write_file(const char *p, const void *data, size_t len) {
+  FILE *f = fopen(p, "wb");
+  if (f == NULL || (len > 0 && fwrite(data, 1, len, f) != len)) {
+    fprintf(stderr, "cannot write %s\n", p);
+    exit(2);
+  }
+  fclose(f);
+}
+static unsigned char *read_file(const char *p, size_t *len) {
+  FILE *f = fopen(p, "rb");
+  unsigned char *buf;
+  long n;
+  if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0) exit(2);
+  rewind(f);
+  buf = (unsigned char *)malloc((size_t)n + 1);
+  if (buf == NULL || fread(buf, 1, (size_t)n, f) != (size_t)n) exit(2);
+  fclose(f);
+  *len = (size_t)n;
+  return buf;
+}
+
+/* ---- lshk_index_build ---------------------------------------------------- */
+typedef struct {
+  float wv[IR * IWS];
+  float bv[IR];
+  lshk_index_params pv;
+  struct {
+    lshk_index_params p;
+    unsigned char tail[48];
+  } big;
+  float planes[IK * IL * (ID + 1) + 1];
+  uint32_t map[2 * IL * 4 + 1];
+  const float *w;
+  const float *bias;
+  size_t rows, dim, w_stride;
+  const lshk_index_params *p;
+  lshk_index *outv;
+  lshk_index **out;
+} bi_args_lshk_index_build;
+static void bi_init_lshk_index_build(bi_args_lshk_index_build *a, bi_outs *o) {
+  for (int i = 0; i < IR * IWS; i++) a->wv[i] = (float)((i * 13) % 17) - 8.0f;
+  for (int i = 0; i < IR; i++) a->bv[i] = 0.5f * (float)(i % 3);
+  for (int i = 0; i < IK * IL * (ID + 1) + 1; i++)
+    a->planes[i] = (float)((i * 3) % 5) - 2.0f;
+  for (int i = 0; i < 2 * IL * 4 + 1; i++) a->map[i] = (uint32_t)(i % ID);
+  a->pv = lshk_index_params_default();
+  a->pv.bits_per_table = IK;
+  a->pv.tables = IL;
+  a->pv.build_threads = 1;
+  a->big.p = a->pv;
+  a->big.p.struct_size = (uint32_t)sizeof a->big;
+  memset(a->big.tail, 0xEE, sizeof a->big.tail);
+  a->w = a->wv;
+  a->bias = a->bv;
+  a->rows = IR;
+  a->dim = ID;
+  a->w_stride = IWS;
+  a->p = &a->pv;
+  a->out = &a->outv;
+  bi_out(o, &a->outv, sizeof a->outv);
+}
+static lshk_status bi_call_lshk_index_build(bi_args_lshk_index_build *a) {
+  lshk_index *before = a->outv;
+  lshk_status s = lshk_index_build(a->w, a->bias, a->rows, a->dim, a->w_stride,
+                                   a->p, a->out);
+  if (s == LSHK_STATUS_OK && a->out != NULL && *a->out != before)
+    lshk_index_free(*a->out);
+  return s;
+}
+
+/* ---- lshk_index_query -------------------------------------------------- */
+#define QN 3
+#define QK 4
+#define QS 10
+typedef struct {
+  const lshk_index *idx;
+  float qv[QN * QS];
+  lshk_gather_params gv;
+  struct {
+    lshk_gather_params p;
+    unsigned char tail[16];
+  } big;
+  uint32_t ib[QN * QK + 2];
+  float sb[QN * QK + 2];
+  lshk_query_stats st;
+  struct {
+    lshk_query_stats s;
+    unsigned char tail[40];
+  } bigst; /* a caller with a newer, larger lshk_query_stats */
+  const float *q;
+  size_t nq, q_stride;
+  uint32_t k;
+  const lshk_gather_params *g;
+  uint32_t *out_ids;
+  float *out_scores;
+  lshk_query_stats *stats;
+} bi_args_lshk_index_query;
+static void bi_init_lshk_index_query(bi_args_lshk_index_query *a, bi_outs *o) {
+  for (int i = 0; i < QN * QS; i++) a->qv[i] = (float)((i * 7) % 9) - 4.0f;
+  a->gv = lshk_gather_params_default();
+  a->gv.probes = 2;
+  a->big.p = a->gv;
+  a->big.p.struct_size = (uint32_t)sizeof a->big;
+  memset(a->big.tail, 0x11, sizeof a->big.tail);
+  a->st.struct_size = (uint32_t)sizeof a->st;
+  a->idx = FX->idx;
+  a->q = a->qv;
+  a->nq = QN;
+  a->q_stride = QS;
+  a->k = QK;
+  a->g = &a->gv;
+  a->out_ids = a->ib;
+  a->out_scores = a->sb;
+  a->stats = &a->st;
+  bi_out(o, a->ib, sizeof a->ib);
+  bi_out(o, a->sb, sizeof a->sb);
+  /* every field of the stats but the caller's struct_size */
+  bi_out(o, &a->st.queries,
+         sizeof a->st - offsetof(lshk_query_stats, queries));
+}
+static lshk_status bi_call_lshk_index_query(bi_args_lshk_index_query *a) {
+  return lshk_index_query(a->idx, a->q, a->nq, a->q_stride, a->k, a->g,
+                          a->out_ids, a->out_scores, a->stats);
+}
+
+/* ---- lshk_index_save / lshk_index_load ----------------------------------- */
+typedef struct {
+  const lshk_index *idx;
+  const char *path;
+} bi_args_lshk_index_save;
+static void bi_init_lshk_index_save(bi_args_lshk_index_save *a, bi_outs *o) {
+  (void)o;
+  a->idx = FX->idx;
+  a->path = path_new;
+}
+/* Also checks that a refused save created neither the file nor a
+ * temporary file: -> PANIC (never a real outcome here) if it did. */
+static lshk_status bi_call_lshk_index_save(bi_args_lshk_index_save *a) {
+  int before = dir_entries();
+  lshk_status s = lshk_index_save(a->idx, a->path);
+  if (s == LSHK_STATUS_OK) {
+    remove(path_new);
+  } else if (file_exists(path_new) || dir_entries() != before) {
+    fprintf(stderr, "lshk_index_save left a file behind after failing\n");
+    return LSHK_STATUS_PANIC;
+  }
+  return s;
+}
+
+typedef struct {
+  const char *path;
+  const float *borrowed_w;
+  float wnan[IR * IWS];
+  lshk_index *outv;
+  lshk_index **out;
+} bi_args_lshk_index_load;
+static void bi_init_lshk_index_load(bi_args_lshk_index_load *a, bi_outs *o) {
+  memcpy(a->wnan, wb, sizeof wb);
+  a->path = path_stored;
+  a->borrowed_w = NULL;
+  a->out = &a->outv;
+  bi_out(o, &a->outv, sizeof a->outv);
+}
+static lshk_status bi_call_lshk_index_load(bi_args_lshk_index_load *a) {
+  lshk_index *before = a->outv;
+  lshk_status s = lshk_index_load(a->path, a->borrowed_w, a->out);
+  if (s == LSHK_STATUS_OK && a->out != NULL && *a->out != before)
+    lshk_index_free(*a->out);
+  return s;
+}
+
+/* ---- accessors ----------------------------------------------------------- */
+typedef struct {
+  const lshk_index *idx;
+  size_t v;
+  size_t *out;
+} bi_args_lshk_index_memory_bytes;
+static void bi_init_lshk_index_memory_bytes(bi_args_lshk_index_memory_bytes *a,
+                                            bi_outs *o) {
+  a->idx = FX->idx;
+  a->out = &a->v;
+  bi_out(o, &a->v, sizeof a->v);
+}
+static lshk_status bi_call_lshk_index_memory_bytes(
+    bi_args_lshk_index_memory_bytes *a) {
+  return lshk_index_memory_bytes(a->idx, a->out);
+}
+
+typedef struct {
+  const lshk_index *idx;
+  size_t sv[2];
+  uint32_t uv[2];
+  size_t *rows, *dim;
+  uint32_t *k, *l;
+} bi_args_lshk_index_shape;
+static void bi_init_lshk_index_shape(bi_args_lshk_index_shape *a, bi_outs *o) {
+  a->idx = FX->idx;
+  a->rows = &a->sv[0];
+  a->dim = &a->sv[1];
+  a->k = &a->uv[0];
+  a->l = &a->uv[1];
+  bi_out(o, a->sv, sizeof a->sv);
+  bi_out(o, a->uv, sizeof a->uv);
+}
+static lshk_status bi_call_lshk_index_shape(bi_args_lshk_index_shape *a) {
+  return lshk_index_shape(a->idx, a->rows, a->dim, a->k, a->l);
+}
+
+typedef struct {
+  lshk_index *idx;
+} bi_args_lshk_index_free;
+static void bi_init_lshk_index_free(bi_args_lshk_index_free *a, bi_outs *o) {
+  (void)o;
+  a->idx = NULL;
+}
+static lshk_status bi_call_lshk_index_free(bi_args_lshk_index_free *a) {
+  return lshk_index_free(a->idx);
+}
+
+/* The three borrowed-handle accessors share one shape. */
+#define ACCESSOR(NAME, T, LIVE)                                                \
+  typedef struct {                                                             \
+    const lshk_index *idx;                                                     \
+    const T *v;                                                                \
+    const T **out;                                                             \
+  } bi_args_##NAME;                                                            \
+  static void bi_init_##NAME(bi_args_##NAME *a, bi_outs *o) {                  \
+    a->idx = LIVE;                                                             \
+    a->out = &a->v;                                                            \
+    bi_out(o, (void *)&a->v, sizeof a->v);                                     \
+  }                                                                            \
+  static lshk_status bi_call_##NAME(bi_args_##NAME *a) {                       \
+    return NAME(a->idx, a->out);                                               \
+  }
+ACCESSOR(lshk_index_simhash, lshk_simhash, FX->idx)
+ACCESSOR(lshk_index_dwta, lshk_dwta, FX->idx_dw)
+ACCESSOR(lshk_index_tables, lshk_tables, FX->idx)
+
+/* ---- training -------------------------------------------------------------- */
+#define TQ 6
+typedef struct {
+  lshk_index *idx;
+  float qv[TQ * QS];
+  size_t lo[TQ + 1];
+  uint32_t lv[TQ * 2];
+  lshk_iul_params pv;
+  struct {
+    lshk_iul_params p;
+    unsigned char tail[40];
+  } big;
+  lshk_iul_report rep[4];
+  const float *queries;
+  size_t n, q_stride;
+  const size_t *label_offsets;
+  const uint32_t *labels;
+  const lshk_iul_params *p;
+  lshk_iul_report *reports;
+  size_t reports_len;
+} bi_args_lshk_index_train_iul;
+/* The valid call trains FX->idx; accepted calls are only made on pool
+ * indexes (training changes the index). */
+static void bi_init_lshk_index_train_iul(bi_args_lshk_index_train_iul *a,
+                                         bi_outs *o) {
+  for (int i = 0; i < TQ * QS; i++) a->qv[i] = (float)((i * 5) % 11) - 5.0f;
+  for (int i = 0; i <= TQ; i++) a->lo[i] = (size_t)i * 2;
+  for (int i = 0; i < TQ * 2; i++) a->lv[i] = (uint32_t)((i * 7) % IR);
+  a->pv = lshk_iul_params_default();
+  a->pv.rounds = 2;
+  a->pv.epochs = 1;
+  a->pv.batch = 4;
+  a->big.p = a->pv;
+  a->big.p.struct_size = (uint32_t)sizeof a->big;
+  memset(a->big.tail, 0x42, sizeof a->big.tail);
+  a->idx = FX->idx;
+  a->queries = a->qv;
+  a->n = TQ;
+  a->q_stride = QS;
+  a->label_offsets = a->lo;
+  a->labels = a->lv;
+  a->p = &a->pv;
+  a->reports = a->rep;
+  a->reports_len = 2;
+  bi_out(o, a->rep, sizeof a->rep);
+}
+static lshk_status bi_call_lshk_index_train_iul(bi_args_lshk_index_train_iul *a) {
+  return lshk_index_train_iul(a->idx, a->queries, a->n, a->q_stride,
+                              a->label_offsets, a->labels, a->p, a->reports,
+                              a->reports_len);
+}
+
+typedef struct {
+  lshk_index *idx;
+  float qv[TQ * QS];
+  size_t lo[TQ + 1];
+  uint32_t lv[TQ * 2];
+  lshk_label_params pv;
+  struct {
+    lshk_label_params p;
+    unsigned char tail[24];
+  } big;
+  const float *queries;
+  size_t n, q_stride;
+  const size_t *label_offsets;
+  const uint32_t *labels;
+  const lshk_label_params *p;
+} bi_args_lshk_index_train_labels;
+static void bi_init_lshk_index_train_labels(bi_args_lshk_index_train_labels *a,
+                                            bi_outs *o) {
+  (void)o;
+  for (int i = 0; i < TQ * QS; i++) a->qv[i] = (float)((i * 3) % 7) - 3.0f;
+  for (int i = 0; i <= TQ; i++) a->lo[i] = (size_t)i * 2;
+  for (int i = 0; i < TQ * 2; i++) a->lv[i] = (uint32_t)((i * 11) % IR);
+  a->pv = lshk_label_params_default();
+  a->big.p = a->pv;
+  a->big.p.struct_size = (uint32_t)sizeof a->big;
+  memset(a->big.tail, 0x24, sizeof a->big.tail);
+  a->idx = FX->idx;
+  a->queries = a->qv;
+  a->n = TQ;
+  a->q_stride = QS;
+  a->label_offsets = a->lo;
+  a->labels = a->lv;
+  a->p = &a->pv;
+}
+static lshk_status bi_call_lshk_index_train_labels(
+    bi_args_lshk_index_train_labels *a) {
+  return lshk_index_train_labels(a->idx, a->queries, a->n, a->q_stride,
+                                 a->label_offsets, a->labels, a->p);
+}
+
+typedef struct {
+  const lshk_index *idx;
+  uint32_t tv;
+  lshk_label_params pv;
+  struct {
+    lshk_label_params p;
+    unsigned char tail[24];
+  } big;
+  uint32_t *trained;
+  lshk_label_params *params;
+} bi_args_lshk_index_label_info;
+static void bi_init_lshk_index_label_info(bi_args_lshk_index_label_info *a,
+                                          bi_outs *o) {
+  a->pv.struct_size = (uint32_t)sizeof a->pv;
+  a->idx = FX->idx_pool[2]; /* trained below, before any case */
+  a->trained = &a->tv;
+  a->params = &a->pv;
+  bi_out(o, &a->tv, sizeof a->tv);
+  bi_out(o, &a->pv.label_cap,
+         sizeof a->pv - offsetof(lshk_label_params, label_cap));
+}
+static lshk_status bi_call_lshk_index_label_info(
+    bi_args_lshk_index_label_info *a) {
+  return lshk_index_label_info(a->idx, a->trained, a->params);
+}
+
+static uint64_t query_fingerprint(const lshk_index *idx) {
+  bi_args_lshk_index_query a;
+  bi_outs o;
+  uint64_t h = 1469598103934665603ull;
+  memset(&a, 0, sizeof a);
+  memset(&o, 0, sizeof o);
+  bi_init_lshk_index_query(&a, &o);
+  a.idx = idx;
+  if (bi_call_lshk_index_query(&a) != LSHK_STATUS_OK) return 0;
+  for (int i = 0; i < QN * QK; i++) h = (h ^ a.ib[i]) * 1099511628211ull;
+  return h;
+}
+
+int main(void) {
+  uint64_t fp;
+  bi_fx_setup();
+  fp = query_fingerprint(FX->idx);
+
+  /* ---- files ---- */
+  {
+    const char *tmp = getenv("TMPDIR");
+    lshk_index_params p = lshk_index_params_default();
+    lshk_index *bidx = NULL;
+    unsigned char *data;
+    size_t len;
+    static const char garbage[] = "this is not an lshk index file, at all.";
+    snprintf(dir, sizeof dir, "%s/lshk-bad-input-%ld",
+             tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp", (long)getpid());
+    if (mkdir(dir, 0700) != 0) {
+      fprintf(stderr, "cannot create %s\n", dir);
+      return 2;
+    }
+    snprintf(path_stored, sizeof path_stored, "%s/stored.lshk", dir);
+    snprintf(path_borrowed, sizeof path_borrowed, "%s/borrowed.lshk", dir);
+    snprintf(path_empty, sizeof path_empty, "%s/empty.lshk", dir);
+    snprintf(path_garbage, sizeof path_garbage, "%s/garbage.lshk", dir);
+    snprintf(path_truncated, sizeof path_truncated, "%s/truncated.lshk", dir);
+    snprintf(path_missing, sizeof path_missing, "%s/missing.lshk", dir);
+    snprintf(path_new, sizeof path_new, "%s/new.lshk", dir);
+    snprintf(path_subdir, sizeof path_subdir, "%s/subdir", dir);
+    bi_fx_need(lshk_index_save(FX->idx, path_stored), "lshk_index_save");
+    for (int i = 0; i < IR * IWS; i++) wb[i] = (float)((i * 29) % 31) - 15.0f;
+    p.bits_per_table = IK;
+    p.tables = IL;
+    p.storage = LSHK_STORAGE_BORROWED_F32;
+    p.build_threads = 1;
+    bi_fx_need(lshk_index_build(wb, NULL, IR, ID, IWS, &p, &bidx),
+               "lshk_index_build");
+    bi_fx_need(lshk_index_save(bidx, path_borrowed), "lshk_index_save");
+    bi_fx_need(lshk_index_free(bidx), "lshk_index_free");
+    write_file(path_empty, "", 0);
+    write_file(path_garbage, garbage, sizeof garbage);
+    data = read_file(path_stored, &len);
+    write_file(path_truncated, data, len / 2);
+    free(data);
+    if (mkdir(path_subdir, 0700) != 0) return 2;
+  }
+
+  BI_EXPECT(lshk_index_params_default,
+            lshk_index_params_default().struct_size ==
+                    sizeof(lshk_index_params) &&
+                lshk_index_params_default().planes == NULL &&
+                lshk_index_params_default().progress == NULL);
+  BI_EXPECT(lshk_iul_params_default,
+            lshk_iul_params_default().struct_size == sizeof(lshk_iul_params) &&
+                lshk_iul_params_default().reserved == 0);
+
+#define FN lshk_index_build
+  BI_BASELINE(FN);
+  BI_ACCEPT(FN, a.p = &a.big.p);
+  BI_ACCEPT(FN, a.p = NULL; a.bias = NULL);
+  BI_ACCEPT(FN, a.pv.planes = a.planes; a.pv.planes_len = IK * IL * ID);
+  BI_ACCEPT(FN, a.pv.transform = LSHK_TRANSFORM_MIPS; a.pv.planes = a.planes;
+            a.pv.planes_len = IK * IL * (ID + 1));
+  BI_ACCEPT(FN, a.pv.family = LSHK_FAMILY_DWTA; a.pv.bits_per_table = 2;
+            a.pv.bin_size = 4; a.pv.dwta_map = a.map;
+            a.pv.dwta_map_len = 2 * IL * 4);
+  BI_ACCEPT(FN, a.wv[IWS - 1] = NAN); /* the stride gap is not W */
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.w = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out = BI_MISALIGN(lshk_index *, &a.outv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w = BI_MISALIGN(const float, a.wv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.bias = BI_MISALIGN(const float, a.bv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.p = BI_MISALIGN(const lshk_index_params, &a.pv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.rows = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.rows = 0; a.w = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.dim = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w_stride = ID - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w_stride = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.struct_size = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.pv.struct_size = (uint32_t)sizeof(lshk_index_params) - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.family = 2);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.family = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.storage = 5);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.storage = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.transform = 3);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.transform = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.bits_per_table = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.bits_per_table = 33);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.tables = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.range_bits = 25);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.range_bits = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.family = LSHK_FAMILY_DWTA;
+          a.pv.bin_size = 3);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.family = LSHK_FAMILY_DWTA;
+          a.pv.bin_size = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.family = LSHK_FAMILY_DWTA;
+          a.pv.bits_per_table = 12; a.pv.bin_size = 8); /* 36 bits */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.planes = a.planes;
+          a.pv.planes_len = IK * IL * ID - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.planes = a.planes;
+          a.pv.planes_len = IK * IL * ID + 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.transform = LSHK_TRANSFORM_MIPS;
+          a.pv.planes = a.planes; a.pv.planes_len = IK * IL * ID);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.pv.planes_len = IK * IL * ID);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.pv.planes = BI_MISALIGN(const float, a.planes);
+          a.pv.planes_len = IK * IL * ID);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.pv.planes = a.planes;
+          a.pv.planes_len = IK * IL * ID; a.planes[IK * IL * ID - 1] = NAN);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.pv.planes = a.planes;
+          a.pv.planes_len = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.family = LSHK_FAMILY_DWTA;
+          a.pv.bits_per_table = 2; a.pv.bin_size = 4; a.pv.dwta_map = a.map;
+          a.pv.dwta_map_len = 2 * IL * 4 - 1);
+  BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.pv.family = LSHK_FAMILY_DWTA;
+          a.pv.bits_per_table = 2; a.pv.bin_size = 4; a.pv.dwta_map = a.map;
+          a.pv.dwta_map_len = 2 * IL * 4; a.map[2 * IL * 4 - 1] = ID);
+  BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.pv.family = LSHK_FAMILY_DWTA;
+          a.pv.bits_per_table = 2; a.pv.bin_size = 4; a.pv.dwta_map = a.map;
+          a.pv.dwta_map_len = 2 * IL * 4; a.map[0] = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.pv.family = LSHK_FAMILY_DWTA;
+          a.pv.bits_per_table = 2; a.pv.bin_size = 4;
+          a.pv.dwta_map_len = 2 * IL * 4);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.storage = LSHK_STORAGE_F16;
+          a.wv[(IR - 1) * IWS + ID - 1] = 70000.0f);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.wv[(IR - 1) * IWS + ID - 1] = NAN);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.wv[0] = INFINITY);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.pv.storage = LSHK_STORAGE_I8;
+          a.wv[5] = -INFINITY);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.bv[IR - 1] = NAN);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.pv.storage = LSHK_STORAGE_BORROWED_F32;
+          a.bv[3] = INFINITY);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.rows = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.w_stride = SIZE_MAX / 2);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.dim = SIZE_MAX; a.w_stride = SIZE_MAX;
+          a.rows = 1);
+#undef FN
+
+#define FN lshk_index_query
+  BI_BASELINE(FN);
+  BI_INDEX_CASES(FN, idx, const lshk_index);
+  BI_ACCEPT(FN, a.g = &a.big.p);
+  BI_ACCEPT(FN, a.g = NULL; a.stats = NULL; a.out_scores = NULL);
+  BI_ACCEPT(FN, a.gv.bits_per_table = IK);
+  BI_ACCEPT(FN, a.st.struct_size = (uint32_t)sizeof a.st + 64;
+            a.stats = (lshk_query_stats *)(void *)&a.st);
+  BI_ACCEPT(FN, a.idx = FX->idx_dw; a.g = NULL);
+  /* struct_size larger than known: accepted, the unknown tail untouched */
+  BI_CASE(FN, LSHK_STATUS_OK, o_.n = 0;
+          a.bigst.s.struct_size = (uint32_t)sizeof a.bigst;
+          a.stats = &a.bigst.s; bi_out(&o_, a.bigst.tail, sizeof a.bigst.tail));
+  BI_CASE(FN, LSHK_STATUS_OK, a.k = 0; o_.n = 2); /* stats still written */
+  BI_CASE(FN, LSHK_STATUS_OK, a.nq = 0; a.q = NULL; o_.n = 2);
+  BI_CASE(FN, LSHK_STATUS_OK, a.nq = 0; a.q = NULL; a.out_ids = NULL;
+          a.out_scores = NULL; a.stats = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.q = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out_ids = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q_stride = ID - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q_stride = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.gv.struct_size = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.gv.struct_size = (uint32_t)sizeof(lshk_gather_params) - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.st.struct_size = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.st.struct_size = (uint32_t)sizeof(lshk_query_stats) - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = FX->idx_dw); /* probes */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.gv.probes = 1u << IK);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.gv.probes = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.gv.bits_per_table = IK + 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.gv.bits_per_table = 33);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[(QN - 1) * QS + ID - 1] = NAN);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[0] = -INFINITY);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.idx = FX->idx_dw; a.g = NULL;
+          a.qv[QS + 1] = INFINITY);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.nq = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.q_stride = SIZE_MAX / 2);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.nq = SIZE_MAX / 16; a.q_stride = ID;
+          a.k = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q = BI_MISALIGN(const float, a.qv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.g = BI_MISALIGN(const lshk_gather_params, &a.gv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_ids = BI_MISALIGN(uint32_t, a.ib));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_scores = BI_MISALIGN(float, a.sb));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.stats = BI_MISALIGN(lshk_query_stats, &a.st));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_scores = (float *)(void *)a.ib); /* outputs overlap */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out_scores = a.qv);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_ids = (uint32_t *)(void *)(a.qv + 2));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_ids = (uint32_t *)(void *)(a.sb + 1));
+#undef FN
+
+#define FN lshk_index_save
+  BI_BASELINE(FN);
+  BI_INDEX_CASES(FN, idx, const lshk_index);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.path = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = "");
+  BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_subdir); /* a directory */
+  BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = "/nonexistent-lshk-dir/x.lshk");
+#undef FN
+
+#define FN lshk_index_load
+  BI_BASELINE(FN);
+  BI_ACCEPT(FN, a.path = path_borrowed; a.borrowed_w = wb);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.path = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out = BI_MISALIGN(lshk_index *, &a.outv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = "");
+  BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_missing);
+  BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_subdir);
+  BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_empty);
+  BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_garbage);
+  BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_truncated);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.borrowed_w = wb);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = path_borrowed);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = path_borrowed;
+          a.borrowed_w = BI_MISALIGN(const float, wb));
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.path = path_borrowed;
+          a.wnan[(IR - 1) * IWS + ID - 1] = NAN; a.borrowed_w = a.wnan);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.path = path_borrowed;
+          a.wnan[0] = -INFINITY; a.borrowed_w = a.wnan);
+  BI_ACCEPT(FN, a.path = path_borrowed; a.wnan[IWS - 1] = NAN;
+            a.borrowed_w = a.wnan); /* the stride gap is not W */
+#undef FN
+
+#define FN lshk_index_memory_bytes
+  BI_BASELINE(FN);
+  BI_INDEX_CASES(FN, idx, const lshk_index);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out = BI_MISALIGN(size_t, &a.v));
+#undef FN
+
+#define FN lshk_index_shape
+  BI_BASELINE(FN);
+  BI_INDEX_CASES(FN, idx, const lshk_index);
+  BI_ACCEPT(FN, a.rows = NULL; a.dim = NULL; a.k = NULL; a.l = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.rows = BI_MISALIGN(size_t, a.sv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.dim = BI_MISALIGN(size_t, a.sv + 1));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.k = BI_MISALIGN(uint32_t, a.uv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.l = BI_MISALIGN(uint32_t, a.uv + 1));
+#undef FN
+
+#define FN lshk_index_free
+  BI_BASELINE(FN);
+  BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE, a.idx = FX->idx_freed);
+  BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE, a.idx = (lshk_index *)(void *)FX->tb);
+  BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE,
+          a.idx = (lshk_index *)(void *)FX->sh_borrowed);
+  BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE,
+          a.idx = (lshk_index *)(void *)FX->tb_borrowed);
+  BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE, a.idx = BI_GARBAGE(lshk_index));
+  BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE, a.idx = BI_MISALIGN(lshk_index, FX->idx));
+#undef FN
+
+#define ACCESSOR_CASES(FN, T)                                                  \
+  do {                                                                         \
+    BI_BASELINE(FN);                                                           \
+    BI_INDEX_CASES(FN, idx, const lshk_index);                                 \
+    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);                       \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.out = BI_MISALIGN(const T *, &a.v));                             \
+  } while (0)
+  ACCESSOR_CASES(lshk_index_simhash, lshk_simhash);
+  BI_CASE(lshk_index_simhash, LSHK_STATUS_INVALID_ARGUMENT, a.idx = FX->idx_dw);
+  ACCESSOR_CASES(lshk_index_dwta, lshk_dwta);
+  BI_CASE(lshk_index_dwta, LSHK_STATUS_INVALID_ARGUMENT, a.idx = FX->idx);
+  ACCESSOR_CASES(lshk_index_tables, lshk_tables);
+  BI_ACCEPT(lshk_index_tables, a.idx = FX->idx_dw);
+
+#define FN lshk_index_train_iul
+  BI_ACCEPT(FN, a.idx = FX->idx_pool[0]);
+  BI_ACCEPT(FN, a.idx = FX->idx_pool[1]; a.p = &a.big.p; a.reports = NULL;
+            a.reports_len = 0);
+  BI_ACCEPT(FN, a.idx = FX->idx_pool[1]; a.pv.rounds = 0; a.reports = NULL;
+            a.reports_len = 0);
+  BI_INDEX_CASES(FN, idx, lshk_index);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = FX->idx_dw);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.queries = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.label_offsets = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.labels = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.reports = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.n = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q_stride = ID - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.lv[TQ * 2 - 1] = IR);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.lv[0] = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.lo[0] = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.lo[2] = 7); /* > lo[3] */
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.lo[TQ] = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.struct_size = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.pv.struct_size = (uint32_t)sizeof(lshk_iul_params) - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.reserved = 7);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.batch = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.learning_rate = 0.0f);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.validation_fraction = 1.0f);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.pv.t1 = INFINITY);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.pv.t2 = NAN);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[(TQ - 1) * QS + ID - 1] = NAN);
+  BI_CASE(FN, LSHK_STATUS_BUFFER_TOO_SMALL, a.reports_len = 1);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.n = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.q_stride = SIZE_MAX / 2);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.queries = BI_MISALIGN(const float, a.qv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.p = BI_MISALIGN(const lshk_iul_params, &a.pv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.reports = BI_MISALIGN(lshk_iul_report, a.rep));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.reports = (lshk_iul_report *)(void *)a.qv);
+#undef FN
+
+#define FN lshk_index_train_labels
+  BI_ACCEPT(FN, a.idx = FX->idx_pool[2]);
+  BI_ACCEPT(FN, a.idx = FX->idx_pool[3]; a.p = &a.big.p);
+  BI_ACCEPT(FN, a.idx = FX->idx_pool[4]; a.lo[0] = 1); /* CSR may start > 0 */
+  BI_ACCEPT(FN, a.idx = FX->idx_pool[5]; a.p = NULL;
+            a.lv[TQ * 2 - 1] = IR - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = FX->idx_pool[2]);
+  BI_INDEX_CASES(FN, idx, lshk_index);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.queries = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.label_offsets = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.labels = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q_stride = ID - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.lo[2] = 7); /* > lo[3] */
+  BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.lv[TQ * 2 - 1] = IR);
+  BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.lv[0] = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.lo[TQ] = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.struct_size = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.pv.struct_size = (uint32_t)sizeof(lshk_label_params) - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.policy = 2);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.policy = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[(TQ - 1) * QS + ID - 1] = NAN);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[0] = INFINITY);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.n = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.q_stride = SIZE_MAX / 2);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.queries = BI_MISALIGN(const float, a.qv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.label_offsets = BI_MISALIGN(const size_t, a.lo));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.labels = BI_MISALIGN(const uint32_t, a.lv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.p = BI_MISALIGN(const lshk_label_params, &a.pv));
+#undef FN
+
+#define FN lshk_index_label_info
+  BI_BASELINE(FN);
+  BI_ACCEPT(FN, a.idx = FX->idx; a.params = NULL);
+  BI_CASE(FN, LSHK_STATUS_OK, o_.n = 0;
+          a.big.p.struct_size = (uint32_t)sizeof a.big; a.params = &a.big.p;
+          bi_out(&o_, a.big.tail, sizeof a.big.tail)); /* tail untouched */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.struct_size = 0;
+          a.idx = FX->idx); /* checked even when not trained */
+  BI_INDEX_CASES(FN, idx, const lshk_index);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.trained = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.struct_size = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.pv.struct_size = (uint32_t)sizeof(lshk_label_params) - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.trained = BI_MISALIGN(uint32_t, &a.tv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.params = BI_MISALIGN(lshk_label_params, &a.pv));
+#undef FN
+
+  /* Refused training left FX->idx as built. */
+  BI_EXPECT(lshk_index_train_iul, fp != 0 && query_fingerprint(FX->idx) == fp);
+
+  remove(path_stored);
+  remove(path_borrowed);
+  remove(path_empty);
+  remove(path_garbage);
+  remove(path_truncated);
+  rmdir(path_subdir);
+  if (rmdir(dir) != 0) {
+    fprintf(stderr, "%s is not empty after the cases\n", dir);
+    bi_failed++;
+  }
+  bi_fx_teardown();
+  return bi_summary("bad_input_index");
+}

@@ -1,0 +1,537 @@
+/* Bad-input matrix (issue 8), stateless entry points: status/error/version/
+ * ISA functions, conversions, int8 quantisation, top-k, softmax and the
+ * eight gathered-matmul functions. See bad_input.h for what a case asserts.
+ *
+ * Functions covered here (tests/bad_input_coverage.rs checks that every
+ * function of include/lshk.h is named in some bad_input_*.c):
+ *   lshk_status_name lshk_last_error_message lshk_version lshk_isa_detected
+ *   lshk_isa_active lshk_isa_set_max lshk_isa_name
+ *   lshk_convert_f32_to_bf16 lshk_convert_f32_to_f16 lshk_convert_bf16_to_f32
+ *   lshk_convert_f16_to_f32 lshk_quantize_rows_i8 lshk_topk lshk_softmax
+ *   lshk_gathered_matmul_{f32,bf16,f16,i8}[_isa] */
+#include "bad_input.h"
+
+static int have_avx512;
+
+/* ---- lshk_isa_set_max ------------------------------------------------- */
+typedef struct {
+  lshk_isa max;
+} bi_args_lshk_isa_set_max;
+static void bi_init_lshk_isa_set_max(bi_args_lshk_isa_set_max *a,
+                                     bi_outs *o) {
+  (void)o;
+  a->max = LSHK_ISA_AVX512; /* "more than the CPU has" is not an error */
+}
+static lshk_status bi_call_lshk_isa_set_max(bi_args_lshk_isa_set_max *a) {
+  return lshk_isa_set_max(a->max);
+}
+
+/* ---- conversions ------------------------------------------------------ */
+#define CN 19
+typedef struct {
+  float f[CN + 1];
+  uint16_t h[CN + 1];
+  float fo[CN + 1];
+  uint16_t ho[CN + 1];
+  const float *src_f;
+  const uint16_t *src_h;
+  size_t n;
+  float *dst_f;
+  uint16_t *dst_h;
+} bi_conv;
+static void conv_init(bi_conv *a, bi_outs *o) {
+  for (int i = 0; i < CN + 1; i++) {
+    a->f[i] = (float)i * 0.25f - 2.0f;
+    a->h[i] = (uint16_t)(0x3C00 + i);
+  }
+  a->src_f = a->f;
+  a->src_h = a->h;
+  a->n = CN;
+  a->dst_f = a->fo;
+  a->dst_h = a->ho;
+  bi_out(o, a->fo, sizeof a->fo);
+  bi_out(o, a->ho, sizeof a->ho);
+}
+typedef bi_conv bi_args_lshk_convert_f32_to_bf16;
+typedef bi_conv bi_args_lshk_convert_f32_to_f16;
+typedef bi_conv bi_args_lshk_convert_bf16_to_f32;
+typedef bi_conv bi_args_lshk_convert_f16_to_f32;
+#define bi_init_lshk_convert_f32_to_bf16 conv_init
+#define bi_init_lshk_convert_f32_to_f16 conv_init
+#define bi_init_lshk_convert_bf16_to_f32 conv_init
+#define bi_init_lshk_convert_f16_to_f32 conv_init
+static lshk_status bi_call_lshk_convert_f32_to_bf16(bi_conv *a) {
+  return lshk_convert_f32_to_bf16(a->src_f, a->n, a->dst_h);
+}
+static lshk_status bi_call_lshk_convert_f32_to_f16(bi_conv *a) {
+  return lshk_convert_f32_to_f16(a->src_f, a->n, a->dst_h);
+}
+static lshk_status bi_call_lshk_convert_bf16_to_f32(bi_conv *a) {
+  return lshk_convert_bf16_to_f32(a->src_h, a->n, a->dst_f);
+}
+static lshk_status bi_call_lshk_convert_f16_to_f32(bi_conv *a) {
+  return lshk_convert_f16_to_f32(a->src_h, a->n, a->dst_f);
+}
+
+/* f32 -> 16-bit: source a->src_f, destination a->dst_h. */
+#define CONV_NARROW_CASES(FN)                                                  \
+  do {                                                                         \
+    BI_BASELINE(FN);                                                           \
+    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.src_f = NULL);                     \
+    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.dst_h = NULL);                     \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.src_f = BI_MISALIGN(const float, a.f));                          \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.dst_h = BI_MISALIGN(uint16_t, a.ho));                            \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.dst_h = (uint16_t *)(void *)a.f); /* overlap */                  \
+    BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.n = SIZE_MAX);                    \
+    BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.n = SIZE_MAX / 4 + 1);            \
+    BI_CASE(FN, LSHK_STATUS_OK, a.n = 0; a.src_f = NULL; a.dst_h = NULL);      \
+    BI_CASE(FN, LSHK_STATUS_OK, a.n = 0);                                      \
+  } while (0)
+/* 16-bit -> f32: source a->src_h, destination a->dst_f. */
+#define CONV_WIDEN_CASES(FN)                                                   \
+  do {                                                                         \
+    BI_BASELINE(FN);                                                           \
+    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.src_h = NULL);                     \
+    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.dst_f = NULL);                     \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.src_h = BI_MISALIGN(const uint16_t, a.h));                       \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.dst_f = BI_MISALIGN(float, a.fo));                               \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.dst_f = (float *)(void *)a.h); /* overlap */                     \
+    BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.n = SIZE_MAX);                    \
+    BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.n = SIZE_MAX / 4 + 1);            \
+    BI_CASE(FN, LSHK_STATUS_OK, a.n = 0; a.src_h = NULL; a.dst_f = NULL);      \
+    BI_CASE(FN, LSHK_STATUS_OK, a.n = 0);                                      \
+  } while (0)
+
+/* ---- lshk_quantize_rows_i8 -------------------------------------------- */
+#define QR 3
+#define QD 5
+#define QWS 6
+#define QOS 7
+typedef struct {
+  float w[QR * QWS];
+  int8_t ob[QR * QOS + 8];
+  float sb[QR + 1];
+  const float *wp;
+  size_t rows, dim, w_stride;
+  int8_t *out;
+  size_t out_stride;
+  float *scales;
+} bi_args_lshk_quantize_rows_i8;
+static void bi_init_lshk_quantize_rows_i8(bi_args_lshk_quantize_rows_i8 *a,
+                                          bi_outs *o) {
+  for (int i = 0; i < QR * QWS; i++) a->w[i] = (float)(i % 7) - 3.0f;
+  a->wp = a->w;
+  a->rows = QR;
+  a->dim = QD;
+  a->w_stride = QWS;
+  a->out = a->ob;
+  a->out_stride = QOS;
+  a->scales = a->sb;
+  bi_out(o, a->ob, sizeof a->ob);
+  bi_out(o, a->sb, sizeof a->sb);
+}
+static lshk_status bi_call_lshk_quantize_rows_i8(
+    bi_args_lshk_quantize_rows_i8 *a) {
+  return lshk_quantize_rows_i8(a->wp, a->rows, a->dim, a->w_stride, a->out,
+                               a->out_stride, a->scales);
+}
+
+/* ---- lshk_topk ---------------------------------------------------------- */
+#define TK 3
+typedef struct {
+  float sc[8];
+  uint32_t idv[8];
+  size_t offv[4];
+  uint32_t oib[2 * TK + 2];
+  float osb[2 * TK + 2];
+  const float *scores;
+  const uint32_t *ids;
+  const size_t *offsets;
+  size_t nq;
+  uint32_t k;
+  uint32_t *out_ids;
+  float *out_scores;
+} bi_args_lshk_topk;
+static void bi_init_lshk_topk(bi_args_lshk_topk *a, bi_outs *o) {
+  for (int i = 0; i < 8; i++) {
+    a->sc[i] = (float)((i * 5) % 8);
+    a->idv[i] = (uint32_t)(100 + i);
+  }
+  a->offv[0] = 0;
+  a->offv[1] = 3;
+  a->offv[2] = 8;
+  a->offv[3] = 8;
+  a->scores = a->sc;
+  a->ids = a->idv;
+  a->offsets = a->offv;
+  a->nq = 2;
+  a->k = TK;
+  a->out_ids = a->oib;
+  a->out_scores = a->osb;
+  bi_out(o, a->oib, sizeof a->oib);
+  bi_out(o, a->osb, sizeof a->osb);
+}
+static lshk_status bi_call_lshk_topk(bi_args_lshk_topk *a) {
+  return lshk_topk(a->scores, a->ids, a->offsets, a->nq, a->k, a->out_ids,
+                   a->out_scores);
+}
+
+/* ---- lshk_softmax ------------------------------------------------------- */
+typedef struct {
+  float sc[8];
+  size_t offv[4];
+  float ob[10];
+  float lb[4];
+  const float *scores;
+  const size_t *offsets;
+  size_t nq;
+  float *out;
+  float *lse;
+} bi_args_lshk_softmax;
+static void bi_init_lshk_softmax(bi_args_lshk_softmax *a, bi_outs *o) {
+  for (int i = 0; i < 8; i++) a->sc[i] = (float)i * 0.5f;
+  a->offv[0] = 0;
+  a->offv[1] = 3;
+  a->offv[2] = 8;
+  a->offv[3] = 8;
+  a->scores = a->sc;
+  a->offsets = a->offv;
+  a->nq = 2;
+  a->out = a->ob;
+  a->lse = a->lb;
+  bi_out(o, a->ob, sizeof a->ob);
+  bi_out(o, a->lb, sizeof a->lb);
+}
+static lshk_status bi_call_lshk_softmax(bi_args_lshk_softmax *a) {
+  return lshk_softmax(a->scores, a->offsets, a->nq, a->out, a->lse);
+}
+
+/* ---- gathered matmul (8 functions, one argument block) ---------------- */
+#define MR 5
+#define MD 6
+#define MWS 7
+#define MNQ 2
+#define MQS 6
+#define MOUT 5
+typedef struct {
+  float wf[MR * MWS];
+  uint16_t wh[MR * MWS];
+  int8_t wi[MR * MWS];
+  float sv[MR];
+  float bv[MR];
+  float qv[MNQ * MQS];
+  uint32_t idv[MOUT];
+  size_t offv[MNQ + 1];
+  float ob[MOUT + 3];
+  lshk_isa isa;
+  const void *w; /* float, uint16_t or int8_t, per function */
+  const float *scales;
+  size_t rows, dim, w_stride;
+  const float *bias;
+  const float *q;
+  size_t nq, q_stride;
+  const uint32_t *ids;
+  const size_t *offsets;
+  float *out;
+  size_t out_len;
+} bi_mm;
+static void mm_init(bi_mm *a, bi_outs *o, int kind) {
+  for (int i = 0; i < MR * MWS; i++) {
+    a->wf[i] = (float)(i % 5) * 0.5f - 1.0f;
+    a->wh[i] = (uint16_t)(0x3C00 + (i % 9));
+    a->wi[i] = (int8_t)(i % 11 - 5);
+  }
+  for (int i = 0; i < MR; i++) {
+    a->sv[i] = 0.01f * (float)(i + 1);
+    a->bv[i] = 0.5f * (float)i;
+  }
+  for (int i = 0; i < MNQ * MQS; i++) a->qv[i] = (float)(i % 3) - 1.0f;
+  a->idv[0] = 4;
+  a->idv[1] = 0;
+  a->idv[2] = 2;
+  a->idv[3] = 2;
+  a->idv[4] = 1;
+  a->offv[0] = 0;
+  a->offv[1] = 2;
+  a->offv[2] = MOUT;
+  a->isa = LSHK_ISA_SCALAR;
+  a->w = kind == 0 ? (const void *)a->wf
+                   : kind == 1 ? (const void *)a->wh : (const void *)a->wi;
+  a->scales = a->sv;
+  a->rows = MR;
+  a->dim = MD;
+  a->w_stride = MWS;
+  a->bias = a->bv;
+  a->q = a->qv;
+  a->nq = MNQ;
+  a->q_stride = MQS;
+  a->ids = a->idv;
+  a->offsets = a->offv;
+  a->out = a->ob;
+  a->out_len = MOUT;
+  bi_out(o, a->ob, sizeof a->ob);
+}
+#define MM_FN(NAME, KIND, CALL)                                                \
+  typedef bi_mm bi_args_##NAME;                                                \
+  static void bi_init_##NAME(bi_mm *a, bi_outs *o) { mm_init(a, o, KIND); }    \
+  static lshk_status bi_call_##NAME(bi_mm *a) { return CALL; }
+#define MM_ARGS                                                                \
+  a->rows, a->dim, a->w_stride, a->bias, a->q, a->nq, a->q_stride, a->ids,     \
+      a->offsets, a->out, a->out_len
+MM_FN(lshk_gathered_matmul_f32, 0,
+      lshk_gathered_matmul_f32((const float *)a->w, MM_ARGS))
+MM_FN(lshk_gathered_matmul_f32_isa, 0,
+      lshk_gathered_matmul_f32_isa(a->isa, (const float *)a->w, MM_ARGS))
+MM_FN(lshk_gathered_matmul_bf16, 1,
+      lshk_gathered_matmul_bf16((const uint16_t *)a->w, MM_ARGS))
+MM_FN(lshk_gathered_matmul_bf16_isa, 1,
+      lshk_gathered_matmul_bf16_isa(a->isa, (const uint16_t *)a->w, MM_ARGS))
+MM_FN(lshk_gathered_matmul_f16, 1,
+      lshk_gathered_matmul_f16((const uint16_t *)a->w, MM_ARGS))
+MM_FN(lshk_gathered_matmul_f16_isa, 1,
+      lshk_gathered_matmul_f16_isa(a->isa, (const uint16_t *)a->w, MM_ARGS))
+MM_FN(lshk_gathered_matmul_i8, 2,
+      lshk_gathered_matmul_i8((const int8_t *)a->w, a->scales, MM_ARGS))
+MM_FN(lshk_gathered_matmul_i8_isa, 2,
+      lshk_gathered_matmul_i8_isa(a->isa, (const int8_t *)a->w, a->scales,
+                                  MM_ARGS))
+
+/* Cases every gathered matmul shares. */
+#define MM_CASES(FN)                                                           \
+  do {                                                                         \
+    BI_BASELINE(FN);                                                           \
+    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.w = NULL);                         \
+    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.q = NULL);                         \
+    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.ids = NULL);                       \
+    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.offsets = NULL);                   \
+    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);                       \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.dim = 0);                      \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w_stride = MD - 1);            \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q_stride = MD - 1);            \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w_stride = 0);                 \
+    BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.idv[3] = MR);                \
+    BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.idv[0] = UINT32_MAX);        \
+    BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.rows = 2);                   \
+    BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.rows = 0);                   \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.offv[0] = 1);                  \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.offv[1] = 4; a.offv[2] = 3;    \
+            a.out_len = 3);                                                    \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.offv[1] = SIZE_MAX);           \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.out_len = MOUT - 1); /* one short: offsets[nq] != out_len */     \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out_len = MOUT + 1);           \
+    BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.rows = SIZE_MAX);                 \
+    BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.w_stride = SIZE_MAX / 2);         \
+    BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.q_stride = SIZE_MAX / 2);         \
+    BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.nq = SIZE_MAX);                   \
+    BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.out_len = SIZE_MAX;               \
+            a.offv[2] = SIZE_MAX);                                             \
+    if (!FN##_is_i8) /* int8 has no alignment */                               \
+      BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w = (const char *)a.w + 1);  \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.q = BI_MISALIGN(const float, a.qv));                             \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.bias = BI_MISALIGN(const float, a.bv));                          \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.ids = BI_MISALIGN(const uint32_t, a.idv));                       \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.offsets = BI_MISALIGN(const size_t, a.offv));                    \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.out = BI_MISALIGN(float, a.ob));                                 \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.out = (float *)(void *)a.qv); /* overlaps q */                   \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.out = a.bv); /* overlaps bias */                                 \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.out = (float *)(void *)a.idv); /* overlaps ids */                \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.out = (float *)(void *)((char *)(uintptr_t)a.w)); /* w */        \
+    BI_CASE(FN, LSHK_STATUS_OK, a.nq = 0; a.out_len = 0; a.ids = NULL;         \
+            a.out = NULL);                                                     \
+    BI_CASE(FN, LSHK_STATUS_OK, a.offv[1] = 0; a.offv[2] = 0; a.out_len = 0);  \
+  } while (0)
+#define lshk_gathered_matmul_f32_is_i8 0
+#define lshk_gathered_matmul_f32_isa_is_i8 0
+#define lshk_gathered_matmul_bf16_is_i8 0
+#define lshk_gathered_matmul_bf16_isa_is_i8 0
+#define lshk_gathered_matmul_f16_is_i8 0
+#define lshk_gathered_matmul_f16_isa_is_i8 0
+#define lshk_gathered_matmul_i8_is_i8 1
+#define lshk_gathered_matmul_i8_isa_is_i8 1
+
+/* Extra cases of the _isa variants: bad tier values. */
+#define MM_ISA_CASES(FN)                                                       \
+  do {                                                                         \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.isa = 4);                      \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.isa = UINT32_MAX);             \
+    if (!have_avx512)                                                          \
+      BI_CASE(FN, LSHK_STATUS_UNSUPPORTED_ISA, a.isa = LSHK_ISA_AVX512);       \
+  } while (0)
+/* i8 only: scales. */
+#define MM_I8_CASES(FN)                                                        \
+  do {                                                                         \
+    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.scales = NULL);                    \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.scales = BI_MISALIGN(const float, a.sv));                        \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out = a.sv);                   \
+  } while (0)
+
+int main(void) {
+  have_avx512 = lshk_isa_detected() >= LSHK_ISA_AVX512;
+
+  /* ---- functions without arguments or without a status ---- */
+  BI_EXPECT(lshk_version, lshk_version() != NULL &&
+                              strcmp(lshk_version(), LSHK_VERSION_STRING) == 0);
+  BI_EXPECT(lshk_isa_detected, lshk_isa_detected() <= LSHK_ISA_AVX512);
+  BI_EXPECT(lshk_isa_active, lshk_isa_active() <= lshk_isa_detected());
+  BI_EXPECT(lshk_status_name,
+            strcmp(lshk_status_name(13), "LSHK_STATUS_UNKNOWN") == 0);
+  BI_EXPECT(lshk_status_name,
+            strcmp(lshk_status_name(UINT32_MAX), "LSHK_STATUS_UNKNOWN") == 0);
+  BI_EXPECT(lshk_status_name,
+            strcmp(lshk_status_name(LSHK_STATUS_PANIC), "LSHK_STATUS_PANIC") ==
+                0);
+  BI_EXPECT(lshk_isa_name, strcmp(lshk_isa_name(4), "unknown") == 0);
+  BI_EXPECT(lshk_isa_name, strcmp(lshk_isa_name(UINT32_MAX), "unknown") == 0);
+
+  /* lshk_last_error_message: NULL buffer with a length, 1-byte and short
+   * buffers (truncated, NUL-terminated, nothing past buf_len written). */
+  {
+    char buf[64];
+    size_t full;
+    (void)lshk_isa_set_max(77);
+    full = lshk_last_error_message(NULL, 0);
+    BI_EXPECT(lshk_last_error_message, full > 8);
+    BI_EXPECT(lshk_last_error_message, lshk_last_error_message(NULL, 5) == full);
+    lshk_fill_canary(buf, sizeof buf);
+    BI_EXPECT(lshk_last_error_message,
+              lshk_last_error_message(buf, 1) == full && buf[0] == '\0' &&
+                  lshk_canary_intact(buf + 1, sizeof buf - 1));
+    lshk_fill_canary(buf, sizeof buf);
+    BI_EXPECT(lshk_last_error_message,
+              lshk_last_error_message(buf, 6) == full && buf[5] == '\0' &&
+                  strlen(buf) == 5 &&
+                  lshk_canary_intact(buf + 6, sizeof buf - 6));
+    lshk_fill_canary(buf, sizeof buf);
+    BI_EXPECT(lshk_last_error_message,
+              lshk_last_error_message(buf, 0) == full &&
+                  lshk_canary_intact(buf, sizeof buf));
+  }
+
+  BI_BASELINE(lshk_isa_set_max);
+  BI_CASE(lshk_isa_set_max, LSHK_STATUS_INVALID_ARGUMENT, a.max = 4);
+  BI_CASE(lshk_isa_set_max, LSHK_STATUS_INVALID_ARGUMENT, a.max = 0x80000000u);
+  BI_CASE(lshk_isa_set_max, LSHK_STATUS_INVALID_ARGUMENT, a.max = UINT32_MAX);
+  BI_EXPECT(lshk_isa_set_max, lshk_isa_active() == lshk_isa_detected());
+
+  CONV_NARROW_CASES(lshk_convert_f32_to_bf16);
+  CONV_NARROW_CASES(lshk_convert_f32_to_f16);
+  CONV_WIDEN_CASES(lshk_convert_bf16_to_f32);
+  CONV_WIDEN_CASES(lshk_convert_f16_to_f32);
+
+#define FN lshk_quantize_rows_i8
+  BI_BASELINE(FN);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.wp = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.scales = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w_stride = QD - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out_stride = QD - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w_stride = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.wp = BI_MISALIGN(const float, a.w));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.scales = BI_MISALIGN(float, a.sb));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out = (int8_t *)(void *)a.w);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.scales = (float *)(void *)a.ob; a.rows = 1);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.w[QWS + 2] = NAN);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.w[2 * QWS + QD - 1] = INFINITY);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.w[0] = -INFINITY);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.rows = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.w_stride = SIZE_MAX / 2);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.out_stride = SIZE_MAX / 2);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.dim = SIZE_MAX; a.w_stride = SIZE_MAX;
+          a.out_stride = SIZE_MAX; a.rows = 1);
+  BI_CASE(FN, LSHK_STATUS_OK, a.rows = 0);
+  BI_CASE(FN, LSHK_STATUS_OK, a.rows = 0; a.wp = NULL; a.out = NULL;
+          a.scales = NULL);
+#undef FN
+
+#define FN lshk_topk
+  BI_BASELINE(FN);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.scores = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.offsets = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out_ids = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out_scores = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.offv[0] = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.offv[1] = 5; a.offv[2] = 4);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.offv[2] = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.nq = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.nq = SIZE_MAX / 2; a.k = 4);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.scores = BI_MISALIGN(const float, a.sc));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.ids = BI_MISALIGN(const uint32_t, a.idv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.offsets = BI_MISALIGN(const size_t, a.offv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_ids = BI_MISALIGN(uint32_t, a.oib));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_scores = BI_MISALIGN(float, a.osb));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out_scores = a.sc);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out_ids = a.idv);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_ids = (uint32_t *)(void *)a.osb); /* outputs overlap */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_scores = (float *)(void *)a.offv);
+  BI_CASE(FN, LSHK_STATUS_OK, a.k = 0);
+  BI_CASE(FN, LSHK_STATUS_OK, a.k = 0; a.out_ids = NULL; a.out_scores = NULL);
+  BI_CASE(FN, LSHK_STATUS_OK, a.nq = 0);
+#undef FN
+
+#define FN lshk_softmax
+  BI_BASELINE(FN);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.scores = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.offsets = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.offv[0] = 2);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.offv[1] = 6; a.offv[2] = 5);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.offv[2] = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.nq = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.scores = BI_MISALIGN(const float, a.sc));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out = BI_MISALIGN(float, a.ob));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.lse = BI_MISALIGN(float, a.lb));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.offsets = BI_MISALIGN(const size_t, a.offv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out = a.sc + 1); /* partial */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.lse = a.sc);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.lse = a.ob + 6);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out = (float *)(void *)a.offv);
+  BI_CASE(FN, LSHK_STATUS_OK, a.nq = 0; a.lse = NULL);
+  BI_CASE(FN, LSHK_STATUS_OK, a.nq = 0; a.out = NULL; a.scores = NULL;
+          a.lse = NULL);
+#undef FN
+
+  MM_CASES(lshk_gathered_matmul_f32);
+  MM_CASES(lshk_gathered_matmul_f32_isa);
+  MM_ISA_CASES(lshk_gathered_matmul_f32_isa);
+  MM_CASES(lshk_gathered_matmul_bf16);
+  MM_CASES(lshk_gathered_matmul_bf16_isa);
+  MM_ISA_CASES(lshk_gathered_matmul_bf16_isa);
+  MM_CASES(lshk_gathered_matmul_f16);
+  MM_CASES(lshk_gathered_matmul_f16_isa);
+  MM_ISA_CASES(lshk_gathered_matmul_f16_isa);
+  MM_CASES(lshk_gathered_matmul_i8);
+  MM_I8_CASES(lshk_gathered_matmul_i8);
+  MM_CASES(lshk_gathered_matmul_i8_isa);
+  MM_ISA_CASES(lshk_gathered_matmul_i8_isa);
+  MM_I8_CASES(lshk_gathered_matmul_i8_isa);
+
+  return bi_summary("bad_input_kernels");
+}
