@@ -6,7 +6,8 @@
  * Functions covered here:
  *   lshk_index_params_default lshk_iul_params_default lshk_index_build
  *   lshk_index_query lshk_index_save lshk_index_load lshk_index_memory_bytes
- *   lshk_index_shape lshk_index_free lshk_index_simhash lshk_index_dwta
+ *   lshk_index_shape lshk_index_weights lshk_index_free lshk_index_simhash
+ *   lshk_index_dwta
  *   lshk_index_tables lshk_index_train_iul lshk_index_train_labels
  *   lshk_index_label_info */
 #define _POSIX_C_SOURCE 200809L
@@ -250,6 +251,28 @@ static void bi_init_lshk_index_shape(bi_args_lshk_index_shape *a, bi_outs *o) {
 }
 static lshk_status bi_call_lshk_index_shape(bi_args_lshk_index_shape *a) {
   return lshk_index_shape(a->idx, a->rows, a->dim, a->k, a->l);
+}
+
+typedef struct {
+  const lshk_index *idx;
+  lshk_weights_view v;
+  struct {
+    lshk_weights_view v;
+    unsigned char tail[40];
+  } big; /* a caller with a newer, larger lshk_weights_view */
+  lshk_weights_view *out;
+} bi_args_lshk_index_weights;
+static void bi_init_lshk_index_weights(bi_args_lshk_index_weights *a,
+                                       bi_outs *o) {
+  a->idx = FX->idx;
+  a->v.struct_size = (uint32_t)sizeof a->v;
+  a->out = &a->v;
+  /* every field of the view but the caller's struct_size */
+  bi_out(o, &a->v.storage,
+         sizeof a->v - offsetof(lshk_weights_view, storage));
+}
+static lshk_status bi_call_lshk_index_weights(bi_args_lshk_index_weights *a) {
+  return lshk_index_weights(a->idx, a->out);
 }
 
 typedef struct {
@@ -662,6 +685,22 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.k = BI_MISALIGN(uint32_t, a.uv));
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
           a.l = BI_MISALIGN(uint32_t, a.uv + 1));
+#undef FN
+
+#define FN lshk_index_weights
+  BI_BASELINE(FN);
+  BI_INDEX_CASES(FN, idx, const lshk_index);
+  BI_ACCEPT(FN, a.idx = FX->idx_dw);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out = BI_MISALIGN(lshk_weights_view, &a.v));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.v.struct_size = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.v.struct_size = (uint32_t)sizeof a.v - 1);
+  /* struct_size larger than known: accepted, the unknown tail untouched */
+  BI_CASE(FN, LSHK_STATUS_OK, o_.n = 0;
+          a.big.v.struct_size = (uint32_t)sizeof a.big; a.out = &a.big.v;
+          bi_out(&o_, a.big.tail, sizeof a.big.tail));
 #undef FN
 
 #define FN lshk_index_free
