@@ -77,8 +77,10 @@ unsafe fn read_label_params(p: *const lshk_label_params) -> Result<LabelParams> 
 /// (policy INSTEAD) its `label_cap` most frequent labels (ties to the
 /// smaller id). Labels are CSR: query i has the labels
 /// `labels[label_offsets[i] .. label_offsets[i+1]]` (`label_offsets` holds
-/// n + 1 non-decreasing entries; `labels` holds at least label_offsets[n]
-/// row ids < rows; several labels per query are normal). `p` NULL =
+/// n + 1 non-decreasing entries, the first need not be 0: a window of a
+/// larger CSR array works, and labels before label_offsets[0] are not read;
+/// `labels` holds at least label_offsets[n] row ids < rows; several labels
+/// per query are normal). `p` NULL =
 /// defaults. The result is deterministic (independent of thread count).
 /// The training is saved with the index (lshk_index_save) and reported by
 /// lshk_index_label_info after a load.
@@ -198,7 +200,8 @@ pub unsafe extern "C" fn lshk_index_label_info(
 /// without an index): `codes` holds the per-table codes of `n` training
 /// queries (`n * L` values, `codes[i*L + l]`, hashed with the same family
 /// and transform as the rows the tables were built from); query i's labels
-/// are `labels[label_offsets[i] .. label_offsets[i+1]]` (row ids).
+/// are `labels[label_offsets[i] .. label_offsets[i+1]]` (row ids;
+/// label_offsets[0] need not be 0, as in lshk_index_train_labels).
 /// Each bucket keeps its `p->label_cap` most frequent labels (ties to the
 /// smaller id; 0 keeps all), beside or instead of its rows (`p->policy`);
 /// ids stay ascending and deduplicated. `p` NULL = defaults.
