@@ -102,7 +102,9 @@ while (defined(my $id = shift @todo)) {
     $keep{$id} = 1;
     my $t = $T->{$id};
     $t->{Name} = $rename->($t->{Name});
-    delete @{$t}{qw(NameSpace Source Line SourceLine)};
+    # `Copied` is abi-dumper's bookkeeping (set or not depending on the
+    # order it met the type in), not ABI.
+    delete @{$t}{qw(NameSpace Source Line SourceLine Copied)};
     if (($t->{Type} // '') =~ /^(Struct|Union)$/ && ($t->{Name} // '') =~ /^(?:struct|union)\s+(\w+)$/) {
         my $c = $1;
         if ($complete{$c} || $opaque{$c}) {
@@ -128,6 +130,11 @@ for my $id (keys %keep) {
     my $t = $T->{$id};
     my $m = join(',', map { $t->{Memb}{$_}{name} // '' } sort { $a <=> $b } keys %{ $t->{Memb} || {} });
     $desc{$id} = join("\x01", $t->{Name} // '', $t->{Type} // '', $t->{Size} // '', $m);
+}
+my %seen_desc;
+for my $id (keys %desc) {
+    warn "normalize.pl: two kept types look alike ($desc{$id}); their ids may churn\n"
+        if $seen_desc{ $desc{$id} }++;
 }
 my %newid;
 my $n = 0;

@@ -586,9 +586,13 @@ fn library_abi_is_compatible_with_committed_dump() {
         .to_string();
     let base_name = base.file_name().unwrap().to_string_lossy().into_owned();
     if v.compatible() {
+        // Informational: the dump is deterministic, so an unchanged ABI
+        // gives the committed file byte for byte (from any checkout path).
+        let identical = base_ver == current && read(&base) == dump_text;
         println!(
             "ABI of liblshk.so {version} is compatible with {base_name} \
-             ({added} added functions; {}); dump {:.1} s, total {:.1} s",
+             ({added} added functions; {}; fresh dump identical to the baseline: \
+             {identical}); dump {:.1} s, total {:.1} s",
             v.summary(),
             t_dump,
             t0.elapsed().as_secs_f64()
