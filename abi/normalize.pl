@@ -26,6 +26,9 @@
 #    the dump's `Constants`, which the checker compares (removed or changed
 #    value = a problem). LSHK_VERSION_* are left out (they change on every
 #    release by design).
+#  * abi-dumper is run with `-symbols-list` (the header's functions, printed by
+#    `normalize.pl --functions`) rather than `-public-headers`, which needs
+#    ctags (only a Recommends of the Debian packages).
 #  * Determinism: the compiler version, the list of Rust namespaces, source
 #    file names and lines, the undefined (imported) symbols and DT_NEEDED
 #    entries are dropped; only types reachable from the public functions are
@@ -41,7 +44,35 @@ use warnings;
 use Data::Dumper;
 use File::Spec;
 
-@ARGV == 4 or die "usage: normalize.pl RAW.dump HEADER VERSION OUT.dump\n";
+# The functions a header declares: the identifier before the first `(` of
+# every line that starts in column 0 with an identifier (cbindgen writes each
+# declaration so), except typedefs. `normalize.pl --functions HEADER` prints
+# them, one per line: the -symbols-list given to abi-dumper.
+sub header_functions {
+    my ($text) = @_;
+    my %f;
+    for my $line (split /\n/, $text) {
+        next unless $line =~ /^[A-Za-z_]/;
+        next if $line =~ /^(?:typedef|extern)\b/;
+        next unless $line =~ /^([^(]*?)\b([A-Za-z_]\w*)\s*\(/;
+        $f{$2} = 1;
+    }
+    return \%f;
+}
+
+sub slurp {
+    my ($p) = @_;
+    open(my $fh, '<', $p) or die "cannot read $p: $!\n";
+    local $/;
+    return scalar <$fh>;
+}
+
+if (@ARGV == 2 && $ARGV[0] eq '--functions') {
+    print "$_\n" for sort keys %{ header_functions(slurp($ARGV[1])) };
+    exit 0;
+}
+@ARGV == 4 or die "usage: normalize.pl RAW.dump HEADER VERSION OUT.dump\n"
+    . "       normalize.pl --functions HEADER\n";
 my ($raw, $header, $version, $out) = @ARGV;
 
 our $VAR1;
@@ -49,9 +80,8 @@ my $d = do(File::Spec->rel2abs($raw));
 die "cannot read ABI dump $raw: " . ($@ || $! || "empty") . "\n" unless ref $d eq 'HASH';
 
 # ---- what the header declares ----------------------------------------------
-open(my $hf, '<', $header) or die "cannot read $header: $!\n";
-my $htext = do { local $/; <$hf> };
-close $hf;
+my $htext = slurp($header);
+my $functions = header_functions($htext);
 (my $hname = $header) =~ s{.*/}{};
 my (%complete, %opaque, %constants);
 $complete{$1} = 1 while $htext =~ /\btypedef\s+struct\s+(\w+)\s*\{/g;
@@ -72,16 +102,21 @@ my %exported;
 for my $lib (values %{ $d->{Symbols} || {} }) {
     $exported{$_} = 1 for keys %$lib;
 }
-my %sym;    # ShortName -> info
-for my $info (values %{ $d->{SymbolInfo} || {} }) {
+# The header's functions the library exports (abi-dumper ran with
+# -symbols-list, so its SymbolInfo also holds internal functions: dropped).
+# A name declared in the header but not exported is simply absent: the
+# checker then reports it as removed against a baseline that had it.
+my %sym;    # name -> info
+for my $id (sort { $a <=> $b } keys %{ $d->{SymbolInfo} || {} }) {
+    my $info = $d->{SymbolInfo}{$id};
     my $name = $info->{MnglName} // $info->{ShortName};
-    next unless defined $name && $exported{$name} && defined $info->{Header};
+    next unless defined $name && $functions->{$name} && $exported{$name};
+    next if $sym{$name};    # the first (lowest DWARF offset) definition
     delete @{$info}{qw(NameSpace Source SourceLine Line)};
     $info->{Header} = $hname;
     $sym{$name} = $info;
 }
-die "no public symbol found in $raw (was it dumped with -public-headers?)\n"
-    unless %sym;
+die "none of the functions of $header found in $raw\n" unless %sym;
 
 # ---- types: keep what the public functions reach ---------------------------
 my $T = $d->{TypeInfo} || {};
@@ -104,11 +139,12 @@ while (defined(my $id = shift @todo)) {
     $t->{Name} = $rename->($t->{Name});
     # `Copied` is abi-dumper's bookkeeping (set or not depending on the
     # order it met the type in), not ABI.
-    delete @{$t}{qw(NameSpace Source Line SourceLine Copied)};
+    # `PrivateABI` is abi-dumper's guess from -public-headers (absent with
+    # -symbols-list); it is set below from the header instead.
+    delete @{$t}{qw(NameSpace Source Line SourceLine Copied PrivateABI)};
     if (($t->{Type} // '') =~ /^(Struct|Union)$/ && ($t->{Name} // '') =~ /^(?:struct|union)\s+(\w+)$/) {
         my $c = $1;
         if ($complete{$c} || $opaque{$c}) {
-            delete $t->{PrivateABI};
             $t->{Header} = $hname;
             if ($opaque{$c}) { delete @{$t}{qw(Memb Size)}; }
         }

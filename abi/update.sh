@@ -35,9 +35,8 @@ so=target/debug/liblshk.so
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir "$work/public"
-cp include/lshk.h "$work/public/"
-abi-dumper "$so" -o "$work/raw.dump" -lver "$version" -public-headers "$work/public" -quiet
+perl abi/normalize.pl --functions include/lshk.h >"$work/functions"
+abi-dumper "$so" -o "$work/raw.dump" -lver "$version" -symbols-list "$work/functions" -quiet
 out="abi/lshk-$version.dump"
 perl abi/normalize.pl "$work/raw.dump" include/lshk.h "$version" "$out"
 echo "wrote $out: review it (git diff) and commit it with the release"

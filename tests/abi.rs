@@ -10,7 +10,7 @@
 //!    exports. `include/lshk.hpp` (and `lshk_iul.hpp`) compile as C++17 and
 //!    refuse C++11 with their `#error`.
 //! 2. `abi-dumper` dumps the ABI of the `liblshk.so` this `cargo test` built
-//!    (public functions of `include/lshk.h` only), `abi/normalize.pl` makes
+//!    (the functions `include/lshk.h` declares), `abi/normalize.pl` makes
 //!    the dump comparable and stable, and `abi-compliance-checker` compares
 //!    it with the committed baseline `abi/lshk-<version>.dump` (the highest
 //!    version not above Cargo.toml's). Any problem or warning the checker
@@ -371,26 +371,29 @@ fn parse_version(v: &str) -> Option<(u64, u64, u64)> {
     Some(r)
 }
 
-/// Dumps `so` (public functions of `header` only) and normalizes the dump
+/// Dumps `so` (the functions `header` declares) and normalizes the dump
 /// with abi/normalize.pl into `out`.
 fn dump_abi(so: &Path, header: &Path, version: &str, work: &Path, out: &Path) {
-    // abi-dumper takes a directory of public headers: give it one with
-    // exactly this header (include/ also holds the C++ wrappers).
-    let public = work.join("public");
-    let _ = fs::remove_dir_all(&public);
-    fs::create_dir_all(&public).unwrap();
-    fs::copy(header, public.join(header.file_name().unwrap())).unwrap();
+    let normalize = root().join("abi/normalize.pl");
+    // The symbol list for abi-dumper (not -public-headers, which needs
+    // ctags), from the same parser normalize.pl uses.
+    let functions = must(run(Command::new("perl")
+        .arg(&normalize)
+        .arg("--functions")
+        .arg(header)));
+    let list = work.join("functions");
+    fs::write(&list, functions).unwrap();
     let raw = work.join("raw.dump");
     let _ = fs::remove_file(&raw);
     must(run(Command::new("abi-dumper")
         .arg(so)
         .arg("-o")
         .arg(&raw)
-        .args(["-lver", version, "-public-headers"])
-        .arg(&public)
+        .args(["-lver", version, "-symbols-list"])
+        .arg(&list)
         .arg("-quiet")));
     must(run(Command::new("perl")
-        .arg(root().join("abi/normalize.pl"))
+        .arg(&normalize)
         .arg(&raw)
         .arg(header)
         .arg(version)
