@@ -14,8 +14,8 @@
 // SplitMix64 (seed 2024) and Box-Muller normals, written out below so the
 // layer is the same on every platform.
 //
-// LSHK_EXAMPLE_SMALL=1 in the environment shrinks the workload (5,000 rows,
-// 50 centroids, 512 queries, recall on 32 of them) so that the example runs
+// LSHK_EXAMPLE_SMALL=1 in the environment shrinks the workload (2,000 rows,
+// 20 centroids, 256 queries, recall on 16 of them) so that the example runs
 // in seconds under valgrind (tests/memcheck.rs sets it); the figures printed
 // are then not representative.
 //
@@ -69,8 +69,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 int main() {
   try {
     const bool small = std::getenv("LSHK_EXAMPLE_SMALL") != nullptr;
-    const std::size_t kRows = small ? 5000 : 50000, kCentroids = small ? 50 : 500;
-    const std::size_t kQueries = small ? 512 : 4096;  // a multiple of kBatch
+    const std::size_t kRows = small ? 2000 : 50000, kCentroids = small ? 20 : 500;
+    const std::size_t kQueries = small ? 256 : 4096;  // a multiple of kBatch
     using clock = std::chrono::steady_clock;
     std::printf("lshk %s, active tier %s\n", lshk::version(), lshk::isa_name(lshk::isa_active()));
 
@@ -180,7 +180,7 @@ int main() {
     // Recall against the exact dense layer (logits W q + b over ALL rows,
     // computed with lshk's gathered matmul given every id, then top-k), on a
     // sample of the queries.
-    const std::size_t sample = small ? 32 : 256;
+    const std::size_t sample = small ? 16 : 256;
     std::vector<uint32_t> all(kRows);
     for (std::size_t r = 0; r < kRows; r++) all[r] = static_cast<uint32_t>(r);
     const std::size_t whole[2] = {0, kRows};
