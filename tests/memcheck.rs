@@ -455,9 +455,10 @@ fn asan_ubsan_c_tests() {
                     match run_sanitized(&probe, &[mode]) {
                         Ok(_) => return Err(format!("the {mode} probe passed unnoticed")),
                         Err(e) if e.contains(want) && !e.contains("(no sanitizer report)") => {
-                            let first = e
-                                .lines()
-                                .find(|l| l.contains("ERROR:") || l.contains("runtime error:"));
+                            let first = e.lines().find(|l| {
+                                l.contains("ERROR: AddressSanitizer:")
+                                    || l.contains(": runtime error:")
+                            });
                             report.push_str(&format!("{mode}: {}\n", first.unwrap_or(want).trim()));
                         }
                         Err(e) => return Err(format!("the {mode} probe failed differently:\n{e}")),
