@@ -1,13 +1,14 @@
 /* Example: SimHash codes for random rows, LSH tables over them, and the
  * candidates of a few queries (plain bucket union, with multi-probing, and
- * with a min_count threshold). C11, lshk.h + liblshk only. */
+ * with a min_count threshold). C11, lshk.h + liblshk only.
+ * LSHK_EXAMPLE_SMALL=1 in the environment uses 2,000 rows instead of 20,000
+ * (for valgrind: tests/memcheck.rs sets it). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "lshk.h"
 
-#define N 20000
 #define DIM 64
 #define K 10
 #define L 16
@@ -33,6 +34,7 @@ static int fail(const char *what, lshk_status s) {
 }
 
 int main(void) {
+  const size_t N = getenv("LSHK_EXAMPLE_SMALL") ? 2000 : 20000;
   float *x = malloc(sizeof(float) * N * DIM);
   uint32_t *codes = malloc(sizeof(uint32_t) * N * L);
   if (!x || !codes) return 1;
@@ -49,7 +51,7 @@ int main(void) {
   if (s) return fail("lshk_tables_build", s);
   lshk_table_stats st[L];
   lshk_tables_stats(t, st, L);
-  printf("%d rows, %d tables of 2^%d buckets, %zu bytes; table 0: %llu "
+  printf("%zu rows, %d tables of 2^%d buckets, %zu bytes; table 0: %llu "
          "non-empty buckets, largest %u, mean %.1f\n",
          N, L, K, lshk_tables_memory_bytes(t),
          (unsigned long long)st[0].nonempty_buckets, st[0].largest_bucket,
