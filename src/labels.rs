@@ -282,9 +282,19 @@ pub fn count_labels(
         run(0, &mut out, &mut keys_per_thread[0]);
     } else {
         std::thread::scope(|s| {
-            for ((ci, chunk), keys) in out.chunks_mut(per).enumerate().zip(&mut keys_per_thread) {
-                let run = &run;
-                s.spawn(move || run(ci * per, chunk, keys));
+            let hs: Vec<_> = out
+                .chunks_mut(per)
+                .enumerate()
+                .zip(&mut keys_per_thread)
+                .map(|((ci, chunk), keys)| {
+                    let run = &run;
+                    s.spawn(move || run(ci * per, chunk, keys))
+                })
+                .collect();
+            // Joined explicitly (pthread_join): an unjoined scoped thread
+            // may still be exiting after the scope returns.
+            for h in hs {
+                h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
             }
         });
     }

@@ -564,8 +564,15 @@ impl Tables {
             run(&mut work, &mut cursors[0]);
         } else {
             std::thread::scope(|s| {
-                for (chunk, cursor) in work.chunks_mut(per).zip(cursors.iter_mut()) {
-                    s.spawn(|| run(chunk, cursor));
+                let hs: Vec<_> = work
+                    .chunks_mut(per)
+                    .zip(cursors.iter_mut())
+                    .map(|(chunk, cursor)| s.spawn(|| run(chunk, cursor)))
+                    .collect();
+                // Joined explicitly (pthread_join): an unjoined scoped
+                // thread may still be exiting after the scope returns.
+                for h in hs {
+                    h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
                 }
             });
         }
@@ -662,8 +669,14 @@ impl Tables {
             run(&mut work, &mut bufs[0]);
         } else {
             std::thread::scope(|s| {
-                for (chunk, buf) in work.chunks_mut(per).zip(bufs.iter_mut()) {
-                    s.spawn(|| run(chunk, buf));
+                let hs: Vec<_> = work
+                    .chunks_mut(per)
+                    .zip(bufs.iter_mut())
+                    .map(|(chunk, buf)| s.spawn(|| run(chunk, buf)))
+                    .collect();
+                // Joined explicitly, as above.
+                for h in hs {
+                    h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
                 }
             });
         }
