@@ -41,6 +41,11 @@ fn fix_crcs(b: &mut [u8]) {
     b[28..32].copy_from_slice(&h.to_le_bytes());
 }
 
+fn die(why: &str) -> ! {
+    eprintln!("lshk-afl index_load: {why}");
+    std::process::abort();
+}
+
 fn main() {
     let path = std::env::temp_dir().join(format!("lshk-afl-load-{}.lshk", std::process::id()));
     let cpath = CString::new(path.to_str().unwrap()).unwrap();
@@ -60,7 +65,7 @@ fn main() {
         // SAFETY: NUL-terminated path, no borrowed W, writable out.
         let st = unsafe { lshk_index_load(cpath.as_ptr(), null(), &mut h) };
         if st == LSHK_STATUS_PANIC {
-            std::process::abort();
+            die("lshk_index_load: LSHK_STATUS_PANIC");
         }
         if st != LSHK_STATUS_OK {
             return;
@@ -86,10 +91,10 @@ fn main() {
                 )
             };
             if s == LSHK_STATUS_PANIC {
-                std::process::abort();
+                die("lshk_index_query: LSHK_STATUS_PANIC");
             }
             if s == LSHK_STATUS_OK && ids.iter().any(|&i| i != u32::MAX && i as usize >= rows) {
-                std::process::abort();
+                die("lshk_index_query: an id out of range");
             }
         }
         // SAFETY: live handle, freed once.
