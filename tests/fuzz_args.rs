@@ -459,9 +459,10 @@ fn fuzz_matmul(c: &mut Ctx) {
     );
 
     let nmut = r.u(4);
+    let mut alias = false;
     let mut what = Vec::new();
     for _ in 0..nmut {
-        let k = r.u(14);
+        let k = r.u(15);
         what.push(k);
         #[allow(unused_variables)]
         let (hv, hv32) = (r.pick(&HUGE), r.pick(&HUGE32));
@@ -556,6 +557,7 @@ fn fuzz_matmul(c: &mut Ctx) {
                 };
                 out.shrink_to(out_len);
             }
+            14 => alias = true,
             _ => {
                 // Random f16/bf16 bit patterns, i8 extremes.
                 let j = r.u(wh.len());
@@ -605,7 +607,18 @@ fn fuzz_matmul(c: &mut Ctx) {
     {
         v.err("an id is >= rows");
     }
-    c.desc = format!("matmul {dt:?} isa {isa:?} rows {rows} dim {dim} ws {w_stride} nq {nq} qs {q_stride} out_len {out_len} bias {use_bias} muts {what:?}");
+    // `out` placed over `q` (the buffer holds out_len floats): refused
+    // whenever both are non-empty.
+    let alias = alias
+        && out_len > 0
+        && strided(nq, dim, q_stride).is_some_and(|c| c > 0)
+        && out_len <= q.len()
+        && q.mode == Mode::Ok
+        && out.mode == Mode::Ok;
+    if alias {
+        v.err("out overlaps q");
+    }
+    c.desc = format!("matmul {dt:?} isa {isa:?} rows {rows} dim {dim} ws {w_stride} nq {nq} qs {q_stride} out_len {out_len} bias {use_bias} alias {alias} muts {what:?}");
 
     let (wf0, wh0, wi0, q0, ids0, offs0, sc0, b0) = (
         bits(wf.data()),
@@ -629,7 +642,7 @@ fn fuzz_matmul(c: &mut Ctx) {
             ids.ptr(),
             offs.ptr(),
         );
-        let outp = out.mptr();
+        let outp = if alias { q.v.as_mut_ptr() } else { out.mptr() };
         // SAFETY: every pointer holds what its size arguments claim (or the
         // claim is impossible / the pointer NULL or misaligned, which the
         // library must reject before reading).
