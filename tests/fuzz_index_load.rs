@@ -11,6 +11,7 @@
 //! run e.g. `LSHK_FUZZ_ITERS=200000 cargo test --release --test
 //! fuzz_index_load -- --nocapture` for a long run).
 
+use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
@@ -213,5 +214,425 @@ fn mutated_index_files_never_crash_the_loader() {
         }
     }
     println!("fuzz_index_load: {total} mutants, {rejected} rejected with a status, {loaded} loaded and queried");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// ------------------------------------------------------------------------
+// Structural mutations through the C ABI (lshk_index_load): truncation at
+// every section boundary (with the header's length left alone and with it
+// rewritten to match), every header field (version, kind, length, section
+// count, magic, reserved) and every section-table field (offset, length
+// set huge / off by one / zero, tag, reserved) set to boundary values,
+// with and without the checksums recomputed, the PARAMS record's own
+// version changed, and random single-bit flips without checksum repair.
+// Every case either must be refused (the ones the format documents as
+// invalid) or, where a mutant can legitimately load (a renamed optional
+// section, bit flips in zero padding), must give a usable index. A
+// refusal must set a message and leave `*out` untouched.
+
+use lshk::ffi::index::{lshk_index, lshk_index_free, lshk_index_load, lshk_index_query};
+use lshk::ffi::{lshk_isa_set_max, lshk_last_error_message, LSHK_STATUS_OK, LSHK_STATUS_PANIC};
+
+/// Only the header CRC (bytes 0..28 + section table).
+fn fix_header_crc(b: &mut [u8]) {
+    if b.len() < HEADER {
+        return;
+    }
+    let n = u32::from_le_bytes(b[24..28].try_into().unwrap()) as usize;
+    let table_end = (HEADER + ENTRY * n).min(b.len());
+    let h = crc32c(crc32c(0, &b[..28]), &b[HEADER..table_end]);
+    b[28..32].copy_from_slice(&h.to_le_bytes());
+}
+
+fn put32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+fn put64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+fn c_last_msg() -> String {
+    // SAFETY: size query with NULL/0, then a buffer of n + 1 bytes.
+    unsafe {
+        let n = lshk_last_error_message(std::ptr::null_mut(), 0);
+        let mut b = vec![0u8; n + 1];
+        lshk_last_error_message(b.as_mut_ptr().cast(), n + 1);
+        String::from_utf8_lossy(&b[..n]).into_owned()
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Expect {
+    Refused,
+    Either,
+}
+
+struct Outcome {
+    refused: usize,
+    loaded: usize,
+}
+
+/// Loads `bytes` through lshk_index_load and applies the oracle.
+fn load_via_c(dir: &Path, bytes: &[u8], expect: Expect, what: &str, q: &[f32], o: &mut Outcome) {
+    let path = dir.join("c-mutant.lshk");
+    std::fs::write(&path, bytes).unwrap();
+    let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    let canary = 0xA5A5_A5A5_A5A5_A5A5usize as *mut lshk_index;
+    let mut out = canary;
+    assert_ne!(lshk_isa_set_max(0xDEAD), LSHK_STATUS_OK); // a foreign message
+    let t0 = std::time::Instant::now();
+    // SAFETY: a NUL-terminated path, no borrowed W, a writable out.
+    let st = unsafe { lshk_index_load(cpath.as_ptr(), std::ptr::null(), &mut out) };
+    assert!(
+        t0.elapsed().as_secs() < 10,
+        "{what}: the load took {:?}",
+        t0.elapsed()
+    );
+    assert_ne!(st, LSHK_STATUS_PANIC, "{what}: panic: {}", c_last_msg());
+    if st != LSHK_STATUS_OK {
+        assert_eq!(out, canary, "{what}: failed with {st} but wrote *out");
+        let m = c_last_msg();
+        assert!(
+            m.starts_with("lshk_index_load: ") && m.len() > 17,
+            "{what}: status {st} without a message ({m:?})"
+        );
+        o.refused += 1;
+        return;
+    }
+    assert_eq!(expect, Expect::Either, "{what}: the mutant loaded");
+    o.loaded += 1;
+    // A loaded mutant must answer queries with ids in range.
+    let (mut rows, mut dim) = (0usize, 0usize);
+    // SAFETY: a live handle; writable outputs.
+    unsafe {
+        lshk::ffi::index::lshk_index_shape(
+            out,
+            &mut rows,
+            &mut dim,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        );
+    }
+    if dim * 8 <= q.len() {
+        let mut ids = vec![0u32; 8 * 5];
+        let mut sc = vec![0f32; 8 * 5];
+        // SAFETY: 8 queries of `dim` floats; outputs of 8 * k.
+        let s = unsafe {
+            lshk_index_query(
+                out,
+                q.as_ptr(),
+                8,
+                dim,
+                5,
+                std::ptr::null(),
+                ids.as_mut_ptr(),
+                sc.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        assert_ne!(
+            s,
+            LSHK_STATUS_PANIC,
+            "{what}: query panicked: {}",
+            c_last_msg()
+        );
+        if s == LSHK_STATUS_OK {
+            assert!(
+                ids.iter().all(|&i| i == u32::MAX || (i as usize) < rows),
+                "{what}: id out of range"
+            );
+        }
+    }
+    // SAFETY: a live handle, freed once.
+    assert_eq!(unsafe { lshk_index_free(out) }, LSHK_STATUS_OK);
+}
+
+#[test]
+fn structural_mutations_through_the_c_abi() {
+    let dir = std::env::temp_dir().join(format!("lshk-fuzz-load-c-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let seeds = [
+        (Family::SimHash, Storage::F32, Transform::None, false),
+        (Family::SimHash, Storage::Bf16, Transform::Mips, true),
+        (Family::Dwta, Storage::I8, Transform::BiasAug, false),
+        (Family::SimHash, Storage::F16, Transform::None, true),
+    ];
+    let flips = (iters() / 2).max(50);
+    let mut o = Outcome {
+        refused: 0,
+        loaded: 0,
+    };
+    let mut r = SplitMix64::new(0xf11e);
+    for (si, &(f, s, t, lab)) in seeds.iter().enumerate() {
+        let (idx, _rows, dim) = seed_index(f, s, t, lab);
+        let path = dir.join(format!("seed{si}.lshk"));
+        idx.save(&path).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        let q = lshk::data::structured_layer(8, dim, 2, 11).w;
+        let before = o.loaded;
+        load_via_c(
+            &dir,
+            &good,
+            Expect::Either,
+            "the unmodified file",
+            &q,
+            &mut o,
+        );
+        assert_eq!(
+            o.loaded,
+            before + 1,
+            "seed {si}: the unmodified file did not load"
+        );
+        let secs = sections(&good);
+        let n = secs.len();
+        let table_end = HEADER + ENTRY * n;
+        let len = good.len();
+
+        // Truncation at every boundary (and one byte either side).
+        let mut cuts: BTreeSet<usize> = [
+            0,
+            1,
+            8,
+            27,
+            28,
+            63,
+            HEADER,
+            table_end - 1,
+            table_end,
+            len - 1,
+        ]
+        .into_iter()
+        .collect();
+        for i in 0..n {
+            cuts.insert(HEADER + ENTRY * i);
+        }
+        for sec in &secs {
+            for c in [sec.off, sec.off + sec.len] {
+                cuts.extend([c.saturating_sub(1), c, c + 1]);
+            }
+        }
+        for &cut in cuts.iter().filter(|&&c| c < len) {
+            let b = &good[..cut];
+            load_via_c(
+                &dir,
+                b,
+                Expect::Refused,
+                &format!("seed {si}: truncated to {cut}"),
+                &q,
+                &mut o,
+            );
+            if cut >= 32 {
+                // The header's length rewritten to match: the section
+                // bounds must catch it.
+                let mut b = b.to_vec();
+                put64(&mut b, 16, cut as u64);
+                fix_header_crc(&mut b);
+                load_via_c(
+                    &dir,
+                    &b,
+                    Expect::Refused,
+                    &format!("seed {si}: truncated to {cut}, length fixed"),
+                    &q,
+                    &mut o,
+                );
+            }
+        }
+
+        // Header fields, with and without the header CRC recomputed.
+        let mut header_cases: Vec<(String, Vec<u8>, Expect)> = Vec::new();
+        for v in [0u32, 2, 3, u32::MAX] {
+            let mut b = good.clone();
+            put32(&mut b, 8, v);
+            header_cases.push((format!("format version {v}"), b, Expect::Refused));
+        }
+        for v in [0u32, 2, u32::MAX] {
+            let mut b = good.clone();
+            put32(&mut b, 12, v);
+            header_cases.push((format!("file kind {v}"), b, Expect::Refused));
+        }
+        for v in [0u64, len as u64 - 1, len as u64 + 1, u64::MAX, 1 << 40] {
+            let mut b = good.clone();
+            put64(&mut b, 16, v);
+            header_cases.push((format!("file length {v}"), b, Expect::Refused));
+        }
+        for v in [0u32, n as u32 + 1, 4096, 4097, u32::MAX, 1 << 28] {
+            let mut b = good.clone();
+            put32(&mut b, 24, v);
+            header_cases.push((format!("section count {v}"), b, Expect::Refused));
+        }
+        {
+            // Dropping the last section can leave a loadable file if that
+            // section is optional.
+            let mut b = good.clone();
+            put32(&mut b, 24, n as u32 - 1);
+            header_cases.push(("section count n - 1".into(), b, Expect::Either));
+        }
+        for at in [0usize, 7, 32, 63] {
+            let mut b = good.clone();
+            b[at] ^= 0x10;
+            header_cases.push((format!("header byte {at} flipped"), b, Expect::Refused));
+        }
+        // Section table entries.
+        for (i, sec) in secs.iter().enumerate() {
+            let e = sec.entry;
+            for v in [
+                u64::MAX,
+                u64::MAX - 63,
+                1 << 40,
+                len as u64,
+                (len - sec.off) as u64 + 1,
+                sec.len as u64 + 1,
+            ] {
+                let mut b = good.clone();
+                put64(&mut b, e + 16, v);
+                header_cases.push((format!("section {i} length {v}"), b, Expect::Refused));
+            }
+            if sec.len > 0 {
+                // Shorter: the section CRC no longer matches.
+                for v in [0u64, sec.len as u64 - 1] {
+                    let mut b = good.clone();
+                    put64(&mut b, e + 16, v);
+                    header_cases.push((
+                        format!("section {i} length {v} (was {})", sec.len),
+                        b,
+                        Expect::Refused,
+                    ));
+                }
+            }
+            for v in [
+                u64::MAX,
+                u64::MAX - 63,
+                sec.off as u64 + 1,
+                sec.off as u64 + 64,
+                sec.off as u64 - 64,
+                0,
+                len as u64,
+            ] {
+                let mut b = good.clone();
+                put64(&mut b, e + 8, v);
+                header_cases.push((format!("section {i} offset {v}"), b, Expect::Refused));
+            }
+            let mut b = good.clone();
+            put32(&mut b, e + 28, 1);
+            header_cases.push((format!("section {i} reserved 1"), b, Expect::Refused));
+            let mut b = good.clone();
+            b[e + 24] ^= 1;
+            header_cases.push((format!("section {i} crc flipped"), b, Expect::Refused));
+            // A duplicate tag.
+            let other = &secs[(i + 1) % n];
+            if n > 1 {
+                let mut b = good.clone();
+                let tag: [u8; 8] = good[other.entry..other.entry + 8].try_into().unwrap();
+                b[e..e + 8].copy_from_slice(&tag);
+                header_cases.push((format!("section {i} tag duplicated"), b, Expect::Refused));
+            }
+            // An unknown tag: refused if the section is required,
+            // ignored if it is optional.
+            let mut b = good.clone();
+            b[e..e + 8].copy_from_slice(b"ZZZZZZZZ");
+            header_cases.push((format!("section {i} renamed"), b, Expect::Either));
+        }
+        for (what, b, expect) in header_cases {
+            load_via_c(
+                &dir,
+                &b,
+                expect,
+                &format!("seed {si}: {what}, header CRC stale"),
+                &q,
+                &mut o,
+            );
+            let mut b = b;
+            fix_header_crc(&mut b);
+            load_via_c(
+                &dir,
+                &b,
+                expect,
+                &format!("seed {si}: {what}, header CRC fixed"),
+                &q,
+                &mut o,
+            );
+        }
+
+        // Section lengths changed with every CRC recomputed: the index
+        // parser must refuse sizes that disagree with its params, or the
+        // mutant must be usable.
+        for (i, sec) in secs.iter().enumerate() {
+            for v in [
+                0usize,
+                sec.len.saturating_sub(1),
+                sec.len.saturating_sub(4),
+                sec.len.saturating_sub(8),
+            ] {
+                if v == sec.len {
+                    continue;
+                }
+                let mut b = good.clone();
+                put64(&mut b, sec.entry + 16, v as u64);
+                fix_crcs(&mut b);
+                load_via_c(
+                    &dir,
+                    &b,
+                    Expect::Either,
+                    &format!("seed {si}: section {i} length {v}, CRCs fixed"),
+                    &q,
+                    &mut o,
+                );
+            }
+        }
+
+        // The PARAMS record's own version (first u32 of PARAMS).
+        let params = secs
+            .iter()
+            .find(|s| &good[s.entry..s.entry + 8] == b"PARAMS\0\0")
+            .expect("a PARAMS section");
+        for v in [0u32, 2, 3, u32::MAX] {
+            let mut b = good.clone();
+            put32(&mut b, params.off, v);
+            fix_crcs(&mut b);
+            load_via_c(
+                &dir,
+                &b,
+                Expect::Refused,
+                &format!("seed {si}: PARAMS version {v}"),
+                &q,
+                &mut o,
+            );
+        }
+
+        // Random single-bit flips, checksums left alone: every byte the
+        // format checks (header, table, section data) is covered by a CRC
+        // or must be zero; zero padding between sections is not checked.
+        let mut checked = vec![false; len];
+        checked[..table_end].iter_mut().for_each(|c| *c = true);
+        for sec in &secs {
+            checked[sec.off..sec.off + sec.len]
+                .iter_mut()
+                .for_each(|c| *c = true);
+        }
+        for _ in 0..flips {
+            let at = r.below(len as u64) as usize;
+            let mut b = good.clone();
+            b[at] ^= 1 << r.below(8);
+            let expect = if checked[at] {
+                Expect::Refused
+            } else {
+                Expect::Either
+            };
+            load_via_c(
+                &dir,
+                &b,
+                expect,
+                &format!("seed {si}: bit flip at byte {at}"),
+                &q,
+                &mut o,
+            );
+        }
+    }
+    println!(
+        "fuzz_index_load (C ABI, structural): {} files, {} refused with a status and message, {} loaded and queried",
+        o.refused + o.loaded,
+        o.refused,
+        o.loaded
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

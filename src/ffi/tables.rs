@@ -425,8 +425,14 @@ unsafe fn check_out<T>(p: *mut T, len: usize, name: &str) -> Result<()> {
     if p.is_null() && len > 0 {
         bail!(NullPointer, "`{name}` is NULL but its length is {len}");
     }
-    crate::error::checked_mul(len, std::mem::size_of::<T>(), name)?;
-    Ok(())
+    // Same limit as slice_in/slice_out: no object exceeds isize::MAX bytes.
+    match len.checked_mul(std::mem::size_of::<T>()) {
+        Some(b) if b <= isize::MAX as usize => Ok(()),
+        _ => bail!(
+            SizeOverflow,
+            "`{name}`: {len} elements overflow the address space"
+        ),
+    }
 }
 
 /// Candidate rows for `q` queries. Query i's codes are
