@@ -25,10 +25,14 @@ use crate::simhash::SimHash;
 use crate::tables::Tables;
 
 /// A built or loaded index: hash family, tables, weights and bias.
-/// Immutable: every function taking `const lshk_index *` (queries
-/// included) is safe to call from many threads at once, without locks.
-/// The one exception is lshk_index_train_labels (non-const handle), which
-/// changes the tables and needs exclusive access.
+/// Every function taking `const lshk_index *` (queries included) is safe
+/// to call from many threads at once, without locks. The functions taking
+/// a non-const `lshk_index *` change or free the index and need EXCLUSIVE
+/// access: lshk_index_train_labels, lshk_index_train_iul and
+/// lshk_index_free. While one of them runs, no other call may use the
+/// index or its borrowed family/tables handles (e.g. guard the index with
+/// a reader-writer lock: queries shared, training exclusive). Queries
+/// started after it returns see the changed index.
 pub struct lshk_index {
     _private: [u8; 0],
 }
