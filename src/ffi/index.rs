@@ -490,8 +490,13 @@ unsafe fn c_path<'a>(path: *const libc::c_char) -> Result<&'a Path> {
 /// little-endian lshk container with a CRC-32C per section (params, hash
 /// family, tables, bias, and the weights unless they are borrowed). The
 /// file is written to a temporary file in the same directory, flushed and
-/// renamed over `path`, so a crash never leaves a torn index at `path`.
-/// Thread-safe (the index is only read).
+/// renamed over `path`, so a crash never leaves a torn index at `path`:
+/// it holds the old index or the new one. A crash mid-write can leave the
+/// hidden temporary file `.<name>.tmp-<pid>-<nanos>-<seq>` next to it;
+/// lshk never reads such files, so they may be deleted whenever no save is
+/// running. Thread-safe (the index is only read); concurrent saves to one
+/// path (threads or processes) each write their own temporary file and
+/// the last rename wins.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
 /// IO_ERROR.
