@@ -143,7 +143,7 @@ fn child(dir: &Path) -> ! {
     let target = dir.join("target.lshk");
     let mut n = 0u64;
     loop {
-        save(if n % 2 == 0 { b } else { a }, &target);
+        save(if n.is_multiple_of(2) { b } else { a }, &target);
         n += 1;
         println!("saved {n}");
     }
