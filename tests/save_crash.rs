@@ -8,7 +8,8 @@
 //! delay (before, during and between saves; sometimes two children save
 //! to the same path at once), then checks that the file at the path is
 //! byte-identical to A or B, loads with lshk_index_load, and answers
-//! queries exactly like the index it equals.
+//! queries exactly like the index it equals; an index loaded (mapped)
+//! from the path before the saves keeps answering as before.
 //!
 //! Leftovers: a save killed mid-write leaves its temporary file
 //! `.target.lshk.tmp-<pid>-<nanos>-<seq>` in the directory (a crash can't
@@ -260,6 +261,11 @@ fn save_over_existing_index_is_atomic_under_sigkill() {
     let (mut was_a, mut was_b, mut total_saves, mut mid_write, mut pairs) = (0, 0, 0, 0, 0);
     for it in 0..iters {
         let before = temp_leftovers(&dir).len();
+        // An index loaded (memory-mapped) from the path before the saves:
+        // replacing the file must not change or break it.
+        let held = load(&target);
+        let held_ans = answers(held, &qs);
+        assert!(held_ans == ans_a || held_ans == ans_b);
         // Every fourth iteration two processes save to the same path.
         let two = it % 4 == 3;
         let mut rs = vec![spawn(&dir)];
@@ -299,6 +305,12 @@ fn save_over_existing_index_is_atomic_under_sigkill() {
             if which == "A" { &ans_a } else { &ans_b }.clone(),
             "iteration {it}: the loaded index answers differently from {which}"
         );
+        assert_eq!(
+            answers(held, &qs),
+            held_ans,
+            "iteration {it}: an index mapped before the saves changed"
+        );
+        free(held);
     }
 
     // The leftovers don't disturb a later save or load.
