@@ -121,6 +121,19 @@ fn build_with(
     storage: u32,
     transform: u32,
 ) -> Shared<lshk_index> {
+    build_rows(l, ROWS, family, bits, tables, storage, transform)
+}
+
+/// An index over the first `rows` rows of the layer.
+fn build_rows(
+    l: &Layer,
+    rows: usize,
+    family: u32,
+    bits: u32,
+    tables: u32,
+    storage: u32,
+    transform: u32,
+) -> Shared<lshk_index> {
     let mut p = lshk_index_params_default();
     p.storage = storage;
     p.transform = transform;
@@ -129,9 +142,9 @@ fn build_with(
     p.tables = tables;
     p.seed = 5;
     let mut out = ptr::null_mut();
-    // SAFETY: w holds ROWS*DIM floats, bias ROWS, p and out are valid.
+    // SAFETY: w holds ROWS*DIM floats, bias ROWS (rows <= ROWS); p, out valid.
     ok(
-        unsafe { lshk_index_build(l.w.as_ptr(), l.bias.as_ptr(), ROWS, DIM, DIM, &p, &mut out) },
+        unsafe { lshk_index_build(l.w.as_ptr(), l.bias.as_ptr(), rows, DIM, DIM, &p, &mut out) },
         "lshk_index_build",
     );
     Shared(out)
@@ -699,5 +712,59 @@ fn tables_rounds_around_update_and_add_labels() {
     println!(
         "concurrency: tables rounds around lshk_tables_update and lshk_tables_add_labels: \
          {nt} threads x {nq} gathers x 3 rounds, each identical to single-thread"
+    );
+}
+
+/// Each thread alternates between two indexes of different sizes and
+/// families (its thread-local scratch, sized by the last index it served,
+/// is reused for the other one).
+#[test]
+fn threads_alternating_between_indexes() {
+    let nt = threads();
+    let nq = queries_per_thread().min(5000);
+    let l = layer(nq);
+    let g = lshk_gather_params_default();
+    let big = build(&l, LSHK_FAMILY_SIMHASH, 10, 16);
+    let small = build_rows(
+        &l,
+        1000,
+        LSHK_FAMILY_DWTA,
+        3,
+        8,
+        LSHK_STORAGE_BF16,
+        LSHK_TRANSFORM_BIAS_AUG,
+    );
+    let want = [reference(big, &l, &g), reference(small, &l, &g)];
+    let got: Vec<[Answers; 2]> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..nt)
+            .map(|t| {
+                let (l, g) = (&l, &g);
+                s.spawn(move || {
+                    let mut a = [Answers::new(nq), Answers::new(nq)];
+                    for (j, i) in order(t, nt, nq).into_iter().enumerate() {
+                        for w in [j % 2, 1 - j % 2] {
+                            let idx = if w == 0 { big } else { small };
+                            query_batch(idx, l, g, i, 1, &mut a[w]);
+                        }
+                    }
+                    a
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (t, a) in got.iter().enumerate() {
+        compare(
+            &a[0],
+            &want[0],
+            &format!("4096-row SimHash index, thread {t}"),
+        );
+        compare(&a[1], &want[1], &format!("1000-row DWTA index, thread {t}"));
+    }
+    free(big);
+    free(small);
+    println!(
+        "concurrency: {nt} threads x {nq} queries x 2 indexes (4096-row SimHash, 1000-row DWTA \
+         bf16 bias-aug) alternating per query, identical to single-thread"
     );
 }
