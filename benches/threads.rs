@@ -18,7 +18,9 @@
 //! shared with other jobs, the bench first prints an ALTERNATING
 //! measurement per regime: 1 thread, 2 threads, 1, 2, ... (`LSHK_THREADS_REPS`
 //! pairs, default 5, 0.4 s each), with the ratio of each adjacent pair and
-//! their median: the figure to quote when the machine is quiet (each
+//! their median: the figure to quote when the machine is quiet
+//! (`LSHK_THREADS_SECS` per half, default 0.4; the pairs in which every
+//! thread had a core, core share >= 0.9, are summarised separately; each
 //! line shows the "core share": CPU time / (wall x threads), 1.0 when
 //! every thread had a core to itself). On a busy machine the CPU-time
 //! ratio 2 x (CPU per query, 1 thread) / (CPU per query, 2 threads) is
@@ -255,11 +257,18 @@ fn alternating(r: &Regime, s: &Setup) {
         s.cands,
         loadavg()
     );
-    let (mut ratios, mut cpu_ratios) = (Vec::new(), Vec::new());
+    let secs: f64 = std::env::var("LSHK_THREADS_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.4);
+    let (mut ratios, mut cpu_ratios, mut valid) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..reps {
-        let one = rate(s, 1, 0.4);
-        let two = rate(s, 2, 0.4);
+        let one = rate(s, 1, secs);
+        let two = rate(s, 2, secs);
         ratios.push(two.qps / one.qps);
+        if one.share >= 0.9 && two.share >= 0.9 {
+            valid.push(two.qps / one.qps);
+        }
         // What 2 threads would give with a free core each: twice the
         // one-thread rate, scaled by how much CPU a query costs when two
         // run at once (contention: shared L3/DRAM, false sharing, locks).
@@ -289,6 +298,16 @@ fn alternating(r: &Regime, s: &Setup) {
          median CPU-time ratio {cm:.2} (min {clo:.2}, max {chi:.2}); load avg {}",
         loadavg()
     );
+    if valid.is_empty() {
+        println!("  no pair had a core per thread (core share >= 0.9 in both halves)");
+    } else {
+        let n = valid.len();
+        let (vm, vlo, vhi) = med(&mut valid);
+        println!(
+            "  pairs with a core per thread (core share >= 0.9 in both halves): {n} of {reps}, \
+             wall ratio median {vm:.2} (min {vlo:.2}, max {vhi:.2})"
+        );
+    }
 }
 
 fn main() {
