@@ -142,8 +142,14 @@ fn child(dir: &Path) -> ! {
     let a = load(&dir.join("a.lshk"));
     let b = load(&dir.join("b.lshk"));
     let target = dir.join("target.lshk");
+    // SAFETY: getppid has no preconditions.
+    let parent = unsafe { libc::getppid() };
     let mut n = 0u64;
     loop {
+        // SAFETY: as above. An orphan (the parent died) stops saving.
+        if unsafe { libc::getppid() } != parent {
+            std::process::exit(3);
+        }
         save(if n.is_multiple_of(2) { b } else { a }, &target);
         n += 1;
         println!("saved {n}");
@@ -153,7 +159,7 @@ fn child(dir: &Path) -> ! {
 struct Running {
     child: Child,
     saves: Arc<AtomicUsize>,
-    reader: std::thread::JoinHandle<()>,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 fn spawn(dir: &Path) -> Running {
@@ -178,7 +184,15 @@ fn spawn(dir: &Path) -> Running {
     Running {
         child: c,
         saves,
-        reader,
+        reader: Some(reader),
+    }
+}
+
+impl Drop for Running {
+    /// A panicking parent still kills its children (no-op after kill()).
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -192,7 +206,9 @@ fn kill(mut r: Running) -> usize {
         Some(libc::SIGKILL),
         "the child ended on its own: {st:?}"
     );
-    r.reader.join().unwrap();
+    if let Some(h) = r.reader.take() {
+        h.join().unwrap();
+    }
     r.saves.load(Ordering::SeqCst)
 }
 
