@@ -125,10 +125,14 @@ typedef struct lshk_dwta lshk_dwta;
 
 /*
  A built or loaded index: hash family, tables, weights and bias.
- Immutable: every function taking `const lshk_index *` (queries
- included) is safe to call from many threads at once, without locks.
- The one exception is lshk_index_train_labels (non-const handle), which
- changes the tables and needs exclusive access.
+ Every function taking `const lshk_index *` (queries included) is safe
+ to call from many threads at once, without locks. The functions taking
+ a non-const `lshk_index *` change or free the index and need EXCLUSIVE
+ access: lshk_index_train_labels, lshk_index_train_iul and
+ lshk_index_free. While one of them runs, no other call may use the
+ index or its borrowed family/tables handles (e.g. guard the index with
+ a reader-writer lock: queries shared, training exclusive). Queries
+ started after it returns see the changed index.
  */
 typedef struct lshk_index lshk_index;
 
@@ -143,9 +147,11 @@ typedef struct lshk_simhash lshk_simhash;
  L LSH tables over n rows (flat CSR per table, ids ascending per bucket).
 
  Queries (every function taking `const lshk_tables *`) are safe from many
- threads at once. lshk_tables_update needs exclusive access: no other call
- may use the handle while it runs (queries therefore see either the old or
- the new tables, never a mix).
+ threads at once. The functions taking a non-const `lshk_tables *`
+ (lshk_tables_update, lshk_tables_add_labels, lshk_tables_free) need
+ EXCLUSIVE access: no other call may use the handle while one of them
+ runs (so queries see either the old or the new tables, never a mix);
+ the caller provides it, e.g. with a reader-writer lock.
  */
 typedef struct lshk_tables lshk_tables;
 
@@ -923,8 +929,13 @@ lshk_status lshk_index_query(const struct lshk_index *idx,
  little-endian lshk container with a CRC-32C per section (params, hash
  family, tables, bias, and the weights unless they are borrowed). The
  file is written to a temporary file in the same directory, flushed and
- renamed over `path`, so a crash never leaves a torn index at `path`.
- Thread-safe (the index is only read).
+ renamed over `path`, so a crash never leaves a torn index at `path`:
+ it holds the old index or the new one. A crash mid-write can leave the
+ hidden temporary file `.<name>.tmp-<pid>-<nanos>-<seq>` next to it;
+ lshk never reads such files, so they may be deleted whenever no save is
+ running. Thread-safe (the index is only read); concurrent saves to one
+ path (threads or processes) each write their own temporary file and
+ the last rename wins.
 
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
  IO_ERROR.

@@ -29,7 +29,10 @@
 //!
 //! Writing goes to a temporary file in the same directory, which is
 //! flushed to disk and renamed over the target, so a crash leaves either
-//! the old file or the new one, never a torn one.
+//! the old file or the new one, never a torn one (tests/save_crash.rs
+//! kills savers with SIGKILL). A crash mid-write leaves the temporary
+//! file `.<name>.tmp-<pid>-<nanos>-<seq>` behind: it is never read, no
+//! later save reuses its name, and it may be deleted when no save runs.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -142,8 +145,14 @@ pub fn write_file(path: &Path, kind: u32, sections: &[SectionOut<'_>]) -> Result
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
+    // Unique per process (pid), call (seq: threads of one process saving
+    // at the same instant, or a clock without nanoseconds) and time (a
+    // recycled pid). A crash (SIGKILL) leaves this file behind; nothing
+    // reads it, and no later save can pick the same name.
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!(
-        ".{}.tmp-{}-{nanos}",
+        ".{}.tmp-{}-{nanos}-{seq}",
         name.to_string_lossy(),
         std::process::id()
     ));

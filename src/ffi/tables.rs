@@ -8,9 +8,11 @@ use crate::tables::{GatherInput, GatherParams, GatherResult, Tables};
 /// L LSH tables over n rows (flat CSR per table, ids ascending per bucket).
 ///
 /// Queries (every function taking `const lshk_tables *`) are safe from many
-/// threads at once. lshk_tables_update needs exclusive access: no other call
-/// may use the handle while it runs (queries therefore see either the old or
-/// the new tables, never a mix).
+/// threads at once. The functions taking a non-const `lshk_tables *`
+/// (lshk_tables_update, lshk_tables_add_labels, lshk_tables_free) need
+/// EXCLUSIVE access: no other call may use the handle while one of them
+/// runs (so queries see either the old or the new tables, never a mix);
+/// the caller provides it, e.g. with a reader-writer lock.
 pub struct lshk_tables {
     _private: [u8; 0],
 }
