@@ -205,6 +205,9 @@ static lshk_status bi_call_lshk_simhash_project_isa(bi_sh_hash *a) {
     BI_CASE(FN, LSHK_STATUS_OK, a.n = 0);                                      \
     BI_CASE(FN, LSHK_STATUS_OK, a.n = 0; a.x = NULL; a.OUT = NULL;             \
             a.out_len = 0);                                                    \
+    /* output overlapping the input (row 1) */                                 \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.OUT = (T *)(void *)(a.xv + SXS));                                \
   } while (0)
 #define BI_ISA_CASES(FN)                                                       \
   do {                                                                         \
@@ -487,6 +490,8 @@ static lshk_status bi_call_lshk_dwta_hash_sparse_isa(bi_dw_hash *a) {
             a.x = BI_MISALIGN(const float, a.xv));                             \
     BI_CASE(FN, LSHK_STATUS_OK, a.n = 0; a.x = NULL; a.codes = NULL;           \
             a.codes_len = 0);                                                  \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.codes = (uint32_t *)(void *)(a.xv + DXS));                       \
   } while (0)
 /* Bad entries sit in the LAST row: the whole batch is validated first. */
 #define DW_SPARSE_CASES(FN)                                                    \
@@ -515,6 +520,11 @@ static lshk_status bi_call_lshk_dwta_hash_sparse_isa(bi_dw_hash *a) {
             a.codes = NULL; a.codes_len = 0);                                  \
     BI_CASE(FN, LSHK_STATUS_OK, a.n = 0; a.indptr = NULL; a.indices = NULL;    \
             a.values = NULL; a.codes = NULL; a.codes_len = 0);                 \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.codes = a.iv + 11);            \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.codes = (uint32_t *)(void *)(a.vv + 11));                        \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.codes = (uint32_t *)(void *)(a.ipv + DN));                       \
   } while (0)
 
 int main(void) {

@@ -595,6 +595,9 @@ int main(void) {
           a.out_scores = NULL; a.stats = NULL);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.q = NULL);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out_ids = NULL);
+  /* the stats overlapping an output (written last, it would clobber it) */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.stats = (lshk_query_stats *)(void *)(a.sb + 2));
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q_stride = ID - 1);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q_stride = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.gv.struct_size = 0);

@@ -241,6 +241,12 @@ static size_t gather_need; /* ids the valid call gathers */
     BI_ACCEPT(FN, a.gp.min_count = UINT32_MAX; a.gp.max_candidates = 1);       \
     BI_ACCEPT(FN, a.gp.probes = 0; a.pv[0] = NAN); /* unused projections */   \
     BI_ACCEPT(FN, a.q = 0);                                                    \
+    /* outputs overlapping an input or each other */                           \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.ids = a.cv + 1);               \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.ids = a.fiv);                  \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.counts = a.ib + 2);            \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.offsets = a.fov);              \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.needed = a.ob + 1);            \
     BI_ACCEPT(FN, a.ids_len = SIZE_MAX / 8);                                   \
     BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.codes = NULL);                     \
     BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.ids = NULL);                       \

@@ -768,7 +768,8 @@ lshk_status lshk_dwta_copy_map(const struct lshk_dwta *h,
  gives identical keys. Thread-safe.
 
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (x_stride < dim,
- misaligned pointers), SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len).
+ misaligned pointers, `codes` overlapping `x`), SIZE_OVERFLOW,
+ BUFFER_TOO_SMALL (codes_len).
  Nothing is written on error.
 
  # Safety
@@ -814,7 +815,8 @@ lshk_status lshk_dwta_hash_dense_isa(lshk_isa isa,
 
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (`indptr[0] != 0`,
  indptr decreasing, indices unsorted or duplicated within a row,
- misaligned pointers), INDEX_OUT_OF_RANGE (an index >= dim),
+ misaligned pointers, `codes` overlapping an input), INDEX_OUT_OF_RANGE
+ (an index >= dim),
  SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len). Nothing is written on error.
 
  # Safety
@@ -1703,8 +1705,9 @@ lshk_status lshk_simhash_copy_planes(const struct lshk_simhash *h,
  float rounding of zero (|error| <= dim * 2^-24 * sum|x_j||plane_j|) may
  differ between tiers; every other bit is identical.
 
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim),
- SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len). Nothing is written on error.
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
+ `codes` overlapping `x`), SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len).
+ Nothing is written on error.
 
  # Safety
  `x` must hold (n-1)*x_stride + dim readable floats (or be NULL with
@@ -1932,7 +1935,9 @@ lshk_status lshk_tables_update(struct lshk_tables *t,
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (struct_size too
  small, forced_offsets not starting at 0 / decreasing / beyond
  forced_ids_len, probes without bits_per_table in 1..=32 or beyond
- min(2^K - 1, 4096), misaligned pointers), INDEX_OUT_OF_RANGE (a forced id >= n),
+ min(2^K - 1, 4096), misaligned pointers, an output (the written part
+ of `ids` / `counts`, `offsets`, `needed`) overlapping an input or
+ another output), INDEX_OUT_OF_RANGE (a forced id >= n),
  BUFFER_TOO_SMALL (ids_len, projections_len), NON_FINITE (a NaN or
  infinite projection), SIZE_OVERFLOW, ALLOCATION_FAILED.
 

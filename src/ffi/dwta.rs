@@ -247,6 +247,9 @@ unsafe fn dense_impl(
         // SAFETY: caller contract: x spans (n-1)*x_stride + dim floats,
         // codes holds codes_len u32.
         let xs = unsafe { slice_in(x, xl, "x")? };
+        check_disjoint(&[span(codes, need, "codes")?], &[span(x, xl, "x")?])?;
+        // SAFETY: caller contract (codes_len >= need writable u32), disjoint
+        // from x (checked).
         let cs = unsafe { slice_out(codes, need, "codes")? };
         h.hash_dense_isa(tier, xs, n, x_stride, cs)
     })
@@ -260,7 +263,8 @@ unsafe fn dense_impl(
 /// gives identical keys. Thread-safe.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (x_stride < dim,
-/// misaligned pointers), SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len).
+/// misaligned pointers, `codes` overlapping `x`), SIZE_OVERFLOW,
+/// BUFFER_TOO_SMALL (codes_len).
 /// Nothing is written on error.
 ///
 /// # Safety
@@ -377,6 +381,14 @@ unsafe fn sparse_impl(
                 "codes_len is {codes_len}, {n} rows need n*L = {need}"
             );
         }
+        check_disjoint(
+            &[span(codes, need, "codes")?],
+            &[
+                span(ip.as_ptr(), ip.len(), "indptr")?,
+                span(idx.as_ptr(), idx.len(), "indices")?,
+                span(val.as_ptr(), val.len(), "values")?,
+            ],
+        )?;
         // SAFETY: caller contract: codes holds codes_len u32.
         let cs = unsafe { slice_out(codes, need, "codes")? };
         h.hash_sparse_isa(tier, ip, idx, val, cs)
@@ -396,7 +408,8 @@ unsafe fn sparse_impl(
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (`indptr[0] != 0`,
 /// indptr decreasing, indices unsorted or duplicated within a row,
-/// misaligned pointers), INDEX_OUT_OF_RANGE (an index >= dim),
+/// misaligned pointers, `codes` overlapping an input), INDEX_OUT_OF_RANGE
+/// (an index >= dim),
 /// SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len). Nothing is written on error.
 ///
 /// # Safety

@@ -499,18 +499,29 @@ pub unsafe extern "C" fn lshk_index_query(
         let need = crate::error::checked_mul(nq, k as usize, "nq * k")?;
         // SAFETY: caller contract for q, out_ids, out_scores.
         let qs = unsafe { slice_in(q, ql, "q")? };
+        // The outputs may not overlap each other, `q` or the gather params
+        // (checked on the raw ranges, before mutable slices exist).
+        check_disjoint(
+            &[
+                span(out_ids, need, "out_ids")?,
+                span(
+                    out_scores,
+                    if out_scores.is_null() { 0 } else { need },
+                    "out_scores",
+                )?,
+                span(stats, usize::from(!stats.is_null()), "stats")?,
+            ],
+            &[span(q, ql, "q")?, span(g, usize::from(!g.is_null()), "g")?],
+        )?;
+        // SAFETY: caller contract (nq * k writable values each), disjoint
+        // from each other and from q (checked).
         let ids = unsafe { slice_out(out_ids, need, "out_ids")? };
         let sc = if out_scores.is_null() {
             None
         } else {
+            // SAFETY: as above.
             Some(unsafe { slice_out(out_scores, need, "out_scores")? })
         };
-        // The outputs may not overlap each other or `q` (aliasing slices).
-        super::matmul::no_overlap(ids, "out_ids", qs, "q")?;
-        if let Some(s) = &sc {
-            super::matmul::no_overlap(s, "out_scores", qs, "q")?;
-            super::matmul::no_overlap(s, "out_scores", ids, "out_ids")?;
-        }
         let mut st = QueryStats::default();
         i.query_impl(qs, nq, q_stride, k, &gp, ids, sc, Some(&mut st))?;
         if !stats.is_null() {

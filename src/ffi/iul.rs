@@ -2,7 +2,6 @@
 //! `lshk_index_train_iul`).
 
 use super::index::{lshk_index, IndexHandle};
-use super::matmul::no_overlap;
 use super::*;
 use crate::bail;
 use crate::iul::{IulData, IulParams, IulReport, IulShape};
@@ -324,13 +323,19 @@ pub unsafe extern "C" fn lshk_index_train_iul(
                 "reports holds {reports_len} entries, rounds = {rounds} needed"
             );
         }
+        // The reports may not overlap the inputs (checked on the raw
+        // ranges, before a mutable slice aliasing them could exist).
+        check_disjoint(
+            &[span(reports, reports_len, "reports")?],
+            &[
+                span(q.as_ptr(), q.len(), "queries")?,
+                span(offs.as_ptr(), offs.len(), "label_offsets")?,
+                span(labs.as_ptr(), labs.len(), "labels")?,
+            ],
+        )?;
         // SAFETY: caller contract (reports_len entries writable); checked
         // for NULL/alignment before any work.
         let out = unsafe { slice_out(reports, reports_len, "reports")? };
-        // The reports may not overlap the inputs (aliasing slices).
-        no_overlap(out, "reports", q, "queries")?;
-        no_overlap(out, "reports", offs, "label_offsets")?;
-        no_overlap(out, "reports", labs, "labels")?;
         let rp = IulParams {
             t1: cp.t1,
             t2: cp.t2,
@@ -438,22 +443,25 @@ pub unsafe extern "C" fn lshk_simhash_train_iul(
                 "planes_out holds {planes_out_len} floats, planes_len = {planes_len} needed"
             );
         }
+        // The outputs may not overlap the inputs or each other (checked on
+        // the raw ranges, before mutable slices aliasing them could exist).
+        check_disjoint(
+            &[
+                span(planes_out, planes_out_len, "planes_out")?,
+                span(reports, reports_len, "reports")?,
+            ],
+            &[
+                span(pin.as_ptr(), pin.len(), "planes_in")?,
+                span(r.as_ptr(), r.len(), "rows")?,
+                span(q.as_ptr(), q.len(), "queries")?,
+                span(offs.as_ptr(), offs.len(), "label_offsets")?,
+                span(labs.as_ptr(), labs.len(), "labels")?,
+            ],
+        )?;
         // SAFETY: caller contract (planes_out_len floats writable).
         let pout = unsafe { slice_out(planes_out, planes_out_len, "planes_out")? };
         // SAFETY: forwarded caller contract.
         let out = unsafe { reports_out(reports, reports_len, cp.rounds)? };
-        // The outputs may not overlap the inputs (Rust slices would alias).
-        no_overlap(pout, "planes_out", pin, "planes_in")?;
-        no_overlap(pout, "planes_out", r, "rows")?;
-        no_overlap(pout, "planes_out", q, "queries")?;
-        no_overlap(pout, "planes_out", offs, "label_offsets")?;
-        no_overlap(pout, "planes_out", labs, "labels")?;
-        no_overlap(out, "reports", pin, "planes_in")?;
-        no_overlap(out, "reports", r, "rows")?;
-        no_overlap(out, "reports", q, "queries")?;
-        no_overlap(out, "reports", offs, "label_offsets")?;
-        no_overlap(out, "reports", labs, "labels")?;
-        no_overlap(pout, "planes_out", out, "reports")?;
         let shape = IulShape {
             dim,
             bits: bits_per_table,

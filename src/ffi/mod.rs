@@ -186,6 +186,49 @@ pub(crate) unsafe fn slice_out<'a, T>(ptr: *mut T, len: usize, name: &str) -> Re
     Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
 }
 
+/// A caller's buffer as a byte range, for overlap checks before any slice
+/// is formed (`len` elements of `T` at `ptr`; empty for NULL or len 0).
+#[derive(Clone, Copy)]
+pub(crate) struct Span<'n> {
+    start: usize,
+    end: usize,
+    name: &'n str,
+}
+
+/// The buffer's range, after the checks slice_in/slice_out make (NULL only
+/// with len 0, alignment, at most isize::MAX bytes), so that those errors
+/// keep their own status when a call has several problems.
+pub(crate) fn span<T>(ptr: *const T, len: usize, name: &str) -> Result<Span<'_>> {
+    check_ptr(ptr, len, name)?;
+    let start = ptr as usize;
+    Ok(Span {
+        start,
+        end: if ptr.is_null() {
+            start
+        } else {
+            start + len * std::mem::size_of::<T>()
+        },
+        name,
+    })
+}
+
+/// Refuses (INVALID_ARGUMENT, naming both) any output overlapping an input
+/// or another output. Called after the lengths are known and before any
+/// output is written, so a refused call writes nothing.
+pub(crate) fn check_disjoint(outs: &[Span<'_>], ins: &[Span<'_>]) -> Result<()> {
+    let hit = |a: &Span<'_>, b: &Span<'_>| {
+        a.start < a.end && b.start < b.end && a.start < b.end && b.start < a.end
+    };
+    for (i, o) in outs.iter().enumerate() {
+        for x in ins.iter().chain(&outs[i + 1..]) {
+            if hit(o, x) {
+                bail!(InvalidArgument, "`{}` overlaps `{}`", o.name, x.name);
+            }
+        }
+    }
+    Ok(())
+}
+
 fn check_ptr<T>(ptr: *const T, len: usize, name: &str) -> Result<()> {
     if ptr.is_null() {
         if len == 0 {

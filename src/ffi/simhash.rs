@@ -227,6 +227,9 @@ unsafe fn hash_impl(
         // SAFETY: caller contract: x spans (n-1)*x_stride + dim floats,
         // codes holds codes_len u32.
         let xs = unsafe { slice_in(x, xl, "x")? };
+        check_disjoint(&[span(codes, need, "codes")?], &[span(x, xl, "x")?])?;
+        // SAFETY: caller contract (codes_len >= need writable u32), disjoint
+        // from x (checked).
         let cs = unsafe { slice_out(codes, need, "codes")? };
         h.hash_isa(tier, xs, n, x_stride, cs)
     })
@@ -242,8 +245,9 @@ unsafe fn hash_impl(
 /// float rounding of zero (|error| <= dim * 2^-24 * sum|x_j||plane_j|) may
 /// differ between tiers; every other bit is identical.
 ///
-/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim),
-/// SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len). Nothing is written on error.
+/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
+/// `codes` overlapping `x`), SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len).
+/// Nothing is written on error.
 ///
 /// # Safety
 /// `x` must hold (n-1)*x_stride + dim readable floats (or be NULL with
@@ -333,6 +337,9 @@ unsafe fn project_impl(
         }
         // SAFETY: caller contract for x and out.
         let xs = unsafe { slice_in(x, xl, "x")? };
+        check_disjoint(&[span(out, need, "out")?], &[span(x, xl, "x")?])?;
+        // SAFETY: caller contract (out_len >= need writable floats), disjoint
+        // from x (checked).
         let os = unsafe { slice_out(out, need, "out")? };
         h.project_isa(tier, xs, n, x_stride, os)
     })

@@ -398,6 +398,27 @@ unsafe fn gather_impl(
             let mut r = r.borrow_mut();
             t.gather_isa(tier, &p, &input, !counts.is_null(), &mut r)?;
             let need = r.ids.len();
+            // Overlaps are checked on what would be written (the gathered
+            // ids, or none when ids_len is too small), before `*needed`.
+            let w = if ids_len < need { 0 } else { need };
+            check_disjoint(
+                &[
+                    span(ids, w, "ids")?,
+                    span(offsets, q1, "offsets")?,
+                    span(counts, if counts.is_null() { 0 } else { w }, "counts")?,
+                    span(needed, 1, "needed")?,
+                ],
+                &[
+                    span(codes.as_ptr(), codes.len(), "codes")?,
+                    span(projections.as_ptr(), projections.len(), "projections")?,
+                    span(forced_ids.as_ptr(), forced_ids.len(), "forced_ids")?,
+                    span(
+                        forced_offsets.map_or(std::ptr::null(), |f| f.as_ptr()),
+                        forced_offsets.map_or(0, |f| f.len()),
+                        "forced_offsets",
+                    )?,
+                ],
+            )?;
             // SAFETY: `needed` checked non-NULL and aligned.
             unsafe { *needed = need };
             if ids_len < need {
@@ -479,7 +500,9 @@ unsafe fn check_out<T>(p: *mut T, len: usize, name: &str) -> Result<()> {
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (struct_size too
 /// small, forced_offsets not starting at 0 / decreasing / beyond
 /// forced_ids_len, probes without bits_per_table in 1..=32 or beyond
-/// min(2^K - 1, 4096), misaligned pointers), INDEX_OUT_OF_RANGE (a forced id >= n),
+/// min(2^K - 1, 4096), misaligned pointers, an output (the written part
+/// of `ids` / `counts`, `offsets`, `needed`) overlapping an input or
+/// another output), INDEX_OUT_OF_RANGE (a forced id >= n),
 /// BUFFER_TOO_SMALL (ids_len, projections_len), NON_FINITE (a NaN or
 /// infinite projection), SIZE_OVERFLOW, ALLOCATION_FAILED.
 ///
