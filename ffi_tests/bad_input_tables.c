@@ -410,6 +410,10 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
           a.codes = BI_MISALIGN(const uint32_t, FX->codes));
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.l = 0);
+  /* a tiny call asking for more tables than memory (20,000 x 2^24 buckets
+   * = 1.3 TB): refused up front, not OOM-killed while filling them */
+  BI_CASE(FN, LSHK_STATUS_ALLOCATION_FAILED, a.l = 20000; a.n = 0;
+          a.codes = NULL; a.range_bits = 24);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.l = 1u << 31; a.n = 0;
           a.codes = NULL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.range_bits = 0);

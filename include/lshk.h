@@ -1629,7 +1629,9 @@ lshk_status lshk_softmax(const float *scores,
  lshk_simhash_free); on failure `*out` is not written.
 
  Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim 0, K not in 1..=32,
- L 0), SIZE_OVERFLOW (K*L*dim), ALLOCATION_FAILED.
+ L 0), SIZE_OVERFLOW (K*L*dim), ALLOCATION_FAILED (also, up front, when
+ the planes and their packed copy, `8 * K*L*dim` bytes, would exceed the
+ machine's physical memory).
  */
 lshk_status lshk_simhash_new(uint32_t dim,
                              uint32_t bits_per_table,
@@ -1803,7 +1805,9 @@ struct lshk_gather_params lshk_gather_params_default(void);
  lshk_tables_free); on failure `*out` is not written.
 
  Errors: NULL_POINTER, INVALID_ARGUMENT (tables 0, range_bits outside
- 1..=24, n >= 2^31), SIZE_OVERFLOW, ALLOCATION_FAILED.
+ 1..=24, n >= 2^31), SIZE_OVERFLOW, ALLOCATION_FAILED (also, up front,
+ when the tables, `4 * (L * (2^range_bits + 1) + 2 * n * L)` bytes,
+ would exceed the machine's physical memory).
 
  # Safety
  `codes` must hold n*L readable u32 (or be NULL with n = 0); `out` must be

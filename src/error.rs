@@ -196,3 +196,38 @@ pub fn check_layer_buffers(
     }
     Ok(need)
 }
+
+/// Bytes of physical memory (`sysconf(_SC_PHYS_PAGES) * page size`), or
+/// `u64::MAX` when unknown.
+pub fn physical_memory() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages <= 0 || size <= 0 {
+        return u64::MAX;
+    }
+    (pages as u64).saturating_mul(size as u64)
+}
+
+/// Refuses (`AllocationFailed`) an object whose several allocations would
+/// add up to more than the machine's physical memory. Each allocation alone
+/// may succeed under Linux's overcommit, and touching them all would then
+/// get the process OOM-killed instead of returning an error: this check
+/// turns a small call that asks for an impossible object (e.g. many tables
+/// of 2^24 buckets over no rows) into a status.
+pub fn check_fits_memory(bytes: u128, what: &str) -> Result<()> {
+    let phys = physical_memory();
+    if bytes > phys as u128 {
+        return Err(Error::new(
+            Status::AllocationFailed,
+            format!(
+                "{what} would need {bytes} bytes, more than the {phys} bytes of physical memory"
+            ),
+        ));
+    }
+    Ok(())
+}

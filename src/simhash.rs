@@ -103,6 +103,8 @@ fn check_shape(dim: usize, bits: u32, tables: u32) -> Result<usize> {
     }
     let planes = (bits as usize) * (tables as usize);
     crate::error::checked_mul(planes, dim, "planes x dim")?;
+    // The planes and their packed copy, f32 each.
+    crate::error::check_fits_memory(8 * planes as u128 * dim as u128, "the SimHash planes")?;
     Ok(planes)
 }
 

@@ -483,6 +483,11 @@ impl Tables {
         }
         let nb = 1usize << range_bits;
         checked_mul(l, nb + 1, "L * (2^range_bits + 1)")?;
+        // Offsets, ids and the row-to-bucket map, all u32.
+        crate::error::check_fits_memory(
+            4 * (l as u128 * (nb as u128 + 1) + 2 * need as u128),
+            "the tables",
+        )?;
         let row_bucket = try_vec::<u32>(need, "row-to-bucket map")?;
         let mut csr = Vec::new();
         csr.try_reserve_exact(l)

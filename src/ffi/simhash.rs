@@ -59,7 +59,9 @@ fn check_out_handle(out: *mut *mut lshk_simhash) -> Result<()> {
 /// lshk_simhash_free); on failure `*out` is not written.
 ///
 /// Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim 0, K not in 1..=32,
-/// L 0), SIZE_OVERFLOW (K*L*dim), ALLOCATION_FAILED.
+/// L 0), SIZE_OVERFLOW (K*L*dim), ALLOCATION_FAILED (also, up front, when
+/// the planes and their packed copy, `8 * K*L*dim` bytes, would exceed the
+/// machine's physical memory).
 #[no_mangle]
 pub extern "C" fn lshk_simhash_new(
     dim: u32,

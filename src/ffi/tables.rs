@@ -110,7 +110,9 @@ pub extern "C" fn lshk_gather_params_default() -> lshk_gather_params {
 /// lshk_tables_free); on failure `*out` is not written.
 ///
 /// Errors: NULL_POINTER, INVALID_ARGUMENT (tables 0, range_bits outside
-/// 1..=24, n >= 2^31), SIZE_OVERFLOW, ALLOCATION_FAILED.
+/// 1..=24, n >= 2^31), SIZE_OVERFLOW, ALLOCATION_FAILED (also, up front,
+/// when the tables, `4 * (L * (2^range_bits + 1) + 2 * n * L)` bytes,
+/// would exceed the machine's physical memory).
 ///
 /// # Safety
 /// `codes` must hold n*L readable u32 (or be NULL with n = 0); `out` must be
