@@ -262,6 +262,14 @@ fn header_compiles_as_c99_c11_cxx11_cxx17_and_declares_every_export() {
 
     const WARN: &[&str] = &["-pedantic", "-Werror", "-Wall", "-Wextra"];
     let lib_dir = so.parent().unwrap().to_path_buf();
+    // Programs linked with -llshk need the SONAME liblshk.so.<major> at run
+    // time. `cargo test` (unlike `cargo build`) does not copy liblshk.so out
+    // of deps/, so build.rs's link in target/<profile> may dangle in a fresh
+    // checkout: give deps/ its own link, next to the library the rpath names.
+    let soname = lib_dir.join(format!("liblshk.so.{}", env!("CARGO_PKG_VERSION_MAJOR")));
+    if fs::symlink_metadata(&soname).is_err() {
+        std::os::unix::fs::symlink("liblshk.so", &soname).unwrap();
+    }
     let mut jobs: Vec<(String, Command)> = Vec::new();
     let mut count = 0;
     for (cc, std, tus, lang) in [
