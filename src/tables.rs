@@ -445,6 +445,28 @@ fn splice_table(
     std::mem::swap(buf, csr.ids.to_mut());
 }
 
+/// Runs `run` on the chunks of `per` items of `work`, one scoped thread per
+/// chunk, each with its own `scratch` entry, and joins every thread
+/// explicitly (pthread_join: an unjoined scoped thread may still be exiting
+/// after the scope returns). A worker's panic is resumed here.
+fn par_chunks<W: Send, S: Send>(
+    work: &mut [W],
+    per: usize,
+    scratch: &mut [S],
+    run: &(dyn Fn(&mut [W], &mut S) + Sync),
+) {
+    std::thread::scope(|s| {
+        let hs: Vec<_> = work
+            .chunks_mut(per)
+            .zip(scratch.iter_mut())
+            .map(|(chunk, sc)| s.spawn(move || run(chunk, sc)))
+            .collect();
+        for h in hs {
+            h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        }
+    });
+}
+
 impl Tables {
     /// Builds L tables from `codes` (`n x L`, row-major: `codes[i*L + t]` is
     /// row i's code in table t).
@@ -568,18 +590,7 @@ impl Tables {
         if nthreads == 1 {
             run(&mut work, &mut cursors[0]);
         } else {
-            std::thread::scope(|s| {
-                let hs: Vec<_> = work
-                    .chunks_mut(per)
-                    .zip(cursors.iter_mut())
-                    .map(|(chunk, cursor)| s.spawn(|| run(chunk, cursor)))
-                    .collect();
-                // Joined explicitly (pthread_join): an unjoined scoped
-                // thread may still be exiting after the scope returns.
-                for h in hs {
-                    h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                }
-            });
+            par_chunks(&mut work, per, &mut cursors, &run);
         }
         Ok(())
     }
@@ -673,17 +684,7 @@ impl Tables {
         if nthreads == 1 || work.len() == 1 {
             run(&mut work, &mut bufs[0]);
         } else {
-            std::thread::scope(|s| {
-                let hs: Vec<_> = work
-                    .chunks_mut(per)
-                    .zip(bufs.iter_mut())
-                    .map(|(chunk, buf)| s.spawn(|| run(chunk, buf)))
-                    .collect();
-                // Joined explicitly, as above.
-                for h in hs {
-                    h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                }
-            });
+            par_chunks(&mut work, per, &mut bufs, &run);
         }
         Ok(())
     }

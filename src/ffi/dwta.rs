@@ -165,24 +165,15 @@ pub unsafe extern "C" fn lshk_dwta_shape(
     boundary("lshk_dwta_shape", || {
         // SAFETY: forwarded caller contract.
         let h = unsafe { dwta_ref(h)? };
-        let outs = [
-            (dim, h.dim() as u32, "dim"),
-            (bins_per_table, h.bins_per_table(), "bins_per_table"),
-            (tables, h.tables(), "tables"),
-            (bin_size, h.bin_size(), "bin_size"),
-        ];
-        for (p, _, name) in outs {
-            if !(p as usize).is_multiple_of(std::mem::align_of::<u32>()) {
-                bail!(InvalidArgument, "`{name}` is misaligned");
-            }
+        // SAFETY: non-NULL outputs are writable (caller contract).
+        unsafe {
+            write_u32_outs(&[
+                (dim, h.dim() as u32, "dim"),
+                (bins_per_table, h.bins_per_table(), "bins_per_table"),
+                (tables, h.tables(), "tables"),
+                (bin_size, h.bin_size(), "bin_size"),
+            ])
         }
-        for (p, v, _) in outs {
-            if !p.is_null() {
-                // SAFETY: non-NULL, aligned (checked), writable (caller).
-                unsafe { *p = v };
-            }
-        }
-        Ok(())
     })
 }
 

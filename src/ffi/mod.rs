@@ -229,6 +229,27 @@ pub(crate) fn check_disjoint(outs: &[Span<'_>], ins: &[Span<'_>]) -> Result<()> 
     Ok(())
 }
 
+/// Writes each value to its pointer unless the pointer is NULL (an output
+/// the caller does not want), after checking every pointer's alignment, so
+/// a misaligned one is INVALID_ARGUMENT with nothing written.
+///
+/// # Safety
+/// Every non-NULL pointer must be writable.
+pub(crate) unsafe fn write_u32_outs(outs: &[(*mut u32, u32, &str)]) -> Result<()> {
+    for &(p, _, name) in outs {
+        if !p.is_aligned() {
+            bail!(InvalidArgument, "`{name}` is misaligned");
+        }
+    }
+    for &(p, v, _) in outs {
+        if !p.is_null() {
+            // SAFETY: non-NULL, aligned (checked), writable (caller).
+            unsafe { *p = v };
+        }
+    }
+    Ok(())
+}
+
 fn check_ptr<T>(ptr: *const T, len: usize, name: &str) -> Result<()> {
     if ptr.is_null() {
         if len == 0 {

@@ -148,25 +148,16 @@ pub unsafe extern "C" fn lshk_simhash_shape(
     boundary("lshk_simhash_shape", || {
         // SAFETY: forwarded caller contract.
         let h = unsafe { simhash_ref(h)? };
-        let outs = [
-            (dim, h.dim() as u32, "dim"),
-            (bits_per_table, h.bits(), "bits_per_table"),
-            (tables, h.tables(), "tables"),
-        ];
         // Every output is checked before any is written (a misaligned
         // pointer used to be dereferenced: UB, an abort in debug builds).
-        for (p, _, name) in outs {
-            if !(p as usize).is_multiple_of(std::mem::align_of::<u32>()) {
-                bail!(InvalidArgument, "`{name}` is misaligned");
-            }
+        // SAFETY: non-NULL outputs are writable (caller contract).
+        unsafe {
+            write_u32_outs(&[
+                (dim, h.dim() as u32, "dim"),
+                (bits_per_table, h.bits(), "bits_per_table"),
+                (tables, h.tables(), "tables"),
+            ])
         }
-        for (p, v, _) in outs {
-            if !p.is_null() {
-                // SAFETY: non-NULL, aligned (checked), writable (caller).
-                unsafe { *p = v };
-            }
-        }
-        Ok(())
     })
 }
 

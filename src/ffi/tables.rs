@@ -186,24 +186,16 @@ pub unsafe extern "C" fn lshk_tables_shape(
         if !(n as usize).is_multiple_of(std::mem::align_of::<usize>()) {
             bail!(InvalidArgument, "`n` is misaligned");
         }
-        let outs = [
-            (tables, t.tables() as u32, "tables"),
-            (range_bits, t.range_bits(), "range_bits"),
-        ];
-        for (p, _, name) in outs {
-            if !(p as usize).is_multiple_of(std::mem::align_of::<u32>()) {
-                bail!(InvalidArgument, "`{name}` is misaligned");
-            }
-        }
+        // SAFETY: non-NULL outputs are writable (caller contract).
+        unsafe {
+            write_u32_outs(&[
+                (tables, t.tables() as u32, "tables"),
+                (range_bits, t.range_bits(), "range_bits"),
+            ])?
+        };
         if !n.is_null() {
             // SAFETY: non-NULL, aligned (checked), writable (caller).
             unsafe { *n = t.rows() };
-        }
-        for (p, v, _) in outs {
-            if !p.is_null() {
-                // SAFETY: non-NULL, aligned (checked), writable (caller).
-                unsafe { *p = v };
-            }
         }
         Ok(())
     })
