@@ -375,9 +375,9 @@ unsafe fn sparse_impl(
         check_disjoint(
             &[span(codes, need, "codes")?],
             &[
-                span(ip.as_ptr(), ip.len(), "indptr")?,
-                span(idx.as_ptr(), idx.len(), "indices")?,
-                span(val.as_ptr(), val.len(), "values")?,
+                span_of(ip, "indptr"),
+                span_of(idx, "indices"),
+                span_of(val, "values"),
             ],
         )?;
         // SAFETY: caller contract: codes holds codes_len u32.

@@ -328,9 +328,9 @@ pub unsafe extern "C" fn lshk_index_train_iul(
         check_disjoint(
             &[span(reports, reports_len, "reports")?],
             &[
-                span(q.as_ptr(), q.len(), "queries")?,
-                span(offs.as_ptr(), offs.len(), "label_offsets")?,
-                span(labs.as_ptr(), labs.len(), "labels")?,
+                span_of(q, "queries"),
+                span_of(offs, "label_offsets"),
+                span_of(labs, "labels"),
             ],
         )?;
         // SAFETY: caller contract (reports_len entries writable); checked
@@ -451,11 +451,11 @@ pub unsafe extern "C" fn lshk_simhash_train_iul(
                 span(reports, reports_len, "reports")?,
             ],
             &[
-                span(pin.as_ptr(), pin.len(), "planes_in")?,
-                span(r.as_ptr(), r.len(), "rows")?,
-                span(q.as_ptr(), q.len(), "queries")?,
-                span(offs.as_ptr(), offs.len(), "label_offsets")?,
-                span(labs.as_ptr(), labs.len(), "labels")?,
+                span_of(pin, "planes_in"),
+                span_of(r, "rows"),
+                span_of(q, "queries"),
+                span_of(offs, "label_offsets"),
+                span_of(labs, "labels"),
             ],
         )?;
         // SAFETY: caller contract (planes_out_len floats writable).

@@ -5,23 +5,6 @@
 use super::*;
 use crate::matmul::{self, WeightMatrix, Weights};
 
-/// `Err(InvalidArgument)` if the byte ranges of an output and an input
-/// overlap (both non-empty).
-pub(crate) fn no_overlap<A, B>(out: &[A], out_name: &str, inp: &[B], in_name: &str) -> Result<()> {
-    let (o0, o1) = (
-        out.as_ptr() as usize,
-        out.as_ptr() as usize + std::mem::size_of_val(out),
-    );
-    let (i0, i1) = (
-        inp.as_ptr() as usize,
-        inp.as_ptr() as usize + std::mem::size_of_val(inp),
-    );
-    if o0 < o1 && i0 < i1 && o0 < i1 && i0 < o1 {
-        bail!(InvalidArgument, "`{out_name}` overlaps `{in_name}`");
-    }
-    Ok(())
-}
-
 /// Borrows the CSR offsets (`nq + 1` entries) and checks them against
 /// `total` (or, with `None`, takes `offsets[nq]` as the total).
 ///
@@ -82,24 +65,24 @@ unsafe fn matmul_impl(
         // SAFETY (all slices below): the documented caller contract says each
         // pointer holds the number of elements computed here; slice_in checks
         // NULL, alignment and overflow first.
-        let (weights, wbytes): (Weights<'_>, &[u8]) = unsafe {
+        let (weights, wspan): (Weights<'_>, Span<'_>) = unsafe {
             match dtype {
                 Dtype::F32 => {
                     let s = slice_in(w.cast::<f32>(), wl, "w")?;
-                    (Weights::F32(s), bytes_of(s))
+                    (Weights::F32(s), span_of(s, "w"))
                 }
                 Dtype::Bf16 => {
                     let s = slice_in(w.cast::<u16>(), wl, "w")?;
-                    (Weights::Bf16(s), bytes_of(s))
+                    (Weights::Bf16(s), span_of(s, "w"))
                 }
                 Dtype::F16 => {
                     let s = slice_in(w.cast::<u16>(), wl, "w")?;
-                    (Weights::F16(s), bytes_of(s))
+                    (Weights::F16(s), span_of(s, "w"))
                 }
                 Dtype::I8 => {
                     let s = slice_in(w.cast::<i8>(), wl, "w")?;
                     let sc = slice_in(scales, rows, "scales")?;
-                    (Weights::I8 { w: s, scales: sc }, bytes_of(s))
+                    (Weights::I8 { w: s, scales: sc }, span_of(s, "w"))
                 }
             }
         };
@@ -115,19 +98,22 @@ unsafe fn matmul_impl(
         let (offs, _) = unsafe { offsets_in(offsets, nq, Some(out_len))? };
         // SAFETY: as above; offsets[nq] == out_len was just checked.
         let idss = unsafe { slice_in(ids, out_len, "ids")? };
-        // Overlap checks on a shared view first, so no `&mut` ever aliases.
-        // SAFETY: as above.
-        let outc = unsafe { slice_in(out.cast_const(), out_len, "out")? };
-        no_overlap(outc, "out", wbytes, "w")?;
-        no_overlap(outc, "out", qs, "q")?;
-        no_overlap(outc, "out", idss, "ids")?;
-        no_overlap(outc, "out", offs, "offsets")?;
-        if let Some(b) = bias {
-            no_overlap(outc, "out", b, "bias")?;
-        }
-        if let Weights::I8 { scales, .. } = weights {
-            no_overlap(outc, "out", scales, "scales")?;
-        }
+        // Overlap checks on the raw ranges first, so no `&mut` ever aliases.
+        let scales: &[f32] = match weights {
+            Weights::I8 { scales, .. } => scales,
+            _ => &[],
+        };
+        check_disjoint(
+            &[span(out, out_len, "out")?],
+            &[
+                wspan,
+                span_of(qs, "q"),
+                span_of(idss, "ids"),
+                span_of(offs, "offsets"),
+                span_of(bias.unwrap_or(&[]), "bias"),
+                span_of(scales, "scales"),
+            ],
+        )?;
         // SAFETY: as above; `out` is writable and overlaps no input.
         let outs = unsafe { slice_out(out, out_len, "out")? };
         let mut m = WeightMatrix::new(weights, rows, dim, w_stride)?;
@@ -136,11 +122,6 @@ unsafe fn matmul_impl(
         }
         m.matmul_isa(tier, qs, nq, q_stride, idss, offs, outs)
     })
-}
-
-fn bytes_of<T>(s: &[T]) -> &[u8] {
-    // SAFETY: any initialised memory may be viewed as bytes; same lifetime.
-    unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), std::mem::size_of_val(s)) }
 }
 
 /// Gathered matmul, f32 weights: for every query `i < nq` and every `j` in
@@ -541,13 +522,7 @@ unsafe fn convert_impl<S, D>(
     boundary(func, || {
         // SAFETY: caller contract (n elements each); checked by slice_*.
         let s = unsafe { slice_in(src, n, "src")? };
-        // SAFETY: as above (a shared view for the overlap check first).
-        no_overlap(
-            unsafe { slice_in(dst.cast_const(), n, "dst")? },
-            "dst",
-            s,
-            "src",
-        )?;
+        check_disjoint(&[span(dst, n, "dst")?], &[span_of(s, "src")])?;
         // SAFETY: as above; no overlap with `src`.
         let d = unsafe { slice_out(dst, n, "dst")? };
         f(s, d)
@@ -680,16 +655,11 @@ pub unsafe extern "C" fn lshk_quantize_rows_i8(
         let ol = strided_len(rows, dim, out_stride, "out")?;
         // SAFETY: caller contract; pointers checked by slice_*.
         let ws = unsafe { slice_in(w, wl, "w")? };
-        // SAFETY: as above (shared views for the overlap checks first).
-        let (oc, sc) = unsafe {
-            (
-                slice_in(out.cast_const(), ol, "out")?,
-                slice_in(scales.cast_const(), rows, "scales")?,
-            )
-        };
-        no_overlap(oc, "out", ws, "w")?;
-        no_overlap(sc, "scales", ws, "w")?;
-        no_overlap(sc, "scales", oc, "out")?;
+        // Overlap checks on the raw ranges before any `&mut` exists.
+        check_disjoint(
+            &[span(out, ol, "out")?, span(scales, rows, "scales")?],
+            &[span_of(ws, "w")],
+        )?;
         // SAFETY: as above; the outputs overlap nothing.
         let os = unsafe { slice_out(out, ol, "out")? };
         // SAFETY: as above.
@@ -736,21 +706,18 @@ pub unsafe extern "C" fn lshk_topk(
             Some(unsafe { slice_in(ids, total, "ids")? })
         };
         let need = crate::error::checked_mul(nq, k as usize, "nq * k")?;
-        // SAFETY: as above (shared views for the overlap checks first).
-        let (oic, osc) = unsafe {
-            (
-                slice_in(out_ids.cast_const(), need, "out_ids")?,
-                slice_in(out_scores.cast_const(), need, "out_scores")?,
-            )
-        };
-        no_overlap(oic, "out_ids", osc, "out_scores")?;
-        for (o, on) in [(bytes_of(oic), "out_ids"), (bytes_of(osc), "out_scores")] {
-            no_overlap(o, on, s, "scores")?;
-            no_overlap(o, on, offs, "offsets")?;
-            if let Some(v) = idv {
-                no_overlap(o, on, v, "ids")?;
-            }
-        }
+        // Overlap checks on the raw ranges before any `&mut` exists.
+        check_disjoint(
+            &[
+                span(out_ids, need, "out_ids")?,
+                span(out_scores, need, "out_scores")?,
+            ],
+            &[
+                span_of(s, "scores"),
+                span_of(offs, "offsets"),
+                span_of(idv.unwrap_or(&[]), "ids"),
+            ],
+        )?;
         // SAFETY: as above; the outputs overlap nothing.
         let oi = unsafe { slice_out(out_ids, need, "out_ids")? };
         // SAFETY: as above.
@@ -786,28 +753,23 @@ pub unsafe extern "C" fn lshk_softmax(
     lse: *mut f32,
 ) -> lshk_status {
     boundary("lshk_softmax", || {
-        // SAFETY: caller contract; pointers checked by slice_*. Overlap checks
-        // use shared views before any `&mut` is formed.
+        // SAFETY: caller contract; pointers checked by slice_* / span.
+        // Overlap checks use the raw ranges before any `&mut` is formed.
         let (offs, total) = unsafe { offsets_in(offsets, nq, None)? };
         let in_place = std::ptr::eq(scores, out) && total > 0;
         // SAFETY: as above.
-        let (s, oc) = unsafe {
-            (
-                slice_in(scores, total, "scores")?,
-                slice_in(out.cast_const(), total, "out")?,
-            )
-        };
-        if !in_place {
-            no_overlap(oc, "out", s, "scores")?;
-        }
-        no_overlap(oc, "out", offs, "offsets")?;
-        if !lse.is_null() {
-            // SAFETY: as above.
-            let lc = unsafe { slice_in(lse.cast_const(), nq, "lse")? };
-            no_overlap(lc, "lse", s, "scores")?;
-            no_overlap(lc, "lse", oc, "out")?;
-            no_overlap(lc, "lse", offs, "offsets")?;
-        }
+        let s = unsafe { slice_in(scores, total, "scores")? };
+        // In place, `out` is `scores`: the lse-vs-out check covers both.
+        check_disjoint(
+            &[
+                span(out, total, "out")?,
+                span(lse, if lse.is_null() { 0 } else { nq }, "lse")?,
+            ],
+            &[
+                span_of(if in_place { &[] } else { s }, "scores"),
+                span_of(offs, "offsets"),
+            ],
+        )?;
         let lse = if lse.is_null() {
             None
         } else {

@@ -212,6 +212,16 @@ pub(crate) fn span<T>(ptr: *const T, len: usize, name: &str) -> Result<Span<'_>>
     })
 }
 
+/// The range of a slice already validated by slice_in/slice_out.
+pub(crate) fn span_of<'n, T>(s: &[T], name: &'n str) -> Span<'n> {
+    let start = s.as_ptr() as usize;
+    Span {
+        start,
+        end: start + std::mem::size_of_val(s),
+        name,
+    }
+}
+
 /// Refuses (INVALID_ARGUMENT, naming both) any output overlapping an input
 /// or another output. Called after the lengths are known and before any
 /// output is written, so a refused call writes nothing.

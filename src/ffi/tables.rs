@@ -403,14 +403,10 @@ unsafe fn gather_impl(
                     span(needed, 1, "needed")?,
                 ],
                 &[
-                    span(codes.as_ptr(), codes.len(), "codes")?,
-                    span(projections.as_ptr(), projections.len(), "projections")?,
-                    span(forced_ids.as_ptr(), forced_ids.len(), "forced_ids")?,
-                    span(
-                        forced_offsets.map_or(std::ptr::null(), |f| f.as_ptr()),
-                        forced_offsets.map_or(0, |f| f.len()),
-                        "forced_offsets",
-                    )?,
+                    span_of(codes, "codes"),
+                    span_of(projections, "projections"),
+                    span_of(forced_ids, "forced_ids"),
+                    span_of(forced_offsets.unwrap_or(&[]), "forced_offsets"),
                 ],
             )?;
             // SAFETY: `needed` checked non-NULL and aligned.
