@@ -270,6 +270,65 @@ inline std::vector<Isa> isa_supported() {
  * header it was built with). */
 inline const char *version() noexcept { return lshk_version(); }
 
+/* ---------------------------------------------------------------- owners */
+
+namespace detail {
+/* The ownership half of lshk::SimHash, lshk::Dwta and lshk::Tables (Derived),
+ * on top of their const operations (Base, which holds the handle h_, sets it
+ * with take() and empties itself with clear()): move-only, the handle freed
+ * with Free by the destructor. */
+template <class Derived, class Base, class Handle, lshk_status (*Free)(Handle *)>
+class Owner : public Base {
+ public:
+  /* Takes ownership of a handle from the matching C constructor (freed here
+   * too if reading its shape fails). */
+  static Derived adopt_handle(Handle *h) {
+    Derived d;
+    d.adopt(h);
+    return d;
+  }
+
+  Owner(const Owner &) = delete;
+  Owner &operator=(const Owner &) = delete;
+  Owner(Owner &&o) noexcept : Base(o) { o.clear(); }
+  Owner &operator=(Owner &&o) noexcept {
+    if (this != &o) {
+      reset();
+      Base::operator=(o);
+      o.clear();
+    }
+    return *this;
+  }
+  ~Owner() { reset(); }
+
+  /* Frees the object now; the owner becomes empty. */
+  void reset() noexcept {
+    if (this->h_) (void)Free(const_cast<Handle *>(this->h_));
+    this->clear();
+  }
+  /* Gives up ownership: the caller frees the returned handle. */
+  Handle *release() noexcept {
+    Handle *h = const_cast<Handle *>(this->h_);
+    this->clear();
+    return h;
+  }
+  Handle *get() noexcept { return const_cast<Handle *>(this->h_); }
+  const Handle *get() const noexcept { return this->h_; }
+
+ protected:
+  Owner() noexcept = default;
+  /* Takes `h` (reading its shape); frees it if that throws. */
+  void adopt(Handle *h) {
+    try {
+      this->take(h);
+    } catch (...) {
+      (void)Free(h);
+      throw;
+    }
+  }
+};
+}  // namespace detail
+
 /* ---------------------------------------------------------------- SimHash */
 
 namespace detail {
@@ -383,7 +442,7 @@ class SimHashRef : public detail::SimHashBase {
 };
 
 /* Owns an lshk_simhash (freed by the destructor). Move-only. */
-class SimHash : public detail::SimHashBase {
+class SimHash : public detail::Owner<SimHash, detail::SimHashBase, lshk_simhash, lshk_simhash_free> {
  public:
   /* An empty owner (every operation throws NULL_POINTER). */
   SimHash() noexcept = default;
@@ -403,55 +462,9 @@ class SimHash : public detail::SimHashBase {
       detail::need_in("lshk::SimHash::from_planes", "planes", planes.size(), need);
     lshk_simhash *h = nullptr;
     check(lshk_simhash_from_planes(planes.data(), dim, bits_per_table, tables, &h));
-    SimHash s;
-    s.adopt(h);
-    return s;
+    return adopt_handle(h);
   }
-  /* Takes ownership of a handle from lshk_simhash_new/_from_planes (freed
-   * here too if reading its shape fails). */
-  static SimHash adopt_handle(lshk_simhash *h) {
-    SimHash s;
-    s.adopt(h);
-    return s;
-  }
-
-  SimHash(const SimHash &) = delete;
-  SimHash &operator=(const SimHash &) = delete;
-  SimHash(SimHash &&o) noexcept : SimHashBase(o) { o.clear(); }
-  SimHash &operator=(SimHash &&o) noexcept {
-    if (this != &o) {
-      reset();
-      SimHashBase::operator=(o);
-      o.clear();
-    }
-    return *this;
-  }
-  ~SimHash() { reset(); }
-
-  /* Frees the family now; the owner becomes empty. */
-  void reset() noexcept {
-    if (h_) (void)lshk_simhash_free(const_cast<lshk_simhash *>(h_));
-    clear();
-  }
-  /* Gives up ownership: the caller frees the returned handle. */
-  lshk_simhash *release() noexcept {
-    lshk_simhash *h = const_cast<lshk_simhash *>(h_);
-    clear();
-    return h;
-  }
-  lshk_simhash *get() noexcept { return const_cast<lshk_simhash *>(h_); }
-  const lshk_simhash *get() const noexcept { return h_; }
   SimHashRef ref() const noexcept { return SimHashRef(*this); }
-
- private:
-  void adopt(lshk_simhash *h) {
-    try {
-      take(h);
-    } catch (...) {
-      (void)lshk_simhash_free(h);
-      throw;
-    }
-  }
 };
 
 /* ------------------------------------------------------------------- DWTA */
@@ -568,7 +581,7 @@ class DwtaRef : public detail::DwtaBase {
 };
 
 /* Owns an lshk_dwta. Move-only. */
-class Dwta : public detail::DwtaBase {
+class Dwta : public detail::Owner<Dwta, detail::DwtaBase, lshk_dwta, lshk_dwta_free> {
  public:
   Dwta() noexcept = default;
   /* lshk_dwta_new: L tables of K bins of B coordinates over dim. */
@@ -583,51 +596,9 @@ class Dwta : public detail::DwtaBase {
                        uint32_t tables, uint32_t bin_size) {
     lshk_dwta *h = nullptr;
     check(lshk_dwta_from_map(map.data(), map.size(), dim, bins_per_table, tables, bin_size, &h));
-    Dwta d;
-    d.adopt(h);
-    return d;
+    return adopt_handle(h);
   }
-  static Dwta adopt_handle(lshk_dwta *h) {
-    Dwta d;
-    d.adopt(h);
-    return d;
-  }
-
-  Dwta(const Dwta &) = delete;
-  Dwta &operator=(const Dwta &) = delete;
-  Dwta(Dwta &&o) noexcept : DwtaBase(o) { o.clear(); }
-  Dwta &operator=(Dwta &&o) noexcept {
-    if (this != &o) {
-      reset();
-      DwtaBase::operator=(o);
-      o.clear();
-    }
-    return *this;
-  }
-  ~Dwta() { reset(); }
-
-  void reset() noexcept {
-    if (h_) (void)lshk_dwta_free(const_cast<lshk_dwta *>(h_));
-    clear();
-  }
-  lshk_dwta *release() noexcept {
-    lshk_dwta *h = const_cast<lshk_dwta *>(h_);
-    clear();
-    return h;
-  }
-  lshk_dwta *get() noexcept { return const_cast<lshk_dwta *>(h_); }
-  const lshk_dwta *get() const noexcept { return h_; }
   DwtaRef ref() const noexcept { return DwtaRef(*this); }
-
- private:
-  void adopt(lshk_dwta *h) {
-    try {
-      take(h);
-    } catch (...) {
-      (void)lshk_dwta_free(h);
-      throw;
-    }
-  }
 };
 
 /* ----------------------------------------------------------------- Tables */
@@ -810,7 +781,7 @@ class TablesRef : public detail::TablesBase {
 };
 
 /* Owns an lshk_tables. Move-only. */
-class Tables : public detail::TablesBase {
+class Tables : public detail::Owner<Tables, detail::TablesBase, lshk_tables, lshk_tables_free> {
  public:
   Tables() noexcept = default;
   /* lshk_tables_build: L = `tables` tables over n rows from their codes
@@ -824,24 +795,6 @@ class Tables : public detail::TablesBase {
     check(lshk_tables_build(codes.data(), n, tables, range_bits, bucket_cap, seed, threads, &h));
     adopt(h);
   }
-  static Tables adopt_handle(lshk_tables *h) {
-    Tables t;
-    t.adopt(h);
-    return t;
-  }
-
-  Tables(const Tables &) = delete;
-  Tables &operator=(const Tables &) = delete;
-  Tables(Tables &&o) noexcept : TablesBase(o) { o.clear(); }
-  Tables &operator=(Tables &&o) noexcept {
-    if (this != &o) {
-      reset();
-      TablesBase::operator=(o);
-      o.clear();
-    }
-    return *this;
-  }
-  ~Tables() { reset(); }
 
   /* lshk_tables_update: rows ids[j] move to the buckets of
    * new_codes[j*L .. (j+1)*L]. Needs exclusive access (no concurrent
@@ -877,28 +830,7 @@ class Tables : public detail::TablesBase {
                                  &p));
   }
 
-  void reset() noexcept {
-    if (h_) (void)lshk_tables_free(const_cast<lshk_tables *>(h_));
-    clear();
-  }
-  lshk_tables *release() noexcept {
-    lshk_tables *h = const_cast<lshk_tables *>(h_);
-    clear();
-    return h;
-  }
-  lshk_tables *get() noexcept { return const_cast<lshk_tables *>(h_); }
-  const lshk_tables *get() const noexcept { return h_; }
   TablesRef ref() const noexcept { return TablesRef(*this); }
-
- private:
-  void adopt(lshk_tables *h) {
-    try {
-      take(h);
-    } catch (...) {
-      (void)lshk_tables_free(h);
-      throw;
-    }
-  }
 };
 
 /* ------------------------------------------- gathered matmul and epilogues */
