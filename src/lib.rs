@@ -28,6 +28,8 @@ pub mod isa;
 /// cbindgen:ignore
 pub mod iul;
 /// cbindgen:ignore
+pub mod ivf;
+/// cbindgen:ignore
 pub mod kernels;
 /// cbindgen:ignore
 pub mod labels;

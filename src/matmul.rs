@@ -662,7 +662,7 @@ fn sift_up(h: &mut [(f32, u32)], mut i: usize) {
     }
 }
 
-fn topk_segment(
+pub(crate) fn topk_segment(
     scores: &[f32],
     ids: Option<&[u32]>,
     k: usize,
