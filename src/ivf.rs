@@ -43,7 +43,7 @@ use std::cell::RefCell;
 use std::path::Path;
 
 use crate::bail;
-use crate::dense::DenseLayer;
+use crate::dense::{DenseLayer, QUERY_BATCH};
 use crate::error::{checked_mul, strided_len, Error, Result, Status};
 use crate::format::{self, SectionOut};
 use crate::isa::{self, Isa};
@@ -326,19 +326,16 @@ fn assign(
     Ok(())
 }
 
-fn beta() -> f32 {
-    static B: std::sync::OnceLock<f32> = std::sync::OnceLock::new();
-    *B.get_or_init(|| {
-        std::env::var("LSHK_IVF_BETA")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1.0)
-    })
-}
-
-/// Per list: `sqrt(2 ln n) * s`, `s^2 = mean |x - c|^2 / xdim`, the
-/// expected maximum of `n` Gaussian projections of the list's spread on a
-/// unit direction.
+/// Per list: `sqrt(2 ln n) * s`, `s^2 = mean |x - c|^2 / xdim`: the
+/// expected maximum of `n` Gaussian values of standard deviation `s`, i.e.
+/// how far the best of the list's rows reaches beyond its centroid along a
+/// random unit direction. Lists are ranked by `<[q, 1], c> + |q| spread`,
+/// an estimate of the best score in the list: ranking by `<[q, 1], c>`
+/// alone penalises a list that merged several clusters (its centroid, a mean
+/// of several directions, is short), which k-means produces wherever the
+/// data have more clusters than `nlist` (W1 at 200,000 rows and 1,789 lists:
+/// recall@10 at nprobe 1 is 0.48 with the plain inner product and 0.97 with
+/// the spread term).
 #[allow(clippy::too_many_arguments)]
 fn list_spread(
     w: &[f32],
@@ -841,25 +838,77 @@ impl Ivf {
             );
         }
         let mut st = SearchStats::default();
-        SCRATCH.with(|s| {
-            let mut s = s.borrow_mut();
-            for i in 0..nq {
-                self.search_one(
-                    tier,
-                    &q[i * q_stride..i * q_stride + self.dim],
-                    k,
-                    sp,
-                    &mut s,
-                    &mut out_ids[i * k..(i + 1) * k],
-                    &mut out_scores[i * k..(i + 1) * k],
-                    &mut st,
-                );
-            }
-        });
+        if k > 0 {
+            SCRATCH.with(|s| {
+                let mut s = s.borrow_mut();
+                let mut q0 = 0;
+                while q0 < nq {
+                    let nb = QUERY_BATCH.min(nq - q0);
+                    self.centroid_scores(tier, &q[q0 * q_stride..], q_stride, nb, &mut s.cscore);
+                    for i in q0..q0 + nb {
+                        self.search_one(
+                            tier,
+                            &q[i * q_stride..i * q_stride + self.dim],
+                            i - q0,
+                            k,
+                            sp,
+                            &mut s,
+                            &mut out_ids[i * k..(i + 1) * k],
+                            &mut out_scores[i * k..(i + 1) * k],
+                            &mut st,
+                        );
+                    }
+                    q0 += nb;
+                }
+            });
+        }
         if let Some(o) = stats {
             *o = st;
         }
         Ok(())
+    }
+
+    /// `<q_i, c>` for `nb` queries into `out[i * nlist ..]`: one pass over
+    /// the centroids, in tiles of [`crate::dense::ROW_TILE`] centroids that
+    /// stay in L1 while every query of the batch is multiplied with them.
+    fn centroid_scores(
+        &self,
+        tier: Isa,
+        q: &[f32],
+        q_stride: usize,
+        nb: usize,
+        out: &mut Vec<f32>,
+    ) {
+        let (dim, nlist) = (self.dim, self.nlist);
+        grow(out, nb * nlist);
+        let tile = kd::kernels(tier).tile;
+        let rt = if nb == 1 {
+            nlist
+        } else {
+            crate::dense::ROW_TILE
+        };
+        let mut r0 = 0;
+        while r0 < nlist {
+            let nr = rt.min(nlist - r0);
+            // SAFETY: centroids r0..r0+nr exist (nlist rows of dim floats,
+            // stride dim); q holds nb queries at q_stride (checked by the
+            // caller); out holds nb * nlist >= (nb - 1) * nlist + r0 + nr;
+            // dim >= 1; the tier is supported.
+            unsafe {
+                tile(
+                    &self.centroids[r0 * dim..],
+                    dim,
+                    nr,
+                    dim,
+                    q,
+                    q_stride,
+                    nb,
+                    &mut out[r0..],
+                    nlist,
+                )
+            };
+            r0 += nr;
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -867,6 +916,7 @@ impl Ivf {
         &self,
         tier: Isa,
         q: &[f32],
+        qi: usize,
         k: usize,
         sp: &SearchParams,
         s: &mut Scratch,
@@ -874,40 +924,18 @@ impl Ivf {
         out_scores: &mut [f32],
         st: &mut SearchStats,
     ) {
-        if k == 0 {
-            return;
-        }
         let (dim, nlist) = (self.dim, self.nlist);
         let nprobe = (sp.nprobe as usize).min(nlist);
         let tile = kd::kernels(tier).tile;
-        grow(&mut s.cscore, nlist);
         grow(&mut s.lists, nprobe);
         grow(&mut s.lscore, nprobe);
-        // SAFETY: the centroids are nlist rows of dim floats (stride dim),
-        // q holds dim floats, cscore nlist; dim >= 1; the tier is supported.
-        unsafe {
-            tile(
-                &self.centroids,
-                dim,
-                nlist,
-                dim,
-                q,
-                dim,
-                1,
-                &mut s.cscore,
-                nlist,
-            )
-        };
-        let qn = q.iter().map(|&v| v * v).sum::<f32>().sqrt() * beta();
-        for ((c, b), t) in s.cscore[..nlist]
-            .iter_mut()
-            .zip(&self.cbias)
-            .zip(&self.spread)
-        {
+        let qn = q.iter().map(|&v| v * v).sum::<f32>().sqrt();
+        let cs = &mut s.cscore[qi * nlist..(qi + 1) * nlist];
+        for ((c, b), t) in cs.iter_mut().zip(&self.cbias).zip(&self.spread) {
             *c += b + qn * t;
         }
         topk_segment(
-            &s.cscore[..nlist],
+            &s.cscore[qi * nlist..(qi + 1) * nlist],
             None,
             nprobe,
             &mut s.heap,
