@@ -34,6 +34,8 @@ pub mod labels;
 /// cbindgen:ignore
 pub mod matmul;
 /// cbindgen:ignore
+pub mod qdot;
+/// cbindgen:ignore
 pub mod rng;
 /// cbindgen:ignore
 pub mod simhash;
