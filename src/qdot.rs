@@ -138,7 +138,7 @@ impl Variant {
 }
 
 fn check_dim_pad(dim_pad: usize) -> Result<()> {
-    if dim_pad == 0 || dim_pad % PAD != 0 || dim_pad > MAX_DIM_PAD {
+    if dim_pad == 0 || !dim_pad.is_multiple_of(PAD) || dim_pad > MAX_DIM_PAD {
         bail!(
             InvalidArgument,
             "dim_pad is {dim_pad}; it must be a non-zero multiple of {PAD}, at most {MAX_DIM_PAD}"
@@ -167,7 +167,11 @@ fn check_run(
     out: usize,
 ) -> Result<()> {
     check_dim_pad(dim_pad)?;
-    check_len(codes, checked_mul(nrows, dim_pad, "nrows * dim_pad")?, "codes")?;
+    check_len(
+        codes,
+        checked_mul(nrows, dim_pad, "nrows * dim_pad")?,
+        "codes",
+    )?;
     check_len(q, dim_pad, "q")?;
     check_len(sums, nrows, "sums")?;
     check_len(out, nrows, "out")
@@ -423,11 +427,7 @@ pub fn quantize_rows_with(
     let row = |r: usize| &w[r * stride..r * stride + dim];
     if let Some(o) = order {
         if let Some(i) = o.iter().position(|&id| id as usize >= rows) {
-            bail!(
-                IndexOutOfRange,
-                "order[{i}] is {}, w has {rows} rows",
-                o[i]
-            );
+            bail!(IndexOutOfRange, "order[{i}] is {}, w has {rows} rows", o[i]);
         }
     }
     // Non-finite check over the rows that will be quantised.
@@ -532,7 +532,10 @@ impl QRows {
         let mut sums = try_vec(rows, "sums")?;
         for (r, (row, s)) in codes.chunks_exact(dim_pad).zip(&mut sums).enumerate() {
             if let Some(j) = row[..dim].iter().position(|&c| c == -128) {
-                bail!(InvalidArgument, "codes[{r}][{j}] is -128 (range -127..=127)");
+                bail!(
+                    InvalidArgument,
+                    "codes[{r}][{j}] is -128 (range -127..=127)"
+                );
             }
             if let Some(j) = row[dim..].iter().position(|&c| c != 0) {
                 bail!(
@@ -627,16 +630,7 @@ impl QRows {
         // n * dim_pad bytes and sums n values from `first`; q holds dim_pad
         // bytes <= 127 (QQuery's invariant) and matches; out holds n; the
         // variant is supported.
-        unsafe {
-            (v.k.dot)(
-                codes,
-                self.dim_pad,
-                n,
-                q.codes(),
-                &self.sums[first..],
-                out,
-            )
-        };
+        unsafe { (v.k.dot)(codes, self.dim_pad, n, q.codes(), &self.sums[first..], out) };
         Ok(())
     }
 

@@ -129,7 +129,11 @@ fn check_all(
     for r in 0..nrows {
         let d = want[r] as i32;
         let exp = d as f32 * (scales[r] * scale_q);
-        assert_eq!(ref_scores[r].to_bits(), exp.to_bits(), "{what} scalar score");
+        assert_eq!(
+            ref_scores[r].to_bits(),
+            exp.to_bits(),
+            "{what} scalar score"
+        );
         assert_eq!(ref_scores_b[r].to_bits(), (exp + bias[r]).to_bits());
     }
     for &v in vs {
@@ -144,7 +148,12 @@ fn check_all(
                 v.name()
             );
         }
-        assert_eq!(out[nrows], i32::MIN, "{what}: {} wrote past nrows", v.name());
+        assert_eq!(
+            out[nrows],
+            i32::MIN,
+            "{what}: {} wrote past nrows",
+            v.name()
+        );
         for (b, refs) in [(None, &ref_scores), (Some(bias), &ref_scores_b)] {
             let mut s = vec![f32::NAN; nrows + 1];
             qscore_u8i8_with(
@@ -202,7 +211,16 @@ fn kernels_unaligned_start() {
             let scales = vec![0.5f32; nrows];
             let bias = vec![0.25f32; nrows];
             check_all(
-                &vs, codes, dim_pad, nrows, q, &sums, &scales, &bias, 1.0, "unaligned",
+                &vs,
+                codes,
+                dim_pad,
+                nrows,
+                q,
+                &sums,
+                &scales,
+                &bias,
+                1.0,
+                "unaligned",
             );
         }
     }
@@ -318,7 +336,9 @@ fn quantised_runs_every_dim_every_variant() {
                     .unwrap();
                 assert_eq!(o, want_i, "{} dim {dim}", v.name());
                 assert!(
-                    s.iter().zip(&want_s).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    s.iter()
+                        .zip(&want_s)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
                     "{} dim {dim}",
                     v.name()
                 );
@@ -381,7 +401,10 @@ fn quantize_rows_properties() {
             assert!(c[..dim].iter().any(|&x| x.abs() == 127), "row {r}");
             for j in 0..dim {
                 let e = (row[j] as f64 - s as f64 * c[j] as f64).abs();
-                assert!(e <= s as f64 * H, "dim {dim} row {r} col {j}: err {e}, scale {s}");
+                assert!(
+                    e <= s as f64 * H,
+                    "dim {dim} row {r} col {j}: err {e}, scale {s}"
+                );
                 // Round to nearest: no other code is closer.
                 let alt = (row[j] as f64 / s as f64).round().clamp(-127.0, 127.0);
                 assert!((alt - c[j] as f64).abs() <= 1.0);
@@ -551,7 +574,10 @@ fn error_bound_holds() {
         }
     }
     println!("largest error / bound: {worst:.3}");
-    assert!(worst > 0.01, "the bound is never approached: test too weak?");
+    assert!(
+        worst > 0.01,
+        "the bound is never approached: test too weak?"
+    );
 }
 
 #[test]
@@ -615,7 +641,14 @@ fn argument_errors() {
         Status::BufferTooSmall
     );
     assert_eq!(
-        st(qdot::qdot_u8i8(&codes, usize::MAX / 64 * 64, 2, &q, &sums, &mut out)),
+        st(qdot::qdot_u8i8(
+            &codes,
+            usize::MAX / 64 * 64,
+            2,
+            &q,
+            &sums,
+            &mut out
+        )),
         Status::InvalidArgument
     );
     let mut badq = q.clone();
@@ -696,19 +729,22 @@ fn argument_errors() {
             .status,
         Status::BufferTooSmall
     );
-    assert_eq!(QQuery::new(100).unwrap_err().status, Status::InvalidArgument);
+    assert_eq!(
+        QQuery::new(100).unwrap_err().status,
+        Status::InvalidArgument
+    );
     let qr = quantize_rows(&w, 2, 5, 5).unwrap();
     let qq = QQuery::new(64).unwrap();
     let mut o = vec![0i32; 3];
-    assert_eq!(
-        st(qr.dot_run(1, 2, &qq, &mut o)),
-        Status::IndexOutOfRange
-    );
+    assert_eq!(st(qr.dot_run(1, 2, &qq, &mut o)), Status::IndexOutOfRange);
     assert_eq!(
         st(qr.dot_run(usize::MAX, 2, &qq, &mut o)),
         Status::IndexOutOfRange
     );
-    assert_eq!(st(qr.dot_run(0, 2, &qq, &mut o[..1])), Status::BufferTooSmall);
+    assert_eq!(
+        st(qr.dot_run(0, 2, &qq, &mut o[..1])),
+        Status::BufferTooSmall
+    );
     assert_eq!(
         st(qr.dot_run(0, 2, &QQuery::new(128).unwrap(), &mut o)),
         Status::InvalidArgument
@@ -761,6 +797,7 @@ fn same(a: &[(f32, u32)], b: &[(f32, u32)]) -> bool {
 }
 
 #[test]
+#[allow(clippy::needless_range_loop)]
 fn topr_matches_full_sort() {
     let mut rng = SplitMix64::new(7);
     let mut t = TopR::new(0);
@@ -818,7 +855,10 @@ fn topr_matches_full_sort() {
         assert!(thresholds_ok, "case {case}: threshold above the R-th best");
         let want = top_by_sort(&items, r);
         let got = t.finish().to_vec();
-        assert!(same(&got, &want), "case {case} n {n} r {r}: {got:?} vs {want:?}");
+        assert!(
+            same(&got, &want),
+            "case {case} n {n} r {r}: {got:?} vs {want:?}"
+        );
         // finish is repeatable and pushing afterwards still works.
         assert!(same(t.finish(), &want));
         t.push(f32::MAX, 0);

@@ -45,12 +45,7 @@ unsafe fn step<const VNNI: bool>(acc: __m512i, u: __m512i, c: __m512i, ones: __m
 #[inline(always)]
 unsafe fn fold(a: __m512i) -> __m256i {
     // SAFETY: register-only avx512f operations.
-    unsafe {
-        _mm256_add_epi32(
-            _mm512_castsi512_si256(a),
-            _mm512_extracti64x4_epi64::<1>(a),
-        )
-    }
+    unsafe { _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64::<1>(a)) }
 }
 
 /// Accumulators of `R` (1 or 4) rows from `p`. With `N > 0`,
