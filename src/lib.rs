@@ -36,6 +36,8 @@ pub mod labels;
 /// cbindgen:ignore
 pub mod matmul;
 /// cbindgen:ignore
+pub mod qdot;
+/// cbindgen:ignore
 pub mod rng;
 /// cbindgen:ignore
 pub mod simhash;
