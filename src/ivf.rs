@@ -30,9 +30,10 @@
 //! centroids of each row; whenever the best is not ahead of the others by
 //! more than twice the kernels' error bound, the decision is re-taken in
 //! f64 in a fixed order (plain Rust, identical on every platform), and the
-//! centroid means are summed in f64 in row order. A query's candidate set is
-//! tier-independent too (integer codes); only the last bits of the exact
-//! re-ranked scores depend on the tier, within the gathered matmul's bound.
+//! centroid means are summed in f64 in row order. A query's lists and
+//! candidates are tier-independent too (integer codes, and the same scalar
+//! scaling on every tier); only the last bits of the exact re-ranked scores
+//! depend on the tier, within the gathered matmul's bound.
 //!
 //! # Scores
 //! Returned scores are exact logits (within the f32 dot-product bound of
@@ -43,15 +44,15 @@ use std::cell::RefCell;
 use std::path::Path;
 
 use crate::bail;
-use crate::dense::{DenseLayer, QUERY_BATCH};
+use crate::dense::DenseLayer;
 use crate::error::{checked_mul, strided_len, Error, Result, Status};
 use crate::format::{self, SectionOut};
 use crate::isa::{self, Isa};
 use crate::kernels::dense as kd;
 use crate::kernels::matmul::{self as km, Rows};
 use crate::matmul::{topk_segment, TOPK_PAD_ID};
+use crate::qdot::{self, QQuery, QRows, Variant};
 use crate::rng::SplitMix64;
-use qcodes::QRows;
 
 /// How list rows are scored before re-ranking.
 #[repr(u32)]
@@ -168,6 +169,8 @@ pub struct Ivf {
     exact: Exact,
     /// int8 codes by position ([`Codes::I8`]).
     codes: Option<QRows>,
+    /// int8 codes of the centroids (the lists are chosen from these).
+    cq: QRows,
 }
 
 // SAFETY: immutable after construction; the borrowed pointer is read-only
@@ -181,8 +184,7 @@ struct Scratch {
     cscore: Vec<f32>,
     lists: Vec<u32>,
     lscore: Vec<f32>,
-    qu8: Vec<u8>,
-    iscore: Vec<i32>,
+    qq: Option<QQuery>,
     approx: Vec<f32>,
     pos: Vec<u32>,
     cand: Vec<u32>,
@@ -682,9 +684,18 @@ impl Ivf {
         };
         let codes = match p.codes {
             Codes::None => None,
-            Codes::I8 => Some(QRows::quantize_gather(w, dim, w_stride, &ids)?),
+            Codes::I8 => Some(qdot::quantize_rows_with(
+                w,
+                rows,
+                dim,
+                w_stride,
+                Some(&ids),
+                threads,
+            )?),
         };
+        let cq = qdot::quantize_rows(&centroids, nlist, dim, dim)?;
         Ok(Ivf {
+            cq,
             rows,
             dim,
             nlist,
@@ -837,28 +848,27 @@ impl Ivf {
                 out_scores.len()
             );
         }
+        for i in 0..nq {
+            let qi = &q[i * q_stride..i * q_stride + self.dim];
+            if let Some(j) = qi.iter().position(|v| !v.is_finite()) {
+                bail!(NonFinite, "q[{i}][{j}] is {} (finite values needed)", qi[j]);
+            }
+        }
         let mut st = SearchStats::default();
         if k > 0 {
             SCRATCH.with(|s| {
                 let mut s = s.borrow_mut();
-                let mut q0 = 0;
-                while q0 < nq {
-                    let nb = QUERY_BATCH.min(nq - q0);
-                    self.centroid_scores(tier, &q[q0 * q_stride..], q_stride, nb, &mut s.cscore);
-                    for i in q0..q0 + nb {
-                        self.search_one(
-                            tier,
-                            &q[i * q_stride..i * q_stride + self.dim],
-                            i - q0,
-                            k,
-                            sp,
-                            &mut s,
-                            &mut out_ids[i * k..(i + 1) * k],
-                            &mut out_scores[i * k..(i + 1) * k],
-                            &mut st,
-                        );
-                    }
-                    q0 += nb;
+                for i in 0..nq {
+                    self.search_one(
+                        tier,
+                        &q[i * q_stride..i * q_stride + self.dim],
+                        k,
+                        sp,
+                        &mut s,
+                        &mut out_ids[i * k..(i + 1) * k],
+                        &mut out_scores[i * k..(i + 1) * k],
+                        &mut st,
+                    );
                 }
             });
         }
@@ -868,55 +878,11 @@ impl Ivf {
         Ok(())
     }
 
-    /// `<q_i, c>` for `nb` queries into `out[i * nlist ..]`: one pass over
-    /// the centroids, in tiles of [`crate::dense::ROW_TILE`] centroids that
-    /// stay in L1 while every query of the batch is multiplied with them.
-    fn centroid_scores(
-        &self,
-        tier: Isa,
-        q: &[f32],
-        q_stride: usize,
-        nb: usize,
-        out: &mut Vec<f32>,
-    ) {
-        let (dim, nlist) = (self.dim, self.nlist);
-        grow(out, nb * nlist);
-        let tile = kd::kernels(tier).tile;
-        let rt = if nb == 1 {
-            nlist
-        } else {
-            crate::dense::ROW_TILE
-        };
-        let mut r0 = 0;
-        while r0 < nlist {
-            let nr = rt.min(nlist - r0);
-            // SAFETY: centroids r0..r0+nr exist (nlist rows of dim floats,
-            // stride dim); q holds nb queries at q_stride (checked by the
-            // caller); out holds nb * nlist >= (nb - 1) * nlist + r0 + nr;
-            // dim >= 1; the tier is supported.
-            unsafe {
-                tile(
-                    &self.centroids[r0 * dim..],
-                    dim,
-                    nr,
-                    dim,
-                    q,
-                    q_stride,
-                    nb,
-                    &mut out[r0..],
-                    nlist,
-                )
-            };
-            r0 += nr;
-        }
-    }
-
     #[allow(clippy::too_many_arguments)]
     fn search_one(
         &self,
         tier: Isa,
         q: &[f32],
-        qi: usize,
         k: usize,
         sp: &SearchParams,
         s: &mut Scratch,
@@ -929,13 +895,27 @@ impl Ivf {
         let tile = kd::kernels(tier).tile;
         grow(&mut s.lists, nprobe);
         grow(&mut s.lscore, nprobe);
+        let dp = self.cq.dim_pad();
+        if s.qq.as_ref().is_none_or(|x| x.dim_pad() != dp) {
+            s.qq = Some(QQuery::new(dp).expect("dim_pad of stored codes is valid"));
+        }
+        let v = Variant::of(tier).expect("tier checked");
+        s.qq.as_mut()
+            .unwrap()
+            .set(q)
+            .expect("queries are checked finite");
+        let qq = s.qq.as_ref().unwrap();
+        grow(&mut s.cscore, nlist);
+        self.cq
+            .score_run_with(v, 0, nlist, qq, None, &mut s.cscore[..nlist])
+            .expect("centroid run");
         let qn = q.iter().map(|&v| v * v).sum::<f32>().sqrt();
-        let cs = &mut s.cscore[qi * nlist..(qi + 1) * nlist];
+        let cs = &mut s.cscore[..nlist];
         for ((c, b), t) in cs.iter_mut().zip(&self.cbias).zip(&self.spread) {
             *c += b + qn * t;
         }
         topk_segment(
-            &s.cscore[qi * nlist..(qi + 1) * nlist],
+            &s.cscore[..nlist],
             None,
             nprobe,
             &mut s.heap,
@@ -954,10 +934,7 @@ impl Ivf {
         let mut n = 0;
         match &self.codes {
             Some(codes) => {
-                let dp = codes.dim_pad();
-                grow(&mut s.qu8, dp);
-                grow(&mut s.iscore, total);
-                let sq = qcodes::quantize_query(q, &mut s.qu8[..dp]);
+                let qq = s.qq.as_ref().unwrap();
                 for &l in &s.lists[..nprobe] {
                     if l == TOPK_PAD_ID {
                         continue;
@@ -966,16 +943,12 @@ impl Ivf {
                         self.offsets[l as usize] as usize,
                         self.offsets[l as usize + 1] as usize,
                     );
-                    codes.dot_range(tier, a, b, &s.qu8[..dp], &mut s.iscore[n..n + b - a]);
-                    let sc = codes.scales();
-                    for j in 0..b - a {
-                        let p = a + j;
-                        let mut v = sq * sc[p] * s.iscore[n + j] as f32;
-                        if has_bias {
-                            v += self.bias_pos[p];
-                        }
-                        s.approx[n + j] = v;
-                        s.pos[n + j] = p as u32;
+                    let bias = has_bias.then(|| &self.bias_pos[a..b]);
+                    codes
+                        .score_run_with(v, a, b - a, qq, bias, &mut s.approx[n..n + b - a])
+                        .expect("runs lie within the stored rows");
+                    for (d, p) in s.pos[n..n + b - a].iter_mut().zip(a as u32..) {
+                        *d = p;
                     }
                     n += b - a;
                 }
@@ -1117,7 +1090,6 @@ impl Ivf {
                 "QSCALES",
                 vec![format::as_bytes(c.scales())],
             ));
-            secs.push(SectionOut::new("QSUMS", vec![format::as_bytes(c.sums())]));
         }
         format::write_file(path, format::KIND_IVF, &secs)
     }
@@ -1266,20 +1238,25 @@ impl Ivf {
             Codes::None => None,
             Codes::I8 => {
                 let sc = f32s("QSCALES", rows)?;
-                let sums: Vec<i32> = u32s("QSUMS", rows)?.into_iter().map(|v| v as i32).collect();
-                Some(QRows::from_parts(
-                    c.section("QCODES")?,
-                    rows,
-                    dim,
-                    sc,
-                    sums,
-                )?)
+                let b = c.section("QCODES")?;
+                // SAFETY: i8 and u8 have the same size and alignment, and
+                // every bit pattern is valid for both.
+                let codes = unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<i8>(), b.len()) };
+                Some(QRows::from_parts(rows, dim, codes, &sc).map_err(|e| {
+                    Error::new(
+                        Status::BadFileFormat,
+                        format!("QCODES/QSCALES: {}", e.message),
+                    )
+                })?)
             }
         };
+        let cq = qdot::quantize_rows(&centroids, nlist, dim, dim)
+            .map_err(|e| Error::new(Status::BadFileFormat, format!("CENTROID: {}", e.message)))?;
         if codes.is_none() && matches!(exact, Exact::Borrowed { .. }) {
             bail!(BadFileFormat, "a borrowed IVF index must have codes");
         }
         Ok(Ivf {
+            cq,
             rows,
             dim,
             nlist,
@@ -1298,117 +1275,3 @@ impl Ivf {
 
 const IVF_PARAMS_VERSION: u32 = 1;
 const IVF_PARAMS_LEN: usize = 48;
-
-/// int8 codes of the rows in list order (temporary scalar scoring; the
-/// qdot kernel family replaces `dot_range`).
-mod qcodes {
-    use crate::error::Result;
-    use crate::isa::Isa;
-
-    pub struct QRows {
-        codes: Vec<i8>,
-        dim: usize,
-        dim_pad: usize,
-        scales: Vec<f32>,
-        sums: Vec<i32>,
-    }
-
-    /// 7-bit query: `u_j = round(q_j / s) + 64` in 1..=127, padding 64;
-    /// returns `s`.
-    pub fn quantize_query(q: &[f32], out: &mut [u8]) -> f32 {
-        let max = q.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        let s = max / 63.0;
-        for (j, o) in out.iter_mut().enumerate() {
-            *o = if j < q.len() && s > 0.0 {
-                ((q[j] / s).round_ties_even().clamp(-63.0, 63.0) as i32 + 64) as u8
-            } else {
-                64
-            };
-        }
-        s
-    }
-
-    impl QRows {
-        pub fn quantize_gather(w: &[f32], dim: usize, stride: usize, ids: &[u32]) -> Result<QRows> {
-            let dim_pad = dim.div_ceil(64) * 64;
-            let n = ids.len();
-            let mut codes = vec![0i8; n * dim_pad];
-            let mut scales = vec![0f32; n];
-            let mut sums = vec![0i32; n];
-            for (p, &r) in ids.iter().enumerate() {
-                let row = &w[r as usize * stride..r as usize * stride + dim];
-                let max = row.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-                let s = max / 127.0;
-                let o = &mut codes[p * dim_pad..p * dim_pad + dim];
-                for (d, &v) in o.iter_mut().zip(row) {
-                    *d = if s == 0.0 {
-                        0
-                    } else {
-                        (v / s).round_ties_even().clamp(-127.0, 127.0) as i8
-                    };
-                }
-                scales[p] = s;
-                sums[p] = o.iter().map(|&c| i32::from(c)).sum();
-            }
-            Ok(QRows {
-                codes,
-                dim,
-                dim_pad,
-                scales,
-                sums,
-            })
-        }
-        pub fn from_parts(
-            b: &[u8],
-            rows: usize,
-            dim: usize,
-            scales: Vec<f32>,
-            sums: Vec<i32>,
-        ) -> Result<QRows> {
-            let dim_pad = dim.div_ceil(64) * 64;
-            if b.len() != rows * dim_pad {
-                crate::bail!(
-                    BadFileFormat,
-                    "QCODES is {} bytes, {} expected",
-                    b.len(),
-                    rows * dim_pad
-                );
-            }
-            Ok(QRows {
-                codes: b.iter().map(|&v| v as i8).collect(),
-                dim,
-                dim_pad,
-                scales,
-                sums,
-            })
-        }
-        pub fn dim_pad(&self) -> usize {
-            self.dim_pad
-        }
-        pub fn codes(&self) -> &[i8] {
-            &self.codes
-        }
-        pub fn scales(&self) -> &[f32] {
-            &self.scales
-        }
-        pub fn sums(&self) -> &[i32] {
-            &self.sums
-        }
-        pub fn memory_bytes(&self) -> usize {
-            self.codes.len() + 4 * (self.scales.len() + self.sums.len())
-        }
-        /// `out[j] = sum_i c_q,i c_(a+j),i` for rows a..b.
-        pub fn dot_range(&self, _tier: Isa, a: usize, b: usize, q: &[u8], out: &mut [i32]) {
-            let _ = self.dim;
-            for (o, p) in out.iter_mut().zip(a..b) {
-                let c = &self.codes[p * self.dim_pad..(p + 1) * self.dim_pad];
-                let raw: i32 = c
-                    .iter()
-                    .zip(q)
-                    .map(|(&c, &u)| i32::from(c) * i32::from(u))
-                    .sum();
-                *o = raw - 64 * self.sums[p];
-            }
-        }
-    }
-}
