@@ -1167,12 +1167,11 @@ impl Ivf {
         };
         let f32s = |name: &str, n: usize| -> Result<Vec<f32>> {
             let b = c.section(name)?;
-            if b.len() != n * 4 {
+            if n.checked_mul(4) != Some(b.len()) {
                 bail!(
                     BadFileFormat,
-                    "{name} is {} bytes, {} expected",
-                    b.len(),
-                    n * 4
+                    "{name} is {} bytes, {n} 4-byte values expected",
+                    b.len()
                 );
             }
             Ok(b.chunks_exact(4)
@@ -1181,12 +1180,11 @@ impl Ivf {
         };
         let u32s = |name: &str, n: usize| -> Result<Vec<u32>> {
             let b = c.section(name)?;
-            if b.len() != n * 4 {
+            if n.checked_mul(4) != Some(b.len()) {
                 bail!(
                     BadFileFormat,
-                    "{name} is {} bytes, {} expected",
-                    b.len(),
-                    n * 4
+                    "{name} is {} bytes, {n} 4-byte values expected",
+                    b.len()
                 );
             }
             Ok(b.chunks_exact(4)
