@@ -11,6 +11,8 @@
 //! `gamma53(dim + 2)` times the same sum, added to the bound. The storage
 //! rounding of bf16 / f16 / int8 W is tested separately (conversion tests).
 
+mod common;
+
 use lshk::matmul::{self, Schedule, WeightMatrix, Weights};
 use lshk::rng::SplitMix64;
 use lshk::{Isa, Status};
@@ -22,14 +24,9 @@ fn gamma(n: usize) -> f64 {
     nu / (1.0 - nu) + (n as f64) * f64::EPSILON
 }
 
-fn tiers() -> Vec<Isa> {
-    for t in Isa::ALL {
-        if !Isa::supported().any(|s| s == t) {
-            println!("skipped: {} tier (CPU lacks avx512f/bw/dq/vl)", t.name());
-        }
-    }
-    Isa::supported().collect()
-}
+// Every tier this CPU supports (capped by `LSHK_MAX_ISA`), printed once per
+// test; under CI a supported tier that does not run fails the test.
+use common::tiers::for_this_test as tiers;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Dt {
