@@ -1,7 +1,11 @@
-//! Gathered matmul, AVX-512 tier (avx512f + bw + dq + vl). Executed on two
-//! AVX-512 machines (AMD Zen 4, Intel Sapphire/Emerald Rapids; issue 12):
-//! every kernel here matched the scalar oracle within the f32 bound. Not
-//! executable on the development machine (Zen 3, no AVX-512).
+//! Gathered matmul, AVX-512 tier (avx512f + bw + dq + vl). The f32, f16 and
+//! int8 kernels were executed on two AVX-512 machines (AMD Zen 4, Intel
+//! Sapphire/Emerald Rapids; issue 12) and matched the oracle within the f32
+//! bound. The bf16 kernel (`dot_bf16_512`) has NOT been executed on AVX-512
+//! hardware yet: both machines have AVX-512 BF16, so they ran the removed
+//! `vdpbf16ps` kernel instead; it is the same `dot_rows` with the bf16 load
+//! below. Not executable on the development machine (Zen 3). See
+//! docs/avx512.md.
 //!
 //! Instructions and why:
 //! * `vfmadd231ps zmm`: 4 rows x 2 accumulators of 16 lanes.
