@@ -51,9 +51,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::c_char;
 use std::ptr::{null, null_mut};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+mod common;
 
 use lshk::ffi::index::*;
 use lshk::ffi::labels::*;
@@ -333,19 +335,32 @@ fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
-/// A tier value: usually a supported one, sometimes unsupported or bad.
+/// Bit `t` set: an `_isa` call on tier `t` returned OK (tier `t` ran).
+static TIERS_RAN: AtomicU32 = AtomicU32::new(0);
+
+fn tier_ran(isa: Option<u32>) {
+    if let Some(t) = isa {
+        TIERS_RAN.fetch_or(1 << t.min(31), Ordering::Relaxed);
+    }
+}
+
+/// A tier value: usually a supported one (at most `LSHK_MAX_ISA`, see
+/// tests/common/tiers.rs), sometimes unsupported or bad.
 fn tier(r: &mut R, v: &mut Verdict) -> u32 {
-    let sup: Vec<Isa> = Isa::supported().collect();
+    // What the CPU has decides the expected status; the developer's cap
+    // only narrows which supported tiers are picked.
+    let cpu_has_avx512 = Isa::supported().any(|t| t == Isa::Avx512);
+    let run: Vec<Isa> = common::tiers::selected();
     match r.u(8) {
         0 => {
             v.err("not an lshk_isa value");
             r.pick(&[4, 5, 0xFFFF_FFFF, 1 << 31])
         }
-        1 if !sup.contains(&Isa::Avx512) => {
+        1 if !cpu_has_avx512 => {
             v.err("the CPU lacks the tier");
             LSHK_ISA_AVX512
         }
-        _ => r.pick(&sup) as u32,
+        _ => r.pick(&run) as u32,
     }
 }
 
@@ -742,6 +757,7 @@ fn fuzz_matmul(c: &mut Ctx) {
         }
         return;
     }
+    tier_ran(isa);
     if out.v[out_len].to_bits() != CANARY {
         c.fail(format!("{func} wrote past out_len"));
     }
@@ -1680,6 +1696,7 @@ fn fuzz_gather(c: &mut Ctx, idx: &[Idx]) {
         }
         return;
     }
+    tier_ran(isa);
     let Some(rf) = reference else {
         c.fail(format!(
             "{func} returned OK where the reference refused the call"
@@ -2714,5 +2731,17 @@ fn fuzz_c_abi_arguments() {
         "{} failures:\n{}",
         c.failures.len(),
         c.failures.join("\n")
+    );
+    // Which tiers the `_isa` calls ran (an OK call on that tier); under CI a
+    // supported tier none of them ran fails (at the default 50,000
+    // executions every tier is picked hundreds of times).
+    let ran_bits = TIERS_RAN.load(Ordering::Relaxed);
+    let ran: Vec<Isa> = Isa::ALL
+        .into_iter()
+        .filter(|&t| ran_bits & (1 << t as u32) != 0)
+        .collect();
+    common::tiers::report(
+        "fuzz_c_abi_arguments (the _isa calls that returned OK)",
+        &ran,
     );
 }
