@@ -3,14 +3,17 @@
 //! checksum), candidate scores agree across tiers, save/load round trips,
 //! recall on a structured layer, and refused inputs.
 
+mod common;
+
 use std::path::PathBuf;
 
+use common::tiers::for_this_test as tiers;
 use lshk::data::{queries_near_labels, structured_layer};
 use lshk::dense::DenseLayer;
 use lshk::ivf::{Codes, Ivf, IvfParams, SearchParams, SearchStats};
 use lshk::matmul::TOPK_PAD_ID;
 use lshk::rng::SplitMix64;
-use lshk::{Isa, Status};
+use lshk::Status;
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("lshk-ivf-test-{}", std::process::id()));
@@ -21,15 +24,6 @@ fn tmp(name: &str) -> PathBuf {
 fn randn(n: usize, seed: u64) -> Vec<f32> {
     let mut r = SplitMix64::new(seed);
     (0..n).map(|_| r.next_normal() as f32).collect()
-}
-
-fn tiers() -> Vec<Isa> {
-    let t: Vec<Isa> = Isa::supported().collect();
-    println!(
-        "tiers run: {}",
-        t.iter().map(|t| t.name()).collect::<Vec<_>>().join(" ")
-    );
-    t
 }
 
 /// A small layer: `rows` x `dim` normal rows with a bias, `nq` queries.
