@@ -231,6 +231,13 @@ pub unsafe extern "C" fn lshk_ivf_build(
             1 => true,
             v => bail!(InvalidArgument, "p->borrow is {v}; it must be 0 or 1"),
         };
+        if borrow && codes == Codes::None {
+            bail!(
+                InvalidArgument,
+                "p->borrow is 1 but codes is LSHK_IVF_CODES_NONE, which scores the \
+                 index's own f32 copy: set borrow = 0"
+            );
+        }
         if rows == 0 {
             bail!(InvalidArgument, "rows must be >= 1");
         }
