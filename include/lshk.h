@@ -1350,7 +1350,7 @@ lshk_status lshk_ivf_build(const float *w,
  The top `k` rows of `W q + b` for each of `nq` queries (query i at
  `q + i * q_stride`, `q_stride >= dim` elements): the centroids are
  scored, the `s->nprobe` best lists visited, their rows scored from the
- int8 codes, the `s->rerank` best re-scored exactly (module docs of
+ int8 codes, the `s->rerank` best re-scored exactly (see
  lshk_ivf_search). Writes `out_ids[i*k .. i*k + k]` (and `out_scores`,
  when not NULL) per query: descending by score, equal scores by smaller
  id, padded with UINT32_MAX / -INFINITY when the visited lists hold
