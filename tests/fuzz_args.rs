@@ -36,8 +36,10 @@
 //!   underflow, NaN/inf classes equal; softmax within
 //!   `(2|x-m| + 8) * 2^-24` relative; top-k bit-exact), or, where the
 //!   reference is the safe Rust API (multi-probe gather, index query,
-//!   label-aware tables), equal to it bit for bit; inputs are unchanged
-//!   and no byte after the documented output length is written.
+//!   label-aware tables, IVF build and query), equal to it bit for bit;
+//!   a full IVF search (every list, every candidate re-ranked) is also
+//!   the brute-force top-k up to ties within the f32 bound; inputs are
+//!   unchanged and no byte after the documented output length is written.
 //!
 //! `LSHK_FUZZ_ITERS` sets the number of executions (default 50,000,
 //! ~15 s in the debug profile on the 2-core CI machine);
@@ -2716,10 +2718,7 @@ fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
             0 => match r.u(4) {
                 0 => q.mode = Mode::Null,
                 1 => oi_mode = Mode::Null,
-                2 => {
-                    handle = null();
-                    v.err("NULL handle")
-                }
+                2 => handle = null(),
                 _ => use_scores = false,
             },
             1 => match r.u(3) {
@@ -2757,13 +2756,14 @@ fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
             _ => {
                 foreign[0] = r.0.next_u64();
                 handle = r.pick(&[foreign.as_ptr().cast(), ivfs[0].h.cast_const()]);
-                if handle != ivfs[0].h.cast_const() {
-                    v.err("foreign handle");
-                }
             }
         }
     }
-    if handle == ivfs[0].h.cast_const() && !std::ptr::eq(ix, &ivfs[0]) {
+    if handle.is_null() {
+        v.err("NULL handle");
+    } else if handle == foreign.as_ptr().cast() {
+        v.err("foreign handle");
+    } else if handle != ix.h.cast_const() {
         // Another live IVF handle: valid, but of another shape; keep the
         // oracle simple by skipping.
         c.skipped += 1;
@@ -2988,10 +2988,10 @@ fn fuzz_ivf_build(c: &mut Ctx) {
                 use_bias = true;
                 bias.mode = Mode::Mis
             }
-            2 => rows = r.pick(&[0, rows + 1, hv, rows.saturating_sub(1)]),
-            3 => dim = r.pick(&[0, dim + 1, hv]),
-            4 => w_stride = r.pick(&[dim.saturating_sub(1), 0, hv, w_stride + 1]),
-            5 => p.nlist = r.pick(&[rows as u32, rows as u32 + 1, u32::MAX, hv32]),
+            2 => rows = r.pick(&[0, rows.saturating_add(1), hv, rows.saturating_sub(1)]),
+            3 => dim = r.pick(&[0, dim.saturating_add(1), hv]),
+            4 => w_stride = r.pick(&[dim.saturating_sub(1), 0, hv, w_stride.saturating_add(1)]),
+            5 => p.nlist = r.pick(&[rows as u32, (rows as u32).wrapping_add(1), u32::MAX, hv32]),
             6 => p.train_rows = r.pick(&[1, p.nlist.saturating_sub(1), u32::MAX]),
             7 => match r.u(4) {
                 0 => p.codes = r.pick(&[2, u32::MAX]),
@@ -3141,28 +3141,79 @@ fn fuzz_ivf_build(c: &mut Ctx) {
         eff.borrow == 1,
     )
     .unwrap();
-    let dir = std::env::temp_dir();
-    let (pa, pb) = (
-        dir.join(format!("lshk-fuzz-ivf-{}-a", std::process::id())),
-        dir.join(format!("lshk-fuzz-ivf-{}-b", std::process::id())),
-    );
-    let cpa = std::ffi::CString::new(pa.to_str().unwrap()).unwrap();
-    // SAFETY: a live handle and a NUL-terminated path.
-    let s1 = unsafe { lshk_ivf_save(h, cpa.as_ptr()) };
-    mirror.save(&pb).unwrap();
-    let (fa, fb) = (
-        std::fs::read(&pa).unwrap_or_default(),
-        std::fs::read(&pb).unwrap(),
-    );
-    let _ = (std::fs::remove_file(&pa), std::fs::remove_file(&pb));
-    let (mut sr, mut sd, mut sn) = (0usize, 0usize, 0u32);
+    // Through queries (every 16th build also through the saved files,
+    // which compare every section; a save syncs to disk, so not always):
+    // memory, shape, a full search and a one-list search without re-ranking
+    // (its scores come from the lists and codes), bit for bit.
+    let (mut sr, mut sd, mut sn, mut mem) = (0usize, 0usize, 0u32, 0usize);
     // SAFETY: a live handle; writable outputs.
-    let s2 = unsafe { lshk_ivf_shape(h, &mut sr, &mut sd, &mut sn) };
-    if s1 != LSHK_STATUS_OK || s2 != LSHK_STATUS_OK || fa != fb {
-        c.fail("lshk_ivf_build: the index differs from Ivf::build's".into());
+    let s2 = unsafe {
+        lshk_ivf_shape(h, &mut sr, &mut sd, &mut sn) | lshk_ivf_memory_bytes(h, &mut mem)
+    };
+    if s2 != LSHK_STATUS_OK
+        || (sr, sd, sn as usize) != (rows, dim, mirror.nlist())
+        || mem != mirror.memory_bytes()
+    {
+        c.fail("lshk_ivf_build: shape or memory differ from Ivf::build's".into());
     }
-    if (sr, sd, sn as usize) != (rows, dim, mirror.nlist()) {
-        c.fail("lshk_ivf_build: wrong shape".into());
+    let nq = 3;
+    let qs: Vec<f32> = (0..nq * dim)
+        .map(|i| wd[(i % dim) + (i / dim % rows) * w_stride] + 0.125)
+        .collect();
+    let kk = 4;
+    for (nprobe, rerank) in [(u32::MAX, u32::MAX), (1, 0)] {
+        let sp = lshk_ivf_search {
+            struct_size: std::mem::size_of::<lshk_ivf_search>() as u32,
+            nprobe,
+            rerank,
+        };
+        let (mut ci, mut cs) = (vec![0u32; nq * kk], vec![0f32; nq * kk]);
+        let (mut ri, mut rs) = (vec![0u32; nq * kk], vec![0f32; nq * kk]);
+        // SAFETY: nq queries of dim floats; outputs of nq * k.
+        let s3 = unsafe {
+            lshk_ivf_query(
+                h,
+                qs.as_ptr(),
+                nq,
+                dim,
+                kk as u32,
+                &sp,
+                ci.as_mut_ptr(),
+                cs.as_mut_ptr(),
+                null_mut(),
+            )
+        };
+        let rsp = SearchParams {
+            nprobe,
+            rerank: rerank.min(rows as u32),
+        };
+        let ok = mirror
+            .search(&qs, nq, dim, kk, &rsp, &mut ri, &mut rs)
+            .is_ok();
+        if s3 != LSHK_STATUS_OK || !ok || ci != ri || bits(&cs) != bits(&rs) {
+            c.fail(format!(
+                "lshk_ivf_build: search (nprobe {nprobe}, rerank {rerank}) differs from Ivf::build's: {ci:?} vs {ri:?}"
+            ));
+        }
+    }
+    if c.r.one_in(16) {
+        let dir = std::env::temp_dir();
+        let (pa, pb) = (
+            dir.join(format!("lshk-fuzz-ivf-{}-a", std::process::id())),
+            dir.join(format!("lshk-fuzz-ivf-{}-b", std::process::id())),
+        );
+        let cpa = std::ffi::CString::new(pa.to_str().unwrap()).unwrap();
+        // SAFETY: a live handle and a NUL-terminated path.
+        let s1 = unsafe { lshk_ivf_save(h, cpa.as_ptr()) };
+        mirror.save(&pb).unwrap();
+        let (fa, fb) = (
+            std::fs::read(&pa).unwrap_or_default(),
+            std::fs::read(&pb).unwrap(),
+        );
+        let _ = (std::fs::remove_file(&pa), std::fs::remove_file(&pb));
+        if s1 != LSHK_STATUS_OK || fa != fb {
+            c.fail("lshk_ivf_build: the saved index differs from Ivf::build's".into());
+        }
     }
     // SAFETY: a live handle, freed once.
     unsafe { lshk_ivf_free(h) };
