@@ -2657,8 +2657,8 @@ fn ivf_brute(ix: &IvfX, qv: &[f32], k: usize) -> Vec<(f64, f64)> {
     let mut all: Vec<(f64, f64)> = (0..ix.rows)
         .map(|r| {
             let (mut e, mut a) = (ix.bias[r] as f64, ix.bias[r].abs() as f64);
-            for d in 0..ix.dim {
-                let p = ix.w[r * ix.dim + d] as f64 * qv[d] as f64;
+            for (&x, &y) in ix.w[r * ix.dim..(r + 1) * ix.dim].iter().zip(qv) {
+                let p = x as f64 * y as f64;
                 e += p;
                 a += p.abs();
             }
@@ -2771,10 +2771,10 @@ fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
     }
     q.need(strided(nq, dim, q_stride), &mut v, || 0.5);
     let need = mul(nq, k as usize);
-    let mut oi = Arr::new(vec![CANARY; 0], CANARY);
+    let mut oi = Arr::new(Vec::new(), CANARY);
     oi.mode = oi_mode;
     oi.need(need, &mut v, || CANARY);
-    let mut os = Arr::new(vec![f32::from_bits(CANARY); 0], f32::from_bits(CANARY));
+    let mut os = Arr::new(Vec::new(), f32::from_bits(CANARY));
     os.mode = os_mode;
     if use_scores {
         os.need(need, &mut v, || f32::from_bits(CANARY));
@@ -2935,8 +2935,9 @@ fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
                     ix.bias[id as usize] as f64,
                     ix.bias[id as usize].abs() as f64,
                 );
-                for d in 0..dim {
-                    let p = ix.w[id as usize * dim + d] as f64 * qv[d] as f64;
+                let row = &ix.w[id as usize * dim..(id as usize + 1) * dim];
+                for (&x, &y) in row.iter().zip(qv) {
+                    let p = x as f64 * y as f64;
                     e += p;
                     a += p.abs();
                 }
