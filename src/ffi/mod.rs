@@ -15,6 +15,7 @@ pub mod dwta;
 pub mod handle;
 pub mod index;
 pub mod iul;
+pub mod ivf;
 pub mod labels;
 pub mod matmul;
 pub mod simhash;
