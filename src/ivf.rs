@@ -1016,7 +1016,9 @@ impl Ivf {
             );
             return;
         }
-        let r = (sp.rerank as usize).max(k);
+        // At least k; never more than there are candidates (a huge rerank
+        // must not size the scratch).
+        let r = (sp.rerank as usize).max(k).min(n.max(k));
         grow(&mut s.cand, r);
         grow(&mut s.cand_sc, r);
         topk_segment(

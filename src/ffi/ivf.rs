@@ -492,28 +492,6 @@ fn peek(path: &Path) -> Result<Option<(usize, usize, bool)>> {
             path.display()
         );
     }
-    // Workaround until Ivf::load_impl checks it: the loader takes QSUMS as
-    // stored and the int8 scoring computes `64 * sums[p]` in i32, so a QSUMS
-    // that is not the row sums of QCODES overflows there (a panic in debug
-    // builds, wrong scores in release ones). Refuse such a file here.
-    if u(6) == Codes::I8 as u32 {
-        let dp = dim.div_ceil(64) * 64;
-        if let (Some(codes), Some(sums)) = (c.optional("QCODES"), c.optional("QSUMS")) {
-            if codes.len() as u128 == rows as u128 * dp as u128 && sums.len() == rows * 4 {
-                for (p, (row, s)) in codes.chunks_exact(dp).zip(sums.chunks_exact(4)).enumerate() {
-                    let want: i32 = row.iter().map(|&b| i32::from(b as i8)).sum();
-                    let got = i32::from_le_bytes(s.try_into().unwrap());
-                    if got != want {
-                        bail!(
-                            BadFileFormat,
-                            "{}: QSUMS[{p}] is {got}, but the row's codes sum to {want}",
-                            path.display()
-                        );
-                    }
-                }
-            }
-        }
-    }
     Ok(Some((rows, dim, borrowed)))
 }
 
