@@ -17,7 +17,7 @@
 //!   `dim_pad` of 64, 128, 192 or 256 (`N` = 1..4 zmm) the query stays in
 //!   registers for the run. The four zmm accumulators are folded to ymm
 //!   (`vextracti64x4` + `vpaddd`) and reduced together as in the AVX2 tier
-//!   (`vphaddd`), whose row sinks (`vpslld 6` + `vpsubd` for the
+//!   (unpack-and-add), whose row sinks (`vpslld 6` + `vpsubd` for the
 //!   `64 * sums[r]` correction; `vcvtdq2ps`, `vmulps`, `vaddps` for the
 //!   scores, in the scalar tier's order) are reused.
 
