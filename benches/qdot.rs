@@ -15,6 +15,10 @@
 //!   streaming full rows.
 //! * `topr`: `TopR::push_run` (R = 100) over the scores of the run, the
 //!   selection cost per row that the IVF probe adds.
+//! * `ivf_runs`: the IVF probe's pattern: the 100,000 rows as 625 runs of
+//!   160 rows in shuffled order, one `score_run` call per run, each pushed
+//!   into one `TopR` (R = 100); on the best tier also with
+//!   `QRows::prefetch_run` of the next run before each call.
 //! * `quantize_rows`: quantising 100,000 rows of 128 floats, one thread.
 //!
 //! With `LSHK_BENCH_CPU_TIME=1` the figures are the thread's CPU time
@@ -124,6 +128,48 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
             b.iter(|| {
                 top.reset(100);
                 top.push_run(black_box(&out_f[..rows]), 0);
+                black_box(top.finish().len());
+            })
+        });
+    }
+    g.finish();
+
+    // The IVF probe's access pattern: many short runs (lists of 160 rows)
+    // in a shuffled order, each scored with its own call and pushed into
+    // one TopR (R = 100): per-call overhead and short-run efficiency.
+    let mut g = c.benchmark_group("ivf_runs");
+    g.sample_size(10);
+    let run = 160;
+    let rows = 100_000 / run * run;
+    let mut starts: Vec<usize> = (0..rows / run).map(|i| i * run).collect();
+    rng.shuffle(&mut starts);
+    g.throughput(Throughput::Elements(rows as u64));
+    let cases: Vec<(Isa, bool)> = tiers
+        .iter()
+        .map(|&t| (t, false))
+        .chain([(best, true)])
+        .collect();
+    for (tier, pf) in cases {
+        let v = qdot::Variant::of(tier).unwrap();
+        let label = if pf {
+            "runs160_of_100k_rows+topr100+prefetch_next"
+        } else {
+            "runs160_of_100k_rows+topr100"
+        };
+        g.bench_function(BenchmarkId::new(v.name(), label), |b| {
+            b.iter(|| {
+                top.reset(100);
+                for (i, &s) in starts.iter().enumerate() {
+                    if pf {
+                        if let Some(&nx) = starts.get(i + 1) {
+                            qr.prefetch_run(nx, run);
+                        }
+                    }
+                    let o = &mut out_f[..run];
+                    qr.score_run_with(v, s, run, black_box(&qq), Some(&bias[s..s + run]), o)
+                        .unwrap();
+                    top.push_run(o, s as u32);
+                }
                 black_box(top.finish().len());
             })
         });
