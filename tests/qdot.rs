@@ -344,6 +344,10 @@ fn quantised_runs_every_dim_every_variant() {
                 );
             }
         }
+        // Prefetch hints never fault, whatever the range.
+        qr.prefetch_run(0, rows);
+        qr.prefetch_run(rows - 1, 100);
+        qr.prefetch_run(usize::MAX, usize::MAX);
         // The active-tier entries agree with the explicit ones.
         let mut a = vec![0f32; rows];
         let mut b = vec![0f32; rows];
@@ -374,6 +378,10 @@ fn quantize_rows_properties() {
             *v *= 1e-38;
         }
         w[6 * stride..6 * stride + dim].fill(-0.0);
+        // Row 7 so small that its scale is subnormal.
+        for v in &mut w[7 * stride..7 * stride + dim] {
+            *v = (rng.next_normal() * 1e-41) as f32;
+        }
         let qr = quantize_rows(&w, rows, dim, stride).unwrap();
         let dp = dim_pad_of(dim);
         assert_eq!(qr.dim_pad(), dp);
@@ -395,6 +403,14 @@ fn quantize_rows_properties() {
             if max == 0.0 {
                 assert_eq!(s, 0.0);
                 assert!(c.iter().all(|&x| x == 0));
+                continue;
+            }
+            // With a subnormal scale only `2 max|w|` holds (documented).
+            if s < f32::MIN_POSITIVE {
+                for j in 0..dim {
+                    let e = (row[j] as f64 - s as f64 * c[j] as f64).abs();
+                    assert!(e <= 2.0 * max as f64, "row {r} col {j}: err {e}");
+                }
                 continue;
             }
             // The largest element maps to +-127.

@@ -17,13 +17,14 @@
 //!   `dim_pad` of 64, 128, 192 or 256 (`N` = 1..4 zmm) the query stays in
 //!   registers for the run. The four zmm accumulators are folded to ymm
 //!   (`vextracti64x4` + `vpaddd`) and reduced together as in the AVX2 tier
-//!   (`vphaddd`), whose row sinks (`vpslld 6` + `vpsubd` for the
+//!   (unpack-and-add), whose row sinks (`vpslld 6` + `vpsubd` for the
 //!   `64 * sums[r]` correction; `vcvtdq2ps`, `vmulps`, `vaddps` for the
-//!   scores, in the scalar tier's order) are reused.
+//!   scores, in the scalar tier's order) and in-run `prefetcht0`
+//!   `PREFETCH_BYTES` ahead are reused.
 
 use std::arch::x86_64::*;
 
-use super::avx2::{hsum1, hsum4, DotSink, ScoreSink, Sink};
+use super::avx2::{hsum1, hsum4, prefetch_ahead, DotSink, ScoreSink, Sink};
 use super::{correct, Epilogue};
 
 /// `acc + (64 products of u and c, in groups)`: `vpdpbusd` with VNNI,
@@ -104,6 +105,7 @@ unsafe fn run<const VNNI: bool, const N: usize, S: Sink>(
         let qv: [__m512i; N] = std::array::from_fn(|k| _mm512_loadu_si512(qp.add(64 * k).cast()));
         let mut r = 0;
         while r + 4 <= nrows {
+            prefetch_ahead(cp, r * dim_pad, 4 * dim_pad, nrows * dim_pad);
             let [a, b, c, d] = block::<VNNI, N, 4>(cp.add(r * dim_pad), dim_pad, qp, &qv, ones);
             let raw = hsum4(fold(a), fold(b), fold(c), fold(d));
             let s = _mm_loadu_si128(sp.add(r).cast());

@@ -1,0 +1,249 @@
+//! Quantised int8 scoring of contiguous rows (`lshk::qdot`), one thread.
+//!
+//! Rows of d = 128 (`dim_pad` 128: 128 bytes of codes per row), in four
+//! regimes: 64 rows (8 KiB: L1, the compute bound), 2,048 rows (256 KiB of codes: L2-resident on Zen 3's 512 KiB
+//! L2), 100,000 rows (12.8 MB: L3) and 1,000,000 rows (128 MB: DRAM). Each
+//! iteration scores the whole run once, so the same rows stay in the cache
+//! level of their regime. Throughput is in rows/s (ns per row = 1e9 / rate).
+//!
+//! Groups:
+//! * `qdot_u8i8`: the i32 kernel (`sum k_j c_j`), every tier.
+//! * `qscore_u8i8`: the f32 scores (`f32(I) * s * t + bias`), every tier,
+//!   and beside it the baseline `dense_f32/<tier>`: the same rows in f32
+//!   (4x the bytes: 1 MiB, 51 MB, 512 MB) through
+//!   `DenseLayer::logits_isa` on the best tier, i.e. exact scoring by
+//!   streaming full rows.
+//! * `topr`: `TopR::push_run` (R = 100) over the scores of the run, the
+//!   selection cost per row that the IVF probe adds.
+//! * `ivf_runs`: the IVF probe's pattern: the 100,000 rows as 625 runs of
+//!   160 rows in shuffled order, one `score_run` call per run, each pushed
+//!   into one `TopR` (R = 100); on the best tier also with
+//!   `QRows::prefetch_run` of the next run before each call.
+//! * `quantize_rows`: quantising 100,000 rows of 128 floats, one thread.
+//!
+//! With `LSHK_BENCH_CPU_TIME=1` the figures are the thread's CPU time
+//! (`CLOCK_THREAD_CPUTIME_ID`) instead of wall time: on a shared, loaded
+//! machine that removes the time the thread spent descheduled (but not the
+//! cache pollution from the other processes). `benches/qdot.md` gives both.
+
+use std::hint::black_box;
+
+use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+use criterion::{BenchmarkId, Criterion, Throughput};
+use lshk::dense::DenseLayer;
+use lshk::qdot::{self, QQuery, TopR};
+use lshk::rng::SplitMix64;
+use lshk::Isa;
+
+const DIM: usize = 128;
+const REGIMES: [(usize, &str); 4] = [
+    (64, "64_rows_L1"),
+    (2_048, "2k_rows_L2"),
+    (100_000, "100k_rows_L3"),
+    (1_000_000, "1M_rows_DRAM"),
+];
+const MAX_ROWS: usize = 1_000_000;
+
+fn tiers() -> Vec<Isa> {
+    let t: Vec<Isa> = Isa::supported().collect();
+    for i in Isa::ALL {
+        if !t.contains(&i) {
+            println!("skipped: {} tier (CPU lacks it)", i.name());
+        }
+    }
+    t
+}
+
+fn bench<M: Measurement>(c: &mut Criterion<M>) {
+    let mut rng = SplitMix64::new(11);
+    let w: Vec<f32> = (0..MAX_ROWS * DIM)
+        .map(|_| rng.next_normal() as f32 * 0.09)
+        .collect();
+    let bias: Vec<f32> = (0..MAX_ROWS)
+        .map(|_| rng.next_normal() as f32 * 0.05)
+        .collect();
+    let q: Vec<f32> = (0..DIM).map(|_| rng.next_normal() as f32).collect();
+    let qr = qdot::quantize_rows_with(&w, MAX_ROWS, DIM, DIM, None, 0).unwrap();
+    let mut qq = QQuery::new(qr.dim_pad()).unwrap();
+    qq.set(&q).unwrap();
+    let tiers = tiers();
+    let best = *tiers.last().unwrap();
+    let mut out_i = vec![0i32; MAX_ROWS];
+    let mut out_f = vec![0f32; MAX_ROWS];
+
+    let mut g = c.benchmark_group("qdot_u8i8");
+    g.sample_size(10);
+    for (rows, label) in REGIMES {
+        g.throughput(Throughput::Elements(rows as u64));
+        for &tier in &tiers {
+            let v = qdot::Variant::of(tier).unwrap();
+            g.bench_function(BenchmarkId::new(v.name(), label), |b| {
+                b.iter(|| {
+                    qr.dot_run_with(v, 0, rows, black_box(&qq), &mut out_i)
+                        .unwrap();
+                    black_box(&out_i);
+                })
+            });
+        }
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("qscore_u8i8");
+    g.sample_size(10);
+    for (rows, label) in REGIMES {
+        g.throughput(Throughput::Elements(rows as u64));
+        for &tier in &tiers {
+            let v = qdot::Variant::of(tier).unwrap();
+            g.bench_function(BenchmarkId::new(v.name(), label), |b| {
+                b.iter(|| {
+                    qr.score_run_with(v, 0, rows, black_box(&qq), Some(&bias), &mut out_f)
+                        .unwrap();
+                    black_box(&out_f);
+                })
+            });
+        }
+        let layer = DenseLayer::new(&w, rows, DIM, DIM, Some(&bias)).unwrap();
+        g.bench_function(
+            BenchmarkId::new(format!("dense_f32/{}", best.name()), label),
+            |b| {
+                b.iter(|| {
+                    layer
+                        .logits_isa(best, black_box(&q), 1, DIM, &mut out_f)
+                        .unwrap();
+                    black_box(&out_f);
+                })
+            },
+        );
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("topr");
+    g.sample_size(10);
+    qr.score_run(0, MAX_ROWS, &qq, Some(&bias), &mut out_f)
+        .unwrap();
+    let mut top = TopR::new(100);
+    for (rows, label) in REGIMES {
+        g.throughput(Throughput::Elements(rows as u64));
+        g.bench_function(BenchmarkId::new("push_run_r100", label), |b| {
+            b.iter(|| {
+                top.reset(100);
+                top.push_run(black_box(&out_f[..rows]), 0);
+                black_box(top.finish().len());
+            })
+        });
+    }
+    g.finish();
+
+    // The IVF probe's access pattern: many short runs (lists of 160 rows)
+    // in a shuffled order, each scored with its own call and pushed into
+    // one TopR (R = 100): per-call overhead and short-run efficiency.
+    let mut g = c.benchmark_group("ivf_runs");
+    g.sample_size(10);
+    let run = 160;
+    let rows = 100_000 / run * run;
+    let mut starts: Vec<usize> = (0..rows / run).map(|i| i * run).collect();
+    rng.shuffle(&mut starts);
+    g.throughput(Throughput::Elements(rows as u64));
+    let cases: Vec<(Isa, bool)> = tiers
+        .iter()
+        .map(|&t| (t, false))
+        .chain([(best, true)])
+        .collect();
+    for (tier, pf) in cases {
+        let v = qdot::Variant::of(tier).unwrap();
+        let label = if pf {
+            "runs160_of_100k_rows+topr100+prefetch_next"
+        } else {
+            "runs160_of_100k_rows+topr100"
+        };
+        g.bench_function(BenchmarkId::new(v.name(), label), |b| {
+            b.iter(|| {
+                top.reset(100);
+                for (i, &s) in starts.iter().enumerate() {
+                    if pf {
+                        if let Some(&nx) = starts.get(i + 1) {
+                            qr.prefetch_run(nx, run);
+                        }
+                    }
+                    let o = &mut out_f[..run];
+                    qr.score_run_with(v, s, run, black_box(&qq), Some(&bias[s..s + run]), o)
+                        .unwrap();
+                    top.push_run(o, s as u32);
+                }
+                black_box(top.finish().len());
+            })
+        });
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("quantize_rows");
+    g.sample_size(10);
+    let rows = 100_000;
+    g.throughput(Throughput::Elements(rows as u64));
+    g.bench_function(BenchmarkId::new("1_thread", "100k_rows"), |b| {
+        b.iter(|| {
+            black_box(
+                qdot::quantize_rows_with(black_box(&w), rows, DIM, DIM, None, 1)
+                    .unwrap()
+                    .rows(),
+            )
+        })
+    });
+    g.finish();
+}
+
+/// The calling thread's CPU time, in nanoseconds.
+struct ThreadCpu;
+
+fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid, writable timespec; the clock id is a
+    // constant every Linux kernel supports.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+static WALL: WallTime = WallTime;
+
+impl Measurement for ThreadCpu {
+    type Intermediate = u64;
+    type Value = u64;
+    fn start(&self) -> u64 {
+        thread_cpu_ns()
+    }
+    fn end(&self, i: u64) -> u64 {
+        thread_cpu_ns() - i
+    }
+    fn add(&self, a: &u64, b: &u64) -> u64 {
+        a + b
+    }
+    fn zero(&self) -> u64 {
+        0
+    }
+    fn to_f64(&self, v: &u64) -> f64 {
+        *v as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        // Nanoseconds, like wall time.
+        WALL.formatter()
+    }
+}
+
+fn main() {
+    if std::env::var_os("LSHK_BENCH_CPU_TIME").is_some_and(|v| v == "1") {
+        println!("measuring thread CPU time (LSHK_BENCH_CPU_TIME=1)");
+        let mut c = Criterion::default()
+            .with_measurement(ThreadCpu)
+            .configure_from_args();
+        bench(&mut c);
+        c.final_summary();
+    } else {
+        let mut c = Criterion::default().configure_from_args();
+        bench(&mut c);
+        c.final_summary();
+    }
+}
