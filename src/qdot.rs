@@ -605,22 +605,6 @@ impl QRows {
         self.lines.len() * PAD + self.scales.len() * 4 + self.sums.len() * 4
     }
 
-    /// Hints that the run `first..first + n` will be scored soon: prefetches
-    /// its first [`PREFETCH_BYTES`] (the kernels prefetch the rest of a run
-    /// themselves, that far ahead). Call it for the next probed list before
-    /// scoring the current one, so a short run does not start with cache
-    /// misses. Rows beyond the stored ones are ignored. Measured on Zen 3
-    /// (`benches/qdot.md`, `ivf_runs`): no gain within the noise for runs
-    /// of 160 rows of an L3-resident 100,000-row matrix, where the kernels'
-    /// own in-run prefetch already doubles the speed; kept for the caller
-    /// to try on its own access pattern.
-    pub fn prefetch_run(&self, first: usize, n: usize) {
-        let first = first.min(self.rows);
-        let n = n.min(self.rows - first);
-        let bytes = (n * self.dim_pad).min(PREFETCH_BYTES);
-        kq::prefetch(self.codes()[first * self.dim_pad..].as_ptr(), bytes);
-    }
-
     fn check_run(&self, first: usize, n: usize, q: &QQuery, out: usize) -> Result<()> {
         match first.checked_add(n) {
             Some(end) if end <= self.rows => {}
