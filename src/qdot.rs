@@ -196,8 +196,9 @@ fn check_q_bytes(q: &[u8]) -> Result<()> {
 }
 
 /// For each of `nrows` rows stored back to back from `codes[0]`
-/// (`dim_pad` bytes each), `out[r] = sum_j q[j] * codes[r * dim_pad + j]
-/// - 64 * sums[r]` over `j < dim_pad`, exactly in i32; with the query
+/// (`dim_pad` bytes each),
+/// `out[r] = sum_j q[j] * codes[r * dim_pad + j] - 64 * sums[r]`
+/// over `j < dim_pad`, exactly in i32; with the query
 /// bytes of [`quantize_query`] and `sums` of [`QRows::sums`] that is
 /// `sum_j k_j c_rj`. On the active tier.
 ///
