@@ -17,8 +17,7 @@
 //!   selection cost per row that the IVF probe adds.
 //! * `ivf_runs`: the IVF probe's pattern: the 100,000 rows as 625 runs of
 //!   160 rows in shuffled order, one `score_run` call per run, each pushed
-//!   into one `TopR` (R = 100); on the best tier also with
-//!   `QRows::prefetch_run` of the next run before each call.
+//!   into one `TopR` (R = 100).
 //! * `quantize_rows`: quantising 100,000 rows of 128 floats, one thread.
 //!
 //! With `LSHK_BENCH_CPU_TIME=1` the figures are the thread's CPU time
@@ -144,35 +143,23 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
     let mut starts: Vec<usize> = (0..rows / run).map(|i| i * run).collect();
     rng.shuffle(&mut starts);
     g.throughput(Throughput::Elements(rows as u64));
-    let cases: Vec<(Isa, bool)> = tiers
-        .iter()
-        .map(|&t| (t, false))
-        .chain([(best, true)])
-        .collect();
-    for (tier, pf) in cases {
+    for &tier in &tiers {
         let v = qdot::Variant::of(tier).unwrap();
-        let label = if pf {
-            "runs160_of_100k_rows+topr100+prefetch_next"
-        } else {
-            "runs160_of_100k_rows+topr100"
-        };
-        g.bench_function(BenchmarkId::new(v.name(), label), |b| {
-            b.iter(|| {
-                top.reset(100);
-                for (i, &s) in starts.iter().enumerate() {
-                    if pf {
-                        if let Some(&nx) = starts.get(i + 1) {
-                            qr.prefetch_run(nx, run);
-                        }
+        g.bench_function(
+            BenchmarkId::new(v.name(), "runs160_of_100k_rows+topr100"),
+            |b| {
+                b.iter(|| {
+                    top.reset(100);
+                    for &s in &starts {
+                        let o = &mut out_f[..run];
+                        qr.score_run_with(v, s, run, black_box(&qq), Some(&bias[s..s + run]), o)
+                            .unwrap();
+                        top.push_run(o, s as u32);
                     }
-                    let o = &mut out_f[..run];
-                    qr.score_run_with(v, s, run, black_box(&qq), Some(&bias[s..s + run]), o)
-                        .unwrap();
-                    top.push_run(o, s as u32);
-                }
-                black_box(top.finish().len());
-            })
-        });
+                    black_box(top.finish().len());
+                })
+            },
+        );
     }
     g.finish();
 

@@ -196,8 +196,9 @@ fn check_q_bytes(q: &[u8]) -> Result<()> {
 }
 
 /// For each of `nrows` rows stored back to back from `codes[0]`
-/// (`dim_pad` bytes each), `out[r] = sum_j q[j] * codes[r * dim_pad + j]
-/// - 64 * sums[r]` over `j < dim_pad`, exactly in i32; with the query
+/// (`dim_pad` bytes each),
+/// `out[r] = sum_j q[j] * codes[r * dim_pad + j] - 64 * sums[r]`
+/// over `j < dim_pad`, exactly in i32; with the query
 /// bytes of [`quantize_query`] and `sums` of [`QRows::sums`] that is
 /// `sum_j k_j c_rj`. On the active tier.
 ///
@@ -603,22 +604,6 @@ impl QRows {
     /// Heap bytes held (codes, scales, sums).
     pub fn memory_bytes(&self) -> usize {
         self.lines.len() * PAD + self.scales.len() * 4 + self.sums.len() * 4
-    }
-
-    /// Hints that the run `first..first + n` will be scored soon: prefetches
-    /// its first [`PREFETCH_BYTES`] (the kernels prefetch the rest of a run
-    /// themselves, that far ahead). Call it for the next probed list before
-    /// scoring the current one, so a short run does not start with cache
-    /// misses. Rows beyond the stored ones are ignored. Measured on Zen 3
-    /// (`benches/qdot.md`, `ivf_runs`): no gain within the noise for runs
-    /// of 160 rows of an L3-resident 100,000-row matrix, where the kernels'
-    /// own in-run prefetch already doubles the speed; kept for the caller
-    /// to try on its own access pattern.
-    pub fn prefetch_run(&self, first: usize, n: usize) {
-        let first = first.min(self.rows);
-        let n = n.min(self.rows - first);
-        let bytes = (n * self.dim_pad).min(PREFETCH_BYTES);
-        kq::prefetch(self.codes()[first * self.dim_pad..].as_ptr(), bytes);
     }
 
     fn check_run(&self, first: usize, n: usize, q: &QQuery, out: usize) -> Result<()> {

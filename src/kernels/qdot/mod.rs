@@ -108,27 +108,6 @@ pub fn score_of(d: i32, scale: f32, scale_q: f32, bias: Option<f32>) -> f32 {
     }
 }
 
-/// Hints (`prefetcht0`, x86-64; nothing elsewhere) that the `bytes` bytes
-/// from `p` are needed soon: one hint per 64-byte line. A prefetch never
-/// faults, so any address is fine.
-#[inline]
-pub fn prefetch(p: *const i8, bytes: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let mut off = 0;
-        while off < bytes {
-            // SAFETY: a prefetch never faults, whatever the address (sse is
-            // part of every x86-64 target); wrapping_add keeps even a
-            // bogus pointer defined.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off)) };
-            off += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, bytes);
-}
-
 static SCALAR: Kernels = Kernels {
     name: "scalar",
     dot: scalar::dot,
