@@ -12,13 +12,17 @@
 //! `SplitMix64` generator, so every run sees the same numbers (see
 //! `src/data.rs` for the exact draw order).
 //!
-//! It builds an `lshk::index::Index` (SimHash, K = 16, L = 24, W borrowed;
-//! queries multi-probe 4 extra buckets per table; chosen with `--sweep`, see
-//! README.md; a progress line during the build) and prints the build time,
-//! the index memory, candidates per query, top-1 / top-10 recall against the exact dense layer (computed by
-//! `lshk::dense`, an AVX2 pass over all of W), label recall, and the time
-//! per query of lshk and of the exact dense pass, both single-threaded, at
-//! B = 1 and B = 64, with their ratio.
+//! By default it builds an `lshk::ivf::Ivf` (k-means lists, round(4 sqrt(rows))
+//! of them, stored contiguously as int8 codes; W borrowed for the exact
+//! re-ranking; `--nprobe` lists visited, `--rerank` candidates re-scored in
+//! f32). `--family simhash` builds the LSH index `lshk::index::Index`
+//! instead (SimHash, K = 16, L = 24, W borrowed, 4 extra multi-probe buckets
+//! per table; a progress line during the build). It prints the build time,
+//! the index memory, rows scored (candidates) per query, top-1 / top-10
+//! recall against the exact dense layer (computed by `lshk::dense`, a SIMD
+//! pass over all of W), label recall, and the time per query of lshk and of
+//! the exact dense pass, both single-threaded, at B = 1 and B = 64, with
+//! their ratio.
 //!
 //! Options:
 //! * `--rows N`: a smaller synthetic layer (quick run);
@@ -32,7 +36,11 @@
 //!   W: f32 = the caller's W borrowed in place, the default; the others
 //!   store a converted copy, 2 or 1 bytes per weight, which halves or
 //!   quarters the DRAM traffic of the gathered rows), `--queries-eval N` (queries for recall, 512),
-//!   `--sweep` (recall/candidates/latency/memory of several settings).
+//!   `--sweep` (recall/candidates/latency/memory of several SimHash
+//!   settings);
+//! * `--family ivf|simhash`, and for IVF `--nlist N` (0 = round(4 sqrt(rows))),
+//!   `--nprobe N`, `--rerank N`, `--codes i8|none` (none: exact f32 scores
+//!   of every visited row from a stored copy, FAISS's IVFFlat).
 //!
 //! Timings are wall-clock on whatever else the machine is doing: compare
 //! the numbers of one run with each other.
@@ -349,9 +357,13 @@ fn main() {
     let cands = engine.query(&data, 0, nq, k, 64, &mut ids, &mut sc);
     let r = common::recall(&ids, &exact, k, nq, data.labels.as_deref());
     println!(
-        "build: {build:.2} s; index memory {:.1} MiB (W itself: {:.1} MiB, borrowed)",
+        "build: {build:.2} s; index memory {:.1} MiB (W itself: {:.1} MiB, {})",
         engine.memory_bytes() as f64 / (1 << 20) as f64,
-        (data.rows * data.dim * 4) as f64 / (1 << 20) as f64
+        (data.rows * data.dim * 4) as f64 / (1 << 20) as f64,
+        match &engine {
+            Engine::Ivf(ivf, _) if !ivf.borrows_weights() => "copied into the index",
+            _ => "borrowed",
+        }
     );
     println!(
         "rows scored per query: {cands:.0} ({:.2} % of {} rows)",

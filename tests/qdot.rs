@@ -8,6 +8,8 @@
 //! `|q - t k| <= t h`), hence `|dot(w, q) - s t I| <= s t h (sum|c| +
 //! sum|k| + h dim)`, and the f32 score adds `gamma(4) (s t |I| + |b|)`.
 
+mod common;
+
 use lshk::qdot::{
     self, dim_pad_of, qdot_u8i8_with, qscore_u8i8_with, quantize_query, quantize_rows,
     quantize_rows_with, QQuery, QRows, TopR, Variant, H, MAX_DIM_PAD,
@@ -22,18 +24,13 @@ fn gamma(n: usize) -> f64 {
     nu / (1.0 - nu)
 }
 
-/// Every variant this CPU runs, printing the tiers that are skipped.
+/// The variants of every tier this test runs (the shared tier list:
+/// printed, and under CI no tier the CPU has may be left out).
 fn variants() -> Vec<Variant> {
-    let v = Variant::all();
-    for t in Isa::ALL {
-        if !v.iter().any(|x| x.tier() == t) {
-            println!(
-                "skipped: {} tier (CPU lacks it; detected {})",
-                t.name(),
-                lshk::isa::detected().name()
-            );
-        }
-    }
+    let v: Vec<Variant> = common::tiers::for_this_test()
+        .into_iter()
+        .map(|t| Variant::of(t).unwrap())
+        .collect();
     println!(
         "variants run: {:?}",
         v.iter().map(|x| x.name()).collect::<Vec<_>>()
