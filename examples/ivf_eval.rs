@@ -4,7 +4,8 @@
 //! `rerank`, with the build time and memory.
 //!
 //! `cargo run --release --example ivf_eval [-- --rows N] [--w2v DIR] [--nq N]
-//! [--nlist N] [--codes i8|none]`
+//! [--nlist N] [--iters N] [--train N] [--codes i8|none] [--only w1|w2v]
+//! [--nprobe 1,2,4,...] [--rerank 16,32,...]`
 //!
 //! Prints `skipped: ../shared/data not found` for w2v when it is absent.
 
