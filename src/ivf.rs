@@ -198,6 +198,10 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
+/// Up to this many lists are chosen with a heap (cheap when few lists
+/// beat the running threshold), more with a linear-time selection.
+const SELECT_BY_HEAP: usize = 32;
+
 fn resolve_threads(t: u32) -> usize {
     if t == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -914,14 +918,29 @@ impl Ivf {
         for ((c, b), t) in cs.iter_mut().zip(&self.cbias).zip(&self.spread) {
             *c += b + qn * t;
         }
-        topk_segment(
-            &s.cscore[..nlist],
-            None,
-            nprobe,
-            &mut s.heap,
-            &mut s.lists[..nprobe],
-            &mut s.lscore[..nprobe],
-        );
+        if nprobe <= SELECT_BY_HEAP {
+            topk_segment(
+                &s.cscore[..nlist],
+                None,
+                nprobe,
+                &mut s.heap,
+                &mut s.lists[..nprobe],
+                &mut s.lscore[..nprobe],
+            );
+        } else {
+            // Many lists: a linear-time selection of the same set (the
+            // nprobe best by score, ties by smaller id; scores are finite).
+            s.heap.clear();
+            s.heap
+                .extend(s.cscore[..nlist].iter().zip(0u32..).map(|(&c, l)| (c, l)));
+            let by_rank = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+            if nprobe < nlist {
+                s.heap.select_nth_unstable_by(nprobe - 1, by_rank);
+            }
+            for (d, e) in s.lists[..nprobe].iter_mut().zip(&s.heap[..nprobe]) {
+                *d = e.1;
+            }
+        }
         let total: usize = s.lists[..nprobe]
             .iter()
             .filter(|&&l| l != TOPK_PAD_ID)
@@ -935,14 +954,22 @@ impl Ivf {
         match &self.codes {
             Some(codes) => {
                 let qq = s.qq.as_ref().unwrap();
-                for &l in &s.lists[..nprobe] {
-                    if l == TOPK_PAD_ID {
-                        continue;
+                // Lists are stored in id order: visiting them by id merges
+                // neighbours into one longer run (fewer calls, and the
+                // kernel's in-run prefetch carries across the boundary).
+                // The result does not depend on the order.
+                s.lists[..nprobe].sort_unstable();
+                let mut i = 0;
+                while i < nprobe && s.lists[i] != TOPK_PAD_ID {
+                    let mut j = i + 1;
+                    while j < nprobe && s.lists[j] == s.lists[j - 1] + 1 {
+                        j += 1;
                     }
                     let (a, b) = (
-                        self.offsets[l as usize] as usize,
-                        self.offsets[l as usize + 1] as usize,
+                        self.offsets[s.lists[i] as usize] as usize,
+                        self.offsets[s.lists[j - 1] as usize + 1] as usize,
                     );
+                    i = j;
                     let bias = has_bias.then(|| &self.bias_pos[a..b]);
                     codes
                         .score_run_with(v, a, b - a, qq, bias, &mut s.approx[n..n + b - a])
