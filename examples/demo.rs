@@ -43,8 +43,62 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use common::{Data, Family, IndexParams, Storage, Transform};
+use common::{Data, Family, Index, IndexParams, Storage, Transform};
+use lshk::ivf::{Codes, Ivf, IvfParams, SearchParams};
 use lshk::tables::GatherParams;
+
+/// The sublinear layer under test.
+enum Engine {
+    Ivf(Ivf, SearchParams),
+    Lsh(Index, GatherParams),
+}
+
+impl Engine {
+    /// Top-k of queries `q0 .. q0 + n` in calls of `b` queries; returns the
+    /// mean rows scored per query (candidates for SimHash).
+    #[allow(clippy::too_many_arguments)]
+    fn query(
+        &self,
+        d: &Data,
+        q0: usize,
+        n: usize,
+        k: usize,
+        b: usize,
+        ids: &mut [u32],
+        sc: &mut [f32],
+    ) -> f64 {
+        match self {
+            Engine::Lsh(idx, g) => common::query_all(idx, d, q0, n, k, g, b, ids, sc),
+            Engine::Ivf(ivf, sp) => {
+                let mut scanned = 0u64;
+                for c in (0..n).step_by(b) {
+                    let m = b.min(n - c);
+                    let mut st = lshk::ivf::SearchStats::default();
+                    ivf.search_stats(
+                        lshk::isa::active(),
+                        &d.q[(q0 + c) * d.dim..],
+                        m,
+                        d.dim,
+                        k,
+                        sp,
+                        &mut ids[c * k..],
+                        &mut sc[c * k..],
+                        Some(&mut st),
+                    )
+                    .expect("ivf search");
+                    scanned += st.scanned;
+                }
+                scanned as f64 / n as f64
+            }
+        }
+    }
+    fn memory_bytes(&self) -> usize {
+        match self {
+            Engine::Lsh(idx, _) => idx.memory_bytes(),
+            Engine::Ivf(ivf, _) => ivf.memory_bytes(),
+        }
+    }
+}
 
 struct Opts {
     rows: usize,
@@ -61,6 +115,12 @@ struct Opts {
     storage: Storage,
     eval: usize,
     sweep: bool,
+    /// `ivf` (the default) or `simhash`.
+    family: String,
+    nlist: u32,
+    nprobe: u32,
+    rerank: u32,
+    codes: Codes,
 }
 
 fn usage(msg: &str) -> ! {
@@ -68,7 +128,8 @@ fn usage(msg: &str) -> ! {
     eprintln!(
         "usage: demo [--rows N] [--weights W.npy [--bias b.npy] --queries Q.npy] [--w2v DIR]\n\
          \x20           [--k N] [--K N] [--L N] [--transform none|bias|mips] [--probes N] [--storage f32|bf16|f16|i8]\n\
-         \x20           [--queries-eval N] [--sweep]"
+         \x20           [--queries-eval N] [--sweep]\n\
+         \x20           [--family ivf|simhash] [--nlist N] [--nprobe N] [--rerank N] [--codes i8|none]"
     );
     std::process::exit(2)
 }
@@ -89,6 +150,11 @@ fn parse() -> Opts {
         storage: Storage::F32,
         eval: 512,
         sweep: false,
+        family: "ivf".into(),
+        nlist: 0,
+        nprobe: SearchParams::default().nprobe,
+        rerank: SearchParams::default().rerank,
+        codes: Codes::I8,
     };
     let mut a = std::env::args().skip(1);
     while let Some(f) = a.next() {
@@ -130,6 +196,22 @@ fn parse() -> Opts {
                 }
             }
             "--sweep" => o.sweep = true,
+            "--family" => {
+                o.family = val();
+                if o.family != "ivf" && o.family != "simhash" {
+                    usage(&format!("unknown family {}", o.family));
+                }
+            }
+            "--nlist" => o.nlist = num(val()) as u32,
+            "--nprobe" => o.nprobe = num(val()) as u32,
+            "--rerank" => o.rerank = num(val()) as u32,
+            "--codes" => {
+                o.codes = match val().as_str() {
+                    "i8" => Codes::I8,
+                    "none" => Codes::None,
+                    s => usage(&format!("unknown codes {s}")),
+                }
+            }
             "-h" | "--help" => usage("help"),
             s => usage(&format!("unknown option {s}")),
         }
@@ -189,46 +271,90 @@ fn main() {
     }
 
     // The index.
-    let params = IndexParams {
-        family: Family::SimHash,
-        bits: o.bits,
-        tables: o.tables,
-        transform: o.transform,
-        storage: o.storage,
-        ..IndexParams::default()
-    };
-    let g = GatherParams {
-        probes: o.probes,
-        ..GatherParams::default()
-    };
-    let rb = lshk::index::default_range_bits(Family::SimHash, o.bits, 8, data.rows);
-    println!(
-        "index: {}, probes {}, W {} (lshk::index::Index)",
-        common::describe(&params, rb),
-        o.probes,
-        match o.storage {
-            Storage::Bf16 => "stored as bf16",
-            Storage::F16 => "stored as f16",
-            Storage::I8 => "stored as int8 + row scales",
-            _ => "f32, borrowed in place",
-        }
-    );
     let t = Instant::now();
-    let progress = common::progress_line("build");
-    let idx =
-        common::build(&data, &params, Some(&progress)).unwrap_or_else(|e| usage(&e.to_string()));
+    let engine = if o.family == "ivf" {
+        let p = IvfParams {
+            nlist: o.nlist,
+            codes: o.codes,
+            ..IvfParams::default()
+        };
+        let sp = SearchParams {
+            nprobe: o.nprobe,
+            rerank: o.rerank,
+        };
+        // SAFETY: `data.w` outlives the index (both live to the end of main).
+        let ivf = match o.codes {
+            Codes::I8 => unsafe {
+                Ivf::build_borrowed(
+                    &data.w,
+                    data.bias.as_deref(),
+                    data.rows,
+                    data.dim,
+                    data.dim,
+                    &p,
+                )
+            },
+            Codes::None => Ivf::build(
+                &data.w,
+                data.bias.as_deref(),
+                data.rows,
+                data.dim,
+                data.dim,
+                &p,
+            ),
+        }
+        .unwrap_or_else(|e| usage(&e.to_string()));
+        println!(
+            "index: IVF, {} k-means lists (trained on {} rows), {} scoring, nprobe {}, rerank {} (lshk::ivf::Ivf)",
+            ivf.nlist(),
+            ivf.params().train_rows,
+            if o.codes == Codes::I8 { "int8" } else { "exact f32" },
+            sp.nprobe,
+            sp.rerank
+        );
+        Engine::Ivf(ivf, sp)
+    } else {
+        let params = IndexParams {
+            family: Family::SimHash,
+            bits: o.bits,
+            tables: o.tables,
+            transform: o.transform,
+            storage: o.storage,
+            ..IndexParams::default()
+        };
+        let g = GatherParams {
+            probes: o.probes,
+            ..GatherParams::default()
+        };
+        let rb = lshk::index::default_range_bits(Family::SimHash, o.bits, 8, data.rows);
+        println!(
+            "index: {}, probes {}, W {} (lshk::index::Index)",
+            common::describe(&params, rb),
+            o.probes,
+            match o.storage {
+                Storage::Bf16 => "stored as bf16",
+                Storage::F16 => "stored as f16",
+                Storage::I8 => "stored as int8 + row scales",
+                _ => "f32, borrowed in place",
+            }
+        );
+        let progress = common::progress_line("build");
+        let idx = common::build(&data, &params, Some(&progress))
+            .unwrap_or_else(|e| usage(&e.to_string()));
+        Engine::Lsh(idx, g)
+    };
     let build = t.elapsed().as_secs_f64();
     let mut ids = vec![0u32; nq * k];
     let mut sc = vec![0f32; nq * k];
-    let cands = common::query_all(&idx, &data, 0, nq, k, &g, 64, &mut ids, &mut sc);
+    let cands = engine.query(&data, 0, nq, k, 64, &mut ids, &mut sc);
     let r = common::recall(&ids, &exact, k, nq, data.labels.as_deref());
     println!(
         "build: {build:.2} s; index memory {:.1} MiB (W itself: {:.1} MiB, borrowed)",
-        idx.memory_bytes() as f64 / (1 << 20) as f64,
+        engine.memory_bytes() as f64 / (1 << 20) as f64,
         (data.rows * data.dim * 4) as f64 / (1 << 20) as f64
     );
     println!(
-        "candidates per query: {cands:.0} ({:.2} % of {} rows)",
+        "rows scored per query: {cands:.0} ({:.2} % of {} rows)",
         100.0 * cands / data.rows as f64,
         data.rows
     );
@@ -258,11 +384,11 @@ fn main() {
         }
         let reps_l = if b == 1 { nq.min(256) } else { nq / 64 }.max(1);
         // Warm-up: thread-local scratch, caches.
-        common::query_all(&idx, &data, 0, b, k, &g, b, &mut t_ids, &mut t_sc);
+        engine.query(&data, 0, b, k, b, &mut t_ids, &mut t_sc);
         let t = Instant::now();
         for i in 0..reps_l {
             let q0 = (i * b) % (data.nq - b + 1);
-            common::query_all(&idx, &data, q0, b, k, &g, b, &mut t_ids, &mut t_sc);
+            engine.query(&data, q0, b, k, b, &mut t_ids, &mut t_sc);
             black_box(&t_ids);
         }
         let lshk = t.elapsed().as_secs_f64() / (reps_l * b) as f64;

@@ -75,6 +75,10 @@ static_assert(std::is_nothrow_move_constructible<lshk::Dwta>::value, "noexcept m
 static_assert(std::is_nothrow_move_assignable<lshk::Dwta>::value, "noexcept move");
 static_assert(std::is_nothrow_move_constructible<lshk::Tables>::value, "noexcept move");
 static_assert(std::is_nothrow_move_assignable<lshk::Tables>::value, "noexcept move");
+static_assert(!std::is_copy_constructible<lshk::Ivf>::value, "owners are move-only");
+static_assert(!std::is_copy_assignable<lshk::Ivf>::value, "owners are move-only");
+static_assert(std::is_nothrow_move_constructible<lshk::Ivf>::value, "noexcept move");
+static_assert(std::is_nothrow_move_assignable<lshk::Ivf>::value, "noexcept move");
 static_assert(std::is_nothrow_destructible<lshk::SimHash>::value, "noexcept dtor");
 static_assert(std::is_nothrow_destructible<lshk::Tables>::value, "noexcept dtor");
 static_assert(std::is_nothrow_copy_constructible<lshk::SimHashRef>::value, "views copy");
@@ -880,6 +884,117 @@ void test_index_weights() {
   EXPECT_THROW_STATUS(empty.weights(), LSHK_STATUS_NULL_POINTER, "lshk_index_weights");
 }
 
+// lshk::Ivf against the same calls through the C API: build (borrowed and
+// copied W), queries bit for bit with stats, strided queries, moves,
+// release/adopt, save/load, and errors from both sides.
+void test_ivf() {
+  constexpr std::size_t rows = 2000, dim = 24, nq = 30;
+  constexpr uint32_t k = 7;
+  std::vector<float> cent = normals(40 * dim, 21), noise = normals(rows * dim, 22);
+  std::vector<float> w(rows * dim), bias = normals(rows, 23);
+  for (std::size_t r = 0; r < rows; r++)
+    for (std::size_t j = 0; j < dim; j++)
+      w[r * dim + j] = cent[(r % 40) * dim + j] + 0.3f * noise[r * dim + j];
+  std::vector<float> qn = normals(nq * dim, 24), q(nq * dim);
+  for (std::size_t i = 0; i < nq; i++)
+    for (std::size_t j = 0; j < dim; j++) q[i * dim + j] = w[(i * 61) * dim + j] + 0.1f * qn[i * dim + j];
+
+  lshk::IvfParams p;
+  CHECK(p.struct_size == sizeof(lshk_ivf_params) && p.codes == LSHK_IVF_CODES_I8 && p.borrow == 1);
+  p.nlist = 32;
+  p.threads = 1;
+  lshk::Ivf ivf(w, bias, rows, dim, dim, p);
+  CHECK(ivf && ivf.rows() == rows && ivf.dim() == dim && ivf.nlist() == 32);
+  std::size_t mem = 0;
+  EXPECT_OK(lshk_ivf_memory_bytes(ivf.get(), &mem));
+  CHECK(ivf.memory_bytes() == mem && mem > 0);
+
+  // The same index through the C API, and the same queries.
+  lshk_ivf *raw = nullptr;
+  EXPECT_OK(lshk_ivf_build(w.data(), bias.data(), rows, dim, dim, &p, &raw));
+  lshk::IvfSearch s(4, 50);
+  CHECK(s.struct_size == sizeof(lshk_ivf_search) && s.nprobe == 4 && s.rerank == 50);
+  std::vector<uint32_t> want_ids(nq * k);
+  std::vector<float> want_sc(nq * k);
+  lshk_ivf_stats cst;
+  std::memset(&cst, 0, sizeof cst);
+  cst.struct_size = sizeof cst;
+  EXPECT_OK(lshk_ivf_query(raw, q.data(), nq, dim, k, &s, want_ids.data(), want_sc.data(), &cst));
+  lshk::IvfStats st;
+  lshk::TopK got = ivf.query(q, k, &s, &st);
+  CHECK(got.queries() == nq && same_topk(got, want_ids, want_sc));
+  CHECK(st.scanned == cst.scanned && st.reranked == cst.reranked && st.scanned > 0);
+  bool sane = true;
+  for (std::size_t i = 0; i < nq; i++)
+    for (uint32_t j = 0; j < k; j++) {
+      sane &= got.ids_of(i)[j] < rows;
+      if (j > 0) sane &= !(got.scores_of(i)[j] > got.scores_of(i)[j - 1]);
+    }
+  CHECK(sane);
+  // Default search parameters.
+  EXPECT_OK(lshk_ivf_query(raw, q.data(), nq, dim, k, nullptr, want_ids.data(), want_sc.data(),
+                           nullptr));
+  CHECK(same_topk(ivf.query(q, k), want_ids, want_sc));
+  // Strided queries, ids only.
+  std::vector<float> qs(nq * 30, 5.0f);
+  for (std::size_t i = 0; i < nq; i++) std::memcpy(&qs[i * 30], &q[i * dim], dim * sizeof(float));
+  std::vector<uint32_t> ids_only(nq * k);
+  ivf.query(qs, nq, 30, k, ids_only, {});
+  CHECK(ids_only == want_ids);
+  EXPECT_OK(lshk_ivf_free(raw));
+  // k = 0 and nq = 0: nothing to write.
+  CHECK(ivf.query(q, 0).ids.empty() && ivf.query(std::vector<float>{}, k).ids.empty());
+
+  // Errors: the wrapper's own checks and the library's.
+  std::vector<uint32_t> short_ids(nq * k - 1);
+  EXPECT_THROW_STATUS(ivf.query(q, nq, dim, k, short_ids, {}), LSHK_STATUS_BUFFER_TOO_SMALL,
+                      "lshk::Ivf::query");
+  EXPECT_THROW_STATUS(ivf.query(std::vector<float>(dim + 1), k), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk::Ivf::query");
+  lshk::IvfSearch zero(0, 10);
+  EXPECT_THROW_STATUS((void)ivf.query(q, k, &zero), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk_ivf_query");
+  lshk::IvfParams bad = p;
+  bad.nlist = rows + 1;
+  EXPECT_THROW_STATUS(lshk::Ivf(w, bias, rows, dim, dim, bad), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk_ivf_build");
+  EXPECT_THROW_STATUS(lshk::Ivf(lshk::span<const float>(w.data(), w.size() - 1), bias, rows, dim,
+                                dim, p),
+                      LSHK_STATUS_INVALID_ARGUMENT, "lshk::Ivf::Ivf");
+
+  // Moves, release and adopt.
+  lshk::Ivf moved = std::move(ivf);
+  CHECK(!ivf && moved && moved.nlist() == 32);
+  EXPECT_THROW_STATUS((void)ivf.query(q, k), LSHK_STATUS_NULL_POINTER, "lshk::Ivf::query");
+  EXPECT_THROW_STATUS((void)ivf.memory_bytes(), LSHK_STATUS_NULL_POINTER,
+                      "lshk_ivf_memory_bytes");
+  lshk_ivf *h = moved.release();
+  CHECK(!moved && h != nullptr);
+  lshk::Ivf back = lshk::Ivf::adopt_handle(h);
+  CHECK(back.get() == h && same_topk(back.query(q, k), want_ids, want_sc));
+
+  // Save and load: borrowed W (passed again) and copied W.
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("lshk_wrapper_ivf_" + std::to_string(getpid()) + ".lshk"))
+                               .string();
+  back.save(path);
+  EXPECT_THROW_STATUS((void)lshk::Ivf::load(path), LSHK_STATUS_INVALID_ARGUMENT, "lshk_ivf_load");
+  lshk::Ivf loaded = lshk::Ivf::load(path, w.data(), dim);
+  CHECK(loaded.rows() == rows && loaded.nlist() == 32);
+  CHECK(same_topk(loaded.query(q, k), want_ids, want_sc));
+  p.borrow = 0;
+  lshk::Ivf copied(w, bias, rows, dim, dim, p);
+  CHECK(copied.memory_bytes() == mem + rows * dim * sizeof(float));
+  CHECK(same_topk(copied.query(q, k), want_ids, want_sc));
+  copied.save(path);
+  EXPECT_THROW_STATUS((void)lshk::Ivf::load(path, w.data(), dim), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk_ivf_load");
+  lshk::Ivf loaded2 = lshk::Ivf::load(path);
+  CHECK(same_topk(loaded2.query(q, k), want_ids, want_sc));
+  std::remove(path.c_str());
+  EXPECT_THROW_STATUS((void)lshk::Ivf::load(path), LSHK_STATUS_IO_ERROR, "lshk_ivf_load");
+}
+
 }  // namespace
 
 int main() {
@@ -893,6 +1008,7 @@ int main() {
     test_index();
     test_tables_labels();
     test_index_weights();
+    test_ivf();
   } catch (const std::exception &e) {
     std::fprintf(stderr, "unexpected exception: %s\n", e.what());
     lshk_test_failed++;

@@ -81,6 +81,18 @@
 #define LSHK_TRANSFORM_MIPS 2
 
 /*
+ IVF codes: none; every row of a visited list is scored exactly from the
+ index's own f32 copy (FAISS's IVFFlat). Needs `borrow = 0`.
+ */
+#define LSHK_IVF_CODES_NONE 0
+
+/*
+ IVF codes: int8 per row (one f32 scale per row), the query quantised to
+ 7 bits, then the `rerank` best re-scored exactly in f32.
+ */
+#define LSHK_IVF_CODES_I8 1
+
+/*
  Label policy: a trained bucket holds the rows hashed to it AND its top
  labels.
  */
@@ -135,6 +147,17 @@ typedef struct lshk_dwta lshk_dwta;
  started after it returns see the changed index.
  */
 typedef struct lshk_index lshk_index;
+
+/*
+ An IVF index: k-means lists over the rows of W stored contiguously
+ (int8 codes and, unless W is borrowed, an f32 copy in list order),
+ queried by visiting the `nprobe` best lists, scoring their rows from
+ the codes and re-scoring the `rerank` best exactly. Every function
+ taking `const lshk_ivf *` (queries included) is safe to call from many
+ threads at once, without locks; an index never changes after it was
+ built or loaded. lshk_ivf_free needs exclusive access.
+ */
+typedef struct lshk_ivf lshk_ivf;
 
 /*
  A SimHash family: L tables of K sign bits each, from K*L hyperplanes.
@@ -473,6 +496,103 @@ typedef struct lshk_iul_report {
 } lshk_iul_report;
 
 /*
+ Build parameters of lshk_ivf_build. Obtain defaults from
+ lshk_ivf_params_default(), then change fields; `struct_size` lets later
+ versions add fields.
+ */
+typedef struct lshk_ivf_params {
+  /*
+   sizeof(lshk_ivf_params) as the caller knows it.
+   */
+  uint32_t struct_size;
+  /*
+   Lists (k-means clusters), 1..=rows; 0 = round(4 sqrt(rows))
+   (default 0).
+   */
+  uint32_t nlist;
+  /*
+   Lloyd iterations of k-means, >= 1 (default 10). The build time
+   grows linearly with it.
+   */
+  uint32_t iters;
+  /*
+   Rows sampled (seeded) to train k-means, >= nlist after clamping to
+   rows; 0 = min(rows, 64 * nlist) (default 0).
+   */
+  uint32_t train_rows;
+  /*
+   LSHK_IVF_CODES_* (default I8).
+   */
+  uint32_t codes;
+  /*
+   1 (default): keep a pointer to the caller's W for the exact
+   re-ranking instead of copying it (W must stay alive and unchanged
+   until lshk_ivf_free; needs CODES_I8). 0: copy W (in list order).
+   */
+  uint32_t borrow;
+  /*
+   Build threads (0 = all cores, default). The index does not depend
+   on it.
+   */
+  uint32_t threads;
+  /*
+   Reserved, must be 0.
+   */
+  uint32_t reserved;
+  /*
+   Seed of the training sample and of k-means' empty-list splits.
+   */
+  uint64_t seed;
+} lshk_ivf_params;
+
+/*
+ Query parameters of lshk_ivf_query. Obtain defaults from
+ lshk_ivf_search_default().
+ */
+typedef struct lshk_ivf_search {
+  /*
+   sizeof(lshk_ivf_search) as the caller knows it.
+   */
+  uint32_t struct_size;
+  /*
+   Lists visited per query, >= 1 (values above nlist act as nlist;
+   default 8).
+   */
+  uint32_t nprobe;
+  /*
+   Approximate candidates re-scored exactly per query (at least k are
+   when it is not 0; values above rows act as rows). 0 = no re-ranking:
+   the int8 approximations are returned as scores (CODES_I8 only; with
+   CODES_NONE every score is exact anyway). Default 64.
+   */
+  uint32_t rerank;
+} lshk_ivf_search;
+
+/*
+ Counts of one lshk_ivf_query call, summed over its queries.
+ */
+typedef struct lshk_ivf_stats {
+  /*
+   sizeof(lshk_ivf_stats) as the caller knows it (set it before the
+   call; lshk does not change it).
+   */
+  uint32_t struct_size;
+  /*
+   Not written by lshk.
+   */
+  uint32_t reserved;
+  /*
+   Rows scored in the visited lists (from their codes, or exactly with
+   CODES_NONE).
+   */
+  uint64_t scanned;
+  /*
+   Rows re-scored exactly.
+   */
+  uint64_t reranked;
+} lshk_ivf_stats;
+
+/*
  Parameters of lshk_index_train_labels. Obtain defaults from
  lshk_label_params_default(), then change fields.
  */
@@ -601,8 +721,9 @@ typedef struct lshk_table_stats {
 #define LSHK_ISA_AVX2 2
 
 /*
- AVX-512 F/BW/DQ/VL (plus the AVX2 tier's features); AVX-512 BF16 is used
- on top for bf16 weights when present.
+ AVX-512 F/BW/DQ/VL (plus the AVX2 tier's features). Same accuracy bounds
+ as every other tier (bf16 weights are widened to f32, never multiplied
+ with `vdpbf16ps`).
  */
 #define LSHK_ISA_AVX512 3
 
@@ -1178,6 +1299,176 @@ lshk_status lshk_simhash_train_iul(const float *planes_in,
                                    size_t reports_len);
 
 /*
+ Default build parameters: nlist 0 (round(4 sqrt(rows))), 10 k-means
+ iterations, train_rows 0 (min(rows, 64 nlist)), CODES_I8, borrow 1, all
+ cores, reserved 0, a fixed seed; struct_size = sizeof(lshk_ivf_params).
+ */
+struct lshk_ivf_params lshk_ivf_params_default(void);
+
+/*
+ Default query parameters: nprobe 8, rerank 64; struct_size =
+ sizeof(lshk_ivf_search).
+ */
+struct lshk_ivf_search lshk_ivf_search_default(void);
+
+/*
+ Builds an IVF index over `rows` rows of `dim` floats (row r at
+ `w + r * w_stride`, `w_stride >= dim`, in elements) with an optional
+ `bias` (`rows` floats, NULL = none; the scores are `w_r . q + b_r`):
+ k-means on a seeded sample of the rows [w_r, b_r], every row assigned
+ to its nearest centroid, the lists stored contiguously with their int8
+ codes. With `p->borrow = 1` (the default) W itself is used for the
+ exact re-ranking: it must stay alive and unchanged until lshk_ivf_free
+ (and lshk_ivf_save does not store it: lshk_ivf_load takes it again);
+ with 0 an f32 copy is kept. `p` NULL = lshk_ivf_params_default(). The
+ index is a pure function of W, the bias and the parameters: the same on
+ every ISA tier and for every thread count.
+
+ On success `*out` receives a new handle (free it with lshk_ivf_free);
+ on failure `*out` is not written.
+
+ Errors: NULL_POINTER (`out`, `w` with rows > 0), INVALID_ARGUMENT (rows
+ 0, rows >= 2^32 - 1, dim 0, stride < dim, struct_size too small,
+ reserved != 0, a bad `codes` value, `borrow` not 0 or 1, borrow with
+ CODES_NONE, iters 0, nlist > rows, train_rows < nlist, a misaligned
+ pointer), NON_FINITE (NaN or infinity in W or the bias; the message
+ names the row), SIZE_OVERFLOW, ALLOCATION_FAILED (the index would not
+ fit in physical memory).
+
+ # Safety
+ `w` must hold (rows-1)*w_stride + dim readable floats, `bias` (if not
+ NULL) `rows` floats; `p` NULL or a valid params struct.
+ */
+lshk_status lshk_ivf_build(const float *w,
+                           const float *bias,
+                           size_t rows,
+                           size_t dim,
+                           size_t w_stride,
+                           const struct lshk_ivf_params *p,
+                           struct lshk_ivf **out);
+
+/*
+ The top `k` rows of `W q + b` for each of `nq` queries (query i at
+ `q + i * q_stride`, `q_stride >= dim` elements): the centroids are
+ scored, the `s->nprobe` best lists visited, their rows scored from the
+ int8 codes, the `s->rerank` best re-scored exactly (see
+ lshk_ivf_search). Writes `out_ids[i*k .. i*k + k]` (and `out_scores`,
+ when not NULL) per query: descending by score, equal scores by smaller
+ id, padded with UINT32_MAX / -INFINITY when the visited lists hold
+ fewer than k rows. Both outputs hold at least nq*k elements. `k = 0`
+ or `nq = 0` writes no ids or scores (stats are still written). With
+ `nprobe >= nlist` and `rerank >= rows` (or CODES_NONE) the result is the
+ exact top-k (scores within the f32 dot-product bound of
+ lshk_gathered_matmul_f32). `s` NULL = lshk_ivf_search_default();
+ `stats` (NULL = none; set its struct_size) receives the batch's counts.
+ Thread-safe: many threads may query one index at once; each thread
+ reuses its own scratch, so after a warm-up call of the same size a
+ query allocates nothing.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
+ struct_size of `s` or `stats` too small, nprobe 0, misaligned or
+ overlapping buffers), NON_FINITE (a NaN or infinite query value),
+ SIZE_OVERFLOW. Nothing is written on error.
+
+ # Safety
+ `q` must hold (nq-1)*q_stride + dim readable floats; `out_ids` nq*k
+ writable u32; `out_scores` NULL or nq*k writable floats; `stats` NULL or
+ a writable lshk_ivf_stats; `s` NULL or a valid lshk_ivf_search.
+ */
+lshk_status lshk_ivf_query(const struct lshk_ivf *ivf,
+                           const float *q,
+                           size_t nq,
+                           size_t q_stride,
+                           uint32_t k,
+                           const struct lshk_ivf_search *s,
+                           uint32_t *out_ids,
+                           float *out_scores,
+                           struct lshk_ivf_stats *stats);
+
+/*
+ Saves the index to `path` (a NUL-terminated file name): an lshk
+ container of file kind 2 with a CRC-32C per section (parameters,
+ centroids, lists, codes, bias, and the f32 rows unless W is borrowed),
+ written to a temporary file in the same directory, flushed and renamed
+ over `path` as lshk_index_save does (a crash never leaves a torn file at
+ `path`; see lshk_index_save for the temporary file's name). Thread-safe.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
+ IO_ERROR.
+
+ # Safety
+ `path` must be a NUL-terminated string.
+ */
+lshk_status lshk_ivf_save(const struct lshk_ivf *ivf,
+                          const char *path);
+
+/*
+ Loads an index saved by lshk_ivf_save (every section is checked and
+ read into memory; the file is not kept open). `w`: for a file saved
+ from an index built with `borrow = 1` (whose rows are not stored) it
+ must point to the same W as at build time, `w_stride` its stride in
+ elements (>= dim): it is used in place and must stay alive and
+ unchanged until lshk_ivf_free; NULL there is INVALID_ARGUMENT. For a
+ file that stores its rows `w` must be NULL (non-NULL is
+ INVALID_ARGUMENT, so a caller never believes its own W is used when the
+ file's is) and `w_stride` is ignored.
+
+ Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or read),
+ BAD_FILE_FORMAT (truncated, corrupt, not an IVF file (e.g. an
+ lshk_index file), newer version, or content inconsistent with its
+ parameters; the message names the problem), INVALID_ARGUMENT (empty
+ path, misaligned `out` or `w`, `w` misuse as above, w_stride < dim),
+ NON_FINITE (the borrowed W holds NaN/inf), SIZE_OVERFLOW. On failure
+ `*out` is not written.
+
+ # Safety
+ `path` must be a NUL-terminated string; a non-NULL `w` must hold
+ (rows-1)*w_stride + dim readable floats of the saved shape.
+ */
+lshk_status lshk_ivf_load(const char *path,
+                          const float *w,
+                          size_t w_stride,
+                          struct lshk_ivf **out);
+
+/*
+ Shape of the index: writes rows, dim and nlist (the number of lists)
+ into the non-NULL pointers among `rows`, `dim`, `nlist`.
+
+ Errors: NULL_POINTER (`ivf`), INVALID_HANDLE, INVALID_ARGUMENT (a
+ misaligned output). Nothing is written on error.
+
+ # Safety
+ Non-NULL outputs must be writable.
+ */
+lshk_status lshk_ivf_shape(const struct lshk_ivf *ivf,
+                           size_t *rows,
+                           size_t *dim,
+                           uint32_t *nlist);
+
+/*
+ Bytes held by the index: centroids, lists, codes, bias and its f32 copy
+ of the rows (a borrowed W is the caller's and not counted).
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned
+ `out`).
+
+ # Safety
+ `out` must be a writable size_t.
+ */
+lshk_status lshk_ivf_memory_bytes(const struct lshk_ivf *ivf,
+                                  size_t *out);
+
+/*
+ Releases an IVF index (a borrowed W is not touched). NULL is a no-op; a
+ freed or foreign handle is INVALID_HANDLE.
+
+ # Safety
+ `ivf` is NULL or a handle from lshk_ivf_build/_load that no other
+ thread is using.
+ */
+lshk_status lshk_ivf_free(struct lshk_ivf *ivf);
+
+/*
  Default label parameters: label_cap 64, policy BESIDE, struct_size =
  sizeof(lshk_label_params).
  */
@@ -1346,10 +1637,9 @@ lshk_status lshk_gathered_matmul_f32_isa(lshk_isa isa,
 /*
  Gathered matmul with bf16 weights (`w` holds bf16 bit patterns, e.g. from
  lshk_convert_f32_to_bf16); `q`, `bias`, `out` stay f32. Each weight is
- widened to f32 exactly, so the bound of lshk_gathered_matmul_f32 holds
- for the stored weights; on CPUs with AVX-512 BF16 the AVX-512 tier uses
- `vdpbf16ps`, which also rounds q to bf16 and flushes subnormals: add
- `2^-8 * sum_t |w_t q_t|` there. Arguments, errors and thread-safety as
+ widened to f32 exactly on every tier (AVX-512 included; q is never
+ rounded to bf16), so the bound of lshk_gathered_matmul_f32 holds for the
+ stored weights on every CPU. Arguments, errors and thread-safety as
  lshk_gathered_matmul_f32 (`w` must be 2-byte aligned).
 
  # Safety

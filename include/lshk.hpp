@@ -5,7 +5,7 @@
  *    carries the lshk_status and the calling thread's last-error message
  *    (lshk_last_error_message) at the moment of the failure;
  *  - handles become RAII owners (lshk::SimHash, lshk::Dwta, lshk::Tables,
- *    lshk::Index): unique ownership, move-only (noexcept moves, a moved-from
+ *    lshk::Index, lshk::Ivf): unique ownership, move-only (noexcept moves, a moved-from
  *    owner is empty), the destructor frees the handle and never throws;
  *    lshk::SimHashRef / DwtaRef / TablesRef are non-owning views (of an owner,
  *    or of a handle borrowed from an index) and are cheap to copy;
@@ -1367,6 +1367,138 @@ class Index {
   lshk_index *h_ = nullptr;
   std::size_t rows_ = 0, dim_ = 0;
   uint32_t bits_ = 0, tables_ = 0;
+};
+
+/* -------------------------------------------------------------------- Ivf */
+
+/* lshk_ivf_params with its defaults (lshk_ivf_params_default()). */
+struct IvfParams : lshk_ivf_params {
+  IvfParams() noexcept : lshk_ivf_params(lshk_ivf_params_default()) {}
+  IvfParams(const lshk_ivf_params &p) noexcept : lshk_ivf_params(p) {}
+};
+/* lshk_ivf_search with its defaults (lshk_ivf_search_default()). */
+struct IvfSearch : lshk_ivf_search {
+  IvfSearch() noexcept : lshk_ivf_search(lshk_ivf_search_default()) {}
+  IvfSearch(const lshk_ivf_search &s) noexcept : lshk_ivf_search(s) {}
+  IvfSearch(uint32_t nprobe_, uint32_t rerank_) noexcept : IvfSearch() {
+    nprobe = nprobe_;
+    rerank = rerank_;
+  }
+};
+/* lshk_ivf_stats with struct_size set. */
+struct IvfStats : lshk_ivf_stats {
+  IvfStats() noexcept : lshk_ivf_stats() { struct_size = sizeof(lshk_ivf_stats); }
+};
+
+namespace detail {
+/* The const operations of lshk::Ivf. The shape is read once
+ * (lshk_ivf_shape) when the handle is taken. */
+class IvfBase {
+ public:
+  const lshk_ivf *get() const noexcept { return h_; }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+  std::size_t rows() const noexcept { return rows_; }
+  std::size_t dim() const noexcept { return dim_; }
+  uint32_t nlist() const noexcept { return nlist_; }
+
+  /* lshk_ivf_memory_bytes. */
+  std::size_t memory_bytes() const {
+    std::size_t b = 0;
+    check(lshk_ivf_memory_bytes(h_, &b));
+    return b;
+  }
+  /* lshk_ivf_save: written to a temporary file, then renamed. A borrowed W
+   * is not stored (Ivf::load takes it again). */
+  void save(const std::string &path) const { check(lshk_ivf_save(h_, path.c_str())); }
+
+  /* lshk_ivf_query: the top k rows of each of nq queries (row i at
+   * q[i * q_stride]) into out_ids / out_scores[i*k .. i*k + k] (descending,
+   * padded with UINT32_MAX / -inf; `out_scores` empty = not wanted).
+   * `s` NULL = default search parameters; `stats` NULL = not wanted. */
+  void query(span<const float> q, std::size_t nq, std::size_t q_stride, uint32_t k,
+             span<uint32_t> out_ids, span<float> out_scores,
+             const lshk_ivf_search *s = nullptr, lshk_ivf_stats *stats = nullptr) const {
+    const char *where = "lshk::Ivf::query";
+    need_rows(where, "q", q.size(), nq, dim_, q_stride);
+    std::size_t n = 0;
+    if (mul(nq, k, &n)) {
+      need_out(where, "out_ids", out_ids.size(), n);
+      if (!out_scores.empty()) need_out(where, "out_scores", out_scores.size(), n);
+    }
+    check(lshk_ivf_query(h_, q.data(), nq, q_stride, k, s, out_ids.data(), or_null(out_scores),
+                         stats));
+  }
+  /* Contiguous queries (q.size() a multiple of dim) into a reusable TopK
+   * (its vectors are resized to nq * k; a warm TopK does not allocate). */
+  void query(span<const float> q, uint32_t k, TopK &out, const lshk_ivf_search *s = nullptr,
+             lshk_ivf_stats *stats = nullptr) const {
+    std::size_t nq = whole_rows("lshk::Ivf::query", "q", q.size(), dim_);
+    std::size_t n = 0;
+    if (!mul(nq, k, &n)) fail(LSHK_STATUS_SIZE_OVERFLOW, "lshk::Ivf::query: nq * k overflows");
+    out.k = k;
+    out.ids.resize(n);
+    out.scores.resize(n);
+    query(q, nq, dim_, k, out.ids, out.scores, s, stats);
+  }
+  TopK query(span<const float> q, uint32_t k, const lshk_ivf_search *s = nullptr,
+             lshk_ivf_stats *stats = nullptr) const {
+    TopK r;
+    query(q, k, r, s, stats);
+    return r;
+  }
+
+ protected:
+  IvfBase() noexcept = default;
+  void take(const lshk_ivf *h) {
+    std::size_t rows = 0, dim = 0;
+    uint32_t nlist = 0;
+    if (h) check(lshk_ivf_shape(h, &rows, &dim, &nlist));
+    h_ = h;
+    rows_ = rows;
+    dim_ = dim;
+    nlist_ = nlist;
+  }
+  IvfBase(const IvfBase &) noexcept = default;
+  IvfBase &operator=(const IvfBase &) noexcept = default;
+  ~IvfBase() = default;
+  void clear() noexcept { *this = IvfBase(); }
+
+  const lshk_ivf *h_ = nullptr;
+  std::size_t rows_ = 0, dim_ = 0;
+  uint32_t nlist_ = 0;
+};
+}  // namespace detail
+
+/* Owns an lshk_ivf: a k-means partition index with int8 codes and exact
+ * re-ranking. Move-only; every const method is thread-safe, so one
+ * `const lshk::Ivf &` may serve many threads. */
+class Ivf : public detail::Owner<Ivf, detail::IvfBase, lshk_ivf, lshk_ivf_free> {
+ public:
+  /* An empty owner (every operation throws NULL_POINTER). */
+  Ivf() noexcept = default;
+  /* lshk_ivf_build over `rows` rows of `dim` floats of w (row r at
+   * w[r * w_stride]); `bias` empty = none, else `rows` floats. With
+   * p.borrow == 1 (the default) w is NOT copied: it must stay alive and
+   * unchanged as long as the index. */
+  Ivf(span<const float> w, span<const float> bias, std::size_t rows, std::size_t dim,
+      std::size_t w_stride, const lshk_ivf_params &p = IvfParams()) {
+    const char *where = "lshk::Ivf::Ivf";
+    detail::need_rows(where, "w", w.size(), rows, dim, w_stride);
+    if (!bias.empty()) detail::need_in(where, "bias", bias.size(), rows);
+    lshk_ivf *h = nullptr;
+    check(lshk_ivf_build(w.data(), detail::or_null(bias), rows, dim, w_stride, &p, &h));
+    adopt(h);
+  }
+  /* lshk_ivf_load. `w` (with its stride) is needed, and only allowed, for
+   * a file saved from an index that borrowed W: the same W as at build
+   * time, which must outlive the returned index. It is a plain pointer,
+   * not a span, because the shape it must have is in the file: the
+   * wrapper cannot check its size. */
+  static Ivf load(const std::string &path, const float *w = nullptr, std::size_t w_stride = 0) {
+    lshk_ivf *h = nullptr;
+    check(lshk_ivf_load(path.c_str(), w, w_stride, &h));
+    return adopt_handle(h);
+  }
 };
 
 }  // namespace lshk

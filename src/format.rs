@@ -44,6 +44,8 @@ use crate::error::{Error, Result, Status};
 pub const MAGIC: [u8; 8] = [0x89, b'L', b'S', b'H', b'K', 0x0D, 0x0A, 0x1A];
 pub const VERSION: u32 = 1;
 pub const KIND_INDEX: u32 = 1;
+/// An [`crate::ivf::Ivf`] file.
+pub const KIND_IVF: u32 = 2;
 pub const ALIGN: u64 = 64;
 const HEADER: usize = 64;
 const ENTRY: usize = 32;
@@ -448,6 +450,8 @@ unsafe impl Pod for u32 {}
 unsafe impl Pod for u64 {}
 // SAFETY: as above.
 unsafe impl Pod for i8 {}
+// SAFETY: as above.
+unsafe impl Pod for i32 {}
 // SAFETY: as above.
 unsafe impl Pod for f32 {}
 

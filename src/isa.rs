@@ -61,12 +61,15 @@ impl Isa {
     }
 }
 
-/// Extra CPU features some kernels use on top of their tier.
+/// Extra CPU features on top of the tier: F16C is used (f16 kernels of the
+/// AVX2 tier); the AVX-512 extras are detected and reported only.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Extras {
     /// AVX-512 VNNI (`vpdpbusd`).
     pub avx512vnni: bool,
-    /// AVX-512 BF16 (`vdpbf16ps`).
+    /// AVX-512 BF16 (`vdpbf16ps`). Reported only: no kernel uses it (the
+    /// bf16 matmul widens to f32 to keep the f32 bound; see
+    /// `kernels/matmul/avx512.rs`).
     pub avx512bf16: bool,
     /// AVX-512 FP16.
     pub avx512fp16: bool,

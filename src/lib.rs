@@ -28,11 +28,15 @@ pub mod isa;
 /// cbindgen:ignore
 pub mod iul;
 /// cbindgen:ignore
+pub mod ivf;
+/// cbindgen:ignore
 pub mod kernels;
 /// cbindgen:ignore
 pub mod labels;
 /// cbindgen:ignore
 pub mod matmul;
+/// cbindgen:ignore
+pub mod qdot;
 /// cbindgen:ignore
 pub mod rng;
 /// cbindgen:ignore

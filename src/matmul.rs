@@ -14,12 +14,12 @@
 //! the *stored* values (for int8, `w_j = scale * int8_j`), every tier
 //! satisfies `|out - exact| <= gamma(dim + 2) * (S + |bias|)`, where
 //! `gamma(n) = n u / (1 - n u)` (`dim` roundings of the accumulation, one
-//! for the int8 scale, one for the bias). The only exception is the
-//! AVX-512 BF16 path for bf16 W (`vdpbf16ps`, CPUs with avx512bf16 only),
-//! which also rounds Q to bf16: add `2^-8 * S` there.
+//! for the int8 scale, one for the bias), with no exception: the AVX-512
+//! tier widens bf16 W to f32 like the others and does not use `vdpbf16ps`,
+//! which would round Q to bf16 (see `kernels/matmul/avx512.rs`, issue 12).
 //!
 //! The storage rounding is the caller's, done once by the conversions here:
-//! [`f32_to_bf16`] (relative error <= 2^-9 per element), [`f32_to_f16`]
+//! [`f32_to_bf16`] (relative error <= 2^-8 per element: 8 significand bits), [`f32_to_f16`]
 //! (relative <= 2^-11 in the normal range, absolute <= 2^-25 below it, and
 //! overflow beyond 65504 to infinity), [`quantize_rows_i8`]
 //! (`|w - scale * q| <= scale * (1/2 + 2^-17)` per element, so a logit moves
@@ -662,7 +662,7 @@ fn sift_up(h: &mut [(f32, u32)], mut i: usize) {
     }
 }
 
-fn topk_segment(
+pub(crate) fn topk_segment(
     scores: &[f32],
     ids: Option<&[u32]>,
     k: usize,

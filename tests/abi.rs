@@ -36,6 +36,8 @@
 //!
 //! Build products go to `target/<profile>/abi/`.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::fs;
@@ -119,7 +121,7 @@ fn abi_tools_present() -> bool {
     ] {
         if !tool_works(tool, arg) {
             assert!(
-                std::env::var_os("CI").is_none(),
+                !common::tiers::ci(),
                 "`{tool}` not found but CI is set: the ABI check must run in CI \
                  (.ci/run installs abi-dumper and abi-compliance-checker with apt-get)"
             );

@@ -17,6 +17,7 @@
 //! Build products go to `target/<profile>/c_abi/`.
 
 mod c_harness;
+mod common;
 
 use c_harness::{
     compile_test, examples, indent, require, run, run_jobs, setup, sources, stem, summary_lines,

@@ -768,3 +768,114 @@ fn threads_alternating_between_indexes() {
          bf16 bias-aug) alternating per query, identical to single-thread"
     );
 }
+
+/// One B = 1 IVF query: ids, score bits and (scanned, reranked).
+fn ivf_query_one(
+    ivf: Shared<lshk::ffi::ivf::lshk_ivf>,
+    l: &Layer,
+    s: &lshk::ffi::ivf::lshk_ivf_search,
+    i: usize,
+    a: &mut Answers,
+) {
+    use lshk::ffi::ivf::*;
+    let k = K_TOP as usize;
+    let mut ids = [0u32; K_TOP as usize];
+    let mut sc = [0f32; K_TOP as usize];
+    let mut st = lshk_ivf_stats {
+        struct_size: std::mem::size_of::<lshk_ivf_stats>() as u32,
+        ..Default::default()
+    };
+    // SAFETY: q holds DIM floats from query i; outputs hold k values.
+    ok(
+        unsafe {
+            lshk_ivf_query(
+                ivf.get(),
+                l.q[i * QSTRIDE..].as_ptr(),
+                1,
+                QSTRIDE,
+                K_TOP,
+                s,
+                ids.as_mut_ptr(),
+                sc.as_mut_ptr(),
+                &mut st,
+            )
+        },
+        "lshk_ivf_query",
+    );
+    a.ids[i * k..(i + 1) * k].copy_from_slice(&ids);
+    for (d, s) in a.score_bits[i * k..(i + 1) * k].iter_mut().zip(&sc) {
+        *d = s.to_bits();
+    }
+    a.cands[i] = st.scanned << 32 | st.reranked;
+}
+
+/// B = 1 queries from 2 x cores threads on one shared lshk_ivf (W borrowed
+/// with int8 codes, and W copied without codes): every thread's ids, score
+/// bits and (scanned, reranked) counts equal a single-threaded run.
+#[test]
+fn ivf_b1_queries_identical_to_single_thread() {
+    use lshk::ffi::ivf::*;
+    let nt = threads();
+    let nq = queries_per_thread();
+    let l = layer(nq);
+    let t0 = std::time::Instant::now();
+    for (name, codes, borrow, nprobe, rerank) in [
+        ("IVF int8 codes, W borrowed", LSHK_IVF_CODES_I8, 1, 8, 64),
+        ("IVF no codes, W copied", LSHK_IVF_CODES_NONE, 0, 4, 0),
+    ] {
+        let mut p = lshk_ivf_params_default();
+        p.codes = codes;
+        p.borrow = borrow;
+        let mut h = ptr::null_mut();
+        // SAFETY: W (ROWS x DIM) and bias live until the index is freed.
+        ok(
+            unsafe { lshk_ivf_build(l.w.as_ptr(), l.bias.as_ptr(), ROWS, DIM, DIM, &p, &mut h) },
+            "lshk_ivf_build",
+        );
+        let ivf = Shared(h);
+        let mut s = lshk_ivf_search_default();
+        s.nprobe = nprobe;
+        s.rerank = rerank;
+        let mut want = Answers::new(nq);
+        for i in 0..nq {
+            ivf_query_one(ivf, &l, &s, i, &mut want);
+        }
+        let hit = (0..nq)
+            .filter(|&i| {
+                want.ids[i * K_TOP as usize..(i + 1) * K_TOP as usize].contains(&l.labels[i])
+            })
+            .count();
+        assert!(
+            hit * 5 > nq,
+            "{name}: only {hit}/{nq} labels in the top {K_TOP}"
+        );
+        let start = Barrier::new(nt);
+        let got: Vec<Answers> = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..nt)
+                .map(|t| {
+                    let (start, l, s) = (&start, &l, &s);
+                    sc.spawn(move || {
+                        start.wait();
+                        let mut a = Answers::new(l.nq);
+                        for i in order(t, nt, l.nq) {
+                            ivf_query_one(ivf, l, s, i, &mut a);
+                        }
+                        a
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (t, a) in got.iter().enumerate() {
+            compare(a, &want, &format!("{name}, thread {t}"));
+        }
+        // SAFETY: a live handle, no other thread uses it any more.
+        ok(unsafe { lshk_ivf_free(ivf.get()) }, "lshk_ivf_free");
+        println!(
+            "concurrency: {nt} threads x {nq} queries on one lshk_ivf, identical to \
+             single-thread ({name}, nprobe {nprobe}, rerank {rerank}, labels in top-{K_TOP}: \
+             {hit}/{nq})"
+        );
+    }
+    println!("  ({:.1} s)", t0.elapsed().as_secs_f64());
+}

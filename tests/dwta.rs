@@ -2,28 +2,16 @@
 //! not add), a hand-worked example, golden values of the seeded map and of
 //! the probe sequence, from_map round trip and input validation.
 
+mod common;
+
 use lshk::dwta::{probe, Dwta};
 use lshk::kernels::dwta::scalar;
 use lshk::rng::SplitMix64;
 use lshk::{Isa, Status};
 
-/// The tiers this CPU runs; prints a line for each one it lacks.
-fn tiers() -> Vec<Isa> {
-    let sup: Vec<Isa> = Isa::supported().collect();
-    for t in Isa::ALL {
-        if !sup.contains(&t) {
-            println!(
-                "skipped: {} tier (CPU lacks {})",
-                t.name(),
-                match t {
-                    Isa::Avx512 => "avx512f/bw/dq/vl",
-                    _ => "avx2",
-                }
-            );
-        }
-    }
-    sup
-}
+// Every tier this CPU supports (capped by `LSHK_MAX_ISA`), printed once per
+// test; under CI a supported tier that does not run fails the test.
+use common::tiers::for_this_test as tiers;
 
 /// Values with many ties and every special: NaN, ±inf, ±0.
 fn special_value(r: &mut SplitMix64) -> f32 {
@@ -586,11 +574,11 @@ fn shared_family_from_many_threads() {
     h.hash_sparse_isa(Isa::Scalar, &indptr, &idx, &val, &mut want_s)
         .unwrap();
     let csr = std::sync::Arc::new((indptr, idx, val));
+    let tiers = tiers();
     let handles: Vec<_> = (0..6)
         .map(|t| {
-            let (h, x, csr) = (h.clone(), x.clone(), csr.clone());
+            let (h, x, csr, tiers) = (h.clone(), x.clone(), csr.clone(), tiers.clone());
             std::thread::spawn(move || {
-                let tiers: Vec<Isa> = Isa::supported().collect();
                 let mut out = vec![];
                 for it in 0..50 {
                     let tier = tiers[(t + it) % tiers.len()];

@@ -7,6 +7,8 @@
 //! LSHK_STATUS_PANIC cannot be provoked without a bug; INDEX_OUT_OF_RANGE,
 //! IO_ERROR and BAD_FILE_FORMAT are not returned by SimHash.
 
+mod common;
+
 use std::ffi::CStr;
 use std::ptr;
 use std::sync::{Mutex, MutexGuard};
@@ -200,9 +202,7 @@ fn isa_functions() {
         active,
         "raising the cap restores the tier"
     );
-    if detected < LSHK_ISA_AVX512 {
-        println!("skipped: avx512 tier (CPU lacks avx512f/bw/dq/vl)");
-    }
+    println!("{}", common::tiers::machine_line());
 }
 
 #[test]
@@ -674,6 +674,7 @@ fn freed_foreign_and_misaligned_handles() {
 #[test]
 fn hash_project_and_plane_round_trip() {
     let _g = serial();
+    let tiers = common::tiers::for_this_test();
     let dim = DIM as usize;
     let stride = dim + 5;
     let mut x = vec![f32::NAN; N * stride]; // NaN padding is never read
@@ -692,11 +693,7 @@ fn hash_project_and_plane_round_trip() {
                 "copy",
             );
         }
-        for t in 0..=LSHK_ISA_AVX512 {
-            if t > lshk_isa_detected() {
-                println!("skipped: avx512 tier (CPU lacks avx512f/bw/dq/vl)");
-                continue;
-            }
+        for t in tiers.iter().map(|&t| t as u32) {
             let mut codes = vec![0u32; N * L as usize];
             let mut proj = vec![0f32; N * NP];
             // SAFETY: x spans N rows of `stride`; outputs sized exactly.
@@ -774,7 +771,7 @@ fn hash_project_and_plane_round_trip() {
             again.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
         );
         if sparsity == 0 {
-            for t in lshk::Isa::supported() {
+            for &t in &tiers {
                 let mut a = vec![0u32; N * L as usize];
                 let mut b = vec![1u32; N * L as usize];
                 // SAFETY: as above.

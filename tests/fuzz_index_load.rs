@@ -636,3 +636,419 @@ fn structural_mutations_through_the_c_abi() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+// ------------------------------------------------------------------------
+// lshk_ivf_load: the same structural mutations on IVF files (W copied with
+// and without codes, W borrowed), plus every IVFPARAM field set to boundary
+// values and the LOFFS / LIDS contents broken, all with the checksums
+// recomputed so the IVF parser itself is reached. A refusal must set a
+// message and leave `*out` untouched; a loaded mutant must answer queries
+// with ids < rows (or the padding id) without a panic.
+
+use lshk::ffi::ivf::{
+    lshk_ivf, lshk_ivf_build, lshk_ivf_free, lshk_ivf_load, lshk_ivf_params_default,
+    lshk_ivf_query, lshk_ivf_save, lshk_ivf_shape, LSHK_IVF_CODES_I8, LSHK_IVF_CODES_NONE,
+};
+
+/// Loads `bytes` through lshk_ivf_load (with `w` for borrowed seeds) and
+/// applies the oracle above.
+fn ivf_load_via_c(
+    dir: &Path,
+    bytes: &[u8],
+    w: Option<(&[f32], usize)>,
+    expect: Expect,
+    what: &str,
+    q: &[f32],
+    o: &mut Outcome,
+) {
+    let path = dir.join("c-mutant.ivf");
+    std::fs::write(&path, bytes).unwrap();
+    let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    let canary = 0xA5A5_A5A5_A5A5_A5A5usize as *mut lshk_ivf;
+    let mut out = canary;
+    assert_ne!(lshk_isa_set_max(0xDEAD), LSHK_STATUS_OK); // a foreign message
+    let (wp, ws) = w.map_or((std::ptr::null(), 0), |(w, s)| (w.as_ptr(), s));
+    let t0 = std::time::Instant::now();
+    // SAFETY: a NUL-terminated path; a W of the seed's shape or NULL; a
+    // writable out.
+    let st = unsafe { lshk_ivf_load(cpath.as_ptr(), wp, ws, &mut out) };
+    assert!(
+        t0.elapsed().as_secs() < 10,
+        "{what}: the load took {:?}",
+        t0.elapsed()
+    );
+    assert_ne!(st, LSHK_STATUS_PANIC, "{what}: panic: {}", c_last_msg());
+    if st != LSHK_STATUS_OK {
+        assert_eq!(out, canary, "{what}: failed with {st} but wrote *out");
+        let m = c_last_msg();
+        assert!(
+            m.starts_with("lshk_ivf_load: ") && m.len() > 15,
+            "{what}: status {st} without a message ({m:?})"
+        );
+        o.refused += 1;
+        return;
+    }
+    assert_eq!(expect, Expect::Either, "{what}: the mutant loaded");
+    o.loaded += 1;
+    let (mut rows, mut dim, mut nlist) = (0usize, 0usize, 0u32);
+    // SAFETY: a live handle; writable outputs.
+    unsafe { lshk_ivf_shape(out, &mut rows, &mut dim, &mut nlist) };
+    if dim * 8 <= q.len() {
+        for (nprobe, rerank) in [(1u32, 0u32), (nlist, u32::MAX), (3, 20)] {
+            let mut s = lshk::ffi::ivf::lshk_ivf_search_default();
+            s.nprobe = nprobe.max(1);
+            s.rerank = rerank;
+            let mut ids = vec![0u32; 8 * 5];
+            let mut sc = vec![0f32; 8 * 5];
+            // SAFETY: 8 queries of `dim` floats; outputs of 8 * k.
+            let r = unsafe {
+                lshk_ivf_query(
+                    out,
+                    q.as_ptr(),
+                    8,
+                    dim,
+                    5,
+                    &s,
+                    ids.as_mut_ptr(),
+                    sc.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            };
+            assert_ne!(
+                r,
+                LSHK_STATUS_PANIC,
+                "{what}: query panicked: {}",
+                c_last_msg()
+            );
+            if r == LSHK_STATUS_OK {
+                assert!(
+                    ids.iter().all(|&i| i == u32::MAX || (i as usize) < rows),
+                    "{what}: id out of range"
+                );
+            }
+        }
+    }
+    // SAFETY: a live handle, freed once.
+    assert_eq!(unsafe { lshk_ivf_free(out) }, LSHK_STATUS_OK);
+}
+
+#[test]
+fn ivf_structural_mutations_through_the_c_abi() {
+    let dir = std::env::temp_dir().join(format!("lshk-fuzz-ivf-c-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (rows, dim) = (300usize, 10usize);
+    let layer = lshk::data::structured_layer(rows, dim, 9, 5);
+    let q = lshk::data::structured_layer(8, dim, 2, 11).w;
+    let flips = (iters() / 2).max(50);
+    let mut o = Outcome {
+        refused: 0,
+        loaded: 0,
+    };
+    let mut r = SplitMix64::new(0x1f5e);
+    // (codes, borrow, bias)
+    let seeds = [
+        (LSHK_IVF_CODES_I8, 0u32, true),
+        (LSHK_IVF_CODES_NONE, 0, false),
+        (LSHK_IVF_CODES_I8, 1, true),
+    ];
+    for (si, &(codes, borrow, bias)) in seeds.iter().enumerate() {
+        let mut p = lshk_ivf_params_default();
+        p.nlist = 12;
+        p.codes = codes;
+        p.borrow = borrow;
+        p.threads = 1;
+        let mut h = std::ptr::null_mut();
+        let bp = if bias {
+            layer.bias.as_ptr()
+        } else {
+            std::ptr::null()
+        };
+        // SAFETY: W and bias of the stated shape outlive the handle.
+        let st = unsafe { lshk_ivf_build(layer.w.as_ptr(), bp, rows, dim, dim, &p, &mut h) };
+        assert_eq!(st, LSHK_STATUS_OK, "{}", c_last_msg());
+        let path = dir.join(format!("seed{si}.ivf"));
+        let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: a live handle, a NUL-terminated path; freed once.
+        unsafe {
+            assert_eq!(lshk_ivf_save(h, cpath.as_ptr()), LSHK_STATUS_OK);
+            assert_eq!(lshk_ivf_free(h), LSHK_STATUS_OK);
+        }
+        let good = std::fs::read(&path).unwrap();
+        let w = (borrow == 1).then_some((&layer.w[..], dim));
+        let load = |b: &[u8], expect: Expect, what: String, o: &mut Outcome| {
+            ivf_load_via_c(&dir, b, w, expect, &format!("ivf seed {si}: {what}"), &q, o)
+        };
+        let before = o.loaded;
+        load(&good, Expect::Either, "the unmodified file".into(), &mut o);
+        assert_eq!(
+            o.loaded,
+            before + 1,
+            "ivf seed {si}: the unmodified file did not load"
+        );
+        // The wrong W argument for the file.
+        let wrong = if borrow == 1 {
+            None
+        } else {
+            Some((&layer.w[..], dim))
+        };
+        let before = o.refused;
+        ivf_load_via_c(&dir, &good, wrong, Expect::Refused, "wrong w", &q, &mut o);
+        assert_eq!(o.refused, before + 1);
+
+        let secs = sections(&good);
+        let n = secs.len();
+        let table_end = HEADER + ENTRY * n;
+        let len = good.len();
+
+        // Truncation at every boundary (and one byte either side), with the
+        // header's length left alone and rewritten to match.
+        let mut cuts: BTreeSet<usize> = [
+            0,
+            1,
+            8,
+            27,
+            28,
+            63,
+            HEADER,
+            table_end - 1,
+            table_end,
+            len - 1,
+        ]
+        .into_iter()
+        .collect();
+        for i in 0..n {
+            cuts.insert(HEADER + ENTRY * i);
+        }
+        for sec in &secs {
+            for c in [sec.off, sec.off + sec.len] {
+                cuts.extend([c.saturating_sub(1), c, c + 1]);
+            }
+        }
+        for &cut in cuts.iter().filter(|&&c| c < len) {
+            load(
+                &good[..cut],
+                Expect::Refused,
+                format!("truncated to {cut}"),
+                &mut o,
+            );
+            if cut >= 32 {
+                let mut b = good[..cut].to_vec();
+                put64(&mut b, 16, cut as u64);
+                fix_header_crc(&mut b);
+                load(
+                    &b,
+                    Expect::Refused,
+                    format!("truncated to {cut}, length fixed"),
+                    &mut o,
+                );
+            }
+        }
+
+        // Header and section-table fields (header CRC stale and fixed).
+        let mut cases: Vec<(String, Vec<u8>, Expect)> = Vec::new();
+        for v in [0u32, 1, 3, u32::MAX] {
+            let mut b = good.clone();
+            put32(&mut b, 12, v);
+            cases.push((format!("file kind {v}"), b, Expect::Refused));
+        }
+        for v in [0u32, 2, u32::MAX] {
+            let mut b = good.clone();
+            put32(&mut b, 8, v);
+            cases.push((format!("format version {v}"), b, Expect::Refused));
+        }
+        for v in [0u64, len as u64 - 1, len as u64 + 1, u64::MAX] {
+            let mut b = good.clone();
+            put64(&mut b, 16, v);
+            cases.push((format!("file length {v}"), b, Expect::Refused));
+        }
+        for v in [0u32, n as u32 + 1, u32::MAX] {
+            let mut b = good.clone();
+            put32(&mut b, 24, v);
+            cases.push((format!("section count {v}"), b, Expect::Refused));
+        }
+        for (i, sec) in secs.iter().enumerate() {
+            for v in [u64::MAX, 1 << 40, len as u64, sec.len as u64 + 1] {
+                let mut b = good.clone();
+                put64(&mut b, sec.entry + 16, v);
+                cases.push((format!("section {i} length {v}"), b, Expect::Refused));
+            }
+            for v in [u64::MAX, sec.off as u64 + 1, 0, len as u64] {
+                let mut b = good.clone();
+                put64(&mut b, sec.entry + 8, v);
+                cases.push((format!("section {i} offset {v}"), b, Expect::Refused));
+            }
+            let mut b = good.clone();
+            b[sec.entry..sec.entry + 8].copy_from_slice(b"ZZZZZZZZ");
+            cases.push((format!("section {i} renamed"), b, Expect::Either));
+        }
+        for (what, b, expect) in cases {
+            load(&b, expect, format!("{what}, header CRC stale"), &mut o);
+            let mut b = b;
+            fix_header_crc(&mut b);
+            load(&b, expect, format!("{what}, header CRC fixed"), &mut o);
+        }
+
+        // Section lengths changed with every CRC recomputed.
+        for (i, sec) in secs.iter().enumerate() {
+            for v in [0usize, sec.len.saturating_sub(4), sec.len.saturating_sub(8)] {
+                if v == sec.len {
+                    continue;
+                }
+                let mut b = good.clone();
+                put64(&mut b, sec.entry + 16, v as u64);
+                fix_crcs(&mut b);
+                load(
+                    &b,
+                    Expect::Either,
+                    format!("section {i} length {v}, CRCs fixed"),
+                    &mut o,
+                );
+            }
+        }
+
+        // Every IVFPARAM field (12 u32 slots: version, rows, dim, nlist,
+        // iters, train_rows, codes, has_bias, borrowed, reserved, seed lo/hi)
+        // set to boundary values, CRCs recomputed.
+        let par = secs
+            .iter()
+            .find(|s| &good[s.entry..s.entry + 8] == b"IVFPARAM")
+            .expect("an IVFPARAM section");
+        for field in 0..12usize {
+            let at = par.off + 4 * field;
+            let orig = u32::from_le_bytes(good[at..at + 4].try_into().unwrap());
+            for v in [
+                0u32,
+                1,
+                2,
+                orig.wrapping_add(1),
+                orig.wrapping_sub(1),
+                rows as u32 + 1,
+                0x7FFF_FFFF,
+                u32::MAX - 1,
+                u32::MAX,
+            ] {
+                if v == orig {
+                    continue;
+                }
+                let mut b = good.clone();
+                put32(&mut b, at, v);
+                fix_crcs(&mut b);
+                // iters, train_rows and the seed are only recorded; codes
+                // and has_bias may drop a section the file still holds.
+                let expect = if matches!(field, 4 | 5 | 6 | 7 | 10 | 11) {
+                    Expect::Either
+                } else {
+                    Expect::Refused
+                };
+                load(
+                    &b,
+                    expect,
+                    format!("IVFPARAM field {field} = {v} (was {orig})"),
+                    &mut o,
+                );
+            }
+        }
+        // rows = nlist = dim huge at once (sizes computed from them must not
+        // overflow).
+        for v in [u32::MAX - 1, 0x8000_0001, 0x4000_0001] {
+            let mut b = good.clone();
+            for field in [1usize, 2, 3] {
+                put32(&mut b, par.off + 4 * field, v);
+            }
+            fix_crcs(&mut b);
+            load(
+                &b,
+                Expect::Refused,
+                format!("IVFPARAM rows = dim = nlist = {v}"),
+                &mut o,
+            );
+        }
+
+        // LOFFS / LIDS contents: not a partition, not a permutation.
+        let find = |tag: &[u8; 8]| {
+            secs.iter()
+                .find(|s| &good[s.entry..s.entry + 8] == tag)
+                .unwrap_or_else(|| panic!("a {} section", String::from_utf8_lossy(tag)))
+        };
+        let loffs = find(b"LOFFS\0\0\0");
+        let lids = find(b"LIDS\0\0\0\0");
+        let nl = loffs.len / 4 - 1;
+        let mut broken: Vec<(String, Vec<u8>)> = Vec::new();
+        for (j, v) in [
+            (0usize, 1u32),
+            (nl, rows as u32 - 1),
+            (nl, rows as u32 + 1),
+            (nl, u32::MAX),
+            (1, u32::MAX),
+            (nl / 2, u32::MAX),
+        ] {
+            let mut b = good.clone();
+            put32(&mut b, loffs.off + 4 * j, v);
+            broken.push((format!("LOFFS[{j}] = {v}"), b));
+        }
+        {
+            // Two offsets swapped (decreasing).
+            let mut b = good.clone();
+            let (a0, a1) = (loffs.off + 4, loffs.off + 4 * (nl - 1));
+            let (x, y) = (
+                u32::from_le_bytes(good[a0..a0 + 4].try_into().unwrap()),
+                u32::from_le_bytes(good[a1..a1 + 4].try_into().unwrap()),
+            );
+            if x != y {
+                put32(&mut b, a0, y);
+                put32(&mut b, a1, x);
+                broken.push(("LOFFS[1] and LOFFS[nl-1] swapped".into(), b));
+            }
+        }
+        for (j, v) in [
+            (0usize, rows as u32),
+            (rows - 1, u32::MAX),
+            (
+                5,
+                u32::from_le_bytes(good[lids.off..lids.off + 4].try_into().unwrap()),
+            ),
+        ] {
+            let mut b = good.clone();
+            put32(&mut b, lids.off + 4 * j, v);
+            broken.push((format!("LIDS[{j}] = {v}"), b));
+        }
+        for (what, mut b) in broken {
+            fix_crcs(&mut b);
+            load(&b, Expect::Refused, what, &mut o);
+        }
+
+        // Random mutations inside the sections with every CRC recomputed:
+        // refused with a status, or a usable index.
+        for it in 0..iters() {
+            let b = mutate(&good, &mut r);
+            load(&b, Expect::Either, format!("mutant {it}"), &mut o);
+        }
+
+        // Random single-bit flips, checksums left alone.
+        let mut checked = vec![false; len];
+        checked[..table_end].iter_mut().for_each(|c| *c = true);
+        for sec in &secs {
+            checked[sec.off..sec.off + sec.len]
+                .iter_mut()
+                .for_each(|c| *c = true);
+        }
+        for _ in 0..flips {
+            let at = r.below(len as u64) as usize;
+            let mut b = good.clone();
+            b[at] ^= 1 << r.below(8);
+            let expect = if checked[at] {
+                Expect::Refused
+            } else {
+                Expect::Either
+            };
+            load(&b, expect, format!("bit flip at byte {at}"), &mut o);
+        }
+    }
+    println!(
+        "fuzz_index_load (lshk_ivf_load, structural + mutants): {} files, {} refused with a status and message, {} loaded and queried",
+        o.refused + o.loaded,
+        o.refused,
+        o.loaded
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

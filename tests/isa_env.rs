@@ -1,7 +1,34 @@
 //! `LSHK_MAX_ISA` is read once per process, so each case runs this test
 //! binary again as a child process with the variable set.
 
+mod common;
+
 use lshk::Isa;
+
+/// Prints this machine's tier list and extra features, e.g.
+/// `tiers on this CPU: scalar portable avx2 (avx512: absent, CPU lacks
+/// avx512f/bw/dq/vl); active: avx2; extras: f16c yes, ...` (read it with
+/// `cargo test --test isa_env -- --nocapture machine`). Under CI the
+/// active tier must be the best one the CPU has: an `LSHK_MAX_ISA` cap would
+/// make every test that uses the default dispatch (index, IUL, labels,
+/// concurrency, ...) run a lower tier silently.
+#[test]
+fn machine_tiers() {
+    let line = common::tiers::machine_line();
+    println!("{line}");
+    // A tier list and its absent tiers cover every tier exactly once.
+    for t in Isa::ALL {
+        assert!(line.contains(t.name()), "{line}");
+    }
+    if common::tiers::ci() {
+        assert_eq!(
+            lshk::isa::active(),
+            lshk::isa::detected(),
+            "CI is set but the active tier is below what the CPU supports \
+             (LSHK_MAX_ISA caps it?): {line}"
+        );
+    }
+}
 
 const CHILD: &str = "LSHK_ISA_ENV_CHILD";
 

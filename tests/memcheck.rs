@@ -41,6 +41,7 @@
 //! ```
 
 mod c_harness;
+mod common;
 
 use c_harness::{
     available, compile_test, examples, in_ci, indent, require, run, run_jobs, setup, sources, stem,

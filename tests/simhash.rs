@@ -9,6 +9,8 @@
 //! §3.1). So a bit may differ only when the scalar projection satisfies
 //! `|s| <= 2·γ_d·Σ|x_j·p_j|`; every such excused bit is counted and printed.
 
+mod common;
+
 use lshk::{Isa, SimHash};
 
 const U: f64 = 1.0 / 16_777_216.0; // 2^-24
@@ -28,21 +30,9 @@ fn abs_dot(h: &SimHash, x: &[f32], p: usize) -> f64 {
         .sum()
 }
 
-fn tiers_under_test() -> Vec<Isa> {
-    let mut v = Vec::new();
-    for t in Isa::ALL {
-        if lshk::isa::check_supported(t).is_ok() {
-            v.push(t);
-        } else {
-            println!(
-                "skipped: {} tier (CPU lacks it; detected {})",
-                t.name(),
-                lshk::isa::detected().name()
-            );
-        }
-    }
-    v
-}
+// Every tier this CPU supports (capped by `LSHK_MAX_ISA`), printed once per
+// test; under CI a supported tier that does not run fails the test.
+use common::tiers::for_this_test as tiers_under_test;
 
 struct Rng(lshk::rng::SplitMix64);
 impl Rng {

@@ -1,6 +1,8 @@
 //! LSH tables and the gather against a plain BTreeSet/HashMap oracle, on
 //! every tier this CPU supports.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use lshk::rng::SplitMix64;
@@ -9,24 +11,9 @@ use lshk::tables::{
 };
 use lshk::{Isa, SimHash, Status};
 
-/// Every tier, printing the ones this CPU lacks.
-fn tiers() -> Vec<Isa> {
-    let sup: Vec<Isa> = Isa::supported().collect();
-    for t in Isa::ALL {
-        if !sup.contains(&t) {
-            println!(
-                "skipped: {} tier (CPU lacks {})",
-                t.name(),
-                if t == Isa::Avx512 {
-                    "avx512f/bw/dq/vl"
-                } else {
-                    "avx2/fma"
-                }
-            );
-        }
-    }
-    sup
-}
+// Every tier this CPU supports (capped by `LSHK_MAX_ISA`), printed once per
+// test; under CI a supported tier that does not run fails the test.
+use common::tiers::for_this_test as tiers;
 
 /// The oracle's tables: per table, bucket -> ascending ids (after cap).
 struct Oracle {

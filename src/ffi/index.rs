@@ -238,7 +238,7 @@ unsafe fn index_ref<'a>(h: *const lshk_index) -> Result<&'a IndexHandle> {
     unsafe { handle_ref::<IndexHandle>(slot(h), "idx") }
 }
 
-fn check_out<T>(out: *mut T) -> Result<()> {
+pub(crate) fn check_out<T>(out: *mut T) -> Result<()> {
     if out.is_null() {
         bail!(NullPointer, "`out` is NULL");
     }
@@ -537,7 +537,7 @@ pub unsafe extern "C" fn lshk_index_query(
     })
 }
 
-unsafe fn c_path<'a>(path: *const libc::c_char) -> Result<&'a Path> {
+pub(crate) unsafe fn c_path<'a>(path: *const libc::c_char) -> Result<&'a Path> {
     if path.is_null() {
         bail!(NullPointer, "`path` is NULL");
     }

@@ -237,10 +237,9 @@ pub unsafe extern "C" fn lshk_gathered_matmul_f32_isa(
 
 /// Gathered matmul with bf16 weights (`w` holds bf16 bit patterns, e.g. from
 /// lshk_convert_f32_to_bf16); `q`, `bias`, `out` stay f32. Each weight is
-/// widened to f32 exactly, so the bound of lshk_gathered_matmul_f32 holds
-/// for the stored weights; on CPUs with AVX-512 BF16 the AVX-512 tier uses
-/// `vdpbf16ps`, which also rounds q to bf16 and flushes subnormals: add
-/// `2^-8 * sum_t |w_t q_t|` there. Arguments, errors and thread-safety as
+/// widened to f32 exactly on every tier (AVX-512 included; q is never
+/// rounded to bf16), so the bound of lshk_gathered_matmul_f32 holds for the
+/// stored weights on every CPU. Arguments, errors and thread-safety as
 /// lshk_gathered_matmul_f32 (`w` must be 2-byte aligned).
 ///
 /// # Safety

@@ -15,6 +15,7 @@ pub mod dwta;
 pub mod handle;
 pub mod index;
 pub mod iul;
+pub mod ivf;
 pub mod labels;
 pub mod matmul;
 pub mod simhash;
@@ -69,8 +70,9 @@ pub const LSHK_ISA_SCALAR: lshk_isa = 0;
 pub const LSHK_ISA_PORTABLE: lshk_isa = 1;
 /// AVX2 + FMA (and POPCNT, BMI1, which every AVX2 CPU has).
 pub const LSHK_ISA_AVX2: lshk_isa = 2;
-/// AVX-512 F/BW/DQ/VL (plus the AVX2 tier's features); AVX-512 BF16 is used
-/// on top for bf16 weights when present.
+/// AVX-512 F/BW/DQ/VL (plus the AVX2 tier's features). Same accuracy bounds
+/// as every other tier (bf16 weights are widened to f32, never multiplied
+/// with `vdpbf16ps`).
 pub const LSHK_ISA_AVX512: lshk_isa = 3;
 
 // The C constants are literals (cbindgen prints them as such); they must

@@ -7,4 +7,5 @@ pub mod dense;
 pub mod dwta;
 pub mod gather;
 pub mod matmul;
+pub mod qdot;
 pub mod simhash;

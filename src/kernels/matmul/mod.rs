@@ -103,17 +103,8 @@ static AVX512: Kernels = Kernels {
     i8: avx512::dot_i8,
     prefetch: avx2::prefetch,
 };
-#[cfg(target_arch = "x86_64")]
-static AVX512_BF16: Kernels = Kernels {
-    f32: avx512::dot_f32,
-    bf16: avx512::dot_bf16_dpbf16,
-    f16: avx512::dot_f16,
-    i8: avx512::dot_i8,
-    prefetch: avx2::prefetch,
-};
-
 /// The kernel table of a tier. The caller has checked that the CPU supports
-/// `tier`; extra features (F16C, AVX-512 BF16) are looked up here, once per
+/// `tier`; extra features (F16C) are looked up here, once per
 /// call, never inside a loop.
 pub fn kernels(tier: Isa) -> &'static Kernels {
     match tier {
@@ -128,26 +119,13 @@ pub fn kernels(tier: Isa) -> &'static Kernels {
             }
         }
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => {
-            if isa::extras().avx512bf16 {
-                &AVX512_BF16
-            } else {
-                &AVX512
-            }
-        }
+        Isa::Avx512 => &AVX512,
         #[cfg(not(target_arch = "x86_64"))]
         _ => {
             let _ = isa::extras;
             &PORTABLE
         }
     }
-}
-
-/// Whether the bf16 kernel of `tier` on this CPU rounds the query to bf16
-/// (the AVX-512 BF16 `vdpbf16ps` path does; see `avx512.rs`), which adds at
-/// most `2^-8 * sum |w_j q_j|` to the error bound.
-pub fn bf16_rounds_query(tier: Isa) -> bool {
-    tier == Isa::Avx512 && isa::extras().avx512bf16
 }
 
 // ---- element conversions (exact, shared by every tier's tails) ----

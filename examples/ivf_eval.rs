@@ -1,0 +1,143 @@
+//! The IVF index (`lshk::ivf`) on the embedded W1 layer and, when present,
+//! on w2v-gutenberg: recall@10 against the exact layer and microseconds per
+//! query (one thread, B = 1 and B = 64) over a sweep of `nprobe` and
+//! `rerank`, with the build time and memory.
+//!
+//! `cargo run --release --example ivf_eval [-- --rows N] [--w2v DIR] [--nq N]
+//! [--nlist N] [--codes i8|none]`
+//!
+//! Prints `skipped: ../shared/data not found` for w2v when it is absent.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use lshk::ivf::{Codes, Ivf, IvfParams, SearchParams};
+
+fn main() {
+    let mut rows = 670_091usize;
+    let mut w2v: Option<PathBuf> = Some("../shared/data/w2v-gutenberg".into());
+    let mut nq = 1000usize;
+    let mut p = IvfParams::default();
+    let mut only = None::<String>;
+    let mut nprobes: Vec<u32> = vec![1, 2, 4, 8, 16, 32, 64];
+    let mut reranks: Vec<u32> = vec![16, 32, 64, 128, 256];
+    let list = |s: String| -> Vec<u32> { s.split(',').map(|x| x.parse().expect("list")).collect() };
+    let mut a = std::env::args().skip(1);
+    while let Some(x) = a.next() {
+        let mut v = || a.next().expect("value");
+        match x.as_str() {
+            "--rows" => rows = v().parse().expect("rows"),
+            "--w2v" => w2v = Some(v().into()),
+            "--nq" => nq = v().parse().expect("nq"),
+            "--nlist" => p.nlist = v().parse().expect("nlist"),
+            "--iters" => p.iters = v().parse().expect("iters"),
+            "--train" => p.train_rows = v().parse().expect("train"),
+            "--only" => only = Some(v()),
+            "--nprobe" => nprobes = list(v()),
+            "--rerank" => reranks = list(v()),
+            "--codes" => {
+                p.codes = match v().as_str() {
+                    "none" => Codes::None,
+                    _ => Codes::I8,
+                }
+            }
+            other => panic!("unknown option {other}"),
+        }
+    }
+    if only.as_deref() != Some("w2v") {
+        let d = common::synthetic(rows, 4096, nq);
+        run(&d, &p, &nprobes, &reranks);
+    }
+    if only.as_deref() != Some("w1") {
+        match w2v.as_deref().and_then(|dir| common::w2v(dir, nq)) {
+            None => println!("skipped: ../shared/data not found"),
+            Some(d) => run(&d.expect("w2v"), &p, &nprobes, &reranks),
+        }
+    }
+}
+
+fn run(d: &common::Data, p: &IvfParams, nprobes: &[u32], reranks: &[u32]) {
+    let k = 10;
+    let nq = d.nq;
+    println!("{}", d.name);
+    let (exact, _, _) = common::exact_topk(d, nq, k);
+    let t = Instant::now();
+    // SAFETY: d.w outlives the index (dropped at the end of this function).
+    let ivf = unsafe { Ivf::build_borrowed(&d.w, d.bias.as_deref(), d.rows, d.dim, d.dim, p) }
+        .or_else(|_| Ivf::build(&d.w, d.bias.as_deref(), d.rows, d.dim, d.dim, p))
+        .expect("build");
+    println!(
+        "build {:.2} s, nlist {}, train rows {}, memory {:.1} MiB (W {:.1} MiB)",
+        t.elapsed().as_secs_f64(),
+        ivf.nlist(),
+        ivf.params().train_rows,
+        ivf.memory_bytes() as f64 / 1048576.0,
+        (d.rows * d.dim * 4) as f64 / 1048576.0
+    );
+    println!("| nprobe | rerank | scanned/q | recall@10 | us/q B=1 | us/q B=64 |");
+    println!("|---:|---:|---:|---:|---:|---:|");
+    let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+    for &nprobe in nprobes {
+        for &rerank in reranks {
+            let sp = SearchParams { nprobe, rerank };
+            let mut st = lshk::ivf::SearchStats::default();
+            ivf.search_stats(
+                lshk::isa::active(),
+                &d.q,
+                nq,
+                d.dim,
+                k,
+                &sp,
+                &mut ids,
+                &mut sc,
+                Some(&mut st),
+            )
+            .expect("search");
+            let r = common::recall(&ids, &exact, k, nq, None);
+            let mut b1 = f64::INFINITY;
+            for _ in 0..3 {
+                let t = Instant::now();
+                for i in 0..nq {
+                    ivf.search(
+                        d.query(i),
+                        1,
+                        d.dim,
+                        k,
+                        &sp,
+                        &mut ids[i * k..],
+                        &mut sc[i * k..],
+                    )
+                    .unwrap();
+                }
+                b1 = b1.min(t.elapsed().as_secs_f64() / nq as f64);
+            }
+            let mut b64 = f64::INFINITY;
+            for _ in 0..3 {
+                let t = Instant::now();
+                for c in (0..nq).step_by(64) {
+                    let n = 64.min(nq - c);
+                    ivf.search(
+                        &d.q[c * d.dim..],
+                        n,
+                        d.dim,
+                        k,
+                        &sp,
+                        &mut ids[c * k..],
+                        &mut sc[c * k..],
+                    )
+                    .unwrap();
+                }
+                b64 = b64.min(t.elapsed().as_secs_f64() / nq as f64);
+            }
+            println!(
+                "| {nprobe} | {rerank} | {} | {:.3} | {:.1} | {:.1} |",
+                st.scanned / nq as u64,
+                r.top10,
+                b1 * 1e6,
+                b64 * 1e6
+            );
+        }
+    }
+}

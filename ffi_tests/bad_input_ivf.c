@@ -1,0 +1,597 @@
+/* Bad-input matrix (issue 8), the IVF index: lshk_ivf_* (build, query,
+ * save/load, accessors). See bad_input.h for what a case asserts. File
+ * cases check that a refused save leaves no file (and no temporary file)
+ * behind; the load cases cover missing, empty, garbage and truncated
+ * files, an lshk_index file (and an IVF file given to lshk_index_load),
+ * and W passed or not passed against what the file needs.
+ *
+ * Functions covered here:
+ *   lshk_ivf_params_default lshk_ivf_search_default lshk_ivf_build
+ *   lshk_ivf_query lshk_ivf_save lshk_ivf_load lshk_ivf_shape
+ *   lshk_ivf_memory_bytes lshk_ivf_free */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bad_input.h"
+
+#define FX bi_fx()
+#define IR BI_FX_ROWS
+#define ID BI_FX_DIM
+#define IWS 9 /* a w_stride > dim */
+#define NL 4  /* lists of the fixtures */
+
+static lshk_ivf *ivf_live;     /* W copied, CODES_I8, bias */
+static lshk_ivf *ivf_borrowed; /* borrows wb (stride IWS) */
+static lshk_ivf *ivf_flat;     /* CODES_NONE */
+static lshk_ivf *ivf_freed;
+
+static char dir[256];
+static char path_owned[300], path_borrowed[300], path_index[300],
+    path_empty[300], path_garbage[300], path_truncated[300],
+    path_missing[300], path_new[300], path_subdir[300];
+static float wb[IR * IWS]; /* the borrowed W of ivf_borrowed / path_borrowed */
+
+static int file_exists(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0;
+}
+static int dir_entries(void) {
+  int n = 0;
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  if (d == NULL) return -1;
+  while ((e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
+  closedir(d);
+  return n;
+}
+static void write_file(const char *p, const void *data, size_t len) {
+  FILE *f = fopen(p, "wb");
+  if (f == NULL || (len > 0 && fwrite(data, 1, len, f) != len)) {
+    fprintf(stderr, "cannot write %s\n", p);
+    exit(2);
+  }
+  fclose(f);
+}
+static unsigned char *read_file(const char *p, size_t *len) {
+  FILE *f = fopen(p, "rb");
+  unsigned char *buf;
+  long n;
+  if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0) exit(2);
+  rewind(f);
+  buf = (unsigned char *)malloc((size_t)n + 1);
+  if (buf == NULL || fread(buf, 1, (size_t)n, f) != (size_t)n) exit(2);
+  fclose(f);
+  *len = (size_t)n;
+  return buf;
+}
+
+static lshk_ivf *fx_ivf(const float *w, size_t stride, const float *bias,
+                        uint32_t codes, uint32_t borrow) {
+  lshk_ivf_params p = lshk_ivf_params_default();
+  lshk_ivf *h = NULL;
+  p.nlist = NL;
+  p.codes = codes;
+  p.borrow = borrow;
+  p.threads = 1;
+  bi_fx_need(lshk_ivf_build(w, bias, IR, ID, stride, &p, &h), "lshk_ivf_build");
+  return h;
+}
+
+/* ---- lshk_ivf_build ------------------------------------------------------ */
+typedef struct {
+  float wv[IR * IWS];
+  float bv[IR];
+  lshk_ivf_params pv;
+  struct {
+    lshk_ivf_params p;
+    unsigned char tail[48];
+  } big; /* a caller with a newer, larger lshk_ivf_params */
+  const float *w;
+  const float *bias;
+  size_t rows, dim, w_stride;
+  const lshk_ivf_params *p;
+  lshk_ivf *outv;
+  lshk_ivf **out;
+} bi_args_lshk_ivf_build;
+static void bi_init_lshk_ivf_build(bi_args_lshk_ivf_build *a, bi_outs *o) {
+  for (int i = 0; i < IR * IWS; i++) a->wv[i] = (float)((i * 13) % 17) - 8.0f;
+  for (int i = 0; i < IR; i++) a->bv[i] = 0.5f * (float)(i % 3);
+  a->pv = lshk_ivf_params_default();
+  a->pv.nlist = NL;
+  a->pv.iters = 3;
+  a->pv.threads = 1;
+  a->big.p = a->pv;
+  a->big.p.struct_size = (uint32_t)sizeof a->big;
+  memset(a->big.tail, 0xEE, sizeof a->big.tail);
+  a->w = a->wv;
+  a->bias = a->bv;
+  a->rows = IR;
+  a->dim = ID;
+  a->w_stride = IWS;
+  a->p = &a->pv;
+  a->out = &a->outv;
+  bi_out(o, &a->outv, sizeof a->outv);
+}
+static lshk_status bi_call_lshk_ivf_build(bi_args_lshk_ivf_build *a) {
+  lshk_ivf *before = a->outv;
+  lshk_status s =
+      lshk_ivf_build(a->w, a->bias, a->rows, a->dim, a->w_stride, a->p, a->out);
+  if (s == LSHK_STATUS_OK && a->out != NULL && *a->out != before)
+    lshk_ivf_free(*a->out);
+  return s;
+}
+
+/* ---- lshk_ivf_query ------------------------------------------------------ */
+#define QN 3
+#define QK 4
+#define QS 10
+typedef struct {
+  const lshk_ivf *ivf;
+  float qv[QN * QS];
+  lshk_ivf_search sv;
+  struct {
+    lshk_ivf_search s;
+    unsigned char tail[20];
+  } big;
+  uint32_t ib[QN * QK + 2];
+  float sb[QN * QK + 2];
+  lshk_ivf_stats st;
+  struct {
+    lshk_ivf_stats s;
+    unsigned char tail[40];
+  } bigst; /* a caller with a newer, larger lshk_ivf_stats */
+  const float *q;
+  size_t nq, q_stride;
+  uint32_t k;
+  const lshk_ivf_search *s;
+  uint32_t *out_ids;
+  float *out_scores;
+  lshk_ivf_stats *stats;
+} bi_args_lshk_ivf_query;
+static void bi_init_lshk_ivf_query(bi_args_lshk_ivf_query *a, bi_outs *o) {
+  for (int i = 0; i < QN * QS; i++) a->qv[i] = (float)((i * 7) % 9) - 4.0f;
+  a->sv = lshk_ivf_search_default();
+  a->sv.nprobe = 2;
+  a->sv.rerank = 10;
+  a->big.s = a->sv;
+  a->big.s.struct_size = (uint32_t)sizeof a->big;
+  memset(a->big.tail, 0x11, sizeof a->big.tail);
+  a->st.struct_size = (uint32_t)sizeof a->st;
+  a->ivf = ivf_live;
+  a->q = a->qv;
+  a->nq = QN;
+  a->q_stride = QS;
+  a->k = QK;
+  a->s = &a->sv;
+  a->out_ids = a->ib;
+  a->out_scores = a->sb;
+  a->stats = &a->st;
+  bi_out(o, a->ib, sizeof a->ib);
+  bi_out(o, a->sb, sizeof a->sb);
+  /* every field of the stats but the caller's struct_size */
+  bi_out(o, &a->st.reserved, sizeof a->st - offsetof(lshk_ivf_stats, reserved));
+}
+static lshk_status bi_call_lshk_ivf_query(bi_args_lshk_ivf_query *a) {
+  return lshk_ivf_query(a->ivf, a->q, a->nq, a->q_stride, a->k, a->s,
+                        a->out_ids, a->out_scores, a->stats);
+}
+
+/* ---- lshk_ivf_save / lshk_ivf_load --------------------------------------- */
+typedef struct {
+  const lshk_ivf *ivf;
+  const char *path;
+} bi_args_lshk_ivf_save;
+static void bi_init_lshk_ivf_save(bi_args_lshk_ivf_save *a, bi_outs *o) {
+  (void)o;
+  a->ivf = ivf_live;
+  a->path = path_new;
+}
+/* Also checks that a refused save created neither the file nor a
+ * temporary file: -> PANIC (never a real outcome here) if it did. */
+static lshk_status bi_call_lshk_ivf_save(bi_args_lshk_ivf_save *a) {
+  int before = dir_entries();
+  lshk_status s = lshk_ivf_save(a->ivf, a->path);
+  if (s == LSHK_STATUS_OK) {
+    remove(path_new);
+  } else if (file_exists(path_new) || dir_entries() != before) {
+    fprintf(stderr, "lshk_ivf_save left a file behind after failing\n");
+    return LSHK_STATUS_PANIC;
+  }
+  return s;
+}
+
+typedef struct {
+  const char *path;
+  const float *w;
+  size_t w_stride;
+  float wnan[IR * IWS];
+  lshk_ivf *outv;
+  lshk_ivf **out;
+} bi_args_lshk_ivf_load;
+static void bi_init_lshk_ivf_load(bi_args_lshk_ivf_load *a, bi_outs *o) {
+  memcpy(a->wnan, wb, sizeof wb);
+  a->path = path_owned;
+  a->w = NULL;
+  a->w_stride = 0;
+  a->out = &a->outv;
+  bi_out(o, &a->outv, sizeof a->outv);
+}
+static lshk_status bi_call_lshk_ivf_load(bi_args_lshk_ivf_load *a) {
+  lshk_ivf *before = a->outv;
+  lshk_status s = lshk_ivf_load(a->path, a->w, a->w_stride, a->out);
+  if (s == LSHK_STATUS_OK && a->out != NULL && *a->out != before)
+    lshk_ivf_free(*a->out);
+  return s;
+}
+
+/* ---- accessors ----------------------------------------------------------- */
+typedef struct {
+  const lshk_ivf *ivf;
+  size_t v;
+  size_t *out;
+} bi_args_lshk_ivf_memory_bytes;
+static void bi_init_lshk_ivf_memory_bytes(bi_args_lshk_ivf_memory_bytes *a,
+                                          bi_outs *o) {
+  a->ivf = ivf_live;
+  a->out = &a->v;
+  bi_out(o, &a->v, sizeof a->v);
+}
+static lshk_status bi_call_lshk_ivf_memory_bytes(
+    bi_args_lshk_ivf_memory_bytes *a) {
+  return lshk_ivf_memory_bytes(a->ivf, a->out);
+}
+
+typedef struct {
+  const lshk_ivf *ivf;
+  size_t sv[2];
+  uint32_t uv[2];
+  size_t *rows, *dim;
+  uint32_t *nlist;
+} bi_args_lshk_ivf_shape;
+static void bi_init_lshk_ivf_shape(bi_args_lshk_ivf_shape *a, bi_outs *o) {
+  a->ivf = ivf_live;
+  a->rows = &a->sv[0];
+  a->dim = &a->sv[1];
+  a->nlist = &a->uv[0];
+  bi_out(o, a->sv, sizeof a->sv);
+  bi_out(o, a->uv, sizeof a->uv);
+}
+static lshk_status bi_call_lshk_ivf_shape(bi_args_lshk_ivf_shape *a) {
+  return lshk_ivf_shape(a->ivf, a->rows, a->dim, a->nlist);
+}
+
+typedef struct {
+  lshk_ivf *ivf;
+} bi_args_lshk_ivf_free;
+static void bi_init_lshk_ivf_free(bi_args_lshk_ivf_free *a, bi_outs *o) {
+  (void)o;
+  a->ivf = NULL;
+}
+static lshk_status bi_call_lshk_ivf_free(bi_args_lshk_ivf_free *a) {
+  return lshk_ivf_free(a->ivf);
+}
+
+#define BI_IVF_CASES(FN, FIELD, T)                                             \
+  BI_HANDLE_CASES(FN, FIELD, T, ivf_freed, (T *)NULL, ivf_live, bi_fx()->idx, \
+                  bi_fx()->tb)
+
+/* ids of a fixed query on `h` (0 on failure). */
+static uint64_t query_fingerprint(const lshk_ivf *h) {
+  bi_args_lshk_ivf_query a;
+  bi_outs o;
+  uint64_t f = 1469598103934665603ull;
+  memset(&a, 0, sizeof a);
+  memset(&o, 0, sizeof o);
+  bi_init_lshk_ivf_query(&a, &o);
+  a.ivf = h;
+  if (bi_call_lshk_ivf_query(&a) != LSHK_STATUS_OK) return 0;
+  for (int i = 0; i < QN * QK; i++) f = (f ^ a.ib[i]) * 1099511628211ull;
+  return f;
+}
+
+int main(void) {
+  uint64_t fp;
+  bi_fx_setup();
+  for (int i = 0; i < IR * IWS; i++) wb[i] = (float)((i * 29) % 31) - 15.0f;
+  ivf_live = fx_ivf(FX->w, ID, FX->bias, LSHK_IVF_CODES_I8, 0);
+  ivf_borrowed = fx_ivf(wb, IWS, NULL, LSHK_IVF_CODES_I8, 1);
+  ivf_flat = fx_ivf(FX->w, ID, FX->bias, LSHK_IVF_CODES_NONE, 0);
+  ivf_freed = fx_ivf(FX->w, ID, NULL, LSHK_IVF_CODES_I8, 0);
+  bi_fx_need(lshk_ivf_free(ivf_freed), "lshk_ivf_free");
+  fp = query_fingerprint(ivf_live);
+
+  /* ---- files ---- */
+  {
+    const char *tmp = getenv("TMPDIR");
+    unsigned char *data;
+    size_t len;
+    static const char garbage[] = "this is not an lshk IVF file, at all..";
+    snprintf(dir, sizeof dir, "%s/lshk-bad-input-ivf-%ld",
+             tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp", (long)getpid());
+    if (mkdir(dir, 0700) != 0) {
+      fprintf(stderr, "cannot create %s\n", dir);
+      return 2;
+    }
+    snprintf(path_owned, sizeof path_owned, "%s/owned.ivf", dir);
+    snprintf(path_borrowed, sizeof path_borrowed, "%s/borrowed.ivf", dir);
+    snprintf(path_index, sizeof path_index, "%s/index.lshk", dir);
+    snprintf(path_empty, sizeof path_empty, "%s/empty.ivf", dir);
+    snprintf(path_garbage, sizeof path_garbage, "%s/garbage.ivf", dir);
+    snprintf(path_truncated, sizeof path_truncated, "%s/truncated.ivf", dir);
+    snprintf(path_missing, sizeof path_missing, "%s/missing.ivf", dir);
+    snprintf(path_new, sizeof path_new, "%s/new.ivf", dir);
+    snprintf(path_subdir, sizeof path_subdir, "%s/subdir", dir);
+    bi_fx_need(lshk_ivf_save(ivf_live, path_owned), "lshk_ivf_save");
+    bi_fx_need(lshk_ivf_save(ivf_borrowed, path_borrowed), "lshk_ivf_save");
+    bi_fx_need(lshk_index_save(FX->idx, path_index), "lshk_index_save");
+    write_file(path_empty, "", 0);
+    write_file(path_garbage, garbage, sizeof garbage);
+    data = read_file(path_owned, &len);
+    write_file(path_truncated, data, len / 2);
+    free(data);
+    if (mkdir(path_subdir, 0700) != 0) return 2;
+  }
+
+  BI_EXPECT(lshk_ivf_params_default,
+            lshk_ivf_params_default().struct_size == sizeof(lshk_ivf_params) &&
+                lshk_ivf_params_default().reserved == 0 &&
+                lshk_ivf_params_default().codes == LSHK_IVF_CODES_I8 &&
+                lshk_ivf_params_default().borrow == 1);
+  BI_EXPECT(lshk_ivf_search_default,
+            lshk_ivf_search_default().struct_size == sizeof(lshk_ivf_search) &&
+                lshk_ivf_search_default().nprobe >= 1);
+
+#define FN lshk_ivf_build
+  BI_BASELINE(FN);
+  BI_ACCEPT(FN, a.p = &a.big.p); /* larger struct_size, non-zero tail */
+  BI_ACCEPT(FN, a.p = NULL; a.bias = NULL); /* defaults: borrowed W */
+  BI_ACCEPT(FN, a.pv.borrow = 0);
+  BI_ACCEPT(FN, a.pv.borrow = 0; a.pv.codes = LSHK_IVF_CODES_NONE);
+  BI_ACCEPT(FN, a.pv.nlist = IR; a.pv.train_rows = IR);
+  BI_ACCEPT(FN, a.pv.nlist = 1; a.pv.train_rows = 1);
+  BI_ACCEPT(FN, a.pv.train_rows = UINT32_MAX); /* clamped to rows */
+  BI_ACCEPT(FN, a.pv.threads = 64);
+  BI_ACCEPT(FN, a.rows = 1; a.pv.nlist = 0);
+  BI_ACCEPT(FN, a.wv[IWS - 1] = NAN); /* the stride gap is not W */
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.w = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out = BI_MISALIGN(lshk_ivf *, &a.outv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w = BI_MISALIGN(const float, a.wv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.bias = BI_MISALIGN(const float, a.bv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.p = BI_MISALIGN(const lshk_ivf_params, &a.pv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.rows = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.rows = 0; a.w = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.dim = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w_stride = ID - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w_stride = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.struct_size = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.pv.struct_size = (uint32_t)sizeof(lshk_ivf_params) - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.reserved = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.reserved = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.big.p.reserved = 5;
+          a.p = &a.big.p);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.codes = 2);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.codes = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.borrow = 2);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.borrow = UINT32_MAX);
+  /* CODES_NONE scores the index's own copy: it cannot borrow */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.codes = LSHK_IVF_CODES_NONE);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.iters = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.nlist = IR + 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.nlist = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.rows = 3; a.pv.nlist = 4);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.nlist = 10;
+          a.pv.train_rows = 9);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.wv[(IR - 1) * IWS + ID - 1] = NAN);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.wv[0] = INFINITY);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.pv.borrow = 0; a.wv[5] = -INFINITY);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.bv[IR - 1] = NAN);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.pv.borrow = 0;
+          a.pv.codes = LSHK_IVF_CODES_NONE; a.bv[3] = INFINITY);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.rows = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.w_stride = SIZE_MAX / 2);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.dim = SIZE_MAX;
+          a.w_stride = SIZE_MAX; a.rows = 2);
+#undef FN
+
+#define FN lshk_ivf_query
+  BI_BASELINE(FN);
+  BI_IVF_CASES(FN, ivf, const lshk_ivf);
+  BI_ACCEPT(FN, a.s = &a.big.s); /* larger struct_size, non-zero tail */
+  BI_ACCEPT(FN, a.s = NULL; a.stats = NULL; a.out_scores = NULL);
+  BI_ACCEPT(FN, a.ivf = ivf_borrowed);
+  BI_ACCEPT(FN, a.ivf = ivf_flat; a.sv.rerank = 0);
+  BI_ACCEPT(FN, a.sv.nprobe = UINT32_MAX; a.sv.rerank = UINT32_MAX);
+  BI_ACCEPT(FN, a.sv.rerank = 0);
+  BI_ACCEPT(FN, a.q_stride = ID); /* no gap */
+  BI_ACCEPT(FN, a.qv[QS - 1] = NAN); /* the stride gap is not q */
+  /* struct_size larger than known: accepted, the unknown tail untouched */
+  BI_CASE(FN, LSHK_STATUS_OK, o_.n = 0;
+          a.bigst.s.struct_size = (uint32_t)sizeof a.bigst;
+          a.stats = &a.bigst.s; bi_out(&o_, a.bigst.tail, sizeof a.bigst.tail));
+  BI_CASE(FN, LSHK_STATUS_OK, a.k = 0; o_.n = 2); /* stats still written */
+  BI_CASE(FN, LSHK_STATUS_OK, a.nq = 0; a.q = NULL; o_.n = 2);
+  BI_CASE(FN, LSHK_STATUS_OK, a.nq = 0; a.q = NULL; a.out_ids = NULL;
+          a.out_scores = NULL; a.stats = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.q = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out_ids = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.k = 0; a.q = NULL);
+  /* the stats overlapping an output (written last, it would clobber it) */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.stats = (lshk_ivf_stats *)(void *)(a.sb + 2));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.stats = (lshk_ivf_stats *)(void *)(a.ib + 2));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q_stride = ID - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q_stride = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.sv.struct_size = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.sv.struct_size = (uint32_t)sizeof(lshk_ivf_search) - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.st.struct_size = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.st.struct_size = (uint32_t)sizeof(lshk_ivf_stats) - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.sv.nprobe = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.sv.nprobe = 0; a.nq = 0;
+          a.q = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.big.s.nprobe = 0;
+          a.s = &a.big.s);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[(QN - 1) * QS + ID - 1] = NAN);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[0] = -INFINITY);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.ivf = ivf_flat; a.qv[QS + 1] = INFINITY);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.ivf = ivf_borrowed; a.k = 0;
+          a.qv[QS + 1] = NAN); /* checked even when nothing is returned */
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.nq = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.q_stride = SIZE_MAX / 2);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.nq = SIZE_MAX / 16;
+          a.q_stride = ID; a.k = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.nq = 2; a.k = 1;
+          a.q_stride = SIZE_MAX / 4);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q = BI_MISALIGN(const float, a.qv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.s = BI_MISALIGN(const lshk_ivf_search, &a.sv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_ids = BI_MISALIGN(uint32_t, a.ib));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_scores = BI_MISALIGN(float, a.sb));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.stats = BI_MISALIGN(lshk_ivf_stats, &a.st));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_scores = (float *)(void *)a.ib); /* outputs overlap */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_scores = (float *)(void *)(a.ib + QN * QK - 1));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out_scores = a.qv);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_ids = (uint32_t *)(void *)(a.qv + 2));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_ids = (uint32_t *)(void *)(a.sb + 1));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_ids = (uint32_t *)(void *)&a.sv); /* over the search params */
+#undef FN
+
+#define FN lshk_ivf_save
+  BI_BASELINE(FN);
+  BI_ACCEPT(FN, a.ivf = ivf_borrowed);
+  BI_ACCEPT(FN, a.ivf = ivf_flat);
+  BI_IVF_CASES(FN, ivf, const lshk_ivf);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.path = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = "");
+  BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_subdir); /* a directory */
+  BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = "/nonexistent-lshk-dir/x.ivf");
+#undef FN
+
+#define FN lshk_ivf_load
+  BI_BASELINE(FN);
+  BI_ACCEPT(FN, a.w_stride = 12345); /* ignored without W */
+  BI_ACCEPT(FN, a.path = path_borrowed; a.w = wb; a.w_stride = IWS);
+  BI_ACCEPT(FN, a.path = path_borrowed; a.wnan[IWS - 1] = NAN; a.w = a.wnan;
+            a.w_stride = IWS); /* the stride gap is not W */
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.path = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out = BI_MISALIGN(lshk_ivf *, &a.outv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = "");
+  BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_missing);
+  BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_subdir);
+  BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_empty);
+  BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_garbage);
+  BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_truncated);
+  BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_index);
+  BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_index; a.w = wb;
+          a.w_stride = IWS);
+  /* W given for a file that stores its rows, and missing where needed */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w = wb; a.w_stride = IWS);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = path_borrowed);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = path_borrowed;
+          a.w_stride = IWS);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = path_borrowed;
+          a.w = BI_MISALIGN(const float, wb); a.w_stride = IWS);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = path_borrowed; a.w = wb;
+          a.w_stride = ID - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = path_borrowed; a.w = wb;
+          a.w_stride = 0);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.path = path_borrowed; a.w = wb;
+          a.w_stride = SIZE_MAX / 2);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.path = path_borrowed;
+          a.wnan[(IR - 1) * IWS + ID - 1] = NAN; a.w = a.wnan;
+          a.w_stride = IWS);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.path = path_borrowed;
+          a.wnan[0] = -INFINITY; a.w = a.wnan; a.w_stride = IWS);
+#undef FN
+
+  /* An IVF file is not an lshk_index file, nor an IVF handle an index. */
+  {
+    lshk_index *out = (lshk_index *)(uintptr_t)0x1230;
+    bi_prime("lshk_index_load");
+    BI_EXPECT(lshk_index_load,
+              lshk_index_load(path_owned, NULL, &out) ==
+                      LSHK_STATUS_BAD_FILE_FORMAT &&
+                  out == (lshk_index *)(uintptr_t)0x1230);
+    BI_EXPECT(lshk_index_load,
+              lshk_index_load(path_borrowed, wb, &out) ==
+                      LSHK_STATUS_BAD_FILE_FORMAT &&
+                  out == (lshk_index *)(uintptr_t)0x1230);
+    BI_EXPECT(lshk_index_free,
+              lshk_index_free((lshk_index *)(void *)ivf_live) ==
+                  LSHK_STATUS_INVALID_HANDLE);
+    BI_EXPECT(lshk_index_memory_bytes,
+              lshk_index_memory_bytes((const lshk_index *)(void *)ivf_live,
+                                      &(size_t){0}) ==
+                  LSHK_STATUS_INVALID_HANDLE);
+  }
+
+#define FN lshk_ivf_memory_bytes
+  BI_BASELINE(FN);
+  BI_ACCEPT(FN, a.ivf = ivf_borrowed);
+  BI_IVF_CASES(FN, ivf, const lshk_ivf);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out = BI_MISALIGN(size_t, &a.v));
+#undef FN
+
+#define FN lshk_ivf_shape
+  BI_BASELINE(FN);
+  BI_IVF_CASES(FN, ivf, const lshk_ivf);
+  BI_ACCEPT(FN, a.rows = NULL; a.dim = NULL; a.nlist = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.rows = BI_MISALIGN(size_t, a.sv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.dim = BI_MISALIGN(size_t, a.sv + 1));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.nlist = BI_MISALIGN(uint32_t, a.uv));
+#undef FN
+
+#define FN lshk_ivf_free
+  BI_BASELINE(FN);
+  BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE, a.ivf = ivf_freed);
+  BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE, a.ivf = (lshk_ivf *)(void *)FX->idx);
+  BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE, a.ivf = (lshk_ivf *)(void *)FX->tb);
+  BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE,
+          a.ivf = (lshk_ivf *)(void *)FX->sh_borrowed);
+  BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE, a.ivf = BI_GARBAGE(lshk_ivf));
+  BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE, a.ivf = BI_MISALIGN(lshk_ivf, ivf_live));
+#undef FN
+
+  /* Refused calls left the fixtures as built. */
+  BI_EXPECT(lshk_ivf_query, fp != 0 && query_fingerprint(ivf_live) == fp);
+
+  remove(path_owned);
+  remove(path_borrowed);
+  remove(path_index);
+  remove(path_empty);
+  remove(path_garbage);
+  remove(path_truncated);
+  rmdir(path_subdir);
+  if (rmdir(dir) != 0) {
+    fprintf(stderr, "%s is not empty after the cases\n", dir);
+    bi_failed++;
+  }
+  bi_fx_need(lshk_ivf_free(ivf_live), "lshk_ivf_free");
+  bi_fx_need(lshk_ivf_free(ivf_borrowed), "lshk_ivf_free");
+  bi_fx_need(lshk_ivf_free(ivf_flat), "lshk_ivf_free");
+  bi_fx_teardown();
+  return bi_summary("bad_input_ivf");
+}

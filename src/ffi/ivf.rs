@@ -1,0 +1,660 @@
+//! C entry points of the IVF index (`lshk_ivf_*`): a k-means partition
+//! index with int8 codes and exact re-ranking (see `crate::ivf`).
+
+use std::cell::RefCell;
+use std::path::Path;
+
+use super::index::{c_path, check_out};
+use super::*;
+use crate::error::checked_mul;
+use crate::format;
+use crate::ivf::{Codes, Ivf, IvfParams, SearchParams, SearchStats};
+
+/// An IVF index: k-means lists over the rows of W stored contiguously
+/// (int8 codes and, unless W is borrowed, an f32 copy in list order),
+/// queried by visiting the `nprobe` best lists, scoring their rows from
+/// the codes and re-scoring the `rerank` best exactly. Every function
+/// taking `const lshk_ivf *` (queries included) is safe to call from many
+/// threads at once, without locks; an index never changes after it was
+/// built or loaded. lshk_ivf_free needs exclusive access.
+pub struct lshk_ivf {
+    _private: [u8; 0],
+}
+
+/// IVF codes: none; every row of a visited list is scored exactly from the
+/// index's own f32 copy (FAISS's IVFFlat). Needs `borrow = 0`.
+pub const LSHK_IVF_CODES_NONE: u32 = 0;
+/// IVF codes: int8 per row (one f32 scale per row), the query quantised to
+/// 7 bits, then the `rerank` best re-scored exactly in f32.
+pub const LSHK_IVF_CODES_I8: u32 = 1;
+
+const _: () = {
+    assert!(LSHK_IVF_CODES_NONE == Codes::None as u32);
+    assert!(LSHK_IVF_CODES_I8 == Codes::I8 as u32);
+};
+
+/// Build parameters of lshk_ivf_build. Obtain defaults from
+/// lshk_ivf_params_default(), then change fields; `struct_size` lets later
+/// versions add fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_ivf_params {
+    /// sizeof(lshk_ivf_params) as the caller knows it.
+    pub struct_size: u32,
+    /// Lists (k-means clusters), 1..=rows; 0 = round(4 sqrt(rows))
+    /// (default 0).
+    pub nlist: u32,
+    /// Lloyd iterations of k-means, >= 1 (default 10). The build time
+    /// grows linearly with it.
+    pub iters: u32,
+    /// Rows sampled (seeded) to train k-means, >= nlist after clamping to
+    /// rows; 0 = min(rows, 64 * nlist) (default 0).
+    pub train_rows: u32,
+    /// LSHK_IVF_CODES_* (default I8).
+    pub codes: u32,
+    /// 1 (default): keep a pointer to the caller's W for the exact
+    /// re-ranking instead of copying it (W must stay alive and unchanged
+    /// until lshk_ivf_free; needs CODES_I8). 0: copy W (in list order).
+    pub borrow: u32,
+    /// Build threads (0 = all cores, default). The index does not depend
+    /// on it.
+    pub threads: u32,
+    /// Reserved, must be 0.
+    pub reserved: u32,
+    /// Seed of the training sample and of k-means' empty-list splits.
+    pub seed: u64,
+}
+
+/// Query parameters of lshk_ivf_query. Obtain defaults from
+/// lshk_ivf_search_default().
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_ivf_search {
+    /// sizeof(lshk_ivf_search) as the caller knows it.
+    pub struct_size: u32,
+    /// Lists visited per query, >= 1 (values above nlist act as nlist;
+    /// default 8).
+    pub nprobe: u32,
+    /// Approximate candidates re-scored exactly per query (at least k are
+    /// when it is not 0; values above rows act as rows). 0 = no re-ranking:
+    /// the int8 approximations are returned as scores (CODES_I8 only; with
+    /// CODES_NONE every score is exact anyway). Default 64.
+    pub rerank: u32,
+}
+
+/// Counts of one lshk_ivf_query call, summed over its queries.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct lshk_ivf_stats {
+    /// sizeof(lshk_ivf_stats) as the caller knows it (set it before the
+    /// call; lshk does not change it).
+    pub struct_size: u32,
+    /// Not written by lshk.
+    pub reserved: u32,
+    /// Rows scored in the visited lists (from their codes, or exactly with
+    /// CODES_NONE).
+    pub scanned: u64,
+    /// Rows re-scored exactly.
+    pub reranked: u64,
+}
+
+impl HandleKind for Ivf {
+    const MAGIC: u64 = 0x5f46_5649_4b48_534c; // "LSHKIVF_"
+    const NAME: &'static str = "lshk_ivf";
+}
+
+unsafe fn ivf_ref<'a>(h: *const lshk_ivf) -> Result<&'a Ivf> {
+    // SAFETY: forwarded caller contract (h is NULL or from lshk).
+    unsafe { handle_ref::<Ivf>(slot(h), "ivf") }
+}
+
+// SAFETY: #[repr(C)], struct_size first, plain integer fields.
+unsafe impl ParamStruct for lshk_ivf_params {
+    const DEFAULT_FN: &'static str = "lshk_ivf_params_default";
+    fn defaults() -> Self {
+        lshk_ivf_params_default()
+    }
+}
+
+// SAFETY: #[repr(C)], struct_size first, plain integer fields.
+unsafe impl ParamStruct for lshk_ivf_search {
+    const DEFAULT_FN: &'static str = "lshk_ivf_search_default";
+    fn defaults() -> Self {
+        lshk_ivf_search_default()
+    }
+}
+
+/// Default build parameters: nlist 0 (round(4 sqrt(rows))), 10 k-means
+/// iterations, train_rows 0 (min(rows, 64 nlist)), CODES_I8, borrow 1, all
+/// cores, reserved 0, a fixed seed; struct_size = sizeof(lshk_ivf_params).
+#[no_mangle]
+pub extern "C" fn lshk_ivf_params_default() -> lshk_ivf_params {
+    let d = IvfParams::default();
+    lshk_ivf_params {
+        struct_size: std::mem::size_of::<lshk_ivf_params>() as u32,
+        nlist: d.nlist,
+        iters: d.iters,
+        train_rows: d.train_rows,
+        codes: d.codes as u32,
+        borrow: 1,
+        threads: d.threads,
+        reserved: 0,
+        seed: d.seed,
+    }
+}
+
+/// Default query parameters: nprobe 8, rerank 64; struct_size =
+/// sizeof(lshk_ivf_search).
+#[no_mangle]
+pub extern "C" fn lshk_ivf_search_default() -> lshk_ivf_search {
+    let d = SearchParams::default();
+    lshk_ivf_search {
+        struct_size: std::mem::size_of::<lshk_ivf_search>() as u32,
+        nprobe: d.nprobe,
+        rerank: d.rerank,
+    }
+}
+
+/// Rows `0..rows` of `w` (stride `stride`) hold no NaN or infinity.
+fn check_finite(w: &[f32], rows: usize, dim: usize, stride: usize, name: &str) -> Result<()> {
+    for r in 0..rows {
+        let row = &w[r * stride..r * stride + dim];
+        if let Some(j) = row.iter().position(|v| !v.is_finite()) {
+            bail!(
+                NonFinite,
+                "{name}[{r}][{j}] is {} (finite values needed)",
+                row[j]
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Builds an IVF index over `rows` rows of `dim` floats (row r at
+/// `w + r * w_stride`, `w_stride >= dim`, in elements) with an optional
+/// `bias` (`rows` floats, NULL = none; the scores are `w_r . q + b_r`):
+/// k-means on a seeded sample of the rows [w_r, b_r], every row assigned
+/// to its nearest centroid, the lists stored contiguously with their int8
+/// codes. With `p->borrow = 1` (the default) W itself is used for the
+/// exact re-ranking: it must stay alive and unchanged until lshk_ivf_free
+/// (and lshk_ivf_save does not store it: lshk_ivf_load takes it again);
+/// with 0 an f32 copy is kept. `p` NULL = lshk_ivf_params_default(). The
+/// index is a pure function of W, the bias and the parameters: the same on
+/// every ISA tier and for every thread count.
+///
+/// On success `*out` receives a new handle (free it with lshk_ivf_free);
+/// on failure `*out` is not written.
+///
+/// Errors: NULL_POINTER (`out`, `w` with rows > 0), INVALID_ARGUMENT (rows
+/// 0, rows >= 2^32 - 1, dim 0, stride < dim, struct_size too small,
+/// reserved != 0, a bad `codes` value, `borrow` not 0 or 1, borrow with
+/// CODES_NONE, iters 0, nlist > rows, train_rows < nlist, a misaligned
+/// pointer), NON_FINITE (NaN or infinity in W or the bias; the message
+/// names the row), SIZE_OVERFLOW, ALLOCATION_FAILED (the index would not
+/// fit in physical memory).
+///
+/// # Safety
+/// `w` must hold (rows-1)*w_stride + dim readable floats, `bias` (if not
+/// NULL) `rows` floats; `p` NULL or a valid params struct.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_ivf_build(
+    w: *const f32,
+    bias: *const f32,
+    rows: usize,
+    dim: usize,
+    w_stride: usize,
+    p: *const lshk_ivf_params,
+    out: *mut *mut lshk_ivf,
+) -> lshk_status {
+    boundary("lshk_ivf_build", || {
+        check_out(out)?;
+        // SAFETY: forwarded caller contract.
+        let cp = unsafe { read_param_struct(p, "p")? };
+        if cp.reserved != 0 {
+            bail!(
+                InvalidArgument,
+                "p->reserved is {}; it must be 0",
+                cp.reserved
+            );
+        }
+        let codes = Codes::from_u32(cp.codes).ok_or_else(|| {
+            Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "codes {} is not an LSHK_IVF_CODES_* value (0..=1)",
+                    cp.codes
+                ),
+            )
+        })?;
+        let borrow = match cp.borrow {
+            0 => false,
+            1 => true,
+            v => bail!(InvalidArgument, "p->borrow is {v}; it must be 0 or 1"),
+        };
+        if borrow && codes == Codes::None {
+            bail!(
+                InvalidArgument,
+                "p->borrow is 1 but codes is LSHK_IVF_CODES_NONE, which scores the \
+                 index's own f32 copy: set borrow = 0"
+            );
+        }
+        if rows == 0 {
+            bail!(InvalidArgument, "rows must be >= 1");
+        }
+        if dim == 0 {
+            bail!(InvalidArgument, "dim must be >= 1");
+        }
+        let need = strided_len(rows, dim, w_stride, "w")?;
+        // SAFETY: caller contract for w and bias.
+        let ws = unsafe { slice_in(w, need, "w")? };
+        let bs = if bias.is_null() {
+            None
+        } else {
+            // SAFETY: as above.
+            Some(unsafe { slice_in(bias, rows, "bias")? })
+        };
+        let ip = IvfParams {
+            nlist: cp.nlist,
+            iters: cp.iters,
+            train_rows: cp.train_rows,
+            codes,
+            threads: cp.threads,
+            seed: cp.seed,
+        };
+        let ivf = if borrow {
+            // SAFETY: with borrow = 1 the C caller keeps W alive and
+            // unchanged until lshk_ivf_free (documented contract).
+            unsafe { Ivf::build_borrowed(ws, bs, rows, dim, w_stride, &ip)? }
+        } else {
+            Ivf::build(ws, bs, rows, dim, w_stride, &ip)?
+        };
+        // SAFETY: `out` checked non-NULL and aligned above.
+        unsafe { *out = handle_new(ivf).cast() };
+        Ok(())
+    })
+}
+
+/// Checks a stats struct's size before any work.
+unsafe fn check_stats(s: *mut lshk_ivf_stats) -> Result<()> {
+    if s.is_null() {
+        return Ok(());
+    }
+    if !s.is_aligned() {
+        bail!(InvalidArgument, "`stats` is misaligned");
+    }
+    // SAFETY: non-NULL, aligned; the caller's struct holds its struct_size.
+    let size = unsafe { (*s).struct_size } as usize;
+    let want = std::mem::size_of::<lshk_ivf_stats>();
+    if size < want {
+        bail!(
+            InvalidArgument,
+            "stats->struct_size is {size}, this library needs at least {want} \
+             (set it to sizeof(lshk_ivf_stats))"
+        );
+    }
+    Ok(())
+}
+
+thread_local! {
+    /// Scores of a query whose caller passed `out_scores = NULL`.
+    static SCORES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The top `k` rows of `W q + b` for each of `nq` queries (query i at
+/// `q + i * q_stride`, `q_stride >= dim` elements): the centroids are
+/// scored, the `s->nprobe` best lists visited, their rows scored from the
+/// int8 codes, the `s->rerank` best re-scored exactly (see
+/// lshk_ivf_search). Writes `out_ids[i*k .. i*k + k]` (and `out_scores`,
+/// when not NULL) per query: descending by score, equal scores by smaller
+/// id, padded with UINT32_MAX / -INFINITY when the visited lists hold
+/// fewer than k rows. Both outputs hold at least nq*k elements. `k = 0`
+/// or `nq = 0` writes no ids or scores (stats are still written). With
+/// `nprobe >= nlist` and `rerank >= rows` (or CODES_NONE) the result is the
+/// exact top-k (scores within the f32 dot-product bound of
+/// lshk_gathered_matmul_f32). `s` NULL = lshk_ivf_search_default();
+/// `stats` (NULL = none; set its struct_size) receives the batch's counts.
+/// Thread-safe: many threads may query one index at once; each thread
+/// reuses its own scratch, so after a warm-up call of the same size a
+/// query allocates nothing.
+///
+/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
+/// struct_size of `s` or `stats` too small, nprobe 0, misaligned or
+/// overlapping buffers), NON_FINITE (a NaN or infinite query value),
+/// SIZE_OVERFLOW. Nothing is written on error.
+///
+/// # Safety
+/// `q` must hold (nq-1)*q_stride + dim readable floats; `out_ids` nq*k
+/// writable u32; `out_scores` NULL or nq*k writable floats; `stats` NULL or
+/// a writable lshk_ivf_stats; `s` NULL or a valid lshk_ivf_search.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_ivf_query(
+    ivf: *const lshk_ivf,
+    q: *const f32,
+    nq: usize,
+    q_stride: usize,
+    k: u32,
+    s: *const lshk_ivf_search,
+    out_ids: *mut u32,
+    out_scores: *mut f32,
+    stats: *mut lshk_ivf_stats,
+) -> lshk_status {
+    boundary("lshk_ivf_query", || {
+        // SAFETY: forwarded caller contracts.
+        let ix = unsafe { ivf_ref(ivf)? };
+        let cs = unsafe { read_param_struct(s, "s")? };
+        unsafe { check_stats(stats)? };
+        if cs.nprobe == 0 {
+            bail!(InvalidArgument, "s->nprobe is 0; it must be >= 1");
+        }
+        let dim = ix.dim();
+        let ql = strided_len(nq, dim, q_stride, "q")?;
+        let need = checked_mul(nq, k as usize, "nq * k")?;
+        // SAFETY: caller contract for q.
+        let qs = unsafe { slice_in(q, ql, "q")? };
+        // The outputs may not overlap each other, `q` or the search params
+        // (checked on the raw ranges, before mutable slices exist).
+        check_disjoint(
+            &[
+                span(out_ids, need, "out_ids")?,
+                span(
+                    out_scores,
+                    if out_scores.is_null() { 0 } else { need },
+                    "out_scores",
+                )?,
+                span(stats, usize::from(!stats.is_null()), "stats")?,
+            ],
+            &[span(q, ql, "q")?, span(s, usize::from(!s.is_null()), "s")?],
+        )?;
+        check_finite(qs, nq, dim, q_stride, "q")?;
+        // SAFETY: caller contract (nq * k writable values each), disjoint
+        // from each other and from q (checked).
+        let ids = unsafe { slice_out(out_ids, need, "out_ids")? };
+        // rerank above rows re-scores every candidate, as rows does; the
+        // clamp keeps the scratch bounded by the index.
+        let sp = SearchParams {
+            nprobe: cs.nprobe,
+            rerank: cs.rerank.min(ix.rows() as u32),
+        };
+        let mut st = SearchStats::default();
+        let tier = isa::active();
+        if out_scores.is_null() {
+            SCORES.with(|v| -> Result<()> {
+                let mut v = v.borrow_mut();
+                if v.len() < need {
+                    v.resize(need, 0.0);
+                }
+                ix.search_stats(
+                    tier,
+                    qs,
+                    nq,
+                    q_stride,
+                    k as usize,
+                    &sp,
+                    ids,
+                    &mut v[..need],
+                    Some(&mut st),
+                )
+            })?;
+        } else {
+            // SAFETY: as for out_ids.
+            let sc = unsafe { slice_out(out_scores, need, "out_scores")? };
+            ix.search_stats(
+                tier,
+                qs,
+                nq,
+                q_stride,
+                k as usize,
+                &sp,
+                ids,
+                sc,
+                Some(&mut st),
+            )?;
+        }
+        if !stats.is_null() {
+            // SAFETY: checked non-NULL, aligned and large enough above.
+            unsafe {
+                (*stats).scanned = st.scanned;
+                (*stats).reranked = st.reranked;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Saves the index to `path` (a NUL-terminated file name): an lshk
+/// container of file kind 2 with a CRC-32C per section (parameters,
+/// centroids, lists, codes, bias, and the f32 rows unless W is borrowed),
+/// written to a temporary file in the same directory, flushed and renamed
+/// over `path` as lshk_index_save does (a crash never leaves a torn file at
+/// `path`; see lshk_index_save for the temporary file's name). Thread-safe.
+///
+/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
+/// IO_ERROR.
+///
+/// # Safety
+/// `path` must be a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_ivf_save(
+    ivf: *const lshk_ivf,
+    path: *const libc::c_char,
+) -> lshk_status {
+    boundary("lshk_ivf_save", || {
+        // SAFETY: forwarded caller contracts.
+        let ix = unsafe { ivf_ref(ivf)? };
+        let p = unsafe { c_path(path)? };
+        ix.save(p)
+    })
+}
+
+/// rows, dim and the borrow flag of an IVF file, when its parameter record
+/// is well formed (otherwise the loader reports the problem). rows, dim and
+/// nlist must agree with the sizes of the LIDS and CENTROID sections (and
+/// of QCODES for a file that borrows W), so that sizes computed from them
+/// cannot overflow and the W the caller passes is never read beyond the
+/// shape the file really holds.
+fn peek(path: &Path) -> Result<Option<(usize, usize, bool)>> {
+    let c = format::Container::open(path, format::KIND_IVF)?;
+    let rec = c.section("IVFPARAM")?;
+    if rec.len() != 48 {
+        return Ok(None);
+    }
+    let u = |i: usize| u32::from_le_bytes(rec[4 * i..4 * i + 4].try_into().unwrap());
+    let (rows, dim, nlist) = (u(1) as usize, u(2) as usize, u(3) as usize);
+    let borrowed = match u(8) {
+        0 => false,
+        1 => true,
+        _ => return Ok(None),
+    };
+    let lids = c.section("LIDS")?.len();
+    let cent = c.section("CENTROID")?.len();
+    let qcodes = if borrowed {
+        c.section("QCODES")?.len() as u128
+    } else {
+        0
+    };
+    let want_q = if borrowed {
+        rows as u128 * dim.div_ceil(64) as u128 * 64
+    } else {
+        0
+    };
+    if rows == 0
+        || dim == 0
+        || nlist == 0
+        || lids as u128 != rows as u128 * 4
+        || cent as u128 != nlist as u128 * dim as u128 * 4
+        || qcodes != want_q
+    {
+        bail!(
+            BadFileFormat,
+            "{}: IVFPARAM's {rows} rows of dim {dim} in {nlist} lists disagree with \
+             the sizes of the LIDS ({lids} bytes), CENTROID ({cent} bytes) or QCODES \
+             sections",
+            path.display()
+        );
+    }
+    // Workaround until Ivf::load_impl checks it: the loader takes QSUMS as
+    // stored and the int8 scoring computes `64 * sums[p]` in i32, so a QSUMS
+    // that is not the row sums of QCODES overflows there (a panic in debug
+    // builds, wrong scores in release ones). Refuse such a file here.
+    if u(6) == Codes::I8 as u32 {
+        let dp = dim.div_ceil(64) * 64;
+        if let (Some(codes), Some(sums)) = (c.optional("QCODES"), c.optional("QSUMS")) {
+            if codes.len() as u128 == rows as u128 * dp as u128 && sums.len() == rows * 4 {
+                for (p, (row, s)) in codes.chunks_exact(dp).zip(sums.chunks_exact(4)).enumerate() {
+                    let want: i32 = row.iter().map(|&b| i32::from(b as i8)).sum();
+                    let got = i32::from_le_bytes(s.try_into().unwrap());
+                    if got != want {
+                        bail!(
+                            BadFileFormat,
+                            "{}: QSUMS[{p}] is {got}, but the row's codes sum to {want}",
+                            path.display()
+                        );
+                    }
+                }
+            }
+        }
+    }
+    Ok(Some((rows, dim, borrowed)))
+}
+
+/// Loads an index saved by lshk_ivf_save (every section is checked and
+/// read into memory; the file is not kept open). `w`: for a file saved
+/// from an index built with `borrow = 1` (whose rows are not stored) it
+/// must point to the same W as at build time, `w_stride` its stride in
+/// elements (>= dim): it is used in place and must stay alive and
+/// unchanged until lshk_ivf_free; NULL there is INVALID_ARGUMENT. For a
+/// file that stores its rows `w` must be NULL (non-NULL is
+/// INVALID_ARGUMENT, so a caller never believes its own W is used when the
+/// file's is) and `w_stride` is ignored.
+///
+/// Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or read),
+/// BAD_FILE_FORMAT (truncated, corrupt, not an IVF file (e.g. an
+/// lshk_index file), newer version, or content inconsistent with its
+/// parameters; the message names the problem), INVALID_ARGUMENT (empty
+/// path, misaligned `out` or `w`, `w` misuse as above, w_stride < dim),
+/// NON_FINITE (the borrowed W holds NaN/inf), SIZE_OVERFLOW. On failure
+/// `*out` is not written.
+///
+/// # Safety
+/// `path` must be a NUL-terminated string; a non-NULL `w` must hold
+/// (rows-1)*w_stride + dim readable floats of the saved shape.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_ivf_load(
+    path: *const libc::c_char,
+    w: *const f32,
+    w_stride: usize,
+    out: *mut *mut lshk_ivf,
+) -> lshk_status {
+    boundary("lshk_ivf_load", || {
+        check_out(out)?;
+        // SAFETY: forwarded caller contract.
+        let p = unsafe { c_path(path)? };
+        let shape = peek(p)?;
+        let ivf = match (shape, w.is_null()) {
+            (Some((_, _, true)), true) => bail!(
+                InvalidArgument,
+                "the file was saved from an index that borrows W (borrow = 1): \
+                 pass that W as `w`"
+            ),
+            (Some((_, _, false)), false) => bail!(
+                InvalidArgument,
+                "the file stores its own rows: `w` must be NULL"
+            ),
+            (Some((rows, dim, true)), false) => {
+                let need = strided_len(rows, dim, w_stride, "w")?;
+                // SAFETY: caller contract: w holds the saved shape.
+                let ws = unsafe { slice_in(w, need, "w")? };
+                check_finite(ws, rows, dim, w_stride, "w")?;
+                // SAFETY: the C caller keeps W alive and unchanged until
+                // lshk_ivf_free (documented contract). The loader checks
+                // the file's rows and dim against ws again.
+                unsafe { Ivf::load_borrowed(p, ws, w_stride)? }
+            }
+            // A malformed parameter record: the loader names the problem.
+            _ => Ivf::load(p)?,
+        };
+        // SAFETY: `out` checked non-NULL and aligned above.
+        unsafe { *out = handle_new(ivf).cast() };
+        Ok(())
+    })
+}
+
+/// Shape of the index: writes rows, dim and nlist (the number of lists)
+/// into the non-NULL pointers among `rows`, `dim`, `nlist`.
+///
+/// Errors: NULL_POINTER (`ivf`), INVALID_HANDLE, INVALID_ARGUMENT (a
+/// misaligned output). Nothing is written on error.
+///
+/// # Safety
+/// Non-NULL outputs must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_ivf_shape(
+    ivf: *const lshk_ivf,
+    rows: *mut usize,
+    dim: *mut usize,
+    nlist: *mut u32,
+) -> lshk_status {
+    boundary("lshk_ivf_shape", || {
+        // SAFETY: forwarded caller contract.
+        let ix = unsafe { ivf_ref(ivf)? };
+        for (ok, name) in [
+            (rows.is_aligned(), "rows"),
+            (dim.is_aligned(), "dim"),
+            (nlist.is_aligned(), "nlist"),
+        ] {
+            if !ok {
+                bail!(InvalidArgument, "`{name}` is misaligned");
+            }
+        }
+        // SAFETY: non-NULL outputs are aligned (checked) and writable.
+        unsafe {
+            if !rows.is_null() {
+                *rows = ix.rows();
+            }
+            if !dim.is_null() {
+                *dim = ix.dim();
+            }
+            if !nlist.is_null() {
+                *nlist = ix.nlist() as u32;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Bytes held by the index: centroids, lists, codes, bias and its f32 copy
+/// of the rows (a borrowed W is the caller's and not counted).
+///
+/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned
+/// `out`).
+///
+/// # Safety
+/// `out` must be a writable size_t.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_ivf_memory_bytes(
+    ivf: *const lshk_ivf,
+    out: *mut usize,
+) -> lshk_status {
+    boundary("lshk_ivf_memory_bytes", || {
+        check_out(out)?;
+        // SAFETY: forwarded caller contract.
+        let ix = unsafe { ivf_ref(ivf)? };
+        // SAFETY: checked non-NULL and aligned.
+        unsafe { *out = ix.memory_bytes() };
+        Ok(())
+    })
+}
+
+/// Releases an IVF index (a borrowed W is not touched). NULL is a no-op; a
+/// freed or foreign handle is INVALID_HANDLE.
+///
+/// # Safety
+/// `ivf` is NULL or a handle from lshk_ivf_build/_load that no other
+/// thread is using.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_ivf_free(ivf: *mut lshk_ivf) -> lshk_status {
+    boundary("lshk_ivf_free", || {
+        // SAFETY: forwarded caller contract.
+        unsafe { handle_free::<Ivf>(slot_mut(ivf), "ivf") }
+    })
+}

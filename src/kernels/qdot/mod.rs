@@ -1,0 +1,172 @@
+//! Quantised dot products of contiguous int8 rows with a 7-bit query: the
+//! first, approximate scoring pass of an inverted-file (IVF) probe, before
+//! the best candidates are re-scored exactly (see [`crate::qdot`] for the
+//! quantisation scheme and its error bound).
+//!
+//! The rows of a run are stored back to back, `dim_pad` bytes each
+//! (`dim_pad` a multiple of [`PAD`]; the padding bytes are 0), so a run is
+//! one sequential stream that the hardware prefetcher follows. The query is
+//! stored as `u_j = c_j + 64` in `1..=127` (u8, padded with 64), because the
+//! x86 byte multipliers (`vpmaddubsw`, `vpdpbusd`) take one unsigned and one
+//! signed operand. Every tier computes, exactly in i32,
+//! `raw_r = sum_j u_j * c_rj` and then `d_r = raw_r - 64 * sums[r]`
+//! (`= sum_j c_qj * c_rj`, with `sums[r] = sum_j c_rj`), wrapping in two's
+//! complement like the SIMD instructions (no wrap happens within the
+//! documented limits: see [`MAX_DIM_PAD`]).
+//!
+//! Two entry points per tier ([`Kernels`]): `dot` writes `d_r` (i32);
+//! `score` writes `f32(d_r) * (scales[r] * scale_q) (+ bias[r])`, each
+//! operation rounded in f32 in exactly that order (conversion, product of
+//! the two scales, product, sum; never fused), so every tier returns the
+//! same bits.
+//!
+//! The SIMD tiers work on four rows at a time (the query chunk loaded once
+//! for the four, four independent accumulators) and reduce the four
+//! accumulators together at the end; with `dim_pad` of 64, 128, 192 or 256
+//! the whole query stays in registers for the run.
+
+use crate::isa::{self, Isa};
+
+#[cfg(target_arch = "x86_64")]
+pub mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512;
+pub mod portable;
+pub mod scalar;
+
+/// Rows are padded to a multiple of this many bytes (one cache line, one
+/// zmm register).
+pub const PAD: usize = 64;
+
+/// The largest `dim_pad` the kernels accept: `127 * 127 * 2^17 < 2^31`, so
+/// `raw_r`, `64 * sums[r]` and `d_r` all fit in i32 without wrapping.
+pub const MAX_DIM_PAD: usize = 1 << 17;
+
+/// The f32 epilogue of [`ScoreFn`]: `scales` (one per row of the run),
+/// the query scale, and an optional bias (one per row of the run).
+#[derive(Clone, Copy)]
+pub struct Epilogue<'a> {
+    pub scales: &'a [f32],
+    pub scale_q: f32,
+    pub bias: Option<&'a [f32]>,
+}
+
+/// `dot(codes, dim_pad, nrows, q, sums, out)`: for `r < nrows`,
+/// `out[r] = sum_j q[j] * codes[r * dim_pad + j] - 64 * sums[r]` over
+/// `j < dim_pad`, in wrapping i32 arithmetic.
+///
+/// Results equal the scalar tier's only when every `q[j] <= 127` (the
+/// `vpmaddubsw` tiers saturate otherwise); the safe wrappers check it.
+///
+/// # Safety
+/// `dim_pad` is a non-zero multiple of [`PAD`], at most [`MAX_DIM_PAD`];
+/// `codes.len() >= nrows * dim_pad`; `q.len() >= dim_pad`;
+/// `sums.len() >= nrows`; `out.len() >= nrows`; the CPU supports the tier
+/// (and the extra features) of the function.
+pub type DotFn = unsafe fn(&[i8], usize, usize, &[u8], &[i32], &mut [i32]);
+
+/// `score(codes, dim_pad, nrows, q, sums, epi, out)`: with `d_r` as in
+/// [`DotFn`], `out[r] = f32(d_r) * (epi.scales[r] * epi.scale_q)`, plus
+/// `epi.bias[r]` when there is a bias (see [`score_of`]).
+///
+/// # Safety
+/// The preconditions of [`DotFn`]; `epi.scales` (and `epi.bias`, if any)
+/// hold at least `nrows` values.
+pub type ScoreFn = unsafe fn(&[i8], usize, usize, &[u8], &[i32], &Epilogue<'_>, &mut [f32]);
+
+/// The entry points of one kernel variant.
+pub struct Kernels {
+    /// Variant name (`"avx512vnni"` for the VNNI flavour of the AVX-512
+    /// tier, otherwise the tier's name).
+    pub name: &'static str,
+    pub dot: DotFn,
+    pub score: ScoreFn,
+}
+
+/// `raw - 64 * sum` in wrapping i32 arithmetic (what `vpslld 6` +
+/// `vpsubd` compute).
+#[inline(always)]
+pub fn correct(raw: i32, sum: i32) -> i32 {
+    raw.wrapping_sub(sum.wrapping_mul(64))
+}
+
+/// The f32 score of one row: `f32(d) * (scale * scale_q) (+ bias)`, each
+/// step rounded to nearest even in f32 (never fused). Every tier's tails use
+/// this, and the vector epilogues perform the same operations lane-wise.
+#[inline(always)]
+pub fn score_of(d: i32, scale: f32, scale_q: f32, bias: Option<f32>) -> f32 {
+    let v = d as f32 * (scale * scale_q);
+    match bias {
+        Some(b) => v + b,
+        None => v,
+    }
+}
+
+static SCALAR: Kernels = Kernels {
+    name: "scalar",
+    dot: scalar::dot,
+    score: scalar::score,
+};
+static PORTABLE: Kernels = Kernels {
+    name: "portable",
+    dot: portable::dot,
+    score: portable::score,
+};
+#[cfg(target_arch = "x86_64")]
+static AVX2: Kernels = Kernels {
+    name: "avx2",
+    dot: avx2::dot,
+    score: avx2::score,
+};
+#[cfg(target_arch = "x86_64")]
+static AVX512: Kernels = Kernels {
+    name: "avx512",
+    dot: avx512::dot,
+    score: avx512::score,
+};
+#[cfg(target_arch = "x86_64")]
+static AVX512_VNNI: Kernels = Kernels {
+    name: "avx512vnni",
+    dot: avx512::dot_vnni,
+    score: avx512::score_vnni,
+};
+
+/// The kernels of `tier` on this CPU: the AVX-512 tier uses `vpdpbusd`
+/// when the CPU has AVX-512 VNNI. The caller has checked that the CPU
+/// supports `tier`; the extra feature is looked up here, once per call.
+pub fn kernels(tier: Isa) -> &'static Kernels {
+    match tier {
+        Isa::Scalar => &SCALAR,
+        Isa::Portable => &PORTABLE,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => &AVX2,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => {
+            if isa::extras().avx512vnni {
+                &AVX512_VNNI
+            } else {
+                &AVX512
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => {
+            let _ = isa::extras;
+            &PORTABLE
+        }
+    }
+}
+
+/// Every kernel variant this CPU can run, lowest tier first: the tiers of
+/// [`Isa::supported`], and on AVX-512 CPUs with VNNI both AVX-512 flavours
+/// (so tests reach the plain `vpmaddubsw` one there too).
+pub fn supported_variants() -> Vec<(Isa, &'static Kernels)> {
+    let mut v = Vec::new();
+    for t in Isa::supported() {
+        #[cfg(target_arch = "x86_64")]
+        if t == Isa::Avx512 && isa::extras().avx512vnni {
+            v.push((t, &AVX512));
+        }
+        v.push((t, kernels(t)));
+    }
+    v
+}

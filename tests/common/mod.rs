@@ -1,0 +1,5 @@
+//! Helpers shared by several integration tests (each test file that needs
+//! them declares `mod common;`).
+#![allow(dead_code)] // each test crate uses a different subset
+
+pub mod tiers;

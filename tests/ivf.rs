@@ -1,0 +1,522 @@
+//! The IVF index (`lshk::ivf`): exhaustive search equals the exact layer,
+//! the lists are bit-identical on every tier and thread count (with a golden
+//! checksum), candidate scores agree across tiers, save/load round trips,
+//! recall on a structured layer, and refused inputs.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::tiers::for_this_test as tiers;
+use lshk::data::{queries_near_labels, structured_layer};
+use lshk::dense::DenseLayer;
+use lshk::ivf::{Codes, Ivf, IvfParams, SearchParams, SearchStats};
+use lshk::matmul::TOPK_PAD_ID;
+use lshk::rng::SplitMix64;
+use lshk::Status;
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("lshk-ivf-test-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn randn(n: usize, seed: u64) -> Vec<f32> {
+    let mut r = SplitMix64::new(seed);
+    (0..n).map(|_| r.next_normal() as f32).collect()
+}
+
+/// A small layer: `rows` x `dim` normal rows with a bias, `nq` queries.
+struct Layer {
+    w: Vec<f32>,
+    b: Vec<f32>,
+    q: Vec<f32>,
+    rows: usize,
+    dim: usize,
+    nq: usize,
+}
+
+fn layer(rows: usize, dim: usize, nq: usize, seed: u64) -> Layer {
+    Layer {
+        w: randn(rows * dim, seed),
+        b: randn(rows, seed + 1),
+        q: randn(nq * dim, seed + 2),
+        rows,
+        dim,
+        nq,
+    }
+}
+
+/// Exact logit of row `r` for query `i` in f64, and the f32 dot-product
+/// bound `gamma(dim + 1) (sum |w q| + |b|)`.
+fn exact(l: &Layer, i: usize, r: usize) -> (f64, f64) {
+    let q = &l.q[i * l.dim..(i + 1) * l.dim];
+    let w = &l.w[r * l.dim..(r + 1) * l.dim];
+    let dot: f64 = w
+        .iter()
+        .zip(q)
+        .map(|(&a, &b)| f64::from(a) * f64::from(b))
+        .sum();
+    let s: f64 = w
+        .iter()
+        .zip(q)
+        .map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs())
+        .sum();
+    let n = (l.dim + 1) as f64;
+    let u = f64::from(f32::EPSILON) / 2.0;
+    let g = n * u / (1.0 - n * u);
+    (
+        dot + f64::from(l.b[r]),
+        2.0 * g * (s + f64::from(l.b[r]).abs()) + 1e-30,
+    )
+}
+
+/// Every returned id's score is its exact logit within the bound, and the
+/// t-th returned score equals the t-th exact best within the bound (so the
+/// returned set is the exact top-k up to ties within rounding).
+fn check_exact_topk(l: &Layer, k: usize, ids: &[u32], sc: &[f32], what: &str) {
+    let mut all: Vec<(f64, usize)> = Vec::new();
+    for i in 0..l.nq {
+        all.clear();
+        all.extend((0..l.rows).map(|r| (exact(l, i, r).0, r)));
+        all.sort_by(|a, b| b.0.total_cmp(&a.0));
+        for t in 0..k {
+            let id = ids[i * k + t];
+            assert_ne!(id, TOPK_PAD_ID, "{what}: query {i} slot {t} padded");
+            let (e, bound) = exact(l, i, id as usize);
+            let s = f64::from(sc[i * k + t]);
+            assert!(
+                (s - e).abs() <= bound,
+                "{what}: query {i} id {id}: score {s} vs exact {e} (bound {bound:e})"
+            );
+            let (best_t, bt) = (all[t].0, exact(l, i, all[t].1).1);
+            assert!(
+                (s - best_t).abs() <= bound + bt,
+                "{what}: query {i} slot {t}: score {s} vs the exact {t}-th best {best_t}"
+            );
+        }
+    }
+}
+
+#[test]
+fn exhaustive_search_is_the_exact_top_k() {
+    for (rows, dim) in [(700, 37), (1200, 128)] {
+        let l = layer(rows, dim, 12, 3);
+        let k = 10;
+        for codes in [Codes::I8, Codes::None] {
+            for borrow in [false, true] {
+                if borrow && codes == Codes::None {
+                    continue;
+                }
+                let p = IvfParams {
+                    nlist: 20,
+                    codes,
+                    ..Default::default()
+                };
+                for tier in tiers() {
+                    let ivf =
+                        Ivf::build_isa(tier, &l.w, Some(&l.b), rows, dim, dim, &p, borrow).unwrap();
+                    let sp = SearchParams {
+                        nprobe: 20,
+                        rerank: rows as u32,
+                    };
+                    let (mut ids, mut sc) = (vec![0u32; l.nq * k], vec![0f32; l.nq * k]);
+                    let mut st = SearchStats::default();
+                    ivf.search_stats(
+                        tier,
+                        &l.q,
+                        l.nq,
+                        dim,
+                        k,
+                        &sp,
+                        &mut ids,
+                        &mut sc,
+                        Some(&mut st),
+                    )
+                    .unwrap();
+                    assert_eq!(st.scanned, (rows * l.nq) as u64);
+                    let what = format!("{rows}x{dim} {codes:?} borrow {borrow} {}", tier.name());
+                    check_exact_topk(&l, k, &ids, &sc, &what);
+                }
+            }
+        }
+    }
+}
+
+/// The same result whether the queries come one at a time or in batches of
+/// up to 64 (the batch path scores the centroids as a GEMM), at a stride
+/// larger than dim.
+#[test]
+fn batches_equal_single_queries() {
+    let (rows, dim, nq, stride) = (3000, 48, 150, 53);
+    let l = layer(rows, dim, 1, 5);
+    let q = randn(nq * stride, 9);
+    let ivf = Ivf::build(&l.w, Some(&l.b), rows, dim, dim, &IvfParams::default()).unwrap();
+    let sp = SearchParams {
+        nprobe: 5,
+        rerank: 40,
+    };
+    let k = 7;
+    for tier in tiers() {
+        let (mut a, mut sa) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+        ivf.search_stats(tier, &q, nq, stride, k, &sp, &mut a, &mut sa, None)
+            .unwrap();
+        for i in 0..nq {
+            let (mut b, mut sb) = (vec![0u32; k], vec![0f32; k]);
+            ivf.search_stats(
+                tier,
+                &q[i * stride..],
+                1,
+                stride,
+                k,
+                &sp,
+                &mut b,
+                &mut sb,
+                None,
+            )
+            .unwrap();
+            assert_eq!(&a[i * k..(i + 1) * k], &b[..], "{} query {i}", tier.name());
+            assert_eq!(
+                &sa[i * k..(i + 1) * k],
+                &sb[..],
+                "{} query {i}",
+                tier.name()
+            );
+        }
+    }
+}
+
+fn fingerprint(ivf: &Ivf) -> u32 {
+    let mut c = 0;
+    for v in ivf.centroids() {
+        c = lshk::crc32c::crc32c(c, &v.to_bits().to_le_bytes());
+    }
+    for v in ivf.list_offsets().iter().chain(ivf.list_ids()) {
+        c = lshk::crc32c::crc32c(c, &v.to_le_bytes());
+    }
+    c
+}
+
+/// Centroids, list offsets and list order are bit-identical on every tier
+/// and for 1, 2 and 3 build threads, and equal a golden checksum (so they
+/// are the same on every platform).
+#[test]
+fn lists_are_bit_identical_on_every_tier_and_thread_count() {
+    // A clustered layer, so that many rows lie near the boundary of two
+    // lists and the f64 tie-breaking is exercised.
+    let (rows, dim) = (6000, 40);
+    let lay = structured_layer(rows, dim, 64, 77);
+    let mut want = None;
+    for tier in tiers() {
+        for threads in [1, 2, 3] {
+            let p = IvfParams {
+                nlist: 50,
+                threads,
+                iters: 6,
+                ..Default::default()
+            };
+            let ivf =
+                Ivf::build_isa(tier, &lay.w, Some(&lay.bias), rows, dim, dim, &p, false).unwrap();
+            let f = fingerprint(&ivf);
+            match want {
+                None => want = Some(f),
+                Some(w) => assert_eq!(f, w, "{} with {threads} threads", tier.name()),
+            }
+        }
+    }
+    assert_eq!(want, Some(GOLDEN_LISTS), "golden checksum of the lists");
+}
+
+const GOLDEN_LISTS: u32 = 293_504_414;
+
+/// Without re-ranking, the returned ids and the approximate scores are
+/// identical on every tier, whether every list is visited or only a few:
+/// the lists are chosen from int8 centroid scores and the rows scored from
+/// int8 codes, exact integer arithmetic scaled by the same f32 steps.
+#[test]
+fn approximate_scores_are_identical_on_every_tier() {
+    let (rows, dim) = (2000, 100);
+    let l = layer(rows, dim, 20, 11);
+    let p = IvfParams {
+        nlist: 30,
+        ..Default::default()
+    };
+    let ivf = Ivf::build(&l.w, Some(&l.b), rows, dim, dim, &p).unwrap();
+    let k = 25;
+    for nprobe in [3, 30] {
+        let sp = SearchParams { nprobe, rerank: 0 };
+        let mut want: Option<(Vec<u32>, Vec<u32>)> = None;
+        for tier in tiers() {
+            let (mut ids, mut sc) = (vec![0u32; l.nq * k], vec![0f32; l.nq * k]);
+            ivf.search_stats(tier, &l.q, l.nq, dim, k, &sp, &mut ids, &mut sc, None)
+                .unwrap();
+            let bits: Vec<u32> = sc.iter().map(|s| s.to_bits()).collect();
+            match &want {
+                None => want = Some((ids, bits)),
+                Some((wi, wb)) => {
+                    assert_eq!(&ids, wi, "{} nprobe {nprobe}", tier.name());
+                    assert_eq!(&bits, wb, "{} nprobe {nprobe}", tier.name());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn recall_on_a_structured_layer() {
+    let (rows, dim, nq, k) = (40_000, 64, 200, 10);
+    let lay = structured_layer(rows, dim, 512, 20240601);
+    let (q, _) = queries_near_labels(&lay.w, rows, dim, nq, 7);
+    let dense = DenseLayer::new(&lay.w, rows, dim, dim, Some(&lay.bias)).unwrap();
+    let (mut ex, mut es) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+    dense.topk(&q, nq, dim, k, &mut ex, &mut es).unwrap();
+    let ivf = Ivf::build(
+        &lay.w,
+        Some(&lay.bias),
+        rows,
+        dim,
+        dim,
+        &IvfParams::default(),
+    )
+    .unwrap();
+    let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+    let sp = SearchParams {
+        nprobe: 4,
+        rerank: 64,
+    };
+    let mut st = SearchStats::default();
+    ivf.search_stats(
+        lshk::isa::active(),
+        &q,
+        nq,
+        dim,
+        k,
+        &sp,
+        &mut ids,
+        &mut sc,
+        Some(&mut st),
+    )
+    .unwrap();
+    let mut hit = 0;
+    for i in 0..nq {
+        let e = &ex[i * k..(i + 1) * k];
+        hit += ids[i * k..(i + 1) * k]
+            .iter()
+            .filter(|x| e.contains(x))
+            .count();
+    }
+    let recall = hit as f64 / (nq * k) as f64;
+    let frac = st.scanned as f64 / (nq * rows) as f64;
+    println!(
+        "recall@10 {recall:.3} scanning {:.2} % of the rows",
+        100.0 * frac
+    );
+    assert!(recall >= 0.95, "recall@10 {recall}");
+    assert!(frac <= 0.05, "scanned {frac}");
+}
+
+#[test]
+fn save_and_load_round_trip() {
+    let (rows, dim) = (2500, 33);
+    let l = layer(rows, dim, 16, 21);
+    let k = 8;
+    let sp = SearchParams {
+        nprobe: 6,
+        rerank: 30,
+    };
+    let run = |ivf: &Ivf| {
+        let (mut ids, mut sc) = (vec![0u32; l.nq * k], vec![0f32; l.nq * k]);
+        ivf.search(&l.q, l.nq, dim, k, &sp, &mut ids, &mut sc)
+            .unwrap();
+        (ids, sc.iter().map(|s| s.to_bits()).collect::<Vec<_>>())
+    };
+    for codes in [Codes::I8, Codes::None] {
+        let p = IvfParams {
+            codes,
+            ..Default::default()
+        };
+        let a = Ivf::build(&l.w, Some(&l.b), rows, dim, dim, &p).unwrap();
+        let path = tmp(&format!("owned-{codes:?}.lshk"));
+        a.save(&path).unwrap();
+        let b = Ivf::load(&path).unwrap();
+        assert_eq!(run(&a), run(&b), "{codes:?}");
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+        assert_eq!(b.params().nlist, a.params().nlist);
+        let e = unsafe { Ivf::load_borrowed(&path, &l.w, dim) }
+            .err()
+            .unwrap();
+        assert_eq!(e.status, Status::InvalidArgument);
+    }
+    // SAFETY: l.w outlives both indexes.
+    let a =
+        unsafe { Ivf::build_borrowed(&l.w, None, rows, dim, dim, &IvfParams::default()) }.unwrap();
+    assert!(a.borrows_weights());
+    let path = tmp("borrowed.lshk");
+    a.save(&path).unwrap();
+    assert_eq!(
+        Ivf::load(&path).err().unwrap().status,
+        Status::InvalidArgument
+    );
+    // SAFETY: as above.
+    let b = unsafe { Ivf::load_borrowed(&path, &l.w, dim) }.unwrap();
+    assert!(
+        b.memory_bytes() < rows * dim * 4,
+        "the borrowed W is not counted: {} bytes",
+        b.memory_bytes()
+    );
+    let (mut i1, mut s1) = (vec![0u32; l.nq * k], vec![0f32; l.nq * k]);
+    let (mut i2, mut s2) = (vec![0u32; l.nq * k], vec![0f32; l.nq * k]);
+    a.search(&l.q, l.nq, dim, k, &sp, &mut i1, &mut s1).unwrap();
+    b.search(&l.q, l.nq, dim, k, &sp, &mut i2, &mut s2).unwrap();
+    assert_eq!((i1, s1), (i2, s2));
+    // A truncated file and a file of another kind are refused.
+    let bytes = std::fs::read(&path).unwrap();
+    let cut = tmp("cut.lshk");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    assert_eq!(
+        unsafe { Ivf::load_borrowed(&cut, &l.w, dim) }
+            .err()
+            .unwrap()
+            .status,
+        Status::BadFileFormat
+    );
+    let _ = std::fs::remove_dir_all(path.parent().unwrap());
+}
+
+#[test]
+fn fewer_rows_than_k_are_padded() {
+    let l = layer(50, 8, 2, 31);
+    let p = IvfParams {
+        nlist: 10,
+        ..Default::default()
+    };
+    let ivf = Ivf::build(&l.w, Some(&l.b), 50, 8, 8, &p).unwrap();
+    let k = 60;
+    let (mut ids, mut sc) = (vec![0u32; 2 * k], vec![0f32; 2 * k]);
+    let sp = SearchParams {
+        nprobe: 1,
+        rerank: 100,
+    };
+    ivf.search(&l.q, 2, 8, k, &sp, &mut ids, &mut sc).unwrap();
+    for i in 0..2 {
+        let n = ids[i * k..(i + 1) * k]
+            .iter()
+            .take_while(|&&x| x != TOPK_PAD_ID)
+            .count();
+        assert!(n < 50, "one list holds fewer than 50 rows");
+        assert!(ids[i * k + n..(i + 1) * k]
+            .iter()
+            .all(|&x| x == TOPK_PAD_ID));
+        assert!(sc[i * k + n..(i + 1) * k]
+            .iter()
+            .all(|&x| x == f32::NEG_INFINITY));
+        assert!(sc[i * k..i * k + n].windows(2).all(|w| w[0] >= w[1]));
+    }
+}
+
+#[test]
+fn bad_inputs_are_refused() {
+    let l = layer(100, 4, 1, 41);
+    let d = IvfParams::default();
+    let st = |r: lshk::Result<Ivf>| r.err().map(|e| e.status);
+    assert_eq!(
+        st(Ivf::build(&l.w, None, 100, 0, 4, &d)),
+        Some(Status::InvalidArgument)
+    );
+    assert_eq!(
+        st(Ivf::build(&l.w, None, 0, 4, 4, &d)),
+        Some(Status::InvalidArgument)
+    );
+    assert_eq!(
+        st(Ivf::build(&l.w, None, 101, 4, 4, &d)),
+        Some(Status::BufferTooSmall)
+    );
+    assert_eq!(
+        st(Ivf::build(&l.w, None, 100, 4, 3, &d)),
+        Some(Status::InvalidArgument)
+    );
+    let p = |f: fn(&mut IvfParams)| {
+        let mut p = d;
+        f(&mut p);
+        p
+    };
+    assert_eq!(
+        st(Ivf::build(&l.w, None, 100, 4, 4, &p(|p| p.nlist = 101))),
+        Some(Status::InvalidArgument)
+    );
+    assert_eq!(
+        st(Ivf::build(&l.w, None, 100, 4, 4, &p(|p| p.iters = 0))),
+        Some(Status::InvalidArgument)
+    );
+    assert_eq!(
+        st(Ivf::build(
+            &l.w,
+            None,
+            100,
+            4,
+            4,
+            &p(|p| {
+                p.nlist = 20;
+                p.train_rows = 10;
+            })
+        )),
+        Some(Status::InvalidArgument)
+    );
+    assert_eq!(
+        st(unsafe { Ivf::build_borrowed(&l.w, None, 100, 4, 4, &p(|p| p.codes = Codes::None)) }),
+        Some(Status::InvalidArgument)
+    );
+    let mut w = l.w.clone();
+    w[77] = f32::NAN;
+    assert_eq!(
+        st(Ivf::build(&w, None, 100, 4, 4, &d)),
+        Some(Status::NonFinite)
+    );
+    let mut b = l.b.clone();
+    b[5] = f32::INFINITY;
+    assert_eq!(
+        st(Ivf::build(&l.w, Some(&b), 100, 4, 4, &d)),
+        Some(Status::NonFinite)
+    );
+    assert_eq!(
+        st(Ivf::build(&l.w, Some(&b[..99]), 100, 4, 4, &d)),
+        Some(Status::BufferTooSmall)
+    );
+
+    let ivf = Ivf::build(&l.w, None, 100, 4, 4, &d).unwrap();
+    let (mut ids, mut sc) = (vec![0u32; 6], vec![0f32; 6]);
+    let sp = SearchParams::default();
+    let e = |r: lshk::Result<()>| r.err().map(|e| e.status);
+    assert_eq!(
+        e(ivf.search(
+            &l.q,
+            1,
+            4,
+            6,
+            &SearchParams {
+                nprobe: 0,
+                rerank: 1
+            },
+            &mut ids,
+            &mut sc
+        )),
+        Some(Status::InvalidArgument)
+    );
+    assert_eq!(
+        e(ivf.search(&l.q[..3], 1, 4, 6, &sp, &mut ids, &mut sc)),
+        Some(Status::BufferTooSmall)
+    );
+    assert_eq!(
+        e(ivf.search(&l.q, 1, 4, 7, &sp, &mut ids, &mut sc)),
+        Some(Status::BufferTooSmall)
+    );
+    assert_eq!(
+        e(ivf.search(&l.q, 1, 3, 6, &sp, &mut ids, &mut sc)),
+        Some(Status::InvalidArgument)
+    );
+    // k = 0 and nq = 0 write nothing.
+    ids.fill(7);
+    ivf.search(&l.q, 1, 4, 0, &sp, &mut ids, &mut sc).unwrap();
+    ivf.search(&l.q, 0, 4, 6, &sp, &mut ids, &mut sc).unwrap();
+    assert!(ids.iter().all(|&x| x == 7));
+}
