@@ -227,10 +227,15 @@ def faiss_search_fns(idx, QX):
     return one, batch
 
 
+GRID = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,
+        1536, 2048, 3072, 4096, 6144, 8192]
+
+
 def probe_list(nlist):
-    """Probes 1, 2, 4, ... up to nlist; the sweeps stop at recall 0.999 or
-    once slower than exact brute force (w2v needs hundreds of lists)."""
-    return [1 << i for i in range(20) if (1 << i) <= nlist]
+    """Probes 1, 2, 3, 4, 6, 8, ... (steps of about 1.5x) up to nlist; the
+    sweeps stop at recall 0.999 or once slower than exact brute force (w2v
+    needs hundreds of lists)."""
+    return [g for g in GRID if g <= nlist]
 
 
 def faiss_mem(faiss, idx):
@@ -314,7 +319,7 @@ def run_faiss(h, faiss, nlists, pq_nlist, build_threads, train_per_list):
 
     def setef(e):
         return lambda: setattr(idx.hnsw, "efSearch", e)
-    h.sweep("FAISS HNSW", "M=32", [(f"efSearch={e}", setef(e)) for e in [16, 32, 64, 128, 256, 512]],
+    h.sweep("FAISS HNSW", "M=32", [(f"efSearch={e}", setef(e)) for e in probe_list(768)[6:]],
             lambda: (one, batch, None))
     del idx, one, batch
     gc.collect()
@@ -347,7 +352,7 @@ def run_hnswlib(h, hnswlib, build_threads, efc):
 
     def setef(e):
         return lambda: idx.set_ef(e)
-    h.sweep("hnswlib", "M=32", [(f"ef={e}", setef(e)) for e in [10, 20, 40, 80, 160, 320, 640]],
+    h.sweep("hnswlib", "M=32", [(f"ef={e}", setef(e)) for e in [10] + probe_list(768)[7:]],
             lambda: (one, batch, None))
     del idx
     gc.collect()
@@ -379,7 +384,7 @@ def run_scann(h, scann, build_threads):
     secs = nowt() - t
     s.set_num_threads(1)
     h.build("ScaNN AH brute", f"AH 2 dims/block, reorder<={rmax}", secs, mem_of(s), "serialize() dir size")
-    for r in [20, 50, 100, 200, 500, 1000, 2000, 4000]:
+    for r in [20, 30, 50, 75, 100, 150, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 4000]:
         def one(i, r=r):
             return s.search(rows[i], final_num_neighbors=K, pre_reorder_num_neighbors=r)[0]
 
@@ -448,16 +453,22 @@ class QueryStats(ctypes.Structure):  # struct lshk_query_stats
                 ("candidates_max", ctypes.c_uint64)]
 
 
-class IvfParams(ctypes.Structure):  # struct lshk_ivf_params (planned API, see the header)
+class IvfParams(ctypes.Structure):  # struct lshk_ivf_params
     _fields_ = [("struct_size", ctypes.c_uint32), ("nlist", ctypes.c_uint32),
                 ("iters", ctypes.c_uint32), ("train_rows", ctypes.c_uint32),
-                ("codes", ctypes.c_uint32), ("threads", ctypes.c_uint32),
+                ("codes", ctypes.c_uint32), ("borrow", ctypes.c_uint32),
+                ("threads", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
                 ("seed", ctypes.c_uint64)]
 
 
 class IvfSearch(ctypes.Structure):  # struct lshk_ivf_search
     _fields_ = [("struct_size", ctypes.c_uint32), ("nprobe", ctypes.c_uint32),
                 ("rerank", ctypes.c_uint32)]
+
+
+class IvfStats(ctypes.Structure):  # struct lshk_ivf_stats
+    _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+                ("scanned", ctypes.c_uint64), ("reranked", ctypes.c_uint64)]
 
 
 STORAGE = {"f32": 0, "bf16": 2, "f16": 3, "i8": 4}  # LSHK_STORAGE_*; f32 = BORROWED_F32
@@ -488,14 +499,17 @@ def load_lshk(path):
     if lib.has_ivf:
         lib.lshk_ivf_params_default.restype = IvfParams
         lib.lshk_ivf_search_default.restype = IvfSearch
-        lib.lshk_ivf_build.argtypes = [vp, sz, sz, sz, vp, ctypes.POINTER(IvfParams), ctypes.POINTER(vp)]
+        lib.lshk_ivf_build.argtypes = [vp, vp, sz, sz, sz, ctypes.POINTER(IvfParams), ctypes.POINTER(vp)]
         lib.lshk_ivf_build.restype = ctypes.c_uint32
-        lib.lshk_ivf_query.argtypes = [vp, vp, sz, sz, sz, ctypes.POINTER(IvfSearch), vp, vp]
+        lib.lshk_ivf_query.argtypes = [vp, vp, sz, sz, ctypes.c_uint32, ctypes.POINTER(IvfSearch), vp, vp,
+                                       ctypes.POINTER(IvfStats)]
         lib.lshk_ivf_query.restype = ctypes.c_uint32
-        lib.lshk_ivf_memory_bytes.argtypes = [vp]
-        lib.lshk_ivf_memory_bytes.restype = sz
+        lib.lshk_ivf_shape.argtypes = [vp, ctypes.POINTER(sz), ctypes.POINTER(sz), ctypes.POINTER(ctypes.c_uint32)]
+        lib.lshk_ivf_shape.restype = ctypes.c_uint32
+        lib.lshk_ivf_memory_bytes.argtypes = [vp, ctypes.POINTER(sz)]
+        lib.lshk_ivf_memory_bytes.restype = ctypes.c_uint32
         lib.lshk_ivf_free.argtypes = [vp]
-        lib.lshk_ivf_free.restype = None
+        lib.lshk_ivf_free.restype = ctypes.c_uint32
         ip, isr = lib.lshk_ivf_params_default(), lib.lshk_ivf_search_default()
         assert ip.struct_size == ctypes.sizeof(IvfParams), (ip.struct_size, ctypes.sizeof(IvfParams))
         assert isr.struct_size == ctypes.sizeof(IvfSearch), (isr.struct_size, ctypes.sizeof(IvfSearch))
@@ -533,10 +547,11 @@ def lshk_query_fns(call, Q):
 def simhash_grid(wl):
     """(storage, K, L, [probes]) per workload: the demo default first."""
     if wl.rows > 200_000:  # W1: the demo default K=16 L=24 probes 4
-        return [("f32", 16, 24, [0, 1, 2, 4, 8, 16]), ("f32", 18, 32, [2, 4, 8, 16]),
-                ("bf16", 16, 24, [2, 4, 8, 16]), ("bf16", 18, 32, [4, 8, 16])]
-    return [("f32", 16, 24, [4]), ("f32", 8, 32, [0, 4, 8, 16, 32]), ("f32", 10, 64, [8, 16, 32, 64]),
-            ("bf16", 10, 64, [16, 32, 64]), ("bf16", 10, 128, [32, 64, 128])]
+        return [("f32", 16, 24, [0, 1, 2, 3, 4, 6, 8, 12, 16]), ("f32", 18, 32, [1, 2, 3, 4, 6, 8, 12, 16]),
+                ("bf16", 16, 24, [2, 3, 4, 6, 8, 12, 16]), ("bf16", 18, 32, [2, 3, 4, 6, 8, 12, 16])]
+    return [("f32", 16, 24, [4]), ("f32", 8, 32, [0, 4, 8, 16, 24, 32, 48]),
+            ("f32", 10, 64, [8, 16, 32, 48, 64, 96]), ("bf16", 10, 64, [16, 32, 48, 64, 96]),
+            ("bf16", 10, 128, [32, 48, 64, 96, 128])]
 
 
 def run_lshk_simhash(h, lib, build_threads):
@@ -586,59 +601,71 @@ def run_lshk_simhash(h, lib, build_threads):
         gc.collect()
 
 
-def lshk_nlist(lib, handle, nlist, rows):
-    """The IVF's list count (nlist 0 = automatic: assumed ~4 sqrt(rows))."""
-    return nlist or int(4 * math.sqrt(rows))
+def lshk_nlist(lib, handle):
+    """The IVF's list count (lshk_ivf_shape)."""
+    n = ctypes.c_uint32()
+    lshk_check(lib, lib.lshk_ivf_shape(handle, None, None, ctypes.byref(n)), "lshk_ivf_shape")
+    return n.value
 
 
 def run_lshk_ivf(h, lib, build_threads):
     wl = h.wl
     if not lib.has_ivf:
-        msg = "skipped: lshk_ivf_build not in this liblshk.so (the IVF index is not on this branch yet)"
+        msg = "skipped: lshk_ivf_build not in this liblshk.so"
         log("  lshk IVF " + msg)
         h.builds.append(dict(peer="lshk IVF", config="-", secs=float("nan"), mem=0, how=msg))
         return
     W, b, Q = wl.W, wl.b, wl.Q
     bptr = b.ctypes.data if b is not None else None
-    for nlist in [0, int(round(4 * math.sqrt(wl.rows)))]:
-        p = lib.lshk_ivf_params_default()
+    # nlist 0 = automatic (round(4 sqrt(rows))), and a 4x coarser variant.
+    for nlist in [0, int(round(math.sqrt(wl.rows)))]:
+        p = lib.lshk_ivf_params_default()  # int8 codes, W borrowed for the re-ranking
         p.nlist = nlist
         p.threads = build_threads
         h_ = vp()
         t = nowt()
-        lshk_check(lib, lib.lshk_ivf_build(W.ctypes.data, wl.rows, wl.dim, wl.dim, bptr,
+        lshk_check(lib, lib.lshk_ivf_build(W.ctypes.data, bptr, wl.rows, wl.dim, wl.dim,
                                            ctypes.byref(p), ctypes.byref(h_)), "lshk_ivf_build")
         secs = nowt() - t
-        cfg = f"nlist={'auto' if nlist == 0 else nlist}"
-        h.build("lshk IVF", cfg, secs, lib.lshk_ivf_memory_bytes(h_),
-                "lshk_ivf_memory_bytes (+ W borrowed)")
+        nl = lshk_nlist(lib, h_)
+        m = sz()
+        lshk_check(lib, lib.lshk_ivf_memory_bytes(h_, ctypes.byref(m)), "lshk_ivf_memory_bytes")
+        cfg = f"nlist={nl}" + (" (auto)" if nlist == 0 else "")
+        h.build("lshk IVF", cfg, secs, m.value,
+                "lshk_ivf_memory_bytes (+ W borrowed); defaults: int8 codes, "
+                f"{p.iters} k-means iterations, train_rows {p.train_rows or 'min(rows, 64 nlist)'}")
         s = lib.lshk_ivf_search_default()
-        sref = ctypes.byref(s)
+        st = IvfStats()
+        st.struct_size = ctypes.sizeof(IvfStats)
+        sref, stref = ctypes.byref(s), ctypes.byref(st)
+        counts = []
 
         def call(qp, n, ip, sp):
-            r = lib.lshk_ivf_query(h_, qp, n, wl.dim, K, sref, ip, sp)
+            r = lib.lshk_ivf_query(h_, qp, n, wl.dim, K, sref, ip, sp, stref)
             if r:
                 lshk_check(lib, r, "lshk_ivf_query")
+            counts.append((st.scanned / n, st.reranked / n))
+
+        def extra(reset=False):
+            if reset:
+                counts.clear()
+                return ""
+            c = np.mean(counts, axis=0)
+            return f"{c[0]:.0f} scanned/q, {c[1]:.0f} re-ranked/q"
 
         one, batch = lshk_query_fns(call, Q)
         for rr in [0, 16, 32, 64, 128, 256]:
             s.rerank = rr
-            s.nprobe = 1
-            try:
-                one(0)
-            except RuntimeError as e:
-                log(f"  lshk IVF rerank={rr}: {e}; skipped")
-                continue
 
             def setn(np_):
                 return lambda: setattr(s, "nprobe", np_)
             try:
                 h.sweep("lshk IVF", f"{cfg} rerank={rr}",
-                        [(f"nprobe={n}", setn(n)) for n in probe_list(lshk_nlist(lib, h_, nlist, wl.rows))],
-                        lambda: (one, batch, None))
-            except RuntimeError as e:  # e.g. nprobe above the list count
+                        [(f"nprobe={n}", setn(n)) for n in probe_list(nl)],
+                        lambda: (one, batch, extra))
+            except RuntimeError as e:
                 log(f"  lshk IVF {cfg} rerank={rr}: sweep ended: {e}")
-        lib.lshk_ivf_free(h_)
+        lshk_check(lib, lib.lshk_ivf_free(h_), "lshk_ivf_free")
         gc.collect()
 
 
