@@ -150,16 +150,23 @@ class Harness:
 
     def sweep(self, peer, config, knobs, make, stop=0.999, nq=None, plateau=False):
         """knobs: list of (label, setter); make() -> (one, batch, extra_fn).
-        Stops at recall >= stop, when slower than exact brute force, or
-        (plateau=True) when recall gained < 0.001 over the previous point."""
-        prev = -1.0
+        Stops at recall >= stop, when slower than exact brute force, when
+        three points in a row gained < 0.001 over the best before them (a
+        recall ceiling, e.g. no re-ranking), or (plateau=True) at the first
+        point that gained < 0.001."""
+        recs = []
         for label, setter in knobs:
             setter()
             one, batch, extra = make()
             rec, us = self.point(peer, config, label, one, batch, nq=nq, extra_fn=extra)
-            if rec >= stop or (self.limit_us and us > self.limit_us) or (plateau and rec < prev + 0.001):
+            if self.stop_here(recs, rec, us, stop) or (plateau and recs[-2:-1] and rec < recs[-2] + 0.001):
                 break
-            prev = rec
+
+    def stop_here(self, recs, rec, us, stop=0.999):
+        """The sweeps' stop rule (see sweep); appends rec to recs."""
+        recs.append(rec)
+        stalled = len(recs) > 3 and max(recs[-3:]) < max(recs[:-3]) + 0.001
+        return rec >= stop or bool(self.limit_us and us > self.limit_us) or stalled
 
     def build(self, peer, config, secs, mem, how):
         self.builds.append(dict(peer=peer, config=config, secs=secs, mem=mem, how=how))
@@ -384,6 +391,7 @@ def run_scann(h, scann, build_threads):
     secs = nowt() - t
     s.set_num_threads(1)
     h.build("ScaNN AH brute", f"AH 2 dims/block, reorder<={rmax}", secs, mem_of(s), "serialize() dir size")
+    recs = []
     for r in [20, 30, 50, 75, 100, 150, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 4000]:
         def one(i, r=r):
             return s.search(rows[i], final_num_neighbors=K, pre_reorder_num_neighbors=r)[0]
@@ -391,7 +399,7 @@ def run_scann(h, scann, build_threads):
         def batch(i0, i1, r=r):
             return s.search_batched(QX[i0:i1], final_num_neighbors=K, pre_reorder_num_neighbors=r)[0]
         rec, us = h.point("ScaNN AH brute", "AH 2/blk, t=0.2", f"reorder={r}", one, batch)
-        if rec >= 0.999 or (h.limit_us and us > h.limit_us):
+        if h.stop_here(recs, rec, us):
             break
     del s
     gc.collect()
@@ -409,6 +417,7 @@ def run_scann(h, scann, build_threads):
     h.build("ScaNN tree+AH", f"leaves={leaves} (2 sqrt n), sample {tss}", secs, mem_of(s),
             "serialize() dir size")
     for r in [100, 400]:  # 400 only when 100 does not reach 0.99
+        recs = []
         for lv in probe_list(leaves):
             def one(i, r=r, lv=lv):
                 return s.search(rows[i], final_num_neighbors=K, pre_reorder_num_neighbors=r,
@@ -418,7 +427,7 @@ def run_scann(h, scann, build_threads):
                 return s.search_batched(QX[i0:i1], final_num_neighbors=K, pre_reorder_num_neighbors=r,
                                         leaves_to_search=lv)[0]
             rec, us = h.point("ScaNN tree+AH", f"leaves={leaves} reorder={r}", f"search={lv}", one, batch)
-            if rec >= 0.999 or (h.limit_us and us > h.limit_us):
+            if h.stop_here(recs, rec, us):
                 break
         if max(p["recall"] for p in h.points if p["peer"] == "ScaNN tree+AH") >= 0.99:
             break
@@ -844,7 +853,8 @@ def main():
             f"- time per query: median of {a.passes} passes over the queries, time.perf_counter "
             "around the Python loop (B = 1: one call per query; B = 64: one call per 64 queries), so "
             "every figure includes the Python call overhead of its binding (ctypes for lshk)",
-            "- sweeps stop at the first point with recall >= 0.999 or slower than exact brute force",
+            "- sweeps stop at the first point with recall >= 0.999 or slower than exact brute force, or "
+            "after 3 points without a 0.001 gain",
             "- per-call floor (B = 1 on a 64-row index: binding overhead + trivial search): "
             + ", ".join(call_overheads(mods, lib)), ""]
     body = []
