@@ -88,6 +88,16 @@ def exact_topk(wl, bs=64):
     return out
 
 
+def topk_rows(r):
+    """Ids as an (n, K) int64 array; a search that found fewer than K rows
+    (ScaNN's tree with few leaves) is padded with -1."""
+    a = np.asarray(r, np.int64)
+    a = a.reshape(1, -1) if a.ndim == 1 else a
+    if a.shape[1] < K:
+        a = np.hstack([a, np.full((a.shape[0], K - a.shape[1]), -1, np.int64)])
+    return a[:, :K]
+
+
 def recall10(ids, gt):
     n = len(ids)
     return sum(len(set(ids[i, :K].tolist()) & set(gt[i].tolist())) for i in range(n)) / (K * n)
@@ -131,13 +141,13 @@ class Harness:
         if extra_fn is not None:
             extra_fn(reset=True)
         r1, us1, p1 = self._timed(run1, n)
-        ids1 = np.array([np.asarray(r)[:K] for r in r1], np.int64).reshape(n, K)
+        ids1 = np.concatenate([topk_rows(r) for r in r1])
         rec1 = recall10(ids1, gt)
         rec64, us64 = None, None
         if batch is not None:
             batch(0, min(BATCH, n))
             r64, us64, _ = self._timed(run64, n)
-            ids64 = np.concatenate([np.asarray(r)[:, :K] for r in r64]).astype(np.int64)
+            ids64 = np.concatenate([topk_rows(r) for r in r64])
             rec64 = recall10(ids64, gt)
         extra = extra_fn() if extra_fn is not None else ""
         row = dict(peer=peer, config=config, knob=knob, recall=rec1, us1=us1,
