@@ -813,7 +813,8 @@ def main():
     ap.add_argument("--lib", default="target/release/liblshk.so", help="liblshk.so ('' = no lshk)")
     ap.add_argument("--w1", default="target/w1-npy", help="directory with W.npy b.npy Q.npy ('' = skip)")
     ap.add_argument("--w2v", default="../shared/data/w2v-gutenberg", help="w2v-gutenberg directory ('' = skip)")
-    ap.add_argument("--nq", type=int, default=1000, help="queries per workload (default 1000)")
+    ap.add_argument("--nq", type=int, default=500,
+                    help="queries per workload (default 500; 1000 doubles the search time)")
     ap.add_argument("--passes", type=int, default=3, help="timed passes per point, median (default 3)")
     ap.add_argument("--build-threads", type=int, default=os.cpu_count(),
                     help="threads for every library's index build (default: all cores); queries use 1")
