@@ -1,0 +1,918 @@
+#!/usr/bin/env python3
+"""lshk against the ANN / MIPS libraries a user would pick instead (FAISS,
+ScaNN, hnswlib), one process, ONE thread per query, recall@10 against the
+exact top-10 of W q + b versus microseconds per query, at B = 1 (queries one
+at a time) and B = 64 (per query, one call per 64 queries).
+
+Run it through benches/peers/run_ann.sh (makes the venv, builds liblshk.so,
+exports W1). Directly:
+
+    python ann_peers.py --lib target/release/liblshk.so --w1 target/w1-npy \
+        --w2v ../shared/data/w2v-gutenberg --out ann_results.md
+
+Workloads:
+  W1   the demo's synthetic layer (examples/export_npy.rs writes W.npy, b.npy,
+       Q.npy: structured_layer(670091, 128, 4096, 20240601) and
+       queries_near_labels(.., seed 7)); bias.
+  w2v  w2v-gutenberg output layer (35,388 x 128, no bias); queries are the
+       input embeddings of the centre words of the first held-out pairs.
+Peers index [w, b] and query [q, 1] (inner product); lshk gets W, b and q.
+"""
+import argparse
+import ctypes
+import gc
+import math
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+K = 10
+BATCH = 64
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- data
+
+
+class Workload:
+    def __init__(self, name, W, b, Q):
+        self.name, self.W, self.b, self.Q = name, W, b, Q
+        self.rows, self.dim = W.shape
+        self.nq = Q.shape[0]
+        if b is not None:  # peers: [w, b] . [q, 1]
+            self.X = np.ascontiguousarray(np.hstack([W, b[:, None]]), dtype=np.float32)
+            self.QX = np.ascontiguousarray(np.hstack([Q, np.ones((self.nq, 1), np.float32)]))
+        else:
+            self.X, self.QX = W, Q
+        self.gt = None
+
+
+def load_w1(d, nq):
+    W = np.ascontiguousarray(np.load(os.path.join(d, "W.npy")), dtype=np.float32)
+    b = np.ascontiguousarray(np.load(os.path.join(d, "b.npy")).reshape(-1), dtype=np.float32)
+    Q = np.ascontiguousarray(np.load(os.path.join(d, "Q.npy"))[:nq], dtype=np.float32)
+    return Workload(f"W1 synthetic {W.shape[0]:,} x {W.shape[1]} + bias", W, b, Q)
+
+
+def load_w2v(d, nq):
+    dim = 128
+    W = np.fromfile(os.path.join(d, "output_layer.f32"), np.float32).reshape(-1, dim)
+    emb = np.fromfile(os.path.join(d, "input_embeddings.f32"), np.float32).reshape(-1, dim)
+    pairs = np.fromfile(os.path.join(d, "heldout_pairs.i32"), np.int32).reshape(-1, 2)
+    Q = np.ascontiguousarray(emb[pairs[:nq, 0]])
+    return Workload(f"w2v-gutenberg {W.shape[0]:,} x {dim}, no bias", W, None, Q)
+
+
+def exact_topk(wl, bs=64):
+    """Exact top-10 ids of W q + b, by numpy (batched)."""
+    out = np.empty((wl.nq, K), np.int64)
+    for i in range(0, wl.nq, bs):
+        S = wl.Q[i:i + bs] @ wl.W.T
+        if wl.b is not None:
+            S += wl.b
+        p = np.argpartition(-S, K, axis=1)[:, :K]
+        ps = np.take_along_axis(S, p, 1)
+        out[i:i + bs] = np.take_along_axis(p, np.argsort(-ps, axis=1, kind="stable"), 1)
+    return out
+
+
+def topk_rows(r):
+    """Ids as an (n, K) int64 array; a search that found fewer than K rows
+    (ScaNN's tree with few leaves) is padded with -1."""
+    a = np.asarray(r, np.int64)
+    a = a.reshape(1, -1) if a.ndim == 1 else a
+    if a.shape[1] < K:
+        a = np.hstack([a, np.full((a.shape[0], K - a.shape[1]), -1, np.int64)])
+    return a[:, :K]
+
+
+def recall10(ids, gt):
+    n = len(ids)
+    return sum(len(set(ids[i, :K].tolist()) & set(gt[i].tolist())) for i in range(n)) / (K * n)
+
+
+# ---------------------------------------------------------------- timing
+
+
+class Harness:
+    """Runs search points and keeps every (peer, config, knob, recall, us) row."""
+
+    def __init__(self, wl, passes, slow_s):
+        self.wl, self.passes, self.slow_s = wl, passes, slow_s
+        self.points = []  # dicts
+        self.builds = []  # dicts
+        self.limit_us = None  # stop sweeps slower than exact brute force
+
+    def _timed(self, fn, n):
+        ts, res = [], None
+        for p in range(self.passes):
+            t = time.perf_counter()
+            res = fn(n)
+            ts.append(time.perf_counter() - t)
+            if ts[0] > self.slow_s:  # too slow to repeat: one pass
+                break
+        return res, float(np.median(ts)) * 1e6 / n, len(ts)
+
+    def point(self, peer, config, knob, one, batch, nq=None, extra_fn=None):
+        """one(i) -> ids of query i; batch(i0, i1) -> ids (i1 - i0, >= K).
+        Returns the B = 1 recall."""
+        n = nq or self.wl.nq
+        gt = self.wl.gt[:n]
+
+        def run1(n):
+            return [one(i) for i in range(n)]
+
+        def run64(n):
+            return [batch(i, min(i + BATCH, n)) for i in range(0, n, BATCH)]
+
+        one(0)  # warm-up
+        if extra_fn is not None:
+            extra_fn(reset=True)
+        r1, us1, p1 = self._timed(run1, n)
+        ids1 = np.concatenate([topk_rows(r) for r in r1])
+        rec1 = recall10(ids1, gt)
+        rec64, us64 = None, None
+        if batch is not None:
+            batch(0, min(BATCH, n))
+            r64, us64, _ = self._timed(run64, n)
+            ids64 = np.concatenate([topk_rows(r) for r in r64])
+            rec64 = recall10(ids64, gt)
+        extra = extra_fn() if extra_fn is not None else ""
+        row = dict(peer=peer, config=config, knob=knob, recall=rec1, us1=us1,
+                   recall64=rec64, us64=us64, nq=n, passes=p1, extra=extra)
+        self.points.append(row)
+        log(f"  {peer:22s} {config:28s} {knob:26s} recall {rec1:.3f} "
+            f"{us1:9.1f} us B=1  " + (f"{us64:9.1f} us B=64" if us64 else "") +
+            (f"  {extra}" if extra else ""))
+        return rec1, us1
+
+    def sweep(self, peer, config, knobs, make, stop=0.999, nq=None, plateau=False):
+        """knobs: list of (label, setter); make() -> (one, batch, extra_fn).
+        Stops at recall >= stop, when slower than exact brute force, when
+        three points in a row gained < 0.001 over the best before them (a
+        recall ceiling, e.g. no re-ranking), or (plateau=True) at the first
+        point that gained < 0.001."""
+        recs = []
+        for label, setter in knobs:
+            setter()
+            one, batch, extra = make()
+            rec, us = self.point(peer, config, label, one, batch, nq=nq, extra_fn=extra)
+            if self.stop_here(recs, rec, us, stop) or (plateau and recs[-2:-1] and rec < recs[-2] + 0.001):
+                break
+
+    def stop_here(self, recs, rec, us, stop=0.999):
+        """The sweeps' stop rule (see sweep); appends rec to recs."""
+        recs.append(rec)
+        stalled = len(recs) > 3 and max(recs[-3:]) < max(recs[:-3]) + 0.001
+        return rec >= stop or bool(self.limit_us and us > self.limit_us) or stalled
+
+    def build(self, peer, config, secs, mem, how):
+        self.builds.append(dict(peer=peer, config=config, secs=secs, mem=mem, how=how))
+        log(f"  build {peer} {config}: {secs:.2f} s, {mem / 2**20:.1f} MiB ({how})")
+
+
+def nowt():
+    return time.perf_counter()
+
+
+def dir_bytes(d):
+    return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs)
+
+
+# ---------------------------------------------------------------- exact
+
+
+def run_exact(h, faiss):
+    wl = h.wl
+    n = wl.nq if wl.rows * wl.dim <= 16 << 20 else min(wl.nq, 64)
+    W, b, Q = wl.W, wl.b, wl.Q
+
+    def one(i):
+        s = W @ Q[i]
+        if b is not None:
+            s += b
+        p = np.argpartition(-s, K)[:K]
+        return p[np.argsort(-s[p])]
+
+    def batch(i0, i1):
+        S = Q[i0:i1] @ W.T
+        if b is not None:
+            S += b
+        p = np.argpartition(-S, K, axis=1)[:, :K]
+        return np.take_along_axis(p, np.argsort(-np.take_along_axis(S, p, 1), axis=1), 1)
+
+    _, us = h.point("exact numpy", "matvec / matmul", "-", one, batch, nq=n)
+    h.limit_us = us
+    if faiss is not None:
+        idx = faiss.IndexFlatIP(wl.X.shape[1])
+        idx.add(wl.X)
+        D1, I1 = np.empty((1, K), np.float32), np.empty((1, K), np.int64)
+        QX = wl.QX
+        h.point("exact FAISS", "IndexFlatIP", "-",
+                lambda i: idx.search(QX[i:i + 1], K, D=D1, I=I1)[1][0].copy(),
+                lambda i0, i1: idx.search(QX[i0:i1], K)[1], nq=n)
+        h.limit_us = min(h.limit_us, h.points[-1]["us1"])
+        del idx
+
+
+# ---------------------------------------------------------------- FAISS
+
+
+def faiss_search_fns(idx, QX):
+    D1, I1 = np.empty((1, K), np.float32), np.empty((1, K), np.int64)
+    rows = [QX[i:i + 1] for i in range(len(QX))]
+
+    def one(i):
+        idx.search(rows[i], K, D=D1, I=I1)
+        return I1[0].copy()
+
+    def batch(i0, i1):
+        return idx.search(QX[i0:i1], K)[1]
+
+    return one, batch
+
+
+GRID = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,
+        1536, 2048, 3072, 4096, 6144, 8192]
+
+
+def probe_list(nlist):
+    """Probes 1, 2, 3, 4, 6, 8, ... (steps of about 1.5x) up to nlist; the
+    sweeps stop at recall 0.999 or once slower than exact brute force (w2v
+    needs hundreds of lists)."""
+    return [g for g in GRID if g <= nlist]
+
+
+def faiss_mem(faiss, idx):
+    return len(faiss.serialize_index(idx))
+
+
+def run_faiss(h, faiss, nlists, pq_nlist, build_threads, train_per_list):
+    wl = h.wl
+    # FAISS gets [w, b] (and [q, 1]) padded with a zero column to an even
+    # width: PQ below needs it (2 dims per sub-quantizer); scores unchanged.
+    X, QX = wl.X, wl.QX
+    if X.shape[1] % 2:
+        X = np.ascontiguousarray(np.hstack([X, np.zeros((len(X), 1), np.float32)]))
+        QX = np.ascontiguousarray(np.hstack([QX, np.zeros((len(QX), 1), np.float32)]))
+    d = X.shape[1]
+    quant, quant_secs = None, 0.0
+    for nlist in nlists:
+        faiss.omp_set_num_threads(build_threads)
+        t = nowt()
+        idx = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
+        idx.cp.max_points_per_centroid = train_per_list
+        idx.train(X)
+        t_train = nowt() - t
+        idx.add(X)
+        secs = nowt() - t
+        faiss.omp_set_num_threads(1)
+        cfg = f"nlist={nlist}"
+        h.build("FAISS IVFFlat", cfg, secs, faiss_mem(faiss, idx),
+                f"serialize_index; k-means {t_train:.1f} s on <= {train_per_list} rows per list")
+        if nlist == pq_nlist:
+            quant, quant_secs = faiss.clone_index(idx.quantizer), t_train
+        one, batch = faiss_search_fns(idx, QX)
+
+        def setter(p):
+            return lambda: setattr(idx, "nprobe", p)
+        h.sweep("FAISS IVFFlat", cfg, [(f"nprobe={p}", setter(p)) for p in probe_list(nlist)],
+                lambda: (one, batch, None))
+        del idx, one, batch
+        gc.collect()
+
+    # IVF-PQ fast-scan (4-bit, 2 dims per sub-quantizer) + exact refine, on
+    # the coarse quantizer trained above for IVFFlat nlist = pq_nlist.
+    nlist = pq_nlist
+    fac = f"IVF{nlist},PQ{d // 2}x4fs,RFlat"
+    faiss.omp_set_num_threads(build_threads)
+    t = nowt()
+    base = faiss.IndexIVFPQFastScan(quant, d, nlist, d // 2, 4, faiss.METRIC_INNER_PRODUCT)
+    rng = np.random.default_rng(1)
+    base.train(X[np.sort(rng.choice(len(X), min(len(X), 65536), replace=False))])
+    idx = faiss.IndexRefineFlat(base)
+    idx.add(X)
+    secs = nowt() - t
+    faiss.omp_set_num_threads(1)
+    h.build("FAISS IVFPQfs+refine", fac, secs + quant_secs, faiss_mem(faiss, idx),
+            f"serialize_index; coarse k-means shared with IVFFlat nlist={nlist} ({quant_secs:.1f} s, "
+            "counted), PQ trained on 65,536 rows")
+    one, batch = faiss_search_fns(idx, QX)
+    for p in probe_list(nlist):
+        base.nprobe = p
+
+        def setter(kf):
+            return lambda: setattr(idx, "k_factor", kf)
+        h.sweep("FAISS IVFPQfs+refine", f"nlist={nlist} nprobe={p}",
+                [(f"k_factor={kf}", setter(kf)) for kf in [1, 2, 4, 8, 16, 64]],
+                lambda: (one, batch, None), plateau=True)
+        best = max(pt["recall"] for pt in h.points if pt["config"] == f"nlist={nlist} nprobe={p}")
+        if best >= 0.999 or (h.limit_us and h.points[-1]["us1"] > h.limit_us):
+            break
+    del idx, base, quant, one, batch
+    gc.collect()
+
+    # HNSW
+    faiss.omp_set_num_threads(build_threads)
+    t = nowt()
+    idx = faiss.IndexHNSWFlat(d, 32, faiss.METRIC_INNER_PRODUCT)
+    idx.add(X)
+    secs = nowt() - t
+    faiss.omp_set_num_threads(1)
+    h.build("FAISS HNSW", "M=32 efConstruction=40", secs, faiss_mem(faiss, idx), "serialize_index")
+    one, batch = faiss_search_fns(idx, QX)
+
+    def setef(e):
+        return lambda: setattr(idx.hnsw, "efSearch", e)
+    h.sweep("FAISS HNSW", "M=32", [(f"efSearch={e}", setef(e)) for e in probe_list(768)[6:]],
+            lambda: (one, batch, None))
+    del idx, one, batch
+    gc.collect()
+
+
+# ---------------------------------------------------------------- hnswlib
+
+
+def run_hnswlib(h, hnswlib, build_threads, efc):
+    wl = h.wl
+    X, QX = wl.X, wl.QX
+    t = nowt()
+    idx = hnswlib.Index(space="ip", dim=X.shape[1])
+    idx.init_index(max_elements=len(X), ef_construction=efc, M=32, random_seed=1)
+    idx.add_items(X, num_threads=build_threads)
+    secs = nowt() - t
+    idx.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as td:
+        p = os.path.join(td, "h.bin")
+        idx.save_index(p)
+        mem = os.path.getsize(p)
+    h.build("hnswlib", f"M=32 ef_construction={efc}", secs, mem, "save_index file size")
+    rows = [QX[i] for i in range(len(QX))]
+
+    def one(i):
+        return idx.knn_query(rows[i], k=K, num_threads=1)[0][0]
+
+    def batch(i0, i1):
+        return idx.knn_query(QX[i0:i1], k=K, num_threads=1)[0]
+
+    def setef(e):
+        return lambda: idx.set_ef(e)
+    h.sweep("hnswlib", "M=32", [(f"ef={e}", setef(e)) for e in [10] + probe_list(768)[7:]],
+            lambda: (one, batch, None))
+    del idx
+    gc.collect()
+
+
+# ---------------------------------------------------------------- ScaNN
+
+
+def run_scann(h, scann, build_threads):
+    wl = h.wl
+    X, QX = wl.X, wl.QX
+    n = len(X)
+    rows = [QX[i] for i in range(len(QX))]
+
+    def mem_of(s):
+        td = tempfile.mkdtemp()
+        try:
+            s.serialize(td)
+            return dir_bytes(td)
+        finally:
+            shutil.rmtree(td, ignore_errors=True)
+
+    # Brute-force AH + exact reorder.
+    rmax = 4000
+    t = nowt()
+    s = (scann.scann_ops_pybind.builder(X, K, "dot_product")
+         .score_ah(2, anisotropic_quantization_threshold=0.2).reorder(rmax)
+         .set_n_training_threads(build_threads).build())
+    secs = nowt() - t
+    s.set_num_threads(1)
+    h.build("ScaNN AH brute", f"AH 2 dims/block, reorder<={rmax}", secs, mem_of(s), "serialize() dir size")
+    recs = []
+    for r in [20, 30, 50, 75, 100, 150, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 4000]:
+        def one(i, r=r):
+            return s.search(rows[i], final_num_neighbors=K, pre_reorder_num_neighbors=r)[0]
+
+        def batch(i0, i1, r=r):
+            return s.search_batched(QX[i0:i1], final_num_neighbors=K, pre_reorder_num_neighbors=r)[0]
+        rec, us = h.point("ScaNN AH brute", "AH 2/blk, t=0.2", f"reorder={r}", one, batch)
+        if h.stop_here(recs, rec, us):
+            break
+    del s
+    gc.collect()
+
+    # Tree (k-means leaves) + AH + reorder.
+    leaves = int(round(2 * math.sqrt(n)))
+    tss = min(n, 250_000)  # as ScaNN's own example (1.2M rows); 100K lost recall on W1
+    t = nowt()
+    s = (scann.scann_ops_pybind.builder(X, K, "dot_product")
+         .tree(num_leaves=leaves, num_leaves_to_search=max(1, leaves // 10), training_sample_size=tss)
+         .score_ah(2, anisotropic_quantization_threshold=0.2).reorder(400)
+         .set_n_training_threads(build_threads).build())
+    secs = nowt() - t
+    s.set_num_threads(1)
+    h.build("ScaNN tree+AH", f"leaves={leaves} (2 sqrt n), sample {tss}", secs, mem_of(s),
+            "serialize() dir size")
+    for r in [100, 400]:  # 400 only when 100 does not reach 0.99
+        recs = []
+        for lv in probe_list(leaves):
+            def one(i, r=r, lv=lv):
+                return s.search(rows[i], final_num_neighbors=K, pre_reorder_num_neighbors=r,
+                                leaves_to_search=lv)[0]
+
+            def batch(i0, i1, r=r, lv=lv):
+                return s.search_batched(QX[i0:i1], final_num_neighbors=K, pre_reorder_num_neighbors=r,
+                                        leaves_to_search=lv)[0]
+            rec, us = h.point("ScaNN tree+AH", f"leaves={leaves} reorder={r}", f"search={lv}", one, batch)
+            if h.stop_here(recs, rec, us):
+                break
+        if max(p["recall"] for p in h.points if p["peer"] == "ScaNN tree+AH") >= 0.99:
+            break
+    del s
+    gc.collect()
+
+
+# ---------------------------------------------------------------- lshk (ctypes over the C ABI)
+
+
+class IndexParams(ctypes.Structure):  # struct lshk_index_params, include/lshk.h
+    _fields_ = [("struct_size", ctypes.c_uint32), ("family", ctypes.c_uint32),
+                ("bits_per_table", ctypes.c_uint32), ("tables", ctypes.c_uint32),
+                ("sparsity", ctypes.c_uint32), ("bin_size", ctypes.c_uint32),
+                ("seed", ctypes.c_uint64), ("range_bits", ctypes.c_uint32),
+                ("bucket_cap", ctypes.c_uint32), ("storage", ctypes.c_uint32),
+                ("transform", ctypes.c_uint32), ("build_threads", ctypes.c_uint32),
+                ("planes", ctypes.c_void_p), ("planes_len", ctypes.c_size_t),
+                ("dwta_map", ctypes.c_void_p), ("dwta_map_len", ctypes.c_size_t),
+                ("progress", ctypes.c_void_p), ("progress_user", ctypes.c_void_p)]
+
+
+class GatherParams(ctypes.Structure):  # struct lshk_gather_params
+    _fields_ = [("struct_size", ctypes.c_uint32), ("min_count", ctypes.c_uint32),
+                ("max_candidates", ctypes.c_uint32), ("probes", ctypes.c_uint32),
+                ("bits_per_table", ctypes.c_uint32)]
+
+
+class QueryStats(ctypes.Structure):  # struct lshk_query_stats
+    _fields_ = [("struct_size", ctypes.c_uint32), ("queries", ctypes.c_uint64),
+                ("candidates_total", ctypes.c_uint64), ("candidates_min", ctypes.c_uint64),
+                ("candidates_max", ctypes.c_uint64)]
+
+
+class IvfParams(ctypes.Structure):  # struct lshk_ivf_params
+    _fields_ = [("struct_size", ctypes.c_uint32), ("nlist", ctypes.c_uint32),
+                ("iters", ctypes.c_uint32), ("train_rows", ctypes.c_uint32),
+                ("codes", ctypes.c_uint32), ("borrow", ctypes.c_uint32),
+                ("threads", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+                ("seed", ctypes.c_uint64)]
+
+
+class IvfSearch(ctypes.Structure):  # struct lshk_ivf_search
+    _fields_ = [("struct_size", ctypes.c_uint32), ("nprobe", ctypes.c_uint32),
+                ("rerank", ctypes.c_uint32)]
+
+
+class IvfStats(ctypes.Structure):  # struct lshk_ivf_stats
+    _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+                ("scanned", ctypes.c_uint64), ("reranked", ctypes.c_uint64)]
+
+
+STORAGE = {"f32": 0, "bf16": 2, "f16": 3, "i8": 4}  # LSHK_STORAGE_*; f32 = BORROWED_F32
+vp, sz = ctypes.c_void_p, ctypes.c_size_t
+
+
+def load_lshk(path):
+    lib = ctypes.CDLL(path)
+    lib.lshk_version.restype = ctypes.c_char_p
+    lib.lshk_last_error_message.argtypes = [ctypes.c_char_p, sz]
+    lib.lshk_last_error_message.restype = sz
+    lib.lshk_index_params_default.restype = IndexParams
+    lib.lshk_gather_params_default.restype = GatherParams
+    lib.lshk_index_build.argtypes = [vp, vp, sz, sz, sz, ctypes.POINTER(IndexParams), ctypes.POINTER(vp)]
+    lib.lshk_index_build.restype = ctypes.c_uint32
+    lib.lshk_index_query.argtypes = [vp, vp, sz, sz, ctypes.c_uint32, ctypes.POINTER(GatherParams),
+                                     vp, vp, ctypes.POINTER(QueryStats)]
+    lib.lshk_index_query.restype = ctypes.c_uint32
+    lib.lshk_index_memory_bytes.argtypes = [vp, ctypes.POINTER(sz)]
+    lib.lshk_index_memory_bytes.restype = ctypes.c_uint32
+    lib.lshk_index_free.argtypes = [vp]
+    lib.lshk_index_free.restype = ctypes.c_uint32
+    # Self-check: the Structures above must match the header's layout.
+    p, g = lib.lshk_index_params_default(), lib.lshk_gather_params_default()
+    assert p.struct_size == ctypes.sizeof(IndexParams), (p.struct_size, ctypes.sizeof(IndexParams))
+    assert g.struct_size == ctypes.sizeof(GatherParams), (g.struct_size, ctypes.sizeof(GatherParams))
+    lib.has_ivf = hasattr(lib, "lshk_ivf_build")
+    if lib.has_ivf:
+        lib.lshk_ivf_params_default.restype = IvfParams
+        lib.lshk_ivf_search_default.restype = IvfSearch
+        lib.lshk_ivf_build.argtypes = [vp, vp, sz, sz, sz, ctypes.POINTER(IvfParams), ctypes.POINTER(vp)]
+        lib.lshk_ivf_build.restype = ctypes.c_uint32
+        lib.lshk_ivf_query.argtypes = [vp, vp, sz, sz, ctypes.c_uint32, ctypes.POINTER(IvfSearch), vp, vp,
+                                       ctypes.POINTER(IvfStats)]
+        lib.lshk_ivf_query.restype = ctypes.c_uint32
+        lib.lshk_ivf_shape.argtypes = [vp, ctypes.POINTER(sz), ctypes.POINTER(sz), ctypes.POINTER(ctypes.c_uint32)]
+        lib.lshk_ivf_shape.restype = ctypes.c_uint32
+        lib.lshk_ivf_memory_bytes.argtypes = [vp, ctypes.POINTER(sz)]
+        lib.lshk_ivf_memory_bytes.restype = ctypes.c_uint32
+        lib.lshk_ivf_free.argtypes = [vp]
+        lib.lshk_ivf_free.restype = ctypes.c_uint32
+        ip, isr = lib.lshk_ivf_params_default(), lib.lshk_ivf_search_default()
+        assert ip.struct_size == ctypes.sizeof(IvfParams), (ip.struct_size, ctypes.sizeof(IvfParams))
+        assert isr.struct_size == ctypes.sizeof(IvfSearch), (isr.struct_size, ctypes.sizeof(IvfSearch))
+    return lib
+
+
+def lshk_check(lib, st, what):
+    if st != 0:
+        buf = ctypes.create_string_buffer(512)
+        lib.lshk_last_error_message(buf, 512)
+        raise RuntimeError(f"{what}: status {st}: {buf.value.decode()}")
+
+
+def lshk_query_fns(call, Q):
+    """call(qptr, nq, ids_ptr, sc_ptr) -> status."""
+    d = Q.shape[1]
+    ids = np.empty((BATCH, K), np.uint32)
+    sc = np.empty((BATCH, K), np.float32)
+    base, step = Q.ctypes.data, d * 4
+    ip, sp = ids.ctypes.data, sc.ctypes.data
+
+    def one(i):
+        call(base + i * step, 1, ip, sp)
+        return ids[0].copy()
+
+    one.keep = (ids, sc, Q)  # the pointers above point into these
+
+    def batch(i0, i1):
+        call(base + i0 * step, i1 - i0, ip, sp)
+        return ids[:i1 - i0].astype(np.int64)
+
+    return one, batch
+
+
+def simhash_grid(wl):
+    """(storage, K, L, [probes]) per workload: the demo default first."""
+    if wl.rows > 200_000:  # W1: the demo default K=16 L=24 probes 4
+        return [("f32", 16, 24, [0, 1, 2, 3, 4, 6, 8, 12, 16]), ("f32", 18, 32, [1, 2, 3, 4, 6, 8, 12, 16]),
+                ("bf16", 16, 24, [2, 3, 4, 6, 8, 12, 16]), ("bf16", 18, 32, [2, 3, 4, 6, 8, 12, 16])]
+    return [("f32", 16, 24, [4]), ("f32", 8, 32, [0, 4, 8, 16, 24, 32, 48]),
+            ("f32", 10, 64, [8, 16, 32, 48, 64, 96]), ("bf16", 10, 64, [16, 32, 48, 64, 96]),
+            ("bf16", 10, 128, [32, 48, 64, 96, 128])]
+
+
+def run_lshk_simhash(h, lib, build_threads):
+    wl = h.wl
+    W, b, Q = wl.W, wl.b, wl.Q
+    bptr = b.ctypes.data if b is not None else None
+    for storage, kb, L, probes in simhash_grid(wl):
+        p = lib.lshk_index_params_default()
+        p.bits_per_table, p.tables, p.storage = kb, L, STORAGE[storage]
+        p.build_threads = build_threads
+        h_ = vp()
+        t = nowt()
+        lshk_check(lib, lib.lshk_index_build(W.ctypes.data, bptr, wl.rows, wl.dim, wl.dim,
+                                             ctypes.byref(p), ctypes.byref(h_)), "lshk_index_build")
+        secs = nowt() - t
+        m = sz()
+        lshk_check(lib, lib.lshk_index_memory_bytes(h_, ctypes.byref(m)), "memory")
+        cfg = f"K={kb} L={L} {storage}"
+        how = "lshk_index_memory_bytes" + (" (+ W borrowed)" if storage == "f32" else "")
+        h.build("lshk SimHash", cfg, secs, m.value, how)
+        g = lib.lshk_gather_params_default()
+        st = QueryStats()
+        st.struct_size = ctypes.sizeof(QueryStats)
+        gref, sref = ctypes.byref(g), ctypes.byref(st)
+        cands = []
+
+        def call(qp, n, ip, sp):
+            r = lib.lshk_index_query(h_, qp, n, wl.dim, K, gref, ip, sp, sref)
+            if r:
+                lshk_check(lib, r, "lshk_index_query")
+            cands.append(st.candidates_total / max(st.queries, 1))
+
+        one, batch = lshk_query_fns(call, Q)
+
+        def setp(pr):
+            def f():
+                g.probes = pr
+            return f
+        def extra(reset=False):
+            if reset:
+                cands.clear()
+                return ""
+            return f"{np.mean(cands):.0f} cand/q ({100 * np.mean(cands) / wl.rows:.1f} % of rows)"
+        h.sweep("lshk SimHash", cfg, [(f"probes={pr}", setp(pr)) for pr in probes],
+                lambda: (one, batch, extra))
+        lshk_check(lib, lib.lshk_index_free(h_), "lshk_index_free")
+        gc.collect()
+
+
+def lshk_nlist(lib, handle):
+    """The IVF's list count (lshk_ivf_shape)."""
+    n = ctypes.c_uint32()
+    lshk_check(lib, lib.lshk_ivf_shape(handle, None, None, ctypes.byref(n)), "lshk_ivf_shape")
+    return n.value
+
+
+def run_lshk_ivf(h, lib, build_threads):
+    wl = h.wl
+    if not lib.has_ivf:
+        msg = "skipped: lshk_ivf_build not in this liblshk.so"
+        log("  lshk IVF " + msg)
+        h.builds.append(dict(peer="lshk IVF", config="-", secs=float("nan"), mem=0, how=msg))
+        return
+    W, b, Q = wl.W, wl.b, wl.Q
+    bptr = b.ctypes.data if b is not None else None
+    # nlist 0 = automatic (round(4 sqrt(rows))), and a 4x coarser variant.
+    for nlist in [0, int(round(math.sqrt(wl.rows)))]:
+        p = lib.lshk_ivf_params_default()  # int8 codes, W borrowed for the re-ranking
+        p.nlist = nlist
+        p.threads = build_threads
+        h_ = vp()
+        t = nowt()
+        lshk_check(lib, lib.lshk_ivf_build(W.ctypes.data, bptr, wl.rows, wl.dim, wl.dim,
+                                           ctypes.byref(p), ctypes.byref(h_)), "lshk_ivf_build")
+        secs = nowt() - t
+        nl = lshk_nlist(lib, h_)
+        m = sz()
+        lshk_check(lib, lib.lshk_ivf_memory_bytes(h_, ctypes.byref(m)), "lshk_ivf_memory_bytes")
+        cfg = f"nlist={nl}" + (" (auto)" if nlist == 0 else "")
+        h.build("lshk IVF", cfg, secs, m.value,
+                "lshk_ivf_memory_bytes (+ W borrowed); defaults: int8 codes, "
+                f"{p.iters} k-means iterations, train_rows {p.train_rows or 'min(rows, 64 nlist)'}")
+        s = lib.lshk_ivf_search_default()
+        st = IvfStats()
+        st.struct_size = ctypes.sizeof(IvfStats)
+        sref, stref = ctypes.byref(s), ctypes.byref(st)
+        counts = []
+
+        def call(qp, n, ip, sp):
+            r = lib.lshk_ivf_query(h_, qp, n, wl.dim, K, sref, ip, sp, stref)
+            if r:
+                lshk_check(lib, r, "lshk_ivf_query")
+            counts.append((st.scanned / n, st.reranked / n))
+
+        def extra(reset=False):
+            if reset:
+                counts.clear()
+                return ""
+            c = np.mean(counts, axis=0)
+            return f"{c[0]:.0f} scanned/q, {c[1]:.0f} re-ranked/q"
+
+        one, batch = lshk_query_fns(call, Q)
+        for rr in [0, 16, 32, 64, 128, 256]:
+            s.rerank = rr
+
+            def setn(np_):
+                return lambda: setattr(s, "nprobe", np_)
+            try:
+                h.sweep("lshk IVF", f"{cfg} rerank={rr}",
+                        [(f"nprobe={n}", setn(n)) for n in probe_list(nl)],
+                        lambda: (one, batch, extra))
+            except RuntimeError as e:
+                log(f"  lshk IVF {cfg} rerank={rr}: sweep ended: {e}")
+        lshk_check(lib, lib.lshk_ivf_free(h_), "lshk_ivf_free")
+        gc.collect()
+
+
+def call_overheads(mods, lib):
+    """us per B = 1 call on a 64-row index: each binding's call overhead."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((64, 128), dtype=np.float32)
+    q = rng.standard_normal((1, 128), dtype=np.float32)
+    fns = {}
+    if mods.get("faiss") is not None:
+        fi = mods["faiss"].IndexFlatIP(128)
+        fi.add(X)
+        D1, I1 = np.empty((1, K), np.float32), np.empty((1, K), np.int64)
+        fns["FAISS IndexFlatIP"] = lambda: fi.search(q, K, D=D1, I=I1)
+    if mods.get("hnswlib") is not None:
+        hi = mods["hnswlib"].Index(space="ip", dim=128)
+        hi.init_index(max_elements=64, M=16)
+        hi.add_items(X, num_threads=1)
+        hi.set_num_threads(1)
+        fns["hnswlib"] = lambda: hi.knn_query(q[0], k=K, num_threads=1)
+    if mods.get("scann") is not None:
+        si = mods["scann"].scann_ops_pybind.builder(X, K, "dot_product").score_brute_force().build()
+        si.set_num_threads(1)
+        fns["ScaNN brute force"] = lambda: si.search(q[0], final_num_neighbors=K)
+    if lib is not None:
+        p = lib.lshk_index_params_default()
+        p.bits_per_table, p.tables, p.build_threads = 4, 1, 1
+        h_ = vp()
+        lshk_check(lib, lib.lshk_index_build(X.ctypes.data, None, 64, 128, 128, ctypes.byref(p),
+                                             ctypes.byref(h_)), "lshk_index_build")
+        g = lib.lshk_gather_params_default()
+        ids, sc = np.empty(K, np.uint32), np.empty(K, np.float32)
+        args = (h_, q.ctypes.data, 1, 128, K, ctypes.byref(g), ids.ctypes.data, sc.ctypes.data, None)
+        fns["lshk_index_query (ctypes)"] = lambda: lib.lshk_index_query(*args)
+    out = []
+    for name, f in fns.items():
+        f()
+        ts = []
+        for _ in range(3):
+            t = time.perf_counter()
+            for _ in range(2000):
+                f()
+            ts.append((time.perf_counter() - t) / 2000 * 1e6)
+        out.append(f"{name} {np.median(ts):.1f} us")
+    if lib is not None:
+        lib.lshk_index_free(h_)
+    return out
+
+
+# ---------------------------------------------------------------- report
+
+
+def fmt_mem(b):
+    return f"{b / 2**20:.1f}" if b else "-"
+
+
+def report(h, wl, targets):
+    out = [f"## {wl.name}", "",
+           f"{wl.rows:,} rows, {wl.nq} queries (exact lines: first {min(p['nq'] for p in h.points)}), "
+           f"recall@10 against the exact top-10 of W q + b (numpy).", "",
+           "### Build", "", "| peer | config | build s | index MiB | memory measured by |", "|---|---|---:|---:|---|"]
+    for b in h.builds:
+        secs = "-" if math.isnan(b["secs"]) else f"{b['secs']:.2f}"
+        out.append(f"| {b['peer']} | {b['config']} | {secs} | {fmt_mem(b['mem'])} | {b['how']} |")
+    out += ["", "### Fastest configuration per peer at each recall target", ""]
+    peers = list(dict.fromkeys(p["peer"] for p in h.points))
+    for bsz in (1, 64):
+        rk, uk = ("recall", "us1") if bsz == 1 else ("recall64", "us64")
+        out += [f"B = {bsz} (us per query):", "",
+                "| peer | " + " | ".join(f"recall >= {t}: config | recall | us" for t in targets) + " |",
+                "|---|" + "---|---:|---:|" * len(targets)]
+        best = {}
+        for peer in peers:
+            cells = []
+            for t in targets:
+                ok = [p for p in h.points if p["peer"] == peer and p[uk] is not None and p[rk] >= t]
+                if ok:
+                    p = min(ok, key=lambda p: p[uk])
+                    cells.append(f"{p['config']}, {p['knob']} | {p[rk]:.3f} | {p[uk]:.1f}")
+                    if not peer.startswith(("lshk", "exact")):
+                        if t not in best or p[uk] < best[t][0]:
+                            best[t] = (p[uk], peer)
+                else:
+                    cells.append("not reached | - | -")
+            out.append(f"| {peer} | " + " | ".join(cells) + " |")
+        for lp in [p for p in peers if p.startswith("lshk")]:
+            parts = []
+            for t in targets:
+                ok = [p for p in h.points if p["peer"] == lp and p[uk] is not None and p[rk] >= t]
+                if ok and t in best:
+                    u = min(p[uk] for p in ok)
+                    parts.append(f"recall >= {t}: {u:.1f} us vs {best[t][1]} {best[t][0]:.1f} us "
+                                 f"= {u / best[t][0]:.2f}x the best peer's time (target <= 0.67x)")
+                elif t in best:
+                    parts.append(f"recall >= {t}: not reached")
+            if parts:
+                out += ["", f"{lp}, B = {bsz}: " + "; ".join(parts)]
+        out.append("")
+    out += ["### All points", "",
+            "| peer | config | knob | recall@10 | us/q B=1 | us/q B=64 | note |",
+            "|---|---|---|---:|---:|---:|---|"]
+    for p in h.points:
+        r = f"{p['recall']:.3f}"
+        if p["recall64"] is not None and abs(p["recall64"] - p["recall"]) > 0.0005:
+            r += f" (B=64: {p['recall64']:.3f})"
+        u64 = f"{p['us64']:.1f}" if p["us64"] else "-"
+        note = "; ".join(x for x in (p["extra"], "1 pass" if p["passes"] == 1 else "") if x)
+        out.append(f"| {p['peer']} | {p['config']} | {p['knob']} | {r} | {p['us1']:.1f} | {u64} | {note} |")
+    out.append("")
+    return out
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", default="target/release/liblshk.so", help="liblshk.so ('' = no lshk)")
+    ap.add_argument("--w1", default="target/w1-npy", help="directory with W.npy b.npy Q.npy ('' = skip)")
+    ap.add_argument("--w2v", default="../shared/data/w2v-gutenberg", help="w2v-gutenberg directory ('' = skip)")
+    ap.add_argument("--nq", type=int, default=500,
+                    help="queries per workload (default 500; 1000 doubles the search time)")
+    ap.add_argument("--passes", type=int, default=3, help="timed passes per point, median (default 3)")
+    ap.add_argument("--build-threads", type=int, default=os.cpu_count(),
+                    help="threads for every library's index build (default: all cores); queries use 1")
+    ap.add_argument("--train-per-list", type=int, default=64,
+                    help="FAISS IVF k-means sample: at most this many rows per list (default 64)")
+    ap.add_argument("--hnswlib-efc", type=int, default=64,
+                    help="hnswlib ef_construction (default 64; 100 took 3-5x FAISS HNSW's build on W1)")
+    ap.add_argument("--only", default="", help="comma list of peers to run: exact,faiss,hnswlib,scann,lshk")
+    ap.add_argument("--out", default="", help="also write the markdown here")
+    a = ap.parse_args()
+    only = set(a.only.split(",")) if a.only else {"exact", "faiss", "hnswlib", "scann", "lshk"}
+
+    mods, versions = {}, {"numpy": np.__version__}
+    for name in ("faiss", "hnswlib", "scann"):
+        try:
+            mods[name] = __import__(name)
+            versions[name] = getattr(mods[name], "__version__", "?")
+        except Exception as e:  # noqa: BLE001
+            mods[name] = None
+            log(f"skipped: {name} not importable ({e})")
+    try:
+        from importlib.metadata import version
+        for k_, pkg in (("faiss", "faiss-cpu"), ("scann", "scann"), ("hnswlib", "hnswlib")):
+            if mods.get(k_) is not None:
+                versions[k_] = version(pkg)
+    except Exception:  # noqa: BLE001
+        pass
+    if mods["faiss"] is not None:
+        mods["faiss"].omp_set_num_threads(1)
+    lib = None
+    if a.lib and "lshk" in only:
+        if os.path.exists(a.lib):
+            lib = load_lshk(a.lib)
+            versions["lshk"] = lib.lshk_version().decode()
+        else:
+            log(f"skipped: lshk ({a.lib} not found; run cargo build --release)")
+
+    t_start = time.time()
+    head = ["# lshk against ANN / MIPS peers (benches/peers/ann_peers.py)", "",
+            f"- CPU: {cpu_model()}, {os.cpu_count()} logical cores; {platform.platform()}",
+            f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average at start "
+            f"{os.getloadavg()[0]:.2f}",
+            "- versions: " + ", ".join(f"{k_} {v}" for k_, v in versions.items()),
+            f"- queries: one thread (OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}, "
+            "faiss.omp_set_num_threads(1), hnswlib/ScaNN set_num_threads(1)); index builds: "
+            f"{a.build_threads} threads for every library",
+            f"- time per query: median of {a.passes} passes over the queries, time.perf_counter "
+            "around the Python loop (B = 1: one call per query; B = 64: one call per 64 queries), so "
+            "every figure includes the Python call overhead of its binding (ctypes for lshk)",
+            "- sweeps stop at the first point with recall >= 0.999 or slower than exact brute force, or "
+            "after 3 points without a 0.001 gain",
+            "- per-call floor (B = 1 on a 64-row index: binding overhead + trivial search): "
+            + ", ".join(call_overheads(mods, lib)), ""]
+    body = []
+    workloads = []
+    if a.w1:
+        if os.path.exists(os.path.join(a.w1, "W.npy")):
+            workloads.append(lambda: load_w1(a.w1, a.nq))
+        else:
+            log(f"skipped: W1 ({a.w1}/W.npy not found: run examples/export_npy)")
+    if a.w2v:
+        if os.path.exists(os.path.join(a.w2v, "output_layer.f32")):
+            workloads.append(lambda: load_w2v(a.w2v, a.nq))
+        else:
+            print("skipped: ../shared/data not found", flush=True)
+            body.append(f"w2v: skipped: ../shared/data not found ({a.w2v})\n")
+    for make in workloads:
+        wl = make()
+        log(f"== {wl.name}: {wl.nq} queries")
+        t = nowt()
+        wl.gt = exact_topk(wl)
+        log(f"  ground truth: {nowt() - t:.1f} s")
+        h = Harness(wl, a.passes, slow_s=3.0)
+        if "exact" in only:
+            run_exact(h, mods["faiss"])
+        if lib is not None:
+            run_lshk_simhash(h, lib, a.build_threads)
+            run_lshk_ivf(h, lib, a.build_threads)
+        if mods["faiss"] is not None and "faiss" in only:
+            nl = [1024, 4096] if wl.rows > 200_000 else [256, 1024]
+            pq_nlist = int(round(4 * math.sqrt(wl.rows)))
+            run_faiss(h, mods["faiss"], sorted(set(nl + [pq_nlist])), pq_nlist, a.build_threads,
+                      a.train_per_list)
+        if mods["scann"] is not None and "scann" in only:
+            run_scann(h, mods["scann"], a.build_threads)
+        if mods["hnswlib"] is not None and "hnswlib" in only:
+            run_hnswlib(h, mods["hnswlib"], a.build_threads, a.hnswlib_efc)
+        body += report(h, wl, (0.95, 0.99))
+        del wl, h
+        gc.collect()
+    head.append(f"Total run time {time.time() - t_start:.0f} s; load average at the end "
+                f"{os.getloadavg()[0]:.2f}.\n")
+    text = "\n".join(head + body) + "\n"
+    print(text, flush=True)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
