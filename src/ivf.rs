@@ -1194,7 +1194,8 @@ impl Ivf {
             threads: 0,
             seed,
         };
-        let f32s = |name: &str, n: usize| -> Result<Vec<f32>> {
+        // A section of exactly `n` little-endian 4-byte values.
+        let words = |name: &str, n: usize| -> Result<std::slice::ChunksExact<'_, u8>> {
             let b = c.section(name)?;
             if n.checked_mul(4) != Some(b.len()) {
                 bail!(
@@ -1203,20 +1204,15 @@ impl Ivf {
                     b.len()
                 );
             }
-            Ok(b.chunks_exact(4)
+            Ok(b.chunks_exact(4))
+        };
+        let f32s = |name: &str, n: usize| -> Result<Vec<f32>> {
+            Ok(words(name, n)?
                 .map(|x| f32::from_le_bytes(x.try_into().unwrap()))
                 .collect())
         };
         let u32s = |name: &str, n: usize| -> Result<Vec<u32>> {
-            let b = c.section(name)?;
-            if n.checked_mul(4) != Some(b.len()) {
-                bail!(
-                    BadFileFormat,
-                    "{name} is {} bytes, {n} 4-byte values expected",
-                    b.len()
-                );
-            }
-            Ok(b.chunks_exact(4)
+            Ok(words(name, n)?
                 .map(|x| u32::from_le_bytes(x.try_into().unwrap()))
                 .collect())
         };
