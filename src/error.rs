@@ -197,6 +197,28 @@ pub fn check_layer_buffers(
     Ok(need)
 }
 
+/// Rows `0..n` of `x` (row `r` at `r * stride`, `dim` values each) hold
+/// no NaN or infinity; otherwise `NonFinite` naming `{what}[r][j]`. The
+/// caller has checked that `x` holds the rows.
+pub(crate) fn check_finite_rows(
+    x: &[f32],
+    n: usize,
+    dim: usize,
+    stride: usize,
+    what: &str,
+) -> Result<()> {
+    for r in 0..n {
+        let row = &x[r * stride..r * stride + dim];
+        if let Some(j) = row.iter().position(|v| !v.is_finite()) {
+            return Err(Error::new(
+                Status::NonFinite,
+                format!("{what}[{r}][{j}] is {} (finite values needed)", row[j]),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Bytes of physical memory (`sysconf(_SC_PHYS_PAGES) * page size`), or
 /// `u64::MAX` when unknown.
 pub fn physical_memory() -> u64 {

@@ -202,14 +202,6 @@ thread_local! {
 /// beat the running threshold), more with a linear-time selection.
 const SELECT_BY_HEAP: usize = 32;
 
-fn resolve_threads(t: u32) -> usize {
-    if t == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        t as usize
-    }
-}
-
 fn grow<T: Clone + Default>(v: &mut Vec<T>, n: usize) {
     if v.len() < n {
         v.resize(n, T::default());
@@ -561,20 +553,13 @@ impl Ivf {
                 "train_rows is {ntrain}, fewer than the {nlist} lists"
             );
         }
-        for r in 0..rows {
-            let row = &w[r * w_stride..r * w_stride + dim];
-            if let Some(j) = row.iter().position(|v| !v.is_finite()) {
-                bail!(
-                    NonFinite,
-                    "w[{r}][{j}] is {} (finite values needed)",
-                    row[j]
-                );
-            }
-            if let Some(b) = bias {
-                if !b[r].is_finite() {
-                    bail!(NonFinite, "bias[{r}] is {} (finite values needed)", b[r]);
-                }
-            }
+        crate::error::check_finite_rows(w, rows, dim, w_stride, "w")?;
+        if let Some(r) = bias.and_then(|b| b[..rows].iter().position(|v| !v.is_finite())) {
+            bail!(
+                NonFinite,
+                "bias[{r}] is {} (finite values needed)",
+                bias.unwrap()[r]
+            );
         }
         let copy_bytes = if borrow {
             0
@@ -590,7 +575,7 @@ impl Ivf {
             copy_bytes + code_bytes + rows as u128 * 12 + ntrain as u128 * (dim as u128 + 1) * 4,
             "the IVF index",
         )?;
-        let threads = resolve_threads(p.threads);
+        let threads = crate::tables::resolve_threads(p.threads);
         let has_bias = bias.is_some();
         let xdim = dim + usize::from(has_bias);
         let put = |dst: &mut [f32], r: usize| {
@@ -852,12 +837,7 @@ impl Ivf {
                 out_scores.len()
             );
         }
-        for i in 0..nq {
-            let qi = &q[i * q_stride..i * q_stride + self.dim];
-            if let Some(j) = qi.iter().position(|v| !v.is_finite()) {
-                bail!(NonFinite, "q[{i}][{j}] is {} (finite values needed)", qi[j]);
-            }
-        }
+        crate::error::check_finite_rows(q, nq, self.dim, q_stride, "q")?;
         let mut st = SearchStats::default();
         if k > 0 {
             SCRATCH.with(|s| {

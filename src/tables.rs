@@ -239,7 +239,7 @@ pub struct Tables {
     csr: Vec<Csr>,
 }
 
-fn resolve_threads(threads: u32) -> usize {
+pub(crate) fn resolve_threads(threads: u32) -> usize {
     if threads == 0 {
         std::thread::available_parallelism()
             .map(|v| v.get())

@@ -155,21 +155,6 @@ pub extern "C" fn lshk_ivf_search_default() -> lshk_ivf_search {
     }
 }
 
-/// Rows `0..rows` of `w` (stride `stride`) hold no NaN or infinity.
-fn check_finite(w: &[f32], rows: usize, dim: usize, stride: usize, name: &str) -> Result<()> {
-    for r in 0..rows {
-        let row = &w[r * stride..r * stride + dim];
-        if let Some(j) = row.iter().position(|v| !v.is_finite()) {
-            bail!(
-                NonFinite,
-                "{name}[{r}][{j}] is {} (finite values needed)",
-                row[j]
-            );
-        }
-    }
-    Ok(())
-}
-
 /// Builds an IVF index over `rows` rows of `dim` floats (row r at
 /// `w + r * w_stride`, `w_stride >= dim`, in elements) with an optional
 /// `bias` (`rows` floats, NULL = none; the scores are `w_r . q + b_r`):
@@ -365,15 +350,14 @@ pub unsafe extern "C" fn lshk_ivf_query(
             ],
             &[span(q, ql, "q")?, span(s, usize::from(!s.is_null()), "s")?],
         )?;
-        check_finite(qs, nq, dim, q_stride, "q")?;
         // SAFETY: caller contract (nq * k writable values each), disjoint
         // from each other and from q (checked).
         let ids = unsafe { slice_out(out_ids, need, "out_ids")? };
-        // rerank above rows re-scores every candidate, as rows does; the
-        // clamp keeps the scratch bounded by the index.
+        // NaN/inf queries (NON_FINITE) and a rerank above the candidates
+        // are handled by Ivf::search itself.
         let sp = SearchParams {
             nprobe: cs.nprobe,
-            rerank: cs.rerank.min(ix.rows() as u32),
+            rerank: cs.rerank,
         };
         let mut st = SearchStats::default();
         let tier = isa::active();
@@ -542,7 +526,7 @@ pub unsafe extern "C" fn lshk_ivf_load(
                 let need = strided_len(rows, dim, w_stride, "w")?;
                 // SAFETY: caller contract: w holds the saved shape.
                 let ws = unsafe { slice_in(w, need, "w")? };
-                check_finite(ws, rows, dim, w_stride, "w")?;
+                crate::error::check_finite_rows(ws, rows, dim, w_stride, "w")?;
                 // SAFETY: the C caller keeps W alive and unchanged until
                 // lshk_ivf_free (documented contract). The loader checks
                 // the file's rows and dim against ws again.
