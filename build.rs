@@ -41,8 +41,19 @@ fn main() {
     );
 
     // ---- shared library name ----
+    // The SONAME carries the ABI generation: the major version, or for
+    // 0.y.z releases (where, as in Cargo's semver rule, y is the breaking
+    // number) `0.y`. tests/abi.rs allows an incompatible ABI only when that
+    // generation is raised.
+    let abi = if major == "0" {
+        format!("0.{minor}")
+    } else {
+        major.clone()
+    };
+    let soname = format!("liblshk.so.{abi}");
+    println!("cargo:rustc-env=LSHK_SONAME={soname}");
     if env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
-        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,liblshk.so.{major}");
+        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,{soname}");
     }
 
     // ---- pkg-config file next to the libraries ----
@@ -57,11 +68,11 @@ fn main() {
         if fs::read_to_string(&pc_path).ok().as_deref() != Some(pc.as_str()) {
             let _ = fs::write(&pc_path, pc);
         }
-        // The SONAME is liblshk.so.<major>; binaries linked against liblshk.so
-        // look for that name at run time, so provide it as a link.
+        // Binaries linked against liblshk.so look for the SONAME at run time,
+        // so provide it as a link.
         #[cfg(unix)]
         {
-            let link = profile_dir.join(format!("liblshk.so.{major}"));
+            let link = profile_dir.join(&soname);
             if fs::symlink_metadata(&link).is_err() {
                 let _ = std::os::unix::fs::symlink("liblshk.so", &link);
             }

@@ -14,8 +14,8 @@
 //!
 //! By default it builds an `lshk::ivf::Ivf` (k-means lists, round(4 sqrt(rows))
 //! of them, stored contiguously as int8 codes; W borrowed for the exact
-//! re-ranking; `--nprobe` lists visited, `--rerank` candidates re-scored in
-//! f32). `--family simhash` builds the LSH index `lshk::index::Index`
+//! re-ranking; the lists a query visits chosen adaptively (`lshk::ivf::
+//! SearchParams`), `--rerank` candidates re-scored in f32). `--family simhash` builds the LSH index `lshk::index::Index`
 //! instead (SimHash, K = 16, L = 24, W borrowed, 4 extra multi-probe buckets
 //! per table; a progress line during the build). It prints the build time,
 //! the index memory, rows scored (candidates) per query, top-1 / top-10
@@ -39,8 +39,10 @@
 //!   `--sweep` (recall/candidates/latency/memory of several SimHash
 //!   settings);
 //! * `--family ivf|simhash`, and for IVF `--nlist N` (0 = round(4 sqrt(rows))),
-//!   `--nprobe N`, `--rerank N`, `--codes i8|none` (none: exact f32 scores
-//!   of every visited row from a stored copy, FAISS's IVFFlat).
+//!   `--reach F` (adaptive list selection, default 2; 0 = fixed), `--nprobe
+//!   N` (alone: exactly N lists; with `--reach`: at most N), `--rerank N`,
+//!   `--codes i8|none` (none: exact f32 scores of every visited row from a
+//!   stored copy, FAISS's IVFFlat).
 //!
 //! Timings are wall-clock on whatever else the machine is doing: compare
 //! the numbers of one run with each other.
@@ -128,6 +130,7 @@ struct Opts {
     nlist: u32,
     nprobe: u32,
     rerank: u32,
+    reach: f32,
     codes: Codes,
 }
 
@@ -137,7 +140,7 @@ fn usage(msg: &str) -> ! {
         "usage: demo [--rows N] [--weights W.npy [--bias b.npy] --queries Q.npy] [--w2v DIR]\n\
          \x20           [--k N] [--K N] [--L N] [--transform none|bias|mips] [--probes N] [--storage f32|bf16|f16|i8]\n\
          \x20           [--queries-eval N] [--sweep]\n\
-         \x20           [--family ivf|simhash] [--nlist N] [--nprobe N] [--rerank N] [--codes i8|none]"
+         \x20           [--family ivf|simhash] [--nlist N] [--reach F] [--nprobe N] [--rerank N] [--codes i8|none]"
     );
     std::process::exit(2)
 }
@@ -160,13 +163,16 @@ fn parse() -> Opts {
         sweep: false,
         family: "ivf".into(),
         nlist: 0,
-        // Measured on this layer (benches/peers/ann_results.md): 2 of its
-        // 3,274 lists and 32 re-ranked candidates give recall@10 ~0.999.
-        nprobe: 2,
-        rerank: 32,
+        // The library's defaults: adaptive lists (reach 3, no cap), 32
+        // candidates re-ranked.
+        nprobe: SearchParams::default().nprobe,
+        rerank: SearchParams::default().rerank,
+        reach: SearchParams::default().reach,
         codes: Codes::I8,
     };
     let mut a = std::env::args().skip(1);
+    // `--nprobe N` alone means exactly N lists (reach 0).
+    let mut reach_given = false;
     while let Some(f) = a.next() {
         let mut val = || {
             a.next()
@@ -213,7 +219,18 @@ fn parse() -> Opts {
                 }
             }
             "--nlist" => o.nlist = num(val()) as u32,
-            "--nprobe" => o.nprobe = num(val()) as u32,
+            "--nprobe" => {
+                o.nprobe = num(val()) as u32;
+                if !reach_given {
+                    o.reach = 0.0;
+                }
+            }
+            "--reach" => {
+                o.reach = val()
+                    .parse()
+                    .unwrap_or_else(|_| usage("--reach needs a number"));
+                reach_given = true;
+            }
             "--rerank" => o.rerank = num(val()) as u32,
             "--codes" => {
                 o.codes = match val().as_str() {
@@ -291,6 +308,7 @@ fn main() {
         let sp = SearchParams {
             nprobe: o.nprobe,
             rerank: o.rerank,
+            reach: o.reach,
         };
         // SAFETY: `data.w` outlives the index (both live to the end of main).
         let ivf = match o.codes {
@@ -314,12 +332,24 @@ fn main() {
             ),
         }
         .unwrap_or_else(|e| usage(&e.to_string()));
+        let lists = if sp.reach > 0.0 {
+            format!(
+                "adaptive lists (reach {}{})",
+                sp.reach,
+                if sp.nprobe == u32::MAX {
+                    String::new()
+                } else {
+                    format!(", at most {}", sp.nprobe)
+                }
+            )
+        } else {
+            format!("nprobe {}", sp.nprobe)
+        };
         println!(
-            "index: IVF, {} k-means lists (trained on {} rows), {} scoring, nprobe {}, rerank {} (lshk::ivf::Ivf)",
+            "index: IVF, {} k-means lists (trained on {} rows), {} scoring, {lists}, rerank {} (lshk::ivf::Ivf)",
             ivf.nlist(),
             ivf.params().train_rows,
             if o.codes == Codes::I8 { "int8" } else { "exact f32" },
-            sp.nprobe,
             sp.rerank
         );
         Engine::Ivf(ivf, sp)

@@ -5,7 +5,11 @@
 //!
 //! `cargo run --release --example ivf_eval [-- --rows N] [--w2v DIR] [--nq N]
 //! [--nlist N] [--iters N] [--train N] [--codes i8|none] [--only w1|w2v]
-//! [--nprobe 1,2,4,...] [--rerank 16,32,...]`
+//! [--nprobe 1,2,4,...] [--rerank 16,32,...] [--reach 0,1.5,2,...]`
+//!
+//! `--reach` 0 (the default sweep) visits exactly `nprobe` lists; a positive
+//! reach selects lists adaptively with `nprobe` as the cap (use
+//! `--nprobe 4294967295` for none; `lshk::ivf::SearchParams`).
 //!
 //! Prints `skipped: ../shared/data not found` for w2v when it is absent.
 
@@ -24,6 +28,7 @@ fn main() {
     let mut only = None::<String>;
     let mut nprobes: Vec<u32> = vec![1, 2, 4, 8, 16, 32, 64];
     let mut reranks: Vec<u32> = vec![16, 32, 64, 128, 256];
+    let mut reaches: Vec<f32> = vec![0.0];
     let list = |s: String| -> Vec<u32> { s.split(',').map(|x| x.parse().expect("list")).collect() };
     let mut a = std::env::args().skip(1);
     while let Some(x) = a.next() {
@@ -38,6 +43,7 @@ fn main() {
             "--only" => only = Some(v()),
             "--nprobe" => nprobes = list(v()),
             "--rerank" => reranks = list(v()),
+            "--reach" => reaches = v().split(',').map(|x| x.parse().expect("reach")).collect(),
             "--codes" => {
                 p.codes = match v().as_str() {
                     "none" => Codes::None,
@@ -49,17 +55,17 @@ fn main() {
     }
     if only.as_deref() != Some("w2v") {
         let d = common::synthetic(rows, 4096, nq);
-        run(&d, &p, &nprobes, &reranks);
+        run(&d, &p, &nprobes, &reranks, &reaches);
     }
     if only.as_deref() != Some("w1") {
         match w2v.as_deref().and_then(|dir| common::w2v(dir, nq)) {
             None => println!("skipped: ../shared/data not found"),
-            Some(d) => run(&d.expect("w2v"), &p, &nprobes, &reranks),
+            Some(d) => run(&d.expect("w2v"), &p, &nprobes, &reranks, &reaches),
         }
     }
 }
 
-fn run(d: &common::Data, p: &IvfParams, nprobes: &[u32], reranks: &[u32]) {
+fn run(d: &common::Data, p: &IvfParams, nprobes: &[u32], reranks: &[u32], reaches: &[f32]) {
     let k = 10;
     let nq = d.nq;
     println!("{}", d.name);
@@ -77,68 +83,82 @@ fn run(d: &common::Data, p: &IvfParams, nprobes: &[u32], reranks: &[u32]) {
         ivf.memory_bytes() as f64 / 1048576.0,
         (d.rows * d.dim * 4) as f64 / 1048576.0
     );
-    println!("| nprobe | rerank | scanned/q | recall@10 | us/q B=1 | us/q B=64 |");
-    println!("|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| reach | nprobe | rerank | lists/q | scanned/q | recall@10 | us/q B=1 | us/q B=64 |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
-    for &nprobe in nprobes {
-        for &rerank in reranks {
-            let sp = SearchParams { nprobe, rerank };
-            let mut st = lshk::ivf::SearchStats::default();
-            ivf.search_stats(
-                lshk::isa::active(),
-                &d.q,
-                nq,
-                d.dim,
-                k,
-                &sp,
-                &mut ids,
-                &mut sc,
-                Some(&mut st),
-            )
-            .expect("search");
-            let r = common::recall(&ids, &exact, k, nq, None);
-            let mut b1 = f64::INFINITY;
-            for _ in 0..3 {
-                let t = Instant::now();
-                for i in 0..nq {
-                    ivf.search(
-                        d.query(i),
-                        1,
-                        d.dim,
-                        k,
-                        &sp,
-                        &mut ids[i * k..],
-                        &mut sc[i * k..],
-                    )
-                    .unwrap();
+    for &reach in reaches {
+        for &nprobe in nprobes {
+            for &rerank in reranks {
+                let sp = SearchParams {
+                    nprobe,
+                    rerank,
+                    reach,
+                };
+                let mut st = lshk::ivf::SearchStats::default();
+                ivf.search_stats(
+                    lshk::isa::active(),
+                    &d.q,
+                    nq,
+                    d.dim,
+                    k,
+                    &sp,
+                    &mut ids,
+                    &mut sc,
+                    Some(&mut st),
+                )
+                .expect("search");
+                let r = common::recall(&ids, &exact, k, nq, None);
+                let mut b1 = f64::INFINITY;
+                for _ in 0..3 {
+                    let t = Instant::now();
+                    for i in 0..nq {
+                        ivf.search(
+                            d.query(i),
+                            1,
+                            d.dim,
+                            k,
+                            &sp,
+                            &mut ids[i * k..],
+                            &mut sc[i * k..],
+                        )
+                        .unwrap();
+                    }
+                    b1 = b1.min(t.elapsed().as_secs_f64() / nq as f64);
                 }
-                b1 = b1.min(t.elapsed().as_secs_f64() / nq as f64);
-            }
-            let mut b64 = f64::INFINITY;
-            for _ in 0..3 {
-                let t = Instant::now();
-                for c in (0..nq).step_by(64) {
-                    let n = 64.min(nq - c);
-                    ivf.search(
-                        &d.q[c * d.dim..],
-                        n,
-                        d.dim,
-                        k,
-                        &sp,
-                        &mut ids[c * k..],
-                        &mut sc[c * k..],
-                    )
-                    .unwrap();
+                let mut b64 = f64::INFINITY;
+                for _ in 0..3 {
+                    let t = Instant::now();
+                    for c in (0..nq).step_by(64) {
+                        let n = 64.min(nq - c);
+                        ivf.search(
+                            &d.q[c * d.dim..],
+                            n,
+                            d.dim,
+                            k,
+                            &sp,
+                            &mut ids[c * k..],
+                            &mut sc[c * k..],
+                        )
+                        .unwrap();
+                    }
+                    b64 = b64.min(t.elapsed().as_secs_f64() / nq as f64);
                 }
-                b64 = b64.min(t.elapsed().as_secs_f64() / nq as f64);
+                let cap = if nprobe == u32::MAX {
+                    "-".to_string()
+                } else {
+                    nprobe.to_string()
+                };
+                println!(
+                    "| {reach} | {cap} | {rerank} | {:.1} | {} | {:.3} | {:.1} | {:.1} |",
+                    st.lists as f64 / nq as f64,
+                    st.scanned / nq as u64,
+                    r.top10,
+                    b1 * 1e6,
+                    b64 * 1e6
+                );
             }
-            println!(
-                "| {nprobe} | {rerank} | {} | {:.3} | {:.1} | {:.1} |",
-                st.scanned / nq as u64,
-                r.top10,
-                b1 * 1e6,
-                b64 * 1e6
-            );
         }
     }
 }

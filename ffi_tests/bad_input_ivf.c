@@ -410,6 +410,8 @@ int main(void) {
   BI_ACCEPT(FN, a.ivf = ivf_flat; a.sv.rerank = 0);
   BI_ACCEPT(FN, a.sv.nprobe = UINT32_MAX; a.sv.rerank = UINT32_MAX);
   BI_ACCEPT(FN, a.sv.rerank = 0);
+  BI_ACCEPT(FN, a.sv.reach = 0.0f); /* exactly nprobe lists */
+  BI_ACCEPT(FN, a.sv.reach = 1e30f);
   BI_ACCEPT(FN, a.q_stride = ID); /* no gap */
   BI_ACCEPT(FN, a.qv[QS - 1] = NAN); /* the stride gap is not q */
   /* struct_size larger than known: accepted, the unknown tail untouched */
@@ -441,6 +443,12 @@ int main(void) {
           a.q = NULL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.big.s.nprobe = 0;
           a.s = &a.big.s);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.sv.reach = -1.0f);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.sv.reach = -0.0f - 1e-30f);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.sv.reach = NAN);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.sv.reach = INFINITY);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.sv.reach = NAN; a.nq = 0;
+          a.q = NULL);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[(QN - 1) * QS + ID - 1] = NAN);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[0] = -INFINITY);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.ivf = ivf_flat; a.qv[QS + 1] = INFINITY);

@@ -171,6 +171,7 @@ static void run_config(uint32_t codes, uint32_t borrow, int with_bias) {
   /* every list, every candidate re-ranked: the exact top-k */
   full.nprobe = NLIST;
   full.rerank = ROWS;
+  full.reach = 0.0f; /* exactly nprobe lists */
   memset(&st, 0xA5, sizeof st);
   st.struct_size = sizeof st;
   EXPECT_OK(lshk_ivf_query(ivf, q, NQ, QS, K, &full, ids, sc, &st));
@@ -194,17 +195,26 @@ static void run_config(uint32_t codes, uint32_t borrow, int with_bias) {
   }
   CHECK(memcmp(ids, ids2, sizeof ids) == 0 && memcmp(sc, sc2, sizeof sc) == 0);
 
-  /* default search (nprobe 8 of 16, rerank 64): exact scores of real rows */
+  /* default search (adaptive lists, rerank 32): exact scores of real rows */
   EXPECT_OK(lshk_ivf_query(ivf, q, NQ, QS, K, NULL, ids, sc, &st));
   CHECK(plausible(ids, sc, with_bias));
   CHECK(st.scanned > 0 && st.scanned <= (uint64_t)NQ * ROWS);
+  CHECK(st.lists >= NQ && st.lists <= (uint64_t)NQ * NLIST);
   if (codes == LSHK_IVF_CODES_I8)
-    CHECK(st.reranked >= (uint64_t)NQ * K && st.reranked <= (uint64_t)NQ * 64);
+    CHECK(st.reranked >= (uint64_t)NQ * K && st.reranked <= (uint64_t)NQ * 32);
   /* one list, no re-ranking: approximate scores, ids still real rows */
   full.nprobe = 1;
   full.rerank = 0;
   EXPECT_OK(lshk_ivf_query(ivf, q, NQ, QS, K, &full, ids2, sc2, &st));
   CHECK(st.reranked == 0 && st.scanned < (uint64_t)NQ * ROWS);
+  CHECK(st.lists == NQ);
+  /* adaptive with a cap of one list: the same single best list */
+  full.reach = 2.0f;
+  EXPECT_OK(lshk_ivf_query(ivf, q, NQ, QS, K, &full, ids, sc, &st));
+  CHECK(st.lists == NQ && memcmp(ids, ids2, sizeof ids) == 0);
+  full.reach = 0.0f;
+  /* ids / sc hold the default search again (compared after save / load) */
+  EXPECT_OK(lshk_ivf_query(ivf, q, NQ, QS, K, NULL, ids, sc, NULL));
   for (size_t i = 0; i < NQ * K; i++)
     CHECK(ids2[i] == UINT32_MAX || ids2[i] < ROWS);
   /* k = 0 and nq = 0 write nothing but the stats */
@@ -262,9 +272,10 @@ int main(void) {
           p.iters == 10 && p.train_rows == 0 &&
           p.codes == LSHK_IVF_CODES_I8 && p.borrow == 1 && p.threads == 0 &&
           p.reserved == 0);
-    CHECK(s.struct_size == sizeof(lshk_ivf_search) && s.nprobe == 8 &&
-          s.rerank == 64);
-    CHECK(sizeof(lshk_ivf_params) == 40 && sizeof(lshk_ivf_stats) == 24);
+    CHECK(s.struct_size == sizeof(lshk_ivf_search) &&
+          s.nprobe == UINT32_MAX && s.rerank == 32 && s.reach == 3.0f);
+    CHECK(sizeof(lshk_ivf_params) == 40 && sizeof(lshk_ivf_search) == 16 &&
+          sizeof(lshk_ivf_stats) == 32);
   }
 
   run_config(LSHK_IVF_CODES_I8, 1, 1);

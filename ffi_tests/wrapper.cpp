@@ -913,7 +913,10 @@ void test_ivf() {
   lshk_ivf *raw = nullptr;
   EXPECT_OK(lshk_ivf_build(w.data(), bias.data(), rows, dim, dim, &p, &raw));
   lshk::IvfSearch s(4, 50);
-  CHECK(s.struct_size == sizeof(lshk_ivf_search) && s.nprobe == 4 && s.rerank == 50);
+  CHECK(s.struct_size == sizeof(lshk_ivf_search) && s.nprobe == 4 && s.rerank == 50 &&
+        s.reach == 0.0f);
+  CHECK(lshk::IvfSearch().reach == lshk_ivf_search_default().reach &&
+        lshk::IvfSearch(4, 50, 1.5f).reach == 1.5f);
   std::vector<uint32_t> want_ids(nq * k);
   std::vector<float> want_sc(nq * k);
   lshk_ivf_stats cst;
@@ -923,7 +926,8 @@ void test_ivf() {
   lshk::IvfStats st;
   lshk::TopK got = ivf.query(q, k, &s, &st);
   CHECK(got.queries() == nq && same_topk(got, want_ids, want_sc));
-  CHECK(st.scanned == cst.scanned && st.reranked == cst.reranked && st.scanned > 0);
+  CHECK(st.scanned == cst.scanned && st.reranked == cst.reranked && st.lists == cst.lists &&
+        st.scanned > 0);
   bool sane = true;
   for (std::size_t i = 0; i < nq; i++)
     for (uint32_t j = 0; j < k; j++) {

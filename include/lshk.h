@@ -23,9 +23,9 @@
 #include <stdbool.h>
 
 #define LSHK_VERSION_MAJOR 0
-#define LSHK_VERSION_MINOR 1
+#define LSHK_VERSION_MINOR 2
 #define LSHK_VERSION_PATCH 0
-#define LSHK_VERSION_STRING "0.1.0"
+#define LSHK_VERSION_STRING "0.2.0"
 
 
 /*
@@ -555,17 +555,28 @@ typedef struct lshk_ivf_search {
    */
   uint32_t struct_size;
   /*
-   Lists visited per query, >= 1 (values above nlist act as nlist;
-   default 8).
+   Lists visited per query, >= 1 (values above nlist act as nlist):
+   exactly this many when `reach` is 0, at most this many otherwise
+   (default UINT32_MAX: no cap).
    */
   uint32_t nprobe;
   /*
    Approximate candidates re-scored exactly per query (at least k are
    when it is not 0; values above rows act as rows). 0 = no re-ranking:
    the int8 approximations are returned as scores (CODES_I8 only; with
-   CODES_NONE every score is exact anyway). Default 64.
+   CODES_NONE every score is exact anyway). Default 32.
    */
   uint32_t rerank;
+  /*
+   Adaptive list selection (default 3.0; finite, >= 0; 0 = visit
+   exactly the `nprobe` best lists). The best list by its estimate
+   `<[q, 1], c> + |q| spread` is scanned first, then every list whose
+   `<[q, 1], c> + reach |q| spread` is at least the k-th best score
+   found so far, best estimate first, up to `nprobe` lists: easy
+   queries stop after a list or two, hard ones visit more, with no
+   per-layer tuning (docs/ivf.md has the measurements).
+   */
+  float reach;
 } lshk_ivf_search;
 
 /*
@@ -590,6 +601,10 @@ typedef struct lshk_ivf_stats {
    Rows re-scored exactly.
    */
   uint64_t reranked;
+  /*
+   Lists visited.
+   */
+  uint64_t lists;
 } lshk_ivf_stats;
 
 /*
@@ -1306,8 +1321,8 @@ lshk_status lshk_simhash_train_iul(const float *planes_in,
 struct lshk_ivf_params lshk_ivf_params_default(void);
 
 /*
- Default query parameters: nprobe 8, rerank 64; struct_size =
- sizeof(lshk_ivf_search).
+ Default query parameters: adaptive lists (reach 3.0, nprobe UINT32_MAX
+ = no cap), rerank 32; struct_size = sizeof(lshk_ivf_search).
  */
 struct lshk_ivf_search lshk_ivf_search_default(void);
 
@@ -1350,14 +1365,16 @@ lshk_status lshk_ivf_build(const float *w,
 /*
  The top `k` rows of `W q + b` for each of `nq` queries (query i at
  `q + i * q_stride`, `q_stride >= dim` elements): the centroids are
- scored, the `s->nprobe` best lists visited, their rows scored from the
+ scored, the lists chosen by `s` visited (adaptively by default, see
+ lshk_ivf_search::reach), their rows scored from the
  int8 codes, the `s->rerank` best re-scored exactly (see
  lshk_ivf_search). Writes `out_ids[i*k .. i*k + k]` (and `out_scores`,
  when not NULL) per query: descending by score, equal scores by smaller
  id, padded with UINT32_MAX / -INFINITY when the visited lists hold
  fewer than k rows. Both outputs hold at least nq*k elements. `k = 0`
  or `nq = 0` writes no ids or scores (stats are still written). With
- `nprobe >= nlist` and `rerank >= rows` (or CODES_NONE) the result is the
+ `reach = 0`, `nprobe >= nlist` and `rerank >= rows` (or CODES_NONE) the
+ result is the
  exact top-k (scores within the f32 dot-product bound of
  lshk_gathered_matmul_f32). `s` NULL = lshk_ivf_search_default();
  `stats` (NULL = none; set its struct_size) receives the batch's counts.
@@ -1366,7 +1383,8 @@ lshk_status lshk_ivf_build(const float *w,
  query allocates nothing.
 
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
- struct_size of `s` or `stats` too small, nprobe 0, misaligned or
+ struct_size of `s` or `stats` too small, nprobe 0, reach negative,
+ NaN or infinite, misaligned or
  overlapping buffers), NON_FINITE (a NaN or infinite query value),
  SIZE_OVERFLOW. Nothing is written on error.
 

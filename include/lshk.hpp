@@ -1380,9 +1380,11 @@ struct IvfParams : lshk_ivf_params {
 struct IvfSearch : lshk_ivf_search {
   IvfSearch() noexcept : lshk_ivf_search(lshk_ivf_search_default()) {}
   IvfSearch(const lshk_ivf_search &s) noexcept : lshk_ivf_search(s) {}
-  IvfSearch(uint32_t nprobe_, uint32_t rerank_) noexcept : IvfSearch() {
+  /* Exactly `nprobe_` lists (reach 0) unless a reach is given. */
+  IvfSearch(uint32_t nprobe_, uint32_t rerank_, float reach_ = 0.0f) noexcept : IvfSearch() {
     nprobe = nprobe_;
     rerank = rerank_;
+    reach = reach_;
   }
 };
 /* lshk_ivf_stats with struct_size set. */

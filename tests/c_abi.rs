@@ -164,12 +164,23 @@ fn header_alone_compiles_as_c99_and_cxx17() {
     run_jobs(jobs);
 }
 
-/// SONAME `liblshk.so.0` (build.rs: `cargo:rustc-cdylib-link-arg=-Wl,-soname`),
-/// `liblshk.so.0` in target/<profile> resolving to the library, and a
-/// program linked with `-llshk` needing `liblshk.so.0` and finding it at run
-/// time through its rpath.
+/// SONAME `liblshk.so.<abi>` (`liblshk.so.0.2` for 0.2.z; build.rs:
+/// `cargo:rustc-cdylib-link-arg=-Wl,-soname`), that name in target/<profile>
+/// resolving to the library, and a program linked with `-llshk` needing it
+/// and finding it at run time through its rpath.
 #[test]
-fn soname_is_liblshk_so_0() {
+fn soname_is_the_abi_generation() {
+    const SONAME: &str = env!("LSHK_SONAME");
+    let (major, minor) = (
+        env!("CARGO_PKG_VERSION_MAJOR"),
+        env!("CARGO_PKG_VERSION_MINOR"),
+    );
+    let want = if major == "0" {
+        format!("liblshk.so.0.{minor}")
+    } else {
+        format!("liblshk.so.{major}")
+    };
+    assert_eq!(SONAME, want);
     let s = setup();
     require("readelf");
     require("gcc");
@@ -180,9 +191,9 @@ fn soname_is_liblshk_so_0() {
         .find(|l| l.contains("(SONAME)"))
         .unwrap_or_else(|| panic!("{} has no SONAME:\n{d}", so.display()));
     println!("{}: {}", so.display(), soname.trim());
-    assert!(soname.contains("[liblshk.so.0]"), "{soname}");
+    assert!(soname.contains(&format!("[{SONAME}]")), "{soname}");
 
-    let link = s.profile_dir.join("liblshk.so.0");
+    let link = s.profile_dir.join(SONAME);
     let resolved = fs::canonicalize(&link)
         .unwrap_or_else(|e| panic!("{} does not resolve: {e}", link.display()));
     assert_eq!(resolved, fs::canonicalize(&so).unwrap());
@@ -211,8 +222,8 @@ fn soname_is_liblshk_so_0() {
     let d = run(Command::new("readelf").arg("-d").arg(&exe)).unwrap();
     assert!(
         d.lines()
-            .any(|l| l.contains("(NEEDED)") && l.contains("[liblshk.so.0]")),
-        "the program should need liblshk.so.0:\n{d}"
+            .any(|l| l.contains("(NEEDED)") && l.contains(&format!("[{SONAME}]"))),
+        "the program should need {SONAME}:\n{d}"
     );
     let out = run(&mut Command::new(&exe)).unwrap();
     print!("{out}");

@@ -2715,9 +2715,11 @@ fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
     if r.one_in(3) {
         sp.nprobe = r.pick(&[ix.nlist as u32, u32::MAX]);
         sp.rerank = r.pick(&[ix.rows as u32, u32::MAX]);
+        sp.reach = 0.0;
     } else {
         sp.nprobe = 1 + r.u(ix.nlist + 2) as u32;
         sp.rerank = r.pick(&[0, 1, 5, 64, 1000]);
+        sp.reach = r.pick(&[0.0, 0.5, 2.0, 50.0]);
     }
     let mut smode = r.pick(&[0, 0, 1]); // 0 struct, 1 NULL, 2 big
     let mut use_scores = !r.one_in(4);
@@ -2762,6 +2764,7 @@ fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
             8 => {
                 sp.nprobe = r.pick(&[0, 1, u32::MAX]);
                 sp.rerank = r.pick(&[0, u32::MAX, hv32]);
+                sp.reach = r.pick(&[0.0, 2.0, -1.0, -1e-30, f32::NAN, f32::INFINITY, 1e30]);
             }
             9 => {
                 tmode = r.pick(&[1, 2]);
@@ -2828,6 +2831,9 @@ fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
     if eff.nprobe == 0 {
         v.err("nprobe 0");
     }
+    if !(eff.reach.is_finite() && eff.reach >= 0.0) {
+        v.err("reach negative or not finite");
+    }
     let spp: *const lshk_ivf_search = match smode {
         1 => null(),
         2 => (&big as *const BigIvfSearch).cast(),
@@ -2839,6 +2845,7 @@ fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
             reserved: 0xA5A5,
             scanned: 0xA5A5,
             reranked: 0xA5A5,
+            lists: 0xA5A5,
         },
         tail: [7, 7],
     };
@@ -2872,7 +2879,8 @@ fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
         if st != LSHK_STATUS_OK
             && (oi.v != oi0
                 || bits(&os.v) != os0
-                || (bs.s.reserved, bs.s.scanned, bs.s.reranked) != (0xA5A5, 0xA5A5, 0xA5A5)
+                || (bs.s.reserved, bs.s.scanned, bs.s.reranked, bs.s.lists)
+                    != (0xA5A5, 0xA5A5, 0xA5A5, 0xA5A5)
                 || bs.tail != [7, 7])
         {
             c.fail(format!(
@@ -2896,6 +2904,7 @@ fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
     let rsp = SearchParams {
         nprobe: eff.nprobe,
         rerank: eff.rerank.min(ix.rows as u32),
+        reach: eff.reach,
     };
     let mut ri = vec![0u32; nk];
     let mut rs = vec![0f32; nk];
@@ -2924,12 +2933,15 @@ fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
             ri
         ));
     }
-    if tmode != 0 && (bs.s.scanned, bs.s.reranked) != (rst.scanned, rst.reranked) {
+    if tmode != 0
+        && (bs.s.scanned, bs.s.reranked, bs.s.lists) != (rst.scanned, rst.reranked, rst.lists)
+    {
         c.fail("lshk_ivf_query: stats differ from Ivf::search_stats".into());
     }
     // Reference 2 (independent): a full search is the exact top-k up to
     // ties within the f32 bound.
     let full = eff.nprobe as usize >= ix.nlist
+        && eff.reach == 0.0
         && (ix.codes == Codes::None || eff.rerank as usize >= ix.rows);
     if full {
         for qi in 0..nq {
@@ -3179,11 +3191,12 @@ fn fuzz_ivf_build(c: &mut Ctx) {
         .map(|i| wd[(i % dim) + (i / dim % rows) * w_stride] + 0.125)
         .collect();
     let kk = 4;
-    for (nprobe, rerank) in [(u32::MAX, u32::MAX), (1, 0)] {
+    for (nprobe, rerank, reach) in [(u32::MAX, u32::MAX, 0.0), (1, 0, 0.0), (u32::MAX, 40, 2.0)] {
         let sp = lshk_ivf_search {
             struct_size: std::mem::size_of::<lshk_ivf_search>() as u32,
             nprobe,
             rerank,
+            reach,
         };
         let (mut ci, mut cs) = (vec![0u32; nq * kk], vec![0f32; nq * kk]);
         let (mut ri, mut rs) = (vec![0u32; nq * kk], vec![0f32; nq * kk]);
@@ -3204,6 +3217,7 @@ fn fuzz_ivf_build(c: &mut Ctx) {
         let rsp = SearchParams {
             nprobe,
             rerank: rerank.min(rows as u32),
+            reach,
         };
         let ok = mirror
             .search(&qs, nq, dim, kk, &rsp, &mut ri, &mut rs)

@@ -116,10 +116,7 @@ fn exhaustive_search_is_the_exact_top_k() {
                 for tier in tiers() {
                     let ivf =
                         Ivf::build_isa(tier, &l.w, Some(&l.b), rows, dim, dim, &p, borrow).unwrap();
-                    let sp = SearchParams {
-                        nprobe: 20,
-                        rerank: rows as u32,
-                    };
+                    let sp = SearchParams::fixed(20, rows as u32);
                     let (mut ids, mut sc) = (vec![0u32; l.nq * k], vec![0f32; l.nq * k]);
                     let mut st = SearchStats::default();
                     ivf.search_stats(
@@ -152,10 +149,7 @@ fn batches_equal_single_queries() {
     let l = layer(rows, dim, 1, 5);
     let q = randn(nq * stride, 9);
     let ivf = Ivf::build(&l.w, Some(&l.b), rows, dim, dim, &IvfParams::default()).unwrap();
-    let sp = SearchParams {
-        nprobe: 5,
-        rerank: 40,
-    };
+    let sp = SearchParams::fixed(5, 40);
     let k = 7;
     for tier in tiers() {
         let (mut a, mut sa) = (vec![0u32; nq * k], vec![0f32; nq * k]);
@@ -243,22 +237,116 @@ fn approximate_scores_are_identical_on_every_tier() {
     };
     let ivf = Ivf::build(&l.w, Some(&l.b), rows, dim, dim, &p).unwrap();
     let k = 25;
-    for nprobe in [3, 30] {
-        let sp = SearchParams { nprobe, rerank: 0 };
-        let mut want: Option<(Vec<u32>, Vec<u32>)> = None;
+    let adaptive = |nprobe, reach| SearchParams {
+        nprobe,
+        rerank: 0,
+        reach,
+    };
+    for sp in [
+        SearchParams::fixed(3, 0),
+        SearchParams::fixed(30, 0),
+        adaptive(u32::MAX, 2.0),
+        adaptive(4, 1.0),
+        adaptive(u32::MAX, 0.25),
+    ] {
+        let mut want: Option<(Vec<u32>, Vec<u32>, SearchStats)> = None;
         for tier in tiers() {
             let (mut ids, mut sc) = (vec![0u32; l.nq * k], vec![0f32; l.nq * k]);
-            ivf.search_stats(tier, &l.q, l.nq, dim, k, &sp, &mut ids, &mut sc, None)
-                .unwrap();
+            let mut st = SearchStats::default();
+            ivf.search_stats(
+                tier,
+                &l.q,
+                l.nq,
+                dim,
+                k,
+                &sp,
+                &mut ids,
+                &mut sc,
+                Some(&mut st),
+            )
+            .unwrap();
             let bits: Vec<u32> = sc.iter().map(|s| s.to_bits()).collect();
             match &want {
-                None => want = Some((ids, bits)),
-                Some((wi, wb)) => {
-                    assert_eq!(&ids, wi, "{} nprobe {nprobe}", tier.name());
-                    assert_eq!(&bits, wb, "{} nprobe {nprobe}", tier.name());
+                None => want = Some((ids, bits, st)),
+                Some((wi, wb, ws)) => {
+                    assert_eq!(&ids, wi, "{} {sp:?}", tier.name());
+                    assert_eq!(&bits, wb, "{} {sp:?}", tier.name());
+                    assert_eq!(&st, ws, "{} {sp:?}", tier.name());
                 }
             }
         }
+    }
+}
+
+/// Adaptive list selection: the cap holds, a cap of one list is the fixed
+/// single best list, a huge reach visits every list (and with a full
+/// re-rank gives the exact top-k), and on this layer (deterministic) a
+/// larger reach visits more lists. (Not a theorem for every layer: a
+/// larger reach raises the running k-th score sooner, which can skip a
+/// list a smaller reach visited.)
+#[test]
+fn adaptive_selection() {
+    let (rows, dim) = (3000, 40);
+    let l = layer(rows, dim, 30, 17);
+    let p = IvfParams {
+        nlist: 24,
+        ..Default::default()
+    };
+    let ivf = Ivf::build(&l.w, Some(&l.b), rows, dim, dim, &p).unwrap();
+    assert!(ivf.spread().iter().all(|&s| s > 0.0));
+    let k = 10;
+    let nq = l.nq;
+    let run = |sp: SearchParams| {
+        let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+        let mut st = SearchStats::default();
+        ivf.search_stats(
+            lshk::isa::active(),
+            &l.q,
+            nq,
+            dim,
+            k,
+            &sp,
+            &mut ids,
+            &mut sc,
+            Some(&mut st),
+        )
+        .unwrap();
+        (ids, sc, st)
+    };
+    let a = |nprobe, rerank, reach| SearchParams {
+        nprobe,
+        rerank,
+        reach,
+    };
+    // Cap.
+    for cap in [1u32, 2, 5] {
+        let (_, _, st) = run(a(cap, 64, 50.0));
+        assert!(st.lists <= u64::from(cap) * nq as u64, "cap {cap}: {st:?}");
+    }
+    // A cap of one: the fixed best list.
+    let (i1, s1, st1) = run(a(1, 0, 2.0));
+    let (i2, s2, st2) = run(SearchParams::fixed(1, 0));
+    assert_eq!(
+        (i1, s1.iter().map(|x| x.to_bits()).collect::<Vec<_>>()),
+        (i2, s2.iter().map(|x| x.to_bits()).collect())
+    );
+    assert_eq!(st1, st2);
+    // Every list, and the exact answer with a full re-rank.
+    let (ids, sc, st) = run(a(u32::MAX, rows as u32, 1e6));
+    assert_eq!(st.lists, (24 * nq) as u64);
+    assert_eq!(st.scanned, (rows * nq) as u64);
+    check_exact_topk(&l, k, &ids, &sc, "adaptive, reach 1e6");
+    // More reach, more lists.
+    let lists = |reach| run(a(u32::MAX, 64, reach)).2.lists;
+    let (lo, hi) = (lists(0.1), lists(6.0));
+    assert!(lo >= nq as u64 && hi > lo, "{lo} {hi}");
+    // Invalid margins.
+    for reach in [-1.0f32, f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        let (mut ids, mut sc) = (vec![0u32; k], vec![0f32; k]);
+        let e = ivf
+            .search(&l.q, 1, dim, k, &a(4, 64, reach), &mut ids, &mut sc)
+            .unwrap_err();
+        assert_eq!(e.status, Status::InvalidArgument, "reach {reach}");
     }
 }
 
@@ -280,10 +368,7 @@ fn recall_on_a_structured_layer() {
     )
     .unwrap();
     let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
-    let sp = SearchParams {
-        nprobe: 4,
-        rerank: 64,
-    };
+    let sp = SearchParams::fixed(4, 64);
     let mut st = SearchStats::default();
     ivf.search_stats(
         lshk::isa::active(),
@@ -320,10 +405,7 @@ fn save_and_load_round_trip() {
     let (rows, dim) = (2500, 33);
     let l = layer(rows, dim, 16, 21);
     let k = 8;
-    let sp = SearchParams {
-        nprobe: 6,
-        rerank: 30,
-    };
+    let sp = SearchParams::fixed(6, 30);
     let run = |ivf: &Ivf| {
         let (mut ids, mut sc) = (vec![0u32; l.nq * k], vec![0f32; l.nq * k]);
         ivf.search(&l.q, l.nq, dim, k, &sp, &mut ids, &mut sc)
@@ -393,10 +475,7 @@ fn fewer_rows_than_k_are_padded() {
     let ivf = Ivf::build(&l.w, Some(&l.b), 50, 8, 8, &p).unwrap();
     let k = 60;
     let (mut ids, mut sc) = (vec![0u32; 2 * k], vec![0f32; 2 * k]);
-    let sp = SearchParams {
-        nprobe: 1,
-        rerank: 100,
-    };
+    let sp = SearchParams::fixed(1, 100);
     ivf.search(&l.q, 2, 8, k, &sp, &mut ids, &mut sc).unwrap();
     for i in 0..2 {
         let n = ids[i * k..(i + 1) * k]
@@ -488,18 +567,7 @@ fn bad_inputs_are_refused() {
     let sp = SearchParams::default();
     let e = |r: lshk::Result<()>| r.err().map(|e| e.status);
     assert_eq!(
-        e(ivf.search(
-            &l.q,
-            1,
-            4,
-            6,
-            &SearchParams {
-                nprobe: 0,
-                rerank: 1
-            },
-            &mut ids,
-            &mut sc
-        )),
+        e(ivf.search(&l.q, 1, 4, 6, &SearchParams::fixed(0, 1), &mut ids, &mut sc)),
         Some(Status::InvalidArgument)
     );
     assert_eq!(

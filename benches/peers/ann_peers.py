@@ -482,12 +482,13 @@ class IvfParams(ctypes.Structure):  # struct lshk_ivf_params
 
 class IvfSearch(ctypes.Structure):  # struct lshk_ivf_search
     _fields_ = [("struct_size", ctypes.c_uint32), ("nprobe", ctypes.c_uint32),
-                ("rerank", ctypes.c_uint32)]
+                ("rerank", ctypes.c_uint32), ("reach", ctypes.c_float)]
 
 
 class IvfStats(ctypes.Structure):  # struct lshk_ivf_stats
     _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
-                ("scanned", ctypes.c_uint64), ("reranked", ctypes.c_uint64)]
+                ("scanned", ctypes.c_uint64), ("reranked", ctypes.c_uint64),
+                ("lists", ctypes.c_uint64)]
 
 
 STORAGE = {"f32": 0, "bf16": 2, "f16": 3, "i8": 4}  # LSHK_STORAGE_*; f32 = BORROWED_F32
@@ -663,23 +664,40 @@ def run_lshk_ivf(h, lib, build_threads):
             r = lib.lshk_ivf_query(h_, qp, n, wl.dim, K, sref, ip, sp, stref)
             if r:
                 lshk_check(lib, r, "lshk_ivf_query")
-            counts.append((st.scanned / n, st.reranked / n))
+            counts.append((st.scanned / n, st.reranked / n, st.lists / n))
 
         def extra(reset=False):
             if reset:
                 counts.clear()
                 return ""
             c = np.mean(counts, axis=0)
-            return f"{c[0]:.0f} scanned/q, {c[1]:.0f} re-ranked/q"
+            return f"{c[2]:.1f} lists/q, {c[0]:.0f} scanned/q, {c[1]:.0f} re-ranked/q"
 
         one, batch = lshk_query_fns(call, Q)
-        for rr in [0, 16, 32, 64, 128, 256]:
+        # The default: adaptive list selection (reach), no nprobe cap; the
+        # sweep is over reach, the one recall knob. Then the fixed-nprobe
+        # sweep (reach 0) as FAISS's IVFFlat is run.
+        default_reach = s.reach
+        for rr in [32, 64, 128]:
+            s.rerank, s.nprobe = rr, 0xFFFFFFFF
+
+            def setr(r_):
+                return lambda: setattr(s, "reach", r_)
+            try:
+                h.sweep("lshk IVF", f"{cfg} rerank={rr} adaptive",
+                        [(f"reach={r:g}" + (" (default)" if r == default_reach and rr == 64 else ""), setr(r))
+                         for r in [1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0]],
+                        lambda: (one, batch, extra))
+            except RuntimeError as e:
+                log(f"  lshk IVF {cfg} rerank={rr} adaptive: sweep ended: {e}")
+        s.reach = 0.0
+        for rr in [0, 32, 64, 128, 256]:
             s.rerank = rr
 
             def setn(np_):
                 return lambda: setattr(s, "nprobe", np_)
             try:
-                h.sweep("lshk IVF", f"{cfg} rerank={rr}",
+                h.sweep("lshk IVF", f"{cfg} rerank={rr} fixed",
                         [(f"nprobe={n}", setn(n)) for n in probe_list(nl)],
                         lambda: (one, batch, extra))
             except RuntimeError as e:

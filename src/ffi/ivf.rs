@@ -72,14 +72,23 @@ pub struct lshk_ivf_params {
 pub struct lshk_ivf_search {
     /// sizeof(lshk_ivf_search) as the caller knows it.
     pub struct_size: u32,
-    /// Lists visited per query, >= 1 (values above nlist act as nlist;
-    /// default 8).
+    /// Lists visited per query, >= 1 (values above nlist act as nlist):
+    /// exactly this many when `reach` is 0, at most this many otherwise
+    /// (default UINT32_MAX: no cap).
     pub nprobe: u32,
     /// Approximate candidates re-scored exactly per query (at least k are
     /// when it is not 0; values above rows act as rows). 0 = no re-ranking:
     /// the int8 approximations are returned as scores (CODES_I8 only; with
-    /// CODES_NONE every score is exact anyway). Default 64.
+    /// CODES_NONE every score is exact anyway). Default 32.
     pub rerank: u32,
+    /// Adaptive list selection (default 3.0; finite, >= 0; 0 = visit
+    /// exactly the `nprobe` best lists). The best list by its estimate
+    /// `<[q, 1], c> + |q| spread` is scanned first, then every list whose
+    /// `<[q, 1], c> + reach |q| spread` is at least the k-th best score
+    /// found so far, best estimate first, up to `nprobe` lists: easy
+    /// queries stop after a list or two, hard ones visit more, with no
+    /// per-layer tuning (docs/ivf.md has the measurements).
+    pub reach: f32,
 }
 
 /// Counts of one lshk_ivf_query call, summed over its queries.
@@ -96,6 +105,8 @@ pub struct lshk_ivf_stats {
     pub scanned: u64,
     /// Rows re-scored exactly.
     pub reranked: u64,
+    /// Lists visited.
+    pub lists: u64,
 }
 
 impl HandleKind for Ivf {
@@ -116,7 +127,8 @@ unsafe impl ParamStruct for lshk_ivf_params {
     }
 }
 
-// SAFETY: #[repr(C)], struct_size first, plain integer fields.
+// SAFETY: #[repr(C)], struct_size first, plain integer and float fields
+// (every bit pattern is a valid value; the float is validated before use).
 unsafe impl ParamStruct for lshk_ivf_search {
     const DEFAULT_FN: &'static str = "lshk_ivf_search_default";
     fn defaults() -> Self {
@@ -143,8 +155,8 @@ pub extern "C" fn lshk_ivf_params_default() -> lshk_ivf_params {
     }
 }
 
-/// Default query parameters: nprobe 8, rerank 64; struct_size =
-/// sizeof(lshk_ivf_search).
+/// Default query parameters: adaptive lists (reach 3.0, nprobe UINT32_MAX
+/// = no cap), rerank 32; struct_size = sizeof(lshk_ivf_search).
 #[no_mangle]
 pub extern "C" fn lshk_ivf_search_default() -> lshk_ivf_search {
     let d = SearchParams::default();
@@ -152,6 +164,7 @@ pub extern "C" fn lshk_ivf_search_default() -> lshk_ivf_search {
         struct_size: std::mem::size_of::<lshk_ivf_search>() as u32,
         nprobe: d.nprobe,
         rerank: d.rerank,
+        reach: d.reach,
     }
 }
 
@@ -287,14 +300,16 @@ thread_local! {
 
 /// The top `k` rows of `W q + b` for each of `nq` queries (query i at
 /// `q + i * q_stride`, `q_stride >= dim` elements): the centroids are
-/// scored, the `s->nprobe` best lists visited, their rows scored from the
+/// scored, the lists chosen by `s` visited (adaptively by default, see
+/// lshk_ivf_search::reach), their rows scored from the
 /// int8 codes, the `s->rerank` best re-scored exactly (see
 /// lshk_ivf_search). Writes `out_ids[i*k .. i*k + k]` (and `out_scores`,
 /// when not NULL) per query: descending by score, equal scores by smaller
 /// id, padded with UINT32_MAX / -INFINITY when the visited lists hold
 /// fewer than k rows. Both outputs hold at least nq*k elements. `k = 0`
 /// or `nq = 0` writes no ids or scores (stats are still written). With
-/// `nprobe >= nlist` and `rerank >= rows` (or CODES_NONE) the result is the
+/// `reach = 0`, `nprobe >= nlist` and `rerank >= rows` (or CODES_NONE) the
+/// result is the
 /// exact top-k (scores within the f32 dot-product bound of
 /// lshk_gathered_matmul_f32). `s` NULL = lshk_ivf_search_default();
 /// `stats` (NULL = none; set its struct_size) receives the batch's counts.
@@ -303,7 +318,8 @@ thread_local! {
 /// query allocates nothing.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
-/// struct_size of `s` or `stats` too small, nprobe 0, misaligned or
+/// struct_size of `s` or `stats` too small, nprobe 0, reach negative,
+/// NaN or infinite, misaligned or
 /// overlapping buffers), NON_FINITE (a NaN or infinite query value),
 /// SIZE_OVERFLOW. Nothing is written on error.
 ///
@@ -330,6 +346,13 @@ pub unsafe extern "C" fn lshk_ivf_query(
         unsafe { check_stats(stats)? };
         if cs.nprobe == 0 {
             bail!(InvalidArgument, "s->nprobe is 0; it must be >= 1");
+        }
+        if !(cs.reach.is_finite() && cs.reach >= 0.0) {
+            bail!(
+                InvalidArgument,
+                "s->reach is {}; it must be finite and >= 0 (0 = exactly nprobe lists)",
+                cs.reach
+            );
         }
         let dim = ix.dim();
         let ql = strided_len(nq, dim, q_stride, "q")?;
@@ -358,6 +381,7 @@ pub unsafe extern "C" fn lshk_ivf_query(
         let sp = SearchParams {
             nprobe: cs.nprobe,
             rerank: cs.rerank,
+            reach: cs.reach,
         };
         let mut st = SearchStats::default();
         let tier = isa::active();
@@ -399,6 +423,7 @@ pub unsafe extern "C" fn lshk_ivf_query(
             unsafe {
                 (*stats).scanned = st.scanned;
                 (*stats).reranked = st.reranked;
+                (*stats).lists = st.lists;
             }
         }
         Ok(())

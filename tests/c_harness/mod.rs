@@ -54,7 +54,7 @@ pub fn setup() -> &'static Setup {
         }
         // build.rs creates this link (the SONAME); recreate it if someone
         // deleted it since build.rs last ran.
-        let link = profile_dir.join("liblshk.so.0");
+        let link = profile_dir.join(env!("LSHK_SONAME"));
         if fs::symlink_metadata(&link).is_err() {
             println!("note: {} was missing; recreating it", link.display());
             std::os::unix::fs::symlink("liblshk.so", &link).unwrap();
