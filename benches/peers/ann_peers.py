@@ -75,6 +75,18 @@ def load_w2v(d, nq):
     return Workload(f"w2v-gutenberg {W.shape[0]:,} x {dim}, no bias", W, None, Q)
 
 
+def load_npy(d, nq):
+    """A layer given as DIR/W.npy, DIR/Q.npy, optional DIR/b.npy and
+    DIR/name.txt (e.g. minilm_export.py's 30,522 x 384 vocabulary)."""
+    W = np.ascontiguousarray(np.load(os.path.join(d, "W.npy")), dtype=np.float32)
+    bp = os.path.join(d, "b.npy")
+    b = np.ascontiguousarray(np.load(bp).reshape(-1), dtype=np.float32) if os.path.exists(bp) else None
+    Q = np.ascontiguousarray(np.load(os.path.join(d, "Q.npy"))[:nq], dtype=np.float32)
+    np_ = os.path.join(d, "name.txt")
+    name = open(np_).read().strip() if os.path.exists(np_) else f"{d} {W.shape[0]:,} x {W.shape[1]}"
+    return Workload(name, W, b, Q)
+
+
 def exact_topk(wl, bs=64):
     """Exact top-10 ids of W q + b, by numpy (batched)."""
     out = np.empty((wl.nq, K), np.int64)
@@ -831,6 +843,8 @@ def main():
     ap.add_argument("--lib", default="target/release/liblshk.so", help="liblshk.so ('' = no lshk)")
     ap.add_argument("--w1", default="target/w1-npy", help="directory with W.npy b.npy Q.npy ('' = skip)")
     ap.add_argument("--w2v", default="../shared/data/w2v-gutenberg", help="w2v-gutenberg directory ('' = skip)")
+    ap.add_argument("--npy", default="", help="extra layer: directory with W.npy Q.npy [b.npy name.txt] "
+                    "(e.g. minilm_export.py's output; '' = none)")
     ap.add_argument("--nq", type=int, default=500,
                     help="queries per workload (default 500; 1000 doubles the search time)")
     ap.add_argument("--passes", type=int, default=3, help="timed passes per point, median (default 3)")
@@ -899,6 +913,11 @@ def main():
         else:
             print("skipped: ../shared/data not found", flush=True)
             body.append(f"w2v: skipped: ../shared/data not found ({a.w2v})\n")
+    if a.npy:
+        if os.path.exists(os.path.join(a.npy, "W.npy")):
+            workloads.append(lambda: load_npy(a.npy, a.nq))
+        else:
+            log(f"skipped: {a.npy}/W.npy not found (benches/peers/minilm_export.py writes one)")
     for make in workloads:
         wl = make()
         log(f"== {wl.name}: {wl.nq} queries")
