@@ -877,6 +877,7 @@ impl Ivf {
                 Exact::Borrowed { .. } => 0,
             }
             + self.codes.as_ref().map_or(0, |c| c.memory_bytes())
+            + self.cq.memory_bytes()
             + std::mem::size_of::<Ivf>()
     }
 
