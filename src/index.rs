@@ -239,7 +239,6 @@ struct Resolved {
     bucket_cap: u32,
     storage: Storage,
     transform: Transform,
-    #[allow(dead_code)]
     threads: u32,
     given: bool,
 }

@@ -61,8 +61,9 @@ impl Isa {
     }
 }
 
-/// Extra CPU features on top of the tier: F16C is used (f16 kernels of the
-/// AVX2 tier); the AVX-512 extras are detected and reported only.
+/// Extra CPU features on top of the tier: F16C (f16 kernels of the AVX2
+/// tier) and AVX-512 VNNI (the int8 scoring of `qdot`) are used; BF16 and
+/// FP16 are detected and reported only (the tier line of the tests).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Extras {
     /// AVX-512 VNNI (`vpdpbusd`).
@@ -71,7 +72,8 @@ pub struct Extras {
     /// bf16 matmul widens to f32 to keep the f32 bound; see
     /// `kernels/matmul/avx512.rs`).
     pub avx512bf16: bool,
-    /// AVX-512 FP16.
+    /// AVX-512 FP16. Reported only: no kernel uses it (f16 rows are
+    /// widened with `vcvtph2ps`, which every AVX-512 CPU has).
     pub avx512fp16: bool,
     /// F16C (`vcvtph2ps`).
     pub f16c: bool,
@@ -141,7 +143,14 @@ pub fn extras() -> Extras {
 const CAP_UNSET: u32 = u32::MAX;
 static CAP: AtomicU32 = AtomicU32::new(CAP_UNSET);
 
+/// `LSHK_MAX_ISA`, read once per process (the cap is a start-up setting;
+/// `set_max` lowers it further at run time).
 fn env_cap() -> u32 {
+    static ENV: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *ENV.get_or_init(read_env_cap)
+}
+
+fn read_env_cap() -> u32 {
     match std::env::var("LSHK_MAX_ISA") {
         Ok(v) => match Isa::parse(&v) {
             Some(i) => i as u32,

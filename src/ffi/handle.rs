@@ -143,7 +143,6 @@ pub(crate) unsafe fn handle_ref<'a, T: HandleKind>(p: *const Slot, name: &str) -
 }
 
 /// Mutable access (for calls documented as needing exclusive access).
-#[allow(dead_code)]
 ///
 /// # Safety
 /// As [`handle_ref`], and no other thread may use the handle meanwhile.

@@ -1,7 +1,8 @@
 //! The C ABI. Every `extern "C"` function of lshk lives under this module;
 //! kernels never see raw C pointers.
 //!
-//! Rules every entry point follows (see `CONVENTIONS.md`):
+//! Rules every entry point follows (stated for users in docs/c-api.md;
+//! tests/bad_input_coverage.rs checks that every export has bad-input cases):
 //! * one panic boundary ([`boundary`]) turns a panic into `LSHK_STATUS_PANIC`;
 //! * values that arrive from C as enums are `u32` and are validated;
 //! * pointers are checked (NULL only with length 0, alignment, lengths that

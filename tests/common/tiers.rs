@@ -144,7 +144,7 @@ pub fn machine_line() -> String {
     }
     let e = lshk::isa::extras();
     s.push_str(&format!(
-        "; extras: f16c {}, avx512vnni {}, avx512bf16 {} (not used by any kernel), avx512fp16 {}",
+        "; extras: f16c {}, avx512vnni {}, avx512bf16 {} (not used by any kernel), avx512fp16 {} (not used by any kernel)",
         yes(e.f16c),
         yes(e.avx512vnni),
         yes(e.avx512bf16),

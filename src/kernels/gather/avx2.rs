@@ -1,7 +1,8 @@
 //! Gather kernels, AVX2 tier.
 //!
 //! Marking: AVX2 has no scatter, so each id is one read-modify-write of its
-//! bitmap word (`shrx`/`shlx` from BMI2 are what the compiler emits) plus
+//! bitmap word (plain `shr`/`shl` by `cl`: BMI2's `shrx`/`shlx` are not
+//! among this tier's target features, which are avx2, popcnt and bmi1) plus
 //! one of its summary word. A variant computing 8 word indices and 64-bit
 //! masks at once (`vpsrld`, `vpmovzxdq` + `vpsllvq`) and then doing the
 //! scalar ORs measured slower (1.75 vs 1.50 ns per id, W1-sized bitmap), so
