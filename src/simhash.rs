@@ -23,8 +23,7 @@ use crate::isa::{self, Isa};
 use crate::kernels::simhash as k;
 use crate::rng::SplitMix64;
 
-/// Planes per panel in the packed layout (one 512-bit vector of f32).
-pub const PANEL: usize = 16;
+pub use crate::kernels::simhash::PANEL;
 
 /// A f32 buffer whose data starts on a 64-byte boundary.
 #[derive(Debug, Default)]
@@ -244,6 +243,30 @@ impl SimHash {
         self.sparse.as_ref()
     }
 
+    /// The kernels' view of this family.
+    fn view(&self) -> k::Planes<'_> {
+        let sparse = self.sparse.as_ref().map(|s| k::SparseView {
+            start: &s.start,
+            mid: &s.mid,
+            idx: &s.idx,
+        });
+        // SAFETY: `new`/`from_planes` (through `assemble`) checked the shape (dim >= 1, bits in
+        // 1..=32, tables >= 1), sized `planes` K*L*dim and `packed` whole
+        // panels in a 64-byte-aligned buffer, and built the sparse lists with
+        // every index < dim and start/mid consistent (the only constructors;
+        // the fields are private and never changed afterwards).
+        unsafe {
+            k::Planes::new(
+                self.dim,
+                self.bits,
+                self.tables,
+                &self.planes,
+                self.packed.as_slice(),
+                sparse,
+            )
+        }
+    }
+
     fn check_io(
         &self,
         x: &[f32],
@@ -295,7 +318,7 @@ impl SimHash {
         }
         // SAFETY: the tier is supported and every length was checked above
         // (the HashFn contract).
-        unsafe { (k::kernels(tier).hash)(self, x, n, stride, codes) };
+        unsafe { (k::kernels(tier).hash)(&self.view(), x, n, stride, codes) };
         Ok(())
     }
 
@@ -319,7 +342,7 @@ impl SimHash {
             return Ok(());
         }
         // SAFETY: as in `hash_isa` (the ProjectFn contract).
-        unsafe { (k::kernels(tier).project)(self, x, n, stride, out) };
+        unsafe { (k::kernels(tier).project)(&self.view(), x, n, stride, out) };
         Ok(())
     }
 }

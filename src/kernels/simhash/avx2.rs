@@ -19,7 +19,7 @@ use std::arch::x86_64::*;
 use std::cell::RefCell;
 
 use super::{emit_codes, words_per_row};
-use crate::simhash::{SimHash, SparsePlanes, PANEL};
+use super::{Planes, SparseView, PANEL};
 
 const ROWS: usize = 4;
 const SPARSE_ROWS: usize = 32;
@@ -31,7 +31,7 @@ thread_local! {
 
 /// # Safety
 /// See [`super::HashFn`].
-pub unsafe fn hash(h: &SimHash, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
+pub unsafe fn hash(h: &Planes<'_>, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
     // SAFETY: the caller guarantees the HashFn contract: the CPU has avx2
     // and fma (checked by SimHash::hash_isa) and the lengths were checked.
     unsafe {
@@ -44,7 +44,7 @@ pub unsafe fn hash(h: &SimHash, x: &[f32], n: usize, stride: usize, codes: &mut 
 
 /// # Safety
 /// See [`super::ProjectFn`].
-pub unsafe fn project(h: &SimHash, x: &[f32], n: usize, stride: usize, out: &mut [f32]) {
+pub unsafe fn project(h: &Planes<'_>, x: &[f32], n: usize, stride: usize, out: &mut [f32]) {
     // SAFETY: as in `hash`.
     unsafe {
         match h.sparse() {
@@ -137,7 +137,7 @@ macro_rules! tile_rows {
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn dense<const PROJ: bool>(
-    h: &SimHash,
+    h: &Planes<'_>,
     x: &[f32],
     n: usize,
     stride: usize,
@@ -198,8 +198,8 @@ unsafe fn dense<const PROJ: bool>(
 /// most 8 rows uses one-ymm blocks so a single row does not pay for 32.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn sparse<const PROJ: bool>(
-    h: &SimHash,
-    sp: &SparsePlanes,
+    h: &Planes<'_>,
+    sp: &SparseView<'_>,
     x: &[f32],
     n: usize,
     stride: usize,
@@ -234,8 +234,8 @@ unsafe fn sparse<const PROJ: bool>(
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn sparse_block<const PROJ: bool, const Q: usize>(
-    h: &SimHash,
-    sp: &SparsePlanes,
+    h: &Planes<'_>,
+    sp: &SparseView<'_>,
     x: &[f32],
     n: usize,
     stride: usize,
@@ -281,7 +281,7 @@ unsafe fn sparse_block<const PROJ: bool, const Q: usize>(
                         sp.mid[p] as usize,
                         sp.start[p + 1] as usize,
                     );
-                    // SAFETY: every index is < dim (built by SimHash), so
+                    // SAFETY: every index is < dim (Planes::new's contract), so
                     // idx*8Q + 8Q <= dim*8Q = block length.
                     let v = unsafe { signed_sum::<Q>(bp, &sp.idx[s..m], &sp.idx[m..e]) };
                     if PROJ {

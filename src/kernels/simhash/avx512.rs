@@ -20,7 +20,7 @@ use std::arch::x86_64::*;
 use std::cell::RefCell;
 
 use super::{emit_codes, words_per_row};
-use crate::simhash::{SimHash, SparsePlanes, PANEL};
+use super::{Planes, SparseView, PANEL};
 
 const ROWS: usize = 6;
 const SPARSE_ROWS: usize = 32;
@@ -32,7 +32,7 @@ thread_local! {
 
 /// # Safety
 /// See [`super::HashFn`].
-pub unsafe fn hash(h: &SimHash, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
+pub unsafe fn hash(h: &Planes<'_>, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
     // SAFETY: the caller guarantees the HashFn contract: the CPU has
     // avx512f/bw/dq/vl and fma (checked by SimHash::hash_isa) and the
     // lengths were checked.
@@ -46,7 +46,7 @@ pub unsafe fn hash(h: &SimHash, x: &[f32], n: usize, stride: usize, codes: &mut 
 
 /// # Safety
 /// See [`super::ProjectFn`].
-pub unsafe fn project(h: &SimHash, x: &[f32], n: usize, stride: usize, out: &mut [f32]) {
+pub unsafe fn project(h: &Planes<'_>, x: &[f32], n: usize, stride: usize, out: &mut [f32]) {
     // SAFETY: as in `hash`.
     unsafe {
         match h.sparse() {
@@ -134,7 +134,7 @@ macro_rules! tile_rows {
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn dense<const PROJ: bool>(
-    h: &SimHash,
+    h: &Planes<'_>,
     x: &[f32],
     n: usize,
     stride: usize,
@@ -197,8 +197,8 @@ unsafe fn dense<const PROJ: bool>(
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn sparse<const PROJ: bool>(
-    h: &SimHash,
-    sp: &SparsePlanes,
+    h: &Planes<'_>,
+    sp: &SparseView<'_>,
     x: &[f32],
     n: usize,
     stride: usize,
@@ -246,7 +246,7 @@ unsafe fn sparse<const PROJ: bool>(
                         sp.mid[p] as usize,
                         sp.start[p + 1] as usize,
                     );
-                    // SAFETY: every index is < dim (built by SimHash), so
+                    // SAFETY: every index is < dim (Planes::new's contract), so
                     // idx*32 + 16 + 16 <= dim*32 = block length.
                     let (lo, hi) = unsafe {
                         let (lo_p, hi_p) = signed_sum(bp, &sp.idx[s..m]);

@@ -2,14 +2,99 @@
 //! n x K*L projection matrix is never materialised when only codes are
 //! asked for), plus the raw projections.
 //!
-//! Dense families use the packed panels (`[panel][dim][16]`) of
-//! [`crate::simhash::SimHash::packed`]; sparse ±1 families use the index
-//! lists of [`crate::simhash::SparsePlanes`] and only add and subtract.
+//! The kernels see a family through a [`Planes`] view (plain slices, like
+//! matmul's `Rows`), never through `crate::simhash::SimHash`: nothing here
+//! imports the API above it. Dense families use the packed panels
+//! (`[panel][dim][16]`); sparse ±1 families use the index lists of a
+//! [`SparseView`] and only add and subtract.
 
 use std::cell::RefCell;
 
 use crate::isa::Isa;
-use crate::simhash::{SimHash, SparsePlanes};
+
+/// Planes per panel in the packed layout (one 512-bit vector of f32).
+pub const PANEL: usize = 16;
+
+/// The index lists of a sparse ±1 family: plane `p` adds `x[idx[j]]` for
+/// `j` in `start[p]..mid[p]` and subtracts it for `mid[p]..start[p + 1]`.
+#[derive(Clone, Copy, Debug)]
+pub struct SparseView<'a> {
+    pub start: &'a [u32],
+    pub mid: &'a [u32],
+    pub idx: &'a [u32],
+}
+
+/// A SimHash family as the kernels read it. Constructed only through
+/// [`Planes::new`], whose contract the SIMD tiers rely on (they index
+/// without bounds checks and use aligned loads).
+#[derive(Clone, Copy, Debug)]
+pub struct Planes<'a> {
+    dim: usize,
+    bits: u32,
+    tables: u32,
+    planes: &'a [f32],
+    packed: &'a [f32],
+    sparse: Option<SparseView<'a>>,
+}
+
+impl<'a> Planes<'a> {
+    /// # Safety
+    /// `dim >= 1`, `1 <= bits <= 32`, `tables >= 1`; with `np = bits *
+    /// tables`: `planes` holds `np * dim` values, `packed` holds
+    /// `np.div_ceil(PANEL) * dim * PANEL` values and starts on a 64-byte
+    /// boundary; `sparse`, when present, has `start` and `mid` of `np + 1`
+    /// and `np` entries with `mid[p]` in `start[p]..=start[p + 1]`,
+    /// `start[np] <= idx.len()`, and every index `< dim`. (`SimHash` builds
+    /// exactly this.)
+    pub unsafe fn new(
+        dim: usize,
+        bits: u32,
+        tables: u32,
+        planes: &'a [f32],
+        packed: &'a [f32],
+        sparse: Option<SparseView<'a>>,
+    ) -> Self {
+        debug_assert!(dim >= 1 && (1..=32).contains(&bits) && tables >= 1);
+        debug_assert_eq!(planes.len(), bits as usize * tables as usize * dim);
+        debug_assert_eq!(packed.as_ptr() as usize % 64, 0);
+        Planes {
+            dim,
+            bits,
+            tables,
+            planes,
+            packed,
+            sparse,
+        }
+    }
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    pub fn bits(&self) -> u32 {
+        self.bits
+    }
+    pub fn tables(&self) -> u32 {
+        self.tables
+    }
+    /// `K * L`.
+    pub fn num_planes(&self) -> usize {
+        self.bits as usize * self.tables as usize
+    }
+    pub fn num_panels(&self) -> usize {
+        self.num_planes().div_ceil(PANEL)
+    }
+    /// The planes, `K*L x dim` row-major.
+    pub fn planes(&self) -> &'a [f32] {
+        self.planes
+    }
+    /// Packed panels `[panel][dim][16]`, 64-byte aligned.
+    pub fn packed(&self) -> &'a [f32] {
+        self.packed
+    }
+    /// Index lists, for sparse families.
+    pub fn sparse(&self) -> Option<&SparseView<'a>> {
+        self.sparse.as_ref()
+    }
+}
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
@@ -21,18 +106,18 @@ pub mod scalar;
 /// `hash(h, x, n, stride, codes)`: codes of n rows into `codes[i*L + l]`.
 ///
 /// # Safety
-/// The lengths were checked as by [`SimHash::hash_isa`]: `n >= 1`,
+/// The lengths were checked as by `SimHash::hash_isa`: `n >= 1`,
 /// `stride >= dim`, `x` holds `(n - 1) * stride + dim` values and `codes`
 /// `n * L`; the CPU supports the tier the function belongs to. (The x86
 /// tiers read through raw pointers and run `#[target_feature]` code, so
 /// these pointers are `unsafe fn`: the scalar and portable tiers are safe
 /// functions that coerce to them.)
-pub type HashFn = unsafe fn(&SimHash, &[f32], usize, usize, &mut [u32]);
+pub type HashFn = unsafe fn(&Planes<'_>, &[f32], usize, usize, &mut [u32]);
 /// `project(h, x, n, stride, out)`: `out[i*K*L + p] = x_i · plane_p`.
 ///
 /// # Safety
 /// As [`HashFn`], with `out` holding `n * K*L` values.
-pub type ProjectFn = unsafe fn(&SimHash, &[f32], usize, usize, &mut [f32]);
+pub type ProjectFn = unsafe fn(&Planes<'_>, &[f32], usize, usize, &mut [f32]);
 
 pub struct Kernels {
     pub hash: HashFn,
@@ -108,11 +193,11 @@ thread_local! {
 /// transpose would cost more than it saves for so few rows).
 ///
 /// Crate-internal: it indexes rows with `sp`'s indices unchecked, which is
-/// sound only for the `SparsePlanes` of `h` itself (built by [`SimHash`]),
-/// while `SparsePlanes` has public fields.
+/// sound only for the sparse view of `h` itself ([`Planes::new`]'s
+/// contract), while `SparseView` has public fields.
 pub(crate) fn sparse_rows<const PROJ: bool>(
-    h: &SimHash,
-    sp: &SparsePlanes,
+    h: &Planes<'_>,
+    sp: &SparseView<'_>,
     x: &[f32],
     n: usize,
     stride: usize,
@@ -136,7 +221,7 @@ pub(crate) fn sparse_rows<const PROJ: bool>(
                     sp.mid[p] as usize,
                     sp.start[p + 1] as usize,
                 );
-                // SAFETY: every index is < dim = row.len() (built by SimHash).
+                // SAFETY: every index is < dim = row.len() (Planes::new's contract).
                 let v = unsafe { gather_sum(row, &sp.idx[s..m]) - gather_sum(row, &sp.idx[m..e]) };
                 if PROJ {
                     out[i * np + p] = v;

@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use wide::f32x16;
 
 use super::{emit_codes, words_per_row};
-use crate::simhash::{SimHash, SparsePlanes, PANEL};
+use super::{Planes, SparseView, PANEL};
 
 const ROWS: usize = 2;
 const SPARSE_ROWS: usize = 16;
@@ -31,14 +31,14 @@ fn load16(s: &[f32], at: usize) -> f32x16 {
     f32x16::new(a)
 }
 
-pub fn hash(h: &SimHash, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
+pub fn hash(h: &Planes<'_>, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
     match h.sparse() {
         Some(sp) => sparse::<false>(h, sp, x, n, stride, codes, &mut []),
         None => dense::<false>(h, x, n, stride, codes, &mut []),
     }
 }
 
-pub fn project(h: &SimHash, x: &[f32], n: usize, stride: usize, out: &mut [f32]) {
+pub fn project(h: &Planes<'_>, x: &[f32], n: usize, stride: usize, out: &mut [f32]) {
     match h.sparse() {
         Some(sp) => sparse::<true>(h, sp, x, n, stride, &mut [], out),
         None => dense::<true>(h, x, n, stride, &mut [], out),
@@ -46,7 +46,7 @@ pub fn project(h: &SimHash, x: &[f32], n: usize, stride: usize, out: &mut [f32])
 }
 
 fn dense<const PROJ: bool>(
-    h: &SimHash,
+    h: &Planes<'_>,
     x: &[f32],
     n: usize,
     stride: usize,
@@ -100,8 +100,8 @@ fn dense<const PROJ: bool>(
 }
 
 fn sparse<const PROJ: bool>(
-    h: &SimHash,
-    sp: &SparsePlanes,
+    h: &Planes<'_>,
+    sp: &SparseView<'_>,
     x: &[f32],
     n: usize,
     stride: usize,

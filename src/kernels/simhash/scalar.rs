@@ -5,10 +5,10 @@
 //! no fused multiply-add (sparse planes: `Σ x[plus] - Σ x[minus]`, in list
 //! order). A code bit is 1 exactly when the projection is `> 0`.
 
-use crate::simhash::SimHash;
+use super::Planes;
 
 /// Projection of row `x` (length dim) on plane `p`.
-pub fn projection(h: &SimHash, x: &[f32], p: usize) -> f32 {
+pub fn projection(h: &Planes<'_>, x: &[f32], p: usize) -> f32 {
     let dim = h.dim();
     match h.sparse() {
         Some(sp) => {
@@ -37,7 +37,7 @@ pub fn projection(h: &SimHash, x: &[f32], p: usize) -> f32 {
     }
 }
 
-pub fn hash(h: &SimHash, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
+pub fn hash(h: &Planes<'_>, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
     let (k, l) = (h.bits() as usize, h.tables() as usize);
     for i in 0..n {
         let row = &x[i * stride..i * stride + h.dim()];
@@ -53,7 +53,7 @@ pub fn hash(h: &SimHash, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) 
     }
 }
 
-pub fn project(h: &SimHash, x: &[f32], n: usize, stride: usize, out: &mut [f32]) {
+pub fn project(h: &Planes<'_>, x: &[f32], n: usize, stride: usize, out: &mut [f32]) {
     let np = h.num_planes();
     for i in 0..n {
         let row = &x[i * stride..i * stride + h.dim()];
