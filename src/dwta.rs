@@ -64,32 +64,13 @@ use crate::isa::{self, Isa};
 use crate::kernels::dwta as kern;
 use crate::rng::SplitMix64;
 
-/// Densification attempts per empty bin.
-pub const MAX_ATTEMPTS: u32 = 100;
+pub use crate::kernels::dwta::{
+    filter_bit, probe, FILTER_MUL, GROUP, MAX_ATTEMPTS, PROBE_A, PROBE_C, PROBE_P,
+};
 /// Largest `K * L`.
 pub const MAX_BINS: usize = 1 << 20;
 /// Largest `dim` (gathers index with signed 32-bit lanes).
 pub const MAX_DIM: usize = i32::MAX as usize;
-/// Bins per group in the transposed map (one 512-bit vector of i32).
-pub const GROUP: usize = 16;
-
-/// The probe hash's prime modulus `2^61 - 1`.
-pub const PROBE_P: u64 = (1 << 61) - 1;
-/// The probe hash's multiplier (in `[1, P)`).
-pub const PROBE_A: u64 = 0x1E37_79B9_7F4A_7C15;
-/// The probe hash's offset (in `[0, P)`).
-pub const PROBE_C: u64 = 0x0B58_476D_1CE4_E5B9;
-
-const _: () = assert!(PROBE_A > 0 && PROBE_A < PROBE_P && PROBE_C < PROBE_P);
-
-/// The donor bin probed by empty bin `j` at attempt `a` (1..=100) among
-/// `nbins` bins (see the module documentation).
-#[inline]
-pub fn probe(j: u32, a: u32, nbins: u32) -> u32 {
-    let x = (j as u128) * 128 + a as u128;
-    let h = (PROBE_A as u128 * x + PROBE_C as u128) % PROBE_P as u128;
-    (h % nbins as u128) as u32
-}
 
 /// A DWTA family: `L` tables of `K` bins of `B` coordinates over `dim` inputs.
 #[derive(Clone, Debug)]
@@ -352,24 +333,7 @@ impl Dwta {
     /// The slots `j*B + p` that hold coordinate `c` (empty if none).
     #[inline]
     pub fn slots_of(&self, c: u32) -> &[u32] {
-        // Branch-free binary search (a fixed number of halvings with
-        // conditional moves): the lookups are unpredictable.
-        let coords = &self.inv_coord; // never empty
-        let (mut base, mut n) = (0usize, coords.len());
-        while n > 1 {
-            let half = n / 2;
-            base = if coords[base + half] <= c {
-                base + half
-            } else {
-                base
-            };
-            n -= half;
-        }
-        if coords[base] == c {
-            &self.inv_slot[self.inv_start[base] as usize..self.inv_start[base + 1] as usize]
-        } else {
-            &[]
-        }
+        self.view().slots_of(c)
     }
     /// The coordinate filter's words (see [`filter_bit`]).
     pub fn filter(&self) -> &[u32] {
@@ -382,8 +346,7 @@ impl Dwta {
     /// Whether `c` may be in the map (false: it is certainly not).
     #[inline]
     pub fn filter_hit(&self, c: u32) -> bool {
-        let b = filter_bit(c, self.filter_shift);
-        (self.filter[b as usize / 32] >> (b % 32)) & 1 == 1
+        self.view().filter_hit(c)
     }
     /// Forward probe table `[bin][attempt - 1]`.
     pub fn probe_fwd(&self) -> &[u32] {
@@ -392,6 +355,25 @@ impl Dwta {
     /// Inverse probe table `(start, entries)`, entries `(j << 7) | a`.
     pub fn probe_inv(&self) -> (&[u32], &[u32]) {
         (&self.probe_inv_start, &self.probe_inv)
+    }
+
+    /// The kernels' view of this family (`lshk::kernels::dwta`).
+    pub fn view(&self) -> kern::DwtaView<'_> {
+        // SAFETY: `assemble` (behind `new` and `from_map`, the only
+        // constructors) built every part as DwtaView::new requires, and the
+        // fields are private and never changed afterwards.
+        unsafe {
+            kern::DwtaView::new(
+                self.dim,
+                (self.k, self.l, self.b, self.log2b),
+                &self.map,
+                &self.map_t,
+                (&self.inv_coord, &self.inv_start, &self.inv_slot),
+                (&self.filter, self.filter_shift),
+                &self.probe_fwd,
+                (&self.probe_inv_start, &self.probe_inv),
+            )
+        }
     }
 
     /// Codes of `n` dense rows of `x` (row stride `stride` elements) into
@@ -426,7 +408,7 @@ impl Dwta {
         }
         // SAFETY: the tier is supported and every length was checked above
         // (the DenseFn contract).
-        unsafe { (kern::kernels(tier).dense)(self, x, n, stride, codes) };
+        unsafe { (kern::kernels(tier).dense)(&self.view(), x, n, stride, codes) };
         Ok(())
     }
 
@@ -551,19 +533,9 @@ impl Dwta {
         }
         // SAFETY: the tier is supported, the CSR was validated and codes
         // checked above (the SparseFn contract).
-        unsafe { (kern::kernels(tier).sparse)(self, indptr, indices, values, codes) };
+        unsafe { (kern::kernels(tier).sparse)(&self.view(), indptr, indices, values, codes) };
         Ok(())
     }
-}
-
-/// Multiplier of the coordinate filter's hash (Knuth's golden ratio).
-pub const FILTER_MUL: u32 = 0x9E37_79B1;
-
-/// The filter bit of coordinate `c`: the top bits of `c * FILTER_MUL`
-/// (wrapping), `32 - shift` of them.
-#[inline(always)]
-pub fn filter_bit(c: u32, shift: u32) -> u32 {
-    c.wrapping_mul(FILTER_MUL) >> shift
 }
 
 /// Steps `0 .. min(m, a.len() - 1)` of the forward Fisher–Yates pass.

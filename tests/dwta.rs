@@ -443,7 +443,7 @@ fn key_fields_do_not_overlap() {
         for (l, &code) in c.iter().enumerate() {
             for kk in 0..k {
                 let j = l * k as usize + kk as usize;
-                let want = scalar::bin_winner(&h, j, |cc| Some(x[cc as usize])).unwrap();
+                let want = scalar::bin_winner(&h.view(), j, |cc| Some(x[cc as usize])).unwrap();
                 let got = ((code as u64) >> (kk * lb)) & ((1u64 << lb) - 1);
                 assert_eq!(got as u32, want);
             }

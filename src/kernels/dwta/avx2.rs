@@ -45,7 +45,7 @@ use std::arch::x86_64::*;
 use std::cell::RefCell;
 
 use super::{fold_entries, fold_entry, pack_keys, sparse_rows, use_row_blocks, BinState, GROUP};
-use crate::dwta::{Dwta, FILTER_MUL};
+use super::{DwtaView, FILTER_MUL};
 
 /// `POSITIONS.0[p]` = p in every lane (loaded instead of broadcast).
 #[repr(C, align(32))]
@@ -67,7 +67,7 @@ thread_local! {
 
 /// # Safety
 /// See [`super::DenseFn`].
-pub unsafe fn dense(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
+pub unsafe fn dense(h: &DwtaView<'_>, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
     if !use_row_blocks(h) {
         // SAFETY: the caller guarantees the DenseFn contract: the CPU has
         // avx2 (checked by Dwta::hash_dense_isa) and the lengths were checked.
@@ -98,7 +98,7 @@ pub unsafe fn dense(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u
 /// # Safety
 /// See [`super::SparseFn`].
 pub unsafe fn sparse(
-    h: &Dwta,
+    h: &DwtaView<'_>,
     indptr: &[usize],
     indices: &[u32],
     values: &[f32],
@@ -241,7 +241,7 @@ unsafe fn transpose_keys(
 /// per table.
 #[target_feature(enable = "avx2")]
 unsafe fn dense_rows_avx2<const V: usize>(
-    h: &Dwta,
+    h: &DwtaView<'_>,
     x: &[f32],
     n: usize,
     stride: usize,
@@ -310,7 +310,7 @@ unsafe fn dense_rows_avx2<const V: usize>(
 }
 
 #[target_feature(enable = "avx2")]
-unsafe fn dense_bins_avx2(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
+unsafe fn dense_bins_avx2(h: &DwtaView<'_>, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
     let (bs, groups, l) = (h.bin_size() as usize, h.num_groups(), h.tables() as usize);
     let mt = h.map_t().as_ptr();
     HASH.with(|hs| {
@@ -337,7 +337,7 @@ unsafe fn dense_bins_avx2(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &
 }
 
 #[target_feature(enable = "avx2")]
-unsafe fn fold_avx2(h: &Dwta, idx: &[u32], val: &[f32], st: &mut BinState) {
+unsafe fn fold_avx2(h: &DwtaView<'_>, idx: &[u32], val: &[f32], st: &mut BinState) {
     let filter = h.filter().as_ptr().cast::<i32>();
     let shift = _mm_cvtsi32_si128(h.filter_shift() as i32);
     let chunks = idx.len() / 8;

@@ -38,7 +38,7 @@ use std::arch::x86_64::*;
 use std::cell::RefCell;
 
 use super::{fold_entries, fold_entry, pack_keys, sparse_rows, use_row_blocks, BinState, GROUP};
-use crate::dwta::{Dwta, FILTER_MUL};
+use super::{DwtaView, FILTER_MUL};
 
 thread_local! {
     static HASH: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
@@ -47,7 +47,7 @@ thread_local! {
 
 /// # Safety
 /// See [`super::DenseFn`].
-pub unsafe fn dense(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
+pub unsafe fn dense(h: &DwtaView<'_>, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
     if !use_row_blocks(h) {
         // SAFETY: the caller guarantees the DenseFn contract: the CPU has
         // avx512f/bw/dq/vl (checked by Dwta::hash_dense_isa) and the lengths
@@ -76,7 +76,7 @@ pub unsafe fn dense(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u
 /// # Safety
 /// See [`super::SparseFn`].
 pub unsafe fn sparse(
-    h: &Dwta,
+    h: &DwtaView<'_>,
     indptr: &[usize],
     indices: &[u32],
     values: &[f32],
@@ -103,7 +103,7 @@ fn keys16(v: __m512) -> __m512i {
 /// Rows in lanes with `V` zmm (16*V rows) per bin position.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
 unsafe fn dense_rows_avx512<const V: usize>(
-    h: &Dwta,
+    h: &DwtaView<'_>,
     x: &[f32],
     n: usize,
     stride: usize,
@@ -182,7 +182,13 @@ unsafe fn dense_rows_avx512<const V: usize>(
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn dense_gather_avx512(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
+unsafe fn dense_gather_avx512(
+    h: &DwtaView<'_>,
+    x: &[f32],
+    n: usize,
+    stride: usize,
+    codes: &mut [u32],
+) {
     let (bs, groups, l) = (h.bin_size() as usize, h.num_groups(), h.tables() as usize);
     let mt = h.map_t().as_ptr();
     HASH.with(|hs| {
@@ -215,7 +221,7 @@ unsafe fn dense_gather_avx512(h: &Dwta, x: &[f32], n: usize, stride: usize, code
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn fold_avx512(h: &Dwta, idx: &[u32], val: &[f32], st: &mut BinState) {
+unsafe fn fold_avx512(h: &DwtaView<'_>, idx: &[u32], val: &[f32], st: &mut BinState) {
     let filter = h.filter().as_ptr().cast::<i32>();
     let shift = _mm_cvtsi32_si128(h.filter_shift() as i32);
     let chunks = idx.len() / 16;

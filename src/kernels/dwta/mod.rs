@@ -8,15 +8,15 @@
 //!   vector load, a strict integer compare, a max and a blend of the
 //!   position;
 //! * bins in lanes (a single row, or inputs much wider than the bins): for
-//!   each group of [`GROUP`] bins the transposed map ([`Dwta::map_t`]) gives
+//!   each group of [`GROUP`] bins the transposed map ([`DwtaView::map_t`]) gives
 //!   the p-th coordinate of every bin of the group contiguously; the row's
 //!   values there are gathered, compared with the running maximum and
 //!   blended into the running maximum and its position.
 //!
 //! Sparse tiers turn each stored entry into the bins that hold its
-//! coordinate through the inverse map ([`Dwta::slots_of`], a binary search
+//! coordinate through the inverse map ([`DwtaView::slots_of`], a binary search
 //! over the map's distinct coordinates), after a cheap one-sided filter
-//! ([`Dwta::filter_hit`], ~64 bits per distinct coordinate): with
+//! ([`DwtaView::filter_hit`], ~64 bits per distinct coordinate): with
 //! Amazon-670K's shape (2,400 slots over 135,909 coordinates) only ~2% of
 //! entries touch a bin at all, and ~1.5% more pass the filter falsely. The
 //! per-bin state is one `u64`, the [`combined`] value
@@ -28,10 +28,184 @@
 
 use std::cell::RefCell;
 
-use crate::dwta::{Dwta, MAX_ATTEMPTS};
 use crate::isa::Isa;
 
-pub use crate::dwta::GROUP;
+/// Densification attempts per empty bin.
+pub const MAX_ATTEMPTS: u32 = 100;
+/// Bins per group in the transposed map (one 512-bit vector of i32).
+pub const GROUP: usize = 16;
+/// The probe hash's prime modulus `2^61 - 1`.
+pub const PROBE_P: u64 = (1 << 61) - 1;
+/// The probe hash's multiplier (in `[1, P)`).
+pub const PROBE_A: u64 = 0x1E37_79B9_7F4A_7C15;
+/// The probe hash's offset (in `[0, P)`).
+pub const PROBE_C: u64 = 0x0B58_476D_1CE4_E5B9;
+
+const _: () = assert!(PROBE_A > 0 && PROBE_A < PROBE_P && PROBE_C < PROBE_P);
+
+/// The donor bin probed by empty bin `j` at attempt `a` (1..=100) among
+/// `nbins` bins (see `crate::dwta`'s module documentation).
+#[inline]
+pub fn probe(j: u32, a: u32, nbins: u32) -> u32 {
+    let x = (j as u128) * 128 + a as u128;
+    let h = (PROBE_A as u128 * x + PROBE_C as u128) % PROBE_P as u128;
+    (h % nbins as u128) as u32
+}
+
+/// Multiplier of the coordinate filter's hash (Knuth's golden ratio).
+pub const FILTER_MUL: u32 = 0x9E37_79B1;
+
+/// The filter bit of coordinate `c`: the top bits of `c * FILTER_MUL`
+/// (wrapping), `32 - shift` of them.
+#[inline(always)]
+pub fn filter_bit(c: u32, shift: u32) -> u32 {
+    c.wrapping_mul(FILTER_MUL) >> shift
+}
+
+/// A DWTA family as the kernels read it: plain slices and shape numbers
+/// (the kernels never see `crate::dwta::Dwta`). Constructed only through
+/// [`DwtaView::new`], whose contract the SIMD tiers rely on.
+#[derive(Clone, Copy, Debug)]
+pub struct DwtaView<'a> {
+    dim: usize,
+    k: u32,
+    l: u32,
+    b: u32,
+    log2b: u32,
+    map: &'a [u32],
+    map_t: &'a [i32],
+    inv_coord: &'a [u32],
+    inv_start: &'a [u32],
+    inv_slot: &'a [u32],
+    filter: &'a [u32],
+    filter_shift: u32,
+    probe_fwd: &'a [u32],
+    probe_inv_start: &'a [u32],
+    probe_inv: &'a [u32],
+}
+
+impl<'a> DwtaView<'a> {
+    /// # Safety
+    /// The parts are those of a family built by `crate::dwta::Dwta` (its
+    /// only constructor of this type): `K*L*B` map coordinates, each
+    /// `< dim`; `map_t` its transpose `[group][p][GROUP]` padded with
+    /// coordinate 0; the inverse map (`inv_coord` ascending and non-empty,
+    /// `inv_start` of `inv_coord.len() + 1` offsets into `inv_slot`, slots
+    /// `< K*L*B`); the filter words of `filter_bit(c, filter_shift)`; the
+    /// probe tables with entries `< K*L` (forward `[bin][attempt - 1]`,
+    /// `MAX_ATTEMPTS` per bin; inverse CSR over `K*L` donor bins). The SIMD
+    /// tiers gather and index with these values unchecked.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn new(
+        dim: usize,
+        (k, l, b, log2b): (u32, u32, u32, u32),
+        map: &'a [u32],
+        map_t: &'a [i32],
+        (inv_coord, inv_start, inv_slot): (&'a [u32], &'a [u32], &'a [u32]),
+        (filter, filter_shift): (&'a [u32], u32),
+        probe_fwd: &'a [u32],
+        (probe_inv_start, probe_inv): (&'a [u32], &'a [u32]),
+    ) -> Self {
+        debug_assert_eq!(map.len(), (k * l * b) as usize);
+        debug_assert!(!inv_coord.is_empty() && inv_start.len() == inv_coord.len() + 1);
+        DwtaView {
+            dim,
+            k,
+            l,
+            b,
+            log2b,
+            map,
+            map_t,
+            inv_coord,
+            inv_start,
+            inv_slot,
+            filter,
+            filter_shift,
+            probe_fwd,
+            probe_inv_start,
+            probe_inv,
+        }
+    }
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    /// `K`.
+    pub fn bins_per_table(&self) -> u32 {
+        self.k
+    }
+    /// `L`.
+    pub fn tables(&self) -> u32 {
+        self.l
+    }
+    /// `B`.
+    pub fn bin_size(&self) -> u32 {
+        self.b
+    }
+    /// `log2(B)`: bits per bin in a key.
+    pub fn log2_bin_size(&self) -> u32 {
+        self.log2b
+    }
+    /// `K * L`.
+    pub fn num_bins(&self) -> usize {
+        (self.k * self.l) as usize
+    }
+    /// The bin map, `K*L*B` coordinates.
+    pub fn map(&self) -> &'a [u32] {
+        self.map
+    }
+    /// Transposed map `[group][p][GROUP]` (see [`GROUP`]).
+    pub fn map_t(&self) -> &'a [i32] {
+        self.map_t
+    }
+    /// Groups of [`GROUP`] bins in [`DwtaView::map_t`].
+    pub fn num_groups(&self) -> usize {
+        self.num_bins().div_ceil(GROUP)
+    }
+    /// The slots `j*B + p` that hold coordinate `c` (empty if none).
+    #[inline]
+    pub fn slots_of(&self, c: u32) -> &'a [u32] {
+        // Branch-free binary search (a fixed number of halvings with
+        // conditional moves): the lookups are unpredictable.
+        let coords = self.inv_coord; // never empty
+        let (mut base, mut n) = (0usize, coords.len());
+        while n > 1 {
+            let half = n / 2;
+            base = if coords[base + half] <= c {
+                base + half
+            } else {
+                base
+            };
+            n -= half;
+        }
+        if coords[base] == c {
+            &self.inv_slot[self.inv_start[base] as usize..self.inv_start[base + 1] as usize]
+        } else {
+            &[]
+        }
+    }
+    /// The coordinate filter's words (see [`filter_bit`]).
+    pub fn filter(&self) -> &'a [u32] {
+        self.filter
+    }
+    /// The shift of [`filter_bit`] for this family.
+    pub fn filter_shift(&self) -> u32 {
+        self.filter_shift
+    }
+    /// Whether `c` may be in the map (false: it is certainly not).
+    #[inline]
+    pub fn filter_hit(&self, c: u32) -> bool {
+        let b = filter_bit(c, self.filter_shift);
+        (self.filter[b as usize / 32] >> (b % 32)) & 1 == 1
+    }
+    /// Forward probe table `[bin][attempt - 1]`.
+    pub fn probe_fwd(&self) -> &'a [u32] {
+        self.probe_fwd
+    }
+    /// Inverse probe table `(start, entries)`, entries `(j << 7) | a`.
+    pub fn probe_inv(&self) -> (&'a [u32], &'a [u32]) {
+        (self.probe_inv_start, self.probe_inv)
+    }
+}
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
@@ -43,19 +217,19 @@ pub mod scalar;
 /// `dense(h, x, n, stride, codes)`: codes of n rows into `codes[i*L + l]`.
 ///
 /// # Safety
-/// The lengths were checked as by [`Dwta::hash_dense_isa`]: `n >= 1`,
+/// The lengths were checked as by `Dwta::hash_dense_isa`: `n >= 1`,
 /// `stride >= dim`, `x` holds `(n - 1) * stride + dim` values, `codes`
 /// `n * L`; the CPU supports the tier the function belongs to. (The x86
 /// tiers read through raw pointers and run `#[target_feature]` code; the
 /// scalar and portable tiers are safe functions that coerce to this type.)
-pub type DenseFn = unsafe fn(&Dwta, &[f32], usize, usize, &mut [u32]);
+pub type DenseFn = unsafe fn(&DwtaView<'_>, &[f32], usize, usize, &mut [u32]);
 /// `sparse(h, indptr, indices, values, codes)`: codes of the
 /// `indptr.len() - 1` CSR rows.
 ///
 /// # Safety
-/// The CSR was validated by [`Dwta::check_csr`] (every index < dim);
+/// The CSR was validated by `Dwta::check_csr` (every index < dim);
 /// `codes` holds `n*L` values; the CPU supports the tier.
-pub type SparseFn = unsafe fn(&Dwta, &[usize], &[u32], &[f32], &mut [u32]);
+pub type SparseFn = unsafe fn(&DwtaView<'_>, &[usize], &[u32], &[f32], &mut [u32]);
 
 pub struct Kernels {
     pub dense: DenseFn,
@@ -105,14 +279,14 @@ pub fn kernels(tier: Isa) -> &'static Kernels {
 /// at batch 64 vs one row per call: dim 128 0.16 vs 0.91 µs, 1024 0.39 vs
 /// 0.92, 2048 0.68 vs 0.99, but 4096 1.44 vs 1.16.
 #[inline]
-pub fn use_row_blocks(h: &Dwta) -> bool {
+pub fn use_row_blocks(h: &DwtaView<'_>) -> bool {
     h.dim() <= h.map().len() && h.dim() <= 2048
 }
 
 /// Writes the L keys of one row from its K*L bin hashes:
 /// `out[l] = Σ_k hash[l*K + k] << (k * log2 B)`.
 #[inline]
-pub fn pack_keys(h: &Dwta, hash: &[u32], out: &mut [u32]) {
+pub fn pack_keys(h: &DwtaView<'_>, hash: &[u32], out: &mut [u32]) {
     let (k, lb) = (h.bins_per_table() as usize, h.log2_bin_size());
     for (l, o) in out[..h.tables() as usize].iter_mut().enumerate() {
         let mut code = 0u32;
@@ -162,7 +336,7 @@ pub struct BinState {
 /// bins holding `c`: sequential read-modify-write of `best`, so bins that
 /// occur several times in `c`'s slot list are handled exactly.
 #[inline(always)]
-pub fn fold_entry(h: &Dwta, c: u32, v: f32, st: &mut BinState) {
+pub fn fold_entry(h: &DwtaView<'_>, c: u32, v: f32, st: &mut BinState) {
     let (lb, mask) = (h.log2_bin_size(), h.bin_size() - 1);
     let hi = combined(v, 255); // low byte 0
     for &slot in h.slots_of(c) {
@@ -181,7 +355,7 @@ pub fn fold_entry(h: &Dwta, c: u32, v: f32, st: &mut BinState) {
 /// Folds entries one at a time (the portable tier, and the tails of the
 /// vector tiers): skips NaN values and coordinates in no bin.
 #[inline]
-pub fn fold_entries(h: &Dwta, idx: &[u32], val: &[f32], st: &mut BinState) {
+pub fn fold_entries(h: &DwtaView<'_>, idx: &[u32], val: &[f32], st: &mut BinState) {
     for (&c, &v) in idx.iter().zip(val) {
         if h.filter_hit(c) && !v.is_nan() {
             fold_entry(h, c, v, st);
@@ -205,8 +379,8 @@ thread_local! {
 /// bins)` fills the bin state from the row's entries, then
 /// [`finish_sparse_row`] densifies, writes the keys and resets the state.
 #[inline]
-pub fn sparse_rows<F: FnMut(&Dwta, &[u32], &[f32], &mut BinState)>(
-    h: &Dwta,
+pub fn sparse_rows<F: FnMut(&DwtaView<'_>, &[u32], &[f32], &mut BinState)>(
+    h: &DwtaView<'_>,
     indptr: &[usize],
     indices: &[u32],
     values: &[f32],
@@ -253,7 +427,7 @@ pub fn sparse_rows<F: FnMut(&Dwta, &[u32], &[f32], &mut BinState)>(
 ///   probe `t` (100 per donor on average) keeping the smallest `a` per `j`
 ///   (branch-free selects; occupied bins start at `a = 0`, so they are
 ///   never overwritten).
-pub fn finish_sparse_row(h: &Dwta, s: &mut SparseScratch, out: &mut [u32]) {
+pub fn finish_sparse_row(h: &DwtaView<'_>, s: &mut SparseScratch, out: &mut [u32]) {
     let nb = h.num_bins();
     let occ = s.bins.occupied.len();
     if occ == 0 {

@@ -20,8 +20,8 @@ use std::cell::RefCell;
 
 use wide::{f32x8, i32x8};
 
+use super::DwtaView;
 use super::{fold_entries, ordered_key, pack_keys, sparse_rows, use_row_blocks, GROUP};
-use crate::dwta::Dwta;
 
 thread_local! {
     static HASH: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
@@ -29,7 +29,7 @@ thread_local! {
 }
 
 /// Rows in lanes, 8 rows per block (see the module documentation).
-fn dense_rows(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
+fn dense_rows(h: &DwtaView<'_>, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
     let (dim, bs) = (h.dim(), h.bin_size() as usize);
     let (k, l, lb) = (
         h.bins_per_table() as usize,
@@ -90,7 +90,7 @@ fn gather8(row: &[f32], idx: &[i32]) -> f32x8 {
     f32x8::new(a)
 }
 
-pub fn dense(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
+pub fn dense(h: &DwtaView<'_>, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
     if n >= 2 && use_row_blocks(h) {
         return dense_rows(h, x, n, stride, codes);
     }
@@ -98,7 +98,7 @@ pub fn dense(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
 }
 
 /// Bins in lanes, one row at a time (see the module documentation).
-fn dense_gather(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
+fn dense_gather(h: &DwtaView<'_>, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
     let (bs, groups, l) = (h.bin_size() as usize, h.num_groups(), h.tables() as usize);
     let mt = h.map_t();
     HASH.with(|hs| {
@@ -135,6 +135,12 @@ fn dense_gather(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32])
     });
 }
 
-pub fn sparse(h: &Dwta, indptr: &[usize], indices: &[u32], values: &[f32], codes: &mut [u32]) {
+pub fn sparse(
+    h: &DwtaView<'_>,
+    indptr: &[usize],
+    indices: &[u32],
+    values: &[f32],
+    codes: &mut [u32],
+) {
     sparse_rows(h, indptr, indices, values, codes, fold_entries);
 }

@@ -1,18 +1,18 @@
 //! DWTA, scalar tier: the oracle. Plain loops over the bin map, written for
 //! clarity; every other tier is tested against these functions. No lookup
 //! tables: sparse rows are searched with `binary_search`, the probe sequence
-//! is computed from its formula ([`crate::dwta::probe`]) and floats are
+//! is computed from its formula ([`super::probe`]) and floats are
 //! compared as floats.
 
 use std::cell::RefCell;
 
 use super::pack_keys;
-use crate::dwta::{probe, Dwta, MAX_ATTEMPTS};
+use super::{probe, DwtaView, MAX_ATTEMPTS};
 
 /// The winner of one bin: position of the largest non-NaN value, ties to
 /// the smallest position; `None` when every value is NaN or absent.
 /// `value(c)` is the value of coordinate `c`, `None` when it is absent.
-pub fn bin_winner(h: &Dwta, j: usize, value: impl Fn(u32) -> Option<f32>) -> Option<u32> {
+pub fn bin_winner(h: &DwtaView<'_>, j: usize, value: impl Fn(u32) -> Option<f32>) -> Option<u32> {
     let b = h.bin_size() as usize;
     let mut best: Option<(f32, u32)> = None;
     for (p, &c) in h.map()[j * b..(j + 1) * b].iter().enumerate() {
@@ -33,7 +33,7 @@ thread_local! {
     static RAW: RefCell<Vec<Option<u32>>> = const { RefCell::new(Vec::new()) };
 }
 
-pub fn dense(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
+pub fn dense(h: &DwtaView<'_>, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
     let (nb, l) = (h.num_bins(), h.tables() as usize);
     HASH.with(|hs| {
         let mut hash = hs.borrow_mut();
@@ -49,7 +49,13 @@ pub fn dense(h: &Dwta, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
     });
 }
 
-pub fn sparse(h: &Dwta, indptr: &[usize], indices: &[u32], values: &[f32], codes: &mut [u32]) {
+pub fn sparse(
+    h: &DwtaView<'_>,
+    indptr: &[usize],
+    indices: &[u32],
+    values: &[f32],
+    codes: &mut [u32],
+) {
     let (nb, l) = (h.num_bins(), h.tables() as usize);
     RAW.with(|rs| {
         HASH.with(|hs| {
