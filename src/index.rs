@@ -1045,15 +1045,19 @@ impl Index {
                         }
                         (&s.tq, hd)
                     };
-                    self.fam.hash(hx, b, hstride, &mut s.codes)?;
-                    let proj = if gp.probes > 0 {
-                        s.proj.resize(b * kl, 0.0);
-                        if let Fam::Sim(h) = &self.fam {
-                            h.project(hx, b, hstride, &mut s.proj)?;
+                    // With probes a SimHash family needs the projections
+                    // too: one pass gives both (hash_project).
+                    let proj = match &self.fam {
+                        Fam::Sim(h) if gp.probes > 0 => {
+                            s.proj.resize(b * kl, 0.0);
+                            h.hash_project(hx, b, hstride, &mut s.codes, &mut s.proj)?;
+                            Some(&s.proj[..])
                         }
-                        Some(&s.proj[..])
-                    } else {
-                        None
+                        // (probes > 0 on a DWTA index was refused above)
+                        _ => {
+                            self.fam.hash(hx, b, hstride, &mut s.codes)?;
+                            None
+                        }
                     };
                     let input = GatherInput {
                         codes: &s.codes,

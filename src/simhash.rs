@@ -322,6 +322,56 @@ impl SimHash {
         Ok(())
     }
 
+    /// Codes and raw projections of the same rows in one pass over the
+    /// planes: the projections as [`SimHash::project`], the codes from their
+    /// signs (`> 0`, NaN gives 0). Bit-identical to [`SimHash::hash`] plus
+    /// [`SimHash::project`] on every tier: each tier's hash and project
+    /// share one accumulation and take the code bit as `value > 0` of it.
+    pub fn hash_project(
+        &self,
+        x: &[f32],
+        n: usize,
+        stride: usize,
+        codes: &mut [u32],
+        proj: &mut [f32],
+    ) -> Result<()> {
+        self.hash_project_isa(isa::active(), x, n, stride, codes, proj)
+    }
+
+    /// [`SimHash::hash_project`] on one chosen tier.
+    pub fn hash_project_isa(
+        &self,
+        tier: Isa,
+        x: &[f32],
+        n: usize,
+        stride: usize,
+        codes: &mut [u32],
+        proj: &mut [f32],
+    ) -> Result<()> {
+        isa::check_supported(tier)?;
+        self.check_io(x, n, stride, codes.len(), self.tables as usize)?;
+        self.check_io(x, n, stride, proj.len(), self.num_planes())?;
+        if n == 0 {
+            return Ok(());
+        }
+        let np = self.num_planes();
+        // SAFETY: as in `hash_isa` (the ProjectFn contract).
+        unsafe { (k::kernels(tier).project)(&self.view(), x, n, stride, proj) };
+        let (kb, l) = (self.bits as usize, self.tables as usize);
+        for (pr, cr) in proj[..n * np]
+            .chunks_exact(np)
+            .zip(codes.chunks_exact_mut(l))
+        {
+            for (c, pt) in cr.iter_mut().zip(pr.chunks_exact(kb)) {
+                *c = pt
+                    .iter()
+                    .enumerate()
+                    .fold(0u32, |acc, (b, &v)| acc | (u32::from(v > 0.0) << b));
+            }
+        }
+        Ok(())
+    }
+
     /// Raw projections `out[i*K*L + p] = dot(x_i, plane_p)` on the active tier.
     pub fn project(&self, x: &[f32], n: usize, stride: usize, out: &mut [f32]) -> Result<()> {
         self.project_isa(isa::active(), x, n, stride, out)

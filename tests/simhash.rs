@@ -80,6 +80,19 @@ fn compare(h: &SimHash, tier: Isa, x: &[f32], n: usize, stride: usize) -> usize 
     h.project_isa(Isa::Scalar, x, n, stride, &mut proj).unwrap();
     let mut proj_t = vec![0f32; n * k * l];
     h.project_isa(tier, x, n, stride, &mut proj_t).unwrap();
+    // The fused call gives the same codes and projections, bit for bit.
+    let mut fused_c = vec![0xDEAD_BEEFu32; n * l];
+    let mut fused_p = vec![0f32; n * k * l];
+    h.hash_project_isa(tier, x, n, stride, &mut fused_c, &mut fused_p)
+        .unwrap();
+    assert_eq!(fused_c, got[..n * l], "hash_project codes, tier {tier:?}");
+    assert!(
+        fused_p
+            .iter()
+            .zip(&proj_t)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "hash_project projections, tier {tier:?}"
+    );
     let g = 2.0 * gamma(h.dim());
     let mut excused = 0;
     for i in 0..n {
