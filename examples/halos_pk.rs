@@ -120,10 +120,7 @@ fn measure(
         );
     }
     let (p1, p5) = precision(ctx.held, &ids, nq);
-    let agree = (0..nq)
-        .filter(|&i| ids[i * K] == ctx.exact[i * K])
-        .count() as f64
-        / nq as f64;
+    let agree = (0..nq).filter(|&i| ids[i * K] == ctx.exact[i * K]).count() as f64 / nq as f64;
     let us = time_b1(ctx, &mut f);
     Row {
         method,
@@ -157,7 +154,10 @@ fn time_b1(ctx: &Ctx<'_>, f: &mut impl FnMut(&[f32], &mut [u32], &mut [f32]) -> 
     best
 }
 
-fn index_query(idx: &Index, g: GatherParams) -> impl FnMut(&[f32], &mut [u32], &mut [f32]) -> u64 + '_ {
+fn index_query(
+    idx: &Index,
+    g: GatherParams,
+) -> impl FnMut(&[f32], &mut [u32], &mut [f32]) -> u64 + '_ {
     move |q, ids, sc| {
         let mut st = QueryStats::default();
         idx.query(q, 1, q.len(), K as u32, &g, ids, sc, Some(&mut st))
@@ -166,7 +166,10 @@ fn index_query(idx: &Index, g: GatherParams) -> impl FnMut(&[f32], &mut [u32], &
     }
 }
 
-fn ivf_query(ivf: &Ivf, sp: SearchParams) -> impl FnMut(&[f32], &mut [u32], &mut [f32]) -> u64 + '_ {
+fn ivf_query(
+    ivf: &Ivf,
+    sp: SearchParams,
+) -> impl FnMut(&[f32], &mut [u32], &mut [f32]) -> u64 + '_ {
     let tier = lshk::isa::active();
     move |q, ids, sc| {
         let mut st = SearchStats::default();
@@ -226,28 +229,7 @@ fn main() {
         lshk::isa::detected(),
     );
 
-    // ---- the full layer: exact top-K of every query (ground truth).
-    let layer = lshk::dense::DenseLayer::new(&w, rows, dim, dim, None).expect("layer");
-    let (mut exact, mut exact_sc) = (vec![0u32; nq * K], vec![0f32; nq * K]);
-    let t = Instant::now();
-    layer
-        .topk_threads(0, &hq, nq, dim, K, &mut exact, &mut exact_sc)
-        .expect("exact top-k");
-    println!(
-        "full layer top-{K} of {nq} queries in {:.2} s (all cores)",
-        t.elapsed().as_secs_f64()
-    );
     let timed = if timed == 0 { nq } else { timed.min(nq) };
-    let ctx = Ctx {
-        q: &hq,
-        nq,
-        dim,
-        held: &held,
-        exact: &exact,
-        timed,
-    };
-    let (fp1, fp5) = precision(&held, &exact, nq);
-
     // A lookup table for reference (not a retrieval method): the centre's
     // most frequent training contexts.
     {
@@ -275,6 +257,103 @@ fn main() {
              not a retrieval method): P@1 {p1:.4}, P@5 {p5:.4}"
         );
     }
+
+    // SGNS logits estimate PMI(w, c) - log k, with the context marginal of
+    // the negative sampler (counts^0.75, gensim's default ns_exponent); the
+    // predictive score of a context is then the logit + 0.75 ln count(c).
+    // Counts: each word's occurrences as a context in train_pairs (+1).
+    let mut count = vec![1f64; rows];
+    for p in tp.chunks_exact(2) {
+        count[p[1] as usize] += 1.0;
+    }
+    let prior =
+        |alpha: f64| -> Vec<f32> { count.iter().map(|c| (alpha * c.ln()) as f32).collect() };
+    {
+        let mut line = String::new();
+        for alpha in [0.0, 0.5, 0.75, 1.0] {
+            let b = prior(alpha);
+            let layer = lshk::dense::DenseLayer::new(&w, rows, dim, dim, Some(&b)).expect("layer");
+            let (mut ids, mut sc) = (vec![0u32; nq * K], vec![0f32; nq * K]);
+            layer
+                .topk_threads(0, &hq, nq, dim, K, &mut ids, &mut sc)
+                .expect("exact top-k");
+            let (p1, p5) = precision(&held, &ids, nq);
+            line += &format!("; alpha {alpha}: P@1 {p1:.4}, P@5 {p5:.4}");
+        }
+        println!("full layer with bias alpha ln(count(c) + 1){line}");
+    }
+    let d = Data {
+        w: &w,
+        rows,
+        dim,
+        hq: &hq,
+        held: &held,
+        train: &train,
+        tq: &tq,
+        iul_train: &iul_train,
+        iul_q: &iul_q,
+        timed,
+    };
+    table(&d, None, "raw logits W q (the layer as trained, no bias)");
+    let b = prior(0.75);
+    table(
+        &d,
+        Some(&b),
+        "W q + b with the prior bias b = 0.75 ln(count(c) + 1) (alpha fixed by the sampler, not tuned)",
+    );
+    println!("\ntotal {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// Everything a table needs that does not depend on the bias.
+struct Data<'a> {
+    w: &'a [f32],
+    rows: usize,
+    dim: usize,
+    hq: &'a [f32],
+    held: &'a Grouped,
+    train: &'a Grouped,
+    tq: &'a [f32],
+    iul_train: &'a Grouped,
+    iul_q: &'a [f32],
+    timed: usize,
+}
+
+/// The table of every method on `W q + bias`.
+fn table(d: &Data<'_>, bias: Option<&[f32]>, title: &str) {
+    let Data {
+        w,
+        rows,
+        dim,
+        hq,
+        held,
+        train,
+        tq,
+        iul_train,
+        iul_q,
+        timed,
+    } = *d;
+    let nq = held.len();
+    println!("\n## {title}\n");
+    // ---- the full layer: exact top-K of every query (ground truth).
+    let layer = lshk::dense::DenseLayer::new(w, rows, dim, dim, bias).expect("layer");
+    let (mut exact, mut exact_sc) = (vec![0u32; nq * K], vec![0f32; nq * K]);
+    let t = Instant::now();
+    layer
+        .topk_threads(0, hq, nq, dim, K, &mut exact, &mut exact_sc)
+        .expect("exact top-k");
+    println!(
+        "full layer top-{K} of {nq} queries in {:.2} s (all cores)",
+        t.elapsed().as_secs_f64()
+    );
+    let ctx = Ctx {
+        q: hq,
+        nq,
+        dim,
+        held,
+        exact: &exact,
+        timed,
+    };
+    let (fp1, fp5) = precision(held, &exact, nq);
 
     // ---- full-layer timings.
     let full_row = |setting: String, us: f64| Row {
@@ -345,7 +424,14 @@ fn main() {
                 let t = Instant::now();
                 for c in (0..n).step_by(64) {
                     let b = 64.min(n - c);
-                    blas.sgemm_nt(b, rows, dim, &hq[c * dim..], &w, &mut logits);
+                    blas.sgemm_nt(b, rows, dim, &hq[c * dim..], w, &mut logits);
+                    if let Some(bias) = bias {
+                        for l in logits[..b * rows].chunks_exact_mut(rows) {
+                            for (x, y) in l.iter_mut().zip(bias) {
+                                *x += y;
+                            }
+                        }
+                    }
                     for j in 0..b {
                         top_k(
                             &logits[j * rows..(j + 1) * rows],
@@ -417,8 +503,8 @@ fn main() {
     };
     let build = |p: &IndexParams| {
         // SAFETY: `w` outlives every index built here (each is dropped
-        // before the end of `main`, and `w` is never changed).
-        unsafe { Index::build_borrowed(&w, None, rows, dim, dim, p, None) }.expect("build")
+        // before the end of `table`, and `w` is never changed).
+        unsafe { Index::build_borrowed(w, bias, rows, dim, dim, p, None) }.expect("build")
     };
     let plain = |bits: u32, tables: u32, probes: u32, transform: Transform, method| {
         let idx = build(&simhash(bits, tables, transform));
@@ -467,7 +553,7 @@ fn main() {
         let mut idx = build(&p);
         let t = Instant::now();
         idx.train_iul(
-            &iul_q,
+            iul_q,
             iul_train.len(),
             dim,
             &iul_train.offsets,
@@ -502,7 +588,7 @@ fn main() {
         let mut idx = build(p);
         let t = Instant::now();
         idx.train_labels(
-            &tq,
+            tq,
             train.len(),
             dim,
             &train.offsets,
@@ -568,8 +654,8 @@ fn main() {
 
     // ---- the IVF index.
     let t = Instant::now();
-    // SAFETY: `w` outlives the index (dropped before the end of `main`).
-    let ivf = unsafe { Ivf::build_borrowed(&w, None, rows, dim, dim, &IvfParams::default()) }
+    // SAFETY: `w` outlives the index (dropped before the end of `table`).
+    let ivf = unsafe { Ivf::build_borrowed(w, bias, rows, dim, dim, &IvfParams::default()) }
         .expect("IVF build");
     let ivf_s = t.elapsed().as_secs_f64();
     let d = SearchParams::default();
@@ -578,10 +664,22 @@ fn main() {
             format!("default (reach {}, rerank {})", d.reach, d.rerank),
             d,
         ),
-        ("reach 2, rerank 32".into(), SearchParams { reach: 2.0, ..d }),
-        ("reach 1, rerank 32".into(), SearchParams { reach: 1.0, ..d }),
-        ("reach 0.5, rerank 32".into(), SearchParams { reach: 0.5, ..d }),
-        ("fixed nprobe 8, rerank 32".into(), SearchParams::fixed(8, 32)),
+        (
+            "reach 2, rerank 32".into(),
+            SearchParams { reach: 2.0, ..d },
+        ),
+        (
+            "reach 1, rerank 32".into(),
+            SearchParams { reach: 1.0, ..d },
+        ),
+        (
+            "reach 0.5, rerank 32".into(),
+            SearchParams { reach: 0.5, ..d },
+        ),
+        (
+            "fixed nprobe 8, rerank 32".into(),
+            SearchParams::fixed(8, 32),
+        ),
     ] {
         let r = measure(
             &ctx,
@@ -648,7 +746,6 @@ fn main() {
             reference / best.us
         );
     }
-    println!("total {:.1} s", t0.elapsed().as_secs_f64());
 }
 
 /// The K largest of `logits` (descending, ties by smaller id) into `out`.
