@@ -546,6 +546,7 @@ fn table(d: &Data<'_>, bias: Option<&[f32]>, title: &str) {
         t2: 0.0,
         validation_fraction: 0.1,
         seed: 1,
+        ..IulParams::default()
     };
     let mut learned = Vec::new();
     for transform in [Transform::None, Transform::Mips] {

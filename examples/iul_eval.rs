@@ -163,6 +163,7 @@ fn main() {
             t2: env("IUL_T2", 0.0) as f32,
             validation_fraction: 0.1,
             seed: 1,
+            ..IulParams::default()
         };
         let t = Instant::now();
         let reps = idx
