@@ -28,7 +28,8 @@
 //! * Training data: `train_pairs.i32` (2,000,000 pairs) grouped by centre
 //!   for the label-aware buckets (repeats kept: they are the counts); the
 //!   first 60,000 pairs (labels once each) for IUL, with the settings of
-//!   `examples/iul_eval.rs`.
+//!   `examples/iul_eval.rs` (K=10 L=16), and in the paper's K = 4 regime
+//!   with keep-best (and rank cut-offs for L = 10).
 //!
 //! Prints `skipped: ../shared/data not found` when the data are absent.
 
@@ -41,7 +42,7 @@ use std::time::Instant;
 
 use common::{Grouped, Index, IndexParams, QueryStats, Transform};
 use lshk::isa::Isa;
-use lshk::iul::IulParams;
+use lshk::iul::{IulParams, Thresholds};
 use lshk::ivf::{Ivf, IvfParams, SearchParams, SearchStats};
 use lshk::labels::{LabelParams, LabelPolicy};
 use lshk::tables::GatherParams;
@@ -582,6 +583,62 @@ fn table(d: &Data<'_>, bias: Option<&[f32]>, title: &str) {
             idx.simhash().expect("SimHash").planes().to_vec(),
             ts,
         ));
+    }
+    // The paper's regime (K = 4) with rank cut-offs and keep-best
+    // (examples/iul_eval.md, issue 15 item 2).
+    for (bits, tables, transform, t1, t2, thresholds, max_pairs) in [
+        (
+            4,
+            10,
+            Transform::Mips,
+            1000.0,
+            100.0,
+            Thresholds::Rank,
+            20_000,
+        ),
+        (4, 1, Transform::Mips, -1e30, 0.0, Thresholds::Score, 0),
+    ] {
+        let mut idx = build(&simhash(bits, tables, transform));
+        let p = IulParams {
+            t1,
+            t2,
+            thresholds,
+            max_pairs,
+            keep_best: true,
+            ..iul
+        };
+        let t = Instant::now();
+        idx.train_iul(
+            iul_q,
+            iul_train.len(),
+            dim,
+            &iul_train.offsets,
+            &iul_train.labels,
+            &p,
+        )
+        .expect("train IUL");
+        let ts = t.elapsed().as_secs_f64();
+        let th = match thresholds {
+            Thresholds::Rank => format!("rank {t1} / {t2}"),
+            Thresholds::Score => format!("score {t1:e} / {t2}"),
+        };
+        let pairs = if max_pairs == 0 {
+            "all pairs".to_string()
+        } else {
+            format!("<= {max_pairs} pairs")
+        };
+        let r = measure(
+            &ctx,
+            "IUL planes",
+            format!(
+                "K={bits} L={tables}, transform {}, {th}, {pairs}, keep-best",
+                common::transform_name(transform)
+            ),
+            Some(ts),
+            index_query(&idx, GatherParams::default()),
+        );
+        print(&r, best_dense.0);
+        rows_out.push(r);
     }
 
     // ---- label-aware buckets (2 M pairs), on random and on IUL planes.
