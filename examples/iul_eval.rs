@@ -8,7 +8,10 @@
 //! those pairs, duplicates kept once). Index: SimHash K=10, L=16 over the
 //! raw rows (the issue's prototype setting) and over the MIPS transform,
 //! seed 1. Environment overrides for experiments: IUL_K, IUL_L, IUL_ROUNDS,
-//! IUL_EPOCHS, IUL_LR, IUL_T1, IUL_T2. IUL: 3 rounds, 3
+//! IUL_EPOCHS, IUL_LR, IUL_T1, IUL_T2, IUL_MAX_PAIRS, IUL_RANK=1 (t1/t2
+//! are rank cut-offs), IUL_KEEP_BEST=1, IUL_TRANSFORMS (default
+//! `none,mips`), IUL_SHORT=1 (round reports and the before/after rows
+//! only). IUL: 3 rounds, 3
 //! epochs, t1 = -1e30 (every missed label is a positive), t2 = 0, lr 0.01, batch 256, at most 20,000 pairs per side,
 //! 10 % of the training queries for the round reports' validation.
 //!
@@ -32,7 +35,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use common::{Family, Index, IndexParams, Transform};
-use lshk::iul::IulParams;
+use lshk::iul::{IulParams, Thresholds};
 use lshk::labels::{LabelParams, LabelPolicy};
 use lshk::tables::{GatherInput, GatherParams, GatherResult};
 
@@ -133,7 +136,18 @@ fn main() {
     gradient_timing(&emb, &data.w, dim);
 
     let env = |k: &str, d: f64| std::env::var(k).ok().map_or(d, |v| v.parse().expect(k));
-    for transform in [Transform::None, Transform::Mips] {
+    let transforms: Vec<Transform> = std::env::var("IUL_TRANSFORMS")
+        .unwrap_or_else(|_| "none,mips".into())
+        .split(',')
+        .map(|t| match t.trim() {
+            "none" => Transform::None,
+            "mips" => Transform::Mips,
+            "bias-aug" => Transform::BiasAug,
+            o => panic!("IUL_TRANSFORMS: unknown transform {o}"),
+        })
+        .collect();
+    let short = env("IUL_SHORT", 0.0) != 0.0;
+    for transform in transforms {
         println!("\n## transform: {}", common::transform_name(transform));
         let ip = IndexParams {
             family: Family::SimHash,
@@ -157,24 +171,31 @@ fn main() {
             rounds: env("IUL_ROUNDS", 3.0) as u32,
             epochs: env("IUL_EPOCHS", 3.0) as u32,
             batch: 256,
-            max_pairs: 20_000,
+            max_pairs: env("IUL_MAX_PAIRS", 20_000.0) as u32,
             learning_rate: env("IUL_LR", 0.01) as f32,
             t1: env("IUL_T1", -1e30) as f32,
             t2: env("IUL_T2", 0.0) as f32,
+            thresholds: if env("IUL_RANK", 0.0) != 0.0 {
+                Thresholds::Rank
+            } else {
+                Thresholds::Score
+            },
+            keep_best: env("IUL_KEEP_BEST", 0.0) != 0.0,
             validation_fraction: 0.1,
             seed: 1,
         };
+        println!("{p:?}");
         let t = Instant::now();
         let reps = idx
             .train_iul(&tq, ntq, dim, &offs, &labels, &p)
             .expect("train");
         let train_s = t.elapsed().as_secs_f64();
         println!("\nIUL training: {train_s:.1} s; round-by-round report (validation = 10 % of the training queries):\n");
-        println!("| round | pairs (+/-) | loss before | loss after | P(collide) + before -> after | P(collide) - before -> after | candidates before -> after | label recall before -> after |");
-        println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!("| round | pairs (+/-) | loss before | loss after | P(collide) + before -> after | P(collide) - before -> after | candidates before -> after | label recall before -> after | kept |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---|");
         for r in &reps {
             println!(
-            "| {} | {} / {} | {:.4} | {:.4} | {:.4} -> {:.4} | {:.4} -> {:.4} | {:.1} -> {:.1} | {:.4} -> {:.4} |",
+            "| {} | {} / {} | {:.4} | {:.4} | {:.4} -> {:.4} | {:.4} -> {:.4} | {:.1} -> {:.1} | {:.4} -> {:.4} | {} |",
             r.round,
             r.positives,
             r.negatives,
@@ -187,11 +208,16 @@ fn main() {
             r.mean_candidates_before,
             r.mean_candidates_after,
             r.label_recall_before,
-            r.label_recall_after
+            r.label_recall_after,
+            if r.kept { "kept" } else { "" }
         );
         }
         let after = evaluate("+ IUL planes", &idx, &data, &exact, &g0);
         let mut rows = vec![before, after];
+        if short {
+            print_rows(&rows, &data);
+            continue;
+        }
         // Label-aware buckets (issue 7 part 1) on the same training subset,
         // on random planes and on the IUL planes ("+ both").
         let lp = LabelParams {
@@ -272,26 +298,30 @@ fn main() {
                 rows.push(evaluate(&label, &li, &data, &exact, &g0));
             }
         }
-        println!(
-            "\nheld-out evaluation: {} queries (first {} pairs of heldout_pairs.i32), {} rows\n",
-            data.nq, data.nq, data.rows
-        );
-        println!("| setting | candidates / query | % of rows | label recall | exact top-1 recall | exact top-10 recall | query µs |");
-        println!("|---|---:|---:|---:|---:|---:|---:|");
-        for r in &rows {
-            println!(
-                "| {} | {:.1} | {:.2} | {:.4} | {:.4} | {:.4} | {:.1} |",
-                r.name,
-                r.cands,
-                100.0 * r.cands / data.rows as f64,
-                r.label,
-                r.top1,
-                r.top10,
-                r.us
-            );
-        }
+        print_rows(&rows, &data);
     }
     println!("\ntotal {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+fn print_rows(rows: &[Row], data: &common::Data) {
+    println!(
+        "\nheld-out evaluation: {} queries (first {} pairs of heldout_pairs.i32), {} rows\n",
+        data.nq, data.nq, data.rows
+    );
+    println!("| setting | candidates / query | % of rows | label recall | exact top-1 recall | exact top-10 recall | query µs |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for r in rows {
+        println!(
+            "| {} | {:.1} | {:.2} | {:.4} | {:.4} | {:.4} | {:.1} |",
+            r.name,
+            r.cands,
+            100.0 * r.cands / data.rows as f64,
+            r.label,
+            r.top1,
+            r.top10,
+            r.us
+        );
+    }
 }
 
 /// One 256-pair batch, K*L = 160 planes: the batched f32 loss + gradient

@@ -51,6 +51,14 @@
 //!    with the new planes; report ([`IulReport`]).
 //! 3. A round with no positive or no negative pair leaves the planes as
 //!    they are (its report says 0 pairs).
+//! 4. With [`Thresholds::Rank`], `t1` / `t2` are rank cut-offs turned into
+//!    per-query score thresholds once, before the first round
+//!    ([`rank_thresholds`]; the HALOS paper's "usually t1 > t2" reads as
+//!    scores; as ranks the positives' cut-off is the tighter one). With
+//!    `keep_best`, the planes of the round with the best validation label
+//!    recall are returned (the starting planes when no round beats them;
+//!    that round's report says `kept`); rounds still chain from the last
+//!    round's planes.
 
 use crate::bail;
 use crate::error::{checked_mul, strided_len, try_vec, Result};
@@ -66,13 +74,37 @@ pub const BETA2: f64 = 0.999;
 /// Adam ε.
 pub const EPS: f64 = 1e-8;
 
+/// How [`IulParams::t1`] / [`IulParams::t2`] are read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Thresholds {
+    /// Score values: a missed label y is a positive when `q·w_y > t1`, a
+    /// retrieved non-label j a negative when `q·w_j < t2`.
+    #[default]
+    Score,
+    /// Rank cut-offs (whole numbers >= 0) over every row's `q·w`: a missed
+    /// label is a positive when it is among the query's top `t1` rows
+    /// (`q·w_y >= s_(t1)`, the `t1`-th largest dot; `t1 = 0`: no
+    /// positives), a retrieved non-label a negative when it is not among
+    /// the top `t2` (`q·w_j < s_(t2)`; `t2 = 0`: every one). Computed once
+    /// per training query (a pass over every row, the same f32 dot as the
+    /// pairs use), as the ranks do not depend on the planes.
+    Rank,
+}
+
 /// Training parameters (defaults in [`IulParams::default`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct IulParams {
-    /// Positive threshold: a missed label y is a positive when `q·w_y > t1`.
+    /// Positive threshold (see [`Thresholds`] for the two readings).
     pub t1: f32,
-    /// Negative threshold: a candidate j is a negative when `q·w_j < t2`.
+    /// Negative threshold (see [`Thresholds`]).
     pub t2: f32,
+    /// Score values (default) or rank cut-offs.
+    pub thresholds: Thresholds,
+    /// Keep the planes of the round with the best validation label recall
+    /// (the starting planes count as round "-1": if no round beats them,
+    /// they are kept). Needs a non-empty validation split; with an empty
+    /// one the last round's planes are kept, as without this flag.
+    pub keep_best: bool,
     /// Adam learning rate (> 0).
     pub learning_rate: f32,
     /// Rounds of (collect pairs, train, rebuild); 0 changes nothing.
@@ -89,12 +121,15 @@ pub struct IulParams {
 }
 
 impl Default for IulParams {
-    /// t1 = 0, t2 = 0, learning rate 0.01, 3 rounds, 4 epochs, batch 256,
-    /// max_pairs 0, validation fraction 0.1, seed 1.
+    /// t1 = 0, t2 = 0 (scores), no keep-best, learning rate 0.01, 3
+    /// rounds, 4 epochs, batch 256, max_pairs 0, validation fraction 0.1,
+    /// seed 1.
     fn default() -> Self {
         IulParams {
             t1: 0.0,
             t2: 0.0,
+            thresholds: Thresholds::Score,
+            keep_best: false,
             learning_rate: 0.01,
             rounds: 3,
             epochs: 4,
@@ -128,6 +163,9 @@ pub struct IulReport {
     pub mean_candidates_after: f64,
     pub label_recall_before: f64,
     pub label_recall_after: f64,
+    /// With [`IulParams::keep_best`]: these are the planes returned (at
+    /// most one round; none when the starting planes were kept).
+    pub kept: bool,
 }
 
 /// The shape of the family and its tables.
@@ -210,6 +248,16 @@ pub fn validate(planes: &[f32], shape: &IulShape, d: &IulData<'_>, p: &IulParams
             p.t1,
             p.t2
         );
+    }
+    if p.thresholds == Thresholds::Rank {
+        for (name, t) in [("t1", p.t1), ("t2", p.t2)] {
+            if !(t >= 0.0 && t.fract() == 0.0 && t <= MAX_RANK) {
+                bail!(
+                    InvalidArgument,
+                    "{name} is {t}; rank cut-offs are whole numbers in 0..={MAX_RANK}"
+                );
+            }
+        }
     }
     if !(p.learning_rate.is_finite() && p.learning_rate > 0.0) {
         bail!(
@@ -313,6 +361,47 @@ pub fn validate(planes: &[f32], shape: &IulShape, d: &IulData<'_>, p: &IulParams
         );
     }
     Ok(())
+}
+
+/// The largest rank cut-off (2^24: every whole number up to it is exact
+/// in f32).
+pub const MAX_RANK: f32 = 16_777_216.0;
+
+/// Per query, the score thresholds `(p, n)` of [`collect_pairs_with`]
+/// equivalent to rank cut-offs `t1`, `t2` ([`Thresholds::Rank`]): `p` just
+/// below `s_(t1)` (so `q·w > p` iff `q·w >= s_(t1)`), `n = s_(t2)`, where
+/// `s_(t)` is the t-th largest `q·w` over every row (`+inf` for t = 0,
+/// `-inf` for t > rows). One pass over the rows per query.
+pub fn rank_thresholds(
+    d: &IulData<'_>,
+    dim: usize,
+    query_ids: &[u32],
+    t1: u32,
+    t2: u32,
+) -> Vec<(f32, f32)> {
+    let mut dots = vec![0f32; d.n_rows];
+    let kth = |dots: &mut [f32], t: u32| -> f32 {
+        let t = t as usize;
+        if t == 0 {
+            f32::INFINITY
+        } else if t > dots.len() {
+            f32::NEG_INFINITY
+        } else {
+            *dots.select_nth_unstable_by(t - 1, |a, b| b.total_cmp(a)).1
+        }
+    };
+    query_ids
+        .iter()
+        .map(|&qi| {
+            let qi = qi as usize;
+            let q = &d.queries[qi * d.q_stride..qi * d.q_stride + dim];
+            for (r, o) in dots.iter_mut().enumerate() {
+                *o = dot(q, &d.rows[r * d.row_stride..r * d.row_stride + dim]);
+            }
+            let p = kth(&mut dots, t1).next_down();
+            (p, kth(&mut dots, t2))
+        })
+        .collect()
 }
 
 /// f32 dot with 8 independent lanes (deterministic order).
@@ -595,8 +684,21 @@ pub fn collect_pairs(
     t1: f32,
     t2: f32,
 ) -> Pairs {
+    collect_pairs_with(d, dim, query_ids, cands, |_| (t1, t2))
+}
+
+/// [`collect_pairs`] with per-query thresholds: `thr(i)` gives `(t1, t2)`
+/// for the i-th element of `query_ids`.
+pub fn collect_pairs_with(
+    d: &IulData<'_>,
+    dim: usize,
+    query_ids: &[u32],
+    cands: &GatherResult,
+    thr: impl Fn(usize) -> (f32, f32),
+) -> Pairs {
     let mut out = Pairs::default();
     for (i, &qi) in query_ids.iter().enumerate() {
+        let (t1, t2) = thr(i);
         let qi_u = qi as usize;
         let q = &d.queries[qi_u * d.q_stride..qi_u * d.q_stride + dim];
         let s = &cands.ids[cands.offsets[i]..cands.offsets[i + 1]];
@@ -756,9 +858,19 @@ pub fn train(
     let mut fam = SimHash::from_planes(&cur, dim, shape.bits, shape.tables)?;
     let mut tabs = build_tables(&fam, shape, d)?;
     let mut val_before = validation(&fam, &tabs, d, &val)?;
+    let ranks = match p.thresholds {
+        Thresholds::Score => Vec::new(),
+        Thresholds::Rank => rank_thresholds(d, dim, &tr, p.t1 as u32, p.t2 as u32),
+    };
+    // keep_best: (validation label recall, planes, round) of the best so far.
+    let mut best: Option<(f64, Vec<f32>, Option<usize>)> =
+        (p.keep_best && !val.is_empty()).then(|| (val_before.1, cur.clone(), None));
     for round in 0..p.rounds {
         let cands = gather_all(&fam, &tabs, d, &tr)?;
-        let mut pairs = collect_pairs(d, dim, &tr, &cands, p.t1, p.t2);
+        let mut pairs = match p.thresholds {
+            Thresholds::Score => collect_pairs(d, dim, &tr, &cands, p.t1, p.t2),
+            Thresholds::Rank => collect_pairs_with(d, dim, &tr, &cands, |i| ranks[i]),
+        };
         drop(cands);
         balance(&mut pairs, p.max_pairs, &mut rng);
         let n = pairs.pos.len() + pairs.neg.len();
@@ -813,8 +925,21 @@ pub fn train(
             mean_candidates_after: val_after.0,
             label_recall_before: val_before.1,
             label_recall_after: val_after.1,
+            kept: false,
         });
+        if let Some(b) = best.as_mut() {
+            // NaN recall (no labels in the validation split) never wins.
+            if val_after.1 > b.0 {
+                *b = (val_after.1, cur.clone(), Some(round as usize));
+            }
+        }
         val_before = val_after;
+    }
+    if let Some((_, planes, round)) = best {
+        cur = planes;
+        if let Some(r) = round {
+            reports[r].kept = true;
+        }
     }
     Ok((cur, reports))
 }

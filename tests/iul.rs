@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 
 use lshk::index::{Family, IndexParams, Transform};
-use lshk::iul::{self, IulData, IulParams, IulShape, Pairs};
+use lshk::iul::{self, IulData, IulParams, IulReport, IulShape, Pairs};
 use lshk::rng::SplitMix64;
 use lshk::tables::{fold_code, GatherInput, GatherParams, GatherResult, Tables};
 use lshk::{Index, SimHash, Status};
@@ -698,4 +698,200 @@ fn index_train_iul_bad_inputs_leave_index_unchanged() {
         .unwrap();
     assert!(r.is_empty());
     assert_eq!(idx.simhash().unwrap().planes(), &before[..]);
+}
+
+/// Rank cut-offs ([`iul::Thresholds::Rank`]): the pairs collected with
+/// [`iul::rank_thresholds`] are those of a rank oracle (every row's dot in
+/// f64, sorted), for cut-offs 0, inside and beyond the row count.
+#[test]
+fn rank_thresholds_match_rank_oracle() {
+    let t = toy(23, 70, 40, 8);
+    let (bits, l, rb) = (2u32, 2u32, 2u32);
+    let fam = SimHash::new(t.dim, bits, l, 0, 5).unwrap();
+    let mut rc = vec![0u32; t.n_rows * l as usize];
+    fam.hash(&t.rows, t.n_rows, t.dim, &mut rc).unwrap();
+    let tabs = Tables::build(&rc, t.n_rows, l, rb, 0, 1, 1).unwrap();
+    let ids: Vec<u32> = (0..t.n_q as u32).filter(|i| i % 4 != 2).collect();
+    let mut qb = Vec::new();
+    for &i in &ids {
+        qb.extend_from_slice(&t.queries[i as usize * t.dim..(i as usize + 1) * t.dim]);
+    }
+    let mut qc = vec![0u32; ids.len() * l as usize];
+    fam.hash(&qb, ids.len(), t.dim, &mut qc).unwrap();
+    let mut g = GatherResult::default();
+    let input = GatherInput {
+        codes: &qc,
+        q: ids.len(),
+        projections: None,
+        forced_offsets: None,
+        forced_ids: &[],
+    };
+    tabs.gather(&GatherParams::default(), &input, false, &mut g)
+        .unwrap();
+    let dot = |q: usize, r: usize| -> f64 {
+        (0..t.dim)
+            .map(|j| t.queries[q * t.dim + j] as f64 * t.rows[r * t.dim + j] as f64)
+            .sum()
+    };
+    let n = t.n_rows as u32;
+    for (t1, t2) in [(0, 0), (5, 10), (10, 3), (1, n), (n, 1), (n + 5, n + 5)] {
+        let thr = iul::rank_thresholds(&t.data(), t.dim, &ids, t1, t2);
+        let got = iul::collect_pairs_with(&t.data(), t.dim, &ids, &g, |i| thr[i]);
+        let mut want = Pairs::default();
+        for (i, &qi) in ids.iter().enumerate() {
+            let qi = qi as usize;
+            // rank[r]: rows with a larger dot.
+            let dots: Vec<f64> = (0..t.n_rows).map(|r| dot(qi, r)).collect();
+            let mut order: Vec<usize> = (0..t.n_rows).collect();
+            order.sort_by(|&a, &b| dots[b].total_cmp(&dots[a]));
+            // The f32 dots may reorder near-ties: none at a cut-off.
+            for c in [t1 as usize, t2 as usize] {
+                if c > 0 && c < t.n_rows {
+                    assert!(
+                        dots[order[c - 1]] - dots[order[c]] > 1e-4,
+                        "two dots within 1e-4 at cut-off {c}: pick another seed"
+                    );
+                }
+            }
+            let mut rank = vec![0usize; t.n_rows];
+            for (k, &r) in order.iter().enumerate() {
+                rank[r] = k;
+            }
+            let s = &g.ids[g.offsets[i]..g.offsets[i + 1]];
+            let labs = &t.labels[t.offs[qi]..t.offs[qi + 1]];
+            for &y in labs {
+                if !s.contains(&y) && rank[y as usize] < t1 as usize {
+                    want.pos.push((qi as u32, y));
+                }
+            }
+            for &j in s {
+                if !labs.contains(&j) && rank[j as usize] >= t2 as usize {
+                    want.neg.push((qi as u32, j));
+                }
+            }
+        }
+        assert_eq!(got, want, "t1 {t1} t2 {t2}");
+        if (t1, t2) == (10, 3) {
+            assert!(!want.pos.is_empty() && !want.neg.is_empty());
+        }
+    }
+}
+
+/// keep_best returns the planes of the round with the best validation
+/// label recall: the same planes as a run stopped after that round (or the
+/// starting planes), with the same reports apart from the `kept` flag.
+#[test]
+fn keep_best_returns_the_best_round() {
+    let t = toy(33, 200, 300, 12);
+    let sh = shape(t.dim);
+    let planes = SimHash::new(t.dim, sh.bits, sh.tables, 0, 8)
+        .unwrap()
+        .planes()
+        .to_vec();
+    for (thresholds, t1, t2, lr) in [
+        (iul::Thresholds::Score, 0.0, 0.0, 0.05),
+        (iul::Thresholds::Score, 0.0, 0.0, 0.5),
+        (iul::Thresholds::Rank, 20.0, 0.0, 0.05),
+    ] {
+        let p = IulParams {
+            rounds: 4,
+            epochs: 2,
+            batch: 32,
+            t1,
+            t2,
+            thresholds,
+            learning_rate: lr,
+            validation_fraction: 0.2,
+            ..Default::default()
+        };
+        let (last, rl) = iul::train(&planes, &sh, &t.data(), &p).unwrap();
+        let (best, rb) = iul::train(
+            &planes,
+            &sh,
+            &t.data(),
+            &IulParams {
+                keep_best: true,
+                ..p
+            },
+        )
+        .unwrap();
+        assert!(rl.iter().all(|r| !r.kept));
+        assert_eq!(rl.len(), rb.len());
+        for (a, b) in rl.iter().zip(&rb) {
+            assert_eq!(IulReport { kept: false, ..*b }, *a);
+        }
+        let kept: Vec<usize> = (0..rb.len()).filter(|&r| rb[r].kept).collect();
+        assert!(kept.len() <= 1, "{rb:?}");
+        let start = rb[0].label_recall_before;
+        match kept.first() {
+            None => {
+                assert!(rb.iter().all(|r| r.label_recall_after <= start));
+                assert_eq!(best, planes);
+            }
+            Some(&k) => {
+                let top = rb[k].label_recall_after;
+                assert!(top > start);
+                // The first round reaching the best recall.
+                assert!(rb[..k].iter().all(|r| r.label_recall_after < top));
+                assert!(rb[k..].iter().all(|r| r.label_recall_after <= top));
+                let (upto, _) = iul::train(
+                    &planes,
+                    &sh,
+                    &t.data(),
+                    &IulParams {
+                        rounds: k as u32 + 1,
+                        ..p
+                    },
+                )
+                .unwrap();
+                assert_eq!(best, upto);
+                if k + 1 == rb.len() {
+                    assert_eq!(best, last);
+                }
+            }
+        }
+        println!(
+            "{thresholds:?} lr {lr}: recall {start:.3} -> {:?}, kept {kept:?}",
+            rb.iter().map(|r| r.label_recall_after).collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn rank_thresholds_bad_inputs() {
+    let t = toy(41, 50, 40, 6);
+    let sh = shape(t.dim);
+    let planes = SimHash::new(t.dim, sh.bits, sh.tables, 0, 8)
+        .unwrap()
+        .planes()
+        .to_vec();
+    let p = IulParams {
+        thresholds: iul::Thresholds::Rank,
+        ..Default::default()
+    };
+    for (t1, t2) in [
+        (1.5, 0.0),
+        (0.0, -1.0),
+        (iul::MAX_RANK * 2.0, 0.0),
+        (-0.0, 0.5),
+    ] {
+        let e = iul::train(&planes, &sh, &t.data(), &IulParams { t1, t2, ..p }).unwrap_err();
+        assert_eq!(e.status, Status::InvalidArgument, "t1 {t1} t2 {t2}");
+    }
+    // Whole numbers are accepted, 0 and beyond the row count included.
+    for (t1, t2) in [(0.0, 0.0), (3.0, 100.0), (iul::MAX_RANK, 1.0)] {
+        iul::train(
+            &planes,
+            &sh,
+            &t.data(),
+            &IulParams {
+                t1,
+                t2,
+                rounds: 1,
+                epochs: 1,
+                ..p
+            },
+        )
+        .unwrap();
+    }
 }

@@ -275,3 +275,93 @@ pub fn progress_line(what: &'static str) -> impl Fn(u64, u64) + Sync {
         }
     }
 }
+
+// ------------------------------------------------------------- multi-label
+
+/// (centre, context) pairs grouped by centre word, in increasing centre
+/// order: one multi-label query per centre that occurs.
+pub struct Grouped {
+    /// The centre word of each query.
+    pub centres: Vec<u32>,
+    /// CSR offsets (`centres.len() + 1`) into `labels`.
+    pub offsets: Vec<usize>,
+    /// Per query its context words: every occurrence (repeats are the
+    /// counts) or, with `dedup`, each once in increasing order.
+    pub labels: Vec<u32>,
+}
+
+impl Grouped {
+    pub fn len(&self) -> usize {
+        self.centres.len()
+    }
+    pub fn labels_of(&self, i: usize) -> &[u32] {
+        &self.labels[self.offsets[i]..self.offsets[i + 1]]
+    }
+    /// Queries: the rows of `emb` (`dim` wide) of the centres, packed.
+    pub fn queries(&self, emb: &[f32], dim: usize) -> Vec<f32> {
+        let mut q = Vec::with_capacity(self.len() * dim);
+        for &c in &self.centres {
+            q.extend_from_slice(&emb[c as usize * dim..(c as usize + 1) * dim]);
+        }
+        q
+    }
+}
+
+/// Groups the first `max_pairs` of `pairs` (flat `[centre, context]` i32)
+/// by centre (counting sort, stable: labels keep their pair order unless
+/// `dedup`). Panics on ids outside `centres` / `rows`.
+pub fn group_pairs(
+    pairs: &[i32],
+    max_pairs: usize,
+    centres: usize,
+    rows: usize,
+    dedup: bool,
+) -> Grouped {
+    let pairs = &pairs[..(2 * max_pairs).min(pairs.len() / 2 * 2)];
+    let mut cnt = vec![0usize; centres + 1];
+    for p in pairs.chunks_exact(2) {
+        assert!(
+            p[0] >= 0 && (p[0] as usize) < centres && p[1] >= 0 && (p[1] as usize) < rows,
+            "pair ({}, {}) out of range",
+            p[0],
+            p[1]
+        );
+        cnt[p[0] as usize + 1] += 1;
+    }
+    for i in 0..centres {
+        cnt[i + 1] += cnt[i];
+    }
+    let mut fill = cnt.clone();
+    let mut ys = vec![0u32; pairs.len() / 2];
+    for p in pairs.chunks_exact(2) {
+        let c = p[0] as usize;
+        ys[fill[c]] = p[1] as u32;
+        fill[c] += 1;
+    }
+    let mut g = Grouped {
+        centres: Vec::new(),
+        offsets: vec![0],
+        labels: Vec::with_capacity(ys.len()),
+    };
+    for c in 0..centres {
+        if cnt[c + 1] > cnt[c] {
+            let s = &mut ys[cnt[c]..cnt[c + 1]];
+            let start = g.labels.len();
+            g.labels.extend_from_slice(s);
+            if dedup {
+                g.labels[start..].sort_unstable();
+                let mut n = start;
+                for j in start..g.labels.len() {
+                    if j == start || g.labels[j] != g.labels[n - 1] {
+                        g.labels[n] = g.labels[j];
+                        n += 1;
+                    }
+                }
+                g.labels.truncate(n);
+            }
+            g.centres.push(c as u32);
+            g.offsets.push(g.labels.len());
+        }
+    }
+    g
+}

@@ -128,6 +128,8 @@ fn to_rust(cp: &lshk_iul_params) -> IulParams {
         max_pairs: cp.max_pairs,
         validation_fraction: cp.validation_fraction,
         seed: cp.seed,
+        // Rank cut-offs and keep-best are not in the C ABI yet (0.2).
+        ..IulParams::default()
     }
 }
 
@@ -346,6 +348,7 @@ pub unsafe extern "C" fn lshk_index_train_iul(
             max_pairs: cp.max_pairs,
             validation_fraction: cp.validation_fraction,
             seed: cp.seed,
+            ..IulParams::default()
         };
         let reps = h.idx.train_iul(q, n, q_stride, offs, labs, &rp)?;
         for (o, r) in out.iter_mut().zip(&reps) {
