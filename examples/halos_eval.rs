@@ -43,38 +43,15 @@ fn train_data(dir: &std::path::Path, rows: usize, dim: usize) -> Train {
     let (emb, erows) =
         lshk::data::read_raw_f32(&dir.join("input_embeddings.f32"), dim).expect("embeddings");
     let pairs = lshk::data::read_raw_i32(&dir.join("train_pairs.i32")).expect("train pairs");
-    // Group by centre (counting sort): one query per centre word seen.
-    let mut cnt = vec![0usize; erows + 1];
-    for p in pairs.chunks_exact(2) {
-        assert!((p[0] as usize) < erows && (p[1] as usize) < rows);
-        cnt[p[0] as usize + 1] += 1;
-    }
-    for i in 0..erows {
-        cnt[i + 1] += cnt[i];
-    }
-    let mut fill = cnt.clone();
-    let mut ys = vec![0u32; pairs.len() / 2];
-    for p in pairs.chunks_exact(2) {
-        let c = p[0] as usize;
-        ys[fill[c]] = p[1] as u32;
-        fill[c] += 1;
-    }
-    let mut q = Vec::new();
-    let mut off = vec![0usize];
-    let mut ys2 = Vec::with_capacity(ys.len());
-    for c in 0..erows {
-        if cnt[c + 1] > cnt[c] {
-            q.extend_from_slice(&emb[c * dim..(c + 1) * dim]);
-            ys2.extend_from_slice(&ys[cnt[c]..cnt[c + 1]]);
-            off.push(ys2.len());
-        }
-    }
+    // One query per centre word seen, its labels every context it was
+    // paired with.
+    let g = common::group_pairs(&pairs, pairs.len() / 2, erows, rows, false);
     Train {
-        n: off.len() - 1,
-        q,
-        off,
-        pairs: ys2.len(),
-        ys: ys2,
+        n: g.len(),
+        q: g.queries(&emb, dim),
+        pairs: g.labels.len(),
+        off: g.offsets,
+        ys: g.labels,
     }
 }
 
