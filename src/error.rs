@@ -207,16 +207,34 @@ pub(crate) fn check_finite_rows(
     stride: usize,
     what: &str,
 ) -> Result<()> {
-    for r in 0..n {
-        let row = &x[r * stride..r * stride + dim];
-        if let Some(j) = row.iter().position(|v| !v.is_finite()) {
-            return Err(Error::new(
-                Status::NonFinite,
-                format!("{what}[{r}][{j}] is {} (finite values needed)", row[j]),
-            ));
-        }
+    match first_non_finite(x, n, dim, stride) {
+        Some((r, j)) => Err(Error::new(
+            Status::NonFinite,
+            format!(
+                "{what}[{r}][{j}] is {} (finite values needed)",
+                x[r * stride + j]
+            ),
+        )),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// The first `(row, column)` among rows `0..n` of `x` (row `r` at
+/// `r * stride`, `dim` values each) that holds a NaN or an infinity: the
+/// one scan behind every finite-value check (each caller words its own
+/// error). The caller has checked that `x` holds the rows.
+pub(crate) fn first_non_finite(
+    x: &[f32],
+    n: usize,
+    dim: usize,
+    stride: usize,
+) -> Option<(usize, usize)> {
+    (0..n).find_map(|r| {
+        x[r * stride..r * stride + dim]
+            .iter()
+            .position(|v| !v.is_finite())
+            .map(|j| (r, j))
+    })
 }
 
 /// Bytes of physical memory (`sysconf(_SC_PHYS_PAGES) * page size`), or

@@ -458,15 +458,7 @@ fn transform_query(t: Transform, q: &[f32], out: &mut [f32]) {
     }
 }
 
-fn first_non_finite(w: &[f32], rows: usize, dim: usize, stride: usize) -> Option<(usize, usize)> {
-    for r in 0..rows {
-        let row = &w[r * stride..r * stride + dim];
-        if let Some(j) = row.iter().position(|v| !v.is_finite()) {
-            return Some((r, j));
-        }
-    }
-    None
-}
+use crate::error::first_non_finite;
 
 impl Index {
     /// Builds an index over `rows` rows of `dim` floats of `w` (row `r` at

@@ -203,17 +203,12 @@ pub struct Pairs {
 }
 
 fn check_finite(x: &[f32], n: usize, dim: usize, stride: usize, what: &str) -> Result<()> {
-    for r in 0..n {
-        if let Some(j) = x[r * stride..r * stride + dim]
-            .iter()
-            .position(|v| !v.is_finite())
-        {
-            bail!(
-                NonFinite,
-                "{what} {r} coordinate {j} is {}",
-                x[r * stride + j]
-            );
-        }
+    if let Some((r, j)) = crate::error::first_non_finite(x, n, dim, stride) {
+        bail!(
+            NonFinite,
+            "{what} {r} coordinate {j} is {}",
+            x[r * stride + j]
+        );
     }
     Ok(())
 }

@@ -698,11 +698,12 @@ impl Index {
 }
 
 fn check_finite(q: &[f32], n: usize, dim: usize, stride: usize) -> Result<()> {
-    for r in 0..n {
-        let row = &q[r * stride..r * stride + dim];
-        if let Some(j) = row.iter().position(|v| !v.is_finite()) {
-            bail!(NonFinite, "query {r} coordinate {j} is {}", row[j]);
-        }
+    if let Some((r, j)) = crate::error::first_non_finite(q, n, dim, stride) {
+        bail!(
+            NonFinite,
+            "query {r} coordinate {j} is {}",
+            q[r * stride + j]
+        );
     }
     Ok(())
 }

@@ -586,16 +586,7 @@ pub fn quantize_rows_i8(
             scales.len()
         );
     }
-    for r in 0..rows {
-        let row = &w[r * w_stride..r * w_stride + dim];
-        if let Some(j) = row.iter().position(|v| !v.is_finite()) {
-            bail!(
-                NonFinite,
-                "w[{r}][{j}] is {} (finite values needed)",
-                row[j]
-            );
-        }
-    }
+    crate::error::check_finite_rows(w, rows, dim, w_stride, "w")?;
     for r in 0..rows {
         let row = &w[r * w_stride..r * w_stride + dim];
         let max = row.iter().fold(0.0f32, |m, v| m.max(v.abs()));
