@@ -207,11 +207,7 @@ impl<'a> DenseLayer<'a> {
     ) -> Result<()> {
         let tier = isa::active();
         self.check_topk(q, nq, q_stride, k, out_ids, out_scores)?;
-        let threads = if threads == 0 {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        } else {
-            threads
-        };
+        let threads = crate::tables::resolve_threads_usize(threads);
         let batches = nq.div_ceil(QUERY_BATCH);
         let per = batches.div_ceil(threads.clamp(1, batches.max(1))).max(1) * QUERY_BATCH;
         if nq <= per || k == 0 {

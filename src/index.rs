@@ -608,13 +608,7 @@ impl Index {
 
         // ---- hash every row
         let mut codes = try_vec::<u32>(ncodes, "row codes")?;
-        let nthreads = if p.threads == 0 {
-            std::thread::available_parallelism()
-                .map(|v| v.get())
-                .unwrap_or(1)
-        } else {
-            p.threads as usize
-        };
+        let nthreads = crate::tables::resolve_threads(p.threads);
         let units: Vec<(usize, &mut [u32])> = codes
             .chunks_mut(BUILD_UNIT * l)
             .enumerate()

@@ -204,14 +204,7 @@ pub fn check_labels(n: usize, rows: usize, label_offsets: &[usize], labels: &[u3
 }
 
 fn threads_for(threads: u32, jobs: usize) -> usize {
-    let t = if threads == 0 {
-        std::thread::available_parallelism()
-            .map(|v| v.get())
-            .unwrap_or(1)
-    } else {
-        threads as usize
-    };
-    t.clamp(1, jobs.max(1))
+    crate::tables::resolve_threads(threads).clamp(1, jobs.max(1))
 }
 
 /// Counts and caps the labels of every bucket (module documentation).

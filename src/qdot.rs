@@ -479,11 +479,7 @@ pub fn quantize_rows_with(
             (*s, *m) = quantize_row(row(src(first + k)), dst);
         }
     };
-    let threads = if threads == 0 {
-        std::thread::available_parallelism().map_or(1, |t| t.get())
-    } else {
-        threads
-    };
+    let threads = crate::tables::resolve_threads_usize(threads);
     let per = n.div_ceil(threads.max(1)).max(1);
     if threads <= 1 || n <= per {
         work(0, &mut lines, &mut scales, &mut sums);

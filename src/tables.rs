@@ -240,12 +240,18 @@ pub struct Tables {
 }
 
 pub(crate) fn resolve_threads(threads: u32) -> usize {
+    resolve_threads_usize(threads as usize)
+}
+
+/// The crate's one thread-count rule: 0 = every core the process may use
+/// (`available_parallelism`, 1 if unknown), otherwise the number given.
+pub(crate) fn resolve_threads_usize(threads: usize) -> usize {
     if threads == 0 {
         std::thread::available_parallelism()
             .map(|v| v.get())
             .unwrap_or(1)
     } else {
-        threads as usize
+        threads
     }
 }
 
