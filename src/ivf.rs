@@ -44,10 +44,11 @@ use std::cell::RefCell;
 use std::path::Path;
 
 use crate::bail;
-use crate::dense::DenseLayer;
+use crate::centroid::Panels;
 use crate::error::{checked_mul, strided_len, Error, Result, Status};
 use crate::format::{self, SectionOut};
 use crate::isa::{self, Isa};
+use crate::kernels::centroid::TOP;
 use crate::kernels::dense as kd;
 use crate::kernels::matmul::{self as km, Rows};
 use crate::matmul::{topk_segment, TOPK_PAD_ID};
@@ -344,107 +345,267 @@ struct Points<'a> {
     xdim: usize,
 }
 
-/// Best centroid of every point, tier-independently (module docs):
-/// `argmax_c <x, c> - |c|^2 / 2` (ties by smaller id).
-fn assign(
-    tier: Isa,
-    pts: &Points<'_>,
-    cent: &[f32],
+/// Hamerly's bounds for one point (Hamerly 2010, "Making k-means even
+/// faster"): `u` is at least the distance from the point to its assigned
+/// centroid, `l` at most its distance to every other centroid. When
+/// `l > u` (by a margin, [`Bound::settled`]) the assignment cannot change
+/// and the point is skipped. `xn` is the point's norm (for the margin).
+#[derive(Clone, Copy, Debug)]
+struct Bound {
+    u: f64,
+    l: f64,
+    xn: f64,
+}
+
+/// No information: the point is always scored.
+const NO_BOUND: Bound = Bound {
+    u: f64::INFINITY,
+    l: 0.0,
+    xn: 0.0,
+};
+
+impl Bound {
+    /// Whether the assignment is certain. The margin `1e-6 (|x| + cmax)`
+    /// covers the f64 rounding of the bounds and their drift updates
+    /// (relative 1e-15) and makes the exact score gap, `(l^2 - u^2) / 2 >
+    /// 1e-12 (|x| + cmax)^2`, larger than the error of the f64 re-decision
+    /// (`< 1.5e-14 (|x| cmax + cmax^2)`), so a full re-assignment would
+    /// pick the same centroid on every path.
+    fn settled(&self, cmax: f64) -> bool {
+        self.l - self.u > 1e-6 * (self.xn + cmax)
+    }
+}
+
+/// The centroids of one assignment pass: packed for the kernels, with
+/// what the tie re-decision needs.
+struct CentView<'a> {
+    cent: &'a [f32],
     nlist: usize,
-    threads: usize,
-    out: &mut [u32],
-) -> Result<()> {
-    let xdim = pts.xdim;
-    let half: Vec<f32> = (0..nlist)
-        .map(|c| {
-            let r = &cent[c * xdim..(c + 1) * xdim];
-            -(r.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / 2.0) as f32
-        })
-        .collect();
-    let cmax = (0..nlist)
-        .map(|c| f64::from(-half[c]) * 2.0)
-        .fold(0.0f64, f64::max)
-        .sqrt();
-    let layer = DenseLayer::new(cent, nlist, xdim, xdim, Some(&half))?;
-    let kk = 4.min(nlist);
-    const BLOCK: usize = 2048;
-    let nblocks = pts.n.div_ceil(BLOCK);
-    let threads = threads.clamp(1, nblocks.max(1));
-    let per = nblocks.div_ceil(threads) * BLOCK;
-    let g = gamma(xdim + 1);
-    let work = |p0: usize, o: &mut [u32]| -> Result<()> {
-        let mut ti = vec![0u32; BLOCK * kk];
-        let mut ts = vec![0f32; BLOCK * kk];
-        let mut b0 = 0;
-        while b0 < o.len() {
-            let nb = BLOCK.min(o.len() - b0);
-            let xs = &pts.x[(p0 + b0) * xdim..(p0 + b0 + nb) * xdim];
-            layer.topk_isa(tier, xs, nb, xdim, kk, &mut ti, &mut ts)?;
-            for i in 0..nb {
-                let x = &xs[i * xdim..(i + 1) * xdim];
-                let xn = x
+    xdim: usize,
+    panels: Panels,
+    /// Largest centroid norm.
+    cmax: f64,
+    /// Some `|c|^2 / 2` does not fit in f32 (scores may overflow): every
+    /// point is re-decided over all centroids in f64.
+    huge: bool,
+}
+
+impl<'a> CentView<'a> {
+    fn new(cent: &'a [f32], nlist: usize, xdim: usize) -> Result<CentView<'a>> {
+        let n2: Vec<f64> = (0..nlist)
+            .map(|c| {
+                cent[c * xdim..(c + 1) * xdim]
                     .iter()
                     .map(|&v| f64::from(v) * f64::from(v))
                     .sum::<f64>()
-                    .sqrt();
-                // Each computed score is within `bound` of the exact one.
-                let bound = g * (xn * cmax + cmax * cmax / 2.0) * 2.0 + 1e-30;
-                let s = &ts[i * kk..(i + 1) * kk];
-                let id = &ti[i * kk..(i + 1) * kk];
-                let top = f64::from(s[0]);
-                let exact = |c: usize| -> f64 {
-                    let r = &cent[c * xdim..(c + 1) * xdim];
-                    let dot: f64 = x
-                        .iter()
-                        .zip(r)
-                        .map(|(&a, &b)| f64::from(a) * f64::from(b))
-                        .sum();
-                    let n2: f64 = r.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
-                    dot - n2 / 2.0
-                };
-                let mut best = (f64::NEG_INFINITY, u32::MAX);
-                let mut consider = |c: usize| {
-                    let e = exact(c);
-                    if e > best.0 || (e == best.0 && (c as u32) < best.1) {
-                        best = (e, c as u32);
-                    }
-                };
-                let open = kk == nlist || f64::from(s[kk - 1]) < top - 2.0 * bound;
-                if open && kk > 1 && f64::from(s[1]) < top - 2.0 * bound {
-                    // Clear winner: no other centroid can be exactly better.
-                    best.1 = id[0];
-                } else if open {
-                    for (t, &c) in id.iter().enumerate() {
-                        if f64::from(s[t]) >= top - 2.0 * bound && c != TOPK_PAD_ID {
-                            consider(c as usize);
-                        }
-                    }
-                } else {
-                    (0..nlist).for_each(&mut consider);
+            })
+            .collect();
+        let half: Vec<f32> = n2.iter().map(|&v| -(v / 2.0) as f32).collect();
+        let cmax = (0..nlist)
+            .map(|c| f64::from(-half[c]) * 2.0)
+            .fold(0.0f64, f64::max)
+            .sqrt();
+        let huge = n2.iter().any(|&v| !(v / 2.0 < f64::from(f32::MAX) / 4.0));
+        Ok(CentView {
+            cent,
+            nlist,
+            xdim,
+            panels: Panels::pack(cent, &half, nlist, xdim)?,
+            cmax,
+            huge,
+        })
+    }
+
+    /// `<x, c> - |c|^2 / 2` in f64, in a fixed order (the re-decision).
+    fn exact(&self, x: &[f32], c: usize) -> f64 {
+        let r = &self.cent[c * self.xdim..(c + 1) * self.xdim];
+        let dot: f64 = x
+            .iter()
+            .zip(r)
+            .map(|(&a, &b)| f64::from(a) * f64::from(b))
+            .sum();
+        let n2: f64 = r.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+        dot - n2 / 2.0
+    }
+
+    /// The best centroid of `x` from the kernels' top-4 (`s`, `id`), and
+    /// its Hamerly bounds ([`NO_BOUND`] unless the winner is clear):
+    /// `argmax_c <x, c> - |c|^2 / 2`, ties by smaller id.
+    fn decide(&self, x: &[f32], s: &[f32], id: &[u32]) -> (u32, Bound) {
+        let (nlist, cmax) = (self.nlist, self.cmax);
+        let xx: f64 = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+        let xn = xx.sqrt();
+        // Each computed score is within `bound` of the exact one.
+        let bound = gamma(self.xdim + 1) * (xn * cmax + cmax * cmax / 2.0) * 2.0 + 1e-30;
+        let top = f64::from(s[0]);
+        let mut best = (f64::NEG_INFINITY, u32::MAX);
+        let mut consider = |c: usize| {
+            let e = self.exact(x, c);
+            if e > best.0 || (e == best.0 && (c as u32) < best.1) {
+                best = (e, c as u32);
+            }
+        };
+        let sane = !self.huge && s[0].is_finite() && bound.is_finite();
+        // The fourth is `-inf` (padding) when there are fewer centroids.
+        let open = sane && f64::from(s[TOP - 1]) < top - 2.0 * bound;
+        if open && f64::from(s[1]) < top - 2.0 * bound {
+            // Clear winner: no other centroid can be exactly better. The
+            // exact score of the winner is at least `s0 - bound`, of every
+            // other at most `s1 + bound`; `|x - c|^2 = |x|^2 - 2 score`.
+            // `e` and the relative factors cover the f64 rounding here.
+            let e = 1e-12 * (xx + xn * cmax + cmax * cmax) + 1e-300;
+            let u2 = xx - 2.0 * (top - bound) + e;
+            let l2 = xx - 2.0 * (f64::from(s[1]) + bound) - e;
+            let b = Bound {
+                u: u2.max(0.0).sqrt() * (1.0 + 1e-12),
+                l: if l2 > 0.0 { l2.sqrt() * (1.0 - 1e-12) } else { 0.0 },
+                xn,
+            };
+            return (id[0], b);
+        }
+        if open {
+            for (t, &c) in id.iter().enumerate() {
+                if f64::from(s[t]) >= top - 2.0 * bound && c != TOPK_PAD_ID {
+                    consider(c as usize);
                 }
-                o[b0 + i] = best.1;
+            }
+        } else {
+            (0..nlist).for_each(&mut consider);
+        }
+        (best.1, NO_BOUND)
+    }
+}
+
+/// Rows per kernel call (the top-4 buffers and a gathered copy of the
+/// points that need scoring).
+const ASSIGN_BLOCK: usize = 2048;
+
+/// Best centroid of every point, tier-independently (module docs):
+/// `argmax_c <x, c> - |c|^2 / 2` (ties by smaller id).
+///
+/// With `bounds`, a point whose bound is settled keeps `out[i]` (its
+/// assignment cannot change); every other point is scored and gets fresh
+/// bounds. The result is the same as scoring every point.
+fn assign(
+    tier: Isa,
+    pts: &Points<'_>,
+    cv: &CentView<'_>,
+    threads: usize,
+    out: &mut [u32],
+    mut bounds: Option<&mut [Bound]>,
+) -> Result<()> {
+    let (n, xdim) = (pts.n, pts.xdim);
+    // The points to score: all (`None`), or those not settled.
+    let active: Option<Vec<u32>> = bounds.as_deref().map(|b| {
+        (0..n as u32)
+            .filter(|&i| !b[i as usize].settled(cv.cmax))
+            .collect()
+    });
+    let na = active.as_ref().map_or(n, |a| a.len());
+    if std::env::var_os("LSHK_KMEANS_DEBUG").is_some() {
+        eprintln!("assign: {na} of {n} scored");
+    }
+    if na == 0 {
+        return Ok(());
+    }
+    let nblocks = na.div_ceil(ASSIGN_BLOCK);
+    let threads = threads.clamp(1, nblocks);
+    let per = nblocks.div_ceil(threads) * ASSIGN_BLOCK;
+    // Scores points `a0 .. a0 + len` of the active list; returns their
+    // assignments and bounds in that order.
+    let work = |a0: usize, len: usize| -> Result<Vec<(u32, Bound)>> {
+        let mut res = Vec::with_capacity(len);
+        let mut best = vec![0f32; ASSIGN_BLOCK * TOP];
+        let mut ids = vec![0u32; ASSIGN_BLOCK * TOP];
+        let mut gathered = if active.is_some() {
+            vec![0f32; ASSIGN_BLOCK.min(len) * xdim]
+        } else {
+            Vec::new()
+        };
+        let mut b0 = 0;
+        while b0 < len {
+            let nb = ASSIGN_BLOCK.min(len - b0);
+            let xs: &[f32] = match &active {
+                None => &pts.x[(a0 + b0) * xdim..(a0 + b0 + nb) * xdim],
+                Some(act) => {
+                    for (j, &i) in act[a0 + b0..a0 + b0 + nb].iter().enumerate() {
+                        let i = i as usize;
+                        gathered[j * xdim..(j + 1) * xdim]
+                            .copy_from_slice(&pts.x[i * xdim..(i + 1) * xdim]);
+                    }
+                    &gathered[..nb * xdim]
+                }
+            };
+            cv.panels
+                .top4_isa(tier, xs, nb, xdim, &mut best, &mut ids)?;
+            for j in 0..nb {
+                res.push(cv.decide(
+                    &xs[j * xdim..(j + 1) * xdim],
+                    &best[j * TOP..(j + 1) * TOP],
+                    &ids[j * TOP..(j + 1) * TOP],
+                ));
             }
             b0 += nb;
         }
-        Ok(())
+        Ok(res)
     };
-    if threads == 1 {
-        return work(0, &mut out[..pts.n]);
+    let parts: Vec<Vec<(u32, Bound)>> = if threads == 1 {
+        vec![work(0, na)?]
+    } else {
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..threads)
+                .map(|t| (t * per).min(na))
+                .map(|a0| {
+                    let work = &work;
+                    s.spawn(move || work(a0, per.min(na - a0)))
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().expect("ivf assignment thread panicked"))
+                .collect::<Result<Vec<_>>>()
+        })?
+    };
+    for (k, (c, b)) in parts.into_iter().flatten().enumerate() {
+        let i = active.as_ref().map_or(k, |a| a[k] as usize);
+        out[i] = c;
+        if let Some(bs) = bounds.as_deref_mut() {
+            bs[i] = b;
+        }
     }
-    std::thread::scope(|s| {
-        let hs: Vec<_> = out[..pts.n]
-            .chunks_mut(per)
-            .enumerate()
-            .map(|(t, o)| {
-                let work = &work;
-                s.spawn(move || work(t * per, o))
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().expect("ivf assignment thread panicked"))
-            .collect::<Result<Vec<()>>>()
-    })?;
     Ok(())
+}
+
+/// Moves every point's bounds by how far the centroids moved from `old`
+/// to `new` (triangle inequality): `u += |c_a' - c_a|`, `l -= max over
+/// c != a of |c' - c|`.
+fn drift_bounds(old: &[f32], new: &[f32], xdim: usize, asg: &[u32], bounds: &mut [Bound]) {
+    let nlist = old.len() / xdim;
+    let delta: Vec<f64> = (0..nlist)
+        .map(|c| {
+            let ss: f64 = old[c * xdim..(c + 1) * xdim]
+                .iter()
+                .zip(&new[c * xdim..(c + 1) * xdim])
+                .map(|(&a, &b)| (f64::from(a) - f64::from(b)).powi(2))
+                .sum();
+            // Rounded up: the f64 sum is within 1e-14 relative.
+            ss.sqrt() * (1.0 + 1e-12)
+        })
+        .collect();
+    // The largest and second largest moves, and the first centroid that
+    // made the largest.
+    let (mut m1, mut m2, mut a1) = (0.0f64, 0.0f64, usize::MAX);
+    for (c, &d) in delta.iter().enumerate() {
+        if d > m1 {
+            (m2, m1, a1) = (m1, d, c);
+        } else if d > m2 {
+            m2 = d;
+        }
+    }
+    for (b, &a) in bounds.iter_mut().zip(asg) {
+        let a = a as usize;
+        b.u += delta[a];
+        b.l -= if a == a1 { m2 } else { m1 };
+    }
 }
 
 /// Per list: `sqrt(2 ln n) * s`, `s^2 = mean |x - c|^2 / xdim`: the
@@ -495,7 +656,13 @@ fn list_spread(
         .collect()
 }
 
-/// Lloyd's k-means; returns `nlist * xdim` centroids.
+/// Lloyd's k-means; returns the `nlist * xdim` centroids, and the last
+/// assignment of the points with their bounds moved to those centroids
+/// (for the final assignment).
+///
+/// The points whose Hamerly bounds prove that their centroid cannot
+/// change are not scored again ([`assign`]): the result is the same as a
+/// full assignment every iteration.
 fn kmeans(
     tier: Isa,
     pts: &Points<'_>,
@@ -503,16 +670,21 @@ fn kmeans(
     iters: u32,
     threads: usize,
     rng: &mut SplitMix64,
-) -> Result<Vec<f32>> {
+) -> Result<(Vec<f32>, Vec<u32>, Vec<Bound>)> {
     let xdim = pts.xdim;
     // The sample is already a seeded random permutation: its first `nlist`
     // points are the initial centroids.
     let mut cent = pts.x[..nlist * xdim].to_vec();
+    let mut prev = cent.clone();
     let mut asg = vec![0u32; pts.n];
+    let mut bounds = vec![NO_BOUND; pts.n];
     let mut sums = vec![0f64; nlist * xdim];
     let mut counts = vec![0usize; nlist];
     for _ in 0..iters {
-        assign(tier, pts, &cent, nlist, threads, &mut asg)?;
+        let cv = CentView::new(&cent, nlist, xdim)?;
+        assign(tier, pts, &cv, threads, &mut asg, Some(&mut bounds))?;
+        drop(cv);
+        prev.copy_from_slice(&cent);
         sums.iter_mut().for_each(|v| *v = 0.0);
         counts.iter_mut().for_each(|v| *v = 0);
         for (i, &c) in asg.iter().enumerate() {
@@ -532,8 +704,9 @@ fn kmeans(
             }
         }
         split_empty(&mut cent, &mut counts, xdim, pts.n, rng);
+        drift_bounds(&prev, &cent, xdim, &asg, &mut bounds);
     }
-    Ok(cent)
+    Ok((cent, asg, bounds))
 }
 
 /// FAISS's rule for empty clusters: copy a cluster chosen with probability
@@ -719,7 +892,7 @@ impl Ivf {
         for (i, &r) in perm[..ntrain].iter().enumerate() {
             put(&mut xs[i * xdim..(i + 1) * xdim], r as usize);
         }
-        let cent = kmeans(
+        let (cent, train_asg, train_bounds) = kmeans(
             tier,
             &Points {
                 x: &xs,
@@ -734,24 +907,46 @@ impl Ivf {
         drop(xs);
 
         // Assign every row, in blocks (bounded memory for the [w, b] copy).
+        // A training row starts from its last training assignment and
+        // bounds, so it is scored again only if it may have moved.
+        let mut sample_of = vec![u32::MAX; rows];
+        for (i, &r) in perm[..ntrain].iter().enumerate() {
+            sample_of[r as usize] = i as u32;
+        }
+        drop(perm);
+        let cv = CentView::new(&cent, nlist, xdim)?;
         let mut asg = vec![0u32; rows];
         const ABLOCK: usize = 1 << 16;
         let mut xb = vec![0f32; ABLOCK.min(rows) * xdim];
+        let mut bb = vec![NO_BOUND; ABLOCK.min(rows)];
         let mut r0 = 0;
         while r0 < rows {
             let n = ABLOCK.min(rows - r0);
             for i in 0..n {
                 put(&mut xb[i * xdim..(i + 1) * xdim], r0 + i);
+                let t = sample_of[r0 + i];
+                (asg[r0 + i], bb[i]) = if t == u32::MAX {
+                    (0, NO_BOUND)
+                } else {
+                    (train_asg[t as usize], train_bounds[t as usize])
+                };
             }
             let pts = Points {
                 x: &xb[..n * xdim],
                 n,
                 xdim,
             };
-            assign(tier, &pts, &cent, nlist, threads, &mut asg[r0..r0 + n])?;
+            assign(
+                tier,
+                &pts,
+                &cv,
+                threads,
+                &mut asg[r0..r0 + n],
+                Some(&mut bb[..n]),
+            )?;
             r0 += n;
         }
-        drop(xb);
+        drop((xb, bb, sample_of, train_asg, train_bounds));
 
         // Counting sort: lists in order, rows by id inside a list.
         let mut offsets = vec![0u32; nlist + 1];
