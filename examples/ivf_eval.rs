@@ -75,9 +75,20 @@ fn run(d: &common::Data, p: &IvfParams, nprobes: &[u32], reranks: &[u32], reache
     let ivf = unsafe { Ivf::build_borrowed(&d.w, d.bias.as_deref(), d.rows, d.dim, d.dim, p) }
         .or_else(|_| Ivf::build(&d.w, d.bias.as_deref(), d.rows, d.dim, d.dim, p))
         .expect("build");
+    let build_s = t.elapsed().as_secs_f64();
+    // The lists' checksum (centroid bits, offsets, ids; as tests/ivf.rs'
+    // fingerprint): the same on every tier, thread count and version that
+    // keeps the build's result.
+    let mut crc = 0;
+    for v in ivf.centroids() {
+        crc = lshk::crc32c::crc32c(crc, &v.to_bits().to_le_bytes());
+    }
+    for v in ivf.list_offsets().iter().chain(ivf.list_ids()) {
+        crc = lshk::crc32c::crc32c(crc, &v.to_le_bytes());
+    }
     println!(
-        "build {:.2} s, nlist {}, train rows {}, memory {:.1} MiB (W {:.1} MiB)",
-        t.elapsed().as_secs_f64(),
+        "build {:.2} s, nlist {}, train rows {}, memory {:.1} MiB (W {:.1} MiB), lists crc32c {crc:08x}",
+        build_s,
         ivf.nlist(),
         ivf.params().train_rows,
         ivf.memory_bytes() as f64 / 1048576.0,
