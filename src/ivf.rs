@@ -345,26 +345,42 @@ struct Points<'a> {
     xdim: usize,
 }
 
-/// Hamerly's bounds for one point (Hamerly 2010, "Making k-means even
-/// faster"): `u` is at least the distance from the point to its assigned
-/// centroid, `l` at most its distance to every other centroid. When
-/// `l > u` (by a margin, [`Bound::settled`]) the assignment cannot change
-/// and the point is skipped. `xn` is the point's norm (for the margin).
+/// What the last assignment of a point proved, for skipping work in the
+/// next one (bounds in the manner of Hamerly 2010, "Making k-means even
+/// faster", and of candidate lists): distances are Euclidean in `[w, b]`
+/// space, where `|x - c|^2 = |x|^2 - 2 (<x, c> - |c|^2 / 2)`.
+///
+/// * `u` is at least the distance to the assigned centroid and `l` at
+///   most the distance to every other one: when `l > u` (by the margin of
+///   [`Track::settled`]) the assignment cannot change and nothing is
+///   computed.
+/// * `cand` are the four best centroids of the last full scan and `lout`
+///   at most the distance to every centroid not among them: the point is
+///   re-decided from the exact scores of those four alone when the best of
+///   them is provably ahead of every other centroid ([`CentView::recheck`]).
+///
+/// After the centroids move, [`drift_tracks`] moves each bound by the
+/// distance its centroids moved (triangle inequality).
 #[derive(Clone, Copy, Debug)]
-struct Bound {
+struct Track {
     u: f64,
     l: f64,
+    lout: f64,
+    /// `|x|` (for the margins).
     xn: f64,
+    cand: [u32; TOP],
 }
 
-/// No information: the point is always scored.
-const NO_BOUND: Bound = Bound {
+/// No information: the point is scanned in full.
+const NO_TRACK: Track = Track {
     u: f64::INFINITY,
     l: 0.0,
+    lout: 0.0,
     xn: 0.0,
+    cand: [TOPK_PAD_ID; TOP],
 };
 
-impl Bound {
+impl Track {
     /// Whether the assignment is certain. The margin `1e-6 (|x| + cmax)`
     /// covers the f64 rounding of the bounds and their drift updates
     /// (relative 1e-15) and makes the exact score gap, `(l^2 - u^2) / 2 >
@@ -383,11 +399,10 @@ struct CentView<'a> {
     nlist: usize,
     xdim: usize,
     panels: Panels,
+    /// `|c|^2` in f64 (the re-decision's own sum, cached).
+    n2: Vec<f64>,
     /// Largest centroid norm.
     cmax: f64,
-    /// Some `|c|^2 / 2` does not fit in f32 (scores may overflow): every
-    /// point is re-decided over all centroids in f64.
-    huge: bool,
 }
 
 impl<'a> CentView<'a> {
@@ -405,14 +420,13 @@ impl<'a> CentView<'a> {
             .map(|c| f64::from(-half[c]) * 2.0)
             .fold(0.0f64, f64::max)
             .sqrt();
-        let huge = n2.iter().any(|&v| !(v / 2.0 < f64::from(f32::MAX) / 4.0));
         Ok(CentView {
             cent,
             nlist,
             xdim,
             panels: Panels::pack(cent, &half, nlist, xdim)?,
+            n2,
             cmax,
-            huge,
         })
     }
 
@@ -424,14 +438,28 @@ impl<'a> CentView<'a> {
             .zip(r)
             .map(|(&a, &b)| f64::from(a) * f64::from(b))
             .sum();
-        let n2: f64 = r.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
-        dot - n2 / 2.0
+        dot - self.n2[c] / 2.0
+    }
+
+    /// Whether no f32 score of `x` can overflow (every partial sum of a
+    /// score is at most `|c|^2 / 2 + |x| |c|`): the bounds below need
+    /// finite scores.
+    fn sane(&self, xn: f64) -> bool {
+        let cmax = self.cmax;
+        cmax * cmax + xn * cmax < f64::from(f32::MAX) / 4.0
+    }
+
+    /// The margin that makes an f64 decision certain: far above the
+    /// error of [`CentView::exact`] (`< 1.5e-14 (|x| cmax + cmax^2)`) and
+    /// of `|x|^2`, far below any gap that matters.
+    fn margin(&self, xn: f64) -> f64 {
+        1e-10 * (xn + self.cmax) * (xn + self.cmax) + 1e-300
     }
 
     /// The best centroid of `x` from the kernels' top-4 (`s`, `id`), and
-    /// its Hamerly bounds ([`NO_BOUND`] unless the winner is clear):
-    /// `argmax_c <x, c> - |c|^2 / 2`, ties by smaller id.
-    fn decide(&self, x: &[f32], s: &[f32], id: &[u32]) -> (u32, Bound) {
+    /// what it proves for the next pass: `argmax_c <x, c> - |c|^2 / 2`,
+    /// ties by smaller id.
+    fn decide(&self, x: &[f32], s: &[f32], id: &[u32]) -> (u32, Track) {
         let (nlist, cmax) = (self.nlist, self.cmax);
         let xx: f64 = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
         let xn = xx.sqrt();
@@ -445,23 +473,38 @@ impl<'a> CentView<'a> {
                 best = (e, c as u32);
             }
         };
-        let sane = !self.huge && s[0].is_finite() && bound.is_finite();
-        // The fourth is `-inf` (padding) when there are fewer centroids.
-        let open = sane && f64::from(s[TOP - 1]) < top - 2.0 * bound;
+        if !self.sane(xn) {
+            (0..nlist).for_each(&mut consider);
+            return (best.1, NO_TRACK);
+        }
+        // Distance bounds from scores: `|x - c|^2 = |x|^2 - 2 score`; `e`
+        // and the relative factors cover the f64 rounding here.
+        let e = 1e-12 * (xx + xn * cmax + cmax * cmax) + 1e-300;
+        let lower = |score_hi: f64| {
+            let l2 = xx - 2.0 * score_hi - e;
+            if l2 > 0.0 {
+                l2.sqrt() * (1.0 - 1e-12)
+            } else {
+                0.0
+            }
+        };
+        // Every centroid outside the top-4 scores at most `s3 + bound`
+        // exactly (the fourth is `-inf`, padding, with fewer centroids).
+        let mut track = Track {
+            lout: lower(f64::from(s[TOP - 1]) + bound),
+            xn,
+            cand: [0; TOP],
+            ..NO_TRACK
+        };
+        track.cand.copy_from_slice(&id[..TOP]);
+        let open = f64::from(s[TOP - 1]) < top - 2.0 * bound;
         if open && f64::from(s[1]) < top - 2.0 * bound {
-            // Clear winner: no other centroid can be exactly better. The
-            // exact score of the winner is at least `s0 - bound`, of every
-            // other at most `s1 + bound`; `|x - c|^2 = |x|^2 - 2 score`.
-            // `e` and the relative factors cover the f64 rounding here.
-            let e = 1e-12 * (xx + xn * cmax + cmax * cmax) + 1e-300;
-            let u2 = xx - 2.0 * (top - bound) + e;
-            let l2 = xx - 2.0 * (f64::from(s[1]) + bound) - e;
-            let b = Bound {
-                u: u2.max(0.0).sqrt() * (1.0 + 1e-12),
-                l: if l2 > 0.0 { l2.sqrt() * (1.0 - 1e-12) } else { 0.0 },
-                xn,
-            };
-            return (id[0], b);
+            // Clear winner: no other centroid can be exactly better. Its
+            // exact score is at least `s0 - bound`, every other's at most
+            // `s1 + bound`.
+            track.u = (xx - 2.0 * (top - bound) + e).max(0.0).sqrt() * (1.0 + 1e-12);
+            track.l = lower(f64::from(s[1]) + bound);
+            return (id[0], track);
         }
         if open {
             for (t, &c) in id.iter().enumerate() {
@@ -472,48 +515,133 @@ impl<'a> CentView<'a> {
         } else {
             (0..nlist).for_each(&mut consider);
         }
-        (best.1, NO_BOUND)
+        (best.1, track)
+    }
+
+    /// Re-decides a point from the exact scores of its candidates alone,
+    /// when they prove the answer: the best candidate (f64, ties by
+    /// smaller id) beats, by the margin, the highest exact score any other
+    /// centroid can have (`(|x|^2 - lout^2) / 2`). Every centroid within
+    /// the f64 error of the true best is then a candidate, so the full
+    /// re-decision ([`CentView::decide`] after a scan) would pick the same
+    /// one. Returns `None` when the point needs a full scan.
+    fn recheck(&self, x: &[f32], t: &Track) -> Option<(u32, Track)> {
+        if t.lout <= 0.0 {
+            return None;
+        }
+        let xx: f64 = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+        let xn = xx.sqrt();
+        if !self.sane(xn) {
+            return None;
+        }
+        let m = self.margin(xn);
+        let mut sc = [f64::NEG_INFINITY; TOP];
+        let mut best = (f64::NEG_INFINITY, u32::MAX);
+        for (k, &c) in t.cand.iter().enumerate() {
+            if c != TOPK_PAD_ID {
+                sc[k] = self.exact(x, c as usize);
+                if sc[k] > best.0 || (sc[k] == best.0 && c < best.1) {
+                    best = (sc[k], c);
+                }
+            }
+        }
+        let out = (xx - t.lout * t.lout) / 2.0;
+        if !(best.0 - 2.0 * m > out) {
+            return None;
+        }
+        // Bounds: the winner's exact score is within `m` of `best.0`;
+        // every other centroid is a candidate within `m` of its f64 score
+        // or outside, beyond `lout`.
+        let mut l = t.lout;
+        for (k, &c) in t.cand.iter().enumerate() {
+            if c != TOPK_PAD_ID && c != best.1 {
+                let l2 = xx - 2.0 * (sc[k] + m);
+                l = l.min(if l2 > 0.0 {
+                    l2.sqrt() * (1.0 - 1e-12)
+                } else {
+                    0.0
+                });
+            }
+        }
+        let u = (xx - 2.0 * (best.0 - m)).max(0.0).sqrt() * (1.0 + 1e-12);
+        Some((
+            best.1,
+            Track {
+                u,
+                l,
+                xn,
+                ..*t
+            },
+        ))
     }
 }
 
 /// Rows per kernel call (the top-4 buffers and a gathered copy of the
-/// points that need scoring).
+/// points that need a full scan).
 const ASSIGN_BLOCK: usize = 2048;
 
 /// Best centroid of every point, tier-independently (module docs):
 /// `argmax_c <x, c> - |c|^2 / 2` (ties by smaller id).
 ///
-/// With `bounds`, a point whose bound is settled keeps `out[i]` (its
-/// assignment cannot change); every other point is scored and gets fresh
-/// bounds. The result is the same as scoring every point.
+/// With `tracks`, a point whose [`Track`] proves its assignment keeps
+/// `out[i]` or is re-decided from its candidates alone; every other point
+/// is scanned in full and gets a fresh track. The result is the same as
+/// scanning every point.
 fn assign(
     tier: Isa,
     pts: &Points<'_>,
     cv: &CentView<'_>,
     threads: usize,
     out: &mut [u32],
-    mut bounds: Option<&mut [Bound]>,
+    mut tracks: Option<&mut [Track]>,
 ) -> Result<()> {
     let (n, xdim) = (pts.n, pts.xdim);
-    // The points to score: all (`None`), or those not settled.
-    let active: Option<Vec<u32>> = bounds.as_deref().map(|b| {
-        (0..n as u32)
-            .filter(|&i| !b[i as usize].settled(cv.cmax))
-            .collect()
-    });
+    let threads = threads.max(1);
+    // The points to scan: all (`None`), or those the tracks do not settle.
+    let active: Option<Vec<u32>> = match tracks.as_deref_mut() {
+        None => None,
+        Some(_) if n == 0 => Some(Vec::new()),
+        Some(tracks) => {
+            let per = n.div_ceil(threads);
+            let parts = std::thread::scope(|s| {
+                let hs: Vec<_> = out[..n]
+                    .chunks_mut(per)
+                    .zip(tracks[..n].chunks_mut(per))
+                    .enumerate()
+                    .map(|(k, (o, tr))| {
+                        s.spawn(move || {
+                            let mut scan = Vec::new();
+                            for (j, (oi, ti)) in o.iter_mut().zip(tr.iter_mut()).enumerate() {
+                                let i = k * per + j;
+                                if ti.settled(cv.cmax) {
+                                    continue;
+                                }
+                                match cv.recheck(&pts.x[i * xdim..(i + 1) * xdim], ti) {
+                                    Some((c, t)) => (*oi, *ti) = (c, t),
+                                    None => scan.push(i as u32),
+                                }
+                            }
+                            scan
+                        })
+                    })
+                    .collect();
+                hs.into_iter()
+                    .map(|h| h.join().expect("ivf assignment thread panicked"))
+                    .collect::<Vec<_>>()
+            });
+            Some(parts.concat())
+        }
+    };
     let na = active.as_ref().map_or(n, |a| a.len());
-    if std::env::var_os("LSHK_KMEANS_DEBUG").is_some() {
-        eprintln!("assign: {na} of {n} scored");
-    }
     if na == 0 {
         return Ok(());
     }
     let nblocks = na.div_ceil(ASSIGN_BLOCK);
     let threads = threads.clamp(1, nblocks);
     let per = nblocks.div_ceil(threads) * ASSIGN_BLOCK;
-    // Scores points `a0 .. a0 + len` of the active list; returns their
-    // assignments and bounds in that order.
-    let work = |a0: usize, len: usize| -> Result<Vec<(u32, Bound)>> {
+    // Scans points `a0 .. a0 + len` of the active list; returns their
+    // assignments and tracks in that order.
+    let work = |a0: usize, len: usize| -> Result<Vec<(u32, Track)>> {
         let mut res = Vec::with_capacity(len);
         let mut best = vec![0f32; ASSIGN_BLOCK * TOP];
         let mut ids = vec![0u32; ASSIGN_BLOCK * TOP];
@@ -549,7 +677,7 @@ fn assign(
         }
         Ok(res)
     };
-    let parts: Vec<Vec<(u32, Bound)>> = if threads == 1 {
+    let parts: Vec<Vec<(u32, Track)>> = if threads == 1 {
         vec![work(0, na)?]
     } else {
         std::thread::scope(|s| {
@@ -565,11 +693,11 @@ fn assign(
                 .collect::<Result<Vec<_>>>()
         })?
     };
-    for (k, (c, b)) in parts.into_iter().flatten().enumerate() {
+    for (k, (c, t)) in parts.into_iter().flatten().enumerate() {
         let i = active.as_ref().map_or(k, |a| a[k] as usize);
         out[i] = c;
-        if let Some(bs) = bounds.as_deref_mut() {
-            bs[i] = b;
+        if let Some(ts) = tracks.as_deref_mut() {
+            ts[i] = t;
         }
     }
     Ok(())
@@ -577,8 +705,8 @@ fn assign(
 
 /// Moves every point's bounds by how far the centroids moved from `old`
 /// to `new` (triangle inequality): `u += |c_a' - c_a|`, `l -= max over
-/// c != a of |c' - c|`.
-fn drift_bounds(old: &[f32], new: &[f32], xdim: usize, asg: &[u32], bounds: &mut [Bound]) {
+/// c != a of |c' - c|`, `lout -= max over c not a candidate`.
+fn drift_tracks(old: &[f32], new: &[f32], xdim: usize, asg: &[u32], tracks: &mut [Track]) {
     let nlist = old.len() / xdim;
     let delta: Vec<f64> = (0..nlist)
         .map(|c| {
@@ -591,20 +719,24 @@ fn drift_bounds(old: &[f32], new: &[f32], xdim: usize, asg: &[u32], bounds: &mut
             ss.sqrt() * (1.0 + 1e-12)
         })
         .collect();
-    // The largest and second largest moves, and the first centroid that
-    // made the largest.
-    let (mut m1, mut m2, mut a1) = (0.0f64, 0.0f64, usize::MAX);
+    // The five largest moves (id order on ties), largest first: one of
+    // them is neither the assigned centroid nor a candidate.
+    let mut top: Vec<(f64, u32)> = Vec::with_capacity(TOP + 2);
     for (c, &d) in delta.iter().enumerate() {
-        if d > m1 {
-            (m2, m1, a1) = (m1, d, c);
-        } else if d > m2 {
-            m2 = d;
+        if top.len() < TOP + 1 || d > top[TOP].0 {
+            let at = top.iter().position(|e| d > e.0).unwrap_or(top.len());
+            top.insert(at, (d, c as u32));
+            top.truncate(TOP + 1);
         }
     }
-    for (b, &a) in bounds.iter_mut().zip(asg) {
-        let a = a as usize;
-        b.u += delta[a];
-        b.l -= if a == a1 { m2 } else { m1 };
+    let max_except = |skip: &dyn Fn(u32) -> bool| -> f64 {
+        top.iter().find(|e| !skip(e.1)).map_or(0.0, |e| e.0)
+    };
+    for (t, &a) in tracks.iter_mut().zip(asg) {
+        t.u += delta[a as usize];
+        t.l -= max_except(&|c| c == a);
+        let cand = t.cand;
+        t.lout -= max_except(&|c| cand.contains(&c));
     }
 }
 
@@ -670,14 +802,14 @@ fn kmeans(
     iters: u32,
     threads: usize,
     rng: &mut SplitMix64,
-) -> Result<(Vec<f32>, Vec<u32>, Vec<Bound>)> {
+) -> Result<(Vec<f32>, Vec<u32>, Vec<Track>)> {
     let xdim = pts.xdim;
     // The sample is already a seeded random permutation: its first `nlist`
     // points are the initial centroids.
     let mut cent = pts.x[..nlist * xdim].to_vec();
     let mut prev = cent.clone();
     let mut asg = vec![0u32; pts.n];
-    let mut bounds = vec![NO_BOUND; pts.n];
+    let mut bounds = vec![NO_TRACK; pts.n];
     let mut sums = vec![0f64; nlist * xdim];
     let mut counts = vec![0usize; nlist];
     for _ in 0..iters {
@@ -704,7 +836,7 @@ fn kmeans(
             }
         }
         split_empty(&mut cent, &mut counts, xdim, pts.n, rng);
-        drift_bounds(&prev, &cent, xdim, &asg, &mut bounds);
+        drift_tracks(&prev, &cent, xdim, &asg, &mut bounds);
     }
     Ok((cent, asg, bounds))
 }
@@ -918,7 +1050,7 @@ impl Ivf {
         let mut asg = vec![0u32; rows];
         const ABLOCK: usize = 1 << 16;
         let mut xb = vec![0f32; ABLOCK.min(rows) * xdim];
-        let mut bb = vec![NO_BOUND; ABLOCK.min(rows)];
+        let mut bb = vec![NO_TRACK; ABLOCK.min(rows)];
         let mut r0 = 0;
         while r0 < rows {
             let n = ABLOCK.min(rows - r0);
@@ -926,7 +1058,7 @@ impl Ivf {
                 put(&mut xb[i * xdim..(i + 1) * xdim], r0 + i);
                 let t = sample_of[r0 + i];
                 (asg[r0 + i], bb[i]) = if t == u32::MAX {
-                    (0, NO_BOUND)
+                    (0, NO_TRACK)
                 } else {
                     (train_asg[t as usize], train_bounds[t as usize])
                 };
