@@ -26,11 +26,16 @@
 //! # Determinism
 //! The lists (centroids, membership, order) are a pure function of the
 //! inputs, the seed and the parameters: **bit-identical on every tier and
-//! for every thread count**. The SIMD assignment computes the four best
-//! centroids of each row; whenever the best is not ahead of the others by
-//! more than twice the kernels' error bound, the decision is re-taken in
-//! f64 in a fixed order (plain Rust, identical on every platform), and the
-//! centroid means are summed in f64 in row order. A query's lists and
+//! for every thread count**. The SIMD assignment ([`crate::centroid`], a
+//! GEMM-shaped register-tiled kernel) computes the four best centroids of
+//! each row; whenever the best is not ahead of the others by more than
+//! twice the kernels' error bound, the decision is re-taken in f64 in a
+//! fixed order (plain Rust, identical on every platform), and the centroid
+//! means are summed in f64 in row order. Between iterations (and for the
+//! training rows in the final assignment) a row is not scanned again when
+//! bounds prove the outcome of a scan (Hamerly's bounds, and a re-decision
+//! from the row's last four best centroids; see `Track`): the skipped
+//! work could only have given the same centroid. A query's lists and
 //! candidates are tier-independent too (integer codes, and the same scalar
 //! scaling on every tier); only the last bits of the exact re-ranked scores
 //! depend on the tier, within the gathered matmul's bound.
@@ -454,7 +459,11 @@ impl<'a> CentView<'a> {
                 acc[k] += f64::from(a[k]) * f64::from(b[k]);
             }
         }
-        let tail: f64 = xt.iter().zip(rt).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+        let tail: f64 = xt
+            .iter()
+            .zip(rt)
+            .map(|(&a, &b)| f64::from(a) * f64::from(b))
+            .sum();
         (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail - self.n2[c] / 2.0
     }
 
@@ -568,8 +577,7 @@ impl<'a> CentView<'a> {
             }
         }
         let clear = best.0 - 4.0 * m > out
-            && t
-                .cand
+            && t.cand
                 .iter()
                 .zip(&sc)
                 .all(|(&c, &v)| c == best.1 || v < best.0 - 4.0 * m);
@@ -585,7 +593,7 @@ impl<'a> CentView<'a> {
                     }
                 }
             }
-            if !(best.0 - 2.0 * m > out) {
+            if (best.0 - 2.0 * m).partial_cmp(&out) != Some(std::cmp::Ordering::Greater) {
                 return None;
             }
         }
@@ -604,15 +612,7 @@ impl<'a> CentView<'a> {
             }
         }
         let u = (xx - 2.0 * (best.0 - m)).max(0.0).sqrt() * (1.0 + 1e-12);
-        Some((
-            best.1,
-            Track {
-                u,
-                l,
-                xn,
-                ..*t
-            },
-        ))
+        Some((best.1, Track { u, l, xn, ..*t }))
     }
 }
 

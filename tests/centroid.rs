@@ -153,8 +153,16 @@ fn check(case: &Case, tier: Isa, got: &(Vec<f32>, Vec<u32>), want: &(Vec<f32>, V
             assert!(t == 0 || gs[t] <= gs[t - 1], "descending, {what}");
             // Separated from its neighbours by more than four bounds: the
             // same id (the next, unreturned, score is at most ws[3]).
-            let lo = if t + 1 < real { f64::from(ws[t + 1]) } else { f64::NEG_INFINITY };
-            let hi = if t > 0 { f64::from(ws[t - 1]) } else { f64::INFINITY };
+            let lo = if t + 1 < real {
+                f64::from(ws[t + 1])
+            } else {
+                f64::NEG_INFINITY
+            };
+            let hi = if t > 0 {
+                f64::from(ws[t - 1])
+            } else {
+                f64::INFINITY
+            };
             let (w, m) = (f64::from(ws[t]), 4.0 * bound(t).max(b));
             if hi - w > m && w - lo > m && (t + 1 < real || real < 4) {
                 assert_eq!(gi[t], wi[t], "rank {t} id, {what} point {i}");
@@ -169,7 +177,13 @@ fn every_tier_matches_the_oracle() {
     let mut seed = 1;
     for nlist in [1, 2, 3, 4, 5, 15, 16, 17, 31, 32, 33, 48, 65, 100] {
         for xdim in [1, 2, 3, 7, 8, 9, 16, 17, 33, 129] {
-            for (n, stride) in [(0, xdim), (1, xdim), (5, xdim + 3), (13, xdim), (26, xdim + 1)] {
+            for (n, stride) in [
+                (0, xdim),
+                (1, xdim),
+                (5, xdim + 3),
+                (13, xdim),
+                (26, xdim + 1),
+            ] {
                 seed += 1;
                 let case = Case::random(n, xdim, stride, nlist, seed);
                 let want = case.run(Isa::Scalar);
@@ -224,7 +238,8 @@ fn ties_go_to_the_smaller_id_and_equal_scores_never_displace() {
             }
         }
         let (mut b2, mut i2) = (best.clone(), ids.clone());
-        p.update_isa(t, case.xs(), n, xdim, &mut b2, &mut i2).unwrap();
+        p.update_isa(t, case.xs(), n, xdim, &mut b2, &mut i2)
+            .unwrap();
         assert_eq!(i2, ids, "{}", t.name());
         assert_eq!(b2, best, "{}", t.name());
     }
@@ -260,9 +275,9 @@ fn special_values() {
     // Point 1 is all zeros: its scores are the four largest h, exactly.
     let mut hs: Vec<(f32, u32)> = case.h.iter().copied().zip(0..).collect();
     hs.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    for t in 0..4 {
-        assert_eq!(want.1[4 + t], hs[t].1);
-        assert_eq!(want.0[4 + t], hs[t].0);
+    for (t, &(h, id)) in hs.iter().take(4).enumerate() {
+        assert_eq!(want.1[4 + t], id);
+        assert_eq!(want.0[4 + t], h);
     }
 }
 
@@ -287,8 +302,14 @@ fn bad_arguments_are_refused() {
     let x = vec![0f32; 3 * 4];
     let (mut b, mut i) = (vec![0f32; 12], vec![0u32; 12]);
     // Stride below xdim, x too short, top-4 buffers too short.
-    assert_eq!(code(p.top4_isa(Isa::Scalar, &x, 3, 3, &mut b, &mut i)), Status::InvalidArgument);
-    assert_eq!(code(p.top4_isa(Isa::Scalar, &x, 3, 5, &mut b, &mut i)), Status::InvalidArgument);
+    assert_eq!(
+        code(p.top4_isa(Isa::Scalar, &x, 3, 3, &mut b, &mut i)),
+        Status::InvalidArgument
+    );
+    assert_eq!(
+        code(p.top4_isa(Isa::Scalar, &x, 3, 5, &mut b, &mut i)),
+        Status::InvalidArgument
+    );
     assert_eq!(
         code(p.top4_isa(Isa::Scalar, &x, 3, 4, &mut b[..11], &mut i)),
         Status::InvalidArgument
@@ -300,7 +321,13 @@ fn bad_arguments_are_refused() {
     assert!(p.top4_isa(Isa::Scalar, &x, 3, 4, &mut b, &mut i).is_ok());
     assert!(p.top4_isa(Isa::Scalar, &[], 0, 4, &mut [], &mut []).is_ok());
     // A tier the CPU lacks is an error, never a crash.
-    if let Some(t) = Isa::ALL.into_iter().find(|t| !Isa::supported().any(|s| s == *t)) {
-        assert_eq!(code(p.top4_isa(t, &x, 3, 4, &mut b, &mut i)), Status::UnsupportedIsa);
+    if let Some(t) = Isa::ALL
+        .into_iter()
+        .find(|t| !Isa::supported().any(|s| s == *t))
+    {
+        assert_eq!(
+            code(p.top4_isa(t, &x, 3, 4, &mut b, &mut i)),
+            Status::UnsupportedIsa
+        );
     }
 }

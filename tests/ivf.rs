@@ -258,7 +258,8 @@ fn every_row_is_in_its_nearest_list() {
                         let x = &lay.w[r * dim..(r + 1) * dim];
                         let score = |c: usize| {
                             let cr = &cent[c * dim..(c + 1) * dim];
-                            let dot: f64 = x.iter().zip(cr).map(|(&a, &b)| a as f64 * b as f64).sum();
+                            let dot: f64 =
+                                x.iter().zip(cr).map(|(&a, &b)| a as f64 * b as f64).sum();
                             let n2: f64 = cr.iter().map(|&v| v as f64 * v as f64).sum();
                             let cbv = cb[c] as f64;
                             dot + lay.bias[r] as f64 * cbv - (n2 + cbv * cbv) / 2.0

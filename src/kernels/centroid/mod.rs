@@ -100,8 +100,8 @@ pub fn kernels(tier: Isa) -> &'static Kernels {
 /// the fourth, after every equal score.
 #[inline(always)]
 pub fn insert(best: &mut [f32], ids: &mut [u32], s: f32, id: u32) {
-    // `!(s > best[3])` also rejects NaN.
-    if !(s > best[TOP - 1]) {
+    // Also rejects NaN (unordered).
+    if s.partial_cmp(&best[TOP - 1]) != Some(std::cmp::Ordering::Greater) {
         return;
     }
     let mut t = TOP - 1;

@@ -53,7 +53,11 @@ fn tile<const R: usize>(
             while m != 0 {
                 let l = m.trailing_zeros();
                 m &= m - 1;
-                let s = if l < 8 { sl[l as usize] } else { sh[l as usize - 8] };
+                let s = if l < 8 {
+                    sl[l as usize]
+                } else {
+                    sh[l as usize - 8]
+                };
                 insert(b, ii, s, id + l);
             }
         }
