@@ -6,6 +6,14 @@
 //! 670,091 x 128 (327 MiB: DRAM), B = 1 and B = 64 queries per call.
 //! Throughput is in logits (rows x queries) per second. The scalar tier
 //! runs everywhere except W1 at B = 64 (seconds per iteration).
+//!
+//! Group `kmeans_assign`: the IVF build's assignment step, the four best
+//! of the W1 build's 3,274 centroids (129 floats: `[w, b]`) for a block of
+//! 2,048 points, per tier: `lshk::centroid` (the GEMM-shaped kernel the
+//! build uses) beside `dense_topk4`, the dense top-k with `k = 4` that the
+//! build used before, on the same tier. Throughput in point x centroid
+//! scores per second. The scalar tier runs on 64 points only (`f32::mul_add`
+//! is a libm call without FMA in the baseline).
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -91,5 +99,60 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+fn bench_assign(c: &mut Criterion) {
+    let mut g = c.benchmark_group("kmeans_assign");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(300));
+    let (nlist, xdim) = (3274usize, DIM + 1);
+    let mut r = SplitMix64::new(5);
+    let cent: Vec<f32> = (0..nlist * xdim)
+        .map(|_| r.next_normal() as f32 * 0.09)
+        .collect();
+    let x: Vec<f32> = (0..2048 * xdim)
+        .map(|_| r.next_normal() as f32 * 0.09)
+        .collect();
+    let half: Vec<f32> = (0..nlist)
+        .map(|i| {
+            let v = &cent[i * xdim..(i + 1) * xdim];
+            -(v.iter().map(|&a| f64::from(a) * f64::from(a)).sum::<f64>() / 2.0) as f32
+        })
+        .collect();
+    let panels = lshk::centroid::Panels::pack(&cent, &half, nlist, xdim).unwrap();
+    let layer = DenseLayer::new(&cent, nlist, xdim, xdim, Some(&half)).unwrap();
+    for n in [64usize, 2048] {
+        let label = format!("{n}x{nlist}x{xdim}");
+        g.throughput(Throughput::Elements((n * nlist) as u64));
+        let (mut ids, mut sc) = (vec![0u32; n * 4], vec![0f32; n * 4]);
+        for tier in Isa::ALL {
+            if lshk::isa::check_supported(tier).is_err() {
+                println!("skipped: {} tier (CPU lacks it)", tier.name());
+                continue;
+            }
+            if tier == Isa::Scalar && n > 64 {
+                continue;
+            }
+            g.bench_with_input(BenchmarkId::new(tier.name(), &label), &n, |bch, &n| {
+                bch.iter(|| {
+                    panels
+                        .top4_isa(tier, black_box(&x), n, xdim, &mut sc, &mut ids)
+                        .unwrap();
+                    black_box(&ids);
+                })
+            });
+            let name = format!("dense_topk4_{}", tier.name());
+            g.bench_with_input(BenchmarkId::new(name, &label), &n, |bch, &n| {
+                bch.iter(|| {
+                    layer
+                        .topk_isa(tier, black_box(&x), n, xdim, 4, &mut ids, &mut sc)
+                        .unwrap();
+                    black_box(&ids);
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_assign);
 criterion_main!(benches);

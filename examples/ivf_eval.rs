@@ -65,19 +65,45 @@ fn main() {
     }
 }
 
+/// User + system CPU seconds of this process so far (the build's CPU time
+/// is a steadier measure than wall time on a shared machine).
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes one plain struct that we own.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
 fn run(d: &common::Data, p: &IvfParams, nprobes: &[u32], reranks: &[u32], reaches: &[f32]) {
     let k = 10;
     let nq = d.nq;
     println!("{}", d.name);
     let (exact, _, _) = common::exact_topk(d, nq, k);
-    let t = Instant::now();
+    let (t, cpu0) = (Instant::now(), cpu_seconds());
     // SAFETY: d.w outlives the index (dropped at the end of this function).
     let ivf = unsafe { Ivf::build_borrowed(&d.w, d.bias.as_deref(), d.rows, d.dim, d.dim, p) }
         .or_else(|_| Ivf::build(&d.w, d.bias.as_deref(), d.rows, d.dim, d.dim, p))
         .expect("build");
+    let (build_s, build_cpu) = (t.elapsed().as_secs_f64(), cpu_seconds() - cpu0);
+    // The lists' checksum (centroid bits, offsets, ids; as tests/ivf.rs'
+    // fingerprint): the same on every tier, thread count and version that
+    // keeps the build's result.
+    let mut crc = 0;
+    for v in ivf.centroids() {
+        crc = lshk::crc32c::crc32c(crc, &v.to_bits().to_le_bytes());
+    }
+    for v in ivf.list_offsets().iter().chain(ivf.list_ids()) {
+        crc = lshk::crc32c::crc32c(crc, &v.to_le_bytes());
+    }
     println!(
-        "build {:.2} s, nlist {}, train rows {}, memory {:.1} MiB (W {:.1} MiB)",
-        t.elapsed().as_secs_f64(),
+        "build {:.2} s (CPU {:.2} s), nlist {}, train rows {}, memory {:.1} MiB (W {:.1} MiB), \
+         lists crc32c {crc:08x}",
+        build_s,
+        build_cpu,
         ivf.nlist(),
         ivf.params().train_rows,
         ivf.memory_bytes() as f64 / 1048576.0,

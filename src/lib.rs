@@ -10,6 +10,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 /// cbindgen:ignore
+pub mod centroid;
 pub mod crc32c;
 /// cbindgen:ignore
 pub mod data;

@@ -223,6 +223,62 @@ fn lists_are_bit_identical_on_every_tier_and_thread_count() {
 
 const GOLDEN_LISTS: u32 = 293_504_414;
 
+/// The build skips work (bounds that prove a row's centroid cannot change,
+/// re-decisions from a row's last four best centroids): every row must
+/// still end in the list of its nearest final centroid (f64, ties by the
+/// smaller id), on every tier and thread count, with few lists (the
+/// kernels' top-4 padded) and many iterations (the bounds drift far).
+#[test]
+fn every_row_is_in_its_nearest_list() {
+    let (rows, dim) = (3000, 24);
+    let lay = structured_layer(rows, dim, 40, 5);
+    for nlist in [1, 2, 3, 5, 37] {
+        let mut want = None;
+        for tier in tiers() {
+            for threads in [1, 3] {
+                let p = IvfParams {
+                    nlist,
+                    threads,
+                    iters: 15,
+                    ..Default::default()
+                };
+                let ivf = Ivf::build_isa(tier, &lay.w, Some(&lay.bias), rows, dim, dim, &p, false)
+                    .unwrap();
+                let f = fingerprint(&ivf);
+                match want {
+                    None => want = Some(f),
+                    Some(w) => assert_eq!(f, w, "nlist {nlist}, {} x{threads}", tier.name()),
+                }
+                let (cent, cb) = (ivf.centroids(), ivf.centroid_bias());
+                let off = ivf.list_offsets();
+                let nl = nlist as usize;
+                for l in 0..nl {
+                    for &r in &ivf.list_ids()[off[l] as usize..off[l + 1] as usize] {
+                        let r = r as usize;
+                        let x = &lay.w[r * dim..(r + 1) * dim];
+                        let score = |c: usize| {
+                            let cr = &cent[c * dim..(c + 1) * dim];
+                            let dot: f64 =
+                                x.iter().zip(cr).map(|(&a, &b)| a as f64 * b as f64).sum();
+                            let n2: f64 = cr.iter().map(|&v| v as f64 * v as f64).sum();
+                            let cbv = cb[c] as f64;
+                            dot + lay.bias[r] as f64 * cbv - (n2 + cbv * cbv) / 2.0
+                        };
+                        let best = (0..nl).map(score).fold(f64::NEG_INFINITY, f64::max);
+                        let scale = 1e-9 * (1.0 + best.abs());
+                        assert!(
+                            score(l) >= best - scale,
+                            "row {r} in list {l} ({}) but the best is {best}; nlist {nlist}, {}",
+                            score(l),
+                            tier.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Without re-ranking, the returned ids and the approximate scores are
 /// identical on every tier, whether every list is visited or only a few:
 /// the lists are chosen from int8 centroid scores and the rows scored from

@@ -3,6 +3,7 @@
 //! tested against it). Each family's `mod.rs` holds the per-tier function
 //! table that the dispatcher indexes once per call.
 
+pub mod centroid;
 pub mod dense;
 pub mod dwta;
 pub mod gather;

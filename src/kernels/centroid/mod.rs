@@ -1,0 +1,115 @@
+//! Nearest-centroid kernels for k-means (`crate::centroid`): the four best
+//! centroids of each point by `s(x, c) = <x, c> + h_c` (`h_c = -|c|^2 / 2`,
+//! so the best score is the nearest centroid), a running top-4 per point.
+//!
+//! This is a GEMM-shaped pass: every point meets every centroid. The
+//! centroids are packed once per k-means iteration into **panels** of
+//! [`PANEL`] = 16 centroids, transposed: a panel is `(xdim + 1) * 16`
+//! floats, first the 16 `h_c`, then for each coordinate `d` the 16
+//! centroids' `c[d]`, so one 512-bit load (or two 256-bit loads) gives one
+//! coordinate of 16 centroids. The SIMD tiers keep a register tile of
+//! points x centroids (AVX-512: 8 points x 32 centroids in 16 zmm
+//! accumulators; AVX2 and portable: 6 points x 16 centroids in 12 ymm),
+//! broadcasting a point's coordinate and multiplying it into the panel
+//! column, so each loaded float feeds 8 (or 6) fused multiply-adds and no
+//! horizontal reduction is needed.
+//!
+//! # Order of operations (identical scores across tiers)
+//! Every tier computes each score as the same chain: start from `h_c`,
+//! then `s = fma(x[d], c[d], s)` for `d = 0, 1, ..., xdim - 1` (one
+//! rounding per step). The scalar oracle (`f32::mul_add`), the AVX2 tier
+//! and the AVX-512 tier (`vfmadd`) therefore return bit-identical scores
+//! and ids. The portable tier rounds the product separately where the
+//! baseline has no FMA (`wide`'s `mul_add`); its scores are within
+//! `gamma(xdim + 1) * (|h_c| + sum_d |x_d c_d|)` of the exact value, like
+//! every other tier's.
+//!
+//! # Top-4 rule
+//! `best`/`ids` hold, per point, four `(score, id)` sorted by score
+//! descending. A score enters only if it is strictly greater than the
+//! fourth, and is placed after every equal score already held. Centroids
+//! are visited in ascending id order, so equal scores are ordered by
+//! smaller id, as in [`crate::dense`]'s top-k. NaN never enters; start
+//! from `-inf` / [`crate::matmul::TOPK_PAD_ID`] (padding centroids of the
+//! last panel have `h = -inf` and never enter either).
+
+use crate::isa::Isa;
+
+#[cfg(target_arch = "x86_64")]
+pub mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512;
+pub mod portable;
+pub mod scalar;
+
+/// Centroids per panel.
+pub const PANEL: usize = 16;
+/// Best centroids kept per point.
+pub const TOP: usize = 4;
+
+/// `top4(x, x_stride, n, xdim, panels, np, id0, best, ids)`: updates the
+/// running top-4 of points `0..n` (`x[i * x_stride ..][..xdim]`) with the
+/// centroids of panels `0..np` of `panels`, whose ids are
+/// `id0 + 16 p + lane`.
+///
+/// # Safety
+/// `xdim >= 1`; `x` holds `(n - 1) * x_stride + xdim` floats when `n > 0`;
+/// `panels` holds `np * (xdim + 1) * 16` floats; `np` is even (the SIMD
+/// tiers take panels in pairs); `best` and `ids` hold `4 n` entries, each
+/// point's four sorted as the top-4 rule says; the CPU supports the tier
+/// the function belongs to.
+pub type Top4Fn =
+    unsafe fn(&[f32], usize, usize, usize, &[f32], usize, u32, &mut [f32], &mut [u32]);
+
+/// The entry points of a tier.
+pub struct Kernels {
+    pub top4: Top4Fn,
+}
+
+static SCALAR: Kernels = Kernels {
+    top4: scalar::top4_f32,
+};
+static PORTABLE: Kernels = Kernels {
+    top4: portable::top4_f32,
+};
+#[cfg(target_arch = "x86_64")]
+static AVX2: Kernels = Kernels {
+    top4: avx2::top4_f32,
+};
+#[cfg(target_arch = "x86_64")]
+static AVX512: Kernels = Kernels {
+    top4: avx512::top4_f32,
+};
+
+/// The kernel table of a tier (the caller has checked CPU support).
+pub fn kernels(tier: Isa) -> &'static Kernels {
+    match tier {
+        Isa::Scalar => &SCALAR,
+        Isa::Portable => &PORTABLE,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => &AVX2,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => &AVX512,
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => &PORTABLE,
+    }
+}
+
+/// Inserts `(s, id)` into one point's sorted top-4 (`best`, `ids`: four
+/// entries each) by the top-4 rule: only if `s` is strictly greater than
+/// the fourth, after every equal score.
+#[inline(always)]
+pub fn insert(best: &mut [f32], ids: &mut [u32], s: f32, id: u32) {
+    // Also rejects NaN (unordered).
+    if s.partial_cmp(&best[TOP - 1]) != Some(std::cmp::Ordering::Greater) {
+        return;
+    }
+    let mut t = TOP - 1;
+    while t > 0 && s > best[t - 1] {
+        best[t] = best[t - 1];
+        ids[t] = ids[t - 1];
+        t -= 1;
+    }
+    best[t] = s;
+    ids[t] = id;
+}
