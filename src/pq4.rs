@@ -84,7 +84,11 @@ pub const fn m_pad_of(m: usize) -> usize {
 
 /// Bytes of a run of `nrows` rows with `m_pad` codes each: whole blocks.
 pub fn run_bytes(m_pad: usize, nrows: usize) -> Result<usize> {
-    checked_mul(nrows.div_ceil(BLOCK), block_bytes(m_pad), "blocks * block bytes")
+    checked_mul(
+        nrows.div_ceil(BLOCK),
+        block_bytes(m_pad),
+        "blocks * block bytes",
+    )
 }
 
 // ------------------------------------------------------------ kernel entry
@@ -480,7 +484,10 @@ impl Pq4Lut {
             );
         }
         if !delta.is_finite() || !offset.is_finite() {
-            bail!(NonFinite, "delta {delta} and offset {offset} must be finite");
+            bail!(
+                NonFinite,
+                "delta {delta} and offset {offset} must be finite"
+            );
         }
         l.bytes[..KSUB * m].copy_from_slice(bytes);
         l.delta = delta;
@@ -502,7 +509,11 @@ impl Pq4Lut {
             );
         }
         if let Some(i) = tables.iter().position(|v| !v.is_finite()) {
-            bail!(NonFinite, "tables[{i}] is {} (finite values needed)", tables[i]);
+            bail!(
+                NonFinite,
+                "tables[{i}] is {} (finite values needed)",
+                tables[i]
+            );
         }
         let mut range = 0.0f64;
         let mut osum = 0.0f64;
@@ -523,7 +534,10 @@ impl Pq4Lut {
         if delta < f32::MIN_POSITIVE {
             delta = 0.0;
         }
-        for (t, b) in tables.chunks_exact(KSUB).zip(self.bytes.chunks_exact_mut(KSUB)) {
+        for (t, b) in tables
+            .chunks_exact(KSUB)
+            .zip(self.bytes.chunks_exact_mut(KSUB))
+        {
             let lo = t.iter().fold(f64::INFINITY, |a, &v| a.min(v));
             for (&v, o) in t.iter().zip(b.iter_mut()) {
                 *o = if delta == 0.0 {
@@ -732,7 +746,11 @@ impl Codebook {
         for r in 0..rows {
             let row = &data[r * stride..r * stride + dim];
             if let Some(j) = row.iter().position(|v| !v.is_finite()) {
-                bail!(NonFinite, "data[{r}][{j}] is {} (finite values needed)", row[j]);
+                bail!(
+                    NonFinite,
+                    "data[{r}][{j}] is {} (finite values needed)",
+                    row[j]
+                );
             }
         }
         // 1. the training rows
@@ -760,10 +778,18 @@ impl Codebook {
                     .copy_from_slice(&data[r * stride + j * ds..r * stride + (j + 1) * ds]);
             }
             let cents = &mut centroids[j * KSUB * ds..(j + 1) * KSUB * ds];
-            let mut rng = SplitMix64::new(
-                params.seed ^ ((j as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            let mut rng =
+                SplitMix64::new(params.seed ^ ((j as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+            kmeans16(
+                &xs,
+                n,
+                ds,
+                params.iters,
+                &mut rng,
+                cents,
+                &mut assign,
+                &mut d2,
             );
-            kmeans16(&xs, n, ds, params.iters, &mut rng, cents, &mut assign, &mut d2);
         }
         Ok(Codebook {
             dim,
@@ -819,7 +845,11 @@ impl Codebook {
         for r in 0..rows {
             let row = &data[r * stride..r * stride + self.dim];
             if let Some(j) = row.iter().position(|v| !v.is_finite()) {
-                bail!(NonFinite, "data[{r}][{j}] is {} (finite values needed)", row[j]);
+                bail!(
+                    NonFinite,
+                    "data[{r}][{j}] is {} (finite values needed)",
+                    row[j]
+                );
             }
             self.encode_row(row, &mut codes[r * self.m..(r + 1) * self.m]);
         }
