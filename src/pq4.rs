@@ -38,8 +38,8 @@
 //! # Error bound
 //! Against the PQ inner product `<q, x^>` (`x^` the decoded row):
 //! rounding a table entry is off by at most `Delta h`, `h = 1/2 + 2^-40`
-//! (the f64 quotient and the f32 rounding of `Delta` add far less than
-//! `2^-40` code units), so
+//! (the f64 product with `1 / Delta` and the f32 rounding of `Delta` add
+//! less than `2^-44` code units), so
 //!
 //! `|Delta acc + sum_m o_m - <q, x^>| <= M Delta h + e64`
 //!
@@ -453,6 +453,8 @@ pub struct Pq4Lut {
     offset: f32,
     /// `16 * m` f64 tables (scratch of `set`).
     tables: Vec<f64>,
+    /// `m` per-sub-space minima (scratch of the quantisation).
+    lows: Vec<f64>,
 }
 
 impl Pq4Lut {
@@ -467,6 +469,7 @@ impl Pq4Lut {
             delta: 0.0,
             offset: 0.0,
             tables: try_vec(KSUB * m, "tables")?,
+            lows: try_vec(m, "lows")?,
         })
     }
 
@@ -515,13 +518,26 @@ impl Pq4Lut {
                 tables[i]
             );
         }
+        let mut lows = std::mem::take(&mut self.lows);
+        let r = self.quantize(tables, &mut lows);
+        self.lows = lows;
+        r
+    }
+
+    /// The quantisation of [`Self::set_tables`] on finite `tables`
+    /// (`16 * m`); `lows` is scratch of at least `m` values. No allocation.
+    fn quantize(&mut self, tables: &[f64], lows: &mut [f64]) -> Result<()> {
         let mut range = 0.0f64;
         let mut osum = 0.0f64;
-        for t in tables.chunks_exact(KSUB) {
-            let lo = t.iter().fold(f64::INFINITY, |a, &v| a.min(v));
-            let hi = t.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v));
+        for (t, lo_out) in tables.chunks_exact(KSUB).zip(lows.iter_mut()) {
+            let (mut lo, mut hi) = (t[0], t[0]);
+            for &v in &t[1..] {
+                lo = if v < lo { v } else { lo };
+                hi = if v > hi { v } else { hi };
+            }
             range = range.max(hi - lo);
             osum += lo;
+            *lo_out = lo;
         }
         let offset = osum as f32;
         if !offset.is_finite() || !((range / 255.0) as f32).is_finite() {
@@ -534,19 +550,22 @@ impl Pq4Lut {
         if delta < f32::MIN_POSITIVE {
             delta = 0.0;
         }
-        for (t, b) in tables
+        // (v - lo) * (1 / delta) is in 0 ..= 255 (1 + 2^-24) (1 + 2^-52)^2
+        // (Delta is range / 255 rounded to f32; two f64 roundings): the
+        // truncation of x + 1/2 rounds it to 0 ..= 255, off by at most
+        // 1/2 + 2^-44 code units.
+        let inv = if delta == 0.0 {
+            0.0
+        } else {
+            1.0 / delta as f64
+        };
+        for ((t, b), &lo) in tables
             .chunks_exact(KSUB)
             .zip(self.bytes.chunks_exact_mut(KSUB))
+            .zip(lows.iter())
         {
-            let lo = t.iter().fold(f64::INFINITY, |a, &v| a.min(v));
             for (&v, o) in t.iter().zip(b.iter_mut()) {
-                *o = if delta == 0.0 {
-                    0
-                } else {
-                    // (v - lo) / delta is in 0 ..= 255 (1 + 2^-24): the
-                    // truncation of x + 1/2 rounds it, at most 255.
-                    (((v - lo) / delta as f64 + 0.5) as u32).min(255) as u8
-                };
+                *o = (((v - lo) * inv + 0.5) as u32).min(255) as u8;
             }
         }
         self.delta = delta;
@@ -578,18 +597,24 @@ impl Pq4Lut {
         }
         let ds = cb.dsub;
         let mut tables = std::mem::take(&mut self.tables);
+        // T[j][c] = sum_k q_k C_j[c]_k, summed over k in order from 0.0
+        // (the transposed centroids make the 16 sums of a sub-space one
+        // vectorisable loop per k; the order per entry is unchanged).
         for (j, t) in tables.chunks_exact_mut(KSUB).enumerate() {
-            let qs = &q[j * ds..(j + 1) * ds];
-            for (c, o) in t.iter_mut().enumerate() {
-                let cen = cb.centroid(j, c);
-                *o = qs
-                    .iter()
-                    .zip(cen)
-                    .fold(0.0f64, |s, (&a, &b)| s + a as f64 * b as f64);
+            t.fill(0.0);
+            for k in 0..ds {
+                let qk = q[j * ds + k] as f64;
+                let ct = &cb.transposed[(j * ds + k) * KSUB..][..KSUB];
+                for (o, &cv) in t.iter_mut().zip(ct) {
+                    *o += qk * cv as f64;
+                }
             }
         }
-        let r = self.set_tables(&tables);
+        // Finite: f32 products and sums of dsub terms cannot overflow f64.
+        let mut lows = std::mem::take(&mut self.lows);
+        let r = self.quantize(&tables, &mut lows);
         self.tables = tables;
+        self.lows = lows;
         r
     }
 
@@ -648,6 +673,22 @@ pub struct Codebook {
     m: usize,
     dsub: usize,
     centroids: Vec<f32>,
+    /// The centroids transposed per sub-space: coordinate `k` of centroid
+    /// `c` of sub-space `j` at `(j * dsub + k) * 16 + c` (for the tables).
+    transposed: Vec<f32>,
+}
+
+/// The transposed copy of `centroids` (see [`Codebook`]'s fields).
+fn transpose(centroids: &[f32], m: usize, ds: usize) -> Vec<f32> {
+    let mut t = vec![0f32; centroids.len()];
+    for j in 0..m {
+        for c in 0..KSUB {
+            for k in 0..ds {
+                t[(j * ds + k) * KSUB + c] = centroids[(j * KSUB + c) * ds + k];
+            }
+        }
+    }
+    t
 }
 
 /// `sum_k (x_k - c_k)^2` in f32, in order (the distance of training and
@@ -705,6 +746,7 @@ impl Codebook {
             m,
             dsub,
             centroids: centroids.to_vec(),
+            transposed: transpose(centroids, m, dsub),
         })
     }
 
@@ -795,6 +837,7 @@ impl Codebook {
             dim,
             m,
             dsub: ds,
+            transposed: transpose(&centroids, m, ds),
             centroids,
         })
     }

@@ -480,6 +480,31 @@ fn lut_quantisation_properties() {
             "padding table"
         );
     }
+    // `set` (tables from a codebook) equals `set_tables` on the f64 inner
+    // products summed in order
+    let (dim, m) = (48, 12);
+    let data: Vec<f32> = (0..64 * dim).map(|_| rng.next_normal() as f32).collect();
+    let cb = Codebook::train(&data, 64, dim, dim, m, &TrainParams::default()).unwrap();
+    let q: Vec<f32> = (0..dim).map(|_| rng.next_normal() as f32).collect();
+    let ds = cb.dsub();
+    let tables: Vec<f64> = (0..m)
+        .flat_map(|j| {
+            let qs = &q[j * ds..(j + 1) * ds];
+            (0..KSUB)
+                .map(|c| {
+                    qs.iter()
+                        .zip(cb.centroid(j, c))
+                        .fold(0.0f64, |s, (&a, &b)| s + a as f64 * b as f64)
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let (mut a, mut b) = (Pq4Lut::new(m).unwrap(), Pq4Lut::new(m).unwrap());
+    a.set(&cb, &q).unwrap();
+    b.set_tables(&tables).unwrap();
+    assert_eq!(a.bytes(), b.bytes());
+    assert_eq!(a.delta().to_bits(), b.delta().to_bits());
+    assert_eq!(a.offset().to_bits(), b.offset().to_bits());
     // constant tables: Delta 0, bytes 0, the offset carries the value
     let mut lut = Pq4Lut::new(3).unwrap();
     lut.set_tables(&[2.0; 48]).unwrap();
