@@ -659,7 +659,7 @@ impl Default for TrainParams {
     fn default() -> Self {
         TrainParams {
             iters: 25,
-            seed: 0x5eed_f4_5c,
+            seed: 0x5eed_f45c,
             max_train_rows: 4096,
         }
     }
@@ -938,8 +938,8 @@ fn kmeans16(
         }
         sums.fill(0.0);
         counts.fill(0);
-        for i in 0..n {
-            let c = assign[i] as usize;
+        for (i, &a) in assign[..n].iter().enumerate() {
+            let c = a as usize;
             counts[c] += 1;
             for (s, &x) in sums[c * ds..(c + 1) * ds].iter_mut().zip(pt(i)) {
                 *s += x as f64;

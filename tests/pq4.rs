@@ -459,16 +459,16 @@ fn lut_quantisation_properties() {
             let t = &tables[KSUB * j..KSUB * (j + 1)];
             let lo = t.iter().cloned().fold(f64::INFINITY, f64::min);
             osum += lo;
-            for c in 0..KSUB {
+            for (c, &tc) in t.iter().enumerate() {
                 let b = lut.bytes()[KSUB * j + c];
                 max_byte = max_byte.max(b);
                 // each entry within Delta h of its table value
                 assert!(
-                    (t[c] - lo - delta * b as f64).abs() <= delta * H,
+                    (tc - lo - delta * b as f64).abs() <= delta * H,
                     "m {m} {j} {c}"
                 );
                 // the minimum of each sub-space is byte 0
-                if t[c] == lo {
+                if tc == lo {
                     assert_eq!(b, 0);
                 }
             }
@@ -632,7 +632,7 @@ fn argument_errors() {
         Status::BufferTooSmall
     );
     // runs: out of range, not on a block, wrong table
-    let rows = Pq4Rows::from_codes(&vec![3u8; 40 * 4], 40, 4).unwrap();
+    let rows = Pq4Rows::from_codes(&[3u8; 40 * 4], 40, 4).unwrap();
     let l4 = Pq4Lut::new(4).unwrap();
     let mut o = vec![0u32; 40];
     assert_eq!(

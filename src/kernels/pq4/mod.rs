@@ -90,7 +90,7 @@ pub const fn byte_of(m: usize, t: usize) -> (usize, bool) {
 /// 16-byte lane: `rho(j)`; the high nibble holds row `16 + rho(j)`.
 #[inline(always)]
 pub const fn rho(j: usize) -> usize {
-    if j % 2 == 0 {
+    if j.is_multiple_of(2) {
         j / 2
     } else {
         8 + j / 2
