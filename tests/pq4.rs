@@ -182,6 +182,36 @@ fn every_tier_matches_the_oracle_exactly() {
 }
 
 #[test]
+fn every_row_count_up_to_three_blocks_and_one() {
+    let tiers = common::tiers::for_this_test();
+    let mut rng = SplitMix64::new(0x3b1);
+    for &m in &[1usize, 4, 6, 64] {
+        let m_pad = m_pad_of(m);
+        for nrows in 0..=3 * BLOCK + 1 {
+            let codes = codes_random(&mut rng, nrows * m);
+            let mut packed = vec![0u8; run_bytes(m_pad, nrows).unwrap()];
+            pack_codes(&codes, nrows, m, &mut packed).unwrap();
+            let mut lut = bytes_random(&mut rng, KSUB * m_pad);
+            lut[KSUB * m..].fill(0);
+            let want = reference(&codes, nrows, m, &lut);
+            let bias: Vec<f32> = (0..nrows).map(|_| rng.next_normal() as f32).collect();
+            check_all(
+                &tiers,
+                &packed,
+                m_pad,
+                nrows,
+                &lut,
+                Some(&want),
+                0.03,
+                -1.0,
+                &bias,
+                &format!("m {m} nrows {nrows}"),
+            );
+        }
+    }
+}
+
+#[test]
 fn extremes_all_255_tables_widening_boundaries_and_max_m() {
     let tiers = common::tiers::for_this_test();
     let mut rng = SplitMix64::new(0x255);
