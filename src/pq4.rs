@@ -12,6 +12,11 @@
 //!   row is `M` 4-bit codes. [`Codebook::train`] runs a seeded k-means per
 //!   sub-space in plain f32 (see there); the result depends only on the
 //!   data, the parameters and the seed, never on the tier or the machine.
+//!   Rows are encoded to their nearest centroids, or optionally with
+//!   score-aware (anisotropic, ScaNN-style) codes that weigh the residual
+//!   parallel to the row `eta` times the orthogonal one
+//!   ([`Codebook::encode_with`], [`Anisotropic`]); the centroids stay the
+//!   k-means ones.
 //! * **Codes** ([`Pq4Rows`]): packed in the fast-scan layout of
 //!   `src/kernels/pq4/mod.rs` (FAISS `pq4_fast_scan` / ScaNN LUT16): blocks
 //!   of 32 rows, one 32-byte chunk per pair of sub-quantisers, so one AVX2
@@ -67,6 +72,7 @@ use crate::bail;
 use crate::error::{checked_mul, strided_len, try_vec, Result};
 use crate::isa::{self, Isa};
 use crate::kernels::pq4::{self as kp, Epilogue, Kernels};
+
 use crate::rng::SplitMix64;
 
 pub use crate::kernels::pq4::{
@@ -880,10 +886,25 @@ impl Codebook {
     }
 
     /// Encodes `rows` rows (row `r` at `data[r * stride..]`, finite) into
-    /// packed [`Pq4Rows`].
+    /// packed [`Pq4Rows`] with [`Self::encode_row`].
     pub fn encode(&self, data: &[f32], rows: usize, stride: usize) -> Result<Pq4Rows> {
+        self.encode_with(data, rows, stride, None)
+    }
+
+    /// [`Self::encode`], or with `Some(aniso)` the score-aware codes of
+    /// [`Self::encode_row_anisotropic`].
+    pub fn encode_with(
+        &self,
+        data: &[f32],
+        rows: usize,
+        stride: usize,
+        aniso: Option<Anisotropic>,
+    ) -> Result<Pq4Rows> {
         let need = strided_len(rows, self.dim, stride, "data")?;
         check_len(data.len(), need, "data")?;
+        if let Some(a) = aniso {
+            a.check()?;
+        }
         let mut codes: Vec<u8> = try_vec(checked_mul(rows, self.m, "rows * m")?, "codes")?;
         for r in 0..rows {
             let row = &data[r * stride..r * stride + self.dim];
@@ -894,9 +915,122 @@ impl Codebook {
                     row[j]
                 );
             }
-            self.encode_row(row, &mut codes[r * self.m..(r + 1) * self.m]);
+            let out = &mut codes[r * self.m..(r + 1) * self.m];
+            match aniso {
+                None => self.encode_row(row, out),
+                Some(a) => self.encode_row_anisotropic(row, a, out),
+            }
         }
         Pq4Rows::from_codes(&codes, rows, self.m)
+    }
+
+    /// Score-aware ("anisotropic") codes of row `x` (`dim` finite floats),
+    /// after ScaNN (Guo et al., ICML 2020): with the residual `r = x - x^`,
+    /// the codes minimise (locally) `||r||^2 + (eta - 1) (r . x)^2 /
+    /// ||x||^2`, i.e. the error parallel to `x` weighs `eta` times the
+    /// orthogonal one. For maximum inner product search the parallel error
+    /// is what moves the scores of the queries that rank `x` high.
+    ///
+    /// Coordinate descent from the nearest-centroid codes: up to
+    /// `a.sweeps` passes over the sub-spaces in order; in each, the code of
+    /// sub-space `j` becomes the one of lowest loss given the others (the
+    /// lowest index among equal losses; the current code unless another is
+    /// strictly lower), in f64 arithmetic in a fixed order, so the codes are
+    /// the same on every machine. A pass that changes nothing ends it. The
+    /// loss never increases (up to the f64 rounding of its running sums),
+    /// so it is at most the plain codes' loss; with
+    /// `eta == 1` (or a zero row) the codes are [`Self::encode_row`]'s. The
+    /// codebook itself is the plain k-means one (score-aware training of
+    /// the centroids is not implemented).
+    pub fn encode_row_anisotropic(&self, x: &[f32], a: Anisotropic, out: &mut [u8]) {
+        self.encode_row(x, out);
+        let (m, ds) = (self.m, self.dsub);
+        let xx: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
+        if a.eta == 1.0 || xx == 0.0 {
+            return;
+        }
+        let w = (a.eta as f64 - 1.0) / xx;
+        // rr = ||r||^2 and rx = r . x of the current codes, kept up to date
+        // from per-sub-space parts.
+        let part = |j: usize, c: usize| -> (f64, f64) {
+            let xs = &x[j * ds..(j + 1) * ds];
+            xs.iter()
+                .zip(self.centroid(j, c))
+                .fold((0.0, 0.0), |(rr, rx), (&xv, &cv)| {
+                    let d = xv as f64 - cv as f64;
+                    (rr + d * d, rx + d * xv as f64)
+                })
+        };
+        let (mut rr, mut rx) = (0.0f64, 0.0f64);
+        for (j, &c) in out[..m].iter().enumerate() {
+            let (a2, b) = part(j, c as usize);
+            rr += a2;
+            rx += b;
+        }
+        for _ in 0..a.sweeps {
+            let mut changed = false;
+            for j in 0..m {
+                let cur = out[j] as usize;
+                let (cr, cx) = part(j, cur);
+                let (base_rr, base_rx) = (rr - cr, rx - cx);
+                let loss = |p: (f64, f64)| {
+                    let (r2, x1) = (base_rr + p.0, base_rx + p.1);
+                    r2 + w * x1 * x1
+                };
+                let mut best = (cur, loss((cr, cx)), (cr, cx));
+                for c in 0..KSUB {
+                    if c == cur {
+                        continue;
+                    }
+                    let p = part(j, c);
+                    let l = loss(p);
+                    if l < best.1 {
+                        best = (c, l, p);
+                    }
+                }
+                if best.0 != cur {
+                    out[j] = best.0 as u8;
+                    rr = base_rr + best.2 .0;
+                    rx = base_rx + best.2 .1;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+    }
+}
+
+/// Options of the score-aware encoding ([`Codebook::encode_row_anisotropic`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Anisotropic {
+    /// Weight of the residual parallel to the row over the orthogonal one
+    /// (`>= 1`; ScaNN's `h_par / h_orth`, e.g. 4 to 20; 1 = plain codes).
+    pub eta: f32,
+    /// Coordinate-descent passes over the sub-spaces (at most).
+    pub sweeps: u32,
+}
+
+impl Default for Anisotropic {
+    fn default() -> Self {
+        Anisotropic {
+            eta: 4.0,
+            sweeps: 4,
+        }
+    }
+}
+
+impl Anisotropic {
+    fn check(&self) -> Result<()> {
+        if !(self.eta.is_finite() && self.eta >= 1.0) {
+            bail!(
+                InvalidArgument,
+                "eta is {}; it must be finite and >= 1",
+                self.eta
+            );
+        }
+        Ok(())
     }
 }
 

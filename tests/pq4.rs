@@ -10,8 +10,8 @@ mod common;
 
 use lshk::crc32c::crc32c;
 use lshk::pq4::{
-    self, m_pad_of, pack_codes, run_bytes, Codebook, Pq4Lut, Pq4Rows, TrainParams, BLOCK, H, KSUB,
-    MAX_M,
+    self, m_pad_of, pack_codes, run_bytes, Anisotropic, Codebook, Pq4Lut, Pq4Rows, TrainParams,
+    BLOCK, H, KSUB, MAX_M,
 };
 use lshk::rng::SplitMix64;
 use lshk::{Isa, Status};
@@ -376,6 +376,79 @@ fn pack_unpack_and_encode_decode_round_trip() {
             assert_eq!(c, c2, "decode/encode row {r}");
         }
     }
+}
+
+/// `(||r||^2, r . x)` of row `x` and its decoded codes, in f64.
+fn residual(cb: &Codebook, x: &[f32], codes: &[u8]) -> (f64, f64) {
+    let mut xh = vec![0f32; x.len()];
+    cb.decode_row(codes, &mut xh);
+    x.iter().zip(&xh).fold((0.0, 0.0), |(rr, rx), (&a, &b)| {
+        let d = a as f64 - b as f64;
+        (rr + d * d, rx + d * a as f64)
+    })
+}
+
+#[test]
+fn anisotropic_encoding_lowers_the_parallel_error() {
+    let mut rng = SplitMix64::new(0xa150);
+    let (dim, n, m) = (32, 400, 16);
+    let data: Vec<f32> = (0..n * dim).map(|_| rng.next_normal() as f32).collect();
+    let cb = Codebook::train(&data, n, dim, dim, m, &TrainParams::default()).unwrap();
+    let (mut plain, mut aniso) = (vec![0u8; m], vec![0u8; m]);
+    let a = Anisotropic {
+        eta: 8.0,
+        sweeps: 4,
+    };
+    let (mut par_plain, mut par_aniso, mut changed) = (0.0f64, 0.0f64, 0);
+    for r in 0..n {
+        let x = &data[r * dim..(r + 1) * dim];
+        cb.encode_row(x, &mut plain);
+        // eta = 1: the plain codes
+        cb.encode_row_anisotropic(
+            x,
+            Anisotropic {
+                eta: 1.0,
+                sweeps: 4,
+            },
+            &mut aniso,
+        );
+        assert_eq!(aniso, plain);
+        cb.encode_row_anisotropic(x, a, &mut aniso);
+        let xx: f64 = x.iter().map(|&v| (v as f64).powi(2)).sum();
+        let loss = |(rr, rx): (f64, f64)| rr + (a.eta as f64 - 1.0) * rx * rx / xx;
+        let (lp, la) = (residual(&cb, x, &plain), residual(&cb, x, &aniso));
+        assert!(
+            loss(la) <= loss(lp) * (1.0 + 1e-12),
+            "row {r}: anisotropic loss {} > plain {}",
+            loss(la),
+            loss(lp)
+        );
+        par_plain += lp.1 * lp.1 / xx;
+        par_aniso += la.1 * la.1 / xx;
+        changed += (aniso != plain) as usize;
+    }
+    println!(
+        "rows re-coded: {changed}/{n}; mean parallel error^2: plain {:.4}, anisotropic {:.4}",
+        par_plain / n as f64,
+        par_aniso / n as f64
+    );
+    assert!(changed > 0);
+    assert!(par_aniso < 0.5 * par_plain, "{par_aniso} vs {par_plain}");
+    // encode_with matches the per-row codes; eta < 1 is rejected
+    let rows = cb.encode_with(&data, n, dim, Some(a)).unwrap();
+    for r in 0..n {
+        cb.encode_row_anisotropic(&data[r * dim..(r + 1) * dim], a, &mut aniso);
+        rows.row_codes(r, &mut plain);
+        assert_eq!(plain, aniso);
+    }
+    let bad = Anisotropic {
+        eta: 0.5,
+        sweeps: 1,
+    };
+    assert_eq!(
+        cb.encode_with(&data, n, dim, Some(bad)).unwrap_err().status,
+        Status::InvalidArgument
+    );
 }
 
 /// `sum_j |a_j b_j|` and `sum_j a_j b_j` in f64.
