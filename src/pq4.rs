@@ -969,8 +969,8 @@ impl Codebook {
         }
         for _ in 0..a.sweeps {
             let mut changed = false;
-            for j in 0..m {
-                let cur = out[j] as usize;
+            for (j, code) in out[..m].iter_mut().enumerate() {
+                let cur = *code as usize;
                 let (cr, cx) = part(j, cur);
                 let (base_rr, base_rx) = (rr - cr, rx - cx);
                 let loss = |p: (f64, f64)| {
@@ -989,7 +989,7 @@ impl Codebook {
                     }
                 }
                 if best.0 != cur {
-                    out[j] = best.0 as u8;
+                    *code = best.0 as u8;
                     rr = base_rr + best.2 .0;
                     rx = base_rx + best.2 .1;
                     changed = true;
