@@ -37,6 +37,8 @@ pub mod labels;
 /// cbindgen:ignore
 pub mod matmul;
 /// cbindgen:ignore
+pub mod pq4;
+/// cbindgen:ignore
 pub mod qdot;
 /// cbindgen:ignore
 pub mod rng;

@@ -8,5 +8,6 @@ pub mod dense;
 pub mod dwta;
 pub mod gather;
 pub mod matmul;
+pub mod pq4;
 pub mod qdot;
 pub mod simhash;

@@ -1,0 +1,173 @@
+//! 4-bit PQ fast-scan, AVX-512 tier (avx512f + bw + dq + vl).
+//!
+//! The AVX2 tier's scheme on zmm: one 64-byte load (`vmovdqu8`) covers
+//! two sub-quantiser pairs of a block (128-bit lane `k` holds sub-quantiser
+//! `4q + k`'s codes for the 32 rows), and one 64-byte load of the LUT the
+//! four matching 16-entry tables.
+//!
+//! Instructions and why:
+//! * `vpshufb zmm` (AVX512BW): a 16-entry byte table per 128-bit lane, 64
+//!   look-ups per instruction. That is exactly one sub-quantiser's table
+//!   per lane, so `vpermb` (VBMI, 64-entry tables across the register)
+//!   would add nothing but an index offset per lane; it is not used.
+//! * `vpandq` / `vpsrlw 4` for the nibbles; the u16 sums of FAISS's trick
+//!   (`vpaddw` of the looked-up bytes and of `vpsrlw 8` of them, then
+//!   `a0 - (a1 << 8)`), exact because a u16 lane receives at most one
+//!   byte per step and is widened every `FLUSH_STEPS` = 256 steps (a step
+//!   is two pairs here, so once per block for `m_pad <= 1024`).
+//! * When `m_pad` is not a multiple of 4, the last step is one pair: a
+//!   32-byte load zero-extended to zmm (`vmovdqu` ymm) for the codes and
+//!   for the tables, so lanes 2 and 3 look up 0 in an all-zero table and
+//!   add nothing.
+//! * Widening: `vpmovzxwd` (ymm -> zmm) of lanes 0-1 and of lanes 2-3,
+//!   `vpaddd`, then the two 256-bit halves added (`vextracti64x4`): eight
+//!   consecutive rows' u32 sums per ymm. Those go through the AVX2 tier's
+//!   sinks (u32 stores, or `vcvtdq2ps`/`vmulps`/`vaddps`/`vaddps` in the
+//!   scalar tier's order) and its in-run `prefetcht0`.
+
+use std::arch::x86_64::*;
+
+use super::avx2::{prefetch_ahead, put_block, AccSink, ScoreSink, Sink};
+use super::{block_bytes, Epilogue, BLOCK, FLUSH_STEPS};
+
+/// The u32 sums over the four 128-bit lanes of `a`'s u16 values: element
+/// `i < 8` of the result is `sum_k a[8 k + i]`, still spread over two
+/// 256-bit halves (folded by [`fold`]).
+#[inline(always)]
+unsafe fn widen4(a: __m512i) -> __m512i {
+    // SAFETY: register-only avx512f/bw operations; enabled by the caller.
+    unsafe {
+        _mm512_add_epi32(
+            _mm512_cvtepu16_epi32(_mm512_castsi512_si256(a)),
+            _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64::<1>(a)),
+        )
+    }
+}
+
+/// The two 256-bit halves of `a` added (u32 lanes).
+#[inline(always)]
+unsafe fn fold(a: __m512i) -> __m256i {
+    // SAFETY: register-only avx512f operations.
+    unsafe { _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64::<1>(a)) }
+}
+
+/// The 32 sums of the block at `p`, as four ymm of eight rows each.
+#[inline(always)]
+unsafe fn block(p: *const u8, m_pad: usize, lut: *const u8) -> [__m256i; 4] {
+    // SAFETY: the block holds 16 * m_pad readable bytes and lut as many
+    // (caller): full steps read 64 bytes at 64 q < 16 * m_pad - 63, the
+    // half step 32 bytes at 16 * m_pad - 32. Features enabled by the
+    // enclosing function.
+    unsafe {
+        let mask = _mm512_set1_epi8(0x0f);
+        let steps = m_pad.div_ceil(4);
+        let full = m_pad / 4;
+        let mut tot = [_mm512_setzero_si512(); 4];
+        let mut s0 = 0;
+        while s0 < steps {
+            let s1 = (s0 + FLUSH_STEPS).min(steps);
+            let mut a0 = _mm512_setzero_si512();
+            let mut a1 = _mm512_setzero_si512();
+            let mut a2 = _mm512_setzero_si512();
+            let mut a3 = _mm512_setzero_si512();
+            for k in s0..s1 {
+                let (c, t) = if k < full {
+                    (
+                        _mm512_loadu_si512(p.add(64 * k).cast()),
+                        _mm512_loadu_si512(lut.add(64 * k).cast()),
+                    )
+                } else {
+                    (
+                        _mm512_zextsi256_si512(_mm256_loadu_si256(p.add(64 * k).cast())),
+                        _mm512_zextsi256_si512(_mm256_loadu_si256(lut.add(64 * k).cast())),
+                    )
+                };
+                let lo = _mm512_and_si512(c, mask);
+                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(c), mask);
+                let r0 = _mm512_shuffle_epi8(t, lo);
+                let r1 = _mm512_shuffle_epi8(t, hi);
+                a0 = _mm512_add_epi16(a0, r0);
+                a1 = _mm512_add_epi16(a1, _mm512_srli_epi16::<8>(r0));
+                a2 = _mm512_add_epi16(a2, r1);
+                a3 = _mm512_add_epi16(a3, _mm512_srli_epi16::<8>(r1));
+            }
+            a0 = _mm512_sub_epi16(a0, _mm512_slli_epi16::<8>(a1));
+            a2 = _mm512_sub_epi16(a2, _mm512_slli_epi16::<8>(a3));
+            tot[0] = _mm512_add_epi32(tot[0], widen4(a0));
+            tot[1] = _mm512_add_epi32(tot[1], widen4(a1));
+            tot[2] = _mm512_add_epi32(tot[2], widen4(a2));
+            tot[3] = _mm512_add_epi32(tot[3], widen4(a3));
+            s0 = s1;
+        }
+        [fold(tot[0]), fold(tot[1]), fold(tot[2]), fold(tot[3])]
+    }
+}
+
+#[inline(always)]
+unsafe fn run<S: Sink>(codes: &[u8], m_pad: usize, nrows: usize, lut: &[u8], sink: &mut S) {
+    let bb = block_bytes(m_pad);
+    let nblocks = nrows.div_ceil(BLOCK);
+    let end = nblocks * bb;
+    let (cp, lp) = (codes.as_ptr(), lut.as_ptr());
+    // SAFETY: the kernel preconditions (codes hold nblocks * bb bytes, lut
+    // 16 * m_pad); features enabled by the enclosing function.
+    unsafe {
+        for b in 0..nblocks {
+            prefetch_ahead(cp, b * bb, bb, end);
+            let t = block(cp.add(b * bb), m_pad, lp);
+            put_block(sink, b * BLOCK, (nrows - b * BLOCK).min(BLOCK), t);
+        }
+    }
+}
+
+/// See [`super::AccFn`].
+///
+/// # Safety
+/// The preconditions of [`super::AccFn`]; the CPU supports avx512f/bw/dq/vl.
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2")]
+pub unsafe fn acc(codes: &[u8], m_pad: usize, nrows: usize, lut: &[u8], out: &mut [u32]) {
+    let mut sink = AccSink {
+        out: out.as_mut_ptr(),
+    };
+    // SAFETY: forwarded preconditions; out holds nrows values.
+    unsafe { run(codes, m_pad, nrows, lut, &mut sink) }
+}
+
+/// See [`super::ScoreFn`].
+///
+/// # Safety
+/// The preconditions of [`super::ScoreFn`]; the CPU supports avx512f/bw/dq/vl.
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2")]
+pub unsafe fn score(
+    codes: &[u8],
+    m_pad: usize,
+    nrows: usize,
+    lut: &[u8],
+    epi: &Epilogue<'_>,
+    out: &mut [f32],
+) {
+    let out = out.as_mut_ptr();
+    // SAFETY: forwarded preconditions; out (and bias) hold nrows values.
+    unsafe {
+        match epi.bias {
+            Some(b) => {
+                let mut sink = ScoreSink::<true> {
+                    out,
+                    bias: b.as_ptr(),
+                    delta: epi.delta,
+                    offset: epi.offset,
+                };
+                run(codes, m_pad, nrows, lut, &mut sink)
+            }
+            None => {
+                let mut sink = ScoreSink::<false> {
+                    out,
+                    bias: std::ptr::null(),
+                    delta: epi.delta,
+                    offset: epi.offset,
+                };
+                run(codes, m_pad, nrows, lut, &mut sink)
+            }
+        }
+    }
+}
