@@ -461,6 +461,45 @@ fn transform_query(t: Transform, q: &[f32], out: &mut [f32]) {
 use crate::error::first_non_finite;
 
 impl Index {
+    /// The gather parameters a query of this index runs with: `g` with
+    /// `bits_per_table` 0 resolved to K, and multi-probing checked (SimHash
+    /// only, `bits_per_table` 0 or K, probes at most `min(2^K - 1,
+    /// MAX_PROBES)`). The one check behind [`Index::query`] and
+    /// [`Index::candidates`].
+    pub(crate) fn resolve_gather(&self, g: &GatherParams) -> Result<GatherParams> {
+        let mut gp = *g;
+        if gp.probes > 0 {
+            if self.p.family != Family::SimHash {
+                bail!(
+                    InvalidArgument,
+                    "multi-probing (probes > 0) needs a SimHash index"
+                );
+            }
+            if gp.bits_per_table == 0 {
+                gp.bits_per_table = self.p.bits;
+            } else if gp.bits_per_table != self.p.bits {
+                bail!(
+                    InvalidArgument,
+                    "gather bits_per_table is {} but the index has K = {} (pass 0 or K)",
+                    gp.bits_per_table,
+                    self.p.bits
+                );
+            }
+            let kb = self.p.bits;
+            let maxp = if kb >= 32 { u32::MAX } else { (1u32 << kb) - 1 };
+            if gp.probes > crate::tables::MAX_PROBES || gp.probes > maxp {
+                bail!(
+                    InvalidArgument,
+                    "probes is {}; at most min(2^K - 1, {}) = {}",
+                    gp.probes,
+                    crate::tables::MAX_PROBES,
+                    maxp.min(crate::tables::MAX_PROBES)
+                );
+            }
+        }
+        Ok(gp)
+    }
+
     /// Builds an index over `rows` rows of `dim` floats of `w` (row `r` at
     /// `r * w_stride`), with an optional `bias` (`rows` values). W is
     /// copied or converted per `p.storage`; [`Storage::BorrowedF32`] is
@@ -967,36 +1006,7 @@ impl Index {
                 q[r * q_stride + j]
             );
         }
-        let mut gp = *g;
-        if gp.probes > 0 {
-            if self.p.family != Family::SimHash {
-                bail!(
-                    InvalidArgument,
-                    "multi-probing (probes > 0) needs a SimHash index"
-                );
-            }
-            if gp.bits_per_table == 0 {
-                gp.bits_per_table = self.p.bits;
-            } else if gp.bits_per_table != self.p.bits {
-                bail!(
-                    InvalidArgument,
-                    "gather bits_per_table is {} but the index has K = {} (pass 0 or K)",
-                    gp.bits_per_table,
-                    self.p.bits
-                );
-            }
-            let kb = self.p.bits;
-            let maxp = if kb >= 32 { u32::MAX } else { (1u32 << kb) - 1 };
-            if gp.probes > crate::tables::MAX_PROBES || gp.probes > maxp {
-                bail!(
-                    InvalidArgument,
-                    "probes is {}; at most min(2^K - 1, {}) = {}",
-                    gp.probes,
-                    crate::tables::MAX_PROBES,
-                    maxp.min(crate::tables::MAX_PROBES)
-                );
-            }
-        }
+        let gp = self.resolve_gather(g)?;
         let mut st = QueryStats {
             queries: nq as u64,
             candidates_total: 0,

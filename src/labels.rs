@@ -576,25 +576,12 @@ impl Index {
         let l = self.num_tables() as usize;
         let mut codes = try_vec::<u32>(checked_mul(nq, l, "nq * L")?, "query codes")?;
         self.query_codes(q, nq, q_stride, &mut codes)?;
-        let mut gp = *g;
+        let gp = self.resolve_gather(g)?;
         let mut proj = Vec::new();
         if gp.probes > 0 {
-            let Some(h) = self.simhash() else {
-                bail!(
-                    InvalidArgument,
-                    "multi-probing (probes > 0) needs a SimHash index"
-                );
-            };
-            if gp.bits_per_table == 0 {
-                gp.bits_per_table = self.bits();
-            } else if gp.bits_per_table != self.bits() {
-                bail!(
-                    InvalidArgument,
-                    "bits_per_table is {} but the index has K = {}",
-                    gp.bits_per_table,
-                    self.bits()
-                );
-            }
+            let h = self
+                .simhash()
+                .expect("resolve_gather allows probes on SimHash indexes only");
             let (dim, hd) = (self.dim(), self.hash_dim());
             proj = try_vec::<f32>(
                 checked_mul(nq, self.bits() as usize * l, "nq * K * L")?,
