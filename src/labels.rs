@@ -480,7 +480,23 @@ impl Index {
     /// query transform: what a query gathers with. Queries must be finite.
     /// Uses every core for large `n`.
     pub fn query_codes(&self, q: &[f32], n: usize, q_stride: usize, out: &mut [u32]) -> Result<()> {
-        let (dim, hd, l) = (self.dim(), self.hash_dim(), self.num_tables() as usize);
+        self.check_query_codes_io(q, n, q_stride, out.len())?;
+        if n == 0 {
+            return Ok(());
+        }
+        self.query_codes_unchecked(q, n, q_stride, out)
+    }
+
+    /// `query_codes`'s argument checks: the queries' length and values
+    /// and the codes' length.
+    fn check_query_codes_io(
+        &self,
+        q: &[f32],
+        n: usize,
+        q_stride: usize,
+        out_len: usize,
+    ) -> Result<()> {
+        let (dim, l) = (self.dim(), self.num_tables() as usize);
         let need = strided_len(n, dim, q_stride, "queries")?;
         if q.len() < need {
             bail!(
@@ -490,17 +506,26 @@ impl Index {
             );
         }
         let nc = checked_mul(n, l, "n * L")?;
-        if out.len() < nc {
+        if out_len < nc {
             bail!(
                 BufferTooSmall,
                 "codes hold {} values, n * L = {nc} needed",
-                out.len()
+                out_len
             );
         }
-        check_finite(q, n, dim, q_stride)?;
-        if n == 0 {
-            return Ok(());
-        }
+        check_finite(q, n, dim, q_stride)
+    }
+
+    /// `query_codes` after its checks (`n >= 1`).
+    fn query_codes_unchecked(
+        &self,
+        q: &[f32],
+        n: usize,
+        q_stride: usize,
+        out: &mut [u32],
+    ) -> Result<()> {
+        let (dim, hd, l) = (self.dim(), self.hash_dim(), self.num_tables() as usize);
+        let nc = n * l; // checked by check_query_codes_io
         let transformed = hd != dim;
         let hash = |x: &[f32], m: usize, stride: usize, c: &mut [u32]| -> Result<()> {
             match (self.simhash(), self.dwta()) {
@@ -575,10 +600,11 @@ impl Index {
     ) -> Result<()> {
         let l = self.num_tables() as usize;
         let mut codes = try_vec::<u32>(checked_mul(nq, l, "nq * L")?, "query codes")?;
-        self.query_codes(q, nq, q_stride, &mut codes)?;
+        self.check_query_codes_io(q, nq, q_stride, codes.len())?;
         let gp = self.resolve_gather(g)?;
         let mut proj = Vec::new();
-        if gp.probes > 0 {
+        if nq > 0 && gp.probes > 0 {
+            // Codes and projections in one pass over the planes.
             let h = self
                 .simhash()
                 .expect("resolve_gather allows probes on SimHash indexes only");
@@ -588,7 +614,7 @@ impl Index {
                 "projections",
             )?;
             if hd == dim {
-                h.project(q, nq, q_stride, &mut proj)?;
+                h.hash_project(q, nq, q_stride, &mut codes, &mut proj)?;
             } else {
                 let mut tq = try_vec::<f32>(checked_mul(nq, hd, "nq * dim'")?, "queries")?;
                 for i in 0..nq {
@@ -597,8 +623,10 @@ impl Index {
                         &mut tq[i * hd..(i + 1) * hd],
                     );
                 }
-                h.project(&tq, nq, hd, &mut proj)?;
+                h.hash_project(&tq, nq, hd, &mut codes, &mut proj)?;
             }
+        } else if nq > 0 {
+            self.query_codes_unchecked(q, nq, q_stride, &mut codes)?;
         }
         let input = GatherInput {
             codes: &codes,
