@@ -344,16 +344,6 @@ pub unsafe extern "C" fn lshk_ivf_query(
         let ix = unsafe { ivf_ref(ivf)? };
         let cs = unsafe { read_param_struct(s, "s")? };
         unsafe { check_stats(stats)? };
-        if cs.nprobe == 0 {
-            bail!(InvalidArgument, "s->nprobe is 0; it must be >= 1");
-        }
-        if !(cs.reach.is_finite() && cs.reach >= 0.0) {
-            bail!(
-                InvalidArgument,
-                "s->reach is {}; it must be finite and >= 0 (0 = exactly nprobe lists)",
-                cs.reach
-            );
-        }
         let dim = ix.dim();
         let ql = strided_len(nq, dim, q_stride, "q")?;
         let need = checked_mul(nq, k as usize, "nq * k")?;
@@ -376,8 +366,10 @@ pub unsafe extern "C" fn lshk_ivf_query(
         // SAFETY: caller contract (nq * k writable values each), disjoint
         // from each other and from q (checked).
         let ids = unsafe { slice_out(out_ids, need, "out_ids")? };
-        // NaN/inf queries (NON_FINITE) and a rerank above the candidates
-        // are handled by Ivf::search itself.
+        // nprobe 0, a negative or non-finite reach (INVALID_ARGUMENT), NaN/inf
+        // queries (NON_FINITE) and a rerank above the candidates are handled
+        // by Ivf::search_stats itself, before it writes anything (also for
+        // nq = 0).
         let sp = SearchParams {
             nprobe: cs.nprobe,
             rerank: cs.rerank,
