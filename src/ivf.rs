@@ -421,10 +421,7 @@ impl<'a> CentView<'a> {
             })
             .collect();
         let half: Vec<f32> = n2.iter().map(|&v| -(v / 2.0) as f32).collect();
-        let cmax = (0..nlist)
-            .map(|c| f64::from(-half[c]) * 2.0)
-            .fold(0.0f64, f64::max)
-            .sqrt();
+        let cmax = n2.iter().copied().fold(0.0f64, f64::max).sqrt();
         Ok(CentView {
             cent,
             nlist,
