@@ -72,6 +72,7 @@ use crate::bail;
 use crate::error::{checked_mul, strided_len, try_vec, Result};
 use crate::isa::{self, Isa};
 use crate::kernels::pq4::{self as kp, Epilogue, Kernels};
+use crate::qdot::check_len;
 
 use crate::rng::SplitMix64;
 
@@ -102,16 +103,6 @@ pub fn run_bytes(m_pad: usize, nrows: usize) -> Result<usize> {
 fn kernels_of(tier: Isa) -> Result<&'static Kernels> {
     isa::check_supported(tier)?;
     Ok(kp::kernels(tier))
-}
-
-fn check_len(have: usize, need: usize, what: &str) -> Result<()> {
-    if have < need {
-        bail!(
-            BufferTooSmall,
-            "`{what}` holds {have} values, {need} needed"
-        );
-    }
-    Ok(())
 }
 
 fn check_m_pad(m_pad: usize) -> Result<()> {

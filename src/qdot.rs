@@ -152,7 +152,8 @@ fn check_dim_pad(dim_pad: usize) -> Result<()> {
     Ok(())
 }
 
-fn check_len(have: usize, need: usize, what: &str) -> Result<()> {
+/// `BufferTooSmall` unless `have >= need` (also used by `crate::pq4`).
+pub(crate) fn check_len(have: usize, need: usize, what: &str) -> Result<()> {
     if have < need {
         bail!(
             BufferTooSmall,
