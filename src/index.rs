@@ -63,7 +63,7 @@ use std::sync::Arc;
 
 use crate::bail;
 use crate::dwta::Dwta;
-use crate::error::{checked_mul, strided_len, try_vec, Error, Result, Status};
+use crate::error::{checked_mul, first_non_finite, strided_len, try_vec, Error, Result, Status};
 use crate::format::{self, cast_slice, Container, SectionOut};
 use crate::matmul::{self, WeightMatrix, Weights};
 use crate::simhash::SimHash;
@@ -457,8 +457,6 @@ fn transform_query(t: Transform, q: &[f32], out: &mut [f32]) {
         }
     }
 }
-
-use crate::error::first_non_finite;
 
 impl Index {
     /// The gather parameters a query of this index runs with: `g` with
@@ -999,13 +997,7 @@ impl Index {
                 );
             }
         }
-        if let Some((r, j)) = first_non_finite(q, nq, dim, q_stride) {
-            bail!(
-                NonFinite,
-                "query {r} coordinate {j} is {}",
-                q[r * q_stride + j]
-            );
-        }
+        crate::labels::check_finite(q, nq, dim, q_stride)?;
         let gp = self.resolve_gather(g)?;
         let mut st = QueryStats {
             queries: nq as u64,

@@ -705,7 +705,9 @@ impl Index {
     }
 }
 
-fn check_finite(q: &[f32], n: usize, dim: usize, stride: usize) -> Result<()> {
+/// `NonFinite` ("query r coordinate j is v") if a query holds a NaN or an
+/// infinity: the check of every query path of an index.
+pub(crate) fn check_finite(q: &[f32], n: usize, dim: usize, stride: usize) -> Result<()> {
     if let Some((r, j)) = crate::error::first_non_finite(q, n, dim, stride) {
         bail!(
             NonFinite,
