@@ -28,9 +28,9 @@ unsafe fn hsum(v: __m256) -> f32 {
     }
 }
 
-/// `[sum(a), sum(b), sum(c), sum(d)]`.
+/// `[sum(a), sum(b), sum(c), sum(d)]` (also the AVX-512 tier's last step).
 #[inline(always)]
-unsafe fn hsum4(a: __m256, b: __m256, c: __m256, d: __m256) -> __m128 {
+pub(super) unsafe fn hsum4(a: __m256, b: __m256, c: __m256, d: __m256) -> __m128 {
     // SAFETY: register-only AVX operations; the caller enables avx.
     unsafe {
         let abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));

@@ -31,19 +31,13 @@ unsafe fn fold256(v: __m512) -> __m256 {
     unsafe { _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps::<1>(v)) }
 }
 
-/// `[sum(a), sum(b), sum(c), sum(d)]`.
+/// `[sum(a), sum(b), sum(c), sum(d)]`: each folded to 256 bits, then the
+/// AVX2 tier's four-way reduction.
 #[inline(always)]
 unsafe fn hsum4(a: __m512, b: __m512, c: __m512, d: __m512) -> __m128 {
     // SAFETY: register-only AVX/AVX-512 operations; the caller enables
-    // them.
-    unsafe {
-        let (a, b, c, d) = (fold256(a), fold256(b), fold256(c), fold256(d));
-        let abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
-        _mm_add_ps(
-            _mm256_castps256_ps128(abcd),
-            _mm256_extractf128_ps::<1>(abcd),
-        )
-    }
+    // avx512f/dq and avx2 (a superset of what the AVX2 helper needs).
+    unsafe { super::avx2::hsum4(fold256(a), fold256(b), fold256(c), fold256(d)) }
 }
 
 #[inline(always)]
