@@ -28,6 +28,27 @@ unsafe fn hsum(v: __m256) -> f32 {
     }
 }
 
+/// Prefetches the four rows of `stride` floats (`dim` used) that start at
+/// `base` (also used by the AVX-512 tier). The address may lie beyond the
+/// matrix: a prefetch never faults, and `wrapping_add` never creates UB.
+///
+/// # Safety
+/// None beyond SSE, which every x86-64 CPU has: the instruction is a hint
+/// and never faults (it is `unsafe` only because of its target feature).
+#[inline(always)]
+pub(super) unsafe fn prefetch_block(base: *const f32, stride: usize, dim: usize) {
+    let (base, row_bytes) = (base.cast::<i8>(), dim * 4);
+    let mut off = 0;
+    while off < 4 * row_bytes {
+        // `off / row_bytes` is the row within the block, skipping stride
+        // padding.
+        let p = base.wrapping_add(off + (off / row_bytes) * (stride - dim) * 4);
+        // SAFETY: a prefetch hint on an x86-64 CPU (SSE); it never faults.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
+        off += 64;
+    }
+}
+
 /// `[sum(a), sum(b), sum(c), sum(d)]` (also the AVX-512 tier's last step).
 #[inline(always)]
 pub(super) unsafe fn hsum4(a: __m256, b: __m256, c: __m256, d: __m256) -> __m128 {
@@ -114,7 +135,6 @@ pub unsafe fn tile_f32(
     out_stride: usize,
 ) {
     let (wp, qp, op) = (w.as_ptr(), q.as_ptr(), out.as_mut_ptr());
-    let row_bytes = dim * 4;
     let mut i = 0;
     while i < nq {
         let two = i + 2 <= nq;
@@ -123,18 +143,11 @@ pub unsafe fn tile_f32(
             let four = r + 4 <= nrows;
             if i == 0 && four {
                 // First pass over these rows: ask for the rows PREFETCH_ROWS
-                // ahead (the address may lie beyond `w`: a prefetch never
-                // faults, and wrapping_add never creates UB).
-                let base = wp.wrapping_add((r + PREFETCH_ROWS) * stride).cast::<i8>();
-                let mut off = 0;
-                while off < 4 * row_bytes {
-                    // A hint only (safe: it never faults). `off / row_bytes`
-                    // is the row within the block, skipping stride padding.
-                    _mm_prefetch::<_MM_HINT_T0>(
-                        base.wrapping_add(off + (off / row_bytes) * (stride - dim) * 4),
-                    );
-                    off += 64;
-                }
+                // ahead.
+                // SAFETY: a prefetch hint (see prefetch_block).
+                unsafe {
+                    prefetch_block(wp.wrapping_add((r + PREFETCH_ROWS) * stride), stride, dim)
+                };
             }
             // SAFETY: rows r..r+4 (or r) < nrows and queries i..i+2 (or i)
             // < nq lie within the buffers the caller guarantees.

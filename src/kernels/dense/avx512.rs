@@ -119,7 +119,6 @@ pub unsafe fn tile_f32(
     out_stride: usize,
 ) {
     let (wp, qp, op) = (w.as_ptr(), q.as_ptr(), out.as_mut_ptr());
-    let row_bytes = dim * 4;
     let mut i = 0;
     while i < nq {
         let two = i + 2 <= nq;
@@ -128,18 +127,15 @@ pub unsafe fn tile_f32(
             let four = r + 4 <= nrows;
             if i == 0 && four {
                 // First pass over these rows: ask for the rows PREFETCH_ROWS
-                // ahead (the address may lie beyond `w`: a prefetch never
-                // faults, and wrapping_add never creates UB).
-                let base = wp.wrapping_add((r + PREFETCH_ROWS) * stride).cast::<i8>();
-                let mut off = 0;
-                while off < 4 * row_bytes {
-                    // A hint only (safe: it never faults). `off / row_bytes`
-                    // is the row within the block, skipping stride padding.
-                    _mm_prefetch::<_MM_HINT_T0>(
-                        base.wrapping_add(off + (off / row_bytes) * (stride - dim) * 4),
-                    );
-                    off += 64;
-                }
+                // ahead.
+                // SAFETY: a prefetch hint (see prefetch_block).
+                unsafe {
+                    super::avx2::prefetch_block(
+                        wp.wrapping_add((r + PREFETCH_ROWS) * stride),
+                        stride,
+                        dim,
+                    )
+                };
             }
             // SAFETY: rows r..r+4 (or r) < nrows and queries i..i+2 (or i)
             // < nq lie within the buffers the caller guarantees.
