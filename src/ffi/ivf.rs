@@ -459,16 +459,19 @@ pub unsafe extern "C" fn lshk_ivf_save(
 /// rows, dim and the borrow flag of an IVF file, when its parameter record
 /// is well formed (otherwise the loader reports the problem). rows, dim and
 /// nlist must agree with the sizes of the LIDS and CENTROID sections (and
-/// of QCODES for a file that borrows W), so that sizes computed from them
+/// for a file that borrows W, of QCODES with int8 codes or PQCENT with PQ4
+/// codes), so that sizes computed from them
 /// cannot overflow and the W the caller passes is never read beyond the
 /// shape the file really holds.
 fn peek(path: &Path) -> Result<Option<(usize, usize, bool)>> {
     let c = format::Container::open(path, format::KIND_IVF)?;
     let rec = c.section("IVFPARAM")?;
-    if rec.len() != 48 {
+    // Version 1 (48 bytes) or the PQ4 record, version 2 (56 bytes).
+    if rec.len() != 48 && rec.len() != 56 {
         return Ok(None);
     }
     let u = |i: usize| u32::from_le_bytes(rec[4 * i..4 * i + 4].try_into().unwrap());
+    let pq4 = u(6) == Codes::Pq4 as u32;
     let (rows, dim, nlist) = (u(1) as usize, u(2) as usize, u(3) as usize);
     let borrowed = match u(8) {
         0 => false,
@@ -477,15 +480,13 @@ fn peek(path: &Path) -> Result<Option<(usize, usize, bool)>> {
     };
     let lids = c.section("LIDS")?.len();
     let cent = c.section("CENTROID")?.len();
-    let qcodes = if borrowed {
-        c.section("QCODES")?.len() as u128
-    } else {
-        0
-    };
-    let want_q = if borrowed {
-        rows as u128 * dim.div_ceil(64) as u128 * 64
-    } else {
-        0
+    let (qcodes, want_q) = match (borrowed, pq4) {
+        (false, _) => (0, 0),
+        (true, false) => (
+            c.section("QCODES")?.len() as u128,
+            rows as u128 * dim.div_ceil(64) as u128 * 64,
+        ),
+        (true, true) => (c.section("PQCENT")?.len() as u128, 64 * dim as u128),
     };
     if rows == 0
         || dim == 0
@@ -498,7 +499,7 @@ fn peek(path: &Path) -> Result<Option<(usize, usize, bool)>> {
             BadFileFormat,
             "{}: IVFPARAM's {rows} rows of dim {dim} in {nlist} lists disagree with \
              the sizes of the LIDS ({lids} bytes), CENTROID ({cent} bytes) or QCODES \
-             sections",
+             / PQCENT sections",
             path.display()
         );
     }
