@@ -1753,9 +1753,20 @@ impl Ivf {
         };
         visit(s, first, &mut n);
         let mut visited = 1usize;
+        // 4-bit codes under-estimate the best rows' scores (a row far out
+        // along the query is pulled towards its cell's centre), so their
+        // running k-th score alone admits too many lists. The exact k-th
+        // score of the first list's k best candidates is a lower bound of
+        // the final k-th exact score: the threshold is the larger of the
+        // two. (int8 scores are close enough: not done there.)
+        let floor = if self.pq.is_some() {
+            self.exact_kth(tier, q, k, s, n)
+        } else {
+            f32::NEG_INFINITY
+        };
         // Every other list that can still pass; the k-th score only grows,
         // so a list that fails now never passes later.
-        let th = theta_of(&s.theta, k);
+        let th = theta_of(&s.theta, k).max(floor);
         // Sorted best estimate first (ties by smaller id) as one u64 key per
         // list: the high half orders the (finite) score descending, the low
         // half the id ascending; an integer sort, no comparator calls.
@@ -1787,7 +1798,7 @@ impl Ivf {
                 break;
             }
             let l = key as u32 as usize;
-            if opt(&s.cscore, l) < theta_of(&s.theta, k) {
+            if opt(&s.cscore, l) < theta_of(&s.theta, k).max(floor) {
                 continue;
             }
             visit(s, l, &mut n);
@@ -1796,6 +1807,46 @@ impl Ivf {
         s.order = order;
         st.lists += visited as u64;
         n
+    }
+
+    /// The k-th best exact score among the `k` best approximate candidates
+    /// `s.approx[..n]` (positions `s.pos[..n]`), `-inf` if there are fewer
+    /// than `k`. Uses `s.cand`, `s.cand_sc`, `s.cand_ids` and `s.exact` as
+    /// scratch.
+    fn exact_kth(&self, tier: Isa, q: &[f32], k: usize, s: &mut Scratch, n: usize) -> f32 {
+        if n < k || k == 0 {
+            return f32::NEG_INFINITY;
+        }
+        grow(&mut s.cand, k);
+        grow(&mut s.cand_sc, k);
+        grow(&mut s.cand_ids, k);
+        grow(&mut s.exact, k);
+        topk_segment(
+            &s.approx[..n],
+            Some(&s.pos[..n]),
+            k,
+            &mut s.heap,
+            &mut s.cand[..k],
+            &mut s.cand_sc[..k],
+        );
+        let (rows, by_id) = self.exact_rows();
+        for (d, &p) in s.cand_ids[..k].iter_mut().zip(&s.cand[..k]) {
+            *d = self.ids[p as usize];
+        }
+        let fetch = if by_id {
+            &s.cand_ids[..k]
+        } else {
+            &s.cand[..k]
+        };
+        // SAFETY: as in search_one's re-rank: positions of the owned copy or
+        // original ids of the borrowed W, all < rows; q holds dim floats.
+        unsafe { (km::kernels(tier).f32)(&rows, q, fetch, &mut s.exact[..k]) };
+        let mut kth = f32::INFINITY;
+        for (e, &p) in s.exact[..k].iter().zip(&s.cand[..k]) {
+            let b = self.bias_pos.get(p as usize).copied().unwrap_or(0.0);
+            kth = kth.min(e + b);
+        }
+        kth
     }
 
     /// Saves the index (lshk's container: CRC-checked sections, atomic
