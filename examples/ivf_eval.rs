@@ -71,7 +71,10 @@ fn main() {
             &dir.join("Q.npy"),
         )
         .expect("npy layer");
-        let d = common::Data { nq: d.nq.min(nq), ..d };
+        let d = common::Data {
+            nq: d.nq.min(nq),
+            ..d
+        };
         run(&d, &p, &nprobes, &reranks, &reaches);
         return;
     }

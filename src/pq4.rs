@@ -1007,13 +1007,13 @@ impl Codebook {
         let part = |j: usize, c: usize| -> (f64, f64) {
             let xs = &x[j * ds..(j + 1) * ds];
             let us = &u[j * ds..(j + 1) * ds];
-            xs.iter()
-                .zip(us)
-                .zip(self.centroid(j, c))
-                .fold((0.0, 0.0), |(rr, rx), ((&xv, &uv), &cv)| {
+            xs.iter().zip(us).zip(self.centroid(j, c)).fold(
+                (0.0, 0.0),
+                |(rr, rx), ((&xv, &uv), &cv)| {
                     let d = xv as f64 - cv as f64;
                     (rr + d * d, rx + d * uv as f64)
-                })
+                },
+            )
         };
         let (mut rr, mut rx) = (0.0f64, 0.0f64);
         for (j, &c) in out[..m].iter().enumerate() {

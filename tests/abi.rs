@@ -447,7 +447,10 @@ impl Verdict {
     fn reserved_field_uses(&self) -> u64 {
         self.text
             .matches("Reserved field reserved")
-            .zip(self.text.matches("This field will not be initialized by old clients"))
+            .zip(
+                self.text
+                    .matches("This field will not be initialized by old clients"),
+            )
             .count() as u64
     }
     fn summary(&self) -> String {

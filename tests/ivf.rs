@@ -253,11 +253,17 @@ fn pq4_codes_are_bit_identical_on_every_tier_and_thread_count() {
                 }
                 match want {
                     None => want = Some(f),
-                    Some(w) => assert_eq!(f, w, "eta {eta}: {} with {threads} threads", tier.name()),
+                    Some(w) => {
+                        assert_eq!(f, w, "eta {eta}: {} with {threads} threads", tier.name())
+                    }
                 }
             }
         }
-        assert_eq!(want, Some(golden), "golden checksum of the PQ4 codes, eta {eta}");
+        assert_eq!(
+            want,
+            Some(golden),
+            "golden checksum of the PQ4 codes, eta {eta}"
+        );
     }
 }
 
@@ -303,10 +309,18 @@ fn pq4_recall_on_a_structured_layer() {
         }
         let recall = hit as f64 / (nq * k) as f64;
         println!("pq_m {m} eta {eta}: recall@10 {recall:.3}");
-        assert!(recall >= min_recall, "pq_m {m} eta {eta}: recall@10 {recall}");
+        assert!(
+            recall >= min_recall,
+            "pq_m {m} eta {eta}: recall@10 {recall}"
+        );
         got.push(recall);
     }
-    assert!(got[2] > got[0], "score-aware codes {} vs plain {}", got[2], got[0]);
+    assert!(
+        got[2] > got[0],
+        "score-aware codes {} vs plain {}",
+        got[2],
+        got[0]
+    );
 }
 
 /// The build skips work (bounds that prove a row's centroid cannot change,
@@ -724,10 +738,17 @@ fn bad_inputs_are_refused() {
         );
     }
     assert_eq!(
-        st(Ivf::build(&l.w, None, 15, 4, 4, &p(|p| {
-            p.codes = Codes::Pq4;
-            p.nlist = 2
-        }))),
+        st(Ivf::build(
+            &l.w,
+            None,
+            15,
+            4,
+            4,
+            &p(|p| {
+                p.codes = Codes::Pq4;
+                p.nlist = 2
+            })
+        )),
         Some(Status::InvalidArgument)
     );
     let mut w = l.w.clone();

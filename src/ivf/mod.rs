@@ -241,7 +241,7 @@ pub struct Ivf {
     /// int8 codes by position ([`Codes::I8`]).
     codes: Option<QRows>,
     /// 4-bit residual codes by list ([`Codes::Pq4`]).
-    pq: Option<pq::ListPq>,
+    pq: Option<Box<pq::ListPq>>,
     /// int8 codes of the centroids (the lists are chosen from these).
     cq: QRows,
 }
@@ -1230,7 +1230,7 @@ impl Ivf {
                 let r = ids[pos] as usize;
                 &w[r * w_stride..r * w_stride + dim]
             };
-            Some(pq::ListPq::build(
+            Some(Box::new(pq::ListPq::build(
                 &pq::Source {
                     row: &row,
                     dim,
@@ -1244,7 +1244,7 @@ impl Ivf {
                 }),
                 threads,
                 p.seed,
-            )?)
+            )?))
         } else {
             None
         };
@@ -1489,7 +1489,11 @@ impl Ivf {
             // The list constants of the residual scores, and the query's
             // tables (once per query, shared by every list).
             grow(&mut s.cbase, nlist);
-            for ((d, &c), &b) in s.cbase[..nlist].iter_mut().zip(&s.cscore[..nlist]).zip(&self.cbias) {
+            for ((d, &c), &b) in s.cbase[..nlist]
+                .iter_mut()
+                .zip(&s.cscore[..nlist])
+                .zip(&self.cbias)
+            {
                 *d = c + b;
             }
             if s.lut.as_ref().is_none_or(|l| l.m() != pq.m()) {
@@ -2050,13 +2054,13 @@ impl Ivf {
         };
         let pq = if codes == Codes::Pq4 {
             let cent = f32s("PQCENT", checked_mul(16, dim, "16 * dim")?)?;
-            Some(pq::ListPq::from_parts(
+            Some(Box::new(pq::ListPq::from_parts(
                 dim,
                 pq_m as usize,
                 &cent,
                 c.section("PQCODES")?,
                 &offsets,
-            )?)
+            )?))
         } else {
             None
         };

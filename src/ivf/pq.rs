@@ -38,7 +38,10 @@ pub const TRAIN_ITERS: u32 = 25;
 /// `dim = 1`), at most [`MAX_M`].
 pub fn default_m(dim: usize) -> usize {
     let cap = (dim / 2).clamp(1, MAX_M);
-    (1..=cap).rev().find(|m| dim.is_multiple_of(*m)).unwrap_or(1)
+    (1..=cap)
+        .rev()
+        .find(|m| dim.is_multiple_of(*m))
+        .unwrap_or(1)
 }
 
 /// Checks an explicit `m` for `dim` coordinates (0 = [`default_m`]).
@@ -126,7 +129,10 @@ impl ListPq {
         }
         perm.truncate(ntrain);
         perm.sort_unstable();
-        let mut xs: Vec<f32> = try_vec(checked_mul(ntrain, dim, "PQ training rows")?, "PQ training rows")?;
+        let mut xs: Vec<f32> = try_vec(
+            checked_mul(ntrain, dim, "PQ training rows")?,
+            "PQ training rows",
+        )?;
         for (i, &p) in perm.iter().enumerate() {
             residual(p as usize, &mut xs[i * dim..(i + 1) * dim]);
         }
@@ -162,7 +168,9 @@ impl ListPq {
                 codes.resize(at + m, 0);
                 match aniso {
                     None => cb.encode_row(&x, &mut codes[at..]),
-                    Some(a) => cb.encode_row_anisotropic_along(&x, (src.row)(p), a, &mut codes[at..]),
+                    Some(a) => {
+                        cb.encode_row_anisotropic_along(&x, (src.row)(p), a, &mut codes[at..])
+                    }
                 }
             }
             codes
@@ -203,7 +211,9 @@ impl ListPq {
         packed: &[u8],
         offsets: &[u32],
     ) -> Result<ListPq> {
-        let bad = |what: &str, e: Error| Error::new(Status::BadFileFormat, format!("{what}: {}", e.message));
+        let bad = |what: &str, e: Error| {
+            Error::new(Status::BadFileFormat, format!("{what}: {}", e.message))
+        };
         let cb = Codebook::from_centroids(dim, m, centroids).map_err(|e| bad("PQCENT", e))?;
         let boff = block_offsets(offsets).map_err(|e| bad("LOFFS", e))?;
         let prows = *boff.last().expect("nlist + 1 offsets") as usize;
