@@ -4,8 +4,13 @@
 //! `rerank`, with the build time and memory.
 //!
 //! `cargo run --release --example ivf_eval [-- --rows N] [--w2v DIR] [--nq N]
-//! [--nlist N] [--iters N] [--train N] [--codes i8|none] [--only w1|w2v]
-//! [--nprobe 1,2,4,...] [--rerank 16,32,...] [--reach 0,1.5,2,...]`
+//! [--nlist N] [--iters N] [--train N] [--codes i8|pq4|none] [--pq-m M] [--only w1|w2v]
+//! [--nprobe 1,2,4,...] [--rerank 16,32,...] [--reach 0,1.5,2,...]
+//! [--npy DIR]`
+//!
+//! `--npy DIR` runs a user layer instead (`DIR/W.npy`, `DIR/Q.npy` and,
+//! if present, `DIR/b.npy`; e.g. the MiniLM layer that
+//! `benches/peers/minilm_export.py` writes).
 //!
 //! `--reach` 0 (the default sweep) visits exactly `nprobe` lists; a positive
 //! reach selects lists adaptively with `nprobe` as the cap (use
@@ -26,6 +31,7 @@ fn main() {
     let mut nq = 1000usize;
     let mut p = IvfParams::default();
     let mut only = None::<String>;
+    let mut npy = None::<PathBuf>;
     let mut nprobes: Vec<u32> = vec![1, 2, 4, 8, 16, 32, 64];
     let mut reranks: Vec<u32> = vec![16, 32, 64, 128, 256];
     let mut reaches: Vec<f32> = vec![0.0];
@@ -41,17 +47,36 @@ fn main() {
             "--iters" => p.iters = v().parse().expect("iters"),
             "--train" => p.train_rows = v().parse().expect("train"),
             "--only" => only = Some(v()),
+            "--npy" => npy = Some(v().into()),
             "--nprobe" => nprobes = list(v()),
             "--rerank" => reranks = list(v()),
             "--reach" => reaches = v().split(',').map(|x| x.parse().expect("reach")).collect(),
             "--codes" => {
                 p.codes = match v().as_str() {
                     "none" => Codes::None,
+                    "pq4" => Codes::Pq4,
                     _ => Codes::I8,
                 }
             }
+            "--pq-m" => p.pq_m = v().parse().expect("pq-m"),
+            "--pq-eta" => p.pq_eta = v().parse().expect("pq-eta"),
             other => panic!("unknown option {other}"),
         }
+    }
+    if let Some(dir) = npy {
+        let b = dir.join("b.npy");
+        let d = common::npy(
+            &dir.join("W.npy"),
+            b.exists().then_some(b.as_path()),
+            &dir.join("Q.npy"),
+        )
+        .expect("npy layer");
+        let d = common::Data {
+            nq: d.nq.min(nq),
+            ..d
+        };
+        run(&d, &p, &nprobes, &reranks, &reaches);
+        return;
     }
     if only.as_deref() != Some("w2v") {
         let d = common::synthetic(rows, 4096, nq);

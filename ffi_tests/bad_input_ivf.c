@@ -337,7 +337,7 @@ int main(void) {
 
   BI_EXPECT(lshk_ivf_params_default,
             lshk_ivf_params_default().struct_size == sizeof(lshk_ivf_params) &&
-                lshk_ivf_params_default().reserved == 0 &&
+                lshk_ivf_params_default().pq_m == 0 &&
                 lshk_ivf_params_default().codes == LSHK_IVF_CODES_I8 &&
                 lshk_ivf_params_default().borrow == 1);
   BI_EXPECT(lshk_ivf_search_default,
@@ -350,6 +350,9 @@ int main(void) {
   BI_ACCEPT(FN, a.p = NULL; a.bias = NULL); /* defaults: borrowed W */
   BI_ACCEPT(FN, a.pv.borrow = 0);
   BI_ACCEPT(FN, a.pv.borrow = 0; a.pv.codes = LSHK_IVF_CODES_NONE);
+  BI_ACCEPT(FN, a.pv.codes = LSHK_IVF_CODES_PQ4);
+  BI_ACCEPT(FN, a.pv.codes = LSHK_IVF_CODES_PQ4; a.pv.pq_m = 1);
+  BI_ACCEPT(FN, a.pv.codes = LSHK_IVF_CODES_PQ4; a.pv.pq_m = ID);
   BI_ACCEPT(FN, a.pv.nlist = IR; a.pv.train_rows = IR);
   BI_ACCEPT(FN, a.pv.nlist = 1; a.pv.train_rows = 1);
   BI_ACCEPT(FN, a.pv.train_rows = UINT32_MAX); /* clamped to rows */
@@ -373,11 +376,19 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.struct_size = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
           a.pv.struct_size = (uint32_t)sizeof(lshk_ivf_params) - 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.reserved = 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.reserved = UINT32_MAX);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.big.p.reserved = 5;
+  /* pq_m (0.2.0's reserved field) is for CODES_PQ4 only, and divides dim */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.pq_m = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.pq_m = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.big.p.pq_m = 5;
           a.p = &a.big.p);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.codes = 2);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.codes = LSHK_IVF_CODES_PQ4;
+          a.pv.pq_m = ID + 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.codes = LSHK_IVF_CODES_PQ4;
+          a.pv.pq_m = UINT32_MAX);
+  /* PQ4 trains 16 centroids per sub-space: at least 16 rows */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.codes = LSHK_IVF_CODES_PQ4;
+          a.rows = 15; a.pv.nlist = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.codes = 3);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.codes = UINT32_MAX);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.borrow = 2);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.borrow = UINT32_MAX);

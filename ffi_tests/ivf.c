@@ -200,7 +200,7 @@ static void run_config(uint32_t codes, uint32_t borrow, int with_bias) {
   CHECK(plausible(ids, sc, with_bias));
   CHECK(st.scanned > 0 && st.scanned <= (uint64_t)NQ * ROWS);
   CHECK(st.lists >= NQ && st.lists <= (uint64_t)NQ * NLIST);
-  if (codes == LSHK_IVF_CODES_I8)
+  if (codes != LSHK_IVF_CODES_NONE)
     CHECK(st.reranked >= (uint64_t)NQ * K && st.reranked <= (uint64_t)NQ * 32);
   /* one list, no re-ranking: approximate scores, ids still real rows */
   full.nprobe = 1;
@@ -271,7 +271,7 @@ int main(void) {
     CHECK(p.struct_size == sizeof(lshk_ivf_params) && p.nlist == 0 &&
           p.iters == 10 && p.train_rows == 0 &&
           p.codes == LSHK_IVF_CODES_I8 && p.borrow == 1 && p.threads == 0 &&
-          p.reserved == 0);
+          p.pq_m == 0);
     CHECK(s.struct_size == sizeof(lshk_ivf_search) &&
           s.nprobe == UINT32_MAX && s.rerank == 32 && s.reach == 3.0f);
     CHECK(sizeof(lshk_ivf_params) == 40 && sizeof(lshk_ivf_search) == 16 &&
@@ -287,6 +287,8 @@ int main(void) {
   }
   run_config(LSHK_IVF_CODES_NONE, 0, 1);
   run_config(LSHK_IVF_CODES_I8, 1, 0);
+  run_config(LSHK_IVF_CODES_PQ4, 1, 1);
+  run_config(LSHK_IVF_CODES_PQ4, 0, 0);
 
   /* NULL params: defaults (nlist round(4 sqrt(500)) = 89, borrowed W) */
   {

@@ -995,6 +995,23 @@ void test_ivf() {
                       "lshk_ivf_load");
   lshk::Ivf loaded2 = lshk::Ivf::load(path);
   CHECK(same_topk(loaded2.query(q, k), want_ids, want_sc));
+  // 4-bit PQ codes: the same through the wrapper and the C API, saved and
+  // loaded; a pq_m that does not divide dim is refused.
+  lshk::IvfParams pq = p;
+  pq.codes = LSHK_IVF_CODES_PQ4;
+  lshk::Ivf pq4(w, bias, rows, dim, dim, pq);
+  lshk_ivf *raw4 = nullptr;
+  EXPECT_OK(lshk_ivf_build(w.data(), bias.data(), rows, dim, dim, &pq, &raw4));
+  EXPECT_OK(lshk_ivf_query(raw4, q.data(), nq, dim, k, &s, want_ids.data(), want_sc.data(),
+                           nullptr));
+  EXPECT_OK(lshk_ivf_free(raw4));
+  CHECK(same_topk(pq4.query(q, k, &s), want_ids, want_sc));
+  CHECK(pq4.memory_bytes() < copied.memory_bytes());
+  pq4.save(path);
+  CHECK(same_topk(lshk::Ivf::load(path).query(q, k, &s), want_ids, want_sc));
+  pq.pq_m = static_cast<uint32_t>(dim) + 1;
+  EXPECT_THROW_STATUS(lshk::Ivf(w, bias, rows, dim, dim, pq), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk_ivf_build");
   std::remove(path.c_str());
   EXPECT_THROW_STATUS((void)lshk::Ivf::load(path), LSHK_STATUS_IO_ERROR, "lshk_ivf_load");
 }

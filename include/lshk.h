@@ -93,6 +93,16 @@
 #define LSHK_IVF_CODES_I8 1
 
 /*
+ IVF codes: 4-bit product quantisation of each row's residual to its
+ list centroid (`pq_m` codes a row, `dim / 2` by default: a quarter of
+ a byte per coordinate), scored from byte tables built once per query,
+ then the `rerank` best re-scored exactly in f32. Needs a larger
+ `rerank` than CODES_I8 for the same recall (docs/ivf.md), and at least
+ 16 rows.
+ */
+#define LSHK_IVF_CODES_PQ4 2
+
+/*
  Label policy: a trained bucket holds the rows hashed to it AND its top
  labels.
  */
@@ -527,7 +537,8 @@ typedef struct lshk_ivf_params {
   /*
    1 (default): keep a pointer to the caller's W for the exact
    re-ranking instead of copying it (W must stay alive and unchanged
-   until lshk_ivf_free; needs CODES_I8). 0: copy W (in list order).
+   until lshk_ivf_free; needs codes other than CODES_NONE). 0: copy W
+   (in list order).
    */
   uint32_t borrow;
   /*
@@ -536,9 +547,12 @@ typedef struct lshk_ivf_params {
    */
   uint32_t threads;
   /*
-   Reserved, must be 0.
+   Sub-quantisers of CODES_PQ4 (4 bits each; must divide dim, at most
+   16,384); 0 = dim / 2 (default; for an odd dim the largest divisor
+   not above dim / 2). Must be 0 with other codes. (This field was
+   `reserved`, which had to be 0, in 0.2.0: same offset and size.)
    */
-  uint32_t reserved;
+  uint32_t pq_m;
   /*
    Seed of the training sample and of k-means' empty-list splits.
    */
@@ -1316,7 +1330,7 @@ lshk_status lshk_simhash_train_iul(const float *planes_in,
 /*
  Default build parameters: nlist 0 (round(4 sqrt(rows))), 10 k-means
  iterations, train_rows 0 (min(rows, 64 nlist)), CODES_I8, borrow 1, all
- cores, reserved 0, a fixed seed; struct_size = sizeof(lshk_ivf_params).
+ cores, pq_m 0, a fixed seed; struct_size = sizeof(lshk_ivf_params).
  */
 struct lshk_ivf_params lshk_ivf_params_default(void);
 
@@ -1344,8 +1358,9 @@ struct lshk_ivf_search lshk_ivf_search_default(void);
 
  Errors: NULL_POINTER (`out`, `w` with rows > 0), INVALID_ARGUMENT (rows
  0, rows >= 2^32 - 1, dim 0, stride < dim, struct_size too small,
- reserved != 0, a bad `codes` value, `borrow` not 0 or 1, borrow with
- CODES_NONE, iters 0, nlist > rows, train_rows < nlist, a misaligned
+ a bad `codes` value, `borrow` not 0 or 1, borrow with CODES_NONE, pq_m
+ not 0 without CODES_PQ4, pq_m not dividing dim or above 16,384, fewer
+ than 16 rows with CODES_PQ4, iters 0, nlist > rows, train_rows < nlist, a misaligned
  pointer), NON_FINITE (NaN or infinity in W or the bias; the message
  names the row), SIZE_OVERFLOW, ALLOCATION_FAILED (the index would not
  fit in physical memory).

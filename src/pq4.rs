@@ -1,8 +1,9 @@
 //! 4-bit product quantisation with "fast-scan" scoring of contiguous runs
 //! (issue 13 item 3): the compact first scoring pass of an IVF probe, whose
 //! best candidates are then re-scored exactly by the caller. This module is
-//! the kernel family and its data structures; nothing in the index uses it
-//! yet, and it has no C entry point.
+//! the kernel family and its data structures; the IVF index uses it for
+//! [`crate::ivf::Codes::Pq4`] (residual codes, one table per query; see
+//! `src/ivf/pq.rs`), and the C API reaches it through that index.
 //!
 //! # The scheme
 //! * **Codebook** ([`Codebook`]): the `dim` coordinates are split into `M`
@@ -311,6 +312,33 @@ impl Pq4Rows {
         })
     }
 
+    /// Takes already packed codes (as [`Self::packed`] returns them, e.g.
+    /// read back from a file): `packed` must hold exactly
+    /// [`run_bytes`]`(m_pad_of(m), nrows)` bytes. Every byte value is a
+    /// valid pair of codes, so nothing else is checked.
+    pub fn from_packed(packed: &[u8], nrows: usize, m: usize) -> Result<Pq4Rows> {
+        if m == 0 || m > MAX_M {
+            bail!(InvalidArgument, "m is {m}; it must be 1 ..= {MAX_M}");
+        }
+        let m_pad = m_pad_of(m);
+        let bytes = run_bytes(m_pad, nrows)?;
+        if packed.len() != bytes {
+            bail!(
+                InvalidArgument,
+                "{} packed bytes; {nrows} rows of {m} codes take {bytes}",
+                packed.len()
+            );
+        }
+        let mut lines: Vec<Line> = try_vec(bytes.div_ceil(64), "codes")?;
+        lines_as_bytes_mut(&mut lines)[..bytes].copy_from_slice(packed);
+        Ok(Pq4Rows {
+            lines,
+            nrows,
+            m,
+            m_pad,
+        })
+    }
+
     pub fn rows(&self) -> usize {
         self.nrows
     }
@@ -420,6 +448,24 @@ impl Pq4Rows {
         bias: Option<&[f32]>,
         out: &mut [f32],
     ) -> Result<()> {
+        self.score_run_shifted_isa(tier, first, n, lut, 0.0, bias, out)
+    }
+
+    /// [`Self::score_run_isa`] with `shift` added to the table's offset
+    /// sum: `out[i] = f32(acc) * Delta + f32(O + shift) (+ bias[i])`, e.g.
+    /// the inner product of the query with the centroid the run's rows are
+    /// residuals of. `shift = 0` gives [`Self::score_run_isa`]'s bits.
+    #[allow(clippy::too_many_arguments)]
+    pub fn score_run_shifted_isa(
+        &self,
+        tier: Isa,
+        first: usize,
+        n: usize,
+        lut: &Pq4Lut,
+        shift: f32,
+        bias: Option<&[f32]>,
+        out: &mut [f32],
+    ) -> Result<()> {
         let k = kernels_of(tier)?;
         self.check_run(first, n, lut, out.len())?;
         if let Some(b) = bias {
@@ -427,7 +473,7 @@ impl Pq4Rows {
         }
         let epi = Epilogue {
             delta: lut.delta(),
-            offset: lut.offset(),
+            offset: lut.offset() + shift,
             bias,
         };
         let codes = &self.packed()[(first / BLOCK) * block_bytes(self.m_pad)..];
@@ -934,9 +980,24 @@ impl Codebook {
     /// codebook itself is the plain k-means one (score-aware training of
     /// the centroids is not implemented).
     pub fn encode_row_anisotropic(&self, x: &[f32], a: Anisotropic, out: &mut [u8]) {
+        self.encode_row_anisotropic_along(x, x, a, out)
+    }
+
+    /// [`Self::encode_row_anisotropic`] with the parallel direction given
+    /// separately: the codes of `x` minimise `||r||^2 + (eta - 1) (r .
+    /// u)^2 / ||u||^2` with `r = x - x^`. For residual codes (`x = w - c`,
+    /// the row minus its list centroid) `u = w` is the row itself: the
+    /// score error of a query along the row is `<q, r>` either way.
+    pub fn encode_row_anisotropic_along(
+        &self,
+        x: &[f32],
+        u: &[f32],
+        a: Anisotropic,
+        out: &mut [u8],
+    ) {
         self.encode_row(x, out);
         let (m, ds) = (self.m, self.dsub);
-        let xx: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
+        let xx: f64 = u[..self.dim].iter().map(|&v| v as f64 * v as f64).sum();
         if a.eta == 1.0 || xx == 0.0 {
             return;
         }
@@ -945,12 +1006,14 @@ impl Codebook {
         // from per-sub-space parts.
         let part = |j: usize, c: usize| -> (f64, f64) {
             let xs = &x[j * ds..(j + 1) * ds];
-            xs.iter()
-                .zip(self.centroid(j, c))
-                .fold((0.0, 0.0), |(rr, rx), (&xv, &cv)| {
+            let us = &u[j * ds..(j + 1) * ds];
+            xs.iter().zip(us).zip(self.centroid(j, c)).fold(
+                (0.0, 0.0),
+                |(rr, rx), ((&xv, &uv), &cv)| {
                     let d = xv as f64 - cv as f64;
-                    (rr + d * d, rx + d * xv as f64)
-                })
+                    (rr + d * d, rx + d * uv as f64)
+                },
+            )
         };
         let (mut rr, mut rx) = (0.0f64, 0.0f64);
         for (j, &c) in out[..m].iter().enumerate() {

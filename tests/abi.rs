@@ -435,8 +435,23 @@ struct Verdict {
 
 impl Verdict {
     fn compatible(&self) -> bool {
-        self.binary_problems + self.binary_warnings + self.source_problems + self.source_warnings
-            == 0
+        self.binary_problems + self.source_problems + self.source_warnings == 0
+            && self.binary_warnings == self.reserved_field_uses()
+    }
+    /// Binary warnings that only say a field named `reserved...` was given
+    /// a name and a use ("Reserved field reserved has been replaced by X").
+    /// lshk's reserved fields had to be 0 (anything else was refused with
+    /// INVALID_ARGUMENT), and a field that takes one over keeps 0 as the
+    /// old behaviour (abi/README.md): an old client that set 0 gets what it
+    /// got before, so such a change is compatible.
+    fn reserved_field_uses(&self) -> u64 {
+        self.text
+            .matches("Reserved field reserved")
+            .zip(
+                self.text
+                    .matches("This field will not be initialized by old clients"),
+            )
+            .count() as u64
     }
     fn summary(&self) -> String {
         format!(

@@ -2605,6 +2605,7 @@ fn build_ivfs() -> Vec<IvfX> {
         (Codes::I8, 1u32, 9u32),
         (Codes::I8, 0, 1),
         (Codes::None, 0, 14),
+        (Codes::Pq4, 1, 5),
     ];
     cfgs.iter()
         .enumerate()
@@ -2993,12 +2994,17 @@ fn fuzz_ivf_build(c: &mut Ctx) {
     p.nlist = r.pick(&[0, 1, 2, 5]);
     p.iters = 1 + r.u(3) as u32;
     p.train_rows = r.pick(&[0, 0, 7, 30]);
-    p.codes = r.pick(&[LSHK_IVF_CODES_I8, LSHK_IVF_CODES_NONE]);
+    p.codes = r.pick(&[LSHK_IVF_CODES_I8, LSHK_IVF_CODES_NONE, LSHK_IVF_CODES_PQ4]);
     p.borrow = if p.codes == LSHK_IVF_CODES_NONE {
         0
     } else {
         r.pick(&[0, 1])
     };
+    if p.codes == LSHK_IVF_CODES_PQ4 {
+        // A divisor of dim (checked below), or 0 = dim / 2.
+        p.pq_m = r.pick(&[0, 0, 1, 2, 3]);
+        rows = rows.max(16);
+    }
     p.threads = r.pick(&[0, 1, 2]);
     p.seed = r.0.next_u64();
     let wl = (rows - 1) * w_stride + dim;
@@ -3026,7 +3032,7 @@ fn fuzz_ivf_build(c: &mut Ctx) {
             7 => match r.u(4) {
                 0 => p.codes = r.pick(&[2, u32::MAX]),
                 1 => p.borrow = r.pick(&[2, u32::MAX, 1]),
-                2 => p.reserved = r.pick(&[1, u32::MAX]),
+                2 => p.pq_m = r.pick(&[1, 5, 13, u32::MAX]),
                 _ => p.iters = 0,
             },
             8 => {
@@ -3061,8 +3067,8 @@ fn fuzz_ivf_build(c: &mut Ctx) {
     if pmode != 1 && (p.struct_size as usize) < std::mem::size_of::<lshk_ivf_params>() {
         v.err("struct_size too small");
     }
-    if eff.reserved != 0 || eff.codes > 1 || eff.borrow > 1 || (eff.borrow == 1 && eff.codes == 0) {
-        v.err("bad codes / borrow / reserved");
+    if eff.codes > 2 || eff.borrow > 1 || (eff.borrow == 1 && eff.codes == 0) {
+        v.err("bad codes / borrow");
     }
     if rows == 0 || dim == 0 {
         v.err("rows or dim 0");
@@ -3083,6 +3089,21 @@ fn fuzz_ivf_build(c: &mut Ctx) {
     }
     if eff.iters == 0 {
         v.err("iters 0");
+    }
+    if eff.codes == LSHK_IVF_CODES_PQ4 {
+        let m = if eff.pq_m == 0 {
+            lshk::ivf::default_pq_m(dim)
+        } else {
+            eff.pq_m as usize
+        };
+        if m > dim || !dim.is_multiple_of(m) {
+            v.err("pq_m does not divide dim");
+        }
+        if rows < 16 {
+            v.err("PQ4 needs 16 rows");
+        }
+    } else if eff.codes <= 2 && eff.pq_m != 0 {
+        v.err("pq_m without PQ4");
     }
     if v.expect_err.is_none() {
         let nlist = if eff.nlist == 0 {
@@ -3110,8 +3131,8 @@ fn fuzz_ivf_build(c: &mut Ctx) {
         }
     }
     c.desc = format!(
-        "ivf build rows {rows} dim {dim} stride {w_stride} nlist {} iters {} train {} codes {} borrow {} pmode {pmode} bias {use_bias} muts {what:?}",
-        eff.nlist, eff.iters, eff.train_rows, eff.codes, eff.borrow
+        "ivf build rows {rows} dim {dim} stride {w_stride} nlist {} iters {} train {} codes {} pq_m {} borrow {} pmode {pmode} bias {use_bias} muts {what:?}",
+        eff.nlist, eff.iters, eff.train_rows, eff.codes, eff.pq_m, eff.borrow
     );
     let big = BigIvfParams {
         p,
@@ -3155,8 +3176,10 @@ fn fuzz_ivf_build(c: &mut Ctx) {
         iters: eff.iters,
         train_rows: eff.train_rows,
         codes: Codes::from_u32(eff.codes).unwrap(),
+        pq_m: eff.pq_m,
         threads: 1,
         seed: eff.seed,
+        ..Default::default()
     };
     let bs = use_bias.then(|| &bias.data()[..rows]);
     let wd = &w.data()[..strided(rows, dim, w_stride).unwrap() as usize];

@@ -648,6 +648,7 @@ fn structural_mutations_through_the_c_abi() {
 use lshk::ffi::ivf::{
     lshk_ivf, lshk_ivf_build, lshk_ivf_free, lshk_ivf_load, lshk_ivf_params_default,
     lshk_ivf_query, lshk_ivf_save, lshk_ivf_shape, LSHK_IVF_CODES_I8, LSHK_IVF_CODES_NONE,
+    LSHK_IVF_CODES_PQ4,
 };
 
 /// Loads `bytes` through lshk_ivf_load (with `w` for borrowed seeds) and
@@ -750,6 +751,8 @@ fn ivf_structural_mutations_through_the_c_abi() {
         (LSHK_IVF_CODES_I8, 0u32, true),
         (LSHK_IVF_CODES_NONE, 0, false),
         (LSHK_IVF_CODES_I8, 1, true),
+        (LSHK_IVF_CODES_PQ4, 1, true),
+        (LSHK_IVF_CODES_PQ4, 0, false),
     ];
     for (si, &(codes, borrow, bias)) in seeds.iter().enumerate() {
         let mut p = lshk_ivf_params_default();

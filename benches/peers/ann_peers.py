@@ -488,7 +488,7 @@ class IvfParams(ctypes.Structure):  # struct lshk_ivf_params
     _fields_ = [("struct_size", ctypes.c_uint32), ("nlist", ctypes.c_uint32),
                 ("iters", ctypes.c_uint32), ("train_rows", ctypes.c_uint32),
                 ("codes", ctypes.c_uint32), ("borrow", ctypes.c_uint32),
-                ("threads", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+                ("threads", ctypes.c_uint32), ("pq_m", ctypes.c_uint32),
                 ("seed", ctypes.c_uint64)]
 
 
@@ -649,9 +649,16 @@ def run_lshk_ivf(h, lib, build_threads):
         return
     W, b, Q = wl.W, wl.b, wl.Q
     bptr = b.ctypes.data if b is not None else None
-    # nlist 0 = automatic (round(4 sqrt(rows))), and a 4x coarser variant.
-    for nlist in [0, int(round(math.sqrt(wl.rows)))]:
-        p = lib.lshk_ivf_params_default()  # int8 codes, W borrowed for the re-ranking
+    # nlist 0 = automatic (round(4 sqrt(rows))), and a 4x coarser variant;
+    # int8 codes (the default), then 4-bit PQ codes (LSHK_IVF_CODES_PQ4 = 2,
+    # pq_m = dim / 2), which need a longer re-rank.
+    configs = [(1, nl_, [32, 64, 128], [0, 32, 64, 128, 256])
+               for nl_ in [0, int(round(math.sqrt(wl.rows)))]]
+    if os.environ.get("LSHK_PQ4", "1") != "0":  # LSHK_PQ4=0 skips them
+        configs.append((2, 0, [64, 128, 256, 512], [128, 256, 512]))
+    for codes, nlist, adaptive_reranks, fixed_reranks in configs:
+        p = lib.lshk_ivf_params_default()  # W borrowed for the re-ranking
+        p.codes = codes
         p.nlist = nlist
         p.threads = build_threads
         h_ = vp()
@@ -662,10 +669,11 @@ def run_lshk_ivf(h, lib, build_threads):
         nl = lshk_nlist(lib, h_)
         m = sz()
         lshk_check(lib, lib.lshk_ivf_memory_bytes(h_, ctypes.byref(m)), "lshk_ivf_memory_bytes")
-        cfg = f"nlist={nl}" + (" (auto)" if nlist == 0 else "")
+        cfg = f"nlist={nl}" + (" (auto)" if nlist == 0 else "") + (" PQ4" if codes == 2 else "")
         h.build("lshk IVF", cfg, secs, m.value,
-                "lshk_ivf_memory_bytes (+ W borrowed); defaults: int8 codes, "
-                f"{p.iters} k-means iterations, train_rows {p.train_rows or 'min(rows, 64 nlist)'}")
+                "lshk_ivf_memory_bytes (+ W borrowed); "
+                + ("4-bit PQ codes (pq_m = dim / 2), " if codes == 2 else "defaults: int8 codes, ")
+                + f"{p.iters} k-means iterations, train_rows {p.train_rows or 'min(rows, 64 nlist)'}")
         s = lib.lshk_ivf_search_default()
         st = IvfStats()
         st.struct_size = ctypes.sizeof(IvfStats)
@@ -693,7 +701,7 @@ def run_lshk_ivf(h, lib, build_threads):
         h.sweep("lshk IVF", f"{cfg} defaults",
                 [(f"reach={s.reach:g} rerank={s.rerank} no cap", lambda: None)],
                 lambda: (one, batch, extra))
-        for rr in [32, 64, 128]:
+        for rr in adaptive_reranks:
             s.rerank, s.nprobe = rr, 0xFFFFFFFF
 
             def setr(r_):
@@ -706,7 +714,7 @@ def run_lshk_ivf(h, lib, build_threads):
             except RuntimeError as e:
                 log(f"  lshk IVF {cfg} rerank={rr} adaptive: sweep ended: {e}")
         s.reach = 0.0
-        for rr in [0, 32, 64, 128, 256]:
+        for rr in fixed_reranks:
             s.rerank = rr
 
             def setn(np_):

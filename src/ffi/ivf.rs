@@ -1,5 +1,6 @@
 //! C entry points of the IVF index (`lshk_ivf_*`): a k-means partition
-//! index with int8 codes and exact re-ranking (see `crate::ivf`).
+//! index with int8 or 4-bit PQ codes and exact re-ranking (see
+//! `crate::ivf`).
 
 use std::cell::RefCell;
 use std::path::Path;
@@ -27,10 +28,18 @@ pub const LSHK_IVF_CODES_NONE: u32 = 0;
 /// IVF codes: int8 per row (one f32 scale per row), the query quantised to
 /// 7 bits, then the `rerank` best re-scored exactly in f32.
 pub const LSHK_IVF_CODES_I8: u32 = 1;
+/// IVF codes: 4-bit product quantisation of each row's residual to its
+/// list centroid (`pq_m` codes a row, `dim / 2` by default: a quarter of
+/// a byte per coordinate), scored from byte tables built once per query,
+/// then the `rerank` best re-scored exactly in f32. Needs a larger
+/// `rerank` than CODES_I8 for the same recall (docs/ivf.md), and at least
+/// 16 rows.
+pub const LSHK_IVF_CODES_PQ4: u32 = 2;
 
 const _: () = {
     assert!(LSHK_IVF_CODES_NONE == Codes::None as u32);
     assert!(LSHK_IVF_CODES_I8 == Codes::I8 as u32);
+    assert!(LSHK_IVF_CODES_PQ4 == Codes::Pq4 as u32);
 };
 
 /// Build parameters of lshk_ivf_build. Obtain defaults from
@@ -54,13 +63,17 @@ pub struct lshk_ivf_params {
     pub codes: u32,
     /// 1 (default): keep a pointer to the caller's W for the exact
     /// re-ranking instead of copying it (W must stay alive and unchanged
-    /// until lshk_ivf_free; needs CODES_I8). 0: copy W (in list order).
+    /// until lshk_ivf_free; needs codes other than CODES_NONE). 0: copy W
+    /// (in list order).
     pub borrow: u32,
     /// Build threads (0 = all cores, default). The index does not depend
     /// on it.
     pub threads: u32,
-    /// Reserved, must be 0.
-    pub reserved: u32,
+    /// Sub-quantisers of CODES_PQ4 (4 bits each; must divide dim, at most
+    /// 16,384); 0 = dim / 2 (default; for an odd dim the largest divisor
+    /// not above dim / 2). Must be 0 with other codes. (This field was
+    /// `reserved`, which had to be 0, in 0.2.0: same offset and size.)
+    pub pq_m: u32,
     /// Seed of the training sample and of k-means' empty-list splits.
     pub seed: u64,
 }
@@ -138,7 +151,7 @@ unsafe impl ParamStruct for lshk_ivf_search {
 
 /// Default build parameters: nlist 0 (round(4 sqrt(rows))), 10 k-means
 /// iterations, train_rows 0 (min(rows, 64 nlist)), CODES_I8, borrow 1, all
-/// cores, reserved 0, a fixed seed; struct_size = sizeof(lshk_ivf_params).
+/// cores, pq_m 0, a fixed seed; struct_size = sizeof(lshk_ivf_params).
 #[no_mangle]
 pub extern "C" fn lshk_ivf_params_default() -> lshk_ivf_params {
     let d = IvfParams::default();
@@ -150,7 +163,7 @@ pub extern "C" fn lshk_ivf_params_default() -> lshk_ivf_params {
         codes: d.codes as u32,
         borrow: 1,
         threads: d.threads,
-        reserved: 0,
+        pq_m: 0,
         seed: d.seed,
     }
 }
@@ -185,8 +198,9 @@ pub extern "C" fn lshk_ivf_search_default() -> lshk_ivf_search {
 ///
 /// Errors: NULL_POINTER (`out`, `w` with rows > 0), INVALID_ARGUMENT (rows
 /// 0, rows >= 2^32 - 1, dim 0, stride < dim, struct_size too small,
-/// reserved != 0, a bad `codes` value, `borrow` not 0 or 1, borrow with
-/// CODES_NONE, iters 0, nlist > rows, train_rows < nlist, a misaligned
+/// a bad `codes` value, `borrow` not 0 or 1, borrow with CODES_NONE, pq_m
+/// not 0 without CODES_PQ4, pq_m not dividing dim or above 16,384, fewer
+/// than 16 rows with CODES_PQ4, iters 0, nlist > rows, train_rows < nlist, a misaligned
 /// pointer), NON_FINITE (NaN or infinity in W or the bias; the message
 /// names the row), SIZE_OVERFLOW, ALLOCATION_FAILED (the index would not
 /// fit in physical memory).
@@ -208,18 +222,11 @@ pub unsafe extern "C" fn lshk_ivf_build(
         check_out(out)?;
         // SAFETY: forwarded caller contract.
         let cp = unsafe { read_param_struct(p, "p")? };
-        if cp.reserved != 0 {
-            bail!(
-                InvalidArgument,
-                "p->reserved is {}; it must be 0",
-                cp.reserved
-            );
-        }
         let codes = Codes::from_u32(cp.codes).ok_or_else(|| {
             Error::new(
                 Status::InvalidArgument,
                 format!(
-                    "codes {} is not an LSHK_IVF_CODES_* value (0..=1)",
+                    "codes {} is not an LSHK_IVF_CODES_* value (0..=2)",
                     cp.codes
                 ),
             )
@@ -256,6 +263,8 @@ pub unsafe extern "C" fn lshk_ivf_build(
             iters: cp.iters,
             train_rows: cp.train_rows,
             codes,
+            pq_m: cp.pq_m,
+            pq_eta: 1.0,
             threads: cp.threads,
             seed: cp.seed,
         };
@@ -450,16 +459,19 @@ pub unsafe extern "C" fn lshk_ivf_save(
 /// rows, dim and the borrow flag of an IVF file, when its parameter record
 /// is well formed (otherwise the loader reports the problem). rows, dim and
 /// nlist must agree with the sizes of the LIDS and CENTROID sections (and
-/// of QCODES for a file that borrows W), so that sizes computed from them
+/// for a file that borrows W, of QCODES with int8 codes or PQCENT with PQ4
+/// codes), so that sizes computed from them
 /// cannot overflow and the W the caller passes is never read beyond the
 /// shape the file really holds.
 fn peek(path: &Path) -> Result<Option<(usize, usize, bool)>> {
     let c = format::Container::open(path, format::KIND_IVF)?;
     let rec = c.section("IVFPARAM")?;
-    if rec.len() != 48 {
+    // Version 1 (48 bytes) or the PQ4 record, version 2 (56 bytes).
+    if rec.len() != 48 && rec.len() != 56 {
         return Ok(None);
     }
     let u = |i: usize| u32::from_le_bytes(rec[4 * i..4 * i + 4].try_into().unwrap());
+    let pq4 = u(6) == Codes::Pq4 as u32;
     let (rows, dim, nlist) = (u(1) as usize, u(2) as usize, u(3) as usize);
     let borrowed = match u(8) {
         0 => false,
@@ -468,15 +480,13 @@ fn peek(path: &Path) -> Result<Option<(usize, usize, bool)>> {
     };
     let lids = c.section("LIDS")?.len();
     let cent = c.section("CENTROID")?.len();
-    let qcodes = if borrowed {
-        c.section("QCODES")?.len() as u128
-    } else {
-        0
-    };
-    let want_q = if borrowed {
-        rows as u128 * dim.div_ceil(64) as u128 * 64
-    } else {
-        0
+    let (qcodes, want_q) = match (borrowed, pq4) {
+        (false, _) => (0, 0),
+        (true, false) => (
+            c.section("QCODES")?.len() as u128,
+            rows as u128 * dim.div_ceil(64) as u128 * 64,
+        ),
+        (true, true) => (c.section("PQCENT")?.len() as u128, 64 * dim as u128),
     };
     if rows == 0
         || dim == 0
@@ -489,7 +499,7 @@ fn peek(path: &Path) -> Result<Option<(usize, usize, bool)>> {
             BadFileFormat,
             "{}: IVFPARAM's {rows} rows of dim {dim} in {nlist} lists disagree with \
              the sizes of the LIDS ({lids} bytes), CENTROID ({cent} bytes) or QCODES \
-             sections",
+             / PQCENT sections",
             path.display()
         );
     }

@@ -21,7 +21,13 @@
 //!    kernels) before the final top-k.
 //!
 //! With [`Codes::None`] there are no codes: every row of the visited lists
-//! is scored exactly from the f32 copy (FAISS's IVFFlat).
+//! is scored exactly from the f32 copy (FAISS's IVFFlat). With
+//! [`Codes::Pq4`] the first pass reads 4-bit product-quantisation codes of
+//! the rows' residuals to their centroid (`dim / 2` codes = `dim / 4` bytes
+//! a row by default, against `dim + 12` for int8): one set of byte tables
+//! per query, a shuffle-based "fast-scan" kernel over each list's 32-row
+//! blocks (`src/ivf/pq.rs`, [`crate::pq4`]), and the same exact re-rank;
+//! it needs a larger `rerank` than int8 for the same recall (docs/ivf.md).
 //!
 //! # Determinism
 //! The lists (centroids, membership, order) are a pure function of the
@@ -57,8 +63,12 @@ use crate::kernels::centroid::TOP;
 use crate::kernels::dense as kd;
 use crate::kernels::matmul::{self as km, Rows};
 use crate::matmul::{topk_segment, TOPK_PAD_ID};
+use crate::pq4::Pq4Lut;
 use crate::qdot::{self, QQuery, QRows, Variant};
 use crate::rng::SplitMix64;
+
+mod pq;
+pub use pq::{default_m as default_pq_m, TRAIN_ROWS as PQ_TRAIN_ROWS};
 
 /// How list rows are scored before re-ranking.
 #[repr(u32)]
@@ -68,6 +78,9 @@ pub enum Codes {
     None = 0,
     /// int8 codes with a per-row scale, a 7-bit query, then exact re-ranking.
     I8 = 1,
+    /// 4-bit PQ codes of the residuals to the list centroid (`pq_m` codes
+    /// a row), one table per query, then exact re-ranking.
+    Pq4 = 2,
 }
 
 impl Codes {
@@ -75,6 +88,7 @@ impl Codes {
         match v {
             0 => Some(Codes::None),
             1 => Some(Codes::I8),
+            2 => Some(Codes::Pq4),
             _ => None,
         }
     }
@@ -90,6 +104,13 @@ pub struct IvfParams {
     /// Rows sampled for training; 0 = `min(rows, 64 * nlist)`.
     pub train_rows: u32,
     pub codes: Codes,
+    /// Sub-quantisers of [`Codes::Pq4`] (4 bits each; must divide `dim`);
+    /// 0 = [`default_pq_m`] (`dim / 2`). Must be 0 with other codes.
+    pub pq_m: u32,
+    /// Score-aware [`Codes::Pq4`] codes: the weight of the error parallel
+    /// to the row over the orthogonal one (ScaNN's anisotropic loss; `>=
+    /// 1`, 1 = nearest-centroid codes).
+    pub pq_eta: f32,
     /// Build threads; 0 = every core. The result does not depend on it.
     pub threads: u32,
     pub seed: u64,
@@ -102,6 +123,8 @@ impl Default for IvfParams {
             iters: 10,
             train_rows: 0,
             codes: Codes::I8,
+            pq_m: 0,
+            pq_eta: 1.0,
             threads: 0,
             seed: 0x1f5e_ed00_c0de_0001,
         }
@@ -217,6 +240,8 @@ pub struct Ivf {
     exact: Exact,
     /// int8 codes by position ([`Codes::I8`]).
     codes: Option<QRows>,
+    /// 4-bit residual codes by list ([`Codes::Pq4`]).
+    pq: Option<Box<pq::ListPq>>,
     /// int8 codes of the centroids (the lists are chosen from these).
     cq: QRows,
 }
@@ -244,6 +269,10 @@ struct Scratch {
     theta: Vec<f32>,
     /// Lists still to visit, as [`rank_key`]s (adaptive selection).
     order: Vec<u64>,
+    /// The query's PQ tables ([`Codes::Pq4`]).
+    lut: Option<Pq4Lut>,
+    /// `<[q, 1], c_l>` per list before the spread term ([`Codes::Pq4`]).
+    cbase: Vec<f32>,
 }
 
 thread_local! {
@@ -996,6 +1025,28 @@ impl Ivf {
                 "codes None scores the index's own f32 copy: it cannot borrow W"
             );
         }
+        let pq_m = match p.codes {
+            Codes::Pq4 => pq::resolve_m(dim, p.pq_m)?,
+            _ if p.pq_m != 0 => bail!(
+                InvalidArgument,
+                "pq_m is {}; it applies to codes PQ4 only (0 otherwise)",
+                p.pq_m
+            ),
+            _ => 0,
+        };
+        if !(p.pq_eta.is_finite() && p.pq_eta >= 1.0) {
+            bail!(
+                InvalidArgument,
+                "pq_eta is {}; it must be finite and >= 1",
+                p.pq_eta
+            );
+        }
+        if p.codes == Codes::Pq4 && rows < 16 {
+            bail!(
+                InvalidArgument,
+                "codes PQ4 trains 16 centroids per sub-space: it needs at least 16 rows, not {rows}"
+            );
+        }
         let nlist = if p.nlist == 0 {
             auto_nlist(rows)
         } else {
@@ -1031,10 +1082,15 @@ impl Ivf {
         } else {
             rows as u128 * dim as u128 * 4
         };
-        let code_bytes = if p.codes == Codes::I8 {
-            rows as u128 * (dim.div_ceil(64) * 64 + 12) as u128
-        } else {
-            0
+        let code_bytes = match p.codes {
+            Codes::I8 => rows as u128 * (dim.div_ceil(64) * 64 + 12) as u128,
+            // Padded to 32-row blocks per list, plus the unpacked copy of
+            // the build and the training residuals.
+            Codes::Pq4 => {
+                (rows as u128 + 32 * nlist as u128) * pq_m as u128
+                    + (pq::TRAIN_ROWS.min(rows) * dim * 4) as u128
+            }
+            Codes::None => 0,
         };
         crate::error::check_fits_memory(
             copy_bytes + code_bytes + rows as u128 * 12 + ntrain as u128 * (dim as u128 + 1) * 4,
@@ -1159,7 +1215,6 @@ impl Ivf {
             Exact::Owned(v)
         };
         let codes = match p.codes {
-            Codes::None => None,
             Codes::I8 => Some(qdot::quantize_rows_with(
                 w,
                 rows,
@@ -1168,16 +1223,42 @@ impl Ivf {
                 Some(&ids),
                 threads,
             )?),
+            Codes::None | Codes::Pq4 => None,
+        };
+        let pq = if p.codes == Codes::Pq4 {
+            let row = |pos: usize| -> &[f32] {
+                let r = ids[pos] as usize;
+                &w[r * w_stride..r * w_stride + dim]
+            };
+            Some(Box::new(pq::ListPq::build(
+                &pq::Source {
+                    row: &row,
+                    dim,
+                    centroids: &centroids,
+                    offsets: &offsets,
+                },
+                pq_m,
+                (p.pq_eta != 1.0).then_some(crate::pq4::Anisotropic {
+                    eta: p.pq_eta,
+                    sweeps: 4,
+                }),
+                threads,
+                p.seed,
+            )?))
+        } else {
+            None
         };
         let cq = qdot::quantize_rows(&centroids, nlist, dim, dim)?;
         Ok(Ivf {
             cq,
+            pq,
             rows,
             dim,
             nlist,
             params: IvfParams {
                 nlist: nlist as u32,
                 train_rows: ntrain as u32,
+                pq_m: pq_m as u32,
                 ..*p
             },
             centroids,
@@ -1225,6 +1306,14 @@ impl Ivf {
         &self.ids
     }
     /// Whether the exact scores read the caller's W.
+    /// The [`Codes::Pq4`] codebook's centroids (`16 * dim`, sub-space by
+    /// sub-space) and the packed codes (every list padded to whole 32-row
+    /// blocks, in list order); `None` with other codes.
+    pub fn pq_parts(&self) -> Option<(&[f32], &[u8])> {
+        self.pq
+            .as_ref()
+            .map(|p| (p.codebook().centroids(), p.packed()))
+    }
     pub fn borrows_weights(&self) -> bool {
         matches!(self.exact, Exact::Borrowed { .. })
     }
@@ -1241,6 +1330,7 @@ impl Ivf {
                 Exact::Borrowed { .. } => 0,
             }
             + self.codes.as_ref().map_or(0, |c| c.memory_bytes())
+            + self.pq.as_ref().map_or(0, |c| c.memory_bytes())
             + self.cq.memory_bytes()
             + std::mem::size_of::<Ivf>()
     }
@@ -1395,6 +1485,26 @@ impl Ivf {
             .score_run_with(v, 0, nlist, qq, None, &mut s.cscore[..nlist])
             .expect("centroid run");
         let qn = q.iter().map(|&v| v * v).sum::<f32>().sqrt();
+        if let Some(pq) = &self.pq {
+            // The list constants of the residual scores, and the query's
+            // tables (once per query, shared by every list).
+            grow(&mut s.cbase, nlist);
+            for ((d, &c), &b) in s.cbase[..nlist]
+                .iter_mut()
+                .zip(&s.cscore[..nlist])
+                .zip(&self.cbias)
+            {
+                *d = c + b;
+            }
+            if s.lut.as_ref().is_none_or(|l| l.m() != pq.m()) {
+                s.lut = Some(Pq4Lut::new(pq.m()).expect("m of stored codes is valid"));
+            }
+            s.lut
+                .as_mut()
+                .unwrap()
+                .set(pq.codebook(), q)
+                .expect("queries are checked finite");
+        }
         let cs = &mut s.cscore[..nlist];
         for ((c, b), t) in cs.iter_mut().zip(&self.cbias).zip(&self.spread) {
             *c += b + qn * t;
@@ -1405,7 +1515,7 @@ impl Ivf {
             self.visit_fixed(tier, v, q, nprobe, s, st)
         };
         st.scanned += n as u64;
-        if self.codes.is_none() || sp.rerank == 0 {
+        if (self.codes.is_none() && self.pq.is_none()) || sp.rerank == 0 {
             // Exact scores (Codes::None) or approximate ones returned as
             // they are.
             for p in s.pos[..n].iter_mut() {
@@ -1469,33 +1579,54 @@ impl Ivf {
         );
     }
 
-    /// Scores the rows at positions `a..b` into `s.approx[n..]` (their
-    /// positions into `s.pos[n..]`): from the int8 codes, or exactly from
-    /// the owned f32 copy with [`Codes::None`]. Returns `b - a`.
+    /// Scores the rows of lists `l0..l1` (positions `offsets[l0] ..
+    /// offsets[l1]`) into `s.approx[n..]` (their positions into
+    /// `s.pos[n..]`): from the int8 or 4-bit codes, or exactly from the
+    /// owned f32 copy with [`Codes::None`]. Returns the rows scored.
     #[allow(clippy::too_many_arguments)]
-    fn scan_run(
+    fn scan_lists(
         &self,
         tier: Isa,
         v: Variant,
         q: &[f32],
-        a: usize,
-        b: usize,
+        l0: usize,
+        l1: usize,
         s: &mut Scratch,
         n: usize,
     ) -> usize {
+        let (a, b) = (self.offsets[l0] as usize, self.offsets[l1] as usize);
         let len = b - a;
         grow(&mut s.approx, n + len);
         grow(&mut s.pos, n + len);
         let bias = (!self.bias_pos.is_empty()).then(|| &self.bias_pos[a..b]);
         let out = &mut s.approx[n..n + len];
-        match &self.codes {
-            Some(codes) => {
+        match (&self.codes, &self.pq) {
+            (Some(codes), _) => {
                 let qq = s.qq.as_ref().expect("query quantised");
                 codes
                     .score_run_with(v, a, len, qq, bias, out)
                     .expect("runs lie within the stored rows");
             }
-            None => {
+            (None, Some(pq)) => {
+                // One run per list: each starts on its own block and adds
+                // its own centroid's score.
+                let lut = s.lut.as_ref().expect("tables set");
+                for l in l0..l1 {
+                    let (la, lb) = (
+                        self.offsets[l] as usize - a,
+                        self.offsets[l + 1] as usize - a,
+                    );
+                    pq.score_list(
+                        tier,
+                        l,
+                        lut,
+                        s.cbase[l],
+                        bias.map(|x| &x[la..lb]),
+                        &mut out[la..lb],
+                    );
+                }
+            }
+            (None, None) => {
                 let Exact::Owned(rows) = &self.exact else {
                     unreachable!("codes None always owns its rows")
                 };
@@ -1578,12 +1709,9 @@ impl Ivf {
                 j += 1;
             }
             st.lists += (j - i) as u64;
-            let (a, b) = (
-                self.offsets[s.lists[i] as usize] as usize,
-                self.offsets[s.lists[j - 1] as usize + 1] as usize,
-            );
+            let (l0, l1) = (s.lists[i] as usize, s.lists[j - 1] as usize + 1);
             i = j;
-            n += self.scan_run(tier, v, q, a, b, s, n);
+            n += self.scan_lists(tier, v, q, l0, l1, s, n);
         }
         n
     }
@@ -1615,8 +1743,7 @@ impl Ivf {
         s.theta.clear();
         let mut n = 0;
         let visit = |s: &mut Scratch, l: usize, n: &mut usize| {
-            let (a, b) = (self.offsets[l] as usize, self.offsets[l + 1] as usize);
-            let m = self.scan_run(tier, v, q, a, b, s, *n);
+            let m = self.scan_lists(tier, v, q, l, l + 1, s, *n);
             // Only a score above the current k-th best changes it: one
             // compare per row, the heap only for the few that pass.
             let mut th = theta_of(&s.theta, k);
@@ -1630,9 +1757,20 @@ impl Ivf {
         };
         visit(s, first, &mut n);
         let mut visited = 1usize;
+        // 4-bit codes under-estimate the best rows' scores (a row far out
+        // along the query is pulled towards its cell's centre), so their
+        // running k-th score alone admits too many lists. The exact k-th
+        // score of the first list's k best candidates is a lower bound of
+        // the final k-th exact score: the threshold is the larger of the
+        // two. (int8 scores are close enough: not done there.)
+        let floor = if self.pq.is_some() {
+            self.exact_kth(tier, q, k, s, n)
+        } else {
+            f32::NEG_INFINITY
+        };
         // Every other list that can still pass; the k-th score only grows,
         // so a list that fails now never passes later.
-        let th = theta_of(&s.theta, k);
+        let th = theta_of(&s.theta, k).max(floor);
         // Sorted best estimate first (ties by smaller id) as one u64 key per
         // list: the high half orders the (finite) score descending, the low
         // half the id ascending; an integer sort, no comparator calls.
@@ -1664,7 +1802,7 @@ impl Ivf {
                 break;
             }
             let l = key as u32 as usize;
-            if opt(&s.cscore, l) < theta_of(&s.theta, k) {
+            if opt(&s.cscore, l) < theta_of(&s.theta, k).max(floor) {
                 continue;
             }
             visit(s, l, &mut n);
@@ -1673,6 +1811,46 @@ impl Ivf {
         s.order = order;
         st.lists += visited as u64;
         n
+    }
+
+    /// The k-th best exact score among the `k` best approximate candidates
+    /// `s.approx[..n]` (positions `s.pos[..n]`), `-inf` if there are fewer
+    /// than `k`. Uses `s.cand`, `s.cand_sc`, `s.cand_ids` and `s.exact` as
+    /// scratch.
+    fn exact_kth(&self, tier: Isa, q: &[f32], k: usize, s: &mut Scratch, n: usize) -> f32 {
+        if n < k || k == 0 {
+            return f32::NEG_INFINITY;
+        }
+        grow(&mut s.cand, k);
+        grow(&mut s.cand_sc, k);
+        grow(&mut s.cand_ids, k);
+        grow(&mut s.exact, k);
+        topk_segment(
+            &s.approx[..n],
+            Some(&s.pos[..n]),
+            k,
+            &mut s.heap,
+            &mut s.cand[..k],
+            &mut s.cand_sc[..k],
+        );
+        let (rows, by_id) = self.exact_rows();
+        for (d, &p) in s.cand_ids[..k].iter_mut().zip(&s.cand[..k]) {
+            *d = self.ids[p as usize];
+        }
+        let fetch = if by_id {
+            &s.cand_ids[..k]
+        } else {
+            &s.cand[..k]
+        };
+        // SAFETY: as in search_one's re-rank: positions of the owned copy or
+        // original ids of the borrowed W, all < rows; q holds dim floats.
+        unsafe { (km::kernels(tier).f32)(&rows, q, fetch, &mut s.exact[..k]) };
+        let mut kth = f32::INFINITY;
+        for (e, &p) in s.exact[..k].iter().zip(&s.cand[..k]) {
+            let b = self.bias_pos.get(p as usize).copied().unwrap_or(0.0);
+            kth = kth.min(e + b);
+        }
+        kth
     }
 
     /// Saves the index (lshk's container: CRC-checked sections, atomic
@@ -1704,13 +1882,24 @@ impl Ivf {
                 vec![format::as_bytes(c.scales())],
             ));
         }
+        if let Some(pq) = &self.pq {
+            secs.push(SectionOut::new(
+                "PQCENT",
+                vec![format::as_bytes(pq.codebook().centroids())],
+            ));
+            secs.push(SectionOut::new("PQCODES", vec![pq.packed()]));
+        }
         format::write_file(path, format::KIND_IVF, &secs)
     }
 
     fn params_record(&self) -> Vec<u8> {
+        // Version 1 (48 bytes) unless the codes are PQ4, whose record adds
+        // pq_eta (version 2, 56 bytes): int8 and exact files stay readable
+        // by 0.2.0.
+        let pq4 = self.pq.is_some();
         let mut r = Vec::with_capacity(64);
         for v in [
-            IVF_PARAMS_VERSION,
+            if pq4 { 2 } else { IVF_PARAMS_VERSION },
             self.rows as u32,
             self.dim as u32,
             self.nlist as u32,
@@ -1719,11 +1908,15 @@ impl Ivf {
             self.params.codes as u32,
             u32::from(!self.bias_pos.is_empty()),
             u32::from(self.borrows_weights()),
-            0,
+            self.params.pq_m,
         ] {
             r.extend_from_slice(&v.to_le_bytes());
         }
         r.extend_from_slice(&self.params.seed.to_le_bytes());
+        if pq4 {
+            r.extend_from_slice(&self.params.pq_eta.to_bits().to_le_bytes());
+            r.extend_from_slice(&0u32.to_le_bytes());
+        }
         r
     }
 
@@ -1744,28 +1937,44 @@ impl Ivf {
     fn load_impl(path: &Path, w: Option<(&[f32], usize)>) -> Result<Ivf> {
         let c = format::Container::open(path, format::KIND_IVF)?;
         let rec = c.section("IVFPARAM")?;
-        if rec.len() != IVF_PARAMS_LEN {
+        if rec.len() < 4 {
+            bail!(BadFileFormat, "IVFPARAM is {} bytes", rec.len());
+        }
+        let u = |i: usize| u32::from_le_bytes(rec[4 * i..4 * i + 4].try_into().unwrap());
+        let want_len = match u(0) {
+            1 => IVF_PARAMS_LEN,
+            2 => IVF_PARAMS_LEN + 8,
+            v => bail!(BadFileFormat, "IVF parameter record version {v}"),
+        };
+        if rec.len() != want_len {
             bail!(
                 BadFileFormat,
-                "IVFPARAM is {} bytes, {IVF_PARAMS_LEN} expected",
+                "IVFPARAM version {} is {} bytes, {want_len} expected",
+                u(0),
                 rec.len()
             );
         }
-        let u = |i: usize| u32::from_le_bytes(rec[4 * i..4 * i + 4].try_into().unwrap());
-        if u(0) != IVF_PARAMS_VERSION {
-            bail!(BadFileFormat, "IVF parameter record version {}", u(0));
-        }
+        // Version 2 is the PQ4 record (with pq_eta), version 1 the others.
+        let pq_eta = if u(0) == 2 {
+            f32::from_bits(u(12))
+        } else {
+            1.0
+        };
         let (rows, dim, nlist) = (u(1) as usize, u(2) as usize, u(3) as usize);
         let codes = Codes::from_u32(u(6))
             .ok_or_else(|| Error::new(Status::BadFileFormat, format!("codes value {}", u(6))))?;
-        let (has_bias, borrowed) = (u(7), u(8));
+        let (has_bias, borrowed, pq_m) = (u(7), u(8), u(9));
         if rows == 0
             || dim == 0
             || nlist == 0
             || nlist > rows
             || has_bias > 1
             || borrowed > 1
-            || u(9) != 0
+            || (codes == Codes::Pq4) != (pq_m != 0)
+            || (codes == Codes::Pq4) != (u(0) == 2)
+            || !(pq_eta.is_finite() && pq_eta >= 1.0)
+            || (u(0) == 2 && u(13) != 0)
+            || (codes == Codes::Pq4 && (pq::resolve_m(dim, pq_m).is_err() || rows < 16))
         {
             bail!(BadFileFormat, "IVFPARAM holds an impossible shape or flag");
         }
@@ -1775,6 +1984,8 @@ impl Ivf {
             iters: u(4),
             train_rows: u(5),
             codes,
+            pq_m,
+            pq_eta,
             threads: 0,
             seed,
         };
@@ -1841,8 +2052,20 @@ impl Ivf {
                 "this index holds its own rows: load it without W"
             ),
         };
+        let pq = if codes == Codes::Pq4 {
+            let cent = f32s("PQCENT", checked_mul(16, dim, "16 * dim")?)?;
+            Some(Box::new(pq::ListPq::from_parts(
+                dim,
+                pq_m as usize,
+                &cent,
+                c.section("PQCODES")?,
+                &offsets,
+            )?))
+        } else {
+            None
+        };
         let codes = match codes {
-            Codes::None => None,
+            Codes::None | Codes::Pq4 => None,
             Codes::I8 => {
                 let sc = f32s("QSCALES", rows)?;
                 let b = c.section("QCODES")?;
@@ -1859,11 +2082,12 @@ impl Ivf {
         };
         let cq = qdot::quantize_rows(&centroids, nlist, dim, dim)
             .map_err(|e| Error::new(Status::BadFileFormat, format!("CENTROID: {}", e.message)))?;
-        if codes.is_none() && matches!(exact, Exact::Borrowed { .. }) {
+        if codes.is_none() && pq.is_none() && matches!(exact, Exact::Borrowed { .. }) {
             bail!(BadFileFormat, "a borrowed IVF index must have codes");
         }
         Ok(Ivf {
             cq,
+            pq,
             rows,
             dim,
             nlist,
