@@ -643,7 +643,9 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.struct_size = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
           a.pv.struct_size = (uint32_t)sizeof(lshk_iul_params) - 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.reserved = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.flags = 4);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.flags = LSHK_IUL_RANK_THRESHOLDS;
+          a.pv.t1 = 0.5f);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.batch = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.learning_rate = 0.0f);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.learning_rate = -1.0f);

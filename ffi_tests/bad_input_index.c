@@ -488,7 +488,7 @@ int main(void) {
                 lshk_index_params_default().progress == NULL);
   BI_EXPECT(lshk_iul_params_default,
             lshk_iul_params_default().struct_size == sizeof(lshk_iul_params) &&
-                lshk_iul_params_default().reserved == 0);
+                lshk_iul_params_default().flags == 0);
 
 #define FN lshk_index_build
   BI_BASELINE(FN);
@@ -739,6 +739,9 @@ int main(void) {
             a.reports_len = 0);
   BI_ACCEPT(FN, a.idx = FX->idx_pool[1]; a.pv.rounds = 0; a.reports = NULL;
             a.reports_len = 0);
+  BI_ACCEPT(FN, a.idx = FX->idx_pool[1];
+            a.pv.flags = LSHK_IUL_RANK_THRESHOLDS | LSHK_IUL_KEEP_BEST;
+            a.pv.t1 = 4.0f; a.pv.t2 = 10.0f);
   BI_INDEX_CASES(FN, idx, lshk_index);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = FX->idx_dw);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.queries = NULL);
@@ -755,7 +758,9 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.struct_size = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
           a.pv.struct_size = (uint32_t)sizeof(lshk_iul_params) - 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.reserved = 7);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.flags = 7);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.flags = LSHK_IUL_RANK_THRESHOLDS;
+          a.pv.t2 = -3.0f);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.batch = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.learning_rate = 0.0f);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.validation_fraction = 1.0f);

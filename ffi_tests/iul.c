@@ -57,7 +57,7 @@ int main(void) {
   lshk_iul_params p = lshk_iul_params_default();
   CHECK(p.struct_size == sizeof(lshk_iul_params));
   CHECK(p.rounds == 3 && p.epochs == 4 && p.batch == 256 && p.seed == 1 &&
-        p.t1 == 0.0f && p.t2 == 0.0f && p.reserved == 0 && p.max_pairs == 0);
+        p.t1 == 0.0f && p.t2 == 0.0f && p.flags == 0 && p.max_pairs == 0);
   CHECK(fabsf(p.learning_rate - 0.01f) < 1e-9f);
   p.rounds = 2;
   p.epochs = 3;
@@ -98,7 +98,19 @@ int main(void) {
     BAD(lshk_index_train_iul(idx, q, NQ, DIM, offs, labels, &b, rep, 3),
         LSHK_STATUS_INVALID_ARGUMENT);
     b = p;
-    b.reserved = 1;
+    b.flags = 4; /* not an LSHK_IUL_* bit */
+    BAD(lshk_index_train_iul(idx, q, NQ, DIM, offs, labels, &b, rep, 3),
+        LSHK_STATUS_INVALID_ARGUMENT);
+    b = p;
+    b.flags = UINT32_MAX;
+    BAD(lshk_index_train_iul(idx, q, NQ, DIM, offs, labels, &b, rep, 3),
+        LSHK_STATUS_INVALID_ARGUMENT);
+    b = p;
+    b.flags = LSHK_IUL_RANK_THRESHOLDS;
+    b.t1 = 2.5f; /* rank cut-offs are whole numbers */
+    BAD(lshk_index_train_iul(idx, q, NQ, DIM, offs, labels, &b, rep, 3),
+        LSHK_STATUS_INVALID_ARGUMENT);
+    b.t1 = -1.0f;
     BAD(lshk_index_train_iul(idx, q, NQ, DIM, offs, labels, &b, rep, 3),
         LSHK_STATUS_INVALID_ARGUMENT);
     b = p;
@@ -159,6 +171,7 @@ int main(void) {
   CHECK(lshk_canary_intact(&rep[2], sizeof rep[2]));
   for (int r = 0; r < 2; r++) {
     CHECK(rep[r].round == (uint32_t)r);
+    CHECK(rep[r].kept == 0); /* no LSHK_IUL_KEEP_BEST */
     CHECK(rep[r].positives == rep[r].negatives);
     printf("round %u: pairs %llu+%llu loss %.4f -> %.4f, pos coll %.3f -> %.3f, "
            "neg coll %.3f -> %.3f, cand %.1f -> %.1f, recall %.3f -> %.3f\n",
@@ -226,6 +239,56 @@ int main(void) {
     CHECK(lshk_canary_intact(&out[NPL], sizeof(float)));
     CHECK(memcmp(r2, rep, 2 * sizeof(lshk_iul_report)) == 0);
     CHECK(lshk_canary_intact(&r2[2], sizeof r2[2]));
+  }
+
+  /* Rank cut-offs and keep-best (flags): the index and the standalone
+   * trainer agree, at most one round is marked kept, and the result is
+   * deterministic. */
+  {
+    lshk_iul_params f = p;
+    lshk_iul_report a[3], c[3];
+    float pa[NPL], pc[NPL], pd[NPL];
+    f.flags = LSHK_IUL_RANK_THRESHOLDS | LSHK_IUL_KEEP_BEST;
+    f.rounds = 3;
+    f.t1 = 8.0f;  /* a missed label among the top 8 rows: positive */
+    f.t2 = 40.0f; /* a retrieved non-label outside the top 40: negative */
+    f.validation_fraction = 0.25f;
+    lshk_index *i3 = build();
+    EXPECT_OK(lshk_index_train_iul(i3, q, NQ, DIM, offs, labels, &f, a, 3));
+    planes_of(i3, pa);
+    unsigned kept = 0;
+    for (int r = 0; r < 3; r++) {
+      CHECK(a[r].round == (uint32_t)r && a[r].kept <= 1);
+      kept += a[r].kept;
+      printf("flags round %u: pairs %llu, recall %.3f -> %.3f, kept %u\n", a[r].round,
+             (unsigned long long)a[r].positives, a[r].label_recall_before,
+             a[r].label_recall_after, a[r].kept);
+    }
+    CHECK(kept <= 1);
+    /* The kept round has the best validation recall of all rounds, and
+     * beats the starting planes; none kept: no round beat them. */
+    for (int r = 0; r < 3; r++) {
+      if (a[r].kept) {
+        for (int t = 0; t < 3; t++)
+          CHECK(!(a[t].label_recall_after > a[r].label_recall_after));
+        CHECK(a[r].label_recall_after > a[0].label_recall_before);
+      }
+    }
+    if (kept == 0) {
+      for (int t = 0; t < 3; t++)
+        CHECK(!(a[t].label_recall_after > a[0].label_recall_before));
+      CHECK(memcmp(pa, before, sizeof pa) == 0);
+    }
+    EXPECT_OK(lshk_simhash_train_iul(before, NPL, DIM, KB, L, KB, w, ROWS, DIM, q, NQ,
+                                     DIM, offs, labels, &f, pc, NPL, c, 3));
+    CHECK(memcmp(pa, pc, sizeof pa) == 0);
+    CHECK(memcmp(a, c, sizeof a) == 0);
+    lshk_index *i4 = build();
+    EXPECT_OK(lshk_index_train_iul(i4, q, NQ, DIM, offs, labels, &f, NULL, 0));
+    planes_of(i4, pd);
+    CHECK(memcmp(pa, pd, sizeof pa) == 0);
+    EXPECT_OK(lshk_index_free(i4));
+    EXPECT_OK(lshk_index_free(i3));
   }
 
   /* Determinism: the same training on a fresh index, no reports. */

@@ -81,6 +81,25 @@
 #define LSHK_TRANSFORM_MIPS 2
 
 /*
+ lshk_iul_params::flags: read `t1` / `t2` as rank cut-offs (whole
+ numbers >= 0) instead of score values: a missed label is a positive when
+ it is among the query's top `t1` rows by q'.w' (t1 = 0: no positives), a
+ retrieved non-label a negative when it is not among the top `t2` (t2 =
+ 0: every one). Computed once per training query, before the first round
+ (a pass over every row).
+ */
+#define LSHK_IUL_RANK_THRESHOLDS 1
+
+/*
+ lshk_iul_params::flags: keep the planes of the round with the best
+ validation label recall (the starting planes when no round beats them);
+ that round's report has `kept = 1`. Needs a non-empty validation split
+ (validation_fraction > 0); without one the last round's planes are
+ kept, as without the flag.
+ */
+#define LSHK_IUL_KEEP_BEST 2
+
+/*
  IVF codes: none; every row of a visited list is scored exactly from the
  index's own f32 copy (FAISS's IVFFlat). Needs `borrow = 0`.
  */
@@ -441,12 +460,14 @@ typedef struct lshk_iul_params {
   /*
    Positive threshold: a label y missing from a query's candidates
    makes a positive pair when q'.w'_y > t1 (dot in the hashed space:
-   after the index's transform). Finite (default 0).
+   after the index's transform). Finite (default 0). With
+   LSHK_IUL_RANK_THRESHOLDS a rank cut-off instead.
    */
   float t1;
   /*
    Negative threshold: a candidate j that is not a label makes a
-   negative pair when q'.w'_j < t2. Finite (default 0).
+   negative pair when q'.w'_j < t2. Finite (default 0). With
+   LSHK_IUL_RANK_THRESHOLDS a rank cut-off instead.
    */
   float t2;
   /*
@@ -465,9 +486,11 @@ typedef struct lshk_iul_params {
    */
   uint32_t max_pairs;
   /*
-   Reserved, must be 0.
+   LSHK_IUL_* bits (default 0: score thresholds, the last round's
+   planes kept); other bits are INVALID_ARGUMENT. (This field was
+   `reserved`, which had to be 0, in 0.2.0: same offset and size.)
    */
-  uint32_t reserved;
+  uint32_t flags;
   /*
    Seed of the validation split, the balancing subsample and the
    epoch shuffles (one SplitMix64 stream; default 1).
@@ -487,7 +510,12 @@ typedef struct lshk_iul_params {
  */
 typedef struct lshk_iul_report {
   uint32_t round;
-  uint32_t reserved;
+  /*
+   1 when LSHK_IUL_KEEP_BEST kept this round's planes, else 0 (at most
+   one report; none when the starting planes were kept). (`reserved`,
+   always 0, in 0.2.0.)
+   */
+  uint32_t kept;
   /*
    Balanced pairs (positives == negatives).
    */
@@ -1259,7 +1287,7 @@ struct lshk_iul_params lshk_iul_params_default(void);
 
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (DWTA index,
  n = 0, q_stride < dim, bad parameters, struct_size too small,
- reserved != 0, label >= rows, offsets not starting at 0 or
+ unknown flags bits, label >= rows, offsets not starting at 0 or
  decreasing, `reports` overlapping an input), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
  (queries, thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error
  nothing is written and the index is unchanged.

@@ -4,7 +4,22 @@
 use super::index::{lshk_index, IndexHandle};
 use super::*;
 use crate::bail;
-use crate::iul::{IulData, IulParams, IulReport, IulShape};
+use crate::iul::{IulData, IulParams, IulReport, IulShape, Thresholds};
+
+/// lshk_iul_params::flags: read `t1` / `t2` as rank cut-offs (whole
+/// numbers >= 0) instead of score values: a missed label is a positive when
+/// it is among the query's top `t1` rows by q'.w' (t1 = 0: no positives), a
+/// retrieved non-label a negative when it is not among the top `t2` (t2 =
+/// 0: every one). Computed once per training query, before the first round
+/// (a pass over every row).
+pub const LSHK_IUL_RANK_THRESHOLDS: u32 = 1;
+/// lshk_iul_params::flags: keep the planes of the round with the best
+/// validation label recall (the starting planes when no round beats them);
+/// that round's report has `kept = 1`. Needs a non-empty validation split
+/// (validation_fraction > 0); without one the last round's planes are
+/// kept, as without the flag.
+pub const LSHK_IUL_KEEP_BEST: u32 = 2;
+const IUL_FLAGS: u32 = LSHK_IUL_RANK_THRESHOLDS | LSHK_IUL_KEEP_BEST;
 
 /// Parameters of lshk_index_train_iul. Obtain them from
 /// lshk_iul_params_default() and change what you need; `struct_size` must
@@ -24,10 +39,12 @@ pub struct lshk_iul_params {
     pub batch: u32,
     /// Positive threshold: a label y missing from a query's candidates
     /// makes a positive pair when q'.w'_y > t1 (dot in the hashed space:
-    /// after the index's transform). Finite (default 0).
+    /// after the index's transform). Finite (default 0). With
+    /// LSHK_IUL_RANK_THRESHOLDS a rank cut-off instead.
     pub t1: f32,
     /// Negative threshold: a candidate j that is not a label makes a
-    /// negative pair when q'.w'_j < t2. Finite (default 0).
+    /// negative pair when q'.w'_j < t2. Finite (default 0). With
+    /// LSHK_IUL_RANK_THRESHOLDS a rank cut-off instead.
     pub t2: f32,
     /// Adam learning rate, finite and > 0 (default 0.01). Adam's β1 = 0.9,
     /// β2 = 0.999, ε = 1e-8.
@@ -38,8 +55,10 @@ pub struct lshk_iul_params {
     /// After balancing (both sides cut to the smaller one), at most this
     /// many pairs per side (0 = no cap, default).
     pub max_pairs: u32,
-    /// Reserved, must be 0.
-    pub reserved: u32,
+    /// LSHK_IUL_* bits (default 0: score thresholds, the last round's
+    /// planes kept); other bits are INVALID_ARGUMENT. (This field was
+    /// `reserved`, which had to be 0, in 0.2.0: same offset and size.)
+    pub flags: u32,
     /// Seed of the validation split, the balancing subsample and the
     /// epoch shuffles (one SplitMix64 stream; default 1).
     pub seed: u64,
@@ -57,7 +76,10 @@ pub struct lshk_iul_params {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct lshk_iul_report {
     pub round: u32,
-    pub reserved: u32,
+    /// 1 when LSHK_IUL_KEEP_BEST kept this round's planes, else 0 (at most
+    /// one report; none when the starting planes were kept). (`reserved`,
+    /// always 0, in 0.2.0.)
+    pub kept: u32,
     /// Balanced pairs (positives == negatives).
     pub positives: u64,
     pub negatives: u64,
@@ -87,7 +109,7 @@ pub extern "C" fn lshk_iul_params_default() -> lshk_iul_params {
         learning_rate: d.learning_rate,
         validation_fraction: d.validation_fraction,
         max_pairs: d.max_pairs,
-        reserved: 0,
+        flags: 0,
         seed: d.seed,
     }
 }
@@ -107,14 +129,20 @@ unsafe impl ParamStruct for lshk_iul_params {
 unsafe fn read_params(p: *const lshk_iul_params) -> Result<lshk_iul_params> {
     // SAFETY: forwarded caller contract.
     let cp = unsafe { read_param_struct(p, "p")? };
-    if cp.reserved != 0 {
+    check_flags(&cp)?;
+    Ok(cp)
+}
+
+fn check_flags(cp: &lshk_iul_params) -> Result<()> {
+    if cp.flags & !IUL_FLAGS != 0 {
         bail!(
             InvalidArgument,
-            "p->reserved is {}; it must be 0",
-            cp.reserved
+            "p->flags is {:#x}; only LSHK_IUL_RANK_THRESHOLDS (1) and LSHK_IUL_KEEP_BEST (2) \
+             are defined",
+            cp.flags
         );
     }
-    Ok(cp)
+    Ok(())
 }
 
 fn to_rust(cp: &lshk_iul_params) -> IulParams {
@@ -128,8 +156,12 @@ fn to_rust(cp: &lshk_iul_params) -> IulParams {
         max_pairs: cp.max_pairs,
         validation_fraction: cp.validation_fraction,
         seed: cp.seed,
-        // Rank cut-offs and keep-best are not in the C ABI yet (0.2).
-        ..IulParams::default()
+        thresholds: if cp.flags & LSHK_IUL_RANK_THRESHOLDS != 0 {
+            Thresholds::Rank
+        } else {
+            Thresholds::Score
+        },
+        keep_best: cp.flags & LSHK_IUL_KEEP_BEST != 0,
     }
 }
 
@@ -188,7 +220,7 @@ unsafe fn reports_out<'a>(
 fn report_to_c(r: &IulReport) -> lshk_iul_report {
     lshk_iul_report {
         round: r.round,
-        reserved: 0,
+        kept: u32::from(r.kept),
         positives: r.positives,
         negatives: r.negatives,
         loss_before: r.loss_before,
@@ -234,7 +266,7 @@ fn report_to_c(r: &IulReport) -> lshk_iul_report {
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (DWTA index,
 /// n = 0, q_stride < dim, bad parameters, struct_size too small,
-/// reserved != 0, label >= rows, offsets not starting at 0 or
+/// unknown flags bits, label >= rows, offsets not starting at 0 or
 /// decreasing, `reports` overlapping an input), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
 /// (queries, thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error
 /// nothing is written and the index is unchanged.
@@ -278,13 +310,7 @@ pub unsafe extern "C" fn lshk_index_train_iul(
             // SAFETY: struct_size >= our size: the caller's struct holds our fields.
             unsafe { *p }
         };
-        if cp.reserved != 0 {
-            bail!(
-                InvalidArgument,
-                "p->reserved is {}; it must be 0",
-                cp.reserved
-            );
-        }
+        check_flags(&cp)?;
         if n == 0 {
             bail!(
                 InvalidArgument,
@@ -338,18 +364,7 @@ pub unsafe extern "C" fn lshk_index_train_iul(
         // SAFETY: caller contract (reports_len entries writable); checked
         // for NULL/alignment before any work.
         let out = unsafe { slice_out(reports, reports_len, "reports")? };
-        let rp = IulParams {
-            t1: cp.t1,
-            t2: cp.t2,
-            learning_rate: cp.learning_rate,
-            rounds: cp.rounds,
-            epochs: cp.epochs,
-            batch: cp.batch,
-            max_pairs: cp.max_pairs,
-            validation_fraction: cp.validation_fraction,
-            seed: cp.seed,
-            ..IulParams::default()
-        };
+        let rp = to_rust(&cp);
         let reps = h.idx.train_iul(q, n, q_stride, offs, labs, &rp)?;
         for (o, r) in out.iter_mut().zip(&reps) {
             *o = report_to_c(r);
