@@ -1,0 +1,259 @@
+//! Saving and loading an IVF index (lshk's container: CRC-checked
+//! sections, atomic replace; see docs/ivf.md for the sections).
+
+use super::*;
+
+impl Ivf {
+    /// Saves the index (lshk's container: CRC-checked sections, atomic
+    /// replace). A borrowed W is not saved: [`Ivf::load_borrowed`] takes it
+    /// again.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let rec = self.params_record();
+        let mut secs = vec![
+            SectionOut::new("IVFPARAM", vec![&rec]),
+            SectionOut::new("CENTROID", vec![format::as_bytes(&self.centroids)]),
+            SectionOut::new("CBIAS", vec![format::as_bytes(&self.cbias)]),
+            SectionOut::new("LSPREAD", vec![format::as_bytes(&self.spread)]),
+            SectionOut::new("LOFFS", vec![format::as_bytes(&self.offsets)]),
+            SectionOut::new("LIDS", vec![format::as_bytes(&self.ids)]),
+        ];
+        if !self.bias_pos.is_empty() {
+            secs.push(SectionOut::new(
+                "PBIAS",
+                vec![format::as_bytes(&self.bias_pos)],
+            ));
+        }
+        if let Exact::Owned(v) = &self.exact {
+            secs.push(SectionOut::new("PROWS", vec![format::as_bytes(v)]));
+        }
+        if let Some(c) = &self.codes {
+            secs.push(SectionOut::new("QCODES", vec![format::as_bytes(c.codes())]));
+            secs.push(SectionOut::new(
+                "QSCALES",
+                vec![format::as_bytes(c.scales())],
+            ));
+        }
+        if let Some(pq) = &self.pq {
+            secs.push(SectionOut::new(
+                "PQCENT",
+                vec![format::as_bytes(pq.codebook().centroids())],
+            ));
+            secs.push(SectionOut::new("PQCODES", vec![pq.packed()]));
+        }
+        format::write_file(path, format::KIND_IVF, &secs)
+    }
+
+    fn params_record(&self) -> Vec<u8> {
+        // Version 1 (48 bytes) unless the codes are PQ4, whose record adds
+        // pq_eta (version 2, 56 bytes): int8 and exact files stay readable
+        // by 0.2.0.
+        let pq4 = self.pq.is_some();
+        let mut r = Vec::with_capacity(64);
+        for v in [
+            if pq4 { 2 } else { IVF_PARAMS_VERSION },
+            self.rows as u32,
+            self.dim as u32,
+            self.nlist as u32,
+            self.params.iters,
+            self.params.train_rows,
+            self.params.codes as u32,
+            u32::from(!self.bias_pos.is_empty()),
+            u32::from(self.borrows_weights()),
+            self.params.pq_m,
+        ] {
+            r.extend_from_slice(&v.to_le_bytes());
+        }
+        r.extend_from_slice(&self.params.seed.to_le_bytes());
+        if pq4 {
+            r.extend_from_slice(&self.params.pq_eta.to_bits().to_le_bytes());
+            r.extend_from_slice(&0u32.to_le_bytes());
+        }
+        r
+    }
+
+    /// Loads an index saved with its own f32 rows.
+    pub fn load(path: &Path) -> Result<Ivf> {
+        Self::load_impl(path, None)
+    }
+
+    /// Loads an index built with [`Ivf::build_borrowed`], borrowing `w`
+    /// again (`rows` rows at `w_stride`; it must be the W it was built on).
+    ///
+    /// # Safety
+    /// As [`Ivf::build_borrowed`].
+    pub unsafe fn load_borrowed(path: &Path, w: &[f32], w_stride: usize) -> Result<Ivf> {
+        Self::load_impl(path, Some((w, w_stride)))
+    }
+
+    fn load_impl(path: &Path, w: Option<(&[f32], usize)>) -> Result<Ivf> {
+        let c = format::Container::open(path, format::KIND_IVF)?;
+        let rec = c.section("IVFPARAM")?;
+        if rec.len() < 4 {
+            bail!(BadFileFormat, "IVFPARAM is {} bytes", rec.len());
+        }
+        let u = |i: usize| u32::from_le_bytes(rec[4 * i..4 * i + 4].try_into().unwrap());
+        let want_len = match u(0) {
+            1 => IVF_PARAMS_LEN,
+            2 => IVF_PARAMS_LEN + 8,
+            v => bail!(BadFileFormat, "IVF parameter record version {v}"),
+        };
+        if rec.len() != want_len {
+            bail!(
+                BadFileFormat,
+                "IVFPARAM version {} is {} bytes, {want_len} expected",
+                u(0),
+                rec.len()
+            );
+        }
+        // Version 2 is the PQ4 record (with pq_eta), version 1 the others.
+        let pq_eta = if u(0) == 2 {
+            f32::from_bits(u(12))
+        } else {
+            1.0
+        };
+        let (rows, dim, nlist) = (u(1) as usize, u(2) as usize, u(3) as usize);
+        let codes = Codes::from_u32(u(6))
+            .ok_or_else(|| Error::new(Status::BadFileFormat, format!("codes value {}", u(6))))?;
+        let (has_bias, borrowed, pq_m) = (u(7), u(8), u(9));
+        if rows == 0
+            || dim == 0
+            || nlist == 0
+            || nlist > rows
+            || has_bias > 1
+            || borrowed > 1
+            || (codes == Codes::Pq4) != (pq_m != 0)
+            || (codes == Codes::Pq4) != (u(0) == 2)
+            || !(pq_eta.is_finite() && pq_eta >= 1.0)
+            || (u(0) == 2 && u(13) != 0)
+            || (codes == Codes::Pq4 && (pq::resolve_m(dim, pq_m).is_err() || rows < 16))
+        {
+            bail!(BadFileFormat, "IVFPARAM holds an impossible shape or flag");
+        }
+        let seed = u64::from_le_bytes(rec[40..48].try_into().unwrap());
+        let params = IvfParams {
+            nlist: nlist as u32,
+            iters: u(4),
+            train_rows: u(5),
+            codes,
+            pq_m,
+            pq_eta,
+            threads: 0,
+            seed,
+        };
+        // A section of exactly `n` little-endian 4-byte values.
+        let words = |name: &str, n: usize| -> Result<std::slice::ChunksExact<'_, u8>> {
+            let b = c.section(name)?;
+            if n.checked_mul(4) != Some(b.len()) {
+                bail!(
+                    BadFileFormat,
+                    "{name} is {} bytes, {n} 4-byte values expected",
+                    b.len()
+                );
+            }
+            Ok(b.chunks_exact(4))
+        };
+        let f32s = |name: &str, n: usize| -> Result<Vec<f32>> {
+            Ok(words(name, n)?
+                .map(|x| f32::from_le_bytes(x.try_into().unwrap()))
+                .collect())
+        };
+        let u32s = |name: &str, n: usize| -> Result<Vec<u32>> {
+            Ok(words(name, n)?
+                .map(|x| u32::from_le_bytes(x.try_into().unwrap()))
+                .collect())
+        };
+        let centroids = f32s("CENTROID", checked_mul(nlist, dim, "nlist * dim")?)?;
+        let cbias = f32s("CBIAS", nlist)?;
+        let spread = f32s("LSPREAD", nlist)?;
+        let offsets = u32s("LOFFS", nlist + 1)?;
+        let ids = u32s("LIDS", rows)?;
+        if offsets[0] != 0
+            || offsets[nlist] as usize != rows
+            || offsets.windows(2).any(|p| p[0] > p[1])
+        {
+            bail!(BadFileFormat, "LOFFS is not a partition of the rows");
+        }
+        let mut seen = vec![false; rows];
+        for &r in &ids {
+            if r as usize >= rows || std::mem::replace(&mut seen[r as usize], true) {
+                bail!(BadFileFormat, "LIDS is not a permutation of the rows");
+            }
+        }
+        let bias_pos = if has_bias == 1 {
+            f32s("PBIAS", rows)?
+        } else {
+            Vec::new()
+        };
+        let exact = match (borrowed == 1, w) {
+            (false, None) => Exact::Owned(f32s("PROWS", checked_mul(rows, dim, "rows * dim")?)?),
+            (true, Some((w, stride))) => {
+                crate::error::check_layer_buffers(w, None, rows, dim, stride)?;
+                Exact::Borrowed {
+                    ptr: w.as_ptr(),
+                    len: strided_len(rows, dim, stride, "w")?,
+                    stride,
+                }
+            }
+            (true, None) => bail!(
+                InvalidArgument,
+                "this index was built on a borrowed W: load it with load_borrowed"
+            ),
+            (false, Some(_)) => bail!(
+                InvalidArgument,
+                "this index holds its own rows: load it without W"
+            ),
+        };
+        let pq = if codes == Codes::Pq4 {
+            let cent = f32s("PQCENT", checked_mul(16, dim, "16 * dim")?)?;
+            Some(Box::new(pq::ListPq::from_parts(
+                dim,
+                pq_m as usize,
+                &cent,
+                c.section("PQCODES")?,
+                &offsets,
+            )?))
+        } else {
+            None
+        };
+        let codes = match codes {
+            Codes::None | Codes::Pq4 => None,
+            Codes::I8 => {
+                let sc = f32s("QSCALES", rows)?;
+                let b = c.section("QCODES")?;
+                // SAFETY: i8 and u8 have the same size and alignment, and
+                // every bit pattern is valid for both.
+                let codes = unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<i8>(), b.len()) };
+                Some(QRows::from_parts(rows, dim, codes, &sc).map_err(|e| {
+                    Error::new(
+                        Status::BadFileFormat,
+                        format!("QCODES/QSCALES: {}", e.message),
+                    )
+                })?)
+            }
+        };
+        let cq = qdot::quantize_rows(&centroids, nlist, dim, dim)
+            .map_err(|e| Error::new(Status::BadFileFormat, format!("CENTROID: {}", e.message)))?;
+        if codes.is_none() && pq.is_none() && matches!(exact, Exact::Borrowed { .. }) {
+            bail!(BadFileFormat, "a borrowed IVF index must have codes");
+        }
+        Ok(Ivf {
+            cq,
+            pq,
+            rows,
+            dim,
+            nlist,
+            params,
+            centroids,
+            cbias,
+            spread,
+            offsets,
+            ids,
+            bias_pos,
+            exact,
+            codes,
+        })
+    }
+}
+
+const IVF_PARAMS_VERSION: u32 = 1;
+const IVF_PARAMS_LEN: usize = 48;
