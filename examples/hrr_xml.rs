@@ -1,0 +1,494 @@
+//! Holographic reduced representations for extreme multi-label inference
+//! (issue 17): the unbind-then-search pipeline against exact search, and
+//! the synthetic capacity experiment.
+//!
+//! `cargo run --release --example hrr_xml` (a small default run, well under
+//! a minute); the issue's runs: `-- --m 670091 --d 400` and `--d 800`.
+//!
+//! What it does, per dimension d:
+//! 1. Class vectors: `m` rows from `lshk::hrr::class_vectors(seed, d)`
+//!    (projected: every frequency of magnitude 1, unit norm; frozen
+//!    generator), and the key `p`: row 0 of seed `seed + 1`.
+//! 2. An index over them: `lshk::ivf::Ivf` (k-means lists, int8 codes, W
+//!    borrowed for the exact re-ranking).
+//! 3. Network outputs, synthesised: sample i draws `L` distinct labels
+//!    (SplitMix64 of `seed + 2`) and `s_i = sum_l p ⊛ c_l` (the bound label
+//!    vectors summed).
+//! 4. The pipeline ([`Pipeline::query`], batched, `&self`: thread-safe):
+//!    `y = p† ⊛ s` (approximate inverse: p is projected, so it is exact),
+//!    `y / (|y| + 1e-8)`, then the top-k of `c_i . y` from the index.
+//! 5. Exact search: the same unbound, normalised y against every class
+//!    vector with `lshk::dense::DenseLayer::topk` (one SIMD pass over all
+//!    of C).
+//!
+//! It prints, per number of bound labels L: recall@k of the pipeline
+//! against the exact top-k (ids), the fraction of the L bound labels found
+//! in the exact top-L and in the pipeline's top-k, and the time per query,
+//! one thread, at B = 1 and B = 64, for the pipeline (unbind + normalise +
+//! index; every query, best of three passes) and for exact search (unbind
+//! + normalise + dense top-k; one pass over the first 16 queries at B = 1,
+//! the first 64 at B = 64), with their ratio. `--capacity` adds the
+//! capacity sweep: for L = 1, 2, 4, ..., up to `--max-labels`, the
+//! fraction of the L labels in the exact top-L (exact search only).
+//!
+//! Options: `--m N` (labels, default 20000), `--d LIST` (default 400),
+//! `--labels LIST` (bound labels per sample for the pipeline table,
+//! default 1,5,10), `--queries N` (per L, default 100), `--k N` (5),
+//! `--seed S` (1), `--nlist N` (0 = round(4 sqrt(m))), `--iters N`
+//! (k-means, 10), `--reach F` (3, adaptive lists), `--nprobe N` (with
+//! `--reach 0`: exactly N lists), `--rerank N` (32), `--capacity`,
+//! `--max-labels N` (for `--capacity`, default 64), `--threads N` (for
+//! the generation, the build and a multi-threaded check of the pipeline;
+//! 0 = all cores; timings are always one thread).
+//!
+//! Timings are wall-clock on whatever else the machine is doing; compare
+//! the figures of one run with each other.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use lshk::dense::DenseLayer;
+use lshk::hrr::{self, class_vectors, Hrr, Inverse, Scratch};
+use lshk::ivf::{Ivf, IvfParams, SearchParams};
+use lshk::rng::SplitMix64;
+
+/// The unbinding step: the key and its plans.
+struct Unbinder {
+    d: usize,
+    key: Vec<f32>,
+    hrr: Hrr,
+}
+
+/// Per-thread buffers of an [`Unbinder`] / [`Pipeline`].
+struct Buffers {
+    scratch: Scratch,
+    y: Vec<f32>,
+}
+
+impl Unbinder {
+    fn buffers(&self, batch: usize) -> Buffers {
+        Buffers {
+            scratch: self.hrr.scratch().unwrap(),
+            y: vec![0.0; batch * self.d],
+        }
+    }
+
+    /// `y = key† ⊛ s`, normalised, for the outputs `s` (whole rows) into
+    /// `b.y`.
+    fn unbind(&self, s: &[f32], b: &mut Buffers) {
+        let y = &mut b.y[..s.len()];
+        self.hrr
+            .unbind(Inverse::Approx, &self.key, s, y, &mut b.scratch)
+            .expect("unbind");
+        for row in y.chunks_exact_mut(self.d) {
+            hrr::normalize(row);
+        }
+    }
+}
+
+/// The HRR output layer: the unbinding step and the index over the class
+/// vectors. Immutable; [`Pipeline::query`] takes `&self`, so one pipeline
+/// serves many threads, each with its own [`Buffers`].
+struct Pipeline<'a> {
+    u: &'a Unbinder,
+    ivf: &'a Ivf,
+    sp: SearchParams,
+}
+
+impl Pipeline<'_> {
+    /// Top-k labels (ids, scores) of the network outputs `s` (rows of d;
+    /// at most the batch the buffers were made for).
+    fn query(&self, s: &[f32], k: usize, b: &mut Buffers, ids: &mut [u32], scores: &mut [f32]) {
+        let d = self.u.d;
+        let n = s.len() / d;
+        self.u.unbind(s, b);
+        self.ivf
+            .search(&b.y[..n * d], n, d, k, &self.sp, ids, scores)
+            .expect("ivf search");
+    }
+}
+
+struct Opts {
+    m: usize,
+    dims: Vec<usize>,
+    labels: Vec<usize>,
+    queries: usize,
+    k: usize,
+    seed: u64,
+    nlist: u32,
+    iters: u32,
+    reach: f32,
+    nprobe: u32,
+    rerank: u32,
+    capacity: bool,
+    max_labels: usize,
+    threads: u32,
+}
+
+fn usage(msg: &str) -> ! {
+    eprintln!("error: {msg}");
+    eprintln!(
+        "usage: hrr_xml [--m N] [--d LIST] [--labels LIST] [--queries N] [--k N] [--seed S]\n\
+         \x20              [--nlist N] [--iters N] [--reach F] [--nprobe N] [--rerank N]\n\
+         \x20              [--capacity] [--max-labels N] [--threads N]"
+    );
+    std::process::exit(2)
+}
+
+fn parse() -> Opts {
+    let mut o = Opts {
+        m: 20_000,
+        dims: vec![400],
+        labels: vec![1, 5, 10],
+        queries: 100,
+        k: 5,
+        seed: 1,
+        nlist: 0,
+        iters: 10,
+        reach: 3.0,
+        nprobe: u32::MAX,
+        rerank: 32,
+        capacity: false,
+        max_labels: 64,
+        threads: 0,
+    };
+    let mut a = std::env::args().skip(1);
+    let list = |v: String| -> Vec<usize> {
+        v.split(',')
+            .map(|x| x.trim().parse().unwrap_or_else(|_| usage("bad list")))
+            .collect()
+    };
+    while let Some(f) = a.next() {
+        if f == "--capacity" {
+            o.capacity = true;
+            continue;
+        }
+        let v = a
+            .next()
+            .unwrap_or_else(|| usage(&format!("{f} needs a value")));
+        let num = |v: &str| -> u64 {
+            v.parse()
+                .unwrap_or_else(|_| usage(&format!("{f}: bad number")))
+        };
+        match f.as_str() {
+            "--m" => o.m = num(&v) as usize,
+            "--d" => o.dims = list(v),
+            "--labels" => o.labels = list(v),
+            "--queries" => o.queries = num(&v) as usize,
+            "--k" => o.k = num(&v) as usize,
+            "--seed" => o.seed = num(&v),
+            "--nlist" => o.nlist = num(&v) as u32,
+            "--iters" => o.iters = num(&v) as u32,
+            "--reach" => o.reach = v.parse().unwrap_or_else(|_| usage("--reach: bad number")),
+            "--nprobe" => o.nprobe = num(&v) as u32,
+            "--rerank" => o.rerank = num(&v) as u32,
+            "--max-labels" => o.max_labels = num(&v) as usize,
+            "--threads" => o.threads = num(&v) as u32,
+            _ => usage(&format!("unknown option {f}")),
+        }
+    }
+    if o.m == 0 || o.k == 0 || o.queries == 0 || o.dims.contains(&0) || o.labels.contains(&0) {
+        usage("sizes must be >= 1");
+    }
+    o
+}
+
+/// `n` network outputs of `l` labels each: the labels (row-major, `l`
+/// per sample) and `s_i = sum_l p ⊛ c_l`.
+fn synthesise(
+    hrr: &Hrr,
+    key: &[f32],
+    classes: &[f32],
+    m: usize,
+    n: usize,
+    l: usize,
+    seed: u64,
+) -> (Vec<u32>, Vec<f32>) {
+    let d = hrr.dim();
+    let mut r = SplitMix64::new(seed ^ (l as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut labels = Vec::with_capacity(n * l);
+    let mut s = vec![0.0f32; n * d];
+    let mut sc = hrr.scratch().unwrap();
+    let mut rows = vec![0.0f32; l * d];
+    let mut bound = vec![0.0f32; l * d];
+    for i in 0..n {
+        let mut chosen: Vec<u32> = Vec::with_capacity(l);
+        while chosen.len() < l.min(m) {
+            let c = r.below(m as u64) as u32;
+            if !chosen.contains(&c) {
+                chosen.push(c);
+            }
+        }
+        for (j, &c) in chosen.iter().enumerate() {
+            rows[j * d..(j + 1) * d]
+                .copy_from_slice(&classes[c as usize * d..(c as usize + 1) * d]);
+        }
+        let lc = chosen.len();
+        hrr.bind(key, &rows[..lc * d], &mut bound[..lc * d], &mut sc)
+            .unwrap();
+        let si = &mut s[i * d..(i + 1) * d];
+        for b in bound[..lc * d].chunks_exact(d) {
+            for (o, v) in si.iter_mut().zip(b) {
+                *o += v;
+            }
+        }
+        labels.extend(chosen);
+    }
+    (labels, s)
+}
+
+/// Mean over queries of |got_q ∩ want_q| / |want_q| (k ids per query).
+fn recall(got: &[u32], want: &[u32], k: usize) -> f64 {
+    let n = want.len() / k;
+    let mut s = 0.0;
+    for q in 0..n {
+        let w = &want[q * k..(q + 1) * k];
+        let g = &got[q * k..(q + 1) * k];
+        s += w.iter().filter(|x| g.contains(x)).count() as f64 / k as f64;
+    }
+    s / n as f64
+}
+
+/// Mean over samples of the fraction of its `l` labels among the first
+/// `k` ids of `got` (`kk` ids per query).
+fn label_recall(got: &[u32], kk: usize, k: usize, labels: &[u32], l: usize) -> f64 {
+    let n = labels.len() / l;
+    let mut s = 0.0;
+    for q in 0..n {
+        let g = &got[q * kk..q * kk + k.min(kk)];
+        s += labels[q * l..(q + 1) * l]
+            .iter()
+            .filter(|x| g.contains(x))
+            .count() as f64
+            / l as f64;
+    }
+    s / n as f64
+}
+
+/// Seconds per query of `f` run over `n` queries in calls of `b`; the best
+/// of `reps` passes.
+fn time_per_query(n: usize, b: usize, reps: usize, mut f: impl FnMut(usize, usize)) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..reps {
+        let t = Instant::now();
+        for c in (0..n).step_by(b) {
+            f(c, b.min(n - c));
+        }
+        best = best.min(t.elapsed().as_secs_f64() / n as f64);
+    }
+    best
+}
+
+fn main() {
+    let o = parse();
+    println!(
+        "lshk {} hrr_xml (tier {}): m = {} labels, k = {}, {} queries per L",
+        env!("CARGO_PKG_VERSION"),
+        lshk::isa::active().name(),
+        o.m,
+        o.k,
+        o.queries
+    );
+    for &d in &o.dims {
+        run(&o, d);
+    }
+}
+
+fn run(o: &Opts, d: usize) {
+    let (m, k) = (o.m, o.k);
+    println!("\n== d = {d} ==");
+    let t = Instant::now();
+    let mut classes = vec![0.0f32; m * d];
+    class_vectors(o.seed, d, 0, &mut classes, o.threads).expect("class vectors");
+    let mut key = vec![0.0f32; d];
+    class_vectors(o.seed + 1, d, 0, &mut key, 1).expect("key");
+    println!(
+        "class vectors: {:.1} s ({:.1} MiB)",
+        t.elapsed().as_secs_f64(),
+        (m * d * 4) as f64 / (1 << 20) as f64
+    );
+    let hrr = Hrr::new(d).expect("hrr");
+    let dense = DenseLayer::new(&classes, m, d, d, None).expect("dense");
+
+    // Exact search (unbind + normalise + dense top-k) for a list of samples.
+    let u = Unbinder {
+        d,
+        key,
+        hrr: hrr.clone(),
+    };
+    let exact_topk = |s: &[f32], n: usize, kk: usize| -> Vec<u32> {
+        let mut ids = vec![0u32; n * kk];
+        let mut sc = vec![0.0f32; n * kk];
+        let mut b = u.buffers(64);
+        for c in (0..n).step_by(64) {
+            let nb = 64.min(n - c);
+            u.unbind(&s[c * d..(c + nb) * d], &mut b);
+            dense
+                .topk(
+                    &b.y[..nb * d],
+                    nb,
+                    d,
+                    kk,
+                    &mut ids[c * kk..(c + nb) * kk],
+                    &mut sc[c * kk..(c + nb) * kk],
+                )
+                .unwrap();
+        }
+        ids
+    };
+
+    if o.capacity {
+        println!("capacity (exact search): fraction of the L bound labels in the exact top-L");
+        println!("{:>6} {:>10}", "L", "P@L");
+        let mut l = 1;
+        while l <= o.max_labels.min(m) {
+            let (labels, s) = synthesise(&hrr, &u.key, &classes, m, o.queries, l, o.seed + 2);
+            let ids = exact_topk(&s, o.queries, l);
+            println!("{:>6} {:>10.3}", l, label_recall(&ids, l, l, &labels, l));
+            l *= 2;
+        }
+    }
+
+    let t = Instant::now();
+    let p = IvfParams {
+        nlist: o.nlist,
+        iters: o.iters,
+        threads: o.threads,
+        ..IvfParams::default()
+    };
+    // SAFETY: `classes` outlives the index (both live until the end of run).
+    let ivf = unsafe { Ivf::build_borrowed(&classes, None, m, d, d, &p) }.expect("ivf build");
+    println!(
+        "index: IVF, {} lists, int8 codes, reach {}, nprobe {}, rerank {}; build {:.1} s, memory {:.1} MiB",
+        ivf.nlist(),
+        o.reach,
+        if o.nprobe == u32::MAX { "no cap".to_string() } else { o.nprobe.to_string() },
+        o.rerank,
+        t.elapsed().as_secs_f64(),
+        ivf.memory_bytes() as f64 / (1 << 20) as f64
+    );
+    let pl = Pipeline {
+        u: &u,
+        ivf: &ivf,
+        sp: SearchParams {
+            nprobe: o.nprobe,
+            rerank: o.rerank,
+            reach: o.reach,
+        },
+    };
+
+    println!(
+        "{:>4} {:>9} {:>9} {:>9} | {:>11} {:>11} {:>7} | {:>11} {:>11} {:>7}",
+        "L",
+        format!("recall@{k}"),
+        "labels@L",
+        format!("labels@{k}"),
+        "pipe B=1",
+        "exact B=1",
+        "ratio",
+        "pipe B=64",
+        "exact B=64",
+        "ratio"
+    );
+    for &l in &o.labels {
+        let n = o.queries;
+        let (labels, s) = synthesise(&hrr, &u.key, &classes, m, n, l, o.seed + 2);
+        let want = exact_topk(&s, n, k);
+        let want_l = exact_topk(&s, n, l);
+        // pipeline results, single-threaded, batches of 64
+        let mut ids = vec![0u32; n * k];
+        let mut sc = vec![0.0f32; n * k];
+        let mut b = u.buffers(64);
+        for c in (0..n).step_by(64) {
+            let nb = 64.min(n - c);
+            pl.query(
+                &s[c * d..(c + nb) * d],
+                k,
+                &mut b,
+                &mut ids[c * k..(c + nb) * k],
+                &mut sc[c * k..(c + nb) * k],
+            );
+        }
+        // the same from several threads: identical
+        let threads = lshk_threads(o.threads).min(n);
+        let per = n.div_ceil(threads);
+        let mut ids_mt = vec![0u32; n * k];
+        let mut sc_mt = vec![0.0f32; n * k];
+        std::thread::scope(|scope| {
+            for ((c, oi), os) in (0..n)
+                .step_by(per)
+                .zip(ids_mt.chunks_mut(per * k))
+                .zip(sc_mt.chunks_mut(per * k))
+            {
+                let pl = &pl;
+                let s = &s;
+                scope.spawn(move || {
+                    let nb = per.min(n - c);
+                    let mut b = pl.u.buffers(nb);
+                    pl.query(&s[c * d..(c + nb) * d], k, &mut b, oi, os);
+                });
+            }
+        });
+        assert!(ids_mt == ids && sc_mt == sc, "threaded pipeline differs");
+
+        let mut b1 = u.buffers(64);
+        let (mut oi, mut os) = (vec![0u32; 64 * k], vec![0.0f32; 64 * k]);
+        // The pipeline: every query, best of 3 passes. Exact search reads
+        // all of C per call (tens of ms at B = 1 for m = 670,091): the
+        // first 16 queries at B = 1 and the first 64 at B = 64, one pass.
+        let mut timing = |bsz: usize, exact: bool| {
+            let (nt, reps) = if exact { (n.min(16 * bsz), 1) } else { (n, 3) };
+            time_per_query(nt, bsz, reps, |c, nb| {
+                let sl = &s[c * d..(c + nb) * d];
+                if exact {
+                    u.unbind(sl, &mut b1);
+                    dense
+                        .topk(
+                            &b1.y[..nb * d],
+                            nb,
+                            d,
+                            k,
+                            &mut oi[..nb * k],
+                            &mut os[..nb * k],
+                        )
+                        .unwrap();
+                } else {
+                    pl.query(sl, k, &mut b1, &mut oi[..nb * k], &mut os[..nb * k]);
+                }
+                black_box(&oi);
+            })
+        };
+        let (p1, e1) = (timing(1, false), timing(1, true));
+        let (p64, e64) = (timing(64, false), timing(64, true));
+        println!(
+            "{:>4} {:>9.3} {:>9.3} {:>9.3} | {:>8.1} us {:>8.1} us {:>6.1}x | {:>8.1} us {:>8.1} us {:>6.1}x",
+            l,
+            recall(&ids, &want, k),
+            label_recall(&want_l, l, l, &labels, l),
+            label_recall(&ids, k, k, &labels, l),
+            p1 * 1e6,
+            e1 * 1e6,
+            e1 / p1,
+            p64 * 1e6,
+            e64 * 1e6,
+            e64 / p64
+        );
+    }
+    // The unbind alone (B = 64), for scale.
+    let n = o.queries.max(64);
+    let (_, s) = synthesise(&hrr, &u.key, &classes, m, n, 1, o.seed + 3);
+    let mut b = u.buffers(64);
+    let tu = time_per_query(n, 64, 3, |c, nb| u.unbind(&s[c * d..(c + nb) * d], &mut b));
+    println!(
+        "unbind + normalise alone: {:.2} us per query (B = 64)",
+        tu * 1e6
+    );
+}
+
+fn lshk_threads(t: u32) -> usize {
+    if t == 0 {
+        std::thread::available_parallelism().map_or(1, |v| v.get())
+    } else {
+        t as usize
+    }
+}
