@@ -35,8 +35,9 @@
 //! `--labels LIST` (bound labels per sample for the pipeline table,
 //! default 1,5,10), `--queries N` (per L, default 100), `--k N` (5),
 //! `--seed S` (1), `--nlist N` (0 = round(4 sqrt(m))), `--iters N`
-//! (k-means, 10), `--reach F` (3, adaptive lists), `--nprobe N` (with
-//! `--reach 0`: exactly N lists), `--rerank N` (32), `--capacity`,
+//! (k-means, 10), `--reach LIST` (adaptive lists, default 3; `--reach ''`
+//! for none), `--nprobe LIST` (exactly N lists; one table row per search
+//! setting), `--rerank N` (32), `--capacity`,
 //! `--max-labels N` (for `--capacity`, default 64), `--threads N` (for
 //! the generation, the build and a multi-threaded check of the pipeline;
 //! 0 = all cores; timings are always one thread).
@@ -50,6 +51,8 @@ use std::time::Instant;
 use lshk::dense::DenseLayer;
 use lshk::hrr::{self, class_vectors, Hrr, Inverse, Scratch};
 use lshk::ivf::{Ivf, IvfParams, SearchParams};
+use lshk::pq4::{Codebook, Pq4Lut, Pq4Rows, TrainParams};
+use lshk::qdot::TopR;
 use lshk::rng::SplitMix64;
 
 /// The unbinding step: the key and its plans.
@@ -86,25 +89,140 @@ impl Unbinder {
     }
 }
 
-/// The HRR output layer: the unbinding step and the index over the class
+/// A flat 4-bit PQ scan of every class vector (`lshk::pq4`, fast-scan
+/// `vpshufb` kernels) whose best `rerank` candidates are re-scored exactly
+/// from the f32 rows: linear in the rows, but it reads `m_sub / 2` bytes
+/// per row instead of `4 d`.
+struct Pq4Flat<'a> {
+    cb: Codebook,
+    codes: Pq4Rows,
+    w: &'a [f32],
+    d: usize,
+}
+
+/// Per-thread buffers of a [`Pq4Flat`] search.
+struct Pq4Buf {
+    lut: Pq4Lut,
+    scores: Vec<f32>,
+    top: TopR,
+}
+
+/// Rows scored per `score_run` call (a multiple of 32; 64 KiB of scores).
+const PQ_CHUNK: usize = 16_384;
+
+impl<'a> Pq4Flat<'a> {
+    fn build(w: &'a [f32], m: usize, d: usize, m_sub: usize, seed: u64) -> Pq4Flat<'a> {
+        let tp = TrainParams {
+            seed,
+            ..TrainParams::default()
+        };
+        let cb = Codebook::train(w, m, d, d, m_sub, &tp).expect("pq4 train");
+        let codes = cb.encode(w, m, d).expect("pq4 encode");
+        Pq4Flat { cb, codes, w, d }
+    }
+
+    fn buffers(&self) -> Pq4Buf {
+        Pq4Buf {
+            lut: Pq4Lut::new(self.cb.m()).unwrap(),
+            scores: vec![0.0; PQ_CHUNK],
+            top: TopR::new(1),
+        }
+    }
+
+    /// Top-k of the `n` queries `y` (rows of d): PQ scores of every row,
+    /// the best `rerank` re-scored exactly (f32 dot products summed in
+    /// f64), largest first, equal scores by smaller id.
+    #[allow(clippy::too_many_arguments)]
+    fn search(
+        &self,
+        y: &[f32],
+        n: usize,
+        k: usize,
+        rerank: usize,
+        b: &mut Pq4Buf,
+        ids: &mut [u32],
+        scores: &mut [f32],
+    ) {
+        let (d, rows) = (self.d, self.codes.rows());
+        for q in 0..n {
+            let yq = &y[q * d..(q + 1) * d];
+            b.lut.set(&self.cb, yq).expect("pq4 lut");
+            b.top.reset(rerank.max(k));
+            for first in (0..rows).step_by(PQ_CHUNK) {
+                let nr = PQ_CHUNK.min(rows - first);
+                self.codes
+                    .score_run(first, nr, &b.lut, None, &mut b.scores[..nr])
+                    .expect("pq4 score");
+                b.top.push_run(&b.scores[..nr], first as u32);
+            }
+            let mut exact: Vec<(f32, u32)> = b
+                .top
+                .finish()
+                .iter()
+                .map(|&(_, id)| {
+                    let row = &self.w[id as usize * d..(id as usize + 1) * d];
+                    let dot: f64 = row.iter().zip(yq).map(|(a, c)| *a as f64 * *c as f64).sum();
+                    (dot as f32, id)
+                })
+                .collect();
+            exact.sort_by(|a, c| c.0.total_cmp(&a.0).then(a.1.cmp(&c.1)));
+            for j in 0..k {
+                let (s, id) = exact
+                    .get(j)
+                    .copied()
+                    .unwrap_or((f32::NEG_INFINITY, u32::MAX));
+                ids[q * k + j] = id;
+                scores[q * k + j] = s;
+            }
+        }
+    }
+}
+
+/// The index the pipeline queries.
+#[derive(Clone, Copy)]
+enum Engine<'a> {
+    Ivf(&'a Ivf, SearchParams),
+    /// The flat PQ scan and its re-rank count.
+    Pq4(&'a Pq4Flat<'a>, usize),
+}
+
+/// The HRR output layer: the unbinding step and an index over the class
 /// vectors. Immutable; [`Pipeline::query`] takes `&self`, so one pipeline
 /// serves many threads, each with its own [`Buffers`].
 struct Pipeline<'a> {
     u: &'a Unbinder,
-    ivf: &'a Ivf,
-    sp: SearchParams,
+    engine: Engine<'a>,
 }
 
 impl Pipeline<'_> {
+    fn buffers(&self, batch: usize) -> (Buffers, Option<Pq4Buf>) {
+        let pq = match self.engine {
+            Engine::Pq4(p, _) => Some(p.buffers()),
+            Engine::Ivf(..) => None,
+        };
+        (self.u.buffers(batch), pq)
+    }
+
     /// Top-k labels (ids, scores) of the network outputs `s` (rows of d;
     /// at most the batch the buffers were made for).
-    fn query(&self, s: &[f32], k: usize, b: &mut Buffers, ids: &mut [u32], scores: &mut [f32]) {
+    fn query(
+        &self,
+        s: &[f32],
+        k: usize,
+        b: &mut (Buffers, Option<Pq4Buf>),
+        ids: &mut [u32],
+        scores: &mut [f32],
+    ) {
         let d = self.u.d;
         let n = s.len() / d;
-        self.u.unbind(s, b);
-        self.ivf
-            .search(&b.y[..n * d], n, d, k, &self.sp, ids, scores)
-            .expect("ivf search");
+        self.u.unbind(s, &mut b.0);
+        let y = &b.0.y[..n * d];
+        match self.engine {
+            Engine::Ivf(ivf, sp) => ivf
+                .search(y, n, d, k, &sp, ids, scores)
+                .expect("ivf search"),
+            Engine::Pq4(p, r) => p.search(y, n, k, r, b.1.as_mut().unwrap(), ids, scores),
+        }
     }
 }
 
@@ -117,20 +235,24 @@ struct Opts {
     seed: u64,
     nlist: u32,
     iters: u32,
-    reach: f32,
-    nprobe: u32,
+    reach: Vec<f32>,
+    nprobe: Vec<usize>,
     rerank: u32,
     capacity: bool,
     max_labels: usize,
     threads: u32,
+    ivf: bool,
+    pq_dsub: usize,
+    pq_rerank: Vec<usize>,
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!("error: {msg}");
     eprintln!(
         "usage: hrr_xml [--m N] [--d LIST] [--labels LIST] [--queries N] [--k N] [--seed S]\n\
-         \x20              [--nlist N] [--iters N] [--reach F] [--nprobe N] [--rerank N]\n\
-         \x20              [--capacity] [--max-labels N] [--threads N]"
+         \x20              [--nlist N] [--iters N] [--reach LIST] [--nprobe LIST] [--rerank N]\n\
+         \x20              [--capacity] [--max-labels N] [--threads N] [--ivf 0|1]\n\
+         \x20              [--pq-dsub N] [--pq-rerank LIST]"
     );
     std::process::exit(2)
 }
@@ -145,12 +267,15 @@ fn parse() -> Opts {
         seed: 1,
         nlist: 0,
         iters: 10,
-        reach: 3.0,
-        nprobe: u32::MAX,
+        reach: vec![3.0],
+        nprobe: vec![],
         rerank: 32,
         capacity: false,
         max_labels: 64,
         threads: 0,
+        ivf: true,
+        pq_dsub: 4,
+        pq_rerank: vec![64],
     };
     let mut a = std::env::args().skip(1);
     let list = |v: String| -> Vec<usize> {
@@ -179,11 +304,24 @@ fn parse() -> Opts {
             "--seed" => o.seed = num(&v),
             "--nlist" => o.nlist = num(&v) as u32,
             "--iters" => o.iters = num(&v) as u32,
-            "--reach" => o.reach = v.parse().unwrap_or_else(|_| usage("--reach: bad number")),
-            "--nprobe" => o.nprobe = num(&v) as u32,
+            "--reach" => {
+                o.reach = v
+                    .split(',')
+                    .filter(|x| !x.is_empty())
+                    .map(|x| {
+                        x.trim()
+                            .parse()
+                            .unwrap_or_else(|_| usage("--reach: bad number"))
+                    })
+                    .collect()
+            }
+            "--nprobe" => o.nprobe = list(v),
             "--rerank" => o.rerank = num(&v) as u32,
             "--max-labels" => o.max_labels = num(&v) as usize,
             "--threads" => o.threads = num(&v) as u32,
+            "--ivf" => o.ivf = num(&v) != 0,
+            "--pq-dsub" => o.pq_dsub = num(&v) as usize,
+            "--pq-rerank" => o.pq_rerank = if v.is_empty() { vec![] } else { list(v) },
             _ => usage(&format!("unknown option {f}")),
         }
     }
@@ -349,37 +487,69 @@ fn run(o: &Opts, d: usize) {
         }
     }
 
-    let t = Instant::now();
-    let p = IvfParams {
-        nlist: o.nlist,
-        iters: o.iters,
-        threads: o.threads,
-        ..IvfParams::default()
-    };
-    // SAFETY: `classes` outlives the index (both live until the end of run).
-    let ivf = unsafe { Ivf::build_borrowed(&classes, None, m, d, d, &p) }.expect("ivf build");
-    println!(
-        "index: IVF, {} lists, int8 codes, reach {}, nprobe {}, rerank {}; build {:.1} s, memory {:.1} MiB",
-        ivf.nlist(),
-        o.reach,
-        if o.nprobe == u32::MAX { "no cap".to_string() } else { o.nprobe.to_string() },
-        o.rerank,
-        t.elapsed().as_secs_f64(),
-        ivf.memory_bytes() as f64 / (1 << 20) as f64
-    );
-    let pl = Pipeline {
-        u: &u,
-        ivf: &ivf,
-        sp: SearchParams {
-            nprobe: o.nprobe,
-            rerank: o.rerank,
-            reach: o.reach,
-        },
-    };
+    // The engines: an IVF index (adaptive lists for each --reach, exactly
+    // N lists for each --nprobe), and the flat 4-bit PQ scan (one setting
+    // per --pq-rerank).
+    let mut ivf_holder = None;
+    if o.ivf {
+        let t = Instant::now();
+        let p = IvfParams {
+            nlist: o.nlist,
+            iters: o.iters,
+            threads: o.threads,
+            ..IvfParams::default()
+        };
+        // SAFETY: `classes` outlives the index (both live until the end of run).
+        let ivf = unsafe { Ivf::build_borrowed(&classes, None, m, d, d, &p) }.expect("ivf build");
+        println!(
+            "index: IVF, {} lists, int8 codes, rerank {}; build {:.1} s, memory {:.1} MiB",
+            ivf.nlist(),
+            o.rerank,
+            t.elapsed().as_secs_f64(),
+            ivf.memory_bytes() as f64 / (1 << 20) as f64
+        );
+        ivf_holder = Some(ivf);
+    }
+    let mut pq_holder = None;
+    if !o.pq_rerank.is_empty() {
+        let t = Instant::now();
+        let m_sub = d / o.pq_dsub.max(1);
+        let pq = Pq4Flat::build(&classes, m, d, m_sub, o.seed + 4);
+        println!(
+            "index: flat 4-bit PQ, {} sub-quantisers of {} dims ({} bytes per row), exact re-rank; build {:.1} s, memory {:.1} MiB",
+            m_sub,
+            o.pq_dsub,
+            pq.codes.m_pad() / 2,
+            t.elapsed().as_secs_f64(),
+            pq.codes.memory_bytes() as f64 / (1 << 20) as f64
+        );
+        pq_holder = Some(pq);
+    }
+    let mut configs: Vec<(String, Engine)> = Vec::new();
+    if let Some(ivf) = &ivf_holder {
+        for &r in &o.reach {
+            let sp = SearchParams {
+                nprobe: u32::MAX,
+                rerank: o.rerank,
+                reach: r,
+            };
+            configs.push((format!("ivf reach {r}"), Engine::Ivf(ivf, sp)));
+        }
+        for &np in &o.nprobe {
+            let sp = SearchParams::fixed(np as u32, o.rerank);
+            configs.push((format!("ivf nprobe {np}"), Engine::Ivf(ivf, sp)));
+        }
+    }
+    if let Some(pq) = &pq_holder {
+        for &r in &o.pq_rerank {
+            configs.push((format!("pq4 rerank {r}"), Engine::Pq4(pq, r)));
+        }
+    }
 
     println!(
-        "{:>4} {:>9} {:>9} {:>9} | {:>11} {:>11} {:>7} | {:>11} {:>11} {:>7}",
+        "{:>4} {:>17} {:>9} {:>9} {:>9} | {:>11} {:>11} {:>7} | {:>11} {:>11} {:>7}",
         "L",
+        "index",
         format!("recall@{k}"),
         "labels@L",
         format!("labels@{k}"),
@@ -395,84 +565,98 @@ fn run(o: &Opts, d: usize) {
         let (labels, s) = synthesise(&hrr, &u.key, &classes, m, n, l, o.seed + 2);
         let want = exact_topk(&s, n, k);
         let want_l = exact_topk(&s, n, l);
-        // pipeline results, single-threaded, batches of 64
-        let mut ids = vec![0u32; n * k];
-        let mut sc = vec![0.0f32; n * k];
-        let mut b = u.buffers(64);
-        for c in (0..n).step_by(64) {
-            let nb = 64.min(n - c);
-            pl.query(
-                &s[c * d..(c + nb) * d],
-                k,
-                &mut b,
-                &mut ids[c * k..(c + nb) * k],
-                &mut sc[c * k..(c + nb) * k],
-            );
-        }
-        // the same from several threads: identical
-        let threads = lshk_threads(o.threads).min(n);
-        let per = n.div_ceil(threads);
-        let mut ids_mt = vec![0u32; n * k];
-        let mut sc_mt = vec![0.0f32; n * k];
-        std::thread::scope(|scope| {
-            for ((c, oi), os) in (0..n)
-                .step_by(per)
-                .zip(ids_mt.chunks_mut(per * k))
-                .zip(sc_mt.chunks_mut(per * k))
-            {
-                let pl = &pl;
-                let s = &s;
-                scope.spawn(move || {
-                    let nb = per.min(n - c);
-                    let mut b = pl.u.buffers(nb);
-                    pl.query(&s[c * d..(c + nb) * d], k, &mut b, oi, os);
-                });
-            }
-        });
-        assert!(ids_mt == ids && sc_mt == sc, "threaded pipeline differs");
-
         let mut b1 = u.buffers(64);
         let (mut oi, mut os) = (vec![0u32; 64 * k], vec![0.0f32; 64 * k]);
-        // The pipeline: every query, best of 3 passes. Exact search reads
-        // all of C per call (tens of ms at B = 1 for m = 670,091): the
-        // first 16 queries at B = 1 and the first 64 at B = 64, one pass.
-        let mut timing = |bsz: usize, exact: bool| {
-            let (nt, reps) = if exact { (n.min(16 * bsz), 1) } else { (n, 3) };
-            time_per_query(nt, bsz, reps, |c, nb| {
-                let sl = &s[c * d..(c + nb) * d];
-                if exact {
-                    u.unbind(sl, &mut b1);
-                    dense
-                        .topk(
-                            &b1.y[..nb * d],
-                            nb,
-                            d,
-                            k,
-                            &mut oi[..nb * k],
-                            &mut os[..nb * k],
-                        )
-                        .unwrap();
-                } else {
-                    pl.query(sl, k, &mut b1, &mut oi[..nb * k], &mut os[..nb * k]);
-                }
+        // Exact search reads all of C per call (tens of ms at B = 1 for
+        // m = 670,091): one pass over the first 16 queries at B = 1 and
+        // the first 64 at B = 64.
+        let mut exact_time = |bsz: usize| {
+            let nt = n.min(if bsz == 1 { 16 } else { 64 });
+            time_per_query(nt, bsz, 1, |c, nb| {
+                u.unbind(&s[c * d..(c + nb) * d], &mut b1);
+                dense
+                    .topk(
+                        &b1.y[..nb * d],
+                        nb,
+                        d,
+                        k,
+                        &mut oi[..nb * k],
+                        &mut os[..nb * k],
+                    )
+                    .unwrap();
                 black_box(&oi);
             })
         };
-        let (p1, e1) = (timing(1, false), timing(1, true));
-        let (p64, e64) = (timing(64, false), timing(64, true));
-        println!(
-            "{:>4} {:>9.3} {:>9.3} {:>9.3} | {:>8.1} us {:>8.1} us {:>6.1}x | {:>8.1} us {:>8.1} us {:>6.1}x",
-            l,
-            recall(&ids, &want, k),
-            label_recall(&want_l, l, l, &labels, l),
-            label_recall(&ids, k, k, &labels, l),
-            p1 * 1e6,
-            e1 * 1e6,
-            e1 / p1,
-            p64 * 1e6,
-            e64 * 1e6,
-            e64 / p64
-        );
+        let (e1, e64) = (exact_time(1), exact_time(64));
+        for (cname, engine) in &configs {
+            let pl = Pipeline {
+                u: &u,
+                engine: *engine,
+            };
+            // pipeline results, single-threaded, batches of 64
+            let mut ids = vec![0u32; n * k];
+            let mut sc = vec![0.0f32; n * k];
+            let mut b = pl.buffers(64);
+            for c in (0..n).step_by(64) {
+                let nb = 64.min(n - c);
+                pl.query(
+                    &s[c * d..(c + nb) * d],
+                    k,
+                    &mut b,
+                    &mut ids[c * k..(c + nb) * k],
+                    &mut sc[c * k..(c + nb) * k],
+                );
+            }
+            // the same from several threads: identical
+            let threads = lshk_threads(o.threads).min(n);
+            let per = n.div_ceil(threads);
+            let mut ids_mt = vec![0u32; n * k];
+            let mut sc_mt = vec![0.0f32; n * k];
+            std::thread::scope(|scope| {
+                for ((c, oi), os) in (0..n)
+                    .step_by(per)
+                    .zip(ids_mt.chunks_mut(per * k))
+                    .zip(sc_mt.chunks_mut(per * k))
+                {
+                    let pl = &pl;
+                    let s = &s;
+                    scope.spawn(move || {
+                        let nb = per.min(n - c);
+                        let mut b = pl.buffers(nb);
+                        pl.query(&s[c * d..(c + nb) * d], k, &mut b, oi, os);
+                    });
+                }
+            });
+            assert!(ids_mt == ids && sc_mt == sc, "threaded pipeline differs");
+            // the pipeline's time: every query, best of 3 passes
+            let mut pipe_time = |bsz: usize| {
+                time_per_query(n, bsz, 3, |c, nb| {
+                    pl.query(
+                        &s[c * d..(c + nb) * d],
+                        k,
+                        &mut b,
+                        &mut oi[..nb * k],
+                        &mut os[..nb * k],
+                    );
+                    black_box(&oi);
+                })
+            };
+            let (p1, p64) = (pipe_time(1), pipe_time(64));
+            println!(
+                "{:>4} {:>17} {:>9.3} {:>9.3} {:>9.3} | {:>8.1} us {:>8.1} us {:>6.1}x | {:>8.1} us {:>8.1} us {:>6.1}x",
+                l,
+                cname,
+                recall(&ids, &want, k),
+                label_recall(&want_l, l, l, &labels, l),
+                label_recall(&ids, k, k, &labels, l),
+                p1 * 1e6,
+                e1 * 1e6,
+                e1 / p1,
+                p64 * 1e6,
+                e64 * 1e6,
+                e64 / p64
+            );
+        }
     }
     // The unbind alone (B = 64), for scale.
     let n = o.queries.max(64);
