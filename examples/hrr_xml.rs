@@ -3,14 +3,22 @@
 //! the synthetic capacity experiment.
 //!
 //! `cargo run --release --example hrr_xml` (a small default run, well under
-//! a minute); the runs: `-- --m 670091 --d 400` and `--d 800`.
+//! a minute); the runs (`examples/hrr_xml.md`): `-- --m 670091
+//! --d 400,800 --queries 200 --capacity --nprobe 128,512 --reach ''
+//! --pq-rerank 16,64`.
 //!
 //! What it does, per dimension d:
 //! 1. Class vectors: `m` rows from `lshk::hrr::class_vectors(seed, d)`
 //!    (projected: every frequency of magnitude 1, unit norm; frozen
 //!    generator), and the key `p`: row 0 of seed `seed + 1`.
-//! 2. An index over them: `lshk::ivf::Ivf` (k-means lists, int8 codes, W
-//!    borrowed for the exact re-ranking).
+//! 2. Indexes over them: `lshk::ivf::Ivf` (k-means lists, int8 codes, W
+//!    borrowed for the exact re-ranking), and a flat 4-bit PQ scan
+//!    ([`Pq4Flat`]: `lshk::pq4` fast-scan codes of every row, `d / 4`
+//!    sub-quantisers, i.e. `d / 8` bytes per row, then the best R
+//!    re-scored exactly from the f32 rows). Random class vectors have no
+//!    cluster structure for the IVF lists to use, so the IVF index needs
+//!    a large share of its lists for high recall; the PQ scan reads every
+//!    row but 32x fewer bytes than exact search.
 //! 3. Network outputs, synthesised: sample i draws `L` distinct labels
 //!    (SplitMix64 of `seed + 2`) and `s_i = sum_l p ⊛ c_l` (the bound label
 //!    vectors summed).
@@ -25,9 +33,9 @@
 //! against the exact top-k (ids), the fraction of the L bound labels found
 //! in the exact top-L and in the pipeline's top-k, and the time per query,
 //! one thread, at B = 1 and B = 64, for the pipeline (unbind + normalise +
-//! index; every query, best of three passes) and for exact search (unbind
-//! + normalise + dense top-k; one pass over the first 16 queries at B = 1,
-//! the first 64 at B = 64), with their ratio. `--capacity` adds the
+//! index; every query, best of three passes) and for exact search
+//! (unbind, normalise, dense top-k; one pass over the first 16 queries at
+//! B = 1, the first 64 at B = 64), with their ratio. `--capacity` adds the
 //! capacity sweep: for L = 1, 2, 4, ..., up to `--max-labels`, the
 //! fraction of the L labels in the exact top-L (exact search only).
 //!
@@ -37,10 +45,12 @@
 //! `--seed S` (1), `--nlist N` (0 = round(4 sqrt(m))), `--iters N`
 //! (k-means, 10), `--reach LIST` (adaptive lists, default 3; `--reach ''`
 //! for none), `--nprobe LIST` (exactly N lists; one table row per search
-//! setting), `--rerank N` (32), `--capacity`,
-//! `--max-labels N` (for `--capacity`, default 64), `--threads N` (for
-//! the generation, the build and a multi-threaded check of the pipeline;
-//! 0 = all cores; timings are always one thread).
+//! setting), `--rerank N` (IVF, 32), `--ivf 0` (no IVF index),
+//! `--pq-dsub N` (dims per PQ sub-quantiser, 4), `--pq-rerank LIST` (R of
+//! the PQ scan, default 64; `''` for none), `--capacity`, `--max-labels
+//! N` (for `--capacity`, default 64), `--threads N` (for the generation,
+//! the builds and a multi-threaded check of the pipeline; 0 = all cores;
+//! timings are always one thread).
 //!
 //! Timings are wall-clock on whatever else the machine is doing; compare
 //! the figures of one run with each other.

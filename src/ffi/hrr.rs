@@ -113,7 +113,7 @@ pub unsafe extern "C" fn lshk_hrr_free(h: *mut lshk_hrr) -> lshk_status {
 ///
 /// # Safety
 /// The pointers hold what the caller's contract says.
-#[allow(clippy::type_complexity)]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 unsafe fn pair_slices<'a>(
     d: usize,
     key: *const f32,

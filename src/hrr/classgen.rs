@@ -67,28 +67,30 @@ impl C64 {
     }
 }
 
-/// fdlibm `__kernel_sin(x, 0, 0)`, `|x| <= pi/4`.
+/// fdlibm `__kernel_sin(x, 0, 0)`, `|x| <= pi/4` (constants as fdlibm's
+/// bit patterns).
 fn kernel_sin(x: f64) -> f64 {
-    const S1: f64 = -1.666_666_666_666_663_243_48e-01;
-    const S2: f64 = 8.333_333_333_322_489_461_24e-03;
-    const S3: f64 = -1.984_126_982_985_794_931_34e-04;
-    const S4: f64 = 2.755_731_370_707_006_767_89e-06;
-    const S5: f64 = -2.505_076_025_340_686_341_95e-08;
-    const S6: f64 = 1.589_690_995_211_550_102_21e-10;
+    const S1: f64 = f64::from_bits(0xbfc5_5555_5555_5549);
+    const S2: f64 = f64::from_bits(0x3f81_1111_1110_f8a6);
+    const S3: f64 = f64::from_bits(0xbf2a_01a0_19c1_61d5);
+    const S4: f64 = f64::from_bits(0x3ec7_1de3_57b1_fe7d);
+    const S5: f64 = f64::from_bits(0xbe5a_e5e6_8a2b_9ceb);
+    const S6: f64 = f64::from_bits(0x3de5_d93a_5acf_d57c);
     let z = x * x;
     let v = z * x;
     let r = S2 + z * (S3 + z * (S4 + z * (S5 + z * S6)));
     x + v * (S1 + z * r)
 }
 
-/// fdlibm `__kernel_cos(x, 0)` (the FreeBSD form), `|x| <= pi/4`.
+/// fdlibm `__kernel_cos(x, 0)` (the FreeBSD form), `|x| <= pi/4`
+/// (constants as fdlibm's bit patterns).
 fn kernel_cos(x: f64) -> f64 {
-    const C1: f64 = 4.166_666_666_666_660_190_37e-02;
-    const C2: f64 = -1.388_888_888_887_411_385_35e-03;
-    const C3: f64 = 2.480_158_728_947_672_941_78e-05;
-    const C4: f64 = -2.755_731_435_139_066_330_35e-07;
-    const C5: f64 = 2.087_572_321_298_174_827_90e-09;
-    const C6: f64 = -1.135_964_755_778_819_482_65e-11;
+    const C1: f64 = f64::from_bits(0x3fa5_5555_5555_554c);
+    const C2: f64 = f64::from_bits(0xbf56_c16c_16c1_5177);
+    const C3: f64 = f64::from_bits(0x3efa_01a0_19cb_1590);
+    const C4: f64 = f64::from_bits(0xbe92_7e4f_809c_52ad);
+    const C5: f64 = f64::from_bits(0x3e21_ee9e_bdb4_b1c4);
+    const C6: f64 = f64::from_bits(0xbda8_fae9_be88_38d4);
     let z = x * x;
     let w = z * z;
     let r = z * (C1 + z * (C2 + z * C3)) + w * w * (C4 + z * (C5 + z * C6));
@@ -107,7 +109,7 @@ pub(crate) fn cos_sin_2pi(k: usize, n: usize) -> (f64, f64) {
     let o = (k8 / n128) as u32;
     let r = (k8 - o as u128 * n128) as f64;
     let nf = n as f64;
-    let t = if o % 2 == 0 { r } else { nf - r };
+    let t = if o.is_multiple_of(2) { r } else { nf - r };
     let a = (std::f64::consts::FRAC_PI_4 * t) / nf;
     let (c, s) = (kernel_cos(a), kernel_sin(a));
     match o {
