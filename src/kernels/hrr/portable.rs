@@ -1,65 +1,65 @@
 //! HRR frequency-domain kernels, portable tier (`wide::f32x8` at the
 //! build's baseline target features: SSE2 on x86-64, NEON on aarch64).
 //!
-//! Eight complex values per step, deinterleaved: `wide` has no lane
-//! shuffles, so the real parts and the imaginary parts are gathered into
-//! one `f32x8` each by array construction (the compiler emits shuffles),
-//! the per-element formulas of `super` run lane-wise on them (the same
-//! operations in the same order, so the same bits), and the results are
-//! interleaved back. The tail (fewer than eight values) runs the
+//! Four complex values per step. `wide` has no lane shuffles, so the
+//! duplicated real parts, duplicated imaginary parts and the pair-swapped
+//! second operand are built as arrays (the compiler emits shuffles); the
+//! `addsub` of the x86 tiers is a multiply of the second product by
+//! `[-1, 1, ...]` (exact) and an add, which IEEE 754 rounds exactly as the
+//! scalar subtraction. The tail (fewer than four values) runs the
 //! per-element functions of `super`.
 
 use wide::f32x8;
 
 use super::{binary_tail, cdiv1, cmul1, cmulc1, project_tail};
 
-/// Floats per step: eight complex values.
-const W: usize = 16;
+const W: usize = 8;
 
-/// The real parts and the imaginary parts of eight interleaved complex
-/// values (a deinterleave the compiler turns into shuffles).
 #[inline(always)]
-fn split(v: &[f32]) -> (f32x8, f32x8) {
-    let v: &[f32; W] = v[..W].try_into().unwrap();
-    (
-        f32x8::new([v[0], v[2], v[4], v[6], v[8], v[10], v[12], v[14]]),
-        f32x8::new([v[1], v[3], v[5], v[7], v[9], v[11], v[13], v[15]]),
-    )
+fn load(s: &[f32]) -> f32x8 {
+    f32x8::new(<[f32; W]>::try_from(&s[..W]).unwrap())
 }
 
-/// Interleaves real and imaginary parts back into `out[..16]`.
 #[inline(always)]
-fn join(re: f32x8, im: f32x8, out: &mut [f32]) {
-    let (r, i) = (re.to_array(), im.to_array());
-    let o: &mut [f32; W] = (&mut out[..W]).try_into().unwrap();
-    for k in 0..8 {
-        o[2 * k] = r[k];
-        o[2 * k + 1] = i[k];
-    }
+fn store(v: f32x8, out: &mut [f32]) {
+    out[..W].copy_from_slice(&v.to_array());
 }
 
-/// The body of the binary kernels: `op(ar, ai, br, bi)` on eight complex
-/// values per step, then `* s`.
+/// `(re, re, ...)`, `(im, im, ...)` and the pair-swapped `(im, re, ...)`
+/// of eight interleaved floats.
 #[inline(always)]
-fn binary(
-    a: &[f32],
-    b: &[f32],
-    s: f32,
-    out: &mut [f32],
-    op: impl Fn(f32x8, f32x8, f32x8, f32x8) -> (f32x8, f32x8),
-    tail: impl Fn(f32, f32, f32, f32, f32) -> (f32, f32),
-) {
-    let sv = f32x8::splat(s);
-    let n = out.len() / W * W;
-    let mut k = 0;
-    while k < n {
-        let (ar, ai) = split(&a[k..]);
-        let (br, bi) = split(&b[k..]);
-        let (re, im) = op(ar, ai, br, bi);
-        join(re * sv, im * sv, &mut out[k..]);
-        k += W;
-    }
-    binary_tail(a, b, s, out, n, tail);
+fn split(v: &[f32]) -> (f32x8, f32x8, f32x8) {
+    let v: [f32; W] = v[..W].try_into().unwrap();
+    let re = [v[0], v[0], v[2], v[2], v[4], v[4], v[6], v[6]];
+    let im = [v[1], v[1], v[3], v[3], v[5], v[5], v[7], v[7]];
+    let sw = [v[1], v[0], v[3], v[2], v[5], v[4], v[7], v[6]];
+    (f32x8::new(re), f32x8::new(im), f32x8::new(sw))
+}
+
+/// Even lanes `-1`, odd lanes `+1`: `t1 + ALT * t2` is `addsub(t1, t2)`.
+const ALT: f32x8 = f32x8::new([-1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0]);
+
+/// `(ar br - ai bi, ar bi + ai br)` lane pairs (the complex product).
+#[inline(always)]
+fn prod(a: &[f32], b: &[f32]) -> f32x8 {
+    let (ar, ai, _) = split(a);
+    let (_, _, bs) = split(b);
+    ar * load(b) + ALT * (ai * bs)
+}
+
+/// `(ar br + ai bi, ar bi - ai br)` lane pairs (`conj(a) b`).
+#[inline(always)]
+fn prod_conj(a: &[f32], b: &[f32]) -> f32x8 {
+    let (ar, ai, _) = split(a);
+    let (_, _, bs) = split(b);
+    ar * load(b) - ALT * (ai * bs)
+}
+
+/// `ar ar + ai ai` in both lanes of each pair.
+#[inline(always)]
+fn norm2(a: &[f32]) -> f32x8 {
+    let (ar, ai, _) = split(a);
+    ar * ar + ai * ai
 }
 
 /// See [`super::BinaryFn`] and [`super::cmul1`].
@@ -67,14 +67,14 @@ fn binary(
 /// # Safety
 /// [`super::BinaryFn`]'s lengths (bounds-checked here anyway).
 pub unsafe fn cmul(a: &[f32], b: &[f32], s: f32, out: &mut [f32]) {
-    binary(
-        a,
-        b,
-        s,
-        out,
-        |ar, ai, br, bi| (ar * br - ai * bi, ar * bi + ai * br),
-        cmul1,
-    );
+    let sv = f32x8::splat(s);
+    let n = out.len() / W * W;
+    let mut k = 0;
+    while k < n {
+        store(prod(&a[k..], &b[k..]) * sv, &mut out[k..]);
+        k += W;
+    }
+    binary_tail(a, b, s, out, n, cmul1);
 }
 
 /// See [`super::BinaryFn`] and [`super::cmulc1`].
@@ -82,14 +82,14 @@ pub unsafe fn cmul(a: &[f32], b: &[f32], s: f32, out: &mut [f32]) {
 /// # Safety
 /// As [`cmul`].
 pub unsafe fn cmulc(a: &[f32], b: &[f32], s: f32, out: &mut [f32]) {
-    binary(
-        a,
-        b,
-        s,
-        out,
-        |ar, ai, br, bi| (ar * br + ai * bi, ar * bi - ai * br),
-        cmulc1,
-    );
+    let sv = f32x8::splat(s);
+    let n = out.len() / W * W;
+    let mut k = 0;
+    while k < n {
+        store(prod_conj(&a[k..], &b[k..]) * sv, &mut out[k..]);
+        k += W;
+    }
+    binary_tail(a, b, s, out, n, cmulc1);
 }
 
 /// See [`super::BinaryFn`] and [`super::cdiv1`].
@@ -97,17 +97,15 @@ pub unsafe fn cmulc(a: &[f32], b: &[f32], s: f32, out: &mut [f32]) {
 /// # Safety
 /// As [`cmul`].
 pub unsafe fn cdiv(a: &[f32], b: &[f32], s: f32, out: &mut [f32]) {
-    binary(
-        a,
-        b,
-        s,
-        out,
-        |ar, ai, br, bi| {
-            let n = ar * ar + ai * ai;
-            ((ar * br + ai * bi) / n, (ar * bi - ai * br) / n)
-        },
-        cdiv1,
-    );
+    let sv = f32x8::splat(s);
+    let n = out.len() / W * W;
+    let mut k = 0;
+    while k < n {
+        let q = prod_conj(&a[k..], &b[k..]) / norm2(&a[k..]);
+        store(q * sv, &mut out[k..]);
+        k += W;
+    }
+    binary_tail(a, b, s, out, n, cdiv1);
 }
 
 /// See [`super::ProjectFn`] and [`super::proj1`].
@@ -120,9 +118,8 @@ pub unsafe fn project(a: &[f32], eps: f32, s: f32, out: &mut [f32]) {
     let n = out.len() / W * W;
     let mut k = 0;
     while k < n {
-        let (ar, ai) = split(&a[k..]);
-        let m = (ar * ar + ai * ai).sqrt() + ev;
-        join((ar / m) * sv, (ai / m) * sv, &mut out[k..]);
+        let m = norm2(&a[k..]).sqrt() + ev;
+        store((load(&a[k..]) / m) * sv, &mut out[k..]);
         k += W;
     }
     project_tail(a, eps, s, out, n);
