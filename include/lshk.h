@@ -29,6 +29,17 @@
 
 
 /*
+ lshk_hrr_unbind: the approximate inverse `x†_i = x_{-i mod d}`
+ (exact for projected keys).
+ */
+#define LSHK_HRR_INVERSE_APPROX 0
+
+/*
+ lshk_hrr_unbind: the exact inverse `ifft(1 / fft(x))`.
+ */
+#define LSHK_HRR_INVERSE_EXACT 1
+
+/*
  Hash family: SimHash (signed random projections).
  */
 #define LSHK_FAMILY_SIMHASH 0
@@ -163,6 +174,14 @@
  dim <= min(K*L*B, 2048).
  */
 typedef struct lshk_dwta lshk_dwta;
+
+/*
+ FFT plans and scratch buffers for vectors of one dimension d. A call
+ uses the handle's buffers, so a handle serves one thread at a time:
+ every function taking `lshk_hrr *` needs exclusive access (make one
+ handle per thread; lshk_hrr_new is cheap). Calls allocate nothing.
+ */
+typedef struct lshk_hrr lshk_hrr;
 
 /*
  A built or loaded index: hash family, tables, weights and bias.
@@ -1027,6 +1046,130 @@ lshk_status lshk_dwta_hash_sparse_isa(lshk_isa isa,
                                       size_t n,
                                       uint32_t *codes,
                                       size_t codes_len);
+
+/*
+ Plans the transforms for vectors of `d` floats (1 <= d <= 2^24) and
+ allocates the handle's buffers; calls run on the active ISA tier (the
+ result does not depend on it: every tier returns the same bits).
+
+ On success `*out` receives a new handle (free it with lshk_hrr_free);
+ on failure `*out` is not written.
+
+ Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (d 0 or above 2^24, a
+ misaligned `out`), ALLOCATION_FAILED.
+ */
+lshk_status lshk_hrr_new(size_t d,
+                         struct lshk_hrr **out);
+
+/*
+ As lshk_hrr_new, with every call of the handle on tier `isa` (for
+ tests and benchmarks).
+
+ Errors: as lshk_hrr_new, INVALID_ARGUMENT (`isa` not an LSHK_ISA_*
+ value), UNSUPPORTED_ISA (the CPU lacks the tier).
+ */
+lshk_status lshk_hrr_new_isa(size_t d,
+                             lshk_isa isa,
+                             struct lshk_hrr **out);
+
+/*
+ Releases a handle. NULL is a no-op; a freed or foreign handle is
+ reported as INVALID_HANDLE and otherwise ignored.
+
+ # Safety
+ `h` is NULL or a handle from lshk_hrr_new[_isa] that no other thread is
+ using.
+ */
+lshk_status lshk_hrr_free(struct lshk_hrr *h);
+
+/*
+ Binds row by row: `out_r = x_r ⊛ y_r`, the circular convolution
+ `real(ifft(fft(x_r) * fft(y_r)))`, for r < n; `x` holds `x_rows` rows
+ of d floats (1: the same row for every r; or n), `y` and `out` n rows
+ each (contiguous, d floats apart). n = 0 is a no-op.
+
+ Errors: NULL_POINTER (`h`, a buffer with n > 0), INVALID_HANDLE,
+ INVALID_ARGUMENT (x_rows not 1 or n, a misaligned buffer, `out`
+ overlapping an input), SIZE_OVERFLOW (n * d), NON_FINITE (NaN or
+ infinity in `x` or `y`). Nothing is written on error.
+
+ # Safety
+ `x` holds x_rows * d readable floats, `y` n * d, `out` n * d writable
+ ones; no other thread uses `h`.
+ */
+lshk_status lshk_hrr_bind(struct lshk_hrr *h,
+                          const float *x,
+                          size_t x_rows,
+                          const float *y,
+                          size_t n,
+                          float *out);
+
+/*
+ Unbinds row by row: `out_r = key_r† ⊛ s_r` for r < n, with `inverse`
+ LSHK_HRR_INVERSE_APPROX (`key†_i = key_{-i mod d}`: the spectrum
+ `conj(fft(key))`) or LSHK_HRR_INVERSE_EXACT (`ifft(fft(s_r) /
+ fft(key_r))`; where fft(key) has a zero frequency the output is NaN or
+ infinite). `key` holds `key_rows` rows (1 or n), `s` and `out` n rows.
+
+ Errors: as lshk_hrr_bind, and INVALID_ARGUMENT for an `inverse` that is
+ not an LSHK_HRR_INVERSE_* value. Nothing is written on error.
+
+ # Safety
+ `key` holds key_rows * d readable floats, `s` n * d, `out` n * d
+ writable ones; no other thread uses `h`.
+ */
+lshk_status lshk_hrr_unbind(struct lshk_hrr *h,
+                            uint32_t inverse,
+                            const float *key,
+                            size_t key_rows,
+                            const float *s,
+                            size_t n,
+                            float *out);
+
+/*
+ Projects n rows of d floats to unit magnitude in the Fourier domain:
+ `out_r = real(ifft(fft(x_r) / (|fft(x_r)| + 1e-5)))`.
+
+ Errors: NULL_POINTER (`h`, a buffer with n > 0), INVALID_HANDLE,
+ INVALID_ARGUMENT (a misaligned buffer, `out` overlapping `x`),
+ SIZE_OVERFLOW, NON_FINITE (in `x`). Nothing is written on error.
+
+ # Safety
+ `x` holds n * d readable floats, `out` n * d writable ones; no other
+ thread uses `h`.
+ */
+lshk_status lshk_hrr_project(struct lshk_hrr *h,
+                             const float *x,
+                             size_t n,
+                             float *out);
+
+/*
+ Writes rows `first .. first + m` of the projected class vectors of
+ `(seed, d)` into `out` (m rows of d floats), on `threads` threads (0 =
+ every core; the result does not depend on it). Each row is a unit
+ vector whose spectrum has magnitude 1 at every frequency, with uniform
+ random phases (the distribution of projected Gaussian vectors). The
+ generator is frozen: the same arguments give the same bits in every
+ version, on every tier and platform (SplitMix64 per row, seeded with
+ output first + r + 1 of SplitMix64(seed); phases by Marsaglia's polar
+ rejection; a fixed f64 inverse DFT with fdlibm's sine and cosine
+ polynomials; docs/hrr.md has the details). Needs no handle. Costs
+ O(d * (sum of the prime factors of d)) per row: a d with a large prime
+ factor is slow.
+
+ Errors: NULL_POINTER (`out` with m > 0), INVALID_ARGUMENT (d 0 or above
+ 2^24, a misaligned `out`), SIZE_OVERFLOW (m * d, or first + m above
+ 2^64), ALLOCATION_FAILED. Nothing is written on error.
+
+ # Safety
+ `out` holds m * d writable floats.
+ */
+lshk_status lshk_hrr_class_vectors(uint64_t seed,
+                                   size_t d,
+                                   uint64_t first,
+                                   size_t m,
+                                   uint32_t threads,
+                                   float *out);
 
 /*
  Default build parameters: SimHash, K = 12, L = 50, Gaussian planes,

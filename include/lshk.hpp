@@ -1503,6 +1503,100 @@ class Ivf : public detail::Owner<Ivf, detail::IvfBase, lshk_ivf, lshk_ivf_free> 
   }
 };
 
+/* -------------------------------------------------------------------- HRR */
+
+/* lshk_hrr_*: binding, unbinding and projection of d-dimensional
+ * holographic reduced representations (docs/hrr.md). Owns an lshk_hrr
+ * handle (FFT plans and scratch buffers): move-only, and one object per
+ * thread, because every call uses the handle's buffers. Rows are
+ * contiguous, d floats each. */
+class Hrr {
+ public:
+  /* The inverse of lshk_hrr_unbind (LSHK_HRR_INVERSE_*). */
+  enum class Inverse : std::uint32_t {
+    approx = LSHK_HRR_INVERSE_APPROX,
+    exact = LSHK_HRR_INVERSE_EXACT,
+  };
+
+  /* An empty owner (every operation throws NULL_POINTER). */
+  Hrr() noexcept = default;
+  /* lshk_hrr_new: plans for vectors of d floats. */
+  explicit Hrr(std::size_t d) {
+    check(lshk_hrr_new(d, &h_));
+    d_ = d;
+  }
+  /* lshk_hrr_new_isa: every call on tier `isa`. */
+  Hrr(std::size_t d, Isa isa) {
+    check(lshk_hrr_new_isa(d, static_cast<lshk_isa>(isa), &h_));
+    d_ = d;
+  }
+  Hrr(const Hrr &) = delete;
+  Hrr &operator=(const Hrr &) = delete;
+  Hrr(Hrr &&o) noexcept : h_(o.h_), d_(o.d_) {
+    o.h_ = nullptr;
+    o.d_ = 0;
+  }
+  Hrr &operator=(Hrr &&o) noexcept {
+    if (this != &o) {
+      reset();
+      h_ = o.h_;
+      d_ = o.d_;
+      o.h_ = nullptr;
+      o.d_ = 0;
+    }
+    return *this;
+  }
+  ~Hrr() { reset(); }
+  /* Frees the handle now; the owner becomes empty. */
+  void reset() noexcept {
+    if (h_) (void)lshk_hrr_free(h_);
+    h_ = nullptr;
+    d_ = 0;
+  }
+  std::size_t dim() const noexcept { return d_; }
+  lshk_hrr *get() noexcept { return h_; }
+
+  /* lshk_hrr_bind: out_r = x_r (*) y_r for every row r of y; x holds one
+   * row (bound to every row) or as many rows as y; out y.size() floats. */
+  void bind(span<const float> x, span<const float> y, span<float> out) {
+    const char *where = "lshk::Hrr::bind";
+    std::size_t n = detail::whole_rows(where, "y", y.size(), d_);
+    std::size_t xr = detail::whole_rows(where, "x", x.size(), d_);
+    detail::need_out(where, "out", out.size(), y.size());
+    check(lshk_hrr_bind(h_, detail::or_null(x), xr, detail::or_null(y), n, detail::or_null(out)));
+  }
+  /* lshk_hrr_unbind: out_r = key_r^+ (*) s_r; key one row or as many as s. */
+  void unbind(Inverse inverse, span<const float> key, span<const float> s, span<float> out) {
+    const char *where = "lshk::Hrr::unbind";
+    std::size_t n = detail::whole_rows(where, "s", s.size(), d_);
+    std::size_t kr = detail::whole_rows(where, "key", key.size(), d_);
+    detail::need_out(where, "out", out.size(), s.size());
+    check(lshk_hrr_unbind(h_, static_cast<std::uint32_t>(inverse), detail::or_null(key), kr,
+                          detail::or_null(s), n, detail::or_null(out)));
+  }
+  /* lshk_hrr_project: every row of x to unit magnitude in the Fourier
+   * domain; out x.size() floats. */
+  void project(span<const float> x, span<float> out) {
+    const char *where = "lshk::Hrr::project";
+    std::size_t n = detail::whole_rows(where, "x", x.size(), d_);
+    detail::need_out(where, "out", out.size(), x.size());
+    check(lshk_hrr_project(h_, detail::or_null(x), n, detail::or_null(out)));
+  }
+  /* lshk_hrr_class_vectors: rows first .. first + out.size() / d of the
+   * projected class vectors of (seed, d); out holds whole rows. */
+  static void class_vectors(std::uint64_t seed, std::size_t d, std::uint64_t first,
+                            span<float> out, std::uint32_t threads = 0) {
+    const char *where = "lshk::Hrr::class_vectors";
+    if (d == 0) detail::fail(LSHK_STATUS_INVALID_ARGUMENT, std::string(where) + ": d is 0");
+    std::size_t m = detail::whole_rows(where, "out", out.size(), d);
+    check(lshk_hrr_class_vectors(seed, d, first, m, threads, detail::or_null(out)));
+  }
+
+ private:
+  lshk_hrr *h_ = nullptr;
+  std::size_t d_ = 0;
+};
+
 }  // namespace lshk
 
 #endif /* LSHK_HPP */

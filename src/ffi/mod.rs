@@ -14,6 +14,7 @@
 
 pub mod dwta;
 pub mod handle;
+pub mod hrr;
 pub mod index;
 pub mod iul;
 pub mod ivf;
