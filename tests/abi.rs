@@ -331,7 +331,12 @@ fn header_compiles_as_c99_c11_cxx11_cxx17_and_declares_every_export() {
             jobs.push((format!("{cc} -std={std} {}", tu.display()), cmd));
             count += 1;
             if link {
-                jobs.push((format!("run {}", exe.display()), Command::new(&exe)));
+                // cargo puts target/<profile> first on LD_LIBRARY_PATH, which
+                // beats the rpath: a liblshk.so uplifted there by an earlier
+                // run (tests/c_harness) would be loaded instead of this one.
+                let mut run = Command::new(&exe);
+                run.env("LD_LIBRARY_PATH", &lib_dir);
+                jobs.push((format!("run {}", exe.display()), run));
             }
         }
     }
