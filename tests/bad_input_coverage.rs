@@ -160,7 +160,10 @@ fn every_public_function_has_cases_that_run() {
             src.display(),
             String::from_utf8_lossy(&out.stderr)
         );
+        // deps/ first: cargo's LD_LIBRARY_PATH would otherwise beat the
+        // rpath with a liblshk.so an earlier run uplifted to target/<profile>.
         let out = Command::new(&bin)
+            .env("LD_LIBRARY_PATH", &deps)
             .env("BAD_INPUT_VERBOSE", "1")
             .env_remove("LSHK_MAX_ISA")
             .output()
