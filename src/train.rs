@@ -70,7 +70,7 @@ impl XentBound {
     pub fn new(n: usize) -> XentBound {
         let g = gamma(n);
         // p = e (1 + d_e) / (S (1 + d_S)) with |d_e| <= EXP_REL,
-        // |d_S| <= EXP_REL + g (+ the flushed terms, below 2^-126 each with
+        // |d_S| <= EXP_REL + g (+ the flushed terms, below 2^-125 each with
         // S >= 1), then 1/S and the product: 2 roundings, and the
         // difference with t: 1 more. First-order terms, with 1 % slack for
         // the second-order ones.
@@ -80,7 +80,7 @@ impl XentBound {
         // ln S: |ln(S(1+d)) - ln S| <= |d| (1 + |d|); rounding of A
         // (differences, products, sum: gamma(n + 2)), of A / Y and Y itself
         // (gamma(n + 1)), of the final f32.
-        let loss_abs = 1.01 * (EXP_REL + g) + 2.0 * (n as f64) * 2f64.powi(-126);
+        let loss_abs = 1.01 * (EXP_REL + g) + 2.0 * (n as f64) * 2f64.powi(-125);
         let loss_a = 1.01 * (gamma(n + 2) + gamma(n + 1) + 2.0 * U);
         XentBound {
             grad_p,
@@ -449,7 +449,13 @@ fn reserve<T>(v: &mut Vec<T>, n: usize) -> Result<()> {
 }
 
 /// Checks W and the batch; returns nb.
-fn check_update(w_len: usize, rows: usize, dim: usize, w_stride: usize, b: &Batch) -> Result<usize> {
+fn check_update(
+    w_len: usize,
+    rows: usize,
+    dim: usize,
+    w_stride: usize,
+    b: &Batch,
+) -> Result<usize> {
     if dim == 0 {
         bail!(InvalidArgument, "dim must be >= 1");
     }
@@ -483,7 +489,11 @@ fn check_update(w_len: usize, rows: usize, dim: usize, w_stride: usize, b: &Batc
         );
     }
     if b.ids.len() > u32::MAX as usize {
-        bail!(InvalidArgument, "{} positions: at most 2^32 - 1", b.ids.len());
+        bail!(
+            InvalidArgument,
+            "{} positions: at most 2^32 - 1",
+            b.ids.len()
+        );
     }
     check_ids(b.ids, rows, b.offsets)?;
     if let Some(j) = b.grad.iter().position(|v| !v.is_finite()) {
@@ -502,8 +512,7 @@ trait Rule: Sync {
     /// Per-row state arrays split with W (Adam: m, v, steps); `()` for SGD.
     type Part<'a>: Send;
     /// Splits off rows `0..n` of the state (n rows).
-    fn split<'a>(part: Self::Part<'a>, n: usize, dim: usize)
-        -> (Self::Part<'a>, Self::Part<'a>);
+    fn split<'a>(part: Self::Part<'a>, n: usize, dim: usize) -> (Self::Part<'a>, Self::Part<'a>);
     /// Prefetches row `r` (relative to the part) of the state.
     fn prefetch(&self, part: &Self::Part<'_>, r: usize, dim: usize, pf: kt::PrefetchFn);
     /// Applies the update to row `r` (relative) of W (`w`, dim floats).
@@ -567,7 +576,10 @@ impl Rule for AdamRule {
         let t = p.t[r].saturating_add(1);
         p.t[r] = t;
         let c = self.p.coef(t);
-        let (m, v) = (&mut p.m[r * dim..(r + 1) * dim], &mut p.v[r * dim..(r + 1) * dim]);
+        let (m, v) = (
+            &mut p.m[r * dim..(r + 1) * dim],
+            &mut p.v[r * dim..(r + 1) * dim],
+        );
         // SAFETY: w, m, v and acc hold dim values; tier supported (checked).
         unsafe { (self.f)(w, m, v, acc, &c) }
     }
@@ -762,7 +774,11 @@ impl AdamParams {
     /// Checks the documented ranges.
     pub fn check(&self) -> Result<()> {
         if !self.lr.is_finite() {
-            bail!(NonFinite, "lr is {} (a finite learning rate is needed)", self.lr);
+            bail!(
+                NonFinite,
+                "lr is {} (a finite learning rate is needed)",
+                self.lr
+            );
         }
         for (name, b) in [("beta1", self.beta1), ("beta2", self.beta2)] {
             if !(0.0..1.0).contains(&b) {
@@ -770,7 +786,11 @@ impl AdamParams {
             }
         }
         if !(self.eps > 0.0 && self.eps.is_finite()) {
-            bail!(InvalidArgument, "eps is {}: it must be finite and > 0", self.eps);
+            bail!(
+                InvalidArgument,
+                "eps is {}: it must be finite and > 0",
+                self.eps
+            );
         }
         Ok(())
     }
@@ -820,10 +840,7 @@ impl Adam {
         }
         params.check()?;
         let n = checked_mul(rows, dim, "rows * dim")?;
-        crate::error::check_fits_memory(
-            (n as u128) * 8 + rows as u128 * 4,
-            "the Adam state",
-        )?;
+        crate::error::check_fits_memory((n as u128) * 8 + rows as u128 * 4, "the Adam state")?;
         Ok(Adam {
             rows,
             dim,

@@ -322,7 +322,10 @@ unsafe fn adam_body(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], c: &
             );
             let mh = _mm256_mul_ps(mv, c1);
             let vh = _mm256_mul_ps(vv, c2);
-            let upd = _mm256_div_ps(_mm256_mul_ps(lr, mh), _mm256_add_ps(_mm256_sqrt_ps(vh), eps));
+            let upd = _mm256_div_ps(
+                _mm256_mul_ps(lr, mh),
+                _mm256_add_ps(_mm256_sqrt_ps(vh), eps),
+            );
             let wv = _mm256_sub_ps(_mm256_maskload_ps(wp.add(k), mk), upd);
             _mm256_maskstore_ps(mp.add(k), mk, mv);
             _mm256_maskstore_ps(vp.add(k), mk, vv);

@@ -11,8 +11,9 @@
 use wide::f32x8;
 
 use super::scalar::adam_one;
-use super::{exp_neg, lane_sum, AdamCoef, Rows, EXP_MIN, EXP_POLY, LANES, LN2_HI, LN2_LO, LOG2E,
-    ROUND_MAGIC};
+use super::{
+    exp_neg, lane_sum, AdamCoef, Rows, EXP_MIN, EXP_POLY, LANES, LN2_HI, LN2_LO, LOG2E, ROUND_MAGIC,
+};
 use crate::kernels::matmul::bf16_to_f32;
 
 #[inline(always)]
@@ -91,7 +92,11 @@ pub unsafe fn xent(x: &mut [f32], y: &[f32]) -> f32 {
     let mm = f32x8::splat(m);
     let a = {
         let xr: &[f32] = x;
-        lanes(n, |j| ld(&y[j..]) * (mm - ld(&xr[j..])), |j| y[j] * (m - xr[j]))
+        lanes(
+            n,
+            |j| ld(&y[j..]) * (mm - ld(&xr[j..])),
+            |j| y[j] * (m - xr[j]),
+        )
     };
     for c in x[..full8].chunks_exact_mut(8) {
         st(exp8(ld(c) - mm), c);
