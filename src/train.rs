@@ -401,10 +401,12 @@ pub fn gather_dq(
         let run = &run;
         for k in 0..t {
             let (b0, b1) = (cuts[k], cuts[k + 1]);
+            // The last rows of dq may be shorter than a stride, and the
+            // last threads may get no sample.
             let take = if k + 1 == t {
                 rest.len()
             } else {
-                (b1 - b0) * dq_stride
+                ((b1 - b0) * dq_stride).min(rest.len())
             };
             let (mine, r) = rest.split_at_mut(take);
             rest = r;

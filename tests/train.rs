@@ -885,3 +885,25 @@ fn lane_sum_is_the_documented_tree() {
     assert_eq!(kt::lane_sum(s), 65535.0);
     let _ = train::gamma(1);
 }
+
+/// Regression: a thread split where the last threads get no sample (the
+/// trailing segments are empty) and dq's last row is shorter than its
+/// stride; this panicked in the C bad-input matrix before the fix.
+#[test]
+fn dq_threads_with_empty_trailing_segments() {
+    let (rows, dim, stride) = (4usize, 6usize, 8usize);
+    let w: Vec<f32> = (0..rows * dim).map(|i| i as f32 * 0.25).collect();
+    for lens in [[6usize, 0, 0], [0, 0, 6], [1, 0, 0]] {
+        let offs = csr(&lens);
+        let n = offs[3];
+        let ids: Vec<u32> = (0..n).map(|j| (j % rows) as u32).collect();
+        let g: Vec<f32> = (0..n).map(|j| j as f32 - 1.5).collect();
+        let mut base = vec![0f32; 2 * stride + dim];
+        gather_dq(Isa::Scalar, 1, DqWeights::F32(&w), rows, dim, dim, &g, &ids, &offs, &mut base, stride).unwrap();
+        for th in [2, 3, 8] {
+            let mut out = vec![0f32; 2 * stride + dim];
+            gather_dq(Isa::Scalar, th, DqWeights::F32(&w), rows, dim, dim, &g, &ids, &offs, &mut out, stride).unwrap();
+            assert_eq!(bits(&out), bits(&base), "{lens:?} threads {th}");
+        }
+    }
+}
