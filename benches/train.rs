@@ -84,15 +84,16 @@ struct Data {
 
 fn data(r: &Regime) -> Data {
     let mut rng = SplitMix64::new(r.rows as u64);
-    let w: Vec<f32> = (0..r.rows * DIM).map(|_| 0.05 * uniform(&mut rng)).collect();
+    let w: Vec<f32> = (0..r.rows * DIM)
+        .map(|_| 0.05 * uniform(&mut rng))
+        .collect();
     let q: Vec<f32> = (0..r.b * DIM).map(|_| uniform(&mut rng)).collect();
     let n = r.b * r.k;
     let ids = (0..r.sets)
         .map(|_| {
             let mut v = Vec::with_capacity(n);
             for _ in 0..r.b {
-                let mut s: Vec<u32> =
-                    (0..r.k).map(|_| rng.below(r.rows as u64) as u32).collect();
+                let mut s: Vec<u32> = (0..r.k).map(|_| rng.below(r.rows as u64) as u32).collect();
                 s.sort_unstable();
                 v.extend(s);
             }
@@ -106,8 +107,16 @@ fn data(r: &Regime) -> Data {
         .collect();
     let mut grad = vec![0f32; n];
     let mut loss = vec![0f32; r.b];
-    train::softmax_xent(Isa::Scalar, 1, &logits, &targets, &offsets, &mut loss, &mut grad)
-        .unwrap();
+    train::softmax_xent(
+        Isa::Scalar,
+        1,
+        &logits,
+        &targets,
+        &offsets,
+        &mut loss,
+        &mut grad,
+    )
+    .unwrap();
     Data {
         w,
         q,
@@ -122,7 +131,10 @@ fn data(r: &Regime) -> Data {
 fn bench(c: &mut Criterion) {
     let tiers = tiers();
     let only = std::env::var("LSHK_BENCH_TRAIN").ok();
-    for r in REGIMES.iter().filter(|r| only.as_deref().is_none_or(|o| o == r.name)) {
+    for r in REGIMES
+        .iter()
+        .filter(|r| only.as_deref().is_none_or(|o| o == r.name))
+    {
         let mut d = data(r);
         let n = r.b * r.k;
         let distinct: usize = d
@@ -157,8 +169,16 @@ fn bench(c: &mut Criterion) {
                 g.bench_with_input(BenchmarkId::new(t.name(), r.name), &(), |bch, _| {
                     bch.iter(|| {
                         s = (s + 1) % r.sets;
-                        m.matmul_isa(t, black_box(&d.q), r.b, DIM, &d.ids[s], &d.offsets, &mut out)
-                            .unwrap();
+                        m.matmul_isa(
+                            t,
+                            black_box(&d.q),
+                            r.b,
+                            DIM,
+                            &d.ids[s],
+                            &d.offsets,
+                            &mut out,
+                        )
+                        .unwrap();
                         black_box(&out);
                     })
                 });
@@ -213,8 +233,10 @@ fn bench(c: &mut Criterion) {
                                 offsets: &d.offsets,
                                 grad: &d.grad,
                             };
-                            train::rows_update_sgd(t, threads, &mut d.w, r.rows, DIM, DIM, &b, 1e-6)
-                                .unwrap();
+                            train::rows_update_sgd(
+                                t, threads, &mut d.w, r.rows, DIM, DIM, &b, 1e-6,
+                            )
+                            .unwrap();
                             black_box(&d.w);
                         })
                     });

@@ -1375,7 +1375,11 @@ fn fuzz_backward(c: &mut Ctx) {
     let mut dq_stride = dim + if r.one_in(3) { r.u(3) } else { 0 };
     let wl = (rows - 1) * w_stride + dim;
     let mut w = Arr::new((0..wl).map(|_| r.f(-1.0, 1.0)).collect(), 0.0f32);
-    let ql = if nb == 0 { 0 } else { (nb - 1) * q_stride + dim };
+    let ql = if nb == 0 {
+        0
+    } else {
+        (nb - 1) * q_stride + dim
+    };
     let mut q = Arr::new((0..ql).map(|_| r.f(-1.0, 1.0)).collect(), 0.0f32);
     let o = csr(r, nb, 12);
     let n = *o.last().unwrap();
@@ -1383,7 +1387,11 @@ fn fuzz_backward(c: &mut Ctx) {
     let mut g = Arr::new((0..n).map(|_| r.f(-1.0, 1.0)).collect(), 0.0f32);
     let mut offs = Arr::new(o, 0usize);
     let cf = f32::from_bits(CANARY);
-    let dql = if nb == 0 { 0 } else { (nb - 1) * dq_stride + dim };
+    let dql = if nb == 0 {
+        0
+    } else {
+        (nb - 1) * dq_stride + dim
+    };
     let mut dq = Arr::new(vec![cf; dql], cf);
     let mut lr = r.f(0.01, 1.0);
     let threads = r.pick(&[0u32, 1, 2, 3]);
@@ -1406,9 +1414,18 @@ fn fuzz_backward(c: &mut Ctx) {
             }
             2 => rows = r.size(rows),
             3 => dim = r.pick(&[0, dim.saturating_add(1), dim.saturating_sub(1).max(1)]),
-            4 => w_stride = r.pick(&[w_stride.saturating_sub(1), 0, hv, w_stride.saturating_add(1)]),
+            4 => {
+                w_stride = r.pick(&[
+                    w_stride.saturating_sub(1),
+                    0,
+                    hv,
+                    w_stride.saturating_add(1),
+                ])
+            }
             5 => q_stride = r.pick(&[q_stride.saturating_sub(1), hv, q_stride.saturating_add(2)]),
-            6 => dq_stride = r.pick(&[dq_stride.saturating_sub(1), hv, dq_stride.saturating_add(2)]),
+            6 => {
+                dq_stride = r.pick(&[dq_stride.saturating_sub(1), hv, dq_stride.saturating_add(2)])
+            }
             7 => nb = r.size(nb),
             8 => mutate_offsets(r, offs.data_mut()),
             9 if ids.len() > 0 => {
@@ -1454,7 +1471,8 @@ fn fuzz_backward(c: &mut Ctx) {
     if offs.mode == Mode::Ok && offs.len() > nb && !offsets_valid(&offs.data()[..nb + 1], n) {
         v.err("offsets are invalid");
     }
-    if ids.mode == Mode::Ok && n <= ids.len() && ids.data()[..n].iter().any(|&i| i as usize >= rows) {
+    if ids.mode == Mode::Ok && n <= ids.len() && ids.data()[..n].iter().any(|&i| i as usize >= rows)
+    {
         v.err("an id >= rows");
     }
     if upd {
@@ -1468,7 +1486,11 @@ fn fuzz_backward(c: &mut Ctx) {
         if q.mode == Mode::Ok
             && dim > 0
             && qfits
-            && (0..nb).any(|b| q.data()[b * q_stride..b * q_stride + dim].iter().any(|x| !x.is_finite()))
+            && (0..nb).any(|b| {
+                q.data()[b * q_stride..b * q_stride + dim]
+                    .iter()
+                    .any(|x| !x.is_finite())
+            })
         {
             v.err("a q value is not finite");
         }
@@ -1512,7 +1534,12 @@ fn fuzz_backward(c: &mut Ctx) {
         }
     });
     tier_ran(isa.filter(|_| st == LSHK_STATUS_OK));
-    if bits(&q.v) != q0 || ids.v != i0 || bits(&g.v) != g0 || offs.v != o0 || (!upd && bits(&w.v) != w0) {
+    if bits(&q.v) != q0
+        || ids.v != i0
+        || bits(&g.v) != g0
+        || offs.v != o0
+        || (!upd && bits(&w.v) != w0)
+    {
         c.fail(format!("{func} changed an input"));
     }
     if !c.judge(func, st, &v) {
@@ -1532,7 +1559,9 @@ fn fuzz_backward(c: &mut Ctx) {
             grad: &g.data()[..n],
         };
         let wl = strided(rows, dim, w_stride).unwrap() as usize;
-        if let Err(e) = lshk::train::rows_update_sgd(Isa::Scalar, 1, &mut rw[..wl], rows, dim, w_stride, &b, lr) {
+        if let Err(e) =
+            lshk::train::rows_update_sgd(Isa::Scalar, 1, &mut rw[..wl], rows, dim, w_stride, &b, lr)
+        {
             c.fail(format!("{func} returned OK, the Rust API {e}"));
             return;
         }

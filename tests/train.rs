@@ -899,10 +899,36 @@ fn dq_threads_with_empty_trailing_segments() {
         let ids: Vec<u32> = (0..n).map(|j| (j % rows) as u32).collect();
         let g: Vec<f32> = (0..n).map(|j| j as f32 - 1.5).collect();
         let mut base = vec![0f32; 2 * stride + dim];
-        gather_dq(Isa::Scalar, 1, DqWeights::F32(&w), rows, dim, dim, &g, &ids, &offs, &mut base, stride).unwrap();
+        gather_dq(
+            Isa::Scalar,
+            1,
+            DqWeights::F32(&w),
+            rows,
+            dim,
+            dim,
+            &g,
+            &ids,
+            &offs,
+            &mut base,
+            stride,
+        )
+        .unwrap();
         for th in [2, 3, 8] {
             let mut out = vec![0f32; 2 * stride + dim];
-            gather_dq(Isa::Scalar, th, DqWeights::F32(&w), rows, dim, dim, &g, &ids, &offs, &mut out, stride).unwrap();
+            gather_dq(
+                Isa::Scalar,
+                th,
+                DqWeights::F32(&w),
+                rows,
+                dim,
+                dim,
+                &g,
+                &ids,
+                &offs,
+                &mut out,
+                stride,
+            )
+            .unwrap();
             assert_eq!(bits(&out), bits(&base), "{lens:?} threads {th}");
         }
     }

@@ -546,7 +546,8 @@ unsafe fn sgd_impl(
     boundary(func, || {
         let tier = tier_of(tier)?;
         // SAFETY: forwarded caller contract.
-        let a = unsafe { update_args(w, rows, dim, w_stride, q, q_stride, grad, ids, offsets, nb)? };
+        let a =
+            unsafe { update_args(w, rows, dim, w_stride, q, q_stride, grad, ids, offsets, nb)? };
         train::rows_update_sgd(
             tier,
             threads as usize,
@@ -784,7 +785,14 @@ pub unsafe extern "C" fn lshk_adam_step(
             );
         }
         // SAFETY: forwarded caller contract.
-        let a = unsafe { update_args(w, rows, dim, w_stride, q, q_stride, grad, ids, offsets, nb)? };
-        st.step(crate::isa::active(), threads as usize, a.w, w_stride, &a.batch)
+        let a =
+            unsafe { update_args(w, rows, dim, w_stride, q, q_stride, grad, ids, offsets, nb)? };
+        st.step(
+            crate::isa::active(),
+            threads as usize,
+            a.w,
+            w_stride,
+            &a.batch,
+        )
     })
 }
