@@ -158,7 +158,7 @@ fn xent_every_tier_bit_identical_to_oracle_and_within_bound() {
                 let mut ref_grad = vec![0f32; zs.len()];
                 softmax_xent(Isa::Scalar, 1, zs, ys, &offs, &mut ref_loss, &mut ref_grad).unwrap();
                 for &t in &tiers {
-                    let mut loss = vec![f32::NAN; 4];
+                    let mut loss = [f32::NAN; 4];
                     let mut grad = vec![f32::NAN; zs.len() + 1];
                     let gl = zs.len();
                     softmax_xent(t, 1, zs, ys, &offs, &mut loss[1..], &mut grad[1..=gl]).unwrap();
