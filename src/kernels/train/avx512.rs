@@ -71,23 +71,26 @@ unsafe fn lane_sum_zmm(a: __m512) -> f32 {
     }
 }
 
-/// `f(offset, mask)` for each block of 16 of a segment of `n` elements
-/// (the tail masked), accumulated into one zmm of partial sums.
-#[inline(always)]
-unsafe fn lanes(n: usize, mut f: impl FnMut(usize, __mmask16) -> __m512) -> f32 {
-    // SAFETY: register-only; `f` does its own masked accesses.
-    unsafe {
+/// The body (with `$j` the offset and `$k` the lane mask) for each block
+/// of 16 of a segment of `n` elements (the tail masked), accumulated into
+/// one zmm of partial sums; yields their [`lane_sum_zmm`]. A macro, not a
+/// closure: see the AVX2 tier's `lanes!`.
+macro_rules! lanes {
+    ($n:expr, |$j:ident, $k:ident| $body:expr) => {{
+        let n: usize = $n;
         let mut acc = _mm512_setzero_ps();
-        let mut j = 0;
-        while j + 16 <= n {
-            acc = _mm512_add_ps(acc, f(j, ALL));
-            j += 16;
+        let mut jj = 0;
+        while jj + 16 <= n {
+            let ($j, $k) = (jj, ALL);
+            acc = _mm512_add_ps(acc, $body);
+            jj += 16;
         }
-        if j < n {
-            acc = _mm512_add_ps(acc, f(j, mask16(n - j)));
+        if jj < n {
+            let ($j, $k) = (jj, mask16(n - jj));
+            acc = _mm512_add_ps(acc, $body);
         }
         lane_sum_zmm(acc)
-    }
+    }};
 }
 
 #[inline(always)]
@@ -111,18 +114,18 @@ unsafe fn xent_body(x: &mut [f32], y: &[f32]) -> f32 {
         let mut ma = [0.0f32; 16];
         _mm512_storeu_ps(ma.as_mut_ptr(), mv);
         let m = ma.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-        let ysum = lanes(n, |j, k| _mm512_maskz_loadu_ps(k, yp.add(j)));
+        let ysum = lanes!(n, |j, k| _mm512_maskz_loadu_ps(k, yp.add(j)));
         if ysum == 0.0 {
             x.fill(0.0);
             return 0.0;
         }
         let mm = _mm512_set1_ps(m);
-        let a = lanes(n, |j, k| {
+        let a = lanes!(n, |j, k| {
             let xv = _mm512_maskz_loadu_ps(k, xp.add(j));
             let yv = _mm512_maskz_loadu_ps(k, yp.add(j));
             _mm512_mul_ps(yv, _mm512_sub_ps(mm, xv))
         });
-        let s = lanes(n, |j, k| {
+        let s = lanes!(n, |j, k| {
             let xv = _mm512_maskz_loadu_ps(k, xp.add(j));
             let e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(xv, mm)));
             _mm512_mask_storeu_ps(xp.add(j), k, e);
@@ -130,7 +133,7 @@ unsafe fn xent_body(x: &mut [f32], y: &[f32]) -> f32 {
         });
         let (inv_s, inv_y) = (1.0 / s, 1.0 / ysum);
         let (is16, iy16) = (_mm512_set1_ps(inv_s), _mm512_set1_ps(inv_y));
-        lanes(n, |j, k| {
+        lanes!(n, |j, k| {
             let ev = _mm512_maskz_loadu_ps(k, xp.add(j));
             let yv = _mm512_maskz_loadu_ps(k, yp.add(j));
             let g = _mm512_sub_ps(_mm512_mul_ps(ev, is16), _mm512_mul_ps(yv, iy16));
@@ -216,8 +219,14 @@ unsafe fn dq_rows<F: Fmt>(r: &Rows<'_, F::T>, g: &[f32], ids: &[u32], out: &mut 
                 prefetch_row(row(j).cast(), pf_bytes);
             }
             let p: [*const F::T; 4] = std::array::from_fn(|k| row(i + k.min(rr - 1)));
-            let gs: [__m512; 4] =
-                std::array::from_fn(|k| _mm512_set1_ps(*g.get_unchecked(i + k.min(rr - 1))));
+            // (No closure around intrinsics: see `lanes!`.)
+            let gk = |k: usize| *g.get_unchecked(i + k.min(rr - 1));
+            let gs = [
+                _mm512_set1_ps(gk(0)),
+                _mm512_set1_ps(gk(1)),
+                _mm512_set1_ps(gk(2)),
+                _mm512_set1_ps(gk(3)),
+            ];
             for b in 0..nblk {
                 let k16 = km(b);
                 let mut acc = _mm512_maskz_loadu_ps(k16, op.add(16 * b));
