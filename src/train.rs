@@ -437,7 +437,6 @@ struct Group {
     gs: Vec<f32>,
     ss: Vec<u32>,
     starts: Vec<usize>,
-    acc: Vec<f32>,
 }
 
 thread_local! {
@@ -518,7 +517,19 @@ trait Rule: Sync {
     /// Prefetches row `r` (relative to the part) of the state.
     fn prefetch(&self, part: &Self::Part<'_>, r: usize, dim: usize, pf: kt::PrefetchFn);
     /// Applies the update to row `r` (relative) of W (`w`, dim floats).
-    fn apply(&self, part: &mut Self::Part<'_>, r: usize, dim: usize, w: &mut [f32], acc: &[f32]);
+    /// Applies the update to row `r` (relative) of W (`w`, dim floats),
+    /// whose gradient is `sum_t g[t] q[s[t]]` (summed by the kernel).
+    #[allow(clippy::too_many_arguments)]
+    fn apply(
+        &self,
+        part: &mut Self::Part<'_>,
+        r: usize,
+        dim: usize,
+        w: &mut [f32],
+        q: &Rows<'_, f32>,
+        g: &[f32],
+        s: &[u32],
+    );
 }
 
 struct Sgd {
@@ -532,9 +543,20 @@ impl Rule for Sgd {
         ((), ())
     }
     fn prefetch(&self, _: &(), _: usize, _: usize, _: kt::PrefetchFn) {}
-    fn apply(&self, _: &mut (), _: usize, _: usize, w: &mut [f32], acc: &[f32]) {
-        // SAFETY: acc holds w.len() = dim values; tier supported (checked).
-        unsafe { (self.f)(w, acc, self.lr) }
+    fn apply(
+        &self,
+        _: &mut (),
+        _: usize,
+        _: usize,
+        w: &mut [f32],
+        q: &Rows<'_, f32>,
+        g: &[f32],
+        s: &[u32],
+    ) {
+        // SAFETY: w holds dim = q.dim values, g and s match, every s[t] is
+        // a sample < nb and q spans nb strided rows (checked), tier
+        // supported (checked).
+        unsafe { (self.f)(w, q, g, s, self.lr) }
     }
 }
 
@@ -574,7 +596,16 @@ impl Rule for AdamRule {
         pf(p.m.as_ptr().wrapping_add(r * dim).cast(), bytes);
         pf(p.v.as_ptr().wrapping_add(r * dim).cast(), bytes);
     }
-    fn apply(&self, p: &mut AdamPart<'_>, r: usize, dim: usize, w: &mut [f32], acc: &[f32]) {
+    fn apply(
+        &self,
+        p: &mut AdamPart<'_>,
+        r: usize,
+        dim: usize,
+        w: &mut [f32],
+        q: &Rows<'_, f32>,
+        g: &[f32],
+        s: &[u32],
+    ) {
         let t = p.t[r].saturating_add(1);
         p.t[r] = t;
         let c = self.p.coef(t);
@@ -582,8 +613,10 @@ impl Rule for AdamRule {
             &mut p.m[r * dim..(r + 1) * dim],
             &mut p.v[r * dim..(r + 1) * dim],
         );
-        // SAFETY: w, m, v and acc hold dim values; tier supported (checked).
-        unsafe { (self.f)(w, m, v, acc, &c) }
+        // SAFETY: w, m and v hold dim = q.dim values, g and s match, every
+        // s[t] is a sample < nb and q spans nb strided rows (checked), tier
+        // supported (checked).
+        unsafe { (self.f)(w, m, v, q, g, s, &c) }
     }
 }
 
@@ -636,9 +669,6 @@ fn update_rows<R: Rule>(
             return Ok(());
         }
         let th = threads_for(threads, groups);
-        let acc_len = checked_mul(th, dim, "threads * dim")?;
-        reserve(&mut g.acc, acc_len)?;
-        g.acc.resize(acc_len, 0.0);
         let (keys, gs, ss, starts) = (&g.keys, &g.gs, &g.ss, &g.starts);
         let id_of = |grp: usize| (keys[starts[grp]] >> 32) as usize;
         let qrows = Rows {
@@ -659,8 +689,7 @@ fn update_rows<R: Rule>(
                     g1: usize,
                     row0: usize,
                     wpart: &mut [f32],
-                    mut spart: R::Part<'_>,
-                    acc: &mut [f32]| {
+                    mut spart: R::Part<'_>| {
             let pf_bytes = (dim * 4).min(crate::kernels::matmul::PREFETCH_MAX_BYTES);
             for grp in g0..(g0 + PREFETCH_ROWS).min(g1) {
                 let r = id_of(grp) - row0;
@@ -674,27 +703,24 @@ fn update_rows<R: Rule>(
                     rule.prefetch(&spart, r, dim, ks.prefetch);
                 }
                 let (s, e) = (starts[grp], starts[grp + 1]);
-                // SAFETY: dim >= 1, acc holds dim floats, gs/ss have the
-                // group's e - s entries, every sample index is < nb and q
-                // spans nb strided rows (checked), tier supported.
-                unsafe { (ks.dq_f32)(&qrows, &gs[s..e], &ss[s..e], acc) };
                 let r = id_of(grp) - row0;
                 rule.apply(
                     &mut spart,
                     r,
                     dim,
                     &mut wpart[r * w_stride..r * w_stride + dim],
-                    acc,
+                    &qrows,
+                    &gs[s..e],
+                    &ss[s..e],
                 );
             }
         };
         if th == 1 {
-            work(0, groups, 0, w, state, &mut g.acc[..dim]);
+            work(0, groups, 0, w, state);
             return Ok(());
         }
         std::thread::scope(|sc| {
             let (mut wrest, mut srest) = (&mut *w, state);
-            let mut accs = g.acc.chunks_exact_mut(dim);
             let work = &work;
             for k in 0..th {
                 let (r0, r1) = (first_row(k), first_row(k + 1));
@@ -707,9 +733,8 @@ fn update_rows<R: Rule>(
                 wrest = wr;
                 let (smine, sr) = R::split(srest, r1 - r0, dim);
                 srest = sr;
-                let acc = accs.next().unwrap();
                 let (g0, g1) = (cut(k), cut(k + 1));
-                sc.spawn(move || work(g0, g1, r0, wmine, smine, acc));
+                sc.spawn(move || work(g0, g1, r0, wmine, smine));
             }
         });
         Ok(())

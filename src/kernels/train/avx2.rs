@@ -288,49 +288,49 @@ unsafe fn dq_rows<F: Fmt>(r: &Rows<'_, F::T>, g: &[f32], ids: &[u32], out: &mut 
     }
 }
 
+/// Columns `k..k+8` (lanes of `mk`) of a row's gathered gradient:
+/// `sum_t g[t] * q[s[t]][k..]` in `t` order from +0 (see `super::SgdFn`).
 #[inline(always)]
-unsafe fn sgd_body(w: &mut [f32], g: &[f32], lr: f32) {
+unsafe fn grad8(q: &Rows<'_, f32>, g: &[f32], s: &[u32], k: usize, mk: __m256i) -> __m256 {
+    let qp = q.w.as_ptr();
+    // SAFETY: every s[t] < rows of q and q.w spans them; the lanes of `mk`
+    // are columns < dim (caller).
+    unsafe {
+        let mut acc = _mm256_setzero_ps();
+        for t in 0..g.len() {
+            let row = qp.add(*s.get_unchecked(t) as usize * q.stride + k);
+            let x = _mm256_mul_ps(_mm256_set1_ps(*g.get_unchecked(t)), _mm256_maskload_ps(row, mk));
+            acc = _mm256_add_ps(acc, x);
+        }
+        acc
+    }
+}
+
+#[inline(always)]
+unsafe fn sgd_body(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
     let n = w.len();
-    let (wp, gp) = (w.as_mut_ptr(), g.as_ptr());
-    // SAFETY: w and g hold n floats (caller); the tail is masked.
+    let wp = w.as_mut_ptr();
+    // SAFETY: w holds n = dim floats (caller); the tail is masked.
     unsafe {
         let l = _mm256_set1_ps(lr);
         let mut k = 0;
-        while k + 8 <= n {
-            let v = _mm256_sub_ps(
-                _mm256_loadu_ps(wp.add(k)),
-                _mm256_mul_ps(l, _mm256_loadu_ps(gp.add(k))),
-            );
-            _mm256_storeu_ps(wp.add(k), v);
-            k += 8;
-        }
-        if k < n {
-            let mk = mask8(n - k);
-            let v = _mm256_sub_ps(
-                _mm256_maskload_ps(wp.add(k), mk),
-                _mm256_mul_ps(l, _mm256_maskload_ps(gp.add(k), mk)),
-            );
+        while k < n {
+            let mk = mask8((n - k).min(8));
+            let gv = grad8(q, g, s, k, mk);
+            let v = _mm256_sub_ps(_mm256_maskload_ps(wp.add(k), mk), _mm256_mul_ps(l, gv));
             _mm256_maskstore_ps(wp.add(k), mk, v);
+            k += 8;
         }
     }
 }
 
-/// One block of 8 lanes (masked) of [`adam_body`].
+/// One block of 8 lanes (masked) of [`adam_body`], with its gradient `gv`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn adam8(
-    wp: *mut f32,
-    mp: *mut f32,
-    vp: *mut f32,
-    gp: *const f32,
-    mk: __m256i,
-    k: [__m256; 8],
-) {
+unsafe fn adam8(wp: *mut f32, mp: *mut f32, vp: *mut f32, gv: __m256, mk: __m256i, k: [__m256; 8]) {
     let [b1, ob1, b2, ob2, c1, c2, lr, eps] = k;
     // SAFETY: the lanes of `mk` at each pointer are inside its row
     // (caller); masked lanes are not touched.
     unsafe {
-        let gv = _mm256_maskload_ps(gp, mk);
         let mv = _mm256_add_ps(
             _mm256_mul_ps(b1, _mm256_maskload_ps(mp, mk)),
             _mm256_mul_ps(ob1, gv),
@@ -350,10 +350,19 @@ unsafe fn adam8(
 }
 
 #[inline(always)]
-unsafe fn adam_body(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], c: &AdamCoef) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn adam_body(
+    w: &mut [f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    q: &Rows<'_, f32>,
+    g: &[f32],
+    s: &[u32],
+    c: &AdamCoef,
+) {
     let n = w.len();
-    let (wp, mp, vp, gp) = (w.as_mut_ptr(), m.as_mut_ptr(), v.as_mut_ptr(), g.as_ptr());
-    // SAFETY: w, m, v and g hold n floats (caller); the tail is masked.
+    let (wp, mp, vp) = (w.as_mut_ptr(), m.as_mut_ptr(), v.as_mut_ptr());
+    // SAFETY: w, m, v hold n = dim floats (caller); the tail is masked.
     unsafe {
         let k = [
             _mm256_set1_ps(c.beta1),
@@ -365,14 +374,12 @@ unsafe fn adam_body(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], c: &
             _mm256_set1_ps(c.lr),
             _mm256_set1_ps(c.eps),
         ];
-        let all = _mm256_set1_epi32(-1);
         let mut i = 0;
-        while i + 8 <= n {
-            adam8(wp.add(i), mp.add(i), vp.add(i), gp.add(i), all, k);
+        while i < n {
+            let mk = mask8((n - i).min(8));
+            let gv = grad8(q, g, s, i, mk);
+            adam8(wp.add(i), mp.add(i), vp.add(i), gv, mk, k);
             i += 8;
-        }
-        if i < n {
-            adam8(wp.add(i), mp.add(i), vp.add(i), gp.add(i), mask8(n - i), k);
         }
     }
 }
@@ -396,15 +403,24 @@ unsafe fn dq_bf16_avx2(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32
 }
 
 #[target_feature(enable = "avx2")]
-unsafe fn sgd_avx2(w: &mut [f32], g: &[f32], lr: f32) {
+unsafe fn sgd_avx2(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
     // SAFETY: forwarded SgdFn contract.
-    unsafe { sgd_body(w, g, lr) }
+    unsafe { sgd_body(w, q, g, s, lr) }
 }
 
 #[target_feature(enable = "avx2")]
-unsafe fn adam_avx2(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], c: &AdamCoef) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn adam_avx2(
+    w: &mut [f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    q: &Rows<'_, f32>,
+    g: &[f32],
+    s: &[u32],
+    c: &AdamCoef,
+) {
     // SAFETY: forwarded AdamFn contract.
-    unsafe { adam_body(w, m, v, g, c) }
+    unsafe { adam_body(w, m, v, q, g, s, c) }
 }
 
 /// # Safety
@@ -430,14 +446,22 @@ pub unsafe fn dq_bf16(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32]
 
 /// # Safety
 /// [`super::SgdFn`]; the CPU has avx2.
-pub unsafe fn sgd(w: &mut [f32], g: &[f32], lr: f32) {
+pub unsafe fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
     // SAFETY: forwarded contract.
-    unsafe { sgd_avx2(w, g, lr) }
+    unsafe { sgd_avx2(w, q, g, s, lr) }
 }
 
 /// # Safety
 /// [`super::AdamFn`]; the CPU has avx2.
-pub unsafe fn adam(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], c: &AdamCoef) {
+pub unsafe fn adam(
+    w: &mut [f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    q: &Rows<'_, f32>,
+    g: &[f32],
+    s: &[u32],
+    c: &AdamCoef,
+) {
     // SAFETY: forwarded contract.
-    unsafe { adam_avx2(w, m, v, g, c) }
+    unsafe { adam_avx2(w, m, v, q, g, s, c) }
 }

@@ -241,20 +241,39 @@ unsafe fn dq_rows<F: Fmt>(r: &Rows<'_, F::T>, g: &[f32], ids: &[u32], out: &mut 
     }
 }
 
+/// Columns `k..k+16` (lanes of `mk`) of a row's gathered gradient:
+/// `sum_t g[t] * q[s[t]][k..]` in `t` order from +0 (see `super::SgdFn`).
 #[inline(always)]
-unsafe fn sgd_body(w: &mut [f32], g: &[f32], lr: f32) {
+unsafe fn grad16(q: &Rows<'_, f32>, g: &[f32], s: &[u32], k: usize, mk: __mmask16) -> __m512 {
+    let qp = q.w.as_ptr();
+    // SAFETY: every s[t] < rows of q and q.w spans them; the lanes of `mk`
+    // are columns < dim (caller).
+    unsafe {
+        let mut acc = _mm512_setzero_ps();
+        for t in 0..g.len() {
+            let row = qp.add(*s.get_unchecked(t) as usize * q.stride + k);
+            let x = _mm512_mul_ps(
+                _mm512_set1_ps(*g.get_unchecked(t)),
+                _mm512_maskz_loadu_ps(mk, row),
+            );
+            acc = _mm512_add_ps(acc, x);
+        }
+        acc
+    }
+}
+
+#[inline(always)]
+unsafe fn sgd_body(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
     let n = w.len();
-    let (wp, gp) = (w.as_mut_ptr(), g.as_ptr());
-    // SAFETY: w and g hold n floats (caller); the tail is masked.
+    let wp = w.as_mut_ptr();
+    // SAFETY: w holds n = dim floats (caller); the tail is masked.
     unsafe {
         let l = _mm512_set1_ps(lr);
         let mut k = 0;
         while k < n {
             let m = if n - k >= 16 { ALL } else { mask16(n - k) };
-            let v = _mm512_sub_ps(
-                _mm512_maskz_loadu_ps(m, wp.add(k)),
-                _mm512_mul_ps(l, _mm512_maskz_loadu_ps(m, gp.add(k))),
-            );
+            let gv = grad16(q, g, s, k, m);
+            let v = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, wp.add(k)), _mm512_mul_ps(l, gv));
             _mm512_mask_storeu_ps(wp.add(k), m, v);
             k += 16;
         }
@@ -262,10 +281,19 @@ unsafe fn sgd_body(w: &mut [f32], g: &[f32], lr: f32) {
 }
 
 #[inline(always)]
-unsafe fn adam_body(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], c: &AdamCoef) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn adam_body(
+    w: &mut [f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    q: &Rows<'_, f32>,
+    g: &[f32],
+    s: &[u32],
+    c: &AdamCoef,
+) {
     let n = w.len();
-    let (wp, mp, vp, gp) = (w.as_mut_ptr(), m.as_mut_ptr(), v.as_mut_ptr(), g.as_ptr());
-    // SAFETY: w, m, v and g hold n floats (caller); the tail is masked.
+    let (wp, mp, vp) = (w.as_mut_ptr(), m.as_mut_ptr(), v.as_mut_ptr());
+    // SAFETY: w, m, v hold n = dim floats (caller); the tail is masked.
     unsafe {
         let (b1, ob1) = (_mm512_set1_ps(c.beta1), _mm512_set1_ps(c.one_minus_beta1));
         let (b2, ob2) = (_mm512_set1_ps(c.beta2), _mm512_set1_ps(c.one_minus_beta2));
@@ -274,7 +302,7 @@ unsafe fn adam_body(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], c: &
         let mut k = 0;
         while k < n {
             let mk = if n - k >= 16 { ALL } else { mask16(n - k) };
-            let gv = _mm512_maskz_loadu_ps(mk, gp.add(k));
+            let gv = grad16(q, g, s, k, mk);
             let mv = _mm512_add_ps(
                 _mm512_mul_ps(b1, _mm512_maskz_loadu_ps(mk, mp.add(k))),
                 _mm512_mul_ps(ob1, gv),
@@ -285,10 +313,7 @@ unsafe fn adam_body(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], c: &
             );
             let mh = _mm512_mul_ps(mv, c1);
             let vh = _mm512_mul_ps(vv, c2);
-            let upd = _mm512_div_ps(
-                _mm512_mul_ps(lr, mh),
-                _mm512_add_ps(_mm512_sqrt_ps(vh), eps),
-            );
+            let upd = _mm512_div_ps(_mm512_mul_ps(lr, mh), _mm512_add_ps(_mm512_sqrt_ps(vh), eps));
             let wv = _mm512_sub_ps(_mm512_maskz_loadu_ps(mk, wp.add(k)), upd);
             _mm512_mask_storeu_ps(mp.add(k), mk, mv);
             _mm512_mask_storeu_ps(vp.add(k), mk, vv);
@@ -317,15 +342,24 @@ unsafe fn dq_bf16_512(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32]
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn sgd_512(w: &mut [f32], g: &[f32], lr: f32) {
+unsafe fn sgd_512(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
     // SAFETY: forwarded SgdFn contract.
-    unsafe { sgd_body(w, g, lr) }
+    unsafe { sgd_body(w, q, g, s, lr) }
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn adam_512(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], c: &AdamCoef) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn adam_512(
+    w: &mut [f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    q: &Rows<'_, f32>,
+    g: &[f32],
+    s: &[u32],
+    c: &AdamCoef,
+) {
     // SAFETY: forwarded AdamFn contract.
-    unsafe { adam_body(w, m, v, g, c) }
+    unsafe { adam_body(w, m, v, q, g, s, c) }
 }
 
 /// # Safety
@@ -351,14 +385,22 @@ pub unsafe fn dq_bf16(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32]
 
 /// # Safety
 /// [`super::SgdFn`]; the CPU has avx512f/bw/dq/vl.
-pub unsafe fn sgd(w: &mut [f32], g: &[f32], lr: f32) {
+pub unsafe fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
     // SAFETY: forwarded contract.
-    unsafe { sgd_512(w, g, lr) }
+    unsafe { sgd_512(w, q, g, s, lr) }
 }
 
 /// # Safety
 /// [`super::AdamFn`]; the CPU has avx512f/bw/dq/vl.
-pub unsafe fn adam(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], c: &AdamCoef) {
+pub unsafe fn adam(
+    w: &mut [f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    q: &Rows<'_, f32>,
+    g: &[f32],
+    s: &[u32],
+    c: &AdamCoef,
+) {
     // SAFETY: forwarded contract.
-    unsafe { adam_512(w, m, v, g, c) }
+    unsafe { adam_512(w, m, v, q, g, s, c) }
 }

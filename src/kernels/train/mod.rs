@@ -164,22 +164,35 @@ pub type XentFn = unsafe fn(&mut [f32], &[f32]) -> f32;
 /// elements; the CPU supports the tier.
 pub type DqFn<T> = unsafe fn(&Rows<'_, T>, &[f32], &[u32], &mut [f32]);
 
-/// `sgd(w, g, lr)`: `w[k] = w[k] - lr * g[k]` (two roundings) for
-/// `k < w.len()`.
+/// `sgd(w, q, g, s, lr)`: the update of one row `w` (`w.len() == q.dim`)
+/// with the gradient it gathered from the batch: for `k < w.len()`,
+/// `G_k = sum_t g[t] * q[s[t]][k]` (`q[i]` the row `i` of `q`; summed in
+/// `t` order from `+0`, product and sum rounded separately, exactly as
+/// [`DqFn`]) and `w[k] = w[k] - lr * G_k` (two roundings). `G` is never
+/// stored: each block of columns is summed in registers and applied.
 ///
 /// # Safety
-/// `g.len() >= w.len()`; the CPU supports the tier.
-pub type SgdFn = unsafe fn(&mut [f32], &[f32], f32);
-
-/// `adam(w, m, v, g, c)`, for `k < w.len()`, each operation rounded in
-/// f32 in this order: `m = b1 * m + (1 - b1) * g`,
-/// `v = b2 * v + (1 - b2) * (g * g)`, `mh = m * c1`, `vh = v * c2`,
-/// `w = w - (lr * mh) / (sqrt(vh) + eps)`.
-///
-/// # Safety
-/// `m`, `v` and `g` hold at least `w.len()` values; the CPU supports the
+/// `w.len() == q.dim >= 1`; `g.len() == s.len()`; every `s[t]` is below
+/// the number of rows of `q` and `q.w` spans them; the CPU supports the
 /// tier.
-pub type AdamFn = unsafe fn(&mut [f32], &mut [f32], &mut [f32], &[f32], &AdamCoef);
+pub type SgdFn = unsafe fn(&mut [f32], &Rows<'_, f32>, &[f32], &[u32], f32);
+
+/// `adam(w, m, v, q, g, s, c)`: with `G` as in [`SgdFn`], for
+/// `k < w.len()`, each operation rounded in f32 in this order:
+/// `m = b1 * m + (1 - b1) * G`, `v = b2 * v + (1 - b2) * (G * G)`,
+/// `mh = m * c1`, `vh = v * c2`, `w = w - (lr * mh) / (sqrt(vh) + eps)`.
+///
+/// # Safety
+/// As [`SgdFn`], and `m`, `v` hold at least `w.len()` values.
+pub type AdamFn = unsafe fn(
+    &mut [f32],
+    &mut [f32],
+    &mut [f32],
+    &Rows<'_, f32>,
+    &[f32],
+    &[u32],
+    &AdamCoef,
+);
 
 /// `prefetch(p, bytes)`: see [`crate::kernels::matmul::PrefetchFn`].
 pub type PrefetchFn = crate::kernels::matmul::PrefetchFn;

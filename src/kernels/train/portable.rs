@@ -10,7 +10,7 @@
 
 use wide::f32x8;
 
-use super::scalar::adam_one;
+use super::scalar::{adam_one, grad_k};
 use super::{
     exp_neg, lane_sum, AdamCoef, Rows, EXP_MIN, EXP_POLY, LANES, LN2_HI, LN2_LO, LOG2E, ROUND_MAGIC,
 };
@@ -150,23 +150,41 @@ pub unsafe fn dq_bf16(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32]
     dq_with(r, g, ids, out, bf16_to_f32)
 }
 
+/// Columns `k..k+8` of a row's gathered gradient (see [`super::SgdFn`]).
+#[inline(always)]
+fn grad8(q: &Rows<'_, f32>, g: &[f32], s: &[u32], k: usize) -> f32x8 {
+    let mut acc = f32x8::ZERO;
+    for (&gt, &st) in g.iter().zip(s) {
+        acc += f32x8::splat(gt) * ld(&q.w[st as usize * q.stride + k..]);
+    }
+    acc
+}
+
 /// # Safety
-/// See [`super::SgdFn`].
-pub unsafe fn sgd(w: &mut [f32], g: &[f32], lr: f32) {
+/// See [`super::SgdFn`] (bounds-checked here).
+pub unsafe fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
     let n = w.len();
     let full = n / 8 * 8;
     let l = f32x8::splat(lr);
-    for (c, d) in w[..full].chunks_exact_mut(8).zip(g.chunks_exact(8)) {
-        st(ld(c) - l * ld(d), c);
+    for k in (0..full).step_by(8) {
+        st(ld(&w[k..]) - l * grad8(q, g, s, k), &mut w[k..]);
     }
-    for (x, &d) in w[full..].iter_mut().zip(&g[full..n]) {
-        *x -= lr * d;
+    for k in full..n {
+        w[k] -= lr * grad_k(q, g, s, k);
     }
 }
 
 /// # Safety
 /// See [`super::AdamFn`].
-pub unsafe fn adam(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], c: &AdamCoef) {
+pub unsafe fn adam(
+    w: &mut [f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    q: &Rows<'_, f32>,
+    g: &[f32],
+    s: &[u32],
+    c: &AdamCoef,
+) {
     let n = w.len();
     let full = n / 8 * 8;
     let (b1, ob1) = (f32x8::splat(c.beta1), f32x8::splat(c.one_minus_beta1));
@@ -175,7 +193,7 @@ pub unsafe fn adam(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], c: &A
     let (lr, eps) = (f32x8::splat(c.lr), f32x8::splat(c.eps));
     let mut k = 0;
     while k < full {
-        let gv = ld(&g[k..]);
+        let gv = grad8(q, g, s, k);
         let mv = b1 * ld(&m[k..]) + ob1 * gv;
         let vv = b2 * ld(&v[k..]) + ob2 * (gv * gv);
         let mh = mv * c1;
@@ -187,6 +205,6 @@ pub unsafe fn adam(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], c: &A
         k += 8;
     }
     for k in full..n {
-        adam_one(&mut w[k], &mut m[k], &mut v[k], g[k], c);
+        adam_one(&mut w[k], &mut m[k], &mut v[k], grad_k(q, g, s, k), c);
     }
 }

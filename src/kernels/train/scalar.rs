@@ -63,15 +63,27 @@ pub unsafe fn dq_bf16(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32]
     dq_with(r, g, ids, out, bf16_to_f32)
 }
 
+/// Column `k` of a row's gathered gradient: `sum_t g[t] * q[s[t]][k]`
+/// in `t` order from `+0` (also the tails of the portable tier).
+#[inline(always)]
+pub fn grad_k(q: &Rows<'_, f32>, g: &[f32], s: &[u32], k: usize) -> f32 {
+    let mut acc = 0.0f32;
+    for (&gt, &st) in g.iter().zip(s) {
+        acc += gt * q.w[st as usize * q.stride + k];
+    }
+    acc
+}
+
 /// # Safety
-/// See [`super::SgdFn`].
-pub unsafe fn sgd(w: &mut [f32], g: &[f32], lr: f32) {
-    for (x, &d) in w.iter_mut().zip(g) {
-        *x -= lr * d;
+/// See [`super::SgdFn`] (bounds-checked here).
+pub unsafe fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
+    for (k, x) in w.iter_mut().enumerate() {
+        *x -= lr * grad_k(q, g, s, k);
     }
 }
 
-/// One element of [`super::AdamFn`] (also the tails of the SIMD tiers).
+/// One element of [`super::AdamFn`] with its gradient `g` (also the tails
+/// of the portable tier).
 #[inline(always)]
 pub fn adam_one(w: &mut f32, m: &mut f32, v: &mut f32, g: f32, c: &AdamCoef) {
     *m = c.beta1 * *m + c.one_minus_beta1 * g;
@@ -83,8 +95,16 @@ pub fn adam_one(w: &mut f32, m: &mut f32, v: &mut f32, g: f32, c: &AdamCoef) {
 
 /// # Safety
 /// See [`super::AdamFn`].
-pub unsafe fn adam(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], c: &AdamCoef) {
+pub unsafe fn adam(
+    w: &mut [f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    q: &Rows<'_, f32>,
+    g: &[f32],
+    s: &[u32],
+    c: &AdamCoef,
+) {
     for k in 0..w.len() {
-        adam_one(&mut w[k], &mut m[k], &mut v[k], g[k], c);
+        adam_one(&mut w[k], &mut m[k], &mut v[k], grad_k(q, g, s, k), c);
     }
 }
