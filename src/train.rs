@@ -685,36 +685,33 @@ fn update_rows<R: Rule>(
             _ if k == th => rows,
             _ => id_of(cut(k)),
         };
-        let work = |g0: usize,
-                    g1: usize,
-                    row0: usize,
-                    wpart: &mut [f32],
-                    mut spart: R::Part<'_>| {
-            let pf_bytes = (dim * 4).min(crate::kernels::matmul::PREFETCH_MAX_BYTES);
-            for grp in g0..(g0 + PREFETCH_ROWS).min(g1) {
-                let r = id_of(grp) - row0;
-                (ks.prefetch)(wpart.as_ptr().wrapping_add(r * w_stride).cast(), pf_bytes);
-                rule.prefetch(&spart, r, dim, ks.prefetch);
-            }
-            for grp in g0..g1 {
-                if grp + PREFETCH_ROWS < g1 {
-                    let r = id_of(grp + PREFETCH_ROWS) - row0;
+        let work =
+            |g0: usize, g1: usize, row0: usize, wpart: &mut [f32], mut spart: R::Part<'_>| {
+                let pf_bytes = (dim * 4).min(crate::kernels::matmul::PREFETCH_MAX_BYTES);
+                for grp in g0..(g0 + PREFETCH_ROWS).min(g1) {
+                    let r = id_of(grp) - row0;
                     (ks.prefetch)(wpart.as_ptr().wrapping_add(r * w_stride).cast(), pf_bytes);
                     rule.prefetch(&spart, r, dim, ks.prefetch);
                 }
-                let (s, e) = (starts[grp], starts[grp + 1]);
-                let r = id_of(grp) - row0;
-                rule.apply(
-                    &mut spart,
-                    r,
-                    dim,
-                    &mut wpart[r * w_stride..r * w_stride + dim],
-                    &qrows,
-                    &gs[s..e],
-                    &ss[s..e],
-                );
-            }
-        };
+                for grp in g0..g1 {
+                    if grp + PREFETCH_ROWS < g1 {
+                        let r = id_of(grp + PREFETCH_ROWS) - row0;
+                        (ks.prefetch)(wpart.as_ptr().wrapping_add(r * w_stride).cast(), pf_bytes);
+                        rule.prefetch(&spart, r, dim, ks.prefetch);
+                    }
+                    let (s, e) = (starts[grp], starts[grp + 1]);
+                    let r = id_of(grp) - row0;
+                    rule.apply(
+                        &mut spart,
+                        r,
+                        dim,
+                        &mut wpart[r * w_stride..r * w_stride + dim],
+                        &qrows,
+                        &gs[s..e],
+                        &ss[s..e],
+                    );
+                }
+            };
         if th == 1 {
             work(0, groups, 0, w, state);
             return Ok(());

@@ -313,7 +313,10 @@ unsafe fn adam_body(
             );
             let mh = _mm512_mul_ps(mv, c1);
             let vh = _mm512_mul_ps(vv, c2);
-            let upd = _mm512_div_ps(_mm512_mul_ps(lr, mh), _mm512_add_ps(_mm512_sqrt_ps(vh), eps));
+            let upd = _mm512_div_ps(
+                _mm512_mul_ps(lr, mh),
+                _mm512_add_ps(_mm512_sqrt_ps(vh), eps),
+            );
             let wv = _mm512_sub_ps(_mm512_maskz_loadu_ps(mk, wp.add(k)), upd);
             _mm512_mask_storeu_ps(mp.add(k), mk, mv);
             _mm512_mask_storeu_ps(vp.add(k), mk, vv);

@@ -184,15 +184,8 @@ pub type SgdFn = unsafe fn(&mut [f32], &Rows<'_, f32>, &[f32], &[u32], f32);
 ///
 /// # Safety
 /// As [`SgdFn`], and `m`, `v` hold at least `w.len()` values.
-pub type AdamFn = unsafe fn(
-    &mut [f32],
-    &mut [f32],
-    &mut [f32],
-    &Rows<'_, f32>,
-    &[f32],
-    &[u32],
-    &AdamCoef,
-);
+pub type AdamFn =
+    unsafe fn(&mut [f32], &mut [f32], &mut [f32], &Rows<'_, f32>, &[f32], &[u32], &AdamCoef);
 
 /// `prefetch(p, bytes)`: see [`crate::kernels::matmul::PrefetchFn`].
 pub type PrefetchFn = crate::kernels::matmul::PrefetchFn;
