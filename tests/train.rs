@@ -699,8 +699,8 @@ fn adam_every_tier_and_thread_count_equals_dense_reference() {
                     continue;
                 }
                 t[row] += 1;
-                let c1 = (1.0 / (1.0 - (0.9f32 as f64).powf(t[row] as f64))) as f32;
-                let c2 = (1.0 / (1.0 - (0.999f32 as f64).powf(t[row] as f64))) as f32;
+                let c1 = (1.0 / (1.0 - (0.9f32 as f64).powi(t[row] as i32))) as f32;
+                let c2 = (1.0 / (1.0 - (0.999f32 as f64).powi(t[row] as i32))) as f32;
                 for kk in 0..dim {
                     let g = gd[row * dim + kk];
                     let e = row * dim + kk;
