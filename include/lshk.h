@@ -2597,7 +2597,8 @@ lshk_status lshk_adam_set_params(struct lshk_adam *adam,
  lshk_rows_update_sgd), its step count `t_r += 1`, and, element by
  element in f32, `m = b1 m + (1-b1) G`, `v = b2 v + (1-b2) G^2`,
  `w -= lr (m c1) / (sqrt(v c2) + eps)` with the bias corrections
- `c1 = 1/(1 - b1^t_r)`, `c2 = 1/(1 - b2^t_r)` of the row's own count.
+ `c1 = 1/(1 - b1^t_r)`, `c2 = 1/(1 - b2^t_r)` of the row's own count
+ (in double, rounded to float).
  Rows not in the batch are not touched (no decay of their moments).
  Same bits on every tier and for every thread count (0 = every core).
  `rows` and `dim` must be those given to lshk_adam_new; the other
