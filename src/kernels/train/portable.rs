@@ -169,8 +169,8 @@ pub unsafe fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f3
     for k in (0..full).step_by(8) {
         st(ld(&w[k..]) - l * grad8(q, g, s, k), &mut w[k..]);
     }
-    for k in full..n {
-        w[k] -= lr * grad_k(q, g, s, k);
+    for (k, x) in w.iter_mut().enumerate().skip(full) {
+        *x -= lr * grad_k(q, g, s, k);
     }
 }
 
