@@ -18,7 +18,8 @@
 //!   row, the per-row gradient sums and the update; `sgd_2t`/`adam_2t` with
 //!   2 threads);
 //! * `xent`: `train::softmax_xent` over the batch's logits;
-//! * `sort_only`: the grouping's sort of `row << 32 | position` keys alone.
+//! * `sort_only`: `sort_unstable` of the `row << 32 | position` keys alone
+//!   (what the grouping did before its counting sort; for comparison).
 //!
 //! `LSHK_BENCH_TRAIN=l3` or `=dram` runs one regime only.
 

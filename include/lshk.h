@@ -2506,7 +2506,7 @@ lshk_status lshk_gather_dq_bf16_isa(lshk_isa isa,
  Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
  stride < dim, bad offsets, misaligned, `w` overlapping an input),
  INDEX_OUT_OF_RANGE, NON_FINITE (a NaN or infinite `grad`, `q` or `lr`),
- SIZE_OVERFLOW, ALLOCATION_FAILED (scratch of 28 bytes per position).
+ SIZE_OVERFLOW, ALLOCATION_FAILED (scratch of 32 bytes per position).
  Needs exclusive access to `w`.
 
  # Safety

@@ -933,3 +933,63 @@ fn dq_threads_with_empty_trailing_segments() {
         }
     }
 }
+
+/// The grouping's counting sort takes 1, 2 and 3 passes (ids below 2^11,
+/// 2^22 and above): SGD still equals the dense reference bit for bit, with
+/// ids repeated within and across samples.
+#[test]
+fn sgd_grouping_passes_equal_dense_reference() {
+    let mut r = SplitMix64::new(71);
+    for &(rows, dim) in &[(2000usize, 3usize), (3_000_000, 1), (5_000_000, 1)] {
+        let nb = 7;
+        let q: Vec<f32> = (0..nb * dim).map(|_| unif(&mut r, -1.0, 1.0)).collect();
+        let lens: Vec<usize> = (0..nb).map(|b| 3 + b * 5).collect();
+        let offs = csr(&lens);
+        let n = offs[nb];
+        // A small pool of ids spread over the whole range, so they repeat.
+        let pool: Vec<u32> = (0..40).map(|_| r.below(rows as u64) as u32).collect();
+        let ids: Vec<u32> = (0..n).map(|_| pool[r.below(40) as usize]).collect();
+        let g: Vec<f32> = (0..n).map(|_| unif(&mut r, -1.0, 1.0)).collect();
+        let w0: Vec<f32> = (0..rows * dim).map(|i| (i % 97) as f32 * 0.01).collect();
+        let mut want = w0.clone();
+        let mut gd = std::collections::BTreeMap::<usize, Vec<f32>>::new();
+        for b in 0..nb {
+            for j in offs[b]..offs[b + 1] {
+                let e = gd.entry(ids[j] as usize).or_insert_with(|| vec![0.0; dim]);
+                for k in 0..dim {
+                    e[k] += g[j] * q[b * dim + k];
+                }
+            }
+        }
+        for (row, gr) in &gd {
+            for k in 0..dim {
+                want[row * dim + k] -= 0.25 * gr[k];
+            }
+        }
+        let batch = Batch {
+            q: &q,
+            q_stride: dim,
+            ids: &ids,
+            offsets: &offs,
+            grad: &g,
+        };
+        for th in [1, 3] {
+            let mut w = w0.clone();
+            rows_update_sgd(
+                Isa::Avx2.min(lshk::isa::detected()),
+                th,
+                &mut w,
+                rows,
+                dim,
+                dim,
+                &batch,
+                0.25,
+            )
+            .unwrap();
+            assert!(
+                w == want && bits(&w) == bits(&want),
+                "rows {rows} threads {th}"
+            );
+        }
+    }
+}

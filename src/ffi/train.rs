@@ -578,7 +578,7 @@ unsafe fn sgd_impl(
 /// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
 /// stride < dim, bad offsets, misaligned, `w` overlapping an input),
 /// INDEX_OUT_OF_RANGE, NON_FINITE (a NaN or infinite `grad`, `q` or `lr`),
-/// SIZE_OVERFLOW, ALLOCATION_FAILED (scratch of 28 bytes per position).
+/// SIZE_OVERFLOW, ALLOCATION_FAILED (scratch of 32 bytes per position).
 /// Needs exclusive access to `w`.
 ///
 /// # Safety
