@@ -144,6 +144,14 @@
 #define LSHK_LABEL_POLICY_INSTEAD 1
 
 /*
+ Lazy Adam state over the rows of one W: per element first and second
+ moments, per row a step count (docs/training.md). Created by
+ lshk_adam_new, released by lshk_adam_free; lshk_adam_step and
+ lshk_adam_set_params need exclusive access.
+ */
+typedef struct lshk_adam lshk_adam;
+
+/*
  A DWTA (densified winner-take-all) bin-max hash family: L tables of K
  bins, each bin B coordinates of the input (B a power of two in 2..=256,
  K*log2(B) <= 32, K*L <= 2^20, 1 <= dim <= 2^31 - 1).
@@ -714,6 +722,33 @@ typedef struct lshk_table_stats {
    */
   double mean_bucket_size;
 } lshk_table_stats;
+
+/*
+ Adam's hyper-parameters. Obtain defaults from lshk_adam_params_default(),
+ then change fields; `struct_size` lets later versions add fields.
+ */
+typedef struct lshk_adam_params {
+  /*
+   sizeof(lshk_adam_params) as the caller knows it.
+   */
+  uint32_t struct_size;
+  /*
+   Learning rate, finite (default 1e-3).
+   */
+  float lr;
+  /*
+   First-moment decay, 0 <= beta1 < 1 (default 0.9).
+   */
+  float beta1;
+  /*
+   Second-moment decay, 0 <= beta2 < 1 (default 0.999).
+   */
+  float beta2;
+  /*
+   Added to sqrt(v_hat), finite and > 0 (default 1e-8).
+   */
+  float eps;
+} lshk_adam_params;
 
 /*
  Success.
@@ -2483,6 +2518,298 @@ lshk_status lshk_tables_gather_isa(lshk_isa isa,
                                    size_t *offsets,
                                    uint32_t *counts,
                                    size_t *needed);
+
+/*
+ Default Adam parameters: lr 1e-3, beta1 0.9, beta2 0.999, eps 1e-8;
+ struct_size = sizeof(lshk_adam_params).
+ */
+struct lshk_adam_params lshk_adam_params_default(void);
+
+/*
+ Softmax cross-entropy over per-sample candidate segments (CSR), for
+ training: for every sample `b < nb` with segment `offsets[b] ..
+ offsets[b+1]` of `n_b` candidates, logits `z = logits[segment]` and
+ target weights `y = targets[segment]`, the target distribution is
+ `t = y / sum(y)` (multi-label: 1 for each true label gives the uniform
+ distribution over them; any non-negative weights are allowed), and
+
+ * `loss[b] = log(sum_j exp(z_j)) - sum_j t_j z_j` (max-subtracted);
+ * `grad[j] = softmax(z)_j - t_j`, the gradient of loss[b] with respect
+   to z_j.
+
+ A segment whose weights sum to 0 has loss 0 and gradient 0; an empty
+ segment has loss 0. `grad == logits` (in place) is allowed; any other
+ overlap is not. The exponential is lshk's own (relative error <= 2^-19,
+ plus 2^-125); the bounds on loss and gradient are in docs/training.md.
+ The result is the same bits on every tier and for every thread count.
+ `threads`: 0 = every core; samples are split into contiguous ranges.
+
+ * `offsets`: nb + 1 entries, 0 first, non-decreasing; `logits`,
+   `targets`, `grad` hold offsets[nb] floats; `loss` nb floats.
+
+ Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (bad offsets,
+ misaligned, overlap, a negative target weight), NON_FINITE (a NaN or
+ infinite logit or target; the message names it), SIZE_OVERFLOW.
+ Stateless and thread-safe.
+
+ # Safety
+ The pointers hold the element counts above (or are NULL with 0).
+ */
+lshk_status lshk_softmax_xent_csr(const float *logits,
+                                  const float *targets,
+                                  const size_t *offsets,
+                                  size_t nb,
+                                  uint32_t threads,
+                                  float *loss,
+                                  float *grad);
+
+/*
+ lshk_softmax_xent_csr on one chosen tier `isa` (tests, benchmarks).
+ Errors: as lshk_softmax_xent_csr, plus INVALID_ARGUMENT (not an
+ LSHK_ISA_* value) and UNSUPPORTED_ISA (this CPU lacks the tier).
+
+ # Safety
+ As lshk_softmax_xent_csr.
+ */
+lshk_status lshk_softmax_xent_csr_isa(lshk_isa isa,
+                                      const float *logits,
+                                      const float *targets,
+                                      const size_t *offsets,
+                                      size_t nb,
+                                      uint32_t threads,
+                                      float *loss,
+                                      float *grad);
+
+/*
+ The transposed gathered product (the backward of the gathered matmul
+ with respect to the queries): for every sample `b < nb`,
+ `dq[b * dq_stride + k] = sum_j grad[j] * w[ids[j] * w_stride + k]` for
+ `k < dim`, over its segment `offsets[b] .. offsets[b+1]` (an empty
+ segment gives zeros; a repeated id counts each time). Each element is
+ summed in position order from 0 with the product and the sum rounded
+ separately: the same bits on every tier and thread count, within
+ `gamma(n_b + 1) * sum_j |grad_j w_jk|` of the exact value. Rows are
+ prefetched ahead as in lshk_gathered_matmul_f32.
+
+ * `w`: `rows` rows of `dim` floats at stride `w_stride >= dim`.
+ * `offsets`: nb + 1 entries; `grad` and `ids` offsets[nb] entries, each
+   id < rows.
+ * `dq`: nb rows of `dim` floats at stride `dq_stride >= dim`
+   (`(nb-1)*dq_stride + dim` floats); must not overlap any input.
+ * `threads`: 0 = every core.
+
+ Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
+ stride < dim, bad offsets, misaligned, overlap), INDEX_OUT_OF_RANGE
+ (the first id >= rows is named), SIZE_OVERFLOW. Stateless, thread-safe.
+
+ # Safety
+ The pointers hold the element counts above (or are NULL with 0).
+ */
+lshk_status lshk_gather_dq_f32(const float *w,
+                               size_t rows,
+                               size_t dim,
+                               size_t w_stride,
+                               const float *grad,
+                               const uint32_t *ids,
+                               const size_t *offsets,
+                               size_t nb,
+                               uint32_t threads,
+                               float *dq,
+                               size_t dq_stride);
+
+/*
+ lshk_gather_dq_f32 on one chosen tier (see lshk_softmax_xent_csr_isa).
+
+ # Safety
+ As lshk_gather_dq_f32.
+ */
+lshk_status lshk_gather_dq_f32_isa(lshk_isa isa,
+                                   const float *w,
+                                   size_t rows,
+                                   size_t dim,
+                                   size_t w_stride,
+                                   const float *grad,
+                                   const uint32_t *ids,
+                                   const size_t *offsets,
+                                   size_t nb,
+                                   uint32_t threads,
+                                   float *dq,
+                                   size_t dq_stride);
+
+/*
+ lshk_gather_dq_f32 with bf16 rows (`w` holds bf16 bit patterns, widened
+ to f32 exactly; `w` 2-byte aligned). Same bound for the stored values.
+
+ # Safety
+ As lshk_gather_dq_f32.
+ */
+lshk_status lshk_gather_dq_bf16(const uint16_t *w,
+                                size_t rows,
+                                size_t dim,
+                                size_t w_stride,
+                                const float *grad,
+                                const uint32_t *ids,
+                                const size_t *offsets,
+                                size_t nb,
+                                uint32_t threads,
+                                float *dq,
+                                size_t dq_stride);
+
+/*
+ lshk_gather_dq_bf16 on one chosen tier (see lshk_softmax_xent_csr_isa).
+
+ # Safety
+ As lshk_gather_dq_f32.
+ */
+lshk_status lshk_gather_dq_bf16_isa(lshk_isa isa,
+                                    const uint16_t *w,
+                                    size_t rows,
+                                    size_t dim,
+                                    size_t w_stride,
+                                    const float *grad,
+                                    const uint32_t *ids,
+                                    const size_t *offsets,
+                                    size_t nb,
+                                    uint32_t threads,
+                                    float *dq,
+                                    size_t dq_stride);
+
+/*
+ SGD on the rows of a batch, in place: every row `r` that occurs among
+ `ids` gets `w[r] -= lr * G_r` with
+ `G_r = sum_{j: ids[j] = r} grad[j] * q[b(j)]`, `b(j)` the sample whose
+ segment holds position j (`grad` from lshk_softmax_xent_csr). Rows that
+ do not occur are not touched; a row repeated within or across samples
+ sums every occurrence. Deterministic: the (row, position) pairs are
+ sorted by row, each row's sum runs in position order (so in sample
+ order), and threads own contiguous ranges of rows; the result is the
+ same bits on every tier and for every thread count (0 = every core).
+
+ * `w`: `rows` rows of `dim` floats at stride `w_stride >= dim`, updated.
+ * `q`: nb rows of `dim` floats at stride `q_stride >= dim`.
+ * `offsets`: nb + 1 entries; `grad`, `ids`: offsets[nb] entries.
+
+ Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
+ stride < dim, bad offsets, misaligned, `w` overlapping an input),
+ INDEX_OUT_OF_RANGE, NON_FINITE (a NaN or infinite `grad`, `q` or `lr`),
+ SIZE_OVERFLOW, ALLOCATION_FAILED (scratch of 32 bytes per position).
+ Needs exclusive access to `w`.
+
+ # Safety
+ The pointers hold the element counts above (or are NULL with 0).
+ */
+lshk_status lshk_rows_update_sgd(float *w,
+                                 size_t rows,
+                                 size_t dim,
+                                 size_t w_stride,
+                                 const float *q,
+                                 size_t q_stride,
+                                 const float *grad,
+                                 const uint32_t *ids,
+                                 const size_t *offsets,
+                                 size_t nb,
+                                 float lr,
+                                 uint32_t threads);
+
+/*
+ lshk_rows_update_sgd on one chosen tier (see lshk_softmax_xent_csr_isa).
+
+ # Safety
+ As lshk_rows_update_sgd.
+ */
+lshk_status lshk_rows_update_sgd_isa(lshk_isa isa,
+                                     float *w,
+                                     size_t rows,
+                                     size_t dim,
+                                     size_t w_stride,
+                                     const float *q,
+                                     size_t q_stride,
+                                     const float *grad,
+                                     const uint32_t *ids,
+                                     const size_t *offsets,
+                                     size_t nb,
+                                     float lr,
+                                     uint32_t threads);
+
+/*
+ Creates lazy Adam state for a W of `rows` rows of `dim` values: moments
+ 0, step counts 0 (`8 * rows * dim + 4 * rows` bytes). `params` NULL
+ means the defaults. On success `*out` receives the handle (free it with
+ lshk_adam_free); on failure `*out` is not written.
+
+ Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim 0, beta1 or beta2
+ outside [0, 1), eps not finite and > 0, struct_size too small,
+ misaligned), NON_FINITE (lr), SIZE_OVERFLOW (rows * dim),
+ ALLOCATION_FAILED (also up front when the state exceeds the machine's
+ physical memory).
+
+ # Safety
+ `params` is NULL or points to a readable lshk_adam_params of
+ `struct_size` bytes; `out` is writable.
+ */
+lshk_status lshk_adam_new(size_t rows,
+                          size_t dim,
+                          const struct lshk_adam_params *params,
+                          struct lshk_adam **out);
+
+/*
+ Releases Adam state. NULL is a no-op; a freed or foreign handle is
+ INVALID_HANDLE.
+
+ # Safety
+ `adam` is NULL or a handle from lshk_adam_new that no other thread is
+ using.
+ */
+lshk_status lshk_adam_free(struct lshk_adam *adam);
+
+/*
+ Replaces the hyper-parameters for the following steps (a learning-rate
+ schedule, say); the moments and step counts are kept. NULL `params`
+ means the defaults.
+
+ Errors (nothing changed): NULL_POINTER (`adam`), INVALID_HANDLE,
+ INVALID_ARGUMENT and NON_FINITE as lshk_adam_new. Needs exclusive
+ access.
+
+ # Safety
+ As lshk_adam_new; `adam` is not used by another thread meanwhile.
+ */
+lshk_status lshk_adam_set_params(struct lshk_adam *adam,
+                                 const struct lshk_adam_params *params);
+
+/*
+ One lazy Adam step on the rows of a batch, in place: every row `r` that
+ occurs among `ids` gets its summed gradient `G_r` (exactly as in
+ lshk_rows_update_sgd), its step count `t_r += 1`, and, element by
+ element in f32, `m = b1 m + (1-b1) G`, `v = b2 v + (1-b2) G^2`,
+ `w -= lr (m c1) / (sqrt(v c2) + eps)` with the bias corrections
+ `c1 = 1/(1 - b1^t_r)`, `c2 = 1/(1 - b2^t_r)` of the row's own count
+ (in double, rounded to float).
+ Rows not in the batch are not touched (no decay of their moments).
+ Same bits on every tier and for every thread count (0 = every core).
+ `rows` and `dim` must be those given to lshk_adam_new; the other
+ arguments as lshk_rows_update_sgd.
+
+ Errors (nothing written, state unchanged): NULL_POINTER, INVALID_HANDLE,
+ INVALID_ARGUMENT (rows or dim differ from the state's, and as
+ lshk_rows_update_sgd), INDEX_OUT_OF_RANGE, NON_FINITE, SIZE_OVERFLOW,
+ ALLOCATION_FAILED. Needs exclusive access to `adam` and `w`.
+
+ # Safety
+ As lshk_rows_update_sgd; `adam` is not used by another thread.
+ */
+lshk_status lshk_adam_step(struct lshk_adam *adam,
+                           float *w,
+                           size_t rows,
+                           size_t dim,
+                           size_t w_stride,
+                           const float *q,
+                           size_t q_stride,
+                           const float *grad,
+                           const uint32_t *ids,
+                           const size_t *offsets,
+                           size_t nb,
+                           uint32_t threads);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -1595,6 +1595,124 @@ class Hrr {
  private:
   lshk_hrr *h_ = nullptr;
   std::size_t d_ = 0;
+/* ------------------------------------------------ training (docs/training.md) */
+
+namespace detail {
+/* Checks shared by the training calls; returns n = offsets[nb]. */
+inline std::size_t csr_total(const char *where, span<const std::size_t> offsets) {
+  std::size_t nb = csr_queries(where, offsets.size());
+  return offsets[nb];
+}
+}  // namespace detail
+
+/* lshk_softmax_xent_csr: per sample b (nb = offsets.size() - 1) the loss
+ * loss[b] and the gradient grad[j] = softmax(z)_j - t_j over its segment,
+ * t = targets / sum(targets) (non-negative weights). grad may be the same
+ * memory as logits (in place). threads: 0 = every core. */
+inline void softmax_xent_csr(span<const float> logits, span<const float> targets,
+                             span<const std::size_t> offsets, span<float> loss, span<float> grad,
+                             uint32_t threads = 1) {
+  const char *where = "lshk::softmax_xent_csr";
+  std::size_t n = detail::csr_total(where, offsets);
+  std::size_t nb = offsets.size() - 1;
+  detail::need_in(where, "logits", logits.size(), n);
+  detail::need_in(where, "targets", targets.size(), n);
+  detail::need_out(where, "loss", loss.size(), nb);
+  detail::need_out(where, "grad", grad.size(), n);
+  check(lshk_softmax_xent_csr(logits.data(), targets.data(), offsets.data(), nb, threads,
+                              loss.data(), grad.data()));
+}
+
+/* lshk_gather_dq_f32: dq[b * dq_stride + k] = sum_j grad[j] w[ids[j]][k]
+ * over sample b's segment. */
+inline void gather_dq_f32(span<const float> w, std::size_t rows, std::size_t dim,
+                          std::size_t w_stride, span<const float> grad, span<const uint32_t> ids,
+                          span<const std::size_t> offsets, span<float> dq, std::size_t dq_stride,
+                          uint32_t threads = 1) {
+  const char *where = "lshk::gather_dq_f32";
+  std::size_t n = detail::csr_total(where, offsets);
+  std::size_t nb = offsets.size() - 1;
+  detail::need_rows(where, "w", w.size(), rows, dim, w_stride);
+  detail::need_in(where, "grad", grad.size(), n);
+  detail::need_in(where, "ids", ids.size(), n);
+  std::size_t need = 0;
+  if (detail::rows_extent(nb, dim, dq_stride, &need))
+    detail::need_out(where, "dq", dq.size(), need);
+  check(lshk_gather_dq_f32(w.data(), rows, dim, w_stride, grad.data(), ids.data(),
+                           offsets.data(), nb, threads, dq.data(), dq_stride));
+}
+
+/* lshk_rows_update_sgd: w[r] -= lr * sum_{j: ids[j] = r} grad[j] q[b(j)]
+ * for the rows of the batch, in place. */
+inline void rows_update_sgd(span<float> w, std::size_t rows, std::size_t dim,
+                            std::size_t w_stride, span<const float> q, std::size_t q_stride,
+                            span<const float> grad, span<const uint32_t> ids,
+                            span<const std::size_t> offsets, float lr, uint32_t threads = 1) {
+  const char *where = "lshk::rows_update_sgd";
+  std::size_t n = detail::csr_total(where, offsets);
+  std::size_t nb = offsets.size() - 1;
+  detail::need_rows(where, "w", w.size(), rows, dim, w_stride);
+  detail::need_rows(where, "q", q.size(), nb, dim, q_stride);
+  detail::need_in(where, "grad", grad.size(), n);
+  detail::need_in(where, "ids", ids.size(), n);
+  check(lshk_rows_update_sgd(w.data(), rows, dim, w_stride, q.data(), q_stride, grad.data(),
+                             ids.data(), offsets.data(), nb, lr, threads));
+}
+
+/* lshk_adam_params with the defaults (lr 1e-3, 0.9, 0.999, 1e-8). */
+struct AdamParams : lshk_adam_params {
+  AdamParams() : lshk_adam_params(lshk_adam_params_default()) {}
+};
+
+/* Owns lazy Adam state (lshk_adam_*) for a W of rows x dim. Move-only;
+ * step() needs exclusive access. */
+class Adam {
+ public:
+  Adam() noexcept = default;
+  Adam(std::size_t rows, std::size_t dim, const lshk_adam_params &p = AdamParams())
+      : rows_(rows), dim_(dim) {
+    check(lshk_adam_new(rows, dim, &p, &h_));
+  }
+  Adam(Adam &&o) noexcept : h_(o.h_), rows_(o.rows_), dim_(o.dim_) { o.h_ = nullptr; }
+  Adam &operator=(Adam &&o) noexcept {
+    if (this != &o) {
+      lshk_adam_free(h_);
+      h_ = o.h_;
+      rows_ = o.rows_;
+      dim_ = o.dim_;
+      o.h_ = nullptr;
+    }
+    return *this;
+  }
+  Adam(const Adam &) = delete;
+  Adam &operator=(const Adam &) = delete;
+  ~Adam() { lshk_adam_free(h_); }
+
+  lshk_adam *get() const noexcept { return h_; }
+  std::size_t rows() const noexcept { return rows_; }
+  std::size_t dim() const noexcept { return dim_; }
+
+  /* lshk_adam_set_params (a learning-rate schedule). */
+  void set_params(const lshk_adam_params &p) { check(lshk_adam_set_params(h_, &p)); }
+
+  /* lshk_adam_step: one lazy Adam step on the rows of the batch. */
+  void step(span<float> w, std::size_t w_stride, span<const float> q, std::size_t q_stride,
+            span<const float> grad, span<const uint32_t> ids, span<const std::size_t> offsets,
+            uint32_t threads = 1) {
+    const char *where = "lshk::Adam::step";
+    std::size_t n = detail::csr_total(where, offsets);
+    std::size_t nb = offsets.size() - 1;
+    detail::need_rows(where, "w", w.size(), rows_, dim_, w_stride);
+    detail::need_rows(where, "q", q.size(), nb, dim_, q_stride);
+    detail::need_in(where, "grad", grad.size(), n);
+    detail::need_in(where, "ids", ids.size(), n);
+    check(lshk_adam_step(h_, w.data(), rows_, dim_, w_stride, q.data(), q_stride, grad.data(),
+                         ids.data(), offsets.data(), nb, threads));
+  }
+
+ private:
+  lshk_adam *h_ = nullptr;
+  std::size_t rows_ = 0, dim_ = 0;
 };
 
 }  // namespace lshk

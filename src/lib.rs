@@ -48,6 +48,8 @@ pub mod rng;
 pub mod simhash;
 /// cbindgen:ignore
 pub mod tables;
+/// cbindgen:ignore
+pub mod train;
 
 pub mod ffi;
 

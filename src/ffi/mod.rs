@@ -22,6 +22,7 @@ pub mod labels;
 pub mod matmul;
 pub mod simhash;
 pub mod tables;
+pub mod train;
 
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -12,3 +12,4 @@ pub mod matmul;
 pub mod pq4;
 pub mod qdot;
 pub mod simhash;
+pub mod train;
