@@ -1595,6 +1595,8 @@ class Hrr {
  private:
   lshk_hrr *h_ = nullptr;
   std::size_t d_ = 0;
+};
+
 /* ------------------------------------------------ training (docs/training.md) */
 
 namespace detail {
