@@ -47,7 +47,11 @@
 //! for none), `--nprobe LIST` (exactly N lists; one table row per search
 //! setting), `--rerank N` (IVF, 32), `--ivf 0` (no IVF index),
 //! `--pq-dsub N` (dims per PQ sub-quantiser, 4), `--pq-rerank LIST` (R of
-//! the PQ scan, default 64; `''` for none), `--capacity`, `--max-labels
+//! the PQ scan, default 64; `''` for none), `--ivf-pq4-rerank LIST` (the
+//! library's IVF index with 4-bit PQ codes, `Codes::Pq4` with `d /
+//! pq-dsub` sub-quantisers, every list visited, R re-ranked: the flat scan
+//! as an lshk index; default 64, `''` for none), `--ivf-pq4-nlist N` (its
+//! lists, 64), `--capacity`, `--max-labels
 //! N` (for `--capacity`, default 64), `--threads N` (for the generation,
 //! the builds and a multi-threaded check of the pipeline; 0 = all cores;
 //! timings are always one thread).
@@ -254,6 +258,8 @@ struct Opts {
     ivf: bool,
     pq_dsub: usize,
     pq_rerank: Vec<usize>,
+    ivf_pq4_nlist: u32,
+    ivf_pq4_rerank: Vec<usize>,
 }
 
 fn usage(msg: &str) -> ! {
@@ -262,7 +268,7 @@ fn usage(msg: &str) -> ! {
         "usage: hrr_xml [--m N] [--d LIST] [--labels LIST] [--queries N] [--k N] [--seed S]\n\
          \x20              [--nlist N] [--iters N] [--reach LIST] [--nprobe LIST] [--rerank N]\n\
          \x20              [--capacity] [--max-labels N] [--threads N] [--ivf 0|1]\n\
-         \x20              [--pq-dsub N] [--pq-rerank LIST]"
+         \x20              [--pq-dsub N] [--pq-rerank LIST] [--ivf-pq4-nlist N] [--ivf-pq4-rerank LIST]"
     );
     std::process::exit(2)
 }
@@ -286,6 +292,8 @@ fn parse() -> Opts {
         ivf: true,
         pq_dsub: 4,
         pq_rerank: vec![64],
+        ivf_pq4_nlist: 64,
+        ivf_pq4_rerank: vec![64],
     };
     let mut a = std::env::args().skip(1);
     let list = |v: String| -> Vec<usize> {
@@ -332,6 +340,10 @@ fn parse() -> Opts {
             "--ivf" => o.ivf = num(&v) != 0,
             "--pq-dsub" => o.pq_dsub = num(&v) as usize,
             "--pq-rerank" => o.pq_rerank = if v.is_empty() { vec![] } else { list(v) },
+            "--ivf-pq4-nlist" => {
+                o.ivf_pq4_nlist = v.parse().unwrap_or_else(|_| usage("--ivf-pq4-nlist"))
+            }
+            "--ivf-pq4-rerank" => o.ivf_pq4_rerank = if v.is_empty() { vec![] } else { list(v) },
             _ => usage(&format!("unknown option {f}")),
         }
     }
@@ -535,7 +547,37 @@ fn run(o: &Opts, d: usize) {
         );
         pq_holder = Some(pq);
     }
+    let mut ivf_pq4_holder = None;
+    if !o.ivf_pq4_rerank.is_empty() {
+        let t = Instant::now();
+        let p = IvfParams {
+            nlist: o.ivf_pq4_nlist,
+            iters: o.iters,
+            threads: o.threads,
+            codes: lshk::ivf::Codes::Pq4,
+            pq_m: (d / o.pq_dsub.max(1)) as u32,
+            seed: o.seed + 5,
+            ..IvfParams::default()
+        };
+        // SAFETY: `classes` outlives the index (both live until the end of run).
+        let ivf =
+            unsafe { Ivf::build_borrowed(&classes, None, m, d, d, &p) }.expect("ivf pq4 build");
+        println!(
+            "index: IVF with 4-bit PQ codes (lshk::ivf::Codes::Pq4), {} lists, {} sub-quantisers, every list visited; build {:.1} s, memory {:.1} MiB",
+            ivf.nlist(),
+            ivf.params().pq_m,
+            t.elapsed().as_secs_f64(),
+            ivf.memory_bytes() as f64 / (1 << 20) as f64
+        );
+        ivf_pq4_holder = Some(ivf);
+    }
     let mut configs: Vec<(String, Engine)> = Vec::new();
+    if let Some(ivf) = &ivf_pq4_holder {
+        for &r in &o.ivf_pq4_rerank {
+            let sp = SearchParams::fixed(ivf.nlist() as u32, r as u32);
+            configs.push((format!("ivf-pq4 rerank {r}"), Engine::Ivf(ivf, sp)));
+        }
+    }
     if let Some(ivf) = &ivf_holder {
         for &r in &o.reach {
             let sp = SearchParams {
