@@ -211,6 +211,21 @@ struct Result_ {
     ll: f64,
 }
 
+/// `dst` (`m x n`) = `src^T` (`src` is `n x m`, row-major): blocks of 64
+/// source columns, each read row by row (contiguous) and written to 64
+/// destination rows.
+fn transpose(src: &[f32], n: usize, m: usize, dst: &mut [f32]) {
+    for j0 in (0..m).step_by(64) {
+        let j1 = (j0 + 64).min(m);
+        for i in 0..n {
+            let row = &src[i * m + j0..i * m + j1];
+            for (jj, &v) in row.iter().enumerate() {
+                dst[(j0 + jj) * n + i] = v;
+            }
+        }
+    }
+}
+
 /// The inputs `[e_x, 1, 0...]` (stride ST) of a batch.
 fn fill_inputs(sh: &Shared, batch: &[(u32, u32)], xq: &mut [f32]) {
     for (b, &(c, _)) in batch.iter().enumerate() {
@@ -300,15 +315,7 @@ fn run(sh: &Shared, name: &str) -> Result_ {
             // layer and the batch as queries), then transposed to z[b][r].
             let xl = DenseLayer::new(&xq, nb, DA, ST, None).expect("batch layer");
             xl.logits_isa(tier, &w, rows, ST, &mut gt).expect("logits");
-            for r0 in (0..rows).step_by(64) {
-                let r1 = (r0 + 64).min(rows);
-                for b in 0..nb {
-                    let dst = &mut zf[b * rows + r0..b * rows + r1];
-                    for (i, z) in dst.iter_mut().enumerate() {
-                        *z = gt[(r0 + i) * nb + b];
-                    }
-                }
-            }
+            transpose(&gt, rows, nb, &mut zf);
             phase[0] += tp.elapsed().as_secs_f64();
             let tp = Instant::now();
             for (b, &(_, y)) in batch.iter().enumerate() {
@@ -321,15 +328,7 @@ fn run(sh: &Shared, name: &str) -> Result_ {
             phase[1] += tp.elapsed().as_secs_f64();
             let tp = Instant::now();
             // g^T (rows x nb), in 64-row blocks.
-            for r0 in (0..rows).step_by(64) {
-                let r1 = (r0 + 64).min(rows);
-                for b in 0..nb {
-                    let src = &zf[b * rows + r0..b * rows + r1];
-                    for (i, &g) in src.iter().enumerate() {
-                        gt[(r0 + i) * nb + b] = g;
-                    }
-                }
-            }
+            transpose(&zf, nb, rows, &mut gt);
             for k in 0..DA {
                 for b in 0..nb {
                     xt[k * nb + b] = xq[b * ST + k];
