@@ -294,7 +294,8 @@ fn run(sh: &Shared, name: &str) -> Result_ {
     let (mut active_sum, mut loss_sum, mut loss_n) = (0f64, 0f64, 0usize);
     let mut last_loss = 0f64;
     let mut stamp_id = 0u32;
-    // Full softmax: seconds in logits, xent, transposes, G, W update.
+    // Seconds per phase: full softmax: logits, xent, transposes, G, W
+    // update; sampled: candidates, logits, xent, update.
     let mut phase = [0f64; 5];
     let mut cursor = 0usize;
     let t0 = Instant::now();
@@ -364,6 +365,7 @@ fn run(sh: &Shared, name: &str) -> Result_ {
                 }
             }
             // ---- candidates
+            let tp = Instant::now();
             ids.clear();
             offsets.truncate(1);
             targets.clear();
@@ -433,13 +435,19 @@ fn run(sh: &Shared, name: &str) -> Result_ {
                 offsets.push(ids.len());
             }
             active_sum += ids.len() as f64;
+            phase[0] += tp.elapsed().as_secs_f64();
             // ---- forward, loss, update
+            let tp = Instant::now();
             logits.resize(ids.len(), 0.0);
             let wm = WeightMatrix::new(Weights::F32(&w), rows, DA, ST).expect("W");
             wm.matmul_isa(tier, &xq, nb, ST, &ids, &offsets, &mut logits)
                 .expect("gathered matmul");
+            phase[1] += tp.elapsed().as_secs_f64();
+            let tp = Instant::now();
             train::softmax_xent_in_place(tier, 1, &mut logits, &targets, &offsets, &mut loss)
                 .expect("xent");
+            phase[2] += tp.elapsed().as_secs_f64();
+            let tp = Instant::now();
             let bt = Batch {
                 q: &xq,
                 q_stride: ST,
@@ -448,6 +456,7 @@ fn run(sh: &Shared, name: &str) -> Result_ {
                 grad: &logits,
             };
             train::rows_update_sgd(tier, 1, &mut w, rows, DA, ST, &bt, o.lr).expect("sgd");
+            phase[3] += tp.elapsed().as_secs_f64();
         }
         loss_sum += loss.iter().map(|&x| x as f64).sum::<f64>();
         loss_n += nb;
@@ -467,8 +476,19 @@ fn run(sh: &Shared, name: &str) -> Result_ {
         }
     }
     let train_s = t0.elapsed().as_secs_f64();
+    let ms = |x: f64| x * 1e3 / o.steps as f64;
+    if !full {
+        println!(
+            "  {name} per step: candidates (incl. hashing the batch, not rebuilds) {:.2} ms, \
+             gathered logits {:.2} ms, xent {:.2} ms, rows_update_sgd {:.2} ms, rebuilds {:.2} ms",
+            ms(phase[0]),
+            ms(phase[1]),
+            ms(phase[2]),
+            ms(phase[3]),
+            ms(rebuild_s)
+        );
+    }
     if full {
-        let ms = |x: f64| x * 1e3 / o.steps as f64;
         println!(
             "  full softmax per step: logits (incl. their transpose) {:.2} ms, xent {:.2} ms, transposes {:.2} ms, \
              G = g^T X {:.2} ms, W -= lr G {:.2} ms",
