@@ -16,7 +16,7 @@
 //!   `--pairs N` keeps the first N after shuffling, `--steps N` mini-batches
 //!   of `--batch B` samples (cycling over the kept pairs).
 //! * Optimizer: plain SGD, `W[r] -= lr * G_r` with `G_r` the gradient
-//!   summed over the batch (`--lr`), the same rule for every method.
+//!   summed over the batch (`--lr`, default 0.02), the same rule for every method.
 //! * Methods, at the same active-set size S per sample (`--s`, default
 //!   1,024 = 2.9 % of the classes; the true label counts within S):
 //!   - `full`: all logits with `lshk::dense` (`logits_isa`, B queries per
@@ -96,7 +96,7 @@ fn opts() -> Opts {
         s: 1024,
         k: 10,
         l: 50,
-        lr: 0.05,
+        lr: 0.02,
         heldout: 20_000,
         methods: ["full", "uniform", "unigram", "lsh-emb", "lsh-label"]
             .map(String::from)
