@@ -33,6 +33,7 @@
 //!     label, then whole buckets table by table (from a random first table
 //!     per sample, cyclically) while the union stays within S, stopping at
 //!     the first table whose bucket would overflow it (the seed's rule).
+//!
 //!   Sampled methods: gathered logits (`matmul::WeightMatrix::matmul`),
 //!   `softmax_xent_in_place` over C u {y} (no correction), and
 //!   `train::rows_update_sgd` on those rows only.
