@@ -1,0 +1,688 @@
+//! LSH negative sampling (LNS / SLIDE) against full softmax, uniform and
+//! unigram^0.75 negatives, training a softmax output layer on
+//! w2v-gutenberg (issue 14, item 5, a first version). `lns_train.md` has
+//! the measured table.
+//!
+//! `cargo run --release --example lns_train [-- OPTIONS]`
+//!
+//! * Model: logits `z = W e_x + b` over all 35,388 words, W (35,388 x 128)
+//!   and b trained, initialised with seeded N(0, 0.01^2) weights and zero
+//!   bias (zero W would put every row in one SimHash bucket). The bias is
+//!   stored as column 128 of W and the input gets a constant 1 there, so
+//!   the training kernels update it with the row (row stride 144 floats).
+//! * Inputs: the centre word's row of `input_embeddings.f32`, FIXED (no
+//!   gradient to the inputs, so no `gather_dq`).
+//! * Data: `train_pairs.i32` (centre, context), shuffled with a fixed seed;
+//!   `--pairs N` keeps the first N after shuffling, `--steps N` mini-batches
+//!   of `--batch B` samples (cycling over the kept pairs).
+//! * Optimizer: plain SGD, `W[r] -= lr * G_r` with `G_r` the gradient
+//!   summed over the batch (`--lr`, default 0.02), the same rule for every method.
+//! * Methods, at the same active-set size S per sample (`--s`, default
+//!   1,024 = 2.9 % of the classes; the true label counts within S):
+//!   - `full`: all logits with `lshk::dense` (`logits_isa`, B queries per
+//!     pass over W), `train::softmax_xent_in_place` over the 35,388 logits
+//!     of each sample, and the update of every row as a second dense
+//!     product: `G = g^T X` through `lshk::dense` again (the B x N gradient
+//!     transposed to N x B, X^T as a 129 x B "layer"), then `W -= lr G`;
+//!   - `uniform`, `unigram`: the label plus S - 1 distinct negatives drawn
+//!     uniformly / from counts^0.75 of train_pairs' contexts (alias table),
+//!     by rejection of repeats and of the label;
+//!   - `lsh-emb`, `lsh-label`: a SimHash `lshk::index::Index` (K, L by
+//!     `--k`, `--l`; BiasAug transform, so rows `[w, b]`) over the current
+//!     W, queried with `[e_x, 1]` (embedding) or `[w_y, 1]` (label); the
+//!     label, then whole buckets table by table (from a random first table
+//!     per sample, cyclically) while the union stays within S, stopping at
+//!     the first table whose bucket would overflow it (the seed's rule).
+//!
+//!   Sampled methods: gathered logits (`matmul::WeightMatrix::matmul`),
+//!   `softmax_xent_in_place` over C u {y} (no correction), and
+//!   `train::rows_update_sgd` on those rows only.
+//! * Rehashing (LSH methods): the index is rebuilt from the current W (an
+//!   owned copy: never a borrowed W across updates) after 50 steps, then
+//!   each interval is 1.25x the previous one (50, 62, 78, 97, ...),
+//!   counted in the training time.
+//! * Evaluation (not timed): held-out pairs (`--heldout N`, the first N of
+//!   `heldout_pairs.i32`) grouped by centre; P@1 / P@5 of the full layer's
+//!   exact top-5 (`DenseLayer::topk_threads`) against the centre's set of
+//!   context words (as `halos_pk`), and the mean log-likelihood of the true
+//!   context under the full softmax, per held-out pair.
+//! * Time: training wall time of the steps run, one thread (every kernel
+//!   called with `threads = 1`), extrapolated to one epoch of 2,000,000
+//!   pairs: `t / steps * ceil(2,000,000 / B)`.
+//!
+//! Options: `--dir D` (default ../shared/data/w2v-gutenberg), `--pairs N`,
+//! `--steps N`, `--batch B`, `--s S`, `--k K`, `--l L`, `--lr X`,
+//! `--heldout N`, `--methods a,b,..`, `--progress N` (steps between lines).
+//!
+//! Prints `skipped: ../shared/data not found` when the data are absent.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use lshk::dense::DenseLayer;
+use lshk::index::{Index, IndexParams, Storage, Transform};
+use lshk::isa::Isa;
+use lshk::matmul::{WeightMatrix, Weights};
+use lshk::rng::SplitMix64;
+use lshk::tables::fold_code;
+use lshk::train::{self, Batch};
+
+const D: usize = 128;
+/// Augmented width: the 128 weights and the bias.
+const DA: usize = D + 1;
+/// Row stride of W and of the inputs (64-byte multiple).
+const ST: usize = 144;
+const EPOCH_PAIRS: usize = 2_000_000;
+
+struct Opts {
+    dir: PathBuf,
+    pairs: usize,
+    steps: usize,
+    batch: usize,
+    s: usize,
+    k: u32,
+    l: u32,
+    lr: f32,
+    heldout: usize,
+    methods: Vec<String>,
+    progress: usize,
+}
+
+fn opts() -> Opts {
+    let mut o = Opts {
+        dir: "../shared/data/w2v-gutenberg".into(),
+        pairs: 2_000_000,
+        steps: 100,
+        batch: 128,
+        s: 1024,
+        k: 10,
+        l: 50,
+        lr: 0.02,
+        heldout: 20_000,
+        methods: ["full", "uniform", "unigram", "lsh-emb", "lsh-label"]
+            .map(String::from)
+            .to_vec(),
+        progress: 0,
+    };
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < a.len() {
+        let v = a.get(i + 1).cloned().unwrap_or_default();
+        let n = || v.replace('_', "").parse::<usize>().expect("a number");
+        match a[i].as_str() {
+            "--dir" => o.dir = v.clone().into(),
+            "--pairs" => o.pairs = n(),
+            "--steps" => o.steps = n(),
+            "--batch" => o.batch = n(),
+            "--s" => o.s = n(),
+            "--k" => o.k = n() as u32,
+            "--l" => o.l = n() as u32,
+            "--lr" => o.lr = v.parse().expect("--lr"),
+            "--heldout" => o.heldout = n(),
+            "--methods" => o.methods = v.split(',').map(String::from).collect(),
+            "--progress" => o.progress = n(),
+            x => panic!("unknown option {x} (see the header of examples/lns_train.rs)"),
+        }
+        i += 2;
+    }
+    if o.progress == 0 {
+        o.progress = (o.steps / 5).max(1);
+    }
+    o
+}
+
+/// Vose's alias table: O(1) draws from a discrete distribution.
+struct Alias {
+    prob: Vec<f64>,
+    alias: Vec<u32>,
+}
+
+impl Alias {
+    fn new(w: &[f64]) -> Alias {
+        let n = w.len();
+        let sum: f64 = w.iter().sum();
+        let mut p: Vec<f64> = w.iter().map(|x| x * n as f64 / sum).collect();
+        let mut alias = vec![0u32; n];
+        let (mut small, mut large): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| p[i] < 1.0);
+        while let (Some(s), Some(&l)) = (small.pop(), large.last()) {
+            alias[s] = l as u32;
+            p[l] -= 1.0 - p[s];
+            if p[l] < 1.0 {
+                large.pop();
+                small.push(l);
+            }
+        }
+        for i in large.into_iter().chain(small) {
+            p[i] = 1.0;
+        }
+        Alias { prob: p, alias }
+    }
+    fn draw(&self, rng: &mut SplitMix64) -> u32 {
+        let i = rng.below(self.prob.len() as u64) as usize;
+        if rng.next_f64_open() < self.prob[i] {
+            i as u32
+        } else {
+            self.alias[i]
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Method {
+    Full,
+    Uniform,
+    Unigram,
+    LshEmb,
+    LshLabel,
+}
+
+fn method(s: &str) -> Method {
+    match s {
+        "full" => Method::Full,
+        "uniform" => Method::Uniform,
+        "unigram" => Method::Unigram,
+        "lsh-emb" => Method::LshEmb,
+        "lsh-label" => Method::LshLabel,
+        x => panic!("unknown method {x}"),
+    }
+}
+
+struct Shared<'a> {
+    o: &'a Opts,
+    rows: usize,
+    emb: &'a [f32],
+    /// Shuffled training pairs (centre, context).
+    train: &'a [(u32, u32)],
+    unigram: &'a Alias,
+    held: &'a common::Grouped,
+    held_all: &'a common::Grouped,
+    tier: Isa,
+}
+
+struct Result_ {
+    name: String,
+    steps: usize,
+    train_s: f64,
+    rebuilds: usize,
+    rebuild_s: f64,
+    mean_active: f64,
+    last_loss: f64,
+    p1: f64,
+    p5: f64,
+    ll: f64,
+}
+
+/// `dst` (`m x n`) = `src^T` (`src` is `n x m`, row-major): blocks of 64
+/// source columns, each read row by row (contiguous) and written to 64
+/// destination rows.
+fn transpose(src: &[f32], n: usize, m: usize, dst: &mut [f32]) {
+    for j0 in (0..m).step_by(64) {
+        let j1 = (j0 + 64).min(m);
+        for i in 0..n {
+            let row = &src[i * m + j0..i * m + j1];
+            for (jj, &v) in row.iter().enumerate() {
+                dst[(j0 + jj) * n + i] = v;
+            }
+        }
+    }
+}
+
+/// The inputs `[e_x, 1, 0...]` (stride ST) of a batch.
+fn fill_inputs(sh: &Shared, batch: &[(u32, u32)], xq: &mut [f32]) {
+    for (b, &(c, _)) in batch.iter().enumerate() {
+        let x = &mut xq[b * ST..(b + 1) * ST];
+        x[..D].copy_from_slice(&sh.emb[c as usize * D..(c as usize + 1) * D]);
+        x[D] = 1.0;
+    }
+}
+
+fn build_index(sh: &Shared, w: &[f32], bias: &mut [f32]) -> Index {
+    for (r, b) in bias.iter_mut().enumerate() {
+        *b = w[r * ST + D];
+    }
+    let p = IndexParams {
+        bits: sh.o.k,
+        tables: sh.o.l,
+        seed: 11,
+        storage: Storage::F32,
+        transform: Transform::BiasAug,
+        threads: 1,
+        ..IndexParams::default()
+    };
+    Index::build(w, Some(bias), sh.rows, D, ST, &p, None).expect("index")
+}
+
+fn run(sh: &Shared, name: &str) -> Result_ {
+    let o = sh.o;
+    let m = method(name);
+    let (rows, nb, tier) = (sh.rows, o.batch, sh.tier);
+    let mut rng = SplitMix64::new(1234);
+    let mut w = vec![0f32; rows * ST];
+    for r in 0..rows {
+        for v in &mut w[r * ST..r * ST + D] {
+            *v = (rng.next_normal() * 0.01) as f32;
+        }
+    }
+    let mut xq = vec![0f32; nb * ST];
+    let mut lq = vec![0f32; nb * ST];
+    let mut loss = vec![0f32; nb];
+    // Sampled methods.
+    let mut ids: Vec<u32> = Vec::new();
+    let mut offsets: Vec<usize> = vec![0];
+    let mut targets: Vec<f32> = Vec::new();
+    let mut logits: Vec<f32> = Vec::new();
+    let mut stamp = vec![u32::MAX; rows];
+    let mut codes = vec![0u32; nb * o.l as usize];
+    let mut bias = vec![0f32; rows];
+    // Full softmax.
+    let full = m == Method::Full;
+    let (mut zf, mut tf, mut gt, mut xt, mut gw) = if full {
+        (
+            vec![0f32; nb * rows],
+            vec![0f32; nb * rows],
+            vec![0f32; rows * nb],
+            vec![0f32; DA * nb],
+            vec![0f32; rows * DA],
+        )
+    } else {
+        Default::default()
+    };
+    let foffs: Vec<usize> = (0..=nb).map(|b| b * rows).collect();
+
+    let mut index: Option<Index> = None;
+    let (mut next_rebuild, mut interval) = (0usize, 50f64);
+    let (mut rebuilds, mut rebuild_s) = (0usize, 0f64);
+    let (mut active_sum, mut loss_sum, mut loss_n) = (0f64, 0f64, 0usize);
+    let mut last_loss = 0f64;
+    let mut stamp_id = 0u32;
+    // Seconds per phase: full softmax: logits, xent, transposes, G, W
+    // update; sampled: candidates, logits, xent, update.
+    let mut phase = [0f64; 5];
+    let mut cursor = 0usize;
+    let t0 = Instant::now();
+    for step in 0..o.steps {
+        // ---- the batch
+        let batch: Vec<(u32, u32)> = (0..nb)
+            .map(|_| {
+                let p = sh.train[cursor];
+                cursor = (cursor + 1) % sh.train.len();
+                p
+            })
+            .collect();
+        fill_inputs(sh, &batch, &mut xq);
+        if full {
+            let tp = Instant::now();
+            // z^T[r][b] = W[r] . x_b: the batch as the "layer" (nb rows),
+            // the rows of W as the "queries" (3x faster here than W as the
+            // layer and the batch as queries), then transposed to z[b][r].
+            let xl = DenseLayer::new(&xq, nb, DA, ST, None).expect("batch layer");
+            xl.logits_isa(tier, &w, rows, ST, &mut gt).expect("logits");
+            transpose(&gt, rows, nb, &mut zf);
+            phase[0] += tp.elapsed().as_secs_f64();
+            let tp = Instant::now();
+            for (b, &(_, y)) in batch.iter().enumerate() {
+                tf[b * rows + y as usize] = 1.0;
+            }
+            train::softmax_xent_in_place(tier, 1, &mut zf, &tf, &foffs, &mut loss).expect("xent");
+            for (b, &(_, y)) in batch.iter().enumerate() {
+                tf[b * rows + y as usize] = 0.0;
+            }
+            phase[1] += tp.elapsed().as_secs_f64();
+            let tp = Instant::now();
+            // g^T (rows x nb), in 64-row blocks.
+            transpose(&zf, nb, rows, &mut gt);
+            for k in 0..DA {
+                for b in 0..nb {
+                    xt[k * nb + b] = xq[b * ST + k];
+                }
+            }
+            // G[r][k] = sum_b g[b][r] x[b][k]: the "layer" X^T (DA rows of
+            // nb), the "queries" the rows of g^T.
+            phase[2] += tp.elapsed().as_secs_f64();
+            let tp = Instant::now();
+            let xl = DenseLayer::new(&xt, DA, nb, nb, None).expect("x layer");
+            xl.logits_isa(tier, &gt, rows, nb, &mut gw).expect("G");
+            phase[3] += tp.elapsed().as_secs_f64();
+            let tp = Instant::now();
+            let lr = o.lr;
+            for r in 0..rows {
+                let wr = &mut w[r * ST..r * ST + DA];
+                let g = &gw[r * DA..(r + 1) * DA];
+                wr.iter_mut().zip(g).for_each(|(w, g)| *w -= lr * g);
+            }
+            phase[4] += tp.elapsed().as_secs_f64();
+            active_sum += (rows * nb) as f64;
+        } else {
+            // ---- rehash
+            if matches!(m, Method::LshEmb | Method::LshLabel) && step >= next_rebuild {
+                let t = Instant::now();
+                drop(index.take());
+                index = Some(build_index(sh, &w, &mut bias));
+                rebuild_s += t.elapsed().as_secs_f64();
+                rebuilds += 1;
+                next_rebuild = step + interval.round() as usize;
+                if step > 0 {
+                    interval *= 1.25;
+                }
+            }
+            // ---- candidates
+            let tp = Instant::now();
+            ids.clear();
+            offsets.truncate(1);
+            targets.clear();
+            if let Some(idx) = &index {
+                let q: &[f32] = if m == Method::LshEmb {
+                    &xq
+                } else {
+                    for (b, &(_, y)) in batch.iter().enumerate() {
+                        let y = y as usize;
+                        lq[b * ST..b * ST + D].copy_from_slice(&w[y * ST..y * ST + D]);
+                        lq[b * ST + D] = 1.0;
+                    }
+                    &lq
+                };
+                idx.simhash()
+                    .expect("SimHash")
+                    .hash(q, nb, ST, &mut codes)
+                    .expect("hash");
+            }
+            let l = o.l as usize;
+            for (b, &(_, y)) in batch.iter().enumerate() {
+                stamp_id = stamp_id.wrapping_add(1);
+                let start = ids.len();
+                ids.push(y);
+                targets.push(1.0);
+                stamp[y as usize] = stamp_id;
+                match m {
+                    Method::Uniform | Method::Unigram => {
+                        while ids.len() - start < o.s {
+                            let r = if m == Method::Uniform {
+                                rng.below(rows as u64) as u32
+                            } else {
+                                sh.unigram.draw(&mut rng)
+                            };
+                            if stamp[r as usize] != stamp_id {
+                                stamp[r as usize] = stamp_id;
+                                ids.push(r);
+                                targets.push(0.0);
+                            }
+                        }
+                    }
+                    _ => {
+                        let idx = index.as_ref().expect("index");
+                        let tabs = idx.tables();
+                        let rb = tabs.range_bits();
+                        let t0 = rng.below(l as u64) as usize;
+                        for j in 0..l {
+                            let t = (t0 + j) % l;
+                            let bucket = tabs.bucket(t, fold_code(codes[b * l + t], rb));
+                            let new = bucket
+                                .iter()
+                                .filter(|&&r| stamp[r as usize] != stamp_id)
+                                .count();
+                            if ids.len() - start + new > o.s {
+                                break;
+                            }
+                            for &r in bucket {
+                                if stamp[r as usize] != stamp_id {
+                                    stamp[r as usize] = stamp_id;
+                                    ids.push(r);
+                                    targets.push(0.0);
+                                }
+                            }
+                        }
+                    }
+                }
+                offsets.push(ids.len());
+            }
+            active_sum += ids.len() as f64;
+            phase[0] += tp.elapsed().as_secs_f64();
+            // ---- forward, loss, update
+            let tp = Instant::now();
+            logits.resize(ids.len(), 0.0);
+            let wm = WeightMatrix::new(Weights::F32(&w), rows, DA, ST).expect("W");
+            wm.matmul_isa(tier, &xq, nb, ST, &ids, &offsets, &mut logits)
+                .expect("gathered matmul");
+            phase[1] += tp.elapsed().as_secs_f64();
+            let tp = Instant::now();
+            train::softmax_xent_in_place(tier, 1, &mut logits, &targets, &offsets, &mut loss)
+                .expect("xent");
+            phase[2] += tp.elapsed().as_secs_f64();
+            let tp = Instant::now();
+            let bt = Batch {
+                q: &xq,
+                q_stride: ST,
+                ids: &ids,
+                offsets: &offsets,
+                grad: &logits,
+            };
+            train::rows_update_sgd(tier, 1, &mut w, rows, DA, ST, &bt, o.lr).expect("sgd");
+            phase[3] += tp.elapsed().as_secs_f64();
+        }
+        loss_sum += loss.iter().map(|&x| x as f64).sum::<f64>();
+        loss_n += nb;
+        if (step + 1) % o.progress == 0 || step + 1 == o.steps {
+            last_loss = loss_sum / loss_n as f64;
+            println!(
+                "  {name:>9} step {:>6}/{}: train loss (over its active set) {:.4}, {:.1} active/sample, {:.1} s, {} rebuilds ({:.2} s)",
+                step + 1,
+                o.steps,
+                last_loss,
+                active_sum / ((step + 1) * nb) as f64,
+                t0.elapsed().as_secs_f64(),
+                rebuilds,
+                rebuild_s
+            );
+            (loss_sum, loss_n) = (0.0, 0);
+        }
+    }
+    let train_s = t0.elapsed().as_secs_f64();
+    let ms = |x: f64| x * 1e3 / o.steps as f64;
+    if !full {
+        println!(
+            "  {name} per step: candidates (incl. hashing the batch, not rebuilds) {:.2} ms, \
+             gathered logits {:.2} ms, xent {:.2} ms, rows_update_sgd {:.2} ms, rebuilds {:.2} ms",
+            ms(phase[0]),
+            ms(phase[1]),
+            ms(phase[2]),
+            ms(phase[3]),
+            ms(rebuild_s)
+        );
+    }
+    if full {
+        println!(
+            "  full softmax per step: logits (incl. their transpose) {:.2} ms, xent {:.2} ms, transposes {:.2} ms, \
+             G = g^T X {:.2} ms, W -= lr G {:.2} ms",
+            ms(phase[0]),
+            ms(phase[1]),
+            ms(phase[2]),
+            ms(phase[3]),
+            ms(phase[4])
+        );
+    }
+    drop(index);
+    let (p1, p5, ll) = evaluate(sh, &w);
+    Result_ {
+        name: name.to_string(),
+        steps: o.steps,
+        train_s,
+        rebuilds,
+        rebuild_s,
+        mean_active: active_sum / (o.steps * nb) as f64,
+        last_loss,
+        p1,
+        p5,
+        ll,
+    }
+}
+
+/// P@1, P@5 of the full layer's exact top-5 per held-out centre (all
+/// threads), and the mean log-likelihood per held-out pair.
+fn evaluate(sh: &Shared, w: &[f32]) -> (f64, f64, f64) {
+    let rows = sh.rows;
+    let layer = DenseLayer::new(w, rows, DA, ST, None).expect("layer");
+    let aug = |g: &common::Grouped| {
+        let mut q = vec![0f32; g.len() * ST];
+        for (i, &c) in g.centres.iter().enumerate() {
+            q[i * ST..i * ST + D].copy_from_slice(&sh.emb[c as usize * D..(c as usize + 1) * D]);
+            q[i * ST + D] = 1.0;
+        }
+        q
+    };
+    let held = sh.held;
+    let nq = held.len();
+    let q = aug(held);
+    const K: usize = 5;
+    let (mut ids, mut sc) = (vec![0u32; nq * K], vec![0f32; nq * K]);
+    layer
+        .topk_threads(0, &q, nq, ST, K, &mut ids, &mut sc)
+        .expect("top-k");
+    let (mut p1, mut p5) = (0usize, 0usize);
+    for i in 0..nq {
+        let ls = held.labels_of(i);
+        let got = &ids[i * K..(i + 1) * K];
+        p1 += ls.binary_search(&got[0]).is_ok() as usize;
+        p5 += got.iter().filter(|y| ls.binary_search(y).is_ok()).count();
+    }
+    // Log-likelihood: all logits of 64 centres at a time, split between
+    // two threads.
+    let ha = sh.held_all;
+    let qa = aug(ha);
+    let na = ha.len();
+    let chunk = 64;
+    let per_thread = na.div_ceil(2).div_ceil(chunk) * chunk;
+    let ll: f64 = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..na)
+            .step_by(per_thread.max(1))
+            .map(|c0| {
+                let (qa, layer) = (&qa, &layer);
+                s.spawn(move || {
+                    let mut z = vec![0f32; chunk * rows];
+                    let mut sum = 0f64;
+                    let c1 = (c0 + per_thread).min(na);
+                    for c in (c0..c1).step_by(chunk) {
+                        let n = chunk.min(c1 - c);
+                        layer
+                            .logits_isa(sh.tier, &qa[c * ST..], n, ST, &mut z)
+                            .expect("logits");
+                        for i in 0..n {
+                            let zi = &z[i * rows..(i + 1) * rows];
+                            let mx = zi.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+                            let lse =
+                                mx + zi.iter().map(|&v| (v as f64 - mx).exp()).sum::<f64>().ln();
+                            for &y in ha.labels_of(c + i) {
+                                sum += zi[y as usize] as f64 - lse;
+                            }
+                        }
+                    }
+                    sum
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().expect("ll thread")).sum()
+    });
+    (
+        p1 as f64 / nq as f64,
+        p5 as f64 / (K * nq) as f64,
+        ll / ha.labels.len() as f64,
+    )
+}
+
+mod common;
+
+fn main() {
+    let o = opts();
+    if !o.dir.join("output_layer.f32").exists() {
+        println!("skipped: ../shared/data not found ({})", o.dir.display());
+        return;
+    }
+    let t0 = Instant::now();
+    let (emb, erows) =
+        lshk::data::read_raw_f32(&o.dir.join("input_embeddings.f32"), D).expect("embeddings");
+    let rows = erows;
+    let tp = lshk::data::read_raw_i32(&o.dir.join("train_pairs.i32")).expect("train pairs");
+    let hp = lshk::data::read_raw_i32(&o.dir.join("heldout_pairs.i32")).expect("held-out pairs");
+    let mut train: Vec<(u32, u32)> = tp
+        .chunks_exact(2)
+        .map(|p| {
+            assert!(p[0] >= 0 && (p[0] as usize) < rows && p[1] >= 0 && (p[1] as usize) < rows);
+            (p[0] as u32, p[1] as u32)
+        })
+        .collect();
+    let mut count = vec![0f64; rows];
+    for &(_, y) in &train {
+        count[y as usize] += 1.0;
+    }
+    let unigram = Alias::new(&count.iter().map(|c| c.powf(0.75)).collect::<Vec<_>>());
+    SplitMix64::new(99).shuffle(&mut train);
+    train.truncate(o.pairs.max(1));
+    let held = common::group_pairs(&hp, o.heldout, rows, rows, true);
+    let held_all = common::group_pairs(&hp, o.heldout, rows, rows, false);
+    let tier = lshk::isa::active();
+    println!(
+        "w2v-gutenberg: {rows} classes x {D} (+ bias); {} training pairs used (shuffled, seed 99), \
+         {} steps of B = {}, SGD lr {}; held-out: {} pairs -> {} centres; S = {} ({:.1} % of the classes); \
+         LSH SimHash K = {} L = {} (BiasAug), rebuilt at step 0, 50, then intervals x1.25; \
+         tier {tier:?}, one thread; read in {:.1} s",
+        train.len(),
+        o.steps,
+        o.batch,
+        o.lr,
+        held_all.labels.len(),
+        held.len(),
+        o.s,
+        100.0 * o.s as f64 / rows as f64,
+        o.k,
+        o.l,
+        t0.elapsed().as_secs_f64()
+    );
+    let sh = Shared {
+        o: &o,
+        rows,
+        emb: &emb,
+        train: &train,
+        unigram: &unigram,
+        held: &held,
+        held_all: &held_all,
+        tier,
+    };
+    let mut res = Vec::new();
+    for name in &o.methods {
+        let r = run(&sh, name);
+        println!(
+            "{:>9}: P@1 {:.4}  P@5 {:.4}  held-out LL {:.4}  train {:.2} s for {} steps",
+            r.name, r.p1, r.p5, r.ll, r.train_s, r.steps
+        );
+        res.push(r);
+    }
+    let steps_epoch = EPOCH_PAIRS.div_ceil(o.batch);
+    let full_t = res
+        .iter()
+        .find(|r| r.name == "full")
+        .map(|r| r.train_s / r.steps as f64);
+    println!(
+        "\n| method | active/sample | P@1 | P@5 | held-out LL | last train loss | ms/step | s/epoch (extrap.) | vs full | rebuilds (s) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &res {
+        let per = r.train_s / r.steps as f64;
+        println!(
+            "| {} | {:.0} | {:.4} | {:.4} | {:.4} | {:.4} | {:.2} | {:.0} | {} | {} ({:.2}) |",
+            r.name,
+            r.mean_active,
+            r.p1,
+            r.p5,
+            r.ll,
+            r.last_loss,
+            per * 1e3,
+            per * steps_epoch as f64,
+            full_t.map_or("-".into(), |f| format!("{:.1}x", f / per)),
+            r.rebuilds,
+            r.rebuild_s
+        );
+    }
+    println!(
+        "\n(epoch = {EPOCH_PAIRS} pairs = {steps_epoch} steps; total {:.1} s)",
+        t0.elapsed().as_secs_f64()
+    );
+}
