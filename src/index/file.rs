@@ -1,0 +1,505 @@
+//! Saving and loading an index (lshk's container: CRC-checked sections,
+//! atomic replace; the parameter record and the sections are described in
+//! docs/c-api.md and the module documentation of the parent).
+
+use super::*;
+
+impl Index {
+    pub(super) fn params_record(&self) -> Vec<u8> {
+        let p = &self.p;
+        let mut r = Vec::with_capacity(PARAMS_LEN);
+        let u32s = |r: &mut Vec<u8>, v: u32| r.extend_from_slice(&v.to_le_bytes());
+        let u64s = |r: &mut Vec<u8>, v: u64| r.extend_from_slice(&v.to_le_bytes());
+        u32s(&mut r, PARAMS_VERSION);
+        u32s(&mut r, p.family as u32);
+        u32s(&mut r, p.bits);
+        u32s(&mut r, p.tables);
+        u32s(&mut r, p.sparsity);
+        u32s(&mut r, p.bin_size);
+        u64s(&mut r, p.seed);
+        u32s(&mut r, p.range_bits);
+        u32s(&mut r, p.bucket_cap);
+        u32s(&mut r, p.storage as u32);
+        u32s(&mut r, p.transform as u32);
+        u64s(&mut r, self.rows as u64);
+        u64s(&mut r, self.dim as u64);
+        u64s(&mut r, self.w.stride as u64);
+        u64s(&mut r, self.hash_dim as u64);
+        u32s(&mut r, self.mips_u.to_bits());
+        let flags = if self.bias.is_some() { FLAG_BIAS } else { 0 }
+            | if p.storage != Storage::BorrowedF32 {
+                FLAG_WEIGHTS
+            } else {
+                0
+            }
+            | if p.given { FLAG_GIVEN } else { 0 };
+        u32s(&mut r, flags);
+        u64s(&mut r, 0);
+        debug_assert_eq!(r.len(), PARAMS_LEN);
+        r
+    }
+
+    /// Saves the index (atomically: temporary file + rename). Borrowed
+    /// weights are not stored: load such a file with
+    /// [`Index::load_borrowed`] and the same W.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let rec = self.params_record();
+        let mut secs = vec![SectionOut::new("PARAMS", vec![&rec])];
+        match &self.fam {
+            Fam::Sim(h) => secs.push(SectionOut::new(
+                "PLANES",
+                vec![format::as_bytes(h.planes())],
+            )),
+            Fam::Dw(h) => secs.push(SectionOut::new("DWTAMAP", vec![format::as_bytes(h.map())])),
+        }
+        let l = self.tables.tables();
+        let idlen: Vec<u64> = (0..l).map(|t| self.tables.csr(t).1.len() as u64).collect();
+        secs.push(SectionOut::new(
+            "TOFFS",
+            (0..l)
+                .map(|t| format::as_bytes(self.tables.csr(t).0))
+                .collect(),
+        ));
+        secs.push(SectionOut::new("TIDLEN", vec![format::as_bytes(&idlen)]));
+        secs.push(SectionOut::new(
+            "TIDS",
+            (0..l)
+                .map(|t| format::as_bytes(self.tables.csr(t).1))
+                .collect(),
+        ));
+        if let Some(b) = &self.bias {
+            secs.push(SectionOut::new("BIAS", vec![format::as_bytes(b)]));
+        }
+        let labels_rec = self.labels.map(|s| s.record());
+        if let Some(r) = &labels_rec {
+            secs.push(SectionOut::new("LABELS", vec![r]));
+        }
+        if self.p.storage != Storage::BorrowedF32 {
+            // Stored weights are compact (stride == dim) by construction.
+            secs.push(SectionOut::new("WEIGHTS", vec![self.w.bytes()]));
+            if self.p.storage == Storage::I8 {
+                // SAFETY: int8 storage keeps `rows` scales alive in `owner`.
+                let s = unsafe { std::slice::from_raw_parts(self.w.scales, self.rows) };
+                secs.push(SectionOut::new("WSCALES", vec![format::as_bytes(s)]));
+            }
+        }
+        format::write_file(path, format::KIND_INDEX, &secs)
+    }
+
+    /// Loads an index whose file stores its weights (used in place from the
+    /// mapped file). A file saved from a BorrowedF32 index needs
+    /// [`Index::load_borrowed`] (`InvalidArgument` here).
+    pub fn load(path: &Path) -> Result<Index> {
+        Self::load_impl(path, None)
+    }
+
+    /// Loads an index saved with [`Storage::BorrowedF32`], using `w` (the
+    /// same `rows x dim` matrix at the same row stride as at build) in
+    /// place. A file that stores its weights is refused with
+    /// `InvalidArgument` (pass no W for it: [`Index::load`]).
+    ///
+    /// # Safety
+    /// `w` must stay alive and unchanged as long as the index lives.
+    pub unsafe fn load_borrowed(path: &Path, w: &[f32]) -> Result<Index> {
+        Self::load_impl(path, Some(BorrowedW::Slice(w)))
+    }
+
+    /// [`Index::load`] / [`Index::load_borrowed`] for the C API: `w` is
+    /// NULL (the file must store its weights) or points to the borrowed W,
+    /// whose length is only known from the file (`(rows - 1) * w_stride +
+    /// dim` floats).
+    ///
+    /// # Safety
+    /// A non-NULL `w` must point to that many floats that stay alive and
+    /// unchanged as long as the index lives.
+    pub unsafe fn load_raw(path: &Path, w: *const f32) -> Result<Index> {
+        if w.is_null() {
+            Self::load_impl(path, None)
+        } else {
+            Self::load_impl(path, Some(BorrowedW::Ptr(w)))
+        }
+    }
+
+    pub(super) fn load_impl(path: &Path, borrowed: Option<BorrowedW<'_>>) -> Result<Index> {
+        let c = Arc::new(Container::open(path, format::KIND_INDEX)?);
+        let bad = |m: String| Error::new(Status::BadFileFormat, format!("{}: {m}", path.display()));
+        // ---- params
+        let rec = c.section("PARAMS")?;
+        if rec.len() < 4 {
+            return Err(bad(format!("PARAMS section is {} bytes", rec.len())));
+        }
+        let u32_at = |o: usize| u32::from_le_bytes(rec[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_le_bytes(rec[o..o + 8].try_into().unwrap());
+        let ver = u32_at(0);
+        if ver > PARAMS_VERSION {
+            return Err(bad(format!(
+                "params version {ver} is newer than this library's ({PARAMS_VERSION}): upgrade lshk"
+            )));
+        }
+        if ver != PARAMS_VERSION {
+            return Err(bad(format!("unknown params version {ver}")));
+        }
+        if rec.len() < PARAMS_LEN {
+            return Err(bad(format!(
+                "PARAMS section is {} bytes, version {ver} needs {PARAMS_LEN}",
+                rec.len()
+            )));
+        }
+        let family = Family::from_u32(u32_at(4))
+            .ok_or_else(|| bad(format!("params: unknown family {}", u32_at(4))))?;
+        let storage = Storage::from_u32(u32_at(40))
+            .ok_or_else(|| bad(format!("params: unknown storage {}", u32_at(40))))?;
+        let transform = Transform::from_u32(u32_at(44))
+            .ok_or_else(|| bad(format!("params: unknown transform {}", u32_at(44))))?;
+        let (bits, tables, sparsity, bin_size) = (u32_at(8), u32_at(12), u32_at(16), u32_at(20));
+        let seed = u64_at(24);
+        let (range_bits, bucket_cap) = (u32_at(32), u32_at(36));
+        let to_usize = |v: u64, what: &str| {
+            usize::try_from(v).map_err(|_| bad(format!("params: {what} {v} does not fit")))
+        };
+        let rows = to_usize(u64_at(48), "rows")?;
+        let dim = to_usize(u64_at(56), "dim")?;
+        let w_stride = to_usize(u64_at(64), "w_stride")?;
+        let hash_dim = to_usize(u64_at(72), "hash dim")?;
+        let mips_u = f32::from_bits(u32_at(80));
+        let flags = u32_at(84);
+        if u64_at(88) != 0 || flags & !(FLAG_BIAS | FLAG_WEIGHTS | FLAG_GIVEN) != 0 {
+            return Err(bad("params: reserved bits are not zero".into()));
+        }
+        if rows == 0 || rows > MAX_ROWS || dim == 0 {
+            return Err(bad(format!("params: rows {rows} or dim {dim} is invalid")));
+        }
+        if w_stride < dim {
+            return Err(bad(format!("params: w_stride {w_stride} < dim {dim}")));
+        }
+        let want_hd = dim + (transform != Transform::None) as usize;
+        if hash_dim != want_hd {
+            return Err(bad(format!(
+                "params: hash dimension {hash_dim}, expected {want_hd} for dim {dim} and this transform"
+            )));
+        }
+        if !(mips_u.is_finite() && mips_u > 0.0) {
+            return Err(bad(format!(
+                "params: MIPS scale {mips_u} is not a positive number"
+            )));
+        }
+        let stored = flags & FLAG_WEIGHTS != 0;
+        if stored == (storage == Storage::BorrowedF32) {
+            return Err(bad(format!(
+                "params: storage {storage:?} but the weights-stored flag is {stored}"
+            )));
+        }
+        if storage != Storage::BorrowedF32 && w_stride != dim {
+            return Err(bad(format!(
+                "params: stored weights have stride {w_stride}, not dim {dim}"
+            )));
+        }
+        // ---- table sizes, checked before anything is allocated from the
+        // params (a corrupt L or K must not make the seeded family below
+        // allocate gigabytes: the sections' real sizes bound everything).
+        if range_bits == 0 || range_bits > crate::tables::MAX_RANGE_BITS {
+            return Err(bad(format!(
+                "params: range_bits {range_bits} is outside 1..=24"
+            )));
+        }
+        let l = tables as usize;
+        let nb1 = (1usize << range_bits) + 1;
+        let toffs: &[u32] = cast_slice(c.section("TOFFS")?, "TOFFS")?;
+        let idlen: &[u64] = cast_slice(c.section("TIDLEN")?, "TIDLEN")?;
+        let tids: &[u32] = cast_slice(c.section("TIDS")?, "TIDS")?;
+        if toffs.len() as u128 != l as u128 * nb1 as u128 {
+            return Err(bad(format!(
+                "TOFFS holds {} offsets, L * (2^range_bits + 1) = {} expected",
+                toffs.len(),
+                l as u128 * nb1 as u128
+            )));
+        }
+        if idlen.len() != l {
+            return Err(bad(format!(
+                "TIDLEN holds {} counts, L = {l} expected",
+                idlen.len()
+            )));
+        }
+        let sum: u128 = idlen.iter().map(|&v| v as u128).sum();
+        if sum != tids.len() as u128 {
+            return Err(bad(format!(
+                "TIDLEN counts sum to {sum} ids but TIDS holds {}",
+                tids.len()
+            )));
+        }
+        {
+            let fam_len = bits as u128 * tables as u128;
+            let (name, unit, per) = match family {
+                Family::SimHash => ("PLANES", 4u128, hash_dim as u128),
+                Family::Dwta => ("DWTAMAP", 4u128, bin_size as u128),
+            };
+            let have = c.section(name)?.len() as u128;
+            if have != fam_len * per * unit {
+                return Err(bad(format!(
+                    "{name} holds {have} bytes, K * L * {} * 4 = {} expected from the params",
+                    if family == Family::SimHash {
+                        "dim"
+                    } else {
+                        "bin_size"
+                    },
+                    fam_len * per * unit
+                )));
+            }
+        }
+        let as_bad = |e: Error| bad(format!("params describe an invalid family: {}", e.message));
+        // ---- family
+        let given = flags & FLAG_GIVEN != 0;
+        let fam = match family {
+            Family::SimHash => {
+                let pl: &[f32] = cast_slice(c.section("PLANES")?, "PLANES")?;
+                let h = if given {
+                    if sparsity != 0 {
+                        return Err(bad("params: caller-given planes with sparsity != 0".into()));
+                    }
+                    SimHash::from_planes(pl, hash_dim, bits, tables).map_err(as_bad)?
+                } else {
+                    let h = SimHash::new(hash_dim, bits, tables, sparsity, seed).map_err(as_bad)?;
+                    if h.planes().len() != pl.len()
+                        || h.planes()
+                            .iter()
+                            .zip(pl)
+                            .any(|(a, b)| a.to_bits() != b.to_bits())
+                    {
+                        return Err(bad(
+                            "PLANES differ from the planes the seed generates (inconsistent file)"
+                                .into(),
+                        ));
+                    }
+                    h
+                };
+                Fam::Sim(Box::new(h))
+            }
+            Family::Dwta => {
+                let m: &[u32] = cast_slice(c.section("DWTAMAP")?, "DWTAMAP")?;
+                let h = if given {
+                    Dwta::from_map(m, hash_dim, bits, tables, bin_size).map_err(as_bad)?
+                } else {
+                    let h = Dwta::new(hash_dim, bits, tables, bin_size, seed).map_err(as_bad)?;
+                    if h.map() != m {
+                        return Err(bad(
+                            "DWTAMAP differs from the map the seed generates (inconsistent file)"
+                                .into(),
+                        ));
+                    }
+                    h
+                };
+                Fam::Dw(Box::new(h))
+            }
+        };
+        // The tables are views of the mapping (kept alive by `keep`): a
+        // large index opens without copying them.
+        let keep: crate::tables::KeepAlive = c.clone();
+        let mut offs = Vec::with_capacity(l);
+        let mut ids = Vec::with_capacity(l);
+        let mut at = 0usize;
+        for t in 0..l {
+            let n = idlen[t] as usize;
+            // SAFETY: both slices lie in the read-only mapping that `keep`
+            // (an Arc of the container) owns and nobody writes.
+            unsafe {
+                offs.push(U32s::view(&toffs[t * nb1..(t + 1) * nb1], &keep));
+                ids.push(U32s::view(&tids[at..at + n], &keep));
+            }
+            at += n;
+        }
+        let label_state = match c.optional("LABELS") {
+            Some(r) => Some(crate::labels::LabelState::parse(r).map_err(bad)?),
+            None => None,
+        };
+        let tabs = Box::new(
+            if label_state.is_some() {
+                Tables::from_stored_parts_multi(rows, range_bits, bucket_cap, seed, 0, offs, ids)
+            } else {
+                Tables::from_stored_parts(
+                    rows,
+                    range_bits,
+                    bucket_cap,
+                    seed,
+                    0,
+                    offs,
+                    ids,
+                    Vec::new(),
+                )
+            }
+            .map_err(|e| bad(e.message))?,
+        );
+        // ---- bias
+        let bias = match (c.optional("BIAS"), flags & FLAG_BIAS != 0) {
+            (Some(b), true) => {
+                let b: &[f32] = cast_slice(b, "BIAS")?;
+                if b.len() != rows {
+                    return Err(bad(format!("BIAS holds {} values, rows = {rows}", b.len())));
+                }
+                if let Some(i) = b.iter().position(|v| !v.is_finite()) {
+                    return Err(bad(format!("BIAS[{i}] is {}", b[i])));
+                }
+                Some(b.to_vec())
+            }
+            (None, false) => None,
+            (Some(_), false) => {
+                return Err(bad("a BIAS section but the params say no bias".into()))
+            }
+            (None, true) => {
+                return Err(bad(
+                    "the params say there is a bias but BIAS is missing".into()
+                ))
+            }
+        };
+        // ---- weights
+        let cnt = rows
+            .checked_mul(dim)
+            .ok_or_else(|| bad("rows * dim overflows".into()))?;
+        let w = if storage == Storage::BorrowedF32 {
+            if c.optional("WEIGHTS").is_some() {
+                return Err(bad("a WEIGHTS section in a file of borrowed weights".into()));
+            }
+            let w = borrowed.ok_or_else(|| {
+                Error::new(
+                    Status::InvalidArgument,
+                    format!(
+                        "{}: the index was built with borrowed weights, which are not stored in \
+                         the file: pass the same W ({rows} x {dim}, row stride {w_stride}) as borrowed_w",
+                        path.display()
+                    ),
+                )
+            })?;
+            let need = strided_len(rows, dim, w_stride, "borrowed_w")?;
+            let w: &[f32] = match w {
+                BorrowedW::Slice(w) => w,
+                BorrowedW::Ptr(p) => {
+                    if !(p as usize).is_multiple_of(std::mem::align_of::<f32>()) {
+                        bail!(InvalidArgument, "`borrowed_w` is not aligned to 4 bytes");
+                    }
+                    if need > isize::MAX as usize / 4 {
+                        bail!(SizeOverflow, "borrowed W of {need} floats overflows");
+                    }
+                    // SAFETY: non-NULL, aligned, size fits; the caller
+                    // promised `need` readable floats (load_raw's contract).
+                    unsafe { std::slice::from_raw_parts(p, need) }
+                }
+            };
+            if w.len() < need {
+                bail!(
+                    BufferTooSmall,
+                    "borrowed W holds {} floats, {need} needed",
+                    w.len()
+                );
+            }
+            if let Some((r, j)) = first_non_finite(w, rows, dim, w_stride) {
+                bail!(
+                    NonFinite,
+                    "borrowed W row {r} column {j} is {}",
+                    w[r * w_stride + j]
+                );
+            }
+            WStore {
+                storage,
+                ptr: w.as_ptr().cast(),
+                len: need,
+                scales: std::ptr::null(),
+                stride: w_stride,
+                owner: Owner::Caller,
+            }
+        } else {
+            if borrowed.is_some() {
+                bail!(
+                    InvalidArgument,
+                    "{}: the file stores its weights; borrowed_w must be NULL",
+                    path.display()
+                );
+            }
+            let raw = c.section("WEIGHTS")?;
+            let want = cnt
+                .checked_mul(storage.elem_bytes())
+                .ok_or_else(|| bad("weights size overflows".into()))?;
+            if raw.len() != want {
+                return Err(bad(format!(
+                    "WEIGHTS holds {} bytes, rows * dim * {} = {want} expected",
+                    raw.len(),
+                    storage.elem_bytes()
+                )));
+            }
+            let mut scales: *const f32 = std::ptr::null();
+            match storage {
+                Storage::F32 => {
+                    let v: &[f32] = cast_slice(raw, "WEIGHTS")?;
+                    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+                        return Err(bad(format!(
+                            "WEIGHTS row {} column {} is {}",
+                            i / dim,
+                            i % dim,
+                            v[i]
+                        )));
+                    }
+                }
+                Storage::Bf16 | Storage::F16 => {
+                    let v: &[u16] = cast_slice(raw, "WEIGHTS")?;
+                    let exp = if storage == Storage::Bf16 {
+                        0x7f80
+                    } else {
+                        0x7c00
+                    };
+                    if let Some(i) = v.iter().position(|&x| x & exp == exp) {
+                        return Err(bad(format!(
+                            "WEIGHTS row {} column {} is not finite",
+                            i / dim,
+                            i % dim
+                        )));
+                    }
+                }
+                Storage::I8 => {
+                    let s: &[f32] = cast_slice(c.section("WSCALES")?, "WSCALES")?;
+                    if s.len() != rows {
+                        return Err(bad(format!(
+                            "WSCALES holds {} values, rows = {rows}",
+                            s.len()
+                        )));
+                    }
+                    if let Some(i) = s.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
+                        return Err(bad(format!("WSCALES[{i}] is {}", s[i])));
+                    }
+                    scales = s.as_ptr();
+                }
+                Storage::BorrowedF32 => unreachable!(),
+            }
+            WStore {
+                storage,
+                ptr: raw.as_ptr(),
+                len: cnt,
+                scales,
+                stride: dim,
+                owner: Owner::Mapped(Arc::clone(&c)),
+            }
+        };
+        Ok(Index {
+            rows,
+            dim,
+            hash_dim,
+            mips_u,
+            p: Resolved {
+                family,
+                bits,
+                tables,
+                sparsity,
+                bin_size,
+                seed,
+                range_bits,
+                bucket_cap,
+                storage,
+                transform,
+                threads: 0,
+                given,
+            },
+            fam,
+            tables: tabs,
+            bias,
+            w,
+            labels: label_state,
+        })
+    }
+}
