@@ -469,33 +469,43 @@ unsafe fn adam_body(
     }
 }
 
+/// # Safety
+/// [`super::XentFn`]; the CPU has avx2.
 #[target_feature(enable = "avx2")]
-unsafe fn xent_avx2(x: &mut [f32], y: &[f32]) -> f32 {
+pub unsafe fn xent_avx2(x: &mut [f32], y: &[f32]) -> f32 {
     // SAFETY: forwarded XentFn contract.
     unsafe { xent_body(x, y) }
 }
 
+/// # Safety
+/// [`super::DqFn`]; the CPU has avx2.
 #[target_feature(enable = "avx2")]
-unsafe fn dq_f32_avx2(r: &Rows<'_, f32>, g: &[f32], ids: &[u32], out: &mut [f32]) {
+pub unsafe fn dq_f32_avx2(r: &Rows<'_, f32>, g: &[f32], ids: &[u32], out: &mut [f32]) {
     // SAFETY: forwarded DqFn contract.
     unsafe { dq_rows::<F32>(r, g, ids, out) }
 }
 
+/// # Safety
+/// [`super::DqFn`]; the CPU has avx2.
 #[target_feature(enable = "avx2")]
-unsafe fn dq_bf16_avx2(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32]) {
+pub unsafe fn dq_bf16_avx2(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32]) {
     // SAFETY: forwarded DqFn contract.
     unsafe { dq_rows::<Bf16>(r, g, ids, out) }
 }
 
+/// # Safety
+/// [`super::SgdFn`]; the CPU has avx2.
 #[target_feature(enable = "avx2")]
-unsafe fn sgd_avx2(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
+pub unsafe fn sgd_avx2(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
     // SAFETY: forwarded SgdFn contract.
     unsafe { sgd_body(w, q, g, s, lr) }
 }
 
+/// # Safety
+/// [`super::AdamFn`]; the CPU has avx2.
 #[target_feature(enable = "avx2")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn adam_avx2(
+pub unsafe fn adam_avx2(
     w: &mut [f32],
     m: &mut [f32],
     v: &mut [f32],
@@ -506,47 +516,4 @@ unsafe fn adam_avx2(
 ) {
     // SAFETY: forwarded AdamFn contract.
     unsafe { adam_body(w, m, v, q, g, s, c) }
-}
-
-/// # Safety
-/// [`super::XentFn`]; the CPU has avx2.
-pub unsafe fn xent(x: &mut [f32], y: &[f32]) -> f32 {
-    // SAFETY: forwarded contract (tier checked by the dispatcher).
-    unsafe { xent_avx2(x, y) }
-}
-
-/// # Safety
-/// [`super::DqFn`]; the CPU has avx2.
-pub unsafe fn dq_f32(r: &Rows<'_, f32>, g: &[f32], ids: &[u32], out: &mut [f32]) {
-    // SAFETY: forwarded contract.
-    unsafe { dq_f32_avx2(r, g, ids, out) }
-}
-
-/// # Safety
-/// [`super::DqFn`]; the CPU has avx2.
-pub unsafe fn dq_bf16(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32]) {
-    // SAFETY: forwarded contract.
-    unsafe { dq_bf16_avx2(r, g, ids, out) }
-}
-
-/// # Safety
-/// [`super::SgdFn`]; the CPU has avx2.
-pub unsafe fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
-    // SAFETY: forwarded contract.
-    unsafe { sgd_avx2(w, q, g, s, lr) }
-}
-
-/// # Safety
-/// [`super::AdamFn`]; the CPU has avx2.
-pub unsafe fn adam(
-    w: &mut [f32],
-    m: &mut [f32],
-    v: &mut [f32],
-    q: &Rows<'_, f32>,
-    g: &[f32],
-    s: &[u32],
-    c: &AdamCoef,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { adam_avx2(w, m, v, q, g, s, c) }
 }

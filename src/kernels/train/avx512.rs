@@ -326,33 +326,43 @@ unsafe fn adam_body(
     }
 }
 
+/// # Safety
+/// [`super::XentFn`]; the CPU has avx512f, avx512bw, avx512dq and avx512vl.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn xent_512(x: &mut [f32], y: &[f32]) -> f32 {
+pub unsafe fn xent_512(x: &mut [f32], y: &[f32]) -> f32 {
     // SAFETY: forwarded XentFn contract.
     unsafe { xent_body(x, y) }
 }
 
+/// # Safety
+/// [`super::DqFn`]; the CPU has avx512f, avx512bw, avx512dq and avx512vl.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn dq_f32_512(r: &Rows<'_, f32>, g: &[f32], ids: &[u32], out: &mut [f32]) {
+pub unsafe fn dq_f32_512(r: &Rows<'_, f32>, g: &[f32], ids: &[u32], out: &mut [f32]) {
     // SAFETY: forwarded DqFn contract.
     unsafe { dq_rows::<F32>(r, g, ids, out) }
 }
 
+/// # Safety
+/// [`super::DqFn`]; the CPU has avx512f, avx512bw, avx512dq and avx512vl.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn dq_bf16_512(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32]) {
+pub unsafe fn dq_bf16_512(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32]) {
     // SAFETY: forwarded DqFn contract.
     unsafe { dq_rows::<Bf16>(r, g, ids, out) }
 }
 
+/// # Safety
+/// [`super::SgdFn`]; the CPU has avx512f, avx512bw, avx512dq and avx512vl.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn sgd_512(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
+pub unsafe fn sgd_512(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
     // SAFETY: forwarded SgdFn contract.
     unsafe { sgd_body(w, q, g, s, lr) }
 }
 
+/// # Safety
+/// [`super::AdamFn`]; the CPU has avx512f, avx512bw, avx512dq and avx512vl.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn adam_512(
+pub unsafe fn adam_512(
     w: &mut [f32],
     m: &mut [f32],
     v: &mut [f32],
@@ -363,47 +373,4 @@ unsafe fn adam_512(
 ) {
     // SAFETY: forwarded AdamFn contract.
     unsafe { adam_body(w, m, v, q, g, s, c) }
-}
-
-/// # Safety
-/// [`super::XentFn`]; the CPU has avx512f/bw/dq/vl.
-pub unsafe fn xent(x: &mut [f32], y: &[f32]) -> f32 {
-    // SAFETY: forwarded contract (tier checked by the dispatcher).
-    unsafe { xent_512(x, y) }
-}
-
-/// # Safety
-/// [`super::DqFn`]; the CPU has avx512f/bw/dq/vl.
-pub unsafe fn dq_f32(r: &Rows<'_, f32>, g: &[f32], ids: &[u32], out: &mut [f32]) {
-    // SAFETY: forwarded contract.
-    unsafe { dq_f32_512(r, g, ids, out) }
-}
-
-/// # Safety
-/// [`super::DqFn`]; the CPU has avx512f/bw/dq/vl.
-pub unsafe fn dq_bf16(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32]) {
-    // SAFETY: forwarded contract.
-    unsafe { dq_bf16_512(r, g, ids, out) }
-}
-
-/// # Safety
-/// [`super::SgdFn`]; the CPU has avx512f/bw/dq/vl.
-pub unsafe fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
-    // SAFETY: forwarded contract.
-    unsafe { sgd_512(w, q, g, s, lr) }
-}
-
-/// # Safety
-/// [`super::AdamFn`]; the CPU has avx512f/bw/dq/vl.
-pub unsafe fn adam(
-    w: &mut [f32],
-    m: &mut [f32],
-    v: &mut [f32],
-    q: &Rows<'_, f32>,
-    g: &[f32],
-    s: &[u32],
-    c: &AdamCoef,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { adam_512(w, m, v, q, g, s, c) }
 }

@@ -218,20 +218,20 @@ static PORTABLE: Kernels = Kernels {
 };
 #[cfg(target_arch = "x86_64")]
 static AVX2: Kernels = Kernels {
-    xent: avx2::xent,
-    dq_f32: avx2::dq_f32,
-    dq_bf16: avx2::dq_bf16,
-    sgd: avx2::sgd,
-    adam: avx2::adam,
+    xent: avx2::xent_avx2,
+    dq_f32: avx2::dq_f32_avx2,
+    dq_bf16: avx2::dq_bf16_avx2,
+    sgd: avx2::sgd_avx2,
+    adam: avx2::adam_avx2,
     prefetch: crate::kernels::matmul::avx2::prefetch,
 };
 #[cfg(target_arch = "x86_64")]
 static AVX512: Kernels = Kernels {
-    xent: avx512::xent,
-    dq_f32: avx512::dq_f32,
-    dq_bf16: avx512::dq_bf16,
-    sgd: avx512::sgd,
-    adam: avx512::adam,
+    xent: avx512::xent_512,
+    dq_f32: avx512::dq_f32_512,
+    dq_bf16: avx512::dq_bf16_512,
+    sgd: avx512::sgd_512,
+    adam: avx512::adam_512,
     prefetch: crate::kernels::matmul::avx2::prefetch,
 };
 
