@@ -958,26 +958,7 @@ impl Ivf {
             .take_while(|&&p| p != TOPK_PAD_ID)
             .count();
         st.reranked += m as u64;
-        grow(&mut s.cand_ids, m);
-        grow(&mut s.exact, m);
-        let (rows, by_id) = self.exact_rows();
-        for (d, &p) in s.cand_ids[..m].iter_mut().zip(&s.cand[..m]) {
-            *d = self.ids[p as usize];
-        }
-        let fetch = if by_id {
-            &s.cand_ids[..m]
-        } else {
-            &s.cand[..m]
-        };
-        // SAFETY: every id is a position < rows of the owned copy or an
-        // original id < rows of the borrowed W (which holds rows rows at its
-        // stride, checked at build); q holds dim floats; exact holds m.
-        unsafe { (km::kernels(tier).f32)(&rows, q, fetch, &mut s.exact[..m]) };
-        if !self.bias_pos.is_empty() {
-            for (e, &p) in s.exact[..m].iter_mut().zip(&s.cand[..m]) {
-                *e += self.bias_pos[p as usize];
-            }
-        }
+        self.exact_scores(tier, q, m, s);
         topk_segment(
             &s.exact[..m],
             Some(&s.cand_ids[..m]),
@@ -1232,8 +1213,6 @@ impl Ivf {
         }
         grow(&mut s.cand, k);
         grow(&mut s.cand_sc, k);
-        grow(&mut s.cand_ids, k);
-        grow(&mut s.exact, k);
         topk_segment(
             &s.approx[..n],
             Some(&s.pos[..n]),
@@ -1242,24 +1221,33 @@ impl Ivf {
             &mut s.cand[..k],
             &mut s.cand_sc[..k],
         );
+        self.exact_scores(tier, q, k, s);
+        s.exact[..k].iter().fold(f32::INFINITY, |a, &e| a.min(e))
+    }
+
+    /// Exact scores `w_r . q + b_r` of the candidate positions `s.cand[..m]`
+    /// into `s.exact[..m]`, their original ids into `s.cand_ids[..m]`.
+    fn exact_scores(&self, tier: Isa, q: &[f32], m: usize, s: &mut Scratch) {
+        grow(&mut s.cand_ids, m);
+        grow(&mut s.exact, m);
         let (rows, by_id) = self.exact_rows();
-        for (d, &p) in s.cand_ids[..k].iter_mut().zip(&s.cand[..k]) {
+        for (d, &p) in s.cand_ids[..m].iter_mut().zip(&s.cand[..m]) {
             *d = self.ids[p as usize];
         }
         let fetch = if by_id {
-            &s.cand_ids[..k]
+            &s.cand_ids[..m]
         } else {
-            &s.cand[..k]
+            &s.cand[..m]
         };
-        // SAFETY: as in search_one's re-rank: positions of the owned copy or
-        // original ids of the borrowed W, all < rows; q holds dim floats.
-        unsafe { (km::kernels(tier).f32)(&rows, q, fetch, &mut s.exact[..k]) };
-        let mut kth = f32::INFINITY;
-        for (e, &p) in s.exact[..k].iter().zip(&s.cand[..k]) {
-            let b = self.bias_pos.get(p as usize).copied().unwrap_or(0.0);
-            kth = kth.min(e + b);
+        // SAFETY: every id is a position < rows of the owned copy or an
+        // original id < rows of the borrowed W (which holds rows rows at its
+        // stride, checked at build); q holds dim floats; exact holds m.
+        unsafe { (km::kernels(tier).f32)(&rows, q, fetch, &mut s.exact[..m]) };
+        if !self.bias_pos.is_empty() {
+            for (e, &p) in s.exact[..m].iter_mut().zip(&s.cand[..m]) {
+                *e += self.bias_pos[p as usize];
+            }
         }
-        kth
     }
 }
 
