@@ -291,26 +291,8 @@ pub unsafe extern "C" fn lshk_index_train_iul(
     boundary("lshk_index_train_iul", || {
         // SAFETY: forwarded caller contract (idx is NULL or from lshk).
         let h = unsafe { handle_mut::<IndexHandle>(slot_mut(idx), "idx")? };
-        let cp = if p.is_null() {
-            lshk_iul_params_default()
-        } else {
-            if !(p as usize).is_multiple_of(std::mem::align_of::<lshk_iul_params>()) {
-                bail!(InvalidArgument, "`p` is misaligned");
-            }
-            // SAFETY: non-NULL, aligned; the struct starts with struct_size.
-            let size = unsafe { (*p).struct_size } as usize;
-            let want = std::mem::size_of::<lshk_iul_params>();
-            if size < want {
-                bail!(
-                    InvalidArgument,
-                    "p->struct_size is {size}, this library needs at least {want} \
-                     (initialise it with lshk_iul_params_default())"
-                );
-            }
-            // SAFETY: struct_size >= our size: the caller's struct holds our fields.
-            unsafe { *p }
-        };
-        check_flags(&cp)?;
+        // SAFETY: forwarded caller contract.
+        let cp = unsafe { read_params(p)? };
         if n == 0 {
             bail!(
                 InvalidArgument,
