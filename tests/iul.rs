@@ -219,15 +219,22 @@ impl Toy {
     }
 }
 
-#[test]
-fn pair_collection_matches_set_oracle() {
-    let t = toy(21, 60, 30, 8);
-    let (bits, l, rb) = (3u32, 2u32, 3u32);
-    let fam = SimHash::new(t.dim, bits, l, 0, 4).unwrap();
+/// The candidates of the toy's training queries `keep` selects (ids in
+/// order), with the rows' and those queries' codes: a SimHash family of `bits` x `l` planes (`seed`), tables of
+/// `2^rb` buckets over the toy's rows, one gather of those queries.
+fn toy_candidates(
+    t: &Toy,
+    bits: u32,
+    l: u32,
+    rb: u32,
+    seed: u64,
+    keep: impl Fn(u32) -> bool,
+) -> (Vec<u32>, GatherResult, Vec<u32>, Vec<u32>) {
+    let fam = SimHash::new(t.dim, bits, l, 0, seed).unwrap();
     let mut rc = vec![0u32; t.n_rows * l as usize];
     fam.hash(&t.rows, t.n_rows, t.dim, &mut rc).unwrap();
     let tabs = Tables::build(&rc, t.n_rows, l, rb, 0, 1, 1).unwrap();
-    let ids: Vec<u32> = (0..t.n_q as u32).filter(|i| i % 3 != 1).collect();
+    let ids: Vec<u32> = (0..t.n_q as u32).filter(|&i| keep(i)).collect();
     let mut qb = Vec::new();
     for &i in &ids {
         qb.extend_from_slice(&t.queries[i as usize * t.dim..(i as usize + 1) * t.dim]);
@@ -244,6 +251,14 @@ fn pair_collection_matches_set_oracle() {
     };
     tabs.gather(&GatherParams::default(), &input, false, &mut g)
         .unwrap();
+    (ids, g, rc, qc)
+}
+
+#[test]
+fn pair_collection_matches_set_oracle() {
+    let t = toy(21, 60, 30, 8);
+    let (bits, l, rb) = (3u32, 2u32, 3u32);
+    let (ids, g, rc, qc) = toy_candidates(&t, bits, l, rb, 4, |i| i % 3 != 1);
     let (t1, t2) = (0.5f32, -0.25f32);
     let got = iul::collect_pairs(&t.data(), t.dim, &ids, &g, t1, t2);
 
@@ -707,27 +722,7 @@ fn index_train_iul_bad_inputs_leave_index_unchanged() {
 fn rank_thresholds_match_rank_oracle() {
     let t = toy(23, 70, 40, 8);
     let (bits, l, rb) = (2u32, 2u32, 2u32);
-    let fam = SimHash::new(t.dim, bits, l, 0, 5).unwrap();
-    let mut rc = vec![0u32; t.n_rows * l as usize];
-    fam.hash(&t.rows, t.n_rows, t.dim, &mut rc).unwrap();
-    let tabs = Tables::build(&rc, t.n_rows, l, rb, 0, 1, 1).unwrap();
-    let ids: Vec<u32> = (0..t.n_q as u32).filter(|i| i % 4 != 2).collect();
-    let mut qb = Vec::new();
-    for &i in &ids {
-        qb.extend_from_slice(&t.queries[i as usize * t.dim..(i as usize + 1) * t.dim]);
-    }
-    let mut qc = vec![0u32; ids.len() * l as usize];
-    fam.hash(&qb, ids.len(), t.dim, &mut qc).unwrap();
-    let mut g = GatherResult::default();
-    let input = GatherInput {
-        codes: &qc,
-        q: ids.len(),
-        projections: None,
-        forced_offsets: None,
-        forced_ids: &[],
-    };
-    tabs.gather(&GatherParams::default(), &input, false, &mut g)
-        .unwrap();
+    let (ids, g, _, _) = toy_candidates(&t, bits, l, rb, 5, |i| i % 4 != 2);
     let dot = |q: usize, r: usize| -> f64 {
         (0..t.dim)
             .map(|j| t.queries[q * t.dim + j] as f64 * t.rows[r * t.dim + j] as f64)
