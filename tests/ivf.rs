@@ -6,98 +6,13 @@
 
 mod common;
 
-use std::path::PathBuf;
-
+use common::ivf::{check_exact_topk, fingerprint, layer, randn, tmp};
 use common::tiers::for_this_test as tiers;
 use lshk::data::{queries_near_labels, structured_layer};
 use lshk::dense::DenseLayer;
 use lshk::ivf::{Codes, Ivf, IvfParams, SearchParams, SearchStats};
 use lshk::matmul::TOPK_PAD_ID;
-use lshk::rng::SplitMix64;
 use lshk::Status;
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lshk-ivf-test-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
-}
-
-fn randn(n: usize, seed: u64) -> Vec<f32> {
-    let mut r = SplitMix64::new(seed);
-    (0..n).map(|_| r.next_normal() as f32).collect()
-}
-
-/// A small layer: `rows` x `dim` normal rows with a bias, `nq` queries.
-struct Layer {
-    w: Vec<f32>,
-    b: Vec<f32>,
-    q: Vec<f32>,
-    rows: usize,
-    dim: usize,
-    nq: usize,
-}
-
-fn layer(rows: usize, dim: usize, nq: usize, seed: u64) -> Layer {
-    Layer {
-        w: randn(rows * dim, seed),
-        b: randn(rows, seed + 1),
-        q: randn(nq * dim, seed + 2),
-        rows,
-        dim,
-        nq,
-    }
-}
-
-/// Exact logit of row `r` for query `i` in f64, and the f32 dot-product
-/// bound `gamma(dim + 1) (sum |w q| + |b|)`.
-fn exact(l: &Layer, i: usize, r: usize) -> (f64, f64) {
-    let q = &l.q[i * l.dim..(i + 1) * l.dim];
-    let w = &l.w[r * l.dim..(r + 1) * l.dim];
-    let dot: f64 = w
-        .iter()
-        .zip(q)
-        .map(|(&a, &b)| f64::from(a) * f64::from(b))
-        .sum();
-    let s: f64 = w
-        .iter()
-        .zip(q)
-        .map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs())
-        .sum();
-    let n = (l.dim + 1) as f64;
-    let u = f64::from(f32::EPSILON) / 2.0;
-    let g = n * u / (1.0 - n * u);
-    (
-        dot + f64::from(l.b[r]),
-        2.0 * g * (s + f64::from(l.b[r]).abs()) + 1e-30,
-    )
-}
-
-/// Every returned id's score is its exact logit within the bound, and the
-/// t-th returned score equals the t-th exact best within the bound (so the
-/// returned set is the exact top-k up to ties within rounding).
-fn check_exact_topk(l: &Layer, k: usize, ids: &[u32], sc: &[f32], what: &str) {
-    let mut all: Vec<(f64, usize)> = Vec::new();
-    for i in 0..l.nq {
-        all.clear();
-        all.extend((0..l.rows).map(|r| (exact(l, i, r).0, r)));
-        all.sort_by(|a, b| b.0.total_cmp(&a.0));
-        for t in 0..k {
-            let id = ids[i * k + t];
-            assert_ne!(id, TOPK_PAD_ID, "{what}: query {i} slot {t} padded");
-            let (e, bound) = exact(l, i, id as usize);
-            let s = f64::from(sc[i * k + t]);
-            assert!(
-                (s - e).abs() <= bound,
-                "{what}: query {i} id {id}: score {s} vs exact {e} (bound {bound:e})"
-            );
-            let (best_t, bt) = (all[t].0, exact(l, i, all[t].1).1);
-            assert!(
-                (s - best_t).abs() <= bound + bt,
-                "{what}: query {i} slot {t}: score {s} vs the exact {t}-th best {best_t}"
-            );
-        }
-    }
-}
 
 #[test]
 fn exhaustive_search_is_the_exact_top_k() {
@@ -179,17 +94,6 @@ fn batches_equal_single_queries() {
             );
         }
     }
-}
-
-fn fingerprint(ivf: &Ivf) -> u32 {
-    let mut c = 0;
-    for v in ivf.centroids() {
-        c = lshk::crc32c::crc32c(c, &v.to_bits().to_le_bytes());
-    }
-    for v in ivf.list_offsets().iter().chain(ivf.list_ids()) {
-        c = lshk::crc32c::crc32c(c, &v.to_le_bytes());
-    }
-    c
 }
 
 /// Centroids, list offsets and list order are bit-identical on every tier

@@ -33,6 +33,10 @@ impl Ivf {
                 vec![format::as_bytes(c.scales())],
             ));
         }
+        let lrec = self.labels.as_ref().map(|l| l.record());
+        if let Some(r) = &lrec {
+            secs.push(SectionOut::new("LABELS", vec![r]));
+        }
         if let Some(pq) = &self.pq {
             secs.push(SectionOut::new(
                 "PQCENT",
@@ -166,26 +170,46 @@ impl Ivf {
         let cbias = f32s("CBIAS", nlist)?;
         let spread = f32s("LSPREAD", nlist)?;
         let offsets = u32s("LOFFS", nlist + 1)?;
-        let ids = u32s("LIDS", rows)?;
+        // Label-trained lists may hold a row in several lists (module
+        // `labels`): their positions outnumber the rows.
+        let labels = match c.optional("LABELS") {
+            Some(r) => Some(Box::new(
+                LabelState::parse(r).map_err(|m| Error::new(Status::BadFileFormat, m))?,
+            )),
+            None => None,
+        };
+        let npos = offsets[nlist] as usize;
         if offsets[0] != 0
-            || offsets[nlist] as usize != rows
+            || (labels.is_none() && npos != rows)
             || offsets.windows(2).any(|p| p[0] > p[1])
         {
             bail!(BadFileFormat, "LOFFS is not a partition of the rows");
         }
-        let mut seen = vec![false; rows];
-        for &r in &ids {
-            if r as usize >= rows || std::mem::replace(&mut seen[r as usize], true) {
-                bail!(BadFileFormat, "LIDS is not a permutation of the rows");
+        if labels.is_some() && codes == Codes::Pq4 {
+            bail!(BadFileFormat, "LABELS with PQ4 codes");
+        }
+        let ids = u32s("LIDS", npos)?;
+        if labels.is_some() {
+            if let Some(i) = ids.iter().position(|&r| r as usize >= rows) {
+                bail!(BadFileFormat, "LIDS[{i}] is {}, not a row", ids[i]);
+            }
+        } else {
+            let mut seen = vec![false; rows];
+            for &r in &ids {
+                if r as usize >= rows || std::mem::replace(&mut seen[r as usize], true) {
+                    bail!(BadFileFormat, "LIDS is not a permutation of the rows");
+                }
             }
         }
         let bias_pos = if has_bias == 1 {
-            f32s("PBIAS", rows)?
+            f32s("PBIAS", npos)?
         } else {
             Vec::new()
         };
         let exact = match (borrowed == 1, w) {
-            (false, None) => Exact::Owned(f32s("PROWS", checked_mul(rows, dim, "rows * dim")?)?),
+            (false, None) => {
+                Exact::Owned(f32s("PROWS", checked_mul(npos, dim, "positions * dim")?)?)
+            }
             (true, Some((w, stride))) => {
                 crate::error::check_layer_buffers(w, None, rows, dim, stride)?;
                 Exact::Borrowed {
@@ -218,12 +242,12 @@ impl Ivf {
         let codes = match codes {
             Codes::None | Codes::Pq4 => None,
             Codes::I8 => {
-                let sc = f32s("QSCALES", rows)?;
+                let sc = f32s("QSCALES", npos)?;
                 let b = c.section("QCODES")?;
                 // SAFETY: i8 and u8 have the same size and alignment, and
                 // every bit pattern is valid for both.
                 let codes = unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<i8>(), b.len()) };
-                Some(QRows::from_parts(rows, dim, codes, &sc).map_err(|e| {
+                Some(QRows::from_parts(npos, dim, codes, &sc).map_err(|e| {
                     Error::new(
                         Status::BadFileFormat,
                         format!("QCODES/QSCALES: {}", e.message),
@@ -251,6 +275,7 @@ impl Ivf {
             bias_pos,
             exact,
             codes,
+            labels,
         })
     }
 }

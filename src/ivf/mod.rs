@@ -62,6 +62,7 @@ use crate::isa::{self, Isa};
 use crate::kernels::centroid::TOP;
 use crate::kernels::dense as kd;
 use crate::kernels::matmul::{self as km, Rows};
+use crate::labels::LabelState;
 use crate::matmul::{topk_segment, TOPK_PAD_ID};
 use crate::pq4::Pq4Lut;
 use crate::qdot::{self, QQuery, QRows, Variant};
@@ -69,6 +70,7 @@ use crate::rng::SplitMix64;
 
 mod file;
 mod kmeans;
+mod labels;
 mod pq;
 use kmeans::{assign, kmeans, list_spread, CentView, Points, NO_TRACK};
 pub use pq::{default_m as default_pq_m, TRAIN_ROWS as PQ_TRAIN_ROWS};
@@ -247,6 +249,10 @@ pub struct Ivf {
     pq: Option<Box<pq::ListPq>>,
     /// int8 codes of the centroids (the lists are chosen from these).
     cq: QRows,
+    /// Label training ([`Ivf::train_labels`]): lists then hold training
+    /// labels too, so a row may stand in several lists (positions outnumber
+    /// rows) and results are deduplicated by id.
+    labels: Option<Box<LabelState>>,
 }
 
 // SAFETY: immutable after construction; the borrowed pointer is read-only
@@ -678,6 +684,7 @@ impl Ivf {
             bias_pos,
             exact,
             codes,
+            labels: None,
         })
     }
 
@@ -865,25 +872,15 @@ impl Ivf {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn search_one(
-        &self,
-        tier: Isa,
-        q: &[f32],
-        k: usize,
-        sp: &SearchParams,
-        s: &mut Scratch,
-        out_ids: &mut [u32],
-        out_scores: &mut [f32],
-        st: &mut SearchStats,
-    ) {
+    /// Quantises `q` into `s.qq` and writes every list's estimate
+    /// `e_l = <[q, 1], c_l> + |q| spread_l` into `s.cscore[..nlist]` (with
+    /// [`Codes::Pq4`] also the query's tables and `s.cbase`). Returns `|q|`.
+    fn list_estimates(&self, v: Variant, q: &[f32], s: &mut Scratch) -> f32 {
         let nlist = self.nlist;
-        let nprobe = (sp.nprobe as usize).min(nlist);
         let dp = self.cq.dim_pad();
         if s.qq.as_ref().is_none_or(|x| x.dim_pad() != dp) {
             s.qq = Some(QQuery::new(dp).expect("dim_pad of stored codes is valid"));
         }
-        let v = Variant::of(tier).expect("tier checked");
         s.qq.as_mut()
             .unwrap()
             .set(q)
@@ -918,6 +915,25 @@ impl Ivf {
         for ((c, b), t) in cs.iter_mut().zip(&self.cbias).zip(&self.spread) {
             *c += b + qn * t;
         }
+        qn
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn search_one(
+        &self,
+        tier: Isa,
+        q: &[f32],
+        k: usize,
+        sp: &SearchParams,
+        s: &mut Scratch,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+        st: &mut SearchStats,
+    ) {
+        let nlist = self.nlist;
+        let nprobe = (sp.nprobe as usize).min(nlist);
+        let v = Variant::of(tier).expect("tier checked");
+        let qn = self.list_estimates(v, q, s);
         let n = if sp.reach > 0.0 {
             self.visit_adaptive(tier, v, q, qn, k, nprobe, sp.reach, s, st)
         } else {
@@ -930,14 +946,18 @@ impl Ivf {
             for p in s.pos[..n].iter_mut() {
                 *p = self.ids[*p as usize];
             }
-            topk_segment(
-                &s.approx[..n],
-                Some(&s.pos[..n]),
-                k,
-                &mut s.heap,
-                out_ids,
-                out_scores,
-            );
+            if self.labels.is_none() {
+                topk_segment(
+                    &s.approx[..n],
+                    Some(&s.pos[..n]),
+                    k,
+                    &mut s.heap,
+                    out_ids,
+                    out_scores,
+                );
+            } else {
+                self.topk_unique(n, k, s, out_ids, out_scores);
+            }
             return;
         }
         // At least k; never more than there are candidates (a huge rerank
@@ -953,10 +973,14 @@ impl Ivf {
             &mut s.cand[..r],
             &mut s.cand_sc[..r],
         );
-        let m = s.cand[..r]
+        let mut m = s.cand[..r]
             .iter()
             .take_while(|&&p| p != TOPK_PAD_ID)
             .count();
+        if self.labels.is_some() {
+            // A row in several lists is re-scored once.
+            m = self.dedup_positions(m, s);
+        }
         st.reranked += m as u64;
         self.exact_scores(tier, q, m, s);
         topk_segment(
@@ -967,6 +991,93 @@ impl Ivf {
             out_ids,
             out_scores,
         );
+    }
+
+    /// Keeps the first position of every id among the candidate positions
+    /// `s.cand[..m]` (best first), in order; returns how many remain.
+    fn dedup_positions(&self, m: usize, s: &mut Scratch) -> usize {
+        s.order.clear();
+        s.order.extend(
+            s.cand[..m]
+                .iter()
+                .enumerate()
+                .map(|(i, &p)| (u64::from(self.ids[p as usize]) << 32) | i as u64),
+        );
+        s.order.sort_unstable();
+        // Mark the later copies (same id, larger rank) with a pad id.
+        for w in 1..s.order.len() {
+            if s.order[w] >> 32 == s.order[w - 1] >> 32 {
+                s.cand[s.order[w] as u32 as usize] = TOPK_PAD_ID;
+            }
+        }
+        let mut j = 0;
+        for i in 0..m {
+            if s.cand[i] != TOPK_PAD_ID {
+                s.cand[j] = s.cand[i];
+                s.cand_sc[j] = s.cand_sc[i];
+                j += 1;
+            }
+        }
+        j
+    }
+
+    /// The top-`k` of `s.approx[..n]` by the ids in `s.pos[..n]`, each id
+    /// once (label-trained lists may hold a row twice): the best `r`
+    /// entries, `r` doubled until they hold `k` distinct ids or every entry.
+    fn topk_unique(
+        &self,
+        n: usize,
+        k: usize,
+        s: &mut Scratch,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+    ) {
+        let mut r = (2 * k).min(n).max(1);
+        loop {
+            grow(&mut s.cand, r);
+            grow(&mut s.cand_sc, r);
+            topk_segment(
+                &s.approx[..n],
+                Some(&s.pos[..n]),
+                r,
+                &mut s.heap,
+                &mut s.cand[..r],
+                &mut s.cand_sc[..r],
+            );
+            // Equal ids have equal scores here only if they are the same
+            // row scored twice; ids are compared directly.
+            s.order.clear();
+            s.order.extend(
+                s.cand[..r]
+                    .iter()
+                    .enumerate()
+                    .filter(|e| *e.1 != TOPK_PAD_ID)
+                    .map(|(i, &id)| (u64::from(id) << 32) | i as u64),
+            );
+            s.order.sort_unstable();
+            for w in 1..s.order.len() {
+                if s.order[w] >> 32 == s.order[w - 1] >> 32 {
+                    s.cand[s.order[w] as u32 as usize] = TOPK_PAD_ID;
+                }
+            }
+            let mut j = 0;
+            for i in 0..r {
+                if s.cand[i] != TOPK_PAD_ID {
+                    s.cand[j] = s.cand[i];
+                    s.cand_sc[j] = s.cand_sc[i];
+                    j += 1;
+                }
+            }
+            if j >= k || r >= n {
+                let j = j.min(k);
+                out_ids[..j].copy_from_slice(&s.cand[..j]);
+                out_scores[..j].copy_from_slice(&s.cand_sc[..j]);
+                out_ids[j..k].fill(TOPK_PAD_ID);
+                out_scores[j..k].fill(f32::NEG_INFINITY);
+                return;
+            }
+            r = (2 * r).min(n);
+        }
     }
 
     /// Scores the rows of lists `l0..l1` (positions `offsets[l0] ..
@@ -1131,6 +1242,7 @@ impl Ivf {
         let extra = (reach - 1.0) * qn;
         let opt = |cs: &[f32], l: usize| cs[l] + extra * self.spread[l];
         s.theta.clear();
+        let multi = self.labels.is_some();
         let mut n = 0;
         let visit = |s: &mut Scratch, l: usize, n: &mut usize| {
             let m = self.scan_lists(tier, v, q, l, l + 1, s, *n);
@@ -1138,7 +1250,10 @@ impl Ivf {
             // compare per row, the heap only for the few that pass.
             let mut th = theta_of(&s.theta, k);
             for &x in &s.approx[*n..*n + m] {
-                if x > th {
+                // A row in two label-trained lists has the same int8 score
+                // in both: counted once (a distinct row with exactly the
+                // same score is skipped too, which only lowers the bound).
+                if x > th && !(multi && s.theta.contains(&x)) {
                     theta_push(&mut s.theta, k, x);
                     th = theta_of(&s.theta, k);
                 }

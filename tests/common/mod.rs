@@ -2,4 +2,5 @@
 //! them declares `mod common;`).
 #![allow(dead_code)] // each test crate uses a different subset
 
+pub mod ivf;
 pub mod tiers;
