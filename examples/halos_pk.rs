@@ -750,6 +750,49 @@ fn table(d: &Data<'_>, bias: Option<&[f32]>, title: &str) {
         rows_out.push(r);
     }
 
+    // ---- IVF lists with label-aware entries (Ivf::train_labels, 2 M pairs):
+    // a query visits its first list (or two) and scores the labels that
+    // training queries landing there had.
+    for (cap, policy, nprobe) in [
+        (4u32, LabelPolicy::Instead, 1u32),
+        (8, LabelPolicy::Instead, 1),
+        (16, LabelPolicy::Instead, 1),
+        (64, LabelPolicy::Instead, 1),
+        (16, LabelPolicy::Instead, 2),
+        (64, LabelPolicy::Beside, 1),
+    ] {
+        // SAFETY: as above.
+        let mut li = unsafe { Ivf::build_borrowed(w, bias, rows, dim, dim, &IvfParams::default()) }
+            .expect("IVF build");
+        let t = Instant::now();
+        li.train_labels(
+            tq,
+            train.len(),
+            dim,
+            &train.offsets,
+            &train.labels,
+            &LabelParams {
+                label_cap: cap,
+                policy,
+            },
+        )
+        .expect("IVF labels");
+        let ts = t.elapsed().as_secs_f64();
+        let r = measure(
+            &ctx,
+            "IVF + label-aware lists",
+            format!(
+                "nlist {}, {} cap {cap}, fixed nprobe {nprobe}, rerank 32",
+                li.nlist(),
+                pol(policy)
+            ),
+            Some(ivf_s + ts),
+            ivf_query(&li, SearchParams::fixed(nprobe, 32)),
+        );
+        print(&r, best_dense.0);
+        rows_out.push(r);
+    }
+
     // ---- the full layer again (the machine is shared: the reference is
     // the best of both measurements).
     let again = dense_b1(best_dense.1);

@@ -8,7 +8,8 @@
  * Functions covered here:
  *   lshk_ivf_params_default lshk_ivf_search_default lshk_ivf_build
  *   lshk_ivf_query lshk_ivf_save lshk_ivf_load lshk_ivf_shape
- *   lshk_ivf_memory_bytes lshk_ivf_free */
+ *   lshk_ivf_memory_bytes lshk_ivf_free lshk_ivf_train_labels
+ *   lshk_ivf_label_info */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <sys/stat.h>
@@ -26,6 +27,8 @@ static lshk_ivf *ivf_live;     /* W copied, CODES_I8, bias */
 static lshk_ivf *ivf_borrowed; /* borrows wb (stride IWS) */
 static lshk_ivf *ivf_flat;     /* CODES_NONE */
 static lshk_ivf *ivf_freed;
+static lshk_ivf *ivf_pq;      /* CODES_PQ4 (cannot take labels) */
+static lshk_ivf *ivf_lab[4];  /* trained by the accepted label cases */
 
 static char dir[256];
 static char path_owned[300], path_borrowed[300], path_index[300],
@@ -278,6 +281,74 @@ static lshk_status bi_call_lshk_ivf_free(bi_args_lshk_ivf_free *a) {
   BI_HANDLE_CASES(FN, FIELD, T, ivf_freed, (T *)NULL, ivf_live, bi_fx()->idx, \
                   bi_fx()->tb)
 
+/* ---- lshk_ivf_train_labels / lshk_ivf_label_info ------------------------- */
+#define TQ 3  /* training queries */
+#define TQS 9 /* their stride */
+typedef struct {
+  lshk_ivf *ivf;
+  float qv[TQ * TQS];
+  size_t lo[TQ + 1];
+  uint32_t lv[TQ * 2];
+  lshk_label_params pv;
+  struct {
+    lshk_label_params p;
+    unsigned char tail[24];
+  } big;
+  const float *queries;
+  size_t n, q_stride;
+  const size_t *label_offsets;
+  const uint32_t *labels;
+  const lshk_label_params *p;
+} bi_args_lshk_ivf_train_labels;
+static void bi_init_lshk_ivf_train_labels(bi_args_lshk_ivf_train_labels *a,
+                                          bi_outs *o) {
+  (void)o;
+  for (int i = 0; i < TQ * TQS; i++) a->qv[i] = (float)((i * 5) % 9) - 4.0f;
+  for (int i = 0; i <= TQ; i++) a->lo[i] = (size_t)i * 2;
+  for (int i = 0; i < TQ * 2; i++) a->lv[i] = (uint32_t)((i * 13) % IR);
+  a->pv = lshk_label_params_default();
+  a->big.p = a->pv;
+  a->big.p.struct_size = (uint32_t)sizeof a->big;
+  memset(a->big.tail, 0x5A, sizeof a->big.tail);
+  a->ivf = ivf_live;
+  a->queries = a->qv;
+  a->n = TQ;
+  a->q_stride = TQS;
+  a->label_offsets = a->lo;
+  a->labels = a->lv;
+  a->p = &a->pv;
+}
+static lshk_status bi_call_lshk_ivf_train_labels(
+    bi_args_lshk_ivf_train_labels *a) {
+  return lshk_ivf_train_labels(a->ivf, a->queries, a->n, a->q_stride,
+                               a->label_offsets, a->labels, a->p);
+}
+
+typedef struct {
+  const lshk_ivf *ivf;
+  uint32_t tv;
+  lshk_label_params pv;
+  struct {
+    lshk_label_params p;
+    unsigned char tail[24];
+  } big;
+  uint32_t *trained;
+  lshk_label_params *params;
+} bi_args_lshk_ivf_label_info;
+static void bi_init_lshk_ivf_label_info(bi_args_lshk_ivf_label_info *a,
+                                        bi_outs *o) {
+  a->pv.struct_size = (uint32_t)sizeof a->pv;
+  a->ivf = ivf_lab[0]; /* trained by the first accepted case */
+  a->trained = &a->tv;
+  a->params = &a->pv;
+  bi_out(o, &a->tv, sizeof a->tv);
+  bi_out(o, &a->pv.label_cap,
+         sizeof a->pv - offsetof(lshk_label_params, label_cap));
+}
+static lshk_status bi_call_lshk_ivf_label_info(bi_args_lshk_ivf_label_info *a) {
+  return lshk_ivf_label_info(a->ivf, a->trained, a->params);
+}
+
 /* ids of a fixed query on `h` (0 on failure). */
 static uint64_t query_fingerprint(const lshk_ivf *h) {
   bi_args_lshk_ivf_query a;
@@ -300,6 +371,12 @@ int main(void) {
   ivf_borrowed = fx_ivf(wb, IWS, NULL, LSHK_IVF_CODES_I8, 1);
   ivf_flat = fx_ivf(FX->w, ID, FX->bias, LSHK_IVF_CODES_NONE, 0);
   ivf_freed = fx_ivf(FX->w, ID, NULL, LSHK_IVF_CODES_I8, 0);
+  /* Built before ivf_freed is freed, so that none reuses its memory. */
+  ivf_pq = fx_ivf(FX->w, ID, FX->bias, LSHK_IVF_CODES_PQ4, 0);
+  for (int i = 0; i < 4; i++)
+    ivf_lab[i] = fx_ivf(i == 3 ? wb : FX->w, i == 3 ? IWS : ID, FX->bias,
+                        i == 2 ? LSHK_IVF_CODES_NONE : LSHK_IVF_CODES_I8,
+                        i == 3);
   bi_fx_need(lshk_ivf_free(ivf_freed), "lshk_ivf_free");
   fp = query_fingerprint(ivf_live);
 
@@ -594,6 +671,70 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE, a.ivf = BI_MISALIGN(lshk_ivf, ivf_live));
 #undef FN
 
+#define FN lshk_ivf_train_labels
+  BI_ACCEPT(FN, a.ivf = ivf_lab[0]);
+  BI_ACCEPT(FN, a.ivf = ivf_lab[1]; a.p = &a.big.p; a.lo[0] = 1);
+  BI_ACCEPT(FN, a.ivf = ivf_lab[2]; a.p = NULL; a.lv[TQ * 2 - 1] = IR - 1);
+  BI_ACCEPT(FN, a.ivf = ivf_lab[3]; a.pv.policy = LSHK_LABEL_POLICY_INSTEAD;
+            a.pv.label_cap = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.ivf = ivf_lab[0]); /* again */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.ivf = ivf_pq);
+  BI_IVF_CASES(FN, ivf, lshk_ivf);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.queries = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.label_offsets = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.labels = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q_stride = ID - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.lo[2] = 7); /* > lo[3] */
+  BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.lv[TQ * 2 - 1] = IR);
+  BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.lv[0] = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.lo[TQ] = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.struct_size = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.pv.struct_size = (uint32_t)sizeof(lshk_label_params) - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.policy = 2);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[(TQ - 1) * TQS + ID - 1] = NAN);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[0] = -INFINITY);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.n = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.q_stride = SIZE_MAX / 2);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.queries = BI_MISALIGN(const float, a.qv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.label_offsets = BI_MISALIGN(const size_t, a.lo));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.labels = BI_MISALIGN(const uint32_t, a.lv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.p = BI_MISALIGN(const lshk_label_params, &a.pv));
+#undef FN
+
+#define FN lshk_ivf_label_info
+  BI_BASELINE(FN);
+  BI_ACCEPT(FN, a.ivf = ivf_live; a.params = NULL);
+  BI_CASE(FN, LSHK_STATUS_OK, o_.n = 0;
+          a.big.p.struct_size = (uint32_t)sizeof a.big; a.params = &a.big.p;
+          bi_out(&o_, a.big.tail, sizeof a.big.tail)); /* tail untouched */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.struct_size = 0;
+          a.ivf = ivf_live); /* checked even when not trained */
+  BI_IVF_CASES(FN, ivf, const lshk_ivf);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.trained = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.pv.struct_size = (uint32_t)sizeof(lshk_label_params) - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.trained = BI_MISALIGN(uint32_t, &a.tv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.params = BI_MISALIGN(lshk_label_params, &a.pv));
+#undef FN
+  {
+    uint32_t t = 9;
+    lshk_label_params lp = lshk_label_params_default();
+    BI_EXPECT(lshk_ivf_label_info,
+              lshk_ivf_label_info(ivf_lab[3], &t, &lp) == LSHK_STATUS_OK &&
+                  t == 1 && lp.label_cap == 1 &&
+                  lp.policy == LSHK_LABEL_POLICY_INSTEAD);
+    BI_EXPECT(lshk_ivf_label_info,
+              lshk_ivf_label_info(ivf_live, &t, &lp) == LSHK_STATUS_OK &&
+                  t == 0);
+  }
+
   /* Refused calls left the fixtures as built. */
   BI_EXPECT(lshk_ivf_query, fp != 0 && query_fingerprint(ivf_live) == fp);
 
@@ -611,6 +752,9 @@ int main(void) {
   bi_fx_need(lshk_ivf_free(ivf_live), "lshk_ivf_free");
   bi_fx_need(lshk_ivf_free(ivf_borrowed), "lshk_ivf_free");
   bi_fx_need(lshk_ivf_free(ivf_flat), "lshk_ivf_free");
+  bi_fx_need(lshk_ivf_free(ivf_pq), "lshk_ivf_free");
+  for (int i = 0; i < 4; i++)
+    bi_fx_need(lshk_ivf_free(ivf_lab[i]), "lshk_ivf_free");
   bi_fx_teardown();
   return bi_summary("bad_input_ivf");
 }

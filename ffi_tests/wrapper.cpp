@@ -1012,6 +1012,47 @@ void test_ivf() {
   pq.pq_m = static_cast<uint32_t>(dim) + 1;
   EXPECT_THROW_STATUS(lshk::Ivf(w, bias, rows, dim, dim, pq), LSHK_STATUS_INVALID_ARGUMENT,
                       "lshk_ivf_build");
+  // Label-aware lists: the wrapper and the C API train the same lists
+  // (same answers afterwards); the training survives save / load; a second
+  // training and PQ4 lists are refused.
+  {
+    const std::size_t nt = 6;
+    std::vector<std::size_t> loffs(nt + 1);
+    std::vector<uint32_t> lys;
+    for (std::size_t i = 0; i < nt; i++) {
+      loffs[i] = lys.size();
+      lys.push_back(static_cast<uint32_t>((i * 37) % rows));
+      lys.push_back(static_cast<uint32_t>((i * 53 + 1) % rows));
+    }
+    loffs[nt] = lys.size();
+    lshk::LabelParams lp;
+    lp.label_cap = 4;
+    lshk::Ivf li(w, bias, rows, dim, dim, p);
+    CHECK(!li.labels_trained());
+    EXPECT_THROW_STATUS(li.train_labels(q, nt, dim, loffs, lshk::span<const uint32_t>(lys.data(), 1),
+                                        lp),
+                        LSHK_STATUS_INVALID_ARGUMENT, "lshk::Ivf::train_labels: labels");
+    li.train_labels(q, nt, dim, loffs, lys, lp);
+    lshk_label_params got_lp{};
+    got_lp.struct_size = sizeof got_lp;
+    CHECK(li.labels_trained(&got_lp) && got_lp.label_cap == 4);
+    lshk_ivf *rl = nullptr;
+    EXPECT_OK(lshk_ivf_build(w.data(), bias.data(), rows, dim, dim, &p, &rl));
+    EXPECT_OK(lshk_ivf_train_labels(rl, q.data(), nt, dim, loffs.data(), lys.data(), &lp));
+    EXPECT_OK(lshk_ivf_query(rl, q.data(), nq, dim, k, &s, want_ids.data(), want_sc.data(),
+                             nullptr));
+    EXPECT_OK(lshk_ivf_free(rl));
+    CHECK(same_topk(li.query(q, k, &s), want_ids, want_sc));
+    li.save(path);
+    lshk::Ivf ll = lshk::Ivf::load(path);
+    CHECK(ll.labels_trained() && same_topk(ll.query(q, k, &s), want_ids, want_sc));
+    EXPECT_THROW_STATUS(li.train_labels(q, nt, dim, loffs, lys, lp), LSHK_STATUS_INVALID_ARGUMENT,
+                        "lshk_ivf_train_labels");
+    pq.pq_m = 0;
+    lshk::Ivf lpq(w, bias, rows, dim, dim, pq);
+    EXPECT_THROW_STATUS(lpq.train_labels(q, nt, dim, loffs, lys, lp), LSHK_STATUS_INVALID_ARGUMENT,
+                        "lshk_ivf_train_labels");
+  }
   std::remove(path.c_str());
   EXPECT_THROW_STATUS((void)lshk::Ivf::load(path), LSHK_STATUS_IO_ERROR, "lshk_ivf_load");
 }

@@ -210,8 +210,9 @@ typedef struct lshk_index lshk_index;
  queried by visiting the `nprobe` best lists, scoring their rows from
  the codes and re-scoring the `rerank` best exactly. Every function
  taking `const lshk_ivf *` (queries included) is safe to call from many
- threads at once, without locks; an index never changes after it was
- built or loaded. lshk_ivf_free needs exclusive access.
+ threads at once, without locks; an index changes only in
+ lshk_ivf_train_labels, which, like lshk_ivf_free, needs exclusive
+ access.
  */
 typedef struct lshk_ivf lshk_ivf;
 
@@ -1696,6 +1697,68 @@ lshk_status lshk_ivf_shape(const struct lshk_ivf *ivf,
  */
 lshk_status lshk_ivf_memory_bytes(const struct lshk_ivf *ivf,
                                   size_t *out);
+
+/*
+ Label-aware lists (HALOS's label-aware buckets on the IVF lists):
+ finds the list each of `n` training queries visits first (row i at
+ `queries + i * q_stride`, `q_stride >= dim`, in floats; the best list by
+ the same estimate a search uses), counts per list how often each label
+ occurs with the queries that land there, and gives every list its
+ `label_cap` most frequent labels (ties to the smaller id; 0 keeps all)
+ beside its rows (policy BESIDE) or instead of them (policy INSTEAD; a
+ list that received no label keeps its rows). Labels are CSR, as in
+ lshk_index_train_labels (`label_offsets` n + 1 non-decreasing entries,
+ the first need not be 0; labels are row ids < rows). `p` NULL =
+ defaults. Centroids and list estimates do not change, so a query ranks
+ the lists as before. A row may then stand in several lists: searches
+ re-rank and return each id once. Deterministic (any tier or thread
+ count). Saved with the index and reported by lshk_ivf_label_info after
+ a load. Not available with CODES_PQ4 (INVALID_ARGUMENT).
+
+ EXCLUSIVE ACCESS: unlike every other lshk_ivf function this one changes
+ the index; no other call on `ivf` (searches included) may run
+ concurrently. An index is trained at most once.
+
+ Everything is validated before the index changes; on error it is
+ unchanged. Errors: NULL_POINTER (`ivf`, `queries` with n > 0,
+ `label_offsets`, `labels` with label_offsets[n] > 0), INVALID_HANDLE,
+ INVALID_ARGUMENT (q_stride < dim, struct_size too small, a bad policy,
+ label_offsets decreasing (the message names the position), an index
+ already trained, PQ4 codes), INDEX_OUT_OF_RANGE (a label >= rows; the
+ message names its position), NON_FINITE (NaN/infinity in a query),
+ BUFFER_TOO_SMALL, SIZE_OVERFLOW, ALLOCATION_FAILED.
+
+ # Safety
+ `ivf` NULL or from lshk_ivf_build/_load, not in use by another thread;
+ `queries` must hold (n-1)*q_stride + dim readable floats (n > 0),
+ `label_offsets` n + 1 values, `labels` label_offsets[n] values; `p`
+ NULL or a valid params struct.
+ */
+lshk_status lshk_ivf_train_labels(struct lshk_ivf *ivf,
+                                  const float *queries,
+                                  size_t n,
+                                  size_t q_stride,
+                                  const size_t *label_offsets,
+                                  const uint32_t *labels,
+                                  const struct lshk_label_params *p);
+
+/*
+ Whether the index was trained with labels (also after a load):
+ `*trained` = 1 or 0; when trained and `params` is not NULL, `*params`
+ receives the training parameters (the caller sets
+ `params->struct_size`; lshk writes the other fields only). Outputs are
+ written only on success. Thread-safe (read-only).
+
+ Errors: NULL_POINTER (`ivf`, `trained`), INVALID_HANDLE,
+ INVALID_ARGUMENT (misaligned output, struct_size too small).
+
+ # Safety
+ `trained` writable; `params` NULL or a writable params struct holding
+ its struct_size.
+ */
+lshk_status lshk_ivf_label_info(const struct lshk_ivf *ivf,
+                                uint32_t *trained,
+                                struct lshk_label_params *params);
 
 /*
  Releases an IVF index (a borrowed W is not touched). NULL is a no-op; a

@@ -1501,6 +1501,36 @@ class Ivf : public detail::Owner<Ivf, detail::IvfBase, lshk_ivf, lshk_ivf_free> 
     check(lshk_ivf_load(path.c_str(), w, w_stride, &h));
     return adopt_handle(h);
   }
+
+  /* lshk_ivf_train_labels: label-aware lists from n training queries (row
+   * i at q[i * q_stride]) with CSR labels (label_offsets: n + 1
+   * non-decreasing values; labels: at least label_offsets[n] row ids).
+   * EXCLUSIVE: no other call on this index (queries included) may run
+   * concurrently. An index is trained once; the training is saved with it.
+   * Not with CODES_PQ4. */
+  void train_labels(span<const float> q, std::size_t n, std::size_t q_stride,
+                    span<const std::size_t> label_offsets, span<const uint32_t> labels,
+                    const lshk_label_params &p = LabelParams()) {
+    const char *where = "lshk::Ivf::train_labels";
+    detail::need_rows(where, "q", q.size(), n, dim_, q_stride);
+    if (n == static_cast<std::size_t>(-1))
+      detail::fail(LSHK_STATUS_SIZE_OVERFLOW, std::string(where) + ": n + 1 overflows");
+    detail::need_in(where, "label_offsets", label_offsets.size(), n + 1);
+    detail::need_in(where, "labels", labels.size(), label_offsets.data()[n]);
+    /* This object owns the handle (taken from lshk_ivf_build/_load as a
+     * non-const pointer); the base keeps it const for its read-only calls. */
+    check(lshk_ivf_train_labels(const_cast<lshk_ivf *>(h_), q.data(), n, q_stride,
+                                label_offsets.data(), labels.data(), &p));
+  }
+  /* lshk_ivf_label_info: whether the index was trained with labels; if so
+   * and `p` is not null, *p receives the training parameters. */
+  bool labels_trained(lshk_label_params *p = nullptr) const {
+    uint32_t trained = 0;
+    LabelParams lp;
+    check(lshk_ivf_label_info(h_, &trained, &lp));
+    if (trained && p) *p = lp;
+    return trained != 0;
+  }
 };
 
 /* -------------------------------------------------------------------- HRR */

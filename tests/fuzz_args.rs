@@ -2988,6 +2988,287 @@ impl Drop for IvfX {
     }
 }
 
+/// Searches of a C handle and of its Rust mirror (every list re-ranked, one
+/// list without re-ranking, the defaults), bit for bit.
+fn ivf_same_answers(h: *mut lshk_ivf, mirror: &Ivf, qs: &[f32], nq: usize, dim: usize) -> bool {
+    let kk = 4;
+    [
+        (u32::MAX, u32::MAX, 0.0f32),
+        (1, 0, 0.0),
+        (u32::MAX, 32, 3.0),
+    ]
+    .iter()
+    .all(|&(nprobe, rerank, reach)| {
+        let sp = lshk_ivf_search {
+            struct_size: std::mem::size_of::<lshk_ivf_search>() as u32,
+            nprobe,
+            rerank,
+            reach,
+        };
+        let (mut ci, mut cs) = (vec![0u32; nq * kk], vec![0f32; nq * kk]);
+        let (mut ri, mut rs) = (vec![0u32; nq * kk], vec![0f32; nq * kk]);
+        // SAFETY: nq queries of dim floats; outputs of nq * k.
+        let st = unsafe {
+            lshk_ivf_query(
+                h,
+                qs.as_ptr(),
+                nq,
+                dim,
+                kk as u32,
+                &sp,
+                ci.as_mut_ptr(),
+                cs.as_mut_ptr(),
+                null_mut(),
+            )
+        };
+        let rsp = SearchParams {
+            nprobe,
+            rerank: rerank.min(mirror.positions() as u32),
+            reach,
+        };
+        let ok = mirror
+            .search(qs, nq, dim, kk, &rsp, &mut ri, &mut rs)
+            .is_ok();
+        st == LSHK_STATUS_OK && ok && ci == ri && bits(&cs) == bits(&rs)
+    })
+}
+
+/// lshk_ivf_train_labels on a fresh small index (int8 borrowing or
+/// copying W, exact, or PQ4, which must refuse): mutated queries, stride,
+/// CSR labels, parameters, a second training. OK must give the lists that
+/// `Ivf::train_labels` gives the Rust mirror (the same searches afterwards,
+/// bit for bit, and the same lshk_ivf_label_info); a refusal must leave the
+/// index answering as before; inputs never change.
+fn fuzz_ivf_labels(c: &mut Ctx) {
+    let r = &mut c.r;
+    let mut v = Verdict::default();
+    let rows = 16 + r.u(40);
+    let dim = 1 + r.u(10);
+    let codes = r.pick(&[LSHK_IVF_CODES_I8, LSHK_IVF_CODES_NONE, LSHK_IVF_CODES_PQ4]);
+    let borrow = if codes == LSHK_IVF_CODES_NONE {
+        0
+    } else {
+        r.pick(&[0, 1])
+    };
+    let w: Vec<f32> = (0..rows * dim).map(|_| r.f(-1.0, 1.0)).collect();
+    let bias: Vec<f32> = (0..rows).map(|_| r.f(-0.5, 0.5)).collect();
+    let mut p = lshk_ivf_params_default();
+    p.nlist = 1 + r.u(6) as u32;
+    p.iters = 2;
+    p.codes = codes;
+    p.borrow = borrow;
+    p.threads = 1;
+    p.seed = r.0.next_u64();
+    let mut h: *mut lshk_ivf = null_mut();
+    // SAFETY: valid W, bias and params; a writable out.
+    let s0 = unsafe { lshk_ivf_build(w.as_ptr(), bias.as_ptr(), rows, dim, dim, &p, &mut h) };
+    assert_eq!(s0, LSHK_STATUS_OK, "{}", last_msg());
+    let ip = IvfParams {
+        nlist: p.nlist,
+        iters: p.iters,
+        codes: Codes::from_u32(codes).unwrap(),
+        threads: 1,
+        seed: p.seed,
+        ..Default::default()
+    };
+    let mut mirror = Ivf::build_isa(
+        lshk::isa::active(),
+        &w,
+        Some(&bias),
+        rows,
+        dim,
+        dim,
+        &ip,
+        borrow == 1,
+    )
+    .unwrap();
+    if codes == LSHK_IVF_CODES_PQ4 {
+        v.err("PQ4 lists cannot take labels");
+    }
+    let mut nt = r.u(12);
+    let mut q_stride = dim + if r.one_in(3) { r.u(3) } else { 0 };
+    let mut q = Arr::new((0..nt * q_stride).map(|_| r.f(-1.0, 1.0)).collect(), 0.0f32);
+    let lo0 = csr(r, nt, 3);
+    let mut labels = Arr::new(
+        (0..*lo0.last().unwrap())
+            .map(|_| r.u(rows) as u32)
+            .collect(),
+        0u32,
+    );
+    let mut lo = Arr::new(lo0, 0usize);
+    let mut lp = lshk_label_params_default();
+    lp.label_cap = r.pick(&[0, 1, 2, 64]);
+    lp.policy = r.pick(&[LSHK_LABEL_POLICY_BESIDE, LSHK_LABEL_POLICY_INSTEAD]);
+    let mut pmode = 0;
+    let mut twice = false;
+    let mut nan_at = None;
+    let mut what = Vec::new();
+    for _ in 0..r.u(4) {
+        let m = r.u(11);
+        what.push(m);
+        match m {
+            0 => match r.u(4) {
+                0 => q.mode = Mode::Null,
+                1 => lo.mode = Mode::Null,
+                2 => labels.mode = Mode::Null,
+                _ => pmode = 1,
+            },
+            1 => match r.u(3) {
+                0 => q.mode = Mode::Mis,
+                1 => lo.mode = Mode::Mis,
+                _ => labels.mode = Mode::Mis,
+            },
+            2 => nt = r.size(nt),
+            3 => mutate_offsets(r, lo.data_mut()),
+            4 if labels.len() > 0 => {
+                let j = r.u(labels.len());
+                labels.data_mut()[j] = r.pick(&[rows as u32, u32::MAX]);
+            }
+            5 => lp.policy = r.pick(&[2, u32::MAX]),
+            6 => {
+                let full = std::mem::size_of::<lshk_label_params>() as u32;
+                lp.struct_size = r.pick(&[0, 4, full - 1]);
+            }
+            7 => pmode = 2,
+            8 => {
+                let hv = r.pick(&HUGE);
+                q_stride = r.pick(&[dim - 1, 0, hv]);
+            }
+            9 if nt > 0 => nan_at = Some((r.u(nt), r.u(dim))),
+            _ => twice = true,
+        }
+    }
+    if q_stride < dim {
+        v.err("q_stride < dim");
+    }
+    q.need(strided(nt, dim, q_stride), &mut v, || 0.5);
+    lo.need(nt.checked_add(1).map(|x| x as u128), &mut v, || 0);
+    let total = if lo.mode == Mode::Ok && lo.len() > nt {
+        lo.data()[nt] as u128
+    } else {
+        0
+    };
+    if lo.mode == Mode::Ok && lo.len() > nt && lo.data()[..nt + 1].windows(2).any(|w| w[1] < w[0]) {
+        v.err("label_offsets decrease");
+    }
+    labels.need(Some(total), &mut v, || 0);
+    if v.skip {
+        c.skipped += 1;
+        // SAFETY: a live handle.
+        unsafe { lshk_ivf_free(h) };
+        return;
+    }
+    let first = if lo.mode == Mode::Ok && lo.len() > nt {
+        lo.data()[0]
+    } else {
+        0
+    };
+    let used_end = (total as usize).min(labels.len());
+    if labels.mode == Mode::Ok
+        && first <= used_end
+        && labels.data()[first..used_end]
+            .iter()
+            .any(|&y| y as usize >= rows)
+    {
+        v.err("label >= rows");
+    }
+    if let (Some((i, j)), Mode::Ok, true) = (nan_at, q.mode, q_stride >= dim) {
+        let at = i.checked_mul(q_stride).and_then(|x| x.checked_add(j));
+        if let (Some(at), true) = (at, i < nt) {
+            if at >= q.len() {
+                // Beyond the buffer (a claim the call cannot make): no NaN.
+                what.push(99);
+            } else {
+                q.data_mut()[at] = f32::NAN;
+                v.err("non-finite query");
+            }
+        }
+    }
+    let mut big = BigLabel {
+        p: lp,
+        tail: [u64::MAX; 2],
+    };
+    if pmode == 2 && lp.struct_size as usize == std::mem::size_of::<lshk_label_params>() {
+        big.p.struct_size = std::mem::size_of::<BigLabel>() as u32;
+    }
+    if pmode != 1 && (big.p.struct_size as usize) < std::mem::size_of::<lshk_label_params>() {
+        v.err("struct_size too small");
+    }
+    if pmode != 1 && lp.policy > 1 {
+        v.err("bad policy");
+    }
+    let pp: *const lshk_label_params = match pmode {
+        1 => null(),
+        2 => (&big as *const BigLabel).cast(),
+        _ => &lp,
+    };
+    let eff = if pmode == 1 {
+        LabelParams::default()
+    } else {
+        LabelParams {
+            label_cap: lp.label_cap,
+            policy: LabelPolicy::from_u32(lp.policy).unwrap_or(LabelPolicy::Beside),
+        }
+    };
+    if twice && codes != LSHK_IVF_CODES_PQ4 {
+        // First a valid training with no queries (the lists stay as they
+        // are, but the index counts as trained).
+        let z = [0usize];
+        // SAFETY: n = 0: one offset, no queries, no labels.
+        let s = unsafe { lshk_ivf_train_labels(h, null(), 0, dim, z.as_ptr(), null(), null()) };
+        assert_eq!(s, LSHK_STATUS_OK, "{}", last_msg());
+        mirror
+            .train_labels(&[], 0, dim, &z, &[], &LabelParams::default())
+            .unwrap();
+        v.err("the index is already trained");
+    }
+    c.desc = format!(
+        "ivf train_labels rows {rows} dim {dim} codes {codes} borrow {borrow} nlist {} nt {nt} qs {q_stride} params {eff:?} pmode {pmode} twice {twice} muts {what:?}",
+        p.nlist
+    );
+    let probe: Vec<f32> = (0..3 * dim).map(|i| w[i % (rows * dim)] + 0.25).collect();
+    let (qp, op, yp) = (q.ptr(), lo.ptr(), labels.ptr());
+    let i0 = (bits(&q.v), lo.v.clone(), labels.v.clone());
+    // SAFETY: as in fuzz_matmul.
+    let st = c.call("lshk_ivf_train_labels", || unsafe {
+        lshk_ivf_train_labels(h, qp, nt, q_stride, op, yp, pp)
+    });
+    if (bits(&q.v), lo.v.clone(), labels.v.clone()) != i0 {
+        c.fail("lshk_ivf_train_labels changed an input".into());
+    }
+    if c.judge("lshk_ivf_train_labels", st, &v) {
+        let ql = strided(nt, dim, q_stride).unwrap() as usize;
+        let rr = mirror.train_labels(
+            view(&q, ql),
+            nt,
+            q_stride,
+            view(&lo, nt + 1),
+            view(&labels, total as usize),
+            &eff,
+        );
+        let (mut tr, mut lpo) = (9u32, lshk_label_params_default());
+        // SAFETY: a live handle; writable outputs.
+        let si = unsafe { lshk_ivf_label_info(h, &mut tr, &mut lpo) };
+        if rr.is_err()
+            || si != LSHK_STATUS_OK
+            || tr != 1
+            || lpo.label_cap != eff.label_cap
+            || lpo.policy != eff.policy as u32
+            || !ivf_same_answers(h, &mirror, &probe, 3, dim)
+        {
+            c.fail(
+                "lshk_ivf_train_labels: lists or label info differ from Ivf::train_labels's".into(),
+            );
+        }
+    } else if st != LSHK_STATUS_OK && !ivf_same_answers(h, &mirror, &probe, 3, dim) {
+        c.fail(format!(
+            "lshk_ivf_train_labels failed with {st} but changed the index"
+        ));
+    }
+    // SAFETY: a live handle.
+    unsafe { lshk_ivf_free(h) };
+}
+
 fn build_ivfs() -> Vec<IvfX> {
     // (codes, borrow, nlist)
     let cfgs = [
@@ -4390,7 +4671,7 @@ fn fuzz_c_abi_arguments() {
         c.exec_no += 1;
         c.desc.clear();
         let t1 = Instant::now();
-        let mut which = c.r.u(26);
+        let mut which = c.r.u(27);
         match which {
             20 => fuzz_ivf_query(&mut c, &ivfs),
             21 => fuzz_ivf_build(&mut c),
@@ -4403,6 +4684,7 @@ fn fuzz_c_abi_arguments() {
             23 => fuzz_hrr(&mut c, &mut hrrs, hrr_dead),
             24 => fuzz_xent(&mut c),
             25 => fuzz_backward(&mut c),
+            26 => fuzz_ivf_labels(&mut c),
             0..=5 => fuzz_matmul(&mut c),
             6..=9 => fuzz_gather(&mut c, &idx),
             10 | 11 => fuzz_topk(&mut c),
@@ -4427,8 +4709,9 @@ fn fuzz_c_abi_arguments() {
             "hrr",
             "xent",
             "dq / sgd",
+            "ivf labels",
         ][[
-            0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 6, 6, 7, 8, 9, 10, 11, 12, 13,
+            0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 6, 6, 7, 8, 9, 10, 11, 12, 13, 14,
         ][which]];
         *c.per_target.entry(name).or_default() += t1.elapsed();
         if c.failures.len() >= 20 {

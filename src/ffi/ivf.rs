@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::path::Path;
 
 use super::index::{c_path, check_out};
+use super::labels::{lshk_label_params, read_label_params, training_pairs, write_label_info};
 use super::*;
 use crate::error::checked_mul;
 use crate::format;
@@ -16,8 +17,9 @@ use crate::ivf::{Codes, Ivf, IvfParams, SearchParams, SearchStats};
 /// queried by visiting the `nprobe` best lists, scoring their rows from
 /// the codes and re-scoring the `rerank` best exactly. Every function
 /// taking `const lshk_ivf *` (queries included) is safe to call from many
-/// threads at once, without locks; an index never changes after it was
-/// built or loaded. lshk_ivf_free needs exclusive access.
+/// threads at once, without locks; an index changes only in
+/// lshk_ivf_train_labels, which, like lshk_ivf_free, needs exclusive
+/// access.
 pub struct lshk_ivf {
     _private: [u8; 0],
 }
@@ -457,7 +459,8 @@ pub unsafe extern "C" fn lshk_ivf_save(
 }
 
 /// rows, dim and the borrow flag of an IVF file, when its parameter record
-/// is well formed (otherwise the loader reports the problem). rows, dim and
+/// is well formed (otherwise the loader reports the problem). rows (list
+/// positions, with label-aware lists), dim and
 /// nlist must agree with the sizes of the LIDS and CENTROID sections (and
 /// for a file that borrows W, of QCODES with int8 codes or PQCENT with PQ4
 /// codes), so that sizes computed from them
@@ -480,18 +483,22 @@ fn peek(path: &Path) -> Result<Option<(usize, usize, bool)>> {
     };
     let lids = c.section("LIDS")?.len();
     let cent = c.section("CENTROID")?.len();
+    // One id per list position: the rows, or (label-aware lists, with a
+    // LABELS section) any whole number of positions.
+    let labels = c.optional("LABELS").is_some();
+    let npos = if labels { lids / 4 } else { rows };
     let (qcodes, want_q) = match (borrowed, pq4) {
         (false, _) => (0, 0),
         (true, false) => (
             c.section("QCODES")?.len() as u128,
-            rows as u128 * dim.div_ceil(64) as u128 * 64,
+            npos as u128 * dim.div_ceil(64) as u128 * 64,
         ),
         (true, true) => (c.section("PQCENT")?.len() as u128, 64 * dim as u128),
     };
     if rows == 0
         || dim == 0
         || nlist == 0
-        || lids as u128 != rows as u128 * 4
+        || lids as u128 != npos as u128 * 4
         || cent as u128 != nlist as u128 * dim as u128 * 4
         || qcodes != want_q
     {
@@ -631,6 +638,89 @@ pub unsafe extern "C" fn lshk_ivf_memory_bytes(
         // SAFETY: checked non-NULL and aligned.
         unsafe { *out = ix.memory_bytes() };
         Ok(())
+    })
+}
+
+/// Label-aware lists (HALOS's label-aware buckets on the IVF lists):
+/// finds the list each of `n` training queries visits first (row i at
+/// `queries + i * q_stride`, `q_stride >= dim`, in floats; the best list by
+/// the same estimate a search uses), counts per list how often each label
+/// occurs with the queries that land there, and gives every list its
+/// `label_cap` most frequent labels (ties to the smaller id; 0 keeps all)
+/// beside its rows (policy BESIDE) or instead of them (policy INSTEAD; a
+/// list that received no label keeps its rows). Labels are CSR, as in
+/// lshk_index_train_labels (`label_offsets` n + 1 non-decreasing entries,
+/// the first need not be 0; labels are row ids < rows). `p` NULL =
+/// defaults. Centroids and list estimates do not change, so a query ranks
+/// the lists as before. A row may then stand in several lists: searches
+/// re-rank and return each id once. Deterministic (any tier or thread
+/// count). Saved with the index and reported by lshk_ivf_label_info after
+/// a load. Not available with CODES_PQ4 (INVALID_ARGUMENT).
+///
+/// EXCLUSIVE ACCESS: unlike every other lshk_ivf function this one changes
+/// the index; no other call on `ivf` (searches included) may run
+/// concurrently. An index is trained at most once.
+///
+/// Everything is validated before the index changes; on error it is
+/// unchanged. Errors: NULL_POINTER (`ivf`, `queries` with n > 0,
+/// `label_offsets`, `labels` with label_offsets[n] > 0), INVALID_HANDLE,
+/// INVALID_ARGUMENT (q_stride < dim, struct_size too small, a bad policy,
+/// label_offsets decreasing (the message names the position), an index
+/// already trained, PQ4 codes), INDEX_OUT_OF_RANGE (a label >= rows; the
+/// message names its position), NON_FINITE (NaN/infinity in a query),
+/// BUFFER_TOO_SMALL, SIZE_OVERFLOW, ALLOCATION_FAILED.
+///
+/// # Safety
+/// `ivf` NULL or from lshk_ivf_build/_load, not in use by another thread;
+/// `queries` must hold (n-1)*q_stride + dim readable floats (n > 0),
+/// `label_offsets` n + 1 values, `labels` label_offsets[n] values; `p`
+/// NULL or a valid params struct.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_ivf_train_labels(
+    ivf: *mut lshk_ivf,
+    queries: *const f32,
+    n: usize,
+    q_stride: usize,
+    label_offsets: *const usize,
+    labels: *const u32,
+    p: *const lshk_label_params,
+) -> lshk_status {
+    boundary("lshk_ivf_train_labels", || {
+        // SAFETY: forwarded caller contract (ivf NULL or from lshk, and
+        // not shared during the call).
+        let ix = unsafe { handle_mut::<Ivf>(slot_mut(ivf), "ivf")? };
+        // SAFETY: forwarded caller contract.
+        let lp = unsafe { read_label_params(p)? };
+        // SAFETY: forwarded caller contract.
+        let (q, off, ys) =
+            unsafe { training_pairs(queries, n, q_stride, ix.dim(), label_offsets, labels)? };
+        ix.train_labels(q, n, q_stride, off, ys, &lp)
+    })
+}
+
+/// Whether the index was trained with labels (also after a load):
+/// `*trained` = 1 or 0; when trained and `params` is not NULL, `*params`
+/// receives the training parameters (the caller sets
+/// `params->struct_size`; lshk writes the other fields only). Outputs are
+/// written only on success. Thread-safe (read-only).
+///
+/// Errors: NULL_POINTER (`ivf`, `trained`), INVALID_HANDLE,
+/// INVALID_ARGUMENT (misaligned output, struct_size too small).
+///
+/// # Safety
+/// `trained` writable; `params` NULL or a writable params struct holding
+/// its struct_size.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_ivf_label_info(
+    ivf: *const lshk_ivf,
+    trained: *mut u32,
+    params: *mut lshk_label_params,
+) -> lshk_status {
+    boundary("lshk_ivf_label_info", || {
+        // SAFETY: forwarded caller contract.
+        let ix = unsafe { ivf_ref(ivf)? };
+        // SAFETY: forwarded caller contract.
+        unsafe { write_label_info(ix.label_state(), trained, params) }
     })
 }
 

@@ -51,7 +51,7 @@ unsafe impl ParamStruct for lshk_label_params {
     }
 }
 
-unsafe fn read_label_params(p: *const lshk_label_params) -> Result<LabelParams> {
+pub(crate) unsafe fn read_label_params(p: *const lshk_label_params) -> Result<LabelParams> {
     // SAFETY: forwarded caller contract.
     let cp = unsafe { read_param_struct(p, "p")? };
     let policy = LabelPolicy::from_u32(cp.policy).ok_or_else(|| {
@@ -118,28 +118,47 @@ pub unsafe extern "C" fn lshk_index_train_labels(
         let h = unsafe { handle_mut::<IndexHandle>(slot_mut(idx), "idx")? };
         // SAFETY: forwarded caller contract.
         let lp = unsafe { read_label_params(p)? };
-        let dim = h.idx.dim();
-        let qlen = crate::error::strided_len(n, dim, q_stride, "queries")?;
-        let n1 = n
-            .checked_add(1)
-            .ok_or_else(|| Error::new(Status::SizeOverflow, "n + 1 overflows"))?;
-        // SAFETY: the caller promised these lengths.
-        let q = unsafe { slice_in(queries, qlen, "queries")? };
-        // SAFETY: as above.
-        let off = unsafe { slice_in(label_offsets, n1, "label_offsets")? };
-        if let Some(i) = off.windows(2).position(|w| w[1] < w[0]) {
-            bail!(
-                InvalidArgument,
-                "label_offsets decreases at {}: {} < {}",
-                i + 1,
-                off[i + 1],
-                off[i]
-            );
-        }
-        // SAFETY: label_offsets[n] labels, as promised.
-        let ys = unsafe { slice_in(labels, off[n], "labels")? };
+        // SAFETY: forwarded caller contract.
+        let (q, off, ys) =
+            unsafe { training_pairs(queries, n, q_stride, h.idx.dim(), label_offsets, labels)? };
         h.idx.train_labels(q, n, q_stride, off, ys, &lp)
     })
+}
+
+/// The training queries and their CSR labels as slices (the lengths the
+/// caller promised), with `label_offsets` checked non-decreasing.
+///
+/// # Safety
+/// As lshk_index_train_labels: `queries` holds (n-1)*q_stride + dim
+/// floats, `label_offsets` n + 1 values, `labels` label_offsets[n].
+pub(crate) unsafe fn training_pairs<'a>(
+    queries: *const f32,
+    n: usize,
+    q_stride: usize,
+    dim: usize,
+    label_offsets: *const usize,
+    labels: *const u32,
+) -> Result<(&'a [f32], &'a [usize], &'a [u32])> {
+    let qlen = crate::error::strided_len(n, dim, q_stride, "queries")?;
+    let n1 = n
+        .checked_add(1)
+        .ok_or_else(|| Error::new(Status::SizeOverflow, "n + 1 overflows"))?;
+    // SAFETY: the caller promised these lengths.
+    let q = unsafe { slice_in(queries, qlen, "queries")? };
+    // SAFETY: as above.
+    let off = unsafe { slice_in(label_offsets, n1, "label_offsets")? };
+    if let Some(i) = off.windows(2).position(|w| w[1] < w[0]) {
+        bail!(
+            InvalidArgument,
+            "label_offsets decreases at {}: {} < {}",
+            i + 1,
+            off[i + 1],
+            off[i]
+        );
+    }
+    // SAFETY: label_offsets[n] labels, as promised.
+    let ys = unsafe { slice_in(labels, off[n], "labels")? };
+    Ok((q, off, ys))
 }
 
 /// Whether the index was trained with labels (also after a load):
@@ -163,6 +182,24 @@ pub unsafe extern "C" fn lshk_index_label_info(
     boundary("lshk_index_label_info", || {
         // SAFETY: forwarded caller contract.
         let h = unsafe { handle_ref::<IndexHandle>(slot(idx), "idx")? };
+        // SAFETY: forwarded caller contract.
+        unsafe { write_label_info(h.idx.label_state(), trained, params) }
+    })
+}
+
+/// Writes `*trained` and, when trained and `params` is not NULL, the
+/// training parameters (lshk_index_label_info, lshk_ivf_label_info); checks
+/// every output before writing any.
+///
+/// # Safety
+/// `trained` NULL or writable; `params` NULL or a writable params struct
+/// holding its struct_size.
+pub(crate) unsafe fn write_label_info(
+    st: Option<crate::labels::LabelState>,
+    trained: *mut u32,
+    params: *mut lshk_label_params,
+) -> Result<()> {
+    {
         if trained.is_null() {
             bail!(NullPointer, "`trained` is NULL");
         }
@@ -183,7 +220,6 @@ pub unsafe extern "C" fn lshk_index_label_info(
                 );
             }
         }
-        let st = h.idx.label_state();
         // SAFETY: checked non-NULL and aligned above.
         unsafe {
             *trained = st.is_some() as u32;
@@ -193,7 +229,7 @@ pub unsafe extern "C" fn lshk_index_label_info(
             }
         }
         Ok(())
-    })
+    }
 }
 
 /// Adds label entries to standalone tables (HALOS label-aware buckets
