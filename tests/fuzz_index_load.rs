@@ -746,15 +746,17 @@ fn ivf_structural_mutations_through_the_c_abi() {
         loaded: 0,
     };
     let mut r = SplitMix64::new(0x1f5e);
-    // (codes, borrow, bias)
+    // (codes, borrow, bias, label-aware lists)
     let seeds = [
-        (LSHK_IVF_CODES_I8, 0u32, true),
-        (LSHK_IVF_CODES_NONE, 0, false),
-        (LSHK_IVF_CODES_I8, 1, true),
-        (LSHK_IVF_CODES_PQ4, 1, true),
-        (LSHK_IVF_CODES_PQ4, 0, false),
+        (LSHK_IVF_CODES_I8, 0u32, true, false),
+        (LSHK_IVF_CODES_NONE, 0, false, false),
+        (LSHK_IVF_CODES_I8, 1, true, false),
+        (LSHK_IVF_CODES_PQ4, 1, true, false),
+        (LSHK_IVF_CODES_PQ4, 0, false, false),
+        (LSHK_IVF_CODES_I8, 1, true, true),
+        (LSHK_IVF_CODES_NONE, 0, true, true),
     ];
-    for (si, &(codes, borrow, bias)) in seeds.iter().enumerate() {
+    for (si, &(codes, borrow, bias, labels)) in seeds.iter().enumerate() {
         let mut p = lshk_ivf_params_default();
         p.nlist = 12;
         p.codes = codes;
@@ -769,6 +771,25 @@ fn ivf_structural_mutations_through_the_c_abi() {
         // SAFETY: W and bias of the stated shape outlive the handle.
         let st = unsafe { lshk_ivf_build(layer.w.as_ptr(), bp, rows, dim, dim, &p, &mut h) };
         assert_eq!(st, LSHK_STATUS_OK, "{}", c_last_msg());
+        if labels {
+            // Label-aware lists: rows in several lists (positions > rows).
+            let tq = lshk::data::structured_layer(40, dim, 3, 17).w;
+            let off: Vec<usize> = (0..=40).map(|i| 3 * i).collect();
+            let ys: Vec<u32> = (0..120).map(|i| (i * 37 % rows) as u32).collect();
+            // SAFETY: 40 queries of dim floats, 41 offsets, 120 labels.
+            let st = unsafe {
+                lshk::ffi::ivf::lshk_ivf_train_labels(
+                    h,
+                    tq.as_ptr(),
+                    40,
+                    dim,
+                    off.as_ptr(),
+                    ys.as_ptr(),
+                    std::ptr::null(),
+                )
+            };
+            assert_eq!(st, LSHK_STATUS_OK, "{}", c_last_msg());
+        }
         let path = dir.join(format!("seed{si}.ivf"));
         let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
         // SAFETY: a live handle, a NUL-terminated path; freed once.

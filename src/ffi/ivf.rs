@@ -484,9 +484,12 @@ fn peek(path: &Path) -> Result<Option<(usize, usize, bool)>> {
     let lids = c.section("LIDS")?.len();
     let cent = c.section("CENTROID")?.len();
     // One id per list position: the rows, or (label-aware lists, with a
-    // LABELS section) any whole number of positions.
+    // LABELS section) any whole number of positions, the rows then being
+    // LHOME's length.
     let labels = c.optional("LABELS").is_some();
     let npos = if labels { lids / 4 } else { rows };
+    // Label-aware files hold the row count in LHOME's size instead.
+    let home_ok = !labels || c.section("LHOME")?.len() as u128 == rows as u128 * 4;
     let (qcodes, want_q) = match (borrowed, pq4) {
         (false, _) => (0, 0),
         (true, false) => (
@@ -499,6 +502,7 @@ fn peek(path: &Path) -> Result<Option<(usize, usize, bool)>> {
         || dim == 0
         || nlist == 0
         || lids as u128 != npos as u128 * 4
+        || !home_ok
         || cent as u128 != nlist as u128 * dim as u128 * 4
         || qcodes != want_q
     {

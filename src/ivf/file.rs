@@ -34,8 +34,10 @@ impl Ivf {
             ));
         }
         let lrec = self.labels.as_ref().map(|l| l.record());
-        if let Some(r) = &lrec {
+        let home = self.labels.as_ref().map(|_| self.home_positions());
+        if let (Some(r), Some(h)) = (&lrec, &home) {
             secs.push(SectionOut::new("LABELS", vec![r]));
+            secs.push(SectionOut::new("LHOME", vec![format::as_bytes(h)]));
         }
         if let Some(pq) = &self.pq {
             secs.push(SectionOut::new(
@@ -193,6 +195,12 @@ impl Ivf {
             if let Some(i) = ids.iter().position(|&r| r as usize >= rows) {
                 bail!(BadFileFormat, "LIDS[{i}] is {}, not a row", ids[i]);
             }
+            // One value per row (so the file's row count is checked by a
+            // section size, as LIDS does without labels), each the row's
+            // first position or u32::MAX.
+            if u32s("LHOME", rows)? != home_of(&ids, rows) {
+                bail!(BadFileFormat, "LHOME does not match LIDS");
+            }
         } else {
             let mut seen = vec![false; rows];
             for &r in &ids {
@@ -277,6 +285,21 @@ impl Ivf {
             codes,
             labels,
         })
+    }
+}
+
+/// Per row, its first list position, or `u32::MAX` when it is in no list.
+pub(super) fn home_of(ids: &[u32], rows: usize) -> Vec<u32> {
+    let mut h = vec![u32::MAX; rows];
+    for (p, &r) in ids.iter().enumerate().rev() {
+        h[r as usize] = p as u32;
+    }
+    h
+}
+
+impl Ivf {
+    fn home_positions(&self) -> Vec<u32> {
+        home_of(&self.ids, self.rows)
     }
 }
 
