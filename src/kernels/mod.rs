@@ -3,6 +3,61 @@
 //! tested against it). Each family's `mod.rs` holds the per-tier function
 //! table that the dispatcher indexes once per call.
 
+/// A family's per-tier kernel tables and its `kernels(tier)` lookup, from
+/// one field list (issue 19: the tier -> function table was written out
+/// by hand in every family). `Kernels [name] { field: function, .. }`
+/// makes the statics `SCALAR`, `PORTABLE`, `AVX2` and `AVX512`, each taking
+/// `function` from the module of its tier (`scalar::function`, ...; a tier
+/// that shares another's function re-exports it under that name), plus the
+/// `name` field set to the tier's name when `[name]` is given. The optional
+/// `avx2 => f;` / `avx512 => f;` lines pick a variant of that tier at call
+/// time (`f(&AVX2)` returns the table to use, e.g. by an extra CPU feature
+/// such as F16C or VNNI: looked up once per call, never per element).
+///
+/// The fallback chain is the tier order itself: the dispatcher only asks
+/// for tiers the CPU supports (`crate::isa::check_supported`), and a
+/// non-x86 build has the scalar and portable tables only, every other tier
+/// answering with the portable one.
+macro_rules! tier_table {
+    (
+        $(#[$doc:meta])*
+        $K:ident $([$name:ident])? { $($field:ident: $f:ident),* $(,)? }
+        $(avx2 => $a2:expr;)?
+        $(avx512 => $a5:expr;)?
+    ) => {
+        static SCALAR: $K = $K { $($name: "scalar",)? $($field: scalar::$f),* };
+        static PORTABLE: $K = $K { $($name: "portable",)? $($field: portable::$f),* };
+        #[cfg(target_arch = "x86_64")]
+        static AVX2: $K = $K { $($name: "avx2",)? $($field: avx2::$f),* };
+        #[cfg(target_arch = "x86_64")]
+        static AVX512: $K = $K { $($name: "avx512",)? $($field: avx512::$f),* };
+
+        $(#[$doc])*
+        pub fn kernels(tier: $crate::isa::Isa) -> &'static $K {
+            use $crate::isa::Isa;
+            match tier {
+                Isa::Scalar => &SCALAR,
+                Isa::Portable => &PORTABLE,
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => {
+                    let t: &'static $K = &AVX2;
+                    $(let t = ($a2)(t);)?
+                    t
+                }
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => {
+                    let t: &'static $K = &AVX512;
+                    $(let t = ($a5)(t);)?
+                    t
+                }
+                #[cfg(not(target_arch = "x86_64"))]
+                _ => &PORTABLE,
+            }
+        }
+    };
+}
+pub(crate) use tier_table;
+
 pub mod centroid;
 pub mod dense;
 pub mod dwta;

@@ -33,8 +33,6 @@
 //! from `-inf` / [`crate::matmul::TOPK_PAD_ID`] (padding centroids of the
 //! last panel have `h = -inf` and never enter either).
 
-use crate::isa::Isa;
-
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
@@ -66,33 +64,9 @@ pub struct Kernels {
     pub top4: Top4Fn,
 }
 
-static SCALAR: Kernels = Kernels {
-    top4: scalar::top4_f32,
-};
-static PORTABLE: Kernels = Kernels {
-    top4: portable::top4_f32,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX2: Kernels = Kernels {
-    top4: avx2::top4_f32,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX512: Kernels = Kernels {
-    top4: avx512::top4_f32,
-};
-
-/// The kernel table of a tier (the caller has checked CPU support).
-pub fn kernels(tier: Isa) -> &'static Kernels {
-    match tier {
-        Isa::Scalar => &SCALAR,
-        Isa::Portable => &PORTABLE,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => &AVX2,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => &AVX512,
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => &PORTABLE,
-    }
+crate::kernels::tier_table! {
+    /// The kernel table of a tier (the caller has checked CPU support).
+    Kernels { top4: top4_f32 }
 }
 
 /// Inserts `(s, id)` into one point's sorted top-4 (`best`, `ids`: four

@@ -13,8 +13,6 @@
 //! accumulator chains, six loads per eight FMAs), sums reduced
 //! horizontally at the end; `dim % lanes` is added in scalar.
 
-use crate::isa::Isa;
-
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
@@ -38,31 +36,7 @@ pub struct Kernels {
     pub tile: TileFn,
 }
 
-static SCALAR: Kernels = Kernels {
-    tile: scalar::tile_f32,
-};
-static PORTABLE: Kernels = Kernels {
-    tile: portable::tile_f32,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX2: Kernels = Kernels {
-    tile: avx2::tile_f32,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX512: Kernels = Kernels {
-    tile: avx512::tile_f32,
-};
-
-/// The kernel table of a tier (the caller has checked CPU support).
-pub fn kernels(tier: Isa) -> &'static Kernels {
-    match tier {
-        Isa::Scalar => &SCALAR,
-        Isa::Portable => &PORTABLE,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => &AVX2,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => &AVX512,
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => &PORTABLE,
-    }
+crate::kernels::tier_table! {
+    /// The kernel table of a tier (the caller has checked CPU support).
+    Kernels { tile: tile_f32 }
 }

@@ -28,8 +28,6 @@
 
 use std::cell::RefCell;
 
-use crate::isa::Isa;
-
 /// Densification attempts per empty bin.
 pub const MAX_ATTEMPTS: u32 = 100;
 /// Bins per group in the transposed map (one 512-bit vector of i32).
@@ -236,38 +234,10 @@ pub struct Kernels {
     pub sparse: SparseFn,
 }
 
-static SCALAR: Kernels = Kernels {
-    dense: scalar::dense,
-    sparse: scalar::sparse,
-};
-static PORTABLE: Kernels = Kernels {
-    dense: portable::dense,
-    sparse: portable::sparse,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX2: Kernels = Kernels {
-    dense: avx2::dense,
-    sparse: avx2::sparse,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX512: Kernels = Kernels {
-    dense: avx512::dense,
-    sparse: avx512::sparse,
-};
-
-/// The kernel table of a tier. The caller has checked that the CPU supports
-/// `tier` (the x86 tiers' functions rely on it).
-pub fn kernels(tier: Isa) -> &'static Kernels {
-    match tier {
-        Isa::Scalar => &SCALAR,
-        Isa::Portable => &PORTABLE,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => &AVX2,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => &AVX512,
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => &PORTABLE,
-    }
+crate::kernels::tier_table! {
+    /// The kernel table of a tier. The caller has checked that the CPU supports
+    /// `tier` (the x86 tiers' functions rely on it).
+    Kernels { dense: dense, sparse: sparse }
 }
 
 /// Whether the dense vector tiers transpose blocks of rows into a

@@ -19,8 +19,6 @@ pub mod avx512;
 pub mod portable;
 pub mod scalar;
 
-use crate::isa::Isa;
-
 /// `mark(bits, summary, ids) -> new`: marks `ids`, returns how many were
 /// not marked before.
 ///
@@ -57,45 +55,14 @@ pub struct Kernels {
     pub extract_count: ExtractCountFn,
 }
 
-static SCALAR: Kernels = Kernels {
-    mark: scalar::mark,
-    mark_count: scalar::mark_count,
-    extract: scalar::extract,
-    extract_count: scalar::extract_count,
-};
-static PORTABLE: Kernels = Kernels {
-    mark: portable::mark,
-    mark_count: portable::mark_count,
-    extract: portable::extract,
-    extract_count: portable::extract_count,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX2: Kernels = Kernels {
-    mark: avx2::mark,
-    mark_count: avx2::mark_count,
-    extract: avx2::extract,
-    extract_count: avx2::extract_count,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX512: Kernels = Kernels {
-    mark: avx512::mark,
-    mark_count: avx512::mark_count,
-    extract: avx512::extract,
-    extract_count: avx512::extract_count,
-};
-
-/// The kernel table of a tier. The caller has checked that the CPU supports
-/// `tier`.
-pub fn kernels(tier: Isa) -> &'static Kernels {
-    match tier {
-        Isa::Scalar => &SCALAR,
-        Isa::Portable => &PORTABLE,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => &AVX2,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => &AVX512,
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => &PORTABLE,
+crate::kernels::tier_table! {
+    /// The kernel table of a tier. The caller has checked that the CPU supports
+    /// `tier`.
+    Kernels {
+        mark: mark,
+        mark_count: mark_count,
+        extract: extract,
+        extract_count: extract_count,
     }
 }
 

@@ -145,3 +145,9 @@ pub unsafe fn project_f32_avx2(a: &[f32], eps: f32, s: f32, out: &mut [f32]) {
     }
     project_tail(a, eps, s, out, n);
 }
+
+// The names of the tier table (`tier_table!` in `../mod.rs`).
+pub use self::{
+    cdiv_f32_avx2 as cdiv, cmul_f32_avx2 as cmul, cmulc_f32_avx2 as cmulc,
+    project_f32_avx2 as project,
+};

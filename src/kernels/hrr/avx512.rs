@@ -158,3 +158,9 @@ pub unsafe fn project_f32_avx512(a: &[f32], eps: f32, s: f32, out: &mut [f32]) {
         }
     }
 }
+
+// The names of the tier table (`tier_table!` in `../mod.rs`).
+pub use self::{
+    cdiv_f32_avx512 as cdiv, cmul_f32_avx512 as cmul, cmulc_f32_avx512 as cmulc,
+    project_f32_avx512 as project,
+};

@@ -18,8 +18,6 @@
 //! if the FFT library's own SIMD dispatch differs (it does not within one
 //! process).
 
-use crate::isa::Isa;
-
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
@@ -115,47 +113,12 @@ pub(crate) fn project_tail(a: &[f32], eps: f32, s: f32, out: &mut [f32], from: u
     }
 }
 
-static SCALAR: Kernels = Kernels {
-    name: "scalar",
-    cmul: scalar::cmul,
-    cmulc: scalar::cmulc,
-    cdiv: scalar::cdiv,
-    project: scalar::project,
-};
-static PORTABLE: Kernels = Kernels {
-    name: "portable",
-    cmul: portable::cmul,
-    cmulc: portable::cmulc,
-    cdiv: portable::cdiv,
-    project: portable::project,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX2: Kernels = Kernels {
-    name: "avx2",
-    cmul: avx2::cmul_f32_avx2,
-    cmulc: avx2::cmulc_f32_avx2,
-    cdiv: avx2::cdiv_f32_avx2,
-    project: avx2::project_f32_avx2,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX512: Kernels = Kernels {
-    name: "avx512",
-    cmul: avx512::cmul_f32_avx512,
-    cmulc: avx512::cmulc_f32_avx512,
-    cdiv: avx512::cdiv_f32_avx512,
-    project: avx512::project_f32_avx512,
-};
-
-/// The kernels of `tier` (the caller has checked that the CPU supports it).
-pub fn kernels(tier: Isa) -> &'static Kernels {
-    match tier {
-        Isa::Scalar => &SCALAR,
-        Isa::Portable => &PORTABLE,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => &AVX2,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => &AVX512,
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => &PORTABLE,
+crate::kernels::tier_table! {
+    /// The kernels of `tier` (the caller has checked that the CPU supports it).
+    Kernels [name] {
+        cmul: cmul,
+        cmulc: cmulc,
+        cdiv: cdiv,
+        project: project,
     }
 }

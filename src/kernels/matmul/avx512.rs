@@ -224,3 +224,7 @@ pub unsafe fn dot_i8(r: &Rows<'_, i8>, q: &[f32], ids: &[u32], out: &mut [f32]) 
     // SAFETY: forwarded contract.
     unsafe { dot_i8_512(r, q, ids, out) }
 }
+
+/// The tier table's `prefetch` (`tier_table!` in `../mod.rs`): the
+/// AVX2 tier's `prefetcht0` loop.
+pub use super::avx2::prefetch;

@@ -9,7 +9,7 @@
 //! with independent accumulators and prefetch the rows `PREFETCH_ROWS` ahead
 //! (the ids are known in advance).
 
-use crate::isa::{self, Isa};
+use crate::isa;
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
@@ -63,30 +63,6 @@ pub struct Kernels {
 /// [`PrefetchFn`] of the tiers without a prefetch instruction.
 pub fn no_prefetch(_p: *const u8, _bytes: usize) {}
 
-static SCALAR: Kernels = Kernels {
-    f32: scalar::dot_f32,
-    bf16: scalar::dot_bf16,
-    f16: scalar::dot_f16,
-    i8: scalar::dot_i8,
-    prefetch: no_prefetch,
-};
-static PORTABLE: Kernels = Kernels {
-    f32: portable::dot_f32,
-    bf16: portable::dot_bf16,
-    f16: portable::dot_f16,
-    i8: portable::dot_i8,
-    prefetch: no_prefetch,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX2: Kernels = Kernels {
-    f32: avx2::dot_f32,
-    bf16: avx2::dot_bf16,
-    f16: avx2::dot_f16,
-    i8: avx2::dot_i8,
-    prefetch: avx2::prefetch,
-};
-/// AVX2 without F16C (not seen on real AVX2 CPUs, but possible in a VM):
-/// f16 falls back to the portable tier.
 #[cfg(target_arch = "x86_64")]
 static AVX2_NO_F16C: Kernels = Kernels {
     f32: avx2::dot_f32,
@@ -95,37 +71,19 @@ static AVX2_NO_F16C: Kernels = Kernels {
     i8: avx2::dot_i8,
     prefetch: avx2::prefetch,
 };
-#[cfg(target_arch = "x86_64")]
-static AVX512: Kernels = Kernels {
-    f32: avx512::dot_f32,
-    bf16: avx512::dot_bf16,
-    f16: avx512::dot_f16,
-    i8: avx512::dot_i8,
-    prefetch: avx2::prefetch,
-};
-/// The kernel table of a tier. The caller has checked that the CPU supports
-/// `tier`; extra features (F16C) are looked up here, once per
-/// call, never inside a loop.
-pub fn kernels(tier: Isa) -> &'static Kernels {
-    match tier {
-        Isa::Scalar => &SCALAR,
-        Isa::Portable => &PORTABLE,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => {
-            if isa::extras().f16c {
-                &AVX2
-            } else {
-                &AVX2_NO_F16C
-            }
-        }
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => &AVX512,
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => {
-            let _ = isa::extras;
-            &PORTABLE
-        }
+
+crate::kernels::tier_table! {
+    /// The kernel table of a tier. The caller has checked that the CPU supports
+    /// `tier`; extra features (F16C) are looked up here, once per
+    /// call, never inside a loop.
+    Kernels {
+        f32: dot_f32,
+        bf16: dot_bf16,
+        f16: dot_f16,
+        i8: dot_i8,
+        prefetch: prefetch,
     }
+    avx2 => |t| if isa::extras().f16c { t } else { &AVX2_NO_F16C };
 }
 
 // ---- element conversions (exact, shared by every tier's tails) ----

@@ -94,3 +94,7 @@ pub unsafe fn dot_i8(r: &Rows<'_, i8>, q: &[f32], ids: &[u32], out: &mut [f32]) 
         *o *= r.scales[id as usize];
     }
 }
+
+/// The tier table's `prefetch` (`tier_table!` in `../mod.rs`): none on
+/// this tier.
+pub use super::no_prefetch as prefetch;

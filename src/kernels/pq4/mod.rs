@@ -44,8 +44,6 @@
 //! two bytes per lane per pair and so flushes every 128 pairs.) For `m_pad`
 //! up to 512 (AVX2) or 1,024 (AVX-512) there is one widening per block.
 
-use crate::isa::Isa;
-
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
@@ -154,41 +152,9 @@ pub struct Kernels {
     pub score: ScoreFn,
 }
 
-static SCALAR: Kernels = Kernels {
-    name: "scalar",
-    acc: scalar::acc,
-    score: scalar::score,
-};
-static PORTABLE: Kernels = Kernels {
-    name: "portable",
-    acc: portable::acc,
-    score: portable::score,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX2: Kernels = Kernels {
-    name: "avx2",
-    acc: avx2::acc,
-    score: avx2::score,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX512: Kernels = Kernels {
-    name: "avx512",
-    acc: avx512::acc,
-    score: avx512::score,
-};
-
-/// The kernels of `tier` (the caller has checked that the CPU supports it).
-pub fn kernels(tier: Isa) -> &'static Kernels {
-    match tier {
-        Isa::Scalar => &SCALAR,
-        Isa::Portable => &PORTABLE,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => &AVX2,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => &AVX512,
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => &PORTABLE,
-    }
+crate::kernels::tier_table! {
+    /// The kernels of `tier` (the caller has checked that the CPU supports it).
+    Kernels [name] { acc: acc, score: score }
 }
 
 /// Runs `block(b, &mut [u32; 32])` for each block of the run and hands the

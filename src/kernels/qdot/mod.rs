@@ -108,28 +108,6 @@ pub fn score_of(d: i32, scale: f32, scale_q: f32, bias: Option<f32>) -> f32 {
     }
 }
 
-static SCALAR: Kernels = Kernels {
-    name: "scalar",
-    dot: scalar::dot,
-    score: scalar::score,
-};
-static PORTABLE: Kernels = Kernels {
-    name: "portable",
-    dot: portable::dot,
-    score: portable::score,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX2: Kernels = Kernels {
-    name: "avx2",
-    dot: avx2::dot,
-    score: avx2::score,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX512: Kernels = Kernels {
-    name: "avx512",
-    dot: avx512::dot,
-    score: avx512::score,
-};
 #[cfg(target_arch = "x86_64")]
 static AVX512_VNNI: Kernels = Kernels {
     name: "avx512vnni",
@@ -137,29 +115,12 @@ static AVX512_VNNI: Kernels = Kernels {
     score: avx512::score_vnni,
 };
 
-/// The kernels of `tier` on this CPU: the AVX-512 tier uses `vpdpbusd`
-/// when the CPU has AVX-512 VNNI. The caller has checked that the CPU
-/// supports `tier`; the extra feature is looked up here, once per call.
-pub fn kernels(tier: Isa) -> &'static Kernels {
-    match tier {
-        Isa::Scalar => &SCALAR,
-        Isa::Portable => &PORTABLE,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => &AVX2,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => {
-            if isa::extras().avx512vnni {
-                &AVX512_VNNI
-            } else {
-                &AVX512
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => {
-            let _ = isa::extras;
-            &PORTABLE
-        }
-    }
+crate::kernels::tier_table! {
+    /// The kernels of `tier` on this CPU: the AVX-512 tier uses `vpdpbusd`
+    /// when the CPU has AVX-512 VNNI. The caller has checked that the CPU
+    /// supports `tier`; the extra feature is looked up here, once per call.
+    Kernels [name] { dot: dot, score: score }
+    avx512 => |t| if isa::extras().avx512vnni { &AVX512_VNNI } else { t };
 }
 
 /// Every kernel variant this CPU can run, lowest tier first: the tiers of

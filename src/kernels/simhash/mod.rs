@@ -10,8 +10,6 @@
 
 use std::cell::RefCell;
 
-use crate::isa::Isa;
-
 /// Planes per panel in the packed layout (one 512-bit vector of f32).
 pub const PANEL: usize = 16;
 
@@ -124,38 +122,10 @@ pub struct Kernels {
     pub project: ProjectFn,
 }
 
-static SCALAR: Kernels = Kernels {
-    hash: scalar::hash,
-    project: scalar::project,
-};
-static PORTABLE: Kernels = Kernels {
-    hash: portable::hash,
-    project: portable::project,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX2: Kernels = Kernels {
-    hash: avx2::hash,
-    project: avx2::project,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX512: Kernels = Kernels {
-    hash: avx512::hash,
-    project: avx512::project,
-};
-
-/// The kernel table of a tier. The caller has checked that the CPU supports
-/// `tier` (the x86 tiers' functions rely on it).
-pub fn kernels(tier: Isa) -> &'static Kernels {
-    match tier {
-        Isa::Scalar => &SCALAR,
-        Isa::Portable => &PORTABLE,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => &AVX2,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => &AVX512,
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => &PORTABLE,
-    }
+crate::kernels::tier_table! {
+    /// The kernel table of a tier. The caller has checked that the CPU supports
+    /// `tier` (the x86 tiers' functions rely on it).
+    Kernels { hash: hash, project: project }
 }
 
 /// Bits `start .. start + k` of a little-endian bit string held in u64

@@ -517,3 +517,10 @@ pub unsafe fn adam_avx2(
     // SAFETY: forwarded AdamFn contract.
     unsafe { adam_body(w, m, v, q, g, s, c) }
 }
+
+// The names of the tier table (`tier_table!` in `../mod.rs`).
+pub use self::{
+    adam_avx2 as adam, dq_bf16_avx2 as dq_bf16, dq_f32_avx2 as dq_f32, sgd_avx2 as sgd,
+    xent_avx2 as xent,
+};
+pub use crate::kernels::matmul::avx2::prefetch;

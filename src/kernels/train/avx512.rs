@@ -374,3 +374,10 @@ pub unsafe fn adam_512(
     // SAFETY: forwarded AdamFn contract.
     unsafe { adam_body(w, m, v, q, g, s, c) }
 }
+
+// The names of the tier table (`tier_table!` in `../mod.rs`).
+pub use self::{
+    adam_512 as adam, dq_bf16_512 as dq_bf16, dq_f32_512 as dq_f32, sgd_512 as sgd,
+    xent_512 as xent,
+};
+pub use crate::kernels::matmul::avx2::prefetch;

@@ -43,8 +43,6 @@
 //! `tests/train.rs` compares it with f64 `exp` on every f32 of a dense
 //! sweep; the largest relative error measured is printed there.
 
-use crate::isa::Isa;
-
 pub use crate::kernels::matmul::Rows;
 
 #[cfg(target_arch = "x86_64")]
@@ -200,52 +198,15 @@ pub struct Kernels {
     pub prefetch: PrefetchFn,
 }
 
-static SCALAR: Kernels = Kernels {
-    xent: scalar::xent,
-    dq_f32: scalar::dq_f32,
-    dq_bf16: scalar::dq_bf16,
-    sgd: scalar::sgd,
-    adam: scalar::adam,
-    prefetch: crate::kernels::matmul::no_prefetch,
-};
-static PORTABLE: Kernels = Kernels {
-    xent: portable::xent,
-    dq_f32: portable::dq_f32,
-    dq_bf16: portable::dq_bf16,
-    sgd: portable::sgd,
-    adam: portable::adam,
-    prefetch: crate::kernels::matmul::no_prefetch,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX2: Kernels = Kernels {
-    xent: avx2::xent_avx2,
-    dq_f32: avx2::dq_f32_avx2,
-    dq_bf16: avx2::dq_bf16_avx2,
-    sgd: avx2::sgd_avx2,
-    adam: avx2::adam_avx2,
-    prefetch: crate::kernels::matmul::avx2::prefetch,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX512: Kernels = Kernels {
-    xent: avx512::xent_512,
-    dq_f32: avx512::dq_f32_512,
-    dq_bf16: avx512::dq_bf16_512,
-    sgd: avx512::sgd_512,
-    adam: avx512::adam_512,
-    prefetch: crate::kernels::matmul::avx2::prefetch,
-};
-
-/// The kernel table of a tier (the caller has checked that the CPU
-/// supports it).
-pub fn kernels(tier: Isa) -> &'static Kernels {
-    match tier {
-        Isa::Scalar => &SCALAR,
-        Isa::Portable => &PORTABLE,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => &AVX2,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => &AVX512,
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => &PORTABLE,
+crate::kernels::tier_table! {
+    /// The kernel table of a tier (the caller has checked that the CPU
+    /// supports it).
+    Kernels {
+        xent: xent,
+        dq_f32: dq_f32,
+        dq_bf16: dq_bf16,
+        sgd: sgd,
+        adam: adam,
+        prefetch: prefetch,
     }
 }

@@ -208,3 +208,6 @@ pub unsafe fn adam(
         adam_one(&mut w[k], &mut m[k], &mut v[k], grad_k(q, g, s, k), c);
     }
 }
+
+/// The tier table's `prefetch` (`tier_table!` in `../mod.rs`).
+pub use crate::kernels::matmul::no_prefetch as prefetch;
