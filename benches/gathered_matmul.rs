@@ -309,10 +309,41 @@ fn benches(c: &mut Criterion) {
         let m = WeightMatrix::new(Weights::F32(&w), ROWS, DIM, DIM).unwrap();
         let ids: Vec<u32> = (0..ROWS as u32).collect();
         let mut out = vec![0f32; ROWS];
+        // Every 16th row left out: runs of 15 consecutive ids, below
+        // matmul::RUN_MIN, so the gathered kernel scores them all (15/16 of
+        // the rows; compare per row).
+        let gaps: Vec<u32> = (0..ROWS as u32).filter(|i| i % 16 != 15).collect();
+        let mut out_g = vec![0f32; gaps.len()];
+        let dense = lshk::dense::DenseLayer::new(&w, ROWS, DIM, DIM, None).unwrap();
         for &t in &tiers {
+            // Runs of consecutive ids go to the dense tile (matmul::RUN_MIN).
             g.bench_function(BenchmarkId::new(t.name(), "all_rows_in_order"), |b| {
                 b.iter(|| {
                     m.matmul_isa(t, &q, 1, DIM, black_box(&ids), &[0, ROWS], &mut out)
+                        .unwrap()
+                })
+            });
+            g.bench_function(
+                BenchmarkId::new(t.name(), "gathered_kernel_runs_of_15"),
+                |b| {
+                    b.iter(|| {
+                        m.matmul_isa(
+                            t,
+                            &q,
+                            1,
+                            DIM,
+                            black_box(&gaps),
+                            &[0, gaps.len()],
+                            &mut out_g,
+                        )
+                        .unwrap()
+                    })
+                },
+            );
+            g.bench_function(BenchmarkId::new(t.name(), "dense_tile_b1"), |b| {
+                b.iter(|| {
+                    dense
+                        .logits_isa(t, black_box(&q), 1, DIM, &mut out)
                         .unwrap()
                 })
             });

@@ -35,6 +35,15 @@
 //! at 0, non-decreasing, ending at `out.len()`), and every id (`< rows`; the
 //! first offending position is named in the message).
 //!
+//! # Contiguous runs
+//! In the per-query schedule, f32 rows whose ids form a run of at least
+//! [`RUN_MIN`] consecutive values are scored by the dense layer's tile
+//! (`kernels::dense`: four rows per block reduced together, the rows ahead
+//! prefetched) rather than one id at a time: a run is a sequential stream,
+//! and the tile is the fastest way lshk has to read one. Its error is within
+//! the same bound (`gamma(dim) S` before the bias). Other storages and
+//! shorter runs use the gathered kernels.
+//!
 //! # Epilogues
 //! [`topk`] (per query the k largest, descending, ties to the smaller id,
 //! NaN never selected, padded with `u32::MAX` / `-inf`) and [`softmax`]
@@ -62,6 +71,7 @@ use wide::f32x8;
 use crate::bail;
 use crate::error::{checked_mul, strided_len, Error, Result, Status};
 use crate::isa::{self, Isa};
+use crate::kernels::dense as kd;
 use crate::kernels::matmul::{self as km, Rows};
 
 pub use crate::kernels::matmul::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
@@ -127,6 +137,13 @@ struct UnionScratch {
 thread_local! {
     static UNION: RefCell<UnionScratch> = RefCell::new(UnionScratch::default());
 }
+
+/// Consecutive ids from which [`WeightMatrix::matmul`] scores a run of f32
+/// rows with the dense tile instead of the gathered kernel: the tile's
+/// 4-row blocks and prefetch pay off from a few blocks on, and a shorter
+/// run of a sorted candidate list (rare: a bucket's ids are spread over W)
+/// stays on the gathered kernel.
+pub const RUN_MIN: usize = 16;
 
 /// A borrowed row-major weight matrix: `rows` rows of `dim` elements, row
 /// `r` starting at element `r * stride`, with an optional bias per row.
@@ -268,7 +285,16 @@ impl<'a> WeightMatrix<'a> {
         if union {
             self.run_union(ks, q, q_stride, ids, offsets, out)?;
         } else {
-            self.run_per_query(ks, q, nq, q_stride, ids, offsets, out);
+            self.run_per_query(
+                ks,
+                kd::kernels(tier).tile,
+                q,
+                nq,
+                q_stride,
+                ids,
+                offsets,
+                out,
+            );
         }
         if let Some(b) = self.bias {
             for (o, &id) in out.iter_mut().zip(ids) {
@@ -282,6 +308,7 @@ impl<'a> WeightMatrix<'a> {
     fn run_per_query(
         &self,
         ks: &km::Kernels,
+        tile: kd::TileFn,
         q: &[f32],
         nq: usize,
         q_stride: usize,
@@ -301,7 +328,7 @@ impl<'a> WeightMatrix<'a> {
             // new()), out segment matches the ids, tier supported (checked).
             unsafe {
                 match self.weights {
-                    Weights::F32(w) => (ks.f32)(&self.rows_of(w, &[]), qi, seg_ids, seg_out),
+                    Weights::F32(w) => self.f32_runs(ks, tile, w, qi, seg_ids, seg_out),
                     Weights::Bf16(w) => (ks.bf16)(&self.rows_of(w, &[]), qi, seg_ids, seg_out),
                     Weights::F16(w) => (ks.f16)(&self.rows_of(w, &[]), qi, seg_ids, seg_out),
                     Weights::I8 { w, scales } => {
@@ -309,6 +336,66 @@ impl<'a> WeightMatrix<'a> {
                     }
                 }
             }
+        }
+    }
+
+    /// One query's f32 products, with every run of at least [`RUN_MIN`]
+    /// consecutive ids handed to the dense tile (a sequential stream: its
+    /// 4-row blocks reduce four logits together and it prefetches the rows
+    /// ahead), the other ids to the gathered kernel. Both stay within the
+    /// module's bound (the tile's is `gamma(dim) S`).
+    ///
+    /// # Safety
+    /// As the gathered kernels: `q` holds `dim` floats, every id is `< rows`
+    /// of `w` (which spans the strided matrix), `out` matches `ids`, and the
+    /// CPU supports the tier of `ks` and `tile`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn f32_runs(
+        &self,
+        ks: &km::Kernels,
+        tile: kd::TileFn,
+        w: &'a [f32],
+        q: &[f32],
+        ids: &[u32],
+        out: &mut [f32],
+    ) {
+        let rows = self.rows_of(w, &[]);
+        let n = ids.len();
+        let (mut g0, mut i) = (0, 0);
+        while i < n {
+            let mut j = i + 1;
+            while j < n && ids[j] == ids[j - 1].wrapping_add(1) {
+                j += 1;
+            }
+            if j - i >= RUN_MIN {
+                // SAFETY: (both calls) the caller's contract; the run's rows
+                // ids[i] .. ids[i] + (j - i) are < rows, so `w` holds
+                // (j - i - 1) * stride + dim floats from the first; q holds
+                // one query of dim floats; out[i..j] holds j - i values.
+                unsafe {
+                    if g0 < i {
+                        (ks.f32)(&rows, q, &ids[g0..i], &mut out[g0..i]);
+                    }
+                    let r0 = ids[i] as usize * self.stride;
+                    tile(
+                        &w[r0..],
+                        self.stride,
+                        j - i,
+                        self.dim,
+                        q,
+                        self.dim,
+                        1,
+                        &mut out[i..j],
+                        j - i,
+                    );
+                }
+                g0 = j;
+            }
+            i = j;
+        }
+        if g0 < n {
+            // SAFETY: as above.
+            unsafe { (ks.f32)(&rows, q, &ids[g0..n], &mut out[g0..n]) };
         }
     }
 

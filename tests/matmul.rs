@@ -287,6 +287,50 @@ fn matmul_one_query_all_rows_and_edge_segments() {
     }
 }
 
+/// Runs of consecutive ids (the f32 path scores runs of at least
+/// `matmul::RUN_MIN` with the dense tile): runs just below, at and above
+/// the threshold, at the start and the end of a segment, back to back, a
+/// run broken by a repeat, descending ids; every tier and dtype, with and
+/// without a stride, NaN / infinity inside a run.
+#[test]
+fn matmul_contiguous_runs_within_the_bound() {
+    let m = matmul::RUN_MIN as u32;
+    let mut ids: Vec<u32> = (0..m - 1).collect(); // one short of a run
+    ids.extend(40..40 + m); // exactly a run
+    ids.extend(100..100 + 3 * m + 5); // a long run
+    ids.push(100 + 3 * m + 4); // a repeat right after it
+    ids.extend((60..60 + m + 2).rev()); // descending: no run
+    ids.extend(200..200 + m + 1); // a run ending the first segment
+    let first = ids.len();
+    ids.extend(7..7 + 2 * m); // a second query: one run
+    let rows = 260;
+    let mut rng = SplitMix64::new(12);
+    for &dim in &[1usize, 15, 16, 33, 128] {
+        for stride in [dim, dim + 3] {
+            let c = Case {
+                rows,
+                dim,
+                stride,
+                nq: 2,
+                q_stride: dim + 1,
+                ids: ids.clone(),
+                offsets: vec![0, first, ids.len()],
+                bias: true,
+            };
+            let q: Vec<f32> = (0..2 * (dim + 1))
+                .map(|_| rng.next_normal() as f32)
+                .collect();
+            let mut g = SplitMix64::new(dim as u64 + 1);
+            // Specials in rows 45 (inside the exact run) and 110 (long run).
+            let specials = [
+                (45 * stride, f32::NAN),
+                (110 * stride + dim - 1, f32::INFINITY),
+            ];
+            check_case(&c, &mut || g.next_normal() as f32, &q, &specials);
+        }
+    }
+}
+
 #[test]
 fn matmul_shared_candidates_union_schedule() {
     // 6 queries drawing from a pool of 40 rows out of 300 (heavy sharing),
