@@ -349,6 +349,18 @@ fn len_of(m: &Option<Mat<'_>>) -> usize {
     m.as_ref().map_or(0, |m| m.len())
 }
 
+/// The columns of `m` must be the index's / family's `dim` (the C API takes
+/// only a stride and would read `dim` floats per row).
+fn need_cols(m: &Mat<'_>, name: &str, dim: usize) -> PyResult<()> {
+    if m.cols != dim {
+        return Err(PyValueError::new_err(format!(
+            "{name}: must have dim = {dim} columns, got {}",
+            m.cols
+        )));
+    }
+    Ok(())
+}
+
 fn expect_len(m: &Mat<'_>, name: &str, len: usize, what: &str) -> PyResult<()> {
     if m.len() != len {
         return Err(PyValueError::new_err(format!(
@@ -473,6 +485,8 @@ unsafe extern "C" fn progress_trampoline(user: *mut c_void, done: u64, total: u6
 #[pyclass(module = "lshk")]
 struct Index {
     h: Handle<lshk_index>,
+    /// Columns of W (queries must have as many).
+    dim: usize,
     /// W for BORROWED_F32 storage (kept alive with the index).
     #[allow(dead_code)] // only held: keeps a borrowed W alive
     w_owner: Option<Py<PyAny>>,
@@ -605,6 +619,7 @@ impl Index {
         let h = r.py_err(py)?;
         let idx = Index {
             h: Handle(h as *mut lshk_index),
+            dim,
             w_owner: (p.storage == c::index::LSHK_STORAGE_BORROWED_F32)
                 .then(|| w.arr.clone().into_any().unbind()),
         };
@@ -642,10 +657,23 @@ impl Index {
                 Ok(out as usize)
             })
             .py_err(py)?;
-        Ok(Index {
+        let mut idx = Index {
             h: Handle(h as *mut lshk_index),
-            w_owner: w.map(|m| m.arr.into_any().unbind()),
-        })
+            dim: 0,
+            w_owner: None,
+        };
+        let (rows, dim, _, _) = idx.shape(py)?;
+        idx.dim = dim;
+        if let Some(m) = &w {
+            if m.rows != rows || m.cols != dim {
+                return Err(PyValueError::new_err(format!(
+                    "borrowed_w: the file's index has {rows} x {dim} weights, got {} x {}",
+                    m.rows, m.cols
+                )));
+            }
+        }
+        idx.w_owner = w.map(|m| m.arr.into_any().unbind());
+        Ok(idx)
     }
 
     /// Saves the index (the C API's file format, crash-safe rename).
@@ -677,6 +705,7 @@ impl Index {
         stats: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let q = mat(py, q, "q", Dt::F32, Nd::OneOrTwo, false)?;
+        need_cols(&q, "q", self.dim)?;
         let nq = q.rows;
         let shape: &[usize] = if q.one_d {
             &[k as usize]
@@ -831,6 +860,7 @@ impl Index {
             p.policy = enum_arg(v, "policy", POLICIES)?;
         }
         let q = mat(py, queries, "queries", Dt::F32, Nd::Two, false)?;
+        need_cols(&q, "queries", self.dim)?;
         let off = vec1(py, label_offsets, "label_offsets", Dt::U64)?;
         expect_len(&off, "label_offsets", q.rows + 1, "queries + 1")?;
         let lab = vec1(py, labels, "labels", Dt::U32)?;
@@ -917,6 +947,7 @@ impl Index {
             p.flags |= c::iul::LSHK_IUL_KEEP_BEST;
         }
         let q = mat(py, queries, "queries", Dt::F32, Nd::Two, false)?;
+        need_cols(&q, "queries", self.dim)?;
         let off = vec1(py, label_offsets, "label_offsets", Dt::U64)?;
         expect_len(&off, "label_offsets", q.rows + 1, "queries + 1")?;
         let lab = vec1(py, labels, "labels", Dt::U32)?;
@@ -1060,6 +1091,7 @@ struct ParamsPtr(usize);
 #[pyclass(module = "lshk")]
 struct Ivf {
     h: Handle<lshk_ivf>,
+    dim: usize,
     #[allow(dead_code)] // only held: keeps a borrowed W alive
     w_owner: Option<Py<PyAny>>,
 }
@@ -1131,6 +1163,7 @@ impl Ivf {
             .py_err(py)?;
         Ok(Ivf {
             h: Handle(h as *mut lshk_ivf),
+            dim,
             w_owner: (p.borrow != 0).then(|| w.arr.into_any().unbind()),
         })
     }
@@ -1161,10 +1194,23 @@ impl Ivf {
                 Ok(out as usize)
             })
             .py_err(py)?;
-        Ok(Ivf {
+        let mut ivf = Ivf {
             h: Handle(h as *mut lshk_ivf),
-            w_owner: w.map(|m| m.arr.into_any().unbind()),
-        })
+            dim: 0,
+            w_owner: None,
+        };
+        let (rows, dim, _) = ivf.shape(py)?;
+        ivf.dim = dim;
+        if let Some(m) = &w {
+            if m.rows != rows || m.cols != dim {
+                return Err(PyValueError::new_err(format!(
+                    "w: the file's index has {rows} x {dim} weights, got {} x {}",
+                    m.rows, m.cols
+                )));
+            }
+        }
+        ivf.w_owner = w.map(|m| m.arr.into_any().unbind());
+        Ok(ivf)
     }
 
     fn save(&self, py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -1190,6 +1236,7 @@ impl Ivf {
         stats: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let q = mat(py, q, "q", Dt::F32, Nd::OneOrTwo, false)?;
+        need_cols(&q, "q", self.dim)?;
         let nq = q.rows;
         let shape: &[usize] = if q.one_d {
             &[k as usize]
@@ -1386,8 +1433,9 @@ impl SimHash {
 
     /// Codes of the rows of x: shape (n, L) uint32 ((L,) for a 1-D x).
     fn hash<'py>(&self, py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArrayDyn<u32>>> {
-        let (_, _, l) = self.shape(py)?;
+        let (d, _, l) = self.shape(py)?;
         let x = mat(py, x, "x", Dt::F32, Nd::OneOrTwo, false)?;
+        need_cols(&x, "x", d as usize)?;
         let out = out_array::<u32>(py, &out_shape(x.one_d, x.rows, l as usize));
         let h = self.h.0 as usize;
         hash_into(
@@ -1408,9 +1456,10 @@ impl SimHash {
 
     /// Projections of the rows of x on every plane: shape (n, L*K) float32.
     fn project<'py>(&self, py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
-        let (_, k, l) = self.shape(py)?;
+        let (d, k, l) = self.shape(py)?;
         let width = (k * l) as usize;
         let x = mat(py, x, "x", Dt::F32, Nd::OneOrTwo, false)?;
+        need_cols(&x, "x", d as usize)?;
         let out = out_array::<f32>(py, &out_shape(x.one_d, x.rows, width));
         let h = self.h.0 as usize;
         hash_into(
@@ -1505,8 +1554,9 @@ impl Dwta {
 
     /// Codes of dense rows: shape (n, L) uint32 ((L,) for a 1-D x).
     fn hash<'py>(&self, py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArrayDyn<u32>>> {
-        let (_, _, l, _) = self.shape(py)?;
+        let (d, _, l, _) = self.shape(py)?;
         let x = mat(py, x, "x", Dt::F32, Nd::OneOrTwo, false)?;
+        need_cols(&x, "x", d as usize)?;
         let out = out_array::<u32>(py, &out_shape(x.one_d, x.rows, l as usize));
         let h = self.h.0 as usize;
         hash_into(
@@ -1797,6 +1847,7 @@ fn gathered_matmul<'py>(
     }
     let wm = mat(py, w, "w", dt, Nd::Two, false)?;
     let qm = mat(py, q, "q", Dt::F32, Nd::OneOrTwo, false)?;
+    need_cols(&qm, "q", wm.cols)?;
     let idm = vec1(py, ids, "ids", Dt::U32)?;
     let off = offsets_or_one(py, offsets, idm.len())?;
     expect_len(&off, "offsets", qm.rows + 1, "queries + 1")?;
