@@ -59,7 +59,9 @@ fn python_package() {
     let s = c_harness::setup(); // liblshk.so of this run in target/<profile>
     let python = std::env::var("LSHK_PYTHON").unwrap_or_else(|_| "python3".to_string());
     if run(Command::new(&python).arg("--version")).is_err() {
-        return skip_or_fail(&format!("{python} not found (the Python package is not tested)"));
+        return skip_or_fail(&format!(
+            "{python} not found (the Python package is not tested)"
+        ));
     }
     let target = s
         .profile_dir
@@ -81,7 +83,15 @@ fn python_package() {
         && bin.join("maturin").exists();
     if !have_tools {
         if let Err(e) = run(Command::new(&vpy)
-            .args(["-m", "pip", "install", "-q", "maturin>=1.9,<2", "numpy", "pytest"])
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "maturin>=1.9,<2",
+                "numpy",
+                "pytest",
+            ])
             .env("PIP_DISABLE_PIP_VERSION_CHECK", "1"))
         {
             return skip_or_fail(&format!(
@@ -90,10 +100,11 @@ fn python_package() {
         }
     }
     let manifest = s.root.join("python").join("Cargo.toml");
-    if let Err(e) = run(Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["fetch", "--manifest-path"])
-        .arg(&manifest))
-    {
+    if let Err(e) = run(
+        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["fetch", "--manifest-path"])
+            .arg(&manifest),
+    ) {
         return skip_or_fail(&format!(
             "cargo could not fetch the Python package's crates (no network?): {e}"
         ));
@@ -123,7 +134,14 @@ fn python_package() {
     // pytest from the repository root (not python/, whose lshk/ source
     // directory would shadow the installed package).
     let out = Command::new(&vpy)
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "python/tests"])
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "python/tests",
+        ])
         .current_dir(&s.root)
         .env("LSHK_LIB_DIR", &s.profile_dir)
         .env("PATH", path_with(&bin))
@@ -135,9 +153,10 @@ fn python_package() {
         String::from_utf8_lossy(&out.stderr)
     );
     println!("{text}");
-    assert!(out.status.success(), "pytest failed ({}):\n{text}", out.status);
     assert!(
-        text.contains(" passed"),
-        "pytest ran no test:\n{text}"
+        out.status.success(),
+        "pytest failed ({}):\n{text}",
+        out.status
     );
+    assert!(text.contains(" passed"), "pytest ran no test:\n{text}");
 }

@@ -29,8 +29,8 @@ use lshk::ffi::simhash::lshk_simhash;
 use lshk::ffi::tables::lshk_tables;
 use numpy::ndarray::{ArrayView1, ArrayView2, ShapeBuilder};
 use numpy::{
-    Element, PyArray1, PyArray2, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods,
-    PyUntypedArray, PyUntypedArrayMethods,
+    Element, PyArray1, PyArray2, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray,
+    PyUntypedArrayMethods,
 };
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -436,10 +436,7 @@ fn name_of(names: &[(&str, u32)], code: u32) -> String {
 }
 
 fn c_path(path: &Bound<'_, PyAny>) -> PyResult<CString> {
-    let os = path
-        .py()
-        .import("os")?
-        .call_method1("fsencode", (path,))?;
+    let os = path.py().import("os")?.call_method1("fsencode", (path,))?;
     let bytes: Vec<u8> = os.extract()?;
     CString::new(bytes).map_err(|_| PyValueError::new_err("path: contains a NUL byte"))
 }
@@ -590,7 +587,9 @@ impl Index {
         p.planes_len = len_of(&planes);
         p.dwta_map = ptr_or_null(&dwta_map) as *const u32;
         p.dwta_map_len = len_of(&dwta_map);
-        let mut prog = progress.filter(|cb| !cb.is_none(py)).map(|cb| Progress { cb, err: None });
+        let mut prog = progress
+            .filter(|cb| !cb.is_none(py))
+            .map(|cb| Progress { cb, err: None });
         if let Some(pr) = prog.as_mut() {
             p.progress = Some(progress_trampoline);
             p.progress_user = (pr as *mut Progress).cast();
@@ -682,9 +681,7 @@ impl Index {
         let (h, pp) = (self.h.0 as usize, cpath.as_ptr() as usize);
         py.detach(move || {
             // SAFETY: live handle; NUL-terminated path held by `cpath`.
-            check(unsafe {
-                c::index::lshk_index_save(h as *const lshk_index, pp as *const c_char)
-            })
+            check(unsafe { c::index::lshk_index_save(h as *const lshk_index, pp as *const c_char) })
         })
         .py_err(py)
     }
@@ -970,7 +967,11 @@ impl Index {
                     op as *const usize,
                     lp as *const u32,
                     pp as *const c::iul::lshk_iul_params,
-                    if rl == 0 { ptr::null_mut() } else { rp as *mut c::iul::lshk_iul_report },
+                    if rl == 0 {
+                        ptr::null_mut()
+                    } else {
+                        rp as *mut c::iul::lshk_iul_report
+                    },
                     rl,
                 )
             })
@@ -1354,7 +1355,8 @@ fn hash_into<'py>(
 ) -> PyResult<()> {
     let _ = width;
     let (xp, n, xs) = (x.ptr, x.rows, x.stride);
-    py.detach(move || check(f(xp, n, xs, out, out_len))).py_err(py)
+    py.detach(move || check(f(xp, n, xs, out, out_len)))
+        .py_err(py)
 }
 
 fn out_shape(one_d: bool, rows: usize, cols: usize) -> Vec<usize> {
@@ -1369,10 +1371,24 @@ fn out_shape(one_d: bool, rows: usize, cols: usize) -> Vec<usize> {
 impl SimHash {
     #[new]
     #[pyo3(signature = (dim, bits_per_table, tables, *, sparsity=0, seed=1))]
-    fn new(py: Python<'_>, dim: u32, bits_per_table: u32, tables: u32, sparsity: u32, seed: u64) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        dim: u32,
+        bits_per_table: u32,
+        tables: u32,
+        sparsity: u32,
+        seed: u64,
+    ) -> PyResult<Self> {
         let mut out: *mut lshk_simhash = ptr::null_mut();
-        check(c::simhash::lshk_simhash_new(dim, bits_per_table, tables, sparsity, seed, &mut out))
-            .py_err(py)?;
+        check(c::simhash::lshk_simhash_new(
+            dim,
+            bits_per_table,
+            tables,
+            sparsity,
+            seed,
+            &mut out,
+        ))
+        .py_err(py)?;
         Ok(SimHash {
             h: Handle(out),
             owner: None,
@@ -1396,10 +1412,17 @@ impl SimHash {
                 m.rows
             )));
         }
-        let dim = u32::try_from(m.cols).map_err(|_| PyValueError::new_err("planes: dim too large"))?;
+        let dim =
+            u32::try_from(m.cols).map_err(|_| PyValueError::new_err("planes: dim too large"))?;
         // SAFETY: m holds K*L*dim contiguous floats.
         check(unsafe {
-            c::simhash::lshk_simhash_from_planes(m.ptr as *const f32, dim, bits_per_table, tables, &mut out)
+            c::simhash::lshk_simhash_from_planes(
+                m.ptr as *const f32,
+                dim,
+                bits_per_table,
+                tables,
+                &mut out,
+            )
         })
         .py_err(py)?;
         Ok(SimHash {
@@ -1432,7 +1455,11 @@ impl SimHash {
     }
 
     /// Codes of the rows of x: shape (n, L) uint32 ((L,) for a 1-D x).
-    fn hash<'py>(&self, py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArrayDyn<u32>>> {
+    fn hash<'py>(
+        &self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArrayDyn<u32>>> {
         let (d, _, l) = self.shape(py)?;
         let x = mat(py, x, "x", Dt::F32, Nd::OneOrTwo, false)?;
         need_cols(&x, "x", d as usize)?;
@@ -1445,7 +1472,14 @@ impl SimHash {
             move |xp, n, xs, op, ol| {
                 // SAFETY: x holds n rows at stride xs; out holds ol u32.
                 unsafe {
-                    c::simhash::lshk_simhash_hash(h as *const _, xp as *const f32, n, xs, op as *mut u32, ol)
+                    c::simhash::lshk_simhash_hash(
+                        h as *const _,
+                        xp as *const f32,
+                        n,
+                        xs,
+                        op as *mut u32,
+                        ol,
+                    )
                 }
             },
             out_ptr(&out),
@@ -1455,7 +1489,11 @@ impl SimHash {
     }
 
     /// Projections of the rows of x on every plane: shape (n, L*K) float32.
-    fn project<'py>(&self, py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+    fn project<'py>(
+        &self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
         let (d, k, l) = self.shape(py)?;
         let width = (k * l) as usize;
         let x = mat(py, x, "x", Dt::F32, Nd::OneOrTwo, false)?;
@@ -1469,7 +1507,14 @@ impl SimHash {
             move |xp, n, xs, op, ol| {
                 // SAFETY: x holds n rows at stride xs; out holds ol floats.
                 unsafe {
-                    c::simhash::lshk_simhash_project(h as *const _, xp as *const f32, n, xs, op as *mut f32, ol)
+                    c::simhash::lshk_simhash_project(
+                        h as *const _,
+                        xp as *const f32,
+                        n,
+                        xs,
+                        op as *mut f32,
+                        ol,
+                    )
                 }
             },
             out_ptr(&out),
@@ -1499,10 +1544,24 @@ impl Drop for Dwta {
 impl Dwta {
     #[new]
     #[pyo3(signature = (dim, bins_per_table, tables, *, bin_size=8, seed=1))]
-    fn new(py: Python<'_>, dim: u32, bins_per_table: u32, tables: u32, bin_size: u32, seed: u64) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        dim: u32,
+        bins_per_table: u32,
+        tables: u32,
+        bin_size: u32,
+        seed: u64,
+    ) -> PyResult<Self> {
         let mut out: *mut lshk_dwta = ptr::null_mut();
-        check(c::dwta::lshk_dwta_new(dim, bins_per_table, tables, bin_size, seed, &mut out))
-            .py_err(py)?;
+        check(c::dwta::lshk_dwta_new(
+            dim,
+            bins_per_table,
+            tables,
+            bin_size,
+            seed,
+            &mut out,
+        ))
+        .py_err(py)?;
         Ok(Dwta {
             h: Handle(out),
             owner: None,
@@ -1523,7 +1582,15 @@ impl Dwta {
         let mut out: *mut lshk_dwta = ptr::null_mut();
         // SAFETY: m holds m.len() contiguous u32.
         check(unsafe {
-            c::dwta::lshk_dwta_from_map(m.ptr as *const u32, m.len(), dim, bins_per_table, tables, bin_size, &mut out)
+            c::dwta::lshk_dwta_from_map(
+                m.ptr as *const u32,
+                m.len(),
+                dim,
+                bins_per_table,
+                tables,
+                bin_size,
+                &mut out,
+            )
         })
         .py_err(py)?;
         Ok(Dwta {
@@ -1553,7 +1620,11 @@ impl Dwta {
     }
 
     /// Codes of dense rows: shape (n, L) uint32 ((L,) for a 1-D x).
-    fn hash<'py>(&self, py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArrayDyn<u32>>> {
+    fn hash<'py>(
+        &self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArrayDyn<u32>>> {
         let (d, _, l, _) = self.shape(py)?;
         let x = mat(py, x, "x", Dt::F32, Nd::OneOrTwo, false)?;
         need_cols(&x, "x", d as usize)?;
@@ -1566,7 +1637,14 @@ impl Dwta {
             move |xp, n, xs, op, ol| {
                 // SAFETY: x holds n rows at stride xs; out holds ol u32.
                 unsafe {
-                    c::dwta::lshk_dwta_hash_dense(h as *const _, xp as *const f32, n, xs, op as *mut u32, ol)
+                    c::dwta::lshk_dwta_hash_dense(
+                        h as *const _,
+                        xp as *const f32,
+                        n,
+                        xs,
+                        op as *mut u32,
+                        ol,
+                    )
                 }
             },
             out_ptr(&out),
@@ -1600,7 +1678,14 @@ impl Dwta {
         check_csr_end(py, &ip, &ix)?;
         let n = ip.len() - 1;
         let out = out_array::<u32>(py, &[n, l as usize]);
-        let (h, a, b, cc, op, ol) = (self.h.0 as usize, ip.ptr, ix.ptr, vs.ptr, out_ptr(&out), n * l as usize);
+        let (h, a, b, cc, op, ol) = (
+            self.h.0 as usize,
+            ip.ptr,
+            ix.ptr,
+            vs.ptr,
+            out_ptr(&out),
+            n * l as usize,
+        );
         py.detach(move || {
             // SAFETY: indptr n + 1 values, indices/values >= indptr[n]
             // entries (checked); out holds ol u32.
@@ -1651,14 +1736,24 @@ impl Tables {
         threads: u32,
     ) -> PyResult<Self> {
         let m = mat(py, codes, "codes", Dt::U32, Nd::Two, true)?;
-        let l = u32::try_from(m.cols).map_err(|_| PyValueError::new_err("codes: too many tables"))?;
+        let l =
+            u32::try_from(m.cols).map_err(|_| PyValueError::new_err("codes: too many tables"))?;
         let (cp, n) = (m.ptr, m.rows);
         let h = py
             .detach(move || -> CResult<usize> {
                 let mut out: *mut lshk_tables = ptr::null_mut();
                 // SAFETY: codes holds n*L contiguous u32.
                 check(unsafe {
-                    c::tables::lshk_tables_build(cp as *const u32, n, l, range_bits, bucket_cap, seed, threads, &mut out)
+                    c::tables::lshk_tables_build(
+                        cp as *const u32,
+                        n,
+                        l,
+                        range_bits,
+                        bucket_cap,
+                        seed,
+                        threads,
+                        &mut out,
+                    )
                 })?;
                 Ok(out as usize)
             })
@@ -1674,7 +1769,8 @@ impl Tables {
     fn shape(&self, py: Python<'_>) -> PyResult<(usize, u32, u32)> {
         let (mut n, mut l, mut r) = (0usize, 0u32, 0u32);
         // SAFETY: live handle, writable outputs.
-        check(unsafe { c::tables::lshk_tables_shape(self.h.0, &mut n, &mut l, &mut r) }).py_err(py)?;
+        check(unsafe { c::tables::lshk_tables_shape(self.h.0, &mut n, &mut l, &mut r) })
+            .py_err(py)?;
         Ok((n, l, r))
     }
 
@@ -1711,7 +1807,9 @@ impl Tables {
         }
         let q = cm.rows;
         let proj = match projections {
-            Some(o) if !o.is_none() => Some(mat(py, o, "projections", Dt::F32, Nd::OneOrTwo, true)?),
+            Some(o) if !o.is_none() => {
+                Some(mat(py, o, "projections", Dt::F32, Nd::OneOrTwo, true)?)
+            }
             _ => None,
         };
         let fo = opt_vec1(py, forced_offsets, "forced_offsets", Dt::U64)?;
@@ -1741,7 +1839,10 @@ impl Tables {
         loop {
             let mut ids = vec![0u32; cap];
             let mut cnt = if counts { vec![0u32; cap] } else { Vec::new() };
-            let (ip, cntp) = (ids.as_mut_ptr() as usize, if counts { cnt.as_mut_ptr() as usize } else { 0 });
+            let (ip, cntp) = (
+                ids.as_mut_ptr() as usize,
+                if counts { cnt.as_mut_ptr() as usize } else { 0 },
+            );
             let r = py.detach(move || -> (u32, usize, String) {
                 let mut needed = 0usize;
                 // SAFETY: codes q*L u32, projections pl floats, forced
@@ -1764,7 +1865,11 @@ impl Tables {
                         &mut needed,
                     )
                 };
-                let msg = if s == c::LSHK_STATUS_OK { String::new() } else { last_error_message() };
+                let msg = if s == c::LSHK_STATUS_OK {
+                    String::new()
+                } else {
+                    last_error_message()
+                };
                 (s, needed, msg)
             });
             match r {
@@ -1843,7 +1948,9 @@ fn gathered_matmul<'py>(
         }
     };
     if bf16 && dt != Dt::U16 {
-        return Err(PyTypeError::new_err("w: bf16=True needs a uint16 array of bf16 bits"));
+        return Err(PyTypeError::new_err(
+            "w: bf16=True needs a uint16 array of bf16 bits",
+        ));
     }
     let wm = mat(py, w, "w", dt, Nd::Two, false)?;
     let qm = mat(py, q, "q", Dt::F32, Nd::OneOrTwo, false)?;
@@ -1871,22 +1978,90 @@ fn gathered_matmul<'py>(
     let n = idm.len();
     let out = out_array::<f32>(py, &[n]);
     let a = (
-        wm.ptr, wm.rows, wm.cols, wm.stride, ptr_or_null(&bm), qm.ptr, qm.rows, qm.stride, idm.ptr, off.ptr,
-        out_ptr(&out), ptr_or_null(&sm),
+        wm.ptr,
+        wm.rows,
+        wm.cols,
+        wm.stride,
+        ptr_or_null(&bm),
+        qm.ptr,
+        qm.rows,
+        qm.stride,
+        idm.ptr,
+        off.ptr,
+        out_ptr(&out),
+        ptr_or_null(&sm),
     );
     py.detach(move || {
         let (wp, rows, dim, ws, bp, qp, nq, qs, ip, op, outp, sp) = a;
-        let (bp, qp, ip, op, outp) =
-            (bp as *const f32, qp as *const f32, ip as *const u32, op as *const usize, outp as *mut f32);
+        let (bp, qp, ip, op, outp) = (
+            bp as *const f32,
+            qp as *const f32,
+            ip as *const u32,
+            op as *const usize,
+            outp as *mut f32,
+        );
         // SAFETY: every array holds the elements its shape says (checked
         // above: w rows x dim at stride ws, q nq rows, ids/offsets CSR with
         // offsets[nq] == len(ids), out len(ids)).
         let s = unsafe {
             match dt {
-                Dt::F32 => c::matmul::lshk_gathered_matmul_f32(wp as *const f32, rows, dim, ws, bp, qp, nq, qs, ip, op, outp, n),
-                Dt::U16 => c::matmul::lshk_gathered_matmul_bf16(wp as *const u16, rows, dim, ws, bp, qp, nq, qs, ip, op, outp, n),
-                Dt::F16 => c::matmul::lshk_gathered_matmul_f16(wp as *const u16, rows, dim, ws, bp, qp, nq, qs, ip, op, outp, n),
-                _ => c::matmul::lshk_gathered_matmul_i8(wp as *const i8, sp as *const f32, rows, dim, ws, bp, qp, nq, qs, ip, op, outp, n),
+                Dt::F32 => c::matmul::lshk_gathered_matmul_f32(
+                    wp as *const f32,
+                    rows,
+                    dim,
+                    ws,
+                    bp,
+                    qp,
+                    nq,
+                    qs,
+                    ip,
+                    op,
+                    outp,
+                    n,
+                ),
+                Dt::U16 => c::matmul::lshk_gathered_matmul_bf16(
+                    wp as *const u16,
+                    rows,
+                    dim,
+                    ws,
+                    bp,
+                    qp,
+                    nq,
+                    qs,
+                    ip,
+                    op,
+                    outp,
+                    n,
+                ),
+                Dt::F16 => c::matmul::lshk_gathered_matmul_f16(
+                    wp as *const u16,
+                    rows,
+                    dim,
+                    ws,
+                    bp,
+                    qp,
+                    nq,
+                    qs,
+                    ip,
+                    op,
+                    outp,
+                    n,
+                ),
+                _ => c::matmul::lshk_gathered_matmul_i8(
+                    wp as *const i8,
+                    sp as *const f32,
+                    rows,
+                    dim,
+                    ws,
+                    bp,
+                    qp,
+                    nq,
+                    qs,
+                    ip,
+                    op,
+                    outp,
+                    n,
+                ),
             }
         };
         check(s)
@@ -1909,7 +2084,9 @@ fn topk<'py>(
     let one = offsets.is_none_or(|o| o.is_none());
     let off = offsets_or_one(py, offsets, sc.len())?;
     if off.len() == 0 {
-        return Err(PyValueError::new_err("offsets: must hold nq + 1 >= 1 values"));
+        return Err(PyValueError::new_err(
+            "offsets: must hold nq + 1 >= 1 values",
+        ));
     }
     if last_offset(&off) > sc.len() as u64 {
         return Err(PyValueError::new_err(format!(
@@ -1925,12 +2102,26 @@ fn topk<'py>(
     let shape = out_shape(one, nq, k as usize);
     let oi = out_array::<u32>(py, &shape);
     let os = out_array::<f32>(py, &shape);
-    let a = (sc.ptr, ptr_or_null(&idm), off.ptr, out_ptr(&oi), out_ptr(&os));
+    let a = (
+        sc.ptr,
+        ptr_or_null(&idm),
+        off.ptr,
+        out_ptr(&oi),
+        out_ptr(&os),
+    );
     py.detach(move || {
         // SAFETY: scores/ids hold >= offsets[nq] entries, offsets nq + 1,
         // outputs nq*k each.
         check(unsafe {
-            c::matmul::lshk_topk(a.0 as *const f32, a.1 as *const u32, a.2 as *const usize, nq, k, a.3 as *mut u32, a.4 as *mut f32)
+            c::matmul::lshk_topk(
+                a.0 as *const f32,
+                a.1 as *const u32,
+                a.2 as *const usize,
+                nq,
+                k,
+                a.3 as *mut u32,
+                a.4 as *mut f32,
+            )
         })
     })
     .py_err(py)?;
@@ -1949,7 +2140,9 @@ fn softmax<'py>(
     let sc = vec1(py, scores, "scores", Dt::F32)?;
     let off = offsets_or_one(py, offsets, sc.len())?;
     if off.len() == 0 {
-        return Err(PyValueError::new_err("offsets: must hold nq + 1 >= 1 values"));
+        return Err(PyValueError::new_err(
+            "offsets: must hold nq + 1 >= 1 values",
+        ));
     }
     if last_offset(&off) > sc.len() as u64 {
         return Err(PyValueError::new_err(format!(
@@ -1968,7 +2161,15 @@ fn softmax<'py>(
     let (sp, op) = (sc.ptr, off.ptr);
     py.detach(move || {
         // SAFETY: scores/out hold >= offsets[nq] floats, offsets nq + 1, lse nq.
-        check(unsafe { c::matmul::lshk_softmax(sp as *const f32, op as *const usize, nq, outp as *mut f32, lp as *mut f32) })
+        check(unsafe {
+            c::matmul::lshk_softmax(
+                sp as *const f32,
+                op as *const usize,
+                nq,
+                outp as *mut f32,
+                lp as *mut f32,
+            )
+        })
     })
     .py_err(py)?;
     if return_lse {
@@ -1986,7 +2187,15 @@ fn quantize_rows_i8<'py>(py: Python<'py>, w: &Bound<'py, PyAny>) -> PyResult<Bou
     let sc = out_array::<f32>(py, &[wm.rows]);
     // SAFETY: w rows x dim at stride; out rows x dim dense; scales rows.
     check(unsafe {
-        c::matmul::lshk_quantize_rows_i8(wm.ptr as *const f32, wm.rows, wm.cols, wm.stride, out.data(), wm.cols, sc.data())
+        c::matmul::lshk_quantize_rows_i8(
+            wm.ptr as *const f32,
+            wm.rows,
+            wm.cols,
+            wm.stride,
+            out.data(),
+            wm.cols,
+            sc.data(),
+        )
     })
     .py_err(py)?;
     PyTuple::new(py, [out.into_any(), sc.into_any()])
