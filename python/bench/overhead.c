@@ -2,6 +2,7 @@
  * the Python side (same W, same parameters) and times the same B = 1 query
  * loop through the C API. Prints "<name> <ns per call>" lines.
  *   overhead W.bin rows dim Q.bin nq k iters */
+#define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -54,13 +55,16 @@ int main(int argc, char **argv) {
   lshk_ivf_params ip = lshk_ivf_params_default();
   CHECK(lshk_ivf_build(w, NULL, rows, dim, dim, &ip, &ivf));
 
+  lshk_ivf_search sp = lshk_ivf_search_default();
+  sp.nprobe = 4; /* 4 lists, no adaptive reach: a cheap query */
+  sp.reach = 0.0f;
   for (int rep = 0; rep < 3; rep++) {
     double t0 = now_ns();
     for (long i = 0; i < iters; i++)
       CHECK(lshk_index_query(idx, q + (i % nq) * dim, 1, dim, k, NULL, ids, scores, NULL));
     double t1 = now_ns();
     for (long i = 0; i < iters; i++)
-      CHECK(lshk_ivf_query(ivf, q + (i % nq) * dim, 1, dim, k, NULL, ids, scores, NULL));
+      CHECK(lshk_ivf_query(ivf, q + (i % nq) * dim, 1, dim, k, &sp, ids, scores, NULL));
     double t2 = now_ns();
     printf("index %.1f\nivf %.1f\n", (t1 - t0) / iters, (t2 - t1) / iters);
   }

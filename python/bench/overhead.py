@@ -1,7 +1,8 @@
 """Python query overhead over the C API at B = 1 (issue 18's target: <= 2 us).
 
 Builds the same lshk.Index (SimHash, K 12, L 8) and lshk.Ivf (defaults) over
-the same random W from Python and from C (overhead.c, compiled here against
+the same random W from Python and from C (the Ivf queried with nprobe 4,
+reach 0: a fixed, cheap amount of work) (overhead.c, compiled here against
 include/lshk.h and target/release/liblshk.so, or LSHK_LIB_DIR), then times
 the same loop of single-query calls (k = 10) through each, three rounds,
 best round. Overhead = Python ns/call - C ns/call. A small layer, so the
@@ -53,8 +54,12 @@ def main():
         for name, obj in (("index", idx), ("ivf", ivf)):
             query = obj.query
             t0 = time.perf_counter_ns()
-            for i in range(ITERS):
-                query(rows[i % NQ], K)
+            if name == "index":
+                for i in range(ITERS):
+                    query(rows[i % NQ], K)
+            else:
+                for i in range(ITERS):
+                    query(rows[i % NQ], K, nprobe=4, reach=0.0)
             dt = (time.perf_counter_ns() - t0) / ITERS
             py_ns[name] = min(py_ns.get(name, float("inf")), dt)
     print(f"lshk {lshk.__version__}, tier {lshk.isa_active()}, Python {sys.version.split()[0]}, "

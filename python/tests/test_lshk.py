@@ -4,6 +4,7 @@ capi.py) bit for bit, bad inputs, threads, and files shared with C++."""
 import os
 import subprocess
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -401,3 +402,33 @@ def test_training_while_querying_is_refused(layer):
     t.join()
     assert outcome in ("trained", "refused")
     assert "q" in result
+
+
+def test_builds_and_queries_release_the_gil():
+    """While another thread is inside a long build (or a large query
+    batch), this thread keeps running Python code: the call released the
+    GIL. (Were it held, the sleep below could only return after the call.)"""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((200_000, 32)).astype(np.float32)
+    q = rng.standard_normal((4000, 32)).astype(np.float32)
+    box = {}
+    for name, call in (("build", lambda: box.setdefault("idx", lshk.Index(w, tables=50, build_threads=1))),
+                       ("query", lambda: box["idx"].query(q, 10))):
+        entered = threading.Event()
+        took = {}
+
+        def run():
+            entered.set()
+            t0 = time.perf_counter()
+            call()
+            took["s"] = time.perf_counter() - t0
+
+        t = threading.Thread(target=run)
+        t.start()
+        entered.wait()
+        time.sleep(0.02)
+        alive = t.is_alive()
+        t.join()
+        if took["s"] < 0.1:
+            pytest.skip(f"the {name} took {took['s'] * 1e3:.0f} ms here: too short to observe")
+        assert alive, f"this thread could not run during the {took['s']:.2f} s {name}: the GIL was held"
