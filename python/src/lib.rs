@@ -293,7 +293,7 @@ fn mat<'py>(
             return Some(cols);
         }
         let s0 = st[0];
-        if s0 <= 0 || s0 as usize % size != 0 || (s0 as usize / size) < cols {
+        if s0 <= 0 || !(s0 as usize).is_multiple_of(size) || (s0 as usize / size) < cols {
             return None;
         }
         let stride = s0 as usize / size;
