@@ -1,10 +1,10 @@
 """lshk: SIMD LSH and IVF indexes for sublinear wide output layers.
 
-Python bindings of the lshk library (https://... see the repository README):
-every function calls lshk's C API entry point of the same name inside this
-extension module, so arguments are checked, results are computed and errors
-are reported exactly as in C and C++ (`LshkError` carries the C status and
-message), and index files are interchangeable with `lshk_index_save` /
+Python bindings of the lshk library (see python/README.md in its
+repository): every function calls lshk's C API entry point of the same
+name, linked into this extension module, so arguments are checked, results
+are computed and errors are reported exactly as in C and C++ (`LshkError`
+carries the C status and message), and index files are interchangeable with `lshk_index_save` /
 `lshk_index_load` / `lshk::Index` (and `lshk_ivf_*` / `lshk::Ivf`).
 
 Classes: `Ivf` (the recommended top-k index), `Index` (the LSH index:
