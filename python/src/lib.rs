@@ -441,6 +441,57 @@ fn c_path(path: &Bound<'_, PyAny>) -> PyResult<CString> {
     CString::new(bytes).map_err(|_| PyValueError::new_err("path: contains a NUL byte"))
 }
 
+/// The weights' shape recorded in an index (`KIND_INDEX`: rows, dim,
+/// w_stride) or IVF (`KIND_IVF`: rows, dim) file, read before a borrowed W
+/// is handed to the C loader, which reads `(rows - 1) * w_stride + dim`
+/// floats from a pointer whose length it cannot know. None when the file
+/// cannot be read that far: the C loader then fails before touching W.
+fn peek_w_shape(path: &CString, kind: u32) -> Option<(usize, usize, Option<usize>)> {
+    use std::os::unix::ffi::OsStrExt;
+    let p = std::path::Path::new(std::ffi::OsStr::from_bytes(path.as_bytes()));
+    let c = lshk::format::Container::open(p, kind).ok()?;
+    if kind == lshk::format::KIND_INDEX {
+        // PARAMS: u64 rows at 48, dim at 56, w_stride at 64 (src/index/file.rs)
+        let rec = c.section("PARAMS").ok()?;
+        let at = |o: usize| {
+            rec.get(o..o + 8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+        };
+        let (r, d, s) = (at(48)?, at(56)?, at(64)?);
+        Some((
+            usize::try_from(r).ok()?,
+            usize::try_from(d).ok()?,
+            Some(usize::try_from(s).ok()?),
+        ))
+    } else {
+        // IVFPARAM: u32 rows at 4, dim at 8 (src/ivf/file.rs)
+        let rec = c.section("IVFPARAM").ok()?;
+        let at = |o: usize| {
+            rec.get(o..o + 4)
+                .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+        };
+        Some((at(4)? as usize, at(8)? as usize, None))
+    }
+}
+
+/// A borrowed W passed to a loader must have the file's shape (and, for an
+/// index, its row stride): checked before the C call reads it.
+fn check_borrowed_shape(m: &Mat<'_>, name: &str, cpath: &CString, kind: u32) -> PyResult<()> {
+    if let Some((rows, dim, stride)) = peek_w_shape(cpath, kind) {
+        let stride_ok = stride.is_none_or(|s| s == m.stride || m.rows <= 1 && s >= dim);
+        if m.rows != rows || m.cols != dim || !stride_ok {
+            return Err(PyValueError::new_err(format!(
+                "{name}: the file's weights are {rows} x {dim}{}, got {} x {} (row stride {})",
+                stride.map_or(String::new(), |s| format!(" at row stride {s}")),
+                m.rows,
+                m.cols,
+                m.stride
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// A raw handle that crosses into GIL-free sections. lshk's handles are
 /// thread-safe for the calls made through `&self` (const calls).
 struct Handle<T>(*mut T);
@@ -643,6 +694,9 @@ impl Index {
             Some(o) if !o.is_none() => Some(mat(py, o, "borrowed_w", Dt::F32, Nd::Two, false)?),
             _ => None,
         };
+        if let Some(m) = &w {
+            check_borrowed_shape(m, "borrowed_w", &cpath, lshk::format::KIND_INDEX)?;
+        }
         let wp = ptr_or_null(&w);
         let pp = cpath.as_ptr() as usize;
         let h = py
@@ -1183,6 +1237,9 @@ impl Ivf {
             Some(o) if !o.is_none() => Some(mat(py, o, "w", Dt::F32, Nd::Two, false)?),
             _ => None,
         };
+        if let Some(m) = &w {
+            check_borrowed_shape(m, "w", &cpath, lshk::format::KIND_IVF)?;
+        }
         let (wp, ws) = (ptr_or_null(&w), w.as_ref().map_or(0, |m| m.stride));
         let pp = cpath.as_ptr() as usize;
         let h = py

@@ -182,6 +182,22 @@ def test_save_load_roundtrip_and_borrowed(tmp_path, layer):
     iv = lshk.Ivf(w, b)
     iv.save(tmp_path / "a.ivf")
     same(lshk.Ivf.load(tmp_path / "a.ivf", w).query(q, 10), iv.query(q, 10))
+    # a borrowed W of another shape or row stride is refused before the C
+    # loader would read it (it reads the file's rows x dim at its stride)
+    wide = np.zeros((3000, 64), np.float32)
+    wide[:, :48] = w
+    for bad in (w[:100], w[:, :40], wide[:, :48]):
+        with pytest.raises(ValueError):
+            lshk.Index.load(tmp_path / "borrowed_f32.lshk", borrowed_w=bad)
+    for bad in (w[:100], w[:, :40]):
+        with pytest.raises(ValueError):
+            lshk.Ivf.load(tmp_path / "a.ivf", bad)
+    with pytest.raises(lshk.LshkError) as e:
+        lshk.Ivf.load(tmp_path / "a.ivf")
+    assert e.value.message.startswith("lshk_ivf_load: ")
+    with pytest.raises(lshk.LshkError) as e:
+        lshk.Index.load(tmp_path / "i8.lshk", borrowed_w=w)  # the file stores its weights
+    assert e.value.status_name == "LSHK_STATUS_INVALID_ARGUMENT"
 
 
 def test_files_shared_with_c_api(capi, tmp_path, layer):
