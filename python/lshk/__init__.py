@@ -1,0 +1,52 @@
+"""lshk: SIMD LSH and IVF indexes for sublinear wide output layers.
+
+Python bindings of the lshk library (see python/README.md in its
+repository): every function calls lshk's C API entry point of the same
+name, linked into this extension module, so arguments are checked, results
+are computed and errors are reported exactly as in C and C++ (`LshkError`
+carries the C status and message), and index files are interchangeable with `lshk_index_save` /
+`lshk_index_load` / `lshk::Index` (and `lshk_ivf_*` / `lshk::Ivf`).
+
+Classes: `Ivf` (the recommended top-k index), `Index` (the LSH index:
+SimHash / DWTA, label-aware buckets, IUL), `SimHash`, `Dwta`, `Tables`.
+Kernels: `gathered_matmul`, `topk`, `softmax`, `quantize_rows_i8`, `to_bf16`.
+
+Arrays: float data must be float32 (a TypeError otherwise); integer arrays
+of another integer dtype are converted (range-checked copy). Arrays whose
+rows are contiguous are used in place (with their row stride); other
+layouts are copied first. Queries and builds release the GIL.
+"""
+
+from ._lshk import (  # noqa: F401
+    STATUS,
+    Dwta,
+    Index,
+    Ivf,
+    LshkError,
+    SimHash,
+    Tables,
+    __version__,
+    gathered_matmul,
+    isa_active,
+    quantize_rows_i8,
+    softmax,
+    to_bf16,
+    topk,
+)
+
+__all__ = [
+    "STATUS",
+    "Dwta",
+    "Index",
+    "Ivf",
+    "LshkError",
+    "SimHash",
+    "Tables",
+    "__version__",
+    "gathered_matmul",
+    "isa_active",
+    "quantize_rows_i8",
+    "softmax",
+    "to_bf16",
+    "topk",
+]
