@@ -224,6 +224,16 @@ class Ivf:
         """(rows, dim, nlist)."""
     def memory_bytes(self) -> int:
         """lshk_ivf_memory_bytes (a borrowed W is not counted)."""
+    def train_labels(
+        self, queries: _F32, label_offsets: _Int, labels: _Int, *, label_cap: int = 64,
+        policy: Policy = "beside",
+    ) -> None:
+        """lshk_ivf_train_labels (label-aware lists): each list gains
+        ("beside") or is replaced by ("instead") the label_cap most frequent
+        labels of the training queries that visit it first. Once per index,
+        not with codes="pq4"; on error the index is unchanged."""
+    def label_info(self) -> Optional[Dict[str, object]]:
+        """lshk_ivf_label_info: None, or {'label_cap': int, 'policy': str}."""
 
 class SimHash:
     """A SimHash family (lshk_simhash_*)."""

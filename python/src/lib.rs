@@ -903,54 +903,30 @@ impl Index {
         label_cap: Option<u32>,
         policy: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<()> {
-        let mut p = c::labels::lshk_label_params_default();
-        if let Some(v) = label_cap {
-            p.label_cap = v;
-        }
-        if let Some(v) = policy {
-            p.policy = enum_arg(v, "policy", POLICIES)?;
-        }
-        let q = mat(py, queries, "queries", Dt::F32, Nd::Two, false)?;
-        need_cols(&q, "queries", self.dim)?;
-        let off = vec1(py, label_offsets, "label_offsets", Dt::U64)?;
-        expect_len(&off, "label_offsets", q.rows + 1, "queries + 1")?;
-        let lab = vec1(py, labels, "labels", Dt::U32)?;
-        check_csr_end(py, &off, &lab)?;
-        let (h, qp, n, qs, op, lp) = (self.h.0 as usize, q.ptr, q.rows, q.stride, off.ptr, lab.ptr);
-        let pp = &p as *const _ as usize;
-        py.detach(move || {
-            // SAFETY: shapes checked above (offsets n + 1, labels up to
-            // offsets[n]); exclusive access through &mut self.
-            check(unsafe {
-                c::labels::lshk_index_train_labels(
-                    h as *mut lshk_index,
-                    qp as *const f32,
-                    n,
-                    qs,
-                    op as *const usize,
-                    lp as *const u32,
-                    pp as *const c::labels::lshk_label_params,
-                )
-            })
+        let h = self.h.0 as usize;
+        let t = LabelTraining::new(
+            py,
+            queries,
+            label_offsets,
+            labels,
+            label_cap,
+            policy,
+            self.dim,
+        )?;
+        // SAFETY: the shapes were checked by LabelTraining::new; exclusive
+        // access through &mut self.
+        t.run(py, move |q, n, qs, o, l, p| unsafe {
+            c::labels::lshk_index_train_labels(h as *mut lshk_index, q, n, qs, o, l, p)
         })
-        .py_err(py)
     }
 
     /// None when the index was not trained with labels, else
     /// {"label_cap": int, "policy": str}.
     fn label_info<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let mut trained = 0u32;
-        let mut p = c::labels::lshk_label_params_default();
         // SAFETY: live handle, writable outputs.
-        check(unsafe { c::labels::lshk_index_label_info(self.h.0, &mut trained, &mut p) })
-            .py_err(py)?;
-        if trained == 0 {
-            return Ok(None);
-        }
-        let d = PyDict::new(py);
-        d.set_item("label_cap", p.label_cap)?;
-        d.set_item("policy", name_of(POLICIES, p.policy))?;
-        Ok(Some(d))
+        label_info_of(py, |t, p| unsafe {
+            c::labels::lshk_index_label_info(self.h.0, t, p)
+        })
     }
 
     /// IUL plane learning (lshk_index_train_iul); returns one dict per round.
@@ -1139,6 +1115,98 @@ fn check_csr_end(py: Python<'_>, off: &Mat<'_>, lab: &Mat<'_>) -> PyResult<()> {
 struct ParamsPtr(usize);
 
 // ---------------------------------------------------------------------------
+// Label training, shared by Index and Ivf
+
+/// Checked training pairs of a `train_labels` call: the queries, the CSR
+/// labels and the parameters, as the C call takes them.
+struct LabelTraining<'py> {
+    q: Mat<'py>,
+    off: Mat<'py>,
+    lab: Mat<'py>,
+    p: c::labels::lshk_label_params,
+}
+
+impl<'py> LabelTraining<'py> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'py>,
+        queries: &Bound<'py, PyAny>,
+        label_offsets: &Bound<'py, PyAny>,
+        labels: &Bound<'py, PyAny>,
+        label_cap: Option<u32>,
+        policy: Option<&Bound<'py, PyAny>>,
+        dim: usize,
+    ) -> PyResult<Self> {
+        let mut p = c::labels::lshk_label_params_default();
+        if let Some(v) = label_cap {
+            p.label_cap = v;
+        }
+        if let Some(v) = policy {
+            p.policy = enum_arg(v, "policy", POLICIES)?;
+        }
+        let q = mat(py, queries, "queries", Dt::F32, Nd::Two, false)?;
+        need_cols(&q, "queries", dim)?;
+        let off = vec1(py, label_offsets, "label_offsets", Dt::U64)?;
+        expect_len(&off, "label_offsets", q.rows + 1, "queries + 1")?;
+        let lab = vec1(py, labels, "labels", Dt::U32)?;
+        check_csr_end(py, &off, &lab)?;
+        Ok(LabelTraining { q, off, lab, p })
+    }
+
+    /// Calls `f(queries, n, q_stride, label_offsets, labels, params)` with
+    /// the GIL released.
+    fn run(
+        &self,
+        py: Python<'py>,
+        f: impl FnOnce(
+                *const f32,
+                usize,
+                usize,
+                *const usize,
+                *const u32,
+                *const c::labels::lshk_label_params,
+            ) -> c::lshk_status
+            + Send,
+    ) -> PyResult<()> {
+        let (qp, n, qs) = (self.q.ptr as usize, self.q.rows, self.q.stride);
+        let (op, lp, pp) = (
+            self.off.ptr as usize,
+            self.lab.ptr as usize,
+            &self.p as *const _ as usize,
+        );
+        py.detach(move || {
+            check(f(
+                qp as *const f32,
+                n,
+                qs,
+                op as *const usize,
+                lp as *const u32,
+                pp as *const c::labels::lshk_label_params,
+            ))
+        })
+        .py_err(py)
+    }
+}
+
+/// None when untrained, else {"label_cap": int, "policy": str}, from a
+/// `*_label_info` C call.
+fn label_info_of<'py>(
+    py: Python<'py>,
+    f: impl FnOnce(*mut u32, *mut c::labels::lshk_label_params) -> c::lshk_status,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let mut trained = 0u32;
+    let mut p = c::labels::lshk_label_params_default();
+    check(f(&mut trained, &mut p)).py_err(py)?;
+    if trained == 0 {
+        return Ok(None);
+    }
+    let d = PyDict::new(py);
+    d.set_item("label_cap", p.label_cap)?;
+    d.set_item("policy", name_of(POLICIES, p.policy))?;
+    Ok(Some(d))
+}
+
+// ---------------------------------------------------------------------------
 // Ivf
 
 /// The IVF index (k-means lists, int8 / 4-bit codes, exact re-rank; C API
@@ -1279,6 +1347,46 @@ impl Ivf {
             check(unsafe { c::ivf::lshk_ivf_save(h as *const lshk_ivf, pp as *const c_char) })
         })
         .py_err(py)
+    }
+
+    /// Label-aware lists (lshk_ivf_train_labels): each list gains (policy
+    /// "beside") or is replaced by (policy "instead") the `label_cap` most
+    /// frequent labels of the training queries that visit it first. Once
+    /// per index; not with codes "pq4".
+    #[pyo3(signature = (queries, label_offsets, labels, *, label_cap=None, policy=None))]
+    fn train_labels<'py>(
+        &mut self,
+        py: Python<'py>,
+        queries: &Bound<'py, PyAny>,
+        label_offsets: &Bound<'py, PyAny>,
+        labels: &Bound<'py, PyAny>,
+        label_cap: Option<u32>,
+        policy: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<()> {
+        let h = self.h.0 as usize;
+        let t = LabelTraining::new(
+            py,
+            queries,
+            label_offsets,
+            labels,
+            label_cap,
+            policy,
+            self.dim,
+        )?;
+        // SAFETY: the shapes were checked by LabelTraining::new; exclusive
+        // access through &mut self.
+        t.run(py, move |q, n, qs, o, l, p| unsafe {
+            c::ivf::lshk_ivf_train_labels(h as *mut lshk_ivf, q, n, qs, o, l, p)
+        })
+    }
+
+    /// None when the index was not trained with labels, else
+    /// {"label_cap": int, "policy": str} (lshk_ivf_label_info).
+    fn label_info<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        // SAFETY: live handle, writable outputs.
+        label_info_of(py, |t, p| unsafe {
+            c::ivf::lshk_ivf_label_info(self.h.0, t, p)
+        })
     }
 
     #[pyo3(signature = (q, k=10, *, nprobe=None, rerank=None, reach=None, stats=false))]

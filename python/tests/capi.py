@@ -131,12 +131,17 @@ class CApi:
     def index_free(self, h):
         self.check(self.lib.lshk_index_free(h))
 
-    def train_labels(self, h, queries, offsets, labels, label_cap=64):
+    def train_labels(self, h, queries, offsets, labels, label_cap=64, policy=0,
+                     fn="lshk_index_train_labels"):
         p = self.lib.lshk_label_params_default()
         p.label_cap = label_cap
-        self.check(self.lib.lshk_index_train_labels(h, ptr(queries), sz(queries.shape[0]),
-                                                    sz(queries.shape[1]), ptr(offsets), ptr(labels),
-                                                    C.byref(p)))
+        p.policy = policy
+        self.check(getattr(self.lib, fn)(h, ptr(queries), sz(queries.shape[0]),
+                                         sz(queries.shape[1]), ptr(offsets), ptr(labels),
+                                         C.byref(p)))
+
+    def ivf_train_labels(self, h, queries, offsets, labels, **kw):
+        self.train_labels(h, queries, offsets, labels, fn="lshk_ivf_train_labels", **kw)
 
     def train_iul(self, h, queries, offsets, labels, **kw):
         p = self.lib.lshk_iul_params_default()

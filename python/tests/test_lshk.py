@@ -276,6 +276,27 @@ def test_train_labels_and_iul_match_c_api(capi, layer):
     capi.index_free(h)
 
 
+@pytest.mark.parametrize("policy,code", [("beside", 0), ("instead", 1)])
+def test_ivf_train_labels_matches_c_api(capi, layer, policy, code):
+    w, b, q = layer
+    rng = np.random.default_rng(5)
+    tq = rng.standard_normal((150, 48)).astype(np.float32)
+    offs, labs = labels_for(tq, w, b)
+    ivf = lshk.Ivf(w, b, borrow=False)
+    h = capi.ivf_build(w, b, borrow=0)
+    assert ivf.label_info() is None
+    ivf.train_labels(tq, offs, labs, label_cap=4, policy=policy)
+    capi.ivf_train_labels(h, tq, offs, labs, label_cap=4, policy=code)
+    assert ivf.label_info() == {"label_cap": 4, "policy": policy}
+    for kw in ({}, {"nprobe": 1, "reach": 0.0, "rerank": 8}):
+        same(ivf.query(q, 10, **kw), capi.ivf_query(h, q, 10, **kw))
+    with pytest.raises(lshk.LshkError) as e:
+        ivf.train_labels(tq, offs, labs)
+    assert e.value.status_name == "LSHK_STATUS_INVALID_ARGUMENT"
+    assert e.value.message.startswith("lshk_ivf_train_labels: ")
+    capi.ivf_free(h)
+
+
 # ---------------------------------------------------------------- bad inputs
 
 def test_lshk_errors_carry_status_and_message(layer):
