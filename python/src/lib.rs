@@ -1168,12 +1168,8 @@ impl<'py> LabelTraining<'py> {
             ) -> c::lshk_status
             + Send,
     ) -> PyResult<()> {
-        let (qp, n, qs) = (self.q.ptr as usize, self.q.rows, self.q.stride);
-        let (op, lp, pp) = (
-            self.off.ptr as usize,
-            self.lab.ptr as usize,
-            &self.p as *const _ as usize,
-        );
+        let (qp, n, qs) = (self.q.ptr, self.q.rows, self.q.stride);
+        let (op, lp, pp) = (self.off.ptr, self.lab.ptr, &self.p as *const _ as usize);
         py.detach(move || {
             check(f(
                 qp as *const f32,

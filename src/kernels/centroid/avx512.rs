@@ -15,7 +15,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{insert, PANEL, TOP};
+use super::{merge_lanes, PANEL, TOP};
 
 /// Points per register tile.
 const ROWS: usize = 12;
@@ -63,14 +63,7 @@ unsafe fn tile<const R: usize>(
                 let mut s = [0f32; 2 * PANEL];
                 _mm512_storeu_ps(s.as_mut_ptr(), a0[r]);
                 _mm512_storeu_ps(s.as_mut_ptr().add(PANEL), a1[r]);
-                let b = std::slice::from_raw_parts_mut(best.add(r * TOP), TOP);
-                let ii = std::slice::from_raw_parts_mut(ids.add(r * TOP), TOP);
-                let mut m = m;
-                while m != 0 {
-                    let l = m.trailing_zeros();
-                    m &= m - 1;
-                    insert(b, ii, s[l as usize], id + l);
-                }
+                merge_lanes(m, &s, best.add(r * TOP), ids.add(r * TOP), id);
             }
         }
     }

@@ -69,6 +69,30 @@ crate::kernels::tier_table! {
     Kernels { top4: top4_f32 }
 }
 
+/// Inserts the lanes set in `m` (lane `l` = centroid `id + l`, score
+/// `s[l]`) into one point's top-4 at `best` / `ids`, in lane (id) order:
+/// the SIMD tiers' merge after their mask compare.
+///
+/// # Safety
+/// `best` and `ids` point at the point's four entries; every set lane is
+/// `< s.len()`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn merge_lanes(mut m: u32, s: &[f32], best: *mut f32, ids: *mut u32, id: u32) {
+    // SAFETY: four entries each at best / ids (caller).
+    let (b, ii) = unsafe {
+        (
+            std::slice::from_raw_parts_mut(best, TOP),
+            std::slice::from_raw_parts_mut(ids, TOP),
+        )
+    };
+    while m != 0 {
+        let l = m.trailing_zeros();
+        m &= m - 1;
+        insert(b, ii, s[l as usize], id + l);
+    }
+}
+
 /// Inserts `(s, id)` into one point's sorted top-4 (`best`, `ids`: four
 /// entries each) by the top-4 rule: only if `s` is strictly greater than
 /// the fourth, after every equal score.

@@ -62,58 +62,38 @@ pub(super) unsafe fn hsum4(a: __m256, b: __m256, c: __m256, d: __m256) -> __m128
     }
 }
 
-#[inline(always)]
-#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
-unsafe fn block<const R: usize, const Q: usize>(
-    w: *const f32,
-    stride: usize,
-    dim: usize,
-    q: *const f32,
-    q_stride: usize,
-    out: *mut f32,
-    out_stride: usize,
-) {
-    let full = dim / 8 * 8;
-    // SAFETY: rows `0..R` of `w` and queries `0..Q` of `q` hold `dim`
-    // readable floats each, outputs `(k, r)` are writable (caller); the
-    // enclosing function enables avx2 and fma.
-    unsafe {
-        let mut acc = [[_mm256_setzero_ps(); Q]; R];
-        let mut d = 0;
-        while d < full {
-            let qv: [__m256; Q] = std::array::from_fn(|k| _mm256_loadu_ps(q.add(k * q_stride + d)));
-            for r in 0..R {
-                let wv = _mm256_loadu_ps(w.add(r * stride + d));
-                for k in 0..Q {
-                    acc[r][k] = _mm256_fmadd_ps(wv, qv[k], acc[r][k]);
-                }
-            }
-            d += 8;
-        }
-        if R == 4 {
-            // Four rows of one query reduced together: 3 vhaddps + 1 add.
-            for k in 0..Q {
-                let v = hsum4(acc[0][k], acc[1][k], acc[2][k], acc[3][k]);
-                let mut s = [0f32; 4];
-                _mm_storeu_ps(s.as_mut_ptr(), v);
-                for (r, sr) in s.iter_mut().enumerate() {
-                    for j in full..dim {
-                        *sr = (*w.add(r * stride + j)).mul_add(*q.add(k * q_stride + j), *sr);
-                    }
-                    *out.add(k * out_stride + r) = *sr;
-                }
-            }
-            return;
-        }
-        for r in 0..R {
-            for k in 0..Q {
-                let mut s = hsum(acc[r][k]);
-                for j in full..dim {
-                    s = (*w.add(r * stride + j)).mul_add(*q.add(k * q_stride + j), s);
-                }
-                *out.add(k * out_stride + r) = s;
-            }
-        }
+/// This tier's vectors for the shared block and driver ([`super::drive`]).
+struct Avx2;
+
+impl super::Vf32 for Avx2 {
+    type V = __m256;
+    const LANES: usize = 8;
+    const PREFETCH_ROWS: usize = PREFETCH_ROWS;
+    #[inline(always)]
+    unsafe fn zero() -> __m256 {
+        // SAFETY: register-only; the caller enables avx.
+        unsafe { _mm256_setzero_ps() }
+    }
+    #[inline(always)]
+    unsafe fn loadu(p: *const f32) -> __m256 {
+        // SAFETY: eight readable floats at p (caller); avx enabled.
+        unsafe { _mm256_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn fmadd(a: __m256, b: __m256, c: __m256) -> __m256 {
+        // SAFETY: register-only; the caller enables fma.
+        unsafe { _mm256_fmadd_ps(a, b, c) }
+    }
+    #[inline(always)]
+    unsafe fn hsum(v: __m256) -> f32 {
+        // SAFETY: register-only; the caller enables avx.
+        unsafe { hsum(v) }
+    }
+    #[inline(always)]
+    unsafe fn hsum4(a: __m256, b: __m256, c: __m256, d: __m256, s: &mut [f32; 4]) {
+        // SAFETY: register-only, then four floats stored into `s`; avx
+        // enabled by the caller.
+        unsafe { _mm_storeu_ps(s.as_mut_ptr(), hsum4(a, b, c, d)) }
     }
 }
 
@@ -134,38 +114,7 @@ pub unsafe fn tile_f32(
     out: &mut [f32],
     out_stride: usize,
 ) {
-    let (wp, qp, op) = (w.as_ptr(), q.as_ptr(), out.as_mut_ptr());
-    let mut i = 0;
-    while i < nq {
-        let two = i + 2 <= nq;
-        let mut r = 0;
-        while r < nrows {
-            let four = r + 4 <= nrows;
-            if i == 0 && four {
-                // First pass over these rows: ask for the rows PREFETCH_ROWS
-                // ahead.
-                // SAFETY: a prefetch hint (see prefetch_block).
-                unsafe {
-                    prefetch_block(wp.wrapping_add((r + PREFETCH_ROWS) * stride), stride, dim)
-                };
-            }
-            // SAFETY: rows r..r+4 (or r) < nrows and queries i..i+2 (or i)
-            // < nq lie within the buffers the caller guarantees.
-            unsafe {
-                let (wr, qi, o) = (
-                    wp.add(r * stride),
-                    qp.add(i * q_stride),
-                    op.add(i * out_stride + r),
-                );
-                match (four, two) {
-                    (true, true) => block::<4, 2>(wr, stride, dim, qi, q_stride, o, out_stride),
-                    (true, false) => block::<4, 1>(wr, stride, dim, qi, q_stride, o, out_stride),
-                    (false, true) => block::<1, 2>(wr, stride, dim, qi, q_stride, o, out_stride),
-                    (false, false) => block::<1, 1>(wr, stride, dim, qi, q_stride, o, out_stride),
-                }
-            }
-            r += if four { 4 } else { 1 };
-        }
-        i += if two { 2 } else { 1 };
-    }
+    // SAFETY: forwarded contract of TileFn; this function enables the
+    // features of Avx2's block.
+    unsafe { super::drive::<Avx2>(w, stride, nrows, dim, q, q_stride, nq, out, out_stride) }
 }

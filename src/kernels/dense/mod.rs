@@ -31,6 +31,157 @@ pub mod scalar;
 /// supports the tier the function belongs to.
 pub type TileFn = unsafe fn(&[f32], usize, usize, usize, &[f32], usize, usize, &mut [f32], usize);
 
+/// A SIMD tier's f32 vector, all that an ISA file provides: the 4-row x
+/// 2-query register block ([`block`]) and the row x query loop
+/// ([`drive`]) around it are shared.
+#[cfg(target_arch = "x86_64")]
+pub(crate) trait Vf32 {
+    type V: Copy;
+    /// f32 lanes of `V`.
+    const LANES: usize;
+    /// Rows ahead of the current 4-row block that the first pass over a
+    /// tile prefetches.
+    const PREFETCH_ROWS: usize;
+    /// # Safety (every method)
+    /// The caller enables the tier's target features; `loadu` reads
+    /// `LANES` floats at `p`.
+    unsafe fn zero() -> Self::V;
+    unsafe fn loadu(p: *const f32) -> Self::V;
+    /// `a * b + c`, fused.
+    unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+    /// The sum of the lanes.
+    unsafe fn hsum(v: Self::V) -> f32;
+    /// `s = [sum(a), sum(b), sum(c), sum(d)]`.
+    unsafe fn hsum4(a: Self::V, b: Self::V, c: Self::V, d: Self::V, s: &mut [f32; 4]);
+}
+
+/// `out[k * out_stride + r] = dot(w[r * stride ..][..dim], q[k * q_stride
+/// ..][..dim])` for `r < R`, `k < Q`: `R x Q` accumulator chains over
+/// `dim / LANES` vectors, four rows of one query reduced together, the
+/// `dim % LANES` tail added in scalar (`f32::mul_add`, a `vfmadd` here).
+///
+/// # Safety
+/// Rows `0..R` of `w` and queries `0..Q` of `q` hold `dim` readable floats
+/// each, the outputs are writable, and the caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+unsafe fn block<S: Vf32, const R: usize, const Q: usize>(
+    w: *const f32,
+    stride: usize,
+    dim: usize,
+    q: *const f32,
+    q_stride: usize,
+    out: *mut f32,
+    out_stride: usize,
+) {
+    let full = dim / S::LANES * S::LANES;
+    // SAFETY: the reads stay within rows 0..R and queries 0..Q (dim floats
+    // each), the writes at the R x Q outputs (caller).
+    unsafe {
+        let mut acc = [[S::zero(); Q]; R];
+        let mut d = 0;
+        while d < full {
+            let qv: [S::V; Q] = std::array::from_fn(|k| S::loadu(q.add(k * q_stride + d)));
+            for r in 0..R {
+                let wv = S::loadu(w.add(r * stride + d));
+                for k in 0..Q {
+                    acc[r][k] = S::fmadd(wv, qv[k], acc[r][k]);
+                }
+            }
+            d += S::LANES;
+        }
+        if R == 4 {
+            // Four rows of one query reduced together.
+            for k in 0..Q {
+                let mut s = [0f32; 4];
+                S::hsum4(acc[0][k], acc[1][k], acc[2][k], acc[3][k], &mut s);
+                for (r, sr) in s.iter_mut().enumerate() {
+                    for j in full..dim {
+                        *sr = (*w.add(r * stride + j)).mul_add(*q.add(k * q_stride + j), *sr);
+                    }
+                    *out.add(k * out_stride + r) = *sr;
+                }
+            }
+            return;
+        }
+        for r in 0..R {
+            for k in 0..Q {
+                let mut s = S::hsum(acc[r][k]);
+                for j in full..dim {
+                    s = (*w.add(r * stride + j)).mul_add(*q.add(k * q_stride + j), s);
+                }
+                *out.add(k * out_stride + r) = s;
+            }
+        }
+    }
+}
+
+/// The SIMD tiers' [`TileFn`] around [`block`]: queries in pairs,
+/// rows in blocks of four (singles at the ends), the rows
+/// `S::PREFETCH_ROWS` ahead prefetched on the first pass. Inlined into
+/// each tier's `#[target_feature]` entry point, so it compiles with that
+/// tier's instructions.
+///
+/// # Safety
+/// The preconditions of [`TileFn`]; the caller enables the features `S`
+/// needs.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn drive<S: Vf32>(
+    w: &[f32],
+    stride: usize,
+    nrows: usize,
+    dim: usize,
+    q: &[f32],
+    q_stride: usize,
+    nq: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    let (wp, qp, op) = (w.as_ptr(), q.as_ptr(), out.as_mut_ptr());
+    let mut i = 0;
+    while i < nq {
+        let two = i + 2 <= nq;
+        let mut r = 0;
+        while r < nrows {
+            let four = r + 4 <= nrows;
+            if i == 0 && four {
+                // First pass over these rows: ask for the rows
+                // PREFETCH_ROWS ahead.
+                // SAFETY: a prefetch hint (see prefetch_block).
+                unsafe {
+                    avx2::prefetch_block(
+                        wp.wrapping_add((r + S::PREFETCH_ROWS) * stride),
+                        stride,
+                        dim,
+                    )
+                };
+            }
+            // SAFETY: rows r..r+4 (or r) < nrows and queries i..i+2 (or i)
+            // < nq lie within the buffers the caller guarantees.
+            unsafe {
+                let (wr, qi, o) = (
+                    wp.add(r * stride),
+                    qp.add(i * q_stride),
+                    op.add(i * out_stride + r),
+                );
+                match (four, two) {
+                    (true, true) => block::<S, 4, 2>(wr, stride, dim, qi, q_stride, o, out_stride),
+                    (true, false) => block::<S, 4, 1>(wr, stride, dim, qi, q_stride, o, out_stride),
+                    (false, true) => block::<S, 1, 2>(wr, stride, dim, qi, q_stride, o, out_stride),
+                    (false, false) => {
+                        block::<S, 1, 1>(wr, stride, dim, qi, q_stride, o, out_stride)
+                    }
+                }
+            }
+            r += if four { 4 } else { 1 };
+        }
+        i += if two { 2 } else { 1 };
+    }
+}
+
 /// The entry points of a tier.
 pub struct Kernels {
     pub tile: TileFn,
