@@ -743,6 +743,54 @@ impl Tables {
         self.frozen = true;
     }
 
+    /// Makes frozen tables updatable again without rehashing: refills the
+    /// row-to-bucket map from the CSR. Possible only when every row sits in
+    /// exactly one bucket of every table (no `bucket_cap`, no label-aware
+    /// buckets); otherwise `InvalidArgument` and nothing changes. No-op on
+    /// tables that are not frozen.
+    pub(crate) fn unfreeze_from_csr(&mut self) -> Result<()> {
+        if !self.frozen {
+            return Ok(());
+        }
+        let (n, l) = (self.n, self.l);
+        if self.bucket_cap != 0 {
+            bail!(
+                InvalidArgument,
+                "frozen tables with bucket_cap {} lack the dropped rows' buckets",
+                self.bucket_cap
+            );
+        }
+        let mut rb = try_vec::<u32>(checked_mul(n, l, "n*L")?, "row-to-bucket map")?;
+        let mut seen = vec![0u64; n.div_ceil(64)];
+        for (t, c) in self.csr.iter().enumerate() {
+            seen.fill(0);
+            if c.ids.len() != n {
+                bail!(
+                    InvalidArgument,
+                    "table {t} holds {} ids, not one per row ({n}): label-aware buckets cannot be updated",
+                    c.ids.len()
+                );
+            }
+            let map = &mut rb[t * n..(t + 1) * n];
+            for (b, w) in c.offsets.windows(2).enumerate() {
+                for &i in &c.ids[w[0] as usize..w[1] as usize] {
+                    let (wd, bit) = (i as usize >> 6, 1u64 << (i & 63));
+                    if seen[wd] & bit != 0 {
+                        bail!(
+                            InvalidArgument,
+                            "table {t} holds row {i} twice: label-aware buckets cannot be updated"
+                        );
+                    }
+                    seen[wd] |= bit;
+                    map[i as usize] = b as u32;
+                }
+            }
+        }
+        self.row_bucket = rb;
+        self.frozen = false;
+        Ok(())
+    }
+
     /// Whether every table's arrays are views of memory the tables do not
     /// own (a mapped index file), i.e. nothing was copied.
     pub fn is_viewed(&self) -> bool {
