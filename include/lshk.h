@@ -51,7 +51,9 @@
 
 /*
  Weights: the caller's f32 W is used in place, not copied; it must stay
- alive and unchanged while the index (or one loaded with it) lives.
+ alive and unchanged while the index (or one loaded with it) lives,
+ except for rows changed while no call uses the index and then passed to
+ lshk_index_update_rows (training).
  */
 #define LSHK_STORAGE_BORROWED_F32 0
 
@@ -90,6 +92,18 @@
  |w/U|^2))] with U the largest row norm, queries [q/|q|, 0].
  */
 #define LSHK_TRANSFORM_MIPS 2
+
+/*
+ LNS's initial rehash period (iterations): pass it with
+ LSHK_LNS_REHASH_LAMBDA to lshk_rehash_next.
+ */
+#define LSHK_LNS_REHASH_PERIOD 50.0
+
+/*
+ LNS's default decay rate λ of the rehash frequency, per iteration
+ (1e-4: the period grows e-fold every 10,000 iterations).
+ */
+#define LSHK_LNS_REHASH_LAMBDA 1e-4
 
 /*
  lshk_iul_params::flags: read `t1` / `t2` as rank cut-offs (whole
@@ -196,8 +210,9 @@ typedef struct lshk_hrr lshk_hrr;
  Every function taking `const lshk_index *` (queries included) is safe
  to call from many threads at once, without locks. The functions taking
  a non-const `lshk_index *` change or free the index and need EXCLUSIVE
- access: lshk_index_train_labels, lshk_index_train_iul and
- lshk_index_free. While one of them runs, no other call may use the
+ access: lshk_index_train_labels, lshk_index_train_iul,
+ lshk_index_update_rows, lshk_index_rehash_rows, lshk_index_rehash_dirty
+ and lshk_index_free. While one of them runs, no other call may use the
  index or its borrowed family/tables handles (e.g. guard the index with
  a reader-writer lock: queries shared, training exclusive). Queries
  started after it returns see the changed index.
@@ -1428,6 +1443,120 @@ lshk_status lshk_index_dwta(const struct lshk_index *idx,
  */
 lshk_status lshk_index_tables(const struct lshk_index *idx,
                               const struct lshk_tables **out);
+
+/*
+ Writes new values of rows `ids[0 .. count)` of the index's W and marks
+ them dirty (to be rehashed by lshk_index_rehash_dirty); the tables are
+ not changed. `rows` (row j at `rows + j * row_stride`, `row_stride >=
+ dim` elements, finite; f16 storage: |w| <= 65504) is converted to the
+ index's storage (bf16 / f16 round to nearest even, int8 requantises the
+ row and its scale). With LSHK_STORAGE_BORROWED_F32 the caller changes
+ its own W in place (while no call uses the index) and passes rows =
+ NULL: the ids are only marked. `bias` (NULL = unchanged): `count` new
+ bias values (finite), only for an index built with a bias. A repeated
+ id takes its last values. Weights mapped from a file are first copied
+ into memory the index owns. Between this call and a rehash, queries
+ score with the new weights and retrieve with the old buckets.
+
+ EXCLUSIVE access: no other call may use the index (or its borrowed
+ family/tables handles) meanwhile, as for lshk_index_train_labels.
+
+ Errors: NULL_POINTER (idx; ids with count > 0), INVALID_HANDLE,
+ INVALID_ARGUMENT (rows given for a borrowed W; row_stride < dim; a bias
+ for an index without one; an index with label-aware buckets; f16 range;
+ misaligned pointers), INDEX_OUT_OF_RANGE (an id >= rows), NON_FINITE,
+ SIZE_OVERFLOW, ALLOCATION_FAILED. On error the index is unchanged.
+
+ # Safety
+ `ids` holds `count` readable u32; `rows` NULL or (count-1)*row_stride +
+ dim readable floats; `bias` NULL or `count` readable floats.
+ */
+lshk_status lshk_index_update_rows(struct lshk_index *idx,
+                                   const uint32_t *ids,
+                                   size_t count,
+                                   const float *rows,
+                                   size_t row_stride,
+                                   const float *bias);
+
+/*
+ Rehashes rows `ids[0 .. count)` (any order, repeats allowed) from the
+ index's current W into every table now, and clears their dirty marks.
+ Only those rows move (the buckets they leave or join are recomputed);
+ afterwards every query equals one on a fresh lshk_index_build with the
+ same parameters over the current W and bias, bit for bit, for F32 and
+ BORROWED_F32 storage (bf16 / f16 / int8: the stored, rounded rows are
+ hashed, where a build hashes the caller's f32 rows). The first call on
+ a built or loaded index restores each row's bucket map (4 * rows * L
+ bytes, kept from then on): from the tables when bucket_cap is 0, else
+ by rehashing every row once; with the MIPS transform a change of the
+ largest row norm U also rehashes every row. `out_rehashed` (NULL = not
+ wanted) receives the number of rows rehashed.
+
+ EXCLUSIVE access, as lshk_index_update_rows.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (label-aware
+ buckets, misaligned pointers), INDEX_OUT_OF_RANGE, NON_FINITE (a
+ borrowed W row holds NaN or infinity), SIZE_OVERFLOW,
+ ALLOCATION_FAILED. On error the index is unchanged and `*out_rehashed`
+ is not written.
+
+ # Safety
+ `ids` holds `count` readable u32; `out_rehashed` NULL or writable.
+ */
+lshk_status lshk_index_rehash_rows(struct lshk_index *idx,
+                                   const uint32_t *ids,
+                                   size_t count,
+                                   size_t *out_rehashed);
+
+/*
+ Rehashes every dirty row (those passed to lshk_index_update_rows since
+ their last rehash), as lshk_index_rehash_rows does; `out_rehashed` (NULL
+ = not wanted) receives the number of rows rehashed (0 when none was
+ dirty). EXCLUSIVE access, as lshk_index_update_rows.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (label-aware
+ buckets, misaligned `out_rehashed`), NON_FINITE, ALLOCATION_FAILED. On
+ error the index is unchanged and `*out_rehashed` is not written.
+
+ # Safety
+ `out_rehashed` NULL or writable.
+ */
+lshk_status lshk_index_rehash_dirty(struct lshk_index *idx,
+                                    size_t *out_rehashed);
+
+/*
+ The number of dirty rows (updated since their last rehash) into `*out`.
+ Thread-safe (reads only).
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned
+ `out`). On error `*out` is not written.
+
+ # Safety
+ `out` must be writable.
+ */
+lshk_status lshk_index_dirty_rows(const struct lshk_index *idx,
+                                  size_t *out);
+
+/*
+ The rehash schedule (stateless): after a rehash at iteration `t` (or
+ the start, t = 0), the next is due at `t + period(t)` with
+ `period(t) = max(1, floor(initial_period * exp(lambda * t)))`
+ (saturating; written to `*out_next`). lambda = 0: a fixed period;
+ lambda > 0: LNS's exponentially decaying frequency; LNS:
+ LSHK_LNS_REHASH_PERIOD (50) and LSHK_LNS_REHASH_LAMBDA (1e-4), giving
+ 50, 100, 150, 200, 251, 302, ... Thread-safe.
+
+ Errors: NULL_POINTER, INVALID_ARGUMENT (initial_period not finite or
+ < 1, lambda not finite or < 0, misaligned `out_next`). On error
+ `*out_next` is not written.
+
+ # Safety
+ `out_next` must be writable.
+ */
+lshk_status lshk_rehash_next(double initial_period,
+                             double lambda,
+                             uint64_t t,
+                             uint64_t *out_next);
 
 /*
  Default IUL parameters (see lshk_iul_params).

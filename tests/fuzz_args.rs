@@ -4390,7 +4390,7 @@ fn fuzz_c_abi_arguments() {
         c.exec_no += 1;
         c.desc.clear();
         let t1 = Instant::now();
-        let mut which = c.r.u(26);
+        let mut which = c.r.u(27);
         match which {
             20 => fuzz_ivf_query(&mut c, &ivfs),
             21 => fuzz_ivf_build(&mut c),
@@ -4403,6 +4403,7 @@ fn fuzz_c_abi_arguments() {
             23 => fuzz_hrr(&mut c, &mut hrrs, hrr_dead),
             24 => fuzz_xent(&mut c),
             25 => fuzz_backward(&mut c),
+            26 => fuzz_index_update(&mut c),
             0..=5 => fuzz_matmul(&mut c),
             6..=9 => fuzz_gather(&mut c, &idx),
             10 | 11 => fuzz_topk(&mut c),
@@ -4427,8 +4428,9 @@ fn fuzz_c_abi_arguments() {
             "hrr",
             "xent",
             "dq / sgd",
+            "index update / rehash",
         ][[
-            0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 6, 6, 7, 8, 9, 10, 11, 12, 13,
+            0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 6, 6, 7, 8, 9, 10, 11, 12, 13, 14,
         ][which]];
         *c.per_target.entry(name).or_default() += t1.elapsed();
         if c.failures.len() >= 20 {
@@ -4474,4 +4476,329 @@ fn fuzz_c_abi_arguments() {
         "fuzz_c_abi_arguments (the _isa calls that returned OK)",
         &ran,
     );
+}
+
+// ------------------------------------------- mutable index (issue 14, item 2)
+
+/// Top-10 ids and score bits of a few fixed queries, through the C API.
+fn index_results(h: *const lshk_index, dim: usize) -> (Vec<u32>, Vec<u32>) {
+    let q: Vec<f32> = (0..4 * dim).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
+    let (mut ids, mut sc) = (vec![0u32; 40], vec![0f32; 40]);
+    // SAFETY: a live index, 4 queries of dim floats, 40-element outputs.
+    let st = unsafe {
+        lshk_index_query(
+            h,
+            q.as_ptr(),
+            4,
+            dim,
+            10,
+            null(),
+            ids.as_mut_ptr(),
+            sc.as_mut_ptr(),
+            null_mut(),
+        )
+    };
+    assert_eq!(st, LSHK_STATUS_OK, "{}", last_msg());
+    (ids, bits(&sc))
+}
+
+fn rust_results(idx: &Index) -> (Vec<u32>, Vec<u32>) {
+    let dim = idx.dim();
+    let q: Vec<f32> = (0..4 * dim).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
+    let (mut ids, mut sc) = (vec![0u32; 40], vec![0f32; 40]);
+    idx.query(
+        &q,
+        4,
+        dim,
+        10,
+        &GatherParams::default(),
+        &mut ids,
+        &mut sc,
+        None,
+    )
+    .unwrap();
+    (ids, bits(&sc))
+}
+
+/// lshk_index_update_rows (then lshk_index_rehash_dirty / _rehash_rows) on
+/// a fresh small index, against the Rust API on a twin index; and
+/// lshk_rehash_next against RehashSchedule.
+fn fuzz_index_update(c: &mut Ctx) {
+    let r = &mut c.r;
+    if r.one_in(5) {
+        let mut p0 = r.pick(&[1.0, 50.0, 7.5, 1e18]);
+        let mut lambda = r.pick(&[0.0, 1e-4, 0.5]);
+        let t = r.pick(&[0u64, 1, 200, 1 << 40, u64::MAX]);
+        let mut v = Verdict::default();
+        match r.u(4) {
+            0 => {
+                p0 = r.pick(&[0.0, 0.99, -1.0, f64::NAN, f64::INFINITY]);
+                v.err("bad initial period");
+            }
+            1 => {
+                lambda = r.pick(&[-1e-4, f64::NAN, f64::INFINITY, f64::NEG_INFINITY]);
+                v.err("bad lambda");
+            }
+            _ => {}
+        }
+        let mut out = [CANARY as u64; 2];
+        let mis = r.one_in(6);
+        if mis {
+            v.err("misaligned out");
+        }
+        let op: *mut u64 = if mis {
+            out.as_mut_ptr().cast::<u8>().wrapping_add(1).cast()
+        } else {
+            out.as_mut_ptr()
+        };
+        c.desc = format!("rehash_next p0 {p0} lambda {lambda} t {t}");
+        // SAFETY: out has 2 writable u64 (a misaligned pointer stays inside).
+        let st = c.call("lshk_rehash_next", || unsafe {
+            lshk_rehash_next(p0, lambda, t, op)
+        });
+        if c.judge("lshk_rehash_next", st, &v) {
+            let want = lshk::index::RehashSchedule {
+                initial_period: p0,
+                lambda,
+            }
+            .next_after(t);
+            if out[0] != want || out[1] != CANARY as u64 {
+                c.fail(format!("lshk_rehash_next wrote {out:?}, want {want}"));
+            }
+        } else if out != [CANARY as u64; 2] {
+            c.fail("lshk_rehash_next failed but wrote its output".into());
+        }
+        return;
+    }
+    let (rows, dim) = (20 + r.u(60), 1 + r.u(9));
+    let borrowed = r.one_in(3);
+    let with_bias = r.one_in(2);
+    let transform = [Transform::None, Transform::BiasAug, Transform::Mips][r.u(3)];
+    let cap = r.pick(&[0u32, 0, 3]);
+    let mut g = SplitMix64::new(r.u(1 << 30) as u64);
+    let w0: Vec<f32> = (0..rows * dim).map(|_| g.next_normal() as f32).collect();
+    let b0: Vec<f32> = (0..rows).map(|_| g.next_normal() as f32 * 0.3).collect();
+    let storage = if borrowed {
+        Storage::BorrowedF32
+    } else {
+        Storage::F32
+    };
+    let mut p = lshk_index_params_default();
+    p.bits_per_table = 4;
+    p.tables = 3;
+    p.storage = storage as u32;
+    p.transform = transform as u32;
+    p.bucket_cap = cap;
+    p.build_threads = 1 + r.u(2) as u32;
+    let ip = IndexParams {
+        bits: 4,
+        tables: 3,
+        storage,
+        transform,
+        bucket_cap: cap,
+        threads: 1,
+        ..Default::default()
+    };
+    // The C index's W and the twin's (both borrowed when `borrowed`).
+    let (mut wc, mut wt) = (w0.clone(), w0.clone());
+    let bias = with_bias.then_some(&b0[..]);
+    let mut h = null_mut();
+    // SAFETY: W and bias of the stated sizes, alive until the free below.
+    let st = unsafe {
+        lshk_index_build(
+            wc.as_ptr(),
+            bias.map_or(null(), |b| b.as_ptr()),
+            rows,
+            dim,
+            dim,
+            &p,
+            &mut h,
+        )
+    };
+    assert_eq!(st, LSHK_STATUS_OK, "{}", last_msg());
+    // SAFETY: wt outlives the twin (dropped before the end of this function).
+    let mut twin = unsafe { Index::build_borrowed(&wt, bias, rows, dim, dim, &ip, None).unwrap() };
+    let mut v = Verdict::default();
+    let mut count = r.u(8);
+    let mut stride = dim + r.u(3);
+    let mut ids = Arr::new((0..count).map(|_| r.u(rows) as u32).collect(), 0u32);
+    let mut vals = Arr::new(
+        (0..count * stride)
+            .map(|_| g.next_normal() as f32)
+            .collect(),
+        0f32,
+    );
+    let mut nb = Arr::new((0..count).map(|_| g.next_normal() as f32).collect(), 0f32);
+    if borrowed {
+        vals.mode = Mode::Null; // the caller changes W in place
+    }
+    if !with_bias || r.one_in(3) {
+        nb.mode = Mode::Null;
+    }
+    let mut handle = h;
+    let mut what = Vec::new();
+    for _ in 0..r.u(4) {
+        let m = r.u(9);
+        what.push(m);
+        match m {
+            0 => match r.u(4) {
+                0 => ids.mode = Mode::Null,
+                1 => vals.mode = Mode::Null,
+                2 => nb.mode = Mode::Null,
+                _ => {
+                    handle = null_mut();
+                    v.err("NULL handle")
+                }
+            },
+            1 => match r.u(3) {
+                0 => ids.mode = Mode::Mis,
+                1 => vals.mode = Mode::Mis,
+                _ => nb.mode = Mode::Mis,
+            },
+            2 if ids.len() > 0 => {
+                let j = r.u(ids.len());
+                ids.data_mut()[j] = r.pick(&[rows as u32, u32::MAX, rows as u32 - 1]);
+            }
+            3 => count = r.size(count),
+            4 => stride = r.size(stride),
+            5 if vals.len() > 0 => {
+                let j = r.u(vals.len());
+                vals.data_mut()[j] = r.special();
+            }
+            6 if nb.len() > 0 => {
+                let j = r.u(nb.len());
+                nb.data_mut()[j] = r.special();
+            }
+            7 => {
+                // rows for a borrowed W, or a bias for an index without one
+                if r.one_in(2) {
+                    vals.mode = Mode::Ok
+                } else {
+                    nb.mode = Mode::Ok
+                }
+            }
+            _ => {
+                let mut th = null();
+                // SAFETY: live index, writable out.
+                unsafe { lshk_index_tables(h, &mut th) };
+                handle = th.cast_mut().cast();
+                v.err("foreign handle");
+            }
+        }
+    }
+    ids.need(Some(count as u128), &mut v, || 0);
+    let rows_given = vals.mode != Mode::Null;
+    if rows_given {
+        if stride < dim {
+            v.err("stride < dim");
+        } else {
+            vals.need(strided(count, dim, stride), &mut v, || 0.5);
+        }
+        if borrowed {
+            v.err("rows given for a borrowed W");
+        }
+    }
+    let bias_given = nb.mode != Mode::Null;
+    if bias_given {
+        nb.need(Some(count as u128), &mut v, || 0.25);
+        if !with_bias {
+            v.err("bias for an index without one");
+        }
+    }
+    if v.skip {
+        c.skipped += 1;
+        // SAFETY: h is live.
+        unsafe { lshk_index_free(h) };
+        return;
+    }
+    let cnt = count.min(ids.len());
+    if ids.mode == Mode::Ok && ids.data()[..cnt].iter().any(|&i| i as usize >= rows) {
+        v.err("id >= rows");
+    }
+    if rows_given && vals.mode == Mode::Ok && stride >= dim && v.expect_err.is_none() {
+        for j in 0..count {
+            if vals.v[j * stride..j * stride + dim]
+                .iter()
+                .any(|x| !x.is_finite())
+            {
+                v.err("non-finite row");
+            }
+        }
+    }
+    if bias_given
+        && nb.mode == Mode::Ok
+        && nb.data()[..count.min(nb.len())]
+            .iter()
+            .any(|x| !x.is_finite())
+    {
+        v.err("non-finite bias");
+    }
+    c.desc = format!(
+        "index_update rows {rows} dim {dim} borrowed {borrowed} bias {with_bias} {transform:?} \
+         cap {cap} count {count} stride {stride} muts {what:?}"
+    );
+    let before = index_results(h, dim);
+    let (ip_, vp, bp) = (ids.ptr(), vals.ptr(), nb.ptr());
+    // SAFETY: buffers sized per the verdict rules (module docs).
+    let st = c.call("lshk_index_update_rows", || unsafe {
+        lshk_index_update_rows(handle, ip_, count, vp, stride, bp)
+    });
+    let ok = c.judge("lshk_index_update_rows", st, &v);
+    if !ok {
+        let mut dirty = 7usize;
+        // SAFETY: live index, writable out.
+        unsafe { lshk_index_dirty_rows(h, &mut dirty) };
+        if index_results(h, dim) != before || dirty != 0 {
+            c.fail(format!(
+                "lshk_index_update_rows failed with {st} but changed the index"
+            ));
+        }
+        // SAFETY: h is live.
+        unsafe { lshk_index_free(h) };
+        return;
+    }
+    // The twin, through the Rust API; a borrowed W changes in place.
+    let idv = ids.data()[..count].to_vec();
+    if borrowed {
+        for (j, &id) in idv.iter().enumerate() {
+            for d in 0..dim {
+                let x = (j * 31 + d) as f32 * 0.01 - 0.3;
+                wc[id as usize * dim + d] = x;
+                wt[id as usize * dim + d] = x;
+            }
+        }
+    }
+    let rws = rows_given.then(|| (&vals.v[..], stride));
+    let bs = bias_given.then(|| &nb.v[..count]);
+    twin.update_rows(&idv, rws, bs).unwrap();
+    let by_rows = c.r.one_in(2);
+    let mut n_c = CANARY as usize;
+    // SAFETY: live index; the ids buffer holds count ids; writable out.
+    let st = if by_rows {
+        c.call("lshk_index_rehash_rows", || unsafe {
+            lshk_index_rehash_rows(h, idv.as_ptr(), idv.len(), &mut n_c)
+        })
+    } else {
+        c.call("lshk_index_rehash_dirty", || unsafe {
+            lshk_index_rehash_dirty(h, &mut n_c)
+        })
+    };
+    let n_r = twin.rehash_dirty().unwrap();
+    let name = if by_rows {
+        "lshk_index_rehash_rows"
+    } else {
+        "lshk_index_rehash_dirty"
+    };
+    if c.judge(name, st, &Verdict::default()) {
+        if n_c != n_r {
+            c.fail(format!("{name}: {n_c} rows rehashed, the Rust API {n_r}"));
+        }
+        if index_results(h, dim) != rust_results(&twin) {
+            c.fail(format!("{name}: results differ from the Rust API's"));
+        }
+    }
+    drop(twin);
+    // SAFETY: h is live.
+    unsafe { lshk_index_free(h) };
+    drop((wc, wt));
 }
