@@ -158,6 +158,27 @@
 #define LSHK_LABEL_POLICY_INSTEAD 1
 
 /*
+ lshk_budget_params::rule: today's rule (lshk_tables_gather): tables in
+ order, ids ascending in a bucket, the bucket that reaches the budget cut
+ mid-bucket keeping its SMALLEST ids (a preference for small ids).
+ */
+#define LSHK_BUDGET_MID_BUCKET 0
+
+/*
+ lshk_budget_params::rule: the same cut without the small-id preference:
+ tables visited cyclically from a per-query start table, the cut bucket
+ read cyclically from a per-query position (see lshk_tables_gather_budget).
+ */
+#define LSHK_BUDGET_MID_BUCKET_ROTATED 1
+
+/*
+ lshk_budget_params::rule: the LNS seed's rule: whole buckets, table by
+ table from the per-query start table, stopping BETWEEN tables before the
+ first table that would take the set past max_candidates.
+ */
+#define LSHK_BUDGET_WHOLE_BUCKETS 2
+
+/*
  Lazy Adam state over the rows of one W: per element first and second
  moments, per row a step count (docs/training.md). Created by
  lshk_adam_new, released by lshk_adam_free; lshk_adam_step and
@@ -737,6 +758,29 @@ typedef struct lshk_table_stats {
    */
   double mean_bucket_size;
 } lshk_table_stats;
+
+/*
+ How lshk_tables_gather_budget applies `max_candidates`. Obtain it from
+ lshk_budget_params_default(); `struct_size` must be at least
+ sizeof(lshk_budget_params) (a larger value from a newer header is
+ accepted, its unknown tail ignored).
+ */
+typedef struct lshk_budget_params {
+  /*
+   sizeof(lshk_budget_params).
+   */
+  uint32_t struct_size;
+  /*
+   LSHK_BUDGET_* (default LSHK_BUDGET_MID_BUCKET); another value is
+   INVALID_ARGUMENT.
+   */
+  uint32_t rule;
+  /*
+   Seed of the per-query stream of the rotated rules (default 0); pass
+   a new one (e.g. the training step) for a fresh sample.
+   */
+  uint64_t seed;
+} lshk_budget_params;
 
 /*
  Adam's hyper-parameters. Obtain defaults from lshk_adam_params_default(),
@@ -2647,6 +2691,59 @@ lshk_status lshk_tables_gather_isa(lshk_isa isa,
                                    size_t *offsets,
                                    uint32_t *counts,
                                    size_t *needed);
+
+/*
+ Default budget parameters: LSHK_BUDGET_MID_BUCKET, seed 0,
+ struct_size = sizeof(lshk_budget_params).
+ */
+struct lshk_budget_params lshk_budget_params_default(void);
+
+/*
+ lshk_tables_gather with a budget rule (`budget` NULL = defaults, i.e.
+ exactly lshk_tables_gather). The rule decides how `max_candidates`
+ (forced ids included; 0 = no budget) cuts the union of a query's
+ buckets (the query's bucket, then its probes, per table):
+
+ * LSHK_BUDGET_MID_BUCKET: as lshk_tables_gather.
+ * LSHK_BUDGET_MID_BUCKET_ROTATED: a per-query stream r: h = seed, then
+   for each of the query's L codes c in table order h =
+   next(splitmix64(h ^ c)) (SplitMix64 seeded with h ^ c, its first
+   output), r = SplitMix64(h). Tables are visited cyclically from s =
+   below(r, L) (s, s+1, ..., L-1, 0, ..., s-1); when a bucket of c ids
+   would pass the budget, it is read cyclically from position o =
+   below(r, c) until the budget is reached. (below: Lemire's
+   multiply-shift with rejection, as in lshk_simhash_new.) Over seeds,
+   each id of the cut bucket is kept with the same probability.
+ * LSHK_BUDGET_WHOLE_BUCKETS: tables from the same start s; a table's
+   buckets join the set together if the set then holds at most
+   max_candidates ids, else the visit stops (later tables are not
+   tried). No bucket is cut.
+
+ min_count, counts and the output are as in lshk_tables_gather. The
+ result depends only on the tables, the codes, the forced ids, the params
+ and the seed: identical on every tier and thread.
+
+ Errors: as lshk_tables_gather, plus INVALID_ARGUMENT (budget struct_size
+ too small, unknown rule, misaligned `budget`).
+
+ # Safety
+ As lshk_tables_gather; `budget` NULL or a readable lshk_budget_params.
+ */
+lshk_status lshk_tables_gather_budget(const struct lshk_tables *t,
+                                      const uint32_t *codes,
+                                      size_t q,
+                                      const struct lshk_gather_params *params,
+                                      const struct lshk_budget_params *budget,
+                                      const float *projections,
+                                      size_t projections_len,
+                                      const size_t *forced_offsets,
+                                      const uint32_t *forced_ids,
+                                      size_t forced_ids_len,
+                                      uint32_t *ids,
+                                      size_t ids_len,
+                                      size_t *offsets,
+                                      uint32_t *counts,
+                                      size_t *needed);
 
 /*
  Default Adam parameters: lr 1e-3, beta1 0.9, beta2 0.999, eps 1e-8;

@@ -4390,7 +4390,7 @@ fn fuzz_c_abi_arguments() {
         c.exec_no += 1;
         c.desc.clear();
         let t1 = Instant::now();
-        let mut which = c.r.u(27);
+        let mut which = c.r.u(28);
         match which {
             20 => fuzz_ivf_query(&mut c, &ivfs),
             21 => fuzz_ivf_build(&mut c),
@@ -4404,6 +4404,7 @@ fn fuzz_c_abi_arguments() {
             24 => fuzz_xent(&mut c),
             25 => fuzz_backward(&mut c),
             26 => fuzz_index_update(&mut c),
+            27 => fuzz_gather_budget(&mut c),
             0..=5 => fuzz_matmul(&mut c),
             6..=9 => fuzz_gather(&mut c, &idx),
             10 | 11 => fuzz_topk(&mut c),
@@ -4429,8 +4430,10 @@ fn fuzz_c_abi_arguments() {
             "xent",
             "dq / sgd",
             "index update / rehash",
+            "gather budget",
         ][[
             0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 6, 6, 7, 8, 9, 10, 11, 12, 13, 14,
+            15,
         ][which]];
         *c.per_target.entry(name).or_default() += t1.elapsed();
         if c.failures.len() >= 20 {
@@ -4801,4 +4804,176 @@ fn fuzz_index_update(c: &mut Ctx) {
     // SAFETY: h is live.
     unsafe { lshk_index_free(h) };
     drop((wc, wt));
+}
+
+// ------------------------------------------------ budget rules (issue 14, item 3)
+
+/// lshk_tables_gather_budget against Tables::gather_budget (bit for bit),
+/// with the budget params mutated (NULL, struct_size, rule, misaligned).
+fn fuzz_gather_budget(c: &mut Ctx) {
+    let tab = build_tab(c);
+    let (n, l, k) = (tab.n, tab.l, tab.k);
+    let r = &mut c.r;
+    let q = r.u(6);
+    let qcodes = new_codes(r, q, l, k);
+    let mut v = Verdict::default();
+    let mut gp = lshk_gather_params_default();
+    gp.max_candidates = r.pick(&[0u32, 1, 3, 10, 40, 1000]);
+    gp.min_count = r.pick(&[1u32, 1, 2]);
+    let mut bp = lshk_budget_params_default();
+    bp.rule = r.u(3) as u32;
+    bp.seed = r.0.next_u64();
+    let mut fo = vec![0usize];
+    let mut fi = Vec::new();
+    let forced = r.one_in(2);
+    if forced {
+        for _ in 0..q {
+            for _ in 0..r.u(3) {
+                fi.push(r.u(n) as u32);
+            }
+            fo.push(fi.len());
+        }
+    }
+    #[repr(C, align(8))]
+    struct BigB {
+        p: lshk_budget_params,
+        tail: [u64; 2],
+    }
+    let mut big = BigB {
+        p: bp,
+        tail: [0x55; 2],
+    };
+    let mut kind = 0; // 0: &bp, 1: NULL, 2: misaligned, 3: a larger struct
+    let mut what = Vec::new();
+    for _ in 0..r.u(3) {
+        let m = r.u(6);
+        what.push(m);
+        match m {
+            0 => kind = 1, // defaults: the mid-bucket rule
+            1 => bp.struct_size = r.pick(&[0u32, 15, 8]),
+            2 => bp.rule = r.pick(&[3u32, 4, u32::MAX]),
+            3 => kind = 2,
+            4 => kind = 3,
+            _ => gp.max_candidates = r.pick(&[0u32, 2, 7]),
+        }
+    }
+    let good_size = bp.struct_size as usize >= std::mem::size_of::<lshk_budget_params>();
+    let bptr: *const lshk_budget_params = match kind {
+        1 => null(),
+        2 => (&bp as *const lshk_budget_params)
+            .cast::<u8>()
+            .wrapping_add(1)
+            .cast(),
+        3 => {
+            big.p = bp;
+            if good_size {
+                big.p.struct_size = std::mem::size_of::<BigB>() as u32;
+            }
+            &big.p
+        }
+        _ => &bp,
+    };
+    if kind == 2 {
+        v.err("misaligned budget");
+    }
+    if kind != 1 && !good_size {
+        v.err("budget struct_size too small");
+    }
+    if kind != 1 && bp.rule > 2 {
+        v.err("unknown budget rule");
+    }
+    let rule = if bptr.is_null() {
+        lshk::tables::BudgetRule::MidBucket
+    } else {
+        match bp.rule {
+            0 => lshk::tables::BudgetRule::MidBucket,
+            1 => lshk::tables::BudgetRule::MidBucketRotated { seed: bp.seed },
+            _ => lshk::tables::BudgetRule::WholeBuckets { seed: bp.seed },
+        }
+    };
+    c.desc = format!(
+        "gather_budget n {n} L {l} q {q} budget {} rule {} forced {forced} muts {what:?}",
+        gp.max_candidates, bp.rule
+    );
+    let cap_ids = q * n + 1;
+    let mut ids = vec![CANARY; cap_ids + 1];
+    let mut offs = vec![CANARY as usize; q + 2];
+    let mut counts = vec![CANARY; cap_ids + 1];
+    let mut needed = CANARY as usize;
+    // SAFETY: codes q*L, forced CSR of q + 1 offsets when given; outputs
+    // sized q*n + 1 (at most n ids per query), q + 1 offsets.
+    let st = c.call("lshk_tables_gather_budget", || unsafe {
+        lshk_tables_gather_budget(
+            tab.h,
+            qcodes.as_ptr(),
+            q,
+            &gp,
+            bptr,
+            null(),
+            0,
+            if forced { fo.as_ptr() } else { null() },
+            fi.as_ptr(),
+            fi.len(),
+            ids.as_mut_ptr(),
+            cap_ids,
+            offs.as_mut_ptr(),
+            counts.as_mut_ptr(),
+            &mut needed,
+        )
+    });
+    if !c.judge("lshk_tables_gather_budget", st, &v) {
+        if st != LSHK_STATUS_OK
+            && (ids.iter().any(|&x| x != CANARY)
+                || offs.iter().any(|&x| x != CANARY as usize)
+                || needed != CANARY as usize)
+        {
+            c.fail("lshk_tables_gather_budget failed but wrote an output".into());
+        }
+        return;
+    }
+    let p = GatherParams {
+        min_count: gp.min_count,
+        max_candidates: gp.max_candidates,
+        probes: 0,
+        bits_per_table: 0,
+    };
+    let input = GatherInput {
+        codes: &qcodes,
+        q,
+        projections: None,
+        forced_offsets: forced.then_some(&fo[..]),
+        forced_ids: &fi,
+    };
+    let mut want = GatherResult::default();
+    tab.mirror
+        .gather_budget(&p, rule, &input, true, &mut want)
+        .unwrap();
+    let m = want.ids.len();
+    if needed != m
+        || ids[..m] != want.ids[..]
+        || offs[..q + 1] != want.offsets[..]
+        || counts[..m] != want.counts[..]
+        || ids[m] != CANARY
+        || offs[q + 1] != CANARY as usize
+    {
+        c.fail("lshk_tables_gather_budget differs from Tables::gather_budget".into());
+    }
+    if let lshk::tables::BudgetRule::WholeBuckets { .. } = rule {
+        let b = gp.max_candidates as usize;
+        for i in 0..q {
+            let got = offs[i + 1] - offs[i];
+            let nf = {
+                let mut f = fi
+                    .get(fo.get(i).copied().unwrap_or(0)..fo.get(i + 1).copied().unwrap_or(0))
+                    .unwrap_or(&[])
+                    .to_vec();
+                f.sort_unstable();
+                f.dedup();
+                f.len()
+            };
+            if b > 0 && got > b.max(nf) {
+                c.fail(format!("whole buckets: {got} ids over the budget {b}"));
+            }
+        }
+    }
 }

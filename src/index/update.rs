@@ -561,3 +561,69 @@ impl Index {
         }
     }
 }
+
+impl Index {
+    /// The candidate sets of `nq` queries under a budget rule (issue 14,
+    /// item 3): as [`Index::candidates`], with `g.max_candidates` applied
+    /// by `rule` (see [`crate::tables::BudgetRule`]), and optional forced
+    /// ids per query (`forced = Some((offsets, ids))`, CSR of `nq + 1`
+    /// offsets; e.g. the true labels in LSH negative sampling), which are
+    /// always in the result and count toward the budget. Thread-safe.
+    #[allow(clippy::too_many_arguments)]
+    pub fn candidates_budget(
+        &self,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        g: &GatherParams,
+        rule: crate::tables::BudgetRule,
+        forced: Option<(&[usize], &[u32])>,
+        out: &mut GatherResult,
+    ) -> Result<()> {
+        let (dim, hd, l) = (self.dim, self.hash_dim, self.p.tables as usize);
+        let ql = strided_len(nq, dim, q_stride, "q")?;
+        if q.len() < ql {
+            bail!(
+                BufferTooSmall,
+                "`q` holds {} floats, {nq} queries of stride {q_stride} need {ql}",
+                q.len()
+            );
+        }
+        crate::labels::check_finite(q, nq, dim, q_stride)?;
+        let gp = self.resolve_gather(g)?;
+        let mut codes = try_vec::<u32>(checked_mul(nq, l, "nq * L")?, "query codes")?;
+        let mut proj = Vec::new();
+        if nq > 0 {
+            let (x, xs): (std::borrow::Cow<'_, [f32]>, usize) = if hd == dim {
+                (std::borrow::Cow::Borrowed(q), q_stride)
+            } else {
+                let mut tq = try_vec::<f32>(checked_mul(nq, hd, "nq * dim'")?, "queries")?;
+                for i in 0..nq {
+                    self.transform_query(
+                        &q[i * q_stride..i * q_stride + dim],
+                        &mut tq[i * hd..(i + 1) * hd],
+                    );
+                }
+                (std::borrow::Cow::Owned(tq), hd)
+            };
+            match &self.fam {
+                Fam::Sim(h) if gp.probes > 0 => {
+                    proj = try_vec::<f32>(
+                        checked_mul(nq, self.p.bits as usize * l, "nq * K * L")?,
+                        "projections",
+                    )?;
+                    h.hash_project(&x, nq, xs, &mut codes, &mut proj)?;
+                }
+                _ => self.fam.hash(&x, nq, xs, &mut codes)?,
+            }
+        }
+        let input = GatherInput {
+            codes: &codes,
+            q: nq,
+            projections: (gp.probes > 0).then_some(&proj[..]),
+            forced_offsets: forced.map(|f| f.0),
+            forced_ids: forced.map_or(&[], |f| f.1),
+        };
+        self.tables.gather_budget(&gp, rule, &input, false, out)
+    }
+}
