@@ -219,6 +219,15 @@ typedef struct lshk_adam lshk_adam;
 typedef struct lshk_dwta lshk_dwta;
 
 /*
+ A hashing forest over the rows of a class-weight matrix (L trees split
+ by perpendicular bisectors; docs/training.md). Built by
+ lshk_forest_build or lshk_forest_load, released by lshk_forest_free.
+ Functions taking a `const lshk_forest *` are thread-safe;
+ lshk_forest_rebuild and lshk_forest_free need exclusive access.
+ */
+typedef struct lshk_forest lshk_forest;
+
+/*
  FFT plans and scratch buffers for vectors of one dimension d. A call
  uses the handle's buffers, so a handle serves one thread at a time:
  every function taking `lshk_hrr *` needs exclusive access (make one
@@ -279,6 +288,37 @@ typedef uint32_t lshk_status;
  An instruction-set tier: one of the `LSHK_ISA_*` values.
  */
 typedef uint32_t lshk_isa;
+
+/*
+ Build parameters of a forest. Obtain defaults from
+ lshk_forest_params_default(); `struct_size` must be at least
+ sizeof(lshk_forest_params) (a larger value from a newer header is
+ accepted, its unknown tail ignored).
+ */
+typedef struct lshk_forest_params {
+  /*
+   sizeof(lshk_forest_params).
+   */
+  uint32_t struct_size;
+  /*
+   L, the number of trees, 1..=4096 (default 8).
+   */
+  uint32_t trees;
+  /*
+   B: a node holding at least this many classes is split, >= 2
+   (default 64).
+   */
+  uint32_t leaf_size;
+  /*
+   Build threads (0 = all cores, default); the forest does not depend
+   on it.
+   */
+  uint32_t build_threads;
+  /*
+   Seed of the split draws (default 1).
+   */
+  uint64_t seed;
+} lshk_forest_params;
 
 /*
  Build progress: `done` of `total` rows hashed. Called on the thread
@@ -1140,6 +1180,171 @@ lshk_status lshk_dwta_hash_sparse_isa(lshk_isa isa,
                                       size_t n,
                                       uint32_t *codes,
                                       size_t codes_len);
+
+/*
+ Default forest parameters: 8 trees, leaf_size 64, all cores, seed 1,
+ struct_size = sizeof(lshk_forest_params).
+ */
+struct lshk_forest_params lshk_forest_params_default(void);
+
+/*
+ Builds a forest over `rows` rows (>= 2) of `dim` floats of `w` (row r at
+ `w + r * w_stride`, `w_stride >= dim` elements; finite): L trees, each
+ node holding at least B classes split by the perpendicular bisector of
+ two of its classes drawn from the tree's own SplitMix64 stream (exact
+ rules in docs/training.md). `params` NULL = defaults. The result is the
+ same for every thread count. W is not kept: queries take it again. On
+ success `*out` receives the handle (free it with lshk_forest_free); on
+ failure `*out` is not written.
+
+ Errors: NULL_POINTER, INVALID_ARGUMENT (rows < 2, dim 0 or > 2^20,
+ w_stride < dim, trees outside 1..=4096, leaf_size < 2, struct_size too
+ small, misaligned pointers), NON_FINITE (W), SIZE_OVERFLOW,
+ ALLOCATION_FAILED.
+
+ # Safety
+ `w` holds (rows-1)*w_stride + dim readable floats; `params` NULL or a
+ readable lshk_forest_params; `out` writable.
+ */
+lshk_status lshk_forest_build(const float *w,
+                              size_t rows,
+                              size_t dim,
+                              size_t w_stride,
+                              const struct lshk_forest_params *params,
+                              struct lshk_forest **out);
+
+/*
+ Releases a forest. NULL is a no-op; a freed or foreign handle is
+ INVALID_HANDLE.
+
+ # Safety
+ `forest` is NULL or a handle from lshk_forest_build / _load that no
+ other thread is using.
+ */
+lshk_status lshk_forest_free(struct lshk_forest *forest);
+
+/*
+ The forest's shape: rows, dim and number of trees (each output may be
+ NULL when not wanted). Thread-safe.
+
+ Errors: INVALID_HANDLE, NULL_POINTER (forest), INVALID_ARGUMENT
+ (misaligned outputs). Nothing is written on error.
+
+ # Safety
+ Each non-NULL output is writable.
+ */
+lshk_status lshk_forest_shape(const struct lshk_forest *forest,
+                              size_t *rows,
+                              size_t *dim,
+                              uint32_t *trees);
+
+/*
+ The candidate sets S(x) of `nx` samples (sample i at `x + i *
+ x_stride`, `x_stride >= dim`, finite) with set size `q` >= 1: per tree,
+ the walk to the first node holding fewer than q classes takes the
+ classes under its parent; the trees' classes are pooled and the q with
+ the largest cosine with the sample (rows of `w`: the forest's rows and
+ dim, stride `w_stride`, finite; it may differ from the build's W) are
+ kept, ties to the smaller id (docs/training.md). Output as
+ lshk_tables_gather: sample i's ids ascending in `ids[offsets[i] ..
+ offsets[i+1]]`, `offsets` nx + 1 entries, `*needed` the total (at most
+ nx * min(q, rows)); when `ids_len` < *needed the call returns
+ BUFFER_TOO_SMALL and writes only `*needed`. Thread-safe.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (q 0, strides <
+ dim, misaligned or overlapping pointers), BUFFER_TOO_SMALL, NON_FINITE
+ (w or x), SIZE_OVERFLOW, ALLOCATION_FAILED.
+
+ # Safety
+ `w` holds (rows-1)*w_stride + dim readable floats, `x`
+ (nx-1)*x_stride + dim; `ids` ids_len writable u32, `offsets` nx + 1
+ writable size_t, `needed` writable; outputs do not overlap inputs.
+ */
+lshk_status lshk_forest_query(const struct lshk_forest *forest,
+                              const float *w,
+                              size_t w_stride,
+                              const float *x,
+                              size_t nx,
+                              size_t x_stride,
+                              uint32_t q,
+                              uint32_t *ids,
+                              size_t ids_len,
+                              size_t *offsets,
+                              size_t *needed);
+
+/*
+ S(X): the union of `count` class ids (e.g. the `ids` of
+ lshk_forest_query over a batch; each < rows, repeats counted), each with
+ its count c_j; when more than `cap` distinct classes (cap 0: no cap),
+ `cap` of them are drawn without replacement with probabilities
+ proportional to c_j, renormalised after each draw (Efraimidis-Spirakis
+ keys ln(u_j)/c_j with u_j from SplitMix64(seed ^ (j + 1) *
+ 0x9E3779B97F4A7C15); docs/training.md). Writes the kept ids ascending
+ into `out_ids`, their counts into `out_counts` (NULL = not wanted) and
+ their number into `*needed`; when `out_len` < *needed the call returns
+ BUFFER_TOO_SMALL and writes only `*needed`. Thread-safe.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INDEX_OUT_OF_RANGE (an id >=
+ rows), INVALID_ARGUMENT (misaligned or overlapping pointers),
+ BUFFER_TOO_SMALL, SIZE_OVERFLOW, ALLOCATION_FAILED.
+
+ # Safety
+ `ids` holds `count` readable u32; `out_ids` and `out_counts` (when not
+ NULL) `out_len` writable u32; `needed` writable.
+ */
+lshk_status lshk_forest_union(const struct lshk_forest *forest,
+                              const uint32_t *ids,
+                              size_t count,
+                              size_t cap,
+                              uint64_t seed,
+                              uint32_t *out_ids,
+                              uint32_t *out_counts,
+                              size_t out_len,
+                              size_t *needed);
+
+/*
+ Builds the forest again from `w` (the same rows and dim, stride
+ `w_stride`, finite) with its parameters, or with `*new_seed` when
+ `new_seed` is not NULL (e.g. every T training iterations). EXCLUSIVE
+ access. On error the forest is unchanged.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (w_stride < dim,
+ misaligned pointers), NON_FINITE, SIZE_OVERFLOW, ALLOCATION_FAILED.
+
+ # Safety
+ `w` holds (rows-1)*w_stride + dim readable floats; `new_seed` NULL or
+ readable.
+ */
+lshk_status lshk_forest_rebuild(struct lshk_forest *forest,
+                                const float *w,
+                                size_t w_stride,
+                                const uint64_t *new_seed);
+
+/*
+ Writes the forest to `path` (an lshk container: temporary file, fsync,
+ rename, as lshk_index_save). Thread-safe.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty or
+ non-UTF-8-safe path), IO_ERROR.
+
+ # Safety
+ `path` is a NUL-terminated string.
+ */
+lshk_status lshk_forest_save(const struct lshk_forest *forest,
+                             const char *path);
+
+/*
+ Loads a forest saved by lshk_forest_save (every invariant checked). On
+ success `*out` receives a new handle; on failure it is not written.
+
+ Errors: NULL_POINTER, INVALID_ARGUMENT (empty path, misaligned `out`),
+ IO_ERROR, BAD_FILE_FORMAT, ALLOCATION_FAILED.
+
+ # Safety
+ `path` is a NUL-terminated string; `out` writable.
+ */
+lshk_status lshk_forest_load(const char *path,
+                             struct lshk_forest **out);
 
 /*
  Plans the transforms for vectors of `d` floats (1 <= d <= 2^24) and
