@@ -415,6 +415,17 @@ fn schedule_values() {
         let want = (50.0 * (1e-4 * t as f64).exp()).floor() as u64;
         assert_eq!(s.period_at(t), want, "t {t}");
     }
+    // the values docs/training.md quotes
+    for (t, p) in [
+        (1000u64, 55u64),
+        (2000, 61),
+        (5000, 82),
+        (10_000, 135),
+        (15_625, 238),
+        (30_000, 1004),
+    ] {
+        assert_eq!(s.period_at(t), p, "t {t}");
+    }
     assert_eq!(s.period_at(197), 50);
     assert_eq!(s.period_at(199), 51);
     let mut c = RehashClock::new(s).unwrap();
