@@ -37,10 +37,17 @@
 //!   Sampled methods: gathered logits (`matmul::WeightMatrix::matmul`),
 //!   `softmax_xent_in_place` over C u {y} (no correction), and
 //!   `train::rows_update_sgd` on those rows only.
-//! * Rehashing (LSH methods): the index is rebuilt from the current W (an
-//!   owned copy: never a borrowed W across updates) after 50 steps, then
-//!   each interval is 1.25x the previous one (50, 62, 78, 97, ...),
-//!   counted in the training time.
+//! * Rehashing (LSH methods): by default (`--rehash rebuild`) the index is
+//!   rebuilt from the current W (an owned copy: never a borrowed W across
+//!   updates) after 50 steps, then each interval is 1.25x the previous one
+//!   (50, 62, 78, 97, ...), counted in the training time. With `--rehash
+//!   incremental` the index is built once at step 0 and then kept up to
+//!   date as a mutable index (issue 14, item 2): the rows every step
+//!   updated are remembered, and on LNS's decaying schedule
+//!   (`RehashSchedule { initial_period: 50, lambda }`, `--lambda`, default
+//!   1e-4: rehashes at 50, 100, 150, 200, 251, ...) their new values and
+//!   biases go to `Index::update_rows` and `Index::rehash_dirty` moves only
+//!   them (counted in the training time, as "rebuilds").
 //! * Evaluation (not timed): held-out pairs (`--heldout N`, the first N of
 //!   `heldout_pairs.i32`) grouped by centre; P@1 / P@5 of the full layer's
 //!   exact top-5 (`DenseLayer::topk_threads`) against the centre's set of
@@ -52,7 +59,8 @@
 //!
 //! Options: `--dir D` (default ../shared/data/w2v-gutenberg), `--pairs N`,
 //! `--steps N`, `--batch B`, `--s S`, `--k K`, `--l L`, `--lr X`,
-//! `--heldout N`, `--methods a,b,..`, `--progress N` (steps between lines).
+//! `--heldout N`, `--methods a,b,..`, `--progress N` (steps between lines),
+//! `--rehash rebuild|incremental`, `--lambda X`.
 //!
 //! Prints `skipped: ../shared/data not found` when the data are absent.
 
@@ -60,7 +68,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use lshk::dense::DenseLayer;
-use lshk::index::{Index, IndexParams, Storage, Transform};
+use lshk::index::{Index, IndexParams, RehashClock, RehashSchedule, Storage, Transform};
 use lshk::isa::Isa;
 use lshk::matmul::{WeightMatrix, Weights};
 use lshk::rng::SplitMix64;
@@ -86,6 +94,8 @@ struct Opts {
     heldout: usize,
     methods: Vec<String>,
     progress: usize,
+    incremental: bool,
+    lambda: f64,
 }
 
 fn opts() -> Opts {
@@ -103,6 +113,8 @@ fn opts() -> Opts {
             .map(String::from)
             .to_vec(),
         progress: 0,
+        incremental: false,
+        lambda: lshk::index::LNS_REHASH_LAMBDA,
     };
     let a: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -121,6 +133,14 @@ fn opts() -> Opts {
             "--heldout" => o.heldout = n(),
             "--methods" => o.methods = v.split(',').map(String::from).collect(),
             "--progress" => o.progress = n(),
+            "--rehash" => {
+                o.incremental = match v.as_str() {
+                    "rebuild" => false,
+                    "incremental" => true,
+                    x => panic!("--rehash {x}: rebuild or incremental"),
+                }
+            }
+            "--lambda" => o.lambda = v.parse().expect("--lambda"),
             x => panic!("unknown option {x} (see the header of examples/lns_train.rs)"),
         }
         i += 2;
@@ -291,6 +311,17 @@ fn run(sh: &Shared, name: &str) -> Result_ {
 
     let mut index: Option<Index> = None;
     let (mut next_rebuild, mut interval) = (0usize, 50f64);
+    // --rehash incremental: LNS's schedule and the rows updated since the
+    // last rehash.
+    let mut clock = RehashClock::new(RehashSchedule {
+        initial_period: 50.0,
+        lambda: o.lambda,
+    })
+    .expect("schedule");
+    let mut dirty = vec![false; rows];
+    let mut dirty_ids: Vec<u32> = Vec::new();
+    let (mut rbuf, mut rbias): (Vec<f32>, Vec<f32>) = (Vec::new(), Vec::new());
+    let mut rehashed_rows = 0usize;
     let (mut rebuilds, mut rebuild_s) = (0usize, 0f64);
     let (mut active_sum, mut loss_sum, mut loss_n) = (0f64, 0f64, 0usize);
     let mut last_loss = 0f64;
@@ -354,7 +385,26 @@ fn run(sh: &Shared, name: &str) -> Result_ {
             active_sum += (rows * nb) as f64;
         } else {
             // ---- rehash
-            if matches!(m, Method::LshEmb | Method::LshLabel) && step >= next_rebuild {
+            let lsh = matches!(m, Method::LshEmb | Method::LshLabel);
+            let built = index.is_some();
+            if lsh && o.incremental && built && clock.due(step as u64) {
+                let t = Instant::now();
+                rbuf.clear();
+                rbias.clear();
+                for &r in &dirty_ids {
+                    let r = r as usize;
+                    rbuf.extend_from_slice(&w[r * ST..r * ST + D]);
+                    rbias.push(w[r * ST + D]);
+                    dirty[r] = false;
+                }
+                let idx = index.as_mut().expect("index");
+                idx.update_rows(&dirty_ids, Some((&rbuf, D)), Some(&rbias))
+                    .expect("update_rows");
+                rehashed_rows += idx.rehash_dirty().expect("rehash");
+                dirty_ids.clear();
+                rebuild_s += t.elapsed().as_secs_f64();
+                rebuilds += 1;
+            } else if lsh && (!o.incremental || !built) && step >= next_rebuild {
                 let t = Instant::now();
                 drop(index.take());
                 index = Some(build_index(sh, &w, &mut bias));
@@ -457,6 +507,14 @@ fn run(sh: &Shared, name: &str) -> Result_ {
                 grad: &logits,
             };
             train::rows_update_sgd(tier, 1, &mut w, rows, DA, ST, &bt, o.lr).expect("sgd");
+            if o.incremental && index.is_some() {
+                for &r in &ids {
+                    if !dirty[r as usize] {
+                        dirty[r as usize] = true;
+                        dirty_ids.push(r);
+                    }
+                }
+            }
             phase[3] += tp.elapsed().as_secs_f64();
         }
         loss_sum += loss.iter().map(|&x| x as f64).sum::<f64>();
@@ -487,6 +545,16 @@ fn run(sh: &Shared, name: &str) -> Result_ {
             ms(phase[2]),
             ms(phase[3]),
             ms(rebuild_s)
+        );
+    }
+    if o.incremental && rebuilds > 1 {
+        println!(
+            "  {name} incremental rehashes: {} after the build, {:.0} rows each on average \
+             ({:.1} % of the classes), {:.1} ms each",
+            rebuilds - 1,
+            rehashed_rows as f64 / (rebuilds - 1) as f64,
+            100.0 * rehashed_rows as f64 / ((rebuilds - 1) * rows) as f64,
+            1e3 * rebuild_s / rebuilds as f64
         );
     }
     if full {
@@ -622,7 +690,7 @@ fn main() {
     println!(
         "w2v-gutenberg: {rows} classes x {D} (+ bias); {} training pairs used (shuffled, seed 99), \
          {} steps of B = {}, SGD lr {}; held-out: {} pairs -> {} centres; S = {} ({:.1} % of the classes); \
-         LSH SimHash K = {} L = {} (BiasAug), rebuilt at step 0, 50, then intervals x1.25; \
+         LSH SimHash K = {} L = {} (BiasAug), {}; \
          tier {tier:?}, one thread; read in {:.1} s",
         train.len(),
         o.steps,
@@ -634,6 +702,15 @@ fn main() {
         100.0 * o.s as f64 / rows as f64,
         o.k,
         o.l,
+        if o.incremental {
+            format!(
+                "built at step 0, then incremental rehashes of the updated rows on LNS's \
+                 schedule (P0 50, lambda {})",
+                o.lambda
+            )
+        } else {
+            "rebuilt at step 0, 50, then intervals x1.25".to_string()
+        },
         t0.elapsed().as_secs_f64()
     );
     let sh = Shared {

@@ -69,6 +69,34 @@ int main() {
   EXPECT(threw);
   lshk::Adam moved = std::move(adam);
   EXPECT(moved.get() != nullptr && adam.get() == nullptr);
+  // The mutable index (issue 14 item 2): update + rehash equals a fresh build.
+  {
+    std::vector<float> w0(rows * dim), w1;
+    for (std::size_t i = 0; i < w0.size(); i++) w0[i] = float((i * 29) % 17) / 8.0f - 1.0f;
+    w1 = w0;
+    std::vector<uint32_t> up = {3, 17, 29};
+    std::vector<float> vals(up.size() * dim);
+    for (std::size_t i = 0; i < vals.size(); i++) vals[i] = float((i * 7) % 5) - 2.0f;
+    for (std::size_t j = 0; j < up.size(); j++)
+      for (std::size_t d = 0; d < dim; d++) w1[up[j] * dim + d] = vals[j * dim + d];
+    lshk_index_params ip = lshk_index_params_default();
+    ip.bits_per_table = 4;
+    ip.tables = 6;
+    lshk::Index idx(w0, {}, rows, dim, dim, ip), fresh(w1, {}, rows, dim, dim, ip);
+    idx.update_rows(up, vals, dim);
+    EXPECT(idx.dirty_rows() == up.size());
+    EXPECT(idx.rehash_dirty() == up.size());
+    auto a = idx.query(q, 5), b = fresh.query(q, 5);
+    EXPECT(a.ids == b.ids && a.scores == b.scores);
+    EXPECT(lshk::rehash_next(0) == 50 && lshk::rehash_next(200) == 251);
+    threw = false;
+    try {
+      idx.update_rows(up, lshk::span<const float>(vals.data(), vals.size() - 1), dim);
+    } catch (const lshk::Error &e) {
+      threw = e.status() == LSHK_STATUS_INVALID_ARGUMENT;
+    }
+    EXPECT(threw);
+  }
   std::printf("train_wrapper: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

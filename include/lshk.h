@@ -51,7 +51,9 @@
 
 /*
  Weights: the caller's f32 W is used in place, not copied; it must stay
- alive and unchanged while the index (or one loaded with it) lives.
+ alive and unchanged while the index (or one loaded with it) lives,
+ except for rows changed while no call uses the index and then passed to
+ lshk_index_update_rows (training).
  */
 #define LSHK_STORAGE_BORROWED_F32 0
 
@@ -90,6 +92,18 @@
  |w/U|^2))] with U the largest row norm, queries [q/|q|, 0].
  */
 #define LSHK_TRANSFORM_MIPS 2
+
+/*
+ LNS's initial rehash period (iterations): pass it with
+ LSHK_LNS_REHASH_LAMBDA to lshk_rehash_next.
+ */
+#define LSHK_LNS_REHASH_PERIOD 50.0
+
+/*
+ LNS's default decay rate λ of the rehash frequency, per iteration
+ (1e-4: the period grows e-fold every 10,000 iterations).
+ */
+#define LSHK_LNS_REHASH_LAMBDA 1e-4
 
 /*
  lshk_iul_params::flags: read `t1` / `t2` as rank cut-offs (whole
@@ -144,6 +158,27 @@
 #define LSHK_LABEL_POLICY_INSTEAD 1
 
 /*
+ lshk_budget_params::rule: today's rule (lshk_tables_gather): tables in
+ order, ids ascending in a bucket, the bucket that reaches the budget cut
+ mid-bucket keeping its SMALLEST ids (a preference for small ids).
+ */
+#define LSHK_BUDGET_MID_BUCKET 0
+
+/*
+ lshk_budget_params::rule: the same cut without the small-id preference:
+ tables visited cyclically from a per-query start table, the cut bucket
+ read cyclically from a per-query position (see lshk_tables_gather_budget).
+ */
+#define LSHK_BUDGET_MID_BUCKET_ROTATED 1
+
+/*
+ lshk_budget_params::rule: the LNS seed's rule: whole buckets, table by
+ table from the per-query start table, stopping BETWEEN tables before the
+ first table that would take the set past max_candidates.
+ */
+#define LSHK_BUDGET_WHOLE_BUCKETS 2
+
+/*
  Lazy Adam state over the rows of one W: per element first and second
  moments, per row a step count (docs/training.md). Created by
  lshk_adam_new, released by lshk_adam_free; lshk_adam_step and
@@ -184,6 +219,15 @@ typedef struct lshk_adam lshk_adam;
 typedef struct lshk_dwta lshk_dwta;
 
 /*
+ A hashing forest over the rows of a class-weight matrix (L trees split
+ by perpendicular bisectors; docs/training.md). Built by
+ lshk_forest_build or lshk_forest_load, released by lshk_forest_free.
+ Functions taking a `const lshk_forest *` are thread-safe;
+ lshk_forest_rebuild and lshk_forest_free need exclusive access.
+ */
+typedef struct lshk_forest lshk_forest;
+
+/*
  FFT plans and scratch buffers for vectors of one dimension d. A call
  uses the handle's buffers, so a handle serves one thread at a time:
  every function taking `lshk_hrr *` needs exclusive access (make one
@@ -196,8 +240,9 @@ typedef struct lshk_hrr lshk_hrr;
  Every function taking `const lshk_index *` (queries included) is safe
  to call from many threads at once, without locks. The functions taking
  a non-const `lshk_index *` change or free the index and need EXCLUSIVE
- access: lshk_index_train_labels, lshk_index_train_iul and
- lshk_index_free. While one of them runs, no other call may use the
+ access: lshk_index_train_labels, lshk_index_train_iul,
+ lshk_index_update_rows, lshk_index_rehash_rows, lshk_index_rehash_dirty
+ and lshk_index_free. While one of them runs, no other call may use the
  index or its borrowed family/tables handles (e.g. guard the index with
  a reader-writer lock: queries shared, training exclusive). Queries
  started after it returns see the changed index.
@@ -244,6 +289,37 @@ typedef uint32_t lshk_status;
  An instruction-set tier: one of the `LSHK_ISA_*` values.
  */
 typedef uint32_t lshk_isa;
+
+/*
+ Build parameters of a forest. Obtain defaults from
+ lshk_forest_params_default(); `struct_size` must be at least
+ sizeof(lshk_forest_params) (a larger value from a newer header is
+ accepted, its unknown tail ignored).
+ */
+typedef struct lshk_forest_params {
+  /*
+   sizeof(lshk_forest_params).
+   */
+  uint32_t struct_size;
+  /*
+   L, the number of trees, 1..=4096 (default 8).
+   */
+  uint32_t trees;
+  /*
+   B: a node holding at least this many classes is split, >= 2
+   (default 64).
+   */
+  uint32_t leaf_size;
+  /*
+   Build threads (0 = all cores, default); the forest does not depend
+   on it.
+   */
+  uint32_t build_threads;
+  /*
+   Seed of the split draws (default 1).
+   */
+  uint64_t seed;
+} lshk_forest_params;
 
 /*
  Build progress: `done` of `total` rows hashed. Called on the thread
@@ -725,6 +801,29 @@ typedef struct lshk_table_stats {
 } lshk_table_stats;
 
 /*
+ How lshk_tables_gather_budget applies `max_candidates`. Obtain it from
+ lshk_budget_params_default(); `struct_size` must be at least
+ sizeof(lshk_budget_params) (a larger value from a newer header is
+ accepted, its unknown tail ignored).
+ */
+typedef struct lshk_budget_params {
+  /*
+   sizeof(lshk_budget_params).
+   */
+  uint32_t struct_size;
+  /*
+   LSHK_BUDGET_* (default LSHK_BUDGET_MID_BUCKET); another value is
+   INVALID_ARGUMENT.
+   */
+  uint32_t rule;
+  /*
+   Seed of the per-query stream of the rotated rules (default 0); pass
+   a new one (e.g. the training step) for a fresh sample.
+   */
+  uint64_t seed;
+} lshk_budget_params;
+
+/*
  Adam's hyper-parameters. Obtain defaults from lshk_adam_params_default(),
  then change fields; `struct_size` lets later versions add fields.
  */
@@ -1084,6 +1183,171 @@ lshk_status lshk_dwta_hash_sparse_isa(lshk_isa isa,
                                       size_t codes_len);
 
 /*
+ Default forest parameters: 8 trees, leaf_size 64, all cores, seed 1,
+ struct_size = sizeof(lshk_forest_params).
+ */
+struct lshk_forest_params lshk_forest_params_default(void);
+
+/*
+ Builds a forest over `rows` rows (>= 2) of `dim` floats of `w` (row r at
+ `w + r * w_stride`, `w_stride >= dim` elements; finite): L trees, each
+ node holding at least B classes split by the perpendicular bisector of
+ two of its classes drawn from the tree's own SplitMix64 stream (exact
+ rules in docs/training.md). `params` NULL = defaults. The result is the
+ same for every thread count. W is not kept: queries take it again. On
+ success `*out` receives the handle (free it with lshk_forest_free); on
+ failure `*out` is not written.
+
+ Errors: NULL_POINTER, INVALID_ARGUMENT (rows < 2, dim 0 or > 2^20,
+ w_stride < dim, trees outside 1..=4096, leaf_size < 2, struct_size too
+ small, misaligned pointers), NON_FINITE (W), SIZE_OVERFLOW,
+ ALLOCATION_FAILED.
+
+ # Safety
+ `w` holds (rows-1)*w_stride + dim readable floats; `params` NULL or a
+ readable lshk_forest_params; `out` writable.
+ */
+lshk_status lshk_forest_build(const float *w,
+                              size_t rows,
+                              size_t dim,
+                              size_t w_stride,
+                              const struct lshk_forest_params *params,
+                              struct lshk_forest **out);
+
+/*
+ Releases a forest. NULL is a no-op; a freed or foreign handle is
+ INVALID_HANDLE.
+
+ # Safety
+ `forest` is NULL or a handle from lshk_forest_build / _load that no
+ other thread is using.
+ */
+lshk_status lshk_forest_free(struct lshk_forest *forest);
+
+/*
+ The forest's shape: rows, dim and number of trees (each output may be
+ NULL when not wanted). Thread-safe.
+
+ Errors: INVALID_HANDLE, NULL_POINTER (forest), INVALID_ARGUMENT
+ (misaligned outputs). Nothing is written on error.
+
+ # Safety
+ Each non-NULL output is writable.
+ */
+lshk_status lshk_forest_shape(const struct lshk_forest *forest,
+                              size_t *rows,
+                              size_t *dim,
+                              uint32_t *trees);
+
+/*
+ The candidate sets S(x) of `nx` samples (sample i at `x + i *
+ x_stride`, `x_stride >= dim`, finite) with set size `q` >= 1: per tree,
+ the walk to the first node holding fewer than q classes takes the
+ classes under its parent; the trees' classes are pooled and the q with
+ the largest cosine with the sample (rows of `w`: the forest's rows and
+ dim, stride `w_stride`, finite; it may differ from the build's W) are
+ kept, ties to the smaller id (docs/training.md). Output as
+ lshk_tables_gather: sample i's ids ascending in `ids[offsets[i] ..
+ offsets[i+1]]`, `offsets` nx + 1 entries, `*needed` the total (at most
+ nx * min(q, rows)); when `ids_len` < *needed the call returns
+ BUFFER_TOO_SMALL and writes only `*needed`. Thread-safe.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (q 0, strides <
+ dim, misaligned or overlapping pointers), BUFFER_TOO_SMALL, NON_FINITE
+ (w or x), SIZE_OVERFLOW, ALLOCATION_FAILED.
+
+ # Safety
+ `w` holds (rows-1)*w_stride + dim readable floats, `x`
+ (nx-1)*x_stride + dim; `ids` ids_len writable u32, `offsets` nx + 1
+ writable size_t, `needed` writable; outputs do not overlap inputs.
+ */
+lshk_status lshk_forest_query(const struct lshk_forest *forest,
+                              const float *w,
+                              size_t w_stride,
+                              const float *x,
+                              size_t nx,
+                              size_t x_stride,
+                              uint32_t q,
+                              uint32_t *ids,
+                              size_t ids_len,
+                              size_t *offsets,
+                              size_t *needed);
+
+/*
+ S(X): the union of `count` class ids (e.g. the `ids` of
+ lshk_forest_query over a batch; each < rows, repeats counted), each with
+ its count c_j; when more than `cap` distinct classes (cap 0: no cap),
+ `cap` of them are drawn without replacement with probabilities
+ proportional to c_j, renormalised after each draw (Efraimidis-Spirakis
+ keys ln(u_j)/c_j with u_j from SplitMix64(seed ^ (j + 1) *
+ 0x9E3779B97F4A7C15); docs/training.md). Writes the kept ids ascending
+ into `out_ids`, their counts into `out_counts` (NULL = not wanted) and
+ their number into `*needed`; when `out_len` < *needed the call returns
+ BUFFER_TOO_SMALL and writes only `*needed`. Thread-safe.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INDEX_OUT_OF_RANGE (an id >=
+ rows), INVALID_ARGUMENT (misaligned or overlapping pointers),
+ BUFFER_TOO_SMALL, SIZE_OVERFLOW, ALLOCATION_FAILED.
+
+ # Safety
+ `ids` holds `count` readable u32; `out_ids` and `out_counts` (when not
+ NULL) `out_len` writable u32; `needed` writable.
+ */
+lshk_status lshk_forest_union(const struct lshk_forest *forest,
+                              const uint32_t *ids,
+                              size_t count,
+                              size_t cap,
+                              uint64_t seed,
+                              uint32_t *out_ids,
+                              uint32_t *out_counts,
+                              size_t out_len,
+                              size_t *needed);
+
+/*
+ Builds the forest again from `w` (the same rows and dim, stride
+ `w_stride`, finite) with its parameters, or with `*new_seed` when
+ `new_seed` is not NULL (e.g. every T training iterations). EXCLUSIVE
+ access. On error the forest is unchanged.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (w_stride < dim,
+ misaligned pointers), NON_FINITE, SIZE_OVERFLOW, ALLOCATION_FAILED.
+
+ # Safety
+ `w` holds (rows-1)*w_stride + dim readable floats; `new_seed` NULL or
+ readable.
+ */
+lshk_status lshk_forest_rebuild(struct lshk_forest *forest,
+                                const float *w,
+                                size_t w_stride,
+                                const uint64_t *new_seed);
+
+/*
+ Writes the forest to `path` (an lshk container: temporary file, fsync,
+ rename, as lshk_index_save). Thread-safe.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty or
+ non-UTF-8-safe path), IO_ERROR.
+
+ # Safety
+ `path` is a NUL-terminated string.
+ */
+lshk_status lshk_forest_save(const struct lshk_forest *forest,
+                             const char *path);
+
+/*
+ Loads a forest saved by lshk_forest_save (every invariant checked). On
+ success `*out` receives a new handle; on failure it is not written.
+
+ Errors: NULL_POINTER, INVALID_ARGUMENT (empty path, misaligned `out`),
+ IO_ERROR, BAD_FILE_FORMAT, ALLOCATION_FAILED.
+
+ # Safety
+ `path` is a NUL-terminated string; `out` writable.
+ */
+lshk_status lshk_forest_load(const char *path,
+                             struct lshk_forest **out);
+
+/*
  Plans the transforms for vectors of `d` floats (1 <= d <= 2^24) and
  allocates the handle's buffers; calls run on the active ISA tier (the
  result does not depend on it: every tier returns the same bits).
@@ -1429,6 +1693,120 @@ lshk_status lshk_index_dwta(const struct lshk_index *idx,
  */
 lshk_status lshk_index_tables(const struct lshk_index *idx,
                               const struct lshk_tables **out);
+
+/*
+ Writes new values of rows `ids[0 .. count)` of the index's W and marks
+ them dirty (to be rehashed by lshk_index_rehash_dirty); the tables are
+ not changed. `rows` (row j at `rows + j * row_stride`, `row_stride >=
+ dim` elements, finite; f16 storage: |w| <= 65504) is converted to the
+ index's storage (bf16 / f16 round to nearest even, int8 requantises the
+ row and its scale). With LSHK_STORAGE_BORROWED_F32 the caller changes
+ its own W in place (while no call uses the index) and passes rows =
+ NULL: the ids are only marked. `bias` (NULL = unchanged): `count` new
+ bias values (finite), only for an index built with a bias. A repeated
+ id takes its last values. Weights mapped from a file are first copied
+ into memory the index owns. Between this call and a rehash, queries
+ score with the new weights and retrieve with the old buckets.
+
+ EXCLUSIVE access: no other call may use the index (or its borrowed
+ family/tables handles) meanwhile, as for lshk_index_train_labels.
+
+ Errors: NULL_POINTER (idx; ids with count > 0), INVALID_HANDLE,
+ INVALID_ARGUMENT (rows given for a borrowed W; row_stride < dim; a bias
+ for an index without one; an index with label-aware buckets; f16 range;
+ misaligned pointers), INDEX_OUT_OF_RANGE (an id >= rows), NON_FINITE,
+ SIZE_OVERFLOW, ALLOCATION_FAILED. On error the index is unchanged.
+
+ # Safety
+ `ids` holds `count` readable u32; `rows` NULL or (count-1)*row_stride +
+ dim readable floats; `bias` NULL or `count` readable floats.
+ */
+lshk_status lshk_index_update_rows(struct lshk_index *idx,
+                                   const uint32_t *ids,
+                                   size_t count,
+                                   const float *rows,
+                                   size_t row_stride,
+                                   const float *bias);
+
+/*
+ Rehashes rows `ids[0 .. count)` (any order, repeats allowed) from the
+ index's current W into every table now, and clears their dirty marks.
+ Only those rows move (the buckets they leave or join are recomputed);
+ afterwards every query equals one on a fresh lshk_index_build with the
+ same parameters over the current W and bias, bit for bit, for F32 and
+ BORROWED_F32 storage (bf16 / f16 / int8: the stored, rounded rows are
+ hashed, where a build hashes the caller's f32 rows). The first call on
+ a built or loaded index restores each row's bucket map (4 * rows * L
+ bytes, kept from then on): from the tables when bucket_cap is 0, else
+ by rehashing every row once; with the MIPS transform a change of the
+ largest row norm U also rehashes every row. `out_rehashed` (NULL = not
+ wanted) receives the number of rows rehashed.
+
+ EXCLUSIVE access, as lshk_index_update_rows.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (label-aware
+ buckets, misaligned pointers), INDEX_OUT_OF_RANGE, NON_FINITE (a
+ borrowed W row holds NaN or infinity), SIZE_OVERFLOW,
+ ALLOCATION_FAILED. On error the index is unchanged and `*out_rehashed`
+ is not written.
+
+ # Safety
+ `ids` holds `count` readable u32; `out_rehashed` NULL or writable.
+ */
+lshk_status lshk_index_rehash_rows(struct lshk_index *idx,
+                                   const uint32_t *ids,
+                                   size_t count,
+                                   size_t *out_rehashed);
+
+/*
+ Rehashes every dirty row (those passed to lshk_index_update_rows since
+ their last rehash), as lshk_index_rehash_rows does; `out_rehashed` (NULL
+ = not wanted) receives the number of rows rehashed (0 when none was
+ dirty). EXCLUSIVE access, as lshk_index_update_rows.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (label-aware
+ buckets, misaligned `out_rehashed`), NON_FINITE, ALLOCATION_FAILED. On
+ error the index is unchanged and `*out_rehashed` is not written.
+
+ # Safety
+ `out_rehashed` NULL or writable.
+ */
+lshk_status lshk_index_rehash_dirty(struct lshk_index *idx,
+                                    size_t *out_rehashed);
+
+/*
+ The number of dirty rows (updated since their last rehash) into `*out`.
+ Thread-safe (reads only).
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned
+ `out`). On error `*out` is not written.
+
+ # Safety
+ `out` must be writable.
+ */
+lshk_status lshk_index_dirty_rows(const struct lshk_index *idx,
+                                  size_t *out);
+
+/*
+ The rehash schedule (stateless): after a rehash at iteration `t` (or
+ the start, t = 0), the next is due at `t + period(t)` with
+ `period(t) = max(1, floor(initial_period * exp(lambda * t)))`
+ (saturating; written to `*out_next`). lambda = 0: a fixed period;
+ lambda > 0: LNS's exponentially decaying frequency; LNS:
+ LSHK_LNS_REHASH_PERIOD (50) and LSHK_LNS_REHASH_LAMBDA (1e-4), giving
+ 50, 100, 150, 200, 251, 302, ... Thread-safe.
+
+ Errors: NULL_POINTER, INVALID_ARGUMENT (initial_period not finite or
+ < 1, lambda not finite or < 0, misaligned `out_next`). On error
+ `*out_next` is not written.
+
+ # Safety
+ `out_next` must be writable.
+ */
+lshk_status lshk_rehash_next(double initial_period,
+                             double lambda,
+                             uint64_t t,
+                             uint64_t *out_next);
 
 /*
  Default IUL parameters (see lshk_iul_params).
@@ -2581,6 +2959,59 @@ lshk_status lshk_tables_gather_isa(lshk_isa isa,
                                    size_t *offsets,
                                    uint32_t *counts,
                                    size_t *needed);
+
+/*
+ Default budget parameters: LSHK_BUDGET_MID_BUCKET, seed 0,
+ struct_size = sizeof(lshk_budget_params).
+ */
+struct lshk_budget_params lshk_budget_params_default(void);
+
+/*
+ lshk_tables_gather with a budget rule (`budget` NULL = defaults, i.e.
+ exactly lshk_tables_gather). The rule decides how `max_candidates`
+ (forced ids included; 0 = no budget) cuts the union of a query's
+ buckets (the query's bucket, then its probes, per table):
+
+ * LSHK_BUDGET_MID_BUCKET: as lshk_tables_gather.
+ * LSHK_BUDGET_MID_BUCKET_ROTATED: a per-query stream r: h = seed, then
+   for each of the query's L codes c in table order h =
+   next(splitmix64(h ^ c)) (SplitMix64 seeded with h ^ c, its first
+   output), r = SplitMix64(h). Tables are visited cyclically from s =
+   below(r, L) (s, s+1, ..., L-1, 0, ..., s-1); when a bucket of c ids
+   would pass the budget, it is read cyclically from position o =
+   below(r, c) until the budget is reached. (below: Lemire's
+   multiply-shift with rejection, as in lshk_simhash_new.) Over seeds,
+   each id of the cut bucket is kept with the same probability.
+ * LSHK_BUDGET_WHOLE_BUCKETS: tables from the same start s; a table's
+   buckets join the set together if the set then holds at most
+   max_candidates ids, else the visit stops (later tables are not
+   tried). No bucket is cut.
+
+ min_count, counts and the output are as in lshk_tables_gather. The
+ result depends only on the tables, the codes, the forced ids, the params
+ and the seed: identical on every tier and thread.
+
+ Errors: as lshk_tables_gather, plus INVALID_ARGUMENT (budget struct_size
+ too small, unknown rule, misaligned `budget`).
+
+ # Safety
+ As lshk_tables_gather; `budget` NULL or a readable lshk_budget_params.
+ */
+lshk_status lshk_tables_gather_budget(const struct lshk_tables *t,
+                                      const uint32_t *codes,
+                                      size_t q,
+                                      const struct lshk_gather_params *params,
+                                      const struct lshk_budget_params *budget,
+                                      const float *projections,
+                                      size_t projections_len,
+                                      const size_t *forced_offsets,
+                                      const uint32_t *forced_ids,
+                                      size_t forced_ids_len,
+                                      uint32_t *ids,
+                                      size_t ids_len,
+                                      size_t *offsets,
+                                      uint32_t *counts,
+                                      size_t *needed);
 
 /*
  Default Adam parameters: lr 1e-3, beta1 0.9, beta2 0.999, eps 1e-8;

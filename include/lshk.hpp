@@ -270,6 +270,15 @@ inline std::vector<Isa> isa_supported() {
  * header it was built with). */
 inline const char *version() noexcept { return lshk_version(); }
 
+/* lshk_rehash_next: the iteration of the next rehash after one at `t` (or
+ * the start, t = 0); defaults: LNS's schedule (50, 100, 150, 200, 251, ...). */
+inline uint64_t rehash_next(uint64_t t, double initial_period = LSHK_LNS_REHASH_PERIOD,
+                            double lambda = LSHK_LNS_REHASH_LAMBDA) {
+  uint64_t next = 0;
+  check(lshk_rehash_next(initial_period, lambda, t, &next));
+  return next;
+}
+
 /* ---------------------------------------------------------------- owners */
 
 namespace detail {
@@ -1300,6 +1309,37 @@ class Index {
     const lshk_tables *t = nullptr;
     check(lshk_index_tables(h_, &t));
     return TablesRef(t);
+  }
+
+  /* Training (issue 14): lshk_index_update_rows writes new values of rows
+   * `ids` (row j at rows[j * row_stride]; `rows` empty for a borrowed W,
+   * which the caller changed in place) and optionally their bias (`bias`
+   * empty = unchanged, else ids.size() values), marking them dirty;
+   * rehash_rows / rehash_dirty move rows to their new buckets and return
+   * how many were rehashed. EXCLUSIVE: no other call on this index
+   * (queries included) may run concurrently. */
+  void update_rows(span<const uint32_t> ids, span<const float> rows, std::size_t row_stride,
+                   span<const float> bias = {}) {
+    const char *where = "lshk::Index::update_rows";
+    if (!rows.empty()) detail::need_rows(where, "rows", rows.size(), ids.size(), dim_, row_stride);
+    if (!bias.empty()) detail::need_in(where, "bias", bias.size(), ids.size());
+    check(lshk_index_update_rows(h_, ids.data(), ids.size(), detail::or_null(rows), row_stride,
+                                 detail::or_null(bias)));
+  }
+  std::size_t rehash_rows(span<const uint32_t> ids) {
+    std::size_t n = 0;
+    check(lshk_index_rehash_rows(h_, ids.data(), ids.size(), &n));
+    return n;
+  }
+  std::size_t rehash_dirty() {
+    std::size_t n = 0;
+    check(lshk_index_rehash_dirty(h_, &n));
+    return n;
+  }
+  std::size_t dirty_rows() const {
+    std::size_t n = 0;
+    check(lshk_index_dirty_rows(h_, &n));
+    return n;
   }
 
  private:

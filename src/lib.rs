@@ -21,6 +21,8 @@ pub mod dwta;
 /// cbindgen:ignore
 pub mod error;
 /// cbindgen:ignore
+pub mod forest;
+/// cbindgen:ignore
 pub mod format;
 /// cbindgen:ignore
 pub mod hrr;

@@ -43,8 +43,11 @@
 //! table without `bucket_cap`; with `bucket_cap` one more `O(n)` scan of the
 //! table's row-to-bucket map recovers the affected buckets' full membership
 //! (the stored sample lacks the dropped ids), which is then resampled with
-//! the bucket's own generator. Either way every bucket equals what a fresh
-//! build from the updated codes gives. Tables are spread over the build's
+//! the bucket's own generator. When at least 1/8 of a table's buckets
+//! change, the table is instead rebuilt by one counting sort of its
+//! row-to-bucket map (`O(n + 2^range_bits)`, cheaper than splicing most
+//! buckets). Either way every bucket equals what a fresh build from the
+//! updated codes gives. Tables are spread over the build's
 //! thread count; the per-thread splice buffers (n ids each) are allocated
 //! before anything changes.
 //!
@@ -451,6 +454,13 @@ fn splice_table(
     std::mem::swap(buf, csr.ids.to_mut());
 }
 
+/// [`Tables::update`] splices the changed buckets of a table while fewer
+/// than `1 / SPLICE_MAX_FRACTION` of its buckets change; beyond that it
+/// rebuilds the table by counting sort from the row-to-bucket map (the same
+/// result; measured faster once most buckets change, e.g. 1 % of W1's rows
+/// moved in tables of 1,024 buckets: every bucket changes).
+const SPLICE_MAX_FRACTION: usize = 8;
+
 /// Runs `run` on the chunks of `per` items of `work`, one scoped thread per
 /// chunk, each with its own `scratch` entry, and joins every thread
 /// explicitly (pthread_join: an unjoined scoped thread may still be exiting
@@ -630,7 +640,8 @@ impl Tables {
         }
         let nb = 1usize << self.range_bits;
         let nthreads = self.threads.clamp(1, l);
-        // Per-thread splice buffers, allocated before anything changes.
+        // Per-thread splice buffers and counting-sort cursors, allocated
+        // before anything changes.
         let mut bufs = Vec::with_capacity(nthreads);
         for _ in 0..nthreads {
             let mut v: Vec<u32> = Vec::new();
@@ -640,7 +651,7 @@ impl Tables {
                     format!("cannot allocate {n} ids of update scratch"),
                 )
             })?;
-            bufs.push(v);
+            bufs.push((v, try_vec::<u32>(nb, "counting-sort scratch")?));
         }
         // Apply the moves to the row-to-bucket map; remember, per table,
         // the buckets that lose or gain a row.
@@ -680,11 +691,20 @@ impl Tables {
         }
         let per = work.len().div_ceil(nthreads);
         let uids = &uids[..];
-        let run = |chunk: &mut [(usize, &[u32], &mut Csr, Vec<u32>)], buf: &mut Vec<u32>| {
+        let run = |chunk: &mut [(usize, &[u32], &mut Csr, Vec<u32>)],
+                   buf: &mut (Vec<u32>, Vec<u32>)| {
             for (t, rb, c, aff) in chunk.iter_mut() {
                 aff.sort_unstable();
                 aff.dedup();
-                splice_table(rb, c, aff, uids, updated, cap, seed, *t as u32, nb, buf);
+                if aff.len() * SPLICE_MAX_FRACTION >= nb {
+                    // Most buckets change: one counting sort of the table
+                    // from its row-to-bucket map (the same result).
+                    build_table(rb, nb, cap, seed, *t as u32, c, &mut buf.1);
+                } else {
+                    splice_table(
+                        rb, c, aff, uids, updated, cap, seed, *t as u32, nb, &mut buf.0,
+                    );
+                }
             }
         };
         if nthreads == 1 || work.len() == 1 {
@@ -741,6 +761,54 @@ impl Tables {
     pub fn freeze(&mut self) {
         self.row_bucket = Vec::new();
         self.frozen = true;
+    }
+
+    /// Makes frozen tables updatable again without rehashing: refills the
+    /// row-to-bucket map from the CSR. Possible only when every row sits in
+    /// exactly one bucket of every table (no `bucket_cap`, no label-aware
+    /// buckets); otherwise `InvalidArgument` and nothing changes. No-op on
+    /// tables that are not frozen.
+    pub(crate) fn unfreeze_from_csr(&mut self) -> Result<()> {
+        if !self.frozen {
+            return Ok(());
+        }
+        let (n, l) = (self.n, self.l);
+        if self.bucket_cap != 0 {
+            bail!(
+                InvalidArgument,
+                "frozen tables with bucket_cap {} lack the dropped rows' buckets",
+                self.bucket_cap
+            );
+        }
+        let mut rb = try_vec::<u32>(checked_mul(n, l, "n*L")?, "row-to-bucket map")?;
+        let mut seen = vec![0u64; n.div_ceil(64)];
+        for (t, c) in self.csr.iter().enumerate() {
+            seen.fill(0);
+            if c.ids.len() != n {
+                bail!(
+                    InvalidArgument,
+                    "table {t} holds {} ids, not one per row ({n}): label-aware buckets cannot be updated",
+                    c.ids.len()
+                );
+            }
+            let map = &mut rb[t * n..(t + 1) * n];
+            for (b, w) in c.offsets.windows(2).enumerate() {
+                for &i in &c.ids[w[0] as usize..w[1] as usize] {
+                    let (wd, bit) = (i as usize >> 6, 1u64 << (i & 63));
+                    if seen[wd] & bit != 0 {
+                        bail!(
+                            InvalidArgument,
+                            "table {t} holds row {i} twice: label-aware buckets cannot be updated"
+                        );
+                    }
+                    seen[wd] |= bit;
+                    map[i as usize] = b as u32;
+                }
+            }
+        }
+        self.row_bucket = rb;
+        self.frozen = false;
+        Ok(())
     }
 
     /// Whether every table's arrays are views of memory the tables do not
@@ -1117,6 +1185,33 @@ impl Tables {
         want_counts: bool,
         out: &mut GatherResult,
     ) -> Result<()> {
+        self.gather_budget_isa(tier, params, BudgetRule::MidBucket, input, want_counts, out)
+    }
+
+    /// [`Tables::gather`] with a budget rule (see [`BudgetRule`]).
+    pub fn gather_budget(
+        &self,
+        params: &GatherParams,
+        rule: BudgetRule,
+        input: &GatherInput<'_>,
+        want_counts: bool,
+        out: &mut GatherResult,
+    ) -> Result<()> {
+        self.gather_budget_isa(isa::active(), params, rule, input, want_counts, out)
+    }
+
+    /// [`Tables::gather_isa`] with a budget rule: how `max_candidates`
+    /// cuts the union of the buckets (see [`BudgetRule`]; with
+    /// [`BudgetRule::MidBucket`] this is `gather_isa`).
+    pub fn gather_budget_isa(
+        &self,
+        tier: Isa,
+        params: &GatherParams,
+        rule: BudgetRule,
+        input: &GatherInput<'_>,
+        want_counts: bool,
+        out: &mut GatherResult,
+    ) -> Result<()> {
         isa::check_supported(tier)?;
         self.check_gather(params, input)?;
         out.ids.clear();
@@ -1132,7 +1227,7 @@ impl Tables {
             s.prepare(self.n, want_counts || params.min_count > 1);
             for qi in 0..input.q {
                 s.clean = false;
-                self.gather_one(kern, &mut s, params, input, qi, want_counts, out);
+                self.gather_one(kern, &mut s, params, rule, input, qi, want_counts, out);
                 s.clean = true;
                 out.offsets.push(out.ids.len());
             }
@@ -1242,6 +1337,7 @@ impl Tables {
         kern: &k::Kernels,
         s: &mut Scratch,
         p: &GatherParams,
+        rule: BudgetRule,
         input: &GatherInput<'_>,
         qi: usize,
         want_counts: bool,
@@ -1260,6 +1356,7 @@ impl Tables {
             heap,
             order,
             ranges,
+            pending,
             ..
         } = s;
         // 1. forced ids
@@ -1278,9 +1375,19 @@ impl Tables {
         let mut distinct = forced.len();
         let codes = &input.codes[qi * l..(qi + 1) * l];
         let kb = p.bits_per_table as usize;
+        // The rotated rules' per-query stream and start table.
+        let mut stream = match rule {
+            BudgetRule::MidBucket => None,
+            BudgetRule::MidBucketRotated { seed } | BudgetRule::WholeBuckets { seed } => {
+                Some(budget_stream(seed, codes))
+            }
+        };
+        let start = stream.as_mut().map_or(0, |r| r.below(l as u64) as usize);
         // Phase 1: the buckets to visit, in order, as (table, start, end).
         ranges.clear();
-        for (t, (csr, &code)) in self.csr.iter().zip(codes).enumerate() {
+        for step in 0..l {
+            let t = (start + step) % l;
+            let (csr, code) = (&self.csr[t], codes[t]);
             visited.clear();
             visited.push(fold_code(code, self.range_bits));
             if p.probes > 0 {
@@ -1305,6 +1412,48 @@ impl Tables {
                 }
             }
         }
+        if let BudgetRule::WholeBuckets { .. } = rule {
+            // Phase 2, whole buckets: a table's buckets join the set
+            // together, or the visit stops before them.
+            let mut j = 0;
+            while j < ranges.len() {
+                let t = ranges[j].0;
+                let mut k = j;
+                while k < ranges.len() && ranges[k].0 == t {
+                    k += 1;
+                }
+                pending.clear();
+                for &(tt, s, e) in &ranges[j..k] {
+                    for &id in &self.csr[tt as usize].ids[s as usize..e as usize] {
+                        let (w, m) = ((id >> 6) as usize, 1u64 << (id & 63));
+                        if bits[w] & m == 0 {
+                            bits[w] |= m;
+                            pending.push(id);
+                        }
+                    }
+                }
+                if budget > 0 && distinct + pending.len() > budget {
+                    for &id in pending.iter() {
+                        bits[(id >> 6) as usize] &= !(1u64 << (id & 63));
+                    }
+                    break;
+                }
+                for &id in pending.iter() {
+                    let w = (id >> 6) as usize;
+                    summary[w >> 6] |= 1u64 << (w & 63);
+                }
+                distinct += pending.len();
+                if counting {
+                    for &(tt, s, e) in &ranges[j..k] {
+                        for &id in &self.csr[tt as usize].ids[s as usize..e as usize] {
+                            cnt[id as usize] = cnt[id as usize].wrapping_add(1);
+                        }
+                    }
+                }
+                j = k;
+            }
+            ranges.clear();
+        }
         // Phase 2: mark, prefetching the ids of the bucket PREFETCH_AHEAD
         // places ahead (the CSR ids are the DRAM-resident part).
         for j in 0..ranges.len() {
@@ -1319,8 +1468,12 @@ impl Tables {
                 }
                 let rem = budget - distinct;
                 if ids.len() > rem {
-                    // Id by id until the budget is reached.
-                    for &id in ids {
+                    // Id by id until the budget is reached; the rotated
+                    // rule starts at a per-query position, cyclically.
+                    let o = stream
+                        .as_mut()
+                        .map_or(0, |r| r.below(ids.len() as u64) as usize);
+                    for &id in ids[o..].iter().chain(&ids[..o]) {
                         if distinct >= budget {
                             break;
                         }
@@ -1473,6 +1626,47 @@ pub fn probe_masks(
     }
 }
 
+/// How a gather's budget (`GatherParams::max_candidates`, forced ids
+/// included; 0 = none) cuts the union of a query's buckets. Every rule
+/// visits, per table, the query's bucket and then its multi-probe buckets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BudgetRule {
+    /// Tables in order `0 .. L-1`, ids ascending within a bucket, and the
+    /// bucket that reaches the budget is cut mid-bucket, keeping its
+    /// SMALLEST ids (the rule of [`Tables::gather_isa`]). Over many queries
+    /// this favours small ids (measured in docs/training.md).
+    #[default]
+    MidBucket,
+    /// The same cut without the small-id preference: tables are visited
+    /// cyclically from a per-query start table `s`, and the bucket that
+    /// reaches the budget is read cyclically from a per-query position
+    /// `o`: `r = budget_stream(seed, codes)`, `s = r.below(L)`, then, when
+    /// a bucket of `c` ids is cut, `o = r.below(c)` (see
+    /// [`budget_stream`]). Over seeds, every id of the cut bucket is kept
+    /// with the same probability.
+    MidBucketRotated { seed: u64 },
+    /// The LNS seed's rule: whole buckets, table by table (cyclically from
+    /// the start table `s` above), and the visit stops BETWEEN tables: a
+    /// table's buckets join the set only if the set (forced ids included)
+    /// then holds at most `max_candidates` ids; the first table that would
+    /// exceed it ends the visit (later tables are not tried). Never cuts a
+    /// bucket, so the set may stay well below the budget.
+    WholeBuckets { seed: u64 },
+}
+
+/// The per-query stream of the rotated budget rules: `h = seed`, then for
+/// each of the query's `L` codes `c` (table order, unfolded) `h =
+/// SplitMix64::new(h ^ c).next_u64()`; the stream is `SplitMix64::new(h)`.
+/// The same seed and codes always give the same stream (a caller wanting a
+/// fresh sample per training step passes a new seed, e.g. the step).
+pub fn budget_stream(seed: u64, codes: &[u32]) -> SplitMix64 {
+    let mut h = seed;
+    for &c in codes {
+        h = SplitMix64::new(h ^ c as u64).next_u64();
+    }
+    SplitMix64::new(h)
+}
+
 /// Options of a gather (see [`Tables::gather_isa`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GatherParams {
@@ -1532,6 +1726,7 @@ struct Scratch {
     heap: BinaryHeap<Reverse<(u64, u32)>>,
     order: Vec<(f32, u32)>,
     ranges: Vec<(u32, u32, u32)>,
+    pending: Vec<u32>,
 }
 
 impl Scratch {

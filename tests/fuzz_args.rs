@@ -4671,7 +4671,7 @@ fn fuzz_c_abi_arguments() {
         c.exec_no += 1;
         c.desc.clear();
         let t1 = Instant::now();
-        let mut which = c.r.u(27);
+        let mut which = c.r.u(30);
         match which {
             20 => fuzz_ivf_query(&mut c, &ivfs),
             21 => fuzz_ivf_build(&mut c),
@@ -4685,6 +4685,9 @@ fn fuzz_c_abi_arguments() {
             24 => fuzz_xent(&mut c),
             25 => fuzz_backward(&mut c),
             26 => fuzz_ivf_labels(&mut c),
+            27 => fuzz_index_update(&mut c),
+            28 => fuzz_gather_budget(&mut c),
+            29 => fuzz_forest(&mut c),
             0..=5 => fuzz_matmul(&mut c),
             6..=9 => fuzz_gather(&mut c, &idx),
             10 | 11 => fuzz_topk(&mut c),
@@ -4710,8 +4713,12 @@ fn fuzz_c_abi_arguments() {
             "xent",
             "dq / sgd",
             "ivf labels",
+            "index update / rehash",
+            "gather budget",
+            "forest",
         ][[
             0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 6, 6, 7, 8, 9, 10, 11, 12, 13, 14,
+            15, 16, 17,
         ][which]];
         *c.per_target.entry(name).or_default() += t1.elapsed();
         if c.failures.len() >= 20 {
@@ -4757,4 +4764,674 @@ fn fuzz_c_abi_arguments() {
         "fuzz_c_abi_arguments (the _isa calls that returned OK)",
         &ran,
     );
+}
+
+// ------------------------------------------- mutable index (issue 14, item 2)
+
+/// Top-10 ids and score bits of a few fixed queries, through the C API.
+fn index_results(h: *const lshk_index, dim: usize) -> (Vec<u32>, Vec<u32>) {
+    let q: Vec<f32> = (0..4 * dim).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
+    let (mut ids, mut sc) = (vec![0u32; 40], vec![0f32; 40]);
+    // SAFETY: a live index, 4 queries of dim floats, 40-element outputs.
+    let st = unsafe {
+        lshk_index_query(
+            h,
+            q.as_ptr(),
+            4,
+            dim,
+            10,
+            null(),
+            ids.as_mut_ptr(),
+            sc.as_mut_ptr(),
+            null_mut(),
+        )
+    };
+    assert_eq!(st, LSHK_STATUS_OK, "{}", last_msg());
+    (ids, bits(&sc))
+}
+
+fn rust_results(idx: &Index) -> (Vec<u32>, Vec<u32>) {
+    let dim = idx.dim();
+    let q: Vec<f32> = (0..4 * dim).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
+    let (mut ids, mut sc) = (vec![0u32; 40], vec![0f32; 40]);
+    idx.query(
+        &q,
+        4,
+        dim,
+        10,
+        &GatherParams::default(),
+        &mut ids,
+        &mut sc,
+        None,
+    )
+    .unwrap();
+    (ids, bits(&sc))
+}
+
+/// lshk_index_update_rows (then lshk_index_rehash_dirty / _rehash_rows) on
+/// a fresh small index, against the Rust API on a twin index; and
+/// lshk_rehash_next against RehashSchedule.
+fn fuzz_index_update(c: &mut Ctx) {
+    let r = &mut c.r;
+    if r.one_in(5) {
+        let mut p0 = r.pick(&[1.0, 50.0, 7.5, 1e18]);
+        let mut lambda = r.pick(&[0.0, 1e-4, 0.5]);
+        let t = r.pick(&[0u64, 1, 200, 1 << 40, u64::MAX]);
+        let mut v = Verdict::default();
+        match r.u(4) {
+            0 => {
+                p0 = r.pick(&[0.0, 0.99, -1.0, f64::NAN, f64::INFINITY]);
+                v.err("bad initial period");
+            }
+            1 => {
+                lambda = r.pick(&[-1e-4, f64::NAN, f64::INFINITY, f64::NEG_INFINITY]);
+                v.err("bad lambda");
+            }
+            _ => {}
+        }
+        let mut out = [CANARY as u64; 2];
+        let mis = r.one_in(6);
+        if mis {
+            v.err("misaligned out");
+        }
+        let op: *mut u64 = if mis {
+            out.as_mut_ptr().cast::<u8>().wrapping_add(1).cast()
+        } else {
+            out.as_mut_ptr()
+        };
+        c.desc = format!("rehash_next p0 {p0} lambda {lambda} t {t}");
+        // SAFETY: out has 2 writable u64 (a misaligned pointer stays inside).
+        let st = c.call("lshk_rehash_next", || unsafe {
+            lshk_rehash_next(p0, lambda, t, op)
+        });
+        if c.judge("lshk_rehash_next", st, &v) {
+            let want = lshk::index::RehashSchedule {
+                initial_period: p0,
+                lambda,
+            }
+            .next_after(t);
+            if out[0] != want || out[1] != CANARY as u64 {
+                c.fail(format!("lshk_rehash_next wrote {out:?}, want {want}"));
+            }
+        } else if out != [CANARY as u64; 2] {
+            c.fail("lshk_rehash_next failed but wrote its output".into());
+        }
+        return;
+    }
+    let (rows, dim) = (20 + r.u(60), 1 + r.u(9));
+    let borrowed = r.one_in(3);
+    let with_bias = r.one_in(2);
+    let transform = [Transform::None, Transform::BiasAug, Transform::Mips][r.u(3)];
+    let cap = r.pick(&[0u32, 0, 3]);
+    let mut g = SplitMix64::new(r.u(1 << 30) as u64);
+    let w0: Vec<f32> = (0..rows * dim).map(|_| g.next_normal() as f32).collect();
+    let b0: Vec<f32> = (0..rows).map(|_| g.next_normal() as f32 * 0.3).collect();
+    let storage = if borrowed {
+        Storage::BorrowedF32
+    } else {
+        Storage::F32
+    };
+    let mut p = lshk_index_params_default();
+    p.bits_per_table = 4;
+    p.tables = 3;
+    p.storage = storage as u32;
+    p.transform = transform as u32;
+    p.bucket_cap = cap;
+    p.build_threads = 1 + r.u(2) as u32;
+    let ip = IndexParams {
+        bits: 4,
+        tables: 3,
+        storage,
+        transform,
+        bucket_cap: cap,
+        threads: 1,
+        ..Default::default()
+    };
+    // The C index's W and the twin's (both borrowed when `borrowed`).
+    let (mut wc, mut wt) = (w0.clone(), w0.clone());
+    let bias = with_bias.then_some(&b0[..]);
+    let mut h = null_mut();
+    // SAFETY: W and bias of the stated sizes, alive until the free below.
+    let st = unsafe {
+        lshk_index_build(
+            wc.as_ptr(),
+            bias.map_or(null(), |b| b.as_ptr()),
+            rows,
+            dim,
+            dim,
+            &p,
+            &mut h,
+        )
+    };
+    assert_eq!(st, LSHK_STATUS_OK, "{}", last_msg());
+    // SAFETY: wt outlives the twin (dropped before the end of this function).
+    let mut twin = unsafe { Index::build_borrowed(&wt, bias, rows, dim, dim, &ip, None).unwrap() };
+    let mut v = Verdict::default();
+    let mut count = r.u(8);
+    let mut stride = dim + r.u(3);
+    let mut ids = Arr::new((0..count).map(|_| r.u(rows) as u32).collect(), 0u32);
+    let mut vals = Arr::new(
+        (0..count * stride)
+            .map(|_| g.next_normal() as f32)
+            .collect(),
+        0f32,
+    );
+    let mut nb = Arr::new((0..count).map(|_| g.next_normal() as f32).collect(), 0f32);
+    if borrowed {
+        vals.mode = Mode::Null; // the caller changes W in place
+    }
+    if !with_bias || r.one_in(3) {
+        nb.mode = Mode::Null;
+    }
+    let mut handle = h;
+    let mut what = Vec::new();
+    for _ in 0..r.u(4) {
+        let m = r.u(9);
+        what.push(m);
+        match m {
+            0 => match r.u(4) {
+                0 => ids.mode = Mode::Null,
+                1 => vals.mode = Mode::Null,
+                2 => nb.mode = Mode::Null,
+                _ => {
+                    handle = null_mut();
+                    v.err("NULL handle")
+                }
+            },
+            1 => match r.u(3) {
+                0 => ids.mode = Mode::Mis,
+                1 => vals.mode = Mode::Mis,
+                _ => nb.mode = Mode::Mis,
+            },
+            2 if ids.len() > 0 => {
+                let j = r.u(ids.len());
+                ids.data_mut()[j] = r.pick(&[rows as u32, u32::MAX, rows as u32 - 1]);
+            }
+            3 => count = r.size(count),
+            4 => stride = r.size(stride),
+            5 if vals.len() > 0 => {
+                let j = r.u(vals.len());
+                vals.data_mut()[j] = r.special();
+            }
+            6 if nb.len() > 0 => {
+                let j = r.u(nb.len());
+                nb.data_mut()[j] = r.special();
+            }
+            7 => {
+                // rows for a borrowed W, or a bias for an index without one
+                if r.one_in(2) {
+                    vals.mode = Mode::Ok
+                } else {
+                    nb.mode = Mode::Ok
+                }
+            }
+            _ => {
+                let mut th = null();
+                // SAFETY: live index, writable out.
+                unsafe { lshk_index_tables(h, &mut th) };
+                handle = th.cast_mut().cast();
+                v.err("foreign handle");
+            }
+        }
+    }
+    ids.need(Some(count as u128), &mut v, || 0);
+    let rows_given = vals.mode != Mode::Null;
+    if rows_given {
+        if stride < dim {
+            v.err("stride < dim");
+        } else {
+            vals.need(strided(count, dim, stride), &mut v, || 0.5);
+        }
+        if borrowed {
+            v.err("rows given for a borrowed W");
+        }
+    }
+    let bias_given = nb.mode != Mode::Null;
+    if bias_given {
+        nb.need(Some(count as u128), &mut v, || 0.25);
+        if !with_bias {
+            v.err("bias for an index without one");
+        }
+    }
+    if v.skip {
+        c.skipped += 1;
+        // SAFETY: h is live.
+        unsafe { lshk_index_free(h) };
+        return;
+    }
+    let cnt = count.min(ids.len());
+    if ids.mode == Mode::Ok && ids.data()[..cnt].iter().any(|&i| i as usize >= rows) {
+        v.err("id >= rows");
+    }
+    if rows_given && vals.mode == Mode::Ok && stride >= dim && v.expect_err.is_none() {
+        for j in 0..count {
+            if vals.v[j * stride..j * stride + dim]
+                .iter()
+                .any(|x| !x.is_finite())
+            {
+                v.err("non-finite row");
+            }
+        }
+    }
+    if bias_given
+        && nb.mode == Mode::Ok
+        && nb.data()[..count.min(nb.len())]
+            .iter()
+            .any(|x| !x.is_finite())
+    {
+        v.err("non-finite bias");
+    }
+    c.desc = format!(
+        "index_update rows {rows} dim {dim} borrowed {borrowed} bias {with_bias} {transform:?} \
+         cap {cap} count {count} stride {stride} muts {what:?}"
+    );
+    let before = index_results(h, dim);
+    let (ip_, vp, bp) = (ids.ptr(), vals.ptr(), nb.ptr());
+    // SAFETY: buffers sized per the verdict rules (module docs).
+    let st = c.call("lshk_index_update_rows", || unsafe {
+        lshk_index_update_rows(handle, ip_, count, vp, stride, bp)
+    });
+    let ok = c.judge("lshk_index_update_rows", st, &v);
+    if !ok {
+        let mut dirty = 7usize;
+        // SAFETY: live index, writable out.
+        unsafe { lshk_index_dirty_rows(h, &mut dirty) };
+        if index_results(h, dim) != before || dirty != 0 {
+            c.fail(format!(
+                "lshk_index_update_rows failed with {st} but changed the index"
+            ));
+        }
+        // SAFETY: h is live.
+        unsafe { lshk_index_free(h) };
+        return;
+    }
+    // The twin, through the Rust API; a borrowed W changes in place.
+    let idv = ids.data()[..count].to_vec();
+    if borrowed {
+        for (j, &id) in idv.iter().enumerate() {
+            for d in 0..dim {
+                let x = (j * 31 + d) as f32 * 0.01 - 0.3;
+                wc[id as usize * dim + d] = x;
+                wt[id as usize * dim + d] = x;
+            }
+        }
+    }
+    let rws = rows_given.then(|| (&vals.v[..], stride));
+    let bs = bias_given.then(|| &nb.v[..count]);
+    twin.update_rows(&idv, rws, bs).unwrap();
+    let by_rows = c.r.one_in(2);
+    let mut n_c = CANARY as usize;
+    // SAFETY: live index; the ids buffer holds count ids; writable out.
+    let st = if by_rows {
+        c.call("lshk_index_rehash_rows", || unsafe {
+            lshk_index_rehash_rows(h, idv.as_ptr(), idv.len(), &mut n_c)
+        })
+    } else {
+        c.call("lshk_index_rehash_dirty", || unsafe {
+            lshk_index_rehash_dirty(h, &mut n_c)
+        })
+    };
+    let n_r = twin.rehash_dirty().unwrap();
+    let name = if by_rows {
+        "lshk_index_rehash_rows"
+    } else {
+        "lshk_index_rehash_dirty"
+    };
+    if c.judge(name, st, &Verdict::default()) {
+        if n_c != n_r {
+            c.fail(format!("{name}: {n_c} rows rehashed, the Rust API {n_r}"));
+        }
+        if index_results(h, dim) != rust_results(&twin) {
+            c.fail(format!("{name}: results differ from the Rust API's"));
+        }
+    }
+    drop(twin);
+    // SAFETY: h is live.
+    unsafe { lshk_index_free(h) };
+    drop((wc, wt));
+}
+
+// ------------------------------------------------ budget rules (issue 14, item 3)
+
+/// lshk_tables_gather_budget against Tables::gather_budget (bit for bit),
+/// with the budget params mutated (NULL, struct_size, rule, misaligned).
+fn fuzz_gather_budget(c: &mut Ctx) {
+    let tab = build_tab(c);
+    let (n, l, k) = (tab.n, tab.l, tab.k);
+    let r = &mut c.r;
+    let q = r.u(6);
+    let qcodes = new_codes(r, q, l, k);
+    let mut v = Verdict::default();
+    let mut gp = lshk_gather_params_default();
+    gp.max_candidates = r.pick(&[0u32, 1, 3, 10, 40, 1000]);
+    gp.min_count = r.pick(&[1u32, 1, 2]);
+    let mut bp = lshk_budget_params_default();
+    bp.rule = r.u(3) as u32;
+    bp.seed = r.0.next_u64();
+    let mut fo = vec![0usize];
+    let mut fi = Vec::new();
+    let forced = r.one_in(2);
+    if forced {
+        for _ in 0..q {
+            for _ in 0..r.u(3) {
+                fi.push(r.u(n) as u32);
+            }
+            fo.push(fi.len());
+        }
+    }
+    #[repr(C, align(8))]
+    struct BigB {
+        p: lshk_budget_params,
+        tail: [u64; 2],
+    }
+    let mut big = BigB {
+        p: bp,
+        tail: [0x55; 2],
+    };
+    let mut kind = 0; // 0: &bp, 1: NULL, 2: misaligned, 3: a larger struct
+    let mut what = Vec::new();
+    for _ in 0..r.u(3) {
+        let m = r.u(6);
+        what.push(m);
+        match m {
+            0 => kind = 1, // defaults: the mid-bucket rule
+            1 => bp.struct_size = r.pick(&[0u32, 15, 8]),
+            2 => bp.rule = r.pick(&[3u32, 4, u32::MAX]),
+            3 => kind = 2,
+            4 => kind = 3,
+            _ => gp.max_candidates = r.pick(&[0u32, 2, 7]),
+        }
+    }
+    let good_size = bp.struct_size as usize >= std::mem::size_of::<lshk_budget_params>();
+    let bptr: *const lshk_budget_params = match kind {
+        1 => null(),
+        2 => (&bp as *const lshk_budget_params)
+            .cast::<u8>()
+            .wrapping_add(1)
+            .cast(),
+        3 => {
+            big.p = bp;
+            if good_size {
+                big.p.struct_size = std::mem::size_of::<BigB>() as u32;
+            }
+            &big.p
+        }
+        _ => &bp,
+    };
+    if kind == 2 {
+        v.err("misaligned budget");
+    }
+    if kind != 1 && !good_size {
+        v.err("budget struct_size too small");
+    }
+    if kind != 1 && bp.rule > 2 {
+        v.err("unknown budget rule");
+    }
+    let rule = if bptr.is_null() {
+        lshk::tables::BudgetRule::MidBucket
+    } else {
+        match bp.rule {
+            0 => lshk::tables::BudgetRule::MidBucket,
+            1 => lshk::tables::BudgetRule::MidBucketRotated { seed: bp.seed },
+            _ => lshk::tables::BudgetRule::WholeBuckets { seed: bp.seed },
+        }
+    };
+    c.desc = format!(
+        "gather_budget n {n} L {l} q {q} budget {} rule {} forced {forced} muts {what:?}",
+        gp.max_candidates, bp.rule
+    );
+    let cap_ids = q * n + 1;
+    let mut ids = vec![CANARY; cap_ids + 1];
+    let mut offs = vec![CANARY as usize; q + 2];
+    let mut counts = vec![CANARY; cap_ids + 1];
+    let mut needed = CANARY as usize;
+    // SAFETY: codes q*L, forced CSR of q + 1 offsets when given; outputs
+    // sized q*n + 1 (at most n ids per query), q + 1 offsets.
+    let st = c.call("lshk_tables_gather_budget", || unsafe {
+        lshk_tables_gather_budget(
+            tab.h,
+            qcodes.as_ptr(),
+            q,
+            &gp,
+            bptr,
+            null(),
+            0,
+            if forced { fo.as_ptr() } else { null() },
+            fi.as_ptr(),
+            fi.len(),
+            ids.as_mut_ptr(),
+            cap_ids,
+            offs.as_mut_ptr(),
+            counts.as_mut_ptr(),
+            &mut needed,
+        )
+    });
+    if !c.judge("lshk_tables_gather_budget", st, &v) {
+        if st != LSHK_STATUS_OK
+            && (ids.iter().any(|&x| x != CANARY)
+                || offs.iter().any(|&x| x != CANARY as usize)
+                || needed != CANARY as usize)
+        {
+            c.fail("lshk_tables_gather_budget failed but wrote an output".into());
+        }
+        return;
+    }
+    let p = GatherParams {
+        min_count: gp.min_count,
+        max_candidates: gp.max_candidates,
+        probes: 0,
+        bits_per_table: 0,
+    };
+    let input = GatherInput {
+        codes: &qcodes,
+        q,
+        projections: None,
+        forced_offsets: forced.then_some(&fo[..]),
+        forced_ids: &fi,
+    };
+    let mut want = GatherResult::default();
+    tab.mirror
+        .gather_budget(&p, rule, &input, true, &mut want)
+        .unwrap();
+    let m = want.ids.len();
+    if needed != m
+        || ids[..m] != want.ids[..]
+        || offs[..q + 1] != want.offsets[..]
+        || counts[..m] != want.counts[..]
+        || ids[m] != CANARY
+        || offs[q + 1] != CANARY as usize
+    {
+        c.fail("lshk_tables_gather_budget differs from Tables::gather_budget".into());
+    }
+    if let lshk::tables::BudgetRule::WholeBuckets { .. } = rule {
+        let b = gp.max_candidates as usize;
+        for i in 0..q {
+            let got = offs[i + 1] - offs[i];
+            let nf = {
+                let mut f = fi
+                    .get(fo.get(i).copied().unwrap_or(0)..fo.get(i + 1).copied().unwrap_or(0))
+                    .unwrap_or(&[])
+                    .to_vec();
+                f.sort_unstable();
+                f.dedup();
+                f.len()
+            };
+            if b > 0 && got > b.max(nf) {
+                c.fail(format!("whole buckets: {got} ids over the budget {b}"));
+            }
+        }
+    }
+}
+
+// ------------------------------------------------ hashing forest (issue 14, item 4)
+
+/// lshk_forest_query and lshk_forest_union on a small forest built through
+/// C, against the Rust API on a twin built the same way.
+fn fuzz_forest(c: &mut Ctx) {
+    use lshk::ffi::forest::*;
+    use lshk::forest::{Forest, ForestParams, ForestResult};
+    let r = &mut c.r;
+    let (rows, dim) = (2 + r.u(80), 1 + r.u(8));
+    let mut g = SplitMix64::new(r.u(1 << 30) as u64);
+    let w: Vec<f32> = (0..rows * dim).map(|_| g.next_normal() as f32).collect();
+    let mut p = lshk_forest_params_default();
+    p.trees = 1 + r.u(4) as u32;
+    p.leaf_size = 2 + r.u(20) as u32;
+    p.seed = r.0.next_u64();
+    p.build_threads = r.u(3) as u32;
+    let mut h = null_mut();
+    // SAFETY: W of rows*dim floats; writable out.
+    let st = unsafe { lshk_forest_build(w.as_ptr(), rows, dim, dim, &p, &mut h) };
+    assert_eq!(st, LSHK_STATUS_OK, "{}", last_msg());
+    let twin = Forest::build(
+        &w,
+        rows,
+        dim,
+        dim,
+        &ForestParams {
+            trees: p.trees,
+            leaf_size: p.leaf_size,
+            seed: p.seed,
+            threads: 1,
+        },
+    )
+    .unwrap();
+    let mut v = Verdict::default();
+    let mut nx = r.u(6);
+    let mut xs = dim + r.u(2);
+    let mut q = r.pick(&[1u32, 3, 10, 100]);
+    let mut x = Arr::new((0..nx * xs).map(|_| g.next_normal() as f32).collect(), 0f32);
+    let mut ids_len = nx * rows.min(q as usize) + r.u(2);
+    let mut ids = Arr::new(vec![CANARY; ids_len], CANARY);
+    let mut offs = Arr::new(vec![CANARY as usize; nx + 1], CANARY as usize);
+    let mut handle = h.cast_const();
+    let mut what = Vec::new();
+    for _ in 0..r.u(4) {
+        let m = r.u(8);
+        what.push(m);
+        match m {
+            0 => match r.u(3) {
+                0 => x.mode = Mode::Null,
+                1 => ids.mode = Mode::Null,
+                _ => offs.mode = Mode::Null,
+            },
+            1 => match r.u(3) {
+                0 => x.mode = Mode::Mis,
+                1 => ids.mode = Mode::Mis,
+                _ => offs.mode = Mode::Mis,
+            },
+            2 => nx = r.size(nx),
+            3 => xs = r.size(xs),
+            4 => q = r.pick(&[0u32, 1, u32::MAX]),
+            5 if x.len() > 0 => {
+                let j = r.u(x.len());
+                x.data_mut()[j] = r.special();
+            }
+            6 => ids_len = r.size(ids_len),
+            _ => {
+                handle = null();
+                v.err("NULL handle");
+            }
+        }
+    }
+    if xs < dim {
+        v.err("x_stride < dim");
+    }
+    if q == 0 {
+        v.err("q 0");
+    }
+    x.need(strided(nx, dim, xs), &mut v, || 0.5);
+    offs.need(nx.checked_add(1).map(|v| v as u128), &mut v, || {
+        CANARY as usize
+    });
+    ids.need(Some(ids_len as u128), &mut v, || CANARY);
+    if v.skip {
+        c.skipped += 1;
+        // SAFETY: h is live.
+        unsafe { lshk_forest_free(h) };
+        return;
+    }
+    if x.mode == Mode::Ok && xs >= dim && v.expect_err.is_none() {
+        for i in 0..nx {
+            if x.v[i * xs..i * xs + dim].iter().any(|f| !f.is_finite()) {
+                v.err("non-finite x");
+            }
+        }
+    }
+    // the expected result (when the call can succeed)
+    let mut want = ForestResult::default();
+    let twin_ok =
+        v.expect_err.is_none() && twin.query(&w, dim, x.data(), nx, xs, q, &mut want).is_ok();
+    if v.expect_err.is_none() && twin_ok && ids_len < want.ids.len() {
+        v.err("ids_len too small");
+    }
+    c.desc = format!(
+        "forest rows {rows} dim {dim} L {} B {} nx {nx} xs {xs} q {q} ids_len {ids_len} muts {what:?}",
+        p.trees, p.leaf_size
+    );
+    let mut needed = CANARY as usize;
+    let (xp, ip, op) = (x.ptr(), ids.mptr(), offs.mptr());
+    // SAFETY: buffers sized per the verdict rules (module docs).
+    let st = c.call("lshk_forest_query", || unsafe {
+        lshk_forest_query(
+            handle,
+            w.as_ptr(),
+            dim,
+            xp,
+            nx,
+            xs,
+            q,
+            ip,
+            ids_len,
+            op,
+            &mut needed,
+        )
+    });
+    if c.judge("lshk_forest_query", st, &v) {
+        let m = want.ids.len();
+        if needed != m || ids.v[..m] != want.ids[..] || offs.v[..nx + 1] != want.offsets[..] {
+            c.fail("lshk_forest_query differs from Forest::query".into());
+        }
+        if ids.v[ids_len] != CANARY {
+            c.fail("lshk_forest_query wrote past ids_len".into());
+        }
+        // the union of the result
+        let cap = c.r.pick(&[0usize, 1, 5, 1000]);
+        let seed = c.r.0.next_u64();
+        let mut out = vec![CANARY; m + 1];
+        let mut cnt = vec![CANARY; m + 1];
+        let mut need2 = 0usize;
+        // SAFETY: m readable ids, m + 1 writable outputs.
+        let st = c.call("lshk_forest_union", || unsafe {
+            lshk_forest_union(
+                h,
+                want.ids.as_ptr(),
+                m,
+                cap,
+                seed,
+                out.as_mut_ptr(),
+                cnt.as_mut_ptr(),
+                m,
+                &mut need2,
+            )
+        });
+        if c.judge("lshk_forest_union", st, &Verdict::default()) {
+            let (mut ui, mut uc) = (Vec::new(), Vec::new());
+            twin.union(&want, cap, seed, &mut ui, &mut uc).unwrap();
+            if need2 != ui.len() || out[..ui.len()] != ui[..] || cnt[..ui.len()] != uc[..] {
+                c.fail("lshk_forest_union differs from Forest::union".into());
+            }
+        }
+    } else if st != LSHK_STATUS_OK {
+        let wrote_ids = ids.v.iter().any(|&x| x != CANARY);
+        let wrote_offs = offs.v.iter().any(|&x| x != CANARY as usize);
+        let buffer_small = st == LSHK_STATUS_BUFFER_TOO_SMALL;
+        if wrote_ids || wrote_offs || (!buffer_small && needed != CANARY as usize) {
+            c.fail(format!(
+                "lshk_forest_query failed with {st} but wrote an output"
+            ));
+        }
+    }
+    // SAFETY: h is live.
+    unsafe { lshk_forest_free(h) };
 }

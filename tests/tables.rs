@@ -444,6 +444,10 @@ fn update_then_gather_equals_rebuild() {
         (500usize, 4usize, 4u32, 6u32, 0u32),
         (500, 4, 4, 6, 5),
         (2000, 6, 7, 12, 0),
+        // 1,024 buckets: few change, so Tables::update splices them (with
+        // many changed buckets it rebuilds the table by counting sort)
+        (3000, 3, 10, 12, 0),
+        (3000, 3, 10, 12, 4),
     ] {
         let mut codes = random_codes(&mut r, n * l, kbits);
         let seed = r.next_u64();

@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 
 use super::*;
-use crate::tables::{GatherInput, GatherParams, GatherResult, Tables};
+use crate::tables::{BudgetRule, GatherInput, GatherParams, GatherResult, Tables};
 
 /// L LSH tables over n rows (flat CSR per table, ids ascending per bucket).
 ///
@@ -325,6 +325,7 @@ unsafe fn gather_impl(
     codes: *const u32,
     q: usize,
     params: *const lshk_gather_params,
+    budget: Option<*const lshk_budget_params>,
     projections: *const f32,
     projections_len: usize,
     forced_offsets: *const usize,
@@ -345,6 +346,11 @@ unsafe fn gather_impl(
         let t = unsafe { tables_ref(t)? };
         // SAFETY: forwarded caller contract.
         let p = unsafe { read_params(params)? };
+        let rule = match budget {
+            // SAFETY: forwarded caller contract.
+            Some(b) => unsafe { read_budget(b)? },
+            None => BudgetRule::MidBucket,
+        };
         let l = t.tables();
         let cl = crate::error::checked_mul(q, l, "q*L")?;
         let q1 = q
@@ -390,7 +396,7 @@ unsafe fn gather_impl(
         };
         RESULT.with(|r| {
             let mut r = r.borrow_mut();
-            t.gather_isa(tier, &p, &input, !counts.is_null(), &mut r)?;
+            t.gather_budget_isa(tier, &p, rule, &input, !counts.is_null(), &mut r)?;
             let need = r.ids.len();
             // Overlaps are checked on what would be written (the gathered
             // ids, or none when ids_len is too small), before `*needed`.
@@ -526,6 +532,7 @@ pub unsafe extern "C" fn lshk_tables_gather(
             codes,
             q,
             params,
+            None,
             projections,
             projections_len,
             forced_offsets,
@@ -576,6 +583,149 @@ pub unsafe extern "C" fn lshk_tables_gather_isa(
             codes,
             q,
             params,
+            None,
+            projections,
+            projections_len,
+            forced_offsets,
+            forced_ids,
+            forced_ids_len,
+            ids,
+            ids_len,
+            offsets,
+            counts,
+            needed,
+        )
+    }
+}
+
+// ------------------------------------------------ budget rules (issue 14)
+
+/// lshk_budget_params::rule: today's rule (lshk_tables_gather): tables in
+/// order, ids ascending in a bucket, the bucket that reaches the budget cut
+/// mid-bucket keeping its SMALLEST ids (a preference for small ids).
+pub const LSHK_BUDGET_MID_BUCKET: u32 = 0;
+/// lshk_budget_params::rule: the same cut without the small-id preference:
+/// tables visited cyclically from a per-query start table, the cut bucket
+/// read cyclically from a per-query position (see lshk_tables_gather_budget).
+pub const LSHK_BUDGET_MID_BUCKET_ROTATED: u32 = 1;
+/// lshk_budget_params::rule: the LNS seed's rule: whole buckets, table by
+/// table from the per-query start table, stopping BETWEEN tables before the
+/// first table that would take the set past max_candidates.
+pub const LSHK_BUDGET_WHOLE_BUCKETS: u32 = 2;
+
+const _: () = {
+    assert!(std::mem::size_of::<lshk_budget_params>() == 16);
+};
+
+/// How lshk_tables_gather_budget applies `max_candidates`. Obtain it from
+/// lshk_budget_params_default(); `struct_size` must be at least
+/// sizeof(lshk_budget_params) (a larger value from a newer header is
+/// accepted, its unknown tail ignored).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_budget_params {
+    /// sizeof(lshk_budget_params).
+    pub struct_size: u32,
+    /// LSHK_BUDGET_* (default LSHK_BUDGET_MID_BUCKET); another value is
+    /// INVALID_ARGUMENT.
+    pub rule: u32,
+    /// Seed of the per-query stream of the rotated rules (default 0); pass
+    /// a new one (e.g. the training step) for a fresh sample.
+    pub seed: u64,
+}
+
+/// Default budget parameters: LSHK_BUDGET_MID_BUCKET, seed 0,
+/// struct_size = sizeof(lshk_budget_params).
+#[no_mangle]
+pub extern "C" fn lshk_budget_params_default() -> lshk_budget_params {
+    lshk_budget_params {
+        struct_size: std::mem::size_of::<lshk_budget_params>() as u32,
+        rule: LSHK_BUDGET_MID_BUCKET,
+        seed: 0,
+    }
+}
+
+// SAFETY: #[repr(C)], struct_size first, plain integer fields.
+unsafe impl ParamStruct for lshk_budget_params {
+    const DEFAULT_FN: &'static str = "lshk_budget_params_default";
+    fn defaults() -> Self {
+        lshk_budget_params_default()
+    }
+}
+
+/// Reads a caller's budget params (NULL = defaults).
+unsafe fn read_budget(p: *const lshk_budget_params) -> Result<BudgetRule> {
+    // SAFETY: forwarded caller contract.
+    let b = unsafe { read_param_struct(p, "budget")? };
+    Ok(match b.rule {
+        LSHK_BUDGET_MID_BUCKET => BudgetRule::MidBucket,
+        LSHK_BUDGET_MID_BUCKET_ROTATED => BudgetRule::MidBucketRotated { seed: b.seed },
+        LSHK_BUDGET_WHOLE_BUCKETS => BudgetRule::WholeBuckets { seed: b.seed },
+        r => bail!(
+            InvalidArgument,
+            "budget->rule is {r}, not an LSHK_BUDGET_* value (0..=2)"
+        ),
+    })
+}
+
+/// lshk_tables_gather with a budget rule (`budget` NULL = defaults, i.e.
+/// exactly lshk_tables_gather). The rule decides how `max_candidates`
+/// (forced ids included; 0 = no budget) cuts the union of a query's
+/// buckets (the query's bucket, then its probes, per table):
+///
+/// * LSHK_BUDGET_MID_BUCKET: as lshk_tables_gather.
+/// * LSHK_BUDGET_MID_BUCKET_ROTATED: a per-query stream r: h = seed, then
+///   for each of the query's L codes c in table order h =
+///   next(splitmix64(h ^ c)) (SplitMix64 seeded with h ^ c, its first
+///   output), r = SplitMix64(h). Tables are visited cyclically from s =
+///   below(r, L) (s, s+1, ..., L-1, 0, ..., s-1); when a bucket of c ids
+///   would pass the budget, it is read cyclically from position o =
+///   below(r, c) until the budget is reached. (below: Lemire's
+///   multiply-shift with rejection, as in lshk_simhash_new.) Over seeds,
+///   each id of the cut bucket is kept with the same probability.
+/// * LSHK_BUDGET_WHOLE_BUCKETS: tables from the same start s; a table's
+///   buckets join the set together if the set then holds at most
+///   max_candidates ids, else the visit stops (later tables are not
+///   tried). No bucket is cut.
+///
+/// min_count, counts and the output are as in lshk_tables_gather. The
+/// result depends only on the tables, the codes, the forced ids, the params
+/// and the seed: identical on every tier and thread.
+///
+/// Errors: as lshk_tables_gather, plus INVALID_ARGUMENT (budget struct_size
+/// too small, unknown rule, misaligned `budget`).
+///
+/// # Safety
+/// As lshk_tables_gather; `budget` NULL or a readable lshk_budget_params.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lshk_tables_gather_budget(
+    t: *const lshk_tables,
+    codes: *const u32,
+    q: usize,
+    params: *const lshk_gather_params,
+    budget: *const lshk_budget_params,
+    projections: *const f32,
+    projections_len: usize,
+    forced_offsets: *const usize,
+    forced_ids: *const u32,
+    forced_ids_len: usize,
+    ids: *mut u32,
+    ids_len: usize,
+    offsets: *mut usize,
+    counts: *mut u32,
+    needed: *mut usize,
+) -> lshk_status {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        gather_impl(
+            "lshk_tables_gather_budget",
+            None,
+            t,
+            codes,
+            q,
+            params,
+            Some(budget),
             projections,
             projections_len,
             forced_offsets,

@@ -282,6 +282,7 @@ impl Index {
             bias,
             w: wstore,
             labels: None,
+            dirty: Default::default(),
         };
         if let Some(cb) = progress {
             cb(total, total);

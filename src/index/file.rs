@@ -500,6 +500,7 @@ impl Index {
             bias,
             w,
             labels: label_state,
+            dirty: Default::default(),
         })
     }
 }

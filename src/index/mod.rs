@@ -71,6 +71,9 @@ use crate::tables::{GatherInput, GatherParams, GatherResult, Tables, U32s, MAX_R
 
 mod build;
 mod file;
+mod update;
+
+pub use update::{RehashClock, RehashSchedule, LNS_REHASH_LAMBDA, LNS_REHASH_PERIOD};
 
 /// Hash family of an index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -368,9 +371,12 @@ pub struct Index {
     w: WStore,
     /// Label-aware training ([`crate::labels`]), if any.
     pub(crate) labels: Option<crate::labels::LabelState>,
+    /// Rows updated since their last rehash ([`Index::update_rows`]).
+    dirty: update::Dirty,
 }
 
-// SAFETY: every field is immutable after construction; the raw pointers in
+// SAFETY: nothing is mutated through `&self` (changes take `&mut self`:
+// update_rows, rehash_*, train_*); the raw pointers in
 // WStore are read-only views of memory owned by the index (Vec, mapping)
 // or, for borrowed weights, memory the caller promised to keep alive and
 // unchanged; reading them from several threads is sound.
