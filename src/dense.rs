@@ -207,27 +207,22 @@ impl<'a> DenseLayer<'a> {
     ) -> Result<()> {
         let tier = isa::active();
         self.check_topk(q, nq, q_stride, k, out_ids, out_scores)?;
-        let threads = crate::tables::resolve_threads_usize(threads);
+        let threads = crate::par::threads(threads);
         let batches = nq.div_ceil(QUERY_BATCH);
         let per = batches.div_ceil(threads.clamp(1, batches.max(1))).max(1) * QUERY_BATCH;
         if nq <= per || k == 0 {
             return self.topk_isa(tier, q, nq, q_stride, k, out_ids, out_scores);
         }
-        std::thread::scope(|s| {
-            let mut hs = Vec::new();
-            for ((c, oi), os) in (0..nq)
+        crate::par::try_map(
+            (0..nq)
                 .step_by(per)
                 .zip(out_ids[..nq * k].chunks_mut(per * k))
-                .zip(out_scores[..nq * k].chunks_mut(per * k))
-            {
+                .zip(out_scores[..nq * k].chunks_mut(per * k)),
+            |((c, oi), os)| {
                 let n = per.min(nq - c);
-                let qc = &q[c * q_stride..];
-                hs.push(s.spawn(move || self.topk_isa(tier, qc, n, q_stride, k, oi, os)));
-            }
-            hs.into_iter()
-                .map(|h| h.join().expect("dense top-k thread panicked"))
-                .collect::<Result<Vec<()>>>()
-        })?;
+                self.topk_isa(tier, &q[c * q_stride..], n, q_stride, k, oi, os)
+            },
+        )?;
         Ok(())
     }
 

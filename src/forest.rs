@@ -309,7 +309,7 @@ impl Forest {
             "the forest",
         )?;
         let l = p.trees as usize;
-        let nthreads = crate::tables::resolve_threads(p.threads).clamp(1, l);
+        let nthreads = crate::par::threads(p.threads as usize).clamp(1, l);
         let mut trees: Vec<Option<Tree>> = vec![None; l];
         let b = p.leaf_size as usize;
         let seed_of = |t: usize| p.seed ^ (t as u64 + 1).wrapping_mul(GOLDEN);
@@ -319,21 +319,10 @@ impl Forest {
             }
         } else {
             let per = l.div_ceil(nthreads);
-            std::thread::scope(|s| {
-                let hs: Vec<_> = trees
-                    .chunks_mut(per)
-                    .enumerate()
-                    .map(|(ci, chunk)| {
-                        s.spawn(move || {
-                            for (k, slot) in chunk.iter_mut().enumerate() {
-                                let t = ci * per + k;
-                                *slot = Some(build_tree(w, rows, dim, w_stride, b, seed_of(t)));
-                            }
-                        })
-                    })
-                    .collect();
-                for h in hs {
-                    h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            crate::par::map(trees.chunks_mut(per).enumerate(), |(ci, chunk)| {
+                for (k, slot) in chunk.iter_mut().enumerate() {
+                    let t = ci * per + k;
+                    *slot = Some(build_tree(w, rows, dim, w_stride, b, seed_of(t)));
                 }
             });
         }

@@ -204,7 +204,7 @@ pub fn check_labels(n: usize, rows: usize, label_offsets: &[usize], labels: &[u3
 }
 
 fn threads_for(threads: u32, jobs: usize) -> usize {
-    crate::tables::resolve_threads(threads).clamp(1, jobs.max(1))
+    crate::par::threads(threads as usize).clamp(1, jobs.max(1))
 }
 
 /// Counts and caps the labels of every bucket (module documentation).
@@ -274,22 +274,10 @@ pub fn count_labels(
     if nthreads == 1 {
         run(0, &mut out, &mut keys_per_thread[0]);
     } else {
-        std::thread::scope(|s| {
-            let hs: Vec<_> = out
-                .chunks_mut(per)
-                .enumerate()
-                .zip(&mut keys_per_thread)
-                .map(|((ci, chunk), keys)| {
-                    let run = &run;
-                    s.spawn(move || run(ci * per, chunk, keys))
-                })
-                .collect();
-            // Joined explicitly (pthread_join): an unjoined scoped thread
-            // may still be exiting after the scope returns.
-            for h in hs {
-                h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-            }
-        });
+        crate::par::map(
+            out.chunks_mut(per).enumerate().zip(&mut keys_per_thread),
+            |((ci, chunk), keys)| run(ci * per, chunk, keys),
+        );
     }
     Ok(out)
 }
@@ -566,24 +554,10 @@ impl Index {
             return work(0, &mut out[..nc]);
         }
         let per = n.div_ceil(nthreads);
-        std::thread::scope(|s| {
-            let hs: Vec<_> = out[..nc]
-                .chunks_mut(per * l)
-                .enumerate()
-                .map(|(j, c)| {
-                    let work = &work;
-                    s.spawn(move || work(j * per, c))
-                })
-                .collect();
-            let mut res = Ok(());
-            for h in hs {
-                let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                if res.is_ok() {
-                    res = r;
-                }
-            }
-            res
+        crate::par::try_map(out[..nc].chunks_mut(per * l).enumerate(), |(j, c)| {
+            work(j * per, c)
         })
+        .map(|_| ())
     }
 
     /// The candidate sets the index's query would score, for `nq` queries:

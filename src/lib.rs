@@ -40,6 +40,7 @@ pub mod kernels;
 pub mod labels;
 /// cbindgen:ignore
 pub mod matmul;
+mod par;
 /// cbindgen:ignore
 pub mod pq4;
 /// cbindgen:ignore

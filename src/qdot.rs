@@ -480,26 +480,19 @@ pub fn quantize_rows_with(
             (*s, *m) = quantize_row(row(src(first + k)), dst);
         }
     };
-    let threads = crate::tables::resolve_threads_usize(threads);
+    let threads = crate::par::threads(threads);
     let per = n.div_ceil(threads.max(1)).max(1);
     if threads <= 1 || n <= per {
         work(0, &mut lines, &mut scales, &mut sums);
     } else {
-        std::thread::scope(|s| {
-            let hs: Vec<_> = lines
+        crate::par::map(
+            lines
                 .chunks_mut(per * per_row)
                 .zip(scales.chunks_mut(per))
                 .zip(sums.chunks_mut(per))
-                .enumerate()
-                .map(|(i, ((l, sc), su))| {
-                    let work = &work;
-                    s.spawn(move || work(i * per, l, sc, su))
-                })
-                .collect();
-            for h in hs {
-                h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-            }
-        });
+                .enumerate(),
+            |(i, ((l, sc), su))| work(i * per, l, sc, su),
+        );
     }
     Ok(QRows {
         lines,

@@ -242,22 +242,6 @@ pub struct Tables {
     csr: Vec<Csr>,
 }
 
-pub(crate) fn resolve_threads(threads: u32) -> usize {
-    resolve_threads_usize(threads as usize)
-}
-
-/// The crate's one thread-count rule: 0 = every core the process may use
-/// (`available_parallelism`, 1 if unknown), otherwise the number given.
-pub(crate) fn resolve_threads_usize(threads: usize) -> usize {
-    if threads == 0 {
-        std::thread::available_parallelism()
-            .map(|v| v.get())
-            .unwrap_or(1)
-    } else {
-        threads
-    }
-}
-
 /// Counting sort of one table from its row-to-bucket slice, then the
 /// bucket_cap sampling. `cursor` is scratch of `nb` u32.
 fn build_table(
@@ -461,26 +445,18 @@ fn splice_table(
 /// moved in tables of 1,024 buckets: every bucket changes).
 const SPLICE_MAX_FRACTION: usize = 8;
 
-/// Runs `run` on the chunks of `per` items of `work`, one scoped thread per
-/// chunk, each with its own `scratch` entry, and joins every thread
-/// explicitly (pthread_join: an unjoined scoped thread may still be exiting
-/// after the scope returns). A worker's panic is resumed here.
+/// Runs `run` on the chunks of `per` items of `work`, one thread per chunk
+/// ([`crate::par::map`]), each with its own `scratch` entry.
 fn par_chunks<W: Send, S: Send>(
     work: &mut [W],
     per: usize,
     scratch: &mut [S],
     run: &(dyn Fn(&mut [W], &mut S) + Sync),
 ) {
-    std::thread::scope(|s| {
-        let hs: Vec<_> = work
-            .chunks_mut(per)
-            .zip(scratch.iter_mut())
-            .map(|(chunk, sc)| s.spawn(move || run(chunk, sc)))
-            .collect();
-        for h in hs {
-            h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-        }
-    });
+    crate::par::map(
+        work.chunks_mut(per).zip(scratch.iter_mut()),
+        |(chunk, sc)| run(chunk, sc),
+    );
 }
 
 impl Tables {
@@ -550,7 +526,7 @@ impl Tables {
             range_bits,
             bucket_cap,
             seed,
-            threads: resolve_threads(threads),
+            threads: crate::par::threads(threads as usize),
             row_bucket,
             frozen: false,
             csr,
@@ -990,7 +966,7 @@ impl Tables {
             range_bits,
             bucket_cap,
             seed,
-            threads: resolve_threads(threads),
+            threads: crate::par::threads(threads as usize),
             row_bucket,
             frozen,
             csr,
@@ -1104,7 +1080,7 @@ impl Tables {
             range_bits,
             bucket_cap,
             seed,
-            threads: resolve_threads(threads),
+            threads: crate::par::threads(threads as usize),
             row_bucket: Vec::new(),
             frozen: true,
             csr,

@@ -93,9 +93,7 @@ impl XentBound {
 
 /// Resolves a thread count (0 = every core) and caps it at `work` units.
 fn threads_for(threads: usize, work: usize) -> usize {
-    crate::tables::resolve_threads_usize(threads)
-        .min(work)
-        .max(1)
+    crate::par::threads(threads).min(work).max(1)
 }
 
 /// Splits the segments into `t` contiguous ranges of about equal element
@@ -247,18 +245,19 @@ fn xent_run(
         return;
     }
     let cuts = segment_cuts(offsets, t);
-    std::thread::scope(|sc| {
-        let (mut xr, mut lr) = (x, &mut loss[..nb]);
-        for k in 0..t {
-            let (b0, b1) = (cuts[k], cuts[k + 1]);
-            let (xs, xrest) = xr.split_at_mut(offsets[b1] - offsets[b0]);
-            let (ls, lrest) = lr.split_at_mut(b1 - b0);
-            xr = xrest;
-            lr = lrest;
-            let ys = &y[offsets[b0]..offsets[b1]];
-            let offs = &offsets[b0..=b1];
-            sc.spawn(move || xent_segments(f, xs, ys, offs, offs[0], ls));
-        }
+    let mut jobs = Vec::with_capacity(t);
+    let (mut xr, mut lr) = (x, &mut loss[..nb]);
+    for k in 0..t {
+        let (b0, b1) = (cuts[k], cuts[k + 1]);
+        let (xs, xrest) = xr.split_at_mut(offsets[b1] - offsets[b0]);
+        let (ls, lrest) = lr.split_at_mut(b1 - b0);
+        xr = xrest;
+        lr = lrest;
+        jobs.push((xs, ls, b0, b1));
+    }
+    crate::par::map(jobs, |(xs, ls, b0, b1)| {
+        let offs = &offsets[b0..=b1];
+        xent_segments(f, xs, &y[offsets[b0]..offsets[b1]], offs, offs[0], ls)
     });
 }
 
@@ -396,23 +395,22 @@ pub fn gather_dq(
         return Ok(());
     }
     let cuts = segment_cuts(offsets, t);
-    std::thread::scope(|sc| {
-        let mut rest = &mut dq[..dql];
-        let run = &run;
-        for k in 0..t {
-            let (b0, b1) = (cuts[k], cuts[k + 1]);
-            // The last rows of dq may be shorter than a stride, and the
-            // last threads may get no sample.
-            let take = if k + 1 == t {
-                rest.len()
-            } else {
-                ((b1 - b0) * dq_stride).min(rest.len())
-            };
-            let (mine, r) = rest.split_at_mut(take);
-            rest = r;
-            sc.spawn(move || run(b0, b1, mine));
-        }
-    });
+    let mut jobs = Vec::with_capacity(t);
+    let mut rest = &mut dq[..dql];
+    for k in 0..t {
+        let (b0, b1) = (cuts[k], cuts[k + 1]);
+        // The last rows of dq may be shorter than a stride, and the last
+        // threads may get no sample.
+        let take = if k + 1 == t {
+            rest.len()
+        } else {
+            ((b1 - b0) * dq_stride).min(rest.len())
+        };
+        let (mine, r) = rest.split_at_mut(take);
+        rest = r;
+        jobs.push((b0, b1, mine));
+    }
+    crate::par::map(jobs, |(b0, b1, mine)| run(b0, b1, mine));
     Ok(())
 }
 
@@ -754,23 +752,23 @@ fn update_rows<R: Rule>(
             work(0, groups, 0, w, state);
             return Ok(());
         }
-        std::thread::scope(|sc| {
-            let (mut wrest, mut srest) = (&mut *w, state);
-            let work = &work;
-            for k in 0..th {
-                let (r0, r1) = (first_row(k), first_row(k + 1));
-                let wtake = if k + 1 == th {
-                    wrest.len()
-                } else {
-                    (r1 - r0) * w_stride
-                };
-                let (wmine, wr) = wrest.split_at_mut(wtake);
-                wrest = wr;
-                let (smine, sr) = R::split(srest, r1 - r0, dim);
-                srest = sr;
-                let (g0, g1) = (cut(k), cut(k + 1));
-                sc.spawn(move || work(g0, g1, r0, wmine, smine));
-            }
+        let mut jobs = Vec::with_capacity(th);
+        let (mut wrest, mut srest) = (&mut *w, state);
+        for k in 0..th {
+            let (r0, r1) = (first_row(k), first_row(k + 1));
+            let wtake = if k + 1 == th {
+                wrest.len()
+            } else {
+                (r1 - r0) * w_stride
+            };
+            let (wmine, wr) = wrest.split_at_mut(wtake);
+            wrest = wr;
+            let (smine, sr) = R::split(srest, r1 - r0, dim);
+            srest = sr;
+            jobs.push((cut(k), cut(k + 1), r0, wmine, smine));
+        }
+        crate::par::map(jobs, |(g0, g1, r0, wmine, smine)| {
+            work(g0, g1, r0, wmine, smine)
         });
         Ok(())
     })

@@ -322,23 +322,22 @@ pub fn class_vectors(seed: u64, d: usize, first: u64, out: &mut [f32], threads: 
         );
     }
     checked_mul(m, d, "m * d")?;
-    let threads = crate::tables::resolve_threads(threads).clamp(1, m.max(1));
+    let threads = crate::par::threads(threads as usize).clamp(1, m.max(1));
     let per = m.div_ceil(threads).max(1);
     let mut bufs = Vec::with_capacity(threads);
     for _ in 0..threads {
         bufs.push(gen.buffers()?);
     }
     let gen = &gen;
-    std::thread::scope(|sc| {
-        for ((t, chunk), mut buf) in out.chunks_mut(per * d).enumerate().zip(bufs) {
-            sc.spawn(move || {
-                let base = first + (t * per) as u64;
-                for (j, row) in chunk.chunks_exact_mut(d).enumerate() {
-                    gen.row(seed, base + j as u64, row, &mut buf);
-                }
-            });
-        }
-    });
+    crate::par::map(
+        out.chunks_mut(per * d).enumerate().zip(bufs),
+        |((t, chunk), mut buf)| {
+            let base = first + (t * per) as u64;
+            for (j, row) in chunk.chunks_exact_mut(d).enumerate() {
+                gen.row(seed, base + j as u64, row, &mut buf);
+            }
+        },
+    );
     Ok(())
 }
 

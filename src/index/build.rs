@@ -104,7 +104,7 @@ impl Index {
 
         // ---- hash every row
         let mut codes = try_vec::<u32>(ncodes, "row codes")?;
-        let nthreads = crate::tables::resolve_threads(p.threads);
+        let nthreads = crate::par::threads(p.threads as usize);
         let units: Vec<(usize, &mut [u32])> = codes
             .chunks_mut(BUILD_UNIT * l)
             .enumerate()

@@ -308,32 +308,26 @@ pub(super) fn assign(
         Some(_) if n == 0 => Some(Vec::new()),
         Some(tracks) => {
             let per = n.div_ceil(threads);
-            let parts = std::thread::scope(|s| {
-                let hs: Vec<_> = out[..n]
+            let parts = crate::par::map(
+                out[..n]
                     .chunks_mut(per)
                     .zip(tracks[..n].chunks_mut(per))
-                    .enumerate()
-                    .map(|(k, (o, tr))| {
-                        s.spawn(move || {
-                            let mut scan = Vec::new();
-                            for (j, (oi, ti)) in o.iter_mut().zip(tr.iter_mut()).enumerate() {
-                                let i = k * per + j;
-                                if ti.settled(cv.cmax) {
-                                    continue;
-                                }
-                                match cv.recheck(&pts.x[i * xdim..(i + 1) * xdim], ti) {
-                                    Some((c, t)) => (*oi, *ti) = (c, t),
-                                    None => scan.push(i as u32),
-                                }
-                            }
-                            scan
-                        })
-                    })
-                    .collect();
-                hs.into_iter()
-                    .map(|h| h.join().expect("ivf assignment thread panicked"))
-                    .collect::<Vec<_>>()
-            });
+                    .enumerate(),
+                |(k, (o, tr))| {
+                    let mut scan = Vec::new();
+                    for (j, (oi, ti)) in o.iter_mut().zip(tr.iter_mut()).enumerate() {
+                        let i = k * per + j;
+                        if ti.settled(cv.cmax) {
+                            continue;
+                        }
+                        match cv.recheck(&pts.x[i * xdim..(i + 1) * xdim], ti) {
+                            Some((c, t)) => (*oi, *ti) = (c, t),
+                            None => scan.push(i as u32),
+                        }
+                    }
+                    scan
+                },
+            );
             Some(parts.concat())
         }
     };
@@ -385,17 +379,8 @@ pub(super) fn assign(
     let parts: Vec<Vec<(u32, Track)>> = if threads == 1 {
         vec![work(0, na)?]
     } else {
-        std::thread::scope(|s| {
-            let hs: Vec<_> = (0..threads)
-                .map(|t| (t * per).min(na))
-                .map(|a0| {
-                    let work = &work;
-                    s.spawn(move || work(a0, per.min(na - a0)))
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| h.join().expect("ivf assignment thread panicked"))
-                .collect::<Result<Vec<_>>>()
+        crate::par::try_map((0..threads).map(|t| (t * per).min(na)), |a0| {
+            work(a0, per.min(na - a0))
         })?
     };
     for (k, (c, t)) in parts.into_iter().flatten().enumerate() {

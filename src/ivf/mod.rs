@@ -511,7 +511,7 @@ impl Ivf {
             copy_bytes + code_bytes + rows as u128 * 12 + ntrain as u128 * (dim as u128 + 1) * 4,
             "the IVF index",
         )?;
-        let threads = crate::tables::resolve_threads(p.threads);
+        let threads = crate::par::threads(p.threads as usize);
         let has_bias = bias.is_some();
         let xdim = dim + usize::from(has_bias);
         let put = |dst: &mut [f32], r: usize| {

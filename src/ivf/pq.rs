@@ -180,17 +180,7 @@ impl ListPq {
         let parts: Vec<Vec<u8>> = if threads == 1 {
             vec![work(0, rows)]
         } else {
-            std::thread::scope(|s| {
-                let hs: Vec<_> = (0..threads)
-                    .map(|t| {
-                        let work = &work;
-                        s.spawn(move || work(t * per, ((t + 1) * per).min(rows)))
-                    })
-                    .collect();
-                hs.into_iter()
-                    .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                    .collect()
-            })
+            crate::par::map(0..threads, |t| work(t * per, ((t + 1) * per).min(rows)))
         };
         for (t, part) in parts.iter().enumerate() {
             for (i, c) in part.chunks_exact(m).enumerate() {

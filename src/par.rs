@@ -1,0 +1,73 @@
+//! The crate's one way to run work on several threads (issue 19: the
+//! thread-count rule and the spawn / join / panic code were written out at
+//! every parallel site).
+//!
+//! Determinism never depends on this module: every caller splits its work
+//! into the same jobs whatever the thread count allows and combines the
+//! results in job order, so a result is the same for 1, 2 or 64 threads.
+
+/// The thread-count rule: 0 = every core the process may use
+/// (`available_parallelism`, 1 if unknown), otherwise the number given.
+pub(crate) fn threads(requested: usize) -> usize {
+    if requested == 0 {
+        std::thread::available_parallelism()
+            .map(|v| v.get())
+            .unwrap_or(1)
+    } else {
+        requested
+    }
+}
+
+/// Runs `f` on every job, one scoped thread per job (a single job runs on
+/// the calling thread), and returns the results in job order. Every thread
+/// is joined explicitly (pthread_join: an unjoined scoped thread may still
+/// be exiting after the scope returns); a job's panic is resumed here.
+pub(crate) fn map<J: Send, R: Send>(
+    jobs: impl IntoIterator<Item = J>,
+    f: impl Fn(J) -> R + Sync,
+) -> Vec<R> {
+    let mut jobs: Vec<J> = jobs.into_iter().collect();
+    if jobs.len() <= 1 {
+        return jobs.pop().map(&f).into_iter().collect();
+    }
+    let f = &f;
+    std::thread::scope(|s| {
+        let hs: Vec<_> = jobs.into_iter().map(|j| s.spawn(move || f(j))).collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
+
+/// [`map`] for jobs that return a `Result`: the first error in job order,
+/// after every job has finished.
+pub(crate) fn try_map<J: Send, R: Send, E: Send>(
+    jobs: impl IntoIterator<Item = J>,
+    f: impl Fn(J) -> Result<R, E> + Sync,
+) -> Result<Vec<R>, E> {
+    map(jobs, f).into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_come_in_job_order_and_panics_propagate() {
+        for n in [0usize, 1, 2, 7] {
+            let v = map(0..n, |j| j * j);
+            assert_eq!(v, (0..n).map(|j| j * j).collect::<Vec<_>>());
+        }
+        let mut data = vec![0u32; 10];
+        map(data.chunks_mut(3).enumerate(), |(i, c)| c.fill(i as u32));
+        assert_eq!(data, [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]);
+        assert_eq!(
+            try_map(0..4, |j| if j == 2 { Err(j) } else { Ok(j) }),
+            Err(2)
+        );
+        let r = std::panic::catch_unwind(|| map(0..3, |j| assert_ne!(j, 1, "job 1")));
+        assert!(r.is_err());
+        assert!(threads(0) >= 1);
+        assert_eq!(threads(3), 3);
+    }
+}
