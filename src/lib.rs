@@ -23,6 +23,8 @@ pub mod error;
 /// cbindgen:ignore
 pub mod format;
 /// cbindgen:ignore
+pub mod graph;
+/// cbindgen:ignore
 pub mod hrr;
 /// cbindgen:ignore
 pub mod index;
