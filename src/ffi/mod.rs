@@ -13,6 +13,7 @@
 #![allow(non_camel_case_types)]
 
 pub mod dwta;
+pub mod graph;
 pub mod handle;
 pub mod hrr;
 pub mod index;

@@ -952,6 +952,7 @@ impl Graph {
                 q.len()
             );
         }
+        crate::error::check_finite_rows(q, nq, self.dim, q_stride, "q")?;
         let need = checked_mul(nq, k, "nq * k")?;
         if out_ids.len() < need || out_scores.len() < need {
             bail!(
