@@ -553,3 +553,70 @@ fn refused_inputs() {
     g.search(&[], 0, 4, 4, 8, &mut ids, &mut sc).unwrap();
     assert_eq!(ids, [0; 4]);
 }
+
+/// Rewrites every section CRC and the header CRC of a container image
+/// (so a mutation inside a section reaches the graph's own checks).
+fn fix_crcs(b: &mut [u8]) {
+    let n = u32::from_le_bytes(b[24..28].try_into().unwrap()) as usize;
+    for i in 0..n {
+        let e = 64 + 32 * i;
+        let off = u64::from_le_bytes(b[e + 8..e + 16].try_into().unwrap()) as usize;
+        let len = u64::from_le_bytes(b[e + 16..e + 24].try_into().unwrap()) as usize;
+        let crc = lshk::crc32c::crc32c(0, &b[off..off + len]);
+        b[e + 24..e + 28].copy_from_slice(&crc.to_le_bytes());
+    }
+    let h = lshk::crc32c::crc32c(lshk::crc32c::crc32c(0, &b[..28]), &b[64..64 + 32 * n]);
+    b[28..32].copy_from_slice(&h.to_le_bytes());
+}
+
+#[test]
+fn in_section_mutations_with_valid_crcs_are_refused_or_safe() {
+    let l = layer(300, 9, 6, 77);
+    let g = Graph::build(&l.w, Some(&l.b), l.rows, l.dim, l.dim, &params(4, 16, 1, Storage::I8))
+        .unwrap();
+    let p = tmp("mut-src.lshk");
+    g.save(&p).unwrap();
+    let bytes = std::fs::read(&p).unwrap();
+    let n = u32::from_le_bytes(bytes[24..28].try_into().unwrap()) as usize;
+    let mut r = SplitMix64::new(12);
+    let (mut loaded, mut refused) = (0, 0);
+    for it in 0..1500 {
+        let mut b = bytes.clone();
+        // A section, then a 4-byte word inside it set to a boundary value.
+        let e = 64 + 32 * r.below(n as u64) as usize;
+        let off = u64::from_le_bytes(b[e + 8..e + 16].try_into().unwrap()) as usize;
+        let len = u64::from_le_bytes(b[e + 16..e + 24].try_into().unwrap()) as usize;
+        if len < 4 {
+            continue;
+        }
+        let at = off + 4 * r.below(len as u64 / 4) as usize;
+        let val: u32 = match it % 6 {
+            0 => u32::MAX,
+            1 => 0,
+            2 => 300,
+            3 => 299,
+            4 => r.next_u64() as u32,
+            _ => u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) ^ (1 << r.below(32)),
+        };
+        b[at..at + 4].copy_from_slice(&val.to_le_bytes());
+        fix_crcs(&mut b);
+        let q = tmp("mut.lshk");
+        std::fs::write(&q, &b).unwrap();
+        match Graph::load(&q) {
+            Err(e) => {
+                assert_eq!(e.status, Status::BadFileFormat, "{}", e.message);
+                refused += 1;
+            }
+            Ok(h) => {
+                loaded += 1;
+                // Whatever it holds, a loaded graph answers in range.
+                for ef in [1usize, 20, 1000] {
+                    let (ids, _) = search_all(&h, &l, 5, ef, lshk::isa::active());
+                    assert!(ids.iter().all(|&i| i == TOPK_PAD_ID || (i as usize) < l.rows));
+                }
+            }
+        }
+    }
+    println!("in-section mutants: {loaded} loaded, {refused} refused");
+    assert!(refused > 100 && loaded > 100);
+}
