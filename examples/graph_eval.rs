@@ -31,6 +31,7 @@ fn main() {
     let mut storages = vec![Storage::F32];
     let mut only = None::<String>;
     let mut passes = 3usize;
+    let mut cache = None::<PathBuf>;
     let mut a = std::env::args().skip(1);
     while let Some(x) = a.next() {
         let mut v = || a.next().expect("value");
@@ -55,6 +56,7 @@ fn main() {
             }
             "--only" => only = Some(v()),
             "--w2v" => w2v = v().into(),
+            "--cache" => cache = Some(v().into()),
             other => panic!("unknown option {other}"),
         }
     }
@@ -69,12 +71,19 @@ fn main() {
     if only.as_deref() != Some("w1") {
         match common::w2v(&w2v, nq) {
             None => println!("skipped: ../shared/data not found"),
-            Some(d) => run(&d.expect("w2v"), &p, &efs, &storages, passes),
+            Some(d) => run(
+                &d.expect("w2v"),
+                &p,
+                &efs,
+                &storages,
+                passes,
+                cache.as_deref(),
+            ),
         }
     }
     if only.as_deref() != Some("w2v") {
         let d = common::synthetic(rows, 4096.min(rows), nq);
-        run(&d, &p, &efs, &storages, passes);
+        run(&d, &p, &efs, &storages, passes, cache.as_deref());
     }
 }
 
@@ -90,11 +99,29 @@ fn cpu_seconds() -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-fn run(d: &common::Data, p: &GraphParams, efs: &[usize], storages: &[Storage], passes: usize) {
+fn run(
+    d: &common::Data,
+    p: &GraphParams,
+    efs: &[usize],
+    storages: &[Storage],
+    passes: usize,
+    cache: Option<&std::path::Path>,
+) {
     let k = 10;
     let nq = d.nq;
     println!("\n{}", d.name);
     let (exact, _, _) = common::exact_topk(d, nq, k);
+    let cached = cache.map(|c| {
+        c.join(format!(
+            "graph-{}-{}-m{}-efc{}.lshk",
+            d.rows, d.dim, p.m, p.ef_construction
+        ))
+    });
+    if let Some(g) = cached.as_deref().and_then(|f| Graph::load(f).ok()) {
+        println!("graph loaded from the cache (no build time)");
+        search_table(d, &g, Storage::F32, efs, passes, &exact);
+        return;
+    }
     let (t, cpu0) = (Instant::now(), cpu_seconds());
     let g = Graph::build(
         &d.w,
@@ -114,6 +141,9 @@ fn run(d: &common::Data, p: &GraphParams, efs: &[usize], storages: &[Storage], p
         g.max_level(),
         g.structure_checksum()
     );
+    if let Some(f) = cached.as_deref() {
+        g.save(f).expect("save the cached graph");
+    }
     for &st in storages {
         // Other storages: the same graph (the build is on f32 rows and
         // deterministic), only the stored rows differ.
@@ -132,6 +162,20 @@ fn run(d: &common::Data, p: &GraphParams, efs: &[usize], storages: &[Storage], p
             .expect("build");
             &g2
         };
+        search_table(d, g, st, efs, passes, &exact);
+    }
+}
+
+fn search_table(
+    d: &common::Data,
+    g: &Graph,
+    st: Storage,
+    efs: &[usize],
+    passes: usize,
+    exact: &[u32],
+) {
+    let (k, nq) = (10, d.nq);
+    {
         println!(
             "\nstorage {st:?}, memory {:.1} MiB (W {:.1} MiB)",
             g.memory_bytes() as f64 / 1048576.0,
@@ -154,7 +198,7 @@ fn run(d: &common::Data, p: &GraphParams, efs: &[usize], storages: &[Storage], p
                 Some(&mut st),
             )
             .expect("search");
-            let r = common::recall(&ids, &exact, k, nq, None);
+            let r = common::recall(&ids, exact, k, nq, None);
             let p1 = (0..nq).filter(|&i| ids[i * k] == exact[i * k]).count() as f64 / nq as f64;
             let mut b1 = f64::INFINITY;
             for _ in 0..passes {

@@ -572,8 +572,15 @@ fn fix_crcs(b: &mut [u8]) {
 #[test]
 fn in_section_mutations_with_valid_crcs_are_refused_or_safe() {
     let l = layer(300, 9, 6, 77);
-    let g = Graph::build(&l.w, Some(&l.b), l.rows, l.dim, l.dim, &params(4, 16, 1, Storage::I8))
-        .unwrap();
+    let g = Graph::build(
+        &l.w,
+        Some(&l.b),
+        l.rows,
+        l.dim,
+        l.dim,
+        &params(4, 16, 1, Storage::I8),
+    )
+    .unwrap();
     let p = tmp("mut-src.lshk");
     g.save(&p).unwrap();
     let bytes = std::fs::read(&p).unwrap();
@@ -612,7 +619,9 @@ fn in_section_mutations_with_valid_crcs_are_refused_or_safe() {
                 // Whatever it holds, a loaded graph answers in range.
                 for ef in [1usize, 20, 1000] {
                     let (ids, _) = search_all(&h, &l, 5, ef, lshk::isa::active());
-                    assert!(ids.iter().all(|&i| i == TOPK_PAD_ID || (i as usize) < l.rows));
+                    assert!(ids
+                        .iter()
+                        .all(|&i| i == TOPK_PAD_ID || (i as usize) < l.rows));
                 }
             }
         }

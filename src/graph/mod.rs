@@ -759,6 +759,16 @@ impl Graph {
         &slot[1..1 + slot[0] as usize]
     }
 
+    /// Hints that the links of `node` at `lev` are needed soon.
+    #[inline(always)]
+    fn prefetch_links(&self, node: usize, lev: usize) {
+        let (up, start, len) = self.slot_range(node, lev);
+        let v = if up { &self.upper } else { &self.links0 };
+        if let Some(p) = v.get(start..start + len) {
+            kg::prefetch(p.as_ptr().cast(), len * 4);
+        }
+    }
+
     fn slot_mut(&mut self, node: usize, lev: usize) -> &mut [u32] {
         let (up, start, len) = self.slot_range(node, lev);
         if up {
@@ -829,6 +839,11 @@ impl Graph {
             let worst = s.pool.peek().unwrap().0;
             if c < worst && s.pool.len() >= ef {
                 break;
+            }
+            // The next candidate's links are needed after this one's rows:
+            // start fetching them now.
+            if let Some(n) = s.cand.peek() {
+                self.prefetch_links(n.id as usize, lev);
             }
             s.ids.clear();
             for &nb in self.links(c.id as usize, lev) {

@@ -73,6 +73,12 @@ unsafe fn dot_rows<F: Fmt>(r: &Rows<'_, F::T>, q: &[f32], ids: &[u32], out: &mut
         for j in 0..n.min(4 + PREFETCH_AHEAD) {
             prefetch_row(row(j).cast(), bytes);
         }
+        // The first two lines of every later row now (the whole row
+        // follows PREFETCH_AHEAD ids ahead): measured on W1 (100,000 rows)
+        // a little faster than whole rows for the first 8 ids only.
+        for j in 4 + PREFETCH_AHEAD..n {
+            prefetch_row(row(j).cast(), bytes.min(128));
+        }
         let mut i = 0;
         while i < n {
             let rr = (n - i).min(4);

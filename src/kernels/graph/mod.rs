@@ -20,7 +20,8 @@
 //!
 //! The SIMD tiers work on four rows at a time (independent accumulators,
 //! the order of each row's own sum is unchanged) and prefetch the rows
-//! [`PREFETCH_AHEAD`] ids ahead; the ids are known in advance.
+//! [`PREFETCH_AHEAD`] ids ahead (the first two lines of every later row on
+//! entry); the ids are known in advance.
 
 use crate::isa::Isa;
 
@@ -101,6 +102,20 @@ pub fn kernels(tier: Isa) -> &'static Kernels {
         #[cfg(not(target_arch = "x86_64"))]
         _ => &PORTABLE,
     }
+}
+
+/// Hints that `bytes` bytes at `p` are needed soon (`prefetcht0` of each
+/// 64-byte line on x86-64; nothing elsewhere). Never faults.
+#[inline(always)]
+pub fn prefetch(p: *const u8, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch never faults, whatever the address (SSE, baseline
+    // on x86-64).
+    unsafe {
+        avx2::prefetch_row(p, bytes)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, bytes);
 }
 
 /// The fixed reduction tree of the 16 lane sums (shared by the oracle and
