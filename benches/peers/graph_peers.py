@@ -135,9 +135,18 @@ def timed(fn, n, passes):
 # ---------------------------------------------------------------- runners
 
 
-def run_lshk(lib, wl, a, rows_out, builds):
+STORAGE = {"f32": 0, "bf16": 1, "i8": 2}
+
+
+def lshk_name(storage):
+    return "lshk graph (FGD)" if storage == "f32" else f"lshk graph (FGD, {storage} rows)"
+
+
+def run_lshk(lib, wl, a, rows_out, builds, storage="f32"):
+    name = lshk_name(storage)
     p = lib.lshk_graph_params_default()
     p.m, p.ef_construction, p.threads = a.m, a.efc, a.threads
+    p.storage = STORAGE[storage]
     h = vp()
     t = time.perf_counter()
     check(lib, lib.lshk_graph_build(wl.W.ctypes.data, wl.b.ctypes.data if wl.b is not None else None,
@@ -146,8 +155,8 @@ def run_lshk(lib, wl, a, rows_out, builds):
     secs = time.perf_counter() - t
     mem = sz()
     lib.lshk_graph_memory_bytes(h, ctypes.byref(mem))
-    builds.append(("lshk graph (FGD)", secs, mem.value))
-    log(f"  build lshk: {secs:.2f} s")
+    builds.append((name, secs, mem.value))
+    log(f"  build {name}: {secs:.2f} s")
     qrows = [np.ascontiguousarray(wl.Q[i]) for i in range(wl.nq)]
     ids = np.zeros(K, np.uint32)
     sc = np.zeros(K, np.float32)
@@ -166,8 +175,8 @@ def run_lshk(lib, wl, a, rows_out, builds):
             query(h, qrows[i].ctypes.data, 1, dim, K, ef, ip, sp, ctypes.byref(st))
             tot += st.distances
         p1, r10 = recall(res, wl.gt)
-        rows_out.append(("lshk graph (FGD)", ef, p1, r10, tot / wl.nq, us))
-        log(f"  lshk ef {ef}: P@1 {p1:.3f} recall@10 {r10:.3f} {tot / wl.nq:.0f} dist {us:.1f} us")
+        rows_out.append((name, ef, p1, r10, tot / wl.nq, us))
+        log(f"  {name} ef {ef}: P@1 {p1:.3f} recall@10 {r10:.3f} {tot / wl.nq:.0f} dist {us:.1f} us")
     lib.lshk_graph_free(h)
 
 
@@ -239,11 +248,13 @@ def report(wl, a, rows, builds, out):
     out.append("|---|---:|---:|---:|---:|---:|")
     for n, ef, p1, r10, d, us in rows:
         out.append(f"| {n} | {ef} | {p1:.3f} | {r10:.3f} | {'-' if d is None else f'{d:.0f}'} | {us:.1f} |")
-    out.append("\nAt a recall target, the fastest measured efSearch point of each (µs/q, ratio to lshk):\n")
-    out.append("| recall@10 >= | lshk | hnswlib l2 (same data) | hnswlib ip | FAISS HNSW |")
-    out.append("|---:|---:|---:|---:|---:|")
+    out.append("\nAt a recall target, the fastest measured efSearch point of each: us/q (efSearch, its time over lshk f32's: > 1 = lshk faster):\n")
+    extra = [lshk_name(s) for s in a.storages if s != "f32"]
+    out.append("| recall@10 >= | lshk | hnswlib l2 (same data) | hnswlib ip | FAISS HNSW |"
+               + "".join(f" {n} |" for n in extra))
+    out.append("|---:|---:|---:|---:|---:|" + "---:|" * len(extra))
     names = ["lshk graph (FGD)", "hnswlib l2 (FGD transform)", "hnswlib ip ([w,b]·[q,1])",
-             "FAISS HNSW (FGD transform, L2)"]
+             "FAISS HNSW (FGD transform, L2)"] + extra
     for target in (0.9, 0.95, 0.99):
         pts = [at_recall(rows, n, target) for n in names]
         base = pts[0][5] if pts[0] else None
@@ -271,9 +282,11 @@ def main():
     ap.add_argument("--passes", type=int, default=2)
     ap.add_argument("--efs", default="10,20,50,100,200,400,800,1600")
     ap.add_argument("--only", default="lshk,hnswlib-l2,hnswlib-ip,faiss")
+    ap.add_argument("--storages", default="f32,bf16", help="lshk row storages (f32 first)")
     ap.add_argument("--out", default="target/graph_results.md")
     a = ap.parse_args()
     a.efs = [int(x) for x in a.efs.split(",")]
+    a.storages = a.storages.split(",")
     only = set(a.only.split(","))
     lib = load_lib(a.lib)
     import hnswlib
@@ -295,7 +308,8 @@ def main():
         log(wl.name)
         rows, builds = [], []
         if "lshk" in only:
-            run_lshk(lib, wl, a, rows, builds)
+            for st in a.storages:
+                run_lshk(lib, wl, a, rows, builds, st)
         if "hnswlib-l2" in only:
             run_hnswlib(hnswlib, wl, a, "l2", rows, builds)
         if "hnswlib-ip" in only:
