@@ -109,11 +109,17 @@ pub fn kernels(tier: Isa) -> &'static Kernels {
 #[inline(always)]
 pub fn prefetch(p: *const u8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch never faults, whatever the address (SSE, baseline
-    // on x86-64).
-    unsafe {
-        avx2::prefetch_row(p, bytes)
-    };
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let mut off = 0;
+        while off < bytes {
+            // SAFETY: prefetch never faults, whatever the address (SSE,
+            // baseline on x86-64); wrapping arithmetic keeps the pointer
+            // computation defined.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off).cast()) };
+            off += 64;
+        }
+    }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (p, bytes);
 }
