@@ -29,6 +29,21 @@
 
 
 /*
+ Graph row storage: f32 (4 bytes per element).
+ */
+#define LSHK_GRAPH_STORAGE_F32 0
+
+/*
+ Graph row storage: bf16 (2 bytes per element, relative rounding 2^-8).
+ */
+#define LSHK_GRAPH_STORAGE_BF16 1
+
+/*
+ Graph row storage: int8 with one f32 scale per row (1 byte per element).
+ */
+#define LSHK_GRAPH_STORAGE_I8 2
+
+/*
  lshk_hrr_unbind: the approximate inverse `x†_i = x_{-i mod d}`
  (exact for projected keys).
  */
@@ -228,6 +243,19 @@ typedef struct lshk_dwta lshk_dwta;
 typedef struct lshk_forest lshk_forest;
 
 /*
+ An FGD graph: each row x_i with its bias b_i becomes
+ X_i = [x_i; b_i; sqrt(U^2 - |[x_i; b_i]|^2)] (U the largest norm of
+ [x_i; b_i]), a query h becomes [h; 1; 0], and an HNSW graph over the
+ X_i is searched for the largest inner products, which are the logits
+ h . x_i + b_i. The graph keeps its own copy of the transformed rows
+ (f32, bf16 or int8). Every function taking `const lshk_graph *`
+ (queries included) is safe to call from many threads at once, without
+ locks; a graph never changes after it was built or loaded.
+ lshk_graph_free needs exclusive access.
+ */
+typedef struct lshk_graph lshk_graph;
+
+/*
  FFT plans and scratch buffers for vectors of one dimension d. A call
  uses the handle's buffers, so a handle serves one thread at a time:
  every function taking `lshk_hrr *` needs exclusive access (make one
@@ -320,6 +348,64 @@ typedef struct lshk_forest_params {
    */
   uint64_t seed;
 } lshk_forest_params;
+
+/*
+ Build parameters of lshk_graph_build. Obtain defaults from
+ lshk_graph_params_default(), then change fields; `struct_size` lets
+ later versions add fields.
+ */
+typedef struct lshk_graph_params {
+  /*
+   sizeof(lshk_graph_params) as the caller knows it.
+   */
+  uint32_t struct_size;
+  /*
+   Links per node on the upper levels, 2..=256 (level 0 keeps up to
+   2 m). Default 16.
+   */
+  uint32_t m;
+  /*
+   Pool size of the build's searches, >= 1 (default 200). The build
+   time grows about linearly with it.
+   */
+  uint32_t ef_construction;
+  /*
+   LSHK_GRAPH_STORAGE_* (default F32).
+   */
+  uint32_t storage;
+  /*
+   Build threads (0 = all cores, default). The graph does not depend
+   on it.
+   */
+  uint32_t threads;
+  /*
+   Must be 0.
+   */
+  uint32_t reserved;
+  /*
+   Seed of the levels.
+   */
+  uint64_t seed;
+} lshk_graph_params;
+
+/*
+ Counts of one lshk_graph_query call, summed over its queries.
+ */
+typedef struct lshk_graph_stats {
+  /*
+   sizeof(lshk_graph_stats) as the caller knows it (set it before the
+   call; lshk does not change it).
+   */
+  uint32_t struct_size;
+  /*
+   Not written by lshk.
+   */
+  uint32_t reserved;
+  /*
+   Rows scored (inner products computed), upper levels included.
+   */
+  uint64_t distances;
+} lshk_graph_stats;
 
 /*
  Build progress: `done` of `total` rows hashed. Called on the thread
@@ -1346,6 +1432,146 @@ lshk_status lshk_forest_save(const struct lshk_forest *forest,
  */
 lshk_status lshk_forest_load(const char *path,
                              struct lshk_forest **out);
+
+/*
+ Default build parameters: m 16, ef_construction 200, STORAGE_F32, all
+ cores, a fixed seed; struct_size = sizeof(lshk_graph_params).
+ */
+struct lshk_graph_params lshk_graph_params_default(void);
+
+/*
+ Builds an FGD graph over `rows` rows of `dim` floats (row r at
+ `w + r * w_stride`, `w_stride >= dim`, in elements) with an optional
+ `bias` (`rows` floats, NULL = none): the rows are transformed (see
+ lshk_graph) and copied into the graph (W is not kept), then inserted
+ into an HNSW graph in row order. `p` NULL = lshk_graph_params_default().
+ The graph is a pure function of W, the bias and the parameters: the
+ same on every ISA tier and for every thread count.
+
+ On success `*out` receives a new handle (free it with
+ lshk_graph_free); on failure `*out` is not written.
+
+ Errors: NULL_POINTER (`out`, `w`), INVALID_ARGUMENT (rows 0, rows >=
+ 2^32 - 1, dim 0, stride < dim, struct_size too small, a bad `storage`
+ value, m outside 2..=256, ef_construction 0, reserved not 0, a row norm
+ whose square overflows f32, a misaligned pointer), NON_FINITE (NaN or
+ infinity in W or the bias; the message names the row), SIZE_OVERFLOW,
+ ALLOCATION_FAILED.
+
+ # Safety
+ `w` must hold (rows-1)*w_stride + dim readable floats, `bias` (if not
+ NULL) `rows` floats; `p` NULL or a valid params struct.
+ */
+lshk_status lshk_graph_build(const float *w,
+                             const float *bias,
+                             size_t rows,
+                             size_t dim,
+                             size_t w_stride,
+                             const struct lshk_graph_params *p,
+                             struct lshk_graph **out);
+
+/*
+ The approximate top `k` logits `h . x_i + b_i` for each of `nq` queries
+ (query i at `q + i * q_stride`, `q_stride >= dim` elements), searching
+ the graph with a pool of max(ef, k) nodes (HNSW's efSearch: larger is
+ slower and finds more of the true top-k). Writes
+ `out_ids[i*k .. i*k + k]` (and `out_scores`, when not NULL) per query:
+ descending by logit, equal logits by smaller id, padded with UINT32_MAX
+ / -INFINITY when the graph has fewer than k rows. The scores are logits
+ (not distances) of the stored rows: with STORAGE_F32 within the f32
+ dot-product bound of the exact ones; softmax over them with
+ lshk_softmax. With ef >= rows every row is scored and the result is the
+ exact top-k. `k = 0` or `nq = 0` writes no ids or scores (stats are
+ still written). `stats` (NULL = none; set its struct_size) receives the
+ batch's counts. Thread-safe: each thread reuses its own scratch (the
+ visited set), so after a warm-up call a query allocates nothing.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
+ ef 0, struct_size of `stats` too small, misaligned or overlapping
+ buffers), NON_FINITE (a NaN or infinite query value), SIZE_OVERFLOW.
+ Nothing is written on error.
+
+ # Safety
+ `q` must hold (nq-1)*q_stride + dim readable floats; `out_ids` nq*k
+ writable u32; `out_scores` NULL or nq*k writable floats; `stats` NULL or
+ a writable lshk_graph_stats.
+ */
+lshk_status lshk_graph_query(const struct lshk_graph *graph,
+                             const float *q,
+                             size_t nq,
+                             size_t q_stride,
+                             uint32_t k,
+                             uint32_t ef,
+                             uint32_t *out_ids,
+                             float *out_scores,
+                             struct lshk_graph_stats *stats);
+
+/*
+ Saves the graph to `path` (a NUL-terminated file name): an lshk
+ container of file kind 3 with a CRC-32C per section (parameters, rows,
+ levels, links), written to a temporary file in the same directory,
+ flushed and renamed over `path` as lshk_index_save does. Thread-safe.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
+ IO_ERROR.
+
+ # Safety
+ `path` must be a NUL-terminated string.
+ */
+lshk_status lshk_graph_save(const struct lshk_graph *graph,
+                            const char *path);
+
+/*
+ Loads a graph saved by lshk_graph_save (every section and every link is
+ checked, then read into memory; the file is not kept open).
+
+ Errors: NULL_POINTER (`path`, `out`), IO_ERROR, BAD_FILE_FORMAT
+ (truncated, corrupt, not a graph file, newer version, or content
+ inconsistent with its parameters; the message names the problem),
+ INVALID_ARGUMENT (empty path, misaligned `out`), SIZE_OVERFLOW. On
+ failure `*out` is not written.
+
+ # Safety
+ `path` must be a NUL-terminated string.
+ */
+lshk_status lshk_graph_load(const char *path,
+                            struct lshk_graph **out);
+
+/*
+ Shape of the graph: writes rows and dim into the non-NULL pointers
+ among `rows`, `dim`.
+
+ Errors: NULL_POINTER (`graph`), INVALID_HANDLE, INVALID_ARGUMENT (a
+ misaligned output). Nothing is written on error.
+
+ # Safety
+ Non-NULL outputs must be writable.
+ */
+lshk_status lshk_graph_shape(const struct lshk_graph *graph,
+                             size_t *rows,
+                             size_t *dim);
+
+/*
+ Bytes held by the graph: the transformed rows, the links and levels.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned
+ `out`).
+
+ # Safety
+ `out` must be a writable size_t.
+ */
+lshk_status lshk_graph_memory_bytes(const struct lshk_graph *graph,
+                                    size_t *out);
+
+/*
+ Releases a graph. NULL is a no-op; a freed or foreign handle is
+ INVALID_HANDLE.
+
+ # Safety
+ `graph` is NULL or a handle from lshk_graph_build/_load that no other
+ thread is using.
+ */
+lshk_status lshk_graph_free(struct lshk_graph *graph);
 
 /*
  Plans the transforms for vectors of `d` floats (1 <= d <= 2^24) and

@@ -1573,6 +1573,120 @@ class Ivf : public detail::Owner<Ivf, detail::IvfBase, lshk_ivf, lshk_ivf_free> 
   }
 };
 
+/* ------------------------------------------------------------------ Graph */
+
+/* lshk_graph_params with its defaults (lshk_graph_params_default()). */
+struct GraphParams : lshk_graph_params {
+  GraphParams() noexcept : lshk_graph_params(lshk_graph_params_default()) {}
+  GraphParams(const lshk_graph_params &p) noexcept : lshk_graph_params(p) {}
+};
+/* lshk_graph_stats with struct_size set. */
+struct GraphStats : lshk_graph_stats {
+  GraphStats() noexcept : lshk_graph_stats() { struct_size = sizeof(lshk_graph_stats); }
+};
+
+namespace detail {
+/* The const operations of lshk::Graph. The shape is read once
+ * (lshk_graph_shape) when the handle is taken. */
+class GraphBase {
+ public:
+  const lshk_graph *get() const noexcept { return h_; }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+  std::size_t rows() const noexcept { return rows_; }
+  std::size_t dim() const noexcept { return dim_; }
+
+  /* lshk_graph_memory_bytes. */
+  std::size_t memory_bytes() const {
+    std::size_t b = 0;
+    check(lshk_graph_memory_bytes(h_, &b));
+    return b;
+  }
+  /* lshk_graph_save: written to a temporary file, then renamed. */
+  void save(const std::string &path) const { check(lshk_graph_save(h_, path.c_str())); }
+
+  /* lshk_graph_query: the approximate top k logits of each of nq queries
+   * (row i at q[i * q_stride]) with a search pool of max(ef, k), into
+   * out_ids / out_scores[i*k .. i*k + k] (descending, padded with
+   * UINT32_MAX / -inf; `out_scores` empty = not wanted). */
+  void query(span<const float> q, std::size_t nq, std::size_t q_stride, uint32_t k, uint32_t ef,
+             span<uint32_t> out_ids, span<float> out_scores,
+             lshk_graph_stats *stats = nullptr) const {
+    const char *where = "lshk::Graph::query";
+    need_rows(where, "q", q.size(), nq, dim_, q_stride);
+    std::size_t n = 0;
+    if (mul(nq, k, &n)) {
+      need_out(where, "out_ids", out_ids.size(), n);
+      if (!out_scores.empty()) need_out(where, "out_scores", out_scores.size(), n);
+    }
+    check(lshk_graph_query(h_, q.data(), nq, q_stride, k, ef, out_ids.data(),
+                           or_null(out_scores), stats));
+  }
+  /* Contiguous queries (q.size() a multiple of dim) into a reusable TopK
+   * (its vectors are resized to nq * k; a warm TopK does not allocate). */
+  void query(span<const float> q, uint32_t k, uint32_t ef, TopK &out,
+             lshk_graph_stats *stats = nullptr) const {
+    std::size_t nq = whole_rows("lshk::Graph::query", "q", q.size(), dim_);
+    std::size_t n = 0;
+    if (!mul(nq, k, &n)) fail(LSHK_STATUS_SIZE_OVERFLOW, "lshk::Graph::query: nq * k overflows");
+    out.k = k;
+    out.ids.resize(n);
+    out.scores.resize(n);
+    query(q, nq, dim_, k, ef, out.ids, out.scores, stats);
+  }
+  TopK query(span<const float> q, uint32_t k, uint32_t ef,
+             lshk_graph_stats *stats = nullptr) const {
+    TopK r;
+    query(q, k, ef, r, stats);
+    return r;
+  }
+
+ protected:
+  GraphBase() noexcept = default;
+  void take(const lshk_graph *h) {
+    std::size_t rows = 0, dim = 0;
+    if (h) check(lshk_graph_shape(h, &rows, &dim));
+    h_ = h;
+    rows_ = rows;
+    dim_ = dim;
+  }
+  GraphBase(const GraphBase &) noexcept = default;
+  GraphBase &operator=(const GraphBase &) noexcept = default;
+  ~GraphBase() = default;
+  void clear() noexcept { *this = GraphBase(); }
+
+  const lshk_graph *h_ = nullptr;
+  std::size_t rows_ = 0, dim_ = 0;
+};
+}  // namespace detail
+
+/* Owns an lshk_graph: the FGD graph decoder (an HNSW graph over the
+ * bias-fused transformed rows; queries return logits). Move-only; every
+ * const method is thread-safe, so one `const lshk::Graph &` may serve many
+ * threads. */
+class Graph : public detail::Owner<Graph, detail::GraphBase, lshk_graph, lshk_graph_free> {
+ public:
+  /* An empty owner (every operation throws NULL_POINTER). */
+  Graph() noexcept = default;
+  /* lshk_graph_build over `rows` rows of `dim` floats of w (row r at
+   * w[r * w_stride]); `bias` empty = none, else `rows` floats. W is copied
+   * (transformed) into the graph. */
+  Graph(span<const float> w, span<const float> bias, std::size_t rows, std::size_t dim,
+        std::size_t w_stride, const lshk_graph_params &p = GraphParams()) {
+    const char *where = "lshk::Graph::Graph";
+    detail::need_rows(where, "w", w.size(), rows, dim, w_stride);
+    if (!bias.empty()) detail::need_in(where, "bias", bias.size(), rows);
+    lshk_graph *h = nullptr;
+    check(lshk_graph_build(w.data(), detail::or_null(bias), rows, dim, w_stride, &p, &h));
+    adopt(h);
+  }
+  /* lshk_graph_load. */
+  static Graph load(const std::string &path) {
+    lshk_graph *h = nullptr;
+    check(lshk_graph_load(path.c_str(), &h));
+    return adopt_handle(h);
+  }
+};
+
 /* -------------------------------------------------------------------- HRR */
 
 /* lshk_hrr_*: binding, unbinding and projection of d-dimensional

@@ -7,7 +7,7 @@
 //!      0     8  magic  89 'L' 'S' 'H' 'K' 0D 0A 1A  (PNG-style: catches
 //!               text-mode and 7-bit transfer damage)
 //!      8     4  format version (this library writes and reads 1)
-//!     12     4  file kind (1 = index)
+//!     12     4  file kind (1 = index, 2 = IVF, 3 = FGD graph)
 //!     16     8  file length in bytes (must equal the file's size)
 //!     24     4  section count (<= 4096)
 //!     28     4  CRC-32C of bytes 0..28 followed by the section table
@@ -46,6 +46,8 @@ pub const VERSION: u32 = 1;
 pub const KIND_INDEX: u32 = 1;
 /// An [`crate::ivf::Ivf`] file.
 pub const KIND_IVF: u32 = 2;
+/// A [`crate::graph::Graph`] file.
+pub const KIND_GRAPH: u32 = 3;
 pub const ALIGN: u64 = 64;
 const HEADER: usize = 64;
 const ENTRY: usize = 32;

@@ -25,6 +25,8 @@ pub mod forest;
 /// cbindgen:ignore
 pub mod format;
 /// cbindgen:ignore
+pub mod graph;
+/// cbindgen:ignore
 pub mod hrr;
 /// cbindgen:ignore
 pub mod index;

@@ -14,6 +14,7 @@
 
 pub mod dwta;
 pub mod forest;
+pub mod graph;
 pub mod handle;
 pub mod hrr;
 pub mod index;

@@ -62,6 +62,7 @@ pub mod centroid;
 pub mod dense;
 pub mod dwta;
 pub mod gather;
+pub mod graph;
 pub mod hrr;
 pub mod matmul;
 pub mod pq4;

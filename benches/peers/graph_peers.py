@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""The FGD graph (lshk_graph_*, issue 16) against hnswlib and FAISS HNSW in
+ONE process: the same M and efConstruction, the same build threads, then
+queries one at a time on ONE thread (B = 1), recall@10 and P@1 against the
+exact top-10 of W q + b, microseconds per query, over an efSearch sweep.
+
+lshk is called through its C ABI with ctypes (lshk_graph_build /
+lshk_graph_query), the peers through their Python bindings, so every
+library pays a Python call per query (a few microseconds; see the
+"empty call" line printed for each).
+
+Peers:
+  hnswlib ip   space='ip' on [w, b], queried with [q, 1] (no transform);
+  hnswlib l2   space='l2' on the FGD-transformed rows [w; b; sqrt(U^2 - |[w;b]|^2)],
+               queried with [q; 1; 0] (the same data lshk's graph indexes);
+  FAISS HNSW   IndexHNSWFlat (L2) on the same transformed rows.
+
+Run it through benches/peers/run_graph.sh, or directly:
+    python graph_peers.py --lib target/release/liblshk.so \
+        --w2v ../shared/data/w2v-gutenberg --w1 target/w1-npy-200k --out graph_results.md
+"""
+import argparse
+import ctypes
+import os
+import platform
+import sys
+import time
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import numpy as np  # noqa: E402
+
+K = 10
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+class GraphParams(ctypes.Structure):  # struct lshk_graph_params, include/lshk.h
+    _fields_ = [("struct_size", ctypes.c_uint32), ("m", ctypes.c_uint32),
+                ("ef_construction", ctypes.c_uint32), ("storage", ctypes.c_uint32),
+                ("threads", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+                ("seed", ctypes.c_uint64)]
+
+
+class GraphStats(ctypes.Structure):  # struct lshk_graph_stats
+    _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+                ("distances", ctypes.c_uint64)]
+
+
+vp, sz, u32 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32
+
+
+def load_lib(path):
+    lib = ctypes.CDLL(path)
+    lib.lshk_version.restype = ctypes.c_char_p
+    lib.lshk_last_error_message.argtypes = [ctypes.c_char_p, sz]
+    lib.lshk_graph_params_default.restype = GraphParams
+    lib.lshk_graph_build.argtypes = [vp, vp, sz, sz, sz, ctypes.POINTER(GraphParams), ctypes.POINTER(vp)]
+    lib.lshk_graph_build.restype = u32
+    lib.lshk_graph_query.argtypes = [vp, vp, sz, sz, u32, u32, vp, vp, ctypes.POINTER(GraphStats)]
+    lib.lshk_graph_query.restype = u32
+    lib.lshk_graph_memory_bytes.argtypes = [vp, ctypes.POINTER(sz)]
+    lib.lshk_graph_free.argtypes = [vp]
+    lib.lshk_isa_active.restype = u32
+    return lib
+
+
+def check(lib, st, what):
+    if st != 0:
+        buf = ctypes.create_string_buffer(1024)
+        lib.lshk_last_error_message(buf, 1024)
+        raise RuntimeError(f"{what}: status {st}: {buf.value.decode()}")
+
+
+# ---------------------------------------------------------------- data
+
+
+class Workload:
+    def __init__(self, name, W, b, Q):
+        self.name, self.W, self.b, self.Q = name, W, b, Q
+        self.rows, self.dim = W.shape
+        self.nq = len(Q)
+        bb = b if b is not None else np.zeros(self.rows, np.float32)
+        # [w, b] / [q, 1] for inner product
+        self.X = np.ascontiguousarray(np.hstack([W, bb[:, None]]), dtype=np.float32)
+        self.QX = np.ascontiguousarray(np.hstack([Q, np.ones((self.nq, 1), np.float32)]))
+        # FGD: [w; b; sqrt(U^2 - |[w;b]|^2)] / [q; 1; 0]
+        n2 = (self.X.astype(np.float64) ** 2).sum(1)
+        t = np.sqrt(np.maximum(n2.max() - n2, 0.0)).astype(np.float32)
+        self.XT = np.ascontiguousarray(np.hstack([self.X, t[:, None]]))
+        self.QT = np.ascontiguousarray(np.hstack([self.QX, np.zeros((self.nq, 1), np.float32)]))
+        S = Q @ W.T
+        if b is not None:
+            S += b
+        p = np.argpartition(-S, K, axis=1)[:, :K]
+        ps = np.take_along_axis(S, p, 1)
+        self.gt = np.take_along_axis(p, np.argsort(-ps, axis=1, kind="stable"), 1)
+
+
+def load_w2v(d, nq):
+    dim = 128
+    W = np.fromfile(os.path.join(d, "output_layer.f32"), np.float32).reshape(-1, dim)
+    emb = np.fromfile(os.path.join(d, "input_embeddings.f32"), np.float32).reshape(-1, dim)
+    pairs = np.fromfile(os.path.join(d, "heldout_pairs.i32"), np.int32).reshape(-1, 2)
+    Q = np.ascontiguousarray(emb[pairs[:nq, 0]])
+    return Workload(f"w2v-gutenberg {W.shape[0]:,} x {dim}, no bias", np.ascontiguousarray(W), None, Q)
+
+
+def load_w1(d, nq):
+    W = np.ascontiguousarray(np.load(os.path.join(d, "W.npy")), dtype=np.float32)
+    b = np.ascontiguousarray(np.load(os.path.join(d, "b.npy")).reshape(-1), dtype=np.float32)
+    Q = np.ascontiguousarray(np.load(os.path.join(d, "Q.npy"))[:nq], dtype=np.float32)
+    return Workload(f"W1 synthetic {W.shape[0]:,} x {W.shape[1]} + bias", W, b, Q)
+
+
+def recall(ids, gt):
+    n = len(gt)
+    r10 = sum(len(set(ids[i][:K].tolist()) & set(gt[i].tolist())) for i in range(n)) / (K * n)
+    p1 = float(np.mean([ids[i][0] == gt[i][0] for i in range(n)]))
+    return p1, r10
+
+
+def timed(fn, n, passes):
+    best, res = float("inf"), None
+    for _ in range(passes):
+        t = time.perf_counter()
+        res = [fn(i) for i in range(n)]
+        best = min(best, time.perf_counter() - t)
+    return res, best * 1e6 / n
+
+
+# ---------------------------------------------------------------- runners
+
+
+STORAGE = {"f32": 0, "bf16": 1, "i8": 2}
+
+
+def lshk_name(storage):
+    return "lshk graph (FGD)" if storage == "f32" else f"lshk graph (FGD, {storage} rows)"
+
+
+def run_lshk(lib, wl, a, rows_out, builds, storage="f32"):
+    name = lshk_name(storage)
+    p = lib.lshk_graph_params_default()
+    p.m, p.ef_construction, p.threads = a.m, a.efc, a.threads
+    p.storage = STORAGE[storage]
+    h = vp()
+    t = time.perf_counter()
+    check(lib, lib.lshk_graph_build(wl.W.ctypes.data, wl.b.ctypes.data if wl.b is not None else None,
+                                    wl.rows, wl.dim, wl.dim, ctypes.byref(p), ctypes.byref(h)),
+          "lshk_graph_build")
+    secs = time.perf_counter() - t
+    mem = sz()
+    lib.lshk_graph_memory_bytes(h, ctypes.byref(mem))
+    builds.append((name, secs, mem.value))
+    log(f"  build {name}: {secs:.2f} s")
+    qrows = [np.ascontiguousarray(wl.Q[i]) for i in range(wl.nq)]
+    ids = np.zeros(K, np.uint32)
+    sc = np.zeros(K, np.float32)
+    ip, sp = ids.ctypes.data, sc.ctypes.data
+    query = lib.lshk_graph_query
+    st = GraphStats()
+    st.struct_size = ctypes.sizeof(GraphStats)
+    dim = wl.dim
+    for ef in a.efs:
+        def one(i):
+            query(h, qrows[i].ctypes.data, 1, dim, K, ef, ip, sp, None)
+            return ids.copy()
+        res, us = timed(one, wl.nq, a.passes)
+        tot = 0
+        for i in range(wl.nq):
+            query(h, qrows[i].ctypes.data, 1, dim, K, ef, ip, sp, ctypes.byref(st))
+            tot += st.distances
+        p1, r10 = recall(res, wl.gt)
+        rows_out.append((name, ef, p1, r10, tot / wl.nq, us))
+        log(f"  {name} ef {ef}: P@1 {p1:.3f} recall@10 {r10:.3f} {tot / wl.nq:.0f} dist {us:.1f} us")
+    lib.lshk_graph_free(h)
+
+
+def run_hnswlib(hnswlib, wl, a, space, rows_out, builds):
+    X, Q = (wl.XT, wl.QT) if space == "l2" else (wl.X, wl.QX)
+    name = f"hnswlib {space}" + (" (FGD transform)" if space == "l2" else " ([w,b]·[q,1])")
+    idx = hnswlib.Index(space=space, dim=X.shape[1])
+    t = time.perf_counter()
+    idx.init_index(max_elements=len(X), ef_construction=a.efc, M=a.m, random_seed=1)
+    idx.add_items(X, num_threads=a.threads)
+    secs = time.perf_counter() - t
+    builds.append((name, secs, None))
+    log(f"  build {name}: {secs:.2f} s")
+    idx.set_num_threads(1)
+    qrows = [Q[i] for i in range(len(Q))]
+    for ef in a.efs:
+        idx.set_ef(max(ef, K))
+        res, us = timed(lambda i: idx.knn_query(qrows[i], k=K, num_threads=1)[0][0], wl.nq, a.passes)
+        p1, r10 = recall(res, wl.gt)
+        rows_out.append((name, ef, p1, r10, None, us))
+        log(f"  {name} ef {ef}: P@1 {p1:.3f} recall@10 {r10:.3f} {us:.1f} us")
+    del idx
+
+
+def run_faiss(faiss, wl, a, rows_out, builds):
+    X, Q = wl.XT, wl.QT
+    name = "FAISS HNSW (FGD transform, L2)"
+    faiss.omp_set_num_threads(a.threads)
+    t = time.perf_counter()
+    idx = faiss.IndexHNSWFlat(X.shape[1], a.m)
+    idx.hnsw.efConstruction = a.efc
+    idx.add(X)
+    secs = time.perf_counter() - t
+    faiss.omp_set_num_threads(1)
+    builds.append((name, secs, len(faiss.serialize_index(idx))))
+    log(f"  build {name}: {secs:.2f} s")
+    D1, I1 = np.empty((1, K), np.float32), np.empty((1, K), np.int64)
+    qrows = [Q[i:i + 1] for i in range(len(Q))]
+    for ef in a.efs:
+        idx.hnsw.efSearch = max(ef, K)
+
+        def one(i):
+            idx.search(qrows[i], K, D=D1, I=I1)
+            return I1[0].copy()
+        faiss.cvar.hnsw_stats.reset()
+        res, us = timed(one, wl.nq, a.passes)
+        ndis = faiss.cvar.hnsw_stats.ndis / (wl.nq * a.passes)
+        p1, r10 = recall(res, wl.gt)
+        rows_out.append((name, ef, p1, r10, ndis, us))
+        log(f"  {name} ef {ef}: P@1 {p1:.3f} recall@10 {r10:.3f} {ndis:.0f} dist {us:.1f} us")
+    del idx
+
+
+def at_recall(rows, name, target):
+    """The fastest measured point of `name` with recall@10 >= target."""
+    pts = [r for r in rows if r[0] == name and r[3] >= target]
+    return min(pts, key=lambda r: r[5]) if pts else None
+
+
+def report(wl, a, rows, builds, out):
+    out.append(f"\n### {wl.name}, {wl.nq} queries\n")
+    out.append(f"M = {a.m}, efConstruction = {a.efc}, build threads {a.threads}; queries one at a time "
+               f"on one thread (B = 1), best of {a.passes} passes.\n")
+    out.append("| build | seconds | memory MiB |")
+    out.append("|---|---:|---:|")
+    for n, s, m in builds:
+        out.append(f"| {n} | {s:.2f} | {'-' if m is None else f'{m / 2**20:.1f}'} |")
+    out.append("\n| library | efSearch | P@1 | recall@10 | rows scored/q | us/q |")
+    out.append("|---|---:|---:|---:|---:|---:|")
+    for n, ef, p1, r10, d, us in rows:
+        out.append(f"| {n} | {ef} | {p1:.3f} | {r10:.3f} | {'-' if d is None else f'{d:.0f}'} | {us:.1f} |")
+    out.append("\nAt a recall target, the fastest measured efSearch point of each: us/q (efSearch, its time over lshk f32's: > 1 = lshk faster):\n")
+    extra = [lshk_name(s) for s in a.storages if s != "f32"]
+    out.append("| recall@10 >= | lshk | hnswlib l2 (same data) | hnswlib ip | FAISS HNSW |"
+               + "".join(f" {n} |" for n in extra))
+    out.append("|---:|---:|---:|---:|---:|" + "---:|" * len(extra))
+    names = ["lshk graph (FGD)", "hnswlib l2 (FGD transform)", "hnswlib ip ([w,b]·[q,1])",
+             "FAISS HNSW (FGD transform, L2)"] + extra
+    for target in (0.9, 0.95, 0.99):
+        pts = [at_recall(rows, n, target) for n in names]
+        base = pts[0][5] if pts[0] else None
+        cells = []
+        for p in pts:
+            if p is None:
+                cells.append("not reached")
+            elif base is None or p is pts[0]:
+                cells.append(f"{p[5]:.1f} (ef {p[1]})")
+            else:
+                cells.append(f"{p[5]:.1f} (ef {p[1]}, {p[5] / base:.2f}x)")
+        out.append(f"| {target} | " + " | ".join(cells) + " |")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--w2v", default="../shared/data/w2v-gutenberg")
+    ap.add_argument("--w1", default=None)
+    ap.add_argument("--nq", type=int, default=1000)
+    ap.add_argument("--nq-w1", type=int, default=500)
+    ap.add_argument("--m", type=int, default=16)
+    ap.add_argument("--efc", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--efs", default="10,20,50,100,200,400,800,1600")
+    ap.add_argument("--only", default="lshk,hnswlib-l2,hnswlib-ip,faiss")
+    ap.add_argument("--storages", default="f32,bf16", help="lshk row storages (f32 first)")
+    ap.add_argument("--out", default="target/graph_results.md")
+    a = ap.parse_args()
+    a.efs = [int(x) for x in a.efs.split(",")]
+    a.storages = a.storages.split(",")
+    only = set(a.only.split(","))
+    lib = load_lib(a.lib)
+    import hnswlib
+    import faiss
+    out = [f"## FGD graph vs hnswlib / FAISS HNSW ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})\n",
+           f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; lshk "
+           f"{lib.lshk_version().decode()} tier {lib.lshk_isa_active()} (3 = avx512), "
+           f"hnswlib {getattr(hnswlib, '__version__', '0.8.0')}, faiss {faiss.__version__}, numpy {np.__version__}. "
+           "lshk through ctypes, the peers through their Python bindings: every B = 1 query pays one Python call."]
+    loads = []
+    if os.path.exists(os.path.join(a.w2v, "output_layer.f32")):
+        loads.append(lambda: load_w2v(a.w2v, a.nq))
+    else:
+        print("skipped: ../shared/data not found")
+    if a.w1 and os.path.exists(os.path.join(a.w1, "W.npy")):
+        loads.append(lambda: load_w1(a.w1, a.nq_w1))
+    for ld in loads:
+        wl = ld()
+        log(wl.name)
+        rows, builds = [], []
+        if "lshk" in only:
+            for st in a.storages:
+                run_lshk(lib, wl, a, rows, builds, st)
+        if "hnswlib-l2" in only:
+            run_hnswlib(hnswlib, wl, a, "l2", rows, builds)
+        if "hnswlib-ip" in only:
+            run_hnswlib(hnswlib, wl, a, "ip", rows, builds)
+        if "faiss" in only:
+            run_faiss(faiss, wl, a, rows, builds)
+        report(wl, a, rows, builds, out)
+    text = "\n".join(out) + "\n"
+    os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+    with open(a.out, "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+// lshk::Graph (include/lshk.hpp) against the same calls through the C API:
+// build, query (spans and TopK), stats, save/load, memory, move-only
+// ownership, and the wrapper's size checks throwing lshk::Error before
+// calling C.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "lshk.hpp"
+
+static_assert(!std::is_copy_constructible<lshk::Graph>::value, "owners are move-only");
+static_assert(std::is_nothrow_move_constructible<lshk::Graph>::value, "noexcept move");
+
+static int failed = 0, passed = 0;
+#define EXPECT(c)                                                           \
+  do {                                                                      \
+    if (c) {                                                                \
+      passed++;                                                             \
+    } else {                                                                \
+      failed++;                                                             \
+      std::fprintf(stderr, "%s:%d: EXPECT failed: %s\n", __FILE__, __LINE__, #c); \
+    }                                                                       \
+  } while (0)
+
+int main() {
+  const std::size_t rows = 300, dim = 12, nq = 5;
+  const uint32_t k = 4, ef = 32;
+  std::vector<float> w(rows * dim), bias(rows), q(nq * dim);
+  uint64_t s = 5;
+  auto next = [&s]() {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return float(double(s >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+  };
+  for (float &v : w) v = next();
+  for (float &v : bias) v = 0.1f * next();
+  for (float &v : q) v = next();
+
+  lshk::GraphParams p;
+  EXPECT(p.struct_size == sizeof(lshk_graph_params) && p.m == 16);
+  p.m = 8;
+  p.ef_construction = 40;
+  lshk::Graph g(w, bias, rows, dim, dim, p);
+  EXPECT(g && g.rows() == rows && g.dim() == dim);
+  std::size_t mem = 0;
+  lshk_graph *raw = nullptr;
+  EXPECT(lshk_graph_build(w.data(), bias.data(), rows, dim, dim, &p, &raw) == LSHK_STATUS_OK);
+  EXPECT(lshk_graph_memory_bytes(raw, &mem) == LSHK_STATUS_OK && g.memory_bytes() == mem);
+  std::vector<uint32_t> want_ids(nq * k);
+  std::vector<float> want_sc(nq * k);
+  lshk_graph_stats cst;
+  cst.struct_size = sizeof cst;
+  EXPECT(lshk_graph_query(raw, q.data(), nq, dim, k, ef, want_ids.data(), want_sc.data(), &cst) ==
+         LSHK_STATUS_OK);
+  lshk::GraphStats st;
+  lshk::TopK r = g.query(q, k, ef, &st);
+  EXPECT(r.ids == want_ids && r.scores == want_sc && st.distances == cst.distances);
+  EXPECT(r.queries() == nq);
+
+  const std::string path = "/tmp/lshk-graph-wrapper-" + std::to_string(uintptr_t(&s)) + ".lshk";
+  g.save(path);
+  lshk::Graph back = lshk::Graph::load(path);
+  std::remove(path.c_str());
+  lshk::TopK r2 = back.query(q, k, ef);
+  EXPECT(r2.ids == want_ids && r2.scores == want_sc && back.memory_bytes() == mem);
+
+  bool threw = false;
+  try {
+    std::vector<uint32_t> small(nq * k - 1);
+    std::vector<float> sc(nq * k);
+    g.query(q, nq, dim, k, ef, small, sc);
+  } catch (const lshk::Error &e) {
+    threw = e.status() == LSHK_STATUS_BUFFER_TOO_SMALL;
+  }
+  EXPECT(threw);
+  threw = false;
+  try {
+    g.query(q, k, 0);
+  } catch (const lshk::Error &e) {
+    threw = e.status() == LSHK_STATUS_INVALID_ARGUMENT &&
+            std::strncmp(e.message(), "lshk_graph_query", 16) == 0;
+  }
+  EXPECT(threw);
+  lshk::Graph moved = std::move(g);
+  EXPECT(moved.get() != nullptr && g.get() == nullptr);
+  lshk_graph_free(raw);
+  std::printf("graph_wrapper: %d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
