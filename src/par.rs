@@ -48,6 +48,34 @@ pub(crate) fn try_map<J: Send, R: Send, E: Send>(
     map(jobs, f).into_iter().collect()
 }
 
+/// `f(scratch, i)` for every `i < n` on up to `threads` threads that take
+/// the next index from a shared counter (for jobs of uneven cost), each with
+/// its own scratch from `scratch()`; the results in index order.
+pub(crate) fn map_indexed<S, R: Send>(
+    n: usize,
+    threads: usize,
+    scratch: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, usize) -> R + Sync,
+) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let counter = AtomicUsize::new(0);
+    let parts = map(0..threads.clamp(1, n.max(1)), |_| {
+        let mut s = scratch();
+        let mut mine = Vec::new();
+        loop {
+            let i = counter.fetch_add(1, Ordering::Relaxed);
+            if i >= n {
+                break;
+            }
+            mine.push((i, f(&mut s, i)));
+        }
+        mine
+    });
+    let mut all: Vec<(usize, R)> = parts.into_iter().flatten().collect();
+    all.sort_unstable_by_key(|x| x.0);
+    all.into_iter().map(|x| x.1).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,6 +95,10 @@ mod tests {
         );
         let r = std::panic::catch_unwind(|| map(0..3, |j| assert_ne!(j, 1, "job 1")));
         assert!(r.is_err());
+        for (n, t) in [(0usize, 3usize), (1, 1), (50, 1), (50, 3)] {
+            let v = map_indexed(n, t, || 10usize, |s, i| *s + i);
+            assert_eq!(v, (0..n).map(|i| 10 + i).collect::<Vec<_>>());
+        }
         assert!(threads(0) >= 1);
         assert_eq!(threads(3), 3);
     }

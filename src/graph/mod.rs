@@ -56,7 +56,6 @@
 use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicUsize, Ordering as AtOrd};
 
 use crate::bail;
 use crate::error::{checked_mul, strided_len, try_vec, Result};
@@ -512,29 +511,7 @@ impl Graph {
                 (0..n).map(|i| work(s, i)).collect()
             });
         }
-        let counter = AtomicUsize::new(0);
-        let mut parts: Vec<Vec<(usize, Plan)>> = std::thread::scope(|sc| {
-            let hs: Vec<_> = (0..threads.min(n))
-                .map(|_| {
-                    sc.spawn(|| {
-                        let mut s = Scratch::default();
-                        let mut mine = Vec::new();
-                        loop {
-                            let i = counter.fetch_add(1, AtOrd::Relaxed);
-                            if i >= n {
-                                break;
-                            }
-                            mine.push((i, work(&mut s, i)));
-                        }
-                        mine
-                    })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        let mut all: Vec<(usize, Plan)> = parts.iter_mut().flat_map(std::mem::take).collect();
-        all.sort_unstable_by_key(|x| x.0);
-        all.into_iter().map(|x| x.1).collect()
+        crate::par::map_indexed(n, threads, Scratch::default, work)
     }
 
     fn plan_node(&self, tier: Isa, node: usize, s: &mut Scratch) -> Plan {
@@ -610,30 +587,7 @@ impl Graph {
                 (0..n).map(|gi| work(gi, s)).collect()
             })
         } else {
-            let counter = AtomicUsize::new(0);
-            let mut parts: Vec<Vec<(usize, Vec<u32>)>> = std::thread::scope(|sc| {
-                let hs: Vec<_> = (0..threads.min(n))
-                    .map(|_| {
-                        sc.spawn(|| {
-                            let mut s = Scratch::default();
-                            let mut mine = Vec::new();
-                            loop {
-                                let i = counter.fetch_add(1, AtOrd::Relaxed);
-                                if i >= n {
-                                    break;
-                                }
-                                mine.push((i, work(i, &mut s)));
-                            }
-                            mine
-                        })
-                    })
-                    .collect();
-                hs.into_iter().map(|h| h.join().unwrap()).collect()
-            });
-            let mut all: Vec<(usize, Vec<u32>)> =
-                parts.iter_mut().flat_map(std::mem::take).collect();
-            all.sort_unstable_by_key(|x| x.0);
-            all.into_iter().map(|x| x.1).collect()
+            crate::par::map_indexed(n, threads, Scratch::default, |s, i| work(i, s))
         };
         for (gi, list) in lists.into_iter().enumerate() {
             let (lev, target) = (requests[groups[gi].0].0, requests[groups[gi].0].1 as usize);

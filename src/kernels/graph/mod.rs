@@ -23,8 +23,6 @@
 //! [`PREFETCH_AHEAD`] ids ahead (the first two lines of every later row on
 //! entry); the ids are known in advance.
 
-use crate::isa::Isa;
-
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
@@ -66,42 +64,10 @@ pub struct Kernels {
     pub i8: DotFn<i8>,
 }
 
-static SCALAR: Kernels = Kernels {
-    f32: scalar::dot_f32,
-    bf16: scalar::dot_bf16,
-    i8: scalar::dot_i8,
-};
-static PORTABLE: Kernels = Kernels {
-    f32: portable::dot_f32,
-    bf16: portable::dot_bf16,
-    i8: portable::dot_i8,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX2: Kernels = Kernels {
-    f32: avx2::dot_f32,
-    bf16: avx2::dot_bf16,
-    i8: avx2::dot_i8,
-};
-#[cfg(target_arch = "x86_64")]
-static AVX512: Kernels = Kernels {
-    f32: avx512::dot_f32,
-    bf16: avx512::dot_bf16,
-    i8: avx512::dot_i8,
-};
-
-/// The kernel table of a tier (the caller has checked that the CPU
-/// supports it).
-pub fn kernels(tier: Isa) -> &'static Kernels {
-    match tier {
-        Isa::Scalar => &SCALAR,
-        Isa::Portable => &PORTABLE,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => &AVX2,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => &AVX512,
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => &PORTABLE,
-    }
+crate::kernels::tier_table! {
+    /// The kernel table of a tier (the caller has checked that the CPU
+    /// supports it).
+    Kernels { f32: dot_f32, bf16: dot_bf16, i8: dot_i8 }
 }
 
 /// Hints that `bytes` bytes at `p` are needed soon (`prefetcht0` of each
