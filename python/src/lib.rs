@@ -383,6 +383,42 @@ fn out_ptr<T: Element>(a: &Bound<'_, PyArrayDyn<T>>) -> usize {
     a.data() as usize
 }
 
+/// A top-k call of an index: `q` (1-D or 2-D, `dim` columns) parsed, the
+/// (ids, scores) arrays shaped like it ((k,) or (nq, k)), and
+/// `f(q, nq, q_stride, ids, scores)` run with the GIL released; then the
+/// tuple (ids, scores) or, with `stats`, (ids, scores, stats(dict)).
+#[allow(clippy::type_complexity)]
+fn topk_call<'py>(
+    py: Python<'py>,
+    q: &Bound<'py, PyAny>,
+    dim: usize,
+    k: u32,
+    f: impl FnOnce(usize, usize, usize, usize, usize) -> c::lshk_status + Send,
+    stats: Option<&dyn Fn(&Bound<'py, PyDict>) -> PyResult<()>>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let q = mat(py, q, "q", Dt::F32, Nd::OneOrTwo, false)?;
+    need_cols(&q, "q", dim)?;
+    let nq = q.rows;
+    let shape: &[usize] = if q.one_d {
+        &[k as usize]
+    } else {
+        &[nq, k as usize]
+    };
+    let ids = out_array::<u32>(py, shape);
+    let scores = out_array::<f32>(py, shape);
+    let (qp, qs, ip, sp) = (q.ptr, q.stride, out_ptr(&ids), out_ptr(&scores));
+    py.detach(move || check(f(qp, nq, qs, ip, sp))).py_err(py)?;
+    drop(q);
+    match stats {
+        Some(fill) => {
+            let d = PyDict::new(py);
+            fill(&d)?;
+            PyTuple::new(py, [ids.into_any(), scores.into_any(), d.into_any()])
+        }
+        None => PyTuple::new(py, [ids.into_any(), scores.into_any()]),
+    }
+}
+
 fn enum_arg(v: &Bound<'_, PyAny>, what: &str, names: &[(&str, u32)]) -> PyResult<u32> {
     if let Ok(s) = v.cast::<PyString>() {
         let s = s.to_cow()?.to_ascii_lowercase();
@@ -755,16 +791,6 @@ impl Index {
         bits_per_table: Option<u32>,
         stats: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let q = mat(py, q, "q", Dt::F32, Nd::OneOrTwo, false)?;
-        need_cols(&q, "q", self.dim)?;
-        let nq = q.rows;
-        let shape: &[usize] = if q.one_d {
-            &[k as usize]
-        } else {
-            &[nq, k as usize]
-        };
-        let ids = out_array::<u32>(py, shape);
-        let scores = out_array::<f32>(py, shape);
         let g = gather_params(min_count, max_candidates, probes, bits_per_table);
         let mut st = c::index::lshk_query_stats {
             struct_size: std::mem::size_of::<c::index::lshk_query_stats>() as u32,
@@ -773,19 +799,12 @@ impl Index {
             candidates_min: 0,
             candidates_max: 0,
         };
-        let (h, qp, qs, ip, sp) = (
-            self.h.0 as usize,
-            q.ptr,
-            q.stride,
-            out_ptr(&ids),
-            out_ptr(&scores),
-        );
-        let gp = &g as *const _ as usize;
+        let (h, gp) = (self.h.0 as usize, &g as *const _ as usize);
         let stp = if stats { &mut st as *mut _ as usize } else { 0 };
-        py.detach(move || {
+        let call = move |qp: usize, nq: usize, qs: usize, ip: usize, sp: usize| {
             // SAFETY: q holds nq rows at stride qs (checked by `mat`); the
             // outputs hold nq*k elements each; g/st live on this frame.
-            check(unsafe {
+            unsafe {
                 c::index::lshk_index_query(
                     h as *const lshk_index,
                     qp as *const f32,
@@ -797,20 +816,17 @@ impl Index {
                     sp as *mut f32,
                     stp as *mut c::index::lshk_query_stats,
                 )
-            })
-        })
-        .py_err(py)?;
-        drop(q);
-        if stats {
-            let d = PyDict::new(py);
+            }
+        };
+        let fill = |d: &Bound<'py, PyDict>| -> PyResult<()> {
+            // SAFETY: the call above has returned; st is this frame's.
+            let st = unsafe { &*(stp as *const c::index::lshk_query_stats) };
             d.set_item("queries", st.queries)?;
             d.set_item("candidates_total", st.candidates_total)?;
             d.set_item("candidates_min", st.candidates_min)?;
-            d.set_item("candidates_max", st.candidates_max)?;
-            PyTuple::new(py, [ids.into_any(), scores.into_any(), d.into_any()])
-        } else {
-            PyTuple::new(py, [ids.into_any(), scores.into_any()])
-        }
+            d.set_item("candidates_max", st.candidates_max)
+        };
+        topk_call(py, q, self.dim, k, call, stats.then_some(&fill as _))
     }
 
     /// Bytes held by the index (lshk_index_memory_bytes).
@@ -1397,16 +1413,6 @@ impl Ivf {
         reach: Option<f32>,
         stats: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let q = mat(py, q, "q", Dt::F32, Nd::OneOrTwo, false)?;
-        need_cols(&q, "q", self.dim)?;
-        let nq = q.rows;
-        let shape: &[usize] = if q.one_d {
-            &[k as usize]
-        } else {
-            &[nq, k as usize]
-        };
-        let ids = out_array::<u32>(py, shape);
-        let scores = out_array::<f32>(py, shape);
         let mut s = c::ivf::lshk_ivf_search_default();
         if let Some(v) = nprobe {
             s.nprobe = v;
@@ -1424,19 +1430,12 @@ impl Ivf {
             reranked: 0,
             lists: 0,
         };
-        let (h, qp, qs, ip, sp) = (
-            self.h.0 as usize,
-            q.ptr,
-            q.stride,
-            out_ptr(&ids),
-            out_ptr(&scores),
-        );
-        let spp = &s as *const _ as usize;
+        let (h, spp) = (self.h.0 as usize, &s as *const _ as usize);
         let stp = if stats { &mut st as *mut _ as usize } else { 0 };
-        py.detach(move || {
+        let call = move |qp: usize, nq: usize, qs: usize, ip: usize, sp: usize| {
             // SAFETY: q holds nq rows at stride qs; outputs nq*k elements;
             // s/st live on this frame.
-            check(unsafe {
+            unsafe {
                 c::ivf::lshk_ivf_query(
                     h as *const lshk_ivf,
                     qp as *const f32,
@@ -1448,19 +1447,16 @@ impl Ivf {
                     sp as *mut f32,
                     stp as *mut c::ivf::lshk_ivf_stats,
                 )
-            })
-        })
-        .py_err(py)?;
-        drop(q);
-        if stats {
-            let d = PyDict::new(py);
+            }
+        };
+        let fill = |d: &Bound<'py, PyDict>| -> PyResult<()> {
+            // SAFETY: the call above has returned; st is this frame's.
+            let st = unsafe { &*(stp as *const c::ivf::lshk_ivf_stats) };
             d.set_item("scanned", st.scanned)?;
             d.set_item("reranked", st.reranked)?;
-            d.set_item("lists", st.lists)?;
-            PyTuple::new(py, [ids.into_any(), scores.into_any(), d.into_any()])
-        } else {
-            PyTuple::new(py, [ids.into_any(), scores.into_any()])
-        }
+            d.set_item("lists", st.lists)
+        };
+        topk_call(py, q, self.dim, k, call, stats.then_some(&fill as _))
     }
 
     /// (rows, dim, nlist).
