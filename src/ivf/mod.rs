@@ -298,6 +298,40 @@ fn grow<T: Clone + Default>(v: &mut Vec<T>, n: usize) {
     }
 }
 
+/// Keeps, in order, the first of the entries of `cand` (with their scores
+/// in `sc`) that map to each id by `id_of`, skipping [`TOPK_PAD_ID`]
+/// entries; returns how many remain at the front. `keys` is scratch.
+fn keep_first_per_id(
+    keys: &mut Vec<u64>,
+    cand: &mut [u32],
+    sc: &mut [f32],
+    id_of: impl Fn(u32) -> u32,
+) -> usize {
+    keys.clear();
+    keys.extend(
+        cand.iter()
+            .enumerate()
+            .filter(|e| *e.1 != TOPK_PAD_ID)
+            .map(|(i, &c)| (u64::from(id_of(c)) << 32) | i as u64),
+    );
+    keys.sort_unstable();
+    // Mark the later copies (same id, later entry) with a pad id.
+    for w in 1..keys.len() {
+        if keys[w] >> 32 == keys[w - 1] >> 32 {
+            cand[keys[w] as u32 as usize] = TOPK_PAD_ID;
+        }
+    }
+    let mut j = 0;
+    for i in 0..cand.len() {
+        if cand[i] != TOPK_PAD_ID {
+            cand[j] = cand[i];
+            sc[j] = sc[i];
+            j += 1;
+        }
+    }
+    j
+}
+
 /// Larger score first, then smaller id (list ranking).
 fn by_rank(a: &(f32, u32), b: &(f32, u32)) -> std::cmp::Ordering {
     b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
@@ -996,29 +1030,10 @@ impl Ivf {
     /// Keeps the first position of every id among the candidate positions
     /// `s.cand[..m]` (best first), in order; returns how many remain.
     fn dedup_positions(&self, m: usize, s: &mut Scratch) -> usize {
-        s.order.clear();
-        s.order.extend(
-            s.cand[..m]
-                .iter()
-                .enumerate()
-                .map(|(i, &p)| (u64::from(self.ids[p as usize]) << 32) | i as u64),
-        );
-        s.order.sort_unstable();
-        // Mark the later copies (same id, larger rank) with a pad id.
-        for w in 1..s.order.len() {
-            if s.order[w] >> 32 == s.order[w - 1] >> 32 {
-                s.cand[s.order[w] as u32 as usize] = TOPK_PAD_ID;
-            }
-        }
-        let mut j = 0;
-        for i in 0..m {
-            if s.cand[i] != TOPK_PAD_ID {
-                s.cand[j] = s.cand[i];
-                s.cand_sc[j] = s.cand_sc[i];
-                j += 1;
-            }
-        }
-        j
+        let ids = &self.ids;
+        keep_first_per_id(&mut s.order, &mut s.cand[..m], &mut s.cand_sc[..m], |p| {
+            ids[p as usize]
+        })
     }
 
     /// The top-`k` of `s.approx[..n]` by the ids in `s.pos[..n]`, each id
@@ -1044,30 +1059,7 @@ impl Ivf {
                 &mut s.cand[..r],
                 &mut s.cand_sc[..r],
             );
-            // Equal ids have equal scores here only if they are the same
-            // row scored twice; ids are compared directly.
-            s.order.clear();
-            s.order.extend(
-                s.cand[..r]
-                    .iter()
-                    .enumerate()
-                    .filter(|e| *e.1 != TOPK_PAD_ID)
-                    .map(|(i, &id)| (u64::from(id) << 32) | i as u64),
-            );
-            s.order.sort_unstable();
-            for w in 1..s.order.len() {
-                if s.order[w] >> 32 == s.order[w - 1] >> 32 {
-                    s.cand[s.order[w] as u32 as usize] = TOPK_PAD_ID;
-                }
-            }
-            let mut j = 0;
-            for i in 0..r {
-                if s.cand[i] != TOPK_PAD_ID {
-                    s.cand[j] = s.cand[i];
-                    s.cand_sc[j] = s.cand_sc[i];
-                    j += 1;
-                }
-            }
+            let j = keep_first_per_id(&mut s.order, &mut s.cand[..r], &mut s.cand_sc[..r], |id| id);
             if j >= k || r >= n {
                 let j = j.min(k);
                 out_ids[..j].copy_from_slice(&s.cand[..j]);
