@@ -21,17 +21,7 @@
 #include <vector>
 
 #include "lshk.hpp"
-
-static int failed = 0, passed = 0;
-#define EXPECT(c)                                                                 \
-  do {                                                                            \
-    if (c) {                                                                      \
-      passed++;                                                                   \
-    } else {                                                                      \
-      failed++;                                                                   \
-      std::fprintf(stderr, "%s:%d: EXPECT failed: %s\n", __FILE__, __LINE__, #c); \
-    }                                                                             \
-  } while (0)
+#include "lshk_test.h"
 
 namespace {
 
@@ -101,7 +91,7 @@ int main() {
     // 1-2. candidates from the index's buckets.
     candidates(idx, x, y, ids, offsets, targets);
     const std::size_t n = ids.size();
-    EXPECT(n > kBatch && n < kBatch * kRows / 4);  // sampled, not the full layer
+    CHECK(n > kBatch && n < kBatch * kRows / 4);  // sampled, not the full layer
     // 3-4. logits of the sampled classes, softmax cross-entropy.
     logits.assign(n, 0.0f);
     grad.assign(n, 0.0f);
@@ -136,13 +126,13 @@ int main() {
       }
       close &= std::fabs(l - loss[b]) <= 1e-4 * std::max(1.0, std::fabs(l));
     }
-    EXPECT(close);
+    CHECK(close);
 
     // 5. SGD on the touched rows only.
     lshk::rows_update_sgd(w, kRows, kDim, kDim, x, kDim, grad, ids, offsets, kLr);
     double worst = 0;
     for (std::size_t i = 0; i < w.size(); i++) worst = std::max(worst, std::fabs(w[i] - ref_w[i]));
-    EXPECT(worst <= 1e-5);
+    CHECK(worst <= 1e-5);
 
     // 6. The changed rows into the index, rehashed.
     std::vector<uint32_t> touched(ids);
@@ -152,11 +142,11 @@ int main() {
     for (std::size_t i = 0; i < touched.size(); i++)
       std::copy(&w[touched[i] * kDim], &w[touched[i] * kDim] + kDim, &rows[i * kDim]);
     idx.update_rows(touched, rows, kDim);
-    EXPECT(idx.dirty_rows() == touched.size());
-    EXPECT(idx.rehash_dirty() == touched.size());
-    EXPECT(idx.dirty_rows() == 0);
+    CHECK(idx.dirty_rows() == touched.size());
+    CHECK(idx.rehash_dirty() == touched.size());
+    CHECK(idx.dirty_rows() == 0);
   }
-  EXPECT(last_loss < first_loss);
+  CHECK(last_loss < first_loss);
 
   // The updated index answers like a fresh build over the updated W.
   lshk::Index fresh(w, {}, kRows, kDim, kDim, index_params());
@@ -164,9 +154,8 @@ int main() {
   bool same = a.ids == b.ids && a.scores.size() == b.scores.size();
   for (std::size_t i = 0; same && i < a.scores.size(); i++)
     same = std::memcmp(&a.scores[i], &b.scores[i], sizeof(float)) == 0;
-  EXPECT(same);
+  CHECK(same);
 
-  std::printf("lns_step: %d passed, %d failed (loss %.4f -> %.4f over 5 steps)\n", passed, failed,
-              first_loss, last_loss);
-  return failed == 0 ? 0 : 1;
+  std::printf("lns_step: loss %.4f -> %.4f over 5 steps\n", first_loss, last_loss);
+  return lshk_test_summary("lns_step");
 }

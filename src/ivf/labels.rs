@@ -174,10 +174,7 @@ impl Ivf {
 
         // Where each new position's row is now: its old position (the old
         // ids are a permutation: the index is untrained).
-        let mut pos_of = vec![0u32; self.rows];
-        for (pos, &r) in self.ids.iter().enumerate() {
-            pos_of[r as usize] = pos as u32;
-        }
+        let pos_of = super::file::home_of(&self.ids, self.rows);
         let src: Vec<u32> = ids.iter().map(|&r| pos_of[r as usize]).collect();
         let has_bias = !self.bias_pos.is_empty();
         let bias_pos: Vec<f32> = if has_bias {
