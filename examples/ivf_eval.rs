@@ -117,8 +117,9 @@ fn run(d: &common::Data, p: &IvfParams, nprobes: &[u32], reranks: &[u32], reache
     // The lists' checksum (centroid bits, offsets, ids; as tests/ivf.rs'
     // fingerprint): the same on every tier, thread count and version that
     // keeps the build's result.
-    let mut crc = 0;
-    for v in ivf.centroids() {
+    let cq = ivf.centroid_codes();
+    let mut crc = lshk::crc32c::crc32c(0, lshk::format::as_bytes(cq.codes()));
+    for v in cq.scales() {
         crc = lshk::crc32c::crc32c(crc, &v.to_bits().to_le_bytes());
     }
     for v in ivf.list_offsets().iter().chain(ivf.list_ids()) {

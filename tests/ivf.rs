@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::ivf::{check_exact_topk, fingerprint, layer, randn, tmp};
+use common::ivf::{check_exact_topk, fingerprint, fingerprint_f32, layer, randn, tmp};
 use common::tiers::for_this_test as tiers;
 use lshk::data::{queries_near_labels, structured_layer};
 use lshk::dense::DenseLayer;
@@ -114,9 +114,10 @@ fn lists_are_bit_identical_on_every_tier_and_thread_count() {
                 iters: 6,
                 ..Default::default()
             };
-            let ivf =
-                Ivf::build_isa(tier, &lay.w, Some(&lay.bias), rows, dim, dim, &p, false).unwrap();
-            let f = fingerprint(&ivf);
+            let (ivf, cent) =
+                Ivf::build_with_centroids(tier, &lay.w, Some(&lay.bias), rows, dim, dim, &p, false)
+                    .unwrap();
+            let f = fingerprint_f32(&ivf, &cent);
             match want {
                 None => want = Some(f),
                 Some(w) => assert_eq!(f, w, "{} with {threads} threads", tier.name()),
@@ -246,14 +247,23 @@ fn every_row_is_in_its_nearest_list() {
                     iters: 15,
                     ..Default::default()
                 };
-                let ivf = Ivf::build_isa(tier, &lay.w, Some(&lay.bias), rows, dim, dim, &p, false)
-                    .unwrap();
+                let (ivf, cent) = Ivf::build_with_centroids(
+                    tier,
+                    &lay.w,
+                    Some(&lay.bias),
+                    rows,
+                    dim,
+                    dim,
+                    &p,
+                    false,
+                )
+                .unwrap();
                 let f = fingerprint(&ivf);
                 match want {
                     None => want = Some(f),
                     Some(w) => assert_eq!(f, w, "nlist {nlist}, {} x{threads}", tier.name()),
                 }
-                let (cent, cb) = (ivf.centroids(), ivf.centroid_bias());
+                let cb = ivf.centroid_bias();
                 let off = ivf.list_offsets();
                 let nl = nlist as usize;
                 for l in 0..nl {
@@ -697,4 +707,94 @@ fn bad_inputs_are_refused() {
     ivf.search(&l.q, 1, 4, 0, &sp, &mut ids, &mut sc).unwrap();
     ivf.search(&l.q, 0, 4, 6, &sp, &mut ids, &mut sc).unwrap();
     assert!(ids.iter().all(|&x| x == 7));
+}
+
+/// Files saved before the index stopped keeping its f32 centroids hold only
+/// CENTROID (f32): they load, quantised as the build does, to the same
+/// index. New files hold the int8 centroid codes (CENTQ, CENTQS) and a
+/// dequantised CENTROID for older readers; with CENTQ removed (an older
+/// reader's view) the file still loads to the same lists and answers.
+#[test]
+fn files_without_centroid_codes_load_to_the_same_index() {
+    let (rows, dim) = (3000, 40);
+    let l = layer(rows, dim, 16, 23);
+    let (k, sp) = (8, SearchParams::fixed(5, 30));
+    let run = |ivf: &Ivf| {
+        let (mut ids, mut sc) = (vec![0u32; l.nq * k], vec![0f32; l.nq * k]);
+        ivf.search(&l.q, l.nq, dim, k, &sp, &mut ids, &mut sc)
+            .unwrap();
+        (ids, sc.iter().map(|s| s.to_bits()).collect::<Vec<_>>())
+    };
+    let p = IvfParams::default();
+    let (a, cent) = Ivf::build_with_centroids(
+        lshk::isa::active(),
+        &l.w,
+        Some(&l.b),
+        rows,
+        dim,
+        dim,
+        &p,
+        false,
+    )
+    .unwrap();
+    let path = tmp("centq-new.lshk");
+    a.save(&path).unwrap();
+    // Rewrites the file without CENTQ / CENTQS, CENTROID as given.
+    let rewrite = |name: &str, centroid: Option<&[f32]>| {
+        let c = lshk::format::Container::open(&path, lshk::format::KIND_IVF).unwrap();
+        let tags = c.tags();
+        assert!(tags.iter().any(|t| t == "CENTQ") && tags.iter().any(|t| t == "CENTQS"));
+        let secs: Vec<lshk::format::SectionOut> = tags
+            .iter()
+            .filter(|t| *t != "CENTQ" && *t != "CENTQS")
+            .map(|t| {
+                let b = match (t.as_str(), centroid) {
+                    ("CENTROID", Some(f)) => lshk::format::as_bytes(f),
+                    _ => c.section(t).unwrap(),
+                };
+                lshk::format::SectionOut::new(t, vec![b])
+            })
+            .collect();
+        let out = tmp(name);
+        lshk::format::write_file(&out, lshk::format::KIND_IVF, &secs).unwrap();
+        out
+    };
+    let old = Ivf::load(&rewrite("centq-old.lshk", Some(&cent))).unwrap();
+    assert_eq!(fingerprint(&old), fingerprint(&a));
+    assert_eq!(run(&old), run(&a));
+    assert_eq!(old.memory_bytes(), a.memory_bytes());
+    // An older reader quantises the dequantised CENTROID: same codes, and
+    // the scales within an ulp.
+    let dq = Ivf::load(&rewrite("centq-deq.lshk", None)).unwrap();
+    let (x, y) = (a.centroid_codes(), dq.centroid_codes());
+    assert_eq!(x.codes(), y.codes());
+    for (s, t) in x.scales().iter().zip(y.scales()) {
+        assert!(s.to_bits().abs_diff(t.to_bits()) <= 1, "{s} vs {t}");
+    }
+    assert_eq!(dq.list_ids(), a.list_ids());
+}
+
+/// Index memory (`memory_bytes`) against what it must hold, the int8 codes
+/// (codes, scales, sums) and, unless W is borrowed, the f32 rows: at most
+/// 1.1x for d >= 128 and a few thousand rows or more (docs/ivf.md gives
+/// the rule: ids add 4 / (d_pad + 8) per row, the centroid codes about
+/// 4 / sqrt(rows) at the default nlist).
+#[test]
+fn index_memory_is_within_a_tenth_of_rows_and_codes() {
+    for (rows, dim) in [(6000, 128), (4000, 384), (20_000, 128)] {
+        let w = randn(rows * dim, 5);
+        let p = IvfParams {
+            iters: 2,
+            ..Default::default()
+        };
+        // SAFETY: w outlives the index (dropped in this iteration).
+        let b = unsafe { Ivf::build_borrowed(&w, None, rows, dim, dim, &p) }.unwrap();
+        let o = Ivf::build(&w, None, rows, dim, dim, &p).unwrap();
+        let codes = (dim.div_ceil(64) * 64 + 8) * rows;
+        let rb = b.memory_bytes() as f64 / codes as f64;
+        let ro = o.memory_bytes() as f64 / (codes + rows * dim * 4) as f64;
+        println!("{rows} x {dim}: borrowed {rb:.4}, owned {ro:.4}");
+        assert!(rb <= 1.1, "{rows} x {dim}: borrowed {rb}");
+        assert!(ro <= 1.1, "{rows} x {dim}: owned {ro}");
+    }
 }

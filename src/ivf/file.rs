@@ -9,9 +9,16 @@ impl Ivf {
     /// again.
     pub fn save(&self, path: &Path) -> Result<()> {
         let rec = self.params_record();
+        // The index keeps only the centroids' int8 codes (CENTQ, CENTQS),
+        // which a load takes as they are. CENTROID holds them dequantised
+        // (`scale * code`) so that a reader older than these sections, which
+        // quantises CENTROID, still opens the file.
+        let cent = self.dequantised_centroids();
         let mut secs = vec![
             SectionOut::new("IVFPARAM", vec![&rec]),
-            SectionOut::new("CENTROID", vec![format::as_bytes(&self.centroids)]),
+            SectionOut::new("CENTROID", vec![format::as_bytes(&cent)]),
+            SectionOut::new("CENTQ", vec![format::as_bytes(self.cq.codes())]),
+            SectionOut::new("CENTQS", vec![format::as_bytes(self.cq.scales())]),
             SectionOut::new("CBIAS", vec![format::as_bytes(&self.cbias)]),
             SectionOut::new("LSPREAD", vec![format::as_bytes(&self.spread)]),
             SectionOut::new("LOFFS", vec![format::as_bytes(&self.offsets)]),
@@ -263,8 +270,27 @@ impl Ivf {
                 })?)
             }
         };
-        let cq = qdot::quantize_rows(&centroids, nlist, dim, dim)
-            .map_err(|e| Error::new(Status::BadFileFormat, format!("CENTROID: {}", e.message)))?;
+        // Files written since the f32 centroids are no longer kept hold the
+        // int8 codes the lists were ranked by (CENTQ, CENTQS); older files
+        // only the f32 centroids, quantised here exactly as the build did.
+        let cq = match c.optional("CENTQ") {
+            Some(b) => {
+                let sc = f32s("CENTQS", nlist)?;
+                // SAFETY: i8 and u8 have the same size and alignment, and
+                // every bit pattern is valid for both.
+                let codes = unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<i8>(), b.len()) };
+                QRows::from_parts(nlist, dim, codes, &sc).map_err(|e| {
+                    Error::new(
+                        Status::BadFileFormat,
+                        format!("CENTQ/CENTQS: {}", e.message),
+                    )
+                })?
+            }
+            None => qdot::quantize_rows(&centroids, nlist, dim, dim).map_err(|e| {
+                Error::new(Status::BadFileFormat, format!("CENTROID: {}", e.message))
+            })?,
+        };
+        drop(centroids);
         if codes.is_none() && pq.is_none() && matches!(exact, Exact::Borrowed { .. }) {
             bail!(BadFileFormat, "a borrowed IVF index must have codes");
         }
@@ -275,7 +301,6 @@ impl Ivf {
             dim,
             nlist,
             params,
-            centroids,
             cbias,
             spread,
             offsets,
@@ -285,6 +310,23 @@ impl Ivf {
             codes,
             labels,
         })
+    }
+}
+
+impl Ivf {
+    /// The centroids' `w` part as the index knows it: `scale * code` per
+    /// list (what CENTROID holds in a saved file).
+    pub(super) fn dequantised_centroids(&self) -> Vec<f32> {
+        let (dim, dp) = (self.dim, self.cq.dim_pad());
+        let mut v = Vec::with_capacity(self.nlist * dim);
+        for (l, &s) in self.cq.scales().iter().enumerate() {
+            v.extend(
+                self.cq.codes()[l * dp..l * dp + dim]
+                    .iter()
+                    .map(|&c| s * c as f32),
+            );
+        }
+        v
     }
 }
 

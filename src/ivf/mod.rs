@@ -229,8 +229,6 @@ pub struct Ivf {
     dim: usize,
     nlist: usize,
     params: IvfParams,
-    /// `nlist * dim`: the centroids' `w` part.
-    centroids: Vec<f32>,
     /// The centroids' bias coordinate (zero without a bias).
     cbias: Vec<f32>,
     /// Per list, the expected reach of its best row beyond the centroid per
@@ -247,7 +245,9 @@ pub struct Ivf {
     codes: Option<QRows>,
     /// 4-bit residual codes by list ([`Codes::Pq4`]).
     pq: Option<Box<pq::ListPq>>,
-    /// int8 codes of the centroids (the lists are chosen from these).
+    /// int8 codes of the centroids: the lists are chosen from these, and
+    /// they are all the index keeps of the centroids' `w` part (the f32
+    /// centroids are only needed while building; see `memory_bytes`).
     cq: QRows,
     /// Label training ([`Ivf::train_labels`]): lists then hold training
     /// labels too, so a row may stand in several lists (positions outnumber
@@ -454,6 +454,26 @@ impl Ivf {
         p: &IvfParams,
         borrow: bool,
     ) -> Result<Ivf> {
+        Self::build_with_centroids(tier, w, bias, rows, dim, w_stride, p, borrow).map(|(ix, _)| ix)
+    }
+
+    /// [`Ivf::build_isa`] that also returns the f32 k-means centroids the
+    /// rows were assigned to (`nlist * dim`, the `w` part; the bias part is
+    /// [`Ivf::centroid_bias`]). The index keeps only their int8 codes
+    /// ([`Ivf::centroid_codes`]), which is what a query ranks lists by;
+    /// tests and tools use these to check the assignment.
+    #[allow(clippy::too_many_arguments)]
+    #[doc(hidden)]
+    pub fn build_with_centroids(
+        tier: Isa,
+        w: &[f32],
+        bias: Option<&[f32]>,
+        rows: usize,
+        dim: usize,
+        w_stride: usize,
+        p: &IvfParams,
+        borrow: bool,
+    ) -> Result<(Ivf, Vec<f32>)> {
         isa::check_supported(tier)?;
         if dim == 0 {
             bail!(InvalidArgument, "dim must be >= 1");
@@ -698,7 +718,7 @@ impl Ivf {
             None
         };
         let cq = qdot::quantize_rows(&centroids, nlist, dim, dim)?;
-        Ok(Ivf {
+        let ix = Ivf {
             cq,
             pq,
             rows,
@@ -710,7 +730,6 @@ impl Ivf {
                 pq_m: pq_m as u32,
                 ..*p
             },
-            centroids,
             cbias,
             spread,
             offsets,
@@ -719,7 +738,8 @@ impl Ivf {
             exact,
             codes,
             labels: None,
-        })
+        };
+        Ok((ix, centroids))
     }
 
     pub fn rows(&self) -> usize {
@@ -735,9 +755,12 @@ impl Ivf {
     pub fn params(&self) -> &IvfParams {
         &self.params
     }
-    /// `nlist * dim` centroid coordinates (the `w` part).
-    pub fn centroids(&self) -> &[f32] {
-        &self.centroids
+    /// The int8 codes of the centroids' `w` part (one row per list; a
+    /// centroid is `scale * codes`): the lists are ranked from these. The
+    /// f32 centroids are not kept ([`Ivf::build_with_centroids`] returns
+    /// them at build time).
+    pub fn centroid_codes(&self) -> &QRows {
+        &self.cq
     }
     /// List `l` is `list_ids()[list_offsets()[l] .. list_offsets()[l + 1]]`.
     /// The centroids' bias coordinate, one per list (zeros without a bias).
@@ -772,7 +795,7 @@ impl Ivf {
     pub fn memory_bytes(&self) -> usize {
         let v = |n: usize, b: usize| n * b;
         v(
-            self.centroids.len() + self.cbias.len() + self.bias_pos.len(),
+            self.cbias.len() + self.spread.len() + self.bias_pos.len(),
             4,
         ) + v(self.offsets.len() + self.ids.len(), 4)
             + match &self.exact {

@@ -91,10 +91,25 @@ pub fn check_exact_topk(l: &Layer, k: usize, ids: &[u32], sc: &[f32], what: &str
     }
 }
 
-/// A checksum of the centroids, list offsets and list ids.
-pub fn fingerprint(ivf: &Ivf) -> u32 {
+/// The golden form of the checksum: the build's f32 centroids (from
+/// [`Ivf::build_with_centroids`]), list offsets and list ids.
+pub fn fingerprint_f32(ivf: &Ivf, centroids: &[f32]) -> u32 {
     let mut c = 0;
-    for v in ivf.centroids() {
+    for v in centroids {
+        c = lshk::crc32c::crc32c(c, &v.to_bits().to_le_bytes());
+    }
+    for v in ivf.list_offsets().iter().chain(ivf.list_ids()) {
+        c = lshk::crc32c::crc32c(c, &v.to_le_bytes());
+    }
+    c
+}
+
+/// A checksum of the centroids (the int8 codes and scales the index keeps),
+/// list offsets and list ids.
+pub fn fingerprint(ivf: &Ivf) -> u32 {
+    let cq = ivf.centroid_codes();
+    let mut c = lshk::crc32c::crc32c(0, lshk::format::as_bytes(cq.codes()));
+    for v in cq.scales() {
         c = lshk::crc32c::crc32c(c, &v.to_bits().to_le_bytes());
     }
     for v in ivf.list_offsets().iter().chain(ivf.list_ids()) {
