@@ -18,7 +18,7 @@
 //! * `vdpbf16ps` (AVX-512 BF16) is deliberately NOT used for bf16, although
 //!   Zen 4 and Sapphire Rapids have it. Issue 12: a kernel built on it
 //!   rounded q to bf16 and failed the f32 bound on both machines
-//!   (`tests/fuzz_args.rs`, `tests/index.rs`), so it was removed. Why not
+//!   (`tests/fuzz_args/`, `tests/index.rs`), so it was removed. Why not
 //!   repair it:
 //!   - the bound: `vdpbf16ps` multiplies bf16 by bf16, so q must be split
 //!     into bf16 terms. Two terms (hi + lo) leave a residual of about

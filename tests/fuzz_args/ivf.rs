@@ -1,0 +1,990 @@
+//! The IVF index: build, query and label-aware lists.
+
+use super::*;
+
+pub(crate) struct IvfX {
+    pub(crate) h: *mut lshk_ivf,
+    pub(crate) mirror: Ivf,
+    pub(crate) dim: usize,
+    pub(crate) rows: usize,
+    pub(crate) nlist: usize,
+    pub(crate) w: Vec<f32>,
+    pub(crate) bias: Vec<f32>,
+    pub(crate) codes: Codes,
+}
+
+impl Drop for IvfX {
+    fn drop(&mut self) {
+        // SAFETY: a live handle from lshk_ivf_build.
+        unsafe { lshk_ivf_free(self.h) };
+    }
+}
+
+/// Searches of a C handle and of its Rust mirror (every list re-ranked, one
+/// list without re-ranking, the defaults), bit for bit.
+pub(crate) fn ivf_same_answers(
+    h: *mut lshk_ivf,
+    mirror: &Ivf,
+    qs: &[f32],
+    nq: usize,
+    dim: usize,
+) -> bool {
+    let kk = 4;
+    [
+        (u32::MAX, u32::MAX, 0.0f32),
+        (1, 0, 0.0),
+        (u32::MAX, 32, 3.0),
+    ]
+    .iter()
+    .all(|&(nprobe, rerank, reach)| {
+        let sp = lshk_ivf_search {
+            struct_size: std::mem::size_of::<lshk_ivf_search>() as u32,
+            nprobe,
+            rerank,
+            reach,
+        };
+        let (mut ci, mut cs) = (vec![0u32; nq * kk], vec![0f32; nq * kk]);
+        let (mut ri, mut rs) = (vec![0u32; nq * kk], vec![0f32; nq * kk]);
+        // SAFETY: nq queries of dim floats; outputs of nq * k.
+        let st = unsafe {
+            lshk_ivf_query(
+                h,
+                qs.as_ptr(),
+                nq,
+                dim,
+                kk as u32,
+                &sp,
+                ci.as_mut_ptr(),
+                cs.as_mut_ptr(),
+                null_mut(),
+            )
+        };
+        let rsp = SearchParams {
+            nprobe,
+            rerank: rerank.min(mirror.positions() as u32),
+            reach,
+        };
+        let ok = mirror
+            .search(qs, nq, dim, kk, &rsp, &mut ri, &mut rs)
+            .is_ok();
+        st == LSHK_STATUS_OK && ok && ci == ri && bits(&cs) == bits(&rs)
+    })
+}
+
+/// lshk_ivf_train_labels on a fresh small index (int8 borrowing or
+/// copying W, exact, or PQ4, which must refuse): mutated queries, stride,
+/// CSR labels, parameters, a second training. OK must give the lists that
+/// `Ivf::train_labels` gives the Rust mirror (the same searches afterwards,
+/// bit for bit, and the same lshk_ivf_label_info); a refusal must leave the
+/// index answering as before; inputs never change.
+pub(crate) fn fuzz_ivf_labels(c: &mut Ctx) {
+    let r = &mut c.r;
+    let mut v = Verdict::default();
+    let rows = 16 + r.u(40);
+    let dim = 1 + r.u(10);
+    let codes = r.pick(&[LSHK_IVF_CODES_I8, LSHK_IVF_CODES_NONE, LSHK_IVF_CODES_PQ4]);
+    let borrow = if codes == LSHK_IVF_CODES_NONE {
+        0
+    } else {
+        r.pick(&[0, 1])
+    };
+    let w: Vec<f32> = (0..rows * dim).map(|_| r.f(-1.0, 1.0)).collect();
+    let bias: Vec<f32> = (0..rows).map(|_| r.f(-0.5, 0.5)).collect();
+    let mut p = lshk_ivf_params_default();
+    p.nlist = 1 + r.u(6) as u32;
+    p.iters = 2;
+    p.codes = codes;
+    p.borrow = borrow;
+    p.threads = 1;
+    p.seed = r.0.next_u64();
+    let mut h: *mut lshk_ivf = null_mut();
+    // SAFETY: valid W, bias and params; a writable out.
+    let s0 = unsafe { lshk_ivf_build(w.as_ptr(), bias.as_ptr(), rows, dim, dim, &p, &mut h) };
+    assert_eq!(s0, LSHK_STATUS_OK, "{}", last_msg());
+    let ip = IvfParams {
+        nlist: p.nlist,
+        iters: p.iters,
+        codes: Codes::from_u32(codes).unwrap(),
+        threads: 1,
+        seed: p.seed,
+        ..Default::default()
+    };
+    let mut mirror = Ivf::build_isa(
+        lshk::isa::active(),
+        &w,
+        Some(&bias),
+        rows,
+        dim,
+        dim,
+        &ip,
+        borrow == 1,
+    )
+    .unwrap();
+    if codes == LSHK_IVF_CODES_PQ4 {
+        v.err("PQ4 lists cannot take labels");
+    }
+    let mut nt = r.u(12);
+    let mut q_stride = dim + if r.one_in(3) { r.u(3) } else { 0 };
+    let mut q = Arr::new((0..nt * q_stride).map(|_| r.f(-1.0, 1.0)).collect(), 0.0f32);
+    let lo0 = csr(r, nt, 3);
+    let mut labels = Arr::new(
+        (0..*lo0.last().unwrap())
+            .map(|_| r.u(rows) as u32)
+            .collect(),
+        0u32,
+    );
+    let mut lo = Arr::new(lo0, 0usize);
+    let mut lp = lshk_label_params_default();
+    lp.label_cap = r.pick(&[0, 1, 2, 64]);
+    lp.policy = r.pick(&[LSHK_LABEL_POLICY_BESIDE, LSHK_LABEL_POLICY_INSTEAD]);
+    let mut pmode = 0;
+    let mut twice = false;
+    let mut nan_at = None;
+    let mut what = Vec::new();
+    for _ in 0..r.u(4) {
+        let m = r.u(11);
+        what.push(m);
+        match m {
+            0 => match r.u(4) {
+                0 => q.mode = Mode::Null,
+                1 => lo.mode = Mode::Null,
+                2 => labels.mode = Mode::Null,
+                _ => pmode = 1,
+            },
+            1 => match r.u(3) {
+                0 => q.mode = Mode::Mis,
+                1 => lo.mode = Mode::Mis,
+                _ => labels.mode = Mode::Mis,
+            },
+            2 => nt = r.size(nt),
+            3 => mutate_offsets(r, lo.data_mut()),
+            4 if labels.len() > 0 => {
+                let j = r.u(labels.len());
+                labels.data_mut()[j] = r.pick(&[rows as u32, u32::MAX]);
+            }
+            5 => lp.policy = r.pick(&[2, u32::MAX]),
+            6 => {
+                let full = std::mem::size_of::<lshk_label_params>() as u32;
+                lp.struct_size = r.pick(&[0, 4, full - 1]);
+            }
+            7 => pmode = 2,
+            8 => {
+                let hv = r.pick(&HUGE);
+                q_stride = r.pick(&[dim - 1, 0, hv]);
+            }
+            9 if nt > 0 => nan_at = Some((r.u(nt), r.u(dim))),
+            _ => twice = true,
+        }
+    }
+    if q_stride < dim {
+        v.err("q_stride < dim");
+    }
+    q.need(strided(nt, dim, q_stride), &mut v, || 0.5);
+    lo.need(nt.checked_add(1).map(|x| x as u128), &mut v, || 0);
+    let total = if lo.mode == Mode::Ok && lo.len() > nt {
+        lo.data()[nt] as u128
+    } else {
+        0
+    };
+    if lo.mode == Mode::Ok && lo.len() > nt && lo.data()[..nt + 1].windows(2).any(|w| w[1] < w[0]) {
+        v.err("label_offsets decrease");
+    }
+    labels.need(Some(total), &mut v, || 0);
+    if v.skip {
+        c.skipped += 1;
+        // SAFETY: a live handle.
+        unsafe { lshk_ivf_free(h) };
+        return;
+    }
+    let first = if lo.mode == Mode::Ok && lo.len() > nt {
+        lo.data()[0]
+    } else {
+        0
+    };
+    let used_end = (total as usize).min(labels.len());
+    if labels.mode == Mode::Ok
+        && first <= used_end
+        && labels.data()[first..used_end]
+            .iter()
+            .any(|&y| y as usize >= rows)
+    {
+        v.err("label >= rows");
+    }
+    if let (Some((i, j)), Mode::Ok, true) = (nan_at, q.mode, q_stride >= dim) {
+        let at = i.checked_mul(q_stride).and_then(|x| x.checked_add(j));
+        if let (Some(at), true) = (at, i < nt) {
+            if at >= q.len() {
+                // Beyond the buffer (a claim the call cannot make): no NaN.
+                what.push(99);
+            } else {
+                q.data_mut()[at] = f32::NAN;
+                v.err("non-finite query");
+            }
+        }
+    }
+    let mut big = BigLabel {
+        p: lp,
+        tail: [u64::MAX; 2],
+    };
+    if pmode == 2 && lp.struct_size as usize == std::mem::size_of::<lshk_label_params>() {
+        big.p.struct_size = std::mem::size_of::<BigLabel>() as u32;
+    }
+    if pmode != 1 && (big.p.struct_size as usize) < std::mem::size_of::<lshk_label_params>() {
+        v.err("struct_size too small");
+    }
+    if pmode != 1 && lp.policy > 1 {
+        v.err("bad policy");
+    }
+    let pp: *const lshk_label_params = match pmode {
+        1 => null(),
+        2 => (&big as *const BigLabel).cast(),
+        _ => &lp,
+    };
+    let eff = if pmode == 1 {
+        LabelParams::default()
+    } else {
+        LabelParams {
+            label_cap: lp.label_cap,
+            policy: LabelPolicy::from_u32(lp.policy).unwrap_or(LabelPolicy::Beside),
+        }
+    };
+    if twice && codes != LSHK_IVF_CODES_PQ4 {
+        // First a valid training with no queries (the lists stay as they
+        // are, but the index counts as trained).
+        let z = [0usize];
+        // SAFETY: n = 0: one offset, no queries, no labels.
+        let s = unsafe { lshk_ivf_train_labels(h, null(), 0, dim, z.as_ptr(), null(), null()) };
+        assert_eq!(s, LSHK_STATUS_OK, "{}", last_msg());
+        mirror
+            .train_labels(&[], 0, dim, &z, &[], &LabelParams::default())
+            .unwrap();
+        v.err("the index is already trained");
+    }
+    c.desc = format!(
+        "ivf train_labels rows {rows} dim {dim} codes {codes} borrow {borrow} nlist {} nt {nt} qs {q_stride} params {eff:?} pmode {pmode} twice {twice} muts {what:?}",
+        p.nlist
+    );
+    let probe: Vec<f32> = (0..3 * dim).map(|i| w[i % (rows * dim)] + 0.25).collect();
+    let (qp, op, yp) = (q.ptr(), lo.ptr(), labels.ptr());
+    let i0 = (bits(&q.v), lo.v.clone(), labels.v.clone());
+    // SAFETY: as in fuzz_matmul.
+    let st = c.call("lshk_ivf_train_labels", || unsafe {
+        lshk_ivf_train_labels(h, qp, nt, q_stride, op, yp, pp)
+    });
+    if (bits(&q.v), lo.v.clone(), labels.v.clone()) != i0 {
+        c.fail("lshk_ivf_train_labels changed an input".into());
+    }
+    if c.judge("lshk_ivf_train_labels", st, &v) {
+        let ql = strided(nt, dim, q_stride).unwrap() as usize;
+        let rr = mirror.train_labels(
+            view(&q, ql),
+            nt,
+            q_stride,
+            view(&lo, nt + 1),
+            view(&labels, total as usize),
+            &eff,
+        );
+        let (mut tr, mut lpo) = (9u32, lshk_label_params_default());
+        // SAFETY: a live handle; writable outputs.
+        let si = unsafe { lshk_ivf_label_info(h, &mut tr, &mut lpo) };
+        if rr.is_err()
+            || si != LSHK_STATUS_OK
+            || tr != 1
+            || lpo.label_cap != eff.label_cap
+            || lpo.policy != eff.policy as u32
+            || !ivf_same_answers(h, &mirror, &probe, 3, dim)
+        {
+            c.fail(
+                "lshk_ivf_train_labels: lists or label info differ from Ivf::train_labels's".into(),
+            );
+        }
+    } else if st != LSHK_STATUS_OK && !ivf_same_answers(h, &mirror, &probe, 3, dim) {
+        c.fail(format!(
+            "lshk_ivf_train_labels failed with {st} but changed the index"
+        ));
+    }
+    // SAFETY: a live handle.
+    unsafe { lshk_ivf_free(h) };
+}
+
+pub(crate) fn build_ivfs() -> Vec<IvfX> {
+    // (codes, borrow, nlist)
+    let cfgs = [
+        (Codes::I8, 1u32, 9u32),
+        (Codes::I8, 0, 1),
+        (Codes::None, 0, 14),
+        (Codes::Pq4, 1, 5),
+    ];
+    cfgs.iter()
+        .enumerate()
+        .map(|(i, &(codes, borrow, nlist))| {
+            let (rows, dim) = (180 + 50 * i, 7 + 5 * i);
+            let layer = lshk::data::structured_layer(rows, dim, 6, 21 + i as u64);
+            let mut p = lshk_ivf_params_default();
+            p.nlist = nlist;
+            p.codes = codes as u32;
+            p.borrow = borrow;
+            p.iters = 4;
+            p.threads = 1;
+            p.seed = 5 + i as u64;
+            let mut h = null_mut();
+            // SAFETY: W and bias of the stated sizes (kept alive in IvfX:
+            // the Vec's heap buffer does not move); writable out.
+            let st = unsafe {
+                lshk_ivf_build(
+                    layer.w.as_ptr(),
+                    layer.bias.as_ptr(),
+                    rows,
+                    dim,
+                    dim,
+                    &p,
+                    &mut h,
+                )
+            };
+            assert_eq!(st, LSHK_STATUS_OK, "{}", last_msg());
+            let ip = IvfParams {
+                nlist,
+                iters: 4,
+                codes,
+                threads: 1,
+                seed: 5 + i as u64,
+                ..Default::default()
+            };
+            let mirror = Ivf::build(&layer.w, Some(&layer.bias), rows, dim, dim, &ip).unwrap();
+            IvfX {
+                h,
+                mirror,
+                dim,
+                rows,
+                nlist: nlist as usize,
+                w: layer.w,
+                bias: layer.bias,
+                codes,
+            }
+        })
+        .collect()
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct BigIvfSearch {
+    pub(crate) s: lshk_ivf_search,
+    pub(crate) tail: [u32; 5],
+}
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct BigIvfStats {
+    pub(crate) s: lshk_ivf_stats,
+    pub(crate) tail: [u64; 2],
+}
+
+/// The exact top-k of query `qv` (f64 logits), for the brute-force oracle.
+pub(crate) fn ivf_brute(ix: &IvfX, qv: &[f32], k: usize) -> Vec<(f64, f64)> {
+    let mut all: Vec<(f64, f64)> = (0..ix.rows)
+        .map(|r| {
+            let (mut e, mut a) = (ix.bias[r] as f64, ix.bias[r].abs() as f64);
+            for (&x, &y) in ix.w[r * ix.dim..(r + 1) * ix.dim].iter().zip(qv) {
+                let p = x as f64 * y as f64;
+                e += p;
+                a += p.abs();
+            }
+            (e, a)
+        })
+        .collect();
+    all.sort_by(|x, y| y.0.partial_cmp(&x.0).unwrap());
+    all.truncate(k);
+    all
+}
+
+pub(crate) fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
+    let ix = &ivfs[c.r.u(ivfs.len())];
+    let r = &mut c.r;
+    let mut v = Verdict::default();
+    let dim = ix.dim;
+    let mut nq = r.u(5);
+    let mut q_stride = dim + if r.one_in(3) { r.u(4) } else { 0 };
+    let ql = if nq == 0 {
+        0
+    } else {
+        (nq - 1) * q_stride + dim
+    };
+    let mut q = Arr::new(
+        (0..ql)
+            .map(|i| {
+                let row = (i / q_stride * 41) % ix.rows;
+                ix.w[row * dim + (i % q_stride).min(dim - 1)] + r.f(-0.2, 0.2)
+            })
+            .collect(),
+        0.0f32,
+    );
+    let mut k = r.u(12) as u32;
+    let mut sp = lshk_ivf_search_default();
+    // A full search (every list, every candidate re-ranked) a third of the
+    // time: then the brute force is the oracle too.
+    if r.one_in(3) {
+        sp.nprobe = r.pick(&[ix.nlist as u32, u32::MAX]);
+        sp.rerank = r.pick(&[ix.rows as u32, u32::MAX]);
+        sp.reach = 0.0;
+    } else {
+        sp.nprobe = 1 + r.u(ix.nlist + 2) as u32;
+        sp.rerank = r.pick(&[0, 1, 5, 64, 1000]);
+        sp.reach = r.pick(&[0.0, 0.5, 2.0, 50.0]);
+    }
+    let mut smode = r.pick(&[0, 0, 1]); // 0 struct, 1 NULL, 2 big
+    let mut use_scores = !r.one_in(4);
+    let mut tmode = r.pick(&[0, 1, 1]); // 0 none, 1 stats, 2 big stats
+    let mut st_size = std::mem::size_of::<lshk_ivf_stats>() as u32;
+    let mut handle: *const lshk_ivf = ix.h;
+    let mut foreign = [0u64; 8];
+    let (mut oi_mode, mut os_mode) = (Mode::Ok, Mode::Ok);
+    let mut what = Vec::new();
+    for _ in 0..r.u(4) {
+        let m = r.u(11);
+        what.push(m);
+        let (hv, hv32) = (r.pick(&HUGE), r.pick(&HUGE32));
+        match m {
+            0 => match r.u(4) {
+                0 => q.mode = Mode::Null,
+                1 => oi_mode = Mode::Null,
+                2 => handle = null(),
+                _ => use_scores = false,
+            },
+            1 => match r.u(3) {
+                0 => q.mode = Mode::Mis,
+                1 => oi_mode = Mode::Mis,
+                _ => {
+                    use_scores = true;
+                    os_mode = Mode::Mis
+                }
+            },
+            2 => q_stride = r.pick(&[dim - 1, 0, hv, q_stride.saturating_add(1)]),
+            3 => nq = r.size(nq),
+            4 => k = r.pick(&[k.saturating_add(1), 0, hv32, 100_000, ix.rows as u32 + 3]),
+            5 if q.len() > 0 => {
+                let j = r.u(q.len());
+                q.data_mut()[j] = r.special();
+            }
+            6 => {
+                smode = 0;
+                let full = std::mem::size_of::<lshk_ivf_search>() as u32;
+                sp.struct_size = r.pick(&[0, 4, full - 1]);
+            }
+            7 => smode = 2,
+            8 => {
+                sp.nprobe = r.pick(&[0, 1, u32::MAX]);
+                sp.rerank = r.pick(&[0, u32::MAX, hv32]);
+                sp.reach = r.pick(&[0.0, 2.0, -1.0, -1e-30, f32::NAN, f32::INFINITY, 1e30]);
+            }
+            9 => {
+                tmode = r.pick(&[1, 2]);
+                if r.one_in(2) {
+                    let full = std::mem::size_of::<lshk_ivf_stats>() as u32;
+                    st_size = r.pick(&[0, 8, full - 1]);
+                }
+            }
+            _ => {
+                foreign[0] = r.0.next_u64();
+                handle = r.pick(&[foreign.as_ptr().cast(), ivfs[0].h.cast_const()]);
+            }
+        }
+    }
+    if handle.is_null() {
+        v.err("NULL handle");
+    } else if handle == foreign.as_ptr().cast() {
+        v.err("foreign handle");
+    } else if handle != ix.h.cast_const() {
+        // Another live IVF handle: valid, but of another shape; keep the
+        // oracle simple by skipping.
+        c.skipped += 1;
+        return;
+    }
+    q.need(strided(nq, dim, q_stride), &mut v, || 0.5);
+    let need = mul(nq, k as usize);
+    let mut oi = Arr::new(Vec::new(), CANARY);
+    oi.mode = oi_mode;
+    oi.need(need, &mut v, || CANARY);
+    let mut os = Arr::new(Vec::new(), f32::from_bits(CANARY));
+    os.mode = os_mode;
+    if use_scores {
+        os.need(need, &mut v, || f32::from_bits(CANARY));
+    }
+    if v.skip {
+        c.skipped += 1;
+        return;
+    }
+    if q_stride < dim {
+        v.err("q_stride < dim");
+    }
+    if q.mode == Mode::Ok
+        && q.data()[..strided(nq, dim, q_stride).unwrap_or(0).min(q.len() as u128) as usize]
+            .chunks(q_stride.max(1))
+            .any(|row| row[..dim.min(row.len())].iter().any(|x| !x.is_finite()))
+    {
+        v.err("non-finite query");
+    }
+    let mut big = BigIvfSearch {
+        s: sp,
+        tail: [0x5a5a_5a5a; 5],
+    };
+    if smode == 2 && sp.struct_size as usize == std::mem::size_of::<lshk_ivf_search>() {
+        big.s.struct_size = std::mem::size_of::<BigIvfSearch>() as u32;
+    }
+    if smode != 1 && (big.s.struct_size as usize) < std::mem::size_of::<lshk_ivf_search>() {
+        v.err("search struct_size too small");
+    }
+    let eff = if smode == 1 {
+        lshk_ivf_search_default()
+    } else {
+        sp
+    };
+    if eff.nprobe == 0 {
+        v.err("nprobe 0");
+    }
+    if !(eff.reach.is_finite() && eff.reach >= 0.0) {
+        v.err("reach negative or not finite");
+    }
+    let spp: *const lshk_ivf_search = match smode {
+        1 => null(),
+        2 => (&big as *const BigIvfSearch).cast(),
+        _ => &sp,
+    };
+    let mut bs = BigIvfStats {
+        s: lshk_ivf_stats {
+            struct_size: st_size,
+            reserved: 0xA5A5,
+            scanned: 0xA5A5,
+            reranked: 0xA5A5,
+            lists: 0xA5A5,
+        },
+        tail: [7, 7],
+    };
+    if tmode == 2 && st_size as usize == std::mem::size_of::<lshk_ivf_stats>() {
+        bs.s.struct_size = std::mem::size_of::<BigIvfStats>() as u32;
+    }
+    if tmode != 0 && (bs.s.struct_size as usize) < std::mem::size_of::<lshk_ivf_stats>() {
+        v.err("stats struct_size too small");
+    }
+    let stp: *mut lshk_ivf_stats = if tmode == 0 {
+        null_mut()
+    } else {
+        (&mut bs as *mut BigIvfStats).cast()
+    };
+    c.desc = format!(
+        "ivf query {:?} nlist {} nq {nq} qs {q_stride} k {k} nprobe {} rerank {} smode {smode} scores {use_scores} tmode {tmode} muts {what:?}",
+        ix.codes, ix.nlist, eff.nprobe, eff.rerank
+    );
+    let q0 = bits(&q.v);
+    let (oi0, os0) = (oi.v.clone(), bits(&os.v));
+    let (qp, oip) = (q.ptr(), oi.mptr());
+    let osp = if use_scores { os.mptr() } else { null_mut() };
+    // SAFETY: as in fuzz_matmul.
+    let st = c.call("lshk_ivf_query", || unsafe {
+        lshk_ivf_query(handle, qp, nq, q_stride, k, spp, oip, osp, stp)
+    });
+    if bits(&q.v) != q0 {
+        c.fail("lshk_ivf_query changed an input".into());
+    }
+    if !c.judge("lshk_ivf_query", st, &v) {
+        if st != LSHK_STATUS_OK
+            && (oi.v != oi0
+                || bits(&os.v) != os0
+                || (bs.s.reserved, bs.s.scanned, bs.s.reranked, bs.s.lists)
+                    != (0xA5A5, 0xA5A5, 0xA5A5, 0xA5A5)
+                || bs.tail != [7, 7])
+        {
+            c.fail(format!(
+                "lshk_ivf_query failed with {st} but wrote an output"
+            ));
+        }
+        return;
+    }
+    let kk = k as usize;
+    let nk = nq * kk;
+    if oi.v[nk] != CANARY
+        || (use_scores && os.v[nk].to_bits() != CANARY)
+        || bs.tail != [7, 7]
+        || bs.s.reserved != 0xA5A5
+        || (smode == 2 && big.tail != [0x5a5a_5a5a; 5])
+    {
+        c.fail("lshk_ivf_query wrote past its outputs".into());
+    }
+    // Reference 1: the safe Rust API on an identically built index (rerank
+    // above rows acts as rows, as documented).
+    let rsp = SearchParams {
+        nprobe: eff.nprobe,
+        rerank: eff.rerank.min(ix.rows as u32),
+        reach: eff.reach,
+    };
+    let mut ri = vec![0u32; nk];
+    let mut rs = vec![0f32; nk];
+    let mut rst = SearchStats::default();
+    let qd = &q.data()[..strided(nq, dim, q_stride).unwrap() as usize];
+    if let Err(e) = ix.mirror.search_stats(
+        lshk::isa::active(),
+        qd,
+        nq,
+        q_stride,
+        kk,
+        &rsp,
+        &mut ri,
+        &mut rs,
+        Some(&mut rst),
+    ) {
+        c.fail(format!(
+            "lshk_ivf_query returned OK, Ivf::search refused: {e}"
+        ));
+        return;
+    }
+    if oi.data()[..nk] != ri[..] || (use_scores && bits(&os.data()[..nk]) != bits(&rs)) {
+        c.fail(format!(
+            "lshk_ivf_query: ids {:?} vs Rust {:?}",
+            &oi.data()[..nk],
+            ri
+        ));
+    }
+    if tmode != 0
+        && (bs.s.scanned, bs.s.reranked, bs.s.lists) != (rst.scanned, rst.reranked, rst.lists)
+    {
+        c.fail("lshk_ivf_query: stats differ from Ivf::search_stats".into());
+    }
+    // Reference 2 (independent): a full search is the exact top-k up to
+    // ties within the f32 bound.
+    let full = eff.nprobe as usize >= ix.nlist
+        && eff.reach == 0.0
+        && (ix.codes == Codes::None || eff.rerank as usize >= ix.rows);
+    if full {
+        for qi in 0..nq {
+            let qv = &qd[qi * q_stride..qi * q_stride + dim];
+            let want = ivf_brute(ix, qv, kk);
+            let maxb = want.iter().fold(0f64, |m, x| m.max(x.1)) * gamma(dim + 2) * 2.0;
+            for t in 0..kk {
+                let (id, s) = (ri[qi * kk + t], rs[qi * kk + t]);
+                if t >= ix.rows {
+                    if id != u32::MAX || s != f32::NEG_INFINITY {
+                        c.fail("a full search beyond rows is not padded".into());
+                    }
+                    continue;
+                }
+                if id as usize >= ix.rows {
+                    c.fail(format!("full search: id {id} out of range"));
+                    break;
+                }
+                let (mut e, mut a) = (
+                    ix.bias[id as usize] as f64,
+                    ix.bias[id as usize].abs() as f64,
+                );
+                let row = &ix.w[id as usize * dim..(id as usize + 1) * dim];
+                for (&x, &y) in row.iter().zip(qv) {
+                    let p = x as f64 * y as f64;
+                    e += p;
+                    a += p.abs();
+                }
+                if (s as f64 - e).abs() > gamma(dim + 2) * a + 1e-40
+                    || (e - want[t].0).abs() > maxb + gamma(dim + 2) * a * 2.0 + 1e-40
+                {
+                    c.fail(format!(
+                        "full search: rank {t} id {id} score {s} exact {e}, brute force {}",
+                        want[t].0
+                    ));
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
+    let r = &mut c.r;
+    let mut v = Verdict::default();
+    let mut rows = 1 + r.u(60);
+    let mut dim = 1 + r.u(12);
+    let mut w_stride = dim + if r.one_in(3) { r.u(3) } else { 0 };
+    let mut p = lshk_ivf_params_default();
+    p.nlist = r.pick(&[0, 1, 2, 5]);
+    p.iters = 1 + r.u(3) as u32;
+    p.train_rows = r.pick(&[0, 0, 7, 30]);
+    p.codes = r.pick(&[LSHK_IVF_CODES_I8, LSHK_IVF_CODES_NONE, LSHK_IVF_CODES_PQ4]);
+    p.borrow = if p.codes == LSHK_IVF_CODES_NONE {
+        0
+    } else {
+        r.pick(&[0, 1])
+    };
+    if p.codes == LSHK_IVF_CODES_PQ4 {
+        // A divisor of dim (checked below), or 0 = dim / 2.
+        p.pq_m = r.pick(&[0, 0, 1, 2, 3]);
+        rows = rows.max(16);
+    }
+    p.threads = r.pick(&[0, 1, 2]);
+    p.seed = r.0.next_u64();
+    let wl = (rows - 1) * w_stride + dim;
+    let mut w = Arr::new((0..wl).map(|_| r.f(-1.0, 1.0)).collect(), 0.0f32);
+    let mut bias = Arr::new((0..rows).map(|_| r.f(-0.5, 0.5)).collect(), 0.0f32);
+    let mut use_bias = !r.one_in(3);
+    let mut pmode = r.pick(&[0, 0, 0, 1, 2]); // 0 struct, 1 NULL, 2 big
+    let mut out_mode = Mode::Ok;
+    let mut what = Vec::new();
+    for _ in 0..r.u(4) {
+        let m = r.u(12);
+        what.push(m);
+        let (hv, hv32) = (r.pick(&HUGE), r.pick(&HUGE32));
+        match m {
+            0 => w.mode = r.pick(&[Mode::Null, Mode::Mis]),
+            1 => {
+                use_bias = true;
+                bias.mode = Mode::Mis
+            }
+            2 => rows = r.pick(&[0, rows.saturating_add(1), hv, rows.saturating_sub(1)]),
+            3 => dim = r.pick(&[0, dim.saturating_add(1), hv]),
+            4 => w_stride = r.pick(&[dim.saturating_sub(1), 0, hv, w_stride.saturating_add(1)]),
+            5 => p.nlist = r.pick(&[rows as u32, (rows as u32).wrapping_add(1), u32::MAX, hv32]),
+            6 => p.train_rows = r.pick(&[1, p.nlist.saturating_sub(1), u32::MAX]),
+            7 => match r.u(4) {
+                0 => p.codes = r.pick(&[2, u32::MAX]),
+                1 => p.borrow = r.pick(&[2, u32::MAX, 1]),
+                2 => p.pq_m = r.pick(&[1, 5, 13, u32::MAX]),
+                _ => p.iters = 0,
+            },
+            8 => {
+                pmode = 0;
+                let full = std::mem::size_of::<lshk_ivf_params>() as u32;
+                p.struct_size = r.pick(&[0, 8, full - 1]);
+            }
+            9 if w.len() > 0 => {
+                let j = r.u(w.len());
+                w.data_mut()[j] = r.special();
+            }
+            10 => {
+                use_bias = true;
+                let j = r.u(bias.len());
+                bias.data_mut()[j] = r.special();
+            }
+            _ => out_mode = r.pick(&[Mode::Null, Mode::Mis]),
+        }
+    }
+    if pmode == 2 {
+        p.struct_size = std::mem::size_of::<BigIvfParams>() as u32;
+    }
+    let eff = if pmode == 1 {
+        lshk_ivf_params_default()
+    } else {
+        p
+    };
+    // Order of the documented checks: out, params, rows/dim, buffers.
+    if out_mode != Mode::Ok {
+        v.err("bad out");
+    }
+    if pmode != 1 && (p.struct_size as usize) < std::mem::size_of::<lshk_ivf_params>() {
+        v.err("struct_size too small");
+    }
+    if eff.codes > 2 || eff.borrow > 1 || (eff.borrow == 1 && eff.codes == 0) {
+        v.err("bad codes / borrow");
+    }
+    if rows == 0 || dim == 0 {
+        v.err("rows or dim 0");
+    }
+    if w_stride < dim {
+        v.err("w_stride < dim");
+    }
+    w.need(strided(rows, dim, w_stride), &mut v, || 0.25);
+    if use_bias {
+        bias.need(Some(rows as u128), &mut v, || 0.0);
+    }
+    if v.skip {
+        c.skipped += 1;
+        return;
+    }
+    if rows >= u32::MAX as usize {
+        v.err("rows >= 2^32 - 1");
+    }
+    if eff.iters == 0 {
+        v.err("iters 0");
+    }
+    if eff.codes == LSHK_IVF_CODES_PQ4 {
+        let m = if eff.pq_m == 0 {
+            lshk::ivf::default_pq_m(dim)
+        } else {
+            eff.pq_m as usize
+        };
+        if m > dim || !dim.is_multiple_of(m) {
+            v.err("pq_m does not divide dim");
+        }
+        if rows < 16 {
+            v.err("PQ4 needs 16 rows");
+        }
+    } else if eff.codes <= 2 && eff.pq_m != 0 {
+        v.err("pq_m without PQ4");
+    }
+    if v.expect_err.is_none() {
+        let nlist = if eff.nlist == 0 {
+            lshk::ivf::auto_nlist(rows)
+        } else {
+            eff.nlist as usize
+        };
+        let ntrain = if eff.train_rows == 0 {
+            rows.min(64 * nlist)
+        } else {
+            (eff.train_rows as usize).min(rows)
+        };
+        if nlist > rows || ntrain < nlist {
+            v.err("nlist > rows or train_rows < nlist");
+        }
+        let wd = w.data();
+        let bad_w = (0..rows).any(|rr| {
+            wd[rr * w_stride..rr * w_stride + dim]
+                .iter()
+                .any(|x| !x.is_finite())
+        });
+        let bad_b = use_bias && bias.data()[..rows].iter().any(|x| !x.is_finite());
+        if bad_w || bad_b {
+            v.err("non-finite W or bias");
+        }
+    }
+    c.desc = format!(
+        "ivf build rows {rows} dim {dim} stride {w_stride} nlist {} iters {} train {} codes {} pq_m {} borrow {} pmode {pmode} bias {use_bias} muts {what:?}",
+        eff.nlist, eff.iters, eff.train_rows, eff.codes, eff.pq_m, eff.borrow
+    );
+    let big = BigIvfParams {
+        p,
+        tail: [0xEE; 24],
+    };
+    let pp: *const lshk_ivf_params = match pmode {
+        1 => null(),
+        2 => (&big as *const BigIvfParams).cast(),
+        _ => &p,
+    };
+    let canary = 0xA5A5_A5A5_A5A5_A5A5usize as *mut lshk_ivf;
+    let mut outv: [*mut lshk_ivf; 2] = [canary, canary];
+    let outp: *mut *mut lshk_ivf = match out_mode {
+        Mode::Ok => outv.as_mut_ptr(),
+        Mode::Null => null_mut(),
+        Mode::Mis => outv.as_mut_ptr().cast::<u8>().wrapping_add(1).cast(),
+    };
+    let (wp, bp) = (w.ptr(), if use_bias { bias.ptr() } else { null() });
+    let (w0, b0) = (bits(&w.v), bits(&bias.v));
+    // SAFETY: as in fuzz_matmul.
+    let st = c.call("lshk_ivf_build", || unsafe {
+        lshk_ivf_build(wp, bp, rows, dim, w_stride, pp, outp)
+    });
+    if bits(&w.v) != w0 || bits(&bias.v) != b0 {
+        c.fail("lshk_ivf_build changed an input".into());
+    }
+    if !c.judge("lshk_ivf_build", st, &v) {
+        if st != LSHK_STATUS_OK && outv != [canary, canary] {
+            c.fail("lshk_ivf_build failed but wrote *out".into());
+        }
+        return;
+    }
+    let h = outv[0];
+    if outv[1] != canary {
+        c.fail("lshk_ivf_build wrote past *out".into());
+    }
+    // Reference: the Rust build with the same parameters gives the same
+    // index, compared through its saved file (every section).
+    let ip = IvfParams {
+        nlist: eff.nlist,
+        iters: eff.iters,
+        train_rows: eff.train_rows,
+        codes: Codes::from_u32(eff.codes).unwrap(),
+        pq_m: eff.pq_m,
+        threads: 1,
+        seed: eff.seed,
+        ..Default::default()
+    };
+    let bs = use_bias.then(|| &bias.data()[..rows]);
+    let wd = &w.data()[..strided(rows, dim, w_stride).unwrap() as usize];
+    let mirror = Ivf::build_isa(
+        lshk::isa::active(),
+        wd,
+        bs,
+        rows,
+        dim,
+        w_stride,
+        &ip,
+        eff.borrow == 1,
+    )
+    .unwrap();
+    // Through queries (every 16th build also through the saved files,
+    // which compare every section; a save syncs to disk, so not always):
+    // memory, shape, a full search and a one-list search without re-ranking
+    // (its scores come from the lists and codes), bit for bit.
+    let (mut sr, mut sd, mut sn, mut mem) = (0usize, 0usize, 0u32, 0usize);
+    // SAFETY: a live handle; writable outputs.
+    let s2 = unsafe {
+        lshk_ivf_shape(h, &mut sr, &mut sd, &mut sn) | lshk_ivf_memory_bytes(h, &mut mem)
+    };
+    if s2 != LSHK_STATUS_OK
+        || (sr, sd, sn as usize) != (rows, dim, mirror.nlist())
+        || mem != mirror.memory_bytes()
+    {
+        c.fail("lshk_ivf_build: shape or memory differ from Ivf::build's".into());
+    }
+    let nq = 3;
+    let qs: Vec<f32> = (0..nq * dim)
+        .map(|i| wd[(i % dim) + (i / dim % rows) * w_stride] + 0.125)
+        .collect();
+    let kk = 4;
+    for (nprobe, rerank, reach) in [(u32::MAX, u32::MAX, 0.0), (1, 0, 0.0), (u32::MAX, 40, 2.0)] {
+        let sp = lshk_ivf_search {
+            struct_size: std::mem::size_of::<lshk_ivf_search>() as u32,
+            nprobe,
+            rerank,
+            reach,
+        };
+        let (mut ci, mut cs) = (vec![0u32; nq * kk], vec![0f32; nq * kk]);
+        let (mut ri, mut rs) = (vec![0u32; nq * kk], vec![0f32; nq * kk]);
+        // SAFETY: nq queries of dim floats; outputs of nq * k.
+        let s3 = unsafe {
+            lshk_ivf_query(
+                h,
+                qs.as_ptr(),
+                nq,
+                dim,
+                kk as u32,
+                &sp,
+                ci.as_mut_ptr(),
+                cs.as_mut_ptr(),
+                null_mut(),
+            )
+        };
+        let rsp = SearchParams {
+            nprobe,
+            rerank: rerank.min(rows as u32),
+            reach,
+        };
+        let ok = mirror
+            .search(&qs, nq, dim, kk, &rsp, &mut ri, &mut rs)
+            .is_ok();
+        if s3 != LSHK_STATUS_OK || !ok || ci != ri || bits(&cs) != bits(&rs) {
+            c.fail(format!(
+                "lshk_ivf_build: search (nprobe {nprobe}, rerank {rerank}) differs from Ivf::build's: {ci:?} vs {ri:?}"
+            ));
+        }
+    }
+    if c.r.one_in(16) {
+        let dir = std::env::temp_dir();
+        let (pa, pb) = (
+            dir.join(format!("lshk-fuzz-ivf-{}-a", std::process::id())),
+            dir.join(format!("lshk-fuzz-ivf-{}-b", std::process::id())),
+        );
+        let cpa = std::ffi::CString::new(pa.to_str().unwrap()).unwrap();
+        // SAFETY: a live handle and a NUL-terminated path.
+        let s1 = unsafe { lshk_ivf_save(h, cpa.as_ptr()) };
+        mirror.save(&pb).unwrap();
+        let (fa, fb) = (
+            std::fs::read(&pa).unwrap_or_default(),
+            std::fs::read(&pb).unwrap(),
+        );
+        let _ = (std::fs::remove_file(&pa), std::fs::remove_file(&pb));
+        if s1 != LSHK_STATUS_OK || fa != fb {
+            c.fail("lshk_ivf_build: the saved index differs from Ivf::build's".into());
+        }
+    }
+    // SAFETY: a live handle, freed once.
+    unsafe { lshk_ivf_free(h) };
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct BigIvfParams {
+    pub(crate) p: lshk_ivf_params,
+    pub(crate) tail: [u8; 24],
+}
