@@ -6,7 +6,13 @@
 //! `cargo run --release --example ivf_eval [-- --rows N] [--w2v DIR] [--nq N]
 //! [--nlist N] [--iters N] [--train N] [--codes i8|pq4|none] [--pq-m M] [--only w1|w2v]
 //! [--nprobe 1,2,4,...] [--rerank 16,32,...] [--reach 0,1.5,2,...]
-//! [--npy DIR]`
+//! [--npy DIR] [--calibrate 0.95,0.99] [--cal-nq N]`
+//!
+//! `--calibrate T,...` also runs [`Ivf::calibrate`] for each recall target
+//! on `--cal-nq` (default 500) further queries of the same workload, which
+//! the evaluation does not use, and reports the chosen parameters, their
+//! recall on the calibration sample, and their recall and time on the
+//! evaluation queries (`--nprobe 0` skips the sweep).
 //!
 //! `--npy DIR` runs a user layer instead (`DIR/W.npy`, `DIR/Q.npy` and,
 //! if present, `DIR/b.npy`; e.g. the MiniLM layer that
@@ -35,6 +41,8 @@ fn main() {
     let mut nprobes: Vec<u32> = vec![1, 2, 4, 8, 16, 32, 64];
     let mut reranks: Vec<u32> = vec![16, 32, 64, 128, 256];
     let mut reaches: Vec<f32> = vec![0.0];
+    let mut targets: Vec<f32> = Vec::new();
+    let mut cal_nq = 500usize;
     let list = |s: String| -> Vec<u32> { s.split(',').map(|x| x.parse().expect("list")).collect() };
     let mut a = std::env::args().skip(1);
     while let Some(x) = a.next() {
@@ -60,9 +68,18 @@ fn main() {
             }
             "--pq-m" => p.pq_m = v().parse().expect("pq-m"),
             "--pq-eta" => p.pq_eta = v().parse().expect("pq-eta"),
+            "--calibrate" => targets = v().split(',').map(|x| x.parse().expect("target")).collect(),
+            "--cal-nq" => cal_nq = v().parse().expect("cal-nq"),
             other => panic!("unknown option {other}"),
         }
     }
+    let cal = if targets.is_empty() { 0 } else { cal_nq };
+    let nprobes: Vec<u32> = nprobes.into_iter().filter(|&p| p > 0).collect();
+    let run = |d: &common::Data| {
+        // The calibration sample is the queries after the evaluated ones.
+        let n_eval = d.nq.saturating_sub(cal).min(nq);
+        run(d, n_eval, &p, &nprobes, &reranks, &reaches, &targets)
+    };
     if let Some(dir) = npy {
         let b = dir.join("b.npy");
         let d = common::npy(
@@ -72,20 +89,20 @@ fn main() {
         )
         .expect("npy layer");
         let d = common::Data {
-            nq: d.nq.min(nq),
+            nq: d.nq.min(nq + cal),
             ..d
         };
-        run(&d, &p, &nprobes, &reranks, &reaches);
+        run(&d);
         return;
     }
     if only.as_deref() != Some("w2v") {
-        let d = common::synthetic(rows, 4096, nq);
-        run(&d, &p, &nprobes, &reranks, &reaches);
+        let d = common::synthetic(rows, 4096, nq + cal);
+        run(&d);
     }
     if only.as_deref() != Some("w1") {
-        match w2v.as_deref().and_then(|dir| common::w2v(dir, nq)) {
+        match w2v.as_deref().and_then(|dir| common::w2v(dir, nq + cal)) {
             None => println!("skipped: ../shared/data not found"),
-            Some(d) => run(&d.expect("w2v"), &p, &nprobes, &reranks, &reaches),
+            Some(d) => run(&d.expect("w2v")),
         }
     }
 }
@@ -103,9 +120,16 @@ fn cpu_seconds() -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-fn run(d: &common::Data, p: &IvfParams, nprobes: &[u32], reranks: &[u32], reaches: &[f32]) {
+fn run(
+    d: &common::Data,
+    nq: usize,
+    p: &IvfParams,
+    nprobes: &[u32],
+    reranks: &[u32],
+    reaches: &[f32],
+    targets: &[f32],
+) {
     let k = 10;
-    let nq = d.nq;
     println!("{}", d.name);
     let (exact, _, _) = common::exact_topk(d, nq, k);
     let (t, cpu0) = (Instant::now(), cpu_seconds());
@@ -139,7 +163,60 @@ fn run(d: &common::Data, p: &IvfParams, nprobes: &[u32], reranks: &[u32], reache
         "| reach | nprobe | rerank | lists/q | scanned/q | recall@10 | us/q B=1 | us/q B=64 |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+    // Recall on the evaluated queries, stats, and us per query at B = 1 / 64.
+    let measure = |sp: &SearchParams| {
+        let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+        let mut st = lshk::ivf::SearchStats::default();
+        ivf.search_stats(
+            lshk::isa::active(),
+            &d.q,
+            nq,
+            d.dim,
+            k,
+            sp,
+            &mut ids,
+            &mut sc,
+            Some(&mut st),
+        )
+        .expect("search");
+        let r = common::recall(&ids, &exact, k, nq, None);
+        let mut b1 = f64::INFINITY;
+        for _ in 0..3 {
+            let t = Instant::now();
+            for i in 0..nq {
+                ivf.search(
+                    d.query(i),
+                    1,
+                    d.dim,
+                    k,
+                    sp,
+                    &mut ids[i * k..],
+                    &mut sc[i * k..],
+                )
+                .unwrap();
+            }
+            b1 = b1.min(t.elapsed().as_secs_f64() / nq as f64);
+        }
+        let mut b64 = f64::INFINITY;
+        for _ in 0..3 {
+            let t = Instant::now();
+            for c in (0..nq).step_by(64) {
+                let n = 64.min(nq - c);
+                ivf.search(
+                    &d.q[c * d.dim..],
+                    n,
+                    d.dim,
+                    k,
+                    sp,
+                    &mut ids[c * k..],
+                    &mut sc[c * k..],
+                )
+                .unwrap();
+            }
+            b64 = b64.min(t.elapsed().as_secs_f64() / nq as f64);
+        }
+        (r, st, b1, b64)
+    };
     for &reach in reaches {
         for &nprobe in nprobes {
             for &rerank in reranks {
@@ -148,55 +225,7 @@ fn run(d: &common::Data, p: &IvfParams, nprobes: &[u32], reranks: &[u32], reache
                     rerank,
                     reach,
                 };
-                let mut st = lshk::ivf::SearchStats::default();
-                ivf.search_stats(
-                    lshk::isa::active(),
-                    &d.q,
-                    nq,
-                    d.dim,
-                    k,
-                    &sp,
-                    &mut ids,
-                    &mut sc,
-                    Some(&mut st),
-                )
-                .expect("search");
-                let r = common::recall(&ids, &exact, k, nq, None);
-                let mut b1 = f64::INFINITY;
-                for _ in 0..3 {
-                    let t = Instant::now();
-                    for i in 0..nq {
-                        ivf.search(
-                            d.query(i),
-                            1,
-                            d.dim,
-                            k,
-                            &sp,
-                            &mut ids[i * k..],
-                            &mut sc[i * k..],
-                        )
-                        .unwrap();
-                    }
-                    b1 = b1.min(t.elapsed().as_secs_f64() / nq as f64);
-                }
-                let mut b64 = f64::INFINITY;
-                for _ in 0..3 {
-                    let t = Instant::now();
-                    for c in (0..nq).step_by(64) {
-                        let n = 64.min(nq - c);
-                        ivf.search(
-                            &d.q[c * d.dim..],
-                            n,
-                            d.dim,
-                            k,
-                            &sp,
-                            &mut ids[c * k..],
-                            &mut sc[c * k..],
-                        )
-                        .unwrap();
-                    }
-                    b64 = b64.min(t.elapsed().as_secs_f64() / nq as f64);
-                }
+                let (r, st, b1, b64) = measure(&sp);
                 let cap = if nprobe == u32::MAX {
                     "-".to_string()
                 } else {
@@ -212,5 +241,39 @@ fn run(d: &common::Data, p: &IvfParams, nprobes: &[u32], reranks: &[u32], reache
                 );
             }
         }
+    }
+    if targets.is_empty() {
+        return;
+    }
+    let cal_nq = d.nq - nq;
+    println!(
+        "calibration on {cal_nq} further queries (Ivf::calibrate, rerank 32), evaluated on the {nq} above:"
+    );
+    println!("| target | chosen | recall (sample) | scanned/q (sample) | fixed: nprobe, recall | adaptive: reach, recall | calibrate s | recall@10 | us/q B=1 | us/q B=64 |");
+    println!("|---:|---|---:|---:|---|---|---:|---:|---:|---:|");
+    for &t in targets {
+        let t0 = Instant::now();
+        let c = ivf
+            .calibrate(&d.q[nq * d.dim..], cal_nq, d.dim, k, t, 32, 0)
+            .expect("calibrate");
+        let cal_s = t0.elapsed().as_secs_f64();
+        let chosen = if c.params.reach == 0.0 {
+            format!("nprobe {}", c.params.nprobe)
+        } else {
+            format!("reach {}", c.params.reach)
+        };
+        let (r, _, b1, b64) = measure(&c.params);
+        println!(
+            "| {t} | {chosen} | {:.3} | {:.0} | {}, {:.3} | {}, {:.3} | {cal_s:.1} | {:.3} | {:.1} | {:.1} |",
+            c.recall,
+            c.scanned,
+            c.fixed.0,
+            c.fixed.1,
+            c.adaptive.0,
+            c.adaptive.1,
+            r.top10,
+            b1 * 1e6,
+            b64 * 1e6
+        );
     }
 }

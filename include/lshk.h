@@ -840,6 +840,55 @@ typedef struct lshk_ivf_stats {
 } lshk_ivf_stats;
 
 /*
+ What lshk_ivf_calibrate measured on the sample queries. The caller sets
+ `struct_size` to sizeof(lshk_ivf_calibration); the library writes every
+ other field.
+ */
+typedef struct lshk_ivf_calibration {
+  /*
+   sizeof(lshk_ivf_calibration) as the caller knows it.
+   */
+  uint32_t struct_size;
+  /*
+   1 when `search` met the target recall on the sample, else 0 (then
+   `search` is the best point measured).
+   */
+  uint32_t met;
+  /*
+   The parameters to pass to lshk_ivf_query (its struct_size set):
+   the cheaper of the fixed and the adaptive point, by rows scanned.
+   */
+  struct lshk_ivf_search search;
+  /*
+   Recall@k of `search` on the sample.
+   */
+  float recall;
+  /*
+   The smallest fixed nprobe that met the target (or the best
+   measured), with its recall.
+   */
+  uint32_t fixed_nprobe;
+  float fixed_recall;
+  /*
+   The smallest adaptive reach (steps of 1/16, at most 16) that met
+   the target (or the best measured), with its recall.
+   */
+  float adaptive_reach;
+  float adaptive_recall;
+  /*
+   Zero.
+   */
+  uint32_t reserved;
+  /*
+   Mean rows scanned per sample query: `search`'s, the fixed point's
+   and the adaptive point's.
+   */
+  double scanned;
+  double fixed_scanned;
+  double adaptive_scanned;
+} lshk_ivf_calibration;
+
+/*
  Parameters of lshk_index_train_labels. Obtain defaults from
  lshk_label_params_default(), then change fields.
  */
@@ -2301,6 +2350,40 @@ lshk_status lshk_ivf_shape(const struct lshk_ivf *ivf,
  */
 lshk_status lshk_ivf_memory_bytes(const struct lshk_ivf *ivf,
                                   size_t *out);
+
+/*
+ Chooses the search parameters for a recall target from sample queries:
+ computes the exact top-k of the `nq` sample queries (row i at
+ `q + i * q_stride`, `q_stride >= dim` floats; held-out queries of the
+ real workload, a few hundred), then the smallest fixed nprobe and the
+ smallest adaptive reach whose recall@k on them is at least
+ `target_recall` (in (0, 1]) with `rerank` exact re-scores, and returns
+ the one that scans fewer rows (docs/ivf.md, "Calibration"). Only
+ measured points are returned, so `out->recall >= target_recall` when
+ `out->met` is 1; new queries see the sample's noise. Deterministic (the
+ same on every tier and thread count; rows scanned, not time, decide).
+ `threads` runs the sample's searches in parallel (0 = all cores).
+ Thread-safe on a shared index (it only searches).
+
+ Errors: NULL_POINTER (`ivf`, `out`, `q` with nq > 0), INVALID_HANDLE,
+ INVALID_ARGUMENT (nq or k 0, target_recall not in (0, 1], q_stride <
+ dim, `out` misaligned or its struct_size too small, `out` overlapping
+ `q`), NON_FINITE (a NaN or infinite query value), SIZE_OVERFLOW.
+ Nothing is written on error.
+
+ # Safety
+ `q` must hold (nq-1)*q_stride + dim readable floats; `out` must be a
+ writable lshk_ivf_calibration whose struct_size the caller set.
+ */
+lshk_status lshk_ivf_calibrate(const struct lshk_ivf *ivf,
+                               const float *q,
+                               size_t nq,
+                               size_t q_stride,
+                               uint32_t k,
+                               float target_recall,
+                               uint32_t rerank,
+                               uint32_t threads,
+                               struct lshk_ivf_calibration *out);
 
 /*
  Label-aware lists (HALOS's label-aware buckets on the IVF lists):

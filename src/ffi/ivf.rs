@@ -10,7 +10,7 @@ use super::labels::{lshk_label_params, read_label_params, training_pairs, write_
 use super::*;
 use crate::error::checked_mul;
 use crate::format;
-use crate::ivf::{Codes, Ivf, IvfParams, SearchParams, SearchStats};
+use crate::ivf::{Calibration, Codes, Ivf, IvfParams, SearchParams, SearchStats};
 
 /// An IVF index: k-means lists over the rows of W stored contiguously
 /// (int8 codes and, unless W is borrowed, an f32 copy in list order),
@@ -641,6 +641,133 @@ pub unsafe extern "C" fn lshk_ivf_memory_bytes(
         let ix = unsafe { ivf_ref(ivf)? };
         // SAFETY: checked non-NULL and aligned.
         unsafe { *out = ix.memory_bytes() };
+        Ok(())
+    })
+}
+
+/// What lshk_ivf_calibrate measured on the sample queries. The caller sets
+/// `struct_size` to sizeof(lshk_ivf_calibration); the library writes every
+/// other field.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_ivf_calibration {
+    /// sizeof(lshk_ivf_calibration) as the caller knows it.
+    pub struct_size: u32,
+    /// 1 when `search` met the target recall on the sample, else 0 (then
+    /// `search` is the best point measured).
+    pub met: u32,
+    /// The parameters to pass to lshk_ivf_query (its struct_size set):
+    /// the cheaper of the fixed and the adaptive point, by rows scanned.
+    pub search: lshk_ivf_search,
+    /// Recall@k of `search` on the sample.
+    pub recall: f32,
+    /// The smallest fixed nprobe that met the target (or the best
+    /// measured), with its recall.
+    pub fixed_nprobe: u32,
+    pub fixed_recall: f32,
+    /// The smallest adaptive reach (steps of 1/16, at most 16) that met
+    /// the target (or the best measured), with its recall.
+    pub adaptive_reach: f32,
+    pub adaptive_recall: f32,
+    /// Zero.
+    pub reserved: u32,
+    /// Mean rows scanned per sample query: `search`'s, the fixed point's
+    /// and the adaptive point's.
+    pub scanned: f64,
+    pub fixed_scanned: f64,
+    pub adaptive_scanned: f64,
+}
+
+/// Chooses the search parameters for a recall target from sample queries:
+/// computes the exact top-k of the `nq` sample queries (row i at
+/// `q + i * q_stride`, `q_stride >= dim` floats; held-out queries of the
+/// real workload, a few hundred), then the smallest fixed nprobe and the
+/// smallest adaptive reach whose recall@k on them is at least
+/// `target_recall` (in (0, 1]) with `rerank` exact re-scores, and returns
+/// the one that scans fewer rows (docs/ivf.md, "Calibration"). Only
+/// measured points are returned, so `out->recall >= target_recall` when
+/// `out->met` is 1; new queries see the sample's noise. Deterministic (the
+/// same on every tier and thread count; rows scanned, not time, decide).
+/// `threads` runs the sample's searches in parallel (0 = all cores).
+/// Thread-safe on a shared index (it only searches).
+///
+/// Errors: NULL_POINTER (`ivf`, `out`, `q` with nq > 0), INVALID_HANDLE,
+/// INVALID_ARGUMENT (nq or k 0, target_recall not in (0, 1], q_stride <
+/// dim, `out` misaligned or its struct_size too small, `out` overlapping
+/// `q`), NON_FINITE (a NaN or infinite query value), SIZE_OVERFLOW.
+/// Nothing is written on error.
+///
+/// # Safety
+/// `q` must hold (nq-1)*q_stride + dim readable floats; `out` must be a
+/// writable lshk_ivf_calibration whose struct_size the caller set.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lshk_ivf_calibrate(
+    ivf: *const lshk_ivf,
+    q: *const f32,
+    nq: usize,
+    q_stride: usize,
+    k: u32,
+    target_recall: f32,
+    rerank: u32,
+    threads: u32,
+    out: *mut lshk_ivf_calibration,
+) -> lshk_status {
+    boundary("lshk_ivf_calibrate", || {
+        // SAFETY: forwarded caller contract.
+        let ix = unsafe { ivf_ref(ivf)? };
+        if out.is_null() {
+            bail!(NullPointer, "`out` is NULL");
+        }
+        if !out.is_aligned() {
+            bail!(InvalidArgument, "`out` is misaligned");
+        }
+        // SAFETY: non-NULL, aligned; the caller's struct holds its size.
+        let size = unsafe { (*out).struct_size } as usize;
+        let want = std::mem::size_of::<lshk_ivf_calibration>();
+        if size < want {
+            bail!(
+                InvalidArgument,
+                "out->struct_size is {size}, this library needs at least {want} \
+                 (set it to sizeof(lshk_ivf_calibration))"
+            );
+        }
+        let dim = ix.dim();
+        let ql = strided_len(nq, dim, q_stride, "q")?;
+        check_disjoint(&[span(out, 1, "out")?], &[span(q, ql, "q")?])?;
+        // SAFETY: caller contract for q.
+        let qs = unsafe { slice_in(q, ql, "q")? };
+        let c: Calibration = ix.calibrate(
+            qs,
+            nq,
+            q_stride,
+            k as usize,
+            target_recall,
+            rerank,
+            threads as usize,
+        )?;
+        let r = lshk_ivf_calibration {
+            struct_size: size as u32,
+            met: u32::from(c.met),
+            search: lshk_ivf_search {
+                struct_size: std::mem::size_of::<lshk_ivf_search>() as u32,
+                nprobe: c.params.nprobe,
+                rerank: c.params.rerank,
+                reach: c.params.reach,
+            },
+            recall: c.recall,
+            fixed_nprobe: c.fixed.0,
+            fixed_recall: c.fixed.1,
+            adaptive_reach: c.adaptive.0,
+            adaptive_recall: c.adaptive.1,
+            reserved: 0,
+            scanned: c.scanned,
+            fixed_scanned: c.fixed.2,
+            adaptive_scanned: c.adaptive.2,
+        };
+        // SAFETY: checked non-NULL, aligned and large enough above; written
+        // only on success.
+        unsafe { *out = r };
         Ok(())
     })
 }

@@ -68,10 +68,12 @@ use crate::pq4::Pq4Lut;
 use crate::qdot::{self, QQuery, QRows, Variant};
 use crate::rng::SplitMix64;
 
+mod calibrate;
 mod file;
 mod kmeans;
 mod labels;
 mod pq;
+pub use calibrate::Calibration;
 use kmeans::{assign, kmeans, list_spread, CentView, Points, NO_TRACK};
 pub use pq::{default_m as default_pq_m, TRAIN_ROWS as PQ_TRAIN_ROWS};
 

@@ -1,0 +1,273 @@
+//! Choosing the search parameters for a recall target from sample queries
+//! ([`Ivf::calibrate`], `lshk_ivf_calibrate`).
+//!
+//! The one knob of a search is how many lists it visits: a fixed `nprobe`
+//! or the adaptive `reach`. How much of either a recall target needs
+//! depends on the layer and on where its queries fall (w2v-gutenberg needs
+//! `reach` 3 for 0.99, the MiniLM vocabulary with contextual queries 1.7),
+//! so one default cannot be right everywhere. Calibration measures it
+//! instead, on queries the caller supplies (held-out queries of the real
+//! workload, a few hundred):
+//!
+//! 1. the exact top-`k` of every sample query (every list, every candidate
+//!    re-scored exactly);
+//! 2. the smallest fixed `nprobe` whose recall@k on the sample is at least
+//!    the target (doubling, then bisection; every point is measured);
+//! 3. the smallest adaptive `reach` on a 1/16 grid that does the same
+//!    (bisection on `[0, 16]`);
+//! 4. of the two, the one that scans fewer rows per query on the sample
+//!    (equal: fixed). Rows scanned, not time, so the choice is the same on
+//!    every machine, tier and thread count.
+//!
+//! The returned point's recall was measured on the sample, so it meets the
+//! target there (recall need not be monotone in `nprobe` or `reach`; only
+//! measured points are returned). On new queries expect the sample's
+//! binomial noise: with 500 queries and k = 10 the standard error of a 0.99
+//! recall is about 0.0015. If neither knob reaches the target (int8
+//! scoring with a small `rerank` can miss a few true neighbours even with
+//! every list visited), the best measured point is returned with
+//! `met = false`.
+//!
+//! Recall@k is the fraction of the exact top-`k` ids found (ids, as the
+//! peer benchmarks count it); when the layer has fewer than `k` rows, of
+//! those rows.
+
+use super::*;
+
+/// What [`Ivf::calibrate`] measured (every figure on the sample queries).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Calibration {
+    /// The parameters to search with: the cheaper of the two below that
+    /// meets the target (the caller's `rerank`).
+    pub params: SearchParams,
+    /// Their recall@k on the sample.
+    pub recall: f32,
+    /// Their mean rows scanned per query on the sample.
+    pub scanned: f64,
+    /// Whether `recall >= target`.
+    pub met: bool,
+    /// The smallest fixed `nprobe` that met the target (or the best
+    /// measured), its recall and mean rows scanned.
+    pub fixed: (u32, f32, f64),
+    /// The smallest adaptive `reach` (1/16 steps, at most 16) that met the
+    /// target (or the best measured), its recall and mean rows scanned.
+    pub adaptive: (f32, f32, f64),
+}
+
+/// The adaptive bisection's range and resolution.
+const REACH_MAX: f32 = 16.0;
+const REACH_STEP: f32 = 1.0 / 16.0;
+
+impl Ivf {
+    /// The search parameters that reach `target` recall@`k` on the `nq`
+    /// sample queries `q` (rows at `q_stride`) with `rerank` exact
+    /// re-scores (module docs). `threads` runs the sample's searches in
+    /// parallel (0 = all cores); the result does not depend on it.
+    ///
+    /// Errors: `InvalidArgument` (`nq`, `k` 0, `target` not in `(0, 1]`,
+    /// `q_stride < dim`), `BufferTooSmall` (`q` shorter than the queries),
+    /// `NonFinite` (a query value), `SizeOverflow`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn calibrate(
+        &self,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        k: usize,
+        target: f32,
+        rerank: u32,
+        threads: usize,
+    ) -> Result<Calibration> {
+        self.calibrate_isa(isa::active(), q, nq, q_stride, k, target, rerank, threads)
+    }
+
+    /// [`Ivf::calibrate`] on one tier (tests: the same on every tier).
+    #[allow(clippy::too_many_arguments)]
+    #[doc(hidden)]
+    pub fn calibrate_isa(
+        &self,
+        tier: Isa,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        k: usize,
+        target: f32,
+        rerank: u32,
+        threads: usize,
+    ) -> Result<Calibration> {
+        isa::check_supported(tier)?;
+        if nq == 0 {
+            bail!(InvalidArgument, "nq must be >= 1 (sample queries)");
+        }
+        if k == 0 {
+            bail!(InvalidArgument, "k must be >= 1");
+        }
+        if !(target > 0.0 && target <= 1.0) {
+            bail!(InvalidArgument, "target is {target}; it must be in (0, 1]");
+        }
+        if q_stride < self.dim {
+            bail!(
+                InvalidArgument,
+                "q_stride is {q_stride}, less than dim {}",
+                self.dim
+            );
+        }
+        let ql = strided_len(nq, self.dim, q_stride, "q")?;
+        crate::qdot::check_len(q.len(), ql, "q")?;
+        crate::error::check_finite_rows(q, nq, self.dim, q_stride, "q")?;
+        checked_mul(nq, k, "nq * k")?;
+        let threads = crate::par::threads(threads).min(nq);
+        // Query blocks, the same for any thread count (determinism is by
+        // construction anyway: each query's search is independent).
+        let blocks: Vec<(usize, usize)> =
+            (0..nq).step_by(64).map(|a| (a, (a + 64).min(nq))).collect();
+        // Runs `sp` on every sample query: (ids, rows scanned) per block.
+        let run = |sp: SearchParams| -> Result<(Vec<u32>, u64)> {
+            let per = crate::par::map_indexed(
+                blocks.len(),
+                threads,
+                || (),
+                |_, b| -> Result<(Vec<u32>, u64)> {
+                    let (a, e) = blocks[b];
+                    let n = e - a;
+                    let mut ids = vec![0u32; n * k];
+                    let mut sc = vec![0f32; n * k];
+                    let mut st = SearchStats::default();
+                    self.search_stats(
+                        tier,
+                        &q[a * q_stride..],
+                        n,
+                        q_stride,
+                        k,
+                        &sp,
+                        &mut ids,
+                        &mut sc,
+                        Some(&mut st),
+                    )?;
+                    Ok((ids, st.scanned))
+                },
+            );
+            let mut ids = Vec::with_capacity(nq * k);
+            let mut scanned = 0;
+            for r in per {
+                let (i, s) = r?;
+                ids.extend_from_slice(&i);
+                scanned += s;
+            }
+            Ok((ids, scanned))
+        };
+        // The exact top-k: every list, every candidate re-scored.
+        let npos = self.ids.len();
+        let (exact, _) = run(SearchParams::fixed(
+            self.nlist as u32,
+            npos.min(u32::MAX as usize) as u32,
+        ))?;
+        let want = k.min(self.rows);
+        let mut truth: Vec<Vec<u32>> = exact.chunks_exact(k).map(|c| c[..want].to_vec()).collect();
+        truth.iter_mut().for_each(|t| t.sort_unstable());
+        let total = (nq * want) as f64;
+        // (recall, mean scanned) of `sp`.
+        let measure = |sp: SearchParams| -> Result<(f32, f64)> {
+            let (ids, scanned) = run(sp)?;
+            let mut hit = 0usize;
+            for (got, t) in ids.chunks_exact(k).zip(&truth) {
+                hit += got[..want]
+                    .iter()
+                    .filter(|id| t.binary_search(id).is_ok())
+                    .count();
+            }
+            Ok(((hit as f64 / total) as f32, scanned as f64 / nq as f64))
+        };
+        let meets = |r: f32| r >= target;
+
+        // Fixed nprobe: double until met (or every list), then bisect.
+        let nl = self.nlist as u32;
+        let fixed_at = |p: u32| measure(SearchParams::fixed(p, rerank));
+        let mut best_fixed: Option<(u32, f32, f64)> = None;
+        let mut lo = 0u32; // largest nprobe known to miss
+        let mut p = 1u32;
+        let mut hi = loop {
+            let (r, s) = fixed_at(p)?;
+            if best_fixed.is_none_or(|b| r > b.1) {
+                best_fixed = Some((p, r, s));
+            }
+            if meets(r) {
+                break Some((p, r, s));
+            }
+            lo = p;
+            if p == nl {
+                break None;
+            }
+            p = p.saturating_mul(2).min(nl);
+        };
+        if let Some(mut h) = hi {
+            while h.0 - lo > 1 {
+                let mid = lo + (h.0 - lo) / 2;
+                let (r, s) = fixed_at(mid)?;
+                if meets(r) {
+                    h = (mid, r, s);
+                } else {
+                    lo = mid;
+                }
+            }
+            hi = Some(h);
+        }
+        let fixed = hi.or(best_fixed).expect("nprobe 1 was measured");
+
+        // Adaptive reach: bisection on the 1/16 grid of [0, 16] (reach 0 is
+        // fixed selection, so the grid starts at one step).
+        let reach_at = |i: u32| {
+            measure(SearchParams {
+                nprobe: u32::MAX,
+                rerank,
+                reach: i as f32 * REACH_STEP,
+            })
+        };
+        let steps = (REACH_MAX / REACH_STEP) as u32;
+        let top = reach_at(steps)?;
+        let adaptive = if meets(top.0) {
+            let (mut lo, mut hi) = (0u32, (steps, top.0, top.1));
+            while hi.0 - lo > 1 {
+                let mid = lo + (hi.0 - lo) / 2;
+                let (r, s) = reach_at(mid)?;
+                if meets(r) {
+                    hi = (mid, r, s);
+                } else {
+                    lo = mid;
+                }
+            }
+            (hi.0 as f32 * REACH_STEP, hi.1, hi.2)
+        } else {
+            (REACH_MAX, top.0, top.1)
+        };
+
+        let (fm, am) = (meets(fixed.1), meets(adaptive.1));
+        let use_fixed = match (fm, am) {
+            (true, true) => fixed.2 <= adaptive.2,
+            (true, false) => true,
+            (false, true) => false,
+            (false, false) => fixed.1 >= adaptive.1,
+        };
+        let (params, recall, scanned) = if use_fixed {
+            (SearchParams::fixed(fixed.0, rerank), fixed.1, fixed.2)
+        } else {
+            (
+                SearchParams {
+                    nprobe: u32::MAX,
+                    rerank,
+                    reach: adaptive.0,
+                },
+                adaptive.1,
+                adaptive.2,
+            )
+        };
+        Ok(Calibration {
+            params,
+            recall,
+            scanned,
+            met: meets(recall),
+            fixed,
+            adaptive,
+        })
+    }
+}
