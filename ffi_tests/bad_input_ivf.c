@@ -9,7 +9,7 @@
  *   lshk_ivf_params_default lshk_ivf_search_default lshk_ivf_build
  *   lshk_ivf_query lshk_ivf_save lshk_ivf_load lshk_ivf_shape
  *   lshk_ivf_memory_bytes lshk_ivf_free lshk_ivf_train_labels
- *   lshk_ivf_label_info */
+ *   lshk_ivf_label_info lshk_ivf_calibrate */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <sys/stat.h>
@@ -245,6 +245,44 @@ static void bi_init_lshk_ivf_memory_bytes(bi_args_lshk_ivf_memory_bytes *a,
 static lshk_status bi_call_lshk_ivf_memory_bytes(
     bi_args_lshk_ivf_memory_bytes *a) {
   return lshk_ivf_memory_bytes(a->ivf, a->out);
+}
+
+/* ---- lshk_ivf_calibrate -------------------------------------------------- */
+#define CN 3
+typedef struct {
+  const lshk_ivf *ivf;
+  float qv[CN * QS];
+  lshk_ivf_calibration cv;
+  struct {
+    lshk_ivf_calibration c;
+    unsigned char tail[24];
+  } big; /* a caller with a newer, larger lshk_ivf_calibration */
+  const float *q;
+  size_t nq, q_stride;
+  uint32_t k, rerank, threads;
+  float target;
+  lshk_ivf_calibration *out;
+} bi_args_lshk_ivf_calibrate;
+static void bi_init_lshk_ivf_calibrate(bi_args_lshk_ivf_calibrate *a,
+                                       bi_outs *o) {
+  for (int i = 0; i < CN * QS; i++) a->qv[i] = (float)((i * 5) % 7) - 3.0f;
+  memset(&a->cv, 0x5A, sizeof a->cv);
+  a->cv.struct_size = (uint32_t)sizeof a->cv;
+  a->ivf = ivf_live;
+  a->q = a->qv;
+  a->nq = CN;
+  a->q_stride = QS;
+  a->k = QK;
+  a->target = 0.9f;
+  a->rerank = 10;
+  a->threads = 1;
+  a->out = &a->cv;
+  /* every field but the caller's struct_size */
+  bi_out(o, &a->cv.met, sizeof a->cv - offsetof(lshk_ivf_calibration, met));
+}
+static lshk_status bi_call_lshk_ivf_calibrate(bi_args_lshk_ivf_calibrate *a) {
+  return lshk_ivf_calibrate(a->ivf, a->q, a->nq, a->q_stride, a->k,
+                            a->target, a->rerank, a->threads, a->out);
 }
 
 typedef struct {
@@ -647,6 +685,50 @@ int main(void) {
   BI_IVF_CASES(FN, ivf, const lshk_ivf);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out = BI_MISALIGN(size_t, &a.v));
+#undef FN
+
+#define FN lshk_ivf_calibrate
+  BI_BASELINE(FN);
+  BI_IVF_CASES(FN, ivf, const lshk_ivf);
+  BI_ACCEPT(FN, a.ivf = ivf_borrowed);
+  BI_ACCEPT(FN, a.ivf = ivf_flat; a.rerank = 0; a.target = 1.0f);
+  BI_ACCEPT(FN, a.ivf = ivf_pq; a.rerank = UINT32_MAX);
+  BI_ACCEPT(FN, a.threads = 0);
+  BI_ACCEPT(FN, a.threads = UINT32_MAX); /* at most one thread a block */
+  BI_ACCEPT(FN, a.k = UINT32_MAX / 2);   /* more than the rows */
+  BI_ACCEPT(FN, a.target = 1e-30f);
+  BI_ACCEPT(FN, a.q_stride = ID);
+  BI_ACCEPT(FN, a.qv[QS - 1] = NAN); /* the stride gap is not q */
+  /* struct_size larger than known: accepted, the unknown tail untouched */
+  BI_CASE(FN, LSHK_STATUS_OK, o_.n = 0; memset(&a.big, 0, sizeof a.big);
+          a.big.c.struct_size = (uint32_t)sizeof a.big; a.out = &a.big.c;
+          bi_out(&o_, a.big.tail, sizeof a.big.tail));
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.q = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.nq = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.nq = 0; a.q = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.k = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.target = 0.0f);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.target = -0.5f);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.target = 1.0001f);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.target = NAN);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.target = INFINITY);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q_stride = ID - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q_stride = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.cv.struct_size = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.cv.struct_size = (uint32_t)sizeof(lshk_ivf_calibration) - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out = BI_MISALIGN(lshk_ivf_calibration, &a.cv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q = BI_MISALIGN(const float, a.qv));
+  /* the output overlapping the queries */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, o_.n = 0;
+          a.out = (lshk_ivf_calibration *)(void *)a.qv;
+          bi_out(&o_, a.qv, sizeof a.qv));
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[(CN - 1) * QS + ID - 1] = NAN);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[0] = -INFINITY);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.nq = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.q_stride = SIZE_MAX / 2);
 #undef FN
 
 #define FN lshk_ivf_shape

@@ -939,6 +939,25 @@ void test_ivf() {
   EXPECT_OK(lshk_ivf_query(raw, q.data(), nq, dim, k, nullptr, want_ids.data(), want_sc.data(),
                            nullptr));
   CHECK(same_topk(ivf.query(q, k), want_ids, want_sc));
+  // Calibration: the wrapper equals the C call, meets the target, and the
+  // recall it reports is what a search with its parameters gives.
+  {
+    lshk_ivf_calibration cc;
+    std::memset(&cc, 0, sizeof cc);
+    cc.struct_size = sizeof cc;
+    EXPECT_OK(lshk_ivf_calibrate(raw, q.data(), nq, dim, k, 0.9f, 32, 1, &cc));
+    lshk_ivf_calibration c = ivf.calibrate(q, k, 0.9f, 32, 2);
+    CHECK(std::memcmp(&c.met, &cc.met, sizeof c - offsetof(lshk_ivf_calibration, met)) == 0);
+    CHECK(c.met == 1 && c.recall >= 0.9f && c.search.struct_size == sizeof(lshk_ivf_search));
+    lshk::IvfSearch all(32, static_cast<uint32_t>(rows));
+    lshk::TopK exact = ivf.query(q, k, &all), mine = ivf.query(q, k, &c.search);
+    std::size_t hit = 0;
+    for (std::size_t i = 0; i < nq * k; i++)
+      for (std::size_t j = (i / k) * k; j < (i / k + 1) * k; j++) hit += mine.ids[i] == exact.ids[j];
+    CHECK(static_cast<float>(static_cast<double>(hit) / static_cast<double>(nq * k)) == c.recall);
+    EXPECT_THROW_STATUS((void)ivf.calibrate(q, k, 1.5f), LSHK_STATUS_INVALID_ARGUMENT,
+                        "lshk_ivf_calibrate");
+  }
   // Strided queries, ids only.
   std::vector<float> qs(nq * 30, 5.0f);
   for (std::size_t i = 0; i < nq; i++) std::memcpy(&qs[i * 30], &q[i * dim], dim * sizeof(float));

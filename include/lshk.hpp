@@ -1489,6 +1489,18 @@ class IvfBase {
     return r;
   }
 
+  /* lshk_ivf_calibrate: the search parameters that reach `target_recall`
+   * recall@k on the sample queries (contiguous rows of dim floats; held-out
+   * queries of the real workload). Pass the result's `search` to query. */
+  lshk_ivf_calibration calibrate(span<const float> q, uint32_t k, float target_recall,
+                                 uint32_t rerank = 32, uint32_t threads = 0) const {
+    std::size_t nq = whole_rows("lshk::Ivf::calibrate", "q", q.size(), dim_);
+    lshk_ivf_calibration c{};
+    c.struct_size = static_cast<uint32_t>(sizeof c);
+    check(lshk_ivf_calibrate(h_, q.data(), nq, dim_, k, target_recall, rerank, threads, &c));
+    return c;
+  }
+
  protected:
   IvfBase() noexcept = default;
   void take(const lshk_ivf *h) {

@@ -33,7 +33,14 @@ def prose(limit_chars):
     import importlib
     import inspect
 
-    names = sorted(m.name for m in pkgutil.iter_modules() if not m.name.startswith("_"))
+    # Not the scripts beside this one (importing them runs them).
+    here = os.path.dirname(os.path.abspath(__file__))
+    names = sorted(
+        m.name
+        for m in pkgutil.iter_modules()
+        if not m.name.startswith("_")
+        and os.path.abspath(getattr(m.module_finder, "path", "")) != here
+    )
     skip = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "pydoc_data"}
     out, total = [], 0
     for name in names:

@@ -11,7 +11,7 @@ ValueError before any C call; the C API's own errors raise LshkError.
 """
 
 from os import PathLike
-from typing import Callable, Dict, List, Literal, Optional, Tuple, TypedDict, Union, overload
+from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, TypedDict, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -219,6 +219,14 @@ class Ivf:
         """lshk_ivf_query: top k of W q + b per query (defaults of
         lshk_ivf_search_default: reach 3, no nprobe cap, rerank 32).
         Returns (ids, scores) shaped (nq, k) or (k,) for a 1-D q."""
+    def calibrate(
+        self, q: _F32, k: int = 10, target: float = 0.99, *, rerank: int = 32, threads: int = 0,
+    ) -> Dict[str, Any]:
+        """lshk_ivf_calibrate: the search parameters reaching `target`
+        recall@k on the sample queries q (2-D, held-out queries of the real
+        workload). Keys: nprobe, rerank, reach (pass them to query), recall,
+        scanned, met, fixed (nprobe, recall, scanned), adaptive (reach,
+        recall, scanned)."""
     @property
     def shape(self) -> Tuple[int, int, int]:
         """(rows, dim, nlist)."""

@@ -1459,6 +1459,63 @@ impl Ivf {
         topk_call(py, q, self.dim, k, call, stats.then_some(&fill as _))
     }
 
+    /// The search parameters that reach `target` recall@k on the sample
+    /// queries `q` (2-D, held-out queries of the real workload;
+    /// lshk_ivf_calibrate): a dict with "nprobe", "rerank", "reach" (pass
+    /// them to query), "recall", "scanned", "met", and the two candidates
+    /// "fixed" (nprobe, recall, scanned) and "adaptive" (reach, recall,
+    /// scanned).
+    #[pyo3(signature = (q, k=10, target=0.99, *, rerank=32, threads=0))]
+    fn calibrate<'py>(
+        &self,
+        py: Python<'py>,
+        q: &Bound<'py, PyAny>,
+        k: u32,
+        target: f32,
+        rerank: u32,
+        threads: u32,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let m = mat(py, q, "q", Dt::F32, Nd::Two, false)?;
+        need_cols(&m, "q", self.dim)?;
+        // SAFETY: all-zero is a valid value of this plain C struct.
+        let mut c: c::ivf::lshk_ivf_calibration = unsafe { std::mem::zeroed() };
+        c.struct_size = std::mem::size_of::<c::ivf::lshk_ivf_calibration>() as u32;
+        let (h, qp, nq, qs) = (self.h.0 as usize, m.ptr, m.rows, m.stride);
+        let cp = &mut c as *mut _ as usize;
+        py.detach(move || {
+            // SAFETY: q holds nq rows at stride qs (mat); c lives on this
+            // frame and is written only by this call.
+            check(unsafe {
+                c::ivf::lshk_ivf_calibrate(
+                    h as *const lshk_ivf,
+                    qp as *const f32,
+                    nq,
+                    qs,
+                    k,
+                    target,
+                    rerank,
+                    threads,
+                    cp as *mut c::ivf::lshk_ivf_calibration,
+                )
+            })
+        })
+        .py_err(py)?;
+        drop(m);
+        let d = PyDict::new(py);
+        d.set_item("nprobe", c.search.nprobe)?;
+        d.set_item("rerank", c.search.rerank)?;
+        d.set_item("reach", c.search.reach)?;
+        d.set_item("recall", c.recall)?;
+        d.set_item("scanned", c.scanned)?;
+        d.set_item("met", c.met != 0)?;
+        d.set_item("fixed", (c.fixed_nprobe, c.fixed_recall, c.fixed_scanned))?;
+        d.set_item(
+            "adaptive",
+            (c.adaptive_reach, c.adaptive_recall, c.adaptive_scanned),
+        )?;
+        Ok(d)
+    }
+
     /// (rows, dim, nlist).
     #[getter]
     fn shape(&self, py: Python<'_>) -> PyResult<(usize, usize, u32)> {

@@ -91,6 +91,25 @@ def test_ivf_exact_when_everything_is_scanned(layer):
     assert np.array_equal(ids, exact)
 
 
+def test_ivf_calibrate(layer):
+    w, b, q = layer
+    iv = lshk.Ivf(w, b, nlist=40)
+    c = iv.calibrate(q, 10, 0.9)
+    assert c["met"] and np.float32(c["recall"]) >= np.float32(0.9)
+    assert set(c) == {"nprobe", "rerank", "reach", "recall", "scanned", "met", "fixed", "adaptive"}
+    # the reported recall is a search's with those parameters
+    exact, _ = iv.query(q, 10, nprobe=40, reach=0.0, rerank=len(w))
+    ids, _ = iv.query(q, 10, nprobe=c["nprobe"], rerank=c["rerank"], reach=c["reach"])
+    hit = sum(len(set(a) & set(e)) for a, e in zip(ids, exact))
+    assert np.float32(hit / exact.size) == np.float32(c["recall"])
+    assert iv.calibrate(q, 10, 0.9, threads=1) == c
+    with pytest.raises(lshk.LshkError) as e:
+        iv.calibrate(q, 10, 1.5)
+    assert e.value.status_name == "LSHK_STATUS_INVALID_ARGUMENT"
+    with pytest.raises(ValueError):
+        iv.calibrate(q[:, :5], 10, 0.9)
+
+
 def test_kernels_match_c_api(capi, layer):
     w, b, q = layer
     sh = lshk.SimHash(48, 10, 16, seed=4)

@@ -115,6 +115,8 @@ impl Ivf {
         let ql = strided_len(nq, self.dim, q_stride, "q")?;
         crate::qdot::check_len(q.len(), ql, "q")?;
         crate::error::check_finite_rows(q, nq, self.dim, q_stride, "q")?;
+        // Beyond the rows a larger k only pads: search for what can be found.
+        let k = k.min(self.rows);
         checked_mul(nq, k, "nq * k")?;
         let threads = crate::par::threads(threads).min(nq);
         // Query blocks, the same for any thread count (determinism is by
@@ -162,7 +164,7 @@ impl Ivf {
             self.nlist as u32,
             npos.min(u32::MAX as usize) as u32,
         ))?;
-        let want = k.min(self.rows);
+        let want = k;
         let mut truth: Vec<Vec<u32>> = exact.chunks_exact(k).map(|c| c[..want].to_vec()).collect();
         truth.iter_mut().for_each(|t| t.sort_unstable());
         let total = (nq * want) as f64;

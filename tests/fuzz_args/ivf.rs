@@ -988,3 +988,234 @@ pub(crate) struct BigIvfParams {
     pub(crate) p: lshk_ivf_params,
     pub(crate) tail: [u8; 24],
 }
+
+/// lshk_ivf_calibrate: sample shapes, target, k, rerank, threads, the
+/// output struct (NULL, misaligned, struct_size, larger, overlapping the
+/// queries), handles and query values; on OK every field equals
+/// `Ivf::calibrate` on the mirror (bit for bit) and the caller's tail is
+/// untouched; on failure nothing is written.
+pub(crate) fn fuzz_ivf_calibrate(c: &mut Ctx, ivfs: &[IvfX]) {
+    let ix = &ivfs[c.r.u(ivfs.len())];
+    let r = &mut c.r;
+    let mut v = Verdict::default();
+    let dim = ix.dim;
+    let mut nq = 1 + r.u(6);
+    let mut q_stride = dim + if r.one_in(3) { r.u(4) } else { 0 };
+    let ql = (nq - 1) * q_stride + dim;
+    let mut q = Arr::new(
+        (0..ql)
+            .map(|i| {
+                let row = (i / q_stride * 53) % ix.rows;
+                ix.w[row * dim + (i % q_stride).min(dim - 1)] + r.f(-0.3, 0.3)
+            })
+            .collect(),
+        0.0f32,
+    );
+    let mut k = 1 + r.u(12) as u32;
+    let mut target = r.pick(&[0.5f32, 0.8, 0.9, 0.99, 1.0]);
+    let mut rerank = r.pick(&[0u32, 4, 32, 1000, u32::MAX]);
+    let mut threads = r.pick(&[0u32, 1, 2, 3]);
+    let size = std::mem::size_of::<lshk_ivf_calibration>() as u32;
+    let mut out_size = size;
+    let mut omode = 0; // 0 plain, 1 NULL, 2 misaligned, 3 big, 4 overlapping q
+    let mut handle: *const lshk_ivf = ix.h;
+    let mut foreign = [0u64; 8];
+    let mut what = Vec::new();
+    for _ in 0..r.u(4) {
+        let m = r.u(9);
+        what.push(m);
+        match m {
+            0 => match r.u(2) {
+                0 => q.mode = Mode::Null,
+                _ => handle = null(),
+            },
+            1 => q.mode = Mode::Mis,
+            2 => {
+                let hv = r.pick(&HUGE);
+                q_stride = r.pick(&[dim - 1, 0, hv, q_stride.saturating_add(1)])
+            }
+            3 => {
+                let big = r.size(nq);
+                nq = r.pick(&[0, nq.saturating_add(1), big])
+            }
+            4 => k = r.pick(&[0, k.saturating_add(1), u32::MAX, ix.rows as u32 + 3]),
+            5 if q.len() > 0 => {
+                let j = r.u(q.len());
+                q.data_mut()[j] = r.special();
+            }
+            6 => {
+                target = r.pick(&[0.0, -0.1, 1.0, 1.0001, f32::NAN, f32::INFINITY, 1e-30]);
+                rerank = r.pick(&[0, 1, u32::MAX]);
+                threads = r.pick(&[0, 1, 64, u32::MAX]);
+            }
+            7 => {
+                omode = r.u(5);
+                if omode == 0 {
+                    out_size = r.pick(&[0, 4, size - 1]);
+                }
+            }
+            _ => {
+                foreign[0] = r.0.next_u64();
+                handle = r.pick(&[foreign.as_ptr().cast(), ivfs[0].h.cast_const()]);
+            }
+        }
+    }
+    if handle.is_null() {
+        v.err("NULL handle");
+    } else if handle == foreign.as_ptr().cast() {
+        v.err("foreign handle");
+    } else if handle != ix.h.cast_const() {
+        c.skipped += 1;
+        return;
+    }
+    q.need(strided(nq, dim, q_stride), &mut v, || 0.5);
+    // Each evaluation searches the whole sample: keep the calls short.
+    if v.skip || (v.expect_err.is_none() && nq > 64) {
+        c.skipped += 1;
+        return;
+    }
+    match omode {
+        1 => v.err("out NULL"),
+        2 => v.err("out misaligned"),
+        4 if nq > 0 && q.mode == Mode::Ok => v.err("out overlaps q"),
+        _ => {}
+    }
+    if omode == 0 && out_size < size {
+        v.err("out struct_size too small");
+    }
+    if nq == 0 {
+        v.err("nq 0");
+    }
+    if k == 0 {
+        v.err("k 0");
+    }
+    if !(target > 0.0 && target <= 1.0) {
+        v.err("target not in (0, 1]");
+    }
+    if q_stride < dim {
+        v.err("q_stride < dim");
+    }
+    if q.mode == Mode::Ok
+        && q.data()[..strided(nq, dim, q_stride).unwrap_or(0).min(q.len() as u128) as usize]
+            .chunks(q_stride.max(1))
+            .any(|row| row[..dim.min(row.len())].iter().any(|x| !x.is_finite()))
+    {
+        v.err("non-finite query");
+    }
+    #[repr(C)]
+    struct Big {
+        c: lshk_ivf_calibration,
+        tail: [u32; 6],
+    }
+    // SAFETY: all-zero is a valid value of these plain C structs.
+    let mut big: Big = unsafe { std::mem::zeroed() };
+    big.tail = [0x5a5a_5a5a; 6];
+    let fill = |b: &mut Big, s: u32| {
+        // SAFETY: plain bytes of a repr(C) struct of integers and floats.
+        unsafe {
+            std::ptr::write_bytes(
+                (b as *mut Big).cast::<u8>(),
+                0xA5,
+                std::mem::size_of::<lshk_ivf_calibration>(),
+            )
+        };
+        b.c.struct_size = s;
+    };
+    fill(
+        &mut big,
+        if omode == 3 {
+            std::mem::size_of::<Big>() as u32
+        } else {
+            out_size
+        },
+    );
+    let before = bits_of(&big);
+    let outp: *mut lshk_ivf_calibration = match omode {
+        1 => null_mut(),
+        2 => ((&mut big as *mut Big as usize) + 1) as *mut lshk_ivf_calibration,
+        4 if q.len() > 0 => q.mptr().cast(),
+        _ => &mut big.c,
+    };
+    c.desc = format!(
+        "ivf calibrate {:?} nlist {} nq {nq} qs {q_stride} k {k} target {target} rerank {rerank} threads {threads} omode {omode} muts {what:?}",
+        ix.codes, ix.nlist
+    );
+    let q0 = bits(&q.v);
+    let qp = q.ptr();
+    // SAFETY: as in fuzz_matmul.
+    let st = c.call("lshk_ivf_calibrate", || unsafe {
+        lshk_ivf_calibrate(handle, qp, nq, q_stride, k, target, rerank, threads, outp)
+    });
+    if bits(&q.v) != q0 {
+        c.fail("lshk_ivf_calibrate changed an input".into());
+    }
+    if !c.judge("lshk_ivf_calibrate", st, &v) {
+        if st != LSHK_STATUS_OK && bits_of(&big) != before {
+            c.fail(format!(
+                "lshk_ivf_calibrate failed with {st} but wrote an output"
+            ));
+        }
+        return;
+    }
+    if big.tail != [0x5a5a_5a5a; 6] {
+        c.fail("lshk_ivf_calibrate wrote past its struct".into());
+    }
+    let qd = &q.data()[..strided(nq, dim, q_stride).unwrap() as usize];
+    let want = match ix.mirror.calibrate(
+        qd,
+        nq,
+        q_stride,
+        k as usize,
+        target,
+        rerank,
+        threads.min(4) as usize,
+    ) {
+        Ok(w) => w,
+        Err(e) => {
+            c.fail(format!(
+                "lshk_ivf_calibrate returned OK, Ivf::calibrate refused: {e}"
+            ));
+            return;
+        }
+    };
+    let got = &big.c;
+    let same = got.met == u32::from(want.met)
+        && (
+            got.search.nprobe,
+            got.search.rerank,
+            got.search.reach.to_bits(),
+        ) == (
+            want.params.nprobe,
+            want.params.rerank,
+            want.params.reach.to_bits(),
+        )
+        && got.recall.to_bits() == want.recall.to_bits()
+        && got.scanned.to_bits() == want.scanned.to_bits()
+        && (
+            got.fixed_nprobe,
+            got.fixed_recall.to_bits(),
+            got.fixed_scanned.to_bits(),
+        ) == (want.fixed.0, want.fixed.1.to_bits(), want.fixed.2.to_bits())
+        && (
+            got.adaptive_reach.to_bits(),
+            got.adaptive_recall.to_bits(),
+            got.adaptive_scanned.to_bits(),
+        ) == (
+            want.adaptive.0.to_bits(),
+            want.adaptive.1.to_bits(),
+            want.adaptive.2.to_bits(),
+        )
+        && got.reserved == 0
+        && got.search.struct_size as usize == std::mem::size_of::<lshk_ivf_search>();
+    if !same {
+        c.fail(format!("lshk_ivf_calibrate: {got:?} vs Rust {want:?}"));
+    }
+}
+
+/// The bytes of a plain struct (for "nothing was written" checks).
+fn bits_of<T>(x: &T) -> Vec<u8> {
+    // SAFETY: reads the struct's own bytes (plain C data, no padding
+    // holes that matter for an equality of two snapshots of one value).
+    unsafe { std::slice::from_raw_parts((x as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
+        .to_vec()
+}

@@ -275,6 +275,10 @@ const TARGETS: &[Target] = &[
         "forest"
     }),
     (1, |c, e| {
+        fuzz_ivf_calibrate(c, &e.ivfs);
+        "ivf calibrate"
+    }),
+    (1, |c, e| {
         if c.r.one_in(4) {
             fuzz_graph_build(c);
         } else {
