@@ -46,9 +46,15 @@ def log(*a):
 # ---------------------------------------------------------------- data
 
 
+# Queries after the evaluated ones that lshk_ivf_calibrate may use (the
+# "lshk IVF calibrated" rows: parameters chosen on these, timed on Q).
+CAL = 500
+
+
 class Workload:
-    def __init__(self, name, W, b, Q):
+    def __init__(self, name, W, b, Q, Qcal=None):
         self.name, self.W, self.b, self.Q = name, W, b, Q
+        self.Qcal = Qcal if Qcal is not None and len(Qcal) else None
         self.rows, self.dim = W.shape
         self.nq = Q.shape[0]
         if b is not None:  # peers: [w, b] . [q, 1]
@@ -62,8 +68,10 @@ class Workload:
 def load_w1(d, nq):
     W = np.ascontiguousarray(np.load(os.path.join(d, "W.npy")), dtype=np.float32)
     b = np.ascontiguousarray(np.load(os.path.join(d, "b.npy")).reshape(-1), dtype=np.float32)
-    Q = np.ascontiguousarray(np.load(os.path.join(d, "Q.npy"))[:nq], dtype=np.float32)
-    return Workload(f"W1 synthetic {W.shape[0]:,} x {W.shape[1]} + bias", W, b, Q)
+    Qa = np.load(os.path.join(d, "Q.npy"))
+    Q = np.ascontiguousarray(Qa[:nq], dtype=np.float32)
+    Qcal = np.ascontiguousarray(Qa[nq:nq + CAL], dtype=np.float32)
+    return Workload(f"W1 synthetic {W.shape[0]:,} x {W.shape[1]} + bias", W, b, Q, Qcal)
 
 
 def load_w2v(d, nq):
@@ -72,7 +80,8 @@ def load_w2v(d, nq):
     emb = np.fromfile(os.path.join(d, "input_embeddings.f32"), np.float32).reshape(-1, dim)
     pairs = np.fromfile(os.path.join(d, "heldout_pairs.i32"), np.int32).reshape(-1, 2)
     Q = np.ascontiguousarray(emb[pairs[:nq, 0]])
-    return Workload(f"w2v-gutenberg {W.shape[0]:,} x {dim}, no bias", W, None, Q)
+    Qcal = np.ascontiguousarray(emb[pairs[nq:nq + CAL, 0]])
+    return Workload(f"w2v-gutenberg {W.shape[0]:,} x {dim}, no bias", W, None, Q, Qcal)
 
 
 def load_npy(d, nq):
@@ -81,10 +90,12 @@ def load_npy(d, nq):
     W = np.ascontiguousarray(np.load(os.path.join(d, "W.npy")), dtype=np.float32)
     bp = os.path.join(d, "b.npy")
     b = np.ascontiguousarray(np.load(bp).reshape(-1), dtype=np.float32) if os.path.exists(bp) else None
-    Q = np.ascontiguousarray(np.load(os.path.join(d, "Q.npy"))[:nq], dtype=np.float32)
+    Qa = np.load(os.path.join(d, "Q.npy"))
+    Q = np.ascontiguousarray(Qa[:nq], dtype=np.float32)
+    Qcal = np.ascontiguousarray(Qa[nq:nq + CAL], dtype=np.float32)
     np_ = os.path.join(d, "name.txt")
     name = open(np_).read().strip() if os.path.exists(np_) else f"{d} {W.shape[0]:,} x {W.shape[1]}"
-    return Workload(name, W, b, Q)
+    return Workload(name, W, b, Q, Qcal)
 
 
 def exact_topk(wl, bs=64):
@@ -503,6 +514,15 @@ class IvfStats(ctypes.Structure):  # struct lshk_ivf_stats
                 ("lists", ctypes.c_uint64)]
 
 
+class IvfCalibration(ctypes.Structure):  # struct lshk_ivf_calibration
+    _fields_ = [("struct_size", ctypes.c_uint32), ("met", ctypes.c_uint32), ("search", IvfSearch),
+                ("recall", ctypes.c_float), ("fixed_nprobe", ctypes.c_uint32),
+                ("fixed_recall", ctypes.c_float), ("adaptive_reach", ctypes.c_float),
+                ("adaptive_recall", ctypes.c_float), ("reserved", ctypes.c_uint32),
+                ("scanned", ctypes.c_double), ("fixed_scanned", ctypes.c_double),
+                ("adaptive_scanned", ctypes.c_double)]
+
+
 STORAGE = {"f32": 0, "bf16": 2, "f16": 3, "i8": 4}  # LSHK_STORAGE_*; f32 = BORROWED_F32
 vp, sz = ctypes.c_void_p, ctypes.c_size_t
 
@@ -542,6 +562,11 @@ def load_lshk(path):
         lib.lshk_ivf_memory_bytes.restype = ctypes.c_uint32
         lib.lshk_ivf_free.argtypes = [vp]
         lib.lshk_ivf_free.restype = ctypes.c_uint32
+        if hasattr(lib, "lshk_ivf_calibrate"):
+            lib.lshk_ivf_calibrate.argtypes = [vp, vp, sz, sz, ctypes.c_uint32, ctypes.c_float,
+                                               ctypes.c_uint32, ctypes.c_uint32,
+                                               ctypes.POINTER(IvfCalibration)]
+            lib.lshk_ivf_calibrate.restype = ctypes.c_uint32
         ip, isr = lib.lshk_ivf_params_default(), lib.lshk_ivf_search_default()
         assert ip.struct_size == ctypes.sizeof(IvfParams), (ip.struct_size, ctypes.sizeof(IvfParams))
         assert isr.struct_size == ctypes.sizeof(IvfSearch), (isr.struct_size, ctypes.sizeof(IvfSearch))
@@ -701,6 +726,33 @@ def run_lshk_ivf(h, lib, build_threads):
         h.sweep("lshk IVF", f"{cfg} defaults",
                 [(f"reach={s.reach:g} rerank={s.rerank} no cap", lambda: None)],
                 lambda: (one, batch, extra))
+        # The generalisation rule: no sweep, the parameters chosen by
+        # lshk_ivf_calibrate on CAL other queries of the workload, then
+        # timed on the evaluated ones.
+        if (codes == 1 and nlist == 0 and wl.Qcal is not None
+                and hasattr(lib, "lshk_ivf_calibrate")):
+            for target in (0.95, 0.99):
+                c = IvfCalibration()
+                c.struct_size = ctypes.sizeof(IvfCalibration)
+                t = nowt()
+                lshk_check(lib, lib.lshk_ivf_calibrate(h_, wl.Qcal.ctypes.data, len(wl.Qcal), wl.dim,
+                                                       K, target, 32, build_threads, ctypes.byref(c)),
+                           "lshk_ivf_calibrate")
+                csecs = nowt() - t
+                pick = (f"reach={c.search.reach:g}" if c.search.reach > 0
+                        else f"nprobe={c.search.nprobe}")
+                log(f"  lshk IVF calibrated to {target} on {len(wl.Qcal)} other queries in "
+                    f"{csecs:.1f} s: {pick}, sample recall {c.recall:.3f}")
+
+                def setc(c_=c):
+                    return lambda: (setattr(s, "nprobe", c_.search.nprobe),
+                                    setattr(s, "rerank", c_.search.rerank),
+                                    setattr(s, "reach", c_.search.reach))
+                h.sweep("lshk IVF calibrated", f"{cfg} target={target} ({len(wl.Qcal)} other queries)",
+                        [(f"{pick} rerank={c.search.rerank}", setc())],
+                        lambda: (one, batch, extra))
+            d = lib.lshk_ivf_search_default()
+            s.nprobe, s.rerank, s.reach = d.nprobe, d.rerank, d.reach
         for rr in adaptive_reranks:
             s.rerank, s.nprobe = rr, 0xFFFFFFFF
 
