@@ -1,0 +1,702 @@
+//! Answering queries: list estimates, adaptive or fixed list selection,
+//! int8 / PQ4 scoring of the visited lists, exact re-ranking (module docs
+//! of `ivf`).
+
+use super::*;
+
+#[derive(Default)]
+pub(super) struct Scratch {
+    pub(super) cscore: Vec<f32>,
+    lists: Vec<u32>,
+    lscore: Vec<f32>,
+    qq: Option<QQuery>,
+    approx: Vec<f32>,
+    pos: Vec<u32>,
+    cand: Vec<u32>,
+    cand_sc: Vec<f32>,
+    cand_ids: Vec<u32>,
+    exact: Vec<f32>,
+    heap: Vec<(f32, u32)>,
+    /// Min-heap of the k best approximate scores (adaptive selection).
+    theta: Vec<f32>,
+    /// Lists still to visit, as [`rank_key`]s (adaptive selection).
+    order: Vec<u64>,
+    /// The query's PQ tables ([`Codes::Pq4`]).
+    lut: Option<Pq4Lut>,
+    /// `<[q, 1], c_l>` per list before the spread term ([`Codes::Pq4`]).
+    cbase: Vec<f32>,
+}
+
+thread_local! {
+    pub(super) static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Up to this many lists are chosen with a heap (cheap when few lists
+/// beat the running threshold), more with a linear-time selection.
+pub(super) const SELECT_BY_HEAP: usize = 32;
+
+pub(super) fn grow<T: Clone + Default>(v: &mut Vec<T>, n: usize) {
+    if v.len() < n {
+        v.resize(n, T::default());
+    }
+}
+
+/// Keeps, in order, the first of the entries of `cand` (with their scores
+/// in `sc`) that map to each id by `id_of`, skipping [`TOPK_PAD_ID`]
+/// entries; returns how many remain at the front. `keys` is scratch.
+pub(super) fn keep_first_per_id(
+    keys: &mut Vec<u64>,
+    cand: &mut [u32],
+    sc: &mut [f32],
+    id_of: impl Fn(u32) -> u32,
+) -> usize {
+    keys.clear();
+    keys.extend(
+        cand.iter()
+            .enumerate()
+            .filter(|e| *e.1 != TOPK_PAD_ID)
+            .map(|(i, &c)| (u64::from(id_of(c)) << 32) | i as u64),
+    );
+    keys.sort_unstable();
+    // Mark the later copies (same id, later entry) with a pad id.
+    for w in 1..keys.len() {
+        if keys[w] >> 32 == keys[w - 1] >> 32 {
+            cand[keys[w] as u32 as usize] = TOPK_PAD_ID;
+        }
+    }
+    let mut j = 0;
+    for i in 0..cand.len() {
+        if cand[i] != TOPK_PAD_ID {
+            cand[j] = cand[i];
+            sc[j] = sc[i];
+            j += 1;
+        }
+    }
+    j
+}
+
+/// Larger score first, then smaller id (list ranking).
+pub(super) fn by_rank(a: &(f32, u32), b: &(f32, u32)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
+}
+
+/// The index of the largest value (the first one on ties; values are
+/// finite): 16 running maxima (vectorised), then the first position that
+/// holds the maximum.
+pub(super) fn argmax_first(v: &[f32]) -> usize {
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    let mut chunks = v.chunks_exact(16);
+    for c in &mut chunks {
+        for (m, &x) in lanes.iter_mut().zip(c) {
+            *m = if x > *m { x } else { *m };
+        }
+    }
+    let mut best = f32::NEG_INFINITY;
+    for &x in lanes.iter().chain(chunks.remainder()) {
+        best = if x > best { x } else { best };
+    }
+    v.iter().position(|&x| x == best).unwrap_or(0)
+}
+
+/// A sort key that orders `(score, id)` as [`by_rank`] does (score
+/// descending, then id ascending) for finite scores: the score's bits made
+/// monotone and inverted in the high half, the id in the low half.
+pub(super) fn rank_key(score: f32, id: u32) -> u64 {
+    let b = score.to_bits();
+    // Monotone map of the f32 order onto u32 (negatives flipped whole,
+    // positives with the sign bit set), then inverted for descending.
+    let m = if b >> 31 == 1 { !b } else { b | 0x8000_0000 };
+    (u64::from(!m) << 32) | u64::from(id)
+}
+
+/// The k-th best score pushed so far (`-inf` before `k` scores).
+pub(super) fn theta_of(heap: &[f32], k: usize) -> f32 {
+    if heap.len() < k {
+        f32::NEG_INFINITY
+    } else {
+        heap[0]
+    }
+}
+
+/// Keeps the `k` largest scores in a binary min-heap.
+pub(super) fn theta_push(heap: &mut Vec<f32>, k: usize, x: f32) {
+    if heap.len() < k {
+        heap.push(x);
+        let mut i = heap.len() - 1;
+        while i > 0 {
+            let p = (i - 1) / 2;
+            if heap[p] <= heap[i] {
+                break;
+            }
+            heap.swap(p, i);
+            i = p;
+        }
+    } else if k > 0 && x > heap[0] {
+        heap[0] = x;
+        let mut i = 0;
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut m = i;
+            if l < k && heap[l] < heap[m] {
+                m = l;
+            }
+            if r < k && heap[r] < heap[m] {
+                m = r;
+            }
+            if m == i {
+                break;
+            }
+            heap.swap(m, i);
+            i = m;
+        }
+    }
+}
+
+impl Ivf {
+    /// The top-`k` of `W q + b` for `nq` queries (`q` rows at `q_stride`),
+    /// into `out_ids` / `out_scores` (`nq * k` each): largest first, equal
+    /// scores by smaller id, padded with [`TOPK_PAD_ID`] / `-inf` when the
+    /// visited lists hold fewer than `k` rows.
+    #[allow(clippy::too_many_arguments)]
+    pub fn search(
+        &self,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        k: usize,
+        sp: &SearchParams,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+    ) -> Result<()> {
+        self.search_stats(
+            isa::active(),
+            q,
+            nq,
+            q_stride,
+            k,
+            sp,
+            out_ids,
+            out_scores,
+            None,
+        )
+    }
+
+    /// [`Ivf::search`] on one tier, with optional per-call counts (summed
+    /// over the queries).
+    #[allow(clippy::too_many_arguments)]
+    pub fn search_stats(
+        &self,
+        tier: Isa,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        k: usize,
+        sp: &SearchParams,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+        stats: Option<&mut SearchStats>,
+    ) -> Result<()> {
+        isa::check_supported(tier)?;
+        if sp.nprobe == 0 {
+            bail!(InvalidArgument, "nprobe must be >= 1");
+        }
+        if !(sp.reach.is_finite() && sp.reach >= 0.0) {
+            bail!(
+                InvalidArgument,
+                "reach is {}; it must be finite and >= 0 (0 = fixed nprobe)",
+                sp.reach
+            );
+        }
+        let ql = strided_len(nq, self.dim, q_stride, "q")?;
+        if q.len() < ql {
+            bail!(
+                BufferTooSmall,
+                "`q` holds {} floats, {nq} queries of stride {q_stride} need {ql}",
+                q.len()
+            );
+        }
+        let need = checked_mul(nq, k, "nq * k")?;
+        if out_ids.len() < need || out_scores.len() < need {
+            bail!(
+                BufferTooSmall,
+                "outputs hold {} ids and {} scores, nq * k = {need} needed",
+                out_ids.len(),
+                out_scores.len()
+            );
+        }
+        crate::error::check_finite_rows(q, nq, self.dim, q_stride, "q")?;
+        let mut st = SearchStats::default();
+        if k > 0 {
+            SCRATCH.with(|s| {
+                let mut s = s.borrow_mut();
+                for i in 0..nq {
+                    self.search_one(
+                        tier,
+                        &q[i * q_stride..i * q_stride + self.dim],
+                        k,
+                        sp,
+                        &mut s,
+                        &mut out_ids[i * k..(i + 1) * k],
+                        &mut out_scores[i * k..(i + 1) * k],
+                        &mut st,
+                    );
+                }
+            });
+        }
+        if let Some(o) = stats {
+            *o = st;
+        }
+        Ok(())
+    }
+
+    /// Quantises `q` into `s.qq` and writes every list's estimate
+    /// `e_l = <[q, 1], c_l> + |q| spread_l` into `s.cscore[..nlist]` (with
+    /// [`Codes::Pq4`] also the query's tables and `s.cbase`). Returns `|q|`.
+    pub(super) fn list_estimates(&self, v: Variant, q: &[f32], s: &mut Scratch) -> f32 {
+        let nlist = self.nlist;
+        let dp = self.cq.dim_pad();
+        if s.qq.as_ref().is_none_or(|x| x.dim_pad() != dp) {
+            s.qq = Some(QQuery::new(dp).expect("dim_pad of stored codes is valid"));
+        }
+        s.qq.as_mut()
+            .unwrap()
+            .set(q)
+            .expect("queries are checked finite");
+        let qq = s.qq.as_ref().unwrap();
+        grow(&mut s.cscore, nlist);
+        self.cq
+            .score_run_with(v, 0, nlist, qq, None, &mut s.cscore[..nlist])
+            .expect("centroid run");
+        let qn = q.iter().map(|&v| v * v).sum::<f32>().sqrt();
+        if let Some(pq) = &self.pq {
+            // The list constants of the residual scores, and the query's
+            // tables (once per query, shared by every list).
+            grow(&mut s.cbase, nlist);
+            for ((d, &c), &b) in s.cbase[..nlist]
+                .iter_mut()
+                .zip(&s.cscore[..nlist])
+                .zip(&self.cbias)
+            {
+                *d = c + b;
+            }
+            if s.lut.as_ref().is_none_or(|l| l.m() != pq.m()) {
+                s.lut = Some(Pq4Lut::new(pq.m()).expect("m of stored codes is valid"));
+            }
+            s.lut
+                .as_mut()
+                .unwrap()
+                .set(pq.codebook(), q)
+                .expect("queries are checked finite");
+        }
+        let cs = &mut s.cscore[..nlist];
+        for ((c, b), t) in cs.iter_mut().zip(&self.cbias).zip(&self.spread) {
+            *c += b + qn * t;
+        }
+        qn
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn search_one(
+        &self,
+        tier: Isa,
+        q: &[f32],
+        k: usize,
+        sp: &SearchParams,
+        s: &mut Scratch,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+        st: &mut SearchStats,
+    ) {
+        let nlist = self.nlist;
+        let nprobe = (sp.nprobe as usize).min(nlist);
+        let v = Variant::of(tier).expect("tier checked");
+        let qn = self.list_estimates(v, q, s);
+        let n = if sp.reach > 0.0 {
+            self.visit_adaptive(tier, v, q, qn, k, nprobe, sp.reach, s, st)
+        } else {
+            self.visit_fixed(tier, v, q, nprobe, s, st)
+        };
+        st.scanned += n as u64;
+        if (self.codes.is_none() && self.pq.is_none()) || sp.rerank == 0 {
+            // Exact scores (Codes::None) or approximate ones returned as
+            // they are.
+            for p in s.pos[..n].iter_mut() {
+                *p = self.ids[*p as usize];
+            }
+            if self.labels.is_none() {
+                topk_segment(
+                    &s.approx[..n],
+                    Some(&s.pos[..n]),
+                    k,
+                    &mut s.heap,
+                    out_ids,
+                    out_scores,
+                );
+            } else {
+                self.topk_unique(n, k, s, out_ids, out_scores);
+            }
+            return;
+        }
+        // At least k; never more than there are candidates (a huge rerank
+        // must not size the scratch).
+        let r = (sp.rerank as usize).max(k).min(n.max(k));
+        grow(&mut s.cand, r);
+        grow(&mut s.cand_sc, r);
+        topk_segment(
+            &s.approx[..n],
+            Some(&s.pos[..n]),
+            r,
+            &mut s.heap,
+            &mut s.cand[..r],
+            &mut s.cand_sc[..r],
+        );
+        let mut m = s.cand[..r]
+            .iter()
+            .take_while(|&&p| p != TOPK_PAD_ID)
+            .count();
+        if self.labels.is_some() {
+            // A row in several lists is re-scored once.
+            m = self.dedup_positions(m, s);
+        }
+        st.reranked += m as u64;
+        self.exact_scores(tier, q, m, s);
+        topk_segment(
+            &s.exact[..m],
+            Some(&s.cand_ids[..m]),
+            k,
+            &mut s.heap,
+            out_ids,
+            out_scores,
+        );
+    }
+
+    /// Keeps the first position of every id among the candidate positions
+    /// `s.cand[..m]` (best first), in order; returns how many remain.
+    fn dedup_positions(&self, m: usize, s: &mut Scratch) -> usize {
+        let ids = &self.ids;
+        keep_first_per_id(&mut s.order, &mut s.cand[..m], &mut s.cand_sc[..m], |p| {
+            ids[p as usize]
+        })
+    }
+
+    /// The top-`k` of `s.approx[..n]` by the ids in `s.pos[..n]`, each id
+    /// once (label-trained lists may hold a row twice): the best `r`
+    /// entries, `r` doubled until they hold `k` distinct ids or every entry.
+    fn topk_unique(
+        &self,
+        n: usize,
+        k: usize,
+        s: &mut Scratch,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+    ) {
+        let mut r = (2 * k).min(n).max(1);
+        loop {
+            grow(&mut s.cand, r);
+            grow(&mut s.cand_sc, r);
+            topk_segment(
+                &s.approx[..n],
+                Some(&s.pos[..n]),
+                r,
+                &mut s.heap,
+                &mut s.cand[..r],
+                &mut s.cand_sc[..r],
+            );
+            let j = keep_first_per_id(&mut s.order, &mut s.cand[..r], &mut s.cand_sc[..r], |id| id);
+            if j >= k || r >= n {
+                let j = j.min(k);
+                out_ids[..j].copy_from_slice(&s.cand[..j]);
+                out_scores[..j].copy_from_slice(&s.cand_sc[..j]);
+                out_ids[j..k].fill(TOPK_PAD_ID);
+                out_scores[j..k].fill(f32::NEG_INFINITY);
+                return;
+            }
+            r = (2 * r).min(n);
+        }
+    }
+
+    /// Scores the rows of lists `l0..l1` (positions `offsets[l0] ..
+    /// offsets[l1]`) into `s.approx[n..]` (their positions into
+    /// `s.pos[n..]`): from the int8 or 4-bit codes, or exactly from the
+    /// owned f32 copy with [`Codes::None`]. Returns the rows scored.
+    #[allow(clippy::too_many_arguments)]
+    fn scan_lists(
+        &self,
+        tier: Isa,
+        v: Variant,
+        q: &[f32],
+        l0: usize,
+        l1: usize,
+        s: &mut Scratch,
+        n: usize,
+    ) -> usize {
+        let (a, b) = (self.offsets[l0] as usize, self.offsets[l1] as usize);
+        let len = b - a;
+        grow(&mut s.approx, n + len);
+        grow(&mut s.pos, n + len);
+        let bias = (!self.bias_pos.is_empty()).then(|| &self.bias_pos[a..b]);
+        let out = &mut s.approx[n..n + len];
+        match (&self.codes, &self.pq) {
+            (Some(codes), _) => {
+                let qq = s.qq.as_ref().expect("query quantised");
+                codes
+                    .score_run_with(v, a, len, qq, bias, out)
+                    .expect("runs lie within the stored rows");
+            }
+            (None, Some(pq)) => {
+                // One run per list: each starts on its own block and adds
+                // its own centroid's score.
+                let lut = s.lut.as_ref().expect("tables set");
+                for l in l0..l1 {
+                    let (la, lb) = (
+                        self.offsets[l] as usize - a,
+                        self.offsets[l + 1] as usize - a,
+                    );
+                    pq.score_list(
+                        tier,
+                        l,
+                        lut,
+                        s.cbase[l],
+                        bias.map(|x| &x[la..lb]),
+                        &mut out[la..lb],
+                    );
+                }
+            }
+            (None, None) => {
+                let Exact::Owned(rows) = &self.exact else {
+                    unreachable!("codes None always owns its rows")
+                };
+                let dim = self.dim;
+                if len > 0 {
+                    // SAFETY: positions a..b are rows of the owned copy
+                    // (stride dim), `out` holds len values; dim >= 1; the
+                    // tier is supported (checked by the caller).
+                    unsafe {
+                        (kd::kernels(tier).tile)(
+                            &rows[a * dim..],
+                            dim,
+                            len,
+                            dim,
+                            q,
+                            dim,
+                            1,
+                            out,
+                            len,
+                        )
+                    };
+                }
+                if let Some(bb) = bias {
+                    for (o, &x) in out.iter_mut().zip(bb) {
+                        *o += x;
+                    }
+                }
+            }
+        }
+        for (d, p) in s.pos[n..n + len].iter_mut().zip(a as u32..) {
+            *d = p;
+        }
+        len
+    }
+
+    /// Fixed selection: the `nprobe` best lists by `s.cscore`, scanned in
+    /// id order with adjacent lists merged into one run (fewer calls, and
+    /// the kernel's in-run prefetch carries across the boundary; the result
+    /// does not depend on the order). Returns the rows scanned.
+    fn visit_fixed(
+        &self,
+        tier: Isa,
+        v: Variant,
+        q: &[f32],
+        nprobe: usize,
+        s: &mut Scratch,
+        st: &mut SearchStats,
+    ) -> usize {
+        let nlist = self.nlist;
+        grow(&mut s.lists, nprobe);
+        grow(&mut s.lscore, nprobe);
+        if nprobe <= SELECT_BY_HEAP {
+            topk_segment(
+                &s.cscore[..nlist],
+                None,
+                nprobe,
+                &mut s.heap,
+                &mut s.lists[..nprobe],
+                &mut s.lscore[..nprobe],
+            );
+        } else {
+            // Many lists: a linear-time selection of the same set (the
+            // nprobe best by score, ties by smaller id; scores are finite).
+            s.heap.clear();
+            s.heap
+                .extend(s.cscore[..nlist].iter().zip(0u32..).map(|(&c, l)| (c, l)));
+            if nprobe < nlist {
+                s.heap.select_nth_unstable_by(nprobe - 1, by_rank);
+            }
+            for (d, e) in s.lists[..nprobe].iter_mut().zip(&s.heap[..nprobe]) {
+                *d = e.1;
+            }
+        }
+        s.lists[..nprobe].sort_unstable();
+        let mut n = 0;
+        let mut i = 0;
+        while i < nprobe && s.lists[i] != TOPK_PAD_ID {
+            let mut j = i + 1;
+            while j < nprobe && s.lists[j] == s.lists[j - 1] + 1 {
+                j += 1;
+            }
+            st.lists += (j - i) as u64;
+            let (l0, l1) = (s.lists[i] as usize, s.lists[j - 1] as usize + 1);
+            i = j;
+            n += self.scan_lists(tier, v, q, l0, l1, s, n);
+        }
+        n
+    }
+
+    /// Adaptive selection ([`SearchParams`]): the best list, then every list
+    /// whose optimistic estimate reaches the running k-th score, best
+    /// estimate first, at most `cap` lists. Returns the rows scanned.
+    #[allow(clippy::too_many_arguments)]
+    fn visit_adaptive(
+        &self,
+        tier: Isa,
+        v: Variant,
+        q: &[f32],
+        qn: f32,
+        k: usize,
+        cap: usize,
+        reach: f32,
+        s: &mut Scratch,
+        st: &mut SearchStats,
+    ) -> usize {
+        let nlist = self.nlist;
+        // The best list by estimate (ties by smaller id): a branch-free max
+        // (vectorised), then the first list that holds it.
+        let cs = &s.cscore[..nlist];
+        let first = argmax_first(cs);
+        // Optimistic estimate of list l: e_l + (reach - 1) |q| spread_l.
+        let extra = (reach - 1.0) * qn;
+        let opt = |cs: &[f32], l: usize| cs[l] + extra * self.spread[l];
+        s.theta.clear();
+        let multi = self.labels.is_some();
+        let mut n = 0;
+        let visit = |s: &mut Scratch, l: usize, n: &mut usize| {
+            let m = self.scan_lists(tier, v, q, l, l + 1, s, *n);
+            // Only a score above the current k-th best changes it: one
+            // compare per row, the heap only for the few that pass.
+            let mut th = theta_of(&s.theta, k);
+            for &x in &s.approx[*n..*n + m] {
+                // A row in two label-trained lists has the same int8 score
+                // in both: counted once (a distinct row with exactly the
+                // same score is skipped too, which only lowers the bound).
+                if x > th && !(multi && s.theta.contains(&x)) {
+                    theta_push(&mut s.theta, k, x);
+                    th = theta_of(&s.theta, k);
+                }
+            }
+            *n += m;
+        };
+        visit(s, first, &mut n);
+        let mut visited = 1usize;
+        // 4-bit codes under-estimate the best rows' scores (a row far out
+        // along the query is pulled towards its cell's centre), so their
+        // running k-th score alone admits too many lists. The exact k-th
+        // score of the first list's k best candidates is a lower bound of
+        // the final k-th exact score: the threshold is the larger of the
+        // two. (int8 scores are close enough: not done there.)
+        let floor = if self.pq.is_some() {
+            self.exact_kth(tier, q, k, s, n)
+        } else {
+            f32::NEG_INFINITY
+        };
+        // Every other list that can still pass; the k-th score only grows,
+        // so a list that fails now never passes later.
+        let th = theta_of(&s.theta, k).max(floor);
+        // Sorted best estimate first (ties by smaller id) as one u64 key per
+        // list: the high half orders the (finite) score descending, the low
+        // half the id ascending; an integer sort, no comparator calls.
+        s.order.clear();
+        if cap > 1 {
+            // 16 lists at a time: a vectorised compare into a bit mask, then
+            // only the passing lists (few on a clustered layer) are pushed.
+            let cs = &s.cscore[..nlist];
+            let sp = &self.spread[..nlist];
+            for (c0, (cc, ss)) in cs.chunks(16).zip(sp.chunks(16)).enumerate() {
+                let mut mask = 0u32;
+                for (j, (&c, &x)) in cc.iter().zip(ss).enumerate() {
+                    mask |= u32::from(c + extra * x >= th) << j;
+                }
+                while mask != 0 {
+                    let j = mask.trailing_zeros() as usize;
+                    mask &= mask - 1;
+                    let l = c0 * 16 + j;
+                    if l != first {
+                        s.order.push(rank_key(cs[l], l as u32));
+                    }
+                }
+            }
+        }
+        s.order.sort_unstable();
+        let order = std::mem::take(&mut s.order);
+        for &key in &order {
+            if visited >= cap {
+                break;
+            }
+            let l = key as u32 as usize;
+            if opt(&s.cscore, l) < theta_of(&s.theta, k).max(floor) {
+                continue;
+            }
+            visit(s, l, &mut n);
+            visited += 1;
+        }
+        s.order = order;
+        st.lists += visited as u64;
+        n
+    }
+
+    /// The k-th best exact score among the `k` best approximate candidates
+    /// `s.approx[..n]` (positions `s.pos[..n]`), `-inf` if there are fewer
+    /// than `k`. Uses `s.cand`, `s.cand_sc`, `s.cand_ids` and `s.exact` as
+    /// scratch.
+    fn exact_kth(&self, tier: Isa, q: &[f32], k: usize, s: &mut Scratch, n: usize) -> f32 {
+        if n < k || k == 0 {
+            return f32::NEG_INFINITY;
+        }
+        grow(&mut s.cand, k);
+        grow(&mut s.cand_sc, k);
+        topk_segment(
+            &s.approx[..n],
+            Some(&s.pos[..n]),
+            k,
+            &mut s.heap,
+            &mut s.cand[..k],
+            &mut s.cand_sc[..k],
+        );
+        self.exact_scores(tier, q, k, s);
+        s.exact[..k].iter().fold(f32::INFINITY, |a, &e| a.min(e))
+    }
+
+    /// Exact scores `w_r . q + b_r` of the candidate positions `s.cand[..m]`
+    /// into `s.exact[..m]`, their original ids into `s.cand_ids[..m]`.
+    fn exact_scores(&self, tier: Isa, q: &[f32], m: usize, s: &mut Scratch) {
+        grow(&mut s.cand_ids, m);
+        grow(&mut s.exact, m);
+        let (rows, by_id) = self.exact_rows();
+        for (d, &p) in s.cand_ids[..m].iter_mut().zip(&s.cand[..m]) {
+            *d = self.ids[p as usize];
+        }
+        let fetch = if by_id {
+            &s.cand_ids[..m]
+        } else {
+            &s.cand[..m]
+        };
+        // SAFETY: every id is a position < rows of the owned copy or an
+        // original id < rows of the borrowed W (which holds rows rows at its
+        // stride, checked at build); q holds dim floats; exact holds m.
+        unsafe { (km::kernels(tier).f32)(&rows, q, fetch, &mut s.exact[..m]) };
+        if !self.bias_pos.is_empty() {
+            for (e, &p) in s.exact[..m].iter_mut().zip(&s.cand[..m]) {
+                *e += self.bias_pos[p as usize];
+            }
+        }
+    }
+}
