@@ -105,6 +105,8 @@ struct Opts {
     hf_leaf: u32,
     hf_q: u32,
     hf_rebuild: usize,
+    synthetic: usize,
+    planted: usize,
 }
 
 fn opts() -> Opts {
@@ -131,6 +133,8 @@ fn opts() -> Opts {
         hf_leaf: 16,
         hf_q: 32,
         hf_rebuild: 100,
+        synthetic: 0,
+        planted: 4096,
     };
     let a: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -176,6 +180,8 @@ fn opts() -> Opts {
             "--hf-leaf" => o.hf_leaf = n() as u32,
             "--hf-q" => o.hf_q = n() as u32,
             "--hf-rebuild" => o.hf_rebuild = n().max(1),
+            "--synthetic" => o.synthetic = n(),
+            "--planted" => o.planted = n().max(1),
             x => panic!("unknown option {x} (see the header of examples/lns_train.rs)"),
         }
         i += 2;
@@ -963,25 +969,101 @@ fn evaluate(sh: &Shared, w: &[f32]) -> (f64, f64, f64) {
 
 mod common;
 
-fn main() {
-    let o = opts();
+/// A training task: the input vectors (`emb`, D per row), the (input,
+/// class) training pairs, the held-out pairs (flat i32, for
+/// `common::group_pairs`) and the class counts of the training pairs.
+struct Task {
+    name: String,
+    rows: usize,
+    emb: Vec<f32>,
+    train: Vec<(u32, u32)>,
+    held: Vec<i32>,
+    epoch_pairs: usize,
+}
+
+fn w2v_task(o: &Opts) -> Option<Task> {
     if !o.dir.join("output_layer.f32").exists() {
-        println!("skipped: ../shared/data not found ({})", o.dir.display());
-        return;
+        return None;
     }
-    let t0 = Instant::now();
-    let (emb, erows) =
+    let (emb, rows) =
         lshk::data::read_raw_f32(&o.dir.join("input_embeddings.f32"), D).expect("embeddings");
-    let rows = erows;
     let tp = lshk::data::read_raw_i32(&o.dir.join("train_pairs.i32")).expect("train pairs");
-    let hp = lshk::data::read_raw_i32(&o.dir.join("heldout_pairs.i32")).expect("held-out pairs");
-    let mut train: Vec<(u32, u32)> = tp
+    let held = lshk::data::read_raw_i32(&o.dir.join("heldout_pairs.i32")).expect("held-out pairs");
+    let train: Vec<(u32, u32)> = tp
         .chunks_exact(2)
         .map(|p| {
             assert!(p[0] >= 0 && (p[0] as usize) < rows && p[1] >= 0 && (p[1] as usize) < rows);
             (p[0] as u32, p[1] as u32)
         })
         .collect();
+    Some(Task {
+        name: "w2v-gutenberg".into(),
+        rows,
+        emb,
+        train,
+        held,
+        epoch_pairs: EPOCH_PAIRS,
+    })
+}
+
+/// The W1-scale synthetic task (`--synthetic N`): N classes, a planted
+/// layer W* from `lshk::data::structured_layer(N, 128, 1024 clusters)`,
+/// and `--planted C` labelled classes spread evenly over the ids
+/// (`i * N / C`); each sample's label is drawn uniformly from those C and
+/// its input is `w*_y / |w*_y| + noise` (N(0, 0.25^2 / 128) per
+/// coordinate, as `data::queries_near_labels`). The other N - C classes
+/// never occur: the output layer must learn to keep them down. Training
+/// pairs: `steps * batch` distinct samples (one pass), held-out:
+/// `--heldout` more.
+fn synthetic_task(o: &Opts) -> Task {
+    let n = o.synthetic;
+    let layer = lshk::data::structured_layer(n, D, 1024, 5);
+    let c = o.planted.min(n);
+    let (ntr, nho) = (o.steps * o.batch, o.heldout);
+    let mut r = SplitMix64::new(17);
+    let noise = 0.25 / (D as f32).sqrt();
+    let mut emb = vec![0f32; (ntr + nho) * D];
+    let mut ys = Vec::with_capacity(ntr + nho);
+    for x in emb.chunks_mut(D) {
+        let y = (r.below(c as u64) as usize * n / c) as u32;
+        ys.push(y);
+        let wy = &layer.w[y as usize * D..(y as usize + 1) * D];
+        let norm = wy.iter().map(|v| v * v).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
+        for (v, &wv) in x.iter_mut().zip(wy) {
+            *v = wv / norm + noise * r.next_normal() as f32;
+        }
+    }
+    let train = (0..ntr).map(|i| (i as u32, ys[i])).collect();
+    let held = (ntr..ntr + nho)
+        .flat_map(|i| [i as i32, ys[i] as i32])
+        .collect();
+    Task {
+        name: format!("synthetic ({n} classes, {c} planted)"),
+        rows: n,
+        emb,
+        train,
+        held,
+        epoch_pairs: ntr,
+    }
+}
+
+fn main() {
+    let o = opts();
+    let t0 = Instant::now();
+    let task = if o.synthetic > 0 {
+        synthetic_task(&o)
+    } else {
+        match w2v_task(&o) {
+            Some(t) => t,
+            None => {
+                println!("skipped: ../shared/data not found ({})", o.dir.display());
+                return;
+            }
+        }
+    };
+    let (rows, emb, hp) = (task.rows, &task.emb, &task.held);
+    let mut train = task.train.clone();
+    let erows = emb.len() / D;
     let mut count = vec![0f64; rows];
     for &(_, y) in &train {
         count[y as usize] += 1.0;
@@ -989,18 +1071,23 @@ fn main() {
     let unigram = Alias::new(&count.iter().map(|c| c.powf(0.75)).collect::<Vec<_>>());
     SplitMix64::new(99).shuffle(&mut train);
     train.truncate(o.pairs.max(1));
-    let held = common::group_pairs(&hp, o.heldout, rows, rows, true);
-    let held_all = common::group_pairs(&hp, o.heldout, rows, rows, false);
+    let held = common::group_pairs(hp, o.heldout, erows, rows, true);
+    let held_all = common::group_pairs(hp, o.heldout, erows, rows, false);
     let tier = lshk::isa::active();
     println!(
-        "w2v-gutenberg: {rows} classes x {D} (+ bias); {} training pairs used (shuffled, seed 99), \
-         {} steps of B = {}, SGD lr {}; held-out: {} pairs -> {} centres; S = {} ({:.1} % of the classes); \
+        "{}: {rows} classes x {D} (+ bias); {} training pairs used (shuffled, seed 99), \
+         {} steps of B = {}, {}; held-out: {} pairs -> {} centres; S = {} ({:.1} % of the classes); \
          LSH SimHash K = {} L = {} (BiasAug), {}; \
-         tier {tier:?}, one thread; read in {:.1} s",
+         tier {tier:?}, threads {:?}; data in {:.1} s",
+        task.name,
         train.len(),
         o.steps,
         o.batch,
-        o.lr,
+        if o.adam {
+            format!("lazy Adam lr {} (dense Adam for the full softmax)", o.adam_lr)
+        } else {
+            format!("SGD lr {}", o.lr)
+        },
         held_all.labels.len(),
         held.len(),
         o.s,
@@ -1016,12 +1103,13 @@ fn main() {
         } else {
             "rebuilt at step 0, 50, then intervals x1.25".to_string()
         },
+        o.threads,
         t0.elapsed().as_secs_f64()
     );
     let sh = Shared {
         o: &o,
         rows,
-        emb: &emb,
+        emb,
         train: &train,
         unigram: &unigram,
         held: &held,
@@ -1039,7 +1127,7 @@ fn main() {
             res.push(r);
         }
     }
-    let steps_epoch = EPOCH_PAIRS.div_ceil(o.batch);
+    let steps_epoch = task.epoch_pairs.div_ceil(o.batch);
     println!(
         "\n| method | threads | active/sample | P@1 | P@5 | held-out LL | last train loss | ms/step | s/epoch (extrap.) | vs full (same threads) | rebuilds (s) |"
     );
@@ -1067,7 +1155,8 @@ fn main() {
         );
     }
     println!(
-        "\n(epoch = {EPOCH_PAIRS} pairs = {steps_epoch} steps; total {:.1} s)",
+        "\n(epoch = {} pairs = {steps_epoch} steps; total {:.1} s)",
+        task.epoch_pairs,
         t0.elapsed().as_secs_f64()
     );
 }
