@@ -60,7 +60,7 @@ int main() {
     CHECK(p.struct_size == sizeof(lshk_forest_params) && p.trees == 8 && p.leaf_size == 64);
     p.trees = 4;
     p.leaf_size = 16;
-    p.threads = 1;
+    p.build_threads = 1;
     lshk::Forest f(w, rows, dim, stride, p);
     CHECK(f && f.rows() == rows && f.dim() == dim && f.trees() == 4);
     lshk_forest *raw = nullptr;
