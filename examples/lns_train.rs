@@ -1,7 +1,8 @@
-//! LSH negative sampling (LNS / SLIDE) against full softmax, uniform and
-//! unigram^0.75 negatives, training a softmax output layer on
-//! w2v-gutenberg (issue 14, item 5, a first version). `lns_train.md` has
-//! the measured table.
+//! LSH negative sampling (LNS / SLIDE) and the hashing forest (HF) against
+//! full softmax, uniform and unigram^0.75 negatives, training a softmax
+//! output layer on w2v-gutenberg or on a W1-scale synthetic task with
+//! planted labels (issue 14, item 5). `lns_train.md` has the measured
+//! tables.
 //!
 //! `cargo run --release --example lns_train [-- OPTIONS]`
 //!
@@ -16,7 +17,11 @@
 //!   `--pairs N` keeps the first N after shuffling, `--steps N` mini-batches
 //!   of `--batch B` samples (cycling over the kept pairs).
 //! * Optimizer: plain SGD, `W[r] -= lr * G_r` with `G_r` the gradient
-//!   summed over the batch (`--lr`, default 0.02), the same rule for every method.
+//!   summed over the batch (`--lr`, default 0.02), the same rule for every
+//!   method; or `--opt adam` (`--adam-lr`, default 1e-3, betas 0.9 / 0.999):
+//!   `train::Adam` (lazy: only the rows of the batch, per-row step counts)
+//!   for the sampled methods, the same per-element rule on every row every
+//!   step for the full softmax.
 //! * Methods, at the same active-set size S per sample (`--s`, default
 //!   1,024 = 2.9 % of the classes; the true label counts within S):
 //!   - `full`: all logits with `lshk::dense` (`logits_isa`, B queries per
@@ -32,7 +37,14 @@
 //!     W, queried with `[e_x, 1]` (embedding) or `[w_y, 1]` (label); the
 //!     label, then whole buckets table by table (from a random first table
 //!     per sample, cyclically) while the union stays within S, stopping at
-//!     the first table whose bucket would overflow it (the seed's rule).
+//!     the first table whose bucket would overflow it (the seed's rule);
+//!   - `hf`: a `lshk::forest::Forest` over the rows `[w, b]` (`--hf-trees`
+//!     L, default 4; `--hf-leaf` B, default 16), rebuilt from the current W
+//!     every `--hf-rebuild` T steps (default 100); per sample S(x) with set
+//!     size `--hf-q` Q (default 32) queried with `[e_x, 1]`; the batch's
+//!     union S(X) capped at S - 1 classes (`forest::union_capped`, seeded by
+//!     the step), and each sample's active set is its label plus S(X)
+//!     (shared by the batch, as in the seed's selective softmax).
 //!
 //!   Sampled methods: gathered logits (`matmul::WeightMatrix::matmul`),
 //!   `softmax_xent_in_place` over C u {y} (no correction), and
@@ -53,14 +65,24 @@
 //!   exact top-5 (`DenseLayer::topk_threads`) against the centre's set of
 //!   context words (as `halos_pk`), and the mean log-likelihood of the true
 //!   context under the full softmax, per held-out pair.
-//! * Time: training wall time of the steps run, one thread (every kernel
-//!   called with `threads = 1`), extrapolated to one epoch of 2,000,000
-//!   pairs: `t / steps * ceil(2,000,000 / B)`.
+//! * Time: training wall time of the steps run, extrapolated to one epoch
+//!   of 2,000,000 pairs: `t / steps * ceil(2,000,000 / B)`.
+//! * Threads (`--threads 1,2`: every method once per count): every kernel
+//!   gets the count; the candidates, the gathered logits and the forest
+//!   queries split the batch into contiguous sample ranges (each sample
+//!   draws from its own generator, seeded by step and sample), the full
+//!   softmax's dense products, transposes and update split W's rows. The
+//!   results are the same for every count (the kernels' own rule, and
+//!   every split writes disjoint outputs).
+//! * `--synthetic N` (`--planted C`, default 4,096): the W1-scale task
+//!   instead of w2v (see `synthetic_task`); no data files needed.
 //!
 //! Options: `--dir D` (default ../shared/data/w2v-gutenberg), `--pairs N`,
 //! `--steps N`, `--batch B`, `--s S`, `--k K`, `--l L`, `--lr X`,
 //! `--heldout N`, `--methods a,b,..`, `--progress N` (steps between lines),
-//! `--rehash rebuild|incremental`, `--lambda X`.
+//! `--rehash rebuild|incremental`, `--lambda X`, `--threads a,b,..`,
+//! `--opt sgd|adam`, `--adam-lr X`, `--hf-trees L`, `--hf-leaf B`,
+//! `--hf-q Q`, `--hf-rebuild T`, `--synthetic N`, `--planted C`.
 //!
 //! Prints `skipped: ../shared/data not found` when the data are absent.
 
@@ -1028,7 +1050,12 @@ fn synthetic_task(o: &Opts) -> Task {
         let y = (r.below(c as u64) as usize * n / c) as u32;
         ys.push(y);
         let wy = &layer.w[y as usize * D..(y as usize + 1) * D];
-        let norm = wy.iter().map(|v| v * v).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
+        let norm = wy
+            .iter()
+            .map(|v| v * v)
+            .sum::<f32>()
+            .sqrt()
+            .max(f32::MIN_POSITIVE);
         for (v, &wv) in x.iter_mut().zip(wy) {
             *v = wv / norm + noise * r.next_normal() as f32;
         }
