@@ -1,7 +1,8 @@
-//! LSH negative sampling (LNS / SLIDE) against full softmax, uniform and
-//! unigram^0.75 negatives, training a softmax output layer on
-//! w2v-gutenberg (issue 14, item 5, a first version). `lns_train.md` has
-//! the measured table.
+//! LSH negative sampling (LNS / SLIDE) and the hashing forest (HF) against
+//! full softmax, uniform and unigram^0.75 negatives, training a softmax
+//! output layer on w2v-gutenberg or on a W1-scale synthetic task with
+//! planted labels (issue 14, item 5). `lns_train.md` has the measured
+//! tables.
 //!
 //! `cargo run --release --example lns_train [-- OPTIONS]`
 //!
@@ -16,7 +17,11 @@
 //!   `--pairs N` keeps the first N after shuffling, `--steps N` mini-batches
 //!   of `--batch B` samples (cycling over the kept pairs).
 //! * Optimizer: plain SGD, `W[r] -= lr * G_r` with `G_r` the gradient
-//!   summed over the batch (`--lr`, default 0.02), the same rule for every method.
+//!   summed over the batch (`--lr`, default 0.02), the same rule for every
+//!   method; or `--opt adam` (`--adam-lr`, default 1e-3, betas 0.9 / 0.999):
+//!   `train::Adam` (lazy: only the rows of the batch, per-row step counts)
+//!   for the sampled methods, the same per-element rule on every row every
+//!   step for the full softmax.
 //! * Methods, at the same active-set size S per sample (`--s`, default
 //!   1,024 = 2.9 % of the classes; the true label counts within S):
 //!   - `full`: all logits with `lshk::dense` (`logits_isa`, B queries per
@@ -32,7 +37,14 @@
 //!     W, queried with `[e_x, 1]` (embedding) or `[w_y, 1]` (label); the
 //!     label, then whole buckets table by table (from a random first table
 //!     per sample, cyclically) while the union stays within S, stopping at
-//!     the first table whose bucket would overflow it (the seed's rule).
+//!     the first table whose bucket would overflow it (the seed's rule);
+//!   - `hf`: a `lshk::forest::Forest` over the rows `[w, b]` (`--hf-trees`
+//!     L, default 4; `--hf-leaf` B, default 16), rebuilt from the current W
+//!     every `--hf-rebuild` T steps (default 100); per sample S(x) with set
+//!     size `--hf-q` Q (default 32) queried with `[e_x, 1]`; the batch's
+//!     union S(X) capped at S - 1 classes (`forest::union_capped`, seeded by
+//!     the step), and each sample's active set is its label plus S(X)
+//!     (shared by the batch, as in the seed's selective softmax).
 //!
 //!   Sampled methods: gathered logits (`matmul::WeightMatrix::matmul`),
 //!   `softmax_xent_in_place` over C u {y} (no correction), and
@@ -53,14 +65,24 @@
 //!   exact top-5 (`DenseLayer::topk_threads`) against the centre's set of
 //!   context words (as `halos_pk`), and the mean log-likelihood of the true
 //!   context under the full softmax, per held-out pair.
-//! * Time: training wall time of the steps run, one thread (every kernel
-//!   called with `threads = 1`), extrapolated to one epoch of 2,000,000
-//!   pairs: `t / steps * ceil(2,000,000 / B)`.
+//! * Time: training wall time of the steps run, extrapolated to one epoch
+//!   of 2,000,000 pairs: `t / steps * ceil(2,000,000 / B)`.
+//! * Threads (`--threads 1,2`: every method once per count): every kernel
+//!   gets the count; the candidates, the gathered logits and the forest
+//!   queries split the batch into contiguous sample ranges (each sample
+//!   draws from its own generator, seeded by step and sample), the full
+//!   softmax's dense products, transposes and update split W's rows. The
+//!   results are the same for every count (the kernels' own rule, and
+//!   every split writes disjoint outputs).
+//! * `--synthetic N` (`--planted C`, default 4,096): the W1-scale task
+//!   instead of w2v (see `synthetic_task`); no data files needed.
 //!
 //! Options: `--dir D` (default ../shared/data/w2v-gutenberg), `--pairs N`,
 //! `--steps N`, `--batch B`, `--s S`, `--k K`, `--l L`, `--lr X`,
 //! `--heldout N`, `--methods a,b,..`, `--progress N` (steps between lines),
-//! `--rehash rebuild|incremental`, `--lambda X`.
+//! `--rehash rebuild|incremental`, `--lambda X`, `--threads a,b,..`,
+//! `--opt sgd|adam`, `--adam-lr X`, `--hf-trees L`, `--hf-leaf B`,
+//! `--hf-q Q`, `--hf-rebuild T`, `--synthetic N`, `--planted C`.
 //!
 //! Prints `skipped: ../shared/data not found` when the data are absent.
 
@@ -68,8 +90,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use lshk::dense::DenseLayer;
+use lshk::forest::{union_capped, Forest, ForestParams, ForestResult};
 use lshk::index::{Index, IndexParams, RehashClock, RehashSchedule, Storage, Transform};
 use lshk::isa::Isa;
+use lshk::kernels::train::{scalar::adam_one, AdamCoef};
 use lshk::matmul::{WeightMatrix, Weights};
 use lshk::rng::SplitMix64;
 use lshk::tables::fold_code;
@@ -96,6 +120,15 @@ struct Opts {
     progress: usize,
     incremental: bool,
     lambda: f64,
+    threads: Vec<usize>,
+    adam: bool,
+    adam_lr: f32,
+    hf_trees: u32,
+    hf_leaf: u32,
+    hf_q: u32,
+    hf_rebuild: usize,
+    synthetic: usize,
+    planted: usize,
 }
 
 fn opts() -> Opts {
@@ -109,12 +142,21 @@ fn opts() -> Opts {
         l: 50,
         lr: 0.02,
         heldout: 20_000,
-        methods: ["full", "uniform", "unigram", "lsh-emb", "lsh-label"]
+        methods: ["full", "uniform", "unigram", "lsh-emb", "lsh-label", "hf"]
             .map(String::from)
             .to_vec(),
         progress: 0,
         incremental: false,
         lambda: lshk::index::LNS_REHASH_LAMBDA,
+        threads: vec![1],
+        adam: false,
+        adam_lr: 1e-3,
+        hf_trees: 4,
+        hf_leaf: 16,
+        hf_q: 32,
+        hf_rebuild: 100,
+        synthetic: 0,
+        planted: 4096,
     };
     let a: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -141,6 +183,27 @@ fn opts() -> Opts {
                 }
             }
             "--lambda" => o.lambda = v.parse().expect("--lambda"),
+            "--threads" => {
+                o.threads = v
+                    .split(',')
+                    .map(|t| t.parse().expect("--threads 1,2"))
+                    .collect();
+                assert!(o.threads.iter().all(|&t| t >= 1), "--threads: counts >= 1");
+            }
+            "--opt" => {
+                o.adam = match v.as_str() {
+                    "sgd" => false,
+                    "adam" => true,
+                    x => panic!("--opt {x}: sgd or adam"),
+                }
+            }
+            "--adam-lr" => o.adam_lr = v.parse().expect("--adam-lr"),
+            "--hf-trees" => o.hf_trees = n() as u32,
+            "--hf-leaf" => o.hf_leaf = n() as u32,
+            "--hf-q" => o.hf_q = n() as u32,
+            "--hf-rebuild" => o.hf_rebuild = n().max(1),
+            "--synthetic" => o.synthetic = n(),
+            "--planted" => o.planted = n().max(1),
             x => panic!("unknown option {x} (see the header of examples/lns_train.rs)"),
         }
         i += 2;
@@ -194,6 +257,7 @@ enum Method {
     Unigram,
     LshEmb,
     LshLabel,
+    Hf,
 }
 
 fn method(s: &str) -> Method {
@@ -203,6 +267,7 @@ fn method(s: &str) -> Method {
         "unigram" => Method::Unigram,
         "lsh-emb" => Method::LshEmb,
         "lsh-label" => Method::LshLabel,
+        "hf" => Method::Hf,
         x => panic!("unknown method {x}"),
     }
 }
@@ -221,6 +286,7 @@ struct Shared<'a> {
 
 struct Result_ {
     name: String,
+    threads: usize,
     steps: usize,
     train_s: f64,
     rebuilds: usize,
@@ -232,19 +298,62 @@ struct Result_ {
     ll: f64,
 }
 
-/// `dst` (`m x n`) = `src^T` (`src` is `n x m`, row-major): blocks of 64
-/// source columns, each read row by row (contiguous) and written to 64
-/// destination rows.
-fn transpose(src: &[f32], n: usize, m: usize, dst: &mut [f32]) {
-    for j0 in (0..m).step_by(64) {
-        let j1 = (j0 + 64).min(m);
+/// `k`-th of `t` contiguous ranges of `0..n` (`n k / t`).
+fn cut(n: usize, t: usize, k: usize) -> usize {
+    n * k / t
+}
+
+/// Splits `s` at the ascending positions `at` (first 0, last `s.len()`).
+fn split_at_cuts<'a, T>(mut s: &'a mut [T], at: &[usize]) -> Vec<&'a mut [T]> {
+    let mut out = Vec::with_capacity(at.len().saturating_sub(1));
+    for k in 0..at.len() - 1 {
+        let (a, b) = std::mem::take(&mut s).split_at_mut(at[k + 1] - at[k]);
+        out.push(a);
+        s = b;
+    }
+    out
+}
+
+/// Runs `f(k, part)` for every part on its own thread (inline for one
+/// part); each part is an independent slice, so the result does not
+/// depend on the number of parts.
+fn par_parts<P: Send>(parts: Vec<P>, f: impl Fn(usize, P) + Sync) {
+    if parts.len() == 1 {
+        for p in parts {
+            f(0, p);
+        }
+        return;
+    }
+    std::thread::scope(|sc| {
+        for (k, p) in parts.into_iter().enumerate() {
+            let f = &f;
+            sc.spawn(move || f(k, p));
+        }
+    });
+}
+
+/// `dst` rows `j0 .. j1` of `src^T` (`src` is `n x m` row-major, `dst`
+/// the `(j1 - j0) x n` block): blocks of 64 source columns, each read row
+/// by row (contiguous).
+fn transpose_cols(src: &[f32], n: usize, m: usize, j0: usize, j1: usize, dst: &mut [f32]) {
+    for c0 in (j0..j1).step_by(64) {
+        let c1 = (c0 + 64).min(j1);
         for i in 0..n {
-            let row = &src[i * m + j0..i * m + j1];
+            let row = &src[i * m + c0..i * m + c1];
             for (jj, &v) in row.iter().enumerate() {
-                dst[(j0 + jj) * n + i] = v;
+                dst[(c0 - j0 + jj) * n + i] = v;
             }
         }
     }
+}
+
+/// `dst` (`m x n`) = `src^T` (`src` is `n x m`) on `th` threads, each
+/// writing a contiguous block of destination rows.
+fn transpose(th: usize, src: &[f32], n: usize, m: usize, dst: &mut [f32]) {
+    let at: Vec<usize> = (0..=th).map(|k| cut(m, th, k) * n).collect();
+    par_parts(split_at_cuts(&mut dst[..m * n], &at), |k, d| {
+        transpose_cols(src, n, m, cut(m, th, k), cut(m, th, k + 1), d)
+    });
 }
 
 /// The inputs `[e_x, 1, 0...]` (stride ST) of a batch.
@@ -256,7 +365,7 @@ fn fill_inputs(sh: &Shared, batch: &[(u32, u32)], xq: &mut [f32]) {
     }
 }
 
-fn build_index(sh: &Shared, w: &[f32], bias: &mut [f32]) -> Index {
+fn build_index(sh: &Shared, w: &[f32], bias: &mut [f32], threads: usize) -> Index {
     for (r, b) in bias.iter_mut().enumerate() {
         *b = w[r * ST + D];
     }
@@ -266,13 +375,127 @@ fn build_index(sh: &Shared, w: &[f32], bias: &mut [f32]) -> Index {
         seed: 11,
         storage: Storage::F32,
         transform: Transform::BiasAug,
-        threads: 1,
+        threads: threads as u32,
         ..IndexParams::default()
     };
     Index::build(w, Some(bias), sh.rows, D, ST, &p, None).expect("index")
 }
 
-fn run(sh: &Shared, name: &str) -> Result_ {
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// What the candidate step of samples `b0..b1` reads.
+struct Cands<'a> {
+    sh: &'a Shared<'a>,
+    m: Method,
+    batch: &'a [(u32, u32)],
+    step: usize,
+    index: Option<&'a Index>,
+    /// The batch's SimHash codes (LSH methods), `L` per sample.
+    codes: &'a [u32],
+    /// HF: the batch's capped union `S(X)`.
+    hf: &'a [u32],
+}
+
+/// Per-thread scratch of the candidate step.
+struct Scratch {
+    stamp: Vec<u32>,
+    stamp_id: u32,
+    ids: Vec<u32>,
+    lens: Vec<usize>,
+}
+
+impl Scratch {
+    fn new(rows: usize) -> Scratch {
+        Scratch {
+            stamp: vec![u32::MAX; rows],
+            stamp_id: 0,
+            ids: Vec::new(),
+            lens: Vec::new(),
+        }
+    }
+}
+
+/// The active set of each sample `b0..b1` (the label first) into
+/// `s.ids` / `s.lens`. Each sample draws from its own generator (seeded
+/// by step and sample), so the sets do not depend on how the batch is
+/// split between threads.
+fn candidates(c: &Cands, b0: usize, b1: usize, s: &mut Scratch) {
+    let (sh, m) = (c.sh, c.m);
+    let (rows, cap, l) = (sh.rows, sh.o.s, sh.o.l as usize);
+    s.ids.clear();
+    s.lens.clear();
+    for b in b0..b1 {
+        let y = c.batch[b].1;
+        let mut rng = SplitMix64::new(
+            0x5EED ^ ((c.step * c.batch.len() + b) as u64 + 1).wrapping_mul(GOLDEN),
+        );
+        if s.stamp_id >= u32::MAX - 1 {
+            s.stamp.fill(u32::MAX);
+            s.stamp_id = 0;
+        }
+        s.stamp_id += 1;
+        let sid = s.stamp_id;
+        let (ids, stamp) = (&mut s.ids, &mut s.stamp);
+        let start = ids.len();
+        ids.push(y);
+        stamp[y as usize] = sid;
+        match m {
+            Method::Uniform | Method::Unigram => {
+                while ids.len() - start < cap {
+                    let r = if m == Method::Uniform {
+                        rng.below(rows as u64) as u32
+                    } else {
+                        sh.unigram.draw(&mut rng)
+                    };
+                    if stamp[r as usize] != sid {
+                        stamp[r as usize] = sid;
+                        ids.push(r);
+                    }
+                }
+            }
+            Method::Hf => ids.extend(c.hf.iter().filter(|&&r| r != y)),
+            Method::LshEmb | Method::LshLabel => {
+                let tabs = c.index.expect("index").tables();
+                let rb = tabs.range_bits();
+                let t0 = rng.below(l as u64) as usize;
+                // One pass per bucket: its new rows are marked and
+                // appended; a bucket that overflows S is taken back (the
+                // stop between tables), so each entry's stamp is read once.
+                for j in 0..l {
+                    let t = (t0 + j) % l;
+                    let bucket = tabs.bucket(t, fold_code(c.codes[b * l + t], rb));
+                    let mark = ids.len();
+                    for &r in bucket {
+                        if stamp[r as usize] != sid {
+                            stamp[r as usize] = sid;
+                            ids.push(r);
+                        }
+                    }
+                    if ids.len() - start > cap {
+                        for &r in &ids[mark..] {
+                            stamp[r as usize] = u32::MAX;
+                        }
+                        ids.truncate(mark);
+                        break;
+                    }
+                }
+            }
+            Method::Full => unreachable!(),
+        }
+        s.lens.push(ids.len() - start);
+    }
+}
+
+/// Dense Adam on `n` values (the full softmax's update): the lazy
+/// kernels' per-element rule (`kernels::train::scalar::adam_one`), every
+/// row updated every step.
+fn adam_dense(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], c: &AdamCoef) {
+    for (((w, m), v), &g) in w.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(g) {
+        adam_one(w, m, v, g, c);
+    }
+}
+
+fn run(sh: &Shared, name: &str, th: usize) -> Result_ {
     let o = sh.o;
     let m = method(name);
     let (rows, nb, tier) = (sh.rows, o.batch, sh.tier);
@@ -283,6 +506,19 @@ fn run(sh: &Shared, name: &str) -> Result_ {
             *v = (rng.next_normal() * 0.01) as f32;
         }
     }
+    let adam_p = train::AdamParams {
+        lr: o.adam_lr,
+        ..train::AdamParams::default()
+    };
+    // Lazy Adam (sampled methods) over the DA = 129 columns, or dense Adam
+    // moments (full softmax).
+    let mut adam =
+        (o.adam && m != Method::Full).then(|| train::Adam::new(rows, DA, adam_p).expect("adam"));
+    let (mut am, mut av) = if o.adam && m == Method::Full {
+        (vec![0f32; rows * DA], vec![0f32; rows * DA])
+    } else {
+        Default::default()
+    };
     let mut xq = vec![0f32; nb * ST];
     let mut lq = vec![0f32; nb * ST];
     let mut loss = vec![0f32; nb];
@@ -291,9 +527,13 @@ fn run(sh: &Shared, name: &str) -> Result_ {
     let mut offsets: Vec<usize> = vec![0];
     let mut targets: Vec<f32> = Vec::new();
     let mut logits: Vec<f32> = Vec::new();
-    let mut stamp = vec![u32::MAX; rows];
+    let mut scratch: Vec<Scratch> = (0..th).map(|_| Scratch::new(rows)).collect();
     let mut codes = vec![0u32; nb * o.l as usize];
     let mut bias = vec![0f32; rows];
+    let mut forest: Option<Forest> = None;
+    let mut hf_parts: Vec<ForestResult> = (0..th).map(|_| ForestResult::default()).collect();
+    let (mut hf_ids, mut hf_all, mut hf_counts) = (Vec::new(), Vec::new(), Vec::new());
+    let mut hf_union_sum = 0f64;
     // Full softmax.
     let full = m == Method::Full;
     let (mut zf, mut tf, mut gt, mut xt, mut gw) = if full {
@@ -308,6 +548,7 @@ fn run(sh: &Shared, name: &str) -> Result_ {
         Default::default()
     };
     let foffs: Vec<usize> = (0..=nb).map(|b| b * rows).collect();
+    let bcuts: Vec<usize> = (0..=th).map(|k| cut(nb, th, k)).collect();
 
     let mut index: Option<Index> = None;
     let (mut next_rebuild, mut interval) = (0usize, 50f64);
@@ -325,10 +566,10 @@ fn run(sh: &Shared, name: &str) -> Result_ {
     let (mut rebuilds, mut rebuild_s) = (0usize, 0f64);
     let (mut active_sum, mut loss_sum, mut loss_n) = (0f64, 0f64, 0usize);
     let mut last_loss = 0f64;
-    let mut stamp_id = 0u32;
     // Seconds per phase: full softmax: logits, xent, transposes, G, W
-    // update; sampled: candidates, logits, xent, update.
-    let mut phase = [0f64; 5];
+    // update; sampled: candidates, logits, xent, update, dirty marks,
+    // hashing the batch (within candidates).
+    let mut phase = [0f64; 6];
     let mut cursor = 0usize;
     let t0 = Instant::now();
     for step in 0..o.steps {
@@ -346,80 +587,127 @@ fn run(sh: &Shared, name: &str) -> Result_ {
             // z^T[r][b] = W[r] . x_b: the batch as the "layer" (nb rows),
             // the rows of W as the "queries" (3x faster here than W as the
             // layer and the batch as queries), then transposed to z[b][r].
+            // Threads: contiguous ranges of W's rows.
             let xl = DenseLayer::new(&xq, nb, DA, ST, None).expect("batch layer");
-            xl.logits_isa(tier, &w, rows, ST, &mut gt).expect("logits");
-            transpose(&gt, rows, nb, &mut zf);
+            let at: Vec<usize> = (0..=th).map(|k| cut(rows, th, k) * nb).collect();
+            par_parts(split_at_cuts(&mut gt, &at), |k, part| {
+                let r0 = cut(rows, th, k);
+                let n = cut(rows, th, k + 1) - r0;
+                xl.logits_isa(tier, &w[r0 * ST..], n, ST, part)
+                    .expect("logits");
+            });
+            transpose(th, &gt, rows, nb, &mut zf);
             phase[0] += tp.elapsed().as_secs_f64();
             let tp = Instant::now();
             for (b, &(_, y)) in batch.iter().enumerate() {
                 tf[b * rows + y as usize] = 1.0;
             }
-            train::softmax_xent_in_place(tier, 1, &mut zf, &tf, &foffs, &mut loss).expect("xent");
+            train::softmax_xent_in_place(tier, th, &mut zf, &tf, &foffs, &mut loss).expect("xent");
             for (b, &(_, y)) in batch.iter().enumerate() {
                 tf[b * rows + y as usize] = 0.0;
             }
             phase[1] += tp.elapsed().as_secs_f64();
             let tp = Instant::now();
-            // g^T (rows x nb), in 64-row blocks.
-            transpose(&zf, nb, rows, &mut gt);
+            // g^T (rows x nb).
+            transpose(th, &zf, nb, rows, &mut gt);
             for k in 0..DA {
                 for b in 0..nb {
                     xt[k * nb + b] = xq[b * ST + k];
                 }
             }
+            phase[2] += tp.elapsed().as_secs_f64();
             // G[r][k] = sum_b g[b][r] x[b][k]: the "layer" X^T (DA rows of
             // nb), the "queries" the rows of g^T.
-            phase[2] += tp.elapsed().as_secs_f64();
             let tp = Instant::now();
             let xl = DenseLayer::new(&xt, DA, nb, nb, None).expect("x layer");
-            xl.logits_isa(tier, &gt, rows, nb, &mut gw).expect("G");
+            let at: Vec<usize> = (0..=th).map(|k| cut(rows, th, k) * DA).collect();
+            par_parts(split_at_cuts(&mut gw, &at), |k, part| {
+                let r0 = cut(rows, th, k);
+                let n = cut(rows, th, k + 1) - r0;
+                xl.logits_isa(tier, &gt[r0 * nb..], n, nb, part).expect("G");
+            });
             phase[3] += tp.elapsed().as_secs_f64();
             let tp = Instant::now();
-            let lr = o.lr;
-            for r in 0..rows {
-                let wr = &mut w[r * ST..r * ST + DA];
-                let g = &gw[r * DA..(r + 1) * DA];
-                wr.iter_mut().zip(g).for_each(|(w, g)| *w -= lr * g);
-            }
+            let (lr, gw) = (o.lr, &gw);
+            let coef = adam_p.coef(step as u32 + 1);
+            let at: Vec<usize> = (0..=th).map(|k| cut(rows, th, k) * ST).collect();
+            // Adam's moments split with W (empty for SGD).
+            let at2: Vec<usize> = (0..=th)
+                .map(|k| if o.adam { cut(rows, th, k) * DA } else { 0 })
+                .collect();
+            let parts: Vec<_> = split_at_cuts(&mut w, &at)
+                .into_iter()
+                .zip(split_at_cuts(&mut am, &at2))
+                .zip(split_at_cuts(&mut av, &at2))
+                .collect();
+            par_parts(parts, |k, ((part, pm), pv)| {
+                let r0 = cut(rows, th, k);
+                let n = cut(rows, th, k + 1) - r0;
+                let g = &gw[r0 * DA..(r0 + n) * DA];
+                for r in 0..n {
+                    let (wr, gr) = (&mut part[r * ST..r * ST + DA], &g[r * DA..(r + 1) * DA]);
+                    if o.adam {
+                        let (mr, vr) =
+                            (&mut pm[r * DA..(r + 1) * DA], &mut pv[r * DA..(r + 1) * DA]);
+                        adam_dense(wr, mr, vr, gr, &coef);
+                    } else {
+                        wr.iter_mut().zip(gr).for_each(|(w, g)| *w -= lr * g);
+                    }
+                }
+            });
             phase[4] += tp.elapsed().as_secs_f64();
             active_sum += (rows * nb) as f64;
         } else {
-            // ---- rehash
+            // ---- rehash / rebuild
             let lsh = matches!(m, Method::LshEmb | Method::LshLabel);
             let built = index.is_some();
             if lsh && o.incremental && built && clock.due(step as u64) {
                 let t = Instant::now();
                 rbuf.clear();
                 rbias.clear();
-                for &r in &dirty_ids {
-                    let r = r as usize;
-                    rbuf.extend_from_slice(&w[r * ST..r * ST + D]);
-                    rbias.push(w[r * ST + D]);
-                    dirty[r] = false;
+                dirty_ids.clear();
+                for (r, d) in dirty.iter_mut().enumerate() {
+                    if std::mem::take(d) {
+                        dirty_ids.push(r as u32);
+                        rbuf.extend_from_slice(&w[r * ST..r * ST + D]);
+                        rbias.push(w[r * ST + D]);
+                    }
                 }
                 let idx = index.as_mut().expect("index");
                 idx.update_rows(&dirty_ids, Some((&rbuf, D)), Some(&rbias))
                     .expect("update_rows");
                 rehashed_rows += idx.rehash_dirty().expect("rehash");
-                dirty_ids.clear();
                 rebuild_s += t.elapsed().as_secs_f64();
                 rebuilds += 1;
             } else if lsh && (!o.incremental || !built) && step >= next_rebuild {
                 let t = Instant::now();
                 drop(index.take());
-                index = Some(build_index(sh, &w, &mut bias));
+                index = Some(build_index(sh, &w, &mut bias, th));
                 rebuild_s += t.elapsed().as_secs_f64();
                 rebuilds += 1;
                 next_rebuild = step + interval.round() as usize;
                 if step > 0 {
                     interval *= 1.25;
                 }
+            } else if m == Method::Hf && step % o.hf_rebuild == 0 {
+                let t = Instant::now();
+                match forest.as_mut() {
+                    None => {
+                        let p = ForestParams {
+                            trees: o.hf_trees,
+                            leaf_size: o.hf_leaf,
+                            seed: 7,
+                            threads: th as u32,
+                        };
+                        forest = Some(Forest::build(&w, rows, DA, ST, &p).expect("forest"));
+                    }
+                    Some(f) => f.rebuild(&w, ST, None).expect("forest rebuild"),
+                }
+                rebuild_s += t.elapsed().as_secs_f64();
+                rebuilds += 1;
             }
             // ---- candidates
             let tp = Instant::now();
-            ids.clear();
-            offsets.truncate(1);
-            targets.clear();
             if let Some(idx) = &index {
                 let q: &[f32] = if m == Method::LshEmb {
                     &xq
@@ -431,59 +719,70 @@ fn run(sh: &Shared, name: &str) -> Result_ {
                     }
                     &lq
                 };
+                let th0 = Instant::now();
                 idx.simhash()
                     .expect("SimHash")
                     .hash(q, nb, ST, &mut codes)
                     .expect("hash");
+                phase[5] += th0.elapsed().as_secs_f64();
             }
-            let l = o.l as usize;
-            for (b, &(_, y)) in batch.iter().enumerate() {
-                stamp_id = stamp_id.wrapping_add(1);
-                let start = ids.len();
-                ids.push(y);
-                targets.push(1.0);
-                stamp[y as usize] = stamp_id;
-                match m {
-                    Method::Uniform | Method::Unigram => {
-                        while ids.len() - start < o.s {
-                            let r = if m == Method::Uniform {
-                                rng.below(rows as u64) as u32
-                            } else {
-                                sh.unigram.draw(&mut rng)
-                            };
-                            if stamp[r as usize] != stamp_id {
-                                stamp[r as usize] = stamp_id;
-                                ids.push(r);
-                                targets.push(0.0);
-                            }
-                        }
-                    }
-                    _ => {
-                        let idx = index.as_ref().expect("index");
-                        let tabs = idx.tables();
-                        let rb = tabs.range_bits();
-                        let t0 = rng.below(l as u64) as usize;
-                        for j in 0..l {
-                            let t = (t0 + j) % l;
-                            let bucket = tabs.bucket(t, fold_code(codes[b * l + t], rb));
-                            let new = bucket
-                                .iter()
-                                .filter(|&&r| stamp[r as usize] != stamp_id)
-                                .count();
-                            if ids.len() - start + new > o.s {
-                                break;
-                            }
-                            for &r in bucket {
-                                if stamp[r as usize] != stamp_id {
-                                    stamp[r as usize] = stamp_id;
-                                    ids.push(r);
-                                    targets.push(0.0);
-                                }
-                            }
-                        }
-                    }
+            if let Some(f) = &forest {
+                // S(x) per sample (threads: contiguous sample ranges), then
+                // S(X) capped to S - 1 (the label is added per sample).
+                let (wr, xr) = (&w, &xq);
+                let mut parts: Vec<&mut [ForestResult]> =
+                    hf_parts.chunks_mut(1).collect::<Vec<_>>();
+                parts.truncate(th);
+                par_parts(parts, |k, r| {
+                    let (b0, b1) = (bcuts[k], bcuts[k + 1]);
+                    f.query(wr, ST, &xr[b0 * ST..], b1 - b0, ST, o.hf_q, &mut r[0])
+                        .expect("forest query");
+                });
+                hf_all.clear();
+                for p in &hf_parts {
+                    hf_all.extend_from_slice(&p.ids);
                 }
-                offsets.push(ids.len());
+                let seed = step as u64;
+                union_capped(rows, &hf_all, o.s - 1, seed, &mut hf_ids, &mut hf_counts)
+                    .expect("union");
+                let mut u = hf_counts.len();
+                // The uncapped union's size, for the report.
+                if u == o.s - 1 {
+                    u = {
+                        hf_all.sort_unstable();
+                        hf_all.dedup();
+                        hf_all.len()
+                    };
+                }
+                hf_union_sum += u as f64;
+            }
+            let cx = Cands {
+                sh,
+                m,
+                batch: &batch,
+                step,
+                index: index.as_ref(),
+                codes: &codes,
+                hf: &hf_ids,
+            };
+            {
+                let parts: Vec<&mut [Scratch]> = scratch.chunks_mut(1).collect();
+                par_parts(parts, |k, s| {
+                    candidates(&cx, bcuts[k], bcuts[k + 1], &mut s[0])
+                });
+            }
+            ids.clear();
+            offsets.truncate(1);
+            for s in &scratch {
+                ids.extend_from_slice(&s.ids);
+                for &n in &s.lens {
+                    offsets.push(offsets.last().copied().unwrap_or(0) + n);
+                }
+            }
+            targets.clear();
+            targets.resize(ids.len(), 0.0);
+            for b in 0..nb {
+                targets[offsets[b]] = 1.0;
             }
             active_sum += ids.len() as f64;
             phase[0] += tp.elapsed().as_secs_f64();
@@ -491,11 +790,24 @@ fn run(sh: &Shared, name: &str) -> Result_ {
             let tp = Instant::now();
             logits.resize(ids.len(), 0.0);
             let wm = WeightMatrix::new(Weights::F32(&w), rows, DA, ST).expect("W");
-            wm.matmul_isa(tier, &xq, nb, ST, &ids, &offsets, &mut logits)
+            let at: Vec<usize> = bcuts.iter().map(|&b| offsets[b]).collect();
+            par_parts(split_at_cuts(&mut logits, &at), |k, part| {
+                let (b0, b1) = (bcuts[k], bcuts[k + 1]);
+                let offs: Vec<usize> = offsets[b0..=b1].iter().map(|&x| x - offsets[b0]).collect();
+                wm.matmul_isa(
+                    tier,
+                    &xq[b0 * ST..],
+                    b1 - b0,
+                    ST,
+                    &ids[offsets[b0]..offsets[b1]],
+                    &offs,
+                    part,
+                )
                 .expect("gathered matmul");
+            });
             phase[1] += tp.elapsed().as_secs_f64();
             let tp = Instant::now();
-            train::softmax_xent_in_place(tier, 1, &mut logits, &targets, &offsets, &mut loss)
+            train::softmax_xent_in_place(tier, th, &mut logits, &targets, &offsets, &mut loss)
                 .expect("xent");
             phase[2] += tp.elapsed().as_secs_f64();
             let tp = Instant::now();
@@ -506,23 +818,29 @@ fn run(sh: &Shared, name: &str) -> Result_ {
                 offsets: &offsets,
                 grad: &logits,
             };
-            train::rows_update_sgd(tier, 1, &mut w, rows, DA, ST, &bt, o.lr).expect("sgd");
-            if o.incremental && index.is_some() {
-                for &r in &ids {
-                    if !dirty[r as usize] {
-                        dirty[r as usize] = true;
-                        dirty_ids.push(r);
-                    }
+            match adam.as_mut() {
+                Some(a) => a.step(tier, th, &mut w, ST, &bt).expect("adam"),
+                None => {
+                    train::rows_update_sgd(tier, th, &mut w, rows, DA, ST, &bt, o.lr).expect("sgd")
                 }
             }
             phase[3] += tp.elapsed().as_secs_f64();
+            let tp = Instant::now();
+            if o.incremental && index.is_some() {
+                // A plain store per position (no branch); the rehash
+                // collects the marked rows in ascending order.
+                for &r in &ids {
+                    dirty[r as usize] = true;
+                }
+            }
+            phase[4] += tp.elapsed().as_secs_f64();
         }
         loss_sum += loss.iter().map(|&x| x as f64).sum::<f64>();
         loss_n += nb;
         if (step + 1) % o.progress == 0 || step + 1 == o.steps {
             last_loss = loss_sum / loss_n as f64;
             println!(
-                "  {name:>9} step {:>6}/{}: train loss (over its active set) {:.4}, {:.1} active/sample, {:.1} s, {} rebuilds ({:.2} s)",
+                "  {name:>9} ({th} thr) step {:>6}/{}: train loss (over its active set) {:.4}, {:.1} active/sample, {:.1} s, {} rebuilds ({:.2} s)",
                 step + 1,
                 o.steps,
                 last_loss,
@@ -538,16 +856,30 @@ fn run(sh: &Shared, name: &str) -> Result_ {
     let ms = |x: f64| x * 1e3 / o.steps as f64;
     if !full {
         println!(
-            "  {name} per step: candidates (incl. hashing the batch, not rebuilds) {:.2} ms, \
-             gathered logits {:.2} ms, xent {:.2} ms, rows_update_sgd {:.2} ms, rebuilds {:.2} ms",
+            "  {name} ({th} thr) per step: candidates (incl. hashing the batch {:.2} ms / forest queries + union, not rebuilds) {:.2} ms, \
+             gathered logits {:.2} ms, xent {:.2} ms, row update {:.2} ms, \
+             marking updated rows {:.2} ms, rebuilds {:.2} ms",
+            ms(phase[5]),
             ms(phase[0]),
             ms(phase[1]),
             ms(phase[2]),
             ms(phase[3]),
+            ms(phase[4]),
             ms(rebuild_s)
         );
     }
-    if o.incremental && rebuilds > 1 {
+    if m == Method::Hf {
+        println!(
+            "  hf: mean |S(X)| before the cap {:.0} (cap {}), {} trees, leaf size {}, Q {}, rebuilt every {} steps",
+            hf_union_sum / o.steps as f64,
+            o.s - 1,
+            o.hf_trees,
+            o.hf_leaf,
+            o.hf_q,
+            o.hf_rebuild
+        );
+    }
+    if o.incremental && rebuilds > 1 && m != Method::Hf {
         println!(
             "  {name} incremental rehashes: {} after the build, {:.0} rows each on average \
              ({:.1} % of the classes), {:.1} ms each",
@@ -559,8 +891,8 @@ fn run(sh: &Shared, name: &str) -> Result_ {
     }
     if full {
         println!(
-            "  full softmax per step: logits (incl. their transpose) {:.2} ms, xent {:.2} ms, transposes {:.2} ms, \
-             G = g^T X {:.2} ms, W -= lr G {:.2} ms",
+            "  full softmax ({th} thr) per step: logits (incl. their transpose) {:.2} ms, xent {:.2} ms, transposes {:.2} ms, \
+             G = g^T X {:.2} ms, W update {:.2} ms",
             ms(phase[0]),
             ms(phase[1]),
             ms(phase[2]),
@@ -572,6 +904,7 @@ fn run(sh: &Shared, name: &str) -> Result_ {
     let (p1, p5, ll) = evaluate(sh, &w);
     Result_ {
         name: name.to_string(),
+        threads: th,
         steps: o.steps,
         train_s,
         rebuilds,
@@ -658,25 +991,106 @@ fn evaluate(sh: &Shared, w: &[f32]) -> (f64, f64, f64) {
 
 mod common;
 
-fn main() {
-    let o = opts();
+/// A training task: the input vectors (`emb`, D per row), the (input,
+/// class) training pairs, the held-out pairs (flat i32, for
+/// `common::group_pairs`) and the class counts of the training pairs.
+struct Task {
+    name: String,
+    rows: usize,
+    emb: Vec<f32>,
+    train: Vec<(u32, u32)>,
+    held: Vec<i32>,
+    epoch_pairs: usize,
+}
+
+fn w2v_task(o: &Opts) -> Option<Task> {
     if !o.dir.join("output_layer.f32").exists() {
-        println!("skipped: ../shared/data not found ({})", o.dir.display());
-        return;
+        return None;
     }
-    let t0 = Instant::now();
-    let (emb, erows) =
+    let (emb, rows) =
         lshk::data::read_raw_f32(&o.dir.join("input_embeddings.f32"), D).expect("embeddings");
-    let rows = erows;
     let tp = lshk::data::read_raw_i32(&o.dir.join("train_pairs.i32")).expect("train pairs");
-    let hp = lshk::data::read_raw_i32(&o.dir.join("heldout_pairs.i32")).expect("held-out pairs");
-    let mut train: Vec<(u32, u32)> = tp
+    let held = lshk::data::read_raw_i32(&o.dir.join("heldout_pairs.i32")).expect("held-out pairs");
+    let train: Vec<(u32, u32)> = tp
         .chunks_exact(2)
         .map(|p| {
             assert!(p[0] >= 0 && (p[0] as usize) < rows && p[1] >= 0 && (p[1] as usize) < rows);
             (p[0] as u32, p[1] as u32)
         })
         .collect();
+    Some(Task {
+        name: "w2v-gutenberg".into(),
+        rows,
+        emb,
+        train,
+        held,
+        epoch_pairs: EPOCH_PAIRS,
+    })
+}
+
+/// The W1-scale synthetic task (`--synthetic N`): N classes, a planted
+/// layer W* from `lshk::data::structured_layer(N, 128, 1024 clusters)`,
+/// and `--planted C` labelled classes spread evenly over the ids
+/// (`i * N / C`); each sample's label is drawn uniformly from those C and
+/// its input is `w*_y / |w*_y| + noise` (N(0, 0.25^2 / 128) per
+/// coordinate, as `data::queries_near_labels`). The other N - C classes
+/// never occur: the output layer must learn to keep them down. Training
+/// pairs: `steps * batch` distinct samples (one pass), held-out:
+/// `--heldout` more.
+fn synthetic_task(o: &Opts) -> Task {
+    let n = o.synthetic;
+    let layer = lshk::data::structured_layer(n, D, 1024, 5);
+    let c = o.planted.min(n);
+    let (ntr, nho) = (o.steps * o.batch, o.heldout);
+    let mut r = SplitMix64::new(17);
+    let noise = 0.25 / (D as f32).sqrt();
+    let mut emb = vec![0f32; (ntr + nho) * D];
+    let mut ys = Vec::with_capacity(ntr + nho);
+    for x in emb.chunks_mut(D) {
+        let y = (r.below(c as u64) as usize * n / c) as u32;
+        ys.push(y);
+        let wy = &layer.w[y as usize * D..(y as usize + 1) * D];
+        let norm = wy
+            .iter()
+            .map(|v| v * v)
+            .sum::<f32>()
+            .sqrt()
+            .max(f32::MIN_POSITIVE);
+        for (v, &wv) in x.iter_mut().zip(wy) {
+            *v = wv / norm + noise * r.next_normal() as f32;
+        }
+    }
+    let train = (0..ntr).map(|i| (i as u32, ys[i])).collect();
+    let held = (ntr..ntr + nho)
+        .flat_map(|i| [i as i32, ys[i] as i32])
+        .collect();
+    Task {
+        name: format!("synthetic ({n} classes, {c} planted)"),
+        rows: n,
+        emb,
+        train,
+        held,
+        epoch_pairs: ntr,
+    }
+}
+
+fn main() {
+    let o = opts();
+    let t0 = Instant::now();
+    let task = if o.synthetic > 0 {
+        synthetic_task(&o)
+    } else {
+        match w2v_task(&o) {
+            Some(t) => t,
+            None => {
+                println!("skipped: ../shared/data not found ({})", o.dir.display());
+                return;
+            }
+        }
+    };
+    let (rows, emb, hp) = (task.rows, &task.emb, &task.held);
+    let mut train = task.train.clone();
+    let erows = emb.len() / D;
     let mut count = vec![0f64; rows];
     for &(_, y) in &train {
         count[y as usize] += 1.0;
@@ -684,18 +1098,23 @@ fn main() {
     let unigram = Alias::new(&count.iter().map(|c| c.powf(0.75)).collect::<Vec<_>>());
     SplitMix64::new(99).shuffle(&mut train);
     train.truncate(o.pairs.max(1));
-    let held = common::group_pairs(&hp, o.heldout, rows, rows, true);
-    let held_all = common::group_pairs(&hp, o.heldout, rows, rows, false);
+    let held = common::group_pairs(hp, o.heldout, erows, rows, true);
+    let held_all = common::group_pairs(hp, o.heldout, erows, rows, false);
     let tier = lshk::isa::active();
     println!(
-        "w2v-gutenberg: {rows} classes x {D} (+ bias); {} training pairs used (shuffled, seed 99), \
-         {} steps of B = {}, SGD lr {}; held-out: {} pairs -> {} centres; S = {} ({:.1} % of the classes); \
+        "{}: {rows} classes x {D} (+ bias); {} training pairs used (shuffled, seed 99), \
+         {} steps of B = {}, {}; held-out: {} pairs -> {} centres; S = {} ({:.1} % of the classes); \
          LSH SimHash K = {} L = {} (BiasAug), {}; \
-         tier {tier:?}, one thread; read in {:.1} s",
+         tier {tier:?}, threads {:?}; data in {:.1} s",
+        task.name,
         train.len(),
         o.steps,
         o.batch,
-        o.lr,
+        if o.adam {
+            format!("lazy Adam lr {} (dense Adam for the full softmax)", o.adam_lr)
+        } else {
+            format!("SGD lr {}", o.lr)
+        },
         held_all.labels.len(),
         held.len(),
         o.s,
@@ -711,12 +1130,13 @@ fn main() {
         } else {
             "rebuilt at step 0, 50, then intervals x1.25".to_string()
         },
+        o.threads,
         t0.elapsed().as_secs_f64()
     );
     let sh = Shared {
         o: &o,
         rows,
-        emb: &emb,
+        emb,
         train: &train,
         unigram: &unigram,
         held: &held,
@@ -724,28 +1144,31 @@ fn main() {
         tier,
     };
     let mut res = Vec::new();
-    for name in &o.methods {
-        let r = run(&sh, name);
-        println!(
-            "{:>9}: P@1 {:.4}  P@5 {:.4}  held-out LL {:.4}  train {:.2} s for {} steps",
-            r.name, r.p1, r.p5, r.ll, r.train_s, r.steps
-        );
-        res.push(r);
+    for &th in &o.threads {
+        for name in &o.methods {
+            let r = run(&sh, name, th);
+            println!(
+                "{:>9} ({th} thr): P@1 {:.4}  P@5 {:.4}  held-out LL {:.4}  train {:.2} s for {} steps",
+                r.name, r.p1, r.p5, r.ll, r.train_s, r.steps
+            );
+            res.push(r);
+        }
     }
-    let steps_epoch = EPOCH_PAIRS.div_ceil(o.batch);
-    let full_t = res
-        .iter()
-        .find(|r| r.name == "full")
-        .map(|r| r.train_s / r.steps as f64);
+    let steps_epoch = task.epoch_pairs.div_ceil(o.batch);
     println!(
-        "\n| method | active/sample | P@1 | P@5 | held-out LL | last train loss | ms/step | s/epoch (extrap.) | vs full | rebuilds (s) |"
+        "\n| method | threads | active/sample | P@1 | P@5 | held-out LL | last train loss | ms/step | s/epoch (extrap.) | vs full (same threads) | rebuilds (s) |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &res {
         let per = r.train_s / r.steps as f64;
+        let full_t = res
+            .iter()
+            .find(|f| f.name == "full" && f.threads == r.threads)
+            .map(|f| f.train_s / f.steps as f64);
         println!(
-            "| {} | {:.0} | {:.4} | {:.4} | {:.4} | {:.4} | {:.2} | {:.0} | {} | {} ({:.2}) |",
+            "| {} | {} | {:.0} | {:.4} | {:.4} | {:.4} | {:.4} | {:.2} | {:.0} | {} | {} ({:.2}) |",
             r.name,
+            r.threads,
             r.mean_active,
             r.p1,
             r.p5,
@@ -759,7 +1182,8 @@ fn main() {
         );
     }
     println!(
-        "\n(epoch = {EPOCH_PAIRS} pairs = {steps_epoch} steps; total {:.1} s)",
+        "\n(epoch = {} pairs = {steps_epoch} steps; total {:.1} s)",
+        task.epoch_pairs,
         t0.elapsed().as_secs_f64()
     );
 }

@@ -1793,6 +1793,141 @@ class Hrr {
   std::size_t d_ = 0;
 };
 
+/* ------------------------------------------------------ hashing forest */
+
+/* lshk_forest_params with the library's defaults (struct_size set). */
+struct ForestParams : lshk_forest_params {
+  ForestParams() noexcept : lshk_forest_params(lshk_forest_params_default()) {}
+  ForestParams(const lshk_forest_params &p) noexcept : lshk_forest_params(p) {}
+};
+
+/* Per-sample candidate sets S(x) of lshk::Forest::query, CSR: sample i's
+ * ids (ascending) are ids[offsets[i] .. offsets[i + 1]]. A reused
+ * ForestSets keeps its capacity. */
+struct ForestSets {
+  std::vector<uint32_t> ids;
+  std::vector<std::size_t> offsets;
+  std::size_t samples() const noexcept { return offsets.empty() ? 0 : offsets.size() - 1; }
+};
+
+namespace detail {
+/* The const operations of lshk::Forest; the shape is read once
+ * (lshk_forest_shape) when the handle is taken. */
+class ForestBase {
+ public:
+  const lshk_forest *get() const noexcept { return h_; }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+  std::size_t rows() const noexcept { return rows_; }
+  std::size_t dim() const noexcept { return dim_; }
+  uint32_t trees() const noexcept { return trees_; }
+
+  /* lshk_forest_save: written to a temporary file, then renamed. */
+  void save(const std::string &path) const { check(lshk_forest_save(h_, path.c_str())); }
+
+  /* lshk_forest_query: S(x) with set size q of nx samples (row i at
+   * x[i * x_stride]), ranked by cosine with the rows of w (rows() rows of
+   * dim() at w_stride; it may differ from the W the forest was built on),
+   * into `out` (resized). */
+  void query(span<const float> w, std::size_t w_stride, span<const float> x, std::size_t nx,
+             std::size_t x_stride, uint32_t q, ForestSets &out) const {
+    const char *where = "lshk::Forest::query";
+    need_rows(where, "w", w.size(), rows_, dim_, w_stride);
+    need_rows(where, "x", x.size(), nx, dim_, x_stride);
+    std::size_t most = 0;
+    if (!mul(nx, q < rows_ ? q : rows_, &most))
+      fail(LSHK_STATUS_SIZE_OVERFLOW, std::string(where) + ": nx * q overflows");
+    out.ids.resize(most);
+    out.offsets.resize(nx + 1);
+    std::size_t needed = 0;
+    check(lshk_forest_query(h_, w.data(), w_stride, x.data(), nx, x_stride, q,
+                            or_null(span<uint32_t>(out.ids)), out.ids.size(),
+                            out.offsets.data(), &needed));
+    out.ids.resize(needed);
+  }
+  /* Contiguous W and samples (x.size() a multiple of dim()). */
+  ForestSets query(span<const float> w, span<const float> x, uint32_t q) const {
+    ForestSets r;
+    query(w, dim_, x, whole_rows("lshk::Forest::query", "x", x.size(), dim_), dim_, q, r);
+    return r;
+  }
+
+  /* lshk_forest_union: S(X), the distinct classes of `ids` with their
+   * counts, sampled down to `cap` classes (0: no cap) by the seeded
+   * successive sampling, into out_ids (ascending) and, when not NULL,
+   * out_counts (both resized). */
+  void union_capped(span<const uint32_t> ids, std::size_t cap, uint64_t seed,
+                    std::vector<uint32_t> &out_ids,
+                    std::vector<uint32_t> *out_counts = nullptr) const {
+    std::size_t most = ids.size() < rows_ ? ids.size() : rows_;
+    if (cap != 0 && cap < most) most = cap;
+    out_ids.resize(most);
+    if (out_counts) out_counts->resize(most);
+    std::size_t needed = 0;
+    check(lshk_forest_union(h_, or_null(ids), ids.size(), cap, seed,
+                            or_null(span<uint32_t>(out_ids)),
+                            out_counts ? or_null(span<uint32_t>(*out_counts)) : nullptr, most,
+                            &needed));
+    out_ids.resize(needed);
+    if (out_counts) out_counts->resize(needed);
+  }
+
+ protected:
+  ForestBase() noexcept = default;
+  void take(const lshk_forest *h) {
+    std::size_t rows = 0, dim = 0;
+    uint32_t trees = 0;
+    if (h) check(lshk_forest_shape(h, &rows, &dim, &trees));
+    h_ = h;
+    rows_ = rows;
+    dim_ = dim;
+    trees_ = trees;
+  }
+  ForestBase(const ForestBase &) noexcept = default;
+  ForestBase &operator=(const ForestBase &) noexcept = default;
+  ~ForestBase() = default;
+  void clear() noexcept { *this = ForestBase(); }
+
+  const lshk_forest *h_ = nullptr;
+  std::size_t rows_ = 0, dim_ = 0;
+  uint32_t trees_ = 0;
+};
+}  // namespace detail
+
+/* Owns an lshk_forest: L hashing trees over the class weights, a candidate
+ * generator for the selective softmax (docs/training.md). Move-only; the
+ * const methods are thread-safe, rebuild() needs exclusive access. */
+class Forest
+    : public detail::Owner<Forest, detail::ForestBase, lshk_forest, lshk_forest_free> {
+ public:
+  /* An empty owner (every operation throws NULL_POINTER). */
+  Forest() noexcept = default;
+  /* lshk_forest_build over `rows` rows of `dim` floats of w (row r at
+   * w[r * w_stride]). W is not kept: queries take it again. */
+  Forest(span<const float> w, std::size_t rows, std::size_t dim, std::size_t w_stride,
+         const lshk_forest_params &p = ForestParams()) {
+    detail::need_rows("lshk::Forest::Forest", "w", w.size(), rows, dim, w_stride);
+    lshk_forest *h = nullptr;
+    check(lshk_forest_build(w.data(), rows, dim, w_stride, &p, &h));
+    adopt(h);
+  }
+  /* lshk_forest_load. */
+  static Forest load(const std::string &path) {
+    lshk_forest *h = nullptr;
+    check(lshk_forest_load(path.c_str(), &h));
+    return adopt_handle(h);
+  }
+  /* lshk_forest_rebuild from a new W (same shape), with the forest's
+   * parameters, or with `new_seed`. On error the forest is unchanged. */
+  void rebuild(span<const float> w, std::size_t w_stride) {
+    detail::need_rows("lshk::Forest::rebuild", "w", w.size(), rows_, dim_, w_stride);
+    check(lshk_forest_rebuild(get(), w.data(), w_stride, nullptr));
+  }
+  void rebuild(span<const float> w, std::size_t w_stride, uint64_t new_seed) {
+    detail::need_rows("lshk::Forest::rebuild", "w", w.size(), rows_, dim_, w_stride);
+    check(lshk_forest_rebuild(get(), w.data(), w_stride, &new_seed));
+  }
+};
+
 /* ------------------------------------------------ training (docs/training.md) */
 
 namespace detail {

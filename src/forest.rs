@@ -474,14 +474,35 @@ impl Forest {
             scored.clear();
             for &id in &pool {
                 seen[id as usize >> 6] = 0;
-                let r = &w[id as usize * w_stride..id as usize * w_stride + dim];
+            }
+            let row = |id: u32| &w[id as usize * w_stride..id as usize * w_stride + dim];
+            let cos = |dot: f64, nn: f64| if nn > 0.0 { dot / nn.sqrt() } else { 0.0 };
+            // Four candidates at a time: eight independent f64 chains
+            // (each still summed in coordinate order, so the same bits as
+            // one at a time) instead of two latency-bound ones.
+            let mut quads = pool.chunks_exact(4);
+            for c in &mut quads {
+                let (r0, r1, r2, r3) = (row(c[0]), row(c[1]), row(c[2]), row(c[3]));
+                let (mut d, mut nn) = ([0f64; 4], [0f64; 4]);
+                for k in 0..dim {
+                    let x = xi[k] as f64;
+                    let a = [r0[k] as f64, r1[k] as f64, r2[k] as f64, r3[k] as f64];
+                    for l in 0..4 {
+                        d[l] += a[l] * x;
+                        nn[l] += a[l] * a[l];
+                    }
+                }
+                for l in 0..4 {
+                    scored.push((cos(d[l], nn[l]), c[l]));
+                }
+            }
+            for &id in quads.remainder() {
                 let (mut dot, mut nn) = (0f64, 0f64);
-                for (&a, &b) in r.iter().zip(xi) {
+                for (&a, &b) in row(id).iter().zip(xi) {
                     dot += a as f64 * b as f64;
                     nn += a as f64 * a as f64;
                 }
-                let cos = if nn > 0.0 { dot / nn.sqrt() } else { 0.0 };
-                scored.push((cos, id));
+                scored.push((cos(dot, nn), id));
             }
             let keep = qq.min(scored.len());
             let cmp = |a: &(f64, u32), b: &(f64, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));

@@ -437,6 +437,7 @@ struct Group {
     ss: Vec<u32>,
     starts: Vec<usize>,
     rowid: Vec<u32>,
+    hist: Vec<u32>,
 }
 
 /// Positions `0..ids.len()` ordered by row id, equal ids in increasing
@@ -475,6 +476,48 @@ fn order_by_row(ids: &[u32], order: &mut Vec<u32>, tmp: &mut Vec<u32>) {
         }
         std::mem::swap(order, tmp);
     }
+}
+
+/// [`update_rows`] groups by one counting sort over all `rows` ids (a
+/// histogram of `rows` counters) when `rows <= 4 n + 65,536` for `n`
+/// positions, else by [`order_by_row`]'s radix passes over the positions.
+const DIRECT_GROUP_ROWS_PER_POS: usize = 4;
+const DIRECT_GROUP_MIN_ROWS: usize = 65_536;
+
+/// The grouping of [`update_rows`] in one counting sort keyed by the whole
+/// row id: counts per row, their prefix sums (which also give `rowid` and
+/// `starts` in ascending row order), then one scatter of every position's
+/// gradient and sample in position order, so equal ids keep increasing
+/// positions: exactly the order of [`order_by_row`], without its second
+/// pass and without gathering through a permutation.
+fn group_direct(b: &Batch, rows: usize, g: &mut Group) -> Result<()> {
+    let n = b.ids.len();
+    reserve(&mut g.hist, rows)?;
+    g.hist.resize(rows, 0);
+    for &id in b.ids {
+        g.hist[id as usize] += 1;
+    }
+    let mut sum = 0u32;
+    for (r, h) in g.hist.iter_mut().enumerate() {
+        let c = *h;
+        if c != 0 {
+            g.starts.push(sum as usize);
+            g.rowid.push(r as u32);
+        }
+        *h = sum;
+        sum += c;
+    }
+    g.gs.resize(n, 0.0);
+    g.ss.resize(n, 0);
+    for s in 0..b.offsets.len() - 1 {
+        for j in b.offsets[s]..b.offsets[s + 1] {
+            let d = &mut g.hist[b.ids[j] as usize];
+            g.gs[*d as usize] = b.grad[j];
+            g.ss[*d as usize] = s as u32;
+            *d += 1;
+        }
+    }
+    Ok(())
 }
 
 thread_local! {
@@ -684,19 +727,23 @@ fn update_rows<R: Rule>(
         reserve(&mut g.ss, n)?;
         reserve(&mut g.starts, n + 1)?;
         reserve(&mut g.rowid, n)?;
-        order_by_row(b.ids, &mut g.order, &mut g.tmp);
-        for s in 0..nb {
-            let len = b.offsets[s + 1] - b.offsets[s];
-            g.sample.extend(std::iter::repeat_n(s as u32, len));
-        }
-        for (t, &pos) in g.order.iter().enumerate() {
-            let j = pos as usize;
-            let id = b.ids[j];
-            g.gs.push(b.grad[j]);
-            g.ss.push(g.sample[j]);
-            if t == 0 || g.rowid.last() != Some(&id) {
-                g.starts.push(t);
-                g.rowid.push(id);
+        if rows <= DIRECT_GROUP_ROWS_PER_POS * n + DIRECT_GROUP_MIN_ROWS {
+            group_direct(b, rows, g)?;
+        } else {
+            order_by_row(b.ids, &mut g.order, &mut g.tmp);
+            for s in 0..nb {
+                let len = b.offsets[s + 1] - b.offsets[s];
+                g.sample.extend(std::iter::repeat_n(s as u32, len));
+            }
+            for (t, &pos) in g.order.iter().enumerate() {
+                let j = pos as usize;
+                let id = b.ids[j];
+                g.gs.push(b.grad[j]);
+                g.ss.push(g.sample[j]);
+                if t == 0 || g.rowid.last() != Some(&id) {
+                    g.starts.push(t);
+                    g.rowid.push(id);
+                }
             }
         }
         g.starts.push(n);

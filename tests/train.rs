@@ -934,13 +934,22 @@ fn dq_threads_with_empty_trailing_segments() {
     }
 }
 
-/// The grouping's counting sort takes 1, 2 and 3 passes (ids below 2^11,
-/// 2^22 and above): SGD still equals the dense reference bit for bit, with
-/// ids repeated within and across samples.
+/// The grouping's two sorts: the direct counting sort over the rows (rows
+/// 2,000 and 60,000: `rows <= 4 n + 65,536` for the 126 positions here)
+/// and the radix sort over the positions with 2 and 3 passes (70,000 and
+/// 3,000,000 rows: ids below 2^22; 5,000,000: above): SGD equals the dense
+/// reference bit for bit either way, with ids repeated within and across
+/// samples.
 #[test]
 fn sgd_grouping_passes_equal_dense_reference() {
     let mut r = SplitMix64::new(71);
-    for &(rows, dim) in &[(2000usize, 3usize), (3_000_000, 1), (5_000_000, 1)] {
+    for &(rows, dim) in &[
+        (2000usize, 3usize),
+        (60_000, 2),
+        (70_000, 2),
+        (3_000_000, 1),
+        (5_000_000, 1),
+    ] {
         let nb = 7;
         let q: Vec<f32> = (0..nb * dim).map(|_| unif(&mut r, -1.0, 1.0)).collect();
         let lens: Vec<usize> = (0..nb).map(|b| 3 + b * 5).collect();
