@@ -201,13 +201,7 @@ pub(crate) fn fuzz_graph_query(c: &mut Ctx, gs: &[GraphX]) {
     if ef == 0 {
         v.err("ef 0");
     }
-    if q.mode == Mode::Ok
-        && q.data()[..strided(nq, dim, q_stride).unwrap_or(0).min(q.len() as u128) as usize]
-            .chunks(q_stride.max(1))
-            .any(|row| row[..dim.min(row.len())].iter().any(|x| !x.is_finite()))
-    {
-        v.err("non-finite query");
-    }
+    nonfinite_queries(&mut v, &q, nq, dim, q_stride);
     let mut bs = BigGraphStats {
         s: lshk_graph_stats {
             struct_size: st_size,

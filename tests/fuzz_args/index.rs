@@ -206,13 +206,7 @@ pub(crate) fn fuzz_query(c: &mut Ctx, idx: &[Idx]) {
     if q_stride < dim {
         v.err("q_stride < dim");
     }
-    if q.mode == Mode::Ok
-        && q.data()[..strided(nq, dim, q_stride).unwrap_or(0).min(q.len() as u128) as usize]
-            .chunks(q_stride.max(1))
-            .any(|row| row[..dim.min(row.len())].iter().any(|x| !x.is_finite()))
-    {
-        v.err("non-finite query");
-    }
+    nonfinite_queries(&mut v, &q, nq, dim, q_stride);
     let eff = if gmode == 1 {
         GatherParams::default()
     } else {

@@ -342,3 +342,22 @@ pub(crate) fn mutate_offsets(r: &mut R, o: &mut [usize]) {
         _ => r.u(40),
     };
 }
+
+/// Expects NON_FINITE when a query row of a readable `q` (`nq` rows of
+/// `dim` at `q_stride`) holds a NaN or infinity (the stride gaps are not
+/// looked at).
+pub(crate) fn nonfinite_queries(
+    v: &mut Verdict,
+    q: &Arr<f32>,
+    nq: usize,
+    dim: usize,
+    q_stride: usize,
+) {
+    if q.mode == Mode::Ok
+        && q.data()[..strided(nq, dim, q_stride).unwrap_or(0).min(q.len() as u128) as usize]
+            .chunks(q_stride.max(1))
+            .any(|row| row[..dim.min(row.len())].iter().any(|x| !x.is_finite()))
+    {
+        v.err("non-finite query");
+    }
+}

@@ -515,13 +515,7 @@ pub(crate) fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
     if q_stride < dim {
         v.err("q_stride < dim");
     }
-    if q.mode == Mode::Ok
-        && q.data()[..strided(nq, dim, q_stride).unwrap_or(0).min(q.len() as u128) as usize]
-            .chunks(q_stride.max(1))
-            .any(|row| row[..dim.min(row.len())].iter().any(|x| !x.is_finite()))
-    {
-        v.err("non-finite query");
-    }
+    nonfinite_queries(&mut v, &q, nq, dim, q_stride);
     let mut big = BigIvfSearch {
         s: sp,
         tail: [0x5a5a_5a5a; 5],
@@ -1095,13 +1089,7 @@ pub(crate) fn fuzz_ivf_calibrate(c: &mut Ctx, ivfs: &[IvfX]) {
     if q_stride < dim {
         v.err("q_stride < dim");
     }
-    if q.mode == Mode::Ok
-        && q.data()[..strided(nq, dim, q_stride).unwrap_or(0).min(q.len() as u128) as usize]
-            .chunks(q_stride.max(1))
-            .any(|row| row[..dim.min(row.len())].iter().any(|x| !x.is_finite()))
-    {
-        v.err("non-finite query");
-    }
+    nonfinite_queries(&mut v, &q, nq, dim, q_stride);
     #[repr(C)]
     struct Big {
         c: lshk_ivf_calibration,
