@@ -488,13 +488,7 @@ pub(crate) fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
             }
         }
     }
-    if handle.is_null() {
-        v.err("NULL handle");
-    } else if handle == foreign.as_ptr().cast() {
-        v.err("foreign handle");
-    } else if handle != ix.h.cast_const() {
-        // Another live IVF handle: valid, but of another shape; keep the
-        // oracle simple by skipping.
+    if !ivf_handle_verdict(&mut v, handle, &foreign, ix) {
         c.skipped += 1;
         return;
     }
@@ -1054,11 +1048,7 @@ pub(crate) fn fuzz_ivf_calibrate(c: &mut Ctx, ivfs: &[IvfX]) {
             }
         }
     }
-    if handle.is_null() {
-        v.err("NULL handle");
-    } else if handle == foreign.as_ptr().cast() {
-        v.err("foreign handle");
-    } else if handle != ix.h.cast_const() {
+    if !ivf_handle_verdict(&mut v, handle, &foreign, ix) {
         c.skipped += 1;
         return;
     }
@@ -1206,4 +1196,18 @@ fn bits_of<T>(x: &T) -> Vec<u8> {
     // holes that matter for an equality of two snapshots of one value).
     unsafe { std::slice::from_raw_parts((x as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
         .to_vec()
+}
+
+/// The verdict on a possibly mutated IVF handle: NULL and a foreign block
+/// are errors; false for another live IVF handle (valid, but of another
+/// shape: the caller skips the execution to keep its oracle simple).
+fn ivf_handle_verdict(v: &mut Verdict, h: *const lshk_ivf, foreign: &[u64], ix: &IvfX) -> bool {
+    if h.is_null() {
+        v.err("NULL handle");
+    } else if h == foreign.as_ptr().cast() {
+        v.err("foreign handle");
+    } else if h != ix.h.cast_const() {
+        return false;
+    }
+    true
 }
