@@ -727,7 +727,11 @@ fn update_rows<R: Rule>(
         reserve(&mut g.ss, n)?;
         reserve(&mut g.starts, n + 1)?;
         reserve(&mut g.rowid, n)?;
-        if rows <= DIRECT_GROUP_ROWS_PER_POS * n + DIRECT_GROUP_MIN_ROWS {
+        if rows
+            <= DIRECT_GROUP_ROWS_PER_POS
+                .saturating_mul(n)
+                .saturating_add(DIRECT_GROUP_MIN_ROWS)
+        {
             group_direct(b, rows, g)?;
         } else {
             order_by_row(b.ids, &mut g.order, &mut g.tmp);
