@@ -62,6 +62,10 @@ def load_lib(path):
     lib.lshk_graph_build.restype = u32
     lib.lshk_graph_query.argtypes = [vp, vp, sz, sz, u32, u32, vp, vp, ctypes.POINTER(GraphStats)]
     lib.lshk_graph_query.restype = u32
+    lib.lshk_graph_query_params_default.restype = QueryParams
+    lib.lshk_graph_query_ex.argtypes = [vp, ctypes.POINTER(QueryParams), vp, sz, sz, u32, vp, vp,
+                                        ctypes.POINTER(GraphStats)]
+    lib.lshk_graph_query_ex.restype = u32
     lib.lshk_graph_memory_bytes.argtypes = [vp, ctypes.POINTER(sz)]
     lib.lshk_graph_free.argtypes = [vp]
     lib.lshk_isa_active.restype = u32
@@ -138,8 +142,18 @@ def timed(fn, n, passes):
 STORAGE = {"f32": 0, "bf16": 1, "i8": 2}
 
 
-def lshk_name(storage):
-    return "lshk graph (FGD)" if storage == "f32" else f"lshk graph (FGD, {storage} rows)"
+WALK = {"exact": 0, "int8": 1}
+
+
+class QueryParams(ctypes.Structure):  # struct lshk_graph_query_params
+    _fields_ = [("struct_size", ctypes.c_uint32), ("walk", ctypes.c_uint32),
+                ("ef", ctypes.c_uint32), ("rerank", ctypes.c_uint32)]
+
+
+def lshk_name(storage, walk="exact"):
+    rows = "" if storage == "f32" else f", {storage} rows"
+    w = "" if walk == "exact" else f", int8 walk + {storage} re-rank"
+    return f"lshk graph (FGD{rows}{w})"
 
 
 def run_lshk(lib, wl, a, rows_out, builds, storage="f32"):
@@ -161,22 +175,30 @@ def run_lshk(lib, wl, a, rows_out, builds, storage="f32"):
     ids = np.zeros(K, np.uint32)
     sc = np.zeros(K, np.float32)
     ip, sp = ids.ctypes.data, sc.ctypes.data
-    query = lib.lshk_graph_query
+    query = lib.lshk_graph_query_ex
     st = GraphStats()
     st.struct_size = ctypes.sizeof(GraphStats)
     dim = wl.dim
-    for ef in a.efs:
-        def one(i):
-            query(h, qrows[i].ctypes.data, 1, dim, K, ef, ip, sp, None)
-            return ids.copy()
-        res, us = timed(one, wl.nq, a.passes)
-        tot = 0
-        for i in range(wl.nq):
-            query(h, qrows[i].ctypes.data, 1, dim, K, ef, ip, sp, ctypes.byref(st))
-            tot += st.distances
-        p1, r10 = recall(res, wl.gt)
-        rows_out.append((name, ef, p1, r10, tot / wl.nq, us))
-        log(f"  {name} ef {ef}: P@1 {p1:.3f} recall@10 {r10:.3f} {tot / wl.nq:.0f} dist {us:.1f} us")
+    for walk in a.walks:
+        name = lshk_name(storage, walk)
+        qp = lib.lshk_graph_query_params_default()
+        qp.walk, qp.rerank = WALK[walk], a.rerank
+        qpr = ctypes.byref(qp)
+        for ef in a.efs:
+            qp.ef = ef
+
+            def one(i):
+                query(h, qpr, qrows[i].ctypes.data, 1, dim, K, ip, sp, None)
+                return ids.copy()
+            check(lib, query(h, qpr, qrows[0].ctypes.data, 1, dim, K, ip, sp, None), "lshk_graph_query_ex")
+            res, us = timed(one, wl.nq, a.passes)
+            tot = 0
+            for i in range(wl.nq):
+                query(h, qpr, qrows[i].ctypes.data, 1, dim, K, ip, sp, ctypes.byref(st))
+                tot += st.distances
+            p1, r10 = recall(res, wl.gt)
+            rows_out.append((name, ef, p1, r10, tot / wl.nq, us))
+            log(f"  {name} ef {ef}: P@1 {p1:.3f} recall@10 {r10:.3f} {tot / wl.nq:.0f} dist {us:.1f} us")
     lib.lshk_graph_free(h)
 
 
@@ -248,13 +270,15 @@ def report(wl, a, rows, builds, out):
     out.append("|---|---:|---:|---:|---:|---:|")
     for n, ef, p1, r10, d, us in rows:
         out.append(f"| {n} | {ef} | {p1:.3f} | {r10:.3f} | {'-' if d is None else f'{d:.0f}'} | {us:.1f} |")
-    out.append("\nAt a recall target, the fastest measured efSearch point of each: us/q (efSearch, its time over lshk f32's: > 1 = lshk faster):\n")
-    extra = [lshk_name(s) for s in a.storages if s != "f32"]
-    out.append("| recall@10 >= | lshk | hnswlib l2 (same data) | hnswlib ip | FAISS HNSW |"
-               + "".join(f" {n} |" for n in extra))
-    out.append("|---:|---:|---:|---:|---:|" + "---:|" * len(extra))
-    names = ["lshk graph (FGD)", "hnswlib l2 (FGD transform)", "hnswlib ip ([w,b]·[q,1])",
-             "FAISS HNSW (FGD transform, L2)"] + extra
+    out.append("\nAt a recall target, the fastest measured efSearch point of each: us/q (efSearch; "
+               "hnswlib l2's time over this one's: > 1 = faster than hnswlib on the same transformed rows):\n")
+    lshks = []
+    for n, *_ in rows:
+        if n.startswith("lshk") and n not in lshks:
+            lshks.append(n)
+    names = ["hnswlib l2 (FGD transform)"] + lshks + ["hnswlib ip ([w,b]·[q,1])", "FAISS HNSW (FGD transform, L2)"]
+    out.append("| recall@10 >= | " + " | ".join(names) + " |")
+    out.append("|---:|" + "---:|" * len(names))
     for target in (0.9, 0.95, 0.99):
         pts = [at_recall(rows, n, target) for n in names]
         base = pts[0][5] if pts[0] else None
@@ -265,7 +289,7 @@ def report(wl, a, rows, builds, out):
             elif base is None or p is pts[0]:
                 cells.append(f"{p[5]:.1f} (ef {p[1]})")
             else:
-                cells.append(f"{p[5]:.1f} (ef {p[1]}, {p[5] / base:.2f}x)")
+                cells.append(f"{p[5]:.1f} (ef {p[1]}, {base / p[5]:.2f}x)")
         out.append(f"| {target} | " + " | ".join(cells) + " |")
 
 
@@ -283,10 +307,13 @@ def main():
     ap.add_argument("--efs", default="10,20,50,100,200,400,800,1600")
     ap.add_argument("--only", default="lshk,hnswlib-l2,hnswlib-ip,faiss")
     ap.add_argument("--storages", default="f32,bf16", help="lshk row storages (f32 first)")
+    ap.add_argument("--walks", default="exact,int8", help="lshk level-0 walks (exact, int8)")
+    ap.add_argument("--rerank", type=int, default=0, help="int8 walk: rows re-ranked (0 = the pool)")
     ap.add_argument("--out", default="target/graph_results.md")
     a = ap.parse_args()
     a.efs = [int(x) for x in a.efs.split(",")]
     a.storages = a.storages.split(",")
+    a.walks = a.walks.split(",")
     only = set(a.only.split(","))
     lib = load_lib(a.lib)
     import hnswlib
