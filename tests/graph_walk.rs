@@ -40,7 +40,9 @@ fn walk_kernel_every_variant_equals_oracle_and_exact_sum() {
                     })
                     .collect();
                 for n in 0..=13usize {
-                    let ids: Vec<u32> = (0..n).map(|_| (r.next_u64() % rows as u64) as u32).collect();
+                    let ids: Vec<u32> = (0..n)
+                        .map(|_| (r.next_u64() % rows as u64) as u32)
+                        .collect();
                     let recs = Recs {
                         base: &base,
                         stride,
@@ -112,8 +114,18 @@ fn walk_search(
     let mut ids = vec![0u32; l.nq * k];
     let mut sc = vec![0f32; l.nq * k];
     let mut st = GraphStats::default();
-    g.search_with(tier, &l.q, l.nq, l.dim, k, sp, &mut ids, &mut sc, Some(&mut st))
-        .unwrap();
+    g.search_with(
+        tier,
+        &l.q,
+        l.nq,
+        l.dim,
+        k,
+        sp,
+        &mut ids,
+        &mut sc,
+        Some(&mut st),
+    )
+    .unwrap();
     (ids, sc, st)
 }
 
@@ -144,7 +156,10 @@ fn int8_walk_bit_identical_across_tiers_golden() {
                     Some((i0, b0, d0)) => {
                         assert_eq!(&ids, i0, "{st:?} tier {t:?}: ids differ");
                         assert_eq!(&bits, b0, "{st:?} tier {t:?}: scores differ");
-                        assert_eq!(stats.distances, *d0, "{st:?} tier {t:?}: rows scored differ");
+                        assert_eq!(
+                            stats.distances, *d0,
+                            "{st:?} tier {t:?}: rows scored differ"
+                        );
                     }
                 }
             }
@@ -233,7 +248,10 @@ fn int8_walk_recall_near_exact_walk_and_survives_save_load() {
         let mut hit = 0;
         for i in 0..l.nq {
             let t = &truth[i * k..(i + 1) * k];
-            hit += ids[i * k..(i + 1) * k].iter().filter(|x| t.contains(x)).count();
+            hit += ids[i * k..(i + 1) * k]
+                .iter()
+                .filter(|x| t.contains(x))
+                .count();
         }
         hit as f64 / (l.nq * k) as f64
     };
@@ -251,8 +269,13 @@ fn int8_walk_recall_near_exact_walk_and_survives_save_load() {
     let (r_ids, r_sc, _) = walk_search(&g, &l, k, &int8(64, 1), lshk::isa::active());
     for i in 0..l.nq {
         let s = &r_sc[i * k..(i + 1) * k];
-        assert!(s.windows(2).all(|p| p[0] >= p[1]), "re-ranked scores sorted");
-        assert!(r_ids[i * k..(i + 1) * k].iter().all(|&x| (x as usize) < rows));
+        assert!(
+            s.windows(2).all(|p| p[0] >= p[1]),
+            "re-ranked scores sorted"
+        );
+        assert!(r_ids[i * k..(i + 1) * k]
+            .iter()
+            .all(|&x| (x as usize) < rows));
     }
     let path = std::env::temp_dir().join(format!("lshk-graph-walk-{}.lshk", std::process::id()));
     g.save(&path).unwrap();
@@ -272,7 +295,17 @@ fn int8_walk_refuses_ef_zero() {
     let g = Graph::build(&l.w, None, l.rows, l.dim, l.dim, &params(Storage::F32)).unwrap();
     let (mut ids, mut sc) = (vec![7u32; 3], vec![7f32; 3]);
     let e = g
-        .search_with(lshk::isa::active(), &l.q, 1, l.dim, 3, &int8(0, 0), &mut ids, &mut sc, None)
+        .search_with(
+            lshk::isa::active(),
+            &l.q,
+            1,
+            l.dim,
+            3,
+            &int8(0, 0),
+            &mut ids,
+            &mut sc,
+            None,
+        )
         .unwrap_err();
     assert_eq!(e.status, Status::InvalidArgument);
     assert_eq!(ids, vec![7; 3]);

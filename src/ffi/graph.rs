@@ -347,10 +347,7 @@ pub unsafe extern "C" fn lshk_graph_query_ex(
         let walk = Walk::from_u32(cp.walk).ok_or_else(|| {
             Error::new(
                 Status::InvalidArgument,
-                format!(
-                    "walk {} is not an LSHK_GRAPH_WALK_* value (0..=1)",
-                    cp.walk
-                ),
+                format!("walk {} is not an LSHK_GRAPH_WALK_* value (0..=1)", cp.walk),
             )
         })?;
         let sp = SearchParams {

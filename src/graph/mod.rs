@@ -242,7 +242,9 @@ impl WalkRecs {
     fn bytes(&self) -> &[u8] {
         // SAFETY: `Line` is 64 plain bytes (repr(C), no padding); the
         // slice covers exactly the vector's initialised elements.
-        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast::<u8>(), self.lines.len() * 64) }
+        unsafe {
+            std::slice::from_raw_parts(self.lines.as_ptr().cast::<u8>(), self.lines.len() * 64)
+        }
     }
     /// The level-0 links slot (`2m` u32) of `node`.
     #[inline(always)]
@@ -1073,7 +1075,10 @@ impl Graph {
             unsafe { wk(&recs, &q8, &s.ids, &mut s.raw) };
             s.distances += s.ids.len() as u64;
             for (&id, &raw) in s.ids.iter().zip(&s.raw) {
-                let n = Cand { s: score(raw, id), id };
+                let n = Cand {
+                    s: score(raw, id),
+                    id,
+                };
                 if s.pool.len() < ef {
                     s.cand.push(n);
                     s.pool.push(std::cmp::Reverse(n));
@@ -1142,8 +1147,12 @@ impl Graph {
         s.distances += take as u64;
         s.q = q;
         s.sorted.clear();
-        s.sorted
-            .extend(s.ids.iter().zip(&s.out).map(|(&id, &sc)| Cand { s: sc, id }));
+        s.sorted.extend(
+            s.ids
+                .iter()
+                .zip(&s.out)
+                .map(|(&id, &sc)| Cand { s: sc, id }),
+        );
         s.sorted.sort_unstable_by(|a, b| b.cmp(a));
         self.write_top(s, out_ids, out_scores);
     }

@@ -211,7 +211,10 @@ unsafe fn walk_avx2(r: &super::Recs<'_>, q: &[i8], ids: &[u32], out: &mut [i32])
                 b += 16;
             }
             for (k, a) in acc.iter().enumerate().take(rr) {
-                let s = _mm_add_epi32(_mm256_castsi256_si128(*a), _mm256_extracti128_si256::<1>(*a));
+                let s = _mm_add_epi32(
+                    _mm256_castsi256_si128(*a),
+                    _mm256_extracti128_si256::<1>(*a),
+                );
                 let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
                 let s = _mm_add_epi32(s, _mm_shuffle_epi32::<1>(s));
                 *out.get_unchecked_mut(i + k) = _mm_cvtsi128_si32(s);

@@ -155,12 +155,7 @@ pub unsafe fn dot_i8(r: &Rows<'_, i8>, q: &[f32], ids: &[u32], out: &mut [f32]) 
 /// at most `2 * 255 * 128`, exact). Four rows at a time, every record's
 /// codes prefetched on entry, `vpaddd`-tree lane sums (integer: exact).
 #[inline(always)]
-unsafe fn walk_rows<const VNNI: bool>(
-    r: &super::Recs<'_>,
-    q: &[i8],
-    ids: &[u32],
-    out: &mut [i32],
-) {
+unsafe fn walk_rows<const VNNI: bool>(r: &super::Recs<'_>, q: &[i8], ids: &[u32], out: &mut [i32]) {
     let dim = r.dim;
     let n = ids.len();
     let base = r.base.as_ptr();
