@@ -124,7 +124,10 @@ fn fuzz_graph_query_ex() {
                 distances: 0,
             };
             let mut use_p = true;
-            let (mut use_scores, mut use_stats) = (r.next_u64() % 4 != 0, r.next_u64() % 3 != 0);
+            let (mut use_scores, mut use_stats) = (
+                !r.next_u64().is_multiple_of(4),
+                !r.next_u64().is_multiple_of(3),
+            );
             let mut handle = fx.h as *const lshk_graph;
             let (mut q_null, mut ids_null) = (false, false);
             let mut q_stride_c = q_stride;
