@@ -1064,6 +1064,8 @@ impl Graph {
                 if *v != gen {
                     *v = gen;
                     s.ids.push(nb);
+                    // Its scale and bias are read after the kernel.
+                    kg::prefetch(wr.side[nb as usize..].as_ptr().cast(), 8);
                 }
             }
             if s.ids.is_empty() {
@@ -1079,13 +1081,18 @@ impl Graph {
                     s: score(raw, id),
                     id,
                 };
-                if s.pool.len() < ef {
+                if s.pool.len() < ef || n > s.pool.peek().unwrap().0 {
+                    // A kept node may be expanded soon: start fetching
+                    // its links (the record's second part) now.
+                    kg::prefetch(
+                        recs.base[id as usize * wr.stride + wr.dpad..].as_ptr(),
+                        4 * slots,
+                    );
                     s.cand.push(n);
                     s.pool.push(std::cmp::Reverse(n));
-                } else if n > s.pool.peek().unwrap().0 {
-                    s.cand.push(n);
-                    s.pool.push(std::cmp::Reverse(n));
-                    s.pool.pop();
+                    if s.pool.len() > ef {
+                        s.pool.pop();
+                    }
                 }
             }
         }
