@@ -190,7 +190,8 @@ def run_lshk(lib, wl, a, rows_out, builds, storage="f32"):
                 query(h, qpr, qrows[i].ctypes.data, 1, dim, K, ip, sp, ctypes.byref(st))
                 tot += st.distances
             return tot / wl.nq
-        runners.append(Runner(lshk_name(storage, walk), set_ef, one, dist))
+        # keep: the buffers whose addresses the closures hold as integers
+        runners.append(Runner(lshk_name(storage, walk), set_ef, one, dist, keep=(ids, sc, qrows, st)))
     runners[-1].free = lambda: lib.lshk_graph_free(h)
     return runners
 
