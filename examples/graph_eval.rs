@@ -5,7 +5,11 @@
 //!
 //! `cargo run --release --example graph_eval [-- --rows N] [--nq N] [--m M]
 //! [--efc N] [--ef 10,20,50,...] [--storage f32,bf16,i8] [--threads N]
-//! [--only w1|w2v] [--w2v DIR] [--passes N]`
+//! [--only w1|w2v] [--w2v DIR] [--passes N] [--walk exact,int8]
+//! [--rerank N]`
+//!
+//! `--walk int8`: the int8 walk with the exact re-rank of the best
+//! `--rerank` (0 = the whole pool) of the pool.
 //!
 //! `--rows` shrinks W1 (670,091 rows by default; the build of the full
 //! layer takes minutes on two cores). Prints `skipped: ../shared/data not
@@ -16,7 +20,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use lshk::graph::{Graph, GraphParams, GraphStats, Storage};
+use lshk::graph::{Graph, GraphParams, GraphStats, SearchParams, Storage, Walk};
 
 fn main() {
     let mut rows = 670_091usize;
@@ -32,6 +36,8 @@ fn main() {
     let mut only = None::<String>;
     let mut passes = 3usize;
     let mut cache = None::<PathBuf>;
+    let mut walks = vec![Walk::Exact];
+    let mut rerank = 0usize;
     let mut a = std::env::args().skip(1);
     while let Some(x) = a.next() {
         let mut v = || a.next().expect("value");
@@ -55,6 +61,17 @@ fn main() {
                     .collect()
             }
             "--only" => only = Some(v()),
+            "--rerank" => rerank = v().parse().expect("rerank"),
+            "--walk" => {
+                walks = v()
+                    .split(',')
+                    .map(|s| match s {
+                        "exact" => Walk::Exact,
+                        "int8" => Walk::Int8,
+                        _ => panic!("walk exact|int8"),
+                    })
+                    .collect()
+            }
             "--w2v" => w2v = v().into(),
             "--cache" => cache = Some(v().into()),
             other => panic!("unknown option {other}"),
@@ -78,12 +95,23 @@ fn main() {
                 &storages,
                 passes,
                 cache.as_deref(),
+                &walks,
+                rerank,
             ),
         }
     }
     if only.as_deref() != Some("w2v") {
         let d = common::synthetic(rows, 4096.min(rows), nq);
-        run(&d, &p, &efs, &storages, passes, cache.as_deref());
+        run(
+            &d,
+            &p,
+            &efs,
+            &storages,
+            passes,
+            cache.as_deref(),
+            &walks,
+            rerank,
+        );
     }
 }
 
@@ -99,6 +127,7 @@ fn cpu_seconds() -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run(
     d: &common::Data,
     p: &GraphParams,
@@ -106,6 +135,8 @@ fn run(
     storages: &[Storage],
     passes: usize,
     cache: Option<&std::path::Path>,
+    walks: &[Walk],
+    rerank: usize,
 ) {
     let k = 10;
     let nq = d.nq;
@@ -119,7 +150,9 @@ fn run(
     });
     if let Some(g) = cached.as_deref().and_then(|f| Graph::load(f).ok()) {
         println!("graph loaded from the cache (no build time)");
-        search_table(d, &g, Storage::F32, efs, passes, &exact);
+        for &w in walks {
+            search_table(d, &g, Storage::F32, efs, passes, &exact, w, rerank);
+        }
         return;
     }
     let (t, cpu0) = (Instant::now(), cpu_seconds());
@@ -162,10 +195,13 @@ fn run(
             .expect("build");
             &g2
         };
-        search_table(d, g, st, efs, passes, &exact);
+        for &w in walks {
+            search_table(d, g, st, efs, passes, &exact, w, rerank);
+        }
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn search_table(
     d: &common::Data,
     g: &Graph,
@@ -173,11 +209,13 @@ fn search_table(
     efs: &[usize],
     passes: usize,
     exact: &[u32],
+    walk: Walk,
+    rerank: usize,
 ) {
     let (k, nq) = (10, d.nq);
     {
         println!(
-            "\nstorage {st:?}, memory {:.1} MiB (W {:.1} MiB)",
+            "\nstorage {st:?}, walk {walk:?} (rerank {rerank}, 0 = pool), memory {:.1} MiB (W {:.1} MiB)",
             g.memory_bytes() as f64 / 1048576.0,
             (d.rows * d.dim * 4) as f64 / 1048576.0
         );
@@ -186,13 +224,14 @@ fn search_table(
         let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
         for &ef in efs {
             let mut st = GraphStats::default();
-            g.search_stats(
+            let sp = SearchParams { ef, walk, rerank };
+            g.search_with(
                 lshk::isa::active(),
                 &d.q,
                 nq,
                 d.dim,
                 k,
-                ef,
+                &sp,
                 &mut ids,
                 &mut sc,
                 Some(&mut st),
@@ -204,14 +243,16 @@ fn search_table(
             for _ in 0..passes {
                 let t = Instant::now();
                 for i in 0..nq {
-                    g.search(
+                    g.search_with(
+                        lshk::isa::active(),
                         d.query(i),
                         1,
                         d.dim,
                         k,
-                        ef,
+                        &sp,
                         &mut ids[i * k..],
                         &mut sc[i * k..],
+                        None,
                     )
                     .unwrap();
                 }

@@ -6,6 +6,7 @@
  *
  * Functions covered here:
  *   lshk_graph_params_default lshk_graph_build lshk_graph_query
+ *   lshk_graph_query_params_default lshk_graph_query_ex
  *   lshk_graph_save lshk_graph_load lshk_graph_shape
  *   lshk_graph_memory_bytes lshk_graph_free */
 #define _POSIX_C_SOURCE 200809L
@@ -158,6 +159,32 @@ static void bi_init_lshk_graph_query(bi_args_lshk_graph_query *a, bi_outs *o) {
 static lshk_status bi_call_lshk_graph_query(bi_args_lshk_graph_query *a) {
   return lshk_graph_query(a->g, a->q, a->nq, a->q_stride, a->k, a->ef, a->out_ids,
                           a->out_scores, a->stats);
+}
+
+/* ---- lshk_graph_query_ex (the query arguments of lshk_graph_query plus a
+ * query-params struct; WALK_INT8 by default here) --------------------------- */
+typedef struct {
+  bi_args_lshk_graph_query b;
+  lshk_graph_query_params pv;
+  struct {
+    lshk_graph_query_params p;
+    unsigned char tail[24];
+  } bigp; /* a caller with a newer, larger lshk_graph_query_params */
+  const lshk_graph_query_params *p;
+} bi_args_lshk_graph_query_ex;
+static void bi_init_lshk_graph_query_ex(bi_args_lshk_graph_query_ex *a, bi_outs *o) {
+  bi_init_lshk_graph_query(&a->b, o);
+  a->pv = lshk_graph_query_params_default();
+  a->pv.walk = LSHK_GRAPH_WALK_INT8;
+  a->pv.ef = 8;
+  a->bigp.p = a->pv;
+  memset(a->bigp.tail, 0xA5, sizeof a->bigp.tail);
+  a->bigp.p.struct_size = (uint32_t)sizeof a->bigp;
+  a->p = &a->pv;
+}
+static lshk_status bi_call_lshk_graph_query_ex(bi_args_lshk_graph_query_ex *a) {
+  return lshk_graph_query_ex(a->b.g, a->p, a->b.q, a->b.nq, a->b.q_stride, a->b.k,
+                             a->b.out_ids, a->b.out_scores, a->b.stats);
 }
 
 /* ---- lshk_graph_save / lshk_graph_load ----------------------------------- */
@@ -399,6 +426,43 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out_scores = a.qv);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out_ids = (uint32_t *)(void *)(a.qv + 2));
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out_ids = (uint32_t *)(void *)(a.sb + 1));
+#undef FN
+
+  BI_EXPECT(lshk_graph_query_params_default,
+            lshk_graph_query_params_default().struct_size == sizeof(lshk_graph_query_params) &&
+                lshk_graph_query_params_default().walk == LSHK_GRAPH_WALK_EXACT &&
+                lshk_graph_query_params_default().ef == 100 &&
+                lshk_graph_query_params_default().rerank == 0);
+
+#define FN lshk_graph_query_ex
+  BI_BASELINE(FN);
+  BI_GRAPH_CASES(FN, b.g, const lshk_graph);
+  BI_ACCEPT(FN, a.p = NULL);                       /* defaults: WALK_EXACT, ef 100 */
+  BI_ACCEPT(FN, a.pv.walk = LSHK_GRAPH_WALK_EXACT);
+  BI_ACCEPT(FN, a.b.g = g_i8);
+  BI_ACCEPT(FN, a.pv.rerank = 1);                  /* at least k are re-scored */
+  BI_ACCEPT(FN, a.pv.rerank = UINT32_MAX);         /* the whole pool */
+  BI_ACCEPT(FN, a.pv.ef = UINT32_MAX);             /* every row */
+  BI_ACCEPT(FN, a.b.stats = NULL; a.b.out_scores = NULL);
+  BI_ACCEPT(FN, a.p = &a.bigp.p);                  /* a larger struct: tail ignored */
+  BI_CASE(FN, LSHK_STATUS_OK, a.b.k = 0; o_.n = 2); /* stats still written */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.walk = 2);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.walk = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.ef = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.ef = 0; a.pv.walk = LSHK_GRAPH_WALK_EXACT);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.struct_size = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.pv.struct_size = (uint32_t)sizeof(lshk_graph_query_params) - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.p = BI_MISALIGN(const lshk_graph_query_params, &a.pv));
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.b.q = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.b.out_ids = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.b.q_stride = GD - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.b.st.struct_size = 0);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.b.qv[0] = NAN);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.b.nq = 2; a.b.k = 1; a.b.q_stride = SIZE_MAX / 4);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.b.out_scores = a.b.qv);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.b.out_ids = BI_MISALIGN(uint32_t, a.b.ib));
 #undef FN
 
 #define FN lshk_graph_save

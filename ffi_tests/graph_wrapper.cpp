@@ -57,6 +57,19 @@ int main() {
   lshk::TopK r = g.query(q, k, ef, &st);
   EXPECT(r.ids == want_ids && r.scores == want_sc && st.distances == cst.distances);
   EXPECT(r.queries() == nq);
+  /* The int8 walk through lshk_graph_query_ex and the wrapper. */
+  lshk::GraphQueryParams qp;
+  EXPECT(qp.struct_size == sizeof(lshk_graph_query_params) && qp.walk == LSHK_GRAPH_WALK_EXACT);
+  qp.ef = ef;
+  lshk::TopK rx = g.query(qp, q, k);
+  EXPECT(rx.ids == want_ids && rx.scores == want_sc); /* WALK_EXACT = lshk_graph_query */
+  qp.walk = LSHK_GRAPH_WALK_INT8;
+  std::vector<uint32_t> wi(nq * k);
+  std::vector<float> ws(nq * k);
+  EXPECT(lshk_graph_query_ex(raw, &qp, q.data(), nq, dim, k, wi.data(), ws.data(), nullptr) ==
+         LSHK_STATUS_OK);
+  lshk::TopK rw = g.query(qp, q, k);
+  EXPECT(rw.ids == wi && rw.scores == ws);
 
   const std::string path = "/tmp/lshk-graph-wrapper-" + std::to_string(uintptr_t(&s)) + ".lshk";
   g.save(path);

@@ -44,6 +44,18 @@
 #define LSHK_GRAPH_STORAGE_I8 2
 
 /*
+ Graph walk: every row scored with the stored rows (the default).
+ */
+#define LSHK_GRAPH_WALK_EXACT 0
+
+/*
+ Graph walk: int8 scores on compact per-node records (the query
+ quantised to int8), then the best `rerank` of the pool re-scored with
+ the stored rows (the returned scores are those of WALK_EXACT's).
+ */
+#define LSHK_GRAPH_WALK_INT8 1
+
+/*
  lshk_hrr_unbind: the approximate inverse `x†_i = x_{-i mod d}`
  (exact for projected keys).
  */
@@ -348,6 +360,32 @@ typedef struct lshk_forest_params {
    */
   uint64_t seed;
 } lshk_forest_params;
+
+/*
+ Query parameters of lshk_graph_query_ex. Obtain defaults from
+ lshk_graph_query_params_default(), then change fields; `struct_size`
+ lets later versions add fields.
+ */
+typedef struct lshk_graph_query_params {
+  /*
+   sizeof(lshk_graph_query_params) as the caller knows it.
+   */
+  uint32_t struct_size;
+  /*
+   LSHK_GRAPH_WALK_* (default EXACT).
+   */
+  uint32_t walk;
+  /*
+   Pool size, >= 1 (the pool is max(ef, k)); default 100.
+   */
+  uint32_t ef;
+  /*
+   WALK_INT8: how many of the pool's best (by int8 score) are
+   re-scored with the stored rows; 0 = the whole pool (default); at
+   least k are. Ignored by WALK_EXACT.
+   */
+  uint32_t rerank;
+} lshk_graph_query_params;
 
 /*
  Build parameters of lshk_graph_build. Obtain defaults from
@@ -1483,6 +1521,12 @@ lshk_status lshk_forest_load(const char *path,
                              struct lshk_forest **out);
 
 /*
+ Default query parameters: WALK_EXACT, ef 100, rerank 0 (the whole
+ pool); struct_size = sizeof(lshk_graph_query_params).
+ */
+struct lshk_graph_query_params lshk_graph_query_params_default(void);
+
+/*
  Default build parameters: m 16, ef_construction 200, STORAGE_F32, all
  cores, a fixed seed; struct_size = sizeof(lshk_graph_params).
  */
@@ -1554,6 +1598,35 @@ lshk_status lshk_graph_query(const struct lshk_graph *graph,
                              uint32_t *out_ids,
                              float *out_scores,
                              struct lshk_graph_stats *stats);
+
+/*
+ lshk_graph_query with query parameters `p` (NULL =
+ lshk_graph_query_params_default()): `p->walk` picks the level-0 walk
+ (LSHK_GRAPH_WALK_INT8: int8 scores on compact records, then the best
+ `p->rerank` of the pool re-scored with the stored rows, so the returned
+ scores are the same kind as WALK_EXACT's). Results, padding, stats
+ (with WALK_INT8 the re-scored rows count too) and thread-safety as
+ lshk_graph_query; both walks are deterministic and the same on every
+ ISA tier.
+
+ Errors: those of lshk_graph_query, and INVALID_ARGUMENT for a
+ misaligned `p`, a `p->struct_size` smaller than this library's
+ sizeof(lshk_graph_query_params), a `walk` that is not an
+ LSHK_GRAPH_WALK_* value, `ef` 0, or WALK_INT8 on a graph with more
+ than 65,472 columns. Nothing is written on error.
+
+ # Safety
+ As lshk_graph_query; `p` NULL or a readable lshk_graph_query_params.
+ */
+lshk_status lshk_graph_query_ex(const struct lshk_graph *graph,
+                                const struct lshk_graph_query_params *p,
+                                const float *q,
+                                size_t nq,
+                                size_t q_stride,
+                                uint32_t k,
+                                uint32_t *out_ids,
+                                float *out_scores,
+                                struct lshk_graph_stats *stats);
 
 /*
  Saves the graph to `path` (a NUL-terminated file name): an lshk

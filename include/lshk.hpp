@@ -1592,6 +1592,12 @@ struct GraphParams : lshk_graph_params {
   GraphParams() noexcept : lshk_graph_params(lshk_graph_params_default()) {}
   GraphParams(const lshk_graph_params &p) noexcept : lshk_graph_params(p) {}
 };
+/* lshk_graph_query_params with its defaults
+ * (lshk_graph_query_params_default(): WALK_EXACT, ef 100, rerank 0). */
+struct GraphQueryParams : lshk_graph_query_params {
+  GraphQueryParams() noexcept : lshk_graph_query_params(lshk_graph_query_params_default()) {}
+  GraphQueryParams(const lshk_graph_query_params &p) noexcept : lshk_graph_query_params(p) {}
+};
 /* lshk_graph_stats with struct_size set. */
 struct GraphStats : lshk_graph_stats {
   GraphStats() noexcept : lshk_graph_stats() { struct_size = sizeof(lshk_graph_stats); }
@@ -1649,6 +1655,38 @@ class GraphBase {
              lshk_graph_stats *stats = nullptr) const {
     TopK r;
     query(q, k, ef, r, stats);
+    return r;
+  }
+  /* lshk_graph_query_ex: as query, with query parameters (the walk:
+   * LSHK_GRAPH_WALK_EXACT or LSHK_GRAPH_WALK_INT8 with its re-rank). */
+  void query(const lshk_graph_query_params &p, span<const float> q, std::size_t nq,
+             std::size_t q_stride, uint32_t k, span<uint32_t> out_ids, span<float> out_scores,
+             lshk_graph_stats *stats = nullptr) const {
+    const char *where = "lshk::Graph::query";
+    need_rows(where, "q", q.size(), nq, dim_, q_stride);
+    std::size_t n = 0;
+    if (mul(nq, k, &n)) {
+      need_out(where, "out_ids", out_ids.size(), n);
+      if (!out_scores.empty()) need_out(where, "out_scores", out_scores.size(), n);
+    }
+    check(lshk_graph_query_ex(h_, &p, q.data(), nq, q_stride, k, out_ids.data(),
+                              or_null(out_scores), stats));
+  }
+  /* Contiguous queries into a reusable TopK, with query parameters. */
+  void query(const lshk_graph_query_params &p, span<const float> q, uint32_t k, TopK &out,
+             lshk_graph_stats *stats = nullptr) const {
+    std::size_t nq = whole_rows("lshk::Graph::query", "q", q.size(), dim_);
+    std::size_t n = 0;
+    if (!mul(nq, k, &n)) fail(LSHK_STATUS_SIZE_OVERFLOW, "lshk::Graph::query: nq * k overflows");
+    out.k = k;
+    out.ids.resize(n);
+    out.scores.resize(n);
+    query(p, q, nq, dim_, k, out.ids, out.scores, stats);
+  }
+  TopK query(const lshk_graph_query_params &p, span<const float> q, uint32_t k,
+             lshk_graph_stats *stats = nullptr) const {
+    TopK r;
+    query(p, q, k, r, stats);
     return r;
   }
 

@@ -62,6 +62,10 @@ def load_lib(path):
     lib.lshk_graph_build.restype = u32
     lib.lshk_graph_query.argtypes = [vp, vp, sz, sz, u32, u32, vp, vp, ctypes.POINTER(GraphStats)]
     lib.lshk_graph_query.restype = u32
+    lib.lshk_graph_query_params_default.restype = QueryParams
+    lib.lshk_graph_query_ex.argtypes = [vp, ctypes.POINTER(QueryParams), vp, sz, sz, u32, vp, vp,
+                                        ctypes.POINTER(GraphStats)]
+    lib.lshk_graph_query_ex.restype = u32
     lib.lshk_graph_memory_bytes.argtypes = [vp, ctypes.POINTER(sz)]
     lib.lshk_graph_free.argtypes = [vp]
     lib.lshk_isa_active.restype = u32
@@ -123,23 +127,24 @@ def recall(ids, gt):
     return p1, r10
 
 
-def timed(fn, n, passes):
-    best, res = float("inf"), None
-    for _ in range(passes):
-        t = time.perf_counter()
-        res = [fn(i) for i in range(n)]
-        best = min(best, time.perf_counter() - t)
-    return res, best * 1e6 / n
-
-
 # ---------------------------------------------------------------- runners
 
 
 STORAGE = {"f32": 0, "bf16": 1, "i8": 2}
 
 
-def lshk_name(storage):
-    return "lshk graph (FGD)" if storage == "f32" else f"lshk graph (FGD, {storage} rows)"
+WALK = {"exact": 0, "int8": 1}
+
+
+class QueryParams(ctypes.Structure):  # struct lshk_graph_query_params
+    _fields_ = [("struct_size", ctypes.c_uint32), ("walk", ctypes.c_uint32),
+                ("ef", ctypes.c_uint32), ("rerank", ctypes.c_uint32)]
+
+
+def lshk_name(storage, walk="exact"):
+    rows = "" if storage == "f32" else f", {storage} rows"
+    w = "" if walk == "exact" else f", int8 walk + {storage} re-rank"
+    return f"lshk graph (FGD{rows}{w})"
 
 
 def run_lshk(lib, wl, a, rows_out, builds, storage="f32"):
@@ -161,23 +166,65 @@ def run_lshk(lib, wl, a, rows_out, builds, storage="f32"):
     ids = np.zeros(K, np.uint32)
     sc = np.zeros(K, np.float32)
     ip, sp = ids.ctypes.data, sc.ctypes.data
-    query = lib.lshk_graph_query
+    query = lib.lshk_graph_query_ex
     st = GraphStats()
     st.struct_size = ctypes.sizeof(GraphStats)
     dim = wl.dim
-    for ef in a.efs:
-        def one(i):
-            query(h, qrows[i].ctypes.data, 1, dim, K, ef, ip, sp, None)
+    runners = []
+    for walk in a.walks:
+        qp = lib.lshk_graph_query_params_default()
+        qp.walk, qp.rerank = WALK[walk], a.rerank
+        qpr = ctypes.byref(qp)
+
+        def set_ef(ef, qp=qp, qpr=qpr):
+            qp.ef = ef
+            check(lib, query(h, qpr, qrows[0].ctypes.data, 1, dim, K, ip, sp, None), "lshk_graph_query_ex")
+
+        def one(i, qpr=qpr):
+            query(h, qpr, qrows[i].ctypes.data, 1, dim, K, ip, sp, None)
             return ids.copy()
-        res, us = timed(one, wl.nq, a.passes)
-        tot = 0
-        for i in range(wl.nq):
-            query(h, qrows[i].ctypes.data, 1, dim, K, ef, ip, sp, ctypes.byref(st))
-            tot += st.distances
-        p1, r10 = recall(res, wl.gt)
-        rows_out.append((name, ef, p1, r10, tot / wl.nq, us))
-        log(f"  {name} ef {ef}: P@1 {p1:.3f} recall@10 {r10:.3f} {tot / wl.nq:.0f} dist {us:.1f} us")
-    lib.lshk_graph_free(h)
+
+        def dist(qpr=qpr):
+            tot = 0
+            for i in range(wl.nq):
+                query(h, qpr, qrows[i].ctypes.data, 1, dim, K, ip, sp, ctypes.byref(st))
+                tot += st.distances
+            return tot / wl.nq
+        # keep: the buffers whose addresses the closures hold as integers
+        runners.append(Runner(lshk_name(storage, walk), set_ef, one, dist, keep=(ids, sc, qrows, st)))
+    runners[-1].free = lambda: lib.lshk_graph_free(h)
+    return runners
+
+
+class Runner:
+    """One searcher: set_ef(ef), one(i) -> ids of query i, dist() -> rows scored per query or None."""
+
+    def __init__(self, name, set_ef, one, dist=None, keep=None):
+        self.name, self.set_ef, self.one, self.dist, self.keep = name, set_ef, one, dist, keep
+        self.free = lambda: None
+
+
+def measure(wl, a, runners, rows_out, efs):
+    """Per efSearch, the searchers' timed passes interleaved (pass 1 of each, then pass 2 ...), so
+    that a load change on the shared machine hits all of them; best pass of each."""
+    for ef in efs:
+        best = {r.name: float("inf") for r in runners}
+        res = {}
+        for r in runners:
+            r.set_ef(ef)
+            res[r.name] = [r.one(i) for i in range(min(wl.nq, 50))]  # warm-up
+        for _ in range(a.passes):
+            for r in runners:
+                t = time.perf_counter()
+                res[r.name] = [r.one(i) for i in range(wl.nq)]
+                best[r.name] = min(best[r.name], time.perf_counter() - t)
+        for r in runners:
+            us = best[r.name] / wl.nq * 1e6
+            p1, r10 = recall(res[r.name], wl.gt)
+            d = r.dist() if r.dist else None
+            rows_out.append((r.name, ef, p1, r10, d, us))
+            log(f"  {r.name} ef {ef}: P@1 {p1:.3f} recall@10 {r10:.3f} "
+                f"{'-' if d is None else f'{d:.0f}'} dist {us:.1f} us")
 
 
 def run_hnswlib(hnswlib, wl, a, space, rows_out, builds):
@@ -192,13 +239,8 @@ def run_hnswlib(hnswlib, wl, a, space, rows_out, builds):
     log(f"  build {name}: {secs:.2f} s")
     idx.set_num_threads(1)
     qrows = [Q[i] for i in range(len(Q))]
-    for ef in a.efs:
-        idx.set_ef(max(ef, K))
-        res, us = timed(lambda i: idx.knn_query(qrows[i], k=K, num_threads=1)[0][0], wl.nq, a.passes)
-        p1, r10 = recall(res, wl.gt)
-        rows_out.append((name, ef, p1, r10, None, us))
-        log(f"  {name} ef {ef}: P@1 {p1:.3f} recall@10 {r10:.3f} {us:.1f} us")
-    del idx
+    return [Runner(name, lambda ef: idx.set_ef(max(ef, K)),
+                   lambda i: idx.knn_query(qrows[i], k=K, num_threads=1)[0][0], keep=idx)]
 
 
 def run_faiss(faiss, wl, a, rows_out, builds):
@@ -215,19 +257,20 @@ def run_faiss(faiss, wl, a, rows_out, builds):
     log(f"  build {name}: {secs:.2f} s")
     D1, I1 = np.empty((1, K), np.float32), np.empty((1, K), np.int64)
     qrows = [Q[i:i + 1] for i in range(len(Q))]
-    for ef in a.efs:
+
+    def set_ef(ef):
         idx.hnsw.efSearch = max(ef, K)
 
-        def one(i):
-            idx.search(qrows[i], K, D=D1, I=I1)
-            return I1[0].copy()
+    def one(i):
+        idx.search(qrows[i], K, D=D1, I=I1)
+        return I1[0].copy()
+
+    def dist():
         faiss.cvar.hnsw_stats.reset()
-        res, us = timed(one, wl.nq, a.passes)
-        ndis = faiss.cvar.hnsw_stats.ndis / (wl.nq * a.passes)
-        p1, r10 = recall(res, wl.gt)
-        rows_out.append((name, ef, p1, r10, ndis, us))
-        log(f"  {name} ef {ef}: P@1 {p1:.3f} recall@10 {r10:.3f} {ndis:.0f} dist {us:.1f} us")
-    del idx
+        for i in range(len(Q)):
+            idx.search(qrows[i], K, D=D1, I=I1)
+        return faiss.cvar.hnsw_stats.ndis / len(Q)
+    return [Runner(name, set_ef, one, dist, keep=idx)]
 
 
 def at_recall(rows, name, target):
@@ -239,7 +282,7 @@ def at_recall(rows, name, target):
 def report(wl, a, rows, builds, out):
     out.append(f"\n### {wl.name}, {wl.nq} queries\n")
     out.append(f"M = {a.m}, efConstruction = {a.efc}, build threads {a.threads}; queries one at a time "
-               f"on one thread (B = 1), best of {a.passes} passes.\n")
+               f"on one thread (B = 1), best of {a.passes} passes, the searchers' passes interleaved per efSearch.\n")
     out.append("| build | seconds | memory MiB |")
     out.append("|---|---:|---:|")
     for n, s, m in builds:
@@ -248,13 +291,15 @@ def report(wl, a, rows, builds, out):
     out.append("|---|---:|---:|---:|---:|---:|")
     for n, ef, p1, r10, d, us in rows:
         out.append(f"| {n} | {ef} | {p1:.3f} | {r10:.3f} | {'-' if d is None else f'{d:.0f}'} | {us:.1f} |")
-    out.append("\nAt a recall target, the fastest measured efSearch point of each: us/q (efSearch, its time over lshk f32's: > 1 = lshk faster):\n")
-    extra = [lshk_name(s) for s in a.storages if s != "f32"]
-    out.append("| recall@10 >= | lshk | hnswlib l2 (same data) | hnswlib ip | FAISS HNSW |"
-               + "".join(f" {n} |" for n in extra))
-    out.append("|---:|---:|---:|---:|---:|" + "---:|" * len(extra))
-    names = ["lshk graph (FGD)", "hnswlib l2 (FGD transform)", "hnswlib ip ([w,b]·[q,1])",
-             "FAISS HNSW (FGD transform, L2)"] + extra
+    out.append("\nAt a recall target, the fastest measured efSearch point of each: us/q (efSearch; "
+               "hnswlib l2's time over this one's: > 1 = faster than hnswlib on the same transformed rows):\n")
+    lshks = []
+    for n, *_ in rows:
+        if n.startswith("lshk") and n not in lshks:
+            lshks.append(n)
+    names = ["hnswlib l2 (FGD transform)"] + lshks + ["hnswlib ip ([w,b]·[q,1])", "FAISS HNSW (FGD transform, L2)"]
+    out.append("| recall@10 >= | " + " | ".join(names) + " |")
+    out.append("|---:|" + "---:|" * len(names))
     for target in (0.9, 0.95, 0.99):
         pts = [at_recall(rows, n, target) for n in names]
         base = pts[0][5] if pts[0] else None
@@ -265,7 +310,7 @@ def report(wl, a, rows, builds, out):
             elif base is None or p is pts[0]:
                 cells.append(f"{p[5]:.1f} (ef {p[1]})")
             else:
-                cells.append(f"{p[5]:.1f} (ef {p[1]}, {p[5] / base:.2f}x)")
+                cells.append(f"{p[5]:.1f} (ef {p[1]}, {base / p[5]:.2f}x)")
         out.append(f"| {target} | " + " | ".join(cells) + " |")
 
 
@@ -283,10 +328,15 @@ def main():
     ap.add_argument("--efs", default="10,20,50,100,200,400,800,1600")
     ap.add_argument("--only", default="lshk,hnswlib-l2,hnswlib-ip,faiss")
     ap.add_argument("--storages", default="f32,bf16", help="lshk row storages (f32 first)")
+    ap.add_argument("--efs-w1", default=None, help="efSearch list for W1 (default: --efs)")
+    ap.add_argument("--walks", default="exact,int8", help="lshk level-0 walks (exact, int8)")
+    ap.add_argument("--rerank", type=int, default=0, help="int8 walk: rows re-ranked (0 = the pool)")
     ap.add_argument("--out", default="target/graph_results.md")
     a = ap.parse_args()
     a.efs = [int(x) for x in a.efs.split(",")]
+    a.efs_w1 = [int(x) for x in a.efs_w1.split(",")] if a.efs_w1 else None
     a.storages = a.storages.split(",")
+    a.walks = a.walks.split(",")
     only = set(a.only.split(","))
     lib = load_lib(a.lib)
     import hnswlib
@@ -306,16 +356,20 @@ def main():
     for ld in loads:
         wl = ld()
         log(wl.name)
-        rows, builds = [], []
+        rows, builds, runners = [], [], []
         if "lshk" in only:
             for st in a.storages:
-                run_lshk(lib, wl, a, rows, builds, st)
+                runners += run_lshk(lib, wl, a, rows, builds, st)
         if "hnswlib-l2" in only:
-            run_hnswlib(hnswlib, wl, a, "l2", rows, builds)
+            runners += run_hnswlib(hnswlib, wl, a, "l2", rows, builds)
         if "hnswlib-ip" in only:
-            run_hnswlib(hnswlib, wl, a, "ip", rows, builds)
+            runners += run_hnswlib(hnswlib, wl, a, "ip", rows, builds)
         if "faiss" in only:
-            run_faiss(faiss, wl, a, rows, builds)
+            runners += run_faiss(faiss, wl, a, rows, builds)
+        efs = a.efs_w1 if wl.name.startswith("W1") and a.efs_w1 else a.efs
+        measure(wl, a, runners, rows, efs)
+        for r in runners:
+            r.free()
         report(wl, a, rows, builds, out)
     text = "\n".join(out) + "\n"
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)

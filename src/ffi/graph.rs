@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use super::index::{c_path, check_out};
 use super::*;
 use crate::error::checked_mul;
-use crate::graph::{Graph, GraphParams, GraphStats, Storage};
+use crate::graph::{Graph, GraphParams, GraphStats, SearchParams, Storage, Walk};
 
 /// An FGD graph: each row x_i with its bias b_i becomes
 /// X_i = [x_i; b_i; sqrt(U^2 - |[x_i; b_i]|^2)] (U the largest norm of
@@ -71,6 +71,57 @@ pub struct lshk_graph_stats {
     pub reserved: u32,
     /// Rows scored (inner products computed), upper levels included.
     pub distances: u64,
+}
+
+/// Graph walk: every row scored with the stored rows (the default).
+pub const LSHK_GRAPH_WALK_EXACT: u32 = 0;
+/// Graph walk: int8 scores on compact per-node records (the query
+/// quantised to int8), then the best `rerank` of the pool re-scored with
+/// the stored rows (the returned scores are those of WALK_EXACT's).
+pub const LSHK_GRAPH_WALK_INT8: u32 = 1;
+
+const _: () = {
+    assert!(LSHK_GRAPH_WALK_EXACT == Walk::Exact as u32);
+    assert!(LSHK_GRAPH_WALK_INT8 == Walk::Int8 as u32);
+};
+
+/// Query parameters of lshk_graph_query_ex. Obtain defaults from
+/// lshk_graph_query_params_default(), then change fields; `struct_size`
+/// lets later versions add fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_graph_query_params {
+    /// sizeof(lshk_graph_query_params) as the caller knows it.
+    pub struct_size: u32,
+    /// LSHK_GRAPH_WALK_* (default EXACT).
+    pub walk: u32,
+    /// Pool size, >= 1 (the pool is max(ef, k)); default 100.
+    pub ef: u32,
+    /// WALK_INT8: how many of the pool's best (by int8 score) are
+    /// re-scored with the stored rows; 0 = the whole pool (default); at
+    /// least k are. Ignored by WALK_EXACT.
+    pub rerank: u32,
+}
+
+// SAFETY: #[repr(C)], struct_size first, plain integer fields.
+unsafe impl ParamStruct for lshk_graph_query_params {
+    const DEFAULT_FN: &'static str = "lshk_graph_query_params_default";
+    fn defaults() -> Self {
+        lshk_graph_query_params_default()
+    }
+}
+
+/// Default query parameters: WALK_EXACT, ef 100, rerank 0 (the whole
+/// pool); struct_size = sizeof(lshk_graph_query_params).
+#[no_mangle]
+pub extern "C" fn lshk_graph_query_params_default() -> lshk_graph_query_params {
+    let d = SearchParams::default();
+    lshk_graph_query_params {
+        struct_size: std::mem::size_of::<lshk_graph_query_params>() as u32,
+        walk: d.walk as u32,
+        ef: d.ef as u32,
+        rerank: d.rerank as u32,
+    }
 }
 
 impl HandleKind for Graph {
@@ -250,72 +301,146 @@ pub unsafe extern "C" fn lshk_graph_query(
     stats: *mut lshk_graph_stats,
 ) -> lshk_status {
     boundary("lshk_graph_query", || {
+        let sp = SearchParams {
+            ef: ef as usize,
+            walk: Walk::Exact,
+            rerank: 0,
+        };
         // SAFETY: forwarded caller contracts.
-        let g = unsafe { graph_ref(graph)? };
-        unsafe { check_stats(stats)? };
-        let dim = g.dim();
-        let ql = strided_len(nq, dim, q_stride, "q")?;
-        let need = checked_mul(nq, k as usize, "nq * k")?;
-        // SAFETY: caller contract for q.
-        let qs = unsafe { slice_in(q, ql, "q")? };
-        check_disjoint(
-            &[
-                span(out_ids, need, "out_ids")?,
-                span(
-                    out_scores,
-                    if out_scores.is_null() { 0 } else { need },
-                    "out_scores",
-                )?,
-                span(stats, usize::from(!stats.is_null()), "stats")?,
-            ],
-            &[span(q, ql, "q")?],
-        )?;
-        // SAFETY: caller contract (nq * k writable values each), disjoint
-        // from each other and from q (checked).
-        let ids = unsafe { slice_out(out_ids, need, "out_ids")? };
-        let mut st = GraphStats::default();
-        let tier = isa::active();
-        // ef 0 and NaN/inf queries are refused by Graph::search_stats
-        // before it writes anything.
-        if out_scores.is_null() {
-            SCORES.with(|v| -> Result<()> {
-                let mut v = v.borrow_mut();
-                if v.len() < need {
-                    v.resize(need, 0.0);
-                }
-                g.search_stats(
-                    tier,
-                    qs,
-                    nq,
-                    q_stride,
-                    k as usize,
-                    ef as usize,
-                    ids,
-                    &mut v[..need],
-                    Some(&mut st),
-                )
-            })?;
-        } else {
-            // SAFETY: as for out_ids.
-            let sc = unsafe { slice_out(out_scores, need, "out_scores")? };
-            g.search_stats(
+        unsafe { query_impl(graph, &sp, q, nq, q_stride, k, out_ids, out_scores, stats) }
+    })
+}
+
+/// lshk_graph_query with query parameters `p` (NULL =
+/// lshk_graph_query_params_default()): `p->walk` picks the level-0 walk
+/// (LSHK_GRAPH_WALK_INT8: int8 scores on compact records, then the best
+/// `p->rerank` of the pool re-scored with the stored rows, so the returned
+/// scores are the same kind as WALK_EXACT's). Results, padding, stats
+/// (with WALK_INT8 the re-scored rows count too) and thread-safety as
+/// lshk_graph_query; both walks are deterministic and the same on every
+/// ISA tier.
+///
+/// Errors: those of lshk_graph_query, and INVALID_ARGUMENT for a
+/// misaligned `p`, a `p->struct_size` smaller than this library's
+/// sizeof(lshk_graph_query_params), a `walk` that is not an
+/// LSHK_GRAPH_WALK_* value, `ef` 0, or WALK_INT8 on a graph with more
+/// than 65,472 columns. Nothing is written on error.
+///
+/// # Safety
+/// As lshk_graph_query; `p` NULL or a readable lshk_graph_query_params.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lshk_graph_query_ex(
+    graph: *const lshk_graph,
+    p: *const lshk_graph_query_params,
+    q: *const f32,
+    nq: usize,
+    q_stride: usize,
+    k: u32,
+    out_ids: *mut u32,
+    out_scores: *mut f32,
+    stats: *mut lshk_graph_stats,
+) -> lshk_status {
+    boundary("lshk_graph_query_ex", || {
+        // SAFETY: forwarded caller contract.
+        let cp = unsafe { read_param_struct(p, "p")? };
+        let walk = Walk::from_u32(cp.walk).ok_or_else(|| {
+            Error::new(
+                Status::InvalidArgument,
+                format!("walk {} is not an LSHK_GRAPH_WALK_* value (0..=1)", cp.walk),
+            )
+        })?;
+        let sp = SearchParams {
+            ef: cp.ef as usize,
+            walk,
+            rerank: cp.rerank as usize,
+        };
+        // SAFETY: forwarded caller contracts.
+        unsafe { query_impl(graph, &sp, q, nq, q_stride, k, out_ids, out_scores, stats) }
+    })
+}
+
+/// The body of lshk_graph_query / lshk_graph_query_ex.
+///
+/// # Safety
+/// The contracts of lshk_graph_query.
+#[allow(clippy::too_many_arguments)]
+unsafe fn query_impl(
+    graph: *const lshk_graph,
+    sp: &SearchParams,
+    q: *const f32,
+    nq: usize,
+    q_stride: usize,
+    k: u32,
+    out_ids: *mut u32,
+    out_scores: *mut f32,
+    stats: *mut lshk_graph_stats,
+) -> Result<()> {
+    // SAFETY: forwarded caller contracts.
+    let g = unsafe { graph_ref(graph)? };
+    unsafe { check_stats(stats)? };
+    let dim = g.dim();
+    let ql = strided_len(nq, dim, q_stride, "q")?;
+    let need = checked_mul(nq, k as usize, "nq * k")?;
+    // SAFETY: caller contract for q.
+    let qs = unsafe { slice_in(q, ql, "q")? };
+    check_disjoint(
+        &[
+            span(out_ids, need, "out_ids")?,
+            span(
+                out_scores,
+                if out_scores.is_null() { 0 } else { need },
+                "out_scores",
+            )?,
+            span(stats, usize::from(!stats.is_null()), "stats")?,
+        ],
+        &[span(q, ql, "q")?],
+    )?;
+    // SAFETY: caller contract (nq * k writable values each), disjoint
+    // from each other and from q (checked).
+    let ids = unsafe { slice_out(out_ids, need, "out_ids")? };
+    let mut st = GraphStats::default();
+    let tier = isa::active();
+    // ef 0 and NaN/inf queries are refused by Graph::search_with
+    // before it writes anything.
+    if out_scores.is_null() {
+        SCORES.with(|v| -> Result<()> {
+            let mut v = v.borrow_mut();
+            if v.len() < need {
+                v.resize(need, 0.0);
+            }
+            g.search_with(
                 tier,
                 qs,
                 nq,
                 q_stride,
                 k as usize,
-                ef as usize,
+                sp,
                 ids,
-                sc,
+                &mut v[..need],
                 Some(&mut st),
-            )?;
-        }
-        if !stats.is_null() {
-            // SAFETY: checked non-NULL, aligned and large enough above.
-            unsafe { (*stats).distances = st.distances };
-        }
-        Ok(())
-    })
+            )
+        })?;
+    } else {
+        // SAFETY: as for out_ids.
+        let sc = unsafe { slice_out(out_scores, need, "out_scores")? };
+        g.search_with(
+            tier,
+            qs,
+            nq,
+            q_stride,
+            k as usize,
+            sp,
+            ids,
+            sc,
+            Some(&mut st),
+        )?;
+    }
+    if !stats.is_null() {
+        // SAFETY: checked non-NULL, aligned and large enough above.
+        unsafe { (*stats).distances = st.distances };
+    }
+    Ok(())
 }
 
 /// Saves the graph to `path` (a NUL-terminated file name): an lshk

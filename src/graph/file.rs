@@ -191,7 +191,7 @@ impl Graph {
                 }
             }
         }
-        Ok(Graph {
+        let mut g = Graph {
             rows,
             dim,
             sdim,
@@ -211,6 +211,9 @@ impl Graph {
             upper,
             entry,
             max_level,
-        })
+            walk: None,
+        };
+        g.build_walk()?;
+        Ok(g)
     }
 }

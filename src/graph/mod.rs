@@ -130,6 +130,52 @@ pub struct GraphStats {
     pub distances: u64,
 }
 
+/// How a search walks level 0.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Walk {
+    /// Every row scored with the stored rows (f32 / bf16 / int8) on the
+    /// fixed-order float kernels; the pool is the result.
+    Exact = 0,
+    /// Walk with int8 scores (the query quantised to int8 with one scale,
+    /// integer dot products on the compact walk records, see `WalkRecs`),
+    /// then re-rank the best `rerank` of the pool with the stored rows:
+    /// the returned scores are those of [`Walk::Exact`]'s kernels.
+    Int8 = 1,
+}
+
+impl Walk {
+    pub fn from_u32(v: u32) -> Option<Walk> {
+        match v {
+            0 => Some(Walk::Exact),
+            1 => Some(Walk::Int8),
+            _ => None,
+        }
+    }
+}
+
+/// Query parameters (`Default`: ef 100, [`Walk::Exact`], rerank 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SearchParams {
+    /// Pool size, `>= 1` (the pool is `max(ef, k)`).
+    pub ef: usize,
+    pub walk: Walk,
+    /// [`Walk::Int8`]: how many of the pool's best (by int8 score) are
+    /// re-scored exactly, `0` = the whole pool; at least `k` are.
+    /// Ignored by [`Walk::Exact`].
+    pub rerank: usize,
+}
+
+impl Default for SearchParams {
+    fn default() -> Self {
+        SearchParams {
+            ef: 100,
+            walk: Walk::Exact,
+            rerank: 0,
+        }
+    }
+}
+
 enum Data {
     F32(Vec<f32>),
     Bf16(Vec<u16>),
@@ -157,6 +203,59 @@ pub struct Graph {
     upper: Vec<u32>,
     entry: u32,
     max_level: usize,
+    /// The compact walk records (see [`WalkRecs`]); `None` only when the
+    /// rows are too long for the int8 walk (`dim > MAX_WALK_DIM`).
+    walk: Option<WalkRecs>,
+}
+
+/// Longest `dim` the int8 walk accepts (its i32 sums cannot wrap).
+pub const MAX_WALK_DIM: usize = 65_536 - kg::WALK_PAD;
+
+/// One cache line: the walk records are aligned to it.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Line([u8; 64]);
+
+impl Default for Line {
+    fn default() -> Self {
+        Line([0; 64])
+    }
+}
+
+/// The int8 walk's records, one per node, `stride` bytes each (a multiple
+/// of 64, so each record starts on a cache line): the row's first `dim`
+/// values (not the bias, not the FGD padding coordinate, which a query
+/// multiplies by 1 and 0) as int8 codes with one f32 scale per row
+/// (`max |x| / 127`, codes `round(x / scale)`), stored as `code + 128` and
+/// padded to `dpad` (a multiple of 64) bytes; then the node's level-0
+/// links (`2m` u32, unused slots `u32::MAX`). A hop reads the expanded
+/// node's links and its neighbours' codes from these records alone.
+/// `side[r]` = (scale, bias) of row `r`.
+struct WalkRecs {
+    lines: Vec<Line>,
+    stride: usize,
+    dpad: usize,
+    side: Vec<[f32; 2]>,
+}
+
+impl WalkRecs {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `Line` is 64 plain bytes (repr(C), no padding); the
+        // slice covers exactly the vector's initialised elements.
+        unsafe {
+            std::slice::from_raw_parts(self.lines.as_ptr().cast::<u8>(), self.lines.len() * 64)
+        }
+    }
+    /// The level-0 links slot (`2m` u32) of `node`.
+    #[inline(always)]
+    fn links(&self, node: usize, slots: usize) -> &[u32] {
+        let start = node * self.stride + self.dpad;
+        let b = &self.bytes()[start..start + 4 * slots];
+        // SAFETY: `start` is a multiple of 64 (stride and dpad are) from a
+        // 64-aligned buffer, so 4-aligned; `b` holds exactly 4 * slots
+        // initialised bytes, and every bit pattern is a valid u32.
+        unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<u32>(), slots) }
+    }
 }
 
 // ---------------------------------------------------------------- ordering
@@ -199,6 +298,9 @@ pub struct Scratch {
     ids: Vec<u32>,
     out: Vec<f32>,
     q: Vec<f32>,
+    /// The int8 query of the walk.
+    q8: Vec<i8>,
+    raw: Vec<i32>,
     sorted: Vec<Cand>,
     distances: u64,
 }
@@ -212,6 +314,9 @@ impl Scratch {
         }
         if self.q.len() < sdim {
             self.q.resize(sdim, 0.0);
+        }
+        if self.q8.len() < sdim + kg::WALK_PAD {
+            self.q8.resize(sdim + kg::WALK_PAD, 0);
         }
     }
 
@@ -366,6 +471,7 @@ impl Graph {
             upper,
             entry: 0,
             max_level: 0,
+            walk: None,
         };
         g.max_level = g.levels[0] as usize;
         let threads = match p.threads {
@@ -375,6 +481,7 @@ impl Graph {
         g.insert_all(tier, threads);
         g.repair_reachability(tier);
         g.convert_storage(p.storage)?;
+        g.build_walk()?;
         Ok(g)
     }
 
@@ -650,6 +757,72 @@ impl Graph {
         list
     }
 
+    /// The stored row `r` as f32 (`sdim` values) into `out`.
+    fn stored_row(&self, r: usize, out: &mut [f32]) {
+        let span = r * self.sdim..(r + 1) * self.sdim;
+        match &self.data {
+            Data::F32(v) => out.copy_from_slice(&v[span]),
+            Data::Bf16(v) => out
+                .iter_mut()
+                .zip(&v[span])
+                .for_each(|(o, &b)| *o = crate::kernels::matmul::bf16_to_f32(b)),
+            Data::I8 { w, scales } => out
+                .iter_mut()
+                .zip(&w[span])
+                .for_each(|(o, &c)| *o = c as f32 * scales[r]),
+        }
+    }
+
+    /// Makes the int8 walk's records (see [`WalkRecs`]) from the stored
+    /// rows and the level-0 links (after a build or a load; plain scalar
+    /// code, so the same on every tier).
+    fn build_walk(&mut self) -> Result<()> {
+        if self.dim > MAX_WALK_DIM {
+            self.walk = None;
+            return Ok(());
+        }
+        let dpad = self.dim.div_ceil(kg::WALK_PAD) * kg::WALK_PAD;
+        let slots = 2 * self.params.m as usize;
+        let stride = (dpad + 4 * slots).div_ceil(64) * 64;
+        let lines_n = checked_mul(self.rows, stride / 64, "walk records")?;
+        let mut lines = try_vec::<Line>(lines_n, "graph walk records")?;
+        let mut side = try_vec::<[f32; 2]>(self.rows, "graph walk scales")?;
+        let mut row = vec![0.0f32; self.sdim];
+        for r in 0..self.rows {
+            self.stored_row(r, &mut row);
+            let x = &row[..self.dim];
+            let amax = x.iter().fold(0.0f32, |a, &v| a.max(v.abs()));
+            let scale = amax / 127.0;
+            side[r] = [scale, row[self.dim]];
+            let rec: &mut [u8] = {
+                let ls = &mut lines[r * stride / 64..(r + 1) * stride / 64];
+                // SAFETY: `Line` is 64 plain bytes; the slice covers
+                // exactly `ls`, borrowed mutably here.
+                unsafe { std::slice::from_raw_parts_mut(ls.as_mut_ptr().cast::<u8>(), stride) }
+            };
+            for (t, c) in rec[..dpad].iter_mut().enumerate() {
+                let code = if t < self.dim && scale > 0.0 {
+                    (x[t] / scale).round().clamp(-127.0, 127.0) as i32
+                } else {
+                    0
+                };
+                *c = (code + 128) as u8;
+            }
+            let links = self.links(r, 0);
+            for t in 0..slots {
+                let v = links.get(t).copied().unwrap_or(u32::MAX);
+                rec[dpad + 4 * t..dpad + 4 * t + 4].copy_from_slice(&v.to_ne_bytes());
+            }
+        }
+        self.walk = Some(WalkRecs {
+            lines,
+            stride,
+            dpad,
+            side,
+        });
+        Ok(())
+    }
+
     fn convert_storage(&mut self, st: Storage) -> Result<()> {
         let Data::F32(xf) = &self.data else {
             return Ok(());
@@ -828,6 +1001,184 @@ impl Graph {
         }
     }
 
+    /// The int8 walk of level 0 from `ep` with a pool of `ef` (the best-
+    /// first search of [`Graph::search_layer`], scoring with the walk
+    /// kernel on the records); leaves the pool in `s.pool`.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_layer(
+        &self,
+        wr: &WalkRecs,
+        wk: kg::WalkFn,
+        qs: f32,
+        corr: i32,
+        ep: u32,
+        ef: usize,
+        s: &mut Scratch,
+    ) {
+        let recs = kg::Recs {
+            base: wr.bytes(),
+            stride: wr.stride,
+            dim: wr.dpad,
+        };
+        let slots = 2 * self.params.m as usize;
+        let q8 = std::mem::take(&mut s.q8);
+        let score = |raw: i32, id: u32| -> f32 {
+            let [sc, b] = wr.side[id as usize];
+            raw.wrapping_sub(corr) as f32 * (sc * qs) + b
+        };
+        s.next_gen();
+        let gen = s.gen;
+        s.cand.clear();
+        s.pool.clear();
+        s.visited[ep as usize] = gen;
+        s.raw.clear();
+        s.raw.push(0);
+        // SAFETY: ids < rows (graph invariant), records hold rows * stride
+        // bytes, dpad a nonzero multiple of 64 <= stride, q8 holds at
+        // least dpad bytes (Scratch::prepare), the tier was checked.
+        unsafe { wk(&recs, &q8, &[ep], &mut s.raw[..1]) };
+        s.distances += 1;
+        let e = Cand {
+            s: score(s.raw[0], ep),
+            id: ep,
+        };
+        s.cand.push(e);
+        s.pool.push(std::cmp::Reverse(e));
+        while let Some(c) = s.cand.pop() {
+            let worst = s.pool.peek().unwrap().0;
+            if c < worst && s.pool.len() >= ef {
+                break;
+            }
+            if let Some(n) = s.cand.peek() {
+                kg::prefetch(
+                    recs.base[n.id as usize * wr.stride + wr.dpad..].as_ptr(),
+                    4 * slots,
+                );
+            }
+            s.ids.clear();
+            for &nb in wr.links(c.id as usize, slots) {
+                if nb == u32::MAX {
+                    break;
+                }
+                let v = &mut s.visited[nb as usize];
+                if *v != gen {
+                    *v = gen;
+                    s.ids.push(nb);
+                    // Its scale and bias are read after the kernel.
+                    kg::prefetch(wr.side[nb as usize..].as_ptr().cast(), 8);
+                }
+            }
+            if s.ids.is_empty() {
+                continue;
+            }
+            s.raw.clear();
+            s.raw.resize(s.ids.len(), 0);
+            // SAFETY: as above (the ids are links: < rows).
+            unsafe { wk(&recs, &q8, &s.ids, &mut s.raw) };
+            s.distances += s.ids.len() as u64;
+            for (&id, &raw) in s.ids.iter().zip(&s.raw) {
+                let n = Cand {
+                    s: score(raw, id),
+                    id,
+                };
+                if s.pool.len() < ef || n > s.pool.peek().unwrap().0 {
+                    // A kept node may be expanded soon: start fetching
+                    // its links (the record's second part) now.
+                    kg::prefetch(
+                        recs.base[id as usize * wr.stride + wr.dpad..].as_ptr(),
+                        4 * slots,
+                    );
+                    s.cand.push(n);
+                    s.pool.push(std::cmp::Reverse(n));
+                    if s.pool.len() > ef {
+                        s.pool.pop();
+                    }
+                }
+            }
+        }
+        s.q8 = q8;
+    }
+
+    /// One query with the int8 walk: exact greedy descent of the upper
+    /// levels, int8 walk of level 0, exact re-rank of the pool's best
+    /// `rerank` (0 = all) with the stored rows.
+    #[allow(clippy::too_many_arguments)]
+    fn query_walk<T>(
+        &self,
+        view: &View<'_, T>,
+        wr: &WalkRecs,
+        wk: kg::WalkFn,
+        h: &[f32],
+        k: usize,
+        sp: &SearchParams,
+        s: &mut Scratch,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+    ) {
+        let mut q = std::mem::take(&mut s.q);
+        q[..self.dim].copy_from_slice(h);
+        q[self.dim] = 1.0;
+        q[self.dim + 1..self.sdim].fill(0.0);
+        // The int8 query: one scale, codes round(h / scale) in -127..=127.
+        let amax = h.iter().fold(0.0f32, |a, &v| a.max(v.abs()));
+        let qs = amax / 127.0;
+        // Round to nearest even by adding and subtracting 1.5 * 2^23
+        // (exact for |x| <= 2^22; here |x| <= 127): no libm call.
+        const RND: f32 = 12_582_912.0;
+        let mut qsum = 0i32;
+        for (t, c) in s.q8[..wr.dpad].iter_mut().enumerate() {
+            *c = if t < self.dim && qs > 0.0 {
+                ((h[t] / qs + RND) - RND).clamp(-127.0, 127.0) as i8
+            } else {
+                0
+            };
+            qsum += *c as i32;
+        }
+        let corr = qsum.wrapping_mul(128);
+        let ep = self.descend(view, &q[..self.sdim], 1, s);
+        let ef = sp.ef.max(k);
+        self.walk_layer(wr, wk, qs, corr, ep.id, ef, s);
+        // The pool by int8 score, best first; the best `take` re-scored.
+        s.sorted.clear();
+        s.sorted.extend(s.pool.drain().map(|r| r.0));
+        s.sorted.sort_unstable_by(|a, b| b.cmp(a));
+        let take = match sp.rerank {
+            0 => s.sorted.len(),
+            r => r.max(k).min(s.sorted.len()),
+        };
+        s.ids.clear();
+        s.ids.extend(s.sorted[..take].iter().map(|c| c.id));
+        s.out.clear();
+        s.out.resize(take, 0.0);
+        view.score(&q[..self.sdim], &s.ids, &mut s.out);
+        s.distances += take as u64;
+        s.q = q;
+        s.sorted.clear();
+        s.sorted.extend(
+            s.ids
+                .iter()
+                .zip(&s.out)
+                .map(|(&id, &sc)| Cand { s: sc, id }),
+        );
+        s.sorted.sort_unstable_by(|a, b| b.cmp(a));
+        self.write_top(s, out_ids, out_scores);
+    }
+
+    fn write_top(&self, s: &Scratch, out_ids: &mut [u32], out_scores: &mut [f32]) {
+        for (t, (oi, os)) in out_ids.iter_mut().zip(out_scores.iter_mut()).enumerate() {
+            match s.sorted.get(t) {
+                Some(c) => {
+                    *oi = c.id;
+                    *os = c.s;
+                }
+                None => {
+                    *oi = TOPK_PAD_ID;
+                    *os = f32::NEG_INFINITY;
+                }
+            }
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn query_one<T>(
         &self,
@@ -849,18 +1200,7 @@ impl Graph {
         s.sorted.clear();
         s.sorted.extend(s.pool.drain().map(|r| r.0));
         s.sorted.sort_unstable_by(|a, b| b.cmp(a));
-        for (t, (oi, os)) in out_ids.iter_mut().zip(out_scores.iter_mut()).enumerate() {
-            match s.sorted.get(t) {
-                Some(c) => {
-                    *oi = c.id;
-                    *os = c.s;
-                }
-                None => {
-                    *oi = TOPK_PAD_ID;
-                    *os = f32::NEG_INFINITY;
-                }
-            }
-        }
+        self.write_top(s, out_ids, out_scores);
     }
 
     // ------------------------------------------------------------ search API
@@ -909,9 +1249,41 @@ impl Graph {
         out_scores: &mut [f32],
         stats: Option<&mut GraphStats>,
     ) -> Result<()> {
+        let sp = SearchParams {
+            ef,
+            walk: Walk::Exact,
+            rerank: 0,
+        };
+        self.search_with(tier, q, nq, q_stride, k, &sp, out_ids, out_scores, stats)
+    }
+
+    /// The search with every query option ([`SearchParams`]) on one tier,
+    /// with optional counts (added to `stats`; with [`Walk::Int8`] the
+    /// re-ranked rows count as scored too).
+    #[allow(clippy::too_many_arguments)]
+    pub fn search_with(
+        &self,
+        tier: Isa,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        k: usize,
+        sp: &SearchParams,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+        stats: Option<&mut GraphStats>,
+    ) -> Result<()> {
         isa::check_supported(tier)?;
+        let ef = sp.ef;
         if ef == 0 {
             bail!(InvalidArgument, "ef must be >= 1");
+        }
+        if sp.walk == Walk::Int8 && self.walk.is_none() {
+            bail!(
+                InvalidArgument,
+                "the int8 walk needs dim <= {MAX_WALK_DIM}; this graph has dim {}",
+                self.dim
+            );
         }
         let ql = strided_len(nq, self.dim, q_stride, "q")?;
         if q.len() < ql {
@@ -955,7 +1327,7 @@ impl Graph {
                             },
                             dot: ks.f32,
                         };
-                        self.query_one(&v, h, k, ef, s, oi, os)
+                        self.query_any(&v, ks, h, k, sp, s, oi, os)
                     }
                     Data::Bf16(w) => {
                         let v = View {
@@ -966,7 +1338,7 @@ impl Graph {
                             },
                             dot: ks.bf16,
                         };
-                        self.query_one(&v, h, k, ef, s, oi, os)
+                        self.query_any(&v, ks, h, k, sp, s, oi, os)
                     }
                     Data::I8 { w, scales } => {
                         let v = View {
@@ -977,7 +1349,7 @@ impl Graph {
                             },
                             dot: ks.i8,
                         };
-                        self.query_one(&v, h, k, ef, s, oi, os)
+                        self.query_any(&v, ks, h, k, sp, s, oi, os)
                     }
                 }
             }
@@ -988,6 +1360,27 @@ impl Graph {
             st.distances += distances;
         }
         Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn query_any<T>(
+        &self,
+        view: &View<'_, T>,
+        ks: &kg::Kernels,
+        h: &[f32],
+        k: usize,
+        sp: &SearchParams,
+        s: &mut Scratch,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+    ) {
+        match (sp.walk, &self.walk) {
+            (Walk::Int8, Some(wr)) => {
+                self.query_walk(view, wr, ks.walk, h, k, sp, s, out_ids, out_scores)
+            }
+            _ => self.query_one(view, h, k, sp.ef, s, out_ids, out_scores),
+        }
     }
 
     // ------------------------------------------------------------ accessors
@@ -1040,6 +1433,10 @@ impl Graph {
             + self.levels.capacity()
             + self.upper_off.capacity() * 4
             + self.upper.capacity() * 4
+            + self
+                .walk
+                .as_ref()
+                .map_or(0, |w| w.lines.capacity() * 64 + w.side.capacity() * 8)
     }
 
     /// A checksum of the graph's structure (links, levels, entry point):

@@ -177,3 +177,56 @@ pub unsafe fn dot_i8(r: &Rows<'_, i8>, q: &[f32], ids: &[u32], out: &mut [f32]) 
     // SAFETY: forwarded contract.
     unsafe { dot_i8_avx2(r, q, ids, out) }
 }
+
+/// The walk kernel: `vpmovzxbw` (codes) and `vpmovsxbw` (query) widen 16
+/// bytes to i16, `vpmaddwd` multiplies and adds pairs into i32 (a pair is
+/// at most `2 * 255 * 128`, exact), `vpaddd` accumulates; four rows at a
+/// time; every record's codes are prefetched on entry (the ids are known).
+#[target_feature(enable = "avx2,fma")]
+unsafe fn walk_avx2(r: &super::Recs<'_>, q: &[i8], ids: &[u32], out: &mut [i32]) {
+    let dim = r.dim;
+    let n = ids.len();
+    let base = r.base.as_ptr();
+    let qp = q.as_ptr();
+    // SAFETY (whole body): WalkFn's contract: every record's `dim` codes
+    // are inside `base`, q holds dim bytes, out holds n values, dim a
+    // multiple of 64.
+    unsafe {
+        let rec = |j: usize| base.add(*ids.get_unchecked(j) as usize * r.stride);
+        for j in 0..n {
+            prefetch_row(rec(j), dim);
+        }
+        let mut i = 0;
+        while i < n {
+            let rr = (n - i).min(4);
+            let p: [*const u8; 4] = std::array::from_fn(|k| rec(i + k.min(rr - 1)));
+            let mut acc = [_mm256_setzero_si256(); 4];
+            let mut b = 0;
+            while b < dim {
+                let qv = _mm256_cvtepi8_epi16(_mm_loadu_si128(qp.add(b).cast()));
+                for k in 0..4 {
+                    let wv = _mm256_cvtepu8_epi16(_mm_loadu_si128(p[k].add(b).cast()));
+                    acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(wv, qv));
+                }
+                b += 16;
+            }
+            for (k, a) in acc.iter().enumerate().take(rr) {
+                let s = _mm_add_epi32(
+                    _mm256_castsi256_si128(*a),
+                    _mm256_extracti128_si256::<1>(*a),
+                );
+                let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+                let s = _mm_add_epi32(s, _mm_shuffle_epi32::<1>(s));
+                *out.get_unchecked_mut(i + k) = _mm_cvtsi128_si32(s);
+            }
+            i += rr;
+        }
+    }
+}
+
+/// # Safety
+/// [`super::WalkFn`]; the CPU has avx2 and fma.
+pub unsafe fn walk(r: &super::Recs<'_>, q: &[i8], ids: &[u32], out: &mut [i32]) {
+    // SAFETY: forwarded contract.
+    unsafe { walk_avx2(r, q, ids, out) }
+}

@@ -14,6 +14,7 @@
 use std::arch::x86_64::*;
 
 use super::avx2::{prefetch_row, reduce};
+// (the walk kernel at the end: `vpdpbusd` with VNNI, else `vpmaddwd`)
 use super::{Rows, PREFETCH_AHEAD};
 
 trait Fmt {
@@ -145,4 +146,84 @@ pub unsafe fn dot_bf16(r: &Rows<'_, u16>, q: &[f32], ids: &[u32], out: &mut [f32
 pub unsafe fn dot_i8(r: &Rows<'_, i8>, q: &[f32], ids: &[u32], out: &mut [f32]) {
     // SAFETY: forwarded contract.
     unsafe { dot_i8_512(r, q, ids, out) }
+}
+
+/// The walk kernel, two flavours sharing one loop: with VNNI, `vpdpbusd`
+/// multiplies 64 code bytes (u8) by 64 query bytes (i8) and adds each
+/// group of four products into an i32 lane (no saturation); without it,
+/// `vpmovzxbw` / `vpmovsxbw` + `vpmaddwd` + `vpaddd` on 32 bytes (a pair is
+/// at most `2 * 255 * 128`, exact). Four rows at a time, every record's
+/// codes prefetched on entry, `vpaddd`-tree lane sums (integer: exact).
+#[inline(always)]
+unsafe fn walk_rows<const VNNI: bool>(r: &super::Recs<'_>, q: &[i8], ids: &[u32], out: &mut [i32]) {
+    let dim = r.dim;
+    let n = ids.len();
+    let base = r.base.as_ptr();
+    let qp = q.as_ptr();
+    // SAFETY (whole body): WalkFn's contract: every record's `dim` codes
+    // are inside `base`, q holds dim bytes, out holds n values, dim a
+    // multiple of 64; the caller enabled the features of the flavour.
+    unsafe {
+        let rec = |j: usize| base.add(*ids.get_unchecked(j) as usize * r.stride);
+        for j in 0..n {
+            prefetch_row(rec(j), dim);
+        }
+        let mut i = 0;
+        while i < n {
+            let rr = (n - i).min(4);
+            let p: [*const u8; 4] = std::array::from_fn(|k| rec(i + k.min(rr - 1)));
+            let mut acc = [_mm512_setzero_si512(); 4];
+            if VNNI {
+                let mut b = 0;
+                while b < dim {
+                    let qv = _mm512_loadu_si512(qp.add(b).cast());
+                    for k in 0..4 {
+                        let wv = _mm512_loadu_si512(p[k].add(b).cast());
+                        acc[k] = _mm512_dpbusd_epi32(acc[k], wv, qv);
+                    }
+                    b += 64;
+                }
+            } else {
+                let mut b = 0;
+                while b < dim {
+                    let qv = _mm512_cvtepi8_epi16(_mm256_loadu_si256(qp.add(b).cast()));
+                    for k in 0..4 {
+                        let wv = _mm512_cvtepu8_epi16(_mm256_loadu_si256(p[k].add(b).cast()));
+                        acc[k] = _mm512_add_epi32(acc[k], _mm512_madd_epi16(wv, qv));
+                    }
+                    b += 32;
+                }
+            }
+            for (k, a) in acc.iter().enumerate().take(rr) {
+                *out.get_unchecked_mut(i + k) = _mm512_reduce_add_epi32(*a);
+            }
+            i += rr;
+        }
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+unsafe fn walk_512(r: &super::Recs<'_>, q: &[i8], ids: &[u32], out: &mut [i32]) {
+    // SAFETY: forwarded WalkFn contract.
+    unsafe { walk_rows::<false>(r, q, ids, out) }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+unsafe fn walk_512_vnni(r: &super::Recs<'_>, q: &[i8], ids: &[u32], out: &mut [i32]) {
+    // SAFETY: forwarded WalkFn contract.
+    unsafe { walk_rows::<true>(r, q, ids, out) }
+}
+
+/// # Safety
+/// [`super::WalkFn`]; the CPU has avx512f/bw/dq/vl.
+pub unsafe fn walk(r: &super::Recs<'_>, q: &[i8], ids: &[u32], out: &mut [i32]) {
+    // SAFETY: forwarded contract.
+    unsafe { walk_512(r, q, ids, out) }
+}
+
+/// # Safety
+/// [`super::WalkFn`]; the CPU has avx512f/bw/dq/vl and avx512vnni.
+pub unsafe fn walk_vnni(r: &super::Recs<'_>, q: &[i8], ids: &[u32], out: &mut [i32]) {
+    // SAFETY: forwarded contract.
+    unsafe { walk_512_vnni(r, q, ids, out) }
 }

@@ -57,17 +57,73 @@ pub struct Rows<'a, T> {
 /// CPU supports the tier the function belongs to.
 pub type DotFn<T> = unsafe fn(&Rows<'_, T>, &[f32], &[u32], &mut [f32]);
 
+/// Bytes the codes of a walk record are padded to (one zmm of bytes).
+pub const WALK_PAD: usize = 64;
+
+/// The compact walk records of the graph ([`crate::graph`]): record `r`
+/// starts at byte `r * stride` of `base`; its first `dim` bytes are the
+/// row's codes as `u8` (an int8 code plus 128), `dim` a nonzero multiple
+/// of [`WALK_PAD`] (the padding is code 0, byte 128).
+#[derive(Clone, Copy)]
+pub struct Recs<'a> {
+    pub base: &'a [u8],
+    pub stride: usize,
+    pub dim: usize,
+}
+
+/// `walk(recs, q, ids, out)`: `out[j] = sum_t u8[ids[j]][t] * q[t]` over
+/// `t < dim`, products and sums in wrapping i32 arithmetic (they never
+/// wrap while `dim <= 65,536`: `|sum| <= 255 * 128 * dim`). Integer, so
+/// every tier is **exactly** equal to the oracle, whatever its order.
+/// The record's codes carry `+128`; the caller subtracts `128 * sum(q)`.
+///
+/// # Safety
+/// `dim` is a nonzero multiple of [`WALK_PAD`], `stride >= dim`;
+/// `q.len() >= dim`; `out.len() == ids.len()`; every id `r` has
+/// `r * stride + dim <= base.len()`; the CPU supports the tier (and VNNI
+/// for the `vpdpbusd` flavour).
+pub type WalkFn = unsafe fn(&Recs<'_>, &[i8], &[u32], &mut [i32]);
+
 /// The entry points of a tier.
 pub struct Kernels {
+    /// Variant name (`"avx512vnni"` for the VNNI flavour of the AVX-512
+    /// tier's walk kernel, otherwise the tier's name).
+    pub name: &'static str,
     pub f32: DotFn<f32>,
     pub bf16: DotFn<u16>,
     pub i8: DotFn<i8>,
+    pub walk: WalkFn,
 }
+
+#[cfg(target_arch = "x86_64")]
+static AVX512_VNNI: Kernels = Kernels {
+    name: "avx512vnni",
+    f32: avx512::dot_f32,
+    bf16: avx512::dot_bf16,
+    i8: avx512::dot_i8,
+    walk: avx512::walk_vnni,
+};
 
 crate::kernels::tier_table! {
     /// The kernel table of a tier (the caller has checked that the CPU
-    /// supports it).
-    Kernels { f32: dot_f32, bf16: dot_bf16, i8: dot_i8 }
+    /// supports it): the AVX-512 tier's walk kernel uses `vpdpbusd` when
+    /// the CPU has AVX-512 VNNI (looked up here, once per call).
+    Kernels [name] { f32: dot_f32, bf16: dot_bf16, i8: dot_i8, walk: walk }
+    avx512 => |t| if crate::isa::extras().avx512vnni { &AVX512_VNNI } else { t };
+}
+
+/// Every kernel variant this CPU can run, lowest tier first (on AVX-512
+/// CPUs with VNNI both AVX-512 flavours, so tests reach each).
+pub fn supported_variants() -> Vec<(crate::isa::Isa, &'static Kernels)> {
+    let mut v = Vec::new();
+    for t in crate::isa::Isa::supported() {
+        #[cfg(target_arch = "x86_64")]
+        if t == crate::isa::Isa::Avx512 && crate::isa::extras().avx512vnni {
+            v.push((t, &AVX512));
+        }
+        v.push((t, kernels(t)));
+    }
+    v
 }
 
 /// Hints that `bytes` bytes at `p` are needed soon (`prefetcht0` of each

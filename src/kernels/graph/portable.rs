@@ -82,3 +82,24 @@ pub unsafe fn dot_i8(r: &Rows<'_, i8>, q: &[f32], ids: &[u32], out: &mut [f32]) 
         *o *= r.scales[id as usize];
     }
 }
+
+/// The walk kernel (`wide::i32x8`: bytes widened to i32, multiplied and
+/// added lane-wise, the lanes summed at the end; integer, so exact).
+///
+/// # Safety
+/// See [`super::WalkFn`] (this tier indexes with bounds checks).
+pub unsafe fn walk(r: &super::Recs<'_>, q: &[i8], ids: &[u32], out: &mut [i32]) {
+    use wide::i32x8;
+    let dim = r.dim;
+    for (o, &id) in out.iter_mut().zip(ids) {
+        let start = id as usize * r.stride;
+        let codes = &r.base[start..start + dim];
+        let mut acc = i32x8::ZERO;
+        for (c, qc) in codes.chunks_exact(8).zip(q[..dim].chunks_exact(8)) {
+            let cw = i32x8::from(std::array::from_fn::<i32, 8, _>(|l| c[l] as i32));
+            let qw = i32x8::from(std::array::from_fn::<i32, 8, _>(|l| qc[l] as i32));
+            acc += cw * qw;
+        }
+        *o = acc.to_array().iter().fold(0i32, |a, &b| a.wrapping_add(b));
+    }
+}

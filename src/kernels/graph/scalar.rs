@@ -47,3 +47,19 @@ pub unsafe fn dot_i8(r: &Rows<'_, i8>, q: &[f32], ids: &[u32], out: &mut [f32]) 
         *o *= r.scales[id as usize];
     }
 }
+
+/// The walk kernel's oracle: one row at a time, one byte at a time.
+///
+/// # Safety
+/// See [`super::WalkFn`] (this tier indexes with bounds checks anyway).
+pub unsafe fn walk(r: &super::Recs<'_>, q: &[i8], ids: &[u32], out: &mut [i32]) {
+    for (o, &id) in out.iter_mut().zip(ids) {
+        let start = id as usize * r.stride;
+        let codes = &r.base[start..start + r.dim];
+        let mut acc = 0i32;
+        for (&c, &qv) in codes.iter().zip(&q[..r.dim]) {
+            acc = acc.wrapping_add((c as i32).wrapping_mul(qv as i32));
+        }
+        *o = acc;
+    }
+}
