@@ -298,8 +298,8 @@ pub fn validate(planes: &[f32], shape: &IulShape, d: &IulData<'_>, p: &IulParams
         true,
         Status::InvalidArgument,
     )?;
-    crate::labels::check_finite_named(d.rows, d.n_rows, shape.dim, d.row_stride, "row")?;
-    crate::labels::check_finite_named(d.queries, d.n_queries, shape.dim, d.q_stride, "query")?;
+    crate::error::check_finite_coords(d.rows, d.n_rows, shape.dim, d.row_stride, "row")?;
+    crate::error::check_finite_coords(d.queries, d.n_queries, shape.dim, d.q_stride, "query")?;
     if shape.range_bits == 0 || shape.range_bits > crate::tables::MAX_RANGE_BITS {
         bail!(
             InvalidArgument,

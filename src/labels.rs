@@ -626,26 +626,7 @@ impl Index {
 }
 
 /// `NonFinite` ("query r coordinate j is v") if a query holds a NaN or an
-/// infinity: the check of every query path of an index and of IUL's data
-/// (`what` = "query" / "row"); the scan is [`crate::error::first_non_finite`].
-pub(crate) fn check_finite_named(
-    x: &[f32],
-    n: usize,
-    dim: usize,
-    stride: usize,
-    what: &str,
-) -> Result<()> {
-    if let Some((r, j)) = crate::error::first_non_finite(x, n, dim, stride) {
-        bail!(
-            NonFinite,
-            "{what} {r} coordinate {j} is {}",
-            x[r * stride + j]
-        );
-    }
-    Ok(())
-}
-
-/// [`check_finite_named`] for queries.
+/// infinity: the check of every query path of an index.
 pub(crate) fn check_finite(q: &[f32], n: usize, dim: usize, stride: usize) -> Result<()> {
-    check_finite_named(q, n, dim, stride, "query")
+    crate::error::check_finite_coords(q, n, dim, stride, "query")
 }

@@ -78,7 +78,7 @@ pub struct FamilyShape {
 
 /// What the index needs of a hash family (module documentation). Every
 /// method is called once per batch, never per element.
-pub trait HashFamily: Any + Send + Sync {
+pub trait HashFamily: AsAny + Send + Sync {
     /// Which registered family this is.
     fn family(&self) -> Family;
     /// The codes (`n x L`, row-major, unfolded) of `n` vectors (`x` row `i`
@@ -112,8 +112,23 @@ pub trait HashFamily: Any + Send + Sync {
     fn section_bytes(&self) -> &[u8];
     /// Bytes the family holds (its parameters and derived tables).
     fn memory_bytes(&self) -> usize;
+}
+
+/// Down-casts of a family to its concrete type ([`crate::index::Index::simhash`]);
+/// implemented for every `'static` type. Call it on `&dyn HashFamily`
+/// (`&*boxed`), not on the box (which is itself `Any`).
+pub trait AsAny: Any {
     fn as_any(&self) -> &dyn Any;
     fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Any> AsAny for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
 }
 
 /// How the index builds, sizes and loads a family (module documentation).
@@ -148,7 +163,31 @@ pub type LoadFn = fn(
     bad: &dyn Fn(String) -> Error,
 ) -> Result<Box<dyn HashFamily>>;
 
-/// The wording of a load whose params a family's constructor refuses.
-pub(crate) fn invalid_params(bad: &dyn Fn(String) -> Error) -> impl Fn(Error) -> Error + '_ {
-    move |e: Error| bad(format!("params describe an invalid family: {}", e.message))
+/// The load rule every seeded family follows: a caller-given family is
+/// rebuilt from its `section` (`from_section`); a seeded one is regenerated
+/// (`from_seed`) and must equal the section bit for bit (`same`), else
+/// `BadFileFormat` ("`section` differs from what the seed generates").
+/// A constructor's refusal is `BadFileFormat` too ("params describe an
+/// invalid family").
+pub(crate) fn load_given_or_seeded<T: HashFamily>(
+    given: bool,
+    section: &str,
+    from_section: impl FnOnce() -> Result<T>,
+    from_seed: impl FnOnce() -> Result<T>,
+    same: impl FnOnce(&T) -> bool,
+    bad: &dyn Fn(String) -> Error,
+) -> Result<Box<dyn HashFamily>> {
+    let invalid = |e: Error| bad(format!("params describe an invalid family: {}", e.message));
+    let h = if given {
+        from_section().map_err(invalid)?
+    } else {
+        let h = from_seed().map_err(invalid)?;
+        if !same(&h) {
+            return Err(bad(format!(
+                "{section} differs from what the seed generates (inconsistent file)"
+            )));
+        }
+        h
+    };
+    Ok(Box::new(h))
 }

@@ -68,11 +68,12 @@ use crate::format::{self, cast_slice, Container, SectionOut};
 use crate::hash::{FamilyShape, HashFamily};
 use crate::matmul::{self, WeightMatrix, Weights};
 use crate::simhash::SimHash;
-use crate::tables::{GatherInput, GatherParams, GatherResult, Tables, U32s, MAX_ROWS};
+use crate::tables::{BudgetRule, GatherInput, GatherParams, GatherResult, Tables, U32s, MAX_ROWS};
 
 mod build;
 mod file;
 mod pipeline;
+pub use pipeline::{CandidateSource, Scorer};
 mod update;
 
 pub use update::{RehashClock, RehashSchedule, LNS_REHASH_LAMBDA, LNS_REHASH_PERIOD};
@@ -581,10 +582,10 @@ impl Index {
         self.mips_u
     }
     pub fn simhash(&self) -> Option<&SimHash> {
-        self.fam.as_any().downcast_ref()
+        self.hash_family().as_any().downcast_ref()
     }
     pub fn dwta(&self) -> Option<&Dwta> {
-        self.fam.as_any().downcast_ref()
+        self.hash_family().as_any().downcast_ref()
     }
     /// The hash family through its seam.
     pub fn hash_family(&self) -> &dyn HashFamily {
@@ -624,7 +625,7 @@ impl Index {
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.fam.memory_bytes()
-            + self.tables.memory_bytes()
+            + self.source().memory_bytes()
             + self.bias.as_ref().map_or(0, |b| b.len() * 4)
             + self.w.owned_bytes(self.rows)
     }
@@ -694,6 +695,9 @@ impl Index {
         };
         if nq > 0 {
             let wm = self.weight_matrix();
+            // The pipeline's stages behind their seams (pipeline.rs), each
+            // dispatched once per block.
+            let (source, scorer): (&dyn CandidateSource, &dyn Scorer) = (self.source(), &wm);
             let (l, hd, kl) = (
                 self.p.tables as usize,
                 self.hash_dim,
@@ -728,10 +732,10 @@ impl Index {
                         forced_offsets: None,
                         forced_ids: &[],
                     };
-                    self.tables.gather(&gp, &input, false, &mut s.gather)?;
+                    source.gather(&gp, BudgetRule::MidBucket, &input, &mut s.gather)?;
                     let cands = s.gather.ids.len();
                     s.scores.resize(cands, 0.0);
-                    wm.matmul(
+                    scorer.score(
                         qb,
                         b,
                         q_stride,

@@ -8,12 +8,90 @@
 //! * the gather parameters, multi-probing included: `resolve_gather`;
 //! * label CSR: [`crate::labels::check_labels`].
 //!
-//! Every stage dispatches once per call or per block (the hash family
-//! through its trait object, the tier inside the family, the scorer per
-//! storage in [`WeightMatrix::matmul`]), never per element.
+//! The three seams of issue 19 meet here, each called once per block:
+//! * the hash family, [`crate::hash::HashFamily`] (a trait object chosen
+//!   at build / load from the registry);
+//! * the candidate source, [`CandidateSource`]: today the LSH
+//!   [`Tables`] (plain, multi-probe and budgeted gathers; label-aware
+//!   buckets are entries of the same CSR after [`Index::train_labels`]);
+//! * the scorer, [`Scorer`]: today the exact gathered matmul of
+//!   [`WeightMatrix`], which picks its kernel per storage (f32, bf16, f16,
+//!   int8) once per call.
+//!
+//! The index's fields keep the concrete source and scorer types because
+//! the public API hands them out (`Index::tables`, `Index::weights`, the C
+//! API's borrowed table handle); the pipeline only sees the traits, so a
+//! partition source or a quantized scorer with re-rank plugs in here.
+//! Every stage dispatches once per call or per block, never per element.
 
 use super::*;
 use crate::tables::BudgetRule;
+
+/// Where a query's candidate ids come from (module documentation).
+pub trait CandidateSource: Send + Sync {
+    /// The candidate sets (CSR, ids ascending per query) of a batch of
+    /// hashed queries, `max_candidates` applied by `rule`.
+    fn gather(
+        &self,
+        gp: &GatherParams,
+        rule: BudgetRule,
+        input: &GatherInput<'_>,
+        out: &mut GatherResult,
+    ) -> Result<()>;
+    /// Bytes held.
+    fn memory_bytes(&self) -> usize;
+}
+
+impl CandidateSource for Tables {
+    fn gather(
+        &self,
+        gp: &GatherParams,
+        rule: BudgetRule,
+        input: &GatherInput<'_>,
+        out: &mut GatherResult,
+    ) -> Result<()> {
+        self.gather_budget(gp, rule, input, false, out)
+    }
+    fn memory_bytes(&self) -> usize {
+        Tables::memory_bytes(self)
+    }
+}
+
+/// How gathered candidates get their logits (module documentation).
+pub trait Scorer: Send + Sync {
+    /// `out[offsets[i]..offsets[i + 1]]` = the logits of query `i` (`q` row
+    /// `i` at `i * q_stride`) for the rows `ids[offsets[i]..offsets[i + 1]]`.
+    fn score(
+        &self,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        ids: &[u32],
+        offsets: &[usize],
+        out: &mut [f32],
+    ) -> Result<()>;
+}
+
+impl Scorer for WeightMatrix<'_> {
+    fn score(
+        &self,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        ids: &[u32],
+        offsets: &[usize],
+        out: &mut [f32],
+    ) -> Result<()> {
+        self.matmul(q, nq, q_stride, ids, offsets, out)
+    }
+}
+
+impl Index {
+    /// The index's candidate source.
+    pub(crate) fn source(&self) -> &dyn CandidateSource {
+        &*self.tables
+    }
+}
 
 /// Forced ids per query: CSR `(offsets, ids)` ([`Index::candidates_budget`]).
 type Forced<'a> = Option<(&'a [usize], &'a [u32])>;
@@ -125,9 +203,7 @@ impl Index {
             forced_offsets: forced.map(|f| f.0),
             forced_ids: forced.map_or(&[], |f| f.1),
         };
-        match budget {
-            None => self.tables.gather(&gp, &input, false, out),
-            Some((rule, _)) => self.tables.gather_budget(&gp, rule, &input, false, out),
-        }
+        let rule = budget.map_or(BudgetRule::MidBucket, |b| b.0);
+        self.source().gather(&gp, rule, &input, out)
     }
 }

@@ -2,12 +2,10 @@
 //! registration (build, file section `DWTAMAP`, load). DWTA has no probe
 //! order (the trait's default refuses probes).
 
-use std::any::Any;
-
 use super::Dwta;
 use crate::error::{Error, Result};
 use crate::format::{self, cast_slice};
-use crate::hash::{invalid_params, Family, FamilyShape, HashFamily, Registration};
+use crate::hash::{load_given_or_seeded, Family, FamilyShape, HashFamily, Registration};
 use crate::index::IndexParams;
 
 /// DWTA's registration (one line in [`crate::hash::FAMILIES`]).
@@ -41,19 +39,14 @@ fn load(
     bad: &dyn Fn(String) -> Error,
 ) -> Result<Box<dyn HashFamily>> {
     let m: &[u32] = cast_slice(section, "DWTAMAP")?;
-    let h = if given {
-        Dwta::from_map(m, s.hash_dim, s.bits, s.tables, s.bin_size).map_err(invalid_params(bad))?
-    } else {
-        let h = Dwta::new(s.hash_dim, s.bits, s.tables, s.bin_size, s.seed)
-            .map_err(invalid_params(bad))?;
-        if h.map() != m {
-            return Err(bad(
-                "DWTAMAP differs from the map the seed generates (inconsistent file)".into(),
-            ));
-        }
-        h
-    };
-    Ok(Box::new(h))
+    load_given_or_seeded(
+        given,
+        "DWTAMAP",
+        || Dwta::from_map(m, s.hash_dim, s.bits, s.tables, s.bin_size),
+        || Dwta::new(s.hash_dim, s.bits, s.tables, s.bin_size, s.seed),
+        |h: &Dwta| h.map() == m,
+        bad,
+    )
 }
 
 impl HashFamily for Dwta {
@@ -75,11 +68,5 @@ impl HashFamily for Dwta {
             + self.probe_inv().0.len() * 4
             + self.probe_inv().1.len() * 4
             + self.map().len() * 8
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }

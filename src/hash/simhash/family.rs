@@ -2,12 +2,10 @@
 //! its registration (build, file section `PLANES`, load) and its probe
 //! order (the fused [`SimHash::hash_project`]).
 
-use std::any::Any;
-
 use super::SimHash;
 use crate::error::{Error, Result};
 use crate::format::{self, cast_slice};
-use crate::hash::{invalid_params, Family, FamilyShape, HashFamily, Registration};
+use crate::hash::{load_given_or_seeded, Family, FamilyShape, HashFamily, Registration};
 use crate::index::IndexParams;
 
 /// SimHash's registration (one line in [`crate::hash::FAMILIES`]).
@@ -41,27 +39,23 @@ fn load(
     bad: &dyn Fn(String) -> Error,
 ) -> Result<Box<dyn HashFamily>> {
     let pl: &[f32] = cast_slice(section, "PLANES")?;
-    let h = if given {
-        if s.sparsity != 0 {
-            return Err(bad("params: caller-given planes with sparsity != 0".into()));
-        }
-        SimHash::from_planes(pl, s.hash_dim, s.bits, s.tables).map_err(invalid_params(bad))?
-    } else {
-        let h = SimHash::new(s.hash_dim, s.bits, s.tables, s.sparsity, s.seed)
-            .map_err(invalid_params(bad))?;
-        if h.planes().len() != pl.len()
-            || h.planes()
-                .iter()
-                .zip(pl)
-                .any(|(a, b)| a.to_bits() != b.to_bits())
-        {
-            return Err(bad(
-                "PLANES differ from the planes the seed generates (inconsistent file)".into(),
-            ));
-        }
-        h
-    };
-    Ok(Box::new(h))
+    if given && s.sparsity != 0 {
+        return Err(bad("params: caller-given planes with sparsity != 0".into()));
+    }
+    load_given_or_seeded(
+        given,
+        "PLANES",
+        || SimHash::from_planes(pl, s.hash_dim, s.bits, s.tables),
+        || SimHash::new(s.hash_dim, s.bits, s.tables, s.sparsity, s.seed),
+        |h: &SimHash| {
+            h.planes().len() == pl.len()
+                && h.planes()
+                    .iter()
+                    .zip(pl)
+                    .all(|(a, b)| a.to_bits() == b.to_bits())
+        },
+        bad,
+    )
 }
 
 impl HashFamily for SimHash {
@@ -93,11 +87,5 @@ impl HashFamily for SimHash {
             + self
                 .sparse()
                 .map_or(0, |s| (s.start.len() + s.mid.len() + s.idx.len()) * 4)
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }
