@@ -777,6 +777,23 @@ impl Index {
     }
 }
 
+impl Index {
+    /// Tables over the codes (`rows x L`) of `rows` rows with the index's
+    /// range_bits, bucket_cap, seed and build threads (the one rebuild of
+    /// IUL and of a full rehash).
+    pub(crate) fn tables_from_codes(&self, codes: &[u32], rows: usize) -> Result<Tables> {
+        Tables::build(
+            codes,
+            rows,
+            self.p.tables,
+            self.p.range_bits,
+            self.p.bucket_cap,
+            self.p.seed,
+            self.p.threads,
+        )
+    }
+}
+
 // ------------------------------------------------------------ IUL support
 // (issue 7 part 2; additive: used by `crate::iul`)
 impl Index {
@@ -829,22 +846,12 @@ impl Index {
         let l = self.p.tables as usize;
         let mut codes = try_vec::<u32>(checked_mul(self.rows, l, "rows * L")?, "row codes")?;
         new.hash(hashed, self.rows, self.hash_dim, &mut codes)?;
-        let mut t = Tables::build(
-            &codes,
-            self.rows,
-            self.p.tables,
-            self.p.range_bits,
-            self.p.bucket_cap,
-            self.p.seed,
-            self.p.threads,
-        )?;
+        let mut t = self.tables_from_codes(&codes, self.rows)?;
         t.freeze();
         // In place: the box keeps its address (a borrowed C handle).
-        let h: &mut SimHash = self
-            .fam
-            .as_any_mut()
-            .downcast_mut()
-            .expect("checked SimHash");
+        // (Through `&mut dyn HashFamily`: the box itself is also `Any`.)
+        let fam: &mut dyn HashFamily = &mut *self.fam;
+        let h: &mut SimHash = fam.as_any_mut().downcast_mut().expect("checked SimHash");
         *h = new;
         *self.tables = t;
         self.p.given = true;

@@ -372,15 +372,7 @@ impl Index {
         }
         let codes = self.codes_of_rows(&ids, new_u)?;
         if full {
-            let t = Tables::build(
-                &codes,
-                rows,
-                self.p.tables,
-                self.p.range_bits,
-                self.p.bucket_cap,
-                self.p.seed,
-                self.p.threads,
-            )?;
+            let t = self.tables_from_codes(&codes, rows)?;
             // In place: the box keeps its address (borrowed C handles).
             *self.tables = t;
         } else {
