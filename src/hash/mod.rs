@@ -191,3 +191,54 @@ pub(crate) fn load_given_or_seeded<T: HashFamily>(
     };
     Ok(Box::new(h))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_is_registered_once_with_its_own_id_and_section() {
+        for (i, r) in FAMILIES.iter().enumerate() {
+            assert_eq!(Family::from_u32(r.family as u32), Some(r.family));
+            assert!(std::ptr::eq(registration(r.family), *r));
+            for q in &FAMILIES[i + 1..] {
+                assert_ne!(r.family, q.family);
+                assert_ne!(r.section, q.section);
+            }
+        }
+        assert_eq!(Family::from_u32(FAMILIES.len() as u32), None);
+    }
+
+    #[test]
+    fn a_built_family_reports_its_registration() {
+        for r in FAMILIES {
+            let p = IndexParams {
+                family: r.family,
+                bits: 4,
+                tables: 2,
+                bin_size: 4,
+                ..Default::default()
+            };
+            let s = FamilyShape {
+                hash_dim: 8,
+                bits: 4,
+                tables: 2,
+                sparsity: 0,
+                bin_size: 4,
+                seed: 7,
+            };
+            let h = (r.build)(&s, &p).unwrap();
+            assert_eq!(h.family(), r.family);
+            // The section round-trips through the registration's load.
+            assert_eq!(h.section_bytes().len() as u128, (r.section_len)(&s).0);
+            let bad = |m: String| Error::new(crate::error::Status::BadFileFormat, m);
+            let back = (r.load)(&s, h.section_bytes(), false, &bad).unwrap();
+            assert_eq!(back.section_bytes(), h.section_bytes());
+            // A changed section is refused for a seeded family.
+            let mut other = h.section_bytes().to_vec();
+            other[0] ^= 1;
+            let e = (r.load)(&s, &other, false, &bad).err().unwrap();
+            assert_eq!(e.status, crate::error::Status::BadFileFormat);
+        }
+    }
+}
