@@ -207,14 +207,36 @@ pub(crate) fn check_finite_rows(
     stride: usize,
     what: &str,
 ) -> Result<()> {
+    finite_or(x, n, dim, stride, |r, j, v| {
+        format!("{what}[{r}][{j}] is {v} (finite values needed)")
+    })
+}
+
+/// [`check_finite_rows`] worded `"{what} r coordinate j is v"` (an index's
+/// queries, IUL's rows and queries).
+pub(crate) fn check_finite_coords(
+    x: &[f32],
+    n: usize,
+    dim: usize,
+    stride: usize,
+    what: &str,
+) -> Result<()> {
+    finite_or(x, n, dim, stride, |r, j, v| {
+        format!("{what} {r} coordinate {j} is {v}")
+    })
+}
+
+/// `NonFinite` with `msg(row, column, value)` at the first non-finite
+/// value, if any.
+fn finite_or(
+    x: &[f32],
+    n: usize,
+    dim: usize,
+    stride: usize,
+    msg: impl FnOnce(usize, usize, f32) -> String,
+) -> Result<()> {
     match first_non_finite(x, n, dim, stride) {
-        Some((r, j)) => Err(Error::new(
-            Status::NonFinite,
-            format!(
-                "{what}[{r}][{j}] is {} (finite values needed)",
-                x[r * stride + j]
-            ),
-        )),
+        Some((r, j)) => Err(Error::new(Status::NonFinite, msg(r, j, x[r * stride + j]))),
         None => Ok(()),
     }
 }

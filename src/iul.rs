@@ -61,7 +61,7 @@
 //!    round's planes.
 
 use crate::bail;
-use crate::error::{checked_mul, strided_len, try_vec, Result};
+use crate::error::{checked_mul, strided_len, try_vec, Result, Status};
 use crate::rng::SplitMix64;
 use crate::simhash::SimHash;
 use crate::tables::{fold_code, GatherInput, GatherParams, GatherResult, Tables};
@@ -202,17 +202,6 @@ pub struct Pairs {
     pub neg: Vec<(u32, u32)>,
 }
 
-fn check_finite(x: &[f32], n: usize, dim: usize, stride: usize, what: &str) -> Result<()> {
-    if let Some((r, j)) = crate::error::first_non_finite(x, n, dim, stride) {
-        bail!(
-            NonFinite,
-            "{what} {r} coordinate {j} is {}",
-            x[r * stride + j]
-        );
-    }
-    Ok(())
-}
-
 /// Validates parameters, shape and data (everything [`train`] needs).
 pub fn validate(planes: &[f32], shape: &IulShape, d: &IulData<'_>, p: &IulParams) -> Result<()> {
     let np = checked_mul(shape.bits as usize, shape.tables as usize, "K * L")?;
@@ -301,52 +290,16 @@ pub fn validate(planes: &[f32], shape: &IulShape, d: &IulData<'_>, p: &IulParams
             d.queries.len()
         );
     }
-    if d.label_offsets.len() < d.n_queries + 1 {
-        bail!(
-            BufferTooSmall,
-            "label_offsets holds {} values, n + 1 = {} needed",
-            d.label_offsets.len(),
-            d.n_queries + 1
-        );
-    }
-    let lo = &d.label_offsets[..d.n_queries + 1];
-    if lo[0] != 0 {
-        bail!(
-            InvalidArgument,
-            "label_offsets[0] is {}; it must be 0",
-            lo[0]
-        );
-    }
-    if let Some(i) = lo.windows(2).position(|w| w[1] < w[0]) {
-        bail!(
-            InvalidArgument,
-            "label_offsets decrease at {}: {} then {}",
-            i + 1,
-            lo[i],
-            lo[i + 1]
-        );
-    }
-    if d.labels.len() < lo[d.n_queries] {
-        bail!(
-            BufferTooSmall,
-            "labels hold {} values, label_offsets[n] = {}",
-            d.labels.len(),
-            lo[d.n_queries]
-        );
-    }
-    if let Some(i) = d.labels[..lo[d.n_queries]]
-        .iter()
-        .position(|&y| y as usize >= d.n_rows)
-    {
-        bail!(
-            InvalidArgument,
-            "labels[{i}] is {}, >= rows {}",
-            d.labels[i],
-            d.n_rows
-        );
-    }
-    check_finite(d.rows, d.n_rows, shape.dim, d.row_stride, "row")?;
-    check_finite(d.queries, d.n_queries, shape.dim, d.q_stride, "query")?;
+    crate::labels::check_label_csr(
+        d.n_queries,
+        d.n_rows,
+        d.label_offsets,
+        d.labels,
+        true,
+        Status::InvalidArgument,
+    )?;
+    crate::error::check_finite_coords(d.rows, d.n_rows, shape.dim, d.row_stride, "row")?;
+    crate::error::check_finite_coords(d.queries, d.n_queries, shape.dim, d.q_stride, "query")?;
     if shape.range_bits == 0 || shape.range_bits > crate::tables::MAX_RANGE_BITS {
         bail!(
             InvalidArgument,
@@ -968,23 +921,10 @@ impl crate::index::Index {
                 "IUL trains SimHash planes; this index is DWTA"
             );
         };
-        let (dim, hd) = (self.dim(), self.hash_dim());
-        let need = strided_len(n, dim, q_stride, "queries")?;
-        if queries.len() < need {
-            bail!(
-                BufferTooSmall,
-                "queries hold {} floats, {need} needed",
-                queries.len()
-            );
-        }
-        check_finite(queries, n, dim, q_stride, "query")?;
+        let hd = self.hash_dim();
+        self.check_queries(queries, n, q_stride, "queries")?;
         let mut tq = try_vec::<f32>(checked_mul(n, hd, "n * dim'")?, "transformed queries")?;
-        for i in 0..n {
-            self.transform_query(
-                &queries[i * q_stride..i * q_stride + dim],
-                &mut tq[i * hd..(i + 1) * hd],
-            );
-        }
+        self.transform_queries(queries, n, q_stride, &mut tq);
         let rows = self.hashed_rows()?;
         let shape = IulShape {
             dim: hd,

@@ -39,9 +39,9 @@
 //! misreading it.
 
 use crate::bail;
-use crate::error::{checked_mul, strided_len, try_vec, Error, Result, Status};
+use crate::error::{checked_mul, try_vec, Error, Result, Status};
 use crate::index::Index;
-use crate::tables::{fold_code, GatherInput, GatherParams, GatherResult, Tables};
+use crate::tables::{fold_code, GatherParams, GatherResult, Tables};
 
 /// What a trained bucket holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,6 +165,28 @@ impl BucketLabels {
 /// `label_offsets[n]`, and every used label is `< rows`
 /// (`IndexOutOfRange` naming its position).
 pub fn check_labels(n: usize, rows: usize, label_offsets: &[usize], labels: &[u32]) -> Result<()> {
+    check_label_csr(
+        n,
+        rows,
+        label_offsets,
+        labels,
+        false,
+        Status::IndexOutOfRange,
+    )
+}
+
+/// The one label-CSR check (behind [`check_labels`] and IUL's
+/// validation): `n + 1` non-decreasing offsets (starting at 0 when
+/// `from_zero`), enough labels, every used label `< rows` (else
+/// `out_of_range`).
+pub(crate) fn check_label_csr(
+    n: usize,
+    rows: usize,
+    label_offsets: &[usize],
+    labels: &[u32],
+    from_zero: bool,
+    out_of_range: Status,
+) -> Result<()> {
     if label_offsets.len() < n + 1 {
         bail!(
             BufferTooSmall,
@@ -174,6 +196,13 @@ pub fn check_labels(n: usize, rows: usize, label_offsets: &[usize], labels: &[u3
         );
     }
     let off = &label_offsets[..n + 1];
+    if from_zero && off[0] != 0 {
+        bail!(
+            InvalidArgument,
+            "label_offsets[0] is {}; it must be 0",
+            off[0]
+        );
+    }
     if let Some(i) = off.windows(2).position(|w| w[1] < w[0]) {
         bail!(
             InvalidArgument,
@@ -193,12 +222,14 @@ pub fn check_labels(n: usize, rows: usize, label_offsets: &[usize], labels: &[u3
     }
     let used = &labels[off[0]..off[n]];
     if let Some(j) = used.iter().position(|&y| y as usize >= rows) {
-        bail!(
-            IndexOutOfRange,
-            "labels[{}] = {} but the layer has {rows} rows",
-            off[0] + j,
-            used[j]
-        );
+        return Err(Error::new(
+            out_of_range,
+            format!(
+                "labels[{}] = {} but the layer has {rows} rows",
+                off[0] + j,
+                used[j]
+            ),
+        ));
     }
     Ok(())
 }
@@ -468,43 +499,24 @@ impl Index {
     /// query transform: what a query gathers with. Queries must be finite.
     /// Uses every core for large `n`.
     pub fn query_codes(&self, q: &[f32], n: usize, q_stride: usize, out: &mut [u32]) -> Result<()> {
-        self.check_query_codes_io(q, n, q_stride, out.len())?;
-        if n == 0 {
-            return Ok(());
-        }
-        self.query_codes_unchecked(q, n, q_stride, out)
-    }
-
-    /// `query_codes`'s argument checks: the queries' length and values
-    /// and the codes' length.
-    fn check_query_codes_io(
-        &self,
-        q: &[f32],
-        n: usize,
-        q_stride: usize,
-        out_len: usize,
-    ) -> Result<()> {
-        let (dim, l) = (self.dim(), self.num_tables() as usize);
-        let need = strided_len(n, dim, q_stride, "queries")?;
-        if q.len() < need {
-            bail!(
-                BufferTooSmall,
-                "queries hold {} floats, {n} queries of stride {q_stride} need {need}",
-                q.len()
-            );
-        }
-        let nc = checked_mul(n, l, "n * L")?;
-        if out_len < nc {
+        self.check_queries(q, n, q_stride, "queries")?;
+        let nc = checked_mul(n, self.num_tables() as usize, "n * L")?;
+        if out.len() < nc {
             bail!(
                 BufferTooSmall,
                 "codes hold {} values, n * L = {nc} needed",
-                out_len
+                out.len()
             );
         }
-        check_finite(q, n, dim, q_stride)
+        if n == 0 {
+            return Ok(());
+        }
+        self.query_codes_unchecked(q, n, q_stride, &mut out[..nc])
     }
 
-    /// `query_codes` after its checks (`n >= 1`).
+    /// `query_codes` after its checks (`n >= 1`, `out` exactly `n * L`):
+    /// the index's pipeline ([`Index::hash_queries`]) in blocks of
+    /// [`CODE_BLOCK`] queries, on every core for large `n`.
     fn query_codes_unchecked(
         &self,
         q: &[f32],
@@ -512,49 +524,26 @@ impl Index {
         q_stride: usize,
         out: &mut [u32],
     ) -> Result<()> {
-        let (dim, hd, l) = (self.dim(), self.hash_dim(), self.num_tables() as usize);
-        let nc = n * l; // checked by check_query_codes_io
-        let transformed = hd != dim;
-        let hash = |x: &[f32], m: usize, stride: usize, c: &mut [u32]| -> Result<()> {
-            match (self.simhash(), self.dwta()) {
-                (Some(h), _) => h.hash(x, m, stride, c),
-                (None, Some(h)) => h.hash_dense(x, m, stride, c),
-                (None, None) => unreachable!("an index has a family"),
-            }
-        };
+        let l = self.num_tables() as usize;
         let work = |i0: usize, c: &mut [u32]| -> Result<()> {
             let m = c.len() / l;
-            let mut buf = if transformed {
-                try_vec::<f32>(CODE_BLOCK.min(m) * hd, "query transform scratch")?
-            } else {
-                Vec::new()
-            };
+            let mut tq = self.transform_scratch(CODE_BLOCK.min(m))?;
             let mut b0 = 0;
             while b0 < m {
                 let b = (m - b0).min(CODE_BLOCK);
                 let qb = &q[(i0 + b0) * q_stride..];
                 let cb = &mut c[b0 * l..(b0 + b) * l];
-                if transformed {
-                    for i in 0..b {
-                        self.transform_query(
-                            &qb[i * q_stride..i * q_stride + dim],
-                            &mut buf[i * hd..(i + 1) * hd],
-                        );
-                    }
-                    hash(&buf[..b * hd], b, hd, cb)?;
-                } else {
-                    hash(qb, b, q_stride, cb)?;
-                }
+                self.hash_queries(qb, b, q_stride, &mut tq, cb, None)?;
                 b0 += b;
             }
             Ok(())
         };
         let nthreads = threads_for(0, n.div_ceil(CODE_BLOCK));
         if nthreads == 1 {
-            return work(0, &mut out[..nc]);
+            return work(0, out);
         }
         let per = n.div_ceil(nthreads);
-        crate::par::try_map(out[..nc].chunks_mut(per * l).enumerate(), |(j, c)| {
+        crate::par::try_map(out.chunks_mut(per * l).enumerate(), |(j, c)| {
             work(j * per, c)
         })
         .map(|_| ())
@@ -572,44 +561,7 @@ impl Index {
         g: &GatherParams,
         out: &mut GatherResult,
     ) -> Result<()> {
-        let l = self.num_tables() as usize;
-        let mut codes = try_vec::<u32>(checked_mul(nq, l, "nq * L")?, "query codes")?;
-        self.check_query_codes_io(q, nq, q_stride, codes.len())?;
-        let gp = self.resolve_gather(g)?;
-        let mut proj = Vec::new();
-        if nq > 0 && gp.probes > 0 {
-            // Codes and projections in one pass over the planes.
-            let h = self
-                .simhash()
-                .expect("resolve_gather allows probes on SimHash indexes only");
-            let (dim, hd) = (self.dim(), self.hash_dim());
-            proj = try_vec::<f32>(
-                checked_mul(nq, self.bits() as usize * l, "nq * K * L")?,
-                "projections",
-            )?;
-            if hd == dim {
-                h.hash_project(q, nq, q_stride, &mut codes, &mut proj)?;
-            } else {
-                let mut tq = try_vec::<f32>(checked_mul(nq, hd, "nq * dim'")?, "queries")?;
-                for i in 0..nq {
-                    self.transform_query(
-                        &q[i * q_stride..i * q_stride + dim],
-                        &mut tq[i * hd..(i + 1) * hd],
-                    );
-                }
-                h.hash_project(&tq, nq, hd, &mut codes, &mut proj)?;
-            }
-        } else if nq > 0 {
-            self.query_codes_unchecked(q, nq, q_stride, &mut codes)?;
-        }
-        let input = GatherInput {
-            codes: &codes,
-            q: nq,
-            projections: if gp.probes > 0 { Some(&proj) } else { None },
-            forced_offsets: None,
-            forced_ids: &[],
-        };
-        self.tables.gather(&gp, &input, false, out)
+        self.gather_queries(q, nq, q_stride, g, None, out)
     }
 
     /// Adds label-aware entries to the index's buckets from training data
@@ -638,19 +590,13 @@ impl Index {
                 s.params.policy
             );
         }
-        let (dim, l) = (self.dim(), self.num_tables() as usize);
-        let need = strided_len(n, dim, q_stride, "queries")?;
-        if queries.len() < need {
-            bail!(
-                BufferTooSmall,
-                "queries hold {} floats, {n} queries of stride {q_stride} need {need}",
-                queries.len()
-            );
-        }
+        let l = self.num_tables() as usize;
+        self.check_queries(queries, n, q_stride, "queries")?;
         check_labels(n, self.rows(), label_offsets, labels)?;
-        check_finite(queries, n, dim, q_stride)?;
         let mut codes = try_vec::<u32>(checked_mul(n, l, "n * L")?, "training query codes")?;
-        self.query_codes(queries, n, q_stride, &mut codes)?;
+        if n > 0 {
+            self.query_codes_unchecked(queries, n, q_stride, &mut codes)?;
+        }
         let lab = count_labels(
             &codes,
             n,
@@ -682,12 +628,5 @@ impl Index {
 /// `NonFinite` ("query r coordinate j is v") if a query holds a NaN or an
 /// infinity: the check of every query path of an index.
 pub(crate) fn check_finite(q: &[f32], n: usize, dim: usize, stride: usize) -> Result<()> {
-    if let Some((r, j)) = crate::error::first_non_finite(q, n, dim, stride) {
-        bail!(
-            NonFinite,
-            "query {r} coordinate {j} is {}",
-            q[r * stride + j]
-        );
-    }
-    Ok(())
+    crate::error::check_finite_coords(q, n, dim, stride, "query")
 }

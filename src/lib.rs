@@ -17,8 +17,6 @@ pub mod data;
 /// cbindgen:ignore
 pub mod dense;
 /// cbindgen:ignore
-pub mod dwta;
-/// cbindgen:ignore
 pub mod error;
 /// cbindgen:ignore
 pub mod forest;
@@ -26,6 +24,8 @@ pub mod forest;
 pub mod format;
 /// cbindgen:ignore
 pub mod graph;
+/// cbindgen:ignore
+pub mod hash;
 /// cbindgen:ignore
 pub mod hrr;
 /// cbindgen:ignore
@@ -50,13 +50,15 @@ pub mod qdot;
 /// cbindgen:ignore
 pub mod rng;
 /// cbindgen:ignore
-pub mod simhash;
-/// cbindgen:ignore
 pub mod tables;
 /// cbindgen:ignore
 pub mod train;
 
 pub mod ffi;
+
+/// The two hash families' historical paths (`lshk::simhash`, `lshk::dwta`):
+/// they live in `hash/` with their seam registration.
+pub use hash::{dwta, simhash};
 
 pub use dwta::Dwta;
 pub use error::{Error, Result, Status};

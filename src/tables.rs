@@ -849,18 +849,7 @@ impl Tables {
         row_bucket: Vec<u32>,
     ) -> Result<Self> {
         let bad = |m: String| Error::new(Status::BadFileFormat, m);
-        let l = offsets.len();
-        if l == 0 || ids.len() != l {
-            return Err(bad(format!(
-                "tables: {l} offset arrays and {} id arrays (need L >= 1 of each)",
-                ids.len()
-            )));
-        }
-        if range_bits == 0 || range_bits > MAX_RANGE_BITS {
-            return Err(bad(format!(
-                "tables: range_bits {range_bits} is outside 1..={MAX_RANGE_BITS}"
-            )));
-        }
+        let l = check_stored_shape(&offsets, &ids, range_bits).map_err(bad)?;
         if n > MAX_ROWS {
             return Err(bad(format!("tables: {n} rows exceed {MAX_ROWS}")));
         }
@@ -881,30 +870,7 @@ impl Tables {
         }
         for t in 0..l {
             let (off, id) = (&offsets[t], &ids[t]);
-            if off.len() != nb + 1 {
-                return Err(bad(format!(
-                    "table {t}: {} bucket offsets, 2^range_bits + 1 = {} expected",
-                    off.len(),
-                    nb + 1
-                )));
-            }
-            if off[0] != 0 {
-                return Err(bad(format!("table {t}: the first offset is {}", off[0])));
-            }
-            if let Some(b) = off.windows(2).position(|w| w[1] < w[0]) {
-                return Err(bad(format!(
-                    "table {t}: bucket offsets decrease at bucket {b} ({} then {})",
-                    off[b],
-                    off[b + 1]
-                )));
-            }
-            if off[nb] as usize != id.len() {
-                return Err(bad(format!(
-                    "table {t}: the last offset is {} but the table holds {} ids",
-                    off[nb],
-                    id.len()
-                )));
-            }
+            check_table_csr(t, off, id, nb).map_err(bad)?;
             if bucket_cap == 0 && id.len() != n {
                 return Err(bad(format!(
                     "table {t}: holds {} ids, but without bucket_cap every one of the {n} rows is stored once",
@@ -1013,48 +979,14 @@ impl Tables {
         ids: Vec<U32s>,
     ) -> Result<Self> {
         let bad = |m: String| Error::new(Status::BadFileFormat, m);
-        let l = offsets.len();
-        if l == 0 || ids.len() != l {
-            return Err(bad(format!(
-                "tables: {l} offset arrays and {} id arrays (need L >= 1 of each)",
-                ids.len()
-            )));
-        }
-        if range_bits == 0 || range_bits > MAX_RANGE_BITS {
-            return Err(bad(format!(
-                "tables: range_bits {range_bits} is outside 1..={MAX_RANGE_BITS}"
-            )));
-        }
+        let l = check_stored_shape(&offsets, &ids, range_bits).map_err(bad)?;
         if n == 0 || n > MAX_ROWS {
             return Err(bad(format!("tables: {n} rows (need 1..={MAX_ROWS})")));
         }
         let nb = 1usize << range_bits;
         for t in 0..l {
             let (off, id) = (&offsets[t], &ids[t]);
-            if off.len() != nb + 1 {
-                return Err(bad(format!(
-                    "table {t}: {} bucket offsets, 2^range_bits + 1 = {} expected",
-                    off.len(),
-                    nb + 1
-                )));
-            }
-            if off[0] != 0 {
-                return Err(bad(format!("table {t}: the first offset is {}", off[0])));
-            }
-            if let Some(b) = off.windows(2).position(|w| w[1] < w[0]) {
-                return Err(bad(format!(
-                    "table {t}: bucket offsets decrease at bucket {b} ({} then {})",
-                    off[b],
-                    off[b + 1]
-                )));
-            }
-            if off[nb] as usize != id.len() {
-                return Err(bad(format!(
-                    "table {t}: the last offset is {} but the table holds {} ids",
-                    off[nb],
-                    id.len()
-                )));
-            }
+            check_table_csr(t, off, id, nb).map_err(bad)?;
             for b in 0..nb {
                 let members = &id[off[b] as usize..off[b + 1] as usize];
                 if let Some(&i) = members.iter().find(|&&i| i as usize >= n) {
@@ -1539,6 +1471,64 @@ fn mark_one(bits: &mut [u64], summary: &mut [u64], id: u32) -> bool {
     bits[w] = old | m;
     summary[w >> 6] |= 1u64 << (w & 63);
     old & m == 0
+}
+
+/// The stored tables' shape (`L >= 1` offset and id arrays, range_bits in
+/// range): `L`, or the message of a `BadFileFormat` error.
+fn check_stored_shape(
+    offsets: &[U32s],
+    ids: &[U32s],
+    range_bits: u32,
+) -> std::result::Result<usize, String> {
+    let l = offsets.len();
+    if l == 0 || ids.len() != l {
+        return Err(format!(
+            "tables: {l} offset arrays and {} id arrays (need L >= 1 of each)",
+            ids.len()
+        ));
+    }
+    if range_bits == 0 || range_bits > MAX_RANGE_BITS {
+        return Err(format!(
+            "tables: range_bits {range_bits} is outside 1..={MAX_RANGE_BITS}"
+        ));
+    }
+    Ok(l)
+}
+
+/// The one CSR check of a stored table `t` (`nb` buckets): `nb + 1`
+/// offsets from 0, non-decreasing, the last one the number of ids; or the
+/// message of a `BadFileFormat` error.
+fn check_table_csr(
+    t: usize,
+    off: &[u32],
+    id: &[u32],
+    nb: usize,
+) -> std::result::Result<(), String> {
+    if off.len() != nb + 1 {
+        return Err(format!(
+            "table {t}: {} bucket offsets, 2^range_bits + 1 = {} expected",
+            off.len(),
+            nb + 1
+        ));
+    }
+    if off[0] != 0 {
+        return Err(format!("table {t}: the first offset is {}", off[0]));
+    }
+    if let Some(b) = off.windows(2).position(|w| w[1] < w[0]) {
+        return Err(format!(
+            "table {t}: bucket offsets decrease at bucket {b} ({} then {})",
+            off[b],
+            off[b + 1]
+        ));
+    }
+    if off[nb] as usize != id.len() {
+        return Err(format!(
+            "table {t}: the last offset is {} but the table holds {} ids",
+            off[nb],
+            id.len()
+        ));
+    }
+    Ok(())
 }
 
 /// The first `probes` multi-probe flip masks of one table (query-directed,

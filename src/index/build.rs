@@ -48,32 +48,36 @@ impl Index {
                 }
             }
         }
-        match (p.family, &p.planes, &p.dwta_map) {
-            (Family::SimHash, _, Some(_)) => {
-                bail!(
-                    InvalidArgument,
-                    "a DWTA map was given but the family is SimHash"
-                )
-            }
-            (Family::Dwta, Some(_), _) => {
-                bail!(
-                    InvalidArgument,
-                    "SimHash planes were given but the family is DWTA"
-                )
-            }
-            _ => {}
+        let reg = crate::hash::registration(p.family);
+        if let Some(other) = crate::hash::FAMILIES
+            .iter()
+            .find(|r| r.family != p.family && (r.given)(p))
+        {
+            bail!(
+                InvalidArgument,
+                "caller-given {} data ({}) but the family is {}",
+                other.name,
+                other.section,
+                reg.name
+            );
         }
         let hash_dim = dim + (p.transform != Transform::None) as usize;
-        let fam = match p.family {
-            Family::SimHash => Fam::Sim(Box::new(match &p.planes {
-                Some(pl) => SimHash::from_planes(pl, hash_dim, p.bits, p.tables)?,
-                None => SimHash::new(hash_dim, p.bits, p.tables, p.sparsity, p.seed)?,
-            })),
-            Family::Dwta => Fam::Dw(Box::new(match &p.dwta_map {
-                Some(m) => Dwta::from_map(m, hash_dim, p.bits, p.tables, p.bin_size)?,
-                None => Dwta::new(hash_dim, p.bits, p.tables, p.bin_size, p.seed)?,
-            })),
+        let given = (reg.given)(p);
+        let resolved = Resolved {
+            family: p.family,
+            bits: p.bits,
+            tables: p.tables,
+            sparsity: if p.planes.is_some() { 0 } else { p.sparsity },
+            bin_size: p.bin_size,
+            seed: p.seed,
+            range_bits: 0,
+            bucket_cap: p.bucket_cap,
+            storage: p.storage,
+            transform: p.transform,
+            threads: p.threads,
+            given,
         };
+        let fam = (reg.build)(&resolved.shape(hash_dim), p)?;
         let range_bits = if p.range_bits == 0 {
             default_range_bits(p.family, p.bits, p.bin_size, rows)
         } else {
@@ -264,18 +268,8 @@ impl Index {
             hash_dim,
             mips_u,
             p: Resolved {
-                family: p.family,
-                bits: p.bits,
-                tables: p.tables,
-                sparsity: if p.planes.is_some() { 0 } else { p.sparsity },
-                bin_size: p.bin_size,
-                seed: p.seed,
                 range_bits,
-                bucket_cap: p.bucket_cap,
-                storage: p.storage,
-                transform: p.transform,
-                threads: p.threads,
-                given: p.planes.is_some() || p.dwta_map.is_some(),
+                ..resolved
             },
             fam,
             tables,

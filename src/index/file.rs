@@ -45,13 +45,8 @@ impl Index {
     pub fn save(&self, path: &Path) -> Result<()> {
         let rec = self.params_record();
         let mut secs = vec![SectionOut::new("PARAMS", vec![&rec])];
-        match &self.fam {
-            Fam::Sim(h) => secs.push(SectionOut::new(
-                "PLANES",
-                vec![format::as_bytes(h.planes())],
-            )),
-            Fam::Dw(h) => secs.push(SectionOut::new("DWTAMAP", vec![format::as_bytes(h.map())])),
-        }
+        let reg = crate::hash::registration(self.p.family);
+        secs.push(SectionOut::new(reg.section, vec![self.fam.section_bytes()]));
         let l = self.tables.tables();
         let idlen: Vec<u64> = (0..l).map(|t| self.tables.csr(t).1.len() as u64).collect();
         secs.push(SectionOut::new(
@@ -227,70 +222,27 @@ impl Index {
                 tids.len()
             )));
         }
-        {
-            let fam_len = bits as u128 * tables as u128;
-            let (name, unit, per) = match family {
-                Family::SimHash => ("PLANES", 4u128, hash_dim as u128),
-                Family::Dwta => ("DWTAMAP", 4u128, bin_size as u128),
-            };
-            let have = c.section(name)?.len() as u128;
-            if have != fam_len * per * unit {
-                return Err(bad(format!(
-                    "{name} holds {have} bytes, K * L * {} * 4 = {} expected from the params",
-                    if family == Family::SimHash {
-                        "dim"
-                    } else {
-                        "bin_size"
-                    },
-                    fam_len * per * unit
-                )));
-            }
-        }
-        let as_bad = |e: Error| bad(format!("params describe an invalid family: {}", e.message));
-        // ---- family
         let given = flags & FLAG_GIVEN != 0;
-        let fam = match family {
-            Family::SimHash => {
-                let pl: &[f32] = cast_slice(c.section("PLANES")?, "PLANES")?;
-                let h = if given {
-                    if sparsity != 0 {
-                        return Err(bad("params: caller-given planes with sparsity != 0".into()));
-                    }
-                    SimHash::from_planes(pl, hash_dim, bits, tables).map_err(as_bad)?
-                } else {
-                    let h = SimHash::new(hash_dim, bits, tables, sparsity, seed).map_err(as_bad)?;
-                    if h.planes().len() != pl.len()
-                        || h.planes()
-                            .iter()
-                            .zip(pl)
-                            .any(|(a, b)| a.to_bits() != b.to_bits())
-                    {
-                        return Err(bad(
-                            "PLANES differ from the planes the seed generates (inconsistent file)"
-                                .into(),
-                        ));
-                    }
-                    h
-                };
-                Fam::Sim(Box::new(h))
-            }
-            Family::Dwta => {
-                let m: &[u32] = cast_slice(c.section("DWTAMAP")?, "DWTAMAP")?;
-                let h = if given {
-                    Dwta::from_map(m, hash_dim, bits, tables, bin_size).map_err(as_bad)?
-                } else {
-                    let h = Dwta::new(hash_dim, bits, tables, bin_size, seed).map_err(as_bad)?;
-                    if h.map() != m {
-                        return Err(bad(
-                            "DWTAMAP differs from the map the seed generates (inconsistent file)"
-                                .into(),
-                        ));
-                    }
-                    h
-                };
-                Fam::Dw(Box::new(h))
-            }
+        let shape = crate::hash::FamilyShape {
+            hash_dim,
+            bits,
+            tables,
+            sparsity,
+            bin_size,
+            seed,
         };
+        let reg = crate::hash::registration(family);
+        let (want, per) = (reg.section_len)(&shape);
+        let fam_sec = c.section(reg.section)?;
+        if fam_sec.len() as u128 != want {
+            return Err(bad(format!(
+                "{} holds {} bytes, K * L * {per} * 4 = {want} expected from the params",
+                reg.section,
+                fam_sec.len()
+            )));
+        }
+        // ---- family
+        let fam = (reg.load)(&shape, fam_sec, given, &bad)?;
         // The tables are views of the mapping (kept alive by `keep`): a
         // large index opens without copying them.
         let keep: crate::tables::KeepAlive = c.clone();

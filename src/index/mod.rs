@@ -65,23 +65,20 @@ use crate::bail;
 use crate::dwta::Dwta;
 use crate::error::{checked_mul, first_non_finite, strided_len, try_vec, Error, Result, Status};
 use crate::format::{self, cast_slice, Container, SectionOut};
+use crate::hash::{FamilyShape, HashFamily};
 use crate::matmul::{self, WeightMatrix, Weights};
 use crate::simhash::SimHash;
-use crate::tables::{GatherInput, GatherParams, GatherResult, Tables, U32s, MAX_ROWS};
+use crate::tables::{BudgetRule, GatherInput, GatherParams, GatherResult, Tables, U32s, MAX_ROWS};
 
 mod build;
 mod file;
+mod pipeline;
+pub use pipeline::{CandidateSource, Scorer};
 mod update;
 
 pub use update::{RehashClock, RehashSchedule, LNS_REHASH_LAMBDA, LNS_REHASH_PERIOD};
 
-/// Hash family of an index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u32)]
-pub enum Family {
-    SimHash = 0,
-    Dwta = 1,
-}
+pub use crate::hash::Family;
 
 /// How the index keeps W.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,11 +111,6 @@ pub enum Transform {
     Mips = 2,
 }
 
-impl Family {
-    pub fn from_u32(v: u32) -> Option<Family> {
-        [Family::SimHash, Family::Dwta].get(v as usize).copied()
-    }
-}
 impl Storage {
     pub fn from_u32(v: u32) -> Option<Storage> {
         [
@@ -249,16 +241,16 @@ struct Resolved {
     given: bool,
 }
 
-enum Fam {
-    Sim(Box<SimHash>),
-    Dw(Box<Dwta>),
-}
-
-impl Fam {
-    fn hash(&self, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) -> Result<()> {
-        match self {
-            Fam::Sim(h) => h.hash(x, n, stride, codes),
-            Fam::Dw(h) => h.hash_dense(x, n, stride, codes),
+impl Resolved {
+    /// The family's shape over `hash_dim`.
+    fn shape(&self, hash_dim: usize) -> FamilyShape {
+        FamilyShape {
+            hash_dim,
+            bits: self.bits,
+            tables: self.tables,
+            sparsity: self.sparsity,
+            bin_size: self.bin_size,
+            seed: self.seed,
         }
     }
 }
@@ -365,7 +357,9 @@ pub struct Index {
     hash_dim: usize,
     mips_u: f32,
     p: Resolved,
-    fam: Fam,
+    /// The hash family (the seam of [`crate::hash`]; its box keeps its
+    /// address for the index's life: borrowed C handles point into it).
+    fam: Box<dyn HashFamily>,
     pub(crate) tables: Box<Tables>,
     bias: Option<Vec<f32>>,
     w: WStore,
@@ -410,10 +404,7 @@ fn ceil_log2(x: usize) -> u32 {
 
 /// The default `range_bits` (module documentation).
 pub fn default_range_bits(family: Family, bits: u32, bin_size: u32, rows: usize) -> u32 {
-    let code_bits = match family {
-        Family::SimHash => bits,
-        Family::Dwta => bits.saturating_mul(bin_size.max(2).trailing_zeros()),
-    };
+    let code_bits = (crate::hash::registration(family).code_bits)(bits, bin_size);
     code_bits.min(20).min(ceil_log2(rows) + 1).max(1)
 }
 
@@ -476,10 +467,12 @@ impl Index {
     pub(crate) fn resolve_gather(&self, g: &GatherParams) -> Result<GatherParams> {
         let mut gp = *g;
         if gp.probes > 0 {
-            if self.p.family != Family::SimHash {
+            if !self.fam.has_probe_order() {
                 bail!(
                     InvalidArgument,
-                    "multi-probing (probes > 0) needs a SimHash index"
+                    "multi-probing (probes > 0) needs a family with a probe order (SimHash); \
+                     this index is {}",
+                    crate::hash::registration(self.p.family).name
                 );
             }
             if gp.bits_per_table == 0 {
@@ -589,16 +582,14 @@ impl Index {
         self.mips_u
     }
     pub fn simhash(&self) -> Option<&SimHash> {
-        match &self.fam {
-            Fam::Sim(h) => Some(h),
-            Fam::Dw(_) => None,
-        }
+        self.hash_family().as_any().downcast_ref()
     }
     pub fn dwta(&self) -> Option<&Dwta> {
-        match &self.fam {
-            Fam::Dw(h) => Some(h),
-            Fam::Sim(_) => None,
-        }
+        self.hash_family().as_any().downcast_ref()
+    }
+    /// The hash family through its seam.
+    pub fn hash_family(&self) -> &dyn HashFamily {
+        &*self.fam
     }
     pub fn tables(&self) -> &Tables {
         &self.tables
@@ -632,27 +623,9 @@ impl Index {
     /// Bytes held by the index: family, tables, bias, and the weights it
     /// owns or maps (borrowed weights are the caller's and not counted).
     pub fn memory_bytes(&self) -> usize {
-        let fam = match &self.fam {
-            Fam::Sim(h) => {
-                h.planes().len() * 4
-                    + h.packed().len() * 4
-                    + h.sparse()
-                        .map_or(0, |s| (s.start.len() + s.mid.len() + s.idx.len()) * 4)
-            }
-            Fam::Dw(h) => {
-                // Map, transposed map, inverse map, filter, probe tables.
-                h.map().len() * 4
-                    + h.map_t().len() * 4
-                    + h.filter().len() * 4
-                    + h.probe_fwd().len() * 4
-                    + h.probe_inv().0.len() * 4
-                    + h.probe_inv().1.len() * 4
-                    + h.map().len() * 8
-            }
-        };
         std::mem::size_of::<Self>()
-            + fam
-            + self.tables.memory_bytes()
+            + self.fam.memory_bytes()
+            + self.source().memory_bytes()
             + self.bias.as_ref().map_or(0, |b| b.len() * 4)
             + self.w.owned_bytes(self.rows)
     }
@@ -694,15 +667,7 @@ impl Index {
         stats: Option<&mut QueryStats>,
     ) -> Result<()> {
         // ---- checks
-        let dim = self.dim;
-        let ql = strided_len(nq, dim, q_stride, "q")?;
-        if q.len() < ql {
-            bail!(
-                BufferTooSmall,
-                "`q` holds {} floats, {nq} queries of stride {q_stride} need {ql}",
-                q.len()
-            );
-        }
+        self.check_queries(q, nq, q_stride, "q")?;
         let kk = k as usize;
         let need = checked_mul(nq, kk, "nq * k")?;
         if out_ids.len() < need {
@@ -721,7 +686,6 @@ impl Index {
                 );
             }
         }
-        crate::labels::check_finite(q, nq, dim, q_stride)?;
         let gp = self.resolve_gather(g)?;
         let mut st = QueryStats {
             queries: nq as u64,
@@ -731,6 +695,9 @@ impl Index {
         };
         if nq > 0 {
             let wm = self.weight_matrix();
+            // The pipeline's stages behind their seams (pipeline.rs), each
+            // dispatched once per block.
+            let (source, scorer): (&dyn CandidateSource, &dyn Scorer) = (self.source(), &wm);
             let (l, hd, kl) = (
                 self.p.tables as usize,
                 self.hash_dim,
@@ -744,33 +711,20 @@ impl Index {
                     let b = (nq - i0).min(QUERY_BLOCK);
                     let qb = &q[i0 * q_stride..];
                     s.codes.resize(b * l, 0);
-                    let (hx, hstride): (&[f32], usize) = if self.p.transform == Transform::None {
-                        (qb, q_stride)
-                    } else {
+                    if self.p.transform != Transform::None {
                         s.tq.resize(b * hd, 0.0);
-                        for i in 0..b {
-                            transform_query(
-                                self.p.transform,
-                                &qb[i * q_stride..i * q_stride + dim],
-                                &mut s.tq[i * hd..(i + 1) * hd],
-                            );
-                        }
-                        (&s.tq, hd)
+                    }
+                    // With probes the family gives the projections (the
+                    // probe order) from the same pass: hash_project.
+                    let proj = if gp.probes > 0 {
+                        s.proj.resize(b * kl, 0.0);
+                        Some(&mut s.proj[..])
+                    } else {
+                        None
                     };
-                    // With probes a SimHash family needs the projections
-                    // too: one pass gives both (hash_project).
-                    let proj = match &self.fam {
-                        Fam::Sim(h) if gp.probes > 0 => {
-                            s.proj.resize(b * kl, 0.0);
-                            h.hash_project(hx, b, hstride, &mut s.codes, &mut s.proj)?;
-                            Some(&s.proj[..])
-                        }
-                        // (probes > 0 on a DWTA index was refused above)
-                        _ => {
-                            self.fam.hash(hx, b, hstride, &mut s.codes)?;
-                            None
-                        }
-                    };
+                    let probing = proj.is_some();
+                    self.hash_queries(qb, b, q_stride, &mut s.tq, &mut s.codes, proj)?;
+                    let proj = probing.then_some(&s.proj[..]);
                     let input = GatherInput {
                         codes: &s.codes,
                         q: b,
@@ -778,10 +732,10 @@ impl Index {
                         forced_offsets: None,
                         forced_ids: &[],
                     };
-                    self.tables.gather(&gp, &input, false, &mut s.gather)?;
+                    source.gather(&gp, BudgetRule::MidBucket, &input, &mut s.gather)?;
                     let cands = s.gather.ids.len();
                     s.scores.resize(cands, 0.0);
-                    wm.matmul(
+                    scorer.score(
                         qb,
                         b,
                         q_stride,
@@ -820,6 +774,23 @@ impl Index {
             *out = st;
         }
         Ok(())
+    }
+}
+
+impl Index {
+    /// Tables over the codes (`rows x L`) of `rows` rows with the index's
+    /// range_bits, bucket_cap, seed and build threads (the one rebuild of
+    /// IUL and of a full rehash).
+    pub(crate) fn tables_from_codes(&self, codes: &[u32], rows: usize) -> Result<Tables> {
+        Tables::build(
+            codes,
+            rows,
+            self.p.tables,
+            self.p.range_bits,
+            self.p.bucket_cap,
+            self.p.seed,
+            self.p.threads,
+        )
     }
 }
 
@@ -875,19 +846,13 @@ impl Index {
         let l = self.p.tables as usize;
         let mut codes = try_vec::<u32>(checked_mul(self.rows, l, "rows * L")?, "row codes")?;
         new.hash(hashed, self.rows, self.hash_dim, &mut codes)?;
-        let mut t = Tables::build(
-            &codes,
-            self.rows,
-            self.p.tables,
-            self.p.range_bits,
-            self.p.bucket_cap,
-            self.p.seed,
-            self.p.threads,
-        )?;
+        let mut t = self.tables_from_codes(&codes, self.rows)?;
         t.freeze();
-        if let Fam::Sim(h) = &mut self.fam {
-            **h = new;
-        }
+        // In place: the box keeps its address (a borrowed C handle).
+        // (Through `&mut dyn HashFamily`: the box itself is also `Any`.)
+        let fam: &mut dyn HashFamily = &mut *self.fam;
+        let h: &mut SimHash = fam.as_any_mut().downcast_mut().expect("checked SimHash");
+        *h = new;
         *self.tables = t;
         self.p.given = true;
         self.p.sparsity = 0;

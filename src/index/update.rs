@@ -372,15 +372,7 @@ impl Index {
         }
         let codes = self.codes_of_rows(&ids, new_u)?;
         if full {
-            let t = Tables::build(
-                &codes,
-                rows,
-                self.p.tables,
-                self.p.range_bits,
-                self.p.bucket_cap,
-                self.p.seed,
-                self.p.threads,
-            )?;
+            let t = self.tables_from_codes(&codes, rows)?;
             // In place: the box keeps its address (borrowed C handles).
             *self.tables = t;
         } else {
@@ -580,50 +572,6 @@ impl Index {
         forced: Option<(&[usize], &[u32])>,
         out: &mut GatherResult,
     ) -> Result<()> {
-        let (dim, hd, l) = (self.dim, self.hash_dim, self.p.tables as usize);
-        let ql = strided_len(nq, dim, q_stride, "q")?;
-        if q.len() < ql {
-            bail!(
-                BufferTooSmall,
-                "`q` holds {} floats, {nq} queries of stride {q_stride} need {ql}",
-                q.len()
-            );
-        }
-        crate::labels::check_finite(q, nq, dim, q_stride)?;
-        let gp = self.resolve_gather(g)?;
-        let mut codes = try_vec::<u32>(checked_mul(nq, l, "nq * L")?, "query codes")?;
-        let mut proj = Vec::new();
-        if nq > 0 {
-            let (x, xs): (std::borrow::Cow<'_, [f32]>, usize) = if hd == dim {
-                (std::borrow::Cow::Borrowed(q), q_stride)
-            } else {
-                let mut tq = try_vec::<f32>(checked_mul(nq, hd, "nq * dim'")?, "queries")?;
-                for i in 0..nq {
-                    self.transform_query(
-                        &q[i * q_stride..i * q_stride + dim],
-                        &mut tq[i * hd..(i + 1) * hd],
-                    );
-                }
-                (std::borrow::Cow::Owned(tq), hd)
-            };
-            match &self.fam {
-                Fam::Sim(h) if gp.probes > 0 => {
-                    proj = try_vec::<f32>(
-                        checked_mul(nq, self.p.bits as usize * l, "nq * K * L")?,
-                        "projections",
-                    )?;
-                    h.hash_project(&x, nq, xs, &mut codes, &mut proj)?;
-                }
-                _ => self.fam.hash(&x, nq, xs, &mut codes)?,
-            }
-        }
-        let input = GatherInput {
-            codes: &codes,
-            q: nq,
-            projections: (gp.probes > 0).then_some(&proj[..]),
-            forced_offsets: forced.map(|f| f.0),
-            forced_ids: forced.map_or(&[], |f| f.1),
-        };
-        self.tables.gather_budget(&gp, rule, &input, false, out)
+        self.gather_queries(q, nq, q_stride, g, Some((rule, forced)), out)
     }
 }

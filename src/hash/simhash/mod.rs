@@ -23,7 +23,9 @@ use crate::isa::{self, Isa};
 use crate::kernels::simhash as k;
 use crate::rng::SplitMix64;
 
+mod family;
 pub use crate::kernels::simhash::PANEL;
+pub use family::REGISTRATION;
 
 /// A f32 buffer whose data starts on a 64-byte boundary.
 #[derive(Debug, Default)]

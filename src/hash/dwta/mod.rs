@@ -64,9 +64,11 @@ use crate::isa::{self, Isa};
 use crate::kernels::dwta as kern;
 use crate::rng::SplitMix64;
 
+mod family;
 pub use crate::kernels::dwta::{
     filter_bit, probe, FILTER_MUL, GROUP, MAX_ATTEMPTS, PROBE_A, PROBE_C, PROBE_P,
 };
+pub use family::REGISTRATION;
 /// Largest `K * L`.
 pub const MAX_BINS: usize = 1 << 20;
 /// Largest `dim` (gathers index with signed 32-bit lanes).

@@ -1,0 +1,209 @@
+//! The one query pipeline of an index (issue 19, item 3): check →
+//! transform → hash (fused hash + project when probing) → gather → score.
+//! [`Index::query`], [`Index::candidates`], [`Index::candidates_budget`],
+//! [`Index::query_codes`] (and through it label training,
+//! [`Index::train_labels`]) and IUL ([`Index::train_iul`]) all go through
+//! these stages; each check exists once:
+//! * the queries' length and values: [`Index::check_queries`];
+//! * the gather parameters, multi-probing included: `resolve_gather`;
+//! * label CSR: [`crate::labels::check_labels`].
+//!
+//! The three seams of issue 19 meet here, each called once per block:
+//! * the hash family, [`crate::hash::HashFamily`] (a trait object chosen
+//!   at build / load from the registry);
+//! * the candidate source, [`CandidateSource`]: today the LSH
+//!   [`Tables`] (plain, multi-probe and budgeted gathers; label-aware
+//!   buckets are entries of the same CSR after [`Index::train_labels`]);
+//! * the scorer, [`Scorer`]: today the exact gathered matmul of
+//!   [`WeightMatrix`], which picks its kernel per storage (f32, bf16, f16,
+//!   int8) once per call.
+//!
+//! The index's fields keep the concrete source and scorer types because
+//! the public API hands them out (`Index::tables`, `Index::weights`, the C
+//! API's borrowed table handle); the pipeline only sees the traits, so a
+//! partition source or a quantized scorer with re-rank plugs in here.
+//! Every stage dispatches once per call or per block, never per element.
+
+use super::*;
+use crate::tables::BudgetRule;
+
+/// Where a query's candidate ids come from (module documentation).
+pub trait CandidateSource: Send + Sync {
+    /// The candidate sets (CSR, ids ascending per query) of a batch of
+    /// hashed queries, `max_candidates` applied by `rule`.
+    fn gather(
+        &self,
+        gp: &GatherParams,
+        rule: BudgetRule,
+        input: &GatherInput<'_>,
+        out: &mut GatherResult,
+    ) -> Result<()>;
+    /// Bytes held.
+    fn memory_bytes(&self) -> usize;
+}
+
+impl CandidateSource for Tables {
+    fn gather(
+        &self,
+        gp: &GatherParams,
+        rule: BudgetRule,
+        input: &GatherInput<'_>,
+        out: &mut GatherResult,
+    ) -> Result<()> {
+        self.gather_budget(gp, rule, input, false, out)
+    }
+    fn memory_bytes(&self) -> usize {
+        Tables::memory_bytes(self)
+    }
+}
+
+/// How gathered candidates get their logits (module documentation).
+pub trait Scorer: Send + Sync {
+    /// `out[offsets[i]..offsets[i + 1]]` = the logits of query `i` (`q` row
+    /// `i` at `i * q_stride`) for the rows `ids[offsets[i]..offsets[i + 1]]`.
+    fn score(
+        &self,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        ids: &[u32],
+        offsets: &[usize],
+        out: &mut [f32],
+    ) -> Result<()>;
+}
+
+impl Scorer for WeightMatrix<'_> {
+    fn score(
+        &self,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        ids: &[u32],
+        offsets: &[usize],
+        out: &mut [f32],
+    ) -> Result<()> {
+        self.matmul(q, nq, q_stride, ids, offsets, out)
+    }
+}
+
+impl Index {
+    /// The index's candidate source.
+    pub(crate) fn source(&self) -> &dyn CandidateSource {
+        &*self.tables
+    }
+}
+
+/// Forced ids per query: CSR `(offsets, ids)` ([`Index::candidates_budget`]).
+type Forced<'a> = Option<(&'a [usize], &'a [u32])>;
+
+impl Index {
+    /// The one query check: `q` holds `n` queries of `dim` floats at
+    /// `q_stride` (`BufferTooSmall`, or `InvalidArgument` for a stride
+    /// below dim), all finite (`NonFinite` naming query and coordinate).
+    /// `what` names the buffer in messages.
+    pub(crate) fn check_queries(
+        &self,
+        q: &[f32],
+        n: usize,
+        q_stride: usize,
+        what: &str,
+    ) -> Result<()> {
+        let need = strided_len(n, self.dim, q_stride, what)?;
+        if q.len() < need {
+            bail!(
+                BufferTooSmall,
+                "`{what}` holds {} floats, {n} queries of stride {q_stride} need {need}",
+                q.len()
+            );
+        }
+        crate::labels::check_finite(q, n, self.dim, q_stride)
+    }
+
+    /// The transform stage: the `n` transformed queries (`hash_dim` floats
+    /// each, contiguous) of `q` into `out` (at least `n * hash_dim`).
+    pub(crate) fn transform_queries(&self, q: &[f32], n: usize, q_stride: usize, out: &mut [f32]) {
+        let (dim, hd) = (self.dim, self.hash_dim);
+        for i in 0..n {
+            transform_query(
+                self.p.transform,
+                &q[i * q_stride..i * q_stride + dim],
+                &mut out[i * hd..(i + 1) * hd],
+            );
+        }
+    }
+
+    /// The transform and hash stages for `n` checked queries: codes
+    /// (`n x L`) into `codes`, and with `proj` the projections (`n x K*L`,
+    /// the probe order) from the same pass (fused hash + project). `tq` is
+    /// transform scratch of at least `n * hash_dim` floats (unused, may be
+    /// empty, without a transform). One call of the family per batch.
+    pub(crate) fn hash_queries(
+        &self,
+        q: &[f32],
+        n: usize,
+        q_stride: usize,
+        tq: &mut [f32],
+        codes: &mut [u32],
+        proj: Option<&mut [f32]>,
+    ) -> Result<()> {
+        let (x, xs): (&[f32], usize) = if self.p.transform == Transform::None {
+            (q, q_stride)
+        } else {
+            self.transform_queries(q, n, q_stride, tq);
+            (tq, self.hash_dim)
+        };
+        match proj {
+            Some(p) => self.fam.hash_project(x, n, xs, codes, p),
+            None => self.fam.hash(x, n, xs, codes),
+        }
+    }
+
+    /// Transform scratch for `n` queries (empty without a transform).
+    pub(crate) fn transform_scratch(&self, n: usize) -> Result<Vec<f32>> {
+        if self.p.transform == Transform::None {
+            return Ok(Vec::new());
+        }
+        try_vec::<f32>(checked_mul(n, self.hash_dim, "nq * dim'")?, "queries")
+    }
+
+    /// The gather stage for `nq` unchecked queries: check, hash, then
+    /// [`Tables::gather`] (no `budget`) or [`Tables::gather_budget`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn gather_queries(
+        &self,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        g: &GatherParams,
+        budget: Option<(BudgetRule, Forced<'_>)>,
+        out: &mut GatherResult,
+    ) -> Result<()> {
+        let l = self.p.tables as usize;
+        self.check_queries(q, nq, q_stride, "q")?;
+        let gp = self.resolve_gather(g)?;
+        let mut codes = try_vec::<u32>(checked_mul(nq, l, "nq * L")?, "query codes")?;
+        let mut proj = if gp.probes > 0 {
+            try_vec::<f32>(
+                checked_mul(nq, self.p.bits as usize * l, "nq * K * L")?,
+                "projections",
+            )?
+        } else {
+            Vec::new()
+        };
+        if nq > 0 {
+            let mut tq = self.transform_scratch(nq)?;
+            let p = (gp.probes > 0).then_some(&mut proj[..]);
+            self.hash_queries(q, nq, q_stride, &mut tq, &mut codes, p)?;
+        }
+        let forced = budget.and_then(|b| b.1);
+        let input = GatherInput {
+            codes: &codes,
+            q: nq,
+            projections: (gp.probes > 0).then_some(&proj[..]),
+            forced_offsets: forced.map(|f| f.0),
+            forced_ids: forced.map_or(&[], |f| f.1),
+        };
+        let rule = budget.map_or(BudgetRule::MidBucket, |b| b.0);
+        self.source().gather(&gp, rule, &input, out)
+    }
+}
