@@ -36,7 +36,12 @@ pub mod isa;
 pub mod iul;
 /// cbindgen:ignore
 pub mod ivf;
+/// The per-ISA kernels under the safe API. Public only so that the per-tier
+/// tests and benches can call each tier against its scalar oracle; not part
+/// of the API (no stability promise), hence hidden from the docs.
+///
 /// cbindgen:ignore
+#[doc(hidden)]
 pub mod kernels;
 /// cbindgen:ignore
 pub mod labels;

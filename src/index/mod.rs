@@ -653,8 +653,10 @@ impl Index {
         self.query_impl(q, nq, q_stride, k, g, out_ids, Some(out_scores), stats)
     }
 
-    /// [`Index::query`] with optional scores.
+    /// [`Index::query`] with optional scores (the C API's path; not part of
+    /// the Rust API: use [`Index::query`]).
     #[allow(clippy::too_many_arguments)]
+    #[doc(hidden)]
     pub fn query_impl(
         &self,
         q: &[f32],
