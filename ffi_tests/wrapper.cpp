@@ -948,7 +948,8 @@ void test_ivf() {
     EXPECT_OK(lshk_ivf_calibrate(raw, q.data(), nq, dim, k, 0.9f, 32, 1, &cc));
     lshk_ivf_calibration c = ivf.calibrate(q, k, 0.9f, 32, 2);
     CHECK(std::memcmp(&c.met, &cc.met, sizeof c - offsetof(lshk_ivf_calibration, met)) == 0);
-    CHECK(c.met == 1 && c.recall >= 0.9f && c.search.struct_size == sizeof(lshk_ivf_search));
+    CHECK(c.met == 1 && c.recall_lower >= 0.9f && c.recall_lower <= c.recall &&
+          c.search.struct_size == sizeof(lshk_ivf_search));
     lshk::IvfSearch all(32, static_cast<uint32_t>(rows));
     lshk::TopK exact = ivf.query(q, k, &all), mine = ivf.query(q, k, &c.search);
     std::size_t hit = 0;

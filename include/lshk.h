@@ -914,9 +914,10 @@ typedef struct lshk_ivf_calibration {
   float adaptive_reach;
   float adaptive_recall;
   /*
-   Zero.
+   The 95 % lower confidence bound of `recall` (over the per-query
+   recalls), which is what must reach the target.
    */
-  uint32_t reserved;
+  float recall_lower;
   /*
    Mean rows scanned per sample query: `search`'s, the fixed point's
    and the adaptive point's.
@@ -2429,11 +2430,11 @@ lshk_status lshk_ivf_memory_bytes(const struct lshk_ivf *ivf,
  computes the exact top-k of the `nq` sample queries (row i at
  `q + i * q_stride`, `q_stride >= dim` floats; held-out queries of the
  real workload, a few hundred), then the smallest fixed nprobe and the
- smallest adaptive reach whose recall@k on them is at least
- `target_recall` (in (0, 1]) with `rerank` exact re-scores, and returns
- the one that scans fewer rows (docs/ivf.md, "Calibration"). Only
- measured points are returned, so `out->recall >= target_recall` when
- `out->met` is 1; new queries see the sample's noise. Deterministic (the
+ smallest adaptive reach whose recall@k on them reaches `target_recall`
+ (in (0, 1]) with `rerank` exact re-scores, by its 95 % lower confidence
+ bound (`out->recall_lower`), and returns the one that scans fewer rows
+ (docs/ivf.md, "Calibration"). Only measured points are returned, so
+ `out->recall_lower >= target_recall` when `out->met` is 1. Deterministic (the
  same on every tier and thread count; rows scanned, not time, decide).
  `threads` runs the sample's searches in parallel (0 = all cores).
  Thread-safe on a shared index (it only searches).

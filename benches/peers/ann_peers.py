@@ -518,7 +518,7 @@ class IvfCalibration(ctypes.Structure):  # struct lshk_ivf_calibration
     _fields_ = [("struct_size", ctypes.c_uint32), ("met", ctypes.c_uint32), ("search", IvfSearch),
                 ("recall", ctypes.c_float), ("fixed_nprobe", ctypes.c_uint32),
                 ("fixed_recall", ctypes.c_float), ("adaptive_reach", ctypes.c_float),
-                ("adaptive_recall", ctypes.c_float), ("reserved", ctypes.c_uint32),
+                ("adaptive_recall", ctypes.c_float), ("recall_lower", ctypes.c_float),
                 ("scanned", ctypes.c_double), ("fixed_scanned", ctypes.c_double),
                 ("adaptive_scanned", ctypes.c_double)]
 

@@ -225,6 +225,7 @@ class Ivf:
         """lshk_ivf_calibrate: the search parameters reaching `target`
         recall@k on the sample queries q (2-D, held-out queries of the real
         workload). Keys: nprobe, rerank, reach (pass them to query), recall,
+        recall_lower (its 95 % lower bound, which must reach the target),
         scanned, met, fixed (nprobe, recall, scanned), adaptive (reach,
         recall, scanned)."""
     @property

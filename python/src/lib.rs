@@ -1462,7 +1462,8 @@ impl Ivf {
     /// The search parameters that reach `target` recall@k on the sample
     /// queries `q` (2-D, held-out queries of the real workload;
     /// lshk_ivf_calibrate): a dict with "nprobe", "rerank", "reach" (pass
-    /// them to query), "recall", "scanned", "met", and the two candidates
+    /// them to query), "recall", "recall_lower" (its 95 % lower bound, which
+    /// must reach the target), "scanned", "met", and the two candidates
     /// "fixed" (nprobe, recall, scanned) and "adaptive" (reach, recall,
     /// scanned).
     #[pyo3(signature = (q, k=10, target=0.99, *, rerank=32, threads=0))]
@@ -1506,6 +1507,7 @@ impl Ivf {
         d.set_item("rerank", c.search.rerank)?;
         d.set_item("reach", c.search.reach)?;
         d.set_item("recall", c.recall)?;
+        d.set_item("recall_lower", c.recall_lower)?;
         d.set_item("scanned", c.scanned)?;
         d.set_item("met", c.met != 0)?;
         d.set_item("fixed", (c.fixed_nprobe, c.fixed_recall, c.fixed_scanned))?;

@@ -95,8 +95,10 @@ def test_ivf_calibrate(layer):
     w, b, q = layer
     iv = lshk.Ivf(w, b, nlist=40)
     c = iv.calibrate(q, 10, 0.9)
-    assert c["met"] and np.float32(c["recall"]) >= np.float32(0.9)
-    assert set(c) == {"nprobe", "rerank", "reach", "recall", "scanned", "met", "fixed", "adaptive"}
+    assert c["met"] and np.float32(c["recall_lower"]) >= np.float32(0.9)
+    assert c["recall_lower"] <= c["recall"]
+    assert set(c) == {"nprobe", "rerank", "reach", "recall", "recall_lower", "scanned", "met",
+                      "fixed", "adaptive"}
     # the reported recall is a search's with those parameters
     exact, _ = iv.query(q, 10, nprobe=40, reach=0.0, rerank=len(w))
     ids, _ = iv.query(q, 10, nprobe=c["nprobe"], rerank=c["rerank"], reach=c["reach"])

@@ -669,8 +669,9 @@ pub struct lshk_ivf_calibration {
     /// the target (or the best measured), with its recall.
     pub adaptive_reach: f32,
     pub adaptive_recall: f32,
-    /// Zero.
-    pub reserved: u32,
+    /// The 95 % lower confidence bound of `recall` (over the per-query
+    /// recalls), which is what must reach the target.
+    pub recall_lower: f32,
     /// Mean rows scanned per sample query: `search`'s, the fixed point's
     /// and the adaptive point's.
     pub scanned: f64,
@@ -682,11 +683,11 @@ pub struct lshk_ivf_calibration {
 /// computes the exact top-k of the `nq` sample queries (row i at
 /// `q + i * q_stride`, `q_stride >= dim` floats; held-out queries of the
 /// real workload, a few hundred), then the smallest fixed nprobe and the
-/// smallest adaptive reach whose recall@k on them is at least
-/// `target_recall` (in (0, 1]) with `rerank` exact re-scores, and returns
-/// the one that scans fewer rows (docs/ivf.md, "Calibration"). Only
-/// measured points are returned, so `out->recall >= target_recall` when
-/// `out->met` is 1; new queries see the sample's noise. Deterministic (the
+/// smallest adaptive reach whose recall@k on them reaches `target_recall`
+/// (in (0, 1]) with `rerank` exact re-scores, by its 95 % lower confidence
+/// bound (`out->recall_lower`), and returns the one that scans fewer rows
+/// (docs/ivf.md, "Calibration"). Only measured points are returned, so
+/// `out->recall_lower >= target_recall` when `out->met` is 1. Deterministic (the
 /// same on every tier and thread count; rows scanned, not time, decide).
 /// `threads` runs the sample's searches in parallel (0 = all cores).
 /// Thread-safe on a shared index (it only searches).
@@ -760,7 +761,7 @@ pub unsafe extern "C" fn lshk_ivf_calibrate(
             fixed_recall: c.fixed.1,
             adaptive_reach: c.adaptive.0,
             adaptive_recall: c.adaptive.1,
-            reserved: 0,
+            recall_lower: c.recall_lower,
             scanned: c.scanned,
             fixed_scanned: c.fixed.2,
             adaptive_scanned: c.adaptive.2,
