@@ -238,25 +238,15 @@ pub unsafe extern "C" fn lshk_graph_build(
     })
 }
 
-/// Checks a stats struct's size before any work.
+// SAFETY: #[repr(C)], first field `struct_size: u32`.
+unsafe impl OutStruct for lshk_graph_stats {
+    const C_NAME: &'static str = "lshk_graph_stats";
+}
+
+/// Checks a stats struct's size before any work (NULL = not wanted).
 unsafe fn check_stats(s: *mut lshk_graph_stats) -> Result<()> {
-    if s.is_null() {
-        return Ok(());
-    }
-    if !s.is_aligned() {
-        bail!(InvalidArgument, "`stats` is misaligned");
-    }
-    // SAFETY: non-NULL, aligned; the caller's struct holds its struct_size.
-    let size = unsafe { (*s).struct_size } as usize;
-    let want = std::mem::size_of::<lshk_graph_stats>();
-    if size < want {
-        bail!(
-            InvalidArgument,
-            "stats->struct_size is {size}, this library needs at least {want} \
-             (set it to sizeof(lshk_graph_stats))"
-        );
-    }
-    Ok(())
+    // SAFETY: forwarded caller contract.
+    unsafe { check_out_struct(s, "stats") }.map(drop)
 }
 
 thread_local! {

@@ -290,25 +290,20 @@ pub extern "C" fn lshk_index_params_default() -> lshk_index_params {
     }
 }
 
-/// Checks a stats struct's size before any work.
+// SAFETY: #[repr(C)], first field `struct_size: u32`.
+unsafe impl OutStruct for lshk_query_stats {
+    const C_NAME: &'static str = "lshk_query_stats";
+}
+
+// SAFETY: #[repr(C)], first field `struct_size: u32`.
+unsafe impl OutStruct for lshk_weights_view {
+    const C_NAME: &'static str = "lshk_weights_view";
+}
+
+/// Checks a stats struct's size before any work (NULL = not wanted).
 unsafe fn check_stats(s: *mut lshk_query_stats) -> Result<()> {
-    if s.is_null() {
-        return Ok(());
-    }
-    if !(s as usize).is_multiple_of(std::mem::align_of::<lshk_query_stats>()) {
-        bail!(InvalidArgument, "`stats` is misaligned");
-    }
-    // SAFETY: non-NULL, aligned; the caller's struct holds its struct_size.
-    let size = unsafe { (*s).struct_size } as usize;
-    let want = std::mem::size_of::<lshk_query_stats>();
-    if size < want {
-        bail!(
-            InvalidArgument,
-            "stats->struct_size is {size}, this library needs at least {want} \
-             (set it to sizeof(lshk_query_stats))"
-        );
-    }
-    Ok(())
+    // SAFETY: forwarded caller contract.
+    unsafe { check_out_struct(s, "stats") }.map(drop)
 }
 
 struct Progress {
@@ -714,22 +709,10 @@ pub unsafe extern "C" fn lshk_index_weights(
     boundary("lshk_index_weights", || {
         // SAFETY: forwarded caller contract.
         let h = unsafe { index_ref(idx)? };
-        if out.is_null() {
+        // SAFETY: forwarded caller contract.
+        let Some(size) = (unsafe { check_out_struct(out, "out")? }) else {
             bail!(NullPointer, "`out` is NULL");
-        }
-        if !out.is_aligned() {
-            bail!(InvalidArgument, "`out` is misaligned");
-        }
-        // SAFETY: non-NULL, aligned; the caller's struct holds its struct_size.
-        let size = unsafe { (*out).struct_size } as usize;
-        let want = std::mem::size_of::<lshk_weights_view>();
-        if size < want {
-            bail!(
-                InvalidArgument,
-                "out->struct_size is {size}, this library needs at least {want} \
-                 (set it to sizeof(lshk_weights_view))"
-            );
-        }
+        };
         let idx = &h.idx;
         let (w, scales): (*const c_void, *const f32) = match idx.weights() {
             Weights::F32(w) => (w.as_ptr().cast(), std::ptr::null()),
@@ -737,7 +720,7 @@ pub unsafe extern "C" fn lshk_index_weights(
             Weights::I8 { w, scales } => (w.as_ptr().cast(), scales.as_ptr()),
         };
         let view = lshk_weights_view {
-            struct_size: size as u32,
+            struct_size: size,
             storage: idx.storage() as u32,
             w,
             scales,

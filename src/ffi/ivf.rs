@@ -283,25 +283,20 @@ pub unsafe extern "C" fn lshk_ivf_build(
     })
 }
 
-/// Checks a stats struct's size before any work.
+// SAFETY: #[repr(C)], first field `struct_size: u32`.
+unsafe impl OutStruct for lshk_ivf_stats {
+    const C_NAME: &'static str = "lshk_ivf_stats";
+}
+
+// SAFETY: #[repr(C)], first field `struct_size: u32`.
+unsafe impl OutStruct for lshk_ivf_calibration {
+    const C_NAME: &'static str = "lshk_ivf_calibration";
+}
+
+/// Checks a stats struct's size before any work (NULL = not wanted).
 unsafe fn check_stats(s: *mut lshk_ivf_stats) -> Result<()> {
-    if s.is_null() {
-        return Ok(());
-    }
-    if !s.is_aligned() {
-        bail!(InvalidArgument, "`stats` is misaligned");
-    }
-    // SAFETY: non-NULL, aligned; the caller's struct holds its struct_size.
-    let size = unsafe { (*s).struct_size } as usize;
-    let want = std::mem::size_of::<lshk_ivf_stats>();
-    if size < want {
-        bail!(
-            InvalidArgument,
-            "stats->struct_size is {size}, this library needs at least {want} \
-             (set it to sizeof(lshk_ivf_stats))"
-        );
-    }
-    Ok(())
+    // SAFETY: forwarded caller contract.
+    unsafe { check_out_struct(s, "stats") }.map(drop)
 }
 
 thread_local! {
@@ -717,22 +712,10 @@ pub unsafe extern "C" fn lshk_ivf_calibrate(
     boundary("lshk_ivf_calibrate", || {
         // SAFETY: forwarded caller contract.
         let ix = unsafe { ivf_ref(ivf)? };
-        if out.is_null() {
+        // SAFETY: forwarded caller contract.
+        let Some(size) = (unsafe { check_out_struct(out, "out")? }) else {
             bail!(NullPointer, "`out` is NULL");
-        }
-        if !out.is_aligned() {
-            bail!(InvalidArgument, "`out` is misaligned");
-        }
-        // SAFETY: non-NULL, aligned; the caller's struct holds its size.
-        let size = unsafe { (*out).struct_size } as usize;
-        let want = std::mem::size_of::<lshk_ivf_calibration>();
-        if size < want {
-            bail!(
-                InvalidArgument,
-                "out->struct_size is {size}, this library needs at least {want} \
-                 (set it to sizeof(lshk_ivf_calibration))"
-            );
-        }
+        };
         let dim = ix.dim();
         let ql = strided_len(nq, dim, q_stride, "q")?;
         check_disjoint(&[span(out, 1, "out")?], &[span(q, ql, "q")?])?;
@@ -748,7 +731,7 @@ pub unsafe extern "C" fn lshk_ivf_calibrate(
             threads as usize,
         )?;
         let r = lshk_ivf_calibration {
-            struct_size: size as u32,
+            struct_size: size,
             met: u32::from(c.met),
             search: lshk_ivf_search {
                 struct_size: std::mem::size_of::<lshk_ivf_search>() as u32,

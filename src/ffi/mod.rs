@@ -346,6 +346,53 @@ pub(crate) unsafe fn read_param_struct<T: ParamStruct>(p: *const T, arg: &str) -
     Ok(unsafe { *p })
 }
 
+/// A C output struct whose first field is the caller's `uint32_t
+/// struct_size` (stats, views, reports): the caller sets it to its
+/// `sizeof`, the library writes the rest.
+///
+/// # Safety
+/// Implementors must be `#[repr(C)]` with `struct_size: u32` as their first
+/// field.
+pub(crate) unsafe trait OutStruct {
+    /// The C type name, for messages.
+    const C_NAME: &'static str;
+}
+
+/// Checks a caller's output struct before any work: `None` for NULL (the
+/// caller decides whether that is allowed); otherwise the pointer must be
+/// aligned and `struct_size` at least this library's `sizeof` (a larger
+/// value is accepted, the tail is left alone), which is returned. `arg`
+/// names the argument in messages.
+///
+/// # Safety
+/// `p` is NULL or points to a readable struct holding its `struct_size`.
+pub(crate) unsafe fn check_out_struct<T: OutStruct>(p: *const T, arg: &str) -> Result<Option<u32>> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    if !p.is_aligned() {
+        return Err(Error::new(
+            Status::InvalidArgument,
+            format!("`{arg}` is misaligned"),
+        ));
+    }
+    // SAFETY: non-NULL and aligned; T's first field is its u32 struct_size
+    // (OutStruct contract), which the caller's struct holds.
+    let size = unsafe { *p.cast::<u32>() };
+    let want = std::mem::size_of::<T>();
+    if (size as usize) < want {
+        return Err(Error::new(
+            Status::InvalidArgument,
+            format!(
+                "{arg}->struct_size is {size}, this library needs at least {want} \
+                 (set it to sizeof({}))",
+                T::C_NAME
+            ),
+        ));
+    }
+    Ok(Some(size))
+}
+
 /// Validates a tier value that arrived from C.
 pub(crate) fn isa_from_c(v: lshk_isa) -> Result<Isa> {
     Isa::from_u32(v).ok_or_else(|| {
