@@ -175,7 +175,20 @@ impl Ivf {
                 .map(|x| u32::from_le_bytes(x.try_into().unwrap()))
                 .collect())
         };
-        let centroids = f32s("CENTROID", checked_mul(nlist, dim, "nlist * dim")?)?;
+        // Size-checked here; converted only for a file without CENTQ (below).
+        let centroid_words = words("CENTROID", checked_mul(nlist, dim, "nlist * dim")?)?;
+        // Int8 rows stored as a codes section and a scales section (the
+        // list codes QCODES/QSCALES, the centroid codes CENTQ/CENTQS).
+        let qrows = |codes: &str, scales: &str, n: usize| -> Result<QRows> {
+            let sc = f32s(scales, n)?;
+            let b = format::cast_slice::<i8>(c.section(codes)?, codes)?;
+            QRows::from_parts(n, dim, b, &sc).map_err(|e| {
+                Error::new(
+                    Status::BadFileFormat,
+                    format!("{codes}/{scales}: {}", e.message),
+                )
+            })
+        };
         let cbias = f32s("CBIAS", nlist)?;
         let spread = f32s("LSPREAD", nlist)?;
         let offsets = u32s("LOFFS", nlist + 1)?;
@@ -256,41 +269,21 @@ impl Ivf {
         };
         let codes = match codes {
             Codes::None | Codes::Pq4 => None,
-            Codes::I8 => {
-                let sc = f32s("QSCALES", npos)?;
-                let b = c.section("QCODES")?;
-                // SAFETY: i8 and u8 have the same size and alignment, and
-                // every bit pattern is valid for both.
-                let codes = unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<i8>(), b.len()) };
-                Some(QRows::from_parts(npos, dim, codes, &sc).map_err(|e| {
-                    Error::new(
-                        Status::BadFileFormat,
-                        format!("QCODES/QSCALES: {}", e.message),
-                    )
-                })?)
-            }
+            Codes::I8 => Some(qrows("QCODES", "QSCALES", npos)?),
         };
         // Files written since the f32 centroids are no longer kept hold the
         // int8 codes the lists were ranked by (CENTQ, CENTQS); older files
         // only the f32 centroids, quantised here exactly as the build did.
-        let cq = match c.optional("CENTQ") {
-            Some(b) => {
-                let sc = f32s("CENTQS", nlist)?;
-                // SAFETY: i8 and u8 have the same size and alignment, and
-                // every bit pattern is valid for both.
-                let codes = unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<i8>(), b.len()) };
-                QRows::from_parts(nlist, dim, codes, &sc).map_err(|e| {
-                    Error::new(
-                        Status::BadFileFormat,
-                        format!("CENTQ/CENTQS: {}", e.message),
-                    )
-                })?
-            }
-            None => qdot::quantize_rows(&centroids, nlist, dim, dim).map_err(|e| {
+        let cq = if c.optional("CENTQ").is_some() {
+            qrows("CENTQ", "CENTQS", nlist)?
+        } else {
+            let centroids: Vec<f32> = centroid_words
+                .map(|x| f32::from_le_bytes(x.try_into().unwrap()))
+                .collect();
+            qdot::quantize_rows(&centroids, nlist, dim, dim).map_err(|e| {
                 Error::new(Status::BadFileFormat, format!("CENTROID: {}", e.message))
-            })?,
+            })?
         };
-        drop(centroids);
         if codes.is_none() && pq.is_none() && matches!(exact, Exact::Borrowed { .. }) {
             bail!(BadFileFormat, "a borrowed IVF index must have codes");
         }
