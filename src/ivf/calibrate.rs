@@ -171,19 +171,15 @@ impl Ivf {
             self.nlist as u32,
             npos.min(u32::MAX as usize) as u32,
         ))?;
-        let want = k;
-        let mut truth: Vec<Vec<u32>> = exact.chunks_exact(k).map(|c| c[..want].to_vec()).collect();
+        let mut truth: Vec<Vec<u32>> = exact.chunks_exact(k).map(<[u32]>::to_vec).collect();
         truth.iter_mut().for_each(|t| t.sort_unstable());
         // (recall, its lower confidence bound, mean scanned) of `sp`.
         let measure = |sp: SearchParams| -> Result<(f32, f32, f64)> {
             let (ids, scanned) = run(sp)?;
             let (mut sum, mut sum2) = (0f64, 0f64);
             for (got, t) in ids.chunks_exact(k).zip(&truth) {
-                let hit = got[..want]
-                    .iter()
-                    .filter(|id| t.binary_search(id).is_ok())
-                    .count();
-                let r = hit as f64 / want as f64;
+                let hit = got.iter().filter(|id| t.binary_search(id).is_ok()).count();
+                let r = hit as f64 / k as f64;
                 sum += r;
                 sum2 += r * r;
             }
