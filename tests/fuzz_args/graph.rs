@@ -577,3 +577,195 @@ pub(crate) fn fuzz_graph_build(c: &mut Ctx) {
     // SAFETY: a live handle from lshk_graph_build.
     unsafe { lshk_graph_free(h) };
 }
+
+/// How often each `lshk_graph_query_ex` case ran (index: the mutation of
+/// [`fuzz_graph_query_ex`]; 11 = none); the test checks that every one did.
+pub(crate) static GRAPH_EX_CASES: [AtomicU64; 12] = [const { AtomicU64::new(0) }; 12];
+
+/// `lshk_graph_query_ex` (issue 16): the query options (walk, ef, rerank)
+/// on graphs of every storage, with at most one mutation per call, each
+/// with its exact documented status (nothing written on a refusal); an OK
+/// call equals `Graph::search_with` on the mirror graph bit for bit and
+/// writes nothing past its outputs. (Formerly tests/fuzz_graph.rs.)
+pub(crate) fn fuzz_graph_query_ex(c: &mut Ctx, gs: &[GraphX]) {
+    const GUARD: usize = 8;
+    let sc_sent = f32::from_bits(CANARY);
+    let gx = &gs[c.r.u(gs.len())];
+    let r = &mut c.r;
+    let (rows, dim) = (gx.rows, gx.dim);
+    let mut p = lshk_graph_query_params_default();
+    p.walk = r.u(2) as u32;
+    p.ef = match r.u(4) {
+        0 => 1,
+        1 => u32::MAX,
+        _ => 1 + r.u(2 * rows) as u32,
+    };
+    p.rerank = match r.u(3) {
+        0 => 0,
+        1 => u32::MAX,
+        _ => r.u(40) as u32,
+    };
+    let k = r.u(15) as u32;
+    let nq = r.u(4);
+    let q_stride = dim + r.u(3);
+    let ql = if nq == 0 {
+        0
+    } else {
+        (nq - 1) * q_stride + dim
+    };
+    let mut q: Vec<f32> = (0..ql.max(1)).map(|_| r.0.next_normal() as f32).collect();
+    let n = nq * k as usize;
+    let mut ids = vec![CANARY; n + GUARD];
+    let mut sc = vec![sc_sent; n + GUARD];
+    let mut stats = lshk_graph_stats {
+        struct_size: std::mem::size_of::<lshk_graph_stats>() as u32,
+        reserved: 0,
+        distances: 0,
+    };
+    let mut use_p = true;
+    let (mut use_scores, mut use_stats) = (!r.one_in(4), !r.one_in(3));
+    let mut handle = gx.h as *const lshk_graph;
+    let (mut q_null, mut ids_null) = (false, false);
+    let mut q_stride_c = q_stride;
+    // One mutation (or none) per call; its documented status.
+    let mut mutation = r.u(12);
+    let want = match mutation {
+        0 => {
+            p.walk = 2 + r.u(1000) as u32;
+            LSHK_STATUS_INVALID_ARGUMENT
+        }
+        1 => {
+            p.ef = 0;
+            LSHK_STATUS_INVALID_ARGUMENT
+        }
+        2 => {
+            p.struct_size = r.u(16) as u32;
+            LSHK_STATUS_INVALID_ARGUMENT
+        }
+        3 => {
+            use_p = false; // defaults: WALK_EXACT, ef 100
+            LSHK_STATUS_OK
+        }
+        4 if nq > 0 => {
+            let i = r.u(nq) * q_stride + r.u(dim);
+            q[i] = r.pick(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY]);
+            LSHK_STATUS_NON_FINITE
+        }
+        5 if nq > 0 => {
+            q_null = true;
+            LSHK_STATUS_NULL_POINTER
+        }
+        6 if n > 0 => {
+            ids_null = true;
+            LSHK_STATUS_NULL_POINTER
+        }
+        7 if nq > 1 => {
+            q_stride_c = r.u(dim);
+            LSHK_STATUS_INVALID_ARGUMENT
+        }
+        8 => {
+            use_stats = true;
+            stats.struct_size = r.u(16) as u32;
+            LSHK_STATUS_INVALID_ARGUMENT
+        }
+        9 => {
+            handle = null();
+            LSHK_STATUS_NULL_POINTER
+        }
+        10 => {
+            use_scores = false;
+            LSHK_STATUS_OK
+        }
+        _ => {
+            mutation = 11; // none (also a guarded case whose guard failed)
+            LSHK_STATUS_OK
+        }
+    };
+    GRAPH_EX_CASES[mutation].fetch_add(1, Ordering::Relaxed);
+    let mut v = Verdict::default();
+    if want != LSHK_STATUS_OK {
+        v.err("a documented refusal");
+    }
+    c.desc = format!(
+        "graph query_ex storage {} rows {rows} mutation {mutation}: walk {} ef {} rerank {} k {k} nq {nq} stride {q_stride_c} p {use_p} scores {use_scores} stats {use_stats}",
+        gx.storage, p.walk, p.ef, p.rerank
+    );
+    let q0 = bits(&q);
+    let qp = if q_null { null() } else { q.as_ptr() };
+    let pp: *const lshk_graph_query_params = if use_p { &p } else { null() };
+    let idp = if ids_null {
+        null_mut()
+    } else {
+        ids.as_mut_ptr()
+    };
+    let scp = if use_scores {
+        sc.as_mut_ptr()
+    } else {
+        null_mut()
+    };
+    let stp: *mut lshk_graph_stats = if use_stats { &mut stats } else { null_mut() };
+    // SAFETY: every non-NULL pointer covers what the arguments promise
+    // (q: ql floats, ids/sc: n values + guard, stats and p: whole
+    // structs); the invalid ones are the documented refusals above.
+    let st = c.call("lshk_graph_query_ex", || unsafe {
+        lshk_graph_query_ex(handle, pp, qp, nq, q_stride_c, k, idp, scp, stp)
+    });
+    if st != want {
+        c.fail(format!(
+            "lshk_graph_query_ex returned {st}, expected {want}"
+        ));
+    }
+    if bits(&q) != q0 {
+        c.fail("lshk_graph_query_ex changed q".into());
+    }
+    if ids[n..].iter().any(|&x| x != CANARY) || bits(&sc[n..]) != bits(&[sc_sent; GUARD]) {
+        c.fail("lshk_graph_query_ex wrote past its outputs".into());
+    }
+    if !c.judge("lshk_graph_query_ex", st, &v) {
+        if ids.iter().any(|&x| x != CANARY) || sc.iter().any(|x| x.to_bits() != CANARY) {
+            c.fail("lshk_graph_query_ex refused the call but wrote an output".into());
+        }
+        return;
+    }
+    if st != LSHK_STATUS_OK {
+        return;
+    }
+    let sp = if use_p {
+        lshk::graph::SearchParams {
+            ef: p.ef as usize,
+            walk: lshk::graph::Walk::from_u32(p.walk).unwrap(),
+            rerank: p.rerank as usize,
+        }
+    } else {
+        lshk::graph::SearchParams::default()
+    };
+    let (mut wi, mut ws) = (vec![0u32; n], vec![0f32; n]);
+    if let Err(e) = gx.mirror.search_with(
+        lshk::isa::active(),
+        &q,
+        nq,
+        q_stride,
+        k as usize,
+        &sp,
+        &mut wi,
+        &mut ws,
+        None,
+    ) {
+        c.fail(format!(
+            "lshk_graph_query_ex returned OK, Graph::search_with refused: {e}"
+        ));
+        return;
+    }
+    if ids[..n] != wi[..] || (use_scores && bits(&sc[..n]) != bits(&ws)) {
+        c.fail(format!(
+            "lshk_graph_query_ex: ids {:?} vs Rust {wi:?} (or the scores differ)",
+            &ids[..n]
+        ));
+    }
+    if ids[..n]
+        .iter()
+        .any(|&x| x as usize >= rows && x != u32::MAX)
+    {
+        c.fail("lshk_graph_query_ex: an id out of range".into());
+    }
+}

@@ -286,6 +286,10 @@ const TARGETS: &[Target] = &[
         }
         "graph"
     }),
+    (1, |c, e| {
+        fuzz_graph_query_ex(c, &e.graphs);
+        "graph query_ex"
+    }),
 ];
 
 /// Draws one target by its share and runs it.
@@ -381,6 +385,19 @@ fn fuzz_c_abi_arguments() {
         c.failures.len(),
         c.failures.join("\n")
     );
+    // Every lshk_graph_query_ex case ran (tests/fuzz_graph.rs, merged
+    // here, asserted the same); checked at the default length and above.
+    let ex: Vec<u64> = GRAPH_EX_CASES
+        .iter()
+        .map(|n| n.load(Ordering::Relaxed))
+        .collect();
+    println!("  lshk_graph_query_ex cases (mutation 0-10, none): {ex:?}");
+    if iters >= 50_000 {
+        assert!(
+            ex.iter().all(|&n| n > 0),
+            "an lshk_graph_query_ex case never ran: {ex:?}"
+        );
+    }
     // Which tiers the `_isa` calls ran (an OK call on that tier); under CI a
     // supported tier none of them ran fails (at the default 50,000
     // executions every tier is picked hundreds of times).
