@@ -10,11 +10,7 @@
  *   lshk_graph_save lshk_graph_load lshk_graph_shape
  *   lshk_graph_memory_bytes lshk_graph_free */
 #define _POSIX_C_SOURCE 200809L
-#include <dirent.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include "bad_input.h"
+#include "bad_input_files.h"
 
 #define FX bi_fx()
 #define GR BI_FX_ROWS
@@ -26,44 +22,8 @@ static lshk_graph *g_i8;   /* int8 storage, no bias */
 static lshk_graph *g_freed;
 static lshk_ivf *ivf_fx;
 
-static char dir[256];
-static char path_graph[300], path_ivf[300], path_empty[300], path_garbage[300],
-    path_truncated[300], path_missing[300], path_new[300], path_subdir[300];
+static char path_graph[300], path_ivf[300];
 
-static int file_exists(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0;
-}
-static int dir_entries(void) {
-  int n = 0;
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  if (d == NULL) return -1;
-  while ((e = readdir(d)) != NULL)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
-  closedir(d);
-  return n;
-}
-static void write_file(const char *p, const void *data, size_t len) {
-  FILE *f = fopen(p, "wb");
-  if (f == NULL || (len > 0 && fwrite(data, 1, len, f) != len)) {
-    fprintf(stderr, "cannot write %s\n", p);
-    exit(2);
-  }
-  fclose(f);
-}
-static unsigned char *read_file(const char *p, size_t *len) {
-  FILE *f = fopen(p, "rb");
-  unsigned char *buf;
-  long n;
-  if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0) exit(2);
-  rewind(f);
-  buf = (unsigned char *)malloc((size_t)n + 1);
-  if (buf == NULL || fread(buf, 1, (size_t)n, f) != (size_t)n) exit(2);
-  fclose(f);
-  *len = (size_t)n;
-  return buf;
-}
 
 static lshk_graph *fx_graph(const float *bias, uint32_t storage) {
   lshk_graph_params p = lshk_graph_params_default();
@@ -300,32 +260,13 @@ int main(void) {
   fp = query_fingerprint(g_live);
   /* ---- files ---- */
   {
-    const char *tmp = getenv("TMPDIR");
-    unsigned char *data;
-    size_t len;
     static const char garbage[] = "this is not an lshk graph file, at all";
-    snprintf(dir, sizeof dir, "%s/lshk-bad-input-graph-%ld",
-             tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp", (long)getpid());
-    if (mkdir(dir, 0700) != 0) {
-      fprintf(stderr, "cannot create %s\n", dir);
-      return 2;
-    }
+    bi_files_open("graph", "lshk");
     snprintf(path_graph, sizeof path_graph, "%s/g.lshk", dir);
     snprintf(path_ivf, sizeof path_ivf, "%s/ivf.lshk", dir);
-    snprintf(path_empty, sizeof path_empty, "%s/empty.lshk", dir);
-    snprintf(path_garbage, sizeof path_garbage, "%s/garbage.lshk", dir);
-    snprintf(path_truncated, sizeof path_truncated, "%s/truncated.lshk", dir);
-    snprintf(path_missing, sizeof path_missing, "%s/missing.lshk", dir);
-    snprintf(path_new, sizeof path_new, "%s/new.lshk", dir);
-    snprintf(path_subdir, sizeof path_subdir, "%s/subdir", dir);
     bi_fx_need(lshk_graph_save(g_live, path_graph), "lshk_graph_save");
     bi_fx_need(lshk_ivf_save(ivf_fx, path_ivf), "lshk_ivf_save");
-    write_file(path_empty, "", 0);
-    write_file(path_garbage, garbage, sizeof garbage);
-    data = read_file(path_graph, &len);
-    write_file(path_truncated, data, len / 2);
-    free(data);
-    if (mkdir(path_subdir, 0700) != 0) return 2;
+    bi_files_fill(garbage, sizeof garbage, path_graph);
   }
   BI_EXPECT(lshk_graph_params_default,
             lshk_graph_params_default().struct_size == sizeof(lshk_graph_params) &&
@@ -530,14 +471,7 @@ int main(void) {
 
   remove(path_graph);
   remove(path_ivf);
-  remove(path_empty);
-  remove(path_garbage);
-  remove(path_truncated);
-  rmdir(path_subdir);
-  if (rmdir(dir) != 0) {
-    fprintf(stderr, "%s is not empty after the cases\n", dir);
-    bi_failed++;
-  }
+  bi_files_close();
   bi_fx_need(lshk_graph_free(g_live), "lshk_graph_free");
   bi_fx_need(lshk_graph_free(g_i8), "lshk_graph_free");
   bi_fx_need(lshk_ivf_free(ivf_fx), "lshk_ivf_free");

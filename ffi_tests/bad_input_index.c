@@ -11,11 +11,7 @@
  *   lshk_index_tables lshk_index_train_iul lshk_index_train_labels
  *   lshk_index_label_info */
 #define _POSIX_C_SOURCE 200809L
-#include <dirent.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include "bad_input.h"
+#include "bad_input_files.h"
 
 #define FX bi_fx()
 #define IR BI_FX_ROWS
@@ -24,47 +20,9 @@
 #define IL BI_FX_L
 #define IWS 9 /* a w_stride > dim */
 
-static char dir[256];
-static char path_stored[300], path_borrowed[300], path_empty[300],
-    path_garbage[300], path_truncated[300], path_missing[300], path_new[300],
-    path_subdir[300];
+static char path_stored[300], path_borrowed[300];
 static float wb[IR * IWS]; /* the borrowed W of path_borrowed */
 
-static int file_exists(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0;
-}
-/* Entries of `dir` (minus . and ..). */
-static int dir_entries(void) {
-  int n = 0;
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  if (d == NULL) return -1;
-  while ((e = readdir(d)) != NULL)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
-  closedir(d);
-  return n;
-}
-static void write_file(const char *p, const void *data, size_t len) {
-  FILE *f = fopen(p, "wb");
-  if (f == NULL || (len > 0 && fwrite(data, 1, len, f) != len)) {
-    fprintf(stderr, "cannot write %s\n", p);
-    exit(2);
-  }
-  fclose(f);
-}
-static unsigned char *read_file(const char *p, size_t *len) {
-  FILE *f = fopen(p, "rb");
-  unsigned char *buf;
-  long n;
-  if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0) exit(2);
-  rewind(f);
-  buf = (unsigned char *)malloc((size_t)n + 1);
-  if (buf == NULL || fread(buf, 1, (size_t)n, f) != (size_t)n) exit(2);
-  fclose(f);
-  *len = (size_t)n;
-  return buf;
-}
 
 /* ---- lshk_index_build ---------------------------------------------------- */
 typedef struct {
@@ -443,26 +401,12 @@ int main(void) {
 
   /* ---- files ---- */
   {
-    const char *tmp = getenv("TMPDIR");
     lshk_index_params p = lshk_index_params_default();
     lshk_index *bidx = NULL;
-    unsigned char *data;
-    size_t len;
     static const char garbage[] = "this is not an lshk index file, at all.";
-    snprintf(dir, sizeof dir, "%s/lshk-bad-input-%ld",
-             tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp", (long)getpid());
-    if (mkdir(dir, 0700) != 0) {
-      fprintf(stderr, "cannot create %s\n", dir);
-      return 2;
-    }
+    bi_files_open("index", "lshk");
     snprintf(path_stored, sizeof path_stored, "%s/stored.lshk", dir);
     snprintf(path_borrowed, sizeof path_borrowed, "%s/borrowed.lshk", dir);
-    snprintf(path_empty, sizeof path_empty, "%s/empty.lshk", dir);
-    snprintf(path_garbage, sizeof path_garbage, "%s/garbage.lshk", dir);
-    snprintf(path_truncated, sizeof path_truncated, "%s/truncated.lshk", dir);
-    snprintf(path_missing, sizeof path_missing, "%s/missing.lshk", dir);
-    snprintf(path_new, sizeof path_new, "%s/new.lshk", dir);
-    snprintf(path_subdir, sizeof path_subdir, "%s/subdir", dir);
     bi_fx_need(lshk_index_save(FX->idx, path_stored), "lshk_index_save");
     for (int i = 0; i < IR * IWS; i++) wb[i] = (float)((i * 29) % 31) - 15.0f;
     p.bits_per_table = IK;
@@ -473,12 +417,7 @@ int main(void) {
                "lshk_index_build");
     bi_fx_need(lshk_index_save(bidx, path_borrowed), "lshk_index_save");
     bi_fx_need(lshk_index_free(bidx), "lshk_index_free");
-    write_file(path_empty, "", 0);
-    write_file(path_garbage, garbage, sizeof garbage);
-    data = read_file(path_stored, &len);
-    write_file(path_truncated, data, len / 2);
-    free(data);
-    if (mkdir(path_subdir, 0700) != 0) return 2;
+    bi_files_fill(garbage, sizeof garbage, path_stored);
   }
 
   BI_EXPECT(lshk_index_params_default,
@@ -839,14 +778,7 @@ int main(void) {
 
   remove(path_stored);
   remove(path_borrowed);
-  remove(path_empty);
-  remove(path_garbage);
-  remove(path_truncated);
-  rmdir(path_subdir);
-  if (rmdir(dir) != 0) {
-    fprintf(stderr, "%s is not empty after the cases\n", dir);
-    bi_failed++;
-  }
+  bi_files_close();
   bi_fx_teardown();
   return bi_summary("bad_input_index");
 }

@@ -11,11 +11,7 @@
  *   lshk_ivf_memory_bytes lshk_ivf_free lshk_ivf_train_labels
  *   lshk_ivf_label_info lshk_ivf_calibrate */
 #define _POSIX_C_SOURCE 200809L
-#include <dirent.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include "bad_input.h"
+#include "bad_input_files.h"
 
 #define FX bi_fx()
 #define IR BI_FX_ROWS
@@ -30,46 +26,9 @@ static lshk_ivf *ivf_freed;
 static lshk_ivf *ivf_pq;      /* CODES_PQ4 (cannot take labels) */
 static lshk_ivf *ivf_lab[4];  /* trained by the accepted label cases */
 
-static char dir[256];
-static char path_owned[300], path_borrowed[300], path_index[300],
-    path_empty[300], path_garbage[300], path_truncated[300],
-    path_missing[300], path_new[300], path_subdir[300];
+static char path_owned[300], path_borrowed[300], path_index[300];
 static float wb[IR * IWS]; /* the borrowed W of ivf_borrowed / path_borrowed */
 
-static int file_exists(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0;
-}
-static int dir_entries(void) {
-  int n = 0;
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  if (d == NULL) return -1;
-  while ((e = readdir(d)) != NULL)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
-  closedir(d);
-  return n;
-}
-static void write_file(const char *p, const void *data, size_t len) {
-  FILE *f = fopen(p, "wb");
-  if (f == NULL || (len > 0 && fwrite(data, 1, len, f) != len)) {
-    fprintf(stderr, "cannot write %s\n", p);
-    exit(2);
-  }
-  fclose(f);
-}
-static unsigned char *read_file(const char *p, size_t *len) {
-  FILE *f = fopen(p, "rb");
-  unsigned char *buf;
-  long n;
-  if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0) exit(2);
-  rewind(f);
-  buf = (unsigned char *)malloc((size_t)n + 1);
-  if (buf == NULL || fread(buf, 1, (size_t)n, f) != (size_t)n) exit(2);
-  fclose(f);
-  *len = (size_t)n;
-  return buf;
-}
 
 static lshk_ivf *fx_ivf(const float *w, size_t stride, const float *bias,
                         uint32_t codes, uint32_t borrow) {
@@ -420,34 +379,15 @@ int main(void) {
 
   /* ---- files ---- */
   {
-    const char *tmp = getenv("TMPDIR");
-    unsigned char *data;
-    size_t len;
     static const char garbage[] = "this is not an lshk IVF file, at all..";
-    snprintf(dir, sizeof dir, "%s/lshk-bad-input-ivf-%ld",
-             tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp", (long)getpid());
-    if (mkdir(dir, 0700) != 0) {
-      fprintf(stderr, "cannot create %s\n", dir);
-      return 2;
-    }
+    bi_files_open("ivf", "ivf");
     snprintf(path_owned, sizeof path_owned, "%s/owned.ivf", dir);
     snprintf(path_borrowed, sizeof path_borrowed, "%s/borrowed.ivf", dir);
     snprintf(path_index, sizeof path_index, "%s/index.lshk", dir);
-    snprintf(path_empty, sizeof path_empty, "%s/empty.ivf", dir);
-    snprintf(path_garbage, sizeof path_garbage, "%s/garbage.ivf", dir);
-    snprintf(path_truncated, sizeof path_truncated, "%s/truncated.ivf", dir);
-    snprintf(path_missing, sizeof path_missing, "%s/missing.ivf", dir);
-    snprintf(path_new, sizeof path_new, "%s/new.ivf", dir);
-    snprintf(path_subdir, sizeof path_subdir, "%s/subdir", dir);
     bi_fx_need(lshk_ivf_save(ivf_live, path_owned), "lshk_ivf_save");
     bi_fx_need(lshk_ivf_save(ivf_borrowed, path_borrowed), "lshk_ivf_save");
     bi_fx_need(lshk_index_save(FX->idx, path_index), "lshk_index_save");
-    write_file(path_empty, "", 0);
-    write_file(path_garbage, garbage, sizeof garbage);
-    data = read_file(path_owned, &len);
-    write_file(path_truncated, data, len / 2);
-    free(data);
-    if (mkdir(path_subdir, 0700) != 0) return 2;
+    bi_files_fill(garbage, sizeof garbage, path_owned);
   }
 
   BI_EXPECT(lshk_ivf_params_default,
@@ -823,14 +763,7 @@ int main(void) {
   remove(path_owned);
   remove(path_borrowed);
   remove(path_index);
-  remove(path_empty);
-  remove(path_garbage);
-  remove(path_truncated);
-  rmdir(path_subdir);
-  if (rmdir(dir) != 0) {
-    fprintf(stderr, "%s is not empty after the cases\n", dir);
-    bi_failed++;
-  }
+  bi_files_close();
   bi_fx_need(lshk_ivf_free(ivf_live), "lshk_ivf_free");
   bi_fx_need(lshk_ivf_free(ivf_borrowed), "lshk_ivf_free");
   bi_fx_need(lshk_ivf_free(ivf_flat), "lshk_ivf_free");
