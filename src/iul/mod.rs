@@ -22,7 +22,7 @@
 //! # Gradient (analytic, batched)
 //! With `g_i = (σ(s_i) − y_i) / n`, `Gq[i,k] = g_i b_ik (1 − a_ik²)`,
 //! `Gw[i,k] = g_i a_ik (1 − b_ik²)`: `∂L_l/∂θ_l = Gqᵀ Xq + Gwᵀ Xw`. The
-//! projections of a batch are one [`SimHash::project`] call per side
+//! projections of a batch are one [`SimHash::project`](crate::simhash::SimHash::project) call per side
 //! (every plane of every table at once, on the active tier); the gradient
 //! is `K*L x n` times `n x dim` as f32x8 multiply-adds (`wide`). A plain
 //! f64 version ([`loss_grad_f64`]) is the oracle, checked against central
@@ -35,7 +35,7 @@
 //! minibatch of `batch` pairs; the state restarts every round.
 //!
 //! # Training ([`train`])
-//! 1. The generator is one [`SplitMix64::new(seed)`] stream, used in this
+//! 1. The generator is one [`SplitMix64::new(seed)`](crate::rng::SplitMix64::new) stream, used in this
 //!    order: shuffle of the query indices `0..n` (the first
 //!    `floor(n * validation_fraction)` of the shuffled order are the
 //!    validation split, the rest train; both then sorted ascending); then,
