@@ -195,9 +195,17 @@ int main(void) {
     memset(&a, 0, sizeof a);
     memset(&o, 0, sizeof o);
     bi_init_lshk_index_build_ex(&a, &o);
+    lshk_index *hold = NULL;
+    /* Freed slots are reused: `hold` takes the fixture's freed index slot
+     * and gives it back freed, so bi_fx()->idx_freed stays a freed handle
+     * while gidx lives. */
+    bi_fx_need(lshk_index_build_ex(a.w, a.bias, a.rows, a.dim, a.w_stride, a.p,
+                                   a.gp, &hold),
+               "lshk_index_build_ex");
     bi_fx_need(lshk_index_build_ex(a.w, a.bias, a.rows, a.dim, a.w_stride, a.p,
                                    a.gp, &gidx),
                "lshk_index_build_ex");
+    bi_fx_need(lshk_index_free(hold), "lshk_index_free");
   }
   fp = query_fingerprint();
 

@@ -77,7 +77,7 @@ impl CandidateSource for Lsh {
             let input = GatherInput {
                 codes: &s.codes[..n * l],
                 q: n,
-                projections: probing.then_some(&s.proj[..n * kl]),
+                projections: if probing { Some(&s.proj[..n * kl]) } else { None },
                 forced_offsets: None,
                 forced_ids: &[],
             };

@@ -17,6 +17,17 @@
 //! shape a query allocates nothing (tested with a counting allocator in
 //! `tests/index_alloc.rs`).
 //!
+//! # Families
+//! The candidates come from the family's candidate source
+//! ([`source`]): the LSH tables above for the hash families (SimHash,
+//! DWTA), or the FGD graph ([`crate::graph`]) for [`Family::Graph`],
+//! built from the same rows and bias with [`IndexParams::graph`] and
+//! searched with [`QueryParams::graph`]. Everything after the candidates
+//! (exact logits of W per [`Storage`] and the bias, top-k) is the same for
+//! every family. The calls that need hash tables (tables, codes,
+//! candidates, label and IUL training, updates) refuse a graph index with
+//! `InvalidArgument`.
+//!
 //! # Defaults
 //! `range_bits = 0` picks `min(code_bits, 20, ceil(log2(max(rows, 2))) + 1)`
 //! where `code_bits` is K for SimHash and `K * log2(B)` for DWTA: every code
@@ -30,6 +41,9 @@
 //! [`format::KIND_INDEX`]) with these sections, all little-endian:
 //! * `PARAMS`: the fixed record described at [`PARAMS_LEN`] (its own
 //!   version field, [`PARAMS_VERSION`]; a newer one is refused).
+//! * (graph family: instead of the four LSH sections below, the graph's
+//!   `GPARAM`, `GROWS`, `GSCALES`, `GLEVELS`, `GLINKS0`, `GUPPER`, as in a
+//!   graph file.)
 //! * `PLANES` (SimHash): `K*L x dim'` f32 planes, or `DWTAMAP` (DWTA):
 //!   `K*L*B` u32 coordinates. A family built from the seed is regenerated on
 //!   load and must equal the stored planes / map bit for bit.
