@@ -78,7 +78,8 @@ fn main() {
         graph: p,
         ..Default::default()
     };
-    let idx = Index::build(&d.w, d.bias.as_deref(), d.rows, d.dim, d.dim, &ip, None).expect("index");
+    let idx =
+        Index::build(&d.w, d.bias.as_deref(), d.rows, d.dim, d.dim, &ip, None).expect("index");
     assert_eq!(
         idx.graph().unwrap().structure_checksum(),
         g.structure_checksum()
@@ -103,8 +104,18 @@ fn main() {
         for _ in 0..passes {
             let s = Instant::now();
             for i in 0..nq {
-                g.search_with(t, d.query(i), 1, d.dim, k, &sp, &mut ids[i * k..], &mut sc[i * k..], None)
-                    .unwrap();
+                g.search_with(
+                    t,
+                    d.query(i),
+                    1,
+                    d.dim,
+                    k,
+                    &sp,
+                    &mut ids[i * k..],
+                    &mut sc[i * k..],
+                    None,
+                )
+                .unwrap();
             }
             tg = tg.min(s.elapsed().as_secs_f64() / nq as f64);
             let s = Instant::now();

@@ -77,7 +77,11 @@ impl CandidateSource for Lsh {
             let input = GatherInput {
                 codes: &s.codes[..n * l],
                 q: n,
-                projections: if probing { Some(&s.proj[..n * kl]) } else { None },
+                projections: if probing {
+                    Some(&s.proj[..n * kl])
+                } else {
+                    None
+                },
                 forced_offsets: None,
                 forced_ids: &[],
             };
