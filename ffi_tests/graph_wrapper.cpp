@@ -1,7 +1,9 @@
-// lshk::Graph (include/lshk.hpp) against the same calls through the C API:
+// lshk::Graph (include/lshk.hpp) against the same calls through the C API
+// (and lshk::Index with the graph family against lshk::Graph):
 // build, query (spans and TopK), stats, save/load, memory, move-only
 // ownership, and the wrapper's size checks throwing lshk::Error before
 // calling C.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -95,6 +97,49 @@ int main() {
             std::strncmp(e.message(), "lshk_graph_query", 16) == 0;
   }
   EXPECT(threw);
+  /* The graph family of lshk::Index: IndexParams::set_graph + the
+   * constructor with lshk_graph_params (lshk_index_build_ex) and the
+   * query with lshk_graph_query_params (lshk_index_query_ex): with rerank
+   * k the index re-scores exactly the k rows the graph returns. */
+  {
+    lshk::IndexParams ip;
+    ip.set_graph();
+    EXPECT(ip.family == LSHK_FAMILY_GRAPH);
+    lshk::Index idx(w, bias, rows, dim, dim, ip, p);
+    EXPECT(idx.rows() == rows && idx.dim() == dim);
+    lshk::GraphQueryParams gq;
+    gq.ef = ef;
+    gq.rerank = k;
+    for (uint32_t walk : {LSHK_GRAPH_WALK_EXACT, LSHK_GRAPH_WALK_INT8}) {
+      gq.walk = walk;
+      lshk::QueryStats ist;
+      lshk::TopK ri = idx.query(gq, q, k, nullptr, &ist);
+      lshk::TopK rg = g.query(gq, q, k);
+      EXPECT(ist.queries == nq && ist.candidates_total == nq * k);
+      for (std::size_t i = 0; i < nq; i++) {
+        std::vector<uint32_t> a(ri.ids.begin() + i * k, ri.ids.begin() + (i + 1) * k);
+        std::vector<uint32_t> b(rg.ids.begin() + i * k, rg.ids.begin() + (i + 1) * k);
+        std::sort(a.begin(), a.end());
+        std::sort(b.begin(), b.end());
+        EXPECT(a == b);
+        for (std::size_t j = 1; j < k; j++) EXPECT(ri.scores[i * k + j - 1] >= ri.scores[i * k + j]);
+      }
+    }
+    /* Without graph options: lshk_graph_query_params_default(). */
+    lshk::TopK rd = idx.query(q, k);
+    lshk::TopK rd2 = idx.query(lshk::GraphQueryParams(), q, k);
+    EXPECT(rd.ids == rd2.ids && rd.scores == rd2.scores);
+    threw = false;
+    try {
+      lshk::GraphQueryParams bad;
+      bad.ef = 0;
+      idx.query(bad, q, k);
+    } catch (const lshk::Error &e) {
+      threw = e.status() == LSHK_STATUS_INVALID_ARGUMENT;
+    }
+    EXPECT(threw);
+  }
+
   lshk::Graph moved = std::move(g);
   EXPECT(moved.get() != nullptr && g.get() == nullptr);
   lshk_graph_free(raw);

@@ -77,6 +77,17 @@
 #define LSHK_FAMILY_DWTA 1
 
 /*
+ Graph family (FGD): an HNSW graph over the bias-fused transformed rows
+ is the candidate source (no hashing, no tables); build parameters
+ through lshk_index_build_ex's lshk_graph_params, query options through
+ lshk_index_query_ex's lshk_graph_query_params. The returned
+ scores are the index's exact logits, as for every family. LSH-only
+ calls (lshk_index_simhash / _dwta / _tables, label and IUL training,
+ row updates and rehashes) refuse a graph index with INVALID_ARGUMENT.
+ */
+#define LSHK_FAMILY_GRAPH 2
+
+/*
  Weights: the caller's f32 W is used in place, not copied; it must stay
  alive and unchanged while the index (or one loaded with it) lives,
  except for rows changed while no call uses the index and then passed to
@@ -1862,15 +1873,45 @@ lshk_status lshk_index_build(const float *w,
                              struct lshk_index **out);
 
 /*
+ lshk_index_build with the graph family's build parameters: `gp` (NULL =
+ lshk_graph_params_default()) is used when `p->family` is
+ LSHK_FAMILY_GRAPH and ignored (still checked) otherwise. The graph is
+ the one lshk_graph_build builds from W, the bias and `gp` (its m,
+ ef_construction, storage of its own rows, threads and seed); `p`'s LSH
+ fields are ignored, its `storage` keeps W for the exact logits as for
+ every family, and its `transform` must be NONE (the graph has its own).
+ Progress is reported once, on completion.
+
+ Errors: those of lshk_index_build, and INVALID_ARGUMENT (struct_size of
+ `gp` too small, a bad graph storage value, m outside 2..=256,
+ ef_construction 0, gp->reserved not 0, a graph index with a transform
+ or caller-given planes/map, rows >= 2^32 - 1 for a graph).
+
+ # Safety
+ As lshk_index_build; `gp` NULL or a readable lshk_graph_params.
+ */
+lshk_status lshk_index_build_ex(const float *w,
+                                const float *bias,
+                                size_t rows,
+                                size_t dim,
+                                size_t w_stride,
+                                const struct lshk_index_params *p,
+                                const struct lshk_graph_params *gp,
+                                struct lshk_index **out);
+
+/*
  The top `k` rows of each of `nq` queries (query i at `q + i * q_stride`,
- `q_stride >= dim` elements): hash -> gather -> logits of the ORIGINAL W
- and bias for the candidates -> top-k. Writes `out_ids[i*k .. i*k + k]`
+ `q_stride >= dim` elements): candidates (LSH: hash -> gather; graph:
+ the graph search) -> logits of the ORIGINAL W and bias for the
+ candidates -> top-k. Writes `out_ids[i*k .. i*k + k]`
  (and `out_scores`, when not NULL) per query: descending by score, equal
  scores by smaller id, padded with UINT32_MAX / -INFINITY when a query has
  fewer than k candidates. Both outputs hold at least nq*k elements.
  `k = 0` or `nq = 0` writes no ids or scores (stats are still written).
  `g` NULL = lshk_gather_params_default(); `g->probes > 0` (SimHash only)
- multi-probes, with `g->bits_per_table` 0 (meaning K) or K. `stats`
+ multi-probes, with `g->bits_per_table` 0 (meaning K) or K. A graph
+ index ignores `g` and searches with lshk_graph_query_params_default()
+ (other options: lshk_index_query_ex). `stats`
  (NULL = none; set its struct_size) receives the batch's candidate
  counts. Thread-safe: many threads may query one index at once; each
  thread reuses its own scratch, so after a warm-up call of the same size
@@ -1895,6 +1936,35 @@ lshk_status lshk_index_query(const struct lshk_index *idx,
                              uint32_t *out_ids,
                              float *out_scores,
                              struct lshk_query_stats *stats);
+
+/*
+ lshk_index_query with the query options of every family: `g` (NULL =
+ defaults) for the LSH families, `gq` (NULL =
+ lshk_graph_query_params_default(): WALK_EXACT, ef 100, rerank 0) for
+ the graph family; each family ignores the other's (both are still
+ checked). Graph: per query the graph's pool of max(ef, k) nodes, best
+ first by the walk's own score; its best `rerank` (0 = the whole pool,
+ at least k) are the candidates, whose logits the index computes from
+ its W and bias (exact, as for every family); `stats` counts them.
+
+ Errors: those of lshk_index_query, and INVALID_ARGUMENT (struct_size of
+ `gq` too small, a `walk` that is not an LSHK_GRAPH_WALK_* value, ef 0
+ on a graph index, WALK_INT8 on a graph of dim > 65,472). Nothing is
+ written on error.
+
+ # Safety
+ As lshk_index_query; `gq` NULL or a readable lshk_graph_query_params.
+ */
+lshk_status lshk_index_query_ex(const struct lshk_index *idx,
+                                const float *q,
+                                size_t nq,
+                                size_t q_stride,
+                                uint32_t k,
+                                const struct lshk_gather_params *g,
+                                const struct lshk_graph_query_params *gq,
+                                uint32_t *out_ids,
+                                float *out_scores,
+                                struct lshk_query_stats *stats);
 
 /*
  Saves the index to `path` (a NUL-terminated file name): a versioned,
@@ -1964,7 +2034,8 @@ lshk_status lshk_index_memory_bytes(const struct lshk_index *idx,
 /*
  Shape of the index: writes rows, dim (of W, before any transform), K
  (bits per table, or DWTA bins per table) and L into the non-NULL
- pointers among `rows`, `dim`, `k`, `l`.
+ pointers among `rows`, `dim`, `k`, `l` (K and L are 0 for a graph
+ index).
 
  Errors: NULL_POINTER (`idx`), INVALID_HANDLE, INVALID_ARGUMENT (a
  misaligned output). Nothing is written on error.
@@ -2011,7 +2082,8 @@ lshk_status lshk_index_free(struct lshk_index *idx);
  lshk_simhash_free refuses it (INVALID_ARGUMENT). Always the same handle
  for one index.
 
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a DWTA index).
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a DWTA or
+ graph index).
 
  # Safety
  `out` must be writable.
@@ -2022,7 +2094,8 @@ lshk_status lshk_index_simhash(const struct lshk_index *idx,
 /*
  The index's DWTA family as a borrowed handle (see lshk_index_simhash).
 
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a SimHash index).
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a SimHash or
+ graph index).
 
  # Safety
  `out` must be writable.
@@ -2035,7 +2108,8 @@ lshk_status lshk_index_dwta(const struct lshk_index *idx,
  lshk_tables_gather / _stats / _memory_bytes ... accept it;
  lshk_tables_free and lshk_tables_update refuse it (INVALID_ARGUMENT).
 
- Errors: NULL_POINTER, INVALID_HANDLE.
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a graph index:
+ it has no tables).
 
  # Safety
  `out` must be writable.

@@ -1113,6 +1113,12 @@ struct IndexParams : lshk_index_params {
     dwta_map_len = map.size();
     return *this;
   }
+  /* The graph family (LSHK_FAMILY_GRAPH); its build parameters go to
+   * lshk::Index's constructor that takes an lshk_graph_params. */
+  IndexParams &set_graph() noexcept {
+    family = LSHK_FAMILY_GRAPH;
+    return *this;
+  }
 };
 
 /* lshk_query_stats with struct_size set. */
@@ -1153,6 +1159,12 @@ class Index {
   Index(span<const float> w, span<const float> bias, std::size_t rows, std::size_t dim,
         std::size_t w_stride, const lshk_index_params &p, const Progress &progress) {
     build(w, bias, rows, dim, w_stride, p, progress ? &progress : nullptr);
+  }
+  /* lshk_index_build_ex: the graph family's build parameters `gp` (used
+   * when p.family == LSHK_FAMILY_GRAPH, see IndexParams::set_graph). */
+  Index(span<const float> w, span<const float> bias, std::size_t rows, std::size_t dim,
+        std::size_t w_stride, const lshk_index_params &p, const lshk_graph_params &gp) {
+    build(w, bias, rows, dim, w_stride, p, nullptr, &gp);
   }
 
   /* lshk_index_load: maps the file; stored weights are used in place.
@@ -1252,6 +1264,39 @@ class Index {
              lshk_query_stats *stats = nullptr) const {
     TopK r;
     query(q, k, r, g, stats);
+    return r;
+  }
+  /* lshk_index_query_ex: as query, with the graph family's query options
+   * `gq` (ef, walk, rerank; ignored by the LSH families). */
+  void query(const lshk_graph_query_params &gq, span<const float> q, std::size_t nq,
+             std::size_t q_stride, uint32_t k, span<uint32_t> out_ids, span<float> out_scores,
+             const lshk_gather_params *g = nullptr, lshk_query_stats *stats = nullptr) const {
+    const char *where = "lshk::Index::query";
+    detail::need_rows(where, "q", q.size(), nq, dim_, q_stride);
+    std::size_t n = 0;
+    if (detail::mul(nq, k, &n)) {
+      detail::need_out(where, "out_ids", out_ids.size(), n);
+      if (!out_scores.empty()) detail::need_out(where, "out_scores", out_scores.size(), n);
+    }
+    check(lshk_index_query_ex(h_, q.data(), nq, q_stride, k, g, &gq, out_ids.data(),
+                              detail::or_null(out_scores), stats));
+  }
+  /* Contiguous queries into a reusable TopK, with the graph's options. */
+  void query(const lshk_graph_query_params &gq, span<const float> q, uint32_t k, TopK &out,
+             const lshk_gather_params *g = nullptr, lshk_query_stats *stats = nullptr) const {
+    std::size_t nq = detail::whole_rows("lshk::Index::query", "q", q.size(), dim_);
+    std::size_t n = 0;
+    if (!detail::mul(nq, k, &n))
+      detail::fail(LSHK_STATUS_SIZE_OVERFLOW, "lshk::Index::query: nq * k overflows");
+    out.k = k;
+    out.ids.resize(n);
+    out.scores.resize(n);
+    query(gq, q, nq, dim_, k, out.ids, out.scores, g, stats);
+  }
+  TopK query(const lshk_graph_query_params &gq, span<const float> q, uint32_t k,
+             const lshk_gather_params *g = nullptr, lshk_query_stats *stats = nullptr) const {
+    TopK r;
+    query(gq, q, k, r, g, stats);
     return r;
   }
 
@@ -1357,7 +1402,8 @@ class Index {
     }
   }
   void build(span<const float> w, span<const float> bias, std::size_t rows, std::size_t dim,
-             std::size_t w_stride, const lshk_index_params &p, const Progress *progress) {
+             std::size_t w_stride, const lshk_index_params &p, const Progress *progress,
+             const lshk_graph_params *gp = nullptr) {
     const char *where = "lshk::Index::Index";
     detail::need_rows(where, "w", w.size(), rows, dim, w_stride);
     if (!bias.empty()) detail::need_in(where, "bias", bias.size(), rows);
@@ -1368,7 +1414,8 @@ class Index {
       pp.progress_user = &ctx;
     }
     lshk_index *h = nullptr;
-    lshk_status st = lshk_index_build(w.data(), detail::or_null(bias), rows, dim, w_stride, &pp, &h);
+    lshk_status st =
+        lshk_index_build_ex(w.data(), detail::or_null(bias), rows, dim, w_stride, &pp, gp, &h);
     if (ctx.error) {
       if (st == LSHK_STATUS_OK) (void)lshk_index_free(h);
       std::rethrow_exception(ctx.error);

@@ -499,6 +499,7 @@ impl Index {
     /// query transform: what a query gathers with. Queries must be finite.
     /// Uses every core for large `n`.
     pub fn query_codes(&self, q: &[f32], n: usize, q_stride: usize, out: &mut [u32]) -> Result<()> {
+        self.lsh("query_codes")?;
         self.check_queries(q, n, q_stride, "queries")?;
         let nc = checked_mul(n, self.num_tables() as usize, "n * L")?;
         if out.len() < nc {
@@ -580,6 +581,7 @@ impl Index {
         labels: &[u32],
         p: &LabelParams,
     ) -> Result<()> {
+        self.lsh("train_labels")?;
         if let Some(s) = &self.labels {
             bail!(
                 InvalidArgument,
@@ -608,9 +610,9 @@ impl Index {
             0,
         )?;
         drop(codes);
-        let merged = merge_tables(&self.tables, &lab, p.policy)?;
+        let merged = merge_tables(&self.lsh("train_labels")?.tables, &lab, p.policy)?;
         // In place: the Box (and a borrowed C handle to it) keeps its address.
-        *self.tables = merged;
+        *self.lsh_mut("train_labels")?.tables = merged;
         self.labels = Some(LabelState {
             params: *p,
             queries: n as u64,

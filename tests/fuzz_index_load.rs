@@ -117,6 +117,17 @@ fn seed_index(
         storage,
         transform,
         threads: 1,
+        graph: lshk::graph::GraphParams {
+            m: 6,
+            ef_construction: 20,
+            threads: 1,
+            storage: if storage == Storage::I8 {
+                lshk::graph::Storage::I8
+            } else {
+                lshk::graph::Storage::F32
+            },
+            seed: 3,
+        },
         ..Default::default()
     };
     let mut idx = Index::build(&layer.w, Some(&layer.bias), rows, dim, dim, &p, None).unwrap();
@@ -145,6 +156,10 @@ fn mutated_index_files_never_crash_the_loader() {
         (Family::SimHash, Storage::Bf16, Transform::Mips, true),
         (Family::Dwta, Storage::I8, Transform::BiasAug, false),
         (Family::SimHash, Storage::F16, Transform::None, true),
+        // The graph family (issue 16): its GPARAM / GROWS / GLEVELS /
+        // GLINKS0 / GUPPER sections beside the index's.
+        (Family::Graph, Storage::F32, Transform::None, false),
+        (Family::Graph, Storage::I8, Transform::None, false),
     ];
     let (mut total, mut loaded, mut rejected) = (0usize, 0usize, 0usize);
     let mut r = SplitMix64::new(0x5eed);
@@ -356,6 +371,10 @@ fn structural_mutations_through_the_c_abi() {
         (Family::SimHash, Storage::Bf16, Transform::Mips, true),
         (Family::Dwta, Storage::I8, Transform::BiasAug, false),
         (Family::SimHash, Storage::F16, Transform::None, true),
+        // The graph family (issue 16): its GPARAM / GROWS / GLEVELS /
+        // GLINKS0 / GUPPER sections beside the index's.
+        (Family::Graph, Storage::F32, Transform::None, false),
+        (Family::Graph, Storage::I8, Transform::None, false),
     ];
     let flips = (iters() / 2).max(50);
     let mut o = Outcome {

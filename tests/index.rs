@@ -122,6 +122,7 @@ fn hash(idx: &Index, x: &[f32], n: usize, stride: usize) -> Vec<u32> {
             .unwrap()
             .hash_dense(x, n, stride, &mut c)
             .unwrap(),
+        Family::Graph => unreachable!("the graph family has no hash (tests/index_graph.rs)"),
     }
     c
 }

@@ -82,7 +82,7 @@ fn queries_do_not_allocate_after_warm_up() {
                 let mut sc = vec![0f32; nq * k];
                 let mut run = |scores: bool| {
                     let s = if scores { Some(&mut sc[..]) } else { None };
-                    idx.query_impl(&q, nq, dim, k as u32, &g, &mut ids, s, None)
+                    idx.query_impl(&q, nq, dim, k as u32, &g.into(), &mut ids, s, None)
                         .unwrap();
                 };
                 for _ in 0..3 {

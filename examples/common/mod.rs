@@ -160,6 +160,10 @@ pub fn describe(p: &IndexParams, range_bits: u32) -> String {
             p.bin_size,
             transform_name(p.transform)
         ),
+        Family::Graph => format!(
+            "graph M={} efConstruction={} storage={:?}",
+            p.graph.m, p.graph.ef_construction, p.graph.storage
+        ),
     }
 }
 

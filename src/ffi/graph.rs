@@ -192,23 +192,7 @@ pub unsafe extern "C" fn lshk_graph_build(
     boundary("lshk_graph_build", || {
         check_out(out)?;
         // SAFETY: forwarded caller contract.
-        let cp = unsafe { read_param_struct(p, "p")? };
-        let storage = Storage::from_u32(cp.storage).ok_or_else(|| {
-            Error::new(
-                Status::InvalidArgument,
-                format!(
-                    "storage {} is not an LSHK_GRAPH_STORAGE_* value (0..=2)",
-                    cp.storage
-                ),
-            )
-        })?;
-        if cp.reserved != 0 {
-            bail!(
-                InvalidArgument,
-                "p->reserved is {}; it must be 0",
-                cp.reserved
-            );
-        }
+        let gp = unsafe { read_graph_params(p, "p")? };
         if rows == 0 {
             bail!(InvalidArgument, "rows must be >= 1");
         }
@@ -223,13 +207,6 @@ pub unsafe extern "C" fn lshk_graph_build(
         } else {
             // SAFETY: as above.
             Some(unsafe { slice_in(bias, rows, "bias")? })
-        };
-        let gp = GraphParams {
-            m: cp.m,
-            ef_construction: cp.ef_construction,
-            threads: cp.threads,
-            storage,
-            seed: cp.seed,
         };
         let g = Graph::build(ws, bs, rows, dim, w_stride, &gp)?;
         // SAFETY: `out` checked non-NULL and aligned above.
@@ -333,20 +310,72 @@ pub unsafe extern "C" fn lshk_graph_query_ex(
 ) -> lshk_status {
     boundary("lshk_graph_query_ex", || {
         // SAFETY: forwarded caller contract.
-        let cp = unsafe { read_param_struct(p, "p")? };
-        let walk = Walk::from_u32(cp.walk).ok_or_else(|| {
-            Error::new(
-                Status::InvalidArgument,
-                format!("walk {} is not an LSHK_GRAPH_WALK_* value (0..=1)", cp.walk),
-            )
-        })?;
-        let sp = SearchParams {
-            ef: cp.ef as usize,
-            walk,
-            rerank: cp.rerank as usize,
-        };
+        let sp = unsafe { read_search_params(p, "p")? };
         // SAFETY: forwarded caller contracts.
         unsafe { query_impl(graph, &sp, q, nq, q_stride, k, out_ids, out_scores, stats) }
+    })
+}
+
+/// Reads and checks a caller's build parameters (NULL = defaults; `arg`
+/// names the argument in messages): lshk_graph_build's and
+/// lshk_index_build_ex's. The ranges (m, ef_construction) are checked by
+/// the build.
+///
+/// # Safety
+/// `p` is NULL or a readable lshk_graph_params of its struct_size.
+pub(crate) unsafe fn read_graph_params(
+    p: *const lshk_graph_params,
+    arg: &str,
+) -> Result<GraphParams> {
+    // SAFETY: forwarded caller contract.
+    let cp = unsafe { read_param_struct(p, arg)? };
+    let storage = Storage::from_u32(cp.storage).ok_or_else(|| {
+        Error::new(
+            Status::InvalidArgument,
+            format!(
+                "storage {} is not an LSHK_GRAPH_STORAGE_* value (0..=2)",
+                cp.storage
+            ),
+        )
+    })?;
+    if cp.reserved != 0 {
+        bail!(
+            InvalidArgument,
+            "{arg}->reserved is {}; it must be 0",
+            cp.reserved
+        );
+    }
+    Ok(GraphParams {
+        m: cp.m,
+        ef_construction: cp.ef_construction,
+        threads: cp.threads,
+        storage,
+        seed: cp.seed,
+    })
+}
+
+/// Reads and checks a caller's query parameters (NULL = defaults; `arg`
+/// names the argument in messages): lshk_graph_query_ex's and
+/// lshk_index_query_ex's.
+///
+/// # Safety
+/// `p` is NULL or a readable lshk_graph_query_params of its struct_size.
+pub(crate) unsafe fn read_search_params(
+    p: *const lshk_graph_query_params,
+    arg: &str,
+) -> Result<SearchParams> {
+    // SAFETY: forwarded caller contract.
+    let cp = unsafe { read_param_struct(p, arg)? };
+    let walk = Walk::from_u32(cp.walk).ok_or_else(|| {
+        Error::new(
+            Status::InvalidArgument,
+            format!("walk {} is not an LSHK_GRAPH_WALK_* value (0..=1)", cp.walk),
+        )
+    })?;
+    Ok(SearchParams {
+        ef: cp.ef as usize,
+        walk,
+        rerank: cp.rerank as usize,
     })
 }
 

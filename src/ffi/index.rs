@@ -16,11 +16,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::dwta::lshk_dwta;
+use super::graph::{lshk_graph_params, lshk_graph_query_params, read_search_params};
 use super::simhash::lshk_simhash;
 use super::tables::{lshk_gather_params, lshk_tables, read_params};
 use super::*;
 use crate::dwta::Dwta;
-use crate::index::{Family, Index, IndexParams, QueryStats, Storage, Transform};
+use crate::index::{Family, Index, IndexParams, QueryParams, QueryStats, Storage, Transform};
 use crate::matmul::Weights;
 use crate::simhash::SimHash;
 use crate::tables::Tables;
@@ -43,6 +44,14 @@ pub struct lshk_index {
 pub const LSHK_FAMILY_SIMHASH: u32 = 0;
 /// Hash family: DWTA (densified winner-take-all bin maxima).
 pub const LSHK_FAMILY_DWTA: u32 = 1;
+/// Graph family (FGD): an HNSW graph over the bias-fused transformed rows
+/// is the candidate source (no hashing, no tables); build parameters
+/// through lshk_index_build_ex's lshk_graph_params, query options through
+/// lshk_index_query_ex's lshk_graph_query_params. The returned
+/// scores are the index's exact logits, as for every family. LSH-only
+/// calls (lshk_index_simhash / _dwta / _tables, label and IUL training,
+/// row updates and rehashes) refuse a graph index with INVALID_ARGUMENT.
+pub const LSHK_FAMILY_GRAPH: u32 = 2;
 /// Weights: the caller's f32 W is used in place, not copied; it must stay
 /// alive and unchanged while the index (or one loaded with it) lives,
 /// except for rows changed while no call uses the index and then passed to
@@ -67,6 +76,7 @@ pub const LSHK_TRANSFORM_MIPS: u32 = 2;
 const _: () = {
     assert!(LSHK_FAMILY_SIMHASH == Family::SimHash as u32);
     assert!(LSHK_FAMILY_DWTA == Family::Dwta as u32);
+    assert!(LSHK_FAMILY_GRAPH == Family::Graph as u32);
     assert!(LSHK_STORAGE_BORROWED_F32 == Storage::BorrowedF32 as u32);
     assert!(LSHK_STORAGE_F32 == Storage::F32 as u32);
     assert!(LSHK_STORAGE_BF16 == Storage::Bf16 as u32);
@@ -195,7 +205,8 @@ pub struct lshk_weights_view {
     pub w_stride: usize,
 }
 
-/// The handle's object: the index plus its borrowed sub-object handles.
+/// The handle's object: the index plus its borrowed sub-object handles
+/// (0 for a family without them: the graph).
 pub(crate) struct IndexHandle {
     pub(crate) idx: Index,
     fam_slot: usize,
@@ -213,8 +224,11 @@ impl Drop for IndexHandle {
         // are retired exactly once, here, before the index (and with it the
         // family and tables they point to) is dropped.
         unsafe {
-            handle_retire_borrowed(self.fam_slot as *mut Slot);
-            handle_retire_borrowed(self.tab_slot as *mut Slot);
+            for s in [self.fam_slot, self.tab_slot] {
+                if s != 0 {
+                    handle_retire_borrowed(s as *mut Slot);
+                }
+            }
         }
     }
 }
@@ -223,11 +237,13 @@ fn new_handle(idx: Index) -> *mut lshk_index {
     // The family and tables are boxed inside the index: their addresses do
     // not change when the index moves into the handle.
     let fam_slot = match (idx.simhash(), idx.dwta()) {
-        (Some(h), _) => handle_new_borrowed::<SimHash>(h),
-        (None, Some(h)) => handle_new_borrowed::<Dwta>(h),
-        (None, None) => unreachable!("an index has a family"),
-    } as usize;
-    let tab_slot = handle_new_borrowed::<Tables>(idx.tables()) as usize;
+        (Some(h), _) => handle_new_borrowed::<SimHash>(h) as usize,
+        (None, Some(h)) => handle_new_borrowed::<Dwta>(h) as usize,
+        (None, None) => 0,
+    };
+    let tab_slot = idx
+        .lsh_tables()
+        .map_or(0, |t| handle_new_borrowed::<Tables>(t) as usize);
     handle_new(IndexHandle {
         idx,
         fam_slot,
@@ -348,13 +364,68 @@ pub unsafe extern "C" fn lshk_index_build(
     out: *mut *mut lshk_index,
 ) -> lshk_status {
     boundary("lshk_index_build", || {
+        // SAFETY: forwarded caller contracts.
+        unsafe { build_body(w, bias, rows, dim, w_stride, p, std::ptr::null(), out) }
+    })
+}
+
+/// lshk_index_build with the graph family's build parameters: `gp` (NULL =
+/// lshk_graph_params_default()) is used when `p->family` is
+/// LSHK_FAMILY_GRAPH and ignored (still checked) otherwise. The graph is
+/// the one lshk_graph_build builds from W, the bias and `gp` (its m,
+/// ef_construction, storage of its own rows, threads and seed); `p`'s LSH
+/// fields are ignored, its `storage` keeps W for the exact logits as for
+/// every family, and its `transform` must be NONE (the graph has its own).
+/// Progress is reported once, on completion.
+///
+/// Errors: those of lshk_index_build, and INVALID_ARGUMENT (struct_size of
+/// `gp` too small, a bad graph storage value, m outside 2..=256,
+/// ef_construction 0, gp->reserved not 0, a graph index with a transform
+/// or caller-given planes/map, rows >= 2^32 - 1 for a graph).
+///
+/// # Safety
+/// As lshk_index_build; `gp` NULL or a readable lshk_graph_params.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lshk_index_build_ex(
+    w: *const f32,
+    bias: *const f32,
+    rows: usize,
+    dim: usize,
+    w_stride: usize,
+    p: *const lshk_index_params,
+    gp: *const lshk_graph_params,
+    out: *mut *mut lshk_index,
+) -> lshk_status {
+    boundary("lshk_index_build_ex", || {
+        // SAFETY: forwarded caller contracts.
+        unsafe { build_body(w, bias, rows, dim, w_stride, p, gp, out) }
+    })
+}
+
+/// The body of lshk_index_build / lshk_index_build_ex.
+///
+/// # Safety
+/// The contracts of lshk_index_build_ex.
+#[allow(clippy::too_many_arguments)]
+unsafe fn build_body(
+    w: *const f32,
+    bias: *const f32,
+    rows: usize,
+    dim: usize,
+    w_stride: usize,
+    p: *const lshk_index_params,
+    gp: *const lshk_graph_params,
+    out: *mut *mut lshk_index,
+) -> Result<()> {
+    {
         check_out(out)?;
         // SAFETY: forwarded caller contract.
         let cp = unsafe { read_param_struct(p, "p")? };
         let family = Family::from_u32(cp.family).ok_or_else(|| {
             Error::new(
                 Status::InvalidArgument,
-                format!("family {} is not an LSHK_FAMILY_* value (0..=1)", cp.family),
+                format!("family {} is not an LSHK_FAMILY_* value (0..=2)", cp.family),
             )
         })?;
         let storage = Storage::from_u32(cp.storage).ok_or_else(|| {
@@ -401,7 +472,10 @@ pub unsafe extern "C" fn lshk_index_build(
             // SAFETY: caller contract: dwta_map holds dwta_map_len u32.
             Some(unsafe { slice_in(cp.dwta_map, cp.dwta_map_len, "dwta_map")? }.to_vec())
         };
+        // SAFETY: forwarded caller contract.
+        let graph = unsafe { super::graph::read_graph_params(gp, "gp")? };
         let ip = IndexParams {
+            graph,
             family,
             bits: cp.bits_per_table,
             tables: cp.tables,
@@ -449,18 +523,21 @@ pub unsafe extern "C" fn lshk_index_build(
         // SAFETY: `out` checked non-NULL and aligned above.
         unsafe { *out = new_handle(idx) };
         Ok(())
-    })
+    }
 }
 
 /// The top `k` rows of each of `nq` queries (query i at `q + i * q_stride`,
-/// `q_stride >= dim` elements): hash -> gather -> logits of the ORIGINAL W
-/// and bias for the candidates -> top-k. Writes `out_ids[i*k .. i*k + k]`
+/// `q_stride >= dim` elements): candidates (LSH: hash -> gather; graph:
+/// the graph search) -> logits of the ORIGINAL W and bias for the
+/// candidates -> top-k. Writes `out_ids[i*k .. i*k + k]`
 /// (and `out_scores`, when not NULL) per query: descending by score, equal
 /// scores by smaller id, padded with UINT32_MAX / -INFINITY when a query has
 /// fewer than k candidates. Both outputs hold at least nq*k elements.
 /// `k = 0` or `nq = 0` writes no ids or scores (stats are still written).
 /// `g` NULL = lshk_gather_params_default(); `g->probes > 0` (SimHash only)
-/// multi-probes, with `g->bits_per_table` 0 (meaning K) or K. `stats`
+/// multi-probes, with `g->bits_per_table` 0 (meaning K) or K. A graph
+/// index ignores `g` and searches with lshk_graph_query_params_default()
+/// (other options: lshk_index_query_ex). `stats`
 /// (NULL = none; set its struct_size) receives the batch's candidate
 /// counts. Thread-safe: many threads may query one index at once; each
 /// thread reuses its own scratch, so after a warm-up call of the same size
@@ -489,50 +566,129 @@ pub unsafe extern "C" fn lshk_index_query(
 ) -> lshk_status {
     boundary("lshk_index_query", || {
         // SAFETY: forwarded caller contracts.
-        let h = unsafe { index_ref(idx)? };
-        let gp = unsafe { read_params(g)? };
-        unsafe { check_stats(stats)? };
-        let i = &h.idx;
-        let ql = strided_len(nq, i.dim(), q_stride, "q")?;
-        let need = crate::error::checked_mul(nq, k as usize, "nq * k")?;
-        // SAFETY: caller contract for q, out_ids, out_scores.
-        let qs = unsafe { slice_in(q, ql, "q")? };
-        // The outputs may not overlap each other, `q` or the gather params
-        // (checked on the raw ranges, before mutable slices exist).
-        check_disjoint(
-            &[
-                span(out_ids, need, "out_ids")?,
-                span(
-                    out_scores,
-                    if out_scores.is_null() { 0 } else { need },
-                    "out_scores",
-                )?,
-                span(stats, usize::from(!stats.is_null()), "stats")?,
-            ],
-            &[span(q, ql, "q")?, span(g, usize::from(!g.is_null()), "g")?],
-        )?;
-        // SAFETY: caller contract (nq * k writable values each), disjoint
-        // from each other and from q (checked).
-        let ids = unsafe { slice_out(out_ids, need, "out_ids")? };
-        let sc = if out_scores.is_null() {
-            None
-        } else {
-            // SAFETY: as above.
-            Some(unsafe { slice_out(out_scores, need, "out_scores")? })
-        };
-        let mut st = QueryStats::default();
-        i.query_impl(qs, nq, q_stride, k, &gp, ids, sc, Some(&mut st))?;
-        if !stats.is_null() {
-            // SAFETY: checked non-NULL, aligned and large enough above.
-            unsafe {
-                (*stats).queries = st.queries;
-                (*stats).candidates_total = st.candidates_total;
-                (*stats).candidates_min = st.candidates_min;
-                (*stats).candidates_max = st.candidates_max;
-            }
+        unsafe {
+            query_body(
+                idx,
+                q,
+                nq,
+                q_stride,
+                k,
+                g,
+                std::ptr::null(),
+                out_ids,
+                out_scores,
+                stats,
+            )
         }
-        Ok(())
     })
+}
+
+/// lshk_index_query with the query options of every family: `g` (NULL =
+/// defaults) for the LSH families, `gq` (NULL =
+/// lshk_graph_query_params_default(): WALK_EXACT, ef 100, rerank 0) for
+/// the graph family; each family ignores the other's (both are still
+/// checked). Graph: per query the graph's pool of max(ef, k) nodes, best
+/// first by the walk's own score; its best `rerank` (0 = the whole pool,
+/// at least k) are the candidates, whose logits the index computes from
+/// its W and bias (exact, as for every family); `stats` counts them.
+///
+/// Errors: those of lshk_index_query, and INVALID_ARGUMENT (struct_size of
+/// `gq` too small, a `walk` that is not an LSHK_GRAPH_WALK_* value, ef 0
+/// on a graph index, WALK_INT8 on a graph of dim > 65,472). Nothing is
+/// written on error.
+///
+/// # Safety
+/// As lshk_index_query; `gq` NULL or a readable lshk_graph_query_params.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lshk_index_query_ex(
+    idx: *const lshk_index,
+    q: *const f32,
+    nq: usize,
+    q_stride: usize,
+    k: u32,
+    g: *const lshk_gather_params,
+    gq: *const lshk_graph_query_params,
+    out_ids: *mut u32,
+    out_scores: *mut f32,
+    stats: *mut lshk_query_stats,
+) -> lshk_status {
+    boundary("lshk_index_query_ex", || {
+        // SAFETY: forwarded caller contracts.
+        unsafe { query_body(idx, q, nq, q_stride, k, g, gq, out_ids, out_scores, stats) }
+    })
+}
+
+/// The body of lshk_index_query / lshk_index_query_ex.
+///
+/// # Safety
+/// The contracts of lshk_index_query_ex.
+#[allow(clippy::too_many_arguments)]
+unsafe fn query_body(
+    idx: *const lshk_index,
+    q: *const f32,
+    nq: usize,
+    q_stride: usize,
+    k: u32,
+    g: *const lshk_gather_params,
+    gq: *const lshk_graph_query_params,
+    out_ids: *mut u32,
+    out_scores: *mut f32,
+    stats: *mut lshk_query_stats,
+) -> Result<()> {
+    // SAFETY: forwarded caller contracts.
+    let h = unsafe { index_ref(idx)? };
+    let gp = unsafe { read_params(g)? };
+    let sp = unsafe { read_search_params(gq, "gq")? };
+    unsafe { check_stats(stats)? };
+    let i = &h.idx;
+    let ql = strided_len(nq, i.dim(), q_stride, "q")?;
+    let need = crate::error::checked_mul(nq, k as usize, "nq * k")?;
+    // SAFETY: caller contract for q, out_ids, out_scores.
+    let qs = unsafe { slice_in(q, ql, "q")? };
+    // The outputs may not overlap each other, `q` or the params (checked
+    // on the raw ranges, before mutable slices exist).
+    check_disjoint(
+        &[
+            span(out_ids, need, "out_ids")?,
+            span(
+                out_scores,
+                if out_scores.is_null() { 0 } else { need },
+                "out_scores",
+            )?,
+            span(stats, usize::from(!stats.is_null()), "stats")?,
+        ],
+        &[
+            span(q, ql, "q")?,
+            span(g, usize::from(!g.is_null()), "g")?,
+            span(gq, usize::from(!gq.is_null()), "gq")?,
+        ],
+    )?;
+    // SAFETY: caller contract (nq * k writable values each), disjoint from
+    // each other and from q (checked).
+    let ids = unsafe { slice_out(out_ids, need, "out_ids")? };
+    let sc = if out_scores.is_null() {
+        None
+    } else {
+        // SAFETY: as above.
+        Some(unsafe { slice_out(out_scores, need, "out_scores")? })
+    };
+    let qp = QueryParams {
+        gather: gp,
+        graph: sp,
+    };
+    let mut st = QueryStats::default();
+    i.query_impl(qs, nq, q_stride, k, &qp, ids, sc, Some(&mut st))?;
+    if !stats.is_null() {
+        // SAFETY: checked non-NULL, aligned and large enough above.
+        unsafe {
+            (*stats).queries = st.queries;
+            (*stats).candidates_total = st.candidates_total;
+            (*stats).candidates_min = st.candidates_min;
+            (*stats).candidates_max = st.candidates_max;
+        }
+    }
+    Ok(())
 }
 
 pub(crate) unsafe fn c_path<'a>(path: *const libc::c_char) -> Result<&'a Path> {
@@ -643,7 +799,8 @@ pub unsafe extern "C" fn lshk_index_memory_bytes(
 
 /// Shape of the index: writes rows, dim (of W, before any transform), K
 /// (bits per table, or DWTA bins per table) and L into the non-NULL
-/// pointers among `rows`, `dim`, `k`, `l`.
+/// pointers among `rows`, `dim`, `k`, `l` (K and L are 0 for a graph
+/// index).
 ///
 /// Errors: NULL_POINTER (`idx`), INVALID_HANDLE, INVALID_ARGUMENT (a
 /// misaligned output). Nothing is written on error.
@@ -755,7 +912,8 @@ pub unsafe extern "C" fn lshk_index_free(idx: *mut lshk_index) -> lshk_status {
 /// lshk_simhash_free refuses it (INVALID_ARGUMENT). Always the same handle
 /// for one index.
 ///
-/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a DWTA index).
+/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a DWTA or
+/// graph index).
 ///
 /// # Safety
 /// `out` must be writable.
@@ -769,7 +927,11 @@ pub unsafe extern "C" fn lshk_index_simhash(
         // SAFETY: forwarded caller contract.
         let h = unsafe { index_ref(idx)? };
         if h.idx.family() != Family::SimHash {
-            bail!(InvalidArgument, "the index's family is DWTA, not SimHash");
+            bail!(
+                InvalidArgument,
+                "the index's family is {}, not SimHash",
+                h.idx.source_name()
+            );
         }
         // SAFETY: checked non-NULL and aligned.
         unsafe { *out = h.fam_slot as *const lshk_simhash };
@@ -779,7 +941,8 @@ pub unsafe extern "C" fn lshk_index_simhash(
 
 /// The index's DWTA family as a borrowed handle (see lshk_index_simhash).
 ///
-/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a SimHash index).
+/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a SimHash or
+/// graph index).
 ///
 /// # Safety
 /// `out` must be writable.
@@ -793,7 +956,11 @@ pub unsafe extern "C" fn lshk_index_dwta(
         // SAFETY: forwarded caller contract.
         let h = unsafe { index_ref(idx)? };
         if h.idx.family() != Family::Dwta {
-            bail!(InvalidArgument, "the index's family is SimHash, not DWTA");
+            bail!(
+                InvalidArgument,
+                "the index's family is {}, not DWTA",
+                h.idx.source_name()
+            );
         }
         // SAFETY: checked non-NULL and aligned.
         unsafe { *out = h.fam_slot as *const lshk_dwta };
@@ -805,7 +972,8 @@ pub unsafe extern "C" fn lshk_index_dwta(
 /// lshk_tables_gather / _stats / _memory_bytes ... accept it;
 /// lshk_tables_free and lshk_tables_update refuse it (INVALID_ARGUMENT).
 ///
-/// Errors: NULL_POINTER, INVALID_HANDLE.
+/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a graph index:
+/// it has no tables).
 ///
 /// # Safety
 /// `out` must be writable.
@@ -818,6 +986,7 @@ pub unsafe extern "C" fn lshk_index_tables(
         check_out(out)?;
         // SAFETY: forwarded caller contract.
         let h = unsafe { index_ref(idx)? };
+        h.idx.lsh("lshk_index_tables")?;
         // SAFETY: checked non-NULL and aligned.
         unsafe { *out = h.tab_slot as *const lshk_tables };
         Ok(())

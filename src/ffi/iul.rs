@@ -291,6 +291,7 @@ pub unsafe extern "C" fn lshk_index_train_iul(
     boundary("lshk_index_train_iul", || {
         // SAFETY: forwarded caller contract (idx is NULL or from lshk).
         let h = unsafe { handle_mut::<IndexHandle>(slot_mut(idx), "idx")? };
+        h.idx.lsh("lshk_index_train_iul")?;
         // SAFETY: forwarded caller contract.
         let cp = unsafe { read_params(p)? };
         if n == 0 {

@@ -27,6 +27,12 @@ const GPARAM_LEN: usize = 56;
 impl Graph {
     /// Saves the graph (atomic: a crash leaves the old file or the new one).
     pub fn save(&self, path: &Path) -> Result<()> {
+        let rec = self.param_record();
+        format::write_file(path, format::KIND_GRAPH, &self.file_sections(&rec))
+    }
+
+    /// The `GPARAM` record.
+    pub(crate) fn param_record(&self) -> Vec<u8> {
         let mut rec = Vec::with_capacity(GPARAM_LEN);
         for v in [
             GPARAM_VERSION,
@@ -45,7 +51,14 @@ impl Graph {
             rec.extend_from_slice(&v.to_le_bytes());
         }
         rec.extend_from_slice(&self.params.seed.to_le_bytes());
-        let mut secs = vec![SectionOut::new("GPARAM", vec![&rec])];
+        rec
+    }
+
+    /// The graph's sections (the table of the module documentation), with
+    /// `rec` = [`Graph::param_record`]: a graph file's, and a graph-family
+    /// index file's beside the index's own.
+    pub(crate) fn file_sections<'a>(&'a self, rec: &'a [u8]) -> Vec<SectionOut<'a>> {
+        let mut secs = vec![SectionOut::new("GPARAM", vec![rec])];
         match &self.data {
             Data::F32(v) => secs.push(SectionOut::new("GROWS", vec![format::as_bytes(v)])),
             Data::Bf16(v) => secs.push(SectionOut::new("GROWS", vec![format::as_bytes(v)])),
@@ -63,13 +76,19 @@ impl Graph {
             "GUPPER",
             vec![format::as_bytes(&self.upper)],
         ));
-        format::write_file(path, format::KIND_GRAPH, &secs)
+        secs
     }
 
     /// Loads a graph saved by [`Graph::save`], checking every structural
     /// invariant the search relies on (`BadFileFormat` otherwise).
     pub fn load(path: &Path) -> Result<Graph> {
         let c = format::Container::open(path, format::KIND_GRAPH)?;
+        Self::from_container(&c)
+    }
+
+    /// The graph of a container's sections ([`Graph::file_sections`]),
+    /// every invariant checked (`BadFileFormat`).
+    pub(crate) fn from_container(c: &format::Container) -> Result<Graph> {
         let rec = c.section("GPARAM")?;
         if rec.len() != GPARAM_LEN {
             bail!(

@@ -65,6 +65,7 @@ use crate::matmul::{f32_to_bf16, TOPK_PAD_ID};
 use crate::rng::{ieee754_log, SplitMix64};
 
 mod build;
+pub(crate) mod family;
 mod file;
 mod search;
 

@@ -4,6 +4,110 @@
 
 use super::*;
 
+/// Runs `$body` with `$v` bound to the [`View`] of the graph's rows (the
+/// one match on the storage, once per query).
+macro_rules! with_view {
+    ($g:expr, $ks:expr, |$v:ident| $body:expr) => {
+        match &$g.data {
+            Data::F32(w) => {
+                let $v = View {
+                    rows: Rows {
+                        w,
+                        dim: $g.sdim,
+                        scales: &[],
+                    },
+                    dot: $ks.f32,
+                };
+                $body
+            }
+            Data::Bf16(w) => {
+                let $v = View {
+                    rows: Rows {
+                        w,
+                        dim: $g.sdim,
+                        scales: &[],
+                    },
+                    dot: $ks.bf16,
+                };
+                $body
+            }
+            Data::I8 { w, scales } => {
+                let $v = View {
+                    rows: Rows {
+                        w,
+                        dim: $g.sdim,
+                        scales,
+                    },
+                    dot: $ks.i8,
+                };
+                $body
+            }
+        }
+    };
+}
+
+impl Graph {
+    /// The query options' check (`ef >= 1`; the int8 walk needs
+    /// `dim <= MAX_WALK_DIM`).
+    pub(crate) fn check_search(&self, sp: &SearchParams) -> Result<()> {
+        if sp.ef == 0 {
+            bail!(InvalidArgument, "ef must be >= 1");
+        }
+        if sp.walk == Walk::Int8 && self.walk.is_none() {
+            bail!(
+                InvalidArgument,
+                "the int8 walk needs dim <= {MAX_WALK_DIM}; this graph has dim {}",
+                self.dim
+            );
+        }
+        Ok(())
+    }
+
+    /// The candidates an index re-scores for `nq` checked queries (`q` row
+    /// `i` at `i * q_stride`, `dim` finite floats) on tier `tier`: per
+    /// query the pool's best `rerank` (0 = the whole pool, at least `k`)
+    /// by the walk's own score ([`Walk::Exact`]: the stored rows';
+    /// [`Walk::Int8`]: the int8 score), ids ascending, CSR in `out`. Exactly
+    /// the rows [`Graph::search_with`] re-scores with [`Walk::Int8`], and
+    /// with [`Walk::Exact`] the pool its top-k comes from.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn candidates_into(
+        &self,
+        tier: Isa,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        k: usize,
+        sp: &SearchParams,
+        out: &mut crate::tables::GatherResult,
+    ) -> Result<()> {
+        isa::check_supported(tier)?;
+        self.check_search(sp)?;
+        out.ids.clear();
+        out.counts.clear();
+        out.offsets.clear();
+        out.offsets.push(0);
+        let ks = kg::kernels(tier);
+        SCRATCH.with(|s| {
+            let s = &mut *s.borrow_mut();
+            s.prepare(self.rows, self.sdim);
+            for i in 0..nq {
+                let h = &q[i * q_stride..i * q_stride + self.dim];
+                with_view!(self, ks, |v| match (sp.walk, &self.walk) {
+                    (Walk::Int8, Some(wr)) => self.walk_pool(&v, wr, ks.walk, h, k, sp, s),
+                    _ => self.exact_pool(&v, h, k, sp.ef, s),
+                });
+                let take = Self::rerank_take(sp, k, s.sorted.len());
+                let at = out.ids.len();
+                out.ids.extend(s.sorted[..take].iter().map(|c| c.id));
+                out.ids[at..].sort_unstable();
+                out.offsets.push(out.ids.len());
+            }
+        });
+        Ok(())
+    }
+}
+
 impl Graph {
     /// Greedy descent from the entry point through levels
     /// `max_level .. stop` (exclusive), returning the node reached.
@@ -203,11 +307,11 @@ impl Graph {
         s.q8 = q8;
     }
 
-    /// One query with the int8 walk: exact greedy descent of the upper
-    /// levels, int8 walk of level 0, exact re-rank of the pool's best
-    /// `rerank` (0 = all) with the stored rows.
+    /// The int8 walk's pool of one query: exact greedy descent of the
+    /// upper levels, int8 walk of level 0; leaves the pool best first (by
+    /// int8 score) in `s.sorted` and the padded f32 query in `s.q`.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn query_walk<T>(
+    pub(super) fn walk_pool<T>(
         &self,
         view: &View<'_, T>,
         wr: &WalkRecs,
@@ -216,8 +320,6 @@ impl Graph {
         k: usize,
         sp: &SearchParams,
         s: &mut Scratch,
-        out_ids: &mut [u32],
-        out_scores: &mut [f32],
     ) {
         let mut q = std::mem::take(&mut s.q);
         q[..self.dim].copy_from_slice(h);
@@ -240,23 +342,47 @@ impl Graph {
         }
         let corr = qsum.wrapping_mul(128);
         let ep = self.descend(view, &q[..self.sdim], 1, s);
+        s.q = q;
         let ef = sp.ef.max(k);
         self.walk_layer(wr, wk, qs, corr, ep.id, ef, s);
-        // The pool by int8 score, best first; the best `take` re-scored.
+        // The pool by int8 score, best first.
         s.sorted.clear();
         s.sorted.extend(s.pool.drain().map(|r| r.0));
         s.sorted.sort_unstable_by(|a, b| b.cmp(a));
-        let take = match sp.rerank {
-            0 => s.sorted.len(),
-            r => r.max(k).min(s.sorted.len()),
-        };
+    }
+
+    /// How many of a pool of `len` the re-rank takes: `rerank` (0 = all),
+    /// at least `k`.
+    fn rerank_take(sp: &SearchParams, k: usize, len: usize) -> usize {
+        match sp.rerank {
+            0 => len,
+            r => r.max(k).min(len),
+        }
+    }
+
+    /// One query with the int8 walk: [`Graph::walk_pool`], then exact
+    /// re-rank of the pool's best `rerank` (0 = all) with the stored rows.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn query_walk<T>(
+        &self,
+        view: &View<'_, T>,
+        wr: &WalkRecs,
+        wk: kg::WalkFn,
+        h: &[f32],
+        k: usize,
+        sp: &SearchParams,
+        s: &mut Scratch,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+    ) {
+        self.walk_pool(view, wr, wk, h, k, sp, s);
+        let take = Self::rerank_take(sp, k, s.sorted.len());
         s.ids.clear();
         s.ids.extend(s.sorted[..take].iter().map(|c| c.id));
         s.out.clear();
         s.out.resize(take, 0.0);
-        view.score(&q[..self.sdim], &s.ids, &mut s.out);
+        view.score(&s.q[..self.sdim], &s.ids, &mut s.out);
         s.distances += take as u64;
-        s.q = q;
         s.sorted.clear();
         s.sorted.extend(
             s.ids
@@ -283,16 +409,14 @@ impl Graph {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn query_one<T>(
+    /// The exact walk's pool of one query, best first, in `s.sorted`.
+    pub(super) fn exact_pool<T>(
         &self,
         view: &View<'_, T>,
         h: &[f32],
         k: usize,
         ef: usize,
         s: &mut Scratch,
-        out_ids: &mut [u32],
-        out_scores: &mut [f32],
     ) {
         let mut q = std::mem::take(&mut s.q);
         q[..self.dim].copy_from_slice(h);
@@ -304,6 +428,20 @@ impl Graph {
         s.sorted.clear();
         s.sorted.extend(s.pool.drain().map(|r| r.0));
         s.sorted.sort_unstable_by(|a, b| b.cmp(a));
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn query_one<T>(
+        &self,
+        view: &View<'_, T>,
+        h: &[f32],
+        k: usize,
+        ef: usize,
+        s: &mut Scratch,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+    ) {
+        self.exact_pool(view, h, k, ef, s);
         self.write_top(s, out_ids, out_scores);
     }
 
@@ -378,17 +516,7 @@ impl Graph {
         stats: Option<&mut GraphStats>,
     ) -> Result<()> {
         isa::check_supported(tier)?;
-        let ef = sp.ef;
-        if ef == 0 {
-            bail!(InvalidArgument, "ef must be >= 1");
-        }
-        if sp.walk == Walk::Int8 && self.walk.is_none() {
-            bail!(
-                InvalidArgument,
-                "the int8 walk needs dim <= {MAX_WALK_DIM}; this graph has dim {}",
-                self.dim
-            );
-        }
+        self.check_search(sp)?;
         let ql = strided_len(nq, self.dim, q_stride, "q")?;
         if q.len() < ql {
             bail!(
@@ -421,41 +549,7 @@ impl Graph {
                     &mut out_ids[i * k..(i + 1) * k],
                     &mut out_scores[i * k..(i + 1) * k],
                 );
-                match &self.data {
-                    Data::F32(w) => {
-                        let v = View {
-                            rows: Rows {
-                                w,
-                                dim: self.sdim,
-                                scales: &[],
-                            },
-                            dot: ks.f32,
-                        };
-                        self.query_any(&v, ks, h, k, sp, s, oi, os)
-                    }
-                    Data::Bf16(w) => {
-                        let v = View {
-                            rows: Rows {
-                                w,
-                                dim: self.sdim,
-                                scales: &[],
-                            },
-                            dot: ks.bf16,
-                        };
-                        self.query_any(&v, ks, h, k, sp, s, oi, os)
-                    }
-                    Data::I8 { w, scales } => {
-                        let v = View {
-                            rows: Rows {
-                                w,
-                                dim: self.sdim,
-                                scales,
-                            },
-                            dot: ks.i8,
-                        };
-                        self.query_any(&v, ks, h, k, sp, s, oi, os)
-                    }
-                }
+                with_view!(self, ks, |v| self.query_any(&v, ks, h, k, sp, s, oi, os));
             }
             s.distances
         });

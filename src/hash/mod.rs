@@ -35,18 +35,31 @@ use crate::index::IndexParams;
 pub mod dwta;
 pub mod simhash;
 
-/// Hash family of an index (its id in the file's params record and in the
-/// C API's `lshk_index_params.family`).
+/// Family of an index (its id in the file's params record and in the C
+/// API's `lshk_index_params.family`): a hash family (registered in
+/// [`FAMILIES`], whose candidates come from LSH tables) or another
+/// candidate-source family (registered in the index's
+/// `index::source::SOURCES`). Ids are never renumbered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Family {
     SimHash = 0,
     Dwta = 1,
+    /// The FGD graph ([`crate::graph`]); not a hash family.
+    Graph = 2,
 }
 
 impl Family {
+    /// Every family, in id order.
+    pub const ALL: [Family; 3] = [Family::SimHash, Family::Dwta, Family::Graph];
+
     pub fn from_u32(v: u32) -> Option<Family> {
-        FAMILIES.iter().map(|r| r.family).find(|f| *f as u32 == v)
+        Self::ALL.get(v as usize).copied()
+    }
+
+    /// Whether it is a hash family (SimHash, DWTA: LSH tables).
+    pub fn is_hash(self) -> bool {
+        FAMILIES.iter().any(|r| r.family == self)
     }
 }
 
@@ -206,7 +219,11 @@ mod tests {
                 assert_ne!(r.section, q.section);
             }
         }
-        assert_eq!(Family::from_u32(FAMILIES.len() as u32), None);
+        assert_eq!(Family::from_u32(Family::ALL.len() as u32), None);
+        for (i, f) in Family::ALL.iter().enumerate() {
+            assert_eq!(*f as usize, i);
+            assert_eq!(Family::from_u32(i as u32), Some(*f));
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Building an index: the rows transformed, hashed in blocks (with
-//! progress), the tables built, W stored or borrowed.
+//! Building an index: the rows checked, the candidate source built by its
+//! family's registration (`source.rs`; LSH: the rows transformed, hashed
+//! in blocks with progress, the tables built), W stored or borrowed.
 
 use super::*;
 
@@ -48,26 +49,12 @@ impl Index {
                 }
             }
         }
-        let reg = crate::hash::registration(p.family);
-        if let Some(other) = crate::hash::FAMILIES
-            .iter()
-            .find(|r| r.family != p.family && (r.given)(p))
-        {
-            bail!(
-                InvalidArgument,
-                "caller-given {} data ({}) but the family is {}",
-                other.name,
-                other.section,
-                reg.name
-            );
-        }
         let hash_dim = dim + (p.transform != Transform::None) as usize;
-        let given = (reg.given)(p);
-        let resolved = Resolved {
+        let mut resolved = Resolved {
             family: p.family,
             bits: p.bits,
             tables: p.tables,
-            sparsity: if p.planes.is_some() { 0 } else { p.sparsity },
+            sparsity: p.sparsity,
             bin_size: p.bin_size,
             seed: p.seed,
             range_bits: 0,
@@ -75,23 +62,8 @@ impl Index {
             storage: p.storage,
             transform: p.transform,
             threads: p.threads,
-            given,
+            given: false,
         };
-        let fam = (reg.build)(&resolved.shape(hash_dim), p)?;
-        let range_bits = if p.range_bits == 0 {
-            default_range_bits(p.family, p.bits, p.bin_size, rows)
-        } else {
-            p.range_bits
-        };
-        if range_bits > crate::tables::MAX_RANGE_BITS {
-            bail!(
-                InvalidArgument,
-                "range_bits is {range_bits}; it must be in 1..={}",
-                crate::tables::MAX_RANGE_BITS
-            );
-        }
-        let l = p.tables as usize;
-        let ncodes = checked_mul(rows, l, "rows * L")?;
 
         // ---- MIPS scale
         let mut mips_u = 1f32;
@@ -104,114 +76,25 @@ impl Index {
                 mips_u = u as f32;
             }
         }
-        let inv_u = 1.0 / mips_u as f64;
 
-        // ---- hash every row
-        let mut codes = try_vec::<u32>(ncodes, "row codes")?;
-        let nthreads = crate::par::threads(p.threads as usize);
-        let units: Vec<(usize, &mut [u32])> = codes
-            .chunks_mut(BUILD_UNIT * l)
-            .enumerate()
-            .map(|(u, c)| (u * BUILD_UNIT, c))
-            .collect();
-        let nthreads = nthreads.clamp(1, units.len().max(1));
-        let mut per_thread: Vec<Vec<(usize, &mut [u32])>> =
-            (0..nthreads).map(|_| Vec::new()).collect();
-        for (i, u) in units.into_iter().enumerate() {
-            per_thread[i % nthreads].push(u);
-        }
-        let done = AtomicU64::new(0);
+        // ---- the candidate source (its family's registration: hashes the
+        // rows into tables, or builds the graph)
         let total = rows as u64;
-        let transform = p.transform;
-        let bias_of = |r: usize| bias.map_or(0.0, |b| b[r]);
-        let caller = std::thread::current();
-        let worker = |jobs: Vec<(usize, &mut [u32])>, report: bool| -> Result<()> {
-            let mut buf: Vec<f32> = if transform == Transform::None {
-                Vec::new()
-            } else {
-                try_vec::<f32>(BUILD_UNIT * hash_dim, "transform scratch")?
-            };
-            for (r0, c) in jobs {
-                let n = c.len() / l;
-                if transform == Transform::None {
-                    fam.hash(&w[r0 * w_stride..], n, w_stride, c)?;
-                } else {
-                    for i in 0..n {
-                        let r = r0 + i;
-                        transform_row(
-                            transform,
-                            &w[r * w_stride..r * w_stride + dim],
-                            bias_of(r),
-                            inv_u,
-                            &mut buf[i * hash_dim..(i + 1) * hash_dim],
-                        );
-                    }
-                    fam.hash(&buf[..n * hash_dim], n, hash_dim, c)?;
-                }
-                let d = done.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
-                if report {
-                    if let Some(cb) = progress {
-                        if d < total {
-                            cb(d, total);
-                        }
-                    }
-                } else {
-                    // Wake the calling thread so it reports this unit.
-                    caller.unpark();
-                }
-            }
-            Ok(())
-        };
-        if nthreads == 1 {
-            // One thread: the caller hashes and reports after every unit.
-            let jobs = per_thread.pop().unwrap_or_default();
-            worker(jobs, true)?;
-        } else {
-            // Workers hash; the calling thread only reports progress (woken
-            // after every unit, so reports come every BUILD_UNIT rows
-            // whatever the thread count) and joins.
-            std::thread::scope(|s| -> Result<()> {
-                let worker = &worker;
-                let handles: Vec<_> = per_thread
-                    .into_iter()
-                    .map(|j| s.spawn(move || worker(j, false)))
-                    .collect();
-                let mut last = 0u64;
-                while handles.iter().any(|h| !h.is_finished()) {
-                    std::thread::park_timeout(std::time::Duration::from_millis(50));
-                    let d = done.load(Ordering::Relaxed);
-                    if let Some(cb) = progress {
-                        if d != last && d < total {
-                            cb(d, total);
-                        }
-                    }
-                    last = d;
-                }
-                let mut res = Ok(());
-                for h in handles {
-                    let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                    if res.is_ok() {
-                        res = r;
-                    }
-                }
-                res
-            })?;
-        }
-
-        // ---- tables
-        let mut tables = Box::new(Tables::build(
-            &codes,
-            rows,
-            p.tables,
-            range_bits,
-            p.bucket_cap,
-            p.seed,
-            p.threads,
-        )?);
-        drop(codes);
-        // The index never updates its tables: drop the row-to-bucket map
-        // (as large as the ids).
-        tables.freeze();
+        let src = (source::source_registration(p.family).build)(
+            &source::BuildInput {
+                w,
+                bias,
+                rows,
+                dim,
+                w_stride,
+                hash_dim,
+                transform: p.transform,
+                mips_u,
+                p,
+                progress,
+            },
+            &mut resolved,
+        )?;
 
         // ---- weights and bias
         let cnt = checked_mul(rows, dim, "rows * dim")?;
@@ -267,12 +150,8 @@ impl Index {
             dim,
             hash_dim,
             mips_u,
-            p: Resolved {
-                range_bits,
-                ..resolved
-            },
-            fam,
-            tables,
+            p: resolved,
+            src,
             bias,
             w: wstore,
             labels: None,

@@ -45,23 +45,9 @@ impl Index {
     pub fn save(&self, path: &Path) -> Result<()> {
         let rec = self.params_record();
         let mut secs = vec![SectionOut::new("PARAMS", vec![&rec])];
-        let reg = crate::hash::registration(self.p.family);
-        secs.push(SectionOut::new(reg.section, vec![self.fam.section_bytes()]));
-        let l = self.tables.tables();
-        let idlen: Vec<u64> = (0..l).map(|t| self.tables.csr(t).1.len() as u64).collect();
-        secs.push(SectionOut::new(
-            "TOFFS",
-            (0..l)
-                .map(|t| format::as_bytes(self.tables.csr(t).0))
-                .collect(),
-        ));
-        secs.push(SectionOut::new("TIDLEN", vec![format::as_bytes(&idlen)]));
-        secs.push(SectionOut::new(
-            "TIDS",
-            (0..l)
-                .map(|t| format::as_bytes(self.tables.csr(t).1))
-                .collect(),
-        ));
+        // The candidate source's sections (its family's).
+        let mut keep = Vec::new();
+        secs.extend(self.src.sections(&mut keep));
         if let Some(b) = &self.bias {
             secs.push(SectionOut::new("BIAS", vec![format::as_bytes(b)]));
         }
@@ -189,97 +175,36 @@ impl Index {
                 "params: stored weights have stride {w_stride}, not dim {dim}"
             )));
         }
-        // ---- table sizes, checked before anything is allocated from the
-        // params (a corrupt L or K must not make the seeded family below
-        // allocate gigabytes: the sections' real sizes bound everything).
-        if range_bits == 0 || range_bits > crate::tables::MAX_RANGE_BITS {
-            return Err(bad(format!(
-                "params: range_bits {range_bits} is outside 1..=24"
-            )));
-        }
-        let l = tables as usize;
-        let nb1 = (1usize << range_bits) + 1;
-        let toffs: &[u32] = cast_slice(c.section("TOFFS")?, "TOFFS")?;
-        let idlen: &[u64] = cast_slice(c.section("TIDLEN")?, "TIDLEN")?;
-        let tids: &[u32] = cast_slice(c.section("TIDS")?, "TIDS")?;
-        if toffs.len() as u128 != l as u128 * nb1 as u128 {
-            return Err(bad(format!(
-                "TOFFS holds {} offsets, L * (2^range_bits + 1) = {} expected",
-                toffs.len(),
-                l as u128 * nb1 as u128
-            )));
-        }
-        if idlen.len() != l {
-            return Err(bad(format!(
-                "TIDLEN holds {} counts, L = {l} expected",
-                idlen.len()
-            )));
-        }
-        let sum: u128 = idlen.iter().map(|&v| v as u128).sum();
-        if sum != tids.len() as u128 {
-            return Err(bad(format!(
-                "TIDLEN counts sum to {sum} ids but TIDS holds {}",
-                tids.len()
-            )));
-        }
+        let label_state = match c.optional("LABELS") {
+            Some(r) => Some(crate::labels::LabelState::parse(r).map_err(bad)?),
+            None => None,
+        };
         let given = flags & FLAG_GIVEN != 0;
-        let shape = crate::hash::FamilyShape {
-            hash_dim,
+        let resolved = Resolved {
+            family,
             bits,
             tables,
             sparsity,
             bin_size,
             seed,
+            range_bits,
+            bucket_cap,
+            storage,
+            transform,
+            threads: 0,
+            given,
         };
-        let reg = crate::hash::registration(family);
-        let (want, per) = (reg.section_len)(&shape);
-        let fam_sec = c.section(reg.section)?;
-        if fam_sec.len() as u128 != want {
-            return Err(bad(format!(
-                "{} holds {} bytes, K * L * {per} * 4 = {want} expected from the params",
-                reg.section,
-                fam_sec.len()
-            )));
-        }
-        // ---- family
-        let fam = (reg.load)(&shape, fam_sec, given, &bad)?;
-        // The tables are views of the mapping (kept alive by `keep`): a
-        // large index opens without copying them.
-        let keep: crate::tables::KeepAlive = c.clone();
-        let mut offs = Vec::with_capacity(l);
-        let mut ids = Vec::with_capacity(l);
-        let mut at = 0usize;
-        for t in 0..l {
-            let n = idlen[t] as usize;
-            // SAFETY: both slices lie in the read-only mapping that `keep`
-            // (an Arc of the container) owns and nobody writes.
-            unsafe {
-                offs.push(U32s::view(&toffs[t * nb1..(t + 1) * nb1], &keep));
-                ids.push(U32s::view(&tids[at..at + n], &keep));
-            }
-            at += n;
-        }
-        let label_state = match c.optional("LABELS") {
-            Some(r) => Some(crate::labels::LabelState::parse(r).map_err(bad)?),
-            None => None,
-        };
-        let tabs = Box::new(
-            if label_state.is_some() {
-                Tables::from_stored_parts_multi(rows, range_bits, bucket_cap, seed, 0, offs, ids)
-            } else {
-                Tables::from_stored_parts(
-                    rows,
-                    range_bits,
-                    bucket_cap,
-                    seed,
-                    0,
-                    offs,
-                    ids,
-                    Vec::new(),
-                )
-            }
-            .map_err(|e| bad(e.message))?,
-        );
+        // ---- the candidate source (its family's sections, all checked)
+        let src = (super::source::source_registration(family).load)(&super::source::LoadInput {
+            c: &c,
+            rows,
+            dim,
+            hash_dim,
+            has_bias: flags & FLAG_BIAS != 0,
+            p: &resolved,
+            labelled: label_state.is_some(),
+            bad: &bad,
+        })?;
         // ---- bias
         let bias = match (c.optional("BIAS"), flags & FLAG_BIAS != 0) {
             (Some(b), true) => {
@@ -433,22 +358,8 @@ impl Index {
             dim,
             hash_dim,
             mips_u,
-            p: Resolved {
-                family,
-                bits,
-                tables,
-                sparsity,
-                bin_size,
-                seed,
-                range_bits,
-                bucket_cap,
-                storage,
-                transform,
-                threads: 0,
-                given,
-            },
-            fam,
-            tables: tabs,
+            p: resolved,
+            src,
             bias,
             w,
             labels: label_state,

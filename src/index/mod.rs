@@ -17,6 +17,17 @@
 //! shape a query allocates nothing (tested with a counting allocator in
 //! `tests/index_alloc.rs`).
 //!
+//! # Families
+//! The candidates come from the family's candidate source
+//! ([`source`]): the LSH tables above for the hash families (SimHash,
+//! DWTA), or the FGD graph ([`crate::graph`]) for [`Family::Graph`],
+//! built from the same rows and bias with [`IndexParams::graph`] and
+//! searched with [`QueryParams::graph`]. Everything after the candidates
+//! (exact logits of W per [`Storage`] and the bias, top-k) is the same for
+//! every family. The calls that need hash tables (tables, codes,
+//! candidates, label and IUL training, updates) refuse a graph index with
+//! `InvalidArgument`.
+//!
 //! # Defaults
 //! `range_bits = 0` picks `min(code_bits, 20, ceil(log2(max(rows, 2))) + 1)`
 //! where `code_bits` is K for SimHash and `K * log2(B)` for DWTA: every code
@@ -30,6 +41,9 @@
 //! [`format::KIND_INDEX`]) with these sections, all little-endian:
 //! * `PARAMS`: the fixed record described at [`PARAMS_LEN`] (its own
 //!   version field, [`PARAMS_VERSION`]; a newer one is refused).
+//! * (graph family: instead of the four LSH sections below, the graph's
+//!   `GPARAM`, `GROWS`, `GSCALES`, `GLEVELS`, `GLINKS0`, `GUPPER`, as in a
+//!   graph file.)
 //! * `PLANES` (SimHash): `K*L x dim'` f32 planes, or `DWTAMAP` (DWTA):
 //!   `K*L*B` u32 coordinates. A family built from the seed is regenerated on
 //!   load and must equal the stored planes / map bit for bit.
@@ -68,12 +82,16 @@ use crate::format::{self, cast_slice, Container, SectionOut};
 use crate::hash::{FamilyShape, HashFamily};
 use crate::matmul::{self, WeightMatrix, Weights};
 use crate::simhash::SimHash;
-use crate::tables::{BudgetRule, GatherInput, GatherParams, GatherResult, Tables, U32s, MAX_ROWS};
+use crate::tables::{GatherInput, GatherParams, GatherResult, Tables, U32s, MAX_ROWS};
 
 mod build;
 mod file;
+mod lsh;
 mod pipeline;
-pub use pipeline::{CandidateSource, Scorer};
+pub(crate) mod source;
+pub use pipeline::Scorer;
+pub(crate) use source::CandidateSource;
+pub use source::QueryParams;
 mod update;
 
 pub use update::{RehashClock, RehashSchedule, LNS_REHASH_LAMBDA, LNS_REHASH_PERIOD};
@@ -165,6 +183,12 @@ pub struct IndexParams {
     pub planes: Option<Vec<f32>>,
     /// Caller-given DWTA bin map, `K*L*B` coordinates `< dim'`.
     pub dwta_map: Option<Vec<u32>>,
+    /// Graph family: the graph's build parameters (m, ef_construction,
+    /// the storage of its own rows, threads, seed); the graph is the one
+    /// [`crate::graph::Graph::build`] builds with them. The LSH fields
+    /// above are ignored, `storage` keeps W for the logits as for every
+    /// family, `transform` must be [`Transform::None`].
+    pub graph: crate::graph::GraphParams,
 }
 
 impl Default for IndexParams {
@@ -183,6 +207,7 @@ impl Default for IndexParams {
             threads: 0,
             planes: None,
             dwta_map: None,
+            graph: crate::graph::GraphParams::default(),
         }
     }
 }
@@ -224,26 +249,27 @@ const FLAG_BIAS: u32 = 1;
 const FLAG_WEIGHTS: u32 = 2;
 const FLAG_GIVEN: u32 = 4;
 
-/// The resolved, validated parameters an index was built with.
+/// The resolved, validated parameters an index was built with (the
+/// `PARAMS` record; the LSH fields are 0 for the graph family).
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Resolved {
-    family: Family,
-    bits: u32,
-    tables: u32,
-    sparsity: u32,
-    bin_size: u32,
-    seed: u64,
-    range_bits: u32,
-    bucket_cap: u32,
-    storage: Storage,
-    transform: Transform,
-    threads: u32,
-    given: bool,
+pub(crate) struct Resolved {
+    pub(crate) family: Family,
+    pub(crate) bits: u32,
+    pub(crate) tables: u32,
+    pub(crate) sparsity: u32,
+    pub(crate) bin_size: u32,
+    pub(crate) seed: u64,
+    pub(crate) range_bits: u32,
+    pub(crate) bucket_cap: u32,
+    pub(crate) storage: Storage,
+    pub(crate) transform: Transform,
+    pub(crate) threads: u32,
+    pub(crate) given: bool,
 }
 
 impl Resolved {
     /// The family's shape over `hash_dim`.
-    fn shape(&self, hash_dim: usize) -> FamilyShape {
+    pub(crate) fn shape(&self, hash_dim: usize) -> FamilyShape {
         FamilyShape {
             hash_dim,
             bits: self.bits,
@@ -357,10 +383,9 @@ pub struct Index {
     hash_dim: usize,
     mips_u: f32,
     p: Resolved,
-    /// The hash family (the seam of [`crate::hash`]; its box keeps its
-    /// address for the index's life: borrowed C handles point into it).
-    fam: Box<dyn HashFamily>,
-    pub(crate) tables: Box<Tables>,
+    /// The candidate source (the seam of [`source`]: LSH tables over a
+    /// hash family, or the graph), chosen by the family at build / load.
+    src: Box<dyn CandidateSource>,
     bias: Option<Vec<f32>>,
     w: WStore,
     /// Label-aware training ([`crate::labels`]), if any.
@@ -380,9 +405,6 @@ unsafe impl Sync for Index {}
 
 #[derive(Default)]
 struct QueryScratch {
-    tq: Vec<f32>,
-    codes: Vec<u32>,
-    proj: Vec<f32>,
     gather: GatherResult,
     scores: Vec<f32>,
     out_scores: Vec<f32>,
@@ -467,7 +489,7 @@ impl Index {
     pub(crate) fn resolve_gather(&self, g: &GatherParams) -> Result<GatherParams> {
         let mut gp = *g;
         if gp.probes > 0 {
-            if !self.fam.has_probe_order() {
+            if !self.lsh("multi-probing")?.fam.has_probe_order() {
                 bail!(
                     InvalidArgument,
                     "multi-probing (probes > 0) needs a family with a probe order (SimHash); \
@@ -557,11 +579,12 @@ impl Index {
     pub fn hash_dim(&self) -> usize {
         self.hash_dim
     }
-    /// K (bits per table for SimHash, bins per table for DWTA).
+    /// K (bits per table for SimHash, bins per table for DWTA; 0 for the
+    /// graph family).
     pub fn bits(&self) -> u32 {
         self.p.bits
     }
-    /// L.
+    /// L (0 for the graph family).
     pub fn num_tables(&self) -> u32 {
         self.p.tables
     }
@@ -582,17 +605,48 @@ impl Index {
         self.mips_u
     }
     pub fn simhash(&self) -> Option<&SimHash> {
-        self.hash_family().as_any().downcast_ref()
+        self.lsh_family()?.as_any().downcast_ref()
     }
     pub fn dwta(&self) -> Option<&Dwta> {
-        self.hash_family().as_any().downcast_ref()
+        self.lsh_family()?.as_any().downcast_ref()
+    }
+    /// The hash family through its seam, `None` for the graph family.
+    pub fn lsh_family(&self) -> Option<&dyn HashFamily> {
+        self.lsh("").ok().map(|l| &*l.fam)
+    }
+    /// The LSH tables, `None` for the graph family.
+    pub fn lsh_tables(&self) -> Option<&Tables> {
+        self.lsh("").ok().map(|l| &*l.tables)
     }
     /// The hash family through its seam.
+    ///
+    /// # Panics
+    /// On a graph-family index (use [`Index::lsh_family`]).
     pub fn hash_family(&self) -> &dyn HashFamily {
-        &*self.fam
+        self.lsh_family()
+            .expect("Index::hash_family on a graph-family index (see Index::lsh_family)")
     }
+    /// The LSH tables.
+    ///
+    /// # Panics
+    /// On a graph-family index (use [`Index::lsh_tables`]).
     pub fn tables(&self) -> &Tables {
-        &self.tables
+        self.lsh_tables()
+            .expect("Index::tables on a graph-family index (see Index::lsh_tables)")
+    }
+    /// The graph of a graph-family index.
+    pub fn graph(&self) -> Option<&crate::graph::Graph> {
+        let s: &dyn CandidateSource = &*self.src;
+        s.as_any().downcast_ref()
+    }
+    /// The family's name in messages ("SimHash", "DWTA", "graph").
+    pub(crate) fn source_name(&self) -> &'static str {
+        let f = self.p.family;
+        if f.is_hash() {
+            crate::hash::registration(f).name
+        } else {
+            source::source_registration(f).name
+        }
     }
     pub fn bias(&self) -> Option<&[f32]> {
         self.bias.as_deref()
@@ -624,8 +678,7 @@ impl Index {
     /// owns or maps (borrowed weights are the caller's and not counted).
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
-            + self.fam.memory_bytes()
-            + self.source().memory_bytes()
+            + self.src.memory_bytes()
             + self.bias.as_ref().map_or(0, |b| b.len() * 4)
             + self.w.owned_bytes(self.rows)
     }
@@ -637,7 +690,9 @@ impl Index {
     /// `u32::MAX` / `-inf` when a query has fewer than k candidates. `k = 0`
     /// or `nq = 0` writes nothing. Queries must be finite. `g.probes > 0`
     /// (SimHash only) multi-probes; `g.bits_per_table` may be 0 (then K) or
-    /// must equal K. Thread-safe; nothing is written on error.
+    /// must equal K. A graph-family index ignores `g` and searches with
+    /// the default [`crate::graph::SearchParams`] (see
+    /// [`Index::query_with`]). Thread-safe; nothing is written on error.
     #[allow(clippy::too_many_arguments)]
     pub fn query(
         &self,
@@ -650,11 +705,30 @@ impl Index {
         out_scores: &mut [f32],
         stats: Option<&mut QueryStats>,
     ) -> Result<()> {
-        self.query_impl(q, nq, q_stride, k, g, out_ids, Some(out_scores), stats)
+        let qp = QueryParams::from(*g);
+        self.query_impl(q, nq, q_stride, k, &qp, out_ids, Some(out_scores), stats)
     }
 
-    /// [`Index::query`] with optional scores (the C API's path; not part of
-    /// the Rust API: use [`Index::query`]).
+    /// [`Index::query`] with the options of every family: `qp.gather` for
+    /// the LSH families, `qp.graph` (ef, walk, rerank) for the graph family;
+    /// each family ignores the other's.
+    #[allow(clippy::too_many_arguments)]
+    pub fn query_with(
+        &self,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        k: u32,
+        qp: &QueryParams,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+        stats: Option<&mut QueryStats>,
+    ) -> Result<()> {
+        self.query_impl(q, nq, q_stride, k, qp, out_ids, Some(out_scores), stats)
+    }
+
+    /// [`Index::query_with`] with optional scores (the C API's path; not
+    /// part of the Rust API: use [`Index::query`]).
     #[allow(clippy::too_many_arguments)]
     #[doc(hidden)]
     pub fn query_impl(
@@ -663,7 +737,7 @@ impl Index {
         nq: usize,
         q_stride: usize,
         k: u32,
-        g: &GatherParams,
+        qp: &QueryParams,
         out_ids: &mut [u32],
         mut out_scores: Option<&mut [f32]>,
         stats: Option<&mut QueryStats>,
@@ -688,7 +762,7 @@ impl Index {
                 );
             }
         }
-        let gp = self.resolve_gather(g)?;
+        self.src.check_query(self, qp)?;
         let mut st = QueryStats {
             queries: nq as u64,
             candidates_total: 0,
@@ -697,14 +771,9 @@ impl Index {
         };
         if nq > 0 {
             let wm = self.weight_matrix();
-            // The pipeline's stages behind their seams (pipeline.rs), each
-            // dispatched once per block.
-            let (source, scorer): (&dyn CandidateSource, &dyn Scorer) = (self.source(), &wm);
-            let (l, hd, kl) = (
-                self.p.tables as usize,
-                self.hash_dim,
-                self.p.bits as usize * self.p.tables as usize,
-            );
+            // The pipeline's stages behind their seams (pipeline.rs and
+            // source.rs), each dispatched once per block.
+            let (source, scorer): (&dyn CandidateSource, &dyn Scorer) = (&*self.src, &wm);
             QSCRATCH.with(|cell| -> Result<()> {
                 let mut guard = cell.borrow_mut();
                 let s = &mut *guard;
@@ -712,29 +781,7 @@ impl Index {
                 while i0 < nq {
                     let b = (nq - i0).min(QUERY_BLOCK);
                     let qb = &q[i0 * q_stride..];
-                    s.codes.resize(b * l, 0);
-                    if self.p.transform != Transform::None {
-                        s.tq.resize(b * hd, 0.0);
-                    }
-                    // With probes the family gives the projections (the
-                    // probe order) from the same pass: hash_project.
-                    let proj = if gp.probes > 0 {
-                        s.proj.resize(b * kl, 0.0);
-                        Some(&mut s.proj[..])
-                    } else {
-                        None
-                    };
-                    let probing = proj.is_some();
-                    self.hash_queries(qb, b, q_stride, &mut s.tq, &mut s.codes, proj)?;
-                    let proj = probing.then_some(&s.proj[..]);
-                    let input = GatherInput {
-                        codes: &s.codes,
-                        q: b,
-                        projections: proj,
-                        forced_offsets: None,
-                        forced_ids: &[],
-                    };
-                    source.gather(&gp, BudgetRule::MidBucket, &input, &mut s.gather)?;
+                    source.candidates(self, qb, b, q_stride, kk, qp, &mut s.gather)?;
                     let cands = s.gather.ids.len();
                     s.scores.resize(cands, 0.0);
                     scorer.score(
@@ -842,7 +889,11 @@ impl Index {
     /// as built from caller-given planes (saved in the file as such).
     pub(crate) fn set_simhash_planes(&mut self, planes: &[f32], hashed: &[f32]) -> Result<()> {
         if self.p.family != Family::SimHash {
-            bail!(InvalidArgument, "the index's family is DWTA, not SimHash");
+            bail!(
+                InvalidArgument,
+                "the index's family is {}, not SimHash",
+                self.source_name()
+            );
         }
         let new = SimHash::from_planes(planes, self.hash_dim, self.p.bits, self.p.tables)?;
         let l = self.p.tables as usize;
@@ -852,10 +903,11 @@ impl Index {
         t.freeze();
         // In place: the box keeps its address (a borrowed C handle).
         // (Through `&mut dyn HashFamily`: the box itself is also `Any`.)
-        let fam: &mut dyn HashFamily = &mut *self.fam;
+        let lsh = self.lsh_mut("SimHash planes")?;
+        let fam: &mut dyn HashFamily = &mut *lsh.fam;
         let h: &mut SimHash = fam.as_any_mut().downcast_mut().expect("checked SimHash");
         *h = new;
-        *self.tables = t;
+        *lsh.tables = t;
         self.p.given = true;
         self.p.sparsity = 0;
         Ok(())

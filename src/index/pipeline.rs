@@ -11,9 +11,11 @@
 //! The three seams of issue 19 meet here, each called once per block:
 //! * the hash family, [`crate::hash::HashFamily`] (a trait object chosen
 //!   at build / load from the registry);
-//! * the candidate source, [`CandidateSource`]: today the LSH
-//!   [`Tables`] (plain, multi-probe and budgeted gathers; label-aware
-//!   buckets are entries of the same CSR after [`Index::train_labels`]);
+//! * the candidate source, `CandidateSource` (`source.rs`): the LSH
+//!   tables over the hash family (`lsh.rs`: transform → hash → plain,
+//!   multi-probe and budgeted gathers; label-aware buckets are entries of
+//!   the same CSR after [`Index::train_labels`]) or the FGD graph
+//!   (`crate::graph`'s `family.rs`);
 //! * the scorer, [`Scorer`]: today the exact gathered matmul of
 //!   [`WeightMatrix`], which picks its kernel per storage (f32, bf16, f16,
 //!   int8) once per call.
@@ -26,36 +28,6 @@
 
 use super::*;
 use crate::tables::BudgetRule;
-
-/// Where a query's candidate ids come from (module documentation).
-pub trait CandidateSource: Send + Sync {
-    /// The candidate sets (CSR, ids ascending per query) of a batch of
-    /// hashed queries, `max_candidates` applied by `rule`.
-    fn gather(
-        &self,
-        gp: &GatherParams,
-        rule: BudgetRule,
-        input: &GatherInput<'_>,
-        out: &mut GatherResult,
-    ) -> Result<()>;
-    /// Bytes held.
-    fn memory_bytes(&self) -> usize;
-}
-
-impl CandidateSource for Tables {
-    fn gather(
-        &self,
-        gp: &GatherParams,
-        rule: BudgetRule,
-        input: &GatherInput<'_>,
-        out: &mut GatherResult,
-    ) -> Result<()> {
-        self.gather_budget(gp, rule, input, false, out)
-    }
-    fn memory_bytes(&self) -> usize {
-        Tables::memory_bytes(self)
-    }
-}
 
 /// How gathered candidates get their logits (module documentation).
 pub trait Scorer: Send + Sync {
@@ -83,13 +55,6 @@ impl Scorer for WeightMatrix<'_> {
         out: &mut [f32],
     ) -> Result<()> {
         self.matmul(q, nq, q_stride, ids, offsets, out)
-    }
-}
-
-impl Index {
-    /// The index's candidate source.
-    pub(crate) fn source(&self) -> &dyn CandidateSource {
-        &*self.tables
     }
 }
 
@@ -152,9 +117,10 @@ impl Index {
             self.transform_queries(q, n, q_stride, tq);
             (tq, self.hash_dim)
         };
+        let fam = &self.lsh("hashing queries")?.fam;
         match proj {
-            Some(p) => self.fam.hash_project(x, n, xs, codes, p),
-            None => self.fam.hash(x, n, xs, codes),
+            Some(p) => fam.hash_project(x, n, xs, codes, p),
+            None => fam.hash(x, n, xs, codes),
         }
     }
 
@@ -178,6 +144,7 @@ impl Index {
         budget: Option<(BudgetRule, Forced<'_>)>,
         out: &mut GatherResult,
     ) -> Result<()> {
+        let tables = &self.lsh("candidates")?.tables;
         let l = self.p.tables as usize;
         self.check_queries(q, nq, q_stride, "q")?;
         let gp = self.resolve_gather(g)?;
@@ -204,6 +171,6 @@ impl Index {
             forced_ids: forced.map_or(&[], |f| f.1),
         };
         let rule = budget.map_or(BudgetRule::MidBucket, |b| b.0);
-        self.source().gather(&gp, rule, &input, out)
+        tables.gather_budget(&gp, rule, &input, false, out)
     }
 }

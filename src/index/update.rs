@@ -181,6 +181,7 @@ pub(crate) struct Dirty {
 
 impl Index {
     fn check_updatable(&self, func: &str) -> Result<()> {
+        self.lsh(func)?;
         if self.labels.is_some() {
             bail!(
                 InvalidArgument,
@@ -347,7 +348,7 @@ impl Index {
         };
         let full = ids.len() == rows
             || new_u.to_bits() != self.mips_u.to_bits()
-            || (self.tables.is_frozen() && self.p.bucket_cap != 0);
+            || (self.lsh("rehash_rows")?.tables.is_frozen() && self.p.bucket_cap != 0);
         if full && ids.len() != rows {
             ids = try_vec::<u32>(rows, "row ids")?;
             for (i, v) in ids.iter_mut().enumerate() {
@@ -374,10 +375,11 @@ impl Index {
         if full {
             let t = self.tables_from_codes(&codes, rows)?;
             // In place: the box keeps its address (borrowed C handles).
-            *self.tables = t;
+            *self.lsh_mut("rehash_rows")?.tables = t;
         } else {
-            self.tables.unfreeze_from_csr()?;
-            self.tables.update(&ids, &codes)?;
+            let tables = &mut self.lsh_mut("rehash_rows")?.tables;
+            tables.unfreeze_from_csr()?;
+            tables.update(&ids, &codes)?;
         }
         self.mips_u = new_u;
         if !self.dirty.bits.is_empty() {
@@ -444,6 +446,7 @@ impl Index {
         }
         let inv_u = 1.0 / u as f64;
         let w = self.weights();
+        let fam = &self.lsh("rehash_rows")?.fam;
         let work = |ids: &[u32], codes: &mut [u32], buf: &mut (Vec<f32>, Vec<f32>)| -> Result<()> {
             let (tb, row) = buf;
             for (uids, uc) in ids.chunks(BUILD_UNIT).zip(codes.chunks_mut(BUILD_UNIT * l)) {
@@ -459,7 +462,7 @@ impl Index {
                         &mut tb[i * hd..(i + 1) * hd],
                     );
                 }
-                self.fam.hash(&tb[..uids.len() * hd], uids.len(), hd, uc)?;
+                fam.hash(&tb[..uids.len() * hd], uids.len(), hd, uc)?;
             }
             Ok(())
         };

@@ -69,6 +69,7 @@ mod forest;
 mod graph;
 mod hrr;
 mod index;
+mod index_graph;
 mod infra;
 mod iul;
 mod ivf;
@@ -80,6 +81,7 @@ use forest::*;
 use graph::*;
 use hrr::*;
 use index::*;
+use index_graph::*;
 use infra::*;
 use iul::*;
 use ivf::*;
@@ -185,6 +187,7 @@ struct Env {
     hrrs: Vec<HrrX>,
     hrr_dead: *mut lshk_hrr,
     graphs: Vec<GraphX>,
+    gidx: Vec<GIdx>,
 }
 
 /// One fuzz target: its share of the executions (out of the sum of the
@@ -290,6 +293,14 @@ const TARGETS: &[Target] = &[
         fuzz_graph_query_ex(c, &e.graphs);
         "graph query_ex"
     }),
+    (1, |c, e| {
+        if c.r.one_in(4) {
+            fuzz_index_graph_build(c);
+        } else {
+            fuzz_index_graph_query(c, &e.gidx);
+        }
+        "index graph"
+    }),
 ];
 
 /// Draws one target by its share and runs it.
@@ -334,6 +345,7 @@ fn fuzz_c_abi_arguments() {
         hrrs,
         hrr_dead,
         graphs: build_graphs(),
+        gidx: build_graph_indexes(),
     };
     let mut c = Ctx {
         r: R(SplitMix64::new(seed)),

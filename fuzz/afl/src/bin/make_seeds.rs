@@ -1,5 +1,5 @@
 //! Writes the seed corpora: `in/index_load/*` (index files of several
-//! families, storages, transforms, with and without labels, each with the
+//! families (the graph family included), storages, transforms, with and without labels, each with the
 //! mode byte 1 = "fix CRCs" and 0 = "as is") and `in/args/*`.
 
 use lshk::index::{Family, Index, IndexParams, Storage, Transform};
@@ -16,6 +16,8 @@ fn main() {
         (Family::SimHash, Storage::Bf16, Transform::Mips, true),
         (Family::Dwta, Storage::I8, Transform::BiasAug, false),
         (Family::SimHash, Storage::F16, Transform::None, true),
+        // The graph family: its graph sections beside the index's.
+        (Family::Graph, Storage::F32, Transform::None, false),
     ];
     for (i, &(family, storage, transform, labels)) in cfgs.iter().enumerate() {
         // Small files: AFL++ works best on inputs of a few KB.
@@ -29,6 +31,12 @@ fn main() {
             storage,
             transform,
             threads: 1,
+            graph: lshk::graph::GraphParams {
+                m: 3,
+                ef_construction: 8,
+                threads: 1,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let mut idx = Index::build(&layer.w, Some(&layer.bias), rows, dim, dim, &p, None).unwrap();

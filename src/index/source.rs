@@ -1,0 +1,127 @@
+//! Candidate-source families behind one seam (issue 19, item 1; issue 16,
+//! item 1).
+//!
+//! An [`Index`] gets a query's candidates from one [`CandidateSource`]: the
+//! LSH tables over a hash family ([`super::lsh::Lsh`], the SimHash and DWTA
+//! families) or the FGD graph ([`crate::graph::family`]). The index's
+//! build, query, save, load and `memory_bytes` look the family's
+//! [`SourceRegistration`] up once ([`source_registration`]) and call the
+//! trait object; none of them `match`es on the family. Everything else of
+//! an index (the checks, the weights and bias, the exact scorer, the top-k,
+//! the `PARAMS` record, `BIAS` / `WEIGHTS` sections) is shared.
+//!
+//! # Adding a candidate-source family
+//! A folder with the family's own code (e.g. `src/graph/`), a file in it
+//! with `impl CandidateSource` and a `pub(crate) static REGISTRATION:
+//! SourceRegistration` (its build from the rows, its load from the file's
+//! sections), one line in [`SOURCES`] and one variant in
+//! [`crate::hash::Family`] with the next free id. docs/architecture.md
+//! lists the steps; the graph family (`src/graph/family.rs`) is the
+//! example.
+
+use super::*;
+use crate::format::SectionOut;
+use crate::hash::AsAny;
+
+/// The query options of an index, per family kind: `gather` applies to the
+/// LSH families (SimHash, DWTA), `graph` to the graph family; each family
+/// ignores the other's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryParams {
+    pub gather: GatherParams,
+    pub graph: crate::graph::SearchParams,
+}
+
+impl From<GatherParams> for QueryParams {
+    fn from(gather: GatherParams) -> Self {
+        QueryParams {
+            gather,
+            ..Default::default()
+        }
+    }
+}
+
+/// Where a query's candidate ids come from (module documentation). Every
+/// method is called once per call or per block of at most
+/// [`QUERY_BLOCK`] queries, never per element.
+pub(crate) trait CandidateSource: AsAny + Send + Sync {
+    /// The query options' check, once per call before any work.
+    fn check_query(&self, ix: &Index, qp: &QueryParams) -> Result<()>;
+    /// The candidate sets (CSR in `out`; each query's ids distinct) of
+    /// `n` checked queries (`q` row `i` at `i * q_stride`, `dim` floats)
+    /// for a top-`k` query.
+    #[allow(clippy::too_many_arguments)]
+    fn candidates(
+        &self,
+        ix: &Index,
+        q: &[f32],
+        n: usize,
+        q_stride: usize,
+        k: usize,
+        qp: &QueryParams,
+        out: &mut GatherResult,
+    ) -> Result<()>;
+    /// The family's file sections (beside `PARAMS`, `BIAS`, `LABELS`,
+    /// `WEIGHTS`); `keep` holds bytes the sections borrow (records).
+    fn sections<'a>(&'a self, keep: &'a mut Vec<Vec<u8>>) -> Vec<SectionOut<'a>>;
+    /// Bytes held.
+    fn memory_bytes(&self) -> usize;
+}
+
+/// What a family's build gets: the checked rows and the index's settings.
+pub(crate) struct BuildInput<'a> {
+    pub w: &'a [f32],
+    pub bias: Option<&'a [f32]>,
+    pub rows: usize,
+    pub dim: usize,
+    pub w_stride: usize,
+    /// The dimension after the index's transform.
+    pub hash_dim: usize,
+    pub transform: Transform,
+    pub mips_u: f32,
+    pub p: &'a IndexParams,
+    pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
+}
+
+/// What a family's load gets: the mapped file and the checked `PARAMS`.
+pub(crate) struct LoadInput<'a> {
+    pub c: &'a Arc<Container>,
+    pub rows: usize,
+    pub dim: usize,
+    pub hash_dim: usize,
+    pub has_bias: bool,
+    /// The record's family fields (K, L, range_bits, ...), as read.
+    pub p: &'a Resolved,
+    /// A `LABELS` section is present (label-aware buckets).
+    pub labelled: bool,
+    /// Words a `BadFileFormat` error (prefixed with the path).
+    pub bad: &'a dyn Fn(String) -> Error,
+}
+
+/// How the index builds and loads a candidate-source family.
+pub(crate) struct SourceRegistration {
+    /// The family's name in messages.
+    pub name: &'static str,
+    /// Whether the family id `f` is this source's.
+    pub accepts: fn(f: Family) -> bool,
+    /// Checks the family's parameters and builds the source from the rows;
+    /// fills the family fields of `r` that the `PARAMS` record keeps
+    /// (e.g. the resolved `range_bits`).
+    pub build: fn(b: &BuildInput<'_>, r: &mut Resolved) -> Result<Box<dyn CandidateSource>>,
+    /// The source of a file, every section checked (`BadFileFormat`).
+    pub load: fn(l: &LoadInput<'_>) -> Result<Box<dyn CandidateSource>>,
+}
+
+/// The registered candidate-source families (one line per family).
+pub(crate) static SOURCES: &[&SourceRegistration] = &[
+    &super::lsh::REGISTRATION,
+    &crate::graph::family::REGISTRATION,
+];
+
+/// The registration of family `f`.
+pub(crate) fn source_registration(f: Family) -> &'static SourceRegistration {
+    SOURCES
+        .iter()
+        .find(|r| (r.accepts)(f))
+        .expect("every Family variant has a candidate source")
+}
