@@ -75,6 +75,7 @@ mod ivf;
 mod kernels;
 mod tables;
 mod train;
+mod train_logq;
 
 use forest::*;
 use graph::*;
@@ -86,6 +87,7 @@ use ivf::*;
 use kernels::*;
 use tables::*;
 use train::*;
+use train_logq::*;
 
 use lshk::ffi::graph::*;
 use lshk::ffi::hrr::*;
@@ -285,6 +287,10 @@ const TARGETS: &[Target] = &[
             fuzz_graph_query(c, &e.graphs);
         }
         "graph"
+    }),
+    (1, |c, e| {
+        fuzz_inclusion_prob(c, &e.idx);
+        "inclusion prob"
     }),
 ];
 
