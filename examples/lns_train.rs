@@ -118,7 +118,8 @@
 //! `--seeds a,b,..` (one run per seed; with more than one, a table of
 //! means ± standard deviations over the seeds follows; seed 0 gives the
 //! streams of the single-seed runs before this option: see `seeded`),
-//! `--logq off|on|both`.
+//! `--logq off|on|both`, `--hf-diag on` (per forest rebuild period, what
+//! the forest queries cost: see `hf_diag`).
 //!
 //! Prints `skipped: ../shared/data not found` when the data are absent.
 
@@ -163,6 +164,8 @@ struct Opts {
     hf_leaf: u32,
     hf_q: u32,
     hf_rebuild: usize,
+    /// `--hf-diag`: print what the forest queries cost (see `hf_diag`).
+    hf_diag: bool,
     synthetic: usize,
     planted: usize,
     /// `--seeds`: one run per seed of every method (see `seeded`).
@@ -196,6 +199,7 @@ fn opts() -> Opts {
         hf_leaf: 16,
         hf_q: 32,
         hf_rebuild: 100,
+        hf_diag: false,
         synthetic: 0,
         planted: 4096,
         seeds: vec![0],
@@ -245,6 +249,7 @@ fn opts() -> Opts {
             "--hf-leaf" => o.hf_leaf = n() as u32,
             "--hf-q" => o.hf_q = n() as u32,
             "--hf-rebuild" => o.hf_rebuild = n().max(1),
+            "--hf-diag" => o.hf_diag = v == "on",
             "--synthetic" => o.synthetic = n(),
             "--planted" => o.planted = n().max(1),
             "--seeds" => {
@@ -823,11 +828,17 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
                 let mut parts: Vec<&mut [ForestResult]> =
                     hf_parts.chunks_mut(1).collect::<Vec<_>>();
                 parts.truncate(th);
+                let tq = Instant::now();
                 par_parts(parts, |k, r| {
                     let (b0, b1) = (bcuts[k], bcuts[k + 1]);
                     f.query(wr, ST, &xr[b0 * ST..], b1 - b0, ST, o.hf_q, &mut r[0])
                         .expect("forest query");
                 });
+                let tq = tq.elapsed().as_secs_f64();
+                let r = o.hf_rebuild;
+                if o.hf_diag && (step % r == 0 || step % r == r - 1 || step + 1 == o.steps) {
+                    hf_diag(f, &w, &xq, nb.min(32), o.hf_q as usize, step, tq);
+                }
                 hf_all.clear();
                 for p in &hf_parts {
                     hf_all.extend_from_slice(&p.ids);
@@ -1070,6 +1081,108 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
         p5,
         ll,
     }
+}
+
+/// `--hf-diag`: where the forest queries' time goes, printed for the
+/// first `n` samples of a batch. It replicates the walk of
+/// `lshk::forest` (its module documentation) through `Forest::tree` and
+/// `Forest::plane`: per tree, the proposal (the classes under the parent
+/// of the first node holding fewer than Q classes), the depth reached,
+/// and the pooled, deduplicated size that the query then ranks by cosine
+/// (one f64 dot product of `dim` with each row). Per tree it also counts
+/// the "lopsided" inner nodes: those with at least 4 Q classes whose
+/// smaller child holds fewer than Q (a walk that enters that child
+/// proposes the whole node). Not timed separately: `--hf-diag` runs add
+/// its time to the step time. Also the norms of the rows `[w, b]`.
+fn hf_diag(f: &Forest, w: &[f32], x: &[f32], n: usize, q: usize, step: usize, tq: f64) {
+    let trees = f.params().trees as usize;
+    let rows = f.rows();
+    let dim = f.dim();
+    let infos: Vec<_> = (0..trees).map(|t| f.tree(t)).collect();
+    let side = |h: &[f32], o: f64, xi: &[f32]| {
+        let mut s = 0f64;
+        for (&a, &b) in h.iter().zip(xi) {
+            s += a as f64 * b as f64;
+        }
+        s > o
+    };
+    let mut seen = vec![false; rows];
+    let (mut pool_sum, mut pool_max, mut prop_sum, mut depth_sum) = (0usize, 0usize, 0usize, 0usize);
+    let mut pool: Vec<u32> = Vec::new();
+    for i in 0..n {
+        let xi = &x[i * ST..i * ST + dim];
+        pool.clear();
+        for (t, (perm, nodes)) in infos.iter().enumerate() {
+            let (mut node, mut parent, mut depth) = (0usize, 0usize, 0usize);
+            let prop = loop {
+                let (s0, e0, l0, r0) = nodes[node];
+                if ((e0 - s0) as usize) < q {
+                    let (ps, pe, _, _) = nodes[parent];
+                    break &perm[ps as usize..pe as usize];
+                }
+                if l0 == u32::MAX {
+                    break &perm[s0 as usize..e0 as usize];
+                }
+                let (h, o) = f.plane(t, node).expect("inner node");
+                parent = node;
+                depth += 1;
+                node = if side(h, o, xi) { l0 as usize } else { r0 as usize };
+            };
+            prop_sum += prop.len();
+            depth_sum += depth;
+            for &id in prop {
+                if !seen[id as usize] {
+                    seen[id as usize] = true;
+                    pool.push(id);
+                }
+            }
+        }
+        for &id in &pool {
+            seen[id as usize] = false;
+        }
+        pool_sum += pool.len();
+        pool_max = pool_max.max(pool.len());
+    }
+    let (mut lop, mut big, mut maxd) = (0usize, 0usize, 0usize);
+    for (_, nodes) in &infos {
+        let mut depth = vec![0usize; nodes.len()];
+        for (i, &(s0, e0, l0, r0)) in nodes.iter().enumerate() {
+            if l0 == u32::MAX {
+                maxd = maxd.max(depth[i]);
+                continue;
+            }
+            depth[l0 as usize] = depth[i] + 1;
+            depth[r0 as usize] = depth[i] + 1;
+            if ((e0 - s0) as usize) >= 4 * q {
+                big += 1;
+                let size = |c: u32| (nodes[c as usize].1 - nodes[c as usize].0) as usize;
+                if size(l0).min(size(r0)) < q {
+                    lop += 1;
+                }
+            }
+        }
+    }
+    let norms: Vec<f64> = (0..rows)
+        .map(|r| {
+            w[r * ST..r * ST + dim]
+                .iter()
+                .map(|&v| v as f64 * v as f64)
+                .sum::<f64>()
+                .sqrt()
+        })
+        .collect();
+    let nmean = norms.iter().sum::<f64>() / rows as f64;
+    let nmax = norms.iter().cloned().fold(0.0, f64::max);
+    let nmin = norms.iter().cloned().fold(f64::INFINITY, f64::min);
+    println!(
+        "  hf-diag step {step}: forest query {:.1} ms for the batch; per sample (first {n}): pool {:.0} \
+         (max {pool_max}), proposal per tree {:.0}, depth {:.1}; trees: {big} inner nodes >= 4Q, {lop} lopsided \
+         (smaller child < Q), max depth {maxd}; |[w, b]| min {nmin:.3} mean {nmean:.3} max {nmax:.3}",
+        tq * 1e3,
+        pool_sum as f64 / n as f64,
+        prop_sum as f64 / (n * trees) as f64,
+        depth_sum as f64 / (n * trees) as f64,
+    );
 }
 
 /// P@1, P@5 of the full layer's exact top-5 per held-out centre (all
@@ -1395,7 +1508,7 @@ fn summary(res: &[Result_]) {
             .iter()
             .filter(|x| (x.name.as_str(), x.logq, x.threads) == key)
             .collect();
-        let col = |f: &dyn Fn(&Result_) -> f64| stat(&g.iter().map(|x| f(x)).collect::<Vec<_>>());
+        let col = |f: &dyn Fn(&Result_) -> f64| stat(&g.iter().map(|&x| f(x)).collect::<Vec<_>>());
         let (a, _) = col(&|x| x.mean_active);
         let (p1, p1s) = col(&|x| x.p1);
         let (p5, p5s) = col(&|x| x.p5);
