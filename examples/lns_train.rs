@@ -1133,7 +1133,8 @@ fn hf_diag(f: &Forest, w: &[f32], x: &[f32], n: usize, q: usize, step: usize, tq
         s > o
     };
     let mut seen = vec![false; rows];
-    let (mut pool_sum, mut pool_max, mut prop_sum, mut depth_sum) = (0usize, 0usize, 0usize, 0usize);
+    let (mut pool_sum, mut pool_max, mut prop_sum, mut depth_sum) =
+        (0usize, 0usize, 0usize, 0usize);
     let mut pool: Vec<u32> = Vec::new();
     for i in 0..n {
         let xi = &x[i * ST..i * ST + dim];
@@ -1152,7 +1153,11 @@ fn hf_diag(f: &Forest, w: &[f32], x: &[f32], n: usize, q: usize, step: usize, tq
                 let (h, o) = f.plane(t, node).expect("inner node");
                 parent = node;
                 depth += 1;
-                node = if side(h, o, xi) { l0 as usize } else { r0 as usize };
+                node = if side(h, o, xi) {
+                    l0 as usize
+                } else {
+                    r0 as usize
+                };
             };
             prop_sum += prop.len();
             depth_sum += depth;

@@ -19,7 +19,6 @@ use lshk::Status;
 
 #[test]
 fn closed_form_small_cases() {
-    let pi = std::f64::consts::PI;
     assert_eq!(simhash_bit_agreement(1.0), 1.0);
     assert_eq!(simhash_bit_agreement(-1.0), 0.0);
     assert_eq!(simhash_bit_agreement(0.0), 0.5);
@@ -27,7 +26,6 @@ fn closed_form_small_cases() {
     assert!((simhash_bit_agreement(0.5) - (1.0 - 1.0 / 3.0)).abs() < 1e-15);
     assert!((simhash_bit_agreement(-(0.5f64.sqrt())) - 0.25).abs() < 1e-15);
     assert!(simhash_bit_agreement(f64::NAN).is_nan());
-    let _ = pi;
     // p^K for one table, 1 - (1 - p)^L for one bit.
     assert_eq!(simhash_inclusion(0.5, 1, 1), 0.5);
     assert!((simhash_inclusion(0.5, 3, 1) - 0.125).abs() < 1e-16);
@@ -187,7 +185,7 @@ fn matches_the_oracle_for_every_transform_and_storage() {
                     .unwrap();
                 // Bound: each dot / norm is within hd * 2^-53 relative of
                 // the exact sums (the oracle likewise), so cos within
-                // eps = 4 hd 2^-53; p = 1 - acos(cos)/pi moves by at most
+                // eps = 4 hd 2^-52; p = 1 - acos(cos)/pi moves by at most
                 // sqrt(2 eps)/pi; P = 1-(1-p^K)^l by K l times that.
                 let hd = idx.hash_dim() as f64;
                 let eps = 4.0 * hd * f64::EPSILON;
