@@ -136,7 +136,7 @@ impl Index {
     /// with label-aware buckets, bad offsets, `q_stride < dim`, a table
     /// count `> L`), `BufferTooSmall` (`q`, `tables` or `out` too short),
     /// `IndexOutOfRange` (an id `>= rows`), `NonFinite` (a query value),
-    /// `SizeOverflow`. Thread-safe; allocates two small scratch vectors
+    /// `SizeOverflow`. Thread-safe; allocates four one-row scratch vectors
     /// per call.
     #[allow(clippy::too_many_arguments)]
     pub fn inclusion_probabilities(
