@@ -47,8 +47,40 @@
 //!     (shared by the batch, as in the seed's selective softmax).
 //!
 //!   Sampled methods: gathered logits (`matmul::WeightMatrix::matmul`),
-//!   `softmax_xent_in_place` over C u {y} (no correction), and
-//!   `train::rows_update_sgd` on those rows only.
+//!   `softmax_xent_in_place` over C u {y} (no correction unless
+//!   `--logq`), and `train::rows_update_sgd` on those rows only.
+//! * `--logq on` (or `both`: each sampled method without and with it):
+//!   the logQ (Horvitz-Thompson) correction of sampled softmax. Each
+//!   sampled negative's logit becomes `z_j - ln q_j`, `q_j` its
+//!   probability of being in the sample's negative set; the label's logit
+//!   is kept (it is always in the set, `q_y = 1`); the softmax
+//!   cross-entropy and its gradient are then taken over the corrected
+//!   logits (the gradient with respect to `z_j` is unchanged by the
+//!   shift, so the same rows get it). Then
+//!   `exp(z_y) + sum_{j in C} exp(z_j) / q_j` is an unbiased estimate of
+//!   the full softmax's partition sum when `q_j` is the exact inclusion
+//!   probability. `q_j` per method:
+//!   - `uniform`: `(S - 1) / (N - 1)` exactly (S - 1 distinct negatives
+//!     drawn uniformly from the N - 1 other classes);
+//!   - `unigram`: `1 - (1 - p_j)^T`, `p_j = count_j^0.75 / sum` and T the
+//!     number of draws this sample made (repeats and label draws
+//!     included). This is the usual approximation for sampling without
+//!     replacement by rejection (TensorFlow's `expected_count` with
+//!     `unique = True`): it treats the T draws as independent, whereas the
+//!     draws stop when S - 1 distinct negatives are in.
+//!   - `lsh-emb`, `lsh-label`: the seed's `1 - (1 - p^K)^l` with the
+//!     SimHash collision probability `p = 1 - θ/π`, θ the angle between
+//!     `[q, 1]` (the query: `[e_x, 1]` or `[w_y, 1]`) and `[w_j, b_j]` as the
+//!     index stores it (the rows as of the last rehash, which the buckets
+//!     hold), and `l` the number of tables whose buckets joined the set
+//!     (the whole-bucket walk's stop; L when it took them all), from
+//!     `Index::inclusion_probabilities` (`lshk::train_logq`). It is the
+//!     probability given `l` (the stop itself depends on the buckets), for
+//!     Gaussian planes and one bucket per code (K = 10 <= range_bits
+//!     here).
+//!
+//!   `q_j` is floored at 1e-30 (never reached in the runs measured).
+//!   `full` and `hf` have no sampling distribution and run without.
 //! * Rehashing (LSH methods): by default (`--rehash rebuild`) the index is
 //!   rebuilt from the current W (an owned copy: never a borrowed W across
 //!   updates) after 50 steps, then each interval is 1.25x the previous one
@@ -82,7 +114,15 @@
 //! `--heldout N`, `--methods a,b,..`, `--progress N` (steps between lines),
 //! `--rehash rebuild|incremental`, `--lambda X`, `--threads a,b,..`,
 //! `--opt sgd|adam`, `--adam-lr X`, `--hf-trees L`, `--hf-leaf B`,
-//! `--hf-q Q`, `--hf-rebuild T`, `--synthetic N`, `--planted C`.
+//! `--hf-q Q`, `--hf-rebuild T`, `--synthetic N`, `--planted C`,
+//! `--seeds a,b,..` (one run per seed; with more than one, a table of
+//! means ± standard deviations over the seeds follows; seed 0 gives the
+//! streams of the single-seed runs before this option: see `seeded`),
+//! `--logq off|on|both`, `--hf-diag on` (per forest rebuild period, what
+//! the forest queries cost: see `hf_diag`), `--hf-norm on` (build the HF
+//! trees over the unit rows `[w, b] / |[w, b]|`: the bisector of two unit
+//! rows passes through the origin, so a row's norm no longer decides its
+//! side; the pool is still ranked by cosine with the real rows).
 //!
 //! Prints `skipped: ../shared/data not found` when the data are absent.
 
@@ -127,8 +167,17 @@ struct Opts {
     hf_leaf: u32,
     hf_q: u32,
     hf_rebuild: usize,
+    /// `--hf-diag`: print what the forest queries cost (see `hf_diag`).
+    hf_diag: bool,
+    /// `--hf-norm`: build the trees over the unit rows.
+    hf_norm: bool,
     synthetic: usize,
     planted: usize,
+    /// `--seeds`: one run per seed of every method (see `seeded`).
+    seeds: Vec<u64>,
+    /// `--logq`: the runs without (false) and / or with (true) the logQ
+    /// correction.
+    logq: Vec<bool>,
 }
 
 fn opts() -> Opts {
@@ -155,8 +204,12 @@ fn opts() -> Opts {
         hf_leaf: 16,
         hf_q: 32,
         hf_rebuild: 100,
+        hf_diag: false,
+        hf_norm: false,
         synthetic: 0,
         planted: 4096,
+        seeds: vec![0],
+        logq: vec![false],
     };
     let a: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -202,8 +255,24 @@ fn opts() -> Opts {
             "--hf-leaf" => o.hf_leaf = n() as u32,
             "--hf-q" => o.hf_q = n() as u32,
             "--hf-rebuild" => o.hf_rebuild = n().max(1),
+            "--hf-diag" => o.hf_diag = v == "on",
+            "--hf-norm" => o.hf_norm = v == "on",
             "--synthetic" => o.synthetic = n(),
             "--planted" => o.planted = n().max(1),
+            "--seeds" => {
+                o.seeds = v
+                    .split(',')
+                    .map(|t| t.parse().expect("--seeds 0,1,2"))
+                    .collect()
+            }
+            "--logq" => {
+                o.logq = match v.as_str() {
+                    "off" => vec![false],
+                    "on" => vec![true],
+                    "both" => vec![false, true],
+                    x => panic!("--logq {x}: off, on or both"),
+                }
+            }
             x => panic!("unknown option {x} (see the header of examples/lns_train.rs)"),
         }
         i += 2;
@@ -279,6 +348,8 @@ struct Shared<'a> {
     /// Shuffled training pairs (centre, context).
     train: &'a [(u32, u32)],
     unigram: &'a Alias,
+    /// The unigram^0.75 sampling distribution (sums to 1).
+    unigram_p: &'a [f64],
     held: &'a common::Grouped,
     held_all: &'a common::Grouped,
     tier: Isa,
@@ -286,6 +357,8 @@ struct Shared<'a> {
 
 struct Result_ {
     name: String,
+    seed: u64,
+    logq: bool,
     threads: usize,
     steps: usize,
     train_s: f64,
@@ -365,14 +438,14 @@ fn fill_inputs(sh: &Shared, batch: &[(u32, u32)], xq: &mut [f32]) {
     }
 }
 
-fn build_index(sh: &Shared, w: &[f32], bias: &mut [f32], threads: usize) -> Index {
+fn build_index(sh: &Shared, w: &[f32], bias: &mut [f32], threads: usize, seed: u64) -> Index {
     for (r, b) in bias.iter_mut().enumerate() {
         *b = w[r * ST + D];
     }
     let p = IndexParams {
         bits: sh.o.k,
         tables: sh.o.l,
-        seed: 11,
+        seed: seeded(11, seed),
         storage: Storage::F32,
         transform: Transform::BiasAug,
         threads: threads as u32,
@@ -382,6 +455,15 @@ fn build_index(sh: &Shared, w: &[f32], bias: &mut [f32], threads: usize) -> Inde
 }
 
 const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// A run's stream seed: `base` for seed 0 (the single-seed runs of the
+/// earlier tables), `base ^ seed * GOLDEN` otherwise. `--seeds` changes
+/// W's initialisation, the shuffle of the training pairs, every sample's
+/// negatives (and LSH first table), the SimHash planes, the forest and
+/// the HF cap's draws; the held-out data stay the same.
+fn seeded(base: u64, seed: u64) -> u64 {
+    base ^ seed.wrapping_mul(GOLDEN)
+}
 
 /// What the candidate step of samples `b0..b1` reads.
 struct Cands<'a> {
@@ -394,6 +476,8 @@ struct Cands<'a> {
     codes: &'a [u32],
     /// HF: the batch's capped union `S(X)`.
     hf: &'a [u32],
+    /// `--seeds`: the run's seed.
+    seed: u64,
 }
 
 /// Per-thread scratch of the candidate step.
@@ -402,6 +486,9 @@ struct Scratch {
     stamp_id: u32,
     ids: Vec<u32>,
     lens: Vec<usize>,
+    /// Per sample, for the logQ correction: the tables whose buckets
+    /// joined the set (LSH) or the number of draws made (unigram).
+    draws: Vec<u32>,
 }
 
 impl Scratch {
@@ -411,6 +498,7 @@ impl Scratch {
             stamp_id: 0,
             ids: Vec::new(),
             lens: Vec::new(),
+            draws: Vec::new(),
         }
     }
 }
@@ -424,11 +512,13 @@ fn candidates(c: &Cands, b0: usize, b1: usize, s: &mut Scratch) {
     let (rows, cap, l) = (sh.rows, sh.o.s, sh.o.l as usize);
     s.ids.clear();
     s.lens.clear();
+    s.draws.clear();
     for b in b0..b1 {
         let y = c.batch[b].1;
         let mut rng = SplitMix64::new(
-            0x5EED ^ ((c.step * c.batch.len() + b) as u64 + 1).wrapping_mul(GOLDEN),
+            seeded(0x5EED, c.seed) ^ ((c.step * c.batch.len() + b) as u64 + 1).wrapping_mul(GOLDEN),
         );
+        let mut draws = 0u32;
         if s.stamp_id >= u32::MAX - 1 {
             s.stamp.fill(u32::MAX);
             s.stamp_id = 0;
@@ -442,6 +532,7 @@ fn candidates(c: &Cands, b0: usize, b1: usize, s: &mut Scratch) {
         match m {
             Method::Uniform | Method::Unigram => {
                 while ids.len() - start < cap {
+                    draws += 1;
                     let r = if m == Method::Uniform {
                         rng.below(rows as u64) as u32
                     } else {
@@ -461,6 +552,7 @@ fn candidates(c: &Cands, b0: usize, b1: usize, s: &mut Scratch) {
                 // One pass per bucket: its new rows are marked and
                 // appended; a bucket that overflows S is taken back (the
                 // stop between tables), so each entry's stamp is read once.
+                draws = l as u32;
                 for j in 0..l {
                     let t = (t0 + j) % l;
                     let bucket = tabs.bucket(t, fold_code(c.codes[b * l + t], rb));
@@ -476,6 +568,7 @@ fn candidates(c: &Cands, b0: usize, b1: usize, s: &mut Scratch) {
                             stamp[r as usize] = u32::MAX;
                         }
                         ids.truncate(mark);
+                        draws = j as u32;
                         break;
                     }
                 }
@@ -483,6 +576,7 @@ fn candidates(c: &Cands, b0: usize, b1: usize, s: &mut Scratch) {
             Method::Full => unreachable!(),
         }
         s.lens.push(ids.len() - start);
+        s.draws.push(draws);
     }
 }
 
@@ -495,11 +589,14 @@ fn adam_dense(w: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32], c: &AdamCo
     }
 }
 
-fn run(sh: &Shared, name: &str, th: usize) -> Result_ {
+fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
     let o = sh.o;
     let m = method(name);
+    // The logQ correction applies to the sampled methods with a sampling
+    // distribution (not to the full softmax, nor to HF).
+    let logq = logq && !matches!(m, Method::Full | Method::Hf);
     let (rows, nb, tier) = (sh.rows, o.batch, sh.tier);
-    let mut rng = SplitMix64::new(1234);
+    let mut rng = SplitMix64::new(seeded(1234, seed));
     let mut w = vec![0f32; rows * ST];
     for r in 0..rows {
         for v in &mut w[r * ST..r * ST + D] {
@@ -527,6 +624,11 @@ fn run(sh: &Shared, name: &str, th: usize) -> Result_ {
     let mut offsets: Vec<usize> = vec![0];
     let mut targets: Vec<f32> = Vec::new();
     let mut logits: Vec<f32> = Vec::new();
+    // logQ: per sample the tables taken (LSH) / draws made (unigram), and
+    // the LSH inclusion probabilities of the batch's candidates.
+    let mut draws: Vec<u32> = Vec::new();
+    let mut probs: Vec<f64> = Vec::new();
+    let mut floored = 0usize;
     let mut scratch: Vec<Scratch> = (0..th).map(|_| Scratch::new(rows)).collect();
     let mut codes = vec![0u32; nb * o.l as usize];
     let mut bias = vec![0f32; rows];
@@ -534,6 +636,8 @@ fn run(sh: &Shared, name: &str, th: usize) -> Result_ {
     let mut hf_parts: Vec<ForestResult> = (0..th).map(|_| ForestResult::default()).collect();
     let (mut hf_ids, mut hf_all, mut hf_counts) = (Vec::new(), Vec::new(), Vec::new());
     let mut hf_union_sum = 0f64;
+    // --hf-norm: the unit rows the forest is built over.
+    let mut wn: Vec<f32> = Vec::new();
     // Full softmax.
     let full = m == Method::Full;
     let (mut zf, mut tf, mut gt, mut xt, mut gw) = if full {
@@ -569,7 +673,7 @@ fn run(sh: &Shared, name: &str, th: usize) -> Result_ {
     // Seconds per phase: full softmax: logits, xent, transposes, G, W
     // update; sampled: candidates, logits, xent, update, dirty marks,
     // hashing the batch (within candidates).
-    let mut phase = [0f64; 6];
+    let mut phase = [0f64; 7];
     let mut cursor = 0usize;
     let t0 = Instant::now();
     for step in 0..o.steps {
@@ -682,7 +786,7 @@ fn run(sh: &Shared, name: &str, th: usize) -> Result_ {
             } else if lsh && (!o.incremental || !built) && step >= next_rebuild {
                 let t = Instant::now();
                 drop(index.take());
-                index = Some(build_index(sh, &w, &mut bias, th));
+                index = Some(build_index(sh, &w, &mut bias, th, seed));
                 rebuild_s += t.elapsed().as_secs_f64();
                 rebuilds += 1;
                 next_rebuild = step + interval.round() as usize;
@@ -691,17 +795,34 @@ fn run(sh: &Shared, name: &str, th: usize) -> Result_ {
                 }
             } else if m == Method::Hf && step % o.hf_rebuild == 0 {
                 let t = Instant::now();
+                // --hf-norm on: the trees are built over the unit rows
+                // [w, b] / |[w, b]| (the queries still rank the pool by
+                // cosine with the real W; module docs).
+                let wb: &[f32] = if o.hf_norm {
+                    wn.resize(w.len(), 0.0);
+                    for r in 0..rows {
+                        let row = &w[r * ST..r * ST + DA];
+                        let n = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt();
+                        let inv = if n > 0.0 { (1.0 / n) as f32 } else { 0.0 };
+                        for (d, &v) in wn[r * ST..r * ST + DA].iter_mut().zip(row) {
+                            *d = v * inv;
+                        }
+                    }
+                    &wn
+                } else {
+                    &w
+                };
                 match forest.as_mut() {
                     None => {
                         let p = ForestParams {
                             trees: o.hf_trees,
                             leaf_size: o.hf_leaf,
-                            seed: 7,
+                            seed: seeded(7, seed),
                             threads: th as u32,
                         };
-                        forest = Some(Forest::build(&w, rows, DA, ST, &p).expect("forest"));
+                        forest = Some(Forest::build(wb, rows, DA, ST, &p).expect("forest"));
                     }
-                    Some(f) => f.rebuild(&w, ST, None).expect("forest rebuild"),
+                    Some(f) => f.rebuild(wb, ST, None).expect("forest rebuild"),
                 }
                 rebuild_s += t.elapsed().as_secs_f64();
                 rebuilds += 1;
@@ -733,17 +854,23 @@ fn run(sh: &Shared, name: &str, th: usize) -> Result_ {
                 let mut parts: Vec<&mut [ForestResult]> =
                     hf_parts.chunks_mut(1).collect::<Vec<_>>();
                 parts.truncate(th);
+                let tq = Instant::now();
                 par_parts(parts, |k, r| {
                     let (b0, b1) = (bcuts[k], bcuts[k + 1]);
                     f.query(wr, ST, &xr[b0 * ST..], b1 - b0, ST, o.hf_q, &mut r[0])
                         .expect("forest query");
                 });
+                let tq = tq.elapsed().as_secs_f64();
+                let r = o.hf_rebuild;
+                if o.hf_diag && (step % r == 0 || step % r == r - 1 || step + 1 == o.steps) {
+                    hf_diag(f, &w, &xq, nb.min(32), o.hf_q as usize, step, tq);
+                }
                 hf_all.clear();
                 for p in &hf_parts {
                     hf_all.extend_from_slice(&p.ids);
                 }
-                let seed = step as u64;
-                union_capped(rows, &hf_all, o.s - 1, seed, &mut hf_ids, &mut hf_counts)
+                let useed = seeded(step as u64, seed);
+                union_capped(rows, &hf_all, o.s - 1, useed, &mut hf_ids, &mut hf_counts)
                     .expect("union");
                 let mut u = hf_counts.len();
                 // The uncapped union's size, for the report.
@@ -764,6 +891,7 @@ fn run(sh: &Shared, name: &str, th: usize) -> Result_ {
                 index: index.as_ref(),
                 codes: &codes,
                 hf: &hf_ids,
+                seed,
             };
             {
                 let parts: Vec<&mut [Scratch]> = scratch.chunks_mut(1).collect();
@@ -773,8 +901,10 @@ fn run(sh: &Shared, name: &str, th: usize) -> Result_ {
             }
             ids.clear();
             offsets.truncate(1);
+            draws.clear();
             for s in &scratch {
                 ids.extend_from_slice(&s.ids);
+                draws.extend_from_slice(&s.draws);
                 for &n in &s.lens {
                     offsets.push(offsets.last().copied().unwrap_or(0) + n);
                 }
@@ -806,6 +936,58 @@ fn run(sh: &Shared, name: &str, th: usize) -> Result_ {
                 .expect("gathered matmul");
             });
             phase[1] += tp.elapsed().as_secs_f64();
+            if logq {
+                // The logQ correction (module docs): z_j - log q_j for
+                // every sampled negative j (the label, first in its
+                // segment, is kept: it is always in the set).
+                let tp = Instant::now();
+                let nneg = (rows - 1) as f64;
+                match m {
+                    Method::Uniform => {
+                        for b in 0..nb {
+                            let (s0, s1) = (offsets[b], offsets[b + 1]);
+                            let lq = (((s1 - s0 - 1) as f64) / nneg).ln() as f32;
+                            logits[s0 + 1..s1].iter_mut().for_each(|z| *z -= lq);
+                        }
+                    }
+                    Method::Unigram => {
+                        for b in 0..nb {
+                            let t = draws[b] as f64;
+                            for j in offsets[b] + 1..offsets[b + 1] {
+                                let p = sh.unigram_p[ids[j] as usize];
+                                let q = -(t * (-p).ln_1p()).exp_m1();
+                                floored += (q < 1e-30) as usize;
+                                logits[j] -= q.max(1e-30).ln() as f32;
+                            }
+                        }
+                    }
+                    Method::LshEmb | Method::LshLabel => {
+                        let q: &[f32] = if m == Method::LshEmb { &xq } else { &lq };
+                        probs.resize(ids.len(), 0.0);
+                        index
+                            .as_ref()
+                            .expect("index")
+                            .inclusion_probabilities(
+                                q,
+                                nb,
+                                ST,
+                                &ids,
+                                &offsets,
+                                Some(&draws),
+                                &mut probs,
+                            )
+                            .expect("inclusion probabilities");
+                        for b in 0..nb {
+                            for j in offsets[b] + 1..offsets[b + 1] {
+                                floored += (probs[j] < 1e-30) as usize;
+                                logits[j] -= probs[j].max(1e-30).ln() as f32;
+                            }
+                        }
+                    }
+                    Method::Full | Method::Hf => unreachable!(),
+                }
+                phase[6] += tp.elapsed().as_secs_f64();
+            }
             let tp = Instant::now();
             train::softmax_xent_in_place(tier, th, &mut logits, &targets, &offsets, &mut loss)
                 .expect("xent");
@@ -858,14 +1040,22 @@ fn run(sh: &Shared, name: &str, th: usize) -> Result_ {
         println!(
             "  {name} ({th} thr) per step: candidates (incl. hashing the batch {:.2} ms / forest queries + union, not rebuilds) {:.2} ms, \
              gathered logits {:.2} ms, xent {:.2} ms, row update {:.2} ms, \
-             marking updated rows {:.2} ms, rebuilds {:.2} ms",
+             marking updated rows {:.2} ms, rebuilds {:.2} ms{}",
             ms(phase[5]),
             ms(phase[0]),
             ms(phase[1]),
             ms(phase[2]),
             ms(phase[3]),
             ms(phase[4]),
-            ms(rebuild_s)
+            ms(rebuild_s),
+            if logq {
+                format!(
+                    ", logQ correction {:.2} ms ({floored} q_j floored at 1e-30)",
+                    ms(phase[6])
+                )
+            } else {
+                String::new()
+            }
         );
     }
     if m == Method::Hf {
@@ -904,6 +1094,8 @@ fn run(sh: &Shared, name: &str, th: usize) -> Result_ {
     let (p1, p5, ll) = evaluate(sh, &w);
     Result_ {
         name: name.to_string(),
+        seed,
+        logq,
         threads: th,
         steps: o.steps,
         train_s,
@@ -915,6 +1107,113 @@ fn run(sh: &Shared, name: &str, th: usize) -> Result_ {
         p5,
         ll,
     }
+}
+
+/// `--hf-diag`: where the forest queries' time goes, printed for the
+/// first `n` samples of a batch. It replicates the walk of
+/// `lshk::forest` (its module documentation) through `Forest::tree` and
+/// `Forest::plane`: per tree, the proposal (the classes under the parent
+/// of the first node holding fewer than Q classes), the depth reached,
+/// and the pooled, deduplicated size that the query then ranks by cosine
+/// (one f64 dot product of `dim` with each row). Per tree it also counts
+/// the "lopsided" inner nodes: those with at least 4 Q classes whose
+/// smaller child holds fewer than Q (a walk that enters that child
+/// proposes the whole node). Not timed separately: `--hf-diag` runs add
+/// its time to the step time. Also the norms of the rows `[w, b]`.
+fn hf_diag(f: &Forest, w: &[f32], x: &[f32], n: usize, q: usize, step: usize, tq: f64) {
+    let trees = f.params().trees as usize;
+    let rows = f.rows();
+    let dim = f.dim();
+    let infos: Vec<_> = (0..trees).map(|t| f.tree(t)).collect();
+    let side = |h: &[f32], o: f64, xi: &[f32]| {
+        let mut s = 0f64;
+        for (&a, &b) in h.iter().zip(xi) {
+            s += a as f64 * b as f64;
+        }
+        s > o
+    };
+    let mut seen = vec![false; rows];
+    let (mut pool_sum, mut pool_max, mut prop_sum, mut depth_sum) =
+        (0usize, 0usize, 0usize, 0usize);
+    let mut pool: Vec<u32> = Vec::new();
+    for i in 0..n {
+        let xi = &x[i * ST..i * ST + dim];
+        pool.clear();
+        for (t, (perm, nodes)) in infos.iter().enumerate() {
+            let (mut node, mut parent, mut depth) = (0usize, 0usize, 0usize);
+            let prop = loop {
+                let (s0, e0, l0, r0) = nodes[node];
+                if ((e0 - s0) as usize) < q {
+                    let (ps, pe, _, _) = nodes[parent];
+                    break &perm[ps as usize..pe as usize];
+                }
+                if l0 == u32::MAX {
+                    break &perm[s0 as usize..e0 as usize];
+                }
+                let (h, o) = f.plane(t, node).expect("inner node");
+                parent = node;
+                depth += 1;
+                node = if side(h, o, xi) {
+                    l0 as usize
+                } else {
+                    r0 as usize
+                };
+            };
+            prop_sum += prop.len();
+            depth_sum += depth;
+            for &id in prop {
+                if !seen[id as usize] {
+                    seen[id as usize] = true;
+                    pool.push(id);
+                }
+            }
+        }
+        for &id in &pool {
+            seen[id as usize] = false;
+        }
+        pool_sum += pool.len();
+        pool_max = pool_max.max(pool.len());
+    }
+    let (mut lop, mut big, mut maxd) = (0usize, 0usize, 0usize);
+    for (_, nodes) in &infos {
+        let mut depth = vec![0usize; nodes.len()];
+        for (i, &(s0, e0, l0, r0)) in nodes.iter().enumerate() {
+            if l0 == u32::MAX {
+                maxd = maxd.max(depth[i]);
+                continue;
+            }
+            depth[l0 as usize] = depth[i] + 1;
+            depth[r0 as usize] = depth[i] + 1;
+            if ((e0 - s0) as usize) >= 4 * q {
+                big += 1;
+                let size = |c: u32| (nodes[c as usize].1 - nodes[c as usize].0) as usize;
+                if size(l0).min(size(r0)) < q {
+                    lop += 1;
+                }
+            }
+        }
+    }
+    let norms: Vec<f64> = (0..rows)
+        .map(|r| {
+            w[r * ST..r * ST + dim]
+                .iter()
+                .map(|&v| v as f64 * v as f64)
+                .sum::<f64>()
+                .sqrt()
+        })
+        .collect();
+    let nmean = norms.iter().sum::<f64>() / rows as f64;
+    let nmax = norms.iter().cloned().fold(0.0, f64::max);
+    let nmin = norms.iter().cloned().fold(f64::INFINITY, f64::min);
+    println!(
+        "  hf-diag step {step}: forest query {:.1} ms for the batch; per sample (first {n}): pool {:.0} \
+         (max {pool_max}), proposal per tree {:.0}, depth {:.1}; trees: {big} inner nodes >= 4Q, {lop} lopsided \
+         (smaller child < Q), max depth {maxd}; |[w, b]| min {nmin:.3} mean {nmean:.3} max {nmax:.3}",
+        tq * 1e3,
+        pool_sum as f64 / n as f64,
+        prop_sum as f64 / (n * trees) as f64,
+        depth_sum as f64 / (n * trees) as f64,
+    );
 }
 
 /// P@1, P@5 of the full layer's exact top-5 per held-out centre (all
@@ -1089,25 +1388,25 @@ fn main() {
         }
     };
     let (rows, emb, hp) = (task.rows, &task.emb, &task.held);
-    let mut train = task.train.clone();
     let erows = emb.len() / D;
     let mut count = vec![0f64; rows];
-    for &(_, y) in &train {
+    for &(_, y) in &task.train {
         count[y as usize] += 1.0;
     }
-    let unigram = Alias::new(&count.iter().map(|c| c.powf(0.75)).collect::<Vec<_>>());
-    SplitMix64::new(99).shuffle(&mut train);
-    train.truncate(o.pairs.max(1));
+    let upow: Vec<f64> = count.iter().map(|c| c.powf(0.75)).collect();
+    let unigram = Alias::new(&upow);
+    let usum: f64 = upow.iter().sum();
+    let unigram_p: Vec<f64> = upow.iter().map(|x| x / usum).collect();
     let held = common::group_pairs(hp, o.heldout, erows, rows, true);
     let held_all = common::group_pairs(hp, o.heldout, erows, rows, false);
     let tier = lshk::isa::active();
     println!(
-        "{}: {rows} classes x {D} (+ bias); {} training pairs used (shuffled, seed 99), \
+        "{}: {rows} classes x {D} (+ bias); {} training pairs used (shuffled, seed 99 ^ seed), \
          {} steps of B = {}, {}; held-out: {} pairs -> {} centres; S = {} ({:.1} % of the classes); \
          LSH SimHash K = {} L = {} (BiasAug), {}; \
-         tier {tier:?}, threads {:?}; data in {:.1} s",
+         tier {tier:?}, threads {:?}, seeds {:?}, logQ {:?}; data in {:.1} s",
         task.name,
-        train.len(),
+        task.train.len().min(o.pairs.max(1)),
         o.steps,
         o.batch,
         if o.adam {
@@ -1131,43 +1430,64 @@ fn main() {
             "rebuilt at step 0, 50, then intervals x1.25".to_string()
         },
         o.threads,
+        o.seeds,
+        o.logq,
         t0.elapsed().as_secs_f64()
     );
-    let sh = Shared {
-        o: &o,
-        rows,
-        emb,
-        train: &train,
-        unigram: &unigram,
-        held: &held,
-        held_all: &held_all,
-        tier,
-    };
     let mut res = Vec::new();
-    for &th in &o.threads {
-        for name in &o.methods {
-            let r = run(&sh, name, th);
-            println!(
-                "{:>9} ({th} thr): P@1 {:.4}  P@5 {:.4}  held-out LL {:.4}  train {:.2} s for {} steps",
-                r.name, r.p1, r.p5, r.ll, r.train_s, r.steps
-            );
-            res.push(r);
+    for &seed in &o.seeds {
+        let mut train = task.train.clone();
+        SplitMix64::new(seeded(99, seed)).shuffle(&mut train);
+        train.truncate(o.pairs.max(1));
+        let sh = Shared {
+            o: &o,
+            rows,
+            emb,
+            train: &train,
+            unigram: &unigram,
+            unigram_p: &unigram_p,
+            held: &held,
+            held_all: &held_all,
+            tier,
+        };
+        for &th in &o.threads {
+            for &lq in &o.logq {
+                for name in &o.methods {
+                    if lq && matches!(name.as_str(), "full" | "hf") && o.logq.len() > 1 {
+                        continue; // no sampling distribution: once, without
+                    }
+                    let r = run(&sh, name, th, seed, lq);
+                    println!(
+                        "{:>9} ({th} thr, seed {seed}, logQ {}): P@1 {:.4}  P@5 {:.4}  held-out LL {:.4}  train {:.2} s for {} steps",
+                        r.name,
+                        if r.logq { "on" } else { "off" },
+                        r.p1,
+                        r.p5,
+                        r.ll,
+                        r.train_s,
+                        r.steps
+                    );
+                    res.push(r);
+                }
+            }
         }
     }
     let steps_epoch = task.epoch_pairs.div_ceil(o.batch);
     println!(
-        "\n| method | threads | active/sample | P@1 | P@5 | held-out LL | last train loss | ms/step | s/epoch (extrap.) | vs full (same threads) | rebuilds (s) |"
+        "\n| method | logQ | seed | threads | active/sample | P@1 | P@5 | held-out LL | last train loss | ms/step | s/epoch (extrap.) | vs full (same threads, seed) | rebuilds (s) |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &res {
         let per = r.train_s / r.steps as f64;
         let full_t = res
             .iter()
-            .find(|f| f.name == "full" && f.threads == r.threads)
+            .find(|f| f.name == "full" && f.threads == r.threads && f.seed == r.seed)
             .map(|f| f.train_s / f.steps as f64);
         println!(
-            "| {} | {} | {:.0} | {:.4} | {:.4} | {:.4} | {:.4} | {:.2} | {:.0} | {} | {} ({:.2}) |",
+            "| {} | {} | {} | {} | {:.0} | {:.4} | {:.4} | {:.4} | {:.4} | {:.2} | {:.0} | {} | {} ({:.2}) |",
             r.name,
+            if r.logq { "on" } else { "off" },
+            r.seed,
             r.threads,
             r.mean_active,
             r.p1,
@@ -1181,9 +1501,56 @@ fn main() {
             r.rebuild_s
         );
     }
+    if o.seeds.len() > 1 {
+        summary(&res);
+    }
     println!(
         "\n(epoch = {} pairs = {steps_epoch} steps; total {:.1} s)",
         task.epoch_pairs,
         t0.elapsed().as_secs_f64()
     );
+}
+
+/// Mean ± sample standard deviation over the seeds, per method, logQ
+/// setting and thread count (in the order of the runs).
+fn summary(res: &[Result_]) {
+    let stat = |v: &[f64]| {
+        let n = v.len() as f64;
+        let m = v.iter().sum::<f64>() / n;
+        let sd = if v.len() > 1 {
+            (v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0)).sqrt()
+        } else {
+            0.0
+        };
+        (m, sd)
+    };
+    println!(
+        "\nOver the seeds (mean ± sd):\n\n| method | logQ | threads | seeds | active/sample | P@1 | P@5 | held-out LL | ms/step |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    let mut seen: Vec<(&str, bool, usize)> = Vec::new();
+    for r in res {
+        let key = (r.name.as_str(), r.logq, r.threads);
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let g: Vec<&Result_> = res
+            .iter()
+            .filter(|x| (x.name.as_str(), x.logq, x.threads) == key)
+            .collect();
+        let col = |f: &dyn Fn(&Result_) -> f64| stat(&g.iter().map(|&x| f(x)).collect::<Vec<_>>());
+        let (a, _) = col(&|x| x.mean_active);
+        let (p1, p1s) = col(&|x| x.p1);
+        let (p5, p5s) = col(&|x| x.p5);
+        let (ll, lls) = col(&|x| x.ll);
+        let (t, ts) = col(&|x| x.train_s * 1e3 / x.steps as f64);
+        println!(
+            "| {} | {} | {} | {} | {a:.0} | {p1:.4} ± {p1s:.4} | {p5:.4} ± {p5s:.4} | {ll:.4} ± {lls:.4} | {t:.2} ± {ts:.2} |",
+            r.name,
+            if r.logq { "on" } else { "off" },
+            r.threads,
+            g.len()
+        );
+    }
 }

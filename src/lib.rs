@@ -58,6 +58,8 @@ pub mod rng;
 pub mod tables;
 /// cbindgen:ignore
 pub mod train;
+/// cbindgen:ignore
+pub mod train_logq;
 
 pub mod ffi;
 

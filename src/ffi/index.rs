@@ -252,7 +252,7 @@ fn new_handle(idx: Index) -> *mut lshk_index {
     .cast()
 }
 
-unsafe fn index_ref<'a>(h: *const lshk_index) -> Result<&'a IndexHandle> {
+pub(crate) unsafe fn index_ref<'a>(h: *const lshk_index) -> Result<&'a IndexHandle> {
     // SAFETY: forwarded caller contract (h is NULL or from lshk).
     unsafe { handle_ref::<IndexHandle>(slot(h), "idx") }
 }

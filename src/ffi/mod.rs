@@ -25,6 +25,7 @@ pub mod matmul;
 pub mod simhash;
 pub mod tables;
 pub mod train;
+pub mod train_logq;
 
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -439,7 +439,7 @@ fn norm(v: &[f32]) -> f64 {
 
 /// Writes the transformed row of `w` (bias `b`) into `out` (hash_dim long).
 #[inline]
-fn transform_row(t: Transform, w: &[f32], b: f32, inv_u: f64, out: &mut [f32]) {
+pub(crate) fn transform_row(t: Transform, w: &[f32], b: f32, inv_u: f64, out: &mut [f32]) {
     let d = w.len();
     match t {
         Transform::None => out.copy_from_slice(w),

@@ -76,6 +76,7 @@ mod ivf;
 mod kernels;
 mod tables;
 mod train;
+mod train_logq;
 
 use forest::*;
 use graph::*;
@@ -88,6 +89,7 @@ use ivf::*;
 use kernels::*;
 use tables::*;
 use train::*;
+use train_logq::*;
 
 use lshk::ffi::graph::*;
 use lshk::ffi::hrr::*;
@@ -300,6 +302,10 @@ const TARGETS: &[Target] = &[
             fuzz_index_graph_query(c, &e.gidx);
         }
         "index graph"
+    }),
+    (1, |c, e| {
+        fuzz_inclusion_prob(c, &e.idx);
+        "inclusion prob"
     }),
 ];
 
