@@ -202,4 +202,42 @@ fn every_public_function_has_cases_that_run() {
         missing.is_empty(),
         "public functions without a single bad-input case that ran: {missing:?}"
     );
+    // The figures the documents quote are the ones counted here (they went
+    // stale twice when entry points were added on parallel branches).
+    let thousands = |n: usize| {
+        let s = n.to_string();
+        let mut o = String::new();
+        for (i, c) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i) % 3 == 0 {
+                o.push(',');
+            }
+            o.push(c);
+        }
+        o
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (doc, want) in [
+        (
+            "docs/hardening.md",
+            format!(
+                "There are {} cases over the {} functions.",
+                thousands(total),
+                cases.len()
+            ),
+        ),
+        (
+            "README.md",
+            format!(
+                "{} bad-input cases over the {} functions",
+                thousands(total),
+                cases.len()
+            ),
+        ),
+    ] {
+        let text = std::fs::read_to_string(root.join(doc)).expect("read doc");
+        assert!(
+            text.contains(&want),
+            "{doc} must quote the counted figure: \"{want}\""
+        );
+    }
 }
