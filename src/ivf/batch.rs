@@ -13,7 +13,9 @@
 //!    query picks its lists as alone; the (list, query) pairs are then
 //!    visited list by list, so the queries that probe the same list score
 //!    its codes back to back and all but the first read them from L1/L2.
-//!    Each query's scores land in its own segment in list order, as alone.
+//!    A list's scores go straight into the query's running top `r` (a
+//!    heap of at most `rerank` entries), so the pass keeps no per-row
+//!    buffer: its working set is one list's codes plus 64 small heaps.
 //!
 //! Then each query re-ranks and selects its top `k` as alone. Adaptive
 //! selection (`reach > 0`: which list comes next depends on the scores of
@@ -22,12 +24,15 @@
 //!
 //! **Results are bit-identical to answering the queries one at a time**:
 //! every row's int8 score is the same integer dot product and the same f32
-//! epilogue whichever run it is part of ([`crate::kernels::qdot`]), each
-//! query's candidates arrive in the same order, and the rest is the
-//! single-query code. `tests/ivf_batch.rs` checks this on every tier, for
+//! epilogue whichever run it is part of ([`crate::kernels::qdot`]), the
+//! candidates kept are the best `r` by (score, position) under a total
+//! order whichever order they are offered in ([`topk_offer`] is the
+//! single-query selection's own loop), and the rest is the single-query
+//! code. `tests/ivf_batch.rs` checks this on every tier, for
 //! every code kind, selection and label-trained lists.
 
 use super::*;
+use crate::matmul::{topk_drain, topk_offer};
 
 /// Queries answered together.
 pub(super) const BATCH: usize = 64;
@@ -52,12 +57,12 @@ pub(crate) struct Batch {
     nsel: Vec<usize>,
     /// `(list << 32) | query`, sorted: the shared pass's order.
     pairs: Vec<u64>,
-    /// Start of each query's segment of `approx` / `pos` (`nb + 1`).
-    off: Vec<usize>,
-    /// Where the next list of each query goes.
-    fill: Vec<usize>,
-    approx: Vec<f32>,
-    pos: Vec<u32>,
+    /// Rows each query scans.
+    n: Vec<usize>,
+    /// Each query's running top `r` (or `k`), a heap ([`topk_offer`]).
+    heaps: Vec<Vec<(f32, u32)>>,
+    /// One list's scores.
+    tmp: Vec<f32>,
 }
 
 impl Ivf {
@@ -114,7 +119,11 @@ impl Ivf {
         // Per query: the list estimates, then either its whole search
         // (adaptive selection, 4-bit or exact first pass) or its lists for
         // the shared pass.
-        let shared = sp.reach == 0.0 && self.codes.is_some();
+        // The shared pass: int8 codes, fixed selection, and not the one
+        // case whose selection needs every score at once (label-trained
+        // lists without re-ranking: each id once, `topk_unique`).
+        let shared =
+            sp.reach == 0.0 && self.codes.is_some() && !(self.labels.is_some() && sp.rerank == 0);
         let nprobe = (sp.nprobe as usize).min(nlist);
         if s.qq.as_ref().is_none_or(|x| x.dim_pad() != dp) {
             s.qq = Some(QQuery::new(dp).expect("dim_pad of stored codes is valid"));
@@ -152,60 +161,63 @@ impl Ivf {
         }
 
         if shared {
-            // 2. The list rows, list by list.
+            // 2. The list rows, list by list, each query's scores offered
+            // to its running top `r` (re-rank candidates by position) or
+            // top `k` (by id, no re-rank) as they come: `topk_offer` over
+            // the pieces gives exactly what the single-query path selects
+            // from all of them.
             b.pairs.clear();
-            grow(&mut b.off, nb + 1);
-            b.off[0] = 0;
+            grow(&mut b.n, nb);
+            let mut longest = 0;
             for i in 0..nb {
                 let mut n = 0;
                 for &l in &b.lists[i * nprobe..i * nprobe + b.nsel[i]] {
                     let l = l as usize;
-                    n += (self.offsets[l + 1] - self.offsets[l]) as usize;
+                    let len = (self.offsets[l + 1] - self.offsets[l]) as usize;
+                    n += len;
+                    longest = longest.max(len);
                     b.pairs.push(((l as u64) << 32) | i as u64);
                 }
-                b.off[i + 1] = b.off[i] + n;
+                b.n[i] = n;
                 st.lists += b.nsel[i] as u64;
+                st.scanned += n as u64;
             }
             b.pairs.sort_unstable();
-            let total = b.off[nb];
-            grow(&mut b.approx, total);
-            grow(&mut b.pos, total);
-            grow(&mut b.fill, nb);
-            b.fill[..nb].copy_from_slice(&b.off[..nb]);
+            while b.heaps.len() < nb {
+                b.heaps.push(Vec::new());
+            }
+            for h in &mut b.heaps[..nb] {
+                h.clear();
+            }
+            grow(&mut b.tmp, longest);
+            let rerank = sp.rerank > 0;
             for &pr in &b.pairs {
                 let (l, i) = ((pr >> 32) as usize, pr as u32 as usize);
                 let (a, e) = (self.offsets[l] as usize, self.offsets[l + 1] as usize);
-                let at = b.fill[i];
-                self.score_rows(
-                    tier,
-                    v,
-                    query(i),
-                    Some(&b.qq[i]),
-                    a,
-                    e,
-                    &mut b.approx[at..at + (e - a)],
-                );
-                for (d, p) in b.pos[at..at + (e - a)].iter_mut().zip(a as u32..) {
-                    *d = p;
+                let sc = &mut b.tmp[..e - a];
+                self.score_rows(tier, v, query(i), Some(&b.qq[i]), a, e, sc);
+                if rerank {
+                    let r = rerank_len(sp, k, b.n[i]);
+                    topk_offer(sc, |j| (a + j) as u32, r, &mut b.heaps[i]);
+                } else {
+                    topk_offer(sc, |j| self.ids[a + j], k, &mut b.heaps[i]);
                 }
-                b.fill[i] = at + (e - a);
             }
             // 3. Per query: re-rank and top k.
             for i in 0..nb {
-                let (a, e) = (b.off[i], b.off[i + 1]);
-                st.scanned += (e - a) as u64;
-                self.finish(
-                    tier,
-                    query(i),
-                    k,
-                    sp,
-                    &b.approx[a..e],
-                    &mut b.pos[a..e],
-                    s,
+                let (oi, os) = (
                     &mut out_ids[i * k..(i + 1) * k],
                     &mut out_scores[i * k..(i + 1) * k],
-                    st,
                 );
+                if rerank {
+                    let r = rerank_len(sp, k, b.n[i]);
+                    grow(&mut s.cand, r);
+                    grow(&mut s.cand_sc, r);
+                    topk_drain(&mut b.heaps[i], &mut s.cand[..r], &mut s.cand_sc[..r]);
+                    self.rerank(tier, query(i), k, r, s, oi, os, st);
+                } else {
+                    topk_drain(&mut b.heaps[i], oi, os);
+                }
             }
         }
         s.batch = b;

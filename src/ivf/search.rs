@@ -13,8 +13,8 @@ pub(super) struct Scratch {
     pub(super) qq: Option<QQuery>,
     approx: Vec<f32>,
     pos: Vec<u32>,
-    cand: Vec<u32>,
-    cand_sc: Vec<f32>,
+    pub(super) cand: Vec<u32>,
+    pub(super) cand_sc: Vec<f32>,
     cand_ids: Vec<u32>,
     exact: Vec<f32>,
     heap: Vec<(f32, u32)>,
@@ -76,6 +76,13 @@ pub(super) fn keep_first_per_id(
         }
     }
     j
+}
+
+/// How many approximate candidates of a query with `n` are re-ranked: at
+/// least `k`, never more than there are candidates (a huge rerank must not
+/// size the scratch).
+pub(super) fn rerank_len(sp: &SearchParams, k: usize, n: usize) -> usize {
+    (sp.rerank as usize).max(k).min(n.max(k))
 }
 
 /// `|q|`, summed in order in f32 (the same expression for every path).
@@ -422,9 +429,7 @@ impl Ivf {
             }
             return;
         }
-        // At least k; never more than there are candidates (a huge rerank
-        // must not size the scratch).
-        let r = (sp.rerank as usize).max(k).min(n.max(k));
+        let r = rerank_len(sp, k, n);
         grow(&mut s.cand, r);
         grow(&mut s.cand_sc, r);
         topk_segment(
@@ -435,6 +440,24 @@ impl Ivf {
             &mut s.cand[..r],
             &mut s.cand_sc[..r],
         );
+        self.rerank(tier, q, k, r, s, out_ids, out_scores, st);
+    }
+
+    /// Re-scores the `r` best approximate candidates `s.cand[..r]`
+    /// (positions, best first, padded with [`TOPK_PAD_ID`]) exactly and
+    /// writes the top `k`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn rerank(
+        &self,
+        tier: Isa,
+        q: &[f32],
+        k: usize,
+        r: usize,
+        s: &mut Scratch,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+        st: &mut SearchStats,
+    ) {
         let mut m = s.cand[..r]
             .iter()
             .take_while(|&&p| p != TOPK_PAD_ID)
