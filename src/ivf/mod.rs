@@ -68,6 +68,7 @@ use crate::pq4::Pq4Lut;
 use crate::qdot::{self, QQuery, QRows, Variant};
 use crate::rng::SplitMix64;
 
+mod batch;
 mod build;
 mod calibrate;
 mod file;

@@ -2,18 +2,19 @@
 //! int8 / PQ4 scoring of the visited lists, exact re-ranking (module docs
 //! of `ivf`).
 
+use super::batch::BATCH;
 use super::*;
 
 #[derive(Default)]
 pub(super) struct Scratch {
     pub(super) cscore: Vec<f32>,
-    lists: Vec<u32>,
+    pub(super) lists: Vec<u32>,
     lscore: Vec<f32>,
-    qq: Option<QQuery>,
+    pub(super) qq: Option<QQuery>,
     approx: Vec<f32>,
     pos: Vec<u32>,
-    cand: Vec<u32>,
-    cand_sc: Vec<f32>,
+    pub(super) cand: Vec<u32>,
+    pub(super) cand_sc: Vec<f32>,
     cand_ids: Vec<u32>,
     exact: Vec<f32>,
     heap: Vec<(f32, u32)>,
@@ -25,6 +26,8 @@ pub(super) struct Scratch {
     lut: Option<Pq4Lut>,
     /// `<[q, 1], c_l>` per list before the spread term ([`Codes::Pq4`]).
     cbase: Vec<f32>,
+    /// The scratch of [`Ivf::search_batch`] (taken out while it runs).
+    pub(super) batch: super::batch::Batch,
 }
 
 thread_local! {
@@ -73,6 +76,18 @@ pub(super) fn keep_first_per_id(
         }
     }
     j
+}
+
+/// How many approximate candidates of a query with `n` are re-ranked: at
+/// least `k`, never more than there are candidates (a huge rerank must not
+/// size the scratch).
+pub(super) fn rerank_len(sp: &SearchParams, k: usize, n: usize) -> usize {
+    (sp.rerank as usize).max(k).min(n.max(k))
+}
+
+/// `|q|`, summed in order in f32 (the same expression for every path).
+pub(super) fn norm(q: &[f32]) -> f32 {
+    q.iter().map(|&v| v * v).sum::<f32>().sqrt()
 }
 
 /// Larger score first, then smaller id (list ranking).
@@ -229,6 +244,26 @@ impl Ivf {
         if k > 0 {
             SCRATCH.with(|s| {
                 let mut s = s.borrow_mut();
+                if nq >= 2 {
+                    // Blocks of queries share their passes over the
+                    // centroids and lists (module `batch`); same results.
+                    for a in (0..nq).step_by(BATCH) {
+                        let nb = BATCH.min(nq - a);
+                        self.search_batch(
+                            tier,
+                            &q[a * q_stride..],
+                            nb,
+                            q_stride,
+                            k,
+                            sp,
+                            &mut s,
+                            &mut out_ids[a * k..(a + nb) * k],
+                            &mut out_scores[a * k..(a + nb) * k],
+                            &mut st,
+                        );
+                    }
+                    return;
+                }
                 for i in 0..nq {
                     self.search_one(
                         tier,
@@ -267,7 +302,17 @@ impl Ivf {
         self.cq
             .score_run_with(v, 0, nlist, qq, None, &mut s.cscore[..nlist])
             .expect("centroid run");
-        let qn = q.iter().map(|&v| v * v).sum::<f32>().sqrt();
+        let qn = norm(q);
+        self.finish_estimates(q, qn, s);
+        qn
+    }
+
+    /// The rest of [`Ivf::list_estimates`] once `s.cscore[..nlist]` holds
+    /// the centroids' int8 scores `<q, c_l>` of the query `q` (norm `qn`):
+    /// adds the list bias and spread terms, and with [`Codes::Pq4`] sets the
+    /// query's tables and `s.cbase`.
+    pub(super) fn finish_estimates(&self, q: &[f32], qn: f32, s: &mut Scratch) {
+        let nlist = self.nlist;
         if let Some(pq) = &self.pq {
             // The list constants of the residual scores, and the query's
             // tables (once per query, shared by every list).
@@ -292,7 +337,6 @@ impl Ivf {
         for ((c, b), t) in cs.iter_mut().zip(&self.cbias).zip(&self.spread) {
             *c += b + qn * t;
         }
-        qn
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -307,49 +351,113 @@ impl Ivf {
         out_scores: &mut [f32],
         st: &mut SearchStats,
     ) {
-        let nlist = self.nlist;
-        let nprobe = (sp.nprobe as usize).min(nlist);
         let v = Variant::of(tier).expect("tier checked");
         let qn = self.list_estimates(v, q, s);
+        self.visit_and_finish(tier, v, q, qn, k, sp, s, out_ids, out_scores, st);
+    }
+
+    /// With the list estimates of `q` in `s` ([`Ivf::list_estimates`]):
+    /// visits its lists, scores their rows and writes its top `k`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn visit_and_finish(
+        &self,
+        tier: Isa,
+        v: Variant,
+        q: &[f32],
+        qn: f32,
+        k: usize,
+        sp: &SearchParams,
+        s: &mut Scratch,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+        st: &mut SearchStats,
+    ) {
+        let nprobe = (sp.nprobe as usize).min(self.nlist);
         let n = if sp.reach > 0.0 {
             self.visit_adaptive(tier, v, q, qn, k, nprobe, sp.reach, s, st)
         } else {
             self.visit_fixed(tier, v, q, nprobe, s, st)
         };
         st.scanned += n as u64;
+        let approx = std::mem::take(&mut s.approx);
+        let mut pos = std::mem::take(&mut s.pos);
+        self.finish(
+            tier,
+            q,
+            k,
+            sp,
+            &approx[..n],
+            &mut pos[..n],
+            s,
+            out_ids,
+            out_scores,
+            st,
+        );
+        s.approx = approx;
+        s.pos = pos;
+    }
+
+    /// The top `k` of one query from the approximate scores `approx` of
+    /// the rows at positions `pos` it visited (list order): re-ranked
+    /// exactly unless `sp.rerank` is 0 or the scores are exact. `pos` is
+    /// overwritten. Uses the rest of `s` as scratch.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn finish(
+        &self,
+        tier: Isa,
+        q: &[f32],
+        k: usize,
+        sp: &SearchParams,
+        approx: &[f32],
+        pos: &mut [u32],
+        s: &mut Scratch,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+        st: &mut SearchStats,
+    ) {
+        let n = approx.len();
         if (self.codes.is_none() && self.pq.is_none()) || sp.rerank == 0 {
             // Exact scores (Codes::None) or approximate ones returned as
             // they are.
-            for p in s.pos[..n].iter_mut() {
+            for p in pos.iter_mut() {
                 *p = self.ids[*p as usize];
             }
             if self.labels.is_none() {
-                topk_segment(
-                    &s.approx[..n],
-                    Some(&s.pos[..n]),
-                    k,
-                    &mut s.heap,
-                    out_ids,
-                    out_scores,
-                );
+                topk_segment(approx, Some(pos), k, &mut s.heap, out_ids, out_scores);
             } else {
-                self.topk_unique(n, k, s, out_ids, out_scores);
+                self.topk_unique(approx, pos, k, s, out_ids, out_scores);
             }
             return;
         }
-        // At least k; never more than there are candidates (a huge rerank
-        // must not size the scratch).
-        let r = (sp.rerank as usize).max(k).min(n.max(k));
+        let r = rerank_len(sp, k, n);
         grow(&mut s.cand, r);
         grow(&mut s.cand_sc, r);
         topk_segment(
-            &s.approx[..n],
-            Some(&s.pos[..n]),
+            approx,
+            Some(pos),
             r,
             &mut s.heap,
             &mut s.cand[..r],
             &mut s.cand_sc[..r],
         );
+        self.rerank(tier, q, k, r, s, out_ids, out_scores, st);
+    }
+
+    /// Re-scores the `r` best approximate candidates `s.cand[..r]`
+    /// (positions, best first, padded with [`TOPK_PAD_ID`]) exactly and
+    /// writes the top `k`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn rerank(
+        &self,
+        tier: Isa,
+        q: &[f32],
+        k: usize,
+        r: usize,
+        s: &mut Scratch,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+        st: &mut SearchStats,
+    ) {
         let mut m = s.cand[..r]
             .iter()
             .take_while(|&&p| p != TOPK_PAD_ID)
@@ -379,24 +487,26 @@ impl Ivf {
         })
     }
 
-    /// The top-`k` of `s.approx[..n]` by the ids in `s.pos[..n]`, each id
-    /// once (label-trained lists may hold a row twice): the best `r`
-    /// entries, `r` doubled until they hold `k` distinct ids or every entry.
+    /// The top-`k` of `approx` by the ids in `ids`, each id once
+    /// (label-trained lists may hold a row twice): the best `r` entries, `r`
+    /// doubled until they hold `k` distinct ids or every entry.
     fn topk_unique(
         &self,
-        n: usize,
+        approx: &[f32],
+        ids: &[u32],
         k: usize,
         s: &mut Scratch,
         out_ids: &mut [u32],
         out_scores: &mut [f32],
     ) {
+        let n = approx.len();
         let mut r = (2 * k).min(n).max(1);
         loop {
             grow(&mut s.cand, r);
             grow(&mut s.cand_sc, r);
             topk_segment(
-                &s.approx[..n],
-                Some(&s.pos[..n]),
+                approx,
+                Some(ids),
                 r,
                 &mut s.heap,
                 &mut s.cand[..r],
@@ -434,18 +544,12 @@ impl Ivf {
         let len = b - a;
         grow(&mut s.approx, n + len);
         grow(&mut s.pos, n + len);
-        let bias = (!self.bias_pos.is_empty()).then(|| &self.bias_pos[a..b]);
         let out = &mut s.approx[n..n + len];
         match (&self.codes, &self.pq) {
-            (Some(codes), _) => {
-                let qq = s.qq.as_ref().expect("query quantised");
-                codes
-                    .score_run_with(v, a, len, qq, bias, out)
-                    .expect("runs lie within the stored rows");
-            }
             (None, Some(pq)) => {
                 // One run per list: each starts on its own block and adds
                 // its own centroid's score.
+                let bias = (!self.bias_pos.is_empty()).then(|| &self.bias_pos[a..b]);
                 let lut = s.lut.as_ref().expect("tables set");
                 for l in l0..l1 {
                     let (la, lb) = (
@@ -462,6 +566,40 @@ impl Ivf {
                     );
                 }
             }
+            _ => self.score_rows(tier, v, q, s.qq.as_ref(), a, b, out),
+        }
+        for (d, p) in s.pos[n..n + len].iter_mut().zip(a as u32..) {
+            *d = p;
+        }
+        len
+    }
+
+    /// Scores the stored rows at positions `a..b` into `out[..b - a]`:
+    /// from the int8 codes with the quantised query `qq` ([`Codes::I8`]),
+    /// or exactly from the owned f32 copy with `q` ([`Codes::None`]). Not
+    /// for [`Codes::Pq4`] (its scores need the query's tables).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn score_rows(
+        &self,
+        tier: Isa,
+        v: Variant,
+        q: &[f32],
+        qq: Option<&QQuery>,
+        a: usize,
+        b: usize,
+        out: &mut [f32],
+    ) {
+        let len = b - a;
+        let out = &mut out[..len];
+        let bias = (!self.bias_pos.is_empty()).then(|| &self.bias_pos[a..b]);
+        match (&self.codes, &self.pq) {
+            (Some(codes), _) => {
+                let qq = qq.expect("query quantised");
+                codes
+                    .score_run_with(v, a, len, qq, bias, out)
+                    .expect("runs lie within the stored rows");
+            }
+            (None, Some(_)) => unreachable!("4-bit codes are scored by scan_lists"),
             (None, None) => {
                 let Exact::Owned(rows) = &self.exact else {
                     unreachable!("codes None always owns its rows")
@@ -492,10 +630,6 @@ impl Ivf {
                 }
             }
         }
-        for (d, p) in s.pos[n..n + len].iter_mut().zip(a as u32..) {
-            *d = p;
-        }
-        len
     }
 
     /// Fixed selection: the `nprobe` best lists by `s.cscore`, scanned in
@@ -511,6 +645,25 @@ impl Ivf {
         s: &mut Scratch,
         st: &mut SearchStats,
     ) -> usize {
+        let nsel = self.select_fixed(nprobe, s);
+        let mut n = 0;
+        let mut i = 0;
+        while i < nsel {
+            let mut j = i + 1;
+            while j < nsel && s.lists[j] == s.lists[j - 1] + 1 {
+                j += 1;
+            }
+            st.lists += (j - i) as u64;
+            let (l0, l1) = (s.lists[i] as usize, s.lists[j - 1] as usize + 1);
+            i = j;
+            n += self.scan_lists(tier, v, q, l0, l1, s, n);
+        }
+        n
+    }
+
+    /// The `nprobe` best lists by `s.cscore` (ties by smaller id) into
+    /// `s.lists`, in id order; returns how many there are.
+    pub(super) fn select_fixed(&self, nprobe: usize, s: &mut Scratch) -> usize {
         let nlist = self.nlist;
         grow(&mut s.lists, nprobe);
         grow(&mut s.lscore, nprobe);
@@ -537,19 +690,10 @@ impl Ivf {
             }
         }
         s.lists[..nprobe].sort_unstable();
-        let mut n = 0;
-        let mut i = 0;
-        while i < nprobe && s.lists[i] != TOPK_PAD_ID {
-            let mut j = i + 1;
-            while j < nprobe && s.lists[j] == s.lists[j - 1] + 1 {
-                j += 1;
-            }
-            st.lists += (j - i) as u64;
-            let (l0, l1) = (s.lists[i] as usize, s.lists[j - 1] as usize + 1);
-            i = j;
-            n += self.scan_lists(tier, v, q, l0, l1, s, n);
-        }
-        n
+        s.lists[..nprobe]
+            .iter()
+            .take_while(|&&l| l != TOPK_PAD_ID)
+            .count()
     }
 
     /// Adaptive selection ([`SearchParams`]): the best list, then every list

@@ -65,10 +65,25 @@ pub(crate) fn topk_segment(
     out_scores: &mut [f32],
 ) {
     heap.clear();
-    let id_of = |j: usize| match ids {
-        Some(ids) => ids[j],
-        None => j as u32,
-    };
+    match ids {
+        Some(ids) => topk_offer(scores, |j| ids[j], k, heap),
+        None => topk_offer(scores, |j| j as u32, k, heap),
+    }
+    topk_drain(heap, out_ids, out_scores);
+}
+
+/// Offers `scores[j]` with id `id_of(j)`, for every `j`, to the running
+/// top-`k` in `heap` (a min-heap by rank, root = the worst kept entry; empty
+/// at the start of a stream). Offering a stream in pieces and then calling
+/// [`topk_drain`] gives exactly [`topk_segment`] of the whole stream: the
+/// `k` best by (score descending, id ascending), NaN never kept.
+#[inline]
+pub(crate) fn topk_offer(
+    scores: &[f32],
+    id_of: impl Fn(usize) -> u32,
+    k: usize,
+    heap: &mut Vec<(f32, u32)>,
+) {
     let n = scores.len();
     let mut j = 0;
     // Fill: the first k non-NaN candidates.
@@ -112,6 +127,12 @@ pub(crate) fn topk_segment(
             j += 1;
         }
     }
+}
+
+/// Ends a stream of [`topk_offer`]: the kept entries best first into
+/// `out_ids` / `out_scores` (as many as they hold), padded with
+/// [`TOPK_PAD_ID`] / `-inf`. Leaves `heap` sorted (no longer a heap).
+pub(crate) fn topk_drain(heap: &mut [(f32, u32)], out_ids: &mut [u32], out_scores: &mut [f32]) {
     heap.sort_unstable_by(|a, b| {
         if better(*a, *b) {
             std::cmp::Ordering::Less

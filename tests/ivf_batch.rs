@@ -1,0 +1,183 @@
+//! Batched IVF search (issue 13 item 4, `src/ivf/batch.rs`): a call with
+//! several queries shares its passes over the centroids and, with int8
+//! codes and fixed selection, over the lists (list by list). The answer of
+//! every query must be bit for bit what it gets alone: ids, scores and the
+//! per-call counts, on every tier, for every kind of first pass (int8,
+//! 4-bit, exact), fixed and adaptive selection, with and without re-ranking,
+//! borrowed or owned rows, label-trained lists (a row in several lists),
+//! batches that cross the 64-query block, a stride larger than `dim`, and
+//! `k` beyond the rows the lists hold.
+
+mod common;
+
+use common::ivf::{layer, randn};
+use common::tiers::for_this_test as tiers;
+use lshk::data::{queries_near_labels, structured_layer};
+use lshk::isa::Isa;
+use lshk::ivf::{Codes, Ivf, IvfParams, SearchParams, SearchStats};
+use lshk::labels::LabelParams;
+use lshk::rng::SplitMix64;
+
+/// Searches `nq` queries in one call, then each alone, and asserts the same
+/// ids, score bits and summed counts.
+#[allow(clippy::too_many_arguments)]
+fn check_batch_equals_single(
+    ivf: &Ivf,
+    tier: Isa,
+    q: &[f32],
+    nq: usize,
+    stride: usize,
+    k: usize,
+    sp: &SearchParams,
+    what: &str,
+) {
+    let (mut a, mut sa) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+    let mut st_a = SearchStats::default();
+    ivf.search_stats(tier, q, nq, stride, k, sp, &mut a, &mut sa, Some(&mut st_a))
+        .unwrap();
+    let mut st_b = SearchStats::default();
+    for i in 0..nq {
+        let (mut b, mut sb) = (vec![0u32; k], vec![0f32; k]);
+        let mut st = SearchStats::default();
+        ivf.search_stats(
+            tier,
+            &q[i * stride..],
+            1,
+            stride,
+            k,
+            sp,
+            &mut b,
+            &mut sb,
+            Some(&mut st),
+        )
+        .unwrap();
+        assert_eq!(&a[i * k..(i + 1) * k], &b[..], "{what}: ids of query {i}");
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&sa[i * k..(i + 1) * k]),
+            bits(&sb),
+            "{what}: score bits of query {i}"
+        );
+        st_b.scanned += st.scanned;
+        st_b.reranked += st.reranked;
+        st_b.lists += st.lists;
+    }
+    assert_eq!(st_a, st_b, "{what}: counts");
+    // The batch did visit lists (the comparison is not vacuous).
+    assert!(st_a.scanned > 0, "{what}: nothing scanned");
+}
+
+fn selections() -> Vec<(&'static str, SearchParams)> {
+    vec![
+        ("fixed 1", SearchParams::fixed(1, 20)),
+        ("fixed 7", SearchParams::fixed(7, 40)),
+        ("fixed 7 no rerank", SearchParams::fixed(7, 0)),
+        ("fixed all", SearchParams::fixed(u32::MAX, 64)),
+        (
+            "adaptive",
+            SearchParams {
+                nprobe: u32::MAX,
+                rerank: 32,
+                reach: 2.0,
+            },
+        ),
+        (
+            "adaptive cap 3",
+            SearchParams {
+                nprobe: 3,
+                rerank: 0,
+                reach: 3.0,
+            },
+        ),
+    ]
+}
+
+#[test]
+fn batches_equal_single_queries_for_every_code_and_selection() {
+    let (rows, dim, nq, stride) = (2500, 40, 150, 45);
+    let l = layer(rows, dim, 1, 11);
+    let q = randn(nq * stride, 12);
+    for codes in [Codes::I8, Codes::Pq4, Codes::None] {
+        for borrow in [false, true] {
+            if borrow && codes == Codes::None {
+                continue;
+            }
+            let p = IvfParams {
+                nlist: 40,
+                codes,
+                ..Default::default()
+            };
+            for tier in tiers() {
+                let ivf =
+                    Ivf::build_isa(tier, &l.w, Some(&l.b), rows, dim, dim, &p, borrow).unwrap();
+                for (name, sp) in selections() {
+                    for k in [1, 10] {
+                        let what =
+                            format!("{codes:?} borrow {borrow} {name} k {k} {}", tier.name());
+                        check_batch_equals_single(&ivf, tier, &q, nq, stride, k, &sp, &what);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A clustered layer with queries near its rows (many queries share
+/// lists, so the list-by-list pass really shares), no bias, dim = 128 (the
+/// register-resident kernel), and batch sizes around the 64-query block.
+#[test]
+fn clustered_queries_share_lists_and_answers_stay_the_same() {
+    let (rows, dim) = (6000, 128);
+    let lay = structured_layer(rows, dim, 32, 5);
+    let nq = 130;
+    let (q, _) = queries_near_labels(&lay.w, rows, dim, nq, 6);
+    let ivf = Ivf::build(&lay.w, None, rows, dim, dim, &IvfParams::default()).unwrap();
+    for tier in tiers() {
+        for nb in [2, 63, 64, 65, 130] {
+            for (name, sp) in selections() {
+                let what = format!("nb {nb} {name} {}", tier.name());
+                check_batch_equals_single(&ivf, tier, &q, nb, dim, 10, &sp, &what);
+            }
+        }
+    }
+}
+
+/// Label-trained lists hold a row in several lists: the batch's shared
+/// pass scores it once per list and the answer keeps it once, as alone.
+/// `k` larger than what few lists hold pads the same way.
+#[test]
+fn label_trained_lists_and_padding_batch_like_single() {
+    let (rows, dim) = (900, 24);
+    let l = layer(rows, dim, 1, 41);
+    let ntrain = 80;
+    let tq = randn(ntrain * dim, 43);
+    let mut r = SplitMix64::new(44);
+    let mut off = vec![0usize];
+    let mut lab = Vec::new();
+    for _ in 0..ntrain {
+        for _ in 0..1 + r.below(5) {
+            lab.push(r.below(rows as u64) as u32);
+        }
+        off.push(lab.len());
+    }
+    let nq = 70;
+    let q = randn(nq * dim, 45);
+    for codes in [Codes::I8, Codes::None] {
+        let p = IvfParams {
+            nlist: 30,
+            codes,
+            ..Default::default()
+        };
+        let mut ivf = Ivf::build(&l.w, Some(&l.b), rows, dim, dim, &p).unwrap();
+        ivf.train_labels(&tq, ntrain, dim, &off, &lab, &LabelParams::default())
+            .unwrap();
+        for tier in tiers() {
+            for (name, sp) in selections() {
+                for k in [5, 200] {
+                    let what = format!("labels {codes:?} {name} k {k} {}", tier.name());
+                    check_batch_equals_single(&ivf, tier, &q, nq, dim, k, &sp, &what);
+                }
+            }
+        }
+    }
+}
