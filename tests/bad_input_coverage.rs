@@ -208,7 +208,7 @@ fn every_public_function_has_cases_that_run() {
         let s = n.to_string();
         let mut o = String::new();
         for (i, c) in s.chars().enumerate() {
-            if i > 0 && (s.len() - i) % 3 == 0 {
+            if i > 0 && (s.len() - i).is_multiple_of(3) {
                 o.push(',');
             }
             o.push(c);
