@@ -137,6 +137,7 @@ fn cpu_seconds() -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run(
     d: &common::Data,
     nq: usize,
