@@ -69,9 +69,17 @@ fn weighted_lists_are_bit_identical_on_every_tier_and_thread_count() {
         train_rows: 4000,
         ..Default::default()
     };
-    let (ivf, cent) =
-        Ivf::build_with_centroids(tiers()[0], &lay.w, Some(&lay.bias), rows, dim, dim, &p, false)
-            .unwrap();
+    let (ivf, cent) = Ivf::build_with_centroids(
+        tiers()[0],
+        &lay.w,
+        Some(&lay.bias),
+        rows,
+        dim,
+        dim,
+        &p,
+        false,
+    )
+    .unwrap();
     assert_ne!(Some(fingerprint_f32(&ivf, &cent)), want);
 }
 
@@ -114,11 +122,7 @@ fn unit_weights_give_the_unweighted_index() {
                 )
                 .unwrap();
                 let what = format!("{} threads {threads} train_rows {train_rows}", tier.name());
-                assert_eq!(
-                    fingerprint_f32(&a, &ca),
-                    fingerprint_f32(&w, &cw),
-                    "{what}"
-                );
+                assert_eq!(fingerprint_f32(&a, &ca), fingerprint_f32(&w, &cw), "{what}");
                 assert_eq!(
                     ca.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
                     cw.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
@@ -147,8 +151,7 @@ fn a_heavy_row_pulls_its_centroid() {
         ..Default::default()
     };
     let tier = tiers()[0];
-    let (_, c0) =
-        Ivf::build_with_centroids(tier, &lay.w, None, rows, dim, dim, &p, false).unwrap();
+    let (_, c0) = Ivf::build_with_centroids(tier, &lay.w, None, rows, dim, dim, &p, false).unwrap();
     let (_, c1) = Ivf::build_weighted_with_centroids(
         tier,
         &lay.w,
@@ -167,7 +170,10 @@ fn a_heavy_row_pulls_its_centroid() {
             .map(|r| f64::from(wt[r]) * f64::from(lay.w[r * dim + j]))
             .sum::<f64>()
             / total;
-        assert!((f64::from(c1[j]) - m).abs() <= 1e-6 * (1.0 + m.abs()), "coord {j}");
+        assert!(
+            (f64::from(c1[j]) - m).abs() <= 1e-6 * (1.0 + m.abs()),
+            "coord {j}"
+        );
     }
     let dist = |c: &[f32]| -> f64 {
         (0..dim)
@@ -261,17 +267,37 @@ fn bad_weights_are_refused() {
     let ok = vec![1f32; rows];
     assert!(build(&ok).is_ok());
     let mut cases: Vec<(Vec<f32>, Status, &str)> = vec![
-        (vec![1.0; rows - 1], Status::InvalidArgument, "199 row weights for 200 rows"),
-        (vec![1.0; rows + 1], Status::InvalidArgument, "201 row weights"),
+        (
+            vec![1.0; rows - 1],
+            Status::InvalidArgument,
+            "199 row weights for 200 rows",
+        ),
+        (
+            vec![1.0; rows + 1],
+            Status::InvalidArgument,
+            "201 row weights",
+        ),
         (vec![], Status::InvalidArgument, "0 row weights"),
-        (vec![0.0; rows], Status::InvalidArgument, "every row weight is 0"),
-        (vec![-0.0; rows], Status::InvalidArgument, "every row weight is 0"),
+        (
+            vec![0.0; rows],
+            Status::InvalidArgument,
+            "every row weight is 0",
+        ),
+        (
+            vec![-0.0; rows],
+            Status::InvalidArgument,
+            "every row weight is 0",
+        ),
     ];
     for (v, st, msg) in [
         (f32::NAN, Status::NonFinite, "row weight 7 is NaN"),
         (f32::INFINITY, Status::NonFinite, "row weight 7 is inf"),
         (f32::NEG_INFINITY, Status::NonFinite, "row weight 7 is -inf"),
-        (-1.0, Status::InvalidArgument, "row weight 7 is -1; it must be >= 0"),
+        (
+            -1.0,
+            Status::InvalidArgument,
+            "row weight 7 is -1; it must be >= 0",
+        ),
         (-1e-45, Status::InvalidArgument, "must be >= 0"),
     ] {
         let mut w = ok.clone();

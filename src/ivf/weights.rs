@@ -21,7 +21,11 @@ pub(super) fn check_row_weights(wt: &[f32], rows: usize) -> Result<()> {
         );
     }
     if let Some(r) = wt.iter().position(|&v| v < 0.0) {
-        bail!(InvalidArgument, "row weight {r} is {}; it must be >= 0", wt[r]);
+        bail!(
+            InvalidArgument,
+            "row weight {r} is {}; it must be >= 0",
+            wt[r]
+        );
     }
     if wt.iter().all(|&v| v == 0.0) {
         bail!(
@@ -48,7 +52,10 @@ pub fn row_weights_from_hits(rows: usize, hits: &[u32], alpha: f32) -> Result<Ve
     let mut n = vec![0u64; rows];
     for (i, &h) in hits.iter().enumerate() {
         if h as usize >= rows {
-            bail!(InvalidArgument, "hit {i} is row {h}, not below rows = {rows}");
+            bail!(
+                InvalidArgument,
+                "hit {i} is row {h}, not below rows = {rows}"
+            );
         }
         n[h as usize] += 1;
     }
