@@ -9,9 +9,10 @@
  *   lshk_ivf_params_default lshk_ivf_search_default lshk_ivf_build
  *   lshk_ivf_query lshk_ivf_save lshk_ivf_load lshk_ivf_shape
  *   lshk_ivf_memory_bytes lshk_ivf_free lshk_ivf_train_labels
- *   lshk_ivf_label_info lshk_ivf_calibrate */
+ *   lshk_ivf_label_info lshk_ivf_calibrate lshk_ivf_build_weighted */
 #define _POSIX_C_SOURCE 200809L
 #include "bad_input_files.h"
+#include <float.h>
 
 #define FX bi_fx()
 #define IR BI_FX_ROWS
@@ -83,6 +84,31 @@ static lshk_status bi_call_lshk_ivf_build(bi_args_lshk_ivf_build *a) {
       lshk_ivf_build(a->w, a->bias, a->rows, a->dim, a->w_stride, a->p, a->out);
   if (s == LSHK_STATUS_OK && a->out != NULL && *a->out != before)
     lshk_ivf_free(*a->out);
+  return s;
+}
+
+/* ---- lshk_ivf_build_weighted --------------------------------------------- */
+typedef struct {
+  bi_args_lshk_ivf_build b;
+  float wtv[IR];
+  const float *wt;
+  size_t n_wt;
+} bi_args_lshk_ivf_build_weighted;
+static void bi_init_lshk_ivf_build_weighted(bi_args_lshk_ivf_build_weighted *a,
+                                            bi_outs *o) {
+  bi_init_lshk_ivf_build(&a->b, o);
+  for (int i = 0; i < IR; i++) a->wtv[i] = 1.0f + (float)(i % 4);
+  a->wt = a->wtv;
+  a->n_wt = IR;
+}
+static lshk_status bi_call_lshk_ivf_build_weighted(
+    bi_args_lshk_ivf_build_weighted *a) {
+  lshk_ivf *before = a->b.outv;
+  lshk_status s = lshk_ivf_build_weighted(a->b.w, a->b.bias, a->b.rows,
+                                          a->b.dim, a->b.w_stride, a->wt,
+                                          a->n_wt, a->b.p, a->b.out);
+  if (s == LSHK_STATUS_OK && a->b.out != NULL && *a->b.out != before)
+    lshk_ivf_free(*a->b.out);
   return s;
 }
 
@@ -465,6 +491,39 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.w_stride = SIZE_MAX / 2);
   BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.dim = SIZE_MAX;
           a.w_stride = SIZE_MAX; a.rows = 2);
+#undef FN
+
+#define FN lshk_ivf_build_weighted
+  BI_BASELINE(FN);
+  BI_ACCEPT(FN, a.b.p = NULL; a.b.bias = NULL); /* defaults: borrowed W */
+  BI_ACCEPT(FN, a.b.pv.borrow = 0);
+  BI_ACCEPT(FN, for (int i = 0; i < IR; i++) a.wtv[i] = 0.0f;
+            a.wtv[IR - 1] = 1e-30f); /* one positive weight is enough */
+  BI_ACCEPT(FN, a.wtv[2] = -0.0f); /* -0 is a zero weight */
+  BI_ACCEPT(FN, a.wtv[1] = FLT_MAX);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.wt = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.b.w = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.b.out = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.wt = NULL; a.n_wt = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.wt = BI_MISALIGN(const float, a.wtv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.n_wt = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.n_wt = IR - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.b.rows = IR - 1);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.n_wt = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.wtv[0] = NAN);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.wtv[IR - 1] = INFINITY);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.b.pv.borrow = 0; a.wtv[3] = -INFINITY);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.wtv[5] = -1.0f);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.wtv[5] = -1e-45f);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          for (int i = 0; i < IR; i++) a.wtv[i] = 0.0f);
+  /* the build's own checks still apply */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.b.rows = 0; a.n_wt = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.b.pv.struct_size = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.b.pv.iters = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.b.pv.codes = LSHK_IVF_CODES_NONE);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.b.wv[0] = NAN);
 #undef FN
 
 #define FN lshk_ivf_query

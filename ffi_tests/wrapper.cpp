@@ -985,6 +985,20 @@ void test_ivf() {
   EXPECT_THROW_STATUS(lshk::Ivf(lshk::span<const float>(w.data(), w.size() - 1), bias, rows, dim,
                                 dim, p),
                       LSHK_STATUS_INVALID_ARGUMENT, "lshk::Ivf::Ivf");
+  // Row weights: all 1 give the unweighted index's answers; bad weights throw.
+  {
+    std::vector<float> ones(rows, 1.0f);
+    lshk::Ivf wi = lshk::Ivf::build_weighted(w, bias, rows, dim, dim, ones, p);
+    CHECK(wi.nlist() == 32 && same_topk(wi.query(q, k), want_ids, want_sc));
+    std::vector<float> neg(rows, 1.0f);
+    neg[3] = -1.0f;
+    EXPECT_THROW_STATUS(lshk::Ivf::build_weighted(w, bias, rows, dim, dim, neg, p),
+                        LSHK_STATUS_INVALID_ARGUMENT, "lshk_ivf_build_weighted");
+    EXPECT_THROW_STATUS(lshk::Ivf::build_weighted(
+                            w, bias, rows, dim, dim,
+                            lshk::span<const float>(ones.data(), rows - 1), p),
+                        LSHK_STATUS_INVALID_ARGUMENT, "lshk_ivf_build_weighted");
+  }
 
   // Moves, release and adopt.
   lshk::Ivf moved = std::move(ivf);

@@ -2386,6 +2386,37 @@ lshk_status lshk_ivf_build(const float *w,
                            struct lshk_ivf **out);
 
 /*
+ lshk_ivf_build with per-row weights steering the k-means:
+ `row_weights` holds `n_weights` floats, one per row (`n_weights ==
+ rows`), finite and >= 0, not all zero. Each centroid is the weighted
+ mean of its training rows, so lists are finer where the weight is
+ (e.g. rows that training queries hit often: docs/ivf.md, "Row
+ weights"). Every row is still assigned to its nearest centroid and
+ searchable; weights all 1 give exactly lshk_ivf_build's index. The
+ weights are read during the call only and not kept: lshk_ivf_save
+ stores the lists they shaped, not the weights. Everything else
+ (parameters, borrowing, outputs) as lshk_ivf_build.
+
+ Errors: those of lshk_ivf_build, and NULL_POINTER (`row_weights` NULL
+ with `n_weights` > 0), INVALID_ARGUMENT (`n_weights` != rows, a
+ negative weight, every weight 0, `row_weights` misaligned), NON_FINITE
+ (a NaN or infinite weight; the message names the row). `*out` is not
+ written on failure.
+
+ # Safety
+ As lshk_ivf_build; `row_weights` NULL or `n_weights` readable floats.
+ */
+lshk_status lshk_ivf_build_weighted(const float *w,
+                                    const float *bias,
+                                    size_t rows,
+                                    size_t dim,
+                                    size_t w_stride,
+                                    const float *row_weights,
+                                    size_t n_weights,
+                                    const struct lshk_ivf_params *p,
+                                    struct lshk_ivf **out);
+
+/*
  The top `k` rows of `W q + b` for each of `nq` queries (query i at
  `q + i * q_stride`, `q_stride >= dim` elements): the centroids are
  scored, the lists chosen by `s` visited (adaptively by default, see

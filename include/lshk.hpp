@@ -1590,6 +1590,21 @@ class Ivf : public detail::Owner<Ivf, detail::IvfBase, lshk_ivf, lshk_ivf_free> 
     check(lshk_ivf_build(w.data(), detail::or_null(bias), rows, dim, w_stride, &p, &h));
     adopt(h);
   }
+  /* lshk_ivf_build_weighted: as the constructor above, with `row_weights`
+   * (`rows` floats, finite, >= 0, not all zero) steering the k-means:
+   * each centroid is the weighted mean of its training rows. */
+  static Ivf build_weighted(span<const float> w, span<const float> bias, std::size_t rows,
+                            std::size_t dim, std::size_t w_stride,
+                            span<const float> row_weights,
+                            const lshk_ivf_params &p = IvfParams()) {
+    const char *where = "lshk::Ivf::build_weighted";
+    detail::need_rows(where, "w", w.size(), rows, dim, w_stride);
+    if (!bias.empty()) detail::need_in(where, "bias", bias.size(), rows);
+    lshk_ivf *h = nullptr;
+    check(lshk_ivf_build_weighted(w.data(), detail::or_null(bias), rows, dim, w_stride,
+                                  row_weights.data(), row_weights.size(), &p, &h));
+    return adopt_handle(h);
+  }
   /* lshk_ivf_load. `w` (with its stride) is needed, and only allowed, for
    * a file saved from an index that borrowed W: the same W as at build
    * time, which must outlive the returned index. It is a plain pointer,

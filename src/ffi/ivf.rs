@@ -221,6 +221,74 @@ pub unsafe extern "C" fn lshk_ivf_build(
     out: *mut *mut lshk_ivf,
 ) -> lshk_status {
     boundary("lshk_ivf_build", || {
+        // SAFETY: forwarded caller contract (no weights).
+        unsafe { ivf_build(w, bias, rows, dim, w_stride, None, p, out) }
+    })
+}
+
+/// lshk_ivf_build with per-row weights steering the k-means:
+/// `row_weights` holds `n_weights` floats, one per row (`n_weights ==
+/// rows`), finite and >= 0, not all zero. Each centroid is the weighted
+/// mean of its training rows, so lists are finer where the weight is
+/// (e.g. rows that training queries hit often: docs/ivf.md, "Row
+/// weights"). Every row is still assigned to its nearest centroid and
+/// searchable; weights all 1 give exactly lshk_ivf_build's index. The
+/// weights are read during the call only and not kept: lshk_ivf_save
+/// stores the lists they shaped, not the weights. Everything else
+/// (parameters, borrowing, outputs) as lshk_ivf_build.
+///
+/// Errors: those of lshk_ivf_build, and NULL_POINTER (`row_weights` NULL
+/// with `n_weights` > 0), INVALID_ARGUMENT (`n_weights` != rows, a
+/// negative weight, every weight 0, `row_weights` misaligned), NON_FINITE
+/// (a NaN or infinite weight; the message names the row). `*out` is not
+/// written on failure.
+///
+/// # Safety
+/// As lshk_ivf_build; `row_weights` NULL or `n_weights` readable floats.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lshk_ivf_build_weighted(
+    w: *const f32,
+    bias: *const f32,
+    rows: usize,
+    dim: usize,
+    w_stride: usize,
+    row_weights: *const f32,
+    n_weights: usize,
+    p: *const lshk_ivf_params,
+    out: *mut *mut lshk_ivf,
+) -> lshk_status {
+    boundary("lshk_ivf_build_weighted", || {
+        check_out(out)?;
+        // SAFETY: caller contract for row_weights.
+        let wt = unsafe { slice_in(row_weights, n_weights, "row_weights")? };
+        if n_weights != rows {
+            bail!(
+                InvalidArgument,
+                "n_weights is {n_weights}; it must equal rows ({rows})"
+            );
+        }
+        // SAFETY: forwarded caller contract.
+        unsafe { ivf_build(w, bias, rows, dim, w_stride, Some(wt), p, out) }
+    })
+}
+
+/// The body of lshk_ivf_build and lshk_ivf_build_weighted.
+///
+/// # Safety
+/// As lshk_ivf_build.
+#[allow(clippy::too_many_arguments)]
+unsafe fn ivf_build(
+    w: *const f32,
+    bias: *const f32,
+    rows: usize,
+    dim: usize,
+    w_stride: usize,
+    weights: Option<&[f32]>,
+    p: *const lshk_ivf_params,
+    out: *mut *mut lshk_ivf,
+) -> Result<()> {
+    {
         check_out(out)?;
         // SAFETY: forwarded caller contract.
         let cp = unsafe { read_param_struct(p, "p")? };
@@ -270,17 +338,21 @@ pub unsafe extern "C" fn lshk_ivf_build(
             threads: cp.threads,
             seed: cp.seed,
         };
-        let ivf = if borrow {
+        let ivf = match (borrow, weights) {
             // SAFETY: with borrow = 1 the C caller keeps W alive and
             // unchanged until lshk_ivf_free (documented contract).
-            unsafe { Ivf::build_borrowed(ws, bs, rows, dim, w_stride, &ip)? }
-        } else {
-            Ivf::build(ws, bs, rows, dim, w_stride, &ip)?
+            (true, None) => unsafe { Ivf::build_borrowed(ws, bs, rows, dim, w_stride, &ip)? },
+            // SAFETY: as above.
+            (true, Some(wt)) => unsafe {
+                Ivf::build_weighted_borrowed(ws, bs, rows, dim, w_stride, wt, &ip)?
+            },
+            (false, None) => Ivf::build(ws, bs, rows, dim, w_stride, &ip)?,
+            (false, Some(wt)) => Ivf::build_weighted(ws, bs, rows, dim, w_stride, wt, &ip)?,
         };
         // SAFETY: `out` checked non-NULL and aligned above.
         unsafe { *out = handle_new(ivf).cast() };
         Ok(())
-    })
+    }
 }
 
 // SAFETY: #[repr(C)], first field `struct_size: u32`.

@@ -68,6 +68,85 @@ impl Ivf {
         p: &IvfParams,
         borrow: bool,
     ) -> Result<(Ivf, Vec<f32>)> {
+        Self::build_weighted_with_centroids(tier, w, bias, rows, dim, w_stride, None, p, borrow)
+    }
+
+    /// [`Ivf::build`] with per-row weights steering the k-means: each
+    /// centroid is the weighted mean of its training rows (see
+    /// `docs/ivf.md`, "Row weights"). `weights` holds `rows` values,
+    /// finite and `>= 0`, not all zero; [`row_weights_from_hits`] derives
+    /// them from training queries. Every row is still assigned to its
+    /// nearest centroid and searchable (a weight of 0 only means the row
+    /// does not pull its centroid). Weights all 1 give exactly
+    /// [`Ivf::build`]'s index. The weights are not stored in the index
+    /// (nor by [`Ivf::save`]): only the lists they shaped are.
+    pub fn build_weighted(
+        w: &[f32],
+        bias: Option<&[f32]>,
+        rows: usize,
+        dim: usize,
+        w_stride: usize,
+        weights: &[f32],
+        p: &IvfParams,
+    ) -> Result<Ivf> {
+        Self::build_weighted_with_centroids(
+            isa::active(),
+            w,
+            bias,
+            rows,
+            dim,
+            w_stride,
+            Some(weights),
+            p,
+            false,
+        )
+        .map(|(ix, _)| ix)
+    }
+
+    /// [`Ivf::build_weighted`] that borrows `w` as [`Ivf::build_borrowed`].
+    ///
+    /// # Safety
+    /// `w` must stay alive and unchanged for as long as the index lives.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn build_weighted_borrowed(
+        w: &[f32],
+        bias: Option<&[f32]>,
+        rows: usize,
+        dim: usize,
+        w_stride: usize,
+        weights: &[f32],
+        p: &IvfParams,
+    ) -> Result<Ivf> {
+        Self::build_weighted_with_centroids(
+            isa::active(),
+            w,
+            bias,
+            rows,
+            dim,
+            w_stride,
+            Some(weights),
+            p,
+            true,
+        )
+        .map(|(ix, _)| ix)
+    }
+
+    /// [`Ivf::build_with_centroids`] with optional row weights
+    /// ([`Ivf::build_weighted`]; `None` = every row weighs 1, the plain
+    /// build bit for bit).
+    #[allow(clippy::too_many_arguments)]
+    #[doc(hidden)]
+    pub fn build_weighted_with_centroids(
+        tier: Isa,
+        w: &[f32],
+        bias: Option<&[f32]>,
+        rows: usize,
+        dim: usize,
+        w_stride: usize,
+        weights: Option<&[f32]>,
+        p: &IvfParams,
+        borrow: bool,
+    ) -> Result<(Ivf, Vec<f32>)> {
         isa::check_supported(tier)?;
         if dim == 0 {
             bail!(InvalidArgument, "dim must be >= 1");
@@ -133,6 +212,9 @@ impl Ivf {
             );
         }
         crate::error::check_finite_rows(w, rows, dim, w_stride, "w")?;
+        if let Some(wt) = weights {
+            check_row_weights(wt, rows)?;
+        }
         if let Some(r) = bias.and_then(|b| b[..rows].iter().position(|v| !v.is_finite())) {
             bail!(
                 NonFinite,
@@ -180,6 +262,10 @@ impl Ivf {
         for (i, &r) in perm[..ntrain].iter().enumerate() {
             put(&mut xs[i * xdim..(i + 1) * xdim], r as usize);
         }
+        // The sample's weights, in sample order (the sample itself stays
+        // uniform: see docs/ivf.md, "Row weights").
+        let sw: Option<Vec<f32>> =
+            weights.map(|wt| perm[..ntrain].iter().map(|&r| wt[r as usize]).collect());
         let (cent, train_asg, train_bounds) = kmeans(
             tier,
             &Points {
@@ -187,12 +273,13 @@ impl Ivf {
                 n: ntrain,
                 xdim,
             },
+            sw.as_deref(),
             nlist,
             p.iters,
             threads,
             &mut rng,
         )?;
-        drop(xs);
+        drop((xs, sw));
 
         // Assign every row, in blocks (bounded memory for the [w, b] copy).
         // A training row starts from its last training assignment and

@@ -491,9 +491,18 @@ pub(super) fn list_spread(
 /// The points whose Hamerly bounds prove that their centroid cannot
 /// change are not scored again ([`assign`]): the result is the same as a
 /// full assignment every iteration.
+///
+/// With `weights` (one per point, finite, >= 0), a centroid is the
+/// weighted mean of its points: `sum_i w_i x_i / sum_i w_i`, summed in f64
+/// in point order like the plain mean (so weights all 1 give the plain
+/// means bit for bit: `1.0 * x` is `x` and the weight sum is the count).
+/// A list whose points all weigh 0 keeps its centroid. The empty-list
+/// split still counts points, not weights.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn kmeans(
     tier: Isa,
     pts: &Points<'_>,
+    weights: Option<&[f32]>,
     nlist: usize,
     iters: u32,
     threads: usize,
@@ -508,6 +517,7 @@ pub(super) fn kmeans(
     let mut bounds = vec![NO_TRACK; pts.n];
     let mut sums = vec![0f64; nlist * xdim];
     let mut counts = vec![0usize; nlist];
+    let mut wsum = vec![0f64; if weights.is_some() { nlist } else { 0 }];
     for _ in 0..iters {
         let cv = CentView::new(&cent, nlist, xdim)?;
         assign(tier, pts, &cv, threads, &mut asg, Some(&mut bounds))?;
@@ -515,17 +525,35 @@ pub(super) fn kmeans(
         prev.copy_from_slice(&cent);
         sums.iter_mut().for_each(|v| *v = 0.0);
         counts.iter_mut().for_each(|v| *v = 0);
+        wsum.iter_mut().for_each(|v| *v = 0.0);
         for (i, &c) in asg.iter().enumerate() {
             let c = c as usize;
             counts[c] += 1;
             let s = &mut sums[c * xdim..(c + 1) * xdim];
-            for (a, &v) in s.iter_mut().zip(&pts.x[i * xdim..(i + 1) * xdim]) {
-                *a += f64::from(v);
+            let x = &pts.x[i * xdim..(i + 1) * xdim];
+            match weights {
+                None => {
+                    for (a, &v) in s.iter_mut().zip(x) {
+                        *a += f64::from(v);
+                    }
+                }
+                Some(wt) => {
+                    let wi = f64::from(wt[i]);
+                    wsum[c] += wi;
+                    for (a, &v) in s.iter_mut().zip(x) {
+                        *a += wi * f64::from(v);
+                    }
+                }
             }
         }
         for c in 0..nlist {
-            if counts[c] > 0 {
-                let inv = 1.0 / counts[c] as f64;
+            let total = if weights.is_some() {
+                wsum[c]
+            } else {
+                counts[c] as f64
+            };
+            if counts[c] > 0 && total > 0.0 {
+                let inv = 1.0 / total;
                 for j in 0..xdim {
                     cent[c * xdim + j] = (sums[c * xdim + j] * inv) as f32;
                 }

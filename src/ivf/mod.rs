@@ -76,10 +76,13 @@ mod kmeans;
 mod labels;
 mod pq;
 mod search;
+mod weights;
 pub use calibrate::Calibration;
 use kmeans::{assign, kmeans, list_spread, CentView, Points, NO_TRACK};
 pub use pq::{default_m as default_pq_m, TRAIN_ROWS as PQ_TRAIN_ROWS};
 use search::*;
+use weights::check_row_weights;
+pub use weights::row_weights_from_hits;
 
 /// How list rows are scored before re-ranking.
 #[repr(u32)]

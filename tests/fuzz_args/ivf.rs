@@ -710,6 +710,40 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
     let mut pmode = r.pick(&[0, 0, 0, 1, 2]); // 0 struct, 1 NULL, 2 big
     let mut out_mode = Mode::Ok;
     let mut what = Vec::new();
+    // lshk_ivf_build_weighted in a third of the builds: `rows` weights in
+    // [0, 3), some zero; mutated below (pointer, count, values).
+    let weighted = r.one_in(3);
+    let mut wts = Arr::new(
+        (0..rows)
+            .map(|_| if r.one_in(4) { 0.0 } else { r.f(0.0, 3.0) })
+            .collect(),
+        0.0f32,
+    );
+    let mut n_wt = rows;
+    let mut wmut = None;
+    if weighted && r.one_in(2) {
+        let (m, hv) = (r.u(6), r.pick(&HUGE));
+        wmut = Some(m);
+        match m {
+            0 => wts.mode = r.pick(&[Mode::Null, Mode::Mis]),
+            1 => n_wt = r.pick(&[0, rows - 1, rows + 1, usize::MAX, hv]),
+            2 => {
+                let j = r.u(rows);
+                wts.data_mut()[j] = r.special();
+            }
+            3 => {
+                let j = r.u(rows);
+                wts.data_mut()[j] = r.pick(&[-1.0, -1e-45, -3e38, -0.0]);
+            }
+            4 => wts.data_mut().iter_mut().for_each(|x| *x = 0.0),
+            _ => {
+                // One positive weight among zeros: fine.
+                wts.data_mut().iter_mut().for_each(|x| *x = 0.0);
+                let j = r.u(rows);
+                wts.data_mut()[j] = 1e-30;
+            }
+        }
+    }
     for _ in 0..r.u(4) {
         let m = r.u(12);
         what.push(m);
@@ -759,6 +793,12 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
     // Order of the documented checks: out, params, rows/dim, buffers.
     if out_mode != Mode::Ok {
         v.err("bad out");
+    }
+    if weighted {
+        wts.need(Some(n_wt as u128), &mut v, || 1.0);
+        if n_wt != rows {
+            v.err("n_weights != rows");
+        }
     }
     if pmode != 1 && (p.struct_size as usize) < std::mem::size_of::<lshk_ivf_params>() {
         v.err("struct_size too small");
@@ -825,9 +865,21 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
         if bad_w || bad_b {
             v.err("non-finite W or bias");
         }
+        if weighted {
+            let wd = &wts.data()[..rows];
+            if wd.iter().any(|x| !x.is_finite()) {
+                v.err("non-finite weight");
+            }
+            if wd.iter().any(|&x| x < 0.0) {
+                v.err("negative weight");
+            }
+            if wd.iter().all(|&x| x == 0.0) {
+                v.err("every weight 0");
+            }
+        }
     }
     c.desc = format!(
-        "ivf build rows {rows} dim {dim} stride {w_stride} nlist {} iters {} train {} codes {} pq_m {} borrow {} pmode {pmode} bias {use_bias} muts {what:?}",
+        "ivf build rows {rows} dim {dim} stride {w_stride} nlist {} iters {} train {} codes {} pq_m {} borrow {} pmode {pmode} bias {use_bias} muts {what:?} weighted {weighted} n_wt {n_wt} wmut {wmut:?}",
         eff.nlist, eff.iters, eff.train_rows, eff.codes, eff.pq_m, eff.borrow
     );
     let big = BigIvfParams {
@@ -847,17 +899,27 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
         Mode::Mis => outv.as_mut_ptr().cast::<u8>().wrapping_add(1).cast(),
     };
     let (wp, bp) = (w.ptr(), if use_bias { bias.ptr() } else { null() });
-    let (w0, b0) = (bits(&w.v), bits(&bias.v));
+    let (w0, b0, t0) = (bits(&w.v), bits(&bias.v), bits(&wts.v));
+    let fname = if weighted {
+        "lshk_ivf_build_weighted"
+    } else {
+        "lshk_ivf_build"
+    };
+    let tp = wts.ptr();
     // SAFETY: as in fuzz_matmul.
-    let st = c.call("lshk_ivf_build", || unsafe {
-        lshk_ivf_build(wp, bp, rows, dim, w_stride, pp, outp)
+    let st = c.call(fname, || unsafe {
+        if weighted {
+            lshk_ivf_build_weighted(wp, bp, rows, dim, w_stride, tp, n_wt, pp, outp)
+        } else {
+            lshk_ivf_build(wp, bp, rows, dim, w_stride, pp, outp)
+        }
     });
-    if bits(&w.v) != w0 || bits(&bias.v) != b0 {
-        c.fail("lshk_ivf_build changed an input".into());
+    if bits(&w.v) != w0 || bits(&bias.v) != b0 || bits(&wts.v) != t0 {
+        c.fail(format!("{fname} changed an input"));
     }
-    if !c.judge("lshk_ivf_build", st, &v) {
+    if !c.judge(fname, st, &v) {
         if st != LSHK_STATUS_OK && outv != [canary, canary] {
-            c.fail("lshk_ivf_build failed but wrote *out".into());
+            c.fail(format!("{fname} failed but wrote *out"));
         }
         return;
     }
@@ -879,17 +941,19 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
     };
     let bs = use_bias.then(|| &bias.data()[..rows]);
     let wd = &w.data()[..strided(rows, dim, w_stride).unwrap() as usize];
-    let mirror = Ivf::build_isa(
+    let mirror = Ivf::build_weighted_with_centroids(
         lshk::isa::active(),
         wd,
         bs,
         rows,
         dim,
         w_stride,
+        weighted.then(|| &wts.data()[..rows]),
         &ip,
         eff.borrow == 1,
     )
-    .unwrap();
+    .unwrap()
+    .0;
     // Through queries (every 16th build also through the saved files,
     // which compare every section; a save syncs to disk, so not always):
     // memory, shape, a full search and a one-list search without re-ranking
