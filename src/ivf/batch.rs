@@ -125,9 +125,7 @@ impl Ivf {
         let shared =
             sp.reach == 0.0 && self.codes.is_some() && !(self.labels.is_some() && sp.rerank == 0);
         let nprobe = (sp.nprobe as usize).min(nlist);
-        if s.qq.as_ref().is_none_or(|x| x.dim_pad() != dp) {
-            s.qq = Some(QQuery::new(dp).expect("dim_pad of stored codes is valid"));
-        }
+        query_slot(&mut s.qq, dp);
         grow(&mut s.cscore, nlist);
         if shared {
             grow(&mut b.lists, nb * nprobe);

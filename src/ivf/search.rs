@@ -78,6 +78,16 @@ pub(super) fn keep_first_per_id(
     j
 }
 
+/// The quantised-query slot `qq`, (re)made for rows of `dp` bytes when it
+/// is empty or was sized for another index (the scratch is per thread, not
+/// per index).
+pub(super) fn query_slot(qq: &mut Option<QQuery>, dp: usize) -> &mut QQuery {
+    if qq.as_ref().is_none_or(|x| x.dim_pad() != dp) {
+        *qq = Some(QQuery::new(dp).expect("dim_pad of stored codes is valid"));
+    }
+    qq.as_mut().unwrap()
+}
+
 /// How many approximate candidates of a query with `n` are re-ranked: at
 /// least `k`, never more than there are candidates (a huge rerank must not
 /// size the scratch).
@@ -289,12 +299,7 @@ impl Ivf {
     /// [`Codes::Pq4`] also the query's tables and `s.cbase`). Returns `|q|`.
     pub(super) fn list_estimates(&self, v: Variant, q: &[f32], s: &mut Scratch) -> f32 {
         let nlist = self.nlist;
-        let dp = self.cq.dim_pad();
-        if s.qq.as_ref().is_none_or(|x| x.dim_pad() != dp) {
-            s.qq = Some(QQuery::new(dp).expect("dim_pad of stored codes is valid"));
-        }
-        s.qq.as_mut()
-            .unwrap()
+        query_slot(&mut s.qq, self.cq.dim_pad())
             .set(q)
             .expect("queries are checked finite");
         let qq = s.qq.as_ref().unwrap();
