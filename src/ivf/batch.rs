@@ -14,8 +14,9 @@
 //!    visited list by list, so the queries that probe the same list score
 //!    its codes back to back and all but the first read them from L1/L2.
 //!    A list's scores go straight into the query's running top `r` (a
-//!    heap of at most `rerank` entries), so the pass keeps no per-row
-//!    buffer: its working set is one list's codes plus 64 small heaps.
+//!    [`TopK`] buffer of at most `r + max(r, 32)` entries), so it keeps no
+//!    per-row buffer: its working set is one list's codes plus 64 small
+//!    buffers.
 //!
 //! Then each query re-ranks and selects its top `k` as alone. Adaptive
 //! selection (`reach > 0`: which list comes next depends on the scores of
@@ -32,7 +33,7 @@
 //! every code kind, selection and label-trained lists.
 
 use super::*;
-use crate::matmul::{topk_drain, topk_offer};
+use crate::matmul::{topk_drain, topk_offer, TopK};
 
 /// Queries answered together.
 pub(super) const BATCH: usize = 64;
@@ -59,8 +60,8 @@ pub(crate) struct Batch {
     pairs: Vec<u64>,
     /// Rows each query scans.
     n: Vec<usize>,
-    /// Each query's running top `r` (or `k`), a heap ([`topk_offer`]).
-    heaps: Vec<Vec<(f32, u32)>>,
+    /// Each query's running top `r` (or `k`) ([`topk_offer`]).
+    tops: Vec<TopK>,
     /// One list's scores.
     tmp: Vec<f32>,
 }
@@ -181,10 +182,10 @@ impl Ivf {
                 st.scanned += n as u64;
             }
             b.pairs.sort_unstable();
-            while b.heaps.len() < nb {
-                b.heaps.push(Vec::new());
+            while b.tops.len() < nb {
+                b.tops.push(TopK::default());
             }
-            for h in &mut b.heaps[..nb] {
+            for h in &mut b.tops[..nb] {
                 h.clear();
             }
             grow(&mut b.tmp, longest);
@@ -196,9 +197,9 @@ impl Ivf {
                 self.score_rows(tier, v, query(i), Some(&b.qq[i]), a, e, sc);
                 if rerank {
                     let r = rerank_len(sp, k, b.n[i]);
-                    topk_offer(sc, |j| (a + j) as u32, r, &mut b.heaps[i]);
+                    topk_offer(sc, |j| (a + j) as u32, r, &mut b.tops[i]);
                 } else {
-                    topk_offer(sc, |j| self.ids[a + j], k, &mut b.heaps[i]);
+                    topk_offer(sc, |j| self.ids[a + j], k, &mut b.tops[i]);
                 }
             }
             // 3. Per query: re-rank and top k.
@@ -211,10 +212,10 @@ impl Ivf {
                     let r = rerank_len(sp, k, b.n[i]);
                     grow(&mut s.cand, r);
                     grow(&mut s.cand_sc, r);
-                    topk_drain(&mut b.heaps[i], &mut s.cand[..r], &mut s.cand_sc[..r]);
+                    topk_drain(&mut b.tops[i], r, &mut s.cand[..r], &mut s.cand_sc[..r]);
                     self.rerank(tier, query(i), k, r, s, oi, os, st);
                 } else {
-                    topk_drain(&mut b.heaps[i], oi, os);
+                    topk_drain(&mut b.tops[i], k, oi, os);
                 }
             }
         }

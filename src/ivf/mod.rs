@@ -63,7 +63,7 @@ use crate::kernels::centroid::TOP;
 use crate::kernels::dense as kd;
 use crate::kernels::matmul::{self as km, Rows};
 use crate::labels::LabelState;
-use crate::matmul::{topk_segment, TOPK_PAD_ID};
+use crate::matmul::{topk_segment, TopK, TOPK_PAD_ID};
 use crate::pq4::Pq4Lut;
 use crate::qdot::{self, QQuery, QRows, Variant};
 use crate::rng::SplitMix64;

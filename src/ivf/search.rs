@@ -17,7 +17,7 @@ pub(super) struct Scratch {
     pub(super) cand_sc: Vec<f32>,
     cand_ids: Vec<u32>,
     exact: Vec<f32>,
-    heap: Vec<(f32, u32)>,
+    heap: TopK,
     /// Min-heap of the k best approximate scores (adaptive selection).
     theta: Vec<f32>,
     /// Lists still to visit, as [`rank_key`]s (adaptive selection).
@@ -684,13 +684,14 @@ impl Ivf {
         } else {
             // Many lists: a linear-time selection of the same set (the
             // nprobe best by score, ties by smaller id; scores are finite).
-            s.heap.clear();
+            s.heap.buf.clear();
             s.heap
+                .buf
                 .extend(s.cscore[..nlist].iter().zip(0u32..).map(|(&c, l)| (c, l)));
             if nprobe < nlist {
-                s.heap.select_nth_unstable_by(nprobe - 1, by_rank);
+                s.heap.buf.select_nth_unstable_by(nprobe - 1, by_rank);
             }
-            for (d, e) in s.lists[..nprobe].iter_mut().zip(&s.heap[..nprobe]) {
+            for (d, e) in s.lists[..nprobe].iter_mut().zip(&s.heap.buf[..nprobe]) {
                 *d = e.1;
             }
         }

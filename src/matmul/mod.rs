@@ -81,7 +81,7 @@ pub use convert::{
 };
 pub use softmax::{softmax, softmax_in_place};
 pub use topk::{topk, TOPK_PAD_ID};
-pub(crate) use topk::{topk_drain, topk_offer, topk_segment};
+pub(crate) use topk::{topk_drain, topk_offer, topk_segment, TopK};
 
 use crate::kernels::matmul::{self as km, Rows};
 

@@ -12,46 +12,72 @@ use super::check_offsets;
 /// Padding id of [`topk`] when a query has fewer than k candidates.
 pub const TOPK_PAD_ID: u32 = u32::MAX;
 
-/// `a` ranks before `b`: larger score, or equal score and smaller id.
-#[inline(always)]
-fn better(a: (f32, u32), b: (f32, u32)) -> bool {
-    a.0 > b.0 || (a.0 == b.0 && a.1 < b.1)
-}
-
 thread_local! {
-    static HEAP: RefCell<Vec<(f32, u32)>> = const { RefCell::new(Vec::new()) };
+    static HEAP: RefCell<TopK> = RefCell::new(TopK::default());
 }
 
-/// Min-heap by rank (root = the worst kept entry): restore after the root
-/// was replaced.
-#[inline]
-fn sift_down(h: &mut [(f32, u32)], mut i: usize) {
-    let n = h.len();
-    loop {
-        let l = 2 * i + 1;
-        if l >= n {
-            break;
-        }
-        let r = l + 1;
-        let c = if r < n && better(h[l], h[r]) { r } else { l };
-        if better(h[i], h[c]) {
-            h.swap(i, c);
-            i = c;
-        } else {
-            break;
+/// A sort key of the rank order: ascending keys are larger scores first,
+/// then smaller ids (`-0.0` and `0.0` tie, as `==` says; scores are never
+/// NaN here). The score's bits made monotone and
+/// inverted in the high half, the id in the low half: the selections
+/// compare integers, without branches.
+#[inline(always)]
+fn rank_key(e: &(f32, u32)) -> u64 {
+    let b = if e.0 == 0.0 { 0 } else { e.0.to_bits() };
+    let m = if b >> 31 == 1 { !b } else { b | 0x8000_0000 };
+    (u64::from(!m) << 32) | u64::from(e.1)
+}
+
+/// A running top-`k` over a stream offered in pieces ([`topk_offer`], then
+/// [`topk_drain`]): a buffer of candidates and a threshold, the score of
+/// the `k`-th best candidate kept at the last compaction (`-inf` before
+/// the first). A score below the threshold can never enter the top `k`,
+/// so only scores `>=` it are appended (8 lanes compared at a time); when
+/// the buffer reaches `k + max(k, 32)` entries it is cut back to its `k`
+/// best by a linear-time selection, and the threshold rises. Each offered
+/// score thus costs one vector comparison, and the few that pass an
+/// append, instead of a heap sift each (the "amortised top-n" of FAISS's
+/// and ScaNN's selection). Ids need not be distinct: equal (score, id)
+/// pairs are interchangeable, so the result is the same set whatever the
+/// selection's internal order.
+pub(crate) struct TopK {
+    /// Candidates (the best `k` of the stream so far are among them);
+    /// unsorted between calls.
+    pub(crate) buf: Vec<(f32, u32)>,
+    /// Scores below this are out (`-inf` until the first compaction; NaN
+    /// always fails `>=`).
+    thr: f32,
+}
+
+impl Default for TopK {
+    fn default() -> Self {
+        TopK {
+            buf: Vec::new(),
+            thr: f32::NEG_INFINITY,
         }
     }
 }
 
-#[inline]
-fn sift_up(h: &mut [(f32, u32)], mut i: usize) {
-    while i > 0 {
-        let p = (i - 1) / 2;
-        if better(h[p], h[i]) {
-            h.swap(p, i);
-            i = p;
-        } else {
-            break;
+impl TopK {
+    /// Starts a new stream.
+    #[inline]
+    pub(crate) fn clear(&mut self) {
+        self.buf.clear();
+        self.thr = f32::NEG_INFINITY;
+    }
+
+    /// Keeps the `k` (`>= 1`) best entries of the buffer and, when it holds
+    /// `k`, raises the threshold to the worst of them.
+    #[inline(never)]
+    fn compact(&mut self, k: usize) {
+        if self.buf.len() > k {
+            self.buf.select_nth_unstable_by_key(k - 1, rank_key);
+            self.buf.truncate(k);
+        }
+        if self.buf.len() == k {
+            // select_nth puts the k-th best at k - 1 and nothing worse
+            // before it, so this is the smallest kept score.
+            self.thr = self.buf[k - 1].0;
         }
     }
 }
@@ -60,88 +86,73 @@ pub(crate) fn topk_segment(
     scores: &[f32],
     ids: Option<&[u32]>,
     k: usize,
-    heap: &mut Vec<(f32, u32)>,
+    top: &mut TopK,
     out_ids: &mut [u32],
     out_scores: &mut [f32],
 ) {
-    heap.clear();
+    top.clear();
     match ids {
-        Some(ids) => topk_offer(scores, |j| ids[j], k, heap),
-        None => topk_offer(scores, |j| j as u32, k, heap),
+        Some(ids) => topk_offer(scores, |j| ids[j], k, top),
+        None => topk_offer(scores, |j| j as u32, k, top),
     }
-    topk_drain(heap, out_ids, out_scores);
+    topk_drain(top, k, out_ids, out_scores);
 }
 
 /// Offers `scores[j]` with id `id_of(j)`, for every `j`, to the running
-/// top-`k` in `heap` (a min-heap by rank, root = the worst kept entry; empty
-/// at the start of a stream). Offering a stream in pieces and then calling
-/// [`topk_drain`] gives exactly [`topk_segment`] of the whole stream: the
-/// `k` best by (score descending, id ascending), NaN never kept.
+/// top-`k` in `top` ([`TopK::clear`]ed at the start of a stream; the same
+/// `k` for every piece). Offering a stream in pieces and then calling
+/// [`topk_drain`] with the same `k` gives exactly [`topk_segment`] of the
+/// whole stream: the `k` best by (score descending, id ascending), NaN
+/// never kept.
 #[inline]
-pub(crate) fn topk_offer(
-    scores: &[f32],
-    id_of: impl Fn(usize) -> u32,
-    k: usize,
-    heap: &mut Vec<(f32, u32)>,
-) {
+pub(crate) fn topk_offer(scores: &[f32], id_of: impl Fn(usize) -> u32, k: usize, top: &mut TopK) {
+    if k == 0 {
+        return;
+    }
+    let cap = k + k.max(32);
     let n = scores.len();
     let mut j = 0;
-    // Fill: the first k non-NaN candidates.
-    while j < n && heap.len() < k {
-        let s = scores[j];
-        if !s.is_nan() {
-            heap.push((s, id_of(j)));
-            let last = heap.len() - 1;
-            sift_up(heap, last);
+    let mut thr = f32x8::splat(top.thr);
+    while j + 8 <= n {
+        let v = f32x8::from(<[f32; 8]>::try_from(&scores[j..j + 8]).unwrap());
+        let mut m = v.simd_ge(thr).to_bitmask();
+        if m != 0 {
+            while m != 0 {
+                let l = m.trailing_zeros() as usize;
+                top.buf.push((scores[j + l], id_of(j + l)));
+                m &= m - 1;
+            }
+            if top.buf.len() >= cap {
+                top.compact(k);
+                thr = f32x8::splat(top.thr);
+            }
+        }
+        j += 8;
+    }
+    while j < n {
+        if scores[j] >= top.thr {
+            top.buf.push((scores[j], id_of(j)));
+            if top.buf.len() >= cap {
+                top.compact(k);
+            }
         }
         j += 1;
     }
-    if heap.len() == k && k > 0 {
-        let consider = |j: usize, heap: &mut Vec<(f32, u32)>| {
-            let c = (scores[j], id_of(j));
-            if better(c, heap[0]) {
-                heap[0] = c;
-                sift_down(heap, 0);
-            }
-        };
-        // Scan 8 at a time: only lanes >= the current k-th score (NaN
-        // compares false) can enter, ties are settled by id in `consider`.
-        let mut thr = f32x8::splat(heap[0].0);
-        while j + 8 <= n {
-            let v = f32x8::from(<[f32; 8]>::try_from(&scores[j..j + 8]).unwrap());
-            let mut m = v.simd_ge(thr).to_bitmask();
-            if m != 0 {
-                while m != 0 {
-                    let l = m.trailing_zeros() as usize;
-                    consider(j + l, heap);
-                    m &= m - 1;
-                }
-                thr = f32x8::splat(heap[0].0);
-            }
-            j += 8;
-        }
-        while j < n {
-            if scores[j] >= heap[0].0 {
-                consider(j, heap);
-            }
-            j += 1;
-        }
-    }
 }
 
-/// Ends a stream of [`topk_offer`]: the kept entries best first into
-/// `out_ids` / `out_scores` (as many as they hold), padded with
-/// [`TOPK_PAD_ID`] / `-inf`. Leaves `heap` sorted (no longer a heap).
-pub(crate) fn topk_drain(heap: &mut [(f32, u32)], out_ids: &mut [u32], out_scores: &mut [f32]) {
-    heap.sort_unstable_by(|a, b| {
-        if better(*a, *b) {
-            std::cmp::Ordering::Less
-        } else {
-            std::cmp::Ordering::Greater
-        }
-    });
+/// Ends a stream of [`topk_offer`] (offered with this `k`): its `k` best
+/// entries, best first, into `out_ids` / `out_scores`, padded with
+/// [`TOPK_PAD_ID`] / `-inf` to their length. Leaves the buffer cut to
+/// them, sorted.
+pub(crate) fn topk_drain(top: &mut TopK, k: usize, out_ids: &mut [u32], out_scores: &mut [f32]) {
+    if k > 0 {
+        top.compact(k);
+    } else {
+        top.buf.clear();
+    }
+    top.buf.sort_unstable_by_key(rank_key);
     for (t, (oi, os)) in out_ids.iter_mut().zip(out_scores.iter_mut()).enumerate() {
-        match heap.get(t) {
+        match top.buf.get(t) {
             Some(&(s, id)) => {
                 *oi = id;
                 *os = s;
@@ -210,4 +221,62 @@ pub fn topk(
         }
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    /// A stream offered in random pieces selects what the whole stream
+    /// does, for `k` around the compaction sizes, with ties, NaN and
+    /// infinities.
+    #[test]
+    fn pieces_equal_whole() {
+        let mut rng = SplitMix64::new(7);
+        for trial in 0..400 {
+            let n = rng.below(2000) as usize;
+            let scores: Vec<f32> = (0..n)
+                .map(|_| match rng.below(50) {
+                    0 => f32::NAN,
+                    1 => f32::INFINITY,
+                    2 => f32::NEG_INFINITY,
+                    3 => -0.0,
+                    4 => 0.0,
+                    _ if trial % 3 == 0 => rng.below(8) as f32,
+                    _ => rng.next_normal() as f32,
+                })
+                .collect();
+            let k = [1, 2, 10, 31, 32, 33, 64, 100, 3000][rng.below(9) as usize];
+            let (mut wi, mut ws) = (vec![0u32; k], vec![0f32; k]);
+            let mut top = TopK::default();
+            topk_segment(&scores, None, k, &mut top, &mut wi, &mut ws);
+            top.clear();
+            let mut a = 0;
+            while a < n {
+                if rng.below(5) == 0 {
+                    topk_offer(&[], |j| j as u32, k, &mut top);
+                }
+                let e = (a + 1 + rng.below(300) as usize).min(n);
+                topk_offer(&scores[a..e], |j| (a + j) as u32, k, &mut top);
+                a = e;
+            }
+            // The rank order by sorting (-0.0 and 0.0 tie, then by id).
+            let mut r: Vec<(f32, u32)> = scores
+                .iter()
+                .zip(0u32..)
+                .filter(|e| !e.0.is_nan())
+                .map(|(&s, i)| (s, i))
+                .collect();
+            r.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap().then(a.1.cmp(&b.1)));
+            r.resize(k.max(r.len()), (f32::NEG_INFINITY, TOPK_PAD_ID));
+            let ri: Vec<u32> = r[..k].iter().map(|e| e.1).collect();
+            assert_eq!(wi, ri, "trial {trial}: against sorting");
+            let (mut gi, mut gs) = (vec![0u32; k], vec![0f32; k]);
+            topk_drain(&mut top, k, &mut gi, &mut gs);
+            assert_eq!(gi, wi, "trial {trial}");
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&gs), bits(&ws));
+        }
+    }
 }
