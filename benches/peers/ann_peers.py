@@ -17,6 +17,13 @@ Workloads:
   w2v  w2v-gutenberg output layer (35,388 x 128, no bias); queries are the
        input embeddings of the centre words of the first held-out pairs.
 Peers index [w, b] and query [q, 1] (inner product); lshk gets W, b and q.
+
+"lshk IVF weighted" is lshk's k-means weighted by training queries
+(lshk_ivf_build_weighted): the exact top-10 hits of TRAIN queries that are
+neither evaluated nor used for calibration (w2v: the first training pairs'
+centre words; W1 and .npy layers: the queries after the calibration ones,
+when Q.npy has them). No peer uses queries to build, so those rows answer a
+different question: what a user with query logs gets.
 """
 import argparse
 import ctypes
@@ -49,12 +56,21 @@ def log(*a):
 # Queries after the evaluated ones that lshk_ivf_calibrate may use (the
 # "lshk IVF calibrated" rows: parameters chosen on these, timed on Q).
 CAL = 500
+# Training queries (w2v: the centre words of the first TRAIN training pairs;
+# an .npy layer or W1: the queries after the calibration ones) for the
+# "lshk IVF weighted" rows: k-means weighted by the training queries' exact
+# top-10 hits (lshk_ivf_build_weighted). Never the evaluated queries.
+TRAIN = 20000
+# w_r = 1 + ALPHA * rows * n_r / N (lshk::ivf::row_weights_from_hits; the
+# value docs/ivf.md recommends).
+ALPHA = 4.0
 
 
 class Workload:
-    def __init__(self, name, W, b, Q, Qcal=None):
+    def __init__(self, name, W, b, Q, Qcal=None, Qtrain=None):
         self.name, self.W, self.b, self.Q = name, W, b, Q
         self.Qcal = Qcal if Qcal is not None and len(Qcal) else None
+        self.Qtrain = Qtrain if Qtrain is not None and len(Qtrain) >= 1000 else None
         self.rows, self.dim = W.shape
         self.nq = Q.shape[0]
         if b is not None:  # peers: [w, b] . [q, 1]
@@ -71,7 +87,8 @@ def load_w1(d, nq):
     Qa = np.load(os.path.join(d, "Q.npy"))
     Q = np.ascontiguousarray(Qa[:nq], dtype=np.float32)
     Qcal = np.ascontiguousarray(Qa[nq:nq + CAL], dtype=np.float32)
-    return Workload(f"W1 synthetic {W.shape[0]:,} x {W.shape[1]} + bias", W, b, Q, Qcal)
+    Qtr = np.ascontiguousarray(Qa[nq + CAL:nq + CAL + TRAIN], dtype=np.float32)
+    return Workload(f"W1 synthetic {W.shape[0]:,} x {W.shape[1]} + bias", W, b, Q, Qcal, Qtr)
 
 
 def load_w2v(d, nq):
@@ -81,7 +98,12 @@ def load_w2v(d, nq):
     pairs = np.fromfile(os.path.join(d, "heldout_pairs.i32"), np.int32).reshape(-1, 2)
     Q = np.ascontiguousarray(emb[pairs[:nq, 0]])
     Qcal = np.ascontiguousarray(emb[pairs[nq:nq + CAL, 0]])
-    return Workload(f"w2v-gutenberg {W.shape[0]:,} x {dim}, no bias", W, None, Q, Qcal)
+    tp = os.path.join(d, "train_pairs.i32")
+    Qtr = None
+    if os.path.exists(tp):
+        tr = np.fromfile(tp, np.int32, count=2 * TRAIN).reshape(-1, 2)
+        Qtr = np.ascontiguousarray(emb[tr[:, 0]])
+    return Workload(f"w2v-gutenberg {W.shape[0]:,} x {dim}, no bias", W, None, Q, Qcal, Qtr)
 
 
 def load_npy(d, nq):
@@ -93,16 +115,19 @@ def load_npy(d, nq):
     Qa = np.load(os.path.join(d, "Q.npy"))
     Q = np.ascontiguousarray(Qa[:nq], dtype=np.float32)
     Qcal = np.ascontiguousarray(Qa[nq:nq + CAL], dtype=np.float32)
+    Qtr = np.ascontiguousarray(Qa[nq + CAL:nq + CAL + TRAIN], dtype=np.float32)
     np_ = os.path.join(d, "name.txt")
     name = open(np_).read().strip() if os.path.exists(np_) else f"{d} {W.shape[0]:,} x {W.shape[1]}"
-    return Workload(name, W, b, Q, Qcal)
+    return Workload(name, W, b, Q, Qcal, Qtr)
 
 
-def exact_topk(wl, bs=64):
-    """Exact top-10 ids of W q + b, by numpy (batched)."""
-    out = np.empty((wl.nq, K), np.int64)
-    for i in range(0, wl.nq, bs):
-        S = wl.Q[i:i + bs] @ wl.W.T
+def exact_topk(wl, bs=64, Q=None):
+    """Exact top-10 ids of W q + b for the rows of Q (default: the
+    evaluated queries), by numpy (batched)."""
+    Q = wl.Q if Q is None else Q
+    out = np.empty((len(Q), K), np.int64)
+    for i in range(0, len(Q), bs):
+        S = Q[i:i + bs] @ wl.W.T
         if wl.b is not None:
             S += wl.b
         p = np.argpartition(-S, K, axis=1)[:, :K]
@@ -562,6 +587,10 @@ def load_lshk(path):
         lib.lshk_ivf_memory_bytes.restype = ctypes.c_uint32
         lib.lshk_ivf_free.argtypes = [vp]
         lib.lshk_ivf_free.restype = ctypes.c_uint32
+        if hasattr(lib, "lshk_ivf_build_weighted"):
+            lib.lshk_ivf_build_weighted.argtypes = [vp, vp, sz, sz, sz, vp, sz, ctypes.POINTER(IvfParams),
+                                                    ctypes.POINTER(vp)]
+            lib.lshk_ivf_build_weighted.restype = ctypes.c_uint32
         if hasattr(lib, "lshk_ivf_calibrate"):
             lib.lshk_ivf_calibrate.argtypes = [vp, vp, sz, sz, ctypes.c_uint32, ctypes.c_float,
                                                ctypes.c_uint32, ctypes.c_uint32,
@@ -781,6 +810,85 @@ def run_lshk_ivf(h, lib, build_threads):
         gc.collect()
 
 
+def run_lshk_ivf_weighted(h, lib, build_threads):
+    """The IVF built by lshk_ivf_build_weighted: k-means weighted by the
+    exact top-10 hits of training queries (never the evaluated or the
+    calibration ones), int8 codes, nlist auto. The parameters come from
+    lshk_ivf_calibrate (the adaptive default over-scans on uneven lists:
+    docs/ivf.md, "Row weights"), then a fixed-nprobe sweep at rerank 32."""
+    wl = h.wl
+    if wl.Qtrain is None or not hasattr(lib, "lshk_ivf_build_weighted"):
+        log("  lshk IVF weighted: skipped (no training queries, or no lshk_ivf_build_weighted)")
+        return
+    t = nowt()
+    hits = exact_topk(wl, Q=wl.Qtrain).reshape(-1)
+    n = np.bincount(hits, minlength=wl.rows).astype(np.float64)
+    weights = np.ascontiguousarray((1.0 + ALPHA * wl.rows * n / len(hits)).astype(np.float32))
+    hsecs = nowt() - t
+    bptr = wl.b.ctypes.data if wl.b is not None else None
+    p = lib.lshk_ivf_params_default()
+    p.threads = build_threads
+    h_ = vp()
+    t = nowt()
+    lshk_check(lib, lib.lshk_ivf_build_weighted(wl.W.ctypes.data, bptr, wl.rows, wl.dim, wl.dim,
+                                                weights.ctypes.data, wl.rows, ctypes.byref(p),
+                                                ctypes.byref(h_)), "lshk_ivf_build_weighted")
+    secs = nowt() - t
+    nl = lshk_nlist(lib, h_)
+    m = sz()
+    lshk_check(lib, lib.lshk_ivf_memory_bytes(h_, ctypes.byref(m)), "lshk_ivf_memory_bytes")
+    cfg = f"nlist={nl} (auto) weighted"
+    h.build("lshk IVF weighted", cfg, secs, m.value,
+            f"lshk_ivf_memory_bytes (+ W borrowed); int8 codes; weights 1 + {ALPHA:g} rows n_r / N from the "
+            f"exact top-10 of {len(wl.Qtrain):,} training queries (numpy, {hsecs:.1f} s, not counted)")
+    s = lib.lshk_ivf_search_default()
+    st = IvfStats()
+    st.struct_size = ctypes.sizeof(IvfStats)
+    sref, stref = ctypes.byref(s), ctypes.byref(st)
+    counts = []
+
+    def call(qp, nq_, ip, sp):
+        r = lib.lshk_ivf_query(h_, qp, nq_, wl.dim, K, sref, ip, sp, stref)
+        if r:
+            lshk_check(lib, r, "lshk_ivf_query")
+        counts.append((st.scanned / nq_, st.reranked / nq_, st.lists / nq_))
+
+    def extra(reset=False):
+        if reset:
+            counts.clear()
+            return ""
+        c = np.mean(counts, axis=0)
+        return f"{c[2]:.1f} lists/q, {c[0]:.0f} scanned/q, {c[1]:.0f} re-ranked/q"
+
+    one, batch = lshk_query_fns(call, wl.Q)
+    if wl.Qcal is not None and hasattr(lib, "lshk_ivf_calibrate"):
+        for target in (0.95, 0.99):
+            c = IvfCalibration()
+            c.struct_size = ctypes.sizeof(IvfCalibration)
+            lshk_check(lib, lib.lshk_ivf_calibrate(h_, wl.Qcal.ctypes.data, len(wl.Qcal), wl.dim,
+                                                   K, target, 32, build_threads, ctypes.byref(c)),
+                       "lshk_ivf_calibrate")
+            pick = f"reach={c.search.reach:g}" if c.search.reach > 0 else f"nprobe={c.search.nprobe}"
+
+            def setc(c_=c):
+                return lambda: (setattr(s, "nprobe", c_.search.nprobe),
+                                setattr(s, "rerank", c_.search.rerank),
+                                setattr(s, "reach", c_.search.reach))
+            h.sweep("lshk IVF weighted calibrated", f"{cfg} target={target} ({len(wl.Qcal)} other queries)",
+                    [(f"{pick} rerank={c.search.rerank}", setc())], lambda: (one, batch, extra))
+    s.reach, s.rerank = 0.0, 32
+
+    def setn(np_):
+        return lambda: setattr(s, "nprobe", np_)
+    try:
+        h.sweep("lshk IVF weighted", f"{cfg} rerank=32 fixed",
+                [(f"nprobe={g}", setn(g)) for g in probe_list(nl)], lambda: (one, batch, extra))
+    except RuntimeError as e:
+        log(f"  lshk IVF weighted: sweep ended: {e}")
+    lshk_check(lib, lib.lshk_ivf_free(h_), "lshk_ivf_free")
+    gc.collect()
+
+
 def call_overheads(mods, lib):
     """us per B = 1 call on a 64-row index: each binding's call overhead."""
     rng = np.random.default_rng(3)
@@ -993,6 +1101,7 @@ def main():
         if lib is not None:
             run_lshk_simhash(h, lib, a.build_threads)
             run_lshk_ivf(h, lib, a.build_threads)
+            run_lshk_ivf_weighted(h, lib, a.build_threads)
         if mods["faiss"] is not None and "faiss" in only:
             nl = [1024, 4096] if wl.rows > 200_000 else [256, 1024]
             pq_nlist = int(round(4 * math.sqrt(wl.rows)))
