@@ -181,3 +181,76 @@ fn label_trained_lists_and_padding_batch_like_single() {
         }
     }
 }
+
+/// From [`lshk::ivf::PANEL_MIN_LISTS`] lists the index also keeps its
+/// centroid codes as panels, and the AVX-512 tier scores the centroids with
+/// the multi-query panel kernel (B = 1 and batches, four queries per load).
+/// Centroid and list scores are exact integer arithmetic on every tier, so
+/// every tier must choose the scalar tier's lists and candidates: the same
+/// counts, and without re-ranking (int8 scores returned as they are) the
+/// same ids and score bits; batches must equal single queries.
+#[test]
+fn panel_centroids_match_every_tier() {
+    let nlist = lshk::ivf::PANEL_MIN_LISTS + 77;
+    let (rows, dim, nq, k) = (8 * nlist, 40, 70, 10);
+    let l = layer(rows, dim, nq, 41);
+    let p = IvfParams {
+        nlist: nlist as u32,
+        iters: 1,
+        ..Default::default()
+    };
+    let ivf = Ivf::build(&l.w, Some(&l.b), rows, dim, dim, &p).unwrap();
+    assert_eq!(ivf.nlist(), nlist);
+    // Two copies of the centroid codes (row-major and panels) are counted.
+    assert!(ivf.memory_bytes() > 2 * nlist * 64);
+    let sps = [
+        SearchParams::fixed(3, 20),
+        SearchParams::fixed(40, 0),
+        SearchParams {
+            nprobe: u32::MAX,
+            rerank: 32,
+            reach: 2.0,
+        },
+        SearchParams {
+            nprobe: u32::MAX,
+            rerank: 0,
+            reach: 1.5,
+        },
+    ];
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for sp in &sps {
+        let (mut want, mut want_s) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+        let mut want_st = SearchStats::default();
+        for i in 0..nq {
+            let mut st = SearchStats::default();
+            ivf.search_stats(
+                Isa::Scalar,
+                &l.q[i * dim..],
+                1,
+                dim,
+                k,
+                sp,
+                &mut want[i * k..(i + 1) * k],
+                &mut want_s[i * k..(i + 1) * k],
+                Some(&mut st),
+            )
+            .unwrap();
+            want_st.scanned += st.scanned;
+            want_st.reranked += st.reranked;
+            want_st.lists += st.lists;
+        }
+        for t in tiers() {
+            let what = format!("{t:?} {sp:?}");
+            check_batch_equals_single(&ivf, t, &l.q, nq, dim, k, sp, &what);
+            let (mut a, mut sa) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+            let mut st = SearchStats::default();
+            ivf.search_stats(t, &l.q, nq, dim, k, sp, &mut a, &mut sa, Some(&mut st))
+                .unwrap();
+            assert_eq!(st, want_st, "{what}: counts against the scalar tier");
+            if sp.rerank == 0 {
+                assert_eq!(a, want, "{what}: ids against the scalar tier");
+                assert_eq!(bits(&sa), bits(&want_s), "{what}: scores against scalar");
+            }
+        }
+    }
+}

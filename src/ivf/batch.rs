@@ -34,6 +34,7 @@
 
 use super::*;
 use crate::matmul::{topk_drain, topk_offer, TopK};
+use crate::qdot::PANEL_QUERIES;
 
 /// Queries answered together.
 pub(super) const BATCH: usize = 64;
@@ -103,16 +104,42 @@ impl Ivf {
         }
 
         // 1. Centroid scores: a block of codes, every query, next block.
-        grow(&mut b.raw, nb * nlist);
-        let block = (CENT_BLOCK_BYTES / dp).max(4);
+        // With a panel kernel (AVX-512) four queries at a time share each
+        // load of a block's codes; row `l` of query `i` at `i * cs + l`.
+        let cpan = self.cpan.as_ref().filter(|_| QPanels::has_kernel(v));
+        let panels = cpan.is_some();
+        let (rows_c, cs) = match cpan {
+            Some(p) => (p.padded_rows(), p.padded_rows()),
+            None => (nlist, nlist),
+        };
+        grow(&mut b.raw, nb * cs);
+        let block = if panels {
+            (CENT_BLOCK_BYTES / dp / 32).max(1) * 32
+        } else {
+            (CENT_BLOCK_BYTES / dp).max(4)
+        };
         let mut c0 = 0;
-        while c0 < nlist {
-            let len = block.min(nlist - c0);
-            for i in 0..nb {
-                let o = i * nlist + c0;
-                self.cq
-                    .score_run_with(v, c0, len, &b.qq[i], None, &mut b.raw[o..o + len])
-                    .expect("centroid run");
+        while c0 < rows_c {
+            let len = block.min(rows_c - c0);
+            if let Some(cp) = cpan {
+                for i in (0..nb).step_by(PANEL_QUERIES) {
+                    let e = (i + PANEL_QUERIES).min(nb);
+                    let mut qs = [&b.qq[i]; PANEL_QUERIES];
+                    for (t, q) in b.qq[i..e].iter().enumerate() {
+                        qs[t] = q;
+                    }
+                    let o = i * cs + c0;
+                    let out = &mut b.raw[o..(e - 1) * cs + c0 + len];
+                    cp.score(v, c0, len, &qs[..e - i], out, cs)
+                        .expect("centroid panels");
+                }
+            } else {
+                for i in 0..nb {
+                    let o = i * cs + c0;
+                    self.cq
+                        .score_run_with(v, c0, len, &b.qq[i], None, &mut b.raw[o..o + len])
+                        .expect("centroid run");
+                }
             }
             c0 += len;
         }
@@ -133,7 +160,7 @@ impl Ivf {
             grow(&mut b.nsel, nb);
         }
         for i in 0..nb {
-            s.cscore[..nlist].copy_from_slice(&b.raw[i * nlist..(i + 1) * nlist]);
+            s.cscore[..nlist].copy_from_slice(&b.raw[i * cs..i * cs + nlist]);
             // The query's codes where the single-query code looks for them
             // (swapped, not copied; swapped back below).
             std::mem::swap(s.qq.as_mut().expect("set above"), &mut b.qq[i]);

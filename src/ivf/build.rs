@@ -400,6 +400,7 @@ impl Ivf {
         };
         let cq = qdot::quantize_rows(&centroids, nlist, dim, dim)?;
         let ix = Ivf {
+            cpan: centroid_panels(&cq)?,
             cq,
             pq,
             rows,

@@ -288,6 +288,7 @@ impl Ivf {
             bail!(BadFileFormat, "a borrowed IVF index must have codes");
         }
         Ok(Ivf {
+            cpan: centroid_panels(&cq)?,
             cq,
             pq,
             rows,

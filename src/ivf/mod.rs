@@ -65,7 +65,7 @@ use crate::kernels::matmul::{self as km, Rows};
 use crate::labels::LabelState;
 use crate::matmul::{topk_segment, TopK, TOPK_PAD_ID};
 use crate::pq4::Pq4Lut;
-use crate::qdot::{self, QQuery, QRows, Variant};
+use crate::qdot::{self, QPanels, QQuery, QRows, Variant};
 use crate::rng::SplitMix64;
 
 mod batch;
@@ -258,10 +258,33 @@ pub struct Ivf {
     /// they are all the index keeps of the centroids' `w` part (the f32
     /// centroids are only needed while building; see `memory_bytes`).
     cq: QRows,
+    /// The same codes as panels for the multi-query kernels (AVX-512:
+    /// [`QPanels`]), with at least [`PANEL_MIN_LISTS`] lists; derived from
+    /// `cq`, never stored in the file.
+    cpan: Option<QPanels>,
     /// Label training ([`Ivf::train_labels`]): lists then hold training
     /// labels too, so a row may stand in several lists (positions outnumber
     /// rows) and results are deduplicated by id.
     labels: Option<Box<LabelState>>,
+}
+
+/// Lists from which the index keeps its centroid codes a second time, as
+/// panels ([`QPanels`]), for the AVX-512 multi-query kernels: they score a
+/// centroid in about half the time (no horizontal sums; `benches/qdot.md`),
+/// which pays where the centroid pass is a large part of a query (many
+/// lists, few rows per list: 3,274 centroids against about 450 list rows
+/// at `nprobe` 1 on W1). Below it the pass is cheap beside the lists, and
+/// the copy (`4 / sqrt(rows)` of the codes at the default `nlist`) would
+/// break the memory rule of `memory_bytes` on small layers.
+pub const PANEL_MIN_LISTS: usize = 1024;
+
+/// [`Ivf::cpan`]: the panels of `cq` when it has [`PANEL_MIN_LISTS`] rows.
+fn centroid_panels(cq: &QRows) -> Result<Option<QPanels>> {
+    Ok(if cq.rows() >= PANEL_MIN_LISTS {
+        Some(QPanels::new(cq)?)
+    } else {
+        None
+    })
 }
 
 // SAFETY: immutable after construction; the borrowed pointer is read-only
@@ -334,6 +357,7 @@ impl Ivf {
             + self.codes.as_ref().map_or(0, |c| c.memory_bytes())
             + self.pq.as_ref().map_or(0, |c| c.memory_bytes())
             + self.cq.memory_bytes()
+            + self.cpan.as_ref().map_or(0, |p| p.memory_bytes())
             + std::mem::size_of::<Ivf>()
     }
 

@@ -303,10 +303,22 @@ impl Ivf {
             .set(q)
             .expect("queries are checked finite");
         let qq = s.qq.as_ref().unwrap();
-        grow(&mut s.cscore, nlist);
-        self.cq
-            .score_run_with(v, 0, nlist, qq, None, &mut s.cscore[..nlist])
-            .expect("centroid run");
+        let pr = self.cpan.as_ref().map_or(0, |p| p.padded_rows());
+        grow(&mut s.cscore, pr.max(nlist));
+        // The panel kernel where the index has panels and the tier a panel
+        // kernel (no horizontal sums), else the row-major run: the same
+        // scores bit for bit.
+        let done = match &self.cpan {
+            Some(p) => p
+                .score(v, 0, pr, &[qq], &mut s.cscore[..pr], pr)
+                .expect("centroid panels"),
+            None => false,
+        };
+        if !done {
+            self.cq
+                .score_run_with(v, 0, nlist, qq, None, &mut s.cscore[..nlist])
+                .expect("centroid run");
+        }
         let qn = norm(q);
         self.finish_estimates(q, qn, s);
         qn

@@ -1,8 +1,9 @@
 //! Quantised dot products, AVX-512 tier (avx512f + bw + dq + vl, and
-//! `vpdpbusd` when the CPU has AVX-512 VNNI). NOT EXECUTED on the
-//! development machine (Zen 3, no AVX-512): compiled and reviewed, the same
-//! structure as the AVX2 tier with 64-byte chunks; the tests run it (both
-//! flavours on VNNI CPUs) wherever the CPU has AVX-512.
+//! `vpdpbusd` when the CPU has AVX-512 VNNI): the same structure as the
+//! AVX2 tier with 64-byte chunks, plus the panel kernels
+//! ([`super::PanelFn`], at the end of the file). Both flavours were
+//! executed by the tests on AMD Zen 4 (AVX-512 VNNI, no FP16); the tests
+//! run them wherever the CPU has AVX-512.
 //!
 //! Instructions and why:
 //! * `vpdpbusd` (VNNI flavour, `dot_vnni` / `score_vnni`): 64 u8 x i8
@@ -263,4 +264,144 @@ pub unsafe fn score_vnni(
 ) {
     // SAFETY: forwarded preconditions and features.
     unsafe { score_impl::<true>(codes, dim_pad, nrows, q, sums, epi, out) }
+}
+
+// ------------------------------------------------------------ panels
+
+/// The four query bytes `4 g .. 4 g + 4` of `q`, in every 32-bit lane.
+#[inline(always)]
+unsafe fn bcast4(q: *const u8, g: usize) -> __m512i {
+    // SAFETY: q holds dim_pad >= 4 g + 4 bytes (caller); unaligned read.
+    unsafe { _mm512_set1_epi32(std::ptr::read_unaligned(q.add(4 * g).cast::<i32>())) }
+}
+
+/// Two panels (32 rows) for `QB` queries: `KS` interleaved partial sums
+/// per (panel, query) over the groups (so that at least eight independent
+/// `vpdpbusd` chains hide its latency), added at the end (exact: wrapping
+/// i32 addition is associative), then the correction and the epilogue of
+/// [`super::score_of`], 16 rows per store.
+#[inline(always)]
+#[allow(clippy::needless_range_loop, clippy::too_many_arguments)]
+unsafe fn panel_pair<const VNNI: bool, const QB: usize, const KS: usize>(
+    p: *const i8,
+    dim_pad: usize,
+    sums: *const i32,
+    scales: *const f32,
+    q: &[*const u8; super::PANEL_QUERIES],
+    sq: &[f32; super::PANEL_QUERIES],
+    out: &[*mut f32; super::PANEL_QUERIES],
+    row0: usize,
+) {
+    // SAFETY: the two panels at p hold 2 * 16 * dim_pad bytes, sums and
+    // scales 32 values from row0, q[..QB] dim_pad bytes, out[..QB] 32
+    // floats from row0 (caller); features enabled by the enclosing function.
+    unsafe {
+        let ones = _mm512_set1_epi16(1);
+        let groups = dim_pad / 4;
+        let p1 = p.add(16 * dim_pad);
+        let mut acc = [[[_mm512_setzero_si512(); QB]; 2]; KS];
+        let mut g = 0;
+        while g < groups {
+            for ks in 0..KS {
+                let c0 = _mm512_loadu_si512(p.add(64 * (g + ks)).cast());
+                let c1 = _mm512_loadu_si512(p1.add(64 * (g + ks)).cast());
+                for t in 0..QB {
+                    let u = bcast4(q[t], g + ks);
+                    acc[ks][0][t] = step::<VNNI>(acc[ks][0][t], u, c0, ones);
+                    acc[ks][1][t] = step::<VNNI>(acc[ks][1][t], u, c1, ones);
+                }
+            }
+            g += KS;
+        }
+        for h in 0..2 {
+            let r = row0 + 16 * h;
+            let corr = _mm512_slli_epi32::<6>(_mm512_loadu_si512(sums.add(r).cast()));
+            let sc = _mm512_loadu_ps(scales.add(r));
+            for t in 0..QB {
+                let mut d = acc[0][h][t];
+                for ks in 1..KS {
+                    d = _mm512_add_epi32(d, acc[ks][h][t]);
+                }
+                let d = _mm512_sub_epi32(d, corr);
+                // f32(d) * (scale * scale_q), each step rounded (never fused).
+                let m = _mm512_mul_ps(sc, _mm512_set1_ps(sq[t]));
+                let v = _mm512_mul_ps(_mm512_cvtepi32_ps(d), m);
+                _mm512_storeu_ps(out[t].add(r), v);
+            }
+        }
+    }
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn panel_impl<const VNNI: bool>(
+    panels: *const i8,
+    dim_pad: usize,
+    npanels: usize,
+    sums: *const i32,
+    scales: *const f32,
+    q: &[*const u8; super::PANEL_QUERIES],
+    sq: &[f32; super::PANEL_QUERIES],
+    nq: usize,
+    out: &[*mut f32; super::PANEL_QUERIES],
+) {
+    // SAFETY: the PanelFn preconditions (npanels even; dim_pad a multiple
+    // of 64, so the group count is a multiple of 16 and of every KS used);
+    // features enabled by the enclosing function.
+    unsafe {
+        let mut p = 0;
+        while p < npanels {
+            let (pp, r0) = (panels.add(p * 16 * dim_pad), 16 * p);
+            match nq {
+                1 => panel_pair::<VNNI, 1, 4>(pp, dim_pad, sums, scales, q, sq, out, r0),
+                2 => panel_pair::<VNNI, 2, 2>(pp, dim_pad, sums, scales, q, sq, out, r0),
+                3 => panel_pair::<VNNI, 3, 2>(pp, dim_pad, sums, scales, q, sq, out, r0),
+                _ => panel_pair::<VNNI, 4, 1>(pp, dim_pad, sums, scales, q, sq, out, r0),
+            }
+            p += 2;
+        }
+    }
+}
+
+/// See [`super::PanelFn`] (`vpmaddubsw` + `vpmaddwd`).
+///
+/// # Safety
+/// The preconditions of [`super::PanelFn`]; the CPU supports avx512f/bw/dq/vl.
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn panel(
+    panels: *const i8,
+    dim_pad: usize,
+    npanels: usize,
+    sums: *const i32,
+    scales: *const f32,
+    q: &[*const u8; super::PANEL_QUERIES],
+    sq: &[f32; super::PANEL_QUERIES],
+    nq: usize,
+    out: &[*mut f32; super::PANEL_QUERIES],
+) {
+    // SAFETY: forwarded preconditions and features.
+    unsafe { panel_impl::<false>(panels, dim_pad, npanels, sums, scales, q, sq, nq, out) }
+}
+
+/// See [`super::PanelFn`] (`vpdpbusd`).
+///
+/// # Safety
+/// The preconditions of [`super::PanelFn`]; the CPU supports
+/// avx512f/bw/dq/vl and avx512vnni.
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn panel_vnni(
+    panels: *const i8,
+    dim_pad: usize,
+    npanels: usize,
+    sums: *const i32,
+    scales: *const f32,
+    q: &[*const u8; super::PANEL_QUERIES],
+    sq: &[f32; super::PANEL_QUERIES],
+    nq: usize,
+    out: &[*mut f32; super::PANEL_QUERIES],
+) {
+    // SAFETY: forwarded preconditions and features.
+    unsafe { panel_impl::<true>(panels, dim_pad, npanels, sums, scales, q, sq, nq, out) }
 }

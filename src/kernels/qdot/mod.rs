@@ -80,6 +80,77 @@ pub type DotFn = unsafe fn(&[i8], usize, usize, &[u8], &[i32], &mut [i32]);
 /// hold at least `nrows` values.
 pub type ScoreFn = unsafe fn(&[i8], usize, usize, &[u8], &[i32], &Epilogue<'_>, &mut [f32]);
 
+/// Rows per panel of the transposed layout ([`PanelFn`]).
+pub const PANEL: usize = 16;
+
+/// At most this many queries per [`PanelFn`] call.
+pub const PANEL_QUERIES: usize = 4;
+
+/// `panel(panels, dim_pad, npanels, sums, scales, q, scale_q, nq, out)`:
+/// int8 rows stored as **panels** of [`PANEL`] rows, scored for `nq`
+/// (`1..=`[`PANEL_QUERIES`]) queries at once. Panel `p` holds rows
+/// `16 p .. 16 p + 16` as `dim_pad / 4` groups of 64 bytes, group `g`
+/// holding bytes `4 g .. 4 g + 4` of each of the 16 rows in turn (byte
+/// `64 g + 4 r + b` of the panel is byte `4 g + b` of row `16 p + r`): one
+/// 64-byte load then feeds `vpdpbusd` for 16 rows at once against a
+/// broadcast of four query bytes, and each 32-bit lane ends holding one
+/// row's dot product, so no horizontal sums are needed, and the load is
+/// shared by every query of the call.
+///
+/// For query `i < nq` and row `r < 16 npanels`:
+/// `out[i][r] = score_of(d, scales[r], scale_q[i], None)` with
+/// `d = sum_j q[i][j] * c_rj - 64 * sums[r]` (the same integer as
+/// [`DotFn`], the same f32 epilogue as [`ScoreFn`] without bias), so a
+/// panel score is bit for bit the row-major score of the same row.
+///
+/// # Safety
+/// `dim_pad` is a non-zero multiple of [`PAD`], at most [`MAX_DIM_PAD`];
+/// `npanels` is even; `panels` holds `npanels * 16 * dim_pad` readable
+/// bytes, `sums` and `scales` `16 * npanels` values; for `i < nq`
+/// (`1 <= nq <= 4`), `q[i]` holds `dim_pad` readable bytes `<= 127` and
+/// `out[i]` `16 * npanels` writable floats, not overlapping the inputs;
+/// the CPU supports the tier (and the extra features) of the function.
+pub type PanelFn = unsafe fn(
+    *const i8,
+    usize,
+    usize,
+    *const i32,
+    *const f32,
+    &[*const u8; PANEL_QUERIES],
+    &[f32; PANEL_QUERIES],
+    usize,
+    &[*mut f32; PANEL_QUERIES],
+);
+
+/// The panel kernel of `tier` on this CPU, if it has one: the AVX-512 tier
+/// (with `vpdpbusd` on VNNI CPUs). Other tiers score the row-major codes
+/// ([`Kernels`]), which are their fastest form; the scalar row-major
+/// kernel is the oracle of the panel kernels (`tests/qdot.rs`).
+pub fn panel_kernel(tier: Isa) -> Option<PanelFn> {
+    match tier {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => Some(if isa::extras().avx512vnni {
+            avx512::panel_vnni
+        } else {
+            avx512::panel
+        }),
+        _ => None,
+    }
+}
+
+/// Every panel kernel this CPU can run, with its name (tests).
+pub fn panel_variants() -> Vec<(&'static str, PanelFn)> {
+    let mut v: Vec<(&'static str, PanelFn)> = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    if Isa::supported().any(|t| t == Isa::Avx512) {
+        v.push(("avx512", avx512::panel));
+        if isa::extras().avx512vnni {
+            v.push(("avx512vnni", avx512::panel_vnni));
+        }
+    }
+    v
+}
+
 /// The entry points of one kernel variant.
 pub struct Kernels {
     /// Variant name (`"avx512vnni"` for the VNNI flavour of the AVX-512

@@ -1,0 +1,239 @@
+//! The panel layout of int8 rows (`lshk::qdot::QPanels`) and its
+//! multi-query kernels (`lshk::kernels::qdot::PanelFn`): every panel
+//! kernel this CPU runs (both AVX-512 flavours on VNNI CPUs) against the
+//! scalar row-major oracle, exactly (the same integer dot product and the
+//! same f32 epilogue, so the scores are equal bit for bit), for 1 to 4
+//! queries per call, row counts that are and are not whole panels, dims
+//! that fill and that do not fill the 64-byte padding, and the extreme
+//! codes; then the argument checks of `QPanels::score`.
+
+use lshk::kernels::qdot::{panel_variants, PANEL_QUERIES};
+use lshk::qdot::{quantize_rows, QPanels, QQuery, QRows, Variant};
+use lshk::rng::SplitMix64;
+use lshk::{Isa, Status};
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+fn rows_random(rng: &mut SplitMix64, rows: usize, dim: usize) -> QRows {
+    let w: Vec<f32> = (0..rows * dim)
+        .map(|i| {
+            // Some all-zero rows (scale 0) and rows of very different size.
+            if (i / dim) % 7 == 3 {
+                0.0
+            } else {
+                (rng.next_normal() * (1 + (i / dim) % 5) as f64) as f32
+            }
+        })
+        .collect();
+    quantize_rows(&w, rows, dim, dim).unwrap()
+}
+
+fn query_random(rng: &mut SplitMix64, dim: usize, dim_pad: usize) -> QQuery {
+    let q: Vec<f32> = (0..dim).map(|_| rng.next_normal() as f32).collect();
+    let mut qq = QQuery::new(dim_pad).unwrap();
+    qq.set(&q).unwrap();
+    qq
+}
+
+/// The oracle: the scalar row-major scores of every row for `q`.
+fn oracle(r: &QRows, q: &QQuery) -> Vec<f32> {
+    let mut out = vec![0f32; r.rows()];
+    r.score_run_with(
+        Variant::of(Isa::Scalar).unwrap(),
+        0,
+        r.rows(),
+        q,
+        None,
+        &mut out,
+    )
+    .unwrap();
+    out
+}
+
+/// Every panel kernel, called directly, and `QPanels::score` on every
+/// variant, for `qs`, against the oracle.
+fn check(r: &QRows, qs: &[QQuery], what: &str) {
+    let p = QPanels::new(r).unwrap();
+    let (rows, pr) = (r.rows(), p.padded_rows());
+    assert_eq!(pr % 32, 0);
+    assert!(pr >= rows && pr < rows + 32);
+    let want: Vec<Vec<f32>> = qs.iter().map(|q| oracle(r, q)).collect();
+    for chunk in qs.chunks(PANEL_QUERIES).zip(want.chunks(PANEL_QUERIES)) {
+        let (qc, wc) = chunk;
+        let refs: Vec<&QQuery> = qc.iter().collect();
+        // Through the safe API, every variant: AVX-512 ones score, the
+        // others return false and write nothing.
+        for v in Variant::all() {
+            let stride = pr + 5;
+            let mut out = vec![f32::NAN; qc.len() * stride];
+            let ran = p.score(v, 0, pr, &refs, &mut out, stride).unwrap();
+            assert_eq!(ran, QPanels::has_kernel(v));
+            if !ran {
+                assert!(out.iter().all(|x| x.is_nan()), "{what}: {} wrote", v.name());
+                continue;
+            }
+            for (i, w) in wc.iter().enumerate() {
+                let got = &out[i * stride..i * stride + pr];
+                assert_eq!(
+                    bits(&got[..rows]),
+                    bits(w),
+                    "{what}: {} query {i}",
+                    v.name()
+                );
+                assert!(got[rows..].iter().all(|&x| x == 0.0), "{what}: padding");
+                assert!(out[i * stride + pr..(i + 1) * stride]
+                    .iter()
+                    .all(|x| x.is_nan()));
+            }
+            // A run in the middle (whole pairs of panels).
+            if pr >= 64 {
+                let mut mid = vec![0f32; qc.len() * 32];
+                assert!(p.score(v, 32, 32, &refs, &mut mid, 32).unwrap());
+                for (i, w) in wc.iter().enumerate() {
+                    let e = rows.min(64);
+                    assert_eq!(bits(&mid[i * 32..i * 32 + e - 32]), bits(&w[32..e]));
+                }
+            }
+        }
+        // Every panel kernel directly (both AVX-512 flavours on VNNI CPUs).
+        for (name, f) in panel_variants() {
+            let mut outs: Vec<Vec<f32>> = (0..qc.len()).map(|_| vec![f32::NAN; pr]).collect();
+            let mut qp = [std::ptr::null::<u8>(); PANEL_QUERIES];
+            let mut sq = [0f32; PANEL_QUERIES];
+            let mut op = [std::ptr::null_mut::<f32>(); PANEL_QUERIES];
+            for (i, q) in qc.iter().enumerate() {
+                qp[i] = q.codes().as_ptr();
+                sq[i] = q.scale();
+                op[i] = outs[i].as_mut_ptr();
+            }
+            // The panel buffer of `p` is private; rebuild the kernel's
+            // inputs from the safe API's contract instead: score through
+            // `p` on the AVX-512 tier and compare the direct call with it.
+            let mut via = vec![0f32; qc.len() * pr];
+            assert!(p
+                .score(
+                    Variant::of(Isa::Avx512).unwrap(),
+                    0,
+                    pr,
+                    &refs,
+                    &mut via,
+                    pr
+                )
+                .unwrap());
+            // SAFETY: the panels, sums and scales come from `p` (whole,
+            // an even number of panels); every query holds dim_pad bytes;
+            // outs[i] holds pr floats.
+            unsafe {
+                let (pp, ps, psc) = p.raw_parts();
+                f(pp, p.dim_pad(), pr / 16, ps, psc, &qp, &sq, qc.len(), &op);
+            }
+            for (i, w) in wc.iter().enumerate() {
+                assert_eq!(bits(&outs[i][..rows]), bits(w), "{what}: {name} query {i}");
+                assert_eq!(bits(&outs[i]), bits(&via[i * pr..(i + 1) * pr]));
+            }
+        }
+    }
+}
+
+#[test]
+fn panels_equal_the_scalar_oracle() {
+    println!(
+        "panel kernels run: {:?}",
+        panel_variants().iter().map(|v| v.0).collect::<Vec<_>>()
+    );
+    let mut rng = SplitMix64::new(11);
+    for &dim in &[1usize, 3, 64, 100, 128, 200, 384, 700] {
+        for &rows in &[1usize, 15, 16, 31, 32, 33, 64, 100, 257] {
+            let r = rows_random(&mut rng, rows, dim);
+            for nq in 1..=2 * PANEL_QUERIES + 1 {
+                let qs: Vec<QQuery> = (0..nq)
+                    .map(|_| query_random(&mut rng, dim, r.dim_pad()))
+                    .collect();
+                check(&r, &qs, &format!("dim {dim} rows {rows} nq {nq}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn panels_extreme_codes() {
+    // Every code +-127 and every query byte 127 (k = 63): the largest
+    // products, up to the largest dim_pad, where the i32 sums are near
+    // their limit but exact.
+    for &dim in &[64usize, 1000, 1 << 17] {
+        let dp = dim.div_ceil(64) * 64;
+        for fill in [127i8, -127] {
+            let rows = 40;
+            let mut codes = vec![0i8; rows * dp];
+            for r in 0..rows {
+                codes[r * dp..r * dp + dim].fill(if r % 2 == 0 { fill } else { -fill });
+            }
+            let scales: Vec<f32> = (0..rows).map(|r| 0.5 + r as f32).collect();
+            let qr = QRows::from_parts(rows, dim, &codes, &scales).unwrap();
+            let mut q = QQuery::new(dp).unwrap();
+            q.set(&vec![1.0f32; dim]).unwrap();
+            assert!(q.codes()[..dim].iter().all(|&u| u == 127));
+            check(&qr, &[q], &format!("extreme dim {dim} fill {fill}"));
+        }
+    }
+}
+
+#[test]
+fn panels_argument_checks() {
+    let mut rng = SplitMix64::new(3);
+    let r = rows_random(&mut rng, 70, 128);
+    let p = QPanels::new(&r).unwrap();
+    assert_eq!(p.rows(), 70);
+    assert_eq!(p.padded_rows(), 96);
+    assert!(p.memory_bytes() >= 96 * 128);
+    let q = query_random(&mut rng, 128, 128);
+    let Some(v) = Variant::all().into_iter().find(|v| QPanels::has_kernel(*v)) else {
+        println!("no panel kernel on this CPU: argument checks of the AVX-512 path skipped");
+        return;
+    };
+    let mut out = vec![7f32; 4 * 96];
+    let st = |e: lshk::Error| e.status;
+    // Not whole pairs of panels, beyond the rows, no or too many queries,
+    // another dim_pad, too small an output: refused, nothing written.
+    assert_eq!(
+        st(p.score(v, 16, 32, &[&q], &mut out, 96).unwrap_err()),
+        Status::InvalidArgument
+    );
+    assert_eq!(
+        st(p.score(v, 0, 48, &[&q], &mut out, 96).unwrap_err()),
+        Status::InvalidArgument
+    );
+    assert_eq!(
+        st(p.score(v, 64, 64, &[&q], &mut out, 96).unwrap_err()),
+        Status::InvalidArgument
+    );
+    assert_eq!(
+        st(p.score(v, 0, 96, &[], &mut out, 96).unwrap_err()),
+        Status::InvalidArgument
+    );
+    let five = [&q, &q, &q, &q, &q];
+    assert_eq!(
+        st(p.score(v, 0, 32, &five, &mut out, 96).unwrap_err()),
+        Status::InvalidArgument
+    );
+    let q2 = query_random(&mut rng, 128, 192);
+    assert_eq!(
+        st(p.score(v, 0, 32, &[&q2], &mut out, 96).unwrap_err()),
+        Status::InvalidArgument
+    );
+    assert_eq!(
+        st(p.score(v, 0, 96, &[&q, &q], &mut out[..191], 96)
+            .unwrap_err()),
+        Status::BufferTooSmall
+    );
+    assert_eq!(
+        st(p.score(v, 0, 96, &[&q, &q], &mut out, 95).unwrap_err()),
+        Status::BufferTooSmall
+    );
+    assert!(out.iter().all(|&x| x == 7.0));
+    // n = 0 is a valid empty call.
+    assert!(p.score(v, 96, 0, &[&q], &mut out, 0).unwrap());
+    assert!(out.iter().all(|&x| x == 7.0));
+}
