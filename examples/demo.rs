@@ -60,7 +60,7 @@ use lshk::tables::GatherParams;
 
 /// The sublinear layer under test.
 enum Engine {
-    Ivf(Ivf, SearchParams),
+    Ivf(Box<Ivf>, SearchParams),
     Lsh(Index, GatherParams),
 }
 
@@ -358,7 +358,7 @@ fn main() {
             },
             sp.rerank
         );
-        Engine::Ivf(ivf, sp)
+        Engine::Ivf(Box::new(ivf), sp)
     } else {
         let params = IndexParams {
             family: Family::SimHash,
