@@ -61,7 +61,7 @@ use lshk::tables::GatherParams;
 /// The sublinear layer under test.
 enum Engine {
     Ivf(Box<Ivf>, SearchParams),
-    Lsh(Index, GatherParams),
+    Lsh(Box<Index>, GatherParams),
 }
 
 impl Engine {
@@ -387,7 +387,7 @@ fn main() {
         let progress = common::progress_line("build");
         let idx = common::build(&data, &params, Some(&progress))
             .unwrap_or_else(|e| usage(&e.to_string()));
-        Engine::Lsh(idx, g)
+        Engine::Lsh(Box::new(idx), g)
     };
     let build = t.elapsed().as_secs_f64();
     let mut ids = vec![0u32; nq * k];
