@@ -13,6 +13,11 @@
 //!   (4x the bytes: 1 MiB, 51 MB, 512 MB) through
 //!   `DenseLayer::logits_isa` on the best tier, i.e. exact scoring by
 //!   streaming full rows.
+//! * `centroid_pass`: an IVF's centroid scores for 1 and 4 queries: the
+//!   row-major kernel on every tier (one call per query) against the
+//!   panel kernels (`QPanels`, AVX-512: the codes loaded once for up to 4
+//!   queries, no horizontal sums); 3,264 rows (W1's 3,274 lists, 418 KB:
+//!   L2) and 32,768 rows (4 MB: L3). One element = one (row, query).
 //! * `topr`: `TopR::push_run` (R = 100) over the scores of the run, the
 //!   selection cost per row that the IVF probe adds.
 //! * `ivf_runs`: the IVF probe's pattern: the 100,000 rows as 625 runs of
@@ -113,6 +118,65 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
                 })
             },
         );
+    }
+    g.finish();
+
+    // The IVF centroid pass: every centroid scored for 1 and 4 queries,
+    // row-major on every tier (one call per query) against the panels
+    // (AVX-512: one call for up to 4 queries). Element = one (row, query).
+    let mut g = c.benchmark_group("centroid_pass");
+    g.sample_size(10);
+    let qs4: Vec<QQuery> = (0..4)
+        .map(|i| {
+            let mut x = QQuery::new(qr.dim_pad()).unwrap();
+            let qi: Vec<f32> = q.iter().map(|v| v * (1.0 + i as f32 * 0.1)).collect();
+            x.set(&qi).unwrap();
+            x
+        })
+        .collect();
+    for (rows, label) in [(3_264usize, "3264_rows_L2"), (32_768, "32k_rows_L3")] {
+        let cw = &w[..rows * DIM];
+        let cr = qdot::quantize_rows_with(cw, rows, DIM, DIM, None, 0).unwrap();
+        let cp = qdot::QPanels::new(&cr).unwrap();
+        for nq in [1usize, 4] {
+            g.throughput(Throughput::Elements((rows * nq) as u64));
+            for &tier in &tiers {
+                let v = qdot::Variant::of(tier).unwrap();
+                g.bench_function(
+                    BenchmarkId::new(format!("rowmajor_q{nq}/{}", v.name()), label),
+                    |b| {
+                        b.iter(|| {
+                            for x in &qs4[..nq] {
+                                cr.score_run_with(
+                                    v,
+                                    0,
+                                    rows,
+                                    black_box(x),
+                                    None,
+                                    &mut out_f[..rows],
+                                )
+                                .unwrap();
+                                black_box(&out_f);
+                            }
+                        })
+                    },
+                );
+                if qdot::QPanels::has_kernel(v) {
+                    let refs: Vec<&QQuery> = qs4[..nq].iter().collect();
+                    let pr = cp.padded_rows();
+                    g.bench_function(
+                        BenchmarkId::new(format!("panels_q{nq}/{}", v.name()), label),
+                        |b| {
+                            b.iter(|| {
+                                cp.score(v, 0, pr, black_box(&refs), &mut out_f[..nq * pr], pr)
+                                    .unwrap();
+                                black_box(&out_f);
+                            })
+                        },
+                    );
+                }
+            }
+        }
     }
     g.finish();
 
