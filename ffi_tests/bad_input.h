@@ -138,6 +138,23 @@ static inline void bi_check(const char *file, int line, const char *fn,
     bi_check(__FILE__, __LINE__, #FN, WHAT, s_, (WANT), &o_);                  \
   } while (0)
 
+/* A case that applies only on CPUs without AVX-512 (UNSUPPORTED_ISA when
+ * asking for the AVX-512 tier). On an AVX-512 CPU it is not run and is
+ * listed (verbose) as "n/a", so that tests/bad_input_coverage.rs counts
+ * the same matrix, and docs/hardening.md can quote one figure, whatever
+ * CPU runs it. */
+#define BI_CASE_NO_AVX512(FN, WANT, ...)                                       \
+  BI_CASE_NO_AVX512_(FN, WANT, __VA_ARGS__)
+#define BI_CASE_NO_AVX512_(FN, WANT, ...)                                      \
+  do {                                                                         \
+    if (lshk_isa_detected() < LSHK_ISA_AVX512) {                               \
+      BI_CASE(FN, WANT, __VA_ARGS__);                                          \
+    } else if (bi_is_verbose()) {                                              \
+      printf("  %-32s %-28s %-60s %s\n", #FN, "n/a (CPU has AVX-512)",         \
+             #__VA_ARGS__, "");                                                \
+    }                                                                          \
+  } while (0)
+
 /* The unmutated call must succeed (outputs may be written). */
 #define BI_BASELINE(FN) BI_BASELINE_(FN)
 #define BI_BASELINE_(FN)                                                       \

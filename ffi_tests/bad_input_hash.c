@@ -11,7 +11,6 @@
  *   lshk_dwta_hash_sparse lshk_dwta_hash_sparse_isa */
 #include "bad_input.h"
 
-static int have_avx512;
 #define FX bi_fx()
 #define SD BI_FX_DIM
 #define SK BI_FX_K
@@ -214,8 +213,7 @@ static lshk_status bi_call_lshk_simhash_project_isa(bi_sh_hash *a) {
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.isa = 4);                      \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.isa = UINT32_MAX);             \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.isa = 4; a.h = NULL);          \
-    if (!have_avx512)                                                          \
-      BI_CASE(FN, LSHK_STATUS_UNSUPPORTED_ISA, a.isa = LSHK_ISA_AVX512);       \
+    BI_CASE_NO_AVX512(FN, LSHK_STATUS_UNSUPPORTED_ISA, a.isa = LSHK_ISA_AVX512); \
   } while (0)
 
 /* ---- lshk_simhash_train_iul ------------------------------------------- */
@@ -528,7 +526,6 @@ static lshk_status bi_call_lshk_dwta_hash_sparse_isa(bi_dw_hash *a) {
   } while (0)
 
 int main(void) {
-  have_avx512 = lshk_isa_detected() >= LSHK_ISA_AVX512;
   bi_fx_setup();
 
 #define FN lshk_simhash_new

@@ -11,7 +11,6 @@
  *   lshk_gathered_matmul_{f32,bf16,f16,i8}[_isa] */
 #include "bad_input.h"
 
-static int have_avx512;
 
 /* ---- lshk_isa_set_max ------------------------------------------------- */
 typedef struct {
@@ -370,8 +369,7 @@ MM_FN(lshk_gathered_matmul_i8_isa, 2,
   do {                                                                         \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.isa = 4);                      \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.isa = UINT32_MAX);             \
-    if (!have_avx512)                                                          \
-      BI_CASE(FN, LSHK_STATUS_UNSUPPORTED_ISA, a.isa = LSHK_ISA_AVX512);       \
+    BI_CASE_NO_AVX512(FN, LSHK_STATUS_UNSUPPORTED_ISA, a.isa = LSHK_ISA_AVX512); \
   } while (0)
 /* i8 only: scales. */
 #define MM_I8_CASES(FN)                                                        \
@@ -383,7 +381,6 @@ MM_FN(lshk_gathered_matmul_i8_isa, 2,
   } while (0)
 
 int main(void) {
-  have_avx512 = lshk_isa_detected() >= LSHK_ISA_AVX512;
 
   /* ---- functions without arguments or without a status ---- */
   BI_EXPECT(lshk_version, lshk_version() != NULL &&

@@ -9,7 +9,6 @@
  *   lshk_tables_gather_isa lshk_tables_add_labels */
 #include "bad_input.h"
 
-static int have_avx512;
 #define FX bi_fx()
 #define TL BI_FX_L
 #define TNR BI_FX_ROWS
@@ -312,8 +311,7 @@ static size_t gather_need; /* ids the valid call gathers */
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.isa = 4);                      \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.isa = UINT32_MAX);             \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.isa = 4; a.t = NULL);          \
-    if (!have_avx512)                                                          \
-      BI_CASE(FN, LSHK_STATUS_UNSUPPORTED_ISA, a.isa = LSHK_ISA_AVX512);       \
+    BI_CASE_NO_AVX512(FN, LSHK_STATUS_UNSUPPORTED_ISA, a.isa = LSHK_ISA_AVX512); \
   } while (0)
 
 /* ---- lshk_tables_add_labels ------------------------------------------------ */
@@ -380,7 +378,6 @@ static uint64_t tables_fingerprint(const lshk_tables *t) {
 
 int main(void) {
   uint64_t fp;
-  have_avx512 = lshk_isa_detected() >= LSHK_ISA_AVX512;
   bi_fx_setup();
   fp = tables_fingerprint(FX->tb);
 

@@ -14,7 +14,6 @@
 
 #define FX bi_fx()
 
-static int have_avx512;
 static lshk_adam *adam_live;  /* UR x UD */
 static lshk_adam *adam_freed; /* freed last: its slot stays FREED */
 
@@ -339,8 +338,7 @@ static lshk_status bi_call_lshk_adam_step(bi_up *a) {
   do {                                                                         \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.isa = 4);                      \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.isa = UINT32_MAX);             \
-    if (!have_avx512)                                                          \
-      BI_CASE(FN, LSHK_STATUS_UNSUPPORTED_ISA, a.isa = LSHK_ISA_AVX512);       \
+    BI_CASE_NO_AVX512(FN, LSHK_STATUS_UNSUPPORTED_ISA, a.isa = LSHK_ISA_AVX512); \
   } while (0)
 
 /* ---- lshk_adam_new ------------------------------------------------------- */
@@ -425,7 +423,6 @@ static lshk_status bi_call_lshk_adam_set_params(
   } while (0)
 
 int main(void) {
-  have_avx512 = lshk_isa_detected() >= LSHK_ISA_AVX512;
   bi_fx_setup();
   bi_fx_need(lshk_adam_new(UR, UD, NULL, &adam_live), "lshk_adam_new");
   bi_fx_need(lshk_adam_new(2, 2, NULL, &adam_freed), "lshk_adam_new");

@@ -134,6 +134,12 @@ fn every_public_function_has_cases_that_run() {
         "{} missing: crate-type must include cdylib",
         lib.display()
     );
+    // The programs need the SONAME (build.rs) at run time: give deps/ its
+    // own link, as tests/abi.rs does, so this test also runs alone.
+    let soname = deps.join(env!("LSHK_SONAME"));
+    if fs::symlink_metadata(&soname).is_err() {
+        let _ = std::os::unix::fs::symlink("liblshk.so", &soname);
+    }
     let work = deps.parent().unwrap().join("bad_input_coverage");
     fs::create_dir_all(&work).unwrap();
     let funcs = header_functions();
