@@ -694,6 +694,33 @@ def lshk_nlist(lib, handle):
     return n.value
 
 
+def lshk_ivf_query_fns(lib, h_, wl):
+    """The search parameters of IVF handle h_ (set them before a point)
+    and its one/batch/extra functions for Harness.point: lshk_ivf_query on
+    the evaluated queries, with the per-query counts of lshk_ivf_stats."""
+    s = lib.lshk_ivf_search_default()
+    st = IvfStats()
+    st.struct_size = ctypes.sizeof(IvfStats)
+    sref, stref = ctypes.byref(s), ctypes.byref(st)
+    counts = []
+
+    def call(qp, n, ip, sp):
+        r = lib.lshk_ivf_query(h_, qp, n, wl.dim, K, sref, ip, sp, stref)
+        if r:
+            lshk_check(lib, r, "lshk_ivf_query")
+        counts.append((st.scanned / n, st.reranked / n, st.lists / n))
+
+    def extra(reset=False):
+        if reset:
+            counts.clear()
+            return ""
+        c = np.mean(counts, axis=0)
+        return f"{c[2]:.1f} lists/q, {c[0]:.0f} scanned/q, {c[1]:.0f} re-ranked/q"
+
+    one, batch = lshk_query_fns(call, wl.Q)
+    return s, one, batch, extra
+
+
 def run_lshk_ivf(h, lib, build_threads):
     wl = h.wl
     if not lib.has_ivf:
@@ -701,7 +728,7 @@ def run_lshk_ivf(h, lib, build_threads):
         log("  lshk IVF " + msg)
         h.builds.append(dict(peer="lshk IVF", config="-", secs=float("nan"), mem=0, how=msg))
         return
-    W, b, Q = wl.W, wl.b, wl.Q
+    W, b = wl.W, wl.b
     bptr = b.ctypes.data if b is not None else None
     # nlist 0 = automatic (round(4 sqrt(rows))), and a 4x coarser variant;
     # int8 codes (the default), then 4-bit PQ codes (LSHK_IVF_CODES_PQ4 = 2,
@@ -728,26 +755,7 @@ def run_lshk_ivf(h, lib, build_threads):
                 "lshk_ivf_memory_bytes (+ W borrowed); "
                 + ("4-bit PQ codes (pq_m = dim / 2), " if codes == 2 else "defaults: int8 codes, ")
                 + f"{p.iters} k-means iterations, train_rows {p.train_rows or 'min(rows, 64 nlist)'}")
-        s = lib.lshk_ivf_search_default()
-        st = IvfStats()
-        st.struct_size = ctypes.sizeof(IvfStats)
-        sref, stref = ctypes.byref(s), ctypes.byref(st)
-        counts = []
-
-        def call(qp, n, ip, sp):
-            r = lib.lshk_ivf_query(h_, qp, n, wl.dim, K, sref, ip, sp, stref)
-            if r:
-                lshk_check(lib, r, "lshk_ivf_query")
-            counts.append((st.scanned / n, st.reranked / n, st.lists / n))
-
-        def extra(reset=False):
-            if reset:
-                counts.clear()
-                return ""
-            c = np.mean(counts, axis=0)
-            return f"{c[2]:.1f} lists/q, {c[0]:.0f} scanned/q, {c[1]:.0f} re-ranked/q"
-
-        one, batch = lshk_query_fns(call, Q)
+        s, one, batch, extra = lshk_ivf_query_fns(lib, h_, wl)
         # The default: adaptive list selection (reach), no nprobe cap; the
         # sweep is over reach, the one recall knob. Then the fixed-nprobe
         # sweep (reach 0) as FAISS's IVFFlat is run.
@@ -841,26 +849,7 @@ def run_lshk_ivf_weighted(h, lib, build_threads):
     h.build("lshk IVF weighted", cfg, secs, m.value,
             f"lshk_ivf_memory_bytes (+ W borrowed); int8 codes; weights 1 + {ALPHA:g} rows n_r / N from the "
             f"exact top-10 of {len(wl.Qtrain):,} training queries (numpy, {hsecs:.1f} s, not counted)")
-    s = lib.lshk_ivf_search_default()
-    st = IvfStats()
-    st.struct_size = ctypes.sizeof(IvfStats)
-    sref, stref = ctypes.byref(s), ctypes.byref(st)
-    counts = []
-
-    def call(qp, nq_, ip, sp):
-        r = lib.lshk_ivf_query(h_, qp, nq_, wl.dim, K, sref, ip, sp, stref)
-        if r:
-            lshk_check(lib, r, "lshk_ivf_query")
-        counts.append((st.scanned / nq_, st.reranked / nq_, st.lists / nq_))
-
-    def extra(reset=False):
-        if reset:
-            counts.clear()
-            return ""
-        c = np.mean(counts, axis=0)
-        return f"{c[2]:.1f} lists/q, {c[0]:.0f} scanned/q, {c[1]:.0f} re-ranked/q"
-
-    one, batch = lshk_query_fns(call, wl.Q)
+    s, one, batch, extra = lshk_ivf_query_fns(lib, h_, wl)
     if wl.Qcal is not None and hasattr(lib, "lshk_ivf_calibrate"):
         for target in (0.95, 0.99):
             c = IvfCalibration()
