@@ -149,6 +149,7 @@ class Builds:
 
     def __init__(self, a, wl):
         self.rows = []
+        self.tag = seed_tag(a)  # builds.json keys: name + seed tag
         self.dir = os.path.join(a.index_dir, wl.key) if a.index_dir else None
         self.saved = {}
         if self.dir:
@@ -165,18 +166,23 @@ class Builds:
     def cached(self, name, fname):
         """The saved record of `name` when its index file is there, else None."""
         p = self.path(fname)
-        if p and os.path.exists(p) and name in self.saved:
-            return self.saved[name]
+        if p and os.path.exists(p) and name + self.tag in self.saved:
+            return self.saved[name + self.tag]
         return None
 
     def add(self, name, secs, cpu, mem, threads, loaded=False):
         self.rows.append((name, secs, cpu, mem, threads, loaded))
         if self.dir and not loaded:
-            self.saved[name] = [secs, cpu, mem, threads, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            self.saved[name + self.tag] = [secs, cpu, mem, threads, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                 os.getloadavg()[0]]
             with open(os.path.join(self.dir, "builds.json"), "w") as f:
                 json.dump(self.saved, f, indent=1)
         log(f"  {'loaded' if loaded else 'built'} {name}: {secs:.2f} s wall, {cpu:.2f} s CPU, threads {threads}")
+
+
+def seed_tag(a):
+    """Index file name part for a seed other than the default 1."""
+    return "" if a.seed == 1 else f"-s{a.seed}"
 
 
 def timed(fn):
@@ -206,10 +212,10 @@ def lshk_name(storage, walk="exact"):
 def run_lshk(lib, wl, a, rows_out, builds, storage="f32"):
     name = lshk_name(storage)
     p = lib.lshk_graph_params_default()
-    p.m, p.ef_construction, p.threads = a.m, a.efc, a.threads
+    p.m, p.ef_construction, p.threads, p.seed = a.m, a.efc, a.threads, a.seed
     p.storage = STORAGE[storage]
     h = vp()
-    fname = f"lshk-{storage}-m{a.m}-efc{a.efc}.lshkg"
+    fname = f"lshk-{storage}-m{a.m}-efc{a.efc}{seed_tag(a)}.lshkg"
     rec = builds.cached(name, fname)
     if rec:
         check(lib, lib.lshk_graph_load(builds.path(fname).encode(), ctypes.byref(h)), "lshk_graph_load")
@@ -300,14 +306,14 @@ def run_hnswlib(hnswlib, wl, a, space, rows_out, builds):
     X, Q = (wl.XT, wl.QT) if space == "l2" else (wl.X, wl.QX)
     name = f"hnswlib {space}" + (" (FGD transform)" if space == "l2" else " ([w,b]·[q,1])")
     idx = hnswlib.Index(space=space, dim=X.shape[1])
-    fname = f"hnswlib-{space}-m{a.m}-efc{a.efc}.bin"
+    fname = f"hnswlib-{space}-m{a.m}-efc{a.efc}{seed_tag(a)}.bin"
     rec = builds.cached(name, fname)
     if rec:
         idx.load_index(builds.path(fname), max_elements=len(X))
         builds.add(name, rec[0], rec[1], rec[2], rec[3], loaded=True)
     else:
         def build():
-            idx.init_index(max_elements=len(X), ef_construction=a.efc, M=a.m, random_seed=1)
+            idx.init_index(max_elements=len(X), ef_construction=a.efc, M=a.m, random_seed=a.seed)
             idx.add_items(X, num_threads=a.threads)
         _, secs, cpu = timed(build)
         if builds.dir:
@@ -369,7 +375,7 @@ def at_recall(rows, name, target):
 
 def report(wl, a, rows, builds, out):
     out.append(f"\n### {wl.name}, {wl.nq} queries\n")
-    out.append(f"M = {a.m}, efConstruction = {a.efc}, build threads {a.threads}; queries one at a time "
+    out.append(f"M = {a.m}, efConstruction = {a.efc}, seed {a.seed}, build threads {a.threads}; queries one at a time "
                f"on one thread (B = 1), best of {a.passes} passes, the searchers' passes interleaved per efSearch.\n")
     out.append("| build | threads | seconds (wall) | seconds (CPU) | memory MiB |")
     out.append("|---|---:|---:|---:|---:|")
@@ -426,6 +432,7 @@ def main():
     ap.add_argument("--datasets", default="w2v,w1", help="layers to run (w2v, w1)")
     ap.add_argument("--index-dir", default=None, help="save built indexes here; load them when present")
     ap.add_argument("--build-only", action="store_true", help="build (and save) the indexes, no queries")
+    ap.add_argument("--seed", type=int, default=1, help="graph seed of lshk and hnswlib (levels)")
     a = ap.parse_args()
     a.efs = [int(x) for x in a.efs.split(",")]
     a.efs_w1 = [int(x) for x in a.efs_w1.split(",")] if a.efs_w1 else None
