@@ -18,9 +18,17 @@ Peers:
 Run it through benches/peers/run_graph.sh, or directly:
     python graph_peers.py --lib target/release/liblshk.so \
         --w2v ../shared/data/w2v-gutenberg --w1 target/w1-npy-200k --out graph_results.md
+
+Large layers (the full 670,091-row W1): --index-dir DIR saves every built
+index there (lshk_graph_save, hnswlib save_index, faiss.write_index, with
+the build's wall and CPU seconds in DIR/<layer>/builds.json) and later runs
+load them instead of building, so that each library's build and the query
+sweeps can run as separate, shorter runs (--build-only; --only picks the
+libraries).
 """
 import argparse
 import ctypes
+import json
 import os
 import platform
 import sys
@@ -67,6 +75,10 @@ def load_lib(path):
                                         ctypes.POINTER(GraphStats)]
     lib.lshk_graph_query_ex.restype = u32
     lib.lshk_graph_memory_bytes.argtypes = [vp, ctypes.POINTER(sz)]
+    lib.lshk_graph_save.argtypes = [vp, ctypes.c_char_p]
+    lib.lshk_graph_save.restype = u32
+    lib.lshk_graph_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(vp)]
+    lib.lshk_graph_load.restype = u32
     lib.lshk_graph_free.argtypes = [vp]
     lib.lshk_isa_active.restype = u32
     return lib
@@ -83,8 +95,8 @@ def check(lib, st, what):
 
 
 class Workload:
-    def __init__(self, name, W, b, Q):
-        self.name, self.W, self.b, self.Q = name, W, b, Q
+    def __init__(self, name, W, b, Q, key):
+        self.name, self.W, self.b, self.Q, self.key = name, W, b, Q, key
         self.rows, self.dim = W.shape
         self.nq = len(Q)
         bb = b if b is not None else np.zeros(self.rows, np.float32)
@@ -110,14 +122,15 @@ def load_w2v(d, nq):
     emb = np.fromfile(os.path.join(d, "input_embeddings.f32"), np.float32).reshape(-1, dim)
     pairs = np.fromfile(os.path.join(d, "heldout_pairs.i32"), np.int32).reshape(-1, 2)
     Q = np.ascontiguousarray(emb[pairs[:nq, 0]])
-    return Workload(f"w2v-gutenberg {W.shape[0]:,} x {dim}, no bias", np.ascontiguousarray(W), None, Q)
+    return Workload(f"w2v-gutenberg {W.shape[0]:,} x {dim}, no bias", np.ascontiguousarray(W), None, Q,
+                    f"w2v-{W.shape[0]}")
 
 
 def load_w1(d, nq):
     W = np.ascontiguousarray(np.load(os.path.join(d, "W.npy")), dtype=np.float32)
     b = np.ascontiguousarray(np.load(os.path.join(d, "b.npy")).reshape(-1), dtype=np.float32)
     Q = np.ascontiguousarray(np.load(os.path.join(d, "Q.npy"))[:nq], dtype=np.float32)
-    return Workload(f"W1 synthetic {W.shape[0]:,} x {W.shape[1]} + bias", W, b, Q)
+    return Workload(f"W1 synthetic {W.shape[0]:,} x {W.shape[1]} + bias", W, b, Q, f"w1-{W.shape[0]}")
 
 
 def recall(ids, gt):
@@ -128,6 +141,55 @@ def recall(ids, gt):
 
 
 # ---------------------------------------------------------------- runners
+
+
+class Builds:
+    """Build records (name, wall s, CPU s, memory bytes or None, threads); with --index-dir,
+    also the saved indexes and DIR/<layer>/builds.json."""
+
+    def __init__(self, a, wl):
+        self.rows = []
+        self.tag = seed_tag(a)  # builds.json keys: name + seed tag
+        self.dir = os.path.join(a.index_dir, wl.key) if a.index_dir else None
+        self.saved = {}
+        if self.dir:
+            os.makedirs(self.dir, exist_ok=True)
+            try:
+                with open(os.path.join(self.dir, "builds.json")) as f:
+                    self.saved = json.load(f)
+            except FileNotFoundError:
+                pass
+
+    def path(self, fname):
+        return os.path.join(self.dir, fname) if self.dir else None
+
+    def cached(self, name, fname):
+        """The saved record of `name` when its index file is there, else None."""
+        p = self.path(fname)
+        if p and os.path.exists(p) and name + self.tag in self.saved:
+            return self.saved[name + self.tag]
+        return None
+
+    def add(self, name, secs, cpu, mem, threads, loaded=False):
+        self.rows.append((name, secs, cpu, mem, threads, loaded))
+        if self.dir and not loaded:
+            self.saved[name + self.tag] = [secs, cpu, mem, threads, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                os.getloadavg()[0]]
+            with open(os.path.join(self.dir, "builds.json"), "w") as f:
+                json.dump(self.saved, f, indent=1)
+        log(f"  {'loaded' if loaded else 'built'} {name}: {secs:.2f} s wall, {cpu:.2f} s CPU, threads {threads}")
+
+
+def seed_tag(a):
+    """Index file name part for a seed other than the default 1."""
+    return "" if a.seed == 1 else f"-s{a.seed}"
+
+
+def timed(fn):
+    """(result, wall seconds, process CPU seconds) of fn()."""
+    t, c = time.perf_counter(), time.process_time()
+    r = fn()
+    return r, time.perf_counter() - t, time.process_time() - c
 
 
 STORAGE = {"f32": 0, "bf16": 1, "i8": 2}
@@ -150,18 +212,26 @@ def lshk_name(storage, walk="exact"):
 def run_lshk(lib, wl, a, rows_out, builds, storage="f32"):
     name = lshk_name(storage)
     p = lib.lshk_graph_params_default()
-    p.m, p.ef_construction, p.threads = a.m, a.efc, a.threads
+    p.m, p.ef_construction, p.threads, p.seed = a.m, a.efc, a.threads, a.seed
     p.storage = STORAGE[storage]
     h = vp()
-    t = time.perf_counter()
-    check(lib, lib.lshk_graph_build(wl.W.ctypes.data, wl.b.ctypes.data if wl.b is not None else None,
-                                    wl.rows, wl.dim, wl.dim, ctypes.byref(p), ctypes.byref(h)),
-          "lshk_graph_build")
-    secs = time.perf_counter() - t
-    mem = sz()
-    lib.lshk_graph_memory_bytes(h, ctypes.byref(mem))
-    builds.append((name, secs, mem.value))
-    log(f"  build {name}: {secs:.2f} s")
+    fname = f"lshk-{storage}-m{a.m}-efc{a.efc}{seed_tag(a)}.lshkg"
+    rec = builds.cached(name, fname)
+    if rec:
+        check(lib, lib.lshk_graph_load(builds.path(fname).encode(), ctypes.byref(h)), "lshk_graph_load")
+        builds.add(name, rec[0], rec[1], rec[2], rec[3], loaded=True)
+    else:
+        _, secs, cpu = timed(lambda: check(lib, lib.lshk_graph_build(
+            wl.W.ctypes.data, wl.b.ctypes.data if wl.b is not None else None,
+            wl.rows, wl.dim, wl.dim, ctypes.byref(p), ctypes.byref(h)), "lshk_graph_build"))
+        mem = sz()
+        lib.lshk_graph_memory_bytes(h, ctypes.byref(mem))
+        if builds.dir:
+            check(lib, lib.lshk_graph_save(h, builds.path(fname).encode()), "lshk_graph_save")
+        builds.add(name, secs, cpu, mem.value, a.threads)
+    if a.build_only:
+        lib.lshk_graph_free(h)
+        return []
     qrows = [np.ascontiguousarray(wl.Q[i]) for i in range(wl.nq)]
     ids = np.zeros(K, np.uint32)
     sc = np.zeros(K, np.float32)
@@ -209,34 +279,48 @@ def measure(wl, a, runners, rows_out, efs):
     that a load change on the shared machine hits all of them; best pass of each."""
     for ef in efs:
         best = {r.name: float("inf") for r in runners}
+        best_cpu = dict(best)
         res = {}
+        load0 = os.getloadavg()[0]
         for r in runners:
             r.set_ef(ef)
             res[r.name] = [r.one(i) for i in range(min(wl.nq, 50))]  # warm-up
         for _ in range(a.passes):
             for r in runners:
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.thread_time()
                 res[r.name] = [r.one(i) for i in range(wl.nq)]
+                best_cpu[r.name] = min(best_cpu[r.name], time.thread_time() - c)
                 best[r.name] = min(best[r.name], time.perf_counter() - t)
+        load = (load0 + os.getloadavg()[0]) / 2
         for r in runners:
             us = best[r.name] / wl.nq * 1e6
+            cus = best_cpu[r.name] / wl.nq * 1e6
             p1, r10 = recall(res[r.name], wl.gt)
             d = r.dist() if r.dist else None
-            rows_out.append((r.name, ef, p1, r10, d, us))
+            rows_out.append((r.name, ef, p1, r10, d, us, cus, load))
             log(f"  {r.name} ef {ef}: P@1 {p1:.3f} recall@10 {r10:.3f} "
-                f"{'-' if d is None else f'{d:.0f}'} dist {us:.1f} us")
+                f"{'-' if d is None else f'{d:.0f}'} dist {us:.1f} us ({cus:.1f} us CPU), load {load:.1f}")
 
 
 def run_hnswlib(hnswlib, wl, a, space, rows_out, builds):
     X, Q = (wl.XT, wl.QT) if space == "l2" else (wl.X, wl.QX)
     name = f"hnswlib {space}" + (" (FGD transform)" if space == "l2" else " ([w,b]·[q,1])")
     idx = hnswlib.Index(space=space, dim=X.shape[1])
-    t = time.perf_counter()
-    idx.init_index(max_elements=len(X), ef_construction=a.efc, M=a.m, random_seed=1)
-    idx.add_items(X, num_threads=a.threads)
-    secs = time.perf_counter() - t
-    builds.append((name, secs, None))
-    log(f"  build {name}: {secs:.2f} s")
+    fname = f"hnswlib-{space}-m{a.m}-efc{a.efc}{seed_tag(a)}.bin"
+    rec = builds.cached(name, fname)
+    if rec:
+        idx.load_index(builds.path(fname), max_elements=len(X))
+        builds.add(name, rec[0], rec[1], rec[2], rec[3], loaded=True)
+    else:
+        def build():
+            idx.init_index(max_elements=len(X), ef_construction=a.efc, M=a.m, random_seed=a.seed)
+            idx.add_items(X, num_threads=a.threads)
+        _, secs, cpu = timed(build)
+        if builds.dir:
+            idx.save_index(builds.path(fname))
+        builds.add(name, secs, cpu, None, a.threads)
+    if a.build_only:
+        return []
     idx.set_num_threads(1)
     qrows = [Q[i] for i in range(len(Q))]
     return [Runner(name, lambda ef: idx.set_ef(max(ef, K)),
@@ -247,14 +331,24 @@ def run_faiss(faiss, wl, a, rows_out, builds):
     X, Q = wl.XT, wl.QT
     name = "FAISS HNSW (FGD transform, L2)"
     faiss.omp_set_num_threads(a.threads)
-    t = time.perf_counter()
-    idx = faiss.IndexHNSWFlat(X.shape[1], a.m)
-    idx.hnsw.efConstruction = a.efc
-    idx.add(X)
-    secs = time.perf_counter() - t
+    fname = f"faiss-hnswflat-m{a.m}-efc{a.efc}.index"
+    rec = builds.cached(name, fname)
+    if rec:
+        idx = faiss.read_index(builds.path(fname))
+        builds.add(name, rec[0], rec[1], rec[2], rec[3], loaded=True)
+    else:
+        def build():
+            ix = faiss.IndexHNSWFlat(X.shape[1], a.m)
+            ix.hnsw.efConstruction = a.efc
+            ix.add(X)
+            return ix
+        idx, secs, cpu = timed(build)
+        if builds.dir:
+            faiss.write_index(idx, builds.path(fname))
+        builds.add(name, secs, cpu, len(faiss.serialize_index(idx)), a.threads)
     faiss.omp_set_num_threads(1)
-    builds.append((name, secs, len(faiss.serialize_index(idx))))
-    log(f"  build {name}: {secs:.2f} s")
+    if a.build_only:
+        return []
     D1, I1 = np.empty((1, K), np.float32), np.empty((1, K), np.int64)
     qrows = [Q[i:i + 1] for i in range(len(Q))]
 
@@ -281,18 +375,21 @@ def at_recall(rows, name, target):
 
 def report(wl, a, rows, builds, out):
     out.append(f"\n### {wl.name}, {wl.nq} queries\n")
-    out.append(f"M = {a.m}, efConstruction = {a.efc}, build threads {a.threads}; queries one at a time "
+    out.append(f"M = {a.m}, efConstruction = {a.efc}, seed {a.seed}, build threads {a.threads}; queries one at a time "
                f"on one thread (B = 1), best of {a.passes} passes, the searchers' passes interleaved per efSearch.\n")
-    out.append("| build | seconds | memory MiB |")
-    out.append("|---|---:|---:|")
-    for n, s, m in builds:
-        out.append(f"| {n} | {s:.2f} | {'-' if m is None else f'{m / 2**20:.1f}'} |")
-    out.append("\n| library | efSearch | P@1 | recall@10 | rows scored/q | us/q |")
-    out.append("|---|---:|---:|---:|---:|---:|")
-    for n, ef, p1, r10, d, us in rows:
-        out.append(f"| {n} | {ef} | {p1:.3f} | {r10:.3f} | {'-' if d is None else f'{d:.0f}'} | {us:.1f} |")
+    out.append("| build | threads | seconds (wall) | seconds (CPU) | memory MiB |")
+    out.append("|---|---:|---:|---:|---:|")
+    for n, s, c, m, th, loaded in builds.rows:
+        out.append(f"| {n}{' (saved build, loaded)' if loaded else ''} | {th} | {s:.2f} | {c:.2f} | "
+                   f"{'-' if m is None else f'{m / 2**20:.1f}'} |")
+    out.append("\n| library | efSearch | P@1 | recall@10 | rows scored/q | us/q | CPU us/q | load |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for n, ef, p1, r10, d, us, cus, load in rows:
+        out.append(f"| {n} | {ef} | {p1:.3f} | {r10:.3f} | {'-' if d is None else f'{d:.0f}'} | {us:.1f} | "
+                   f"{cus:.1f} | {load:.1f} |")
     out.append("\nAt a recall target, the fastest measured efSearch point of each: us/q (efSearch; "
-               "hnswlib l2's time over this one's: > 1 = faster than hnswlib on the same transformed rows):\n")
+               "hnswlib l2's time over this one's, wall and thread CPU: > 1 = faster than hnswlib on the same "
+               "transformed rows):\n")
     lshks = []
     for n, *_ in rows:
         if n.startswith("lshk") and n not in lshks:
@@ -310,7 +407,7 @@ def report(wl, a, rows, builds, out):
             elif base is None or p is pts[0]:
                 cells.append(f"{p[5]:.1f} (ef {p[1]})")
             else:
-                cells.append(f"{p[5]:.1f} (ef {p[1]}, {base / p[5]:.2f}x)")
+                cells.append(f"{p[5]:.1f} (ef {p[1]}, {base / p[5]:.2f}x; CPU {pts[0][6] / p[6]:.2f}x)")
         out.append(f"| {target} | " + " | ".join(cells) + " |")
 
 
@@ -332,6 +429,10 @@ def main():
     ap.add_argument("--walks", default="exact,int8", help="lshk level-0 walks (exact, int8)")
     ap.add_argument("--rerank", type=int, default=0, help="int8 walk: rows re-ranked (0 = the pool)")
     ap.add_argument("--out", default="target/graph_results.md")
+    ap.add_argument("--datasets", default="w2v,w1", help="layers to run (w2v, w1)")
+    ap.add_argument("--index-dir", default=None, help="save built indexes here; load them when present")
+    ap.add_argument("--build-only", action="store_true", help="build (and save) the indexes, no queries")
+    ap.add_argument("--seed", type=int, default=1, help="graph seed of lshk and hnswlib (levels)")
     a = ap.parse_args()
     a.efs = [int(x) for x in a.efs.split(",")]
     a.efs_w1 = [int(x) for x in a.efs_w1.split(",")] if a.efs_w1 else None
@@ -347,16 +448,19 @@ def main():
            f"hnswlib {getattr(hnswlib, '__version__', '0.8.0')}, faiss {faiss.__version__}, numpy {np.__version__}. "
            "lshk through ctypes, the peers through their Python bindings: every B = 1 query pays one Python call."]
     loads = []
-    if os.path.exists(os.path.join(a.w2v, "output_layer.f32")):
+    datasets = a.datasets.split(",")
+    if "w2v" not in datasets:
+        pass
+    elif os.path.exists(os.path.join(a.w2v, "output_layer.f32")):
         loads.append(lambda: load_w2v(a.w2v, a.nq))
     else:
         print("skipped: ../shared/data not found")
-    if a.w1 and os.path.exists(os.path.join(a.w1, "W.npy")):
+    if "w1" in datasets and a.w1 and os.path.exists(os.path.join(a.w1, "W.npy")):
         loads.append(lambda: load_w1(a.w1, a.nq_w1))
     for ld in loads:
         wl = ld()
         log(wl.name)
-        rows, builds, runners = [], [], []
+        rows, builds, runners = [], Builds(a, wl), []
         if "lshk" in only:
             for st in a.storages:
                 runners += run_lshk(lib, wl, a, rows, builds, st)
@@ -367,7 +471,8 @@ def main():
         if "faiss" in only:
             runners += run_faiss(faiss, wl, a, rows, builds)
         efs = a.efs_w1 if wl.name.startswith("W1") and a.efs_w1 else a.efs
-        measure(wl, a, runners, rows, efs)
+        if not a.build_only:
+            measure(wl, a, runners, rows, efs)
         for r in runners:
             r.free()
         report(wl, a, rows, builds, out)

@@ -8,7 +8,9 @@
 #
 # Environment: LSHK_PEERS_VENV (default /tmp/lshk-peers-venv), PYTHON
 # (default python3), W1_ROWS (default 200000: the full 670,091-row W1 takes
-# minutes per build on two cores), W1_DIR (default target/w1-npy-$W1_ROWS),
+# 1.5-2.5 minutes per build per library on one Zen 4 core; for it, pass
+# --index-dir DIR and run --build-only per library first, as session 10 did,
+# see graph_results.md), W1_DIR (default target/w1-npy-$W1_ROWS),
 # W2V_DIR (default ../shared/data/w2v-gutenberg), OUT (default
 # target/graph_results.md).
 set -u

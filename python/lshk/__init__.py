@@ -8,7 +8,8 @@ carries the C status and message), and index files are interchangeable with `lsh
 `lshk_index_load` / `lshk::Index` (and `lshk_ivf_*` / `lshk::Ivf`).
 
 Classes: `Ivf` (the recommended top-k index), `Index` (the LSH index:
-SimHash / DWTA, label-aware buckets, IUL), `SimHash`, `Dwta`, `Tables`.
+SimHash / DWTA, label-aware buckets, IUL; or family="graph", the FGD
+graph), `SimHash`, `Dwta`, `Tables`.
 Kernels: `gathered_matmul`, `topk`, `softmax`, `quantize_rows_i8`, `to_bf16`.
 
 Arrays: float data must be float32 (a TypeError otherwise); integer arrays

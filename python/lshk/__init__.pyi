@@ -25,11 +25,13 @@ _F32 = npt.ArrayLike  # float32 data (a float32 ndarray, or a sequence of number
 _Int = npt.ArrayLike  # integer data (any integer dtype, range-checked)
 _Path = Union[str, bytes, "PathLike[str]", "PathLike[bytes]"]
 
-Family = Union[Literal["simhash", "dwta"], int]
+Family = Union[Literal["simhash", "dwta", "graph"], int]
 Storage = Union[Literal["borrowed_f32", "f32", "bf16", "f16", "i8"], int]
 Transform = Union[Literal["none", "bias_aug", "mips"], int]
 Codes = Union[Literal["none", "i8", "pq4"], int]
 Policy = Union[Literal["beside", "instead"], int]
+GraphStorage = Union[Literal["f32", "bf16", "i8"], int]
+Walk = Union[Literal["exact", "int8"], int]
 
 class LshkError(Exception):
     """A failed lshk call.
@@ -85,6 +87,10 @@ class Index:
     """The LSH index (lshk_index_*): SimHash or DWTA tables over the rows of
     W, candidates scored with the original W and bias, top-k per query.
     Label-aware buckets (train_labels) and learned planes (train_iul).
+    family='graph' is the FGD graph family instead (an HNSW graph over the
+    bias-fused rows, lshk_index_build_ex / lshk_index_query_ex): its
+    candidates are a graph search's pool; the LSH-only calls (tables,
+    train_labels, train_iul, ...) raise LshkError on it.
 
     Queries are thread-safe and release the GIL; train_labels / train_iul
     need exclusive access (a concurrent query makes them raise RuntimeError).
@@ -109,6 +115,9 @@ class Index:
         planes: Optional[_F32] = None,
         dwta_map: Optional[_Int] = None,
         progress: Optional[Callable[[int, int], object]] = None,
+        m: Optional[int] = None,
+        ef_construction: Optional[int] = None,
+        graph_storage: Optional[GraphStorage] = None,
     ) -> None:
         """lshk_index_build over W (rows x dim float32) and an optional bias
         (rows float32). Parameters as lshk_index_params (defaults from
@@ -117,6 +126,14 @@ class Index:
         index lives. progress(done, total) is called from the building
         thread (with the GIL); an exception it raises stops later calls and
         is re-raised when the build returns. The GIL is released meanwhile.
+
+        family='graph' (lshk_index_build_ex): m (links per node, 2..=256,
+        default 16), ef_construction (default 200) and graph_storage (the
+        graph's own rows: 'f32', 'bf16', 'i8') are lshk_graph_params'
+        fields, and build_threads / seed go to the graph too; transform
+        must stay 'none' (the graph has its own FGD transform). m,
+        ef_construction and graph_storage given with another family raise
+        ValueError.
         """
     @staticmethod
     def load(path: _Path, borrowed_w: Optional[_F32] = None) -> "Index":
@@ -130,23 +147,34 @@ class Index:
     def query(
         self, q: _F32, k: int = 10, *, min_count: Optional[int] = None, max_candidates: Optional[int] = None,
         probes: Optional[int] = None, bits_per_table: Optional[int] = None, stats: Literal[False] = False,
+        ef: Optional[int] = None, walk: Optional[Walk] = None, rerank: Optional[int] = None,
     ) -> Tuple[np.ndarray, np.ndarray]: ...
     @overload
     def query(
         self, q: _F32, k: int = 10, *, min_count: Optional[int] = None, max_candidates: Optional[int] = None,
         probes: Optional[int] = None, bits_per_table: Optional[int] = None, stats: Literal[True],
+        ef: Optional[int] = None, walk: Optional[Walk] = None, rerank: Optional[int] = None,
     ) -> Tuple[np.ndarray, np.ndarray, QueryStats]: ...
     def query(self, q: _F32, k: int = 10, **kw: object) -> tuple:  # type: ignore[misc]
         """lshk_index_query: the top k rows of W q + b among each query's
         candidates. q: (nq, dim) or (dim,). Returns (ids uint32, scores
         float32) of shape (nq, k) or (k,): descending, ties by smaller id,
         padded with 2**32-1 / -inf. The gather options are those of
-        lshk_gather_params; stats=True adds the candidate counts."""
+        lshk_gather_params; stats=True adds the candidate counts.
+
+        A family='graph' index (lshk_index_query_ex) takes ef (pool size,
+        default 100), walk ('exact' or 'int8') and rerank (int8 walk: the
+        pool's best `rerank` are the candidates, 0 = the whole pool), the
+        fields of lshk_graph_query_params; given to an LSH index they raise
+        ValueError. Scores are exact logits of the index's W and bias."""
     def memory_bytes(self) -> int:
         """lshk_index_memory_bytes."""
     @property
     def shape(self) -> Tuple[int, int, int, int]:
-        """(rows, dim, K, L) (lshk_index_shape)."""
+        """(rows, dim, K, L) (lshk_index_shape; K = L = 0 for a graph)."""
+    @property
+    def family(self) -> Family:
+        """'simhash', 'dwta' or 'graph'."""
     def weights(self) -> WeightsView:
         """lshk_index_weights as read-only numpy views of the index's memory
         (no copy; they keep the index alive): w is float32 (f32 storages),

@@ -441,6 +441,17 @@ fn enum_arg(v: &Bound<'_, PyAny>, what: &str, names: &[(&str, u32)]) -> PyResult
 const FAMILIES: &[(&str, u32)] = &[
     ("simhash", c::index::LSHK_FAMILY_SIMHASH),
     ("dwta", c::index::LSHK_FAMILY_DWTA),
+    ("graph", c::index::LSHK_FAMILY_GRAPH),
+];
+/// The graph family's own row storage (lshk_graph_params.storage).
+const GRAPH_STORAGES: &[(&str, u32)] = &[
+    ("f32", c::graph::LSHK_GRAPH_STORAGE_F32),
+    ("bf16", c::graph::LSHK_GRAPH_STORAGE_BF16),
+    ("i8", c::graph::LSHK_GRAPH_STORAGE_I8),
+];
+const WALKS: &[(&str, u32)] = &[
+    ("exact", c::graph::LSHK_GRAPH_WALK_EXACT),
+    ("int8", c::graph::LSHK_GRAPH_WALK_INT8),
 ];
 const STORAGES: &[(&str, u32)] = &[
     ("borrowed_f32", c::index::LSHK_STORAGE_BORROWED_F32),
@@ -613,7 +624,7 @@ impl Index {
     #[pyo3(signature = (w, bias=None, *, family=None, bits_per_table=None, tables=None,
         sparsity=None, bin_size=None, seed=None, range_bits=None, bucket_cap=None,
         storage=None, transform=None, build_threads=None, planes=None, dwta_map=None,
-        progress=None))]
+        progress=None, m=None, ef_construction=None, graph_storage=None))]
     #[allow(clippy::too_many_arguments)]
     fn new<'py>(
         py: Python<'py>,
@@ -633,10 +644,39 @@ impl Index {
         planes: Option<&Bound<'py, PyAny>>,
         dwta_map: Option<&Bound<'py, PyAny>>,
         progress: Option<Py<PyAny>>,
+        m: Option<u32>,
+        ef_construction: Option<u32>,
+        graph_storage: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Self> {
         let mut p = c::index::lshk_index_params_default();
         if let Some(f) = family {
             p.family = enum_arg(f, "family", FAMILIES)?;
+        }
+        // The graph family's build parameters (lshk_index_build_ex's
+        // lshk_graph_params); `build_threads` and `seed` go to the graph too.
+        let mut gp = c::graph::lshk_graph_params_default();
+        let is_graph = p.family == c::index::LSHK_FAMILY_GRAPH;
+        if !is_graph && (m.is_some() || ef_construction.is_some() || graph_storage.is_some()) {
+            return Err(PyValueError::new_err(
+                "m, ef_construction and graph_storage apply to family='graph' only",
+            ));
+        }
+        if let Some(v) = m {
+            gp.m = v;
+        }
+        if let Some(v) = ef_construction {
+            gp.ef_construction = v;
+        }
+        if let Some(s) = graph_storage {
+            gp.storage = enum_arg(s, "graph_storage", GRAPH_STORAGES)?;
+        }
+        if is_graph {
+            if let Some(v) = build_threads {
+                gp.threads = v;
+            }
+            if let Some(v) = seed {
+                gp.seed = v;
+            }
         }
         if let Some(s) = storage {
             p.storage = enum_arg(s, "storage", STORAGES)?;
@@ -683,21 +723,38 @@ impl Index {
         }
         let (wp, bp, rows, dim, stride) = (w.ptr, ptr_or_null(&bias), w.rows, w.cols, w.stride);
         let params = ParamsPtr(&p as *const _ as usize);
+        let gparams = ParamsPtr(&gp as *const _ as usize);
         let r = py.detach(move || -> CResult<usize> {
             let mut out: *mut lshk_index = ptr::null_mut();
+            // The LSH families go through lshk_index_build itself (its
+            // messages name it), the graph through lshk_index_build_ex.
             // SAFETY: w/bias/planes/map point to live arrays of the checked
             // shapes (held by `w`, `bias`, `planes`, `dwta_map` until after
-            // this call); `params` points to `p`, alive on this frame.
+            // this call); `params` and `gparams` point to `p` and `gp`,
+            // alive on this frame.
             let s = unsafe {
-                c::index::lshk_index_build(
-                    wp as *const f32,
-                    bp as *const f32,
-                    rows,
-                    dim,
-                    stride,
-                    params.0 as *const c::index::lshk_index_params,
-                    &mut out,
-                )
+                if is_graph {
+                    c::index::lshk_index_build_ex(
+                        wp as *const f32,
+                        bp as *const f32,
+                        rows,
+                        dim,
+                        stride,
+                        params.0 as *const c::index::lshk_index_params,
+                        gparams.0 as *const c::graph::lshk_graph_params,
+                        &mut out,
+                    )
+                } else {
+                    c::index::lshk_index_build(
+                        wp as *const f32,
+                        bp as *const f32,
+                        rows,
+                        dim,
+                        stride,
+                        params.0 as *const c::index::lshk_index_params,
+                        &mut out,
+                    )
+                }
             };
             check(s)?;
             Ok(out as usize)
@@ -778,7 +835,7 @@ impl Index {
 
     /// Top-k rows per query. See lshk/__init__.pyi.
     #[pyo3(signature = (q, k=10, *, min_count=None, max_candidates=None, probes=None,
-        bits_per_table=None, stats=false))]
+        bits_per_table=None, stats=false, ef=None, walk=None, rerank=None))]
     #[allow(clippy::too_many_arguments)]
     fn query<'py>(
         &self,
@@ -790,8 +847,32 @@ impl Index {
         probes: Option<u32>,
         bits_per_table: Option<u32>,
         stats: bool,
+        ef: Option<u32>,
+        walk: Option<&Bound<'py, PyAny>>,
+        rerank: Option<u32>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let g = gather_params(min_count, max_candidates, probes, bits_per_table);
+        // The graph family's query options (lshk_index_query_ex's
+        // lshk_graph_query_params); the LSH families ignore them, so giving
+        // one to such an index is a mistake worth saying.
+        let mut gq = c::graph::lshk_graph_query_params_default();
+        let ex = ef.is_some() || walk.is_some() || rerank.is_some();
+        if ex {
+            if family_of(self.h.0)? != c::index::LSHK_FAMILY_GRAPH {
+                return Err(PyValueError::new_err(
+                    "ef, walk and rerank apply to a family='graph' index only",
+                ));
+            }
+            if let Some(v) = ef {
+                gq.ef = v;
+            }
+            if let Some(w) = walk {
+                gq.walk = enum_arg(w, "walk", WALKS)?;
+            }
+            if let Some(v) = rerank {
+                gq.rerank = v;
+            }
+        }
         let mut st = c::index::lshk_query_stats {
             struct_size: std::mem::size_of::<c::index::lshk_query_stats>() as u32,
             queries: 0,
@@ -800,22 +881,41 @@ impl Index {
             candidates_max: 0,
         };
         let (h, gp) = (self.h.0 as usize, &g as *const _ as usize);
+        let gqp = &gq as *const _ as usize;
         let stp = if stats { &mut st as *mut _ as usize } else { 0 };
         let call = move |qp: usize, nq: usize, qs: usize, ip: usize, sp: usize| {
+            // Graph options go through lshk_index_query_ex, anything else
+            // through lshk_index_query itself (its messages name it; a graph
+            // index queried without options uses the default options).
             // SAFETY: q holds nq rows at stride qs (checked by `mat`); the
-            // outputs hold nq*k elements each; g/st live on this frame.
+            // outputs hold nq*k elements each; g/gq/st live on this frame.
             unsafe {
-                c::index::lshk_index_query(
-                    h as *const lshk_index,
-                    qp as *const f32,
-                    nq,
-                    qs,
-                    k,
-                    gp as *const c::tables::lshk_gather_params,
-                    ip as *mut u32,
-                    sp as *mut f32,
-                    stp as *mut c::index::lshk_query_stats,
-                )
+                if ex {
+                    c::index::lshk_index_query_ex(
+                        h as *const lshk_index,
+                        qp as *const f32,
+                        nq,
+                        qs,
+                        k,
+                        gp as *const c::tables::lshk_gather_params,
+                        gqp as *const c::graph::lshk_graph_query_params,
+                        ip as *mut u32,
+                        sp as *mut f32,
+                        stp as *mut c::index::lshk_query_stats,
+                    )
+                } else {
+                    c::index::lshk_index_query(
+                        h as *const lshk_index,
+                        qp as *const f32,
+                        nq,
+                        qs,
+                        k,
+                        gp as *const c::tables::lshk_gather_params,
+                        ip as *mut u32,
+                        sp as *mut f32,
+                        stp as *mut c::index::lshk_query_stats,
+                    )
+                }
             }
         };
         let fill = |d: &Bound<'py, PyDict>| -> PyResult<()> {
@@ -1046,7 +1146,7 @@ impl Index {
             .collect()
     }
 
-    /// The index's SimHash family (a borrowed view; None for DWTA).
+    /// The index's SimHash family (a borrowed view; None for DWTA and graph).
     fn simhash(slf: &Bound<'_, Self>) -> PyResult<Option<SimHash>> {
         let me = slf.borrow();
         let mut out: *const lshk_simhash = ptr::null();
@@ -1061,7 +1161,7 @@ impl Index {
         }))
     }
 
-    /// The index's DWTA family (a borrowed view; None for SimHash).
+    /// The index's DWTA family (a borrowed view; None for SimHash and graph).
     fn dwta(slf: &Bound<'_, Self>) -> PyResult<Option<Dwta>> {
         let me = slf.borrow();
         let mut out: *const lshk_dwta = ptr::null();
@@ -1088,23 +1188,39 @@ impl Index {
         })
     }
 
+    /// "simhash", "dwta" or "graph".
+    #[getter]
+    fn family(&self) -> PyResult<String> {
+        Ok(name_of(FAMILIES, family_of(self.h.0)?))
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let (r, d, k, l) = self.shape(py)?;
+        if family_of(self.h.0)? == c::index::LSHK_FAMILY_GRAPH {
+            return Ok(format!("lshk.Index(rows={r}, dim={d}, family='graph')"));
+        }
         Ok(format!("lshk.Index(rows={r}, dim={d}, K={k}, L={l})"))
     }
 }
 
-/// The family of an index: lshk_index_simhash fails for a DWTA index, so
-/// ask which one it lends without raising.
+/// The family of an index: lshk_index_simhash fails for a DWTA or graph
+/// index, lshk_index_dwta for a SimHash or graph index, so ask which one it
+/// lends without raising.
 fn family_of(h: *mut lshk_index) -> PyResult<u32> {
     let mut s: *const lshk_simhash = ptr::null();
     // SAFETY: live handle, writable output.
-    let st = unsafe { c::index::lshk_index_simhash(h, &mut s) };
-    Ok(if st == c::LSHK_STATUS_OK {
-        c::index::LSHK_FAMILY_SIMHASH
-    } else {
-        c::index::LSHK_FAMILY_DWTA
-    })
+    if unsafe { c::index::lshk_index_simhash(h, &mut s) } == c::LSHK_STATUS_OK {
+        return Ok(c::index::LSHK_FAMILY_SIMHASH);
+    }
+    let mut d: *const lshk_dwta = ptr::null();
+    // SAFETY: live handle, writable output.
+    Ok(
+        if unsafe { c::index::lshk_index_dwta(h, &mut d) } == c::LSHK_STATUS_OK {
+            c::index::LSHK_FAMILY_DWTA
+        } else {
+            c::index::LSHK_FAMILY_GRAPH
+        },
+    )
 }
 
 /// `labels` must hold at least `offsets[-1]` entries (the C API reads that

@@ -35,6 +35,15 @@ class IndexParams(C.Structure):
     ]
 
 
+class GraphParams(C.Structure):  # lshk_graph_params (lshk_index_build_ex)
+    _fields_ = [("struct_size", u32), ("m", u32), ("ef_construction", u32), ("storage", u32),
+                ("threads", u32), ("reserved", u32), ("seed", u64)]
+
+
+class GraphQueryParams(C.Structure):  # lshk_graph_query_params (lshk_index_query_ex)
+    _fields_ = [("struct_size", u32), ("walk", u32), ("ef", u32), ("rerank", u32)]
+
+
 class GatherParams(C.Structure):
     _fields_ = [("struct_size", u32), ("min_count", u32), ("max_candidates", u32),
                 ("probes", u32), ("bits_per_table", u32)]
@@ -59,7 +68,9 @@ class IulParams(C.Structure):
                 ("max_pairs", u32), ("flags", u32), ("seed", u64)]
 
 
-FAMILY = {"simhash": 0, "dwta": 1}
+FAMILY = {"simhash": 0, "dwta": 1, "graph": 2}
+GRAPH_STORAGE = {"f32": 0, "bf16": 1, "i8": 2}
+WALK = {"exact": 0, "int8": 1}
 STORAGE = {"borrowed_f32": 0, "f32": 1, "bf16": 2, "f16": 3, "i8": 4}
 TRANSFORM = {"none": 0, "bias_aug": 1, "mips": 2}
 CODES = {"none": 0, "i8": 1, "pq4": 2}
@@ -74,6 +85,8 @@ class CApi:
         self.lib = L = C.CDLL(os.path.join(lib_dir, "liblshk.so"))
         L.lshk_index_params_default.restype = IndexParams
         L.lshk_gather_params_default.restype = GatherParams
+        L.lshk_graph_params_default.restype = GraphParams
+        L.lshk_graph_query_params_default.restype = GraphQueryParams
         L.lshk_ivf_params_default.restype = IvfParams
         L.lshk_ivf_search_default.restype = IvfSearch
         L.lshk_label_params_default.restype = LabelParams
@@ -95,29 +108,60 @@ class CApi:
 
     # ---- index
     def index_build(self, w, bias=None, **kw):
+        """lshk_index_build; with family='graph' (or m / ef_construction /
+        graph_storage) lshk_index_build_ex, build_threads and seed going to
+        the lshk_graph_params too (as the package does)."""
         p = self.lib.lshk_index_params_default()
+        gp = self.lib.lshk_graph_params_default()
+        graph = kw.get("family") == "graph"
         for k, v in kw.items():
+            if k in ("m", "ef_construction"):
+                setattr(gp, k, v)
+                continue
+            if k == "graph_storage":
+                gp.storage = GRAPH_STORAGE[v]
+                continue
             if k == "family":
                 v = FAMILY[v]
             elif k == "storage":
                 v = STORAGE[v]
             elif k == "transform":
                 v = TRANSFORM[v]
+            elif graph and k == "build_threads":
+                gp.threads = v
+            elif graph and k == "seed":
+                gp.seed = v
             setattr(p, k, v)
         h = C.c_void_p()
-        self.check(self.lib.lshk_index_build(ptr(w), ptr(bias), sz(w.shape[0]), sz(w.shape[1]),
-                                             sz(w.strides[0] // 4), C.byref(p), C.byref(h)))
+        if graph:
+            self.check(self.lib.lshk_index_build_ex(ptr(w), ptr(bias), sz(w.shape[0]), sz(w.shape[1]),
+                                                    sz(w.strides[0] // 4), C.byref(p), C.byref(gp),
+                                                    C.byref(h)))
+        else:
+            self.check(self.lib.lshk_index_build(ptr(w), ptr(bias), sz(w.shape[0]), sz(w.shape[1]),
+                                                 sz(w.strides[0] // 4), C.byref(p), C.byref(h)))
         return h
 
     def index_query(self, h, q, k, **g):
+        """lshk_index_query; with ef / walk / rerank lshk_index_query_ex."""
         gp = self.lib.lshk_gather_params_default()
+        gq = self.lib.lshk_graph_query_params_default()
+        ex = False
         for key, v in g.items():
-            setattr(gp, key, v)
+            if key in ("ef", "walk", "rerank"):
+                setattr(gq, key, WALK.get(v, v) if key == "walk" else v)
+                ex = True
+            else:
+                setattr(gp, key, v)
         nq = q.shape[0]
         ids = np.empty((nq, k), np.uint32)
         sc = np.empty((nq, k), np.float32)
-        self.check(self.lib.lshk_index_query(h, ptr(q), sz(nq), sz(q.strides[0] // 4), u32(k),
-                                             C.byref(gp), ptr(ids), ptr(sc), None))
+        if ex:
+            self.check(self.lib.lshk_index_query_ex(h, ptr(q), sz(nq), sz(q.strides[0] // 4), u32(k),
+                                                    C.byref(gp), C.byref(gq), ptr(ids), ptr(sc), None))
+        else:
+            self.check(self.lib.lshk_index_query(h, ptr(q), sz(nq), sz(q.strides[0] // 4), u32(k),
+                                                 C.byref(gp), ptr(ids), ptr(sc), None))
         return ids, sc
 
     def index_save(self, h, path):

@@ -233,6 +233,104 @@ def test_files_shared_with_c_api(capi, tmp_path, layer):
     assert (tmp_path / "c.lshk").read_bytes() == (tmp_path / "py.lshk").read_bytes()
 
 
+GRAPH_CONFIGS = [
+    dict(family="graph"),
+    dict(family="graph", m=8, ef_construction=40, graph_storage="bf16", storage="bf16", build_threads=2, seed=3),
+    dict(family="graph", m=12, ef_construction=60, graph_storage="i8", storage="i8", build_threads=1),
+]
+GRAPH_QUERIES = [dict(), dict(ef=20), dict(ef=5, walk="exact"), dict(ef=200, walk="int8", rerank=30),
+                 dict(ef=50, walk="int8"), dict(ef=64, walk=1, rerank=0)]
+
+
+@pytest.mark.parametrize("cfg", GRAPH_CONFIGS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_graph_index_matches_c_api(capi, layer, cfg):
+    """family='graph': lshk_index_build_ex / lshk_index_query_ex, bit for bit."""
+    w, b, q = layer
+    idx = lshk.Index(w, b, **cfg)
+    h = capi.index_build(w, b, **cfg)
+    try:
+        assert idx.family == "graph" and idx.shape == (3000, 48, 0, 0)
+        assert idx.simhash() is None and idx.dwta() is None
+        assert "family='graph'" in repr(idx)
+        for kw in GRAPH_QUERIES:
+            for k in (1, 10, 64):
+                same(idx.query(q, k, **kw), capi.index_query(h, q, k, **kw))
+        ids1, sc1 = idx.query(q[3], 10, ef=30, walk="int8")
+        ids2, sc2 = capi.index_query(h, q[3:4], 10, ef=30, walk="int8")
+        assert ids1.shape == (10,) and np.array_equal(ids1, ids2[0])
+        assert np.array_equal(bits(sc1), bits(sc2[0]))
+        _, _, st = idx.query(q, 10, ef=50, stats=True)
+        assert st["queries"] == len(q) and 10 <= st["candidates_min"] <= st["candidates_max"] <= 50
+    finally:
+        capi.index_free(h)
+
+
+def test_graph_index_exact_when_the_pool_holds_every_row(layer):
+    """ef >= rows: the walk scores every row (every node is reachable), so
+    both walks return the exact top-k of W q + b."""
+    w, b, q = layer
+    s = q.astype(np.float64) @ w.astype(np.float64).T + b
+    want = np.argsort(-s, axis=1, kind="stable")[:, :10]
+    idx = lshk.Index(w, b, family="graph", m=8, ef_construction=40)
+    for walk in ("exact", "int8"):
+        ids, sc = idx.query(q, 10, ef=3000, walk=walk)
+        assert np.array_equal(ids, want)
+        np.testing.assert_allclose(sc, np.take_along_axis(s, want.astype(np.int64), 1), rtol=1e-5, atol=1e-4)
+
+
+def test_graph_index_files_and_refusals(capi, tmp_path, layer):
+    w, b, q = layer
+    w0, b0, q0 = w.copy(), b.copy(), q.copy()
+    idx = lshk.Index(w, b, family="graph", m=8, ef_construction=50, build_threads=2)
+    ref = idx.query(q, 10, ef=40, walk="int8", rerank=20)
+    idx.save(tmp_path / "py.lshk")
+    back = lshk.Index.load(tmp_path / "py.lshk")
+    assert back.family == "graph"
+    same(back.query(q, 10, ef=40, walk="int8", rerank=20), ref)
+    # the same file from the C API's own build (the graph does not depend on
+    # the thread count) and the C API reading the package's file
+    h = capi.index_build(w, b, family="graph", m=8, ef_construction=50, build_threads=1)
+    capi.index_save(h, tmp_path / "c.lshk")
+    capi.index_free(h)
+    assert (tmp_path / "c.lshk").read_bytes() == (tmp_path / "py.lshk").read_bytes()
+    h = capi.index_load(tmp_path / "py.lshk")
+    same(capi.index_query(h, q, 10, ef=40, walk="int8", rerank=20), ref)
+    capi.index_free(h)
+    lsh = lshk.Index(w, b, bits_per_table=8, tables=8)
+    cases = [
+        (ValueError, lambda: lshk.Index(w, b, m=8)),  # graph options on an LSH family
+        (ValueError, lambda: lshk.Index(w, b, family="dwta", ef_construction=8)),
+        (ValueError, lambda: lsh.query(q, 10, ef=10)),
+        (ValueError, lambda: lsh.query(q, 10, walk="int8")),
+        (ValueError, lambda: idx.query(q, 10, walk="bogus")),
+        (ValueError, lambda: lshk.Index(w, b, family="graph", graph_storage="f16")),
+        (lshk.LshkError, lambda: idx.query(q, 10, ef=0)),
+        (lshk.LshkError, lambda: idx.query(q, 10, walk=7)),
+        (lshk.LshkError, lambda: lshk.Index(w, b, family="graph", m=1)),
+        (lshk.LshkError, lambda: lshk.Index(w, b, family="graph", m=300)),
+        (lshk.LshkError, lambda: lshk.Index(w, b, family="graph", ef_construction=0)),
+        (lshk.LshkError, lambda: lshk.Index(w, b, family="graph", graph_storage=9)),
+        (lshk.LshkError, lambda: lshk.Index(w, b, family="graph", transform="mips")),
+        (lshk.LshkError, lambda: idx.tables()),
+        (lshk.LshkError, lambda: idx.train_labels(q, np.arange(len(q) + 1), np.arange(len(q)))),
+        (lshk.LshkError, lambda: idx.train_iul(q, np.arange(len(q) + 1), np.arange(len(q)), rounds=1)),
+    ]
+    for exc, call in cases:
+        with pytest.raises(exc):
+            call()
+    with pytest.raises(lshk.LshkError) as e:
+        idx.query(q, 10, ef=0)
+    assert e.value.status_name == "LSHK_STATUS_INVALID_ARGUMENT"
+    assert e.value.message.startswith("lshk_index_query_ex: ")
+    with pytest.raises(lshk.LshkError) as e:
+        idx.tables()
+    assert "graph" in e.value.message
+    # nothing changed
+    assert np.array_equal(w, w0) and np.array_equal(b, b0) and np.array_equal(q, q0)
+    same(idx.query(q, 10, ef=40, walk="int8", rerank=20), ref)
+    assert idx.label_info() is None
+
+
 def test_files_shared_with_cpp(interop, tmp_path, layer):
     w, b, q = layer
     rows, dim = w.shape
