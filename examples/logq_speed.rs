@@ -92,6 +92,11 @@ fn main() {
         best[1] / best[0],
         ns(best[2])
     );
-    let sum: f64 = probs.iter().sum::<f64>() + logits.iter().map(|&v| v as f64).sum::<f64>();
-    println!("  checksum {:016x} (sink {sink:.3})", sum.to_bits());
+    // the probabilities' bits (the same on every tier); the logits' sum
+    let mut h = 0u64;
+    for p in &probs {
+        h = (h ^ p.to_bits()).wrapping_mul(0x100_0000_01b3);
+    }
+    let zs: f64 = logits.iter().map(|&v| v as f64).sum();
+    println!("  probabilities' hash {h:016x} (logits' sum {zs:.3}, sink {sink:.3})");
 }
