@@ -120,9 +120,10 @@
 //! streams of the single-seed runs before this option: see `seeded`),
 //! `--logq off|on|both`, `--hf-diag on` (per forest rebuild period, what
 //! the forest queries cost: see `hf_diag`), `--hf-norm on` (build the HF
-//! trees over the unit rows `[w, b] / |[w, b]|`: the bisector of two unit
-//! rows passes through the origin, so a row's norm no longer decides its
-//! side; the pool is still ranked by cosine with the real rows).
+//! trees over the unit rows `[w, b] / |[w, b]|`, the library's
+//! `ForestParams::normalize_rows`: the bisector of two unit rows passes
+//! through the origin, so a row's norm no longer decides its side; the
+//! pool is still ranked by cosine with the real rows).
 //!
 //! Prints `skipped: ../shared/data not found` when the data are absent.
 
@@ -636,8 +637,6 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
     let mut hf_parts: Vec<ForestResult> = (0..th).map(|_| ForestResult::default()).collect();
     let (mut hf_ids, mut hf_all, mut hf_counts) = (Vec::new(), Vec::new(), Vec::new());
     let mut hf_union_sum = 0f64;
-    // --hf-norm: the unit rows the forest is built over.
-    let mut wn: Vec<f32> = Vec::new();
     // Full softmax.
     let full = m == Method::Full;
     let (mut zf, mut tf, mut gt, mut xt, mut gw) = if full {
@@ -795,23 +794,9 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
                 }
             } else if m == Method::Hf && step % o.hf_rebuild == 0 {
                 let t = Instant::now();
-                // --hf-norm on: the trees are built over the unit rows
-                // [w, b] / |[w, b]| (the queries still rank the pool by
-                // cosine with the real W; module docs).
-                let wb: &[f32] = if o.hf_norm {
-                    wn.resize(w.len(), 0.0);
-                    for r in 0..rows {
-                        let row = &w[r * ST..r * ST + DA];
-                        let n = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt();
-                        let inv = if n > 0.0 { (1.0 / n) as f32 } else { 0.0 };
-                        for (d, &v) in wn[r * ST..r * ST + DA].iter_mut().zip(row) {
-                            *d = v * inv;
-                        }
-                    }
-                    &wn
-                } else {
-                    &w
-                };
+                // --hf-norm on: the library builds the trees over the unit
+                // rows [w, b] / |[w, b]| (ForestParams::normalize_rows; the
+                // queries still rank the pool by cosine with the real W).
                 match forest.as_mut() {
                     None => {
                         let p = ForestParams {
@@ -819,10 +804,11 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
                             leaf_size: o.hf_leaf,
                             seed: seeded(7, seed),
                             threads: th as u32,
+                            normalize_rows: o.hf_norm,
                         };
-                        forest = Some(Forest::build(wb, rows, DA, ST, &p).expect("forest"));
+                        forest = Some(Forest::build(&w, rows, DA, ST, &p).expect("forest"));
                     }
-                    Some(f) => f.rebuild(wb, ST, None).expect("forest rebuild"),
+                    Some(f) => f.rebuild(&w, ST, None).expect("forest rebuild"),
                 }
                 rebuild_s += t.elapsed().as_secs_f64();
                 rebuilds += 1;

@@ -251,7 +251,8 @@ int main(void) {
   {
     lshk_forest_params d = lshk_forest_params_default();
     BI_EXPECT(lshk_forest_params_default,
-              d.struct_size == sizeof d && d.trees == 8 && d.leaf_size == 64 && d.seed == 1);
+              d.struct_size == sizeof d && d.trees == 8 && d.leaf_size == 64 && d.seed == 1 &&
+                  d.normalize_rows == 0 && d.reserved == 0);
   }
 
 #define FN lshk_forest_build
@@ -259,6 +260,8 @@ int main(void) {
   BI_ACCEPT(FN, a.p = NULL);
   BI_ACCEPT(FN, a.p = &a.big.p);
   BI_ACCEPT(FN, a.rows = 2; a.pv.leaf_size = 2);
+  BI_ACCEPT(FN, a.pv.normalize_rows = 1);
+  BI_ACCEPT(FN, a.rows = 2; a.pv.leaf_size = 2; a.pv.normalize_rows = 1);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.w = NULL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out = BI_MISALIGN(lshk_forest *, &a.outv));
@@ -271,6 +274,10 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.trees = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.trees = 4097);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.leaf_size = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.normalize_rows = 2);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.normalize_rows = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.reserved = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.normalize_rows = 1; a.pv.reserved = UINT32_MAX);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.struct_size = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
           a.pv.struct_size = (uint32_t)sizeof(lshk_forest_params) - 1);

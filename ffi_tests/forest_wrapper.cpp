@@ -116,6 +116,36 @@ int main() {
     g.query(w2, stride, x, nx, stride, q, loaded);
     CHECK(loaded.ids == after.ids && loaded.offsets == after.offsets);
 
+    // unit rows (normalize_rows = 1): the C build's sets, kept by save /
+    // load; a bad value throws INVALID_ARGUMENT.
+    {
+      lshk::ForestParams pu = p;
+      CHECK(pu.normalize_rows == 0 && pu.reserved == 0);
+      pu.normalize_rows = 1;
+      lshk::Forest fu(w, rows, dim, stride, pu);
+      lshk_forest *rawu = nullptr;
+      CHECK(lshk_forest_build(w.data(), rows, dim, stride, &pu, &rawu) == LSHK_STATUS_OK);
+      lshk::ForestSets su;
+      fu.query(w, stride, x, nx, stride, q, su);
+      CHECK(su.ids == c_query(rawu, w, stride, x, nx, q).ids);
+      std::string upath = "forest_wrapper_unit.lshk";
+      fu.save(upath);
+      lshk::Forest gu = lshk::Forest::load(upath);
+      std::remove(upath.c_str());
+      lshk::ForestSets lu;
+      gu.query(w, stride, x, nx, stride, q, lu);
+      CHECK(lu.ids == su.ids && lu.offsets == su.offsets);
+      lshk_forest_free(rawu);
+      bool threw = false;
+      pu.normalize_rows = 2;
+      try {
+        lshk::Forest bad(w, rows, dim, stride, pu);
+      } catch (const lshk::Error &e) {
+        threw = e.status() == LSHK_STATUS_INVALID_ARGUMENT;
+      }
+      CHECK(threw);
+    }
+
     // contiguous overload (stride = dim)
     std::vector<float> wc(rows * dim), xc(nx * dim);
     for (std::size_t r = 0; r < rows; r++)

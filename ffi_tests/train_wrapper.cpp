@@ -3,6 +3,7 @@
 // and the wrapper's size checks throw lshk::Error before calling C.
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "lshk.hpp"
@@ -92,6 +93,77 @@ int main() {
     threw = false;
     try {
       idx.update_rows(up, lshk::span<const float>(vals.data(), vals.size() - 1), dim);
+    } catch (const lshk::Error &e) {
+      threw = e.status() == LSHK_STATUS_INVALID_ARGUMENT;
+    }
+    EXPECT(threw);
+    // lshk::Index::inclusion_prob (logQ): the wrapper gives the C call's
+    // bits; tables_used 0 gives 0, L the same as none; probabilities
+    // grow with the tables used; short buffers throw before calling C.
+    std::vector<uint32_t> used = {ip.tables, 0, 2, ip.tables};
+    std::vector<double> pc(n), pn(n);
+    EXPECT(lshk_index_inclusion_prob(idx.get(), q.data(), nb, dim, ids.data(), offsets.data(),
+                                     used.data(), pc.data()) == LSHK_STATUS_OK);
+    EXPECT(lshk_index_inclusion_prob(idx.get(), q.data(), nb, dim, ids.data(), offsets.data(),
+                                     nullptr, pn.data()) == LSHK_STATUS_OK);
+    std::vector<double> pw = idx.inclusion_prob(q, ids, offsets, used);
+    std::vector<double> pa = idx.inclusion_prob(q, ids, offsets);
+    EXPECT(pw.size() == n && pa.size() == n);
+    bool same = true, ranged = true, order = true;
+    for (std::size_t j = 0; j < n; j++) {
+      same = same && std::memcmp(&pw[j], &pc[j], sizeof(double)) == 0 &&
+             std::memcmp(&pa[j], &pn[j], sizeof(double)) == 0;
+      ranged = ranged && pa[j] >= 0.0 && pa[j] <= 1.0;
+      std::size_t b = j / seg;
+      if (b == 0 || b == 3) order = order && pw[j] == pa[j];
+      if (b == 1) order = order && pw[j] == 0.0;
+      if (b == 2) order = order && pw[j] <= pa[j];
+    }
+    EXPECT(same && ranged && order);
+    // strided queries: the same as contiguous ones
+    std::vector<float> qs(nb * (dim + 3), 7.0f);
+    for (std::size_t b = 0; b < nb; b++)
+      for (std::size_t d = 0; d < dim; d++) qs[b * (dim + 3) + d] = q[b * dim + d];
+    std::vector<double> ps(n);
+    idx.inclusion_prob(qs, dim + 3, ids, offsets, {}, ps);
+    EXPECT(ps == pa);
+    threw = false;
+    try {
+      idx.inclusion_prob(q, dim, ids, offsets, {}, lshk::span<double>(ps.data(), n - 1));
+    } catch (const lshk::Error &e) {
+      threw = e.status() == LSHK_STATUS_BUFFER_TOO_SMALL;
+    }
+    EXPECT(threw);
+    threw = false;
+    try {
+      idx.inclusion_prob(q, lshk::span<const uint32_t>(ids.data(), n - 1), offsets);
+    } catch (const lshk::Error &e) {
+      threw = e.status() == LSHK_STATUS_INVALID_ARGUMENT;
+    }
+    EXPECT(threw);
+    threw = false;
+    try {  // a tables_used value > L: refused by the library
+      std::vector<uint32_t> bad = {ip.tables + 1, 0, 0, 0};
+      (void)idx.inclusion_prob(q, ids, offsets, bad);
+    } catch (const lshk::Error &e) {
+      threw = e.status() == LSHK_STATUS_INVALID_ARGUMENT;
+    }
+    EXPECT(threw);
+    threw = false;
+    try {  // an empty owner
+      (void)lshk::Index().inclusion_prob(q, ids, offsets);
+    } catch (const lshk::Error &e) {
+      threw = e.status() == LSHK_STATUS_NULL_POINTER;
+    }
+    EXPECT(threw);
+    threw = false;
+    lshk_index_params dp = ip;
+    dp.family = LSHK_FAMILY_DWTA;
+    dp.bits_per_table = 2;
+    dp.bin_size = 4;
+    lshk::Index dw(w0, {}, rows, dim, dim, dp);
+    try {  // a DWTA index has no SimHash collision probability
+      (void)dw.inclusion_prob(q, ids, offsets);
     } catch (const lshk::Error &e) {
       threw = e.status() == LSHK_STATUS_INVALID_ARGUMENT;
     }

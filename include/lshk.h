@@ -370,6 +370,17 @@ typedef struct lshk_forest_params {
    Seed of the split draws (default 1).
    */
   uint64_t seed;
+  /*
+   1: build the trees over the unit rows w / |w| (splits by direction
+   only, so they stay balanced when a few row norms grow during
+   training; docs/training.md); 0: over the rows themselves (default).
+   Other values: INVALID_ARGUMENT.
+   */
+  uint32_t normalize_rows;
+  /*
+   Must be 0 (INVALID_ARGUMENT otherwise); room for a later option.
+   */
+  uint32_t reserved;
 } lshk_forest_params;
 
 /*
@@ -1369,7 +1380,7 @@ lshk_status lshk_dwta_hash_sparse_isa(lshk_isa isa,
 
 /*
  Default forest parameters: 8 trees, leaf_size 64, all cores, seed 1,
- struct_size = sizeof(lshk_forest_params).
+ raw rows (normalize_rows 0), struct_size = sizeof(lshk_forest_params).
  */
 struct lshk_forest_params lshk_forest_params_default(void);
 
@@ -1384,8 +1395,9 @@ struct lshk_forest_params lshk_forest_params_default(void);
  failure `*out` is not written.
 
  Errors: NULL_POINTER, INVALID_ARGUMENT (rows < 2, dim 0 or > 2^20,
- w_stride < dim, trees outside 1..=4096, leaf_size < 2, struct_size too
- small, misaligned pointers), NON_FINITE (W), SIZE_OVERFLOW,
+ w_stride < dim, trees outside 1..=4096, leaf_size < 2, normalize_rows
+ other than 0 / 1, reserved not 0, struct_size too small, misaligned
+ pointers), NON_FINITE (W), SIZE_OVERFLOW,
  ALLOCATION_FAILED.
 
  # Safety
@@ -1491,8 +1503,9 @@ lshk_status lshk_forest_union(const struct lshk_forest *forest,
 /*
  Builds the forest again from `w` (the same rows and dim, stride
  `w_stride`, finite) with its parameters, or with `*new_seed` when
- `new_seed` is not NULL (e.g. every T training iterations). EXCLUSIVE
- access. On error the forest is unchanged.
+ `new_seed` is not NULL (e.g. every T training iterations); a unit-row
+ forest (normalize_rows 1) stays one. EXCLUSIVE access. On error the
+ forest is unchanged.
 
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (w_stride < dim,
  misaligned pointers), NON_FINITE, SIZE_OVERFLOW, ALLOCATION_FAILED.
@@ -1520,8 +1533,11 @@ lshk_status lshk_forest_save(const struct lshk_forest *forest,
                              const char *path);
 
 /*
- Loads a forest saved by lshk_forest_save (every invariant checked). On
- success `*out` receives a new handle; on failure it is not written.
+ Loads a forest saved by lshk_forest_save (every invariant checked),
+ with its build parameters (normalize_rows included: a unit-row forest
+ is written with FPARAMS version 2, a raw-row one with version 1, so
+ files from before the option still load). On success `*out` receives a
+ new handle; on failure it is not written.
 
  Errors: NULL_POINTER, INVALID_ARGUMENT (empty path, misaligned `out`),
  IO_ERROR, BAD_FILE_FORMAT, ALLOCATION_FAILED.

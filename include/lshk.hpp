@@ -1387,6 +1387,40 @@ class Index {
     return n;
   }
 
+  /* lshk_index_inclusion_prob (issue 14, logQ correction): for query i
+   * (row i at q[i * q_stride]; nq = offsets.size() - 1) and each candidate
+   * ids[offsets[i] .. offsets[i+1]] (CSR), out_prob[j] = 1 - (1 - p^K)^l,
+   * p = 1 - theta/pi (the angle as the index hashes query and row), l =
+   * tables_used[i] (`tables_used` empty = L for every query). A trainer
+   * subtracts log(out_prob[j]) from sampled negative j's logit. Double
+   * precision, the same bits on every machine; thread-safe. Throws
+   * INVALID_ARGUMENT (a DWTA or label-aware index, short inputs, bad
+   * offsets) and BUFFER_TOO_SMALL (out_prob shorter than offsets[nq]). */
+  void inclusion_prob(span<const float> q, std::size_t q_stride, span<const uint32_t> ids,
+                      span<const std::size_t> offsets, span<const uint32_t> tables_used,
+                      span<double> out_prob) const {
+    const char *where = "lshk::Index::inclusion_prob";
+    std::size_t nq = detail::csr_queries(where, offsets.size());
+    detail::need_rows(where, "q", q.size(), nq, dim_, q_stride);
+    std::size_t len = offsets.data()[nq];
+    detail::need_in(where, "ids", ids.size(), len);
+    if (!tables_used.empty()) detail::need_in(where, "tables_used", tables_used.size(), nq);
+    detail::need_out(where, "out_prob", out_prob.size(), len);
+    check(lshk_index_inclusion_prob(h_, detail::or_null(q), nq, q_stride, detail::or_null(ids),
+                                    offsets.data(), detail::or_null(tables_used),
+                                    detail::or_null(out_prob)));
+  }
+  /* Contiguous queries (row i at q[i * dim()]): the offsets[nq]
+   * probabilities as a new vector. */
+  std::vector<double> inclusion_prob(span<const float> q, span<const uint32_t> ids,
+                                     span<const std::size_t> offsets,
+                                     span<const uint32_t> tables_used = {}) const {
+    std::size_t nq = detail::csr_queries("lshk::Index::inclusion_prob", offsets.size());
+    std::vector<double> out(offsets.data()[nq]);
+    inclusion_prob(q, dim_, ids, offsets, tables_used, out);
+    return out;
+  }
+
  private:
   struct ProgressCtx {
     const Progress *fn;

@@ -16,6 +16,18 @@
 //! tried; then the node is split in the middle of its class list (first
 //! half left), so every leaf holds fewer than `B` classes.
 //!
+//! **Unit rows** (`normalize_rows`, off by default): the trees are built
+//! over the unit rows `u = w / |w|` (`|w|` in f64, coordinate order; a
+//! zero row stays zero) instead of the rows themselves. The split plane of
+//! `a`, `b` is then the bisector of two unit vectors, which passes through
+//! the origin: `h_k = (w_ak / |w_a| - w_bk / |w_b|)` (f64, stored as f32)
+//! and `o = 0` exactly, so a class's side `s(w_j) > 0` and a query's side
+//! `s(x) > 0` depend on directions only. Without it, a few rows whose
+//! norms grow 20-40x during training (docs/training.md, "HF pools") pull
+//! every bisector towards them and the trees become lopsided: a sample's
+//! pool then is a whole large parent node. Nothing else changes (the
+//! draws, the walk, the cosine ranking with the real W).
+//!
 //! Draws: tree `t` has its own generator `SplitMix64::new(seed ^ (t + 1) *
 //! 0x9E37_79B9_7F4A_7C15)`; nodes are split depth-first, left child first,
 //! and a split draws `i = below(c)`, then `j = below(c - 1)`, `j += (j >=
@@ -59,8 +71,17 @@ use crate::rng::SplitMix64;
 
 /// The container kind of a forest file.
 pub const KIND_FOREST: u32 = 14;
-/// Version of the forest's `FPARAMS` record.
+/// Version of the forest's `FPARAMS` record written for a forest over the
+/// raw rows (7 values: version, rows, dim, trees, leaf_size, seed, trees
+/// stored), readable by every library that reads forests.
 pub const FOREST_VERSION: u64 = 1;
+/// Version of the `FPARAMS` record of a unit-row forest: the version-1
+/// values and an 8th, the flags (bit 0: `normalize_rows`; other bits 0).
+/// A library that reads only version 1 refuses such a file, rightly: it
+/// would not know that the planes are unit-row bisectors.
+pub const FOREST_VERSION_FLAGS: u64 = 2;
+/// `FPARAMS` flag bit: the trees were built over the unit rows.
+const FLAG_NORMALIZE_ROWS: u64 = 1;
 /// Largest number of trees.
 pub const MAX_TREES: u32 = 4096;
 /// Largest dimension.
@@ -79,6 +100,9 @@ pub struct ForestParams {
     pub seed: u64,
     /// Build threads (0: every core); the result does not depend on it.
     pub threads: u32,
+    /// Build the trees over the unit rows `w / |w|` (module docs): splits
+    /// by direction only, so trees stay balanced when row norms spread.
+    pub normalize_rows: bool,
 }
 
 impl Default for ForestParams {
@@ -88,6 +112,7 @@ impl Default for ForestParams {
             leaf_size: 64,
             seed: 1,
             threads: 0,
+            normalize_rows: false,
         }
     }
 }
@@ -164,7 +189,31 @@ fn check_w(w: &[f32], rows: usize, dim: usize, stride: usize) -> Result<()> {
     Ok(())
 }
 
-fn build_tree(w: &[f32], n: usize, dim: usize, stride: usize, b: usize, seed: u64) -> Tree {
+/// `1 / |w_i|` per row (f64, coordinate order; 0 for a zero row): the
+/// unit-row scales of a `normalize_rows` build.
+fn inverse_norms(w: &[f32], n: usize, dim: usize, stride: usize) -> Result<Vec<f64>> {
+    let mut inv = try_vec::<f64>(n, "row norms")?;
+    for (i, v) in inv.iter_mut().enumerate() {
+        let nn: f64 = w[i * stride..i * stride + dim]
+            .iter()
+            .map(|&a| a as f64 * a as f64)
+            .sum();
+        *v = if nn > 0.0 { 1.0 / nn.sqrt() } else { 0.0 };
+    }
+    Ok(inv)
+}
+
+/// Builds one tree; `inv` (unit rows) holds `1 / |w_i|` per row, empty
+/// for the raw rows.
+fn build_tree(
+    w: &[f32],
+    n: usize,
+    dim: usize,
+    stride: usize,
+    b: usize,
+    seed: u64,
+    inv: &[f64],
+) -> Tree {
     let row = |i: u32| &w[i as usize * stride..i as usize * stride + dim];
     let mut rng = SplitMix64::new(seed);
     let mut t = Tree {
@@ -196,12 +245,21 @@ fn build_tree(w: &[f32], n: usize, dim: usize, stride: usize, b: usize, seed: u6
             let i = rng.below(c as u64) as usize;
             let mut j = rng.below(c as u64 - 1) as usize;
             j += (j >= i) as usize;
-            let (ra, rb) = (row(t.perm[s + i]), row(t.perm[s + j]));
+            let (ia, ib) = (t.perm[s + i], t.perm[s + j]);
+            let (ra, rb) = (row(ia), row(ib));
             let mut o = 0f64;
-            for k in 0..dim {
-                let (a, bb) = (ra[k] as f64, rb[k] as f64);
-                h[k] = (a - bb) as f32;
-                o += (a * a - bb * bb) / 2.0;
+            if inv.is_empty() {
+                for k in 0..dim {
+                    let (a, bb) = (ra[k] as f64, rb[k] as f64);
+                    h[k] = (a - bb) as f32;
+                    o += (a * a - bb * bb) / 2.0;
+                }
+            } else {
+                // Unit rows: the bisector passes through the origin (o = 0).
+                let (sa, sb) = (inv[ia as usize], inv[ib as usize]);
+                for k in 0..dim {
+                    h[k] = (ra[k] as f64 * sa - rb[k] as f64 * sb) as f32;
+                }
             }
             sides.clear();
             sides.extend(t.perm[s..e].iter().map(|&id| side(&h, o, row(id))));
@@ -308,6 +366,11 @@ impl Forest {
             p.trees as u128 * rows as u128 * (4 + 2 * 20 + 4),
             "the forest",
         )?;
+        let inv = if p.normalize_rows {
+            inverse_norms(w, rows, dim, w_stride)?
+        } else {
+            Vec::new()
+        };
         let l = p.trees as usize;
         let nthreads = crate::par::threads(p.threads as usize).clamp(1, l);
         let mut trees: Vec<Option<Tree>> = vec![None; l];
@@ -315,14 +378,14 @@ impl Forest {
         let seed_of = |t: usize| p.seed ^ (t as u64 + 1).wrapping_mul(GOLDEN);
         if nthreads == 1 {
             for (t, slot) in trees.iter_mut().enumerate() {
-                *slot = Some(build_tree(w, rows, dim, w_stride, b, seed_of(t)));
+                *slot = Some(build_tree(w, rows, dim, w_stride, b, seed_of(t), &inv));
             }
         } else {
             let per = l.div_ceil(nthreads);
             crate::par::map(trees.chunks_mut(per).enumerate(), |(ci, chunk)| {
                 for (k, slot) in chunk.iter_mut().enumerate() {
                     let t = ci * per + k;
-                    *slot = Some(build_tree(w, rows, dim, w_stride, b, seed_of(t)));
+                    *slot = Some(build_tree(w, rows, dim, w_stride, b, seed_of(t), &inv));
                 }
             });
         }
@@ -536,7 +599,9 @@ impl Forest {
     /// Writes the forest (atomic: temporary file, then rename).
     pub fn save(&self, path: &Path) -> Result<()> {
         let l = self.trees.len();
-        let rec: [u64; 7] = [
+        // Raw-row forests keep the version-1 record (readable by older
+        // libraries); unit-row forests need version 2 and its flags.
+        let mut rec: Vec<u64> = vec![
             FOREST_VERSION,
             self.n as u64,
             self.dim as u64,
@@ -545,6 +610,10 @@ impl Forest {
             self.p.seed,
             l as u64,
         ];
+        if self.p.normalize_rows {
+            rec[0] = FOREST_VERSION_FLAGS;
+            rec.push(FLAG_NORMALIZE_ROWS);
+        }
         let counts: Vec<u64> = self
             .trees
             .iter()
@@ -568,7 +637,7 @@ impl Forest {
             parts_offs.push(format::as_bytes(ob));
         }
         let secs = [
-            SectionOut::new("FPARAMS", vec![format::as_bytes(&rec)]),
+            SectionOut::new("FPARAMS", vec![format::as_bytes(rec.as_slice())]),
             SectionOut::new("FCOUNTS", vec![format::as_bytes(&counts)]),
             SectionOut::new("FNODES", parts_nodes),
             SectionOut::new("FPERM", parts_perm),
@@ -591,12 +660,26 @@ impl Forest {
                 rec.len()
             )));
         }
-        if rec[0] != FOREST_VERSION {
-            return Err(bad(format!(
-                "forest version {} (this library reads 1)",
-                rec[0]
-            )));
-        }
+        let normalize_rows = match rec[0] {
+            FOREST_VERSION => false,
+            FOREST_VERSION_FLAGS => {
+                let flags = *rec.get(7).ok_or_else(|| {
+                    bad(format!(
+                        "FPARAMS version 2 holds {} values, 8 expected",
+                        rec.len()
+                    ))
+                })?;
+                if flags & !FLAG_NORMALIZE_ROWS != 0 {
+                    return Err(bad(format!("FPARAMS flags {flags:#x} hold unknown bits")));
+                }
+                flags & FLAG_NORMALIZE_ROWS != 0
+            }
+            v => {
+                return Err(bad(format!(
+                    "forest version {v} (this library reads 1 and 2)"
+                )))
+            }
+        };
         let (n, dim, trees, leaf, seed, l) = (rec[1], rec[2], rec[3], rec[4], rec[5], rec[6]);
         if n < 2 || n > crate::tables::MAX_ROWS as u64 || dim == 0 || dim > MAX_DIM as u64 {
             return Err(bad(format!("rows {n} / dim {dim} out of range")));
@@ -663,6 +746,11 @@ impl Forest {
                 offs: of.iter().map(|&b| f64::from_bits(b)).collect(),
             };
             check_tree(&tree, n, leaf as usize).map_err(|m| bad(format!("tree {t}: {m}")))?;
+            if normalize_rows && tree.offs.iter().any(|&o| o != 0.0) {
+                return Err(bad(format!(
+                    "tree {t}: a unit-row forest has a split offset other than 0"
+                )));
+            }
             out.push(tree);
             an += nn;
             ap += np;
@@ -684,6 +772,7 @@ impl Forest {
                 leaf_size: leaf as u32,
                 seed,
                 threads: 0,
+                normalize_rows,
             },
             trees: out,
         })

@@ -59,8 +59,10 @@
 //! query; `cos = dot / sqrt(|q'|^2 |w'|^2)` clamped to [-1, 1]; `p = 1 -
 //! acos(cos) / π`; `P = -expm1(l * ln_1p(-p^K))` (no cancellation for
 //! small `p^K`), and `P = 1` when `p^K = 1`. The result is the same bits
-//! on every machine and for every call (no SIMD dispatch: plain f64 code
-//! whose order of operations is fixed), and within a few units of 1e-12
+//! on every machine and for every call: plain f64 code whose order of
+//! operations is fixed (the dot products of f32 rows run on the active
+//! SIMD tier, whose kernels keep that order lane by lane and return the
+//! same bits, see [`crate::kernels::logq`]), and within a few units of 1e-12
 //! of the same formula evaluated with exactly summed products (tested).
 //! `tests/train_logq.rs` also checks the probabilities against the
 //! frequency with which a row lands in a query's buckets over 4,000
@@ -69,7 +71,7 @@
 use crate::bail;
 use crate::error::Result;
 use crate::hash::Family;
-use crate::index::Index;
+use crate::index::{Index, Transform};
 use crate::matmul::{self, Weights};
 
 /// The probability `p = 1 - acos(cos) / π` that one SimHash bit (a
@@ -94,7 +96,21 @@ pub fn simhash_inclusion(p: f64, k: u32, l: u32) -> f64 {
     -(l as f64 * (-pk).ln_1p()).exp_m1()
 }
 
-const LANES: usize = 8;
+const LANES: usize = crate::kernels::logq::LANES;
+
+/// The inclusion probability from `q' . w'` and `|q'|^2 |w'|^2`.
+#[inline]
+fn probability(dot: f64, qn_wn: f64, k: u32, l: u32) -> f64 {
+    let den = qn_wn.sqrt();
+    // den is 0 only for a zero query or row (module docs); NaN (a broken
+    // borrowed W) propagates.
+    let cos = if den > 0.0 || den.is_nan() {
+        dot / den
+    } else {
+        0.0
+    };
+    simhash_inclusion(simhash_bit_agreement(cos), k, l)
+}
 
 /// `(a . b, |b|^2)` in f64 over `LANES` interleaved lanes (module docs).
 #[inline]
@@ -137,7 +153,9 @@ impl Index {
     /// count `> L`), `BufferTooSmall` (`q`, `tables` or `out` too short),
     /// `IndexOutOfRange` (an id `>= rows`), `NonFinite` (a query value),
     /// `SizeOverflow`. Thread-safe; allocates four one-row scratch vectors
-    /// per call.
+    /// per call. The dot products of rows stored as f32 (transform None or
+    /// BiasAug) run on the active tier's kernel ([`crate::kernels::logq`]),
+    /// which returns the same bits as the plain code on every tier.
     #[allow(clippy::too_many_arguments)]
     pub fn inclusion_probabilities(
         &self,
@@ -208,6 +226,24 @@ impl Index {
         let mut tq64 = vec![0f64; hd];
         let mut row = vec![0f32; dim];
         let mut tw = vec![0f32; hd];
+        // The rows read in place (f32 storage, no transform or BiasAug): the
+        // dot products of a block of candidates by the tier's kernel, which
+        // returns the scalar lanes' bits (crate::kernels::logq).
+        let kern = crate::kernels::logq::kernels(crate::isa::active());
+        let in_place = match (&w, transform) {
+            (Weights::F32(s), Transform::None | Transform::BiasAug) => {
+                Some(crate::kernels::logq::AugRows {
+                    w: s,
+                    stride: st,
+                    dim,
+                    aug: transform == Transform::BiasAug,
+                    bias,
+                })
+            }
+            _ => None,
+        };
+        const BLOCK: usize = 128;
+        let (mut dots, mut nrms) = ([0f64; BLOCK], [0f64; BLOCK]);
         for i in 0..nq {
             self.transform_query(&q[i * q_stride..i * q_stride + dim], &mut tq);
             for (d, &s) in tq64.iter_mut().zip(&tq) {
@@ -215,6 +251,18 @@ impl Index {
             }
             let (_, qn) = dot_norm(&tq64, &tq);
             let l = tables.map_or(l_max, |t| t[i]);
+            if let Some(rows) = &in_place {
+                let mut j0 = offsets[i];
+                while j0 < offsets[i + 1] {
+                    let j1 = (j0 + BLOCK).min(offsets[i + 1]);
+                    (kern.dot_norms)(&tq64, rows, &ids[j0..j1], &mut dots, &mut nrms);
+                    for j in j0..j1 {
+                        out[j] = probability(dots[j - j0], qn * nrms[j - j0], k, l);
+                    }
+                    j0 = j1;
+                }
+                continue;
+            }
             for j in offsets[i]..offsets[i + 1] {
                 let r = ids[j] as usize;
                 let wr: &[f32] = match &w {
@@ -237,15 +285,7 @@ impl Index {
                 let b = bias.map_or(0.0, |b| b[r]);
                 crate::index::transform_row(transform, wr, b, inv_u, &mut tw);
                 let (dot, wn) = dot_norm(&tq64, &tw);
-                let den = (qn * wn).sqrt();
-                // den is 0 only for a zero query or row (module docs); NaN
-                // (a broken borrowed W) propagates.
-                let cos = if den > 0.0 || den.is_nan() {
-                    dot / den
-                } else {
-                    0.0
-                };
-                out[j] = simhash_inclusion(simhash_bit_agreement(cos), k, l);
+                out[j] = probability(dot, qn * wn, k, l);
             }
         }
         Ok(())

@@ -59,6 +59,24 @@ fn check_structure(f: &Forest, w: &[f32], stride: usize) {
 /// The documented candidate rule, written plainly.
 fn oracle_query(f: &Forest, w: &[f32], stride: usize, x: &[f32], q: usize) -> Vec<u32> {
     let dim = f.dim();
+    let pool = oracle_pool(f, x, q);
+    let mut scored: Vec<(f64, u32)> = pool
+        .into_iter()
+        .map(|id| {
+            let r = &w[id as usize * stride..id as usize * stride + dim];
+            let dot: f64 = r.iter().zip(x).map(|(&a, &b)| a as f64 * b as f64).sum();
+            let nn: f64 = r.iter().map(|&a| a as f64 * a as f64).sum();
+            (if nn > 0.0 { dot / nn.sqrt() } else { 0.0 }, id)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut ids: Vec<u32> = scored.iter().take(q).map(|p| p.1).collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// The pooled classes of the trees' walks for `x` (before the cosine cut).
+fn oracle_pool(f: &Forest, x: &[f32], q: usize) -> std::collections::BTreeSet<u32> {
     let mut pool = std::collections::BTreeSet::new();
     for t in 0..f.params().trees as usize {
         let (perm, nodes) = f.tree(t);
@@ -82,19 +100,7 @@ fn oracle_query(f: &Forest, w: &[f32], stride: usize, x: &[f32], q: usize) -> Ve
         };
         pool.extend(perm[range.0 as usize..range.1 as usize].iter().copied());
     }
-    let mut scored: Vec<(f64, u32)> = pool
-        .into_iter()
-        .map(|id| {
-            let r = &w[id as usize * stride..id as usize * stride + dim];
-            let dot: f64 = r.iter().zip(x).map(|(&a, &b)| a as f64 * b as f64).sum();
-            let nn: f64 = r.iter().map(|&a| a as f64 * a as f64).sum();
-            (if nn > 0.0 { dot / nn.sqrt() } else { 0.0 }, id)
-        })
-        .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    let mut ids: Vec<u32> = scored.iter().take(q).map(|p| p.1).collect();
-    ids.sort_unstable();
-    ids
+    pool
 }
 
 #[test]
@@ -106,6 +112,7 @@ fn build_is_deterministic_and_well_formed() {
         leaf_size: 40,
         seed: 9,
         threads: 1,
+        normalize_rows: false,
     };
     let f1 = Forest::build(&w, n, dim, stride, &p).unwrap();
     check_structure(&f1, &w, stride);
@@ -148,6 +155,7 @@ fn build_is_deterministic_and_well_formed() {
             leaf_size: 8,
             seed: 1,
             threads: 1,
+            normalize_rows: false,
         },
     )
     .unwrap();
@@ -168,6 +176,7 @@ fn query_and_union_equal_the_oracles() {
             leaf_size: 30,
             seed: 3,
             threads: 2,
+            normalize_rows: false,
         },
     )
     .unwrap();
@@ -246,6 +255,7 @@ fn errors_rebuild_save_load() {
         leaf_size: 16,
         seed: 2,
         threads: 1,
+        normalize_rows: false,
     };
     let st = |r: lshk::Result<Forest>| r.unwrap_err().status;
     assert_eq!(
@@ -382,6 +392,7 @@ fn forest_finds_the_closest_classes_on_a_clustered_layer() {
             leaf_size: 64,
             seed: 1,
             threads: 0,
+            normalize_rows: false,
         },
     )
     .unwrap();
@@ -422,4 +433,285 @@ fn forest_finds_the_closest_classes_on_a_clustered_layer() {
     let recall = hit as f64 / (nx * q) as f64;
     println!("forest: recall of the exact top-{q} by cosine {recall:.3} (n {n}, L 8, B 64)");
     assert!(recall > 0.3, "recall {recall}");
+}
+
+/// Unit rows (`normalize_rows`): the documented planes (bisector of the
+/// two drawn unit rows, offset exactly 0), a well-formed forest, the same
+/// for every thread count and every tier the CPU has (nothing in the build
+/// is vectorised), and the option kept by rebuild and by save / load.
+#[test]
+fn unit_row_build_is_deterministic_and_well_formed() {
+    let (n, dim, stride) = (2000, 20, 23);
+    let mut w = layer(n, dim, stride, 12);
+    // spread the norms and add a zero row
+    for r in 0..n {
+        let s = 1.0 + (r % 7) as f32 * 3.0;
+        w[r * stride..r * stride + dim]
+            .iter_mut()
+            .for_each(|v| *v *= s);
+    }
+    w[5 * stride..5 * stride + dim].fill(0.0);
+    let p = ForestParams {
+        trees: 4,
+        leaf_size: 24,
+        seed: 21,
+        threads: 1,
+        normalize_rows: true,
+    };
+    let f1 = Forest::build(&w, n, dim, stride, &p).unwrap();
+    assert!(f1.params().normalize_rows);
+    check_structure(&f1, &w, stride);
+    for t in 0..4 {
+        for i in 0..f1.nodes(t) {
+            if let Some((_, o)) = f1.plane(t, i) {
+                assert_eq!(o.to_bits(), 0f64.to_bits(), "tree {t} node {i}");
+            }
+        }
+    }
+    // golden: the first split of tree 0
+    let mut r = SplitMix64::new(21 ^ 0x9E37_79B9_7F4A_7C15);
+    let i = r.below(n as u64) as usize;
+    let mut j = r.below(n as u64 - 1) as usize;
+    j += (j >= i) as usize;
+    let inv = |k: usize| {
+        let nn: f64 = w[k * stride..k * stride + dim]
+            .iter()
+            .map(|&v| v as f64 * v as f64)
+            .sum();
+        if nn > 0.0 {
+            1.0 / nn.sqrt()
+        } else {
+            0.0
+        }
+    };
+    let (h, _) = f1.plane(0, 0).unwrap();
+    for k in 0..dim {
+        let want = (w[i * stride + k] as f64 * inv(i) - w[j * stride + k] as f64 * inv(j)) as f32;
+        assert_eq!(h[k].to_bits(), want.to_bits());
+    }
+    // a raw-row forest with the same seed differs
+    let raw = ForestParams {
+        normalize_rows: false,
+        ..p
+    };
+    assert!(Forest::build(&w, n, dim, stride, &raw).unwrap() != f1);
+    // every thread count and tier: the same forest
+    let cap = lshk::isa::active();
+    for isa in lshk::isa::Isa::supported() {
+        lshk::isa::set_max(isa);
+        for threads in [1u32, 2, 3, 0] {
+            let f = Forest::build(&w, n, dim, stride, &ForestParams { threads, ..p }).unwrap();
+            for t in 0..4 {
+                assert!(
+                    f.tree(t) == f1.tree(t),
+                    "{isa:?} threads {threads} tree {t}"
+                );
+                for i in 0..f.nodes(t) {
+                    assert_eq!(f.plane(t, i), f1.plane(t, i));
+                }
+            }
+        }
+    }
+    lshk::isa::set_max(cap);
+    // the queries follow the same rule (oracle)
+    let mut g = SplitMix64::new(3);
+    let nx = 12;
+    let x: Vec<f32> = (0..nx * dim).map(|_| g.next_normal() as f32).collect();
+    for q in [1u32, 10, 40, 300] {
+        let mut out = ForestResult::default();
+        f1.query(&w, stride, &x, nx, dim, q, &mut out).unwrap();
+        for s in 0..nx {
+            let want = oracle_query(&f1, &w, stride, &x[s * dim..(s + 1) * dim], q as usize);
+            assert_eq!(&out.ids[out.offsets[s]..out.offsets[s + 1]], &want[..]);
+        }
+    }
+    // rebuild keeps the option; save / load keeps it (FPARAMS version 2)
+    let mut f2 = f1.clone();
+    f2.rebuild(&w, stride, Some(5)).unwrap();
+    assert!(f2.params().normalize_rows);
+    assert!(f2 == Forest::build(&w, n, dim, stride, &ForestParams { seed: 5, ..p }).unwrap());
+    let dir = std::env::temp_dir().join(format!("lshk-forest-unit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("u.lshk");
+    f1.save(&path).unwrap();
+    let l = Forest::load(&path).unwrap();
+    assert!(l.params().normalize_rows);
+    for t in 0..4 {
+        assert!(l.tree(t) == f1.tree(t));
+        for i in 0..l.nodes(t) {
+            assert_eq!(l.plane(t, i), f1.plane(t, i));
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Session 9's failure, reduced: when a few rows' norms grow 30x (as
+/// training does to frequent classes), perpendicular bisectors of the raw
+/// rows split lopsidedly (a big row against a normal one puts nearly every
+/// class on one side), so the walk's "first node with fewer than Q
+/// classes" is often a sliver whose parent is huge, and a sample's pool
+/// explodes. The unit-row trees do not see norms: their pools stay small.
+#[test]
+fn unit_row_trees_stay_balanced_where_raw_row_trees_do_not() {
+    let (n, dim) = (8000, 32);
+    let mut w = layer(n, dim, dim, 31);
+    let mut g = SplitMix64::new(8);
+    // 3 % of the rows (the frequent classes) grow 30x
+    let big: Vec<usize> = (0..n).filter(|_| g.below(100) < 3).collect();
+    for &r in &big {
+        w[r * dim..(r + 1) * dim]
+            .iter_mut()
+            .for_each(|v| *v *= 30.0);
+    }
+    let q = 64usize;
+    let nx = 200;
+    // samples near class rows, half of them of the frequent classes (whose
+    // embeddings grow with them)
+    let x: Vec<f32> = (0..nx)
+        .flat_map(|i| {
+            let y = if i % 2 == 0 {
+                big[(i * 7) % big.len()]
+            } else {
+                (i * 389) % n
+            };
+            let row = w[y * dim..(y + 1) * dim].to_vec();
+            let nn = row.iter().map(|&v| v * v).sum::<f32>().sqrt();
+            row.iter()
+                .map(|&v| v + 0.05 * nn / (dim as f32).sqrt() * g.next_normal() as f32)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let stats = |unit: bool| {
+        let f = Forest::build(
+            &w,
+            n,
+            dim,
+            dim,
+            &ForestParams {
+                trees: 4,
+                leaf_size: 32,
+                seed: 2,
+                threads: 0,
+                normalize_rows: unit,
+            },
+        )
+        .unwrap();
+        // mean pool per sample (frequent-class samples, the others), and
+        // the share of slivers (a child with < 2 % of the classes) among
+        // the splits of nodes holding at least 4 B classes
+        let pools: Vec<usize> = (0..nx)
+            .map(|i| oracle_pool(&f, &x[i * dim..(i + 1) * dim], q).len())
+            .collect();
+        let mean =
+            |r: usize| pools.iter().skip(r).step_by(2).sum::<usize>() as f64 / (nx / 2) as f64;
+        let (mut sliver, mut cnt) = (0usize, 0usize);
+        for t in 0..4 {
+            let (_, nodes) = f.tree(t);
+            for &(s, e, l, r) in &nodes {
+                if l != u32::MAX && e - s >= 128 {
+                    let (a, b) = (nodes[l as usize], nodes[r as usize]);
+                    let (a, b) = ((a.1 - a.0) as f64, (b.1 - b.0) as f64);
+                    sliver += (a.min(b) < 0.02 * (a + b)) as usize;
+                    cnt += 1;
+                }
+            }
+        }
+        (mean(0), mean(1), sliver as f64 / cnt as f64)
+    };
+    let (raw_big, raw_rest, raw_sl) = stats(false);
+    let (unit_big, unit_rest, unit_sl) = stats(true);
+    println!(
+        "mean pool per sample (frequent / other classes): raw rows {raw_big:.0} / \
+         {raw_rest:.0}, unit rows {unit_big:.0} / {unit_rest:.0}; slivers among the \
+         splits: raw {raw_sl:.3}, unit {unit_sl:.3}"
+    );
+    assert!(unit_big * 4.0 < raw_big, "{unit_big} vs {raw_big}");
+    assert!(unit_big < 8.0 * q as f64 && unit_rest < 8.0 * q as f64);
+    assert!(unit_rest <= raw_rest * 1.25, "{unit_rest} vs {raw_rest}");
+    assert!(unit_sl * 3.0 < raw_sl, "{unit_sl} vs {raw_sl}");
+}
+/// W of the committed version-1 file `tests/golden/forest_v1.lshk`.
+fn golden_w() -> Vec<f32> {
+    (0..40 * 3)
+        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+        .collect()
+}
+
+/// Rewrites a forest file with its sections as read, `FPARAMS` replaced.
+fn with_fparams(from: &std::path::Path, to: &std::path::Path, rec: &[u64]) {
+    use lshk::format::{self, Container, SectionOut};
+    let c = Container::open(from, lshk::forest::KIND_FOREST).unwrap();
+    let names = ["FCOUNTS", "FNODES", "FPERM", "FPLANEOF", "FPLANES", "FOFFS"];
+    let mut secs = vec![SectionOut::new("FPARAMS", vec![format::as_bytes(rec)])];
+    for nm in names {
+        secs.push(SectionOut::new(nm, vec![c.section(nm).unwrap()]));
+    }
+    format::write_file(to, lshk::forest::KIND_FOREST, &secs).unwrap();
+}
+
+/// Files from before `normalize_rows` (FPARAMS version 1, 7 values) still
+/// load, as raw-row forests: a file written by the library before the
+/// option (committed) and one written now (raw-row forests keep the
+/// version-1 record). Version-2 records are the unit-row forests'; with
+/// unknown flag bits, a missing flags value, a non-zero split offset or an
+/// unknown version they are refused (BadFileFormat).
+#[test]
+fn forest_files_old_and_new_versions() {
+    let dir = std::env::temp_dir().join(format!("lshk-forest-ver-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // the committed version-1 file, written through the C ABI by the
+    // library at 65d9fce (before the option): 40 x 3, 2 trees, leaf 4, seed 9
+    let wo = golden_w();
+    let old = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/forest_v1.lshk");
+    let fo = Forest::load(&old).unwrap();
+    assert!(!fo.params().normalize_rows);
+    let p = ForestParams {
+        trees: 2,
+        leaf_size: 4,
+        seed: 9,
+        threads: 0,
+        normalize_rows: false,
+    };
+    let want = Forest::build(&wo, 40, 3, 3, &p).unwrap();
+    assert!(
+        fo == want,
+        "the version-1 golden file loads as the same forest"
+    );
+    // a raw-row forest is written byte for byte as before
+    let path = dir.join("v1.lshk");
+    want.save(&path).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), std::fs::read(&old).unwrap());
+    // a unit-row forest: version 2 with flags 1
+    let pu = ForestParams {
+        normalize_rows: true,
+        ..p
+    };
+    let fu = Forest::build(&wo, 40, 3, 3, &pu).unwrap();
+    let pathu = dir.join("v2.lshk");
+    fu.save(&pathu).unwrap();
+    let c = lshk::format::Container::open(&pathu, lshk::forest::KIND_FOREST).unwrap();
+    let rec: &[u64] = lshk::format::cast_slice(c.section("FPARAMS").unwrap(), "FPARAMS").unwrap();
+    assert_eq!(rec, &[2u64, 40, 3, 2, 4, 9, 2, 1]);
+    drop(c);
+    let gu = Forest::load(&pathu).unwrap();
+    assert!(gu == fu && gu.params().normalize_rows);
+    // mutants (well-formed containers, bad records)
+    let m = dir.join("m.lshk");
+    let refused = |from: &std::path::Path, rec: &[u64]| {
+        with_fparams(from, &m, rec);
+        let e = Forest::load(&m).unwrap_err();
+        assert_eq!(e.status, Status::BadFileFormat, "{rec:?}: {e}");
+    };
+    refused(&pathu, &[2, 40, 3, 2, 4, 9, 2, 3]); // unknown flag bit
+    refused(&pathu, &[2, 40, 3, 2, 4, 9, 2, 1 << 63]);
+    refused(&pathu, &[2, 40, 3, 2, 4, 9, 2]); // no flags
+    refused(&pathu, &[3, 40, 3, 2, 4, 9, 2, 1]); // unknown version
+    refused(&old, &[2, 40, 3, 2, 4, 9, 2, 1]); // raw planes: offsets not 0
+                                               // accepted: a version-2 record without the flag is a raw-row forest,
+                                               // and a unit-row forest's planes read as version 1 are a valid raw one
+    with_fparams(&old, &m, &[2, 40, 3, 2, 4, 9, 2, 0]);
+    assert!(Forest::load(&m).unwrap() == want);
+    with_fparams(&pathu, &m, &[1, 40, 3, 2, 4, 9, 2]);
+    assert!(!Forest::load(&m).unwrap().params().normalize_rows);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -381,3 +381,148 @@ fn errors_write_nothing() {
     idx.inclusion_probabilities(&[], 0, 8, &[], &[0], None, &mut [])
         .unwrap();
 }
+
+/// The dot products as the module documentation defines them, on the
+/// concatenated row `[w, extra]`: coordinate `j` into lane `j mod 8`, the
+/// lanes added in order.
+fn lanes_reference(q: &[f64], row: &[f32], extra: Option<f32>) -> (f64, f64) {
+    let mut v: Vec<f32> = row.to_vec();
+    v.extend(extra);
+    let (mut d, mut n) = ([0f64; 8], [0f64; 8]);
+    for (j, (&x, &y)) in q.iter().zip(&v).enumerate() {
+        d[j % 8] += x * y as f64;
+        n[j % 8] += y as f64 * y as f64;
+    }
+    let (mut ds, mut ns) = (0f64, 0f64);
+    for k in 0..8 {
+        ds += d[k];
+        ns += n[k];
+    }
+    (ds, ns)
+}
+
+/// `kernels::logq`: every tier the CPU has returns the documented sums'
+/// bits (the scalar oracle equals the reference on the concatenated row),
+/// for every dim up to three vector widths + 1 and larger ones, with and
+/// without the BiasAug coordinate (bias given or not), strides larger
+/// than the row, and special values (-0, denormals, huge, NaN, inf).
+#[test]
+fn dot_norm_kernels_return_the_oracle_bits_on_every_tier() {
+    use lshk::kernels::logq::{kernels, AugRows};
+    let mut g = SplitMix64::new(77);
+    let special = [
+        -0.0f32,
+        1e-40,
+        -3e-39,
+        1e30,
+        -2.5e-20,
+        f32::NAN,
+        f32::INFINITY,
+    ];
+    let dims: Vec<usize> = (1..=25)
+        .chain([31, 32, 33, 64, 127, 128, 129, 200])
+        .collect();
+    for &dim in &dims {
+        for aug in [false, true] {
+            let (rows, stride) = (13usize, dim + 5);
+            let mut w: Vec<f32> = (0..rows * stride).map(|_| g.next_normal() as f32).collect();
+            // rows 10..13 hold special values
+            for r in 10..rows {
+                for k in 0..dim {
+                    if g.below(3) == 0 {
+                        w[r * stride + k] = special[g.below(special.len() as u64) as usize];
+                    }
+                }
+            }
+            let bias: Vec<f32> = (0..rows).map(|r| r as f32 * 0.25 - 1.0).collect();
+            let q: Vec<f64> = (0..dim + aug as usize).map(|_| g.next_normal()).collect();
+            let ids: Vec<u32> = (0..40)
+                .map(|i| if i < 13 { i } else { g.below(13) as u32 })
+                .collect();
+            for b in [None, Some(&bias[..])] {
+                let r = AugRows {
+                    w: &w,
+                    stride,
+                    dim,
+                    aug,
+                    bias: b,
+                };
+                let (mut d0, mut n0) = (vec![0f64; ids.len()], vec![0f64; ids.len()]);
+                (kernels(lshk::isa::Isa::Scalar).dot_norms)(&q, &r, &ids, &mut d0, &mut n0);
+                for (j, &id) in ids.iter().enumerate() {
+                    let id = id as usize;
+                    let extra = aug.then(|| b.map_or(0.0, |b| b[id]));
+                    let (wd, wn) = lanes_reference(&q, &w[id * stride..id * stride + dim], extra);
+                    let same =
+                        |a: f64, b: f64| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+                    assert!(
+                        same(d0[j], wd) && same(n0[j], wn),
+                        "scalar dim {dim} aug {aug} row {id}"
+                    );
+                }
+                for isa in lshk::isa::Isa::supported() {
+                    let (mut d1, mut n1) = (vec![0f64; ids.len()], vec![0f64; ids.len()]);
+                    (kernels(isa).dot_norms)(&q, &r, &ids, &mut d1, &mut n1);
+                    for j in 0..ids.len() {
+                        let same = |a: f64, b: f64| {
+                            a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+                        };
+                        assert!(
+                            same(d1[j], d0[j]) && same(n1[j], n0[j]),
+                            "{isa:?} dim {dim} aug {aug} bias {} row {}: {} {} vs {} {}",
+                            b.is_some(),
+                            ids[j],
+                            d1[j],
+                            n1[j],
+                            d0[j],
+                            n0[j]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The probabilities are the same bits whichever tier runs the dot
+/// products (f32 rows read in place: transform None and BiasAug; the other
+/// storages and MIPS keep the plain path).
+#[test]
+fn probabilities_are_the_same_bits_on_every_tier() {
+    let cap = lshk::isa::active();
+    for (st, t) in [
+        (Storage::F32, Transform::None),
+        (Storage::F32, Transform::BiasAug),
+        (Storage::F32, Transform::Mips),
+        (Storage::Bf16, Transform::BiasAug),
+    ] {
+        for dim in [5usize, 16, 37] {
+            let idx = build(300, dim, 7, 11, st, t, 9);
+            let mut g = SplitMix64::new(dim as u64);
+            let nq = 6;
+            let q: Vec<f32> = (0..nq * dim).map(|_| g.next_normal() as f32).collect();
+            let mut ids = Vec::new();
+            let mut offsets = vec![0usize];
+            for i in 0..nq {
+                // one segment longer than the kernel's block of 128
+                for _ in 0..[3usize, 0, 200, 17, 129, 1][i] {
+                    ids.push(g.below(300) as u32);
+                }
+                offsets.push(ids.len());
+            }
+            let mut want: Option<Vec<u64>> = None;
+            for isa in lshk::isa::Isa::supported() {
+                lshk::isa::set_max(isa);
+                let mut out = vec![0f64; ids.len()];
+                idx.inclusion_probabilities(&q, nq, dim, &ids, &offsets, None, &mut out)
+                    .unwrap();
+                let bits: Vec<u64> = out.iter().map(|v| v.to_bits()).collect();
+                match &want {
+                    None => want = Some(bits),
+                    Some(w) => assert!(w == &bits, "{st:?} {t:?} dim {dim}: {isa:?} differs"),
+                }
+            }
+        }
+    }
+    lshk::isa::set_max(cap);
+}

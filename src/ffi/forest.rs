@@ -38,10 +38,17 @@ pub struct lshk_forest_params {
     pub build_threads: u32,
     /// Seed of the split draws (default 1).
     pub seed: u64,
+    /// 1: build the trees over the unit rows w / |w| (splits by direction
+    /// only, so they stay balanced when a few row norms grow during
+    /// training; docs/training.md); 0: over the rows themselves (default).
+    /// Other values: INVALID_ARGUMENT.
+    pub normalize_rows: u32,
+    /// Must be 0 (INVALID_ARGUMENT otherwise); room for a later option.
+    pub reserved: u32,
 }
 
 /// Default forest parameters: 8 trees, leaf_size 64, all cores, seed 1,
-/// struct_size = sizeof(lshk_forest_params).
+/// raw rows (normalize_rows 0), struct_size = sizeof(lshk_forest_params).
 #[no_mangle]
 pub extern "C" fn lshk_forest_params_default() -> lshk_forest_params {
     let d = ForestParams::default();
@@ -51,6 +58,8 @@ pub extern "C" fn lshk_forest_params_default() -> lshk_forest_params {
         leaf_size: d.leaf_size,
         build_threads: d.threads,
         seed: d.seed,
+        normalize_rows: d.normalize_rows as u32,
+        reserved: 0,
     }
 }
 
@@ -97,8 +106,9 @@ unsafe fn forest_ref<'a>(f: *const lshk_forest) -> Result<&'a Forest> {
 /// failure `*out` is not written.
 ///
 /// Errors: NULL_POINTER, INVALID_ARGUMENT (rows < 2, dim 0 or > 2^20,
-/// w_stride < dim, trees outside 1..=4096, leaf_size < 2, struct_size too
-/// small, misaligned pointers), NON_FINITE (W), SIZE_OVERFLOW,
+/// w_stride < dim, trees outside 1..=4096, leaf_size < 2, normalize_rows
+/// other than 0 / 1, reserved not 0, struct_size too small, misaligned
+/// pointers), NON_FINITE (W), SIZE_OVERFLOW,
 /// ALLOCATION_FAILED.
 ///
 /// # Safety
@@ -120,11 +130,26 @@ pub unsafe extern "C" fn lshk_forest_build(
         let wl = strided_len(rows, dim, w_stride, "w")?;
         // SAFETY: caller contract (wl readable floats).
         let ws = unsafe { slice_in(w, wl, "w")? };
+        if cp.normalize_rows > 1 {
+            bail!(
+                InvalidArgument,
+                "params->normalize_rows is {}; it must be 0 or 1",
+                cp.normalize_rows
+            );
+        }
+        if cp.reserved != 0 {
+            bail!(
+                InvalidArgument,
+                "params->reserved is {}; it must be 0",
+                cp.reserved
+            );
+        }
         let p = ForestParams {
             trees: cp.trees,
             leaf_size: cp.leaf_size,
             seed: cp.seed,
             threads: cp.build_threads,
+            normalize_rows: cp.normalize_rows == 1,
         };
         let f = Forest::build(ws, rows, dim, w_stride, &p)?;
         // SAFETY: `out` checked non-NULL and aligned above.
@@ -348,8 +373,9 @@ pub unsafe extern "C" fn lshk_forest_union(
 
 /// Builds the forest again from `w` (the same rows and dim, stride
 /// `w_stride`, finite) with its parameters, or with `*new_seed` when
-/// `new_seed` is not NULL (e.g. every T training iterations). EXCLUSIVE
-/// access. On error the forest is unchanged.
+/// `new_seed` is not NULL (e.g. every T training iterations); a unit-row
+/// forest (normalize_rows 1) stays one. EXCLUSIVE access. On error the
+/// forest is unchanged.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (w_stride < dim,
 /// misaligned pointers), NON_FINITE, SIZE_OVERFLOW, ALLOCATION_FAILED.
@@ -401,8 +427,11 @@ pub unsafe extern "C" fn lshk_forest_save(
     })
 }
 
-/// Loads a forest saved by lshk_forest_save (every invariant checked). On
-/// success `*out` receives a new handle; on failure it is not written.
+/// Loads a forest saved by lshk_forest_save (every invariant checked),
+/// with its build parameters (normalize_rows included: a unit-row forest
+/// is written with FPARAMS version 2, a raw-row one with version 1, so
+/// files from before the option still load). On success `*out` receives a
+/// new handle; on failure it is not written.
 ///
 /// Errors: NULL_POINTER, INVALID_ARGUMENT (empty path, misaligned `out`),
 /// IO_ERROR, BAD_FILE_FORMAT, ALLOCATION_FAILED.

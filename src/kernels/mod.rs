@@ -64,6 +64,7 @@ pub mod dwta;
 pub mod gather;
 pub mod graph;
 pub mod hrr;
+pub mod logq;
 pub mod matmul;
 pub mod pq4;
 pub mod qdot;

@@ -16,6 +16,36 @@ pub(crate) fn fuzz_forest(c: &mut Ctx) {
     p.leaf_size = 2 + r.u(20) as u32;
     p.seed = r.0.next_u64();
     p.build_threads = r.u(3) as u32;
+    p.normalize_rows = r.u(2) as u32;
+    // now and then, build parameters outside their domain: refused, `out`
+    // not written
+    if r.u(4) == 0 {
+        let mut bp = p;
+        let mut vb = Verdict::default();
+        match r.u(3) {
+            0 => {
+                bp.normalize_rows = r.pick(&[2u32, 3, 255, u32::MAX]);
+                vb.err("normalize_rows > 1");
+            }
+            1 => {
+                bp.reserved = r.pick(&[1u32, 2, u32::MAX]);
+                vb.err("reserved not 0");
+            }
+            _ => bp.normalize_rows = r.u(2) as u32, // valid
+        }
+        let mut hb: *mut lshk_forest = null_mut();
+        // SAFETY: W of rows*dim floats; writable out.
+        let st = c.call("lshk_forest_build", || unsafe {
+            lshk_forest_build(w.as_ptr(), rows, dim, dim, &bp, &mut hb)
+        });
+        let ok = c.judge("lshk_forest_build", st, &vb);
+        if !ok && !hb.is_null() {
+            c.fail("lshk_forest_build wrote `out` on an error".into());
+        }
+        // SAFETY: NULL or a live handle from the call above.
+        unsafe { lshk_forest_free(hb) };
+    }
+    let r = &mut c.r;
     let mut h = null_mut();
     // SAFETY: W of rows*dim floats; writable out.
     let st = unsafe { lshk_forest_build(w.as_ptr(), rows, dim, dim, &p, &mut h) };
@@ -30,6 +60,7 @@ pub(crate) fn fuzz_forest(c: &mut Ctx) {
             leaf_size: p.leaf_size,
             seed: p.seed,
             threads: 1,
+            normalize_rows: p.normalize_rows == 1,
         },
     )
     .unwrap();
