@@ -96,7 +96,7 @@ pub use source::QueryParams;
 mod train;
 mod update;
 mod weights;
-use weights::{Owner, WStore};
+use weights::{WBuf, WStore};
 
 pub use update::{RehashClock, RehashSchedule, LNS_REHASH_LAMBDA, LNS_REHASH_PERIOD};
 
@@ -303,14 +303,8 @@ pub struct Index {
     dirty: update::Dirty,
 }
 
-// SAFETY: nothing is mutated through `&self` (changes take `&mut self`:
-// update_rows, rehash_*, train_*); the raw pointers in
-// WStore are read-only views of memory owned by the index (Vec, mapping)
-// or, for borrowed weights, memory the caller promised to keep alive and
-// unchanged; reading them from several threads is sound.
-unsafe impl Send for Index {}
-// SAFETY: as above (no interior mutability).
-unsafe impl Sync for Index {}
+// Send + Sync are derived: the weight and table arrays are `crate::buf::Buf`s
+// (checked in buf.rs's tests).
 
 /// The borrowed W given to a load.
 enum BorrowedW<'a> {
