@@ -10,6 +10,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 /// cbindgen:ignore
+pub(crate) mod buf;
+/// cbindgen:ignore
 pub mod centroid;
 pub mod crc32c;
 /// cbindgen:ignore

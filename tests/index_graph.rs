@@ -433,6 +433,21 @@ fn lsh_only_calls_are_refused_and_change_nothing() {
         idx.train_labels(&l.q, 1, l.dim, &[0, 1], &[3], &Default::default()),
         "train_labels",
     );
+    // train_iul names the graph family (it used to say "this index is
+    // DWTA", the message for the other LSH family).
+    inv(
+        idx.train_iul(&l.q, 1, l.dim, &[0, 1], &[3], &Default::default())
+            .map(drop),
+        "train_iul",
+    );
+    let e = idx
+        .train_iul(&l.q, 1, l.dim, &[0, 1], &[3], &Default::default())
+        .unwrap_err();
+    assert!(
+        e.message.contains("this index is the graph family") && !e.message.contains("is DWTA"),
+        "{}",
+        e.message
+    );
     inv(
         idx.update_rows(&[1], Some((&l.w[..l.dim], l.dim)), None),
         "update_rows",

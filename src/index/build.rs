@@ -104,14 +104,10 @@ impl Index {
             }
         };
         let wstore = match p.storage {
-            Storage::BorrowedF32 => WStore {
-                storage: Storage::BorrowedF32,
-                ptr: w.as_ptr().cast(),
-                len: need,
-                scales: std::ptr::null(),
-                stride: w_stride,
-                owner: Owner::Caller,
-            },
+            // SAFETY: the contract of borrowed weights (documented at
+            // Storage::BorrowedF32 and LSHK_STORAGE_BORROWED_F32): the
+            // caller keeps W alive and unchanged while the index lives.
+            Storage::BorrowedF32 => unsafe { WStore::borrowed_f32(&w[..need], w_stride) },
             Storage::F32 => {
                 let mut v = try_vec::<f32>(cnt, "f32 weights")?;
                 compact(&mut |r, row| v[r * dim..(r + 1) * dim].copy_from_slice(row));

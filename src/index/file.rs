@@ -59,8 +59,7 @@ impl Index {
             // Stored weights are compact (stride == dim) by construction.
             secs.push(SectionOut::new("WEIGHTS", vec![self.w.bytes()]));
             if self.p.storage == Storage::I8 {
-                // SAFETY: int8 storage keeps `rows` scales alive in `owner`.
-                let s = unsafe { std::slice::from_raw_parts(self.w.scales, self.rows) };
+                let s = self.w.scales();
                 secs.push(SectionOut::new("WSCALES", vec![format::as_bytes(s)]));
             }
         }
@@ -274,14 +273,11 @@ impl Index {
                     w[r * w_stride + j]
                 );
             }
-            WStore {
-                storage,
-                ptr: w.as_ptr().cast(),
-                len: need,
-                scales: std::ptr::null(),
-                stride: w_stride,
-                owner: Owner::Caller,
-            }
+            debug_assert_eq!(storage, Storage::BorrowedF32);
+            // SAFETY: the contract of borrowed weights (load_with_weights /
+            // load_raw): the caller keeps W alive and unchanged while the
+            // index lives.
+            unsafe { WStore::borrowed_f32(&w[..need], w_stride) }
         } else {
             if borrowed.is_some() {
                 bail!(
@@ -301,7 +297,7 @@ impl Index {
                     storage.elem_bytes()
                 )));
             }
-            let mut scales: *const f32 = std::ptr::null();
+            let mut scales: &[f32] = &[];
             match storage {
                 Storage::F32 => {
                     let v: &[f32] = cast_slice(raw, "WEIGHTS")?;
@@ -340,18 +336,14 @@ impl Index {
                     if let Some(i) = s.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
                         return Err(bad(format!("WSCALES[{i}] is {}", s[i])));
                     }
-                    scales = s.as_ptr();
+                    scales = s;
                 }
                 Storage::BorrowedF32 => unreachable!(),
             }
-            WStore {
-                storage,
-                ptr: raw.as_ptr(),
-                len: cnt,
-                scales,
-                stride: dim,
-                owner: Owner::Mapped(Arc::clone(&c)),
-            }
+            let keep: crate::tables::KeepAlive = c.clone();
+            // SAFETY: `raw` and `scales` are sections of the mapped
+            // container `c`, which `keep` owns; the mapping is read-only.
+            unsafe { WStore::mapped(storage, raw, scales, dim, &keep)? }
         };
         Ok(Index {
             rows,

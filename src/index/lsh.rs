@@ -327,8 +327,8 @@ fn load(li: &LoadInput<'_>) -> Result<Box<dyn CandidateSource>> {
         // SAFETY: both slices lie in the read-only mapping that `keep` (an
         // Arc of the container) owns and nobody writes.
         unsafe {
-            offs.push(U32s::view(&toffs[t * nb1..(t + 1) * nb1], &keep));
-            ids.push(U32s::view(&tids[at..at + n], &keep));
+            offs.push(U32s::mapped(&toffs[t * nb1..(t + 1) * nb1], &keep));
+            ids.push(U32s::mapped(&tids[at..at + n], &keep));
         }
         at += n;
     }

@@ -88,11 +88,15 @@ mod build;
 mod file;
 mod lsh;
 mod pipeline;
+mod query;
 pub(crate) mod source;
 pub use pipeline::Scorer;
 pub(crate) use source::CandidateSource;
 pub use source::QueryParams;
+mod train;
 mod update;
+mod weights;
+use weights::{WBuf, WStore};
 
 pub use update::{RehashClock, RehashSchedule, LNS_REHASH_LAMBDA, LNS_REHASH_PERIOD};
 
@@ -281,101 +285,6 @@ impl Resolved {
     }
 }
 
-/// Who keeps the weight memory alive.
-enum Owner {
-    /// The caller (BorrowedF32).
-    Caller,
-    F32(#[allow(dead_code)] Vec<f32>),
-    U16(#[allow(dead_code)] Vec<u16>),
-    I8(#[allow(dead_code)] Vec<i8>, #[allow(dead_code)] Vec<f32>),
-    /// The mapped file.
-    Mapped(#[allow(dead_code)] Arc<Container>),
-}
-
-/// The weights: raw views valid as long as `owner` (or, for borrowed
-/// weights, the caller's promise).
-struct WStore {
-    storage: Storage,
-    ptr: *const u8,
-    /// Elements (not bytes).
-    len: usize,
-    scales: *const f32,
-    stride: usize,
-    owner: Owner,
-}
-
-impl WStore {
-    fn from_vec_f32(v: Vec<f32>, stride: usize) -> Self {
-        WStore {
-            storage: Storage::F32,
-            ptr: v.as_ptr().cast(),
-            len: v.len(),
-            scales: std::ptr::null(),
-            stride,
-            owner: Owner::F32(v),
-        }
-    }
-    fn from_vec_u16(v: Vec<u16>, storage: Storage, stride: usize) -> Self {
-        WStore {
-            storage,
-            ptr: v.as_ptr().cast(),
-            len: v.len(),
-            scales: std::ptr::null(),
-            stride,
-            owner: Owner::U16(v),
-        }
-    }
-    fn from_vec_i8(v: Vec<i8>, s: Vec<f32>, stride: usize) -> Self {
-        WStore {
-            storage: Storage::I8,
-            ptr: v.as_ptr().cast(),
-            len: v.len(),
-            scales: s.as_ptr(),
-            stride,
-            owner: Owner::I8(v, s),
-        }
-    }
-    fn weights(&self, rows: usize) -> Weights<'_> {
-        // SAFETY: ptr/len (and scales/rows for int8) describe memory kept
-        // alive by `owner` (moving a Vec does not move its heap buffer; the
-        // mapping is never unmapped while the Arc lives) or, for borrowed
-        // weights, by the caller's documented promise; the element type
-        // matches `storage`, alignment holds (Vec buffers, 64-byte aligned
-        // sections, caller pointers checked at the boundary).
-        unsafe {
-            match self.storage {
-                Storage::BorrowedF32 | Storage::F32 => {
-                    Weights::F32(std::slice::from_raw_parts(self.ptr.cast::<f32>(), self.len))
-                }
-                Storage::Bf16 => {
-                    Weights::Bf16(std::slice::from_raw_parts(self.ptr.cast::<u16>(), self.len))
-                }
-                Storage::F16 => {
-                    Weights::F16(std::slice::from_raw_parts(self.ptr.cast::<u16>(), self.len))
-                }
-                Storage::I8 => Weights::I8 {
-                    w: std::slice::from_raw_parts(self.ptr.cast::<i8>(), self.len),
-                    scales: std::slice::from_raw_parts(self.scales, rows),
-                },
-            }
-        }
-    }
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: as in weights(): `len` elements of `elem_bytes` each.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len * self.storage.elem_bytes()) }
-    }
-    fn owned_bytes(&self, rows: usize) -> usize {
-        match &self.owner {
-            Owner::Caller => 0,
-            Owner::I8(..) => self.len + rows * 4,
-            _ => {
-                self.len * self.storage.elem_bytes()
-                    + if self.scales.is_null() { 0 } else { rows * 4 }
-            }
-        }
-    }
-}
-
 /// An LSH index over the rows of an output layer (see the module docs).
 pub struct Index {
     rows: usize,
@@ -394,30 +303,13 @@ pub struct Index {
     dirty: update::Dirty,
 }
 
-// SAFETY: nothing is mutated through `&self` (changes take `&mut self`:
-// update_rows, rehash_*, train_*); the raw pointers in
-// WStore are read-only views of memory owned by the index (Vec, mapping)
-// or, for borrowed weights, memory the caller promised to keep alive and
-// unchanged; reading them from several threads is sound.
-unsafe impl Send for Index {}
-// SAFETY: as above (no interior mutability).
-unsafe impl Sync for Index {}
-
-#[derive(Default)]
-struct QueryScratch {
-    gather: GatherResult,
-    scores: Vec<f32>,
-    out_scores: Vec<f32>,
-}
+// Send + Sync are derived: the weight and table arrays are `crate::buf::Buf`s
+// (checked in buf.rs's tests).
 
 /// The borrowed W given to a load.
 enum BorrowedW<'a> {
     Slice(&'a [f32]),
     Ptr(*const f32),
-}
-
-thread_local! {
-    static QSCRATCH: RefCell<QueryScratch> = RefCell::new(QueryScratch::default());
 }
 
 fn ceil_log2(x: usize) -> u32 {
@@ -681,235 +573,5 @@ impl Index {
             + self.src.memory_bytes()
             + self.bias.as_ref().map_or(0, |b| b.len() * 4)
             + self.w.owned_bytes(self.rows)
-    }
-
-    /// The top `k` rows of each of `nq` queries (`q` row `i` at
-    /// `i * q_stride`, `q_stride >= dim`) into `out_ids[i*k ..]` and
-    /// `out_scores[i*k ..]` (both at least `nq * k` long): logits of the
-    /// original W and bias, descending, ties to the smaller id, padded with
-    /// `u32::MAX` / `-inf` when a query has fewer than k candidates. `k = 0`
-    /// or `nq = 0` writes nothing. Queries must be finite. `g.probes > 0`
-    /// (SimHash only) multi-probes; `g.bits_per_table` may be 0 (then K) or
-    /// must equal K. A graph-family index ignores `g` and searches with
-    /// the default [`crate::graph::SearchParams`] (see
-    /// [`Index::query_with`]). Thread-safe; nothing is written on error.
-    #[allow(clippy::too_many_arguments)]
-    pub fn query(
-        &self,
-        q: &[f32],
-        nq: usize,
-        q_stride: usize,
-        k: u32,
-        g: &GatherParams,
-        out_ids: &mut [u32],
-        out_scores: &mut [f32],
-        stats: Option<&mut QueryStats>,
-    ) -> Result<()> {
-        let qp = QueryParams::from(*g);
-        self.query_impl(q, nq, q_stride, k, &qp, out_ids, Some(out_scores), stats)
-    }
-
-    /// [`Index::query`] with the options of every family: `qp.gather` for
-    /// the LSH families, `qp.graph` (ef, walk, rerank) for the graph family;
-    /// each family ignores the other's.
-    #[allow(clippy::too_many_arguments)]
-    pub fn query_with(
-        &self,
-        q: &[f32],
-        nq: usize,
-        q_stride: usize,
-        k: u32,
-        qp: &QueryParams,
-        out_ids: &mut [u32],
-        out_scores: &mut [f32],
-        stats: Option<&mut QueryStats>,
-    ) -> Result<()> {
-        self.query_impl(q, nq, q_stride, k, qp, out_ids, Some(out_scores), stats)
-    }
-
-    /// [`Index::query_with`] with optional scores (the C API's path; not
-    /// part of the Rust API: use [`Index::query`]).
-    #[allow(clippy::too_many_arguments)]
-    #[doc(hidden)]
-    pub fn query_impl(
-        &self,
-        q: &[f32],
-        nq: usize,
-        q_stride: usize,
-        k: u32,
-        qp: &QueryParams,
-        out_ids: &mut [u32],
-        mut out_scores: Option<&mut [f32]>,
-        stats: Option<&mut QueryStats>,
-    ) -> Result<()> {
-        // ---- checks
-        self.check_queries(q, nq, q_stride, "q")?;
-        let kk = k as usize;
-        let need = checked_mul(nq, kk, "nq * k")?;
-        if out_ids.len() < need {
-            bail!(
-                BufferTooSmall,
-                "`out_ids` holds {} values, nq * k = {need} needed",
-                out_ids.len()
-            );
-        }
-        if let Some(s) = &out_scores {
-            if s.len() < need {
-                bail!(
-                    BufferTooSmall,
-                    "`out_scores` holds {} values, nq * k = {need} needed",
-                    s.len()
-                );
-            }
-        }
-        self.src.check_query(self, qp)?;
-        let mut st = QueryStats {
-            queries: nq as u64,
-            candidates_total: 0,
-            candidates_min: if nq == 0 { 0 } else { u64::MAX },
-            candidates_max: 0,
-        };
-        if nq > 0 {
-            let wm = self.weight_matrix();
-            // The pipeline's stages behind their seams (pipeline.rs and
-            // source.rs), each dispatched once per block.
-            let (source, scorer): (&dyn CandidateSource, &dyn Scorer) = (&*self.src, &wm);
-            QSCRATCH.with(|cell| -> Result<()> {
-                let mut guard = cell.borrow_mut();
-                let s = &mut *guard;
-                let mut i0 = 0;
-                while i0 < nq {
-                    let b = (nq - i0).min(QUERY_BLOCK);
-                    let qb = &q[i0 * q_stride..];
-                    source.candidates(self, qb, b, q_stride, kk, qp, &mut s.gather)?;
-                    let cands = s.gather.ids.len();
-                    s.scores.resize(cands, 0.0);
-                    scorer.score(
-                        qb,
-                        b,
-                        q_stride,
-                        &s.gather.ids,
-                        &s.gather.offsets,
-                        &mut s.scores,
-                    )?;
-                    for w in s.gather.offsets.windows(2) {
-                        let c = (w[1] - w[0]) as u64;
-                        st.candidates_total += c;
-                        st.candidates_min = st.candidates_min.min(c);
-                        st.candidates_max = st.candidates_max.max(c);
-                    }
-                    let oi = &mut out_ids[i0 * kk..(i0 + b) * kk];
-                    let os: &mut [f32] = match out_scores.as_deref_mut() {
-                        Some(o) => &mut o[i0 * kk..(i0 + b) * kk],
-                        None => {
-                            s.out_scores.resize(b * kk, 0.0);
-                            &mut s.out_scores[..]
-                        }
-                    };
-                    matmul::topk(
-                        &s.scores,
-                        Some(&s.gather.ids),
-                        &s.gather.offsets,
-                        kk,
-                        oi,
-                        os,
-                    )?;
-                    i0 += b;
-                }
-                Ok(())
-            })?;
-        }
-        if let Some(out) = stats {
-            *out = st;
-        }
-        Ok(())
-    }
-}
-
-impl Index {
-    /// Tables over the codes (`rows x L`) of `rows` rows with the index's
-    /// range_bits, bucket_cap, seed and build threads (the one rebuild of
-    /// IUL and of a full rehash).
-    pub(crate) fn tables_from_codes(&self, codes: &[u32], rows: usize) -> Result<Tables> {
-        Tables::build(
-            codes,
-            rows,
-            self.p.tables,
-            self.p.range_bits,
-            self.p.bucket_cap,
-            self.p.seed,
-            self.p.threads,
-        )
-    }
-}
-
-// ------------------------------------------------------------ IUL support
-// (issue 7 part 2; additive: used by `crate::iul`)
-impl Index {
-    /// The rows as the family hashes them: W decoded to f32 from its
-    /// storage (bf16 / f16 / int8 as stored, i.e. dequantised) and
-    /// transformed, `rows x hash_dim`, contiguous.
-    pub(crate) fn hashed_rows(&self) -> Result<Vec<f32>> {
-        let (rows, dim, hd) = (self.rows, self.dim, self.hash_dim);
-        let mut out = try_vec::<f32>(checked_mul(rows, hd, "rows * dim'")?, "hashed rows")?;
-        let mut row = try_vec::<f32>(dim, "row scratch")?;
-        let st = self.w.stride;
-        let inv_u = 1.0 / self.mips_u as f64;
-        let w = self.weights();
-        for r in 0..rows {
-            match &w {
-                Weights::F32(s) => row.copy_from_slice(&s[r * st..r * st + dim]),
-                Weights::Bf16(s) => {
-                    matmul::convert_bf16_to_f32(&s[r * st..r * st + dim], &mut row)?
-                }
-                Weights::F16(s) => matmul::convert_f16_to_f32(&s[r * st..r * st + dim], &mut row)?,
-                Weights::I8 { w, scales } => {
-                    for (o, &x) in row.iter_mut().zip(&w[r * st..r * st + dim]) {
-                        *o = x as f32 * scales[r];
-                    }
-                }
-            }
-            let b = self.bias.as_ref().map_or(0.0, |b| b[r]);
-            transform_row(
-                self.p.transform,
-                &row,
-                b,
-                inv_u,
-                &mut out[r * hd..(r + 1) * hd],
-            );
-        }
-        Ok(out)
-    }
-
-    /// Replaces the SimHash planes (`K*L x dim'`) and rebuilds the tables
-    /// from `hashed` (= [`Index::hashed_rows`]) with the same range_bits,
-    /// bucket_cap and seed. Everything is computed before anything changes;
-    /// the family and tables are replaced IN PLACE (their boxes keep their
-    /// addresses, so borrowed C handles stay valid). The index then counts
-    /// as built from caller-given planes (saved in the file as such).
-    pub(crate) fn set_simhash_planes(&mut self, planes: &[f32], hashed: &[f32]) -> Result<()> {
-        if self.p.family != Family::SimHash {
-            bail!(
-                InvalidArgument,
-                "the index's family is {}, not SimHash",
-                self.source_name()
-            );
-        }
-        let new = SimHash::from_planes(planes, self.hash_dim, self.p.bits, self.p.tables)?;
-        let l = self.p.tables as usize;
-        let mut codes = try_vec::<u32>(checked_mul(self.rows, l, "rows * L")?, "row codes")?;
-        new.hash(hashed, self.rows, self.hash_dim, &mut codes)?;
-        let mut t = self.tables_from_codes(&codes, self.rows)?;
-        t.freeze();
-        // In place: the box keeps its address (a borrowed C handle).
-        // (Through `&mut dyn HashFamily`: the box itself is also `Any`.)
-        let lsh = self.lsh_mut("SimHash planes")?;
-        let fam: &mut dyn HashFamily = &mut *lsh.fam;
-        let h: &mut SimHash = fam.as_any_mut().downcast_mut().expect("checked SimHash");
-        *h = new;
-        *lsh.tables = t;
-        self.p.given = true;
-        self.p.sparsity = 0;
-        Ok(())
     }
 }

@@ -279,7 +279,6 @@ impl Index {
             for (j, &id) in ids.iter().enumerate() {
                 self.write_row(id as usize, &w[j * stride..j * stride + dim]);
             }
-            self.refresh_weight_pointers();
         }
         if let (Some(b), Some(mine)) = (bias, self.bias.as_mut()) {
             for (j, &id) in ids.iter().enumerate() {
@@ -493,7 +492,7 @@ impl Index {
     /// Copies weights mapped from a file into memory the index owns (same
     /// storage and stride); other storages are left as they are.
     fn own_weights(&mut self) -> Result<()> {
-        if !matches!(self.w.owner, Owner::Mapped(_)) {
+        if !self.w.is_mapped() {
             return Ok(());
         }
         let (st, storage) = (self.w.stride, self.w.storage);
@@ -524,35 +523,22 @@ impl Index {
     fn write_row(&mut self, r: usize, row: &[f32]) {
         let (st, dim, storage) = (self.w.stride, self.dim, self.w.storage);
         let dst = r * st..r * st + dim;
-        match &mut self.w.owner {
-            Owner::F32(v) => v[dst].copy_from_slice(row),
-            Owner::U16(v) => {
+        const OWNED: &str = "own_weights ran first";
+        match &mut self.w.buf {
+            WBuf::F32(v) => v.owned_mut().expect(OWNED)[dst].copy_from_slice(row),
+            WBuf::U16(v) => {
+                let v = v.owned_mut().expect(OWNED);
                 if storage == Storage::Bf16 {
                     matmul::convert_f32_to_bf16(row, &mut v[dst]).expect("same length");
                 } else {
                     matmul::convert_f32_to_f16(row, &mut v[dst]).expect("same length");
                 }
             }
-            Owner::I8(v, s) => {
+            WBuf::I8 { w: v, scales: s } => {
+                let (v, s) = (v.owned_mut().expect(OWNED), s.owned_mut().expect(OWNED));
                 matmul::quantize_rows_i8(row, 1, dim, dim, &mut v[dst], dim, &mut s[r..r + 1])
                     .expect("checked finite, sized");
             }
-            Owner::Caller | Owner::Mapped(_) => unreachable!("own_weights ran first"),
-        }
-    }
-
-    /// Re-derives the weight pointers from the owned vectors after writes
-    /// through them (writing through the vectors may invalidate pointers
-    /// taken before, in Rust's aliasing model).
-    fn refresh_weight_pointers(&mut self) {
-        match &self.w.owner {
-            Owner::F32(v) => self.w.ptr = v.as_ptr().cast(),
-            Owner::U16(v) => self.w.ptr = v.as_ptr().cast(),
-            Owner::I8(v, s) => {
-                self.w.ptr = v.as_ptr().cast();
-                self.w.scales = s.as_ptr();
-            }
-            Owner::Caller | Owner::Mapped(_) => {}
         }
     }
 }

@@ -293,7 +293,7 @@ impl crate::index::Index {
     /// apply to those dot products (the logit minus bias for
     /// `Transform::None`, the logit for `BiasAug`).
     ///
-    /// Errors: `InvalidArgument` (DWTA index, bad parameters or labels),
+    /// Errors: `InvalidArgument` (DWTA or graph index, bad parameters or labels),
     /// `BufferTooSmall`, `NonFinite`; on error the index is unchanged.
     /// `rounds = 0` validates and changes nothing.
     #[allow(clippy::too_many_arguments)]
@@ -306,6 +306,9 @@ impl crate::index::Index {
         labels: &[u32],
         p: &IulParams,
     ) -> Result<Vec<IulReport>> {
+        // The one LSH-only check first, so a graph-family index is named
+        // as such (not reported as DWTA).
+        self.lsh("train_iul")?;
         let Some(fam) = self.simhash() else {
             bail!(
                 InvalidArgument,

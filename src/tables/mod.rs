@@ -67,9 +67,6 @@
 //! multi-probe order; `parts.rs` reassembly from stored parts (a file) with
 //! every check.
 
-use std::any::Any;
-use std::sync::Arc;
-
 mod build;
 mod gather;
 mod parts;
@@ -118,97 +115,11 @@ pub const fn bucket_stream_seed(seed: u64, t: u32, b: u32) -> u64 {
     seed ^ (((t as u64) << 32) | b as u64)
 }
 
-/// What keeps viewed table memory alive: e.g. the mapping of an index file
-/// ([`crate::index::Index::load`] opens tables without copying them).
-pub type KeepAlive = Arc<dyn Any + Send + Sync>;
+pub use crate::buf::KeepAlive;
 
-/// A table's u32 array: owned, or a read-only view of memory that `keep`
-/// keeps alive (a mapped file). Reads see a slice either way; changing a
-/// viewed array copies it first ([`U32s::to_mut`]).
-#[derive(Clone)]
-pub(crate) enum U32s {
-    Owned(Vec<u32>),
-    Viewed {
-        ptr: *const u32,
-        len: usize,
-        _keep: KeepAlive,
-    },
-}
-
-// SAFETY: a Viewed array is read-only memory owned by `keep` (Send + Sync);
-// an Owned one is a Vec.
-unsafe impl Send for U32s {}
-// SAFETY: as above; nothing is mutated through a shared reference.
-unsafe impl Sync for U32s {}
-
-impl U32s {
-    /// A view of `s`, which must stay valid and unchanged while `keep` lives.
-    ///
-    /// # Safety
-    /// `s` is owned (directly or not) by `keep` and never written.
-    pub(crate) unsafe fn view(s: &[u32], keep: &KeepAlive) -> U32s {
-        U32s::Viewed {
-            ptr: s.as_ptr(),
-            len: s.len(),
-            _keep: Arc::clone(keep),
-        }
-    }
-
-    /// The array as a Vec to change, copying a viewed one first.
-    fn to_mut(&mut self) -> &mut Vec<u32> {
-        if let U32s::Viewed { .. } = self {
-            *self = U32s::Owned(self.to_vec());
-        }
-        match self {
-            U32s::Owned(v) => v,
-            U32s::Viewed { .. } => unreachable!("converted above"),
-        }
-    }
-
-    /// Bytes held: an owned array's capacity, a viewed one's length (the
-    /// mapped pages it occupies).
-    fn held_bytes(&self) -> usize {
-        match self {
-            U32s::Owned(v) => v.capacity() * 4,
-            U32s::Viewed { len, .. } => len * 4,
-        }
-    }
-
-    fn is_view(&self) -> bool {
-        matches!(self, U32s::Viewed { .. })
-    }
-}
-
-impl Default for U32s {
-    fn default() -> Self {
-        U32s::Owned(Vec::new())
-    }
-}
-
-impl std::ops::Deref for U32s {
-    type Target = [u32];
-    fn deref(&self) -> &[u32] {
-        match self {
-            U32s::Owned(v) => v,
-            // SAFETY: ptr/len describe memory `keep` owns and nobody writes
-            // (the contract of U32s::view), alive as long as self.
-            U32s::Viewed { ptr, len, .. } => unsafe { std::slice::from_raw_parts(*ptr, *len) },
-        }
-    }
-}
-
-impl std::fmt::Debug for U32s {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = if self.is_view() { "view" } else { "owned" };
-        write!(f, "U32s({kind}, {} values)", self.len())
-    }
-}
-
-impl From<Vec<u32>> for U32s {
-    fn from(v: Vec<u32>) -> Self {
-        U32s::Owned(v)
-    }
-}
+/// A table's u32 array: owned, or a read-only view of memory that a
+/// [`KeepAlive`] keeps alive (a mapped file); see [`crate::buf::Buf`].
+pub(crate) type U32s = crate::buf::Buf<u32>;
 
 /// One table's CSR.
 #[derive(Clone, Debug, Default)]

@@ -1,0 +1,87 @@
+//! lshk_index_save / _load and the C path helper (split out of ffi/index.rs, code unchanged).
+
+use super::*;
+
+pub(crate) unsafe fn c_path<'a>(path: *const libc::c_char) -> Result<&'a Path> {
+    if path.is_null() {
+        bail!(NullPointer, "`path` is NULL");
+    }
+    // SAFETY: caller contract: a NUL-terminated string.
+    let c = unsafe { CStr::from_ptr(path) };
+    if c.to_bytes().is_empty() {
+        bail!(InvalidArgument, "`path` is empty");
+    }
+    Ok(Path::new(std::ffi::OsStr::from_bytes(c.to_bytes())))
+}
+
+/// Saves the index to `path` (a NUL-terminated file name): a versioned,
+/// little-endian lshk container with a CRC-32C per section (params, hash
+/// family, tables, bias, and the weights unless they are borrowed). The
+/// file is written to a temporary file in the same directory, flushed and
+/// renamed over `path`, so a crash never leaves a torn index at `path`:
+/// it holds the old index or the new one. A crash mid-write can leave the
+/// hidden temporary file `.<name>.tmp-<pid>-<nanos>-<seq>` next to it;
+/// lshk never reads such files, so they may be deleted whenever no save is
+/// running. Thread-safe (the index is only read); concurrent saves to one
+/// path (threads or processes) each write their own temporary file and
+/// the last rename wins.
+///
+/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
+/// IO_ERROR.
+///
+/// # Safety
+/// `path` must be a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_index_save(
+    idx: *const lshk_index,
+    path: *const libc::c_char,
+) -> lshk_status {
+    boundary("lshk_index_save", || {
+        // SAFETY: forwarded caller contracts.
+        let h = unsafe { index_ref(idx)? };
+        let p = unsafe { c_path(path)? };
+        h.idx.save(p)
+    })
+}
+
+/// Loads an index saved by lshk_index_save. The file is memory-mapped and
+/// the stored weights and the tables are used in place (no copy; the
+/// mapping lives until lshk_index_free, and its pages are shared with
+/// other processes mapping the same file); the hash family and the bias
+/// are read into memory. Every byte is read once to verify checksums and
+/// consistency. Replace an index file by saving a new one (write + rename,
+/// as lshk_index_save does), never by rewriting it in place while loaded.
+///
+/// `borrowed_w`: for a file saved from a BORROWED_F32 index (whose weights
+/// are not stored) it must point to the same W as at build time (same
+/// rows, dim and w_stride; it is used in place and must stay alive and
+/// unchanged until lshk_index_free); NULL there is INVALID_ARGUMENT. For a
+/// file that stores its weights it must be NULL (non-NULL is
+/// INVALID_ARGUMENT, so a caller never believes its own W is used when the
+/// file's is).
+///
+/// Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or map),
+/// BAD_FILE_FORMAT (truncated, corrupt, foreign, newer version, or
+/// content inconsistent with its params; the message names the problem),
+/// INVALID_ARGUMENT (empty path, misaligned `out`, borrowed_w misuse as
+/// above), NON_FINITE (borrowed W holds NaN/inf), ALLOCATION_FAILED. On failure `*out` is not written.
+///
+/// # Safety
+/// `path` must be a NUL-terminated string; a non-NULL `borrowed_w` must
+/// hold (rows-1)*w_stride + dim readable floats of the saved shape.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_index_load(
+    path: *const libc::c_char,
+    borrowed_w: *const f32,
+    out: *mut *mut lshk_index,
+) -> lshk_status {
+    boundary("lshk_index_load", || {
+        check_out(out)?;
+        // SAFETY: forwarded caller contracts.
+        let p = unsafe { c_path(path)? };
+        let idx = unsafe { Index::load_raw(p, borrowed_w)? };
+        // SAFETY: `out` checked non-NULL and aligned above.
+        unsafe { *out = new_handle(idx) };
+        Ok(())
+    })
+}

@@ -1,0 +1,159 @@
+//! Index queries: the pipeline's driver over blocks of queries (split out
+//! of index/mod.rs, code unchanged).
+
+use super::*;
+
+#[derive(Default)]
+struct QueryScratch {
+    gather: GatherResult,
+    scores: Vec<f32>,
+    out_scores: Vec<f32>,
+}
+
+thread_local! {
+    static QSCRATCH: RefCell<QueryScratch> = RefCell::new(QueryScratch::default());
+}
+
+impl Index {
+    /// The top `k` rows of each of `nq` queries (`q` row `i` at
+    /// `i * q_stride`, `q_stride >= dim`) into `out_ids[i*k ..]` and
+    /// `out_scores[i*k ..]` (both at least `nq * k` long): logits of the
+    /// original W and bias, descending, ties to the smaller id, padded with
+    /// `u32::MAX` / `-inf` when a query has fewer than k candidates. `k = 0`
+    /// or `nq = 0` writes nothing. Queries must be finite. `g.probes > 0`
+    /// (SimHash only) multi-probes; `g.bits_per_table` may be 0 (then K) or
+    /// must equal K. A graph-family index ignores `g` and searches with
+    /// the default [`crate::graph::SearchParams`] (see
+    /// [`Index::query_with`]). Thread-safe; nothing is written on error.
+    #[allow(clippy::too_many_arguments)]
+    pub fn query(
+        &self,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        k: u32,
+        g: &GatherParams,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+        stats: Option<&mut QueryStats>,
+    ) -> Result<()> {
+        let qp = QueryParams::from(*g);
+        self.query_impl(q, nq, q_stride, k, &qp, out_ids, Some(out_scores), stats)
+    }
+
+    /// [`Index::query`] with the options of every family: `qp.gather` for
+    /// the LSH families, `qp.graph` (ef, walk, rerank) for the graph family;
+    /// each family ignores the other's.
+    #[allow(clippy::too_many_arguments)]
+    pub fn query_with(
+        &self,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        k: u32,
+        qp: &QueryParams,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+        stats: Option<&mut QueryStats>,
+    ) -> Result<()> {
+        self.query_impl(q, nq, q_stride, k, qp, out_ids, Some(out_scores), stats)
+    }
+
+    /// [`Index::query_with`] with optional scores (the C API's path; not
+    /// part of the Rust API: use [`Index::query`]).
+    #[allow(clippy::too_many_arguments)]
+    #[doc(hidden)]
+    pub fn query_impl(
+        &self,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        k: u32,
+        qp: &QueryParams,
+        out_ids: &mut [u32],
+        mut out_scores: Option<&mut [f32]>,
+        stats: Option<&mut QueryStats>,
+    ) -> Result<()> {
+        // ---- checks
+        self.check_queries(q, nq, q_stride, "q")?;
+        let kk = k as usize;
+        let need = checked_mul(nq, kk, "nq * k")?;
+        if out_ids.len() < need {
+            bail!(
+                BufferTooSmall,
+                "`out_ids` holds {} values, nq * k = {need} needed",
+                out_ids.len()
+            );
+        }
+        if let Some(s) = &out_scores {
+            if s.len() < need {
+                bail!(
+                    BufferTooSmall,
+                    "`out_scores` holds {} values, nq * k = {need} needed",
+                    s.len()
+                );
+            }
+        }
+        self.src.check_query(self, qp)?;
+        let mut st = QueryStats {
+            queries: nq as u64,
+            candidates_total: 0,
+            candidates_min: if nq == 0 { 0 } else { u64::MAX },
+            candidates_max: 0,
+        };
+        if nq > 0 {
+            let wm = self.weight_matrix();
+            // The pipeline's stages behind their seams (pipeline.rs and
+            // source.rs), each dispatched once per block.
+            let (source, scorer): (&dyn CandidateSource, &dyn Scorer) = (&*self.src, &wm);
+            QSCRATCH.with(|cell| -> Result<()> {
+                let mut guard = cell.borrow_mut();
+                let s = &mut *guard;
+                let mut i0 = 0;
+                while i0 < nq {
+                    let b = (nq - i0).min(QUERY_BLOCK);
+                    let qb = &q[i0 * q_stride..];
+                    source.candidates(self, qb, b, q_stride, kk, qp, &mut s.gather)?;
+                    let cands = s.gather.ids.len();
+                    s.scores.resize(cands, 0.0);
+                    scorer.score(
+                        qb,
+                        b,
+                        q_stride,
+                        &s.gather.ids,
+                        &s.gather.offsets,
+                        &mut s.scores,
+                    )?;
+                    for w in s.gather.offsets.windows(2) {
+                        let c = (w[1] - w[0]) as u64;
+                        st.candidates_total += c;
+                        st.candidates_min = st.candidates_min.min(c);
+                        st.candidates_max = st.candidates_max.max(c);
+                    }
+                    let oi = &mut out_ids[i0 * kk..(i0 + b) * kk];
+                    let os: &mut [f32] = match out_scores.as_deref_mut() {
+                        Some(o) => &mut o[i0 * kk..(i0 + b) * kk],
+                        None => {
+                            s.out_scores.resize(b * kk, 0.0);
+                            &mut s.out_scores[..]
+                        }
+                    };
+                    matmul::topk(
+                        &s.scores,
+                        Some(&s.gather.ids),
+                        &s.gather.offsets,
+                        kk,
+                        oi,
+                        os,
+                    )?;
+                    i0 += b;
+                }
+                Ok(())
+            })?;
+        }
+        if let Some(out) = stats {
+            *out = st;
+        }
+        Ok(())
+    }
+}
