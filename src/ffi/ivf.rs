@@ -1,6 +1,13 @@
 //! C entry points of the IVF index (`lshk_ivf_*`): a k-means partition
 //! index with int8 or 4-bit PQ codes and exact re-ranking (see
 //! `crate::ivf`).
+//!
+//! Over ~900 lines on purpose: it is one C type's whole surface (the
+//! parameter structs and their defaults, build, weighted build, query,
+//! save/load, shape, memory, calibration, label training, free), and
+//! cbindgen writes the header in this file's order, which a split would
+//! have to preserve by declaring submodules in that order (as `ffi/index/`
+//! does); split it that way when it grows further.
 
 use std::cell::RefCell;
 use std::path::Path;
