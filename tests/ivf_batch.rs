@@ -184,7 +184,8 @@ fn label_trained_lists_and_padding_batch_like_single() {
 
 /// From [`lshk::ivf::PANEL_MIN_LISTS`] lists the index also keeps its
 /// centroid codes as panels, and the AVX-512 tier scores the centroids with
-/// the multi-query panel kernel (B = 1 and batches, four queries per load).
+/// the multi-query panel kernel in batches (four queries per load; a query
+/// alone scores the row-major codes).
 /// Centroid and list scores are exact integer arithmetic on every tier, so
 /// every tier must choose the scalar tier's lists and candidates: the same
 /// counts, and without re-ranking (int8 scores returned as they are) the

@@ -51,7 +51,8 @@ pub(crate) struct Batch {
     qq: Vec<QQuery>,
     /// Their norms.
     qn: Vec<f32>,
-    /// Centroid scores, `nlist` per query.
+    /// Centroid scores, `nlist` per query (the panels' padded rows when the
+    /// panels score them; the padding rows score 0 and are not read).
     raw: Vec<f32>,
     /// Selected lists, `nprobe` slots per query (shared pass only).
     lists: Vec<u32>,
@@ -106,21 +107,16 @@ impl Ivf {
         // 1. Centroid scores: a block of codes, every query, next block.
         // With a panel kernel (AVX-512) four queries at a time share each
         // load of a block's codes; row `l` of query `i` at `i * cs + l`.
+        // `cs` rows per query: the panels' padded rows, or `nlist`.
         let cpan = self.cpan.as_ref().filter(|_| QPanels::has_kernel(v));
-        let panels = cpan.is_some();
-        let (rows_c, cs) = match cpan {
-            Some(p) => (p.padded_rows(), p.padded_rows()),
-            None => (nlist, nlist),
+        let (cs, block) = match cpan {
+            Some(p) => (p.padded_rows(), (CENT_BLOCK_BYTES / dp / 32).max(1) * 32),
+            None => (nlist, (CENT_BLOCK_BYTES / dp).max(4)),
         };
         grow(&mut b.raw, nb * cs);
-        let block = if panels {
-            (CENT_BLOCK_BYTES / dp / 32).max(1) * 32
-        } else {
-            (CENT_BLOCK_BYTES / dp).max(4)
-        };
         let mut c0 = 0;
-        while c0 < rows_c {
-            let len = block.min(rows_c - c0);
+        while c0 < cs {
+            let len = block.min(cs - c0);
             if let Some(cp) = cpan {
                 for i in (0..nb).step_by(PANEL_QUERIES) {
                     let e = (i + PANEL_QUERIES).min(nb);

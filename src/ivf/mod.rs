@@ -259,8 +259,8 @@ pub struct Ivf {
     /// centroids are only needed while building; see `memory_bytes`).
     cq: QRows,
     /// The same codes as panels for the multi-query kernels (AVX-512:
-    /// [`QPanels`]), with at least [`PANEL_MIN_LISTS`] lists; derived from
-    /// `cq`, never stored in the file.
+    /// [`QPanels`]), used by batches, with at least [`PANEL_MIN_LISTS`]
+    /// lists; derived from `cq`, never stored in the file.
     cpan: Option<QPanels>,
     /// Label training ([`Ivf::train_labels`]): lists then hold training
     /// labels too, so a row may stand in several lists (positions outnumber
@@ -269,9 +269,9 @@ pub struct Ivf {
 }
 
 /// Lists from which the index keeps its centroid codes a second time, as
-/// panels ([`QPanels`]), for the AVX-512 multi-query kernels: they score a
-/// centroid in about half the time (no horizontal sums; `benches/qdot.md`),
-/// which pays where the centroid pass is a large part of a query (many
+/// panels ([`QPanels`]), for the AVX-512 multi-query kernels: a batch scores
+/// four queries per load of the codes, in under half the time per (centroid,
+/// query) (`benches/qdot.md`; one query alone gains nothing), which pays where the centroid pass is a large part of a query (many
 /// lists, few rows per list: 3,274 centroids against about 450 list rows
 /// at `nprobe` 1 on W1). Below it the pass is cheap beside the lists, and
 /// the copy (`4 / sqrt(rows)` of the codes at the default `nlist`) would

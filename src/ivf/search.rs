@@ -17,7 +17,7 @@ pub(super) struct Scratch {
     pub(super) cand_sc: Vec<f32>,
     cand_ids: Vec<u32>,
     exact: Vec<f32>,
-    heap: TopK,
+    top: TopK,
     /// Min-heap of the k best approximate scores (adaptive selection).
     theta: Vec<f32>,
     /// Lists still to visit, as [`rank_key`]s (adaptive selection).
@@ -124,15 +124,8 @@ pub(super) fn argmax_first(v: &[f32]) -> usize {
 }
 
 /// A sort key that orders `(score, id)` as [`by_rank`] does (score
-/// descending, then id ascending) for finite scores: the score's bits made
-/// monotone and inverted in the high half, the id in the low half.
-pub(super) fn rank_key(score: f32, id: u32) -> u64 {
-    let b = score.to_bits();
-    // Monotone map of the f32 order onto u32 (negatives flipped whole,
-    // positives with the sign bit set), then inverted for descending.
-    let m = if b >> 31 == 1 { !b } else { b | 0x8000_0000 };
-    (u64::from(!m) << 32) | u64::from(id)
-}
+/// descending, then id ascending) for finite scores.
+pub(super) use crate::matmul::rank_key_total as rank_key;
 
 /// The k-th best score pushed so far (`-inf` before `k` scores).
 pub(super) fn theta_of(heap: &[f32], k: usize) -> f32 {
@@ -303,22 +296,13 @@ impl Ivf {
             .set(q)
             .expect("queries are checked finite");
         let qq = s.qq.as_ref().unwrap();
-        let pr = self.cpan.as_ref().map_or(0, |p| p.padded_rows());
-        grow(&mut s.cscore, pr.max(nlist));
-        // The panel kernel where the index has panels and the tier a panel
-        // kernel (no horizontal sums), else the row-major run: the same
-        // scores bit for bit.
-        let done = match &self.cpan {
-            Some(p) => p
-                .score(v, 0, pr, &[qq], &mut s.cscore[..pr], pr)
-                .expect("centroid panels"),
-            None => false,
-        };
-        if !done {
-            self.cq
-                .score_run_with(v, 0, nlist, qq, None, &mut s.cscore[..nlist])
-                .expect("centroid run");
-        }
+        grow(&mut s.cscore, nlist);
+        // Row-major even where the index has panels: with one query the
+        // panel kernel loads every code byte once too, and is no faster
+        // (benches/qdot.md, "The centroid pass"); batches use the panels.
+        self.cq
+            .score_run_with(v, 0, nlist, qq, None, &mut s.cscore[..nlist])
+            .expect("centroid run");
         let qn = norm(q);
         self.finish_estimates(q, qn, s);
         qn
@@ -440,7 +424,7 @@ impl Ivf {
                 *p = self.ids[*p as usize];
             }
             if self.labels.is_none() {
-                topk_segment(approx, Some(pos), k, &mut s.heap, out_ids, out_scores);
+                topk_segment(approx, Some(pos), k, &mut s.top, out_ids, out_scores);
             } else {
                 self.topk_unique(approx, pos, k, s, out_ids, out_scores);
             }
@@ -453,7 +437,7 @@ impl Ivf {
             approx,
             Some(pos),
             r,
-            &mut s.heap,
+            &mut s.top,
             &mut s.cand[..r],
             &mut s.cand_sc[..r],
         );
@@ -489,7 +473,7 @@ impl Ivf {
             &s.exact[..m],
             Some(&s.cand_ids[..m]),
             k,
-            &mut s.heap,
+            &mut s.top,
             out_ids,
             out_scores,
         );
@@ -525,7 +509,7 @@ impl Ivf {
                 approx,
                 Some(ids),
                 r,
-                &mut s.heap,
+                &mut s.top,
                 &mut s.cand[..r],
                 &mut s.cand_sc[..r],
             );
@@ -689,21 +673,21 @@ impl Ivf {
                 &s.cscore[..nlist],
                 None,
                 nprobe,
-                &mut s.heap,
+                &mut s.top,
                 &mut s.lists[..nprobe],
                 &mut s.lscore[..nprobe],
             );
         } else {
             // Many lists: a linear-time selection of the same set (the
             // nprobe best by score, ties by smaller id; scores are finite).
-            s.heap.buf.clear();
-            s.heap
+            s.top.buf.clear();
+            s.top
                 .buf
                 .extend(s.cscore[..nlist].iter().zip(0u32..).map(|(&c, l)| (c, l)));
             if nprobe < nlist {
-                s.heap.buf.select_nth_unstable_by(nprobe - 1, by_rank);
+                s.top.buf.select_nth_unstable_by(nprobe - 1, by_rank);
             }
-            for (d, e) in s.lists[..nprobe].iter_mut().zip(&s.heap.buf[..nprobe]) {
+            for (d, e) in s.lists[..nprobe].iter_mut().zip(&s.top.buf[..nprobe]) {
                 *d = e.1;
             }
         }
@@ -829,7 +813,7 @@ impl Ivf {
             &s.approx[..n],
             Some(&s.pos[..n]),
             k,
-            &mut s.heap,
+            &mut s.top,
             &mut s.cand[..k],
             &mut s.cand_sc[..k],
         );

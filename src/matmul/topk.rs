@@ -13,19 +13,28 @@ use super::check_offsets;
 pub const TOPK_PAD_ID: u32 = u32::MAX;
 
 thread_local! {
-    static HEAP: RefCell<TopK> = RefCell::new(TopK::default());
+    static TOP: RefCell<TopK> = RefCell::new(TopK::default());
 }
 
-/// A sort key of the rank order: ascending keys are larger scores first,
-/// then smaller ids (`-0.0` and `0.0` tie, as `==` says; scores are never
-/// NaN here). The score's bits made monotone and
-/// inverted in the high half, the id in the low half: the selections
-/// compare integers, without branches.
+/// A sort key that orders `(score, id)` by score descending, then id
+/// ascending, as `f32::total_cmp` orders finite scores (so `-0.0` after
+/// `0.0`): the score's bits made monotone and inverted in the high half,
+/// the id in the low half, so that selections compare integers.
+#[inline(always)]
+pub(crate) fn rank_key_total(score: f32, id: u32) -> u64 {
+    let b = score.to_bits();
+    // Monotone map of the f32 order onto u32 (negatives flipped whole,
+    // positives with the sign bit set), then inverted for descending.
+    let m = if b >> 31 == 1 { !b } else { b | 0x8000_0000 };
+    (u64::from(!m) << 32) | u64::from(id)
+}
+
+/// The key of [`TopK`]'s rank order: [`rank_key_total`] with `-0.0` taken
+/// as `0.0`, so the two zeros tie (as `==` says) and are settled by id.
+/// Scores are never NaN here.
 #[inline(always)]
 fn rank_key(e: &(f32, u32)) -> u64 {
-    let b = if e.0 == 0.0 { 0 } else { e.0.to_bits() };
-    let m = if b >> 31 == 1 { !b } else { b | 0x8000_0000 };
-    (u64::from(!m) << 32) | u64::from(e.1)
+    rank_key_total(if e.0 == 0.0 { 0.0 } else { e.0 }, e.1)
 }
 
 /// A running top-`k` over a stream offered in pieces ([`topk_offer`], then
@@ -206,7 +215,7 @@ pub fn topk(
     if k > u32::MAX as usize {
         bail!(InvalidArgument, "k = {k} is too large");
     }
-    HEAP.with(|h| {
+    TOP.with(|h| {
         let mut h = h.borrow_mut();
         for i in 0..nq {
             let (s, e) = (offsets[i], offsets[i + 1]);
