@@ -4,8 +4,8 @@
 //! `rerank`, with the build time and memory.
 //!
 //! `cargo run --release --example ivf_eval [-- --rows N] [--w2v DIR] [--nq N]
-//! [--nlist N] [--iters N] [--train N] [--codes i8|pq4|none] [--pq-m M] [--only w1|w2v]
-//! [--nprobe 1,2,4,...] [--rerank 16,32,...] [--reach 0,1.5,2,...]
+//! [--nlist N] [--iters N] [--train N] [--codes i8|pq4|pq4i8|none] [--pq-m M] [--only w1|w2v]
+//! [--nprobe 1,2,4,...] [--rerank 16,32,...] [--refine 256,...] [--reach 0,1.5,2,...]
 //! [--npy DIR] [--calibrate 0.95,0.99] [--cal-nq N] [--reps N]`
 //!
 //! Times are the best of `--reps` (default 3) passes, B = 1 and B = 64
@@ -44,6 +44,7 @@ fn main() {
     let mut npy = None::<PathBuf>;
     let mut nprobes: Vec<u32> = vec![1, 2, 4, 8, 16, 32, 64];
     let mut reranks: Vec<u32> = vec![16, 32, 64, 128, 256];
+    let mut refines: Vec<u32> = vec![lshk::ivf::DEFAULT_REFINE];
     let mut reaches: Vec<f32> = vec![0.0];
     let mut targets: Vec<f32> = Vec::new();
     let mut cal_nq = 500usize;
@@ -63,11 +64,13 @@ fn main() {
             "--npy" => npy = Some(v().into()),
             "--nprobe" => nprobes = list(v()),
             "--rerank" => reranks = list(v()),
+            "--refine" => refines = list(v()),
             "--reach" => reaches = v().split(',').map(|x| x.parse().expect("reach")).collect(),
             "--codes" => {
                 p.codes = match v().as_str() {
                     "none" => Codes::None,
                     "pq4" => Codes::Pq4,
+                    "pq4i8" => Codes::Pq4I8,
                     _ => Codes::I8,
                 }
             }
@@ -84,7 +87,9 @@ fn main() {
     let run = |d: &common::Data| {
         // The calibration sample is the queries after the evaluated ones.
         let n_eval = d.nq.saturating_sub(cal).min(nq);
-        run(d, n_eval, &p, &nprobes, &reranks, &reaches, &targets, reps)
+        run(
+            d, n_eval, &p, &nprobes, &reranks, &refines, &reaches, &targets, reps,
+        )
     };
     if let Some(dir) = npy {
         let b = dir.join("b.npy");
@@ -144,6 +149,7 @@ fn run(
     p: &IvfParams,
     nprobes: &[u32],
     reranks: &[u32],
+    refines: &[u32],
     reaches: &[f32],
     targets: &[f32],
     reps: usize,
@@ -179,9 +185,15 @@ fn run(
         (d.rows * d.dim * 4) as f64 / 1048576.0
     );
     println!(
-        "| reach | nprobe | rerank | lists/q | scanned/q | recall@10 | us/q B=1 | us/q B=64 | CPU us/q B=1 | CPU us/q B=64 |"
+        "| reach | nprobe | rerank | refine | lists/q | scanned/q | recall@10 | us/q B=1 | us/q B=64 | CPU us/q B=1 | CPU us/q B=64 |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    // `refine` applies to PQ4_I8 only: one pass for other codes.
+    let refines = if p.codes == Codes::Pq4I8 {
+        refines
+    } else {
+        &refines[..1]
+    };
     // Recall on the evaluated queries, stats, and us per query at B = 1 / 64.
     let measure = |sp: &SearchParams| {
         let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
@@ -199,6 +211,7 @@ fn run(
         )
         .expect("search");
         let r = common::recall(&ids, &exact, k, nq, None);
+        let batched = ids.clone();
         // B = 1 and B = 64 passes interleaved (so that a busy spell of a
         // shared machine hits both), the best of `reps` each; wall time, and
         // this thread's CPU time (steadier when other jobs share the cores).
@@ -220,6 +233,7 @@ fn run(
                 )
                 .unwrap();
             }
+            assert!(ids == batched, "B = 1 and batched results differ");
             b1.0 = b1.0.min(t.elapsed().as_secs_f64() / nq as f64);
             b1.1 = b1.1.min((thread_cpu_seconds() - c) / nq as f64);
             let (t, c) = (Instant::now(), thread_cpu_seconds());
@@ -243,11 +257,15 @@ fn run(
     };
     for &reach in reaches {
         for &nprobe in nprobes {
-            for &rerank in reranks {
+            for (&rerank, &refine) in reranks
+                .iter()
+                .flat_map(|r| refines.iter().map(move |f| (r, f)))
+            {
                 let sp = SearchParams {
                     nprobe,
                     rerank,
                     reach,
+                    refine,
                 };
                 let (r, st, b1, b64) = measure(&sp);
                 let cap = if nprobe == u32::MAX {
@@ -255,8 +273,13 @@ fn run(
                 } else {
                     nprobe.to_string()
                 };
+                let rf = if p.codes == Codes::Pq4I8 {
+                    refine.to_string()
+                } else {
+                    "-".to_string()
+                };
                 println!(
-                    "| {reach} | {cap} | {rerank} | {:.1} | {} | {:.3} | {:.1} | {:.1} | {:.1} | {:.1} |",
+                    "| {reach} | {cap} | {rerank} | {rf} | {:.1} | {} | {:.3} | {:.1} | {:.1} | {:.1} | {:.1} |",
                     st.lists as f64 / nq as f64,
                     st.scanned / nq as u64,
                     r.top10,

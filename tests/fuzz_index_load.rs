@@ -667,7 +667,7 @@ fn structural_mutations_through_the_c_abi() {
 use lshk::ffi::ivf::{
     lshk_ivf, lshk_ivf_build, lshk_ivf_free, lshk_ivf_load, lshk_ivf_params_default,
     lshk_ivf_query, lshk_ivf_save, lshk_ivf_shape, LSHK_IVF_CODES_I8, LSHK_IVF_CODES_NONE,
-    LSHK_IVF_CODES_PQ4,
+    LSHK_IVF_CODES_PQ4, LSHK_IVF_CODES_PQ4_I8,
 };
 
 /// Loads `bytes` through lshk_ivf_load (with `w` for borrowed seeds) and
@@ -772,6 +772,7 @@ fn ivf_structural_mutations_through_the_c_abi() {
         (LSHK_IVF_CODES_I8, 1, true, false),
         (LSHK_IVF_CODES_PQ4, 1, true, false),
         (LSHK_IVF_CODES_PQ4, 0, false, false),
+        (LSHK_IVF_CODES_PQ4_I8, 1, true, false),
         (LSHK_IVF_CODES_I8, 1, true, true),
         (LSHK_IVF_CODES_NONE, 0, true, true),
     ];

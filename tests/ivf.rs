@@ -19,7 +19,7 @@ fn exhaustive_search_is_the_exact_top_k() {
     for (rows, dim) in [(700, 37), (1200, 128)] {
         let l = layer(rows, dim, 12, 3);
         let k = 10;
-        for codes in [Codes::I8, Codes::Pq4, Codes::None] {
+        for codes in [Codes::I8, Codes::Pq4, Codes::Pq4I8, Codes::None] {
             for borrow in [false, true] {
                 if borrow && codes == Codes::None {
                     continue;
@@ -299,7 +299,7 @@ fn every_row_is_in_its_nearest_list() {
 /// int8 codes, exact integer arithmetic scaled by the same f32 steps.
 #[test]
 fn approximate_scores_are_identical_on_every_tier() {
-    for codes in [Codes::I8, Codes::Pq4] {
+    for codes in [Codes::I8, Codes::Pq4, Codes::Pq4I8] {
         approximate_scores_identical(codes);
     }
 }
@@ -318,6 +318,7 @@ fn approximate_scores_identical(codes: Codes) {
         nprobe,
         rerank: 0,
         reach,
+        ..Default::default()
     };
     for sp in [
         SearchParams::fixed(3, 0),
@@ -394,6 +395,7 @@ fn adaptive_selection() {
         nprobe,
         rerank,
         reach,
+        ..Default::default()
     };
     // Cap.
     for cap in [1u32, 2, 5] {
@@ -489,13 +491,14 @@ fn save_and_load_round_trip() {
             .unwrap();
         (ids, sc.iter().map(|s| s.to_bits()).collect::<Vec<_>>())
     };
-    for codes in [Codes::I8, Codes::Pq4, Codes::None] {
+    for codes in [Codes::I8, Codes::Pq4, Codes::Pq4I8, Codes::None] {
         let p = IvfParams {
             codes,
             ..Default::default()
         };
         let a = Ivf::build(&l.w, Some(&l.b), rows, dim, dim, &p).unwrap();
-        assert_eq!(a.pq_parts().is_some(), codes == Codes::Pq4);
+        assert_eq!(a.pq_parts().is_some(), codes.has_pq());
+        assert_eq!(a.params().codes, codes);
         let path = tmp(&format!("owned-{codes:?}.lshk"));
         a.save(&path).unwrap();
         let b = Ivf::load(&path).unwrap();
@@ -505,6 +508,8 @@ fn save_and_load_round_trip() {
         assert_eq!(b.params().nlist, a.params().nlist);
         assert_eq!(b.params().pq_m, a.params().pq_m);
         assert_eq!(b.params().pq_eta, a.params().pq_eta);
+        assert_eq!(b.params().codes, codes);
+        assert_eq!(b.memory_bytes(), a.memory_bytes(), "{codes:?}");
         let e = unsafe { Ivf::load_borrowed(&path, &l.w, dim) }
             .err()
             .unwrap();
@@ -797,4 +802,80 @@ fn index_memory_is_within_a_tenth_of_rows_and_codes() {
         assert!(rb <= 1.1, "{rows} x {dim}: borrowed {rb}");
         assert!(ro <= 1.1, "{rows} x {dim}: owned {ro}");
     }
+}
+
+/// `Codes::Pq4I8` is its parts: with `refine` covering every scanned row it
+/// answers as the int8 index (the int8 stage then sees every candidate;
+/// fixed list selection, as the adaptive one follows the first pass),
+/// with `refine = 0` as the PQ4 index, and without re-ranking it returns
+/// the int8 scores; bit for bit, on every tier, one query or a batch. The
+/// lists and both codes are the same as the single-code indexes' (same
+/// seed), and the memory is the sum of both codes.
+#[test]
+fn pq4_i8_stages_equal_their_parts() {
+    let (rows, dim) = (1800, 72);
+    let l = layer(rows, dim, 24, 31);
+    let k = 10;
+    let build = |codes| {
+        let p = IvfParams {
+            nlist: 24,
+            codes,
+            ..Default::default()
+        };
+        Ivf::build(&l.w, Some(&l.b), rows, dim, dim, &p).unwrap()
+    };
+    let (i8x, pq4, both) = (build(Codes::I8), build(Codes::Pq4), build(Codes::Pq4I8));
+    assert_eq!(fingerprint(&both), fingerprint(&i8x));
+    assert_eq!(both.pq_parts(), pq4.pq_parts());
+    let run = |ivf: &Ivf, tier, sp: &SearchParams, nq: usize| {
+        let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+        let mut st = SearchStats::default();
+        ivf.search_stats(tier, &l.q, nq, dim, k, sp, &mut ids, &mut sc, Some(&mut st))
+            .unwrap();
+        let bits: Vec<u32> = sc.iter().map(|s| s.to_bits()).collect();
+        (ids, bits, st)
+    };
+    let with = |sp: SearchParams, refine| SearchParams { refine, ..sp };
+    for tier in tiers() {
+        for nq in [1, l.nq] {
+            for sp in [
+                SearchParams::fixed(4, 30),
+                SearchParams::fixed(24, 0),
+                SearchParams {
+                    nprobe: u32::MAX,
+                    rerank: 16,
+                    reach: 2.0,
+                    refine: 0,
+                },
+            ] {
+                let what = format!("{} nq {nq} {sp:?}", tier.name());
+                let (b, sb, st_b) = run(&both, tier, &with(sp, u32::MAX), nq);
+                assert_eq!(st_b.refined, st_b.scanned, "{what}");
+                if sp.reach == 0.0 {
+                    // (Adaptive selection follows the first pass's running
+                    // k-th score, so it visits other lists than int8's.)
+                    let (a, sa, st_a) = run(&i8x, tier, &sp, nq);
+                    assert_eq!((&a, &sa), (&b, &sb), "all refined = int8: {what}");
+                    assert_eq!(st_b.scanned, st_a.scanned, "{what}");
+                    assert_eq!(st_b.reranked, st_a.reranked, "{what}");
+                }
+                let (c, sc, st_c) = run(&pq4, tier, &sp, nq);
+                let (d, sd, st_d) = run(&both, tier, &with(sp, 0), nq);
+                assert_eq!((&c, &sc), (&d, &sd), "refine 0 = PQ4: {what}");
+                assert_eq!((st_d.refined, st_d.reranked), (0, st_c.reranked), "{what}");
+                // A partial refine: each query's best 40 by the 4-bit pass.
+                let (e, _, st_e) = run(&both, tier, &with(sp, 40), nq);
+                assert_eq!(st_e.refined, st_e.scanned.min(40 * nq as u64), "{what}");
+                assert!(e.iter().all(|&i| i == TOPK_PAD_ID || (i as usize) < rows));
+            }
+        }
+    }
+    // The memory: both codes, i.e. the int8 index's plus what the PQ4
+    // index holds beyond an index without codes (the same lists, ids and
+    // f32 copy).
+    let none = build(Codes::None);
+    assert_eq!(
+        both.memory_bytes(),
+        i8x.memory_bytes() + pq4.memory_bytes() - none.memory_bytes()
+    );
 }

@@ -61,6 +61,7 @@ fn check_batch_equals_single(
         st_b.scanned += st.scanned;
         st_b.reranked += st.reranked;
         st_b.lists += st.lists;
+        st_b.refined += st.refined;
     }
     assert_eq!(st_a, st_b, "{what}: counts");
     // The batch did visit lists (the comparison is not vacuous).
@@ -79,6 +80,7 @@ fn selections() -> Vec<(&'static str, SearchParams)> {
                 nprobe: u32::MAX,
                 rerank: 32,
                 reach: 2.0,
+                ..Default::default()
             },
         ),
         (
@@ -87,6 +89,7 @@ fn selections() -> Vec<(&'static str, SearchParams)> {
                 nprobe: 3,
                 rerank: 0,
                 reach: 3.0,
+                ..Default::default()
             },
         ),
     ]
@@ -97,7 +100,7 @@ fn batches_equal_single_queries_for_every_code_and_selection() {
     let (rows, dim, nq, stride) = (2500, 40, 150, 45);
     let l = layer(rows, dim, 1, 11);
     let q = randn(nq * stride, 12);
-    for codes in [Codes::I8, Codes::Pq4, Codes::None] {
+    for codes in [Codes::I8, Codes::Pq4, Codes::Pq4I8, Codes::None] {
         for borrow in [false, true] {
             if borrow && codes == Codes::None {
                 continue;
@@ -211,11 +214,13 @@ fn panel_centroids_match_every_tier() {
             nprobe: u32::MAX,
             rerank: 32,
             reach: 2.0,
+            ..Default::default()
         },
         SearchParams {
             nprobe: u32::MAX,
             rerank: 0,
             reach: 1.5,
+            ..Default::default()
         },
     ];
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();

@@ -75,6 +75,7 @@ fn adaptive(reach: f32, rerank: u32) -> SearchParams {
         nprobe: u32::MAX,
         rerank,
         reach,
+        ..Default::default()
     }
 }
 

@@ -911,3 +911,71 @@ fn topr_id_overflow_panics() {
     let mut t = TopR::new(2);
     t.push_run(&[1.0, 2.0], u32::MAX);
 }
+
+/// `QRows::score_rows_at` (the re-scoring stage of `ivf::Codes::Pq4I8`):
+/// every position, in any order and with repeats, scores bit for bit as
+/// the one-row run at that position, on every variant, with and without a
+/// bias indexed by row; bad positions, a short bias or a short output are
+/// refused before anything is written.
+#[test]
+fn gathered_rows_score_as_their_runs() {
+    let vs = variants();
+    let mut rng = SplitMix64::new(41);
+    for dim in [1usize, 63, 128, 200, 384, 1000] {
+        let rows = 300;
+        let w: Vec<f32> = (0..rows * dim).map(|_| rng.next_normal() as f32).collect();
+        let qr = quantize_rows(&w, rows, dim, dim).unwrap();
+        let mut qq = QQuery::new(qr.dim_pad()).unwrap();
+        let q: Vec<f32> = (0..dim).map(|_| rng.next_normal() as f32).collect();
+        qq.set(&q).unwrap();
+        let bias: Vec<f32> = (0..rows).map(|_| rng.next_normal() as f32).collect();
+        // Scattered, repeated, first and last rows; longer than the
+        // prefetch distance and shorter than it.
+        let mut pos: Vec<u32> = (0..150)
+            .map(|_| (rng.next_u64() % rows as u64) as u32)
+            .collect();
+        pos.extend([0, rows as u32 - 1, 7, 7]);
+        for &v in &vs {
+            for b in [None, Some(&bias[..])] {
+                for p in [&pos[..], &pos[..3], &[][..]] {
+                    let mut got = vec![f32::NAN; p.len()];
+                    qr.score_rows_at(v, p, &qq, b, &mut got).unwrap();
+                    for (i, &r) in p.iter().enumerate() {
+                        let r = r as usize;
+                        let mut want = [0f32];
+                        qr.score_run_with(v, r, 1, &qq, b.map(|b| &b[r..r + 1]), &mut want)
+                            .unwrap();
+                        assert_eq!(
+                            got[i].to_bits(),
+                            want[0].to_bits(),
+                            "{} dim {dim} pos {r}",
+                            v.name()
+                        );
+                    }
+                }
+            }
+        }
+        let v = scalar();
+        let mut out = vec![1.5f32; 4];
+        let st = |r: lshk::Result<()>| r.err().unwrap().status;
+        let bad = [1u32, rows as u32, 2];
+        assert_eq!(
+            st(qr.score_rows_at(v, &bad, &qq, None, &mut out)),
+            Status::IndexOutOfRange
+        );
+        assert_eq!(
+            st(qr.score_rows_at(v, &[1, 2], &qq, Some(&bias[..rows - 1]), &mut out)),
+            Status::BufferTooSmall
+        );
+        assert_eq!(
+            st(qr.score_rows_at(v, &pos, &qq, None, &mut out)),
+            Status::BufferTooSmall
+        );
+        let other = QQuery::new(qr.dim_pad() + 64).unwrap();
+        assert_eq!(
+            st(qr.score_rows_at(v, &[1], &other, None, &mut out)),
+            Status::InvalidArgument
+        );
+        assert!(out.iter().all(|&x| x == 1.5), "nothing written on refusal");
+    }
+}

@@ -44,11 +44,24 @@ pub const LSHK_IVF_CODES_I8: u32 = 1;
 /// `rerank` than CODES_I8 for the same recall (docs/ivf.md), and at least
 /// 16 rows.
 pub const LSHK_IVF_CODES_PQ4: u32 = 2;
+/// IVF codes: both of the above, in three stages. The 4-bit codes scan the
+/// visited lists (as CODES_PQ4); the best 256 candidates are re-scored
+/// from their int8 codes (as CODES_I8 scores them; rows gathered); then
+/// the `rerank` best of those are re-scored exactly (with `rerank` 0, the
+/// top k by the int8 scores are returned). For wide rows (d >= 256), where
+/// the int8 pass costs more per row than the 4-bit one: int8's recall at
+/// close to the 4-bit pass's cost (docs/ivf.md, "Two-stage codes"). Holds
+/// both codes; at least 16 rows; `pq_m` as for CODES_PQ4. (The 256 is
+/// `refine` in the Rust API; lshk_ivf_search has no field for it in this
+/// ABI generation.)
+pub const LSHK_IVF_CODES_PQ4_I8: u32 = 3;
 
 const _: () = {
     assert!(LSHK_IVF_CODES_NONE == Codes::None as u32);
     assert!(LSHK_IVF_CODES_I8 == Codes::I8 as u32);
     assert!(LSHK_IVF_CODES_PQ4 == Codes::Pq4 as u32);
+    assert!(LSHK_IVF_CODES_PQ4_I8 == Codes::Pq4I8 as u32);
+    assert!(crate::ivf::DEFAULT_REFINE == 256);
 };
 
 /// Build parameters of lshk_ivf_build. Obtain defaults from
@@ -78,7 +91,7 @@ pub struct lshk_ivf_params {
     /// Build threads (0 = all cores, default). The index does not depend
     /// on it.
     pub threads: u32,
-    /// Sub-quantisers of CODES_PQ4 (4 bits each; must divide dim, at most
+    /// Sub-quantisers of CODES_PQ4 and CODES_PQ4_I8 (4 bits each; must divide dim, at most
     /// 16,384); 0 = dim / 2 (default; for an odd dim the largest divisor
     /// not above dim / 2). Must be 0 with other codes. (This field was
     /// `reserved`, which had to be 0, in 0.2.0: same offset and size.)
@@ -100,8 +113,9 @@ pub struct lshk_ivf_search {
     pub nprobe: u32,
     /// Approximate candidates re-scored exactly per query (at least k are
     /// when it is not 0; values above rows act as rows). 0 = no re-ranking:
-    /// the int8 approximations are returned as scores (CODES_I8 only; with
-    /// CODES_NONE every score is exact anyway). Default 32.
+    /// the approximations are returned as scores (int8 with CODES_I8 and
+    /// CODES_PQ4_I8, 4-bit with CODES_PQ4; with CODES_NONE every score is
+    /// exact anyway). Default 32.
     pub rerank: u32,
     /// Adaptive list selection (default 3.0; finite, >= 0; 0 = visit
     /// exactly the `nprobe` best lists). The best list by its estimate
@@ -208,8 +222,8 @@ pub extern "C" fn lshk_ivf_search_default() -> lshk_ivf_search {
 /// Errors: NULL_POINTER (`out`, `w` with rows > 0), INVALID_ARGUMENT (rows
 /// 0, rows >= 2^32 - 1, dim 0, stride < dim, struct_size too small,
 /// a bad `codes` value, `borrow` not 0 or 1, borrow with CODES_NONE, pq_m
-/// not 0 without CODES_PQ4, pq_m not dividing dim or above 16,384, fewer
-/// than 16 rows with CODES_PQ4, iters 0, nlist > rows, train_rows < nlist, a misaligned
+/// not 0 without CODES_PQ4 or CODES_PQ4_I8, pq_m not dividing dim or above
+/// 16,384, fewer than 16 rows with CODES_PQ4 or CODES_PQ4_I8, iters 0, nlist > rows, train_rows < nlist, a misaligned
 /// pointer), NON_FINITE (NaN or infinity in W or the bias; the message
 /// names the row), SIZE_OVERFLOW, ALLOCATION_FAILED (the index would not
 /// fit in physical memory).
@@ -303,7 +317,7 @@ unsafe fn ivf_build(
             Error::new(
                 Status::InvalidArgument,
                 format!(
-                    "codes {} is not an LSHK_IVF_CODES_* value (0..=2)",
+                    "codes {} is not an LSHK_IVF_CODES_* value (0..=3)",
                     cp.codes
                 ),
             )
@@ -459,6 +473,7 @@ pub unsafe extern "C" fn lshk_ivf_query(
             nprobe: cs.nprobe,
             rerank: cs.rerank,
             reach: cs.reach,
+            refine: crate::ivf::DEFAULT_REFINE,
         };
         let mut st = SearchStats::default();
         let tier = isa::active();

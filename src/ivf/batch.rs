@@ -143,11 +143,14 @@ impl Ivf {
         // Per query: the list estimates, then either its whole search
         // (adaptive selection, 4-bit or exact first pass) or its lists for
         // the shared pass.
-        // The shared pass: int8 codes, fixed selection, and not the one
+        // The shared pass: int8 codes only (not PQ4_I8, whose first pass is
+        // 4-bit), fixed selection, and not the one
         // case whose selection needs every score at once (label-trained
         // lists without re-ranking: each id once, `topk_unique`).
-        let shared =
-            sp.reach == 0.0 && self.codes.is_some() && !(self.labels.is_some() && sp.rerank == 0);
+        let shared = sp.reach == 0.0
+            && self.codes.is_some()
+            && self.pq.is_none()
+            && !(self.labels.is_some() && sp.rerank == 0);
         let nprobe = (sp.nprobe as usize).min(nlist);
         query_slot(&mut s.qq, dp);
         grow(&mut s.cscore, nlist);

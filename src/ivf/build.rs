@@ -168,10 +168,10 @@ impl Ivf {
             );
         }
         let pq_m = match p.codes {
-            Codes::Pq4 => pq::resolve_m(dim, p.pq_m)?,
+            Codes::Pq4 | Codes::Pq4I8 => pq::resolve_m(dim, p.pq_m)?,
             _ if p.pq_m != 0 => bail!(
                 InvalidArgument,
-                "pq_m is {}; it applies to codes PQ4 only (0 otherwise)",
+                "pq_m is {}; it applies to codes PQ4 and PQ4_I8 only (0 otherwise)",
                 p.pq_m
             ),
             _ => 0,
@@ -183,10 +183,10 @@ impl Ivf {
                 p.pq_eta
             );
         }
-        if p.codes == Codes::Pq4 && rows < 16 {
+        if p.codes.has_pq() && rows < 16 {
             bail!(
                 InvalidArgument,
-                "codes PQ4 trains 16 centroids per sub-space: it needs at least 16 rows, not {rows}"
+                "codes PQ4 and PQ4_I8 train 16 centroids per sub-space: they need at least 16 rows, not {rows}"
             );
         }
         let nlist = if p.nlist == 0 {
@@ -227,14 +227,15 @@ impl Ivf {
         } else {
             rows as u128 * dim as u128 * 4
         };
+        let i8_bytes = rows as u128 * (dim.div_ceil(64) * 64 + 12) as u128;
+        // Padded to 32-row blocks per list, plus the unpacked copy of the
+        // build and the training residuals.
+        let pq_bytes = (rows as u128 + 32 * nlist as u128) * pq_m as u128
+            + (pq::TRAIN_ROWS.min(rows) * dim * 4) as u128;
         let code_bytes = match p.codes {
-            Codes::I8 => rows as u128 * (dim.div_ceil(64) * 64 + 12) as u128,
-            // Padded to 32-row blocks per list, plus the unpacked copy of
-            // the build and the training residuals.
-            Codes::Pq4 => {
-                (rows as u128 + 32 * nlist as u128) * pq_m as u128
-                    + (pq::TRAIN_ROWS.min(rows) * dim * 4) as u128
-            }
+            Codes::I8 => i8_bytes,
+            Codes::Pq4 => pq_bytes,
+            Codes::Pq4I8 => i8_bytes + pq_bytes,
             Codes::None => 0,
         };
         crate::error::check_fits_memory(
@@ -365,7 +366,7 @@ impl Ivf {
             Exact::Owned(v)
         };
         let codes = match p.codes {
-            Codes::I8 => Some(qdot::quantize_rows_with(
+            Codes::I8 | Codes::Pq4I8 => Some(qdot::quantize_rows_with(
                 w,
                 rows,
                 dim,
@@ -375,7 +376,7 @@ impl Ivf {
             )?),
             Codes::None | Codes::Pq4 => None,
         };
-        let pq = if p.codes == Codes::Pq4 {
+        let pq = if p.codes.has_pq() {
             let row = |pos: usize| -> &[f32] {
                 let r = ids[pos] as usize;
                 &w[r * w_stride..r * w_stride + dim]

@@ -41,7 +41,8 @@ use super::*;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Calibration {
     /// The parameters to search with: the cheaper of the two below that
-    /// meets the target (the caller's `rerank`).
+    /// meets the target (the caller's `rerank`; [`DEFAULT_REFINE`] for
+    /// [`Codes::Pq4I8`]).
     pub params: SearchParams,
     /// Their recall@k on the sample (the mean of the per-query recalls).
     pub recall: f32,
@@ -234,6 +235,7 @@ impl Ivf {
                 nprobe: u32::MAX,
                 rerank,
                 reach: i as f32 * REACH_STEP,
+                refine: DEFAULT_REFINE,
             })?;
             Ok((i, r, l, s))
         };
@@ -281,6 +283,7 @@ impl Ivf {
                     nprobe: u32::MAX,
                     rerank,
                     reach: adaptive.0,
+                    refine: DEFAULT_REFINE,
                 },
                 adaptive.1,
                 adaptive.2,

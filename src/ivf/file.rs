@@ -57,9 +57,10 @@ impl Ivf {
     }
 
     fn params_record(&self) -> Vec<u8> {
-        // Version 1 (48 bytes) unless the codes are PQ4, whose record adds
-        // pq_eta (version 2, 56 bytes): int8 and exact files stay readable
-        // by 0.2.0.
+        // Version 1 (48 bytes) unless the codes are PQ4 or PQ4_I8, whose
+        // record adds pq_eta (version 2, 56 bytes): int8 and exact files
+        // stay readable by 0.2.0. (A PQ4_I8 file is refused by readers
+        // older than that code: "codes value 3".)
         let pq4 = self.pq.is_some();
         let mut r = Vec::with_capacity(64);
         for v in [
@@ -118,7 +119,8 @@ impl Ivf {
                 rec.len()
             );
         }
-        // Version 2 is the PQ4 record (with pq_eta), version 1 the others.
+        // Version 2 is the PQ4 / PQ4_I8 record (with pq_eta), version 1 the
+        // others.
         let pq_eta = if u(0) == 2 {
             f32::from_bits(u(12))
         } else {
@@ -134,11 +136,11 @@ impl Ivf {
             || nlist > rows
             || has_bias > 1
             || borrowed > 1
-            || (codes == Codes::Pq4) != (pq_m != 0)
-            || (codes == Codes::Pq4) != (u(0) == 2)
+            || codes.has_pq() != (pq_m != 0)
+            || codes.has_pq() != (u(0) == 2)
             || !(pq_eta.is_finite() && pq_eta >= 1.0)
             || (u(0) == 2 && u(13) != 0)
-            || (codes == Codes::Pq4 && (pq::resolve_m(dim, pq_m).is_err() || rows < 16))
+            || (codes.has_pq() && (pq::resolve_m(dim, pq_m).is_err() || rows < 16))
         {
             bail!(BadFileFormat, "IVFPARAM holds an impossible shape or flag");
         }
@@ -207,7 +209,7 @@ impl Ivf {
         {
             bail!(BadFileFormat, "LOFFS is not a partition of the rows");
         }
-        if labels.is_some() && codes == Codes::Pq4 {
+        if labels.is_some() && codes.has_pq() {
             bail!(BadFileFormat, "LABELS with PQ4 codes");
         }
         let ids = u32s("LIDS", npos)?;
@@ -255,7 +257,7 @@ impl Ivf {
                 "this index holds its own rows: load it without W"
             ),
         };
-        let pq = if codes == Codes::Pq4 {
+        let pq = if codes.has_pq() {
             let cent = f32s("PQCENT", checked_mul(16, dim, "16 * dim")?)?;
             Some(Box::new(pq::ListPq::from_parts(
                 dim,
@@ -269,7 +271,7 @@ impl Ivf {
         };
         let codes = match codes {
             Codes::None | Codes::Pq4 => None,
-            Codes::I8 => Some(qrows("QCODES", "QSCALES", npos)?),
+            Codes::I8 | Codes::Pq4I8 => Some(qrows("QCODES", "QSCALES", npos)?),
         };
         // Files written since the f32 centroids are no longer kept hold the
         // int8 codes the lists were ranked by (CENTQ, CENTQS); older files

@@ -29,8 +29,8 @@ impl Ivf {
     /// `i * q_stride`, finite) and their labels (CSR: query `i`'s labels are
     /// `labels[label_offsets[i] .. label_offsets[i + 1]]`, each `< rows`;
     /// repeats count). See the module documentation. Only once per index,
-    /// and not with [`Codes::Pq4`] (its codes are residuals to one list's
-    /// centroid). The result does not depend on the tier or the threads.
+    /// and not with [`Codes::Pq4`] or [`Codes::Pq4I8`] (their 4-bit codes
+    /// are residuals to one list's centroid). The result does not depend on the tier or the threads.
     pub fn train_labels(
         &mut self,
         queries: &[f32],
@@ -78,8 +78,8 @@ impl Ivf {
         if self.pq.is_some() {
             bail!(
                 InvalidArgument,
-                "label training needs codes I8 or None: PQ4 codes are residuals to one \
-                 list's centroid (not supported yet)"
+                "label training needs codes I8 or None: PQ4 (and PQ4_I8) codes are \
+                 residuals to one list's centroid (not supported yet)"
             );
         }
         let dim = self.dim;

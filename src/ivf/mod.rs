@@ -28,6 +28,12 @@
 //! per query, a shuffle-based "fast-scan" kernel over each list's 32-row
 //! blocks (`src/ivf/pq.rs`, [`crate::pq4`]), and the same exact re-rank;
 //! it needs a larger `rerank` than int8 for the same recall (docs/ivf.md).
+//! [`Codes::Pq4I8`] keeps both codes and adds a middle stage: the 4-bit
+//! pass picks the best `refine` candidates, their int8 codes re-score them
+//! (rows gathered by position, prefetched), and the best `rerank` of those
+//! are re-scored exactly. On wide rows (d = 384), where the int8 pass is
+//! bound by the `vpdpbusd` count per row, this reaches int8's recall at
+//! the 4-bit pass's cost (docs/ivf.md, "Two-stage codes").
 //!
 //! # Determinism
 //! The lists (centroids, membership, order) are a pure function of the
@@ -49,7 +55,8 @@
 //! # Scores
 //! Returned scores are exact logits (within the f32 dot-product bound of
 //! [`crate::matmul`]) when `rerank > 0` or with [`Codes::None`]; with
-//! `rerank = 0` they are the int8 approximations.
+//! `rerank = 0` they are the approximations (int8; 4-bit with
+//! [`Codes::Pq4`]; int8 with [`Codes::Pq4I8`] and `refine > 0`).
 
 use std::cell::RefCell;
 use std::path::Path;
@@ -63,7 +70,7 @@ use crate::kernels::centroid::TOP;
 use crate::kernels::dense as kd;
 use crate::kernels::matmul::{self as km, Rows};
 use crate::labels::LabelState;
-use crate::matmul::{topk_segment, TopK, TOPK_PAD_ID};
+use crate::matmul::{topk_segment, topk_set, TopK, TOPK_PAD_ID};
 use crate::pq4::Pq4Lut;
 use crate::qdot::{self, QPanels, QQuery, QRows, Variant};
 use crate::rng::SplitMix64;
@@ -95,6 +102,9 @@ pub enum Codes {
     /// 4-bit PQ codes of the residuals to the list centroid (`pq_m` codes
     /// a row), one table per query, then exact re-ranking.
     Pq4 = 2,
+    /// Both: the 4-bit codes scan the lists, the int8 codes re-score the
+    /// best [`SearchParams::refine`] candidates, then exact re-ranking.
+    Pq4I8 = 3,
 }
 
 impl Codes {
@@ -103,8 +113,18 @@ impl Codes {
             0 => Some(Codes::None),
             1 => Some(Codes::I8),
             2 => Some(Codes::Pq4),
+            3 => Some(Codes::Pq4I8),
             _ => None,
         }
+    }
+    /// Whether the index keeps 4-bit PQ codes ([`Codes::Pq4`],
+    /// [`Codes::Pq4I8`]).
+    pub fn has_pq(self) -> bool {
+        matches!(self, Codes::Pq4 | Codes::Pq4I8)
+    }
+    /// Whether the index keeps int8 codes ([`Codes::I8`], [`Codes::Pq4I8`]).
+    pub fn has_i8(self) -> bool {
+        matches!(self, Codes::I8 | Codes::Pq4I8)
     }
 }
 
@@ -118,8 +138,9 @@ pub struct IvfParams {
     /// Rows sampled for training; 0 = `min(rows, 64 * nlist)`.
     pub train_rows: u32,
     pub codes: Codes,
-    /// Sub-quantisers of [`Codes::Pq4`] (4 bits each; must divide `dim`);
-    /// 0 = [`default_pq_m`] (`dim / 2`). Must be 0 with other codes.
+    /// Sub-quantisers of [`Codes::Pq4`] and [`Codes::Pq4I8`] (4 bits each;
+    /// must divide `dim`); 0 = [`default_pq_m`] (`dim / 2`). Must be 0 with
+    /// other codes.
     pub pq_m: u32,
     /// Score-aware [`Codes::Pq4`] codes: the weight of the error parallel
     /// to the row over the orthogonal one (ScaNN's anisotropic loss; `>=
@@ -178,7 +199,16 @@ pub struct SearchParams {
     /// Adaptive list selection's margin (finite, >= 0; 0 = fixed
     /// `nprobe`). See the type's documentation.
     pub reach: f32,
+    /// [`Codes::Pq4I8`] only (other codes ignore it): the best
+    /// `max(refine, rerank, k)` candidates of the 4-bit pass are re-scored
+    /// from their int8 codes before the exact re-rank (or, with `rerank =
+    /// 0`, returned with those int8 scores); 0 = no int8 stage.
+    pub refine: u32,
 }
+
+/// The default [`SearchParams::refine`]: 8 times the default `rerank`,
+/// which reaches int8's recall on the layers of docs/ivf.md.
+pub const DEFAULT_REFINE: u32 = 256;
 
 /// The default adaptive margin of [`SearchParams::reach`].
 pub const DEFAULT_REACH: f32 = 3.0;
@@ -189,6 +219,7 @@ impl Default for SearchParams {
             nprobe: u32::MAX,
             rerank: 32,
             reach: DEFAULT_REACH,
+            refine: DEFAULT_REFINE,
         }
     }
 }
@@ -200,6 +231,7 @@ impl SearchParams {
             nprobe,
             rerank,
             reach: 0.0,
+            refine: DEFAULT_REFINE,
         }
     }
 }
@@ -213,6 +245,9 @@ pub struct SearchStats {
     pub reranked: u64,
     /// Lists visited.
     pub lists: u64,
+    /// Rows re-scored from int8 codes after the 4-bit pass
+    /// ([`Codes::Pq4I8`]).
+    pub refined: u64,
 }
 
 /// `round(4 sqrt(rows))`, at least 1 and at most `rows`.
@@ -250,9 +285,9 @@ pub struct Ivf {
     /// Bias by position (empty without a bias).
     bias_pos: Vec<f32>,
     exact: Exact,
-    /// int8 codes by position ([`Codes::I8`]).
+    /// int8 codes by position ([`Codes::I8`], [`Codes::Pq4I8`]).
     codes: Option<QRows>,
-    /// 4-bit residual codes by list ([`Codes::Pq4`]).
+    /// 4-bit residual codes by list ([`Codes::Pq4`], [`Codes::Pq4I8`]).
     pq: Option<Box<pq::ListPq>>,
     /// int8 codes of the centroids: the lists are chosen from these, and
     /// they are all the index keeps of the centroids' `w` part (the f32

@@ -417,6 +417,11 @@ impl Ivf {
         st: &mut SearchStats,
     ) {
         let n = approx.len();
+        let refine = self.pq.is_some() && self.codes.is_some() && sp.refine > 0;
+        if refine {
+            self.refine_and_rerank(tier, q, k, sp, approx, pos, s, out_ids, out_scores, st);
+            return;
+        }
         if (self.codes.is_none() && self.pq.is_none()) || sp.rerank == 0 {
             // Exact scores (Codes::None) or approximate ones returned as
             // they are.
@@ -441,6 +446,86 @@ impl Ivf {
             &mut s.cand[..r],
             &mut s.cand_sc[..r],
         );
+        self.rerank(tier, q, k, r, s, out_ids, out_scores, st);
+    }
+
+    /// [`Codes::Pq4I8`]'s stages after the 4-bit pass (`approx` at
+    /// positions `pos`): its best `max(refine, rerank, k)` candidates
+    /// re-scored from their int8 codes, then the best `rerank` of those
+    /// exactly (with `rerank = 0`, the top `k` by the int8 scores).
+    #[allow(clippy::too_many_arguments)]
+    fn refine_and_rerank(
+        &self,
+        tier: Isa,
+        q: &[f32],
+        k: usize,
+        sp: &SearchParams,
+        approx: &[f32],
+        pos: &[u32],
+        s: &mut Scratch,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+        st: &mut SearchStats,
+    ) {
+        let n = approx.len();
+        let r = rerank_len(sp, k, n);
+        let r1 = (sp.refine as usize).max(r).min(n.max(k));
+        grow(&mut s.cand, r1);
+        grow(&mut s.cand_sc, r1);
+        topk_set(
+            approx,
+            Some(pos),
+            r1,
+            &mut s.top,
+            &mut s.cand[..r1],
+            &mut s.cand_sc[..r1],
+        );
+        let m = s.cand[..r1]
+            .iter()
+            .take_while(|&&p| p != TOPK_PAD_ID)
+            .count();
+        st.refined += m as u64;
+        let codes = self.codes.as_ref().expect("PQ4_I8 keeps int8 codes");
+        let bias = (!self.bias_pos.is_empty()).then_some(&self.bias_pos[..]);
+        codes
+            .score_rows_at(
+                Variant::of(tier).expect("tier checked"),
+                &s.cand[..m],
+                s.qq.as_ref().expect("query quantised"),
+                bias,
+                &mut s.cand_sc[..m],
+            )
+            .expect("candidates are stored positions");
+        grow(&mut s.cand_ids, r1);
+        grow(&mut s.exact, r1);
+        if sp.rerank == 0 {
+            // The int8 scores are the answer (each row once: no labels
+            // with 4-bit codes).
+            for (d, &p) in s.cand_ids[..m].iter_mut().zip(&s.cand[..m]) {
+                *d = self.ids[p as usize];
+            }
+            topk_segment(
+                &s.cand_sc[..m],
+                Some(&s.cand_ids[..m]),
+                k,
+                &mut s.top,
+                out_ids,
+                out_scores,
+            );
+            return;
+        }
+        // The best r by int8 score (ties by smaller position), best first
+        // as every path hands them to `rerank` (the exact kernels' result
+        // may depend on a row's place in their blocks), then exact.
+        topk_segment(
+            &s.cand_sc[..m],
+            Some(&s.cand[..m]),
+            r,
+            &mut s.top,
+            &mut s.cand_ids[..r],
+            &mut s.exact[..r],
+        );
+        s.cand[..r].copy_from_slice(&s.cand_ids[..r]);
         self.rerank(tier, q, k, r, s, out_ids, out_scores, st);
     }
 
@@ -547,7 +632,7 @@ impl Ivf {
         grow(&mut s.pos, n + len);
         let out = &mut s.approx[n..n + len];
         match (&self.codes, &self.pq) {
-            (None, Some(pq)) => {
+            (_, Some(pq)) => {
                 // One run per list: each starts on its own block and adds
                 // its own centroid's score.
                 let bias = (!self.bias_pos.is_empty()).then(|| &self.bias_pos[a..b]);

@@ -56,6 +56,8 @@ pub(crate) struct TopK {
     /// Scores below this are out (`-inf` until the first compaction; NaN
     /// always fails `>=`).
     thr: f32,
+    /// [`topk_segment`]'s sample of a long segment ([`sample_floor`]).
+    sample: Vec<f32>,
 }
 
 impl Default for TopK {
@@ -63,8 +65,36 @@ impl Default for TopK {
         TopK {
             buf: Vec::new(),
             thr: f32::NEG_INFINITY,
+            sample: Vec::new(),
         }
     }
+}
+
+/// Scores [`sample_floor`] takes from a long segment.
+const SAMPLE: usize = 256;
+
+/// A guess at a score no better than the `k`-th best of `scores` (`n >=
+/// 16 * SAMPLE`, `k` well below `n`), from a fixed-stride sample (no
+/// randomness: the same scores give the same guess): the sample's
+/// `2 k SAMPLE / n + 4`-th best, twice the rank the `k`-th best of the
+/// whole would have in the sample plus a margin. `-inf` when the sample
+/// is too small for it. [`topk_segment`] only uses the guess to skip
+/// scores, and checks it: at least `k` scores must reach it.
+fn sample_floor(scores: &[f32], k: usize, sample: &mut Vec<f32>) -> f32 {
+    let n = scores.len();
+    let step = n / SAMPLE;
+    sample.clear();
+    sample.extend(
+        (0..SAMPLE)
+            .map(|i| scores[i * step + step / 2])
+            .filter(|v| !v.is_nan()),
+    );
+    let j = (2 * k * SAMPLE).div_ceil(n) + 4;
+    if j >= sample.len() {
+        return f32::NEG_INFINITY;
+    }
+    sample.select_nth_unstable_by(j, |a, b| b.total_cmp(a));
+    sample[j]
 }
 
 impl TopK {
@@ -99,12 +129,54 @@ pub(crate) fn topk_segment(
     out_ids: &mut [u32],
     out_scores: &mut [f32],
 ) {
+    topk_segment_in(scores, ids, k, top, out_ids, out_scores, true);
+}
+
+/// [`topk_segment`]'s set in an unspecified (but deterministic) order,
+/// padding last: for callers that only use the set (re-scoring stages).
+pub(crate) fn topk_set(
+    scores: &[f32],
+    ids: Option<&[u32]>,
+    k: usize,
+    top: &mut TopK,
+    out_ids: &mut [u32],
+    out_scores: &mut [f32],
+) {
+    topk_segment_in(scores, ids, k, top, out_ids, out_scores, false);
+}
+
+fn topk_segment_in(
+    scores: &[f32],
+    ids: Option<&[u32]>,
+    k: usize,
+    top: &mut TopK,
+    out_ids: &mut [u32],
+    out_scores: &mut [f32],
+    sorted: bool,
+) {
     top.clear();
+    if k > 0 && scores.len() >= 16 * SAMPLE && scores.len() >= 32 * k {
+        // A long segment: start from a sampled floor instead of -inf, so
+        // that the buffer fills with contenders only. If at least k scores
+        // reach the floor, the k-th best does too, so every entry of the
+        // top k was offered: the same result. Otherwise start again.
+        let floor = sample_floor(scores, k, &mut top.sample);
+        top.thr = floor;
+        match ids {
+            Some(ids) => topk_offer(scores, |j| ids[j], k, top),
+            None => topk_offer(scores, |j| j as u32, k, top),
+        }
+        if top.buf.len() >= k {
+            drain(top, k, out_ids, out_scores, sorted);
+            return;
+        }
+        top.clear();
+    }
     match ids {
         Some(ids) => topk_offer(scores, |j| ids[j], k, top),
         None => topk_offer(scores, |j| j as u32, k, top),
     }
-    topk_drain(top, k, out_ids, out_scores);
+    drain(top, k, out_ids, out_scores, sorted);
 }
 
 /// Offers `scores[j]` with id `id_of(j)`, for every `j`, to the running
@@ -154,12 +226,18 @@ pub(crate) fn topk_offer(scores: &[f32], id_of: impl Fn(usize) -> u32, k: usize,
 /// [`TOPK_PAD_ID`] / `-inf` to their length. Leaves the buffer cut to
 /// them, sorted.
 pub(crate) fn topk_drain(top: &mut TopK, k: usize, out_ids: &mut [u32], out_scores: &mut [f32]) {
+    drain(top, k, out_ids, out_scores, true);
+}
+
+fn drain(top: &mut TopK, k: usize, out_ids: &mut [u32], out_scores: &mut [f32], sorted: bool) {
     if k > 0 {
         top.compact(k);
     } else {
         top.buf.clear();
     }
-    top.buf.sort_unstable_by_key(rank_key);
+    if sorted {
+        top.buf.sort_unstable_by_key(rank_key);
+    }
     for (t, (oi, os)) in out_ids.iter_mut().zip(out_scores.iter_mut()).enumerate() {
         match top.buf.get(t) {
             Some(&(s, id)) => {
@@ -286,6 +364,62 @@ mod tests {
             assert_eq!(gi, wi, "trial {trial}");
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&gs), bits(&ws));
+        }
+    }
+
+    /// Long segments, where [`topk_segment`] starts from a sampled floor:
+    /// the same result as sorting, whether the floor holds or fails (too
+    /// few scores reach it: all-equal scores, the best scores packed where
+    /// the sample does not look, NaN), and [`topk_set`] the same set.
+    #[test]
+    fn long_segments_from_a_sampled_floor() {
+        let mut rng = SplitMix64::new(11);
+        for trial in 0..120 {
+            let n = 4096 + rng.below(30_000) as usize;
+            let shape = trial % 8;
+            let scores: Vec<f32> = (0..n)
+                .map(|j| match shape {
+                    0 => rng.next_normal() as f32,
+                    1 => j as f32,            // ascending: the best last
+                    2 => -(j as f32),         // descending: the best first
+                    3 => 1.0,                 // all tied
+                    4 => rng.below(3) as f32, // few distinct values
+                    // The best packed into one run the stride may miss.
+                    5 if (n / 2..n / 2 + 40).contains(&j) => 100.0 + j as f32,
+                    5 => rng.next_normal() as f32,
+                    6 => match rng.below(4) {
+                        0 => f32::NAN,
+                        1 => -0.0,
+                        2 => 0.0,
+                        _ => rng.next_normal() as f32,
+                    },
+                    // Clusters, as IVF lists: a level per block of 64.
+                    _ => (j / 64 % 17) as f32 + 0.01 * rng.next_normal() as f32,
+                })
+                .collect();
+            let k = [1, 10, 32, 100, 256, 600, 1000][rng.below(7) as usize];
+            let mut r: Vec<(f32, u32)> = scores
+                .iter()
+                .zip(0u32..)
+                .filter(|e| !e.0.is_nan())
+                .map(|(&s, i)| (if s == 0.0 { 0.0 } else { s }, i))
+                .collect();
+            r.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap().then(a.1.cmp(&b.1)));
+            r.resize(k.max(r.len()), (f32::NEG_INFINITY, TOPK_PAD_ID));
+            let ri: Vec<u32> = r[..k].iter().map(|e| e.1).collect();
+            let mut top = TopK::default();
+            let (mut wi, mut ws) = (vec![0u32; k], vec![0f32; k]);
+            topk_segment(&scores, None, k, &mut top, &mut wi, &mut ws);
+            assert_eq!(wi, ri, "trial {trial} shape {shape} n {n} k {k}");
+            let (mut si, mut ss) = (vec![0u32; k], vec![0f32; k]);
+            topk_set(&scores, None, k, &mut top, &mut si, &mut ss);
+            let mut set: Vec<(u32, u32)> =
+                si.iter().zip(&ss).map(|(&i, s)| (i, s.to_bits())).collect();
+            let mut want: Vec<(u32, u32)> =
+                wi.iter().zip(&ws).map(|(&i, s)| (i, s.to_bits())).collect();
+            set.sort_unstable();
+            want.sort_unstable();
+            assert_eq!(set, want, "trial {trial}: topk_set");
         }
     }
 }

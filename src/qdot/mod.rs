@@ -75,6 +75,11 @@ use crate::kernels::qdot::{self as kq, Epilogue, Kernels};
 
 pub use crate::kernels::qdot::{MAX_DIM_PAD, PAD, PANEL, PANEL_QUERIES, PREFETCH_BYTES};
 
+/// How many positions ahead [`QRows::score_rows_at`] prefetches a row's
+/// codes (scattered rows: each is a few L3 or DRAM lines, so several are
+/// kept in flight).
+pub const GATHER_AHEAD: usize = 6;
+
 mod panels;
 pub use panels::QPanels;
 
@@ -641,6 +646,67 @@ impl QRows {
         // bytes <= 127 (QQuery's invariant) and matches; out holds n; the
         // variant is supported.
         unsafe { (v.k.dot)(codes, self.dim_pad, n, q.codes(), &self.sums[first..], out) };
+        Ok(())
+    }
+
+    /// The approximate scores of the rows at positions `pos` (any order,
+    /// repeats allowed) into `out[..pos.len()]`: `out[i]` is, bit for bit,
+    /// what [`Self::score_run_with`] gives the one-row run `pos[i]`, with
+    /// `bias[pos[i]]` added when `bias` is given (indexed by row: at least
+    /// `rows` values). The rows are gathered one at a time, and the codes
+    /// of the row [`GATHER_AHEAD`] entries ahead are prefetched (the
+    /// re-scoring stage of `ivf::Codes::Pq4I8`).
+    pub fn score_rows_at(
+        &self,
+        v: Variant,
+        pos: &[u32],
+        q: &QQuery,
+        bias: Option<&[f32]>,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let m = pos.len();
+        self.check_run(0, 0, q, 0)?;
+        check_len(out.len(), m, "out")?;
+        if let Some(b) = bias {
+            check_len(b.len(), self.rows, "bias")?;
+        }
+        if let Some(i) = pos.iter().position(|&p| p as usize >= self.rows) {
+            bail!(
+                IndexOutOfRange,
+                "pos[{i}] is {}, not within the {} rows",
+                pos[i],
+                self.rows
+            );
+        }
+        let dp = self.dim_pad;
+        let codes = self.codes();
+        let prefetch = crate::kernels::matmul::kernels(v.tier).prefetch;
+        for (i, &p) in pos.iter().enumerate() {
+            if let Some(&a) = pos.get(i + GATHER_AHEAD) {
+                prefetch(codes[a as usize * dp..].as_ptr().cast(), dp);
+            }
+            let p = p as usize;
+            let epi = Epilogue {
+                scales: &self.scales[p..],
+                scale_q: q.scale(),
+                bias: bias.map(|b| &b[p..p + 1]),
+            };
+            // SAFETY: row p < rows (checked), so codes holds dim_pad bytes
+            // and sums, scales (and bias) a value from p; q holds dim_pad
+            // bytes <= 127 (QQuery's invariant) and matches (checked); out
+            // holds a value at i < m (checked); the variant is supported.
+            unsafe {
+                (v.k.score)(
+                    &codes[p * dp..],
+                    dp,
+                    1,
+                    q.codes(),
+                    &self.sums[p..],
+                    &epi,
+                    &mut out[i..i + 1],
+                )
+            };
+        }
         Ok(())
     }
 

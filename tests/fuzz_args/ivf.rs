@@ -63,6 +63,7 @@ pub(crate) fn ivf_same_answers(
             nprobe,
             rerank: rerank.min(mirror.positions() as u32),
             reach,
+            ..Default::default()
         };
         let ok = mirror
             .search(qs, nq, dim, kk, &rsp, &mut ri, &mut rs)
@@ -82,7 +83,12 @@ pub(crate) fn fuzz_ivf_labels(c: &mut Ctx) {
     let mut v = Verdict::default();
     let rows = 16 + r.u(40);
     let dim = 1 + r.u(10);
-    let codes = r.pick(&[LSHK_IVF_CODES_I8, LSHK_IVF_CODES_NONE, LSHK_IVF_CODES_PQ4]);
+    let codes = r.pick(&[
+        LSHK_IVF_CODES_I8,
+        LSHK_IVF_CODES_NONE,
+        LSHK_IVF_CODES_PQ4,
+        LSHK_IVF_CODES_PQ4_I8,
+    ]);
     let borrow = if codes == LSHK_IVF_CODES_NONE {
         0
     } else {
@@ -120,7 +126,7 @@ pub(crate) fn fuzz_ivf_labels(c: &mut Ctx) {
         borrow == 1,
     )
     .unwrap();
-    if codes == LSHK_IVF_CODES_PQ4 {
+    if codes == LSHK_IVF_CODES_PQ4 || codes == LSHK_IVF_CODES_PQ4_I8 {
         v.err("PQ4 lists cannot take labels");
     }
     let mut nt = r.u(12);
@@ -248,7 +254,7 @@ pub(crate) fn fuzz_ivf_labels(c: &mut Ctx) {
             policy: LabelPolicy::from_u32(lp.policy).unwrap_or(LabelPolicy::Beside),
         }
     };
-    if twice && codes != LSHK_IVF_CODES_PQ4 {
+    if twice && codes != LSHK_IVF_CODES_PQ4 && codes != LSHK_IVF_CODES_PQ4_I8 {
         // First a valid training with no queries (the lists stay as they
         // are, but the index counts as trained).
         let z = [0usize];
@@ -314,6 +320,7 @@ pub(crate) fn build_ivfs() -> Vec<IvfX> {
         (Codes::I8, 0, 1),
         (Codes::None, 0, 14),
         (Codes::Pq4, 1, 5),
+        (Codes::Pq4I8, 1, 4),
     ];
     cfgs.iter()
         .enumerate()
@@ -602,6 +609,7 @@ pub(crate) fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
         nprobe: eff.nprobe,
         rerank: eff.rerank.min(ix.rows as u32),
         reach: eff.reach,
+        ..Default::default()
     };
     let mut ri = vec![0u32; nk];
     let mut rs = vec![0f32; nk];
@@ -690,13 +698,18 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
     p.nlist = r.pick(&[0, 1, 2, 5]);
     p.iters = 1 + r.u(3) as u32;
     p.train_rows = r.pick(&[0, 0, 7, 30]);
-    p.codes = r.pick(&[LSHK_IVF_CODES_I8, LSHK_IVF_CODES_NONE, LSHK_IVF_CODES_PQ4]);
+    p.codes = r.pick(&[
+        LSHK_IVF_CODES_I8,
+        LSHK_IVF_CODES_NONE,
+        LSHK_IVF_CODES_PQ4,
+        LSHK_IVF_CODES_PQ4_I8,
+    ]);
     p.borrow = if p.codes == LSHK_IVF_CODES_NONE {
         0
     } else {
         r.pick(&[0, 1])
     };
-    if p.codes == LSHK_IVF_CODES_PQ4 {
+    if p.codes == LSHK_IVF_CODES_PQ4 || p.codes == LSHK_IVF_CODES_PQ4_I8 {
         // A divisor of dim (checked below), or 0 = dim / 2.
         p.pq_m = r.pick(&[0, 0, 1, 2, 3]);
         rows = rows.max(16);
@@ -760,7 +773,7 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
             5 => p.nlist = r.pick(&[rows as u32, (rows as u32).wrapping_add(1), u32::MAX, hv32]),
             6 => p.train_rows = r.pick(&[1, p.nlist.saturating_sub(1), u32::MAX]),
             7 => match r.u(4) {
-                0 => p.codes = r.pick(&[2, u32::MAX]),
+                0 => p.codes = r.pick(&[2, 3, 4, u32::MAX]),
                 1 => p.borrow = r.pick(&[2, u32::MAX, 1]),
                 2 => p.pq_m = r.pick(&[1, 5, 13, u32::MAX]),
                 _ => p.iters = 0,
@@ -803,7 +816,7 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
     if pmode != 1 && (p.struct_size as usize) < std::mem::size_of::<lshk_ivf_params>() {
         v.err("struct_size too small");
     }
-    if eff.codes > 2 || eff.borrow > 1 || (eff.borrow == 1 && eff.codes == 0) {
+    if eff.codes > 3 || eff.borrow > 1 || (eff.borrow == 1 && eff.codes == 0) {
         v.err("bad codes / borrow");
     }
     if rows == 0 || dim == 0 {
@@ -826,7 +839,7 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
     if eff.iters == 0 {
         v.err("iters 0");
     }
-    if eff.codes == LSHK_IVF_CODES_PQ4 {
+    if eff.codes == LSHK_IVF_CODES_PQ4 || eff.codes == LSHK_IVF_CODES_PQ4_I8 {
         let m = if eff.pq_m == 0 {
             lshk::ivf::default_pq_m(dim)
         } else {
@@ -838,7 +851,7 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
         if rows < 16 {
             v.err("PQ4 needs 16 rows");
         }
-    } else if eff.codes <= 2 && eff.pq_m != 0 {
+    } else if eff.codes <= 3 && eff.pq_m != 0 {
         v.err("pq_m without PQ4");
     }
     if v.expect_err.is_none() {
@@ -1001,6 +1014,7 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
             nprobe,
             rerank: rerank.min(rows as u32),
             reach,
+            ..Default::default()
         };
         let ok = mirror
             .search(&qs, nq, dim, kk, &rsp, &mut ri, &mut rs)
