@@ -25,6 +25,7 @@ static lshk_ivf *ivf_borrowed; /* borrows wb (stride IWS) */
 static lshk_ivf *ivf_flat;     /* CODES_NONE */
 static lshk_ivf *ivf_freed;
 static lshk_ivf *ivf_pq;      /* CODES_PQ4 (cannot take labels) */
+static lshk_ivf *ivf_pq8;     /* CODES_PQ4_I8 (cannot take labels either) */
 static lshk_ivf *ivf_lab[4];  /* trained by the accepted label cases */
 
 static char path_owned[300], path_borrowed[300], path_index[300];
@@ -396,6 +397,7 @@ int main(void) {
   ivf_freed = fx_ivf(FX->w, ID, NULL, LSHK_IVF_CODES_I8, 0);
   /* Built before ivf_freed is freed, so that none reuses its memory. */
   ivf_pq = fx_ivf(FX->w, ID, FX->bias, LSHK_IVF_CODES_PQ4, 0);
+  ivf_pq8 = fx_ivf(FX->w, ID, FX->bias, LSHK_IVF_CODES_PQ4_I8, 0);
   for (int i = 0; i < 4; i++)
     ivf_lab[i] = fx_ivf(i == 3 ? wb : FX->w, i == 3 ? IWS : ID, FX->bias,
                         i == 2 ? LSHK_IVF_CODES_NONE : LSHK_IVF_CODES_I8,
@@ -434,6 +436,8 @@ int main(void) {
   BI_ACCEPT(FN, a.pv.codes = LSHK_IVF_CODES_PQ4);
   BI_ACCEPT(FN, a.pv.codes = LSHK_IVF_CODES_PQ4; a.pv.pq_m = 1);
   BI_ACCEPT(FN, a.pv.codes = LSHK_IVF_CODES_PQ4; a.pv.pq_m = ID);
+  BI_ACCEPT(FN, a.pv.codes = LSHK_IVF_CODES_PQ4_I8);
+  BI_ACCEPT(FN, a.pv.codes = LSHK_IVF_CODES_PQ4_I8; a.pv.pq_m = 1; a.pv.borrow = 0);
   BI_ACCEPT(FN, a.pv.nlist = IR; a.pv.train_rows = IR);
   BI_ACCEPT(FN, a.pv.nlist = 1; a.pv.train_rows = 1);
   BI_ACCEPT(FN, a.pv.train_rows = UINT32_MAX); /* clamped to rows */
@@ -469,7 +473,12 @@ int main(void) {
   /* PQ4 trains 16 centroids per sub-space: at least 16 rows */
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.codes = LSHK_IVF_CODES_PQ4;
           a.rows = 15; a.pv.nlist = 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.codes = 3);
+  /* PQ4_I8 holds the same 4-bit codes: the same two rules */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.codes = LSHK_IVF_CODES_PQ4_I8;
+          a.rows = 15; a.pv.nlist = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.codes = LSHK_IVF_CODES_PQ4_I8;
+          a.pv.pq_m = ID + 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.codes = 4);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.codes = UINT32_MAX);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.borrow = 2);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.borrow = UINT32_MAX);
@@ -692,6 +701,7 @@ int main(void) {
   BI_ACCEPT(FN, a.ivf = ivf_borrowed);
   BI_ACCEPT(FN, a.ivf = ivf_flat; a.rerank = 0; a.target = 1.0f);
   BI_ACCEPT(FN, a.ivf = ivf_pq; a.rerank = UINT32_MAX);
+  BI_ACCEPT(FN, a.ivf = ivf_pq8; a.rerank = 0);
   BI_ACCEPT(FN, a.threads = 0);
   BI_ACCEPT(FN, a.threads = UINT32_MAX); /* at most one thread a block */
   BI_ACCEPT(FN, a.k = UINT32_MAX / 2);   /* more than the rows */
@@ -760,6 +770,7 @@ int main(void) {
             a.pv.label_cap = 1);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.ivf = ivf_lab[0]); /* again */
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.ivf = ivf_pq);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.ivf = ivf_pq8);
   BI_IVF_CASES(FN, ivf, lshk_ivf);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.queries = NULL);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.label_offsets = NULL);
@@ -827,6 +838,7 @@ int main(void) {
   bi_fx_need(lshk_ivf_free(ivf_borrowed), "lshk_ivf_free");
   bi_fx_need(lshk_ivf_free(ivf_flat), "lshk_ivf_free");
   bi_fx_need(lshk_ivf_free(ivf_pq), "lshk_ivf_free");
+  bi_fx_need(lshk_ivf_free(ivf_pq8), "lshk_ivf_free");
   for (int i = 0; i < 4; i++)
     bi_fx_need(lshk_ivf_free(ivf_lab[i]), "lshk_ivf_free");
   bi_fx_teardown();

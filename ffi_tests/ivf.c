@@ -289,6 +289,8 @@ int main(void) {
   run_config(LSHK_IVF_CODES_I8, 1, 0);
   run_config(LSHK_IVF_CODES_PQ4, 1, 1);
   run_config(LSHK_IVF_CODES_PQ4, 0, 0);
+  run_config(LSHK_IVF_CODES_PQ4_I8, 1, 1);
+  run_config(LSHK_IVF_CODES_PQ4_I8, 0, 0);
 
   /* NULL params: defaults (nlist round(4 sqrt(500)) = 89, borrowed W) */
   {

@@ -1043,8 +1043,26 @@ void test_ivf() {
   CHECK(pq4.memory_bytes() < copied.memory_bytes());
   pq4.save(path);
   CHECK(same_topk(lshk::Ivf::load(path).query(q, k, &s), want_ids, want_sc));
+  // Both codes (4-bit pass, int8 re-scoring, exact re-rank): the same
+  // through the wrapper and the C API, saved and loaded; it holds more
+  // than the 4-bit codes alone.
+  lshk::IvfParams pq8 = p;
+  pq8.codes = LSHK_IVF_CODES_PQ4_I8;
+  lshk::Ivf both(w, bias, rows, dim, dim, pq8);
+  lshk_ivf *raw48 = nullptr;
+  EXPECT_OK(lshk_ivf_build(w.data(), bias.data(), rows, dim, dim, &pq8, &raw48));
+  EXPECT_OK(lshk_ivf_query(raw48, q.data(), nq, dim, k, &s, want_ids.data(), want_sc.data(),
+                           nullptr));
+  EXPECT_OK(lshk_ivf_free(raw48));
+  CHECK(same_topk(both.query(q, k, &s), want_ids, want_sc));
+  CHECK(both.memory_bytes() > pq4.memory_bytes());
+  both.save(path);
+  CHECK(same_topk(lshk::Ivf::load(path).query(q, k, &s), want_ids, want_sc));
   pq.pq_m = static_cast<uint32_t>(dim) + 1;
   EXPECT_THROW_STATUS(lshk::Ivf(w, bias, rows, dim, dim, pq), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk_ivf_build");
+  pq8.pq_m = static_cast<uint32_t>(dim) + 1;
+  EXPECT_THROW_STATUS(lshk::Ivf(w, bias, rows, dim, dim, pq8), LSHK_STATUS_INVALID_ARGUMENT,
                       "lshk_ivf_build");
   // Label-aware lists: the wrapper and the C API train the same lists
   // (same answers afterwards); the training survives save / load; a second

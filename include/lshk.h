@@ -185,6 +185,20 @@
 #define LSHK_IVF_CODES_PQ4 2
 
 /*
+ IVF codes: both of the above, in three stages. The 4-bit codes scan the
+ visited lists (as CODES_PQ4); the best 256 candidates are re-scored
+ from their int8 codes (as CODES_I8 scores them; rows gathered); then
+ the `rerank` best of those are re-scored exactly (with `rerank` 0, the
+ top k by the int8 scores are returned). For wide rows (d >= 256), where
+ the int8 pass costs more per row than the 4-bit one: int8's recall at
+ close to the 4-bit pass's cost (docs/ivf.md, "Two-stage codes"). Holds
+ both codes; at least 16 rows; `pq_m` as for CODES_PQ4. (The 256 is
+ `refine` in the Rust API; lshk_ivf_search has no field for it in this
+ ABI generation.)
+ */
+#define LSHK_IVF_CODES_PQ4_I8 3
+
+/*
  Label policy: a trained bucket holds the rows hashed to it AND its top
  labels.
  */
@@ -825,7 +839,7 @@ typedef struct lshk_ivf_params {
    */
   uint32_t threads;
   /*
-   Sub-quantisers of CODES_PQ4 (4 bits each; must divide dim, at most
+   Sub-quantisers of CODES_PQ4 and CODES_PQ4_I8 (4 bits each; must divide dim, at most
    16,384); 0 = dim / 2 (default; for an odd dim the largest divisor
    not above dim / 2). Must be 0 with other codes. (This field was
    `reserved`, which had to be 0, in 0.2.0: same offset and size.)
@@ -855,8 +869,9 @@ typedef struct lshk_ivf_search {
   /*
    Approximate candidates re-scored exactly per query (at least k are
    when it is not 0; values above rows act as rows). 0 = no re-ranking:
-   the int8 approximations are returned as scores (CODES_I8 only; with
-   CODES_NONE every score is exact anyway). Default 32.
+   the approximations are returned as scores (int8 with CODES_I8 and
+   CODES_PQ4_I8, 4-bit with CODES_PQ4; with CODES_NONE every score is
+   exact anyway). Default 32.
    */
   uint32_t rerank;
   /*
@@ -2383,8 +2398,8 @@ struct lshk_ivf_search lshk_ivf_search_default(void);
  Errors: NULL_POINTER (`out`, `w` with rows > 0), INVALID_ARGUMENT (rows
  0, rows >= 2^32 - 1, dim 0, stride < dim, struct_size too small,
  a bad `codes` value, `borrow` not 0 or 1, borrow with CODES_NONE, pq_m
- not 0 without CODES_PQ4, pq_m not dividing dim or above 16,384, fewer
- than 16 rows with CODES_PQ4, iters 0, nlist > rows, train_rows < nlist, a misaligned
+ not 0 without CODES_PQ4 or CODES_PQ4_I8, pq_m not dividing dim or above
+ 16,384, fewer than 16 rows with CODES_PQ4 or CODES_PQ4_I8, iters 0, nlist > rows, train_rows < nlist, a misaligned
  pointer), NON_FINITE (NaN or infinity in W or the bias; the message
  names the row), SIZE_OVERFLOW, ALLOCATION_FAILED (the index would not
  fit in physical memory).

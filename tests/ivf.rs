@@ -649,6 +649,10 @@ fn bad_inputs_are_refused() {
             p.codes = Codes::Pq4;
             p.pq_eta = f32::NAN
         }),
+        p(|p| {
+            p.codes = Codes::Pq4I8;
+            p.pq_m = 3
+        }),
     ] {
         assert_eq!(
             st(Ivf::build(&l.w, None, 100, 4, 4, &bad)),
@@ -665,6 +669,20 @@ fn bad_inputs_are_refused() {
             4,
             &p(|p| {
                 p.codes = Codes::Pq4;
+                p.nlist = 2
+            })
+        )),
+        Some(Status::InvalidArgument)
+    );
+    assert_eq!(
+        st(Ivf::build(
+            &l.w,
+            None,
+            15,
+            4,
+            4,
+            &p(|p| {
+                p.codes = Codes::Pq4I8;
                 p.nlist = 2
             })
         )),

@@ -303,20 +303,22 @@ fn bad_label_inputs_change_nothing() {
         assert_eq!(fingerprint(&ivf), before);
         assert!(ivf.label_state().is_none());
     }
-    // PQ4 lists cannot take labels.
-    let mut pq = Ivf::build(
-        &l.w,
-        Some(&l.b),
-        rows,
-        dim,
-        dim,
-        &IvfParams {
-            codes: Codes::Pq4,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let e = pq.train_labels(&tq, n, dim, &off, &lab, &lp).unwrap_err();
-    assert_eq!(e.status, Status::InvalidArgument);
-    assert!(pq.label_state().is_none());
+    // PQ4 lists (alone or with int8 codes) cannot take labels.
+    for codes in [Codes::Pq4, Codes::Pq4I8] {
+        let mut pq = Ivf::build(
+            &l.w,
+            Some(&l.b),
+            rows,
+            dim,
+            dim,
+            &IvfParams {
+                codes,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let e = pq.train_labels(&tq, n, dim, &off, &lab, &lp).unwrap_err();
+        assert_eq!(e.status, Status::InvalidArgument);
+        assert!(pq.label_state().is_none());
+    }
 }

@@ -737,6 +737,12 @@ def run_lshk_ivf(h, lib, build_threads):
                for nl_ in [0, int(round(math.sqrt(wl.rows)))]]
     if os.environ.get("LSHK_PQ4", "1") != "0":  # LSHK_PQ4=0 skips them
         configs.append((2, 0, [64, 128, 256, 512], [128, 256, 512]))
+    # Both codes (LSHK_IVF_CODES_PQ4_I8 = 3): the 4-bit pass, the best 256
+    # re-scored from int8 codes (the C default), then rerank exactly; for
+    # wide rows, where the int8 pass costs more per row than the 4-bit one.
+    # LSHK_PQ4I8=0 skips them (and an older liblshk.so refuses codes 3).
+    if os.environ.get("LSHK_PQ4I8", "1") != "0":
+        configs += [(3, nl_, [32], [32]) for nl_ in [0, int(round(math.sqrt(wl.rows)))]]
     for codes, nlist, adaptive_reranks, fixed_reranks in configs:
         p = lib.lshk_ivf_params_default()  # W borrowed for the re-ranking
         p.codes = codes
@@ -750,10 +756,12 @@ def run_lshk_ivf(h, lib, build_threads):
         nl = lshk_nlist(lib, h_)
         m = sz()
         lshk_check(lib, lib.lshk_ivf_memory_bytes(h_, ctypes.byref(m)), "lshk_ivf_memory_bytes")
-        cfg = f"nlist={nl}" + (" (auto)" if nlist == 0 else "") + (" PQ4" if codes == 2 else "")
+        cfg = f"nlist={nl}" + (" (auto)" if nlist == 0 else "") + {2: " PQ4", 3: " PQ4_I8"}.get(codes, "")
         h.build("lshk IVF", cfg, secs, m.value,
                 "lshk_ivf_memory_bytes (+ W borrowed); "
-                + ("4-bit PQ codes (pq_m = dim / 2), " if codes == 2 else "defaults: int8 codes, ")
+                + {2: "4-bit PQ codes (pq_m = dim / 2), ",
+                   3: "4-bit PQ codes (pq_m = dim / 2) and int8 codes, refine 256, "}.get(
+                       codes, "defaults: int8 codes, ")
                 + f"{p.iters} k-means iterations, train_rows {p.train_rows or 'min(rows, 64 nlist)'}")
         s, one, batch, extra = lshk_ivf_query_fns(lib, h_, wl)
         # The default: adaptive list selection (reach), no nprobe cap; the
@@ -766,7 +774,7 @@ def run_lshk_ivf(h, lib, build_threads):
         # The generalisation rule: no sweep, the parameters chosen by
         # lshk_ivf_calibrate on CAL other queries of the workload, then
         # timed on the evaluated ones.
-        if (codes == 1 and nlist == 0 and wl.Qcal is not None
+        if (codes in (1, 3) and nlist == 0 and wl.Qcal is not None
                 and hasattr(lib, "lshk_ivf_calibrate")):
             for target in (0.95, 0.99):
                 c = IvfCalibration()

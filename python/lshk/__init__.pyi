@@ -28,7 +28,7 @@ _Path = Union[str, bytes, "PathLike[str]", "PathLike[bytes]"]
 Family = Union[Literal["simhash", "dwta", "graph"], int]
 Storage = Union[Literal["borrowed_f32", "f32", "bf16", "f16", "i8"], int]
 Transform = Union[Literal["none", "bias_aug", "mips"], int]
-Codes = Union[Literal["none", "i8", "pq4"], int]
+Codes = Union[Literal["none", "i8", "pq4", "pq4_i8"], int]
 Policy = Union[Literal["beside", "instead"], int]
 GraphStorage = Union[Literal["f32", "bf16", "i8"], int]
 Walk = Union[Literal["exact", "int8"], int]
@@ -207,8 +207,10 @@ class Index:
 
 class Ivf:
     """The IVF index (lshk_ivf_*), the recommended top-k index: k-means
-    lists with int8 (or 4-bit PQ) codes, the best lists scanned per query
-    (adaptively, by `reach`), the best candidates re-scored exactly."""
+    lists with int8 (or 4-bit PQ, or both: "pq4_i8" scans 4-bit codes and
+    re-scores the best 256 from int8 codes) codes, the best lists scanned
+    per query (adaptively, by `reach`), the best candidates re-scored
+    exactly."""
 
     def __init__(
         self,
@@ -268,7 +270,7 @@ class Ivf:
         """lshk_ivf_train_labels (label-aware lists): each list gains
         ("beside") or is replaced by ("instead") the label_cap most frequent
         labels of the training queries that visit it first. Once per index,
-        not with codes="pq4"; on error the index is unchanged."""
+        not with codes="pq4" or "pq4_i8"; on error the index is unchanged."""
     def label_info(self) -> Optional[Dict[str, object]]:
         """lshk_ivf_label_info: None, or {'label_cap': int, 'policy': str}."""
 

@@ -469,6 +469,7 @@ const CODES: &[(&str, u32)] = &[
     ("none", c::ivf::LSHK_IVF_CODES_NONE),
     ("i8", c::ivf::LSHK_IVF_CODES_I8),
     ("pq4", c::ivf::LSHK_IVF_CODES_PQ4),
+    ("pq4_i8", c::ivf::LSHK_IVF_CODES_PQ4_I8),
 ];
 const POLICIES: &[(&str, u32)] = &[
     ("beside", c::labels::LSHK_LABEL_POLICY_BESIDE),
@@ -1480,7 +1481,7 @@ impl Ivf {
     /// Label-aware lists (lshk_ivf_train_labels): each list gains (policy
     /// "beside") or is replaced by (policy "instead") the `label_cap` most
     /// frequent labels of the training queries that visit it first. Once
-    /// per index; not with codes "pq4".
+    /// per index; not with codes "pq4" or "pq4_i8".
     #[pyo3(signature = (queries, label_offsets, labels, *, label_cap=None, policy=None))]
     fn train_labels<'py>(
         &mut self,

@@ -73,7 +73,7 @@ GRAPH_STORAGE = {"f32": 0, "bf16": 1, "i8": 2}
 WALK = {"exact": 0, "int8": 1}
 STORAGE = {"borrowed_f32": 0, "f32": 1, "bf16": 2, "f16": 3, "i8": 4}
 TRANSFORM = {"none": 0, "bias_aug": 1, "mips": 2}
-CODES = {"none": 0, "i8": 1, "pq4": 2}
+CODES = {"none": 0, "i8": 1, "pq4": 2, "pq4_i8": 3}
 
 
 def ptr(a):

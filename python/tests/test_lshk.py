@@ -63,9 +63,10 @@ def test_index_query_stats_and_shape(layer):
     assert idx.memory_bytes() > w.nbytes
 
 
-@pytest.mark.parametrize("cfg", [dict(), dict(codes="pq4", rerank=64), dict(codes="none", borrow=False),
+@pytest.mark.parametrize("cfg", [dict(), dict(codes="pq4", rerank=64), dict(codes="pq4_i8"),
+                                 dict(codes="none", borrow=False),
                                  dict(borrow=False, nlist=40, iters=4)],
-                         ids=["defaults", "pq4", "codes-none", "copy"])
+                         ids=["defaults", "pq4", "pq4-i8", "codes-none", "copy"])
 def test_ivf_matches_c_api(capi, layer, cfg):
     w, b, q = layer
     cfg = dict(cfg)
