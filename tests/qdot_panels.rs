@@ -237,3 +237,23 @@ fn panels_argument_checks() {
     assert!(p.score(v, 96, 0, &[&q], &mut out, 0).unwrap());
     assert!(out.iter().all(|&x| x == 7.0));
 }
+
+/// `QPanels::score` runs the flavour of the variant it is given: the
+/// `vpdpbusd` panel kernel for the "avx512vnni" row-major variant, the
+/// `vpmaddubsw` one for the plain AVX-512 variant (also on a VNNI CPU),
+/// none below AVX-512.
+#[test]
+fn the_panel_kernel_follows_the_variant() {
+    let named: std::collections::HashMap<&str, usize> = panel_variants()
+        .into_iter()
+        .map(|(n, f)| (n, f as usize))
+        .collect();
+    for (tier, k) in lshk::kernels::qdot::supported_variants() {
+        let got = lshk::kernels::qdot::panel_for(tier, k).map(|f| f as usize);
+        if tier == Isa::Avx512 {
+            assert_eq!(got, named.get(k.name).copied(), "{}", k.name);
+        } else {
+            assert_eq!(got, None, "{}", k.name);
+        }
+    }
+}

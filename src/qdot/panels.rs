@@ -86,7 +86,7 @@ impl QPanels {
     /// Whether [`QPanels::score`] can run with variant `v` (a panel kernel
     /// exists for its tier: AVX-512).
     pub fn has_kernel(v: Variant) -> bool {
-        kq::panel_kernel(v.tier).is_some()
+        kq::panel_for(v.tier, v.k).is_some()
     }
 
     /// Scores rows `first .. first + n` (`first` and `n` multiples of 32,
@@ -102,7 +102,9 @@ impl QPanels {
         out: &mut [f32],
         stride: usize,
     ) -> Result<bool> {
-        let Some(f) = kq::panel_kernel(v.tier) else {
+        // The flavour of `v` (a plain AVX-512 variant on a VNNI CPU runs
+        // the plain panel kernel).
+        let Some(f) = kq::panel_for(v.tier, v.k) else {
             return Ok(false);
         };
         let nq = qs.len();

@@ -127,14 +127,25 @@ pub type PanelFn = unsafe fn(
 /// ([`Kernels`]), which are their fastest form; the scalar row-major
 /// kernel is the oracle of the panel kernels (`tests/qdot.rs`).
 pub fn panel_kernel(tier: Isa) -> Option<PanelFn> {
+    panel_for(tier, kernels(tier))
+}
+
+/// The panel kernel of the row-major variant `k` of `tier` (its flavour:
+/// `vpdpbusd` for [`Kernels`] `"avx512vnni"`, `vpmaddubsw` for the plain
+/// AVX-512 ones), if the tier has panel kernels. The caller holds `k` for
+/// `tier` from this module's tables (a `qdot::Variant`), so the CPU runs it.
+pub fn panel_for(tier: Isa, k: &Kernels) -> Option<PanelFn> {
     match tier {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => Some(if isa::extras().avx512vnni {
+        Isa::Avx512 => Some(if std::ptr::eq(k, &AVX512_VNNI) {
             avx512::panel_vnni
         } else {
             avx512::panel
         }),
-        _ => None,
+        _ => {
+            let _ = k;
+            None
+        }
     }
 }
 
