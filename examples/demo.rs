@@ -41,9 +41,11 @@
 //! * `--family ivf|simhash`, and for IVF `--nlist N` (0 = round(4 sqrt(rows))),
 //!   `--reach F` (adaptive list selection, default 2; 0 = fixed), `--nprobe
 //!   N` (alone: exactly N lists; with `--reach`: at most N), `--rerank N`,
-//!   `--codes i8|pq4|none` (pq4: 4-bit residual codes, a quarter of int8's
-//!   bytes, give it `--rerank 128`; none: exact f32 scores of every visited
-//!   row from a stored copy, FAISS's IVFFlat).
+//!   `--codes i8|pq4|pq4i8|none` (pq4: 4-bit residual codes, a quarter of
+//!   int8's bytes, give it `--rerank 128`; pq4i8: both, the best 256 of the
+//!   4-bit pass re-scored from int8 codes, for rows of 256+ coordinates;
+//!   none: exact f32 scores of every visited row from a stored copy,
+//!   FAISS's IVFFlat).
 //!
 //! Timings are wall-clock on whatever else the machine is doing: compare
 //! the numbers of one run with each other.
@@ -141,7 +143,7 @@ fn usage(msg: &str) -> ! {
         "usage: demo [--rows N] [--weights W.npy [--bias b.npy] --queries Q.npy] [--w2v DIR]\n\
          \x20           [--k N] [--K N] [--L N] [--transform none|bias|mips] [--probes N] [--storage f32|bf16|f16|i8]\n\
          \x20           [--queries-eval N] [--sweep]\n\
-         \x20           [--family ivf|simhash] [--nlist N] [--reach F] [--nprobe N] [--rerank N] [--codes i8|pq4|none]"
+         \x20           [--family ivf|simhash] [--nlist N] [--reach F] [--nprobe N] [--rerank N] [--codes i8|pq4|pq4i8|none]"
     );
     std::process::exit(2)
 }
@@ -238,6 +240,7 @@ fn parse() -> Opts {
                     "i8" => Codes::I8,
                     "none" => Codes::None,
                     "pq4" => Codes::Pq4,
+                    "pq4i8" => Codes::Pq4I8,
                     s => usage(&format!("unknown codes {s}")),
                 }
             }
@@ -311,10 +314,11 @@ fn main() {
             nprobe: o.nprobe,
             rerank: o.rerank,
             reach: o.reach,
+            ..SearchParams::default()
         };
         // SAFETY: `data.w` outlives the index (both live to the end of main).
         let ivf = match o.codes {
-            Codes::I8 | Codes::Pq4 => unsafe {
+            Codes::I8 | Codes::Pq4 | Codes::Pq4I8 => unsafe {
                 Ivf::build_borrowed(
                     &data.w,
                     data.bias.as_deref(),
@@ -354,6 +358,7 @@ fn main() {
             match o.codes {
                 Codes::I8 => "int8",
                 Codes::Pq4 => "4-bit PQ",
+                Codes::Pq4I8 => "4-bit PQ then int8",
                 Codes::None => "exact f32",
             },
             sp.rerank

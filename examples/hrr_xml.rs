@@ -584,6 +584,7 @@ fn run(o: &Opts, d: usize) {
                 nprobe: u32::MAX,
                 rerank: o.rerank,
                 reach: r,
+                ..SearchParams::default()
             };
             configs.push((format!("ivf reach {r}"), Engine::Ivf(ivf, sp)));
         }
