@@ -3,8 +3,8 @@
 //! or the caller's memory (issue 19, item 5).
 //!
 //! `Buf<T>` reads as a `&[T]` in all three cases. Its `Send`/`Sync` impls
-//! are the only ones the index needs: `Index`, `Tables` and the weight
-//! store derive theirs from it instead of asserting them by hand.
+//! are the only ones the index needs: `Index`, `Tables`, the weight store
+//! and `ivf::Ivf` derive theirs from it instead of asserting them by hand.
 
 use std::any::Any;
 use std::sync::Arc;

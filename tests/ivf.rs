@@ -31,7 +31,8 @@ fn exhaustive_search_is_the_exact_top_k() {
                 };
                 for tier in tiers() {
                     let ivf =
-                        Ivf::build_isa(tier, &l.w, Some(&l.b), rows, dim, dim, &p, borrow).unwrap();
+                        // SAFETY: the layer outlives the index (borrowed or not).
+                        unsafe { Ivf::build_isa(tier, &l.w, Some(&l.b), rows, dim, dim, &p, borrow) }.unwrap();
                     let sp = SearchParams::fixed(20, rows as u32);
                     let (mut ids, mut sc) = (vec![0u32; l.nq * k], vec![0f32; l.nq * k]);
                     let mut st = SearchStats::default();
@@ -115,7 +116,8 @@ fn lists_are_bit_identical_on_every_tier_and_thread_count() {
                 ..Default::default()
             };
             let (ivf, cent) =
-                Ivf::build_with_centroids(tier, &lay.w, Some(&lay.bias), rows, dim, dim, &p, false)
+                // SAFETY: the layer outlives the index (borrowed or not).
+                unsafe { Ivf::build_with_centroids(tier, &lay.w, Some(&lay.bias), rows, dim, dim, &p, false) }
                     .unwrap();
             let f = fingerprint_f32(&ivf, &cent);
             match want {
@@ -148,8 +150,11 @@ fn pq4_codes_are_bit_identical_on_every_tier_and_thread_count() {
                     pq_eta: eta,
                     ..Default::default()
                 };
-                let ivf = Ivf::build_isa(tier, &lay.w, Some(&lay.bias), rows, dim, dim, &p, false)
-                    .unwrap();
+                // SAFETY: the layer outlives the index (borrowed or not).
+                let ivf = unsafe {
+                    Ivf::build_isa(tier, &lay.w, Some(&lay.bias), rows, dim, dim, &p, false)
+                }
+                .unwrap();
                 assert_eq!(ivf.params().pq_m, 20);
                 let (cent, codes) = ivf.pq_parts().unwrap();
                 let mut f = lshk::crc32c::crc32c(0, codes);
@@ -247,16 +252,19 @@ fn every_row_is_in_its_nearest_list() {
                     iters: 15,
                     ..Default::default()
                 };
-                let (ivf, cent) = Ivf::build_with_centroids(
-                    tier,
-                    &lay.w,
-                    Some(&lay.bias),
-                    rows,
-                    dim,
-                    dim,
-                    &p,
-                    false,
-                )
+                // SAFETY: the layer outlives the index (borrowed or not).
+                let (ivf, cent) = unsafe {
+                    Ivf::build_with_centroids(
+                        tier,
+                        &lay.w,
+                        Some(&lay.bias),
+                        rows,
+                        dim,
+                        dim,
+                        &p,
+                        false,
+                    )
+                }
                 .unwrap();
                 let f = fingerprint(&ivf);
                 match want {
@@ -749,16 +757,19 @@ fn files_without_centroid_codes_load_to_the_same_index() {
         (ids, sc.iter().map(|s| s.to_bits()).collect::<Vec<_>>())
     };
     let p = IvfParams::default();
-    let (a, cent) = Ivf::build_with_centroids(
-        lshk::isa::active(),
-        &l.w,
-        Some(&l.b),
-        rows,
-        dim,
-        dim,
-        &p,
-        false,
-    )
+    // SAFETY: the layer outlives the index (borrowed or not).
+    let (a, cent) = unsafe {
+        Ivf::build_with_centroids(
+            lshk::isa::active(),
+            &l.w,
+            Some(&l.b),
+            rows,
+            dim,
+            dim,
+            &p,
+            false,
+        )
+    }
     .unwrap();
     let path = tmp("centq-new.lshk");
     a.save(&path).unwrap();

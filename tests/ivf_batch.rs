@@ -112,7 +112,8 @@ fn batches_equal_single_queries_for_every_code_and_selection() {
             };
             for tier in tiers() {
                 let ivf =
-                    Ivf::build_isa(tier, &l.w, Some(&l.b), rows, dim, dim, &p, borrow).unwrap();
+                    // SAFETY: the layer outlives the index (borrowed or not).
+                    unsafe { Ivf::build_isa(tier, &l.w, Some(&l.b), rows, dim, dim, &p, borrow) }.unwrap();
                 for (name, sp) in selections() {
                     for k in [1, 10] {
                         let what =

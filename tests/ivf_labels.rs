@@ -75,7 +75,8 @@ fn labels_stand_in_the_first_list_and_exhaustive_search_stays_exact() {
                 let mut prints = Vec::new();
                 for tier in tiers() {
                     let mut ivf =
-                        Ivf::build_isa(tier, &l.w, Some(&l.b), rows, dim, dim, &p, borrow).unwrap();
+                        // SAFETY: the layer outlives the index (borrowed or not).
+                        unsafe { Ivf::build_isa(tier, &l.w, Some(&l.b), rows, dim, dim, &p, borrow) }.unwrap();
                     let plain = ivf.positions();
                     assert_eq!(plain, rows);
                     ivf.train_labels_isa(tier, &tq, ntrain, dim, &off, &lab, &lp)
@@ -228,7 +229,9 @@ fn label_lists_survive_save_and_load() {
             codes,
             ..Default::default()
         };
-        let mut a = Ivf::build_isa(tier, &l.w, None, rows, dim, dim, &p, borrow).unwrap();
+        // SAFETY: the layer outlives the index (borrowed or not).
+        let mut a =
+            unsafe { Ivf::build_isa(tier, &l.w, None, rows, dim, dim, &p, borrow) }.unwrap();
         a.train_labels(&tq, off.len() - 1, dim, &off, &lab, &lp)
             .unwrap();
         let path = tmp(&format!("labels-{codes:?}-{borrow}.lshk"));

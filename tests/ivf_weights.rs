@@ -38,17 +38,20 @@ fn weighted_lists_are_bit_identical_on_every_tier_and_thread_count() {
                 train_rows: 4000,
                 ..Default::default()
             };
-            let (ivf, cent) = Ivf::build_weighted_with_centroids(
-                tier,
-                &lay.w,
-                Some(&lay.bias),
-                rows,
-                dim,
-                dim,
-                Some(&wt),
-                &p,
-                false,
-            )
+            // SAFETY: the layer outlives the index (borrowed or not).
+            let (ivf, cent) = unsafe {
+                Ivf::build_weighted_with_centroids(
+                    tier,
+                    &lay.w,
+                    Some(&lay.bias),
+                    rows,
+                    dim,
+                    dim,
+                    Some(&wt),
+                    &p,
+                    false,
+                )
+            }
             .unwrap();
             let f = fingerprint_f32(&ivf, &cent);
             match want {
@@ -69,16 +72,19 @@ fn weighted_lists_are_bit_identical_on_every_tier_and_thread_count() {
         train_rows: 4000,
         ..Default::default()
     };
-    let (ivf, cent) = Ivf::build_with_centroids(
-        tiers()[0],
-        &lay.w,
-        Some(&lay.bias),
-        rows,
-        dim,
-        dim,
-        &p,
-        false,
-    )
+    // SAFETY: the layer outlives the index (borrowed or not).
+    let (ivf, cent) = unsafe {
+        Ivf::build_with_centroids(
+            tiers()[0],
+            &lay.w,
+            Some(&lay.bias),
+            rows,
+            dim,
+            dim,
+            &p,
+            false,
+        )
+    }
     .unwrap();
     assert_ne!(Some(fingerprint_f32(&ivf, &cent)), want);
 }
@@ -108,18 +114,22 @@ fn unit_weights_give_the_unweighted_index() {
                 };
                 let b = bias.then_some(&lay.bias[..]);
                 let (a, ca) =
-                    Ivf::build_with_centroids(tier, &lay.w, b, rows, dim, dim, &p, false).unwrap();
-                let (w, cw) = Ivf::build_weighted_with_centroids(
-                    tier,
-                    &lay.w,
-                    b,
-                    rows,
-                    dim,
-                    dim,
-                    Some(&ones),
-                    &p,
-                    false,
-                )
+                    // SAFETY: the layer outlives the index (borrowed or not).
+                    unsafe { Ivf::build_with_centroids(tier, &lay.w, b, rows, dim, dim, &p, false) }.unwrap();
+                // SAFETY: the layer outlives the index (borrowed or not).
+                let (w, cw) = unsafe {
+                    Ivf::build_weighted_with_centroids(
+                        tier,
+                        &lay.w,
+                        b,
+                        rows,
+                        dim,
+                        dim,
+                        Some(&ones),
+                        &p,
+                        false,
+                    )
+                }
                 .unwrap();
                 let what = format!("{} threads {threads} train_rows {train_rows}", tier.name());
                 assert_eq!(fingerprint_f32(&a, &ca), fingerprint_f32(&w, &cw), "{what}");
@@ -151,18 +161,14 @@ fn a_heavy_row_pulls_its_centroid() {
         ..Default::default()
     };
     let tier = tiers()[0];
-    let (_, c0) = Ivf::build_with_centroids(tier, &lay.w, None, rows, dim, dim, &p, false).unwrap();
-    let (_, c1) = Ivf::build_weighted_with_centroids(
-        tier,
-        &lay.w,
-        None,
-        rows,
-        dim,
-        dim,
-        Some(&wt),
-        &p,
-        false,
-    )
+    // SAFETY: the layer outlives the index (borrowed or not).
+    let (_, c0) =
+        unsafe { Ivf::build_with_centroids(tier, &lay.w, None, rows, dim, dim, &p, false) }
+            .unwrap();
+    // SAFETY: the layer outlives the index (borrowed or not).
+    let (_, c1) = unsafe {
+        Ivf::build_weighted_with_centroids(tier, &lay.w, None, rows, dim, dim, Some(&wt), &p, false)
+    }
     .unwrap();
     let total: f64 = wt.iter().map(|&v| f64::from(v)).sum();
     for (j, &cj) in c1.iter().enumerate().take(dim) {
@@ -231,18 +237,14 @@ fn weights_refine_the_lists_where_they_are() {
         }
         (hot / 800.0, cold / 7200.0)
     };
-    let (a, ca) = Ivf::build_with_centroids(tier, &lay.w, None, rows, dim, dim, &p, false).unwrap();
-    let (w, cw) = Ivf::build_weighted_with_centroids(
-        tier,
-        &lay.w,
-        None,
-        rows,
-        dim,
-        dim,
-        Some(&wt),
-        &p,
-        false,
-    )
+    // SAFETY: the layer outlives the index (borrowed or not).
+    let (a, ca) =
+        unsafe { Ivf::build_with_centroids(tier, &lay.w, None, rows, dim, dim, &p, false) }
+            .unwrap();
+    // SAFETY: the layer outlives the index (borrowed or not).
+    let (w, cw) = unsafe {
+        Ivf::build_weighted_with_centroids(tier, &lay.w, None, rows, dim, dim, Some(&wt), &p, false)
+    }
     .unwrap();
     let (ha, ca_) = err(&a, &ca);
     let (hw, cw_) = err(&w, &cw);

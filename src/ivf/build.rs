@@ -14,7 +14,8 @@ impl Ivf {
         w_stride: usize,
         p: &IvfParams,
     ) -> Result<Ivf> {
-        Self::build_isa(isa::active(), w, bias, rows, dim, w_stride, p, false)
+        // SAFETY: borrow = false: the index copies W.
+        unsafe { Self::build_isa(isa::active(), w, bias, rows, dim, w_stride, p, false) }
     }
 
     /// [`Ivf::build`] that keeps a pointer to `w` for the exact scores
@@ -30,15 +31,20 @@ impl Ivf {
         w_stride: usize,
         p: &IvfParams,
     ) -> Result<Ivf> {
-        Self::build_isa(isa::active(), w, bias, rows, dim, w_stride, p, true)
+        // SAFETY: forwarded: the caller keeps `w` alive and unchanged.
+        unsafe { Self::build_isa(isa::active(), w, bias, rows, dim, w_stride, p, true) }
     }
 
     /// [`Ivf::build`] on one chosen tier (tests: the result is the same on
-    /// every tier). `borrow` as [`Ivf::build_borrowed`], whose safety rule
-    /// the caller then owns.
+    /// every tier); with `borrow`, [`Ivf::build_borrowed`].
+    ///
+    /// # Safety
+    /// With `borrow = true`, as [`Ivf::build_borrowed`]: `w` must stay
+    /// alive and unchanged for as long as the index lives. (Nothing with
+    /// `borrow = false`.)
     #[allow(clippy::too_many_arguments)]
     #[doc(hidden)]
-    pub fn build_isa(
+    pub unsafe fn build_isa(
         tier: Isa,
         w: &[f32],
         bias: Option<&[f32]>,
@@ -48,7 +54,9 @@ impl Ivf {
         p: &IvfParams,
         borrow: bool,
     ) -> Result<Ivf> {
-        Self::build_with_centroids(tier, w, bias, rows, dim, w_stride, p, borrow).map(|(ix, _)| ix)
+        // SAFETY: forwarded (the caller's promise when `borrow`).
+        unsafe { Self::build_with_centroids(tier, w, bias, rows, dim, w_stride, p, borrow) }
+            .map(|(ix, _)| ix)
     }
 
     /// [`Ivf::build_isa`] that also returns the f32 k-means centroids the
@@ -56,9 +64,12 @@ impl Ivf {
     /// [`Ivf::centroid_bias`]). The index keeps only their int8 codes
     /// ([`Ivf::centroid_codes`]), which is what a query ranks lists by;
     /// tests and tools use these to check the assignment.
+    ///
+    /// # Safety
+    /// As [`Ivf::build_isa`].
     #[allow(clippy::too_many_arguments)]
     #[doc(hidden)]
-    pub fn build_with_centroids(
+    pub unsafe fn build_with_centroids(
         tier: Isa,
         w: &[f32],
         bias: Option<&[f32]>,
@@ -68,7 +79,10 @@ impl Ivf {
         p: &IvfParams,
         borrow: bool,
     ) -> Result<(Ivf, Vec<f32>)> {
-        Self::build_weighted_with_centroids(tier, w, bias, rows, dim, w_stride, None, p, borrow)
+        // SAFETY: forwarded (the caller's promise when `borrow`).
+        unsafe {
+            Self::build_weighted_with_centroids(tier, w, bias, rows, dim, w_stride, None, p, borrow)
+        }
     }
 
     /// [`Ivf::build`] with per-row weights steering the k-means: each
@@ -89,17 +103,20 @@ impl Ivf {
         weights: &[f32],
         p: &IvfParams,
     ) -> Result<Ivf> {
-        Self::build_weighted_with_centroids(
-            isa::active(),
-            w,
-            bias,
-            rows,
-            dim,
-            w_stride,
-            Some(weights),
-            p,
-            false,
-        )
+        // SAFETY: borrow = false: the index copies W.
+        unsafe {
+            Self::build_weighted_with_centroids(
+                isa::active(),
+                w,
+                bias,
+                rows,
+                dim,
+                w_stride,
+                Some(weights),
+                p,
+                false,
+            )
+        }
         .map(|(ix, _)| ix)
     }
 
@@ -117,26 +134,32 @@ impl Ivf {
         weights: &[f32],
         p: &IvfParams,
     ) -> Result<Ivf> {
-        Self::build_weighted_with_centroids(
-            isa::active(),
-            w,
-            bias,
-            rows,
-            dim,
-            w_stride,
-            Some(weights),
-            p,
-            true,
-        )
+        // SAFETY: forwarded: the caller keeps `w` alive and unchanged.
+        unsafe {
+            Self::build_weighted_with_centroids(
+                isa::active(),
+                w,
+                bias,
+                rows,
+                dim,
+                w_stride,
+                Some(weights),
+                p,
+                true,
+            )
+        }
         .map(|(ix, _)| ix)
     }
 
     /// [`Ivf::build_with_centroids`] with optional row weights
     /// ([`Ivf::build_weighted`]; `None` = every row weighs 1, the plain
     /// build bit for bit).
+    ///
+    /// # Safety
+    /// As [`Ivf::build_isa`].
     #[allow(clippy::too_many_arguments)]
     #[doc(hidden)]
-    pub fn build_weighted_with_centroids(
+    pub unsafe fn build_weighted_with_centroids(
         tier: Isa,
         w: &[f32],
         bias: Option<&[f32]>,
@@ -352,9 +375,11 @@ impl Ivf {
             }
         }
         let exact = if borrow {
+            let len = strided_len(rows, dim, w_stride, "w")?;
             Exact::Borrowed {
-                ptr: w.as_ptr(),
-                len: strided_len(rows, dim, w_stride, "w")?,
+                // SAFETY: `borrow`: the caller keeps W alive and unchanged
+                // while the index lives (this function's contract).
+                w: unsafe { Buf::borrowed(&w[..len]) },
                 stride: w_stride,
             }
         } else {

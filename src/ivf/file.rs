@@ -87,7 +87,8 @@ impl Ivf {
 
     /// Loads an index saved with its own f32 rows.
     pub fn load(path: &Path) -> Result<Ivf> {
-        Self::load_impl(path, None)
+        // SAFETY: no W to borrow.
+        unsafe { Self::load_impl(path, None) }
     }
 
     /// Loads an index built with [`Ivf::build_borrowed`], borrowing `w`
@@ -96,10 +97,14 @@ impl Ivf {
     /// # Safety
     /// As [`Ivf::build_borrowed`].
     pub unsafe fn load_borrowed(path: &Path, w: &[f32], w_stride: usize) -> Result<Ivf> {
-        Self::load_impl(path, Some((w, w_stride)))
+        // SAFETY: forwarded: the caller keeps `w` alive and unchanged.
+        unsafe { Self::load_impl(path, Some((w, w_stride))) }
     }
 
-    fn load_impl(path: &Path, w: Option<(&[f32], usize)>) -> Result<Ivf> {
+    /// # Safety
+    /// A given `w` stays alive and unchanged while the index lives (as
+    /// [`Ivf::load_borrowed`]).
+    unsafe fn load_impl(path: &Path, w: Option<(&[f32], usize)>) -> Result<Ivf> {
         let c = format::Container::open(path, format::KIND_IVF)?;
         let rec = c.section("IVFPARAM")?;
         if rec.len() < 4 {
@@ -242,9 +247,11 @@ impl Ivf {
             }
             (true, Some((w, stride))) => {
                 crate::error::check_layer_buffers(w, None, rows, dim, stride)?;
+                let len = strided_len(rows, dim, stride, "w")?;
                 Exact::Borrowed {
-                    ptr: w.as_ptr(),
-                    len: strided_len(rows, dim, stride, "w")?,
+                    // SAFETY: load_borrowed's contract: the caller keeps W
+                    // alive and unchanged while the index lives.
+                    w: unsafe { Buf::borrowed(&w[..len]) },
                     stride,
                 }
             }

@@ -210,9 +210,8 @@ impl Ivf {
                 }
                 Exact::Owned(nv)
             }
-            Exact::Borrowed { ptr, len, stride } => Exact::Borrowed {
-                ptr: *ptr,
-                len: *len,
+            Exact::Borrowed { w, stride } => Exact::Borrowed {
+                w: w.clone(),
                 stride: *stride,
             },
         };

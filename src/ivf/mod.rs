@@ -62,6 +62,7 @@ use std::cell::RefCell;
 use std::path::Path;
 
 use crate::bail;
+use crate::buf::Buf;
 use crate::centroid::Panels;
 use crate::error::{checked_mul, strided_len, Error, Result, Status};
 use crate::format::{self, SectionOut};
@@ -259,12 +260,9 @@ pub fn auto_nlist(rows: usize) -> usize {
 enum Exact {
     /// f32 rows in list order (`rows * dim`, stride `dim`).
     Owned(Vec<f32>),
-    /// The caller's W, by original id (kept alive by the caller).
-    Borrowed {
-        ptr: *const f32,
-        len: usize,
-        stride: usize,
-    },
+    /// The caller's W, by original id (kept alive by the caller: the
+    /// contract of [`Ivf::build_borrowed`] / [`Ivf::load_borrowed`]).
+    Borrowed { w: Buf<f32>, stride: usize },
 }
 
 /// A k-means partition index over an output layer (module docs).
@@ -321,12 +319,6 @@ fn centroid_panels(cq: &QRows) -> Result<Option<QPanels>> {
         None
     })
 }
-
-// SAFETY: immutable after construction; the borrowed pointer is read-only
-// memory the caller promised to keep alive and unchanged (build_borrowed).
-unsafe impl Send for Ivf {}
-// SAFETY: as above, no interior mutability.
-unsafe impl Sync for Ivf {}
 
 impl Ivf {
     pub fn rows(&self) -> usize {
@@ -407,11 +399,9 @@ impl Ivf {
                 },
                 false,
             ),
-            Exact::Borrowed { ptr, len, stride } => (
+            Exact::Borrowed { w, stride } => (
                 Rows {
-                    // SAFETY: the caller of build_borrowed promised that W
-                    // (`len` floats from `ptr`) outlives the index unchanged.
-                    w: unsafe { std::slice::from_raw_parts(*ptr, *len) },
+                    w,
                     stride: *stride,
                     dim: self.dim,
                     scales: &[],
@@ -425,6 +415,14 @@ impl Ivf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `Ivf` is `Send + Sync` by derivation (its borrowed W is a
+    /// [`Buf`]), not by an `unsafe impl` of its own.
+    #[test]
+    fn ivf_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<Ivf>();
+    }
 
     /// `rank_key` sorts as `by_rank` (finite scores, both zeros, ties), and
     /// `argmax_first` finds the first maximum at every position and length.

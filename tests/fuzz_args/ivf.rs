@@ -115,16 +115,19 @@ pub(crate) fn fuzz_ivf_labels(c: &mut Ctx) {
         seed: p.seed,
         ..Default::default()
     };
-    let mut mirror = Ivf::build_isa(
-        lshk::isa::active(),
-        &w,
-        Some(&bias),
-        rows,
-        dim,
-        dim,
-        &ip,
-        borrow == 1,
-    )
+    // SAFETY: the layer outlives the index (borrowed or not).
+    let mut mirror = unsafe {
+        Ivf::build_isa(
+            lshk::isa::active(),
+            &w,
+            Some(&bias),
+            rows,
+            dim,
+            dim,
+            &ip,
+            borrow == 1,
+        )
+    }
     .unwrap();
     if codes == LSHK_IVF_CODES_PQ4 || codes == LSHK_IVF_CODES_PQ4_I8 {
         v.err("PQ4 lists cannot take labels");
@@ -954,17 +957,20 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
     };
     let bs = use_bias.then(|| &bias.data()[..rows]);
     let wd = &w.data()[..strided(rows, dim, w_stride).unwrap() as usize];
-    let mirror = Ivf::build_weighted_with_centroids(
-        lshk::isa::active(),
-        wd,
-        bs,
-        rows,
-        dim,
-        w_stride,
-        weighted.then(|| &wts.data()[..rows]),
-        &ip,
-        eff.borrow == 1,
-    )
+    // SAFETY: the layer outlives the index (borrowed or not).
+    let mirror = unsafe {
+        Ivf::build_weighted_with_centroids(
+            lshk::isa::active(),
+            wd,
+            bs,
+            rows,
+            dim,
+            w_stride,
+            weighted.then(|| &wts.data()[..rows]),
+            &ip,
+            eff.borrow == 1,
+        )
+    }
     .unwrap()
     .0;
     // Through queries (every 16th build also through the saved files,
