@@ -839,9 +839,9 @@ typedef struct lshk_ivf_params {
    */
   uint32_t threads;
   /*
-   Sub-quantisers of CODES_PQ4 and CODES_PQ4_I8 (4 bits each; must divide dim, at most
-   16,384); 0 = dim / 2 (default; for an odd dim the largest divisor
-   not above dim / 2). Must be 0 with other codes. (This field was
+   Sub-quantisers of CODES_PQ4 and CODES_PQ4_I8 (4 bits each; must
+   divide dim, at most 16,384); 0 = dim / 2 (default; for an odd dim
+   the largest divisor not above dim / 2). Must be 0 with other codes. (This field was
    `reserved`, which had to be 0, in 0.2.0: same offset and size.)
    */
   uint32_t pq_m;
@@ -2399,8 +2399,8 @@ struct lshk_ivf_search lshk_ivf_search_default(void);
  0, rows >= 2^32 - 1, dim 0, stride < dim, struct_size too small,
  a bad `codes` value, `borrow` not 0 or 1, borrow with CODES_NONE, pq_m
  not 0 without CODES_PQ4 or CODES_PQ4_I8, pq_m not dividing dim or above
- 16,384, fewer than 16 rows with CODES_PQ4 or CODES_PQ4_I8, iters 0, nlist > rows, train_rows < nlist, a misaligned
- pointer), NON_FINITE (NaN or infinity in W or the bias; the message
+ 16,384, fewer than 16 rows with CODES_PQ4 or CODES_PQ4_I8, iters 0,
+ nlist > rows, train_rows < nlist, a misaligned pointer), NON_FINITE (NaN or infinity in W or the bias; the message
  names the row), SIZE_OVERFLOW, ALLOCATION_FAILED (the index would not
  fit in physical memory).
 

@@ -191,7 +191,7 @@ impl Ivf {
             );
         }
         let pq_m = match p.codes {
-            Codes::Pq4 | Codes::Pq4I8 => pq::resolve_m(dim, p.pq_m)?,
+            c if c.has_pq() => pq::resolve_m(dim, p.pq_m)?,
             _ if p.pq_m != 0 => bail!(
                 InvalidArgument,
                 "pq_m is {}; it applies to codes PQ4 and PQ4_I8 only (0 otherwise)",
@@ -390,16 +390,17 @@ impl Ivf {
             }
             Exact::Owned(v)
         };
-        let codes = match p.codes {
-            Codes::I8 | Codes::Pq4I8 => Some(qdot::quantize_rows_with(
+        let codes = if p.codes.has_i8() {
+            Some(qdot::quantize_rows_with(
                 w,
                 rows,
                 dim,
                 w_stride,
                 Some(&ids),
                 threads,
-            )?),
-            Codes::None | Codes::Pq4 => None,
+            )?)
+        } else {
+            None
         };
         let pq = if p.codes.has_pq() {
             let row = |pos: usize| -> &[f32] {

@@ -276,9 +276,10 @@ impl Ivf {
         } else {
             None
         };
-        let codes = match codes {
-            Codes::None | Codes::Pq4 => None,
-            Codes::I8 | Codes::Pq4I8 => Some(qrows("QCODES", "QSCALES", npos)?),
+        let codes = if codes.has_i8() {
+            Some(qrows("QCODES", "QSCALES", npos)?)
+        } else {
+            None
         };
         // Files written since the f32 centroids are no longer kept hold the
         // int8 codes the lists were ranked by (CENTQ, CENTQS); older files

@@ -30,7 +30,8 @@ impl Ivf {
     /// `labels[label_offsets[i] .. label_offsets[i + 1]]`, each `< rows`;
     /// repeats count). See the module documentation. Only once per index,
     /// and not with [`Codes::Pq4`] or [`Codes::Pq4I8`] (their 4-bit codes
-    /// are residuals to one list's centroid). The result does not depend on the tier or the threads.
+    /// are residuals to one list's centroid). The result does not depend on
+    /// the tier or the threads.
     pub fn train_labels(
         &mut self,
         queries: &[f32],
