@@ -18,6 +18,8 @@ pub(super) struct Scratch {
     cand_ids: Vec<u32>,
     exact: Vec<f32>,
     top: TopK,
+    /// (score, list) pairs of [`Ivf::select_fixed`]'s linear-time selection.
+    pairs: Vec<(f32, u32)>,
     /// Min-heap of the k best approximate scores (adaptive selection).
     theta: Vec<f32>,
     /// Lists still to visit, as [`rank_key`]s (adaptive selection).
@@ -765,14 +767,13 @@ impl Ivf {
         } else {
             // Many lists: a linear-time selection of the same set (the
             // nprobe best by score, ties by smaller id; scores are finite).
-            s.top.buf.clear();
-            s.top
-                .buf
+            s.pairs.clear();
+            s.pairs
                 .extend(s.cscore[..nlist].iter().zip(0u32..).map(|(&c, l)| (c, l)));
             if nprobe < nlist {
-                s.top.buf.select_nth_unstable_by(nprobe - 1, by_rank);
+                s.pairs.select_nth_unstable_by(nprobe - 1, by_rank);
             }
-            for (d, e) in s.lists[..nprobe].iter_mut().zip(&s.top.buf[..nprobe]) {
+            for (d, e) in s.lists[..nprobe].iter_mut().zip(&s.pairs[..nprobe]) {
                 *d = e.1;
             }
         }

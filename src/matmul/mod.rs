@@ -156,6 +156,39 @@ thread_local! {
 /// stays on the gathered kernel.
 pub const RUN_MIN: usize = 16;
 
+/// Calls `f(a, b)`, in order, for every maximal run `ids[a..b]` of at
+/// least [`RUN_MIN`] consecutive ids (each `ids[j + 1] == ids[j] + 1`,
+/// wrapping), as a scan of every id would find them, at one comparison
+/// per 8 ids where there is no run: a run of `>= 16` ids holds a position
+/// `k`, a multiple of 8, with `k + 8` inside it, so `ids[k + 8] == ids[k]
+/// + 8`, and only where that holds is the run through `k` measured.
+fn for_each_long_run(ids: &[u32], mut f: impl FnMut(usize, usize)) {
+    const { assert!(RUN_MIN >= 16) };
+    let n = ids.len();
+    // `g0`: the end of the last run found (where a step is not +1).
+    let (mut g0, mut k) = (0, 0);
+    while k + 8 < n {
+        if ids[k + 8] != ids[k].wrapping_add(8) {
+            k += 8;
+            continue;
+        }
+        let mut a = k;
+        while a > g0 && ids[a - 1].wrapping_add(1) == ids[a] {
+            a -= 1;
+        }
+        let mut b = k + 1;
+        while b < n && ids[b] == ids[b - 1].wrapping_add(1) {
+            b += 1;
+        }
+        if b - a >= RUN_MIN {
+            f(a, b);
+            g0 = b;
+        }
+        // Maximal runs are disjoint: any other starts at or after b.
+        k = b.next_multiple_of(8);
+    }
+}
+
 /// A borrowed row-major weight matrix: `rows` rows of `dim` elements, row
 /// `r` starting at element `r * stride`, with an optional bias per row.
 #[derive(Clone, Copy, Debug)]
@@ -372,38 +405,31 @@ impl<'a> WeightMatrix<'a> {
     ) {
         let rows = self.rows_of(w, &[]);
         let n = ids.len();
-        let (mut g0, mut i) = (0, 0);
-        while i < n {
-            let mut j = i + 1;
-            while j < n && ids[j] == ids[j - 1].wrapping_add(1) {
-                j += 1;
-            }
-            if j - i >= RUN_MIN {
-                // SAFETY: (both calls) the caller's contract; the run's rows
-                // ids[i] .. ids[i] + (j - i) are < rows, so `w` holds
-                // (j - i - 1) * stride + dim floats from the first; q holds
-                // one query of dim floats; out[i..j] holds j - i values.
-                unsafe {
-                    if g0 < i {
-                        (ks.f32)(&rows, q, &ids[g0..i], &mut out[g0..i]);
-                    }
-                    let r0 = ids[i] as usize * self.stride;
-                    tile(
-                        &w[r0..],
-                        self.stride,
-                        j - i,
-                        self.dim,
-                        q,
-                        self.dim,
-                        1,
-                        &mut out[i..j],
-                        j - i,
-                    );
+        let mut g0 = 0;
+        for_each_long_run(ids, |a, b| {
+            // SAFETY: (both calls) the caller's contract; the run's rows
+            // ids[a] .. ids[a] + (b - a) are < rows, so `w` holds
+            // (b - a - 1) * stride + dim floats from the first; q holds
+            // one query of dim floats; out[a..b] holds b - a values.
+            unsafe {
+                if g0 < a {
+                    (ks.f32)(&rows, q, &ids[g0..a], &mut out[g0..a]);
                 }
-                g0 = j;
+                let r0 = ids[a] as usize * self.stride;
+                tile(
+                    &w[r0..],
+                    self.stride,
+                    b - a,
+                    self.dim,
+                    q,
+                    self.dim,
+                    1,
+                    &mut out[a..b],
+                    b - a,
+                );
             }
-            i = j;
-        }
+            g0 = b;
+        });
         if g0 < n {
             // SAFETY: as above.
             unsafe { (ks.f32)(&rows, q, &ids[g0..n], &mut out[g0..n]) };
@@ -599,4 +625,56 @@ fn check_ids(ids: &[u32], rows: usize, offsets: &[usize]) -> Result<()> {
             ids[pos]
         ),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    /// The maximal runs of at least RUN_MIN consecutive ids, by a scan of
+    /// every id (what `for_each_long_run` must find).
+    fn runs_by_scan(ids: &[u32]) -> Vec<(usize, usize)> {
+        let (mut v, mut i) = (Vec::new(), 0);
+        while i < ids.len() {
+            let mut j = i + 1;
+            while j < ids.len() && ids[j] == ids[j - 1].wrapping_add(1) {
+                j += 1;
+            }
+            if j - i >= RUN_MIN {
+                v.push((i, j));
+            }
+            i = j;
+        }
+        v
+    }
+
+    /// Runs of every length around RUN_MIN at every offset mod 8, next to
+    /// each other, at the ends, wrapping at u32::MAX, among random ids.
+    #[test]
+    fn long_runs_are_the_maximal_ones() {
+        let mut rng = SplitMix64::new(5);
+        for trial in 0..3000 {
+            let mut ids: Vec<u32> = Vec::new();
+            let n = rng.below(120) as usize;
+            while ids.len() < n {
+                match rng.below(4) {
+                    0 => {
+                        let len = [1, 7, 8, 9, 15, 16, 17, 24, 31, 40][rng.below(10) as usize];
+                        let start = if trial % 7 == 0 {
+                            u32::MAX - rng.below(20) as u32
+                        } else {
+                            ids.last()
+                                .map_or(0, |&l| l.wrapping_add(rng.below(3) as u32))
+                        };
+                        ids.extend((0..len).map(|j| start.wrapping_add(j)));
+                    }
+                    _ => ids.push(rng.below(64) as u32),
+                }
+            }
+            let mut got = Vec::new();
+            for_each_long_run(&ids, |a, b| got.push((a, b)));
+            assert_eq!(got, runs_by_scan(&ids), "trial {trial}: {ids:?}");
+        }
+    }
 }

@@ -33,8 +33,32 @@ pub(crate) fn rank_key_total(score: f32, id: u32) -> u64 {
 /// as `0.0`, so the two zeros tie (as `==` says) and are settled by id.
 /// Scores are never NaN here.
 #[inline(always)]
-fn rank_key(e: &(f32, u32)) -> u64 {
-    rank_key_total(if e.0 == 0.0 { 0.0 } else { e.0 }, e.1)
+fn rank_key(score: f32, id: u32) -> u64 {
+    rank_key_total(if score == 0.0 { 0.0 } else { score }, id)
+}
+
+/// One entry of [`TopK`]'s buffer: its rank key ([`rank_key`]: the id is
+/// the low half) and its score as offered (the key folds `-0.0` into
+/// `0.0`, the output keeps the score's own bits). The key is made once per
+/// entry, so the selections compare plain integers.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    key: u64,
+    score: f32,
+}
+
+impl Entry {
+    #[inline(always)]
+    fn new(score: f32, id: u32) -> Self {
+        Entry {
+            key: rank_key(score, id),
+            score,
+        }
+    }
+    #[inline(always)]
+    fn id(&self) -> u32 {
+        self.key as u32
+    }
 }
 
 /// A running top-`k` over a stream offered in pieces ([`topk_offer`], then
@@ -52,7 +76,7 @@ fn rank_key(e: &(f32, u32)) -> u64 {
 pub(crate) struct TopK {
     /// Candidates (the best `k` of the stream so far are among them);
     /// unsorted between calls.
-    pub(crate) buf: Vec<(f32, u32)>,
+    buf: Vec<Entry>,
     /// Scores below this are out (`-inf` until the first compaction; NaN
     /// always fails `>=`).
     thr: f32,
@@ -110,13 +134,13 @@ impl TopK {
     #[inline(never)]
     fn compact(&mut self, k: usize) {
         if self.buf.len() > k {
-            self.buf.select_nth_unstable_by_key(k - 1, rank_key);
+            self.buf.select_nth_unstable_by_key(k - 1, |e| e.key);
             self.buf.truncate(k);
         }
         if self.buf.len() == k {
             // select_nth puts the k-th best at k - 1 and nothing worse
             // before it, so this is the smallest kept score.
-            self.thr = self.buf[k - 1].0;
+            self.thr = self.buf[k - 1].score;
         }
     }
 }
@@ -200,7 +224,7 @@ pub(crate) fn topk_offer(scores: &[f32], id_of: impl Fn(usize) -> u32, k: usize,
         if m != 0 {
             while m != 0 {
                 let l = m.trailing_zeros() as usize;
-                top.buf.push((scores[j + l], id_of(j + l)));
+                top.buf.push(Entry::new(scores[j + l], id_of(j + l)));
                 m &= m - 1;
             }
             if top.buf.len() >= cap {
@@ -212,7 +236,7 @@ pub(crate) fn topk_offer(scores: &[f32], id_of: impl Fn(usize) -> u32, k: usize,
     }
     while j < n {
         if scores[j] >= top.thr {
-            top.buf.push((scores[j], id_of(j)));
+            top.buf.push(Entry::new(scores[j], id_of(j)));
             if top.buf.len() >= cap {
                 top.compact(k);
             }
@@ -236,13 +260,13 @@ fn drain(top: &mut TopK, k: usize, out_ids: &mut [u32], out_scores: &mut [f32], 
         top.buf.clear();
     }
     if sorted {
-        top.buf.sort_unstable_by_key(rank_key);
+        top.buf.sort_unstable_by_key(|e| e.key);
     }
     for (t, (oi, os)) in out_ids.iter_mut().zip(out_scores.iter_mut()).enumerate() {
         match top.buf.get(t) {
-            Some(&(s, id)) => {
-                *oi = id;
-                *os = s;
+            Some(e) => {
+                *oi = e.id();
+                *os = e.score;
             }
             None => {
                 *oi = TOPK_PAD_ID;

@@ -274,8 +274,10 @@ impl Tables {
                     }
                 }
             }
+            // One look at the table's buffer, not one per bucket.
+            let offsets: &[u32] = &csr.offsets;
             for &b in visited.iter() {
-                let (s, e) = (csr.offsets[b as usize], csr.offsets[b as usize + 1]);
+                let (s, e) = (offsets[b as usize], offsets[b as usize + 1]);
                 if e > s {
                     ranges.push((t as u32, s, e));
                 }

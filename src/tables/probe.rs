@@ -28,7 +28,9 @@ pub fn probe_masks(
     }
     order.clear();
     order.extend(proj.iter().enumerate().map(|(i, v)| (v.abs(), i as u32)));
-    order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    // `|p|` is never negative, so its bits order as `total_cmp` does (NaN
+    // last): one integer key per entry, the bit index breaking ties.
+    order.sort_unstable_by_key(|e| (u64::from(e.0.to_bits()) << 32) | u64::from(e.1));
     let score = |mask: u32| -> f64 {
         let mut s = 0.0f64;
         let mut m = mask;
