@@ -69,4 +69,6 @@ pub mod matmul;
 pub mod pq4;
 pub mod qdot;
 pub mod simhash;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod simd;
 pub mod train;
