@@ -407,7 +407,11 @@ impl F32x for Avx2 {
 /// `n` (1..8) elements at `p` widened by `load`, through a zeroed local
 /// buffer (the narrow formats' tail: no masked load for them in AVX2).
 #[inline(always)]
-unsafe fn buf_tail<T: Copy + Default>(p: *const T, n: usize, load: unsafe fn(*const T) -> __m256) -> __m256 {
+unsafe fn buf_tail<T: Copy + Default>(
+    p: *const T,
+    n: usize,
+    load: unsafe fn(*const T) -> __m256,
+) -> __m256 {
     let mut buf = [T::default(); 8];
     // SAFETY: `p` holds n readable elements (caller) and buf has room for
     // 8 >= n; `load` reads the 8 elements of buf.

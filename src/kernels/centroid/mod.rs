@@ -151,7 +151,11 @@ pub(crate) unsafe fn top4_simd<S: F32x, const R: usize>(
 ) {
     let pf = (xdim + 1) * PANEL;
     // Panels per tile, and the offset of a tile's second vector.
-    let (step, off1) = if S::LANES == PANEL { (2, pf) } else { (1, S::LANES) };
+    let (step, off1) = if S::LANES == PANEL {
+        (2, pf)
+    } else {
+        (1, S::LANES)
+    };
     let (xp, pp, bp, ip) = (
         x.as_ptr(),
         panels.as_ptr(),

@@ -150,7 +150,12 @@ pub(crate) const CDIV: u8 = 2;
 /// [`BinaryFn`]; the caller enables `S`'s features.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-pub(crate) unsafe fn binary_simd<S: Tile, const OP: u8>(a: &[f32], b: &[f32], s: f32, out: &mut [f32]) {
+pub(crate) unsafe fn binary_simd<S: Tile, const OP: u8>(
+    a: &[f32],
+    b: &[f32],
+    s: f32,
+    out: &mut [f32],
+) {
     let len = out.len();
     let n = len / S::LANES * S::LANES;
     debug_assert!(a.len() == len && b.len() == len);

@@ -21,7 +21,7 @@
 use std::arch::x86_64::*;
 
 use super::Rows;
-use crate::kernels::simd::{entries, prefetch_lines, Avx2, Bf16, F16, F32, I8};
+use crate::kernels::simd::{entries, Avx2, Bf16, F16, F32, I8};
 
 impl super::Tier for Avx2 {
     const REDUCE4: bool = true;
@@ -33,7 +33,11 @@ pub fn prefetch(p: *const u8, bytes: usize) {
     // SAFETY: prefetch never faults, whatever the address; wrapping
     // arithmetic keeps even a bogus pointer defined.
     unsafe {
-        prefetch_lines(p, bytes);
+        let mut off = 0;
+        while off < bytes {
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off).cast());
+            off += 64;
+        }
         _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(bytes.max(1) - 1).cast());
     }
 }

@@ -444,7 +444,13 @@ unsafe fn sgd_step<S: F32x>(
 /// [`SgdFn`]; the caller enables `S`'s features.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-pub(crate) unsafe fn sgd_simd<S: F32x>(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
+pub(crate) unsafe fn sgd_simd<S: F32x>(
+    w: &mut [f32],
+    q: &Rows<'_, f32>,
+    g: &[f32],
+    s: &[u32],
+    lr: f32,
+) {
     let (n, l) = (w.len(), S::LANES);
     let wp = w.as_mut_ptr();
     // SAFETY: w holds n = dim floats (caller); the tail is masked.
@@ -469,7 +475,14 @@ pub(crate) unsafe fn sgd_simd<S: F32x>(w: &mut [f32], q: &Rows<'_, f32>, g: &[f3
 /// enables `S`'s features.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn adam_step<S: F32x>(wp: *mut f32, mp: *mut f32, vp: *mut f32, gv: S::V, mk: S::M, c: [S::V; 8]) {
+unsafe fn adam_step<S: F32x>(
+    wp: *mut f32,
+    mp: *mut f32,
+    vp: *mut f32,
+    gv: S::V,
+    mk: S::M,
+    c: [S::V; 8],
+) {
     let [b1, ob1, b2, ob2, c1, c2, lr, eps] = c;
     // SAFETY: see above; masked lanes are not touched.
     unsafe {
