@@ -78,9 +78,10 @@ pub(crate) unsafe fn mark_one(bp: *mut u64, sp: *mut u64, w: usize, m: u64) -> u
     // SAFETY: w < bits.len(), w / 64 < summary.len() (caller).
     unsafe {
         let old = *bp.add(w);
+        let new = (old & m == 0) as usize;
         *bp.add(w) = old | m;
         *sp.add(w >> 6) |= 1u64 << (w & 63);
-        (old & m == 0) as usize
+        new
     }
 }
 
