@@ -3,7 +3,9 @@
 //! run on AVX-512 hardware. This test keeps that list complete and exact:
 //! each such function must appear as `` `src/<file>:<function>` `` on a
 //! line that also holds its feature list in backticks, and every listed
-//! `src/...:fn` in the table must still exist with AVX-512 features.
+//! `src/...:fn` in the table must still exist with AVX-512 features. Entry
+//! points made by `crate::kernels::simd::entries! { "features"; fn name(..)
+//! => ..; }` count as functions with those features.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -39,11 +41,45 @@ fn avx512_functions() -> BTreeMap<String, String> {
             .to_string_lossy()
             .replace('\\', "/");
         let lines: Vec<&str> = text.lines().collect();
+        // Entry points made by `crate::kernels::simd::entries!`: the
+        // features are the block's leading string, and each `fn name(` at
+        // the start of a line inside the block is one function.
+        let mut block: Option<String> = None;
         for (i, l) in lines.iter().enumerate() {
             let t = l.trim();
+            if let Some(rest) = t.strip_prefix("entries! {") {
+                let feats = rest
+                    .split('"')
+                    .nth(1)
+                    .unwrap_or_else(|| panic!("{rel}:{}: unparsed entries!: {t}", i + 1));
+                block = Some(feats.to_string());
+                continue;
+            }
+            if let Some(feats) = &block {
+                if t == "}" {
+                    block = None;
+                } else if let Some(rest) = t.strip_prefix("fn ") {
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    if feats.contains("avx512") {
+                        let key = format!("{rel}:{name}");
+                        assert!(
+                            found.insert(key.clone(), feats.clone()).is_none(),
+                            "{key} appears twice (two functions with one name in one file?)"
+                        );
+                    }
+                }
+                continue;
+            }
             let Some(rest) = t.strip_prefix("#[target_feature(enable") else {
                 continue;
             };
+            if rest.trim_start().starts_with("= $") {
+                // The attribute inside a macro's definition (`entries!`).
+                continue;
+            }
             let feats = rest
                 .split('"')
                 .nth(1)

@@ -68,5 +68,7 @@ pub mod logq;
 pub mod matmul;
 pub mod pq4;
 pub mod qdot;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod simd;
 pub mod simhash;
 pub mod train;

@@ -69,6 +69,127 @@ crate::kernels::tier_table! {
     Kernels { top4: top4_f32 }
 }
 
+#[cfg(target_arch = "x86_64")]
+use crate::kernels::simd::F32x;
+
+/// One register tile of the SIMD tiers: points `xr[0..R]` (only the first
+/// `live` are merged; the others repeat a valid point) against `2 LANES`
+/// centroids, two vectors per point: vector 0 at column pointer `p +
+/// PANEL`, vector 1 `off1` floats further (AVX2: the second half of the
+/// same panel; AVX-512: the next panel). Each accumulator starts from
+/// `h_c` and takes one `vfmadd` of a broadcast point coordinate per `d`, in
+/// order (the oracle's chain); then a compare against each point's fourth
+/// best and, only for set lanes, [`merge_lanes`].
+///
+/// # Safety
+/// Each `xr[r]` points at `xdim` readable floats; `p` and `p + off1` at the
+/// panel data of the tile's `2 LANES` centroids; `best`/`ids` at `4 live`
+/// entries; the caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+unsafe fn tile<S: F32x, const R: usize>(
+    xr: &[*const f32; R],
+    live: usize,
+    xdim: usize,
+    p: *const f32,
+    off1: usize,
+    id: u32,
+    best: *mut f32,
+    ids: *mut u32,
+) {
+    let l = S::LANES;
+    // SAFETY: the reads stay within the points and the panels, the writes
+    // within `4 live` entries of `best`/`ids` (caller).
+    unsafe {
+        let p1 = p.add(off1);
+        let mut a0 = [S::loadu(p); R];
+        let mut a1 = [S::loadu(p1); R];
+        let (c0p, c1p) = (p.add(PANEL), p1.add(PANEL));
+        for d in 0..xdim {
+            let c0 = S::loadu(c0p.add(d * PANEL));
+            let c1 = S::loadu(c1p.add(d * PANEL));
+            for r in 0..R {
+                let xb = S::splat(*xr[r].add(d));
+                a0[r] = S::fmadd(xb, c0, a0[r]);
+                a1[r] = S::fmadd(xb, c1, a1[r]);
+            }
+        }
+        for r in 0..live.min(R) {
+            let thr = S::splat(*best.add(r * TOP + TOP - 1));
+            let m = S::gt_bits(a0[r], thr) | (S::gt_bits(a1[r], thr) << l);
+            if m != 0 {
+                let mut s = [0f32; 2 * PANEL];
+                S::storeu(s.as_mut_ptr(), a0[r]);
+                S::storeu(s.as_mut_ptr().add(l), a1[r]);
+                merge_lanes(m, &s, best.add(r * TOP), ids.add(r * TOP), id);
+            }
+        }
+    }
+}
+
+/// The SIMD tiers' [`Top4Fn`]: points in tiles of `R`, each against every
+/// panel, `2 LANES / PANEL` panels per [`tile`] (AVX2: one panel, 6 points
+/// x 16 centroids in 12 ymm; AVX-512: two panels, 12 points x 32
+/// centroids). Inlined into each tier's `#[target_feature]` entry point.
+///
+/// # Safety
+/// [`Top4Fn`]; the caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn top4_simd<S: F32x, const R: usize>(
+    x: &[f32],
+    x_stride: usize,
+    n: usize,
+    xdim: usize,
+    panels: &[f32],
+    np: usize,
+    id0: u32,
+    best: &mut [f32],
+    ids: &mut [u32],
+) {
+    let pf = (xdim + 1) * PANEL;
+    // Panels per tile, and the offset of a tile's second vector.
+    let (step, off1) = if S::LANES == PANEL {
+        (2, pf)
+    } else {
+        (1, S::LANES)
+    };
+    let (xp, pp, bp, ip) = (
+        x.as_ptr(),
+        panels.as_ptr(),
+        best.as_mut_ptr(),
+        ids.as_mut_ptr(),
+    );
+    let mut i = 0;
+    while i < n {
+        let live = R.min(n - i);
+        // SAFETY: rows i..i+live < n lie in `x` (the others repeat row
+        // i + live - 1); panels j..j+step <= np lie in `panels`; points
+        // i..i+live own `best`/`ids` entries 4i..4(i+live) (caller).
+        unsafe {
+            let xr: [*const f32; R] =
+                std::array::from_fn(|r| xp.add((i + r.min(live - 1)) * x_stride));
+            let mut j = 0;
+            while j + step <= np {
+                tile::<S, R>(
+                    &xr,
+                    live,
+                    xdim,
+                    pp.add(j * pf),
+                    off1,
+                    id0 + (j * PANEL) as u32,
+                    bp.add(i * TOP),
+                    ip.add(i * TOP),
+                );
+                j += step;
+            }
+        }
+        i += live;
+    }
+}
+
 /// Inserts the lanes set in `m` (lane `l` = centroid `id + l`, score
 /// `s[l]`) into one point's top-4 at `best` / `ids`, in lane (id) order:
 /// the SIMD tiers' merge after their mask compare.

@@ -31,28 +31,40 @@ pub mod scalar;
 /// supports the tier the function belongs to.
 pub type TileFn = unsafe fn(&[f32], usize, usize, usize, &[f32], usize, usize, &mut [f32], usize);
 
-/// A SIMD tier's f32 vector, all that an ISA file provides: the 4-row x
-/// 2-query register block ([`block`]) and the row x query loop
-/// ([`drive`]) around it are shared.
 #[cfg(target_arch = "x86_64")]
-pub(crate) trait Vf32 {
-    type V: Copy;
-    /// f32 lanes of `V`.
-    const LANES: usize;
+use crate::kernels::simd::F32x;
+
+/// What the dense tile adds to a SIMD tier's vector ops
+/// ([`crate::kernels::simd`]): the 4-row x 2-query register block
+/// ([`block`]) and the row x query loop ([`drive`]) around it are shared.
+#[cfg(target_arch = "x86_64")]
+pub(crate) trait Tier: F32x {
     /// Rows ahead of the current 4-row block that the first pass over a
     /// tile prefetches.
     const PREFETCH_ROWS: usize;
-    /// # Safety (every method)
-    /// The caller enables the tier's target features; `loadu` reads
-    /// `LANES` floats at `p`.
-    unsafe fn zero() -> Self::V;
-    unsafe fn loadu(p: *const f32) -> Self::V;
-    /// `a * b + c`, fused.
-    unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
-    /// The sum of the lanes.
-    unsafe fn hsum(v: Self::V) -> f32;
-    /// `s = [sum(a), sum(b), sum(c), sum(d)]`.
-    unsafe fn hsum4(a: Self::V, b: Self::V, c: Self::V, d: Self::V, s: &mut [f32; 4]);
+}
+
+/// Prefetches the four rows of `stride` floats (`dim` used) that start at
+/// `base`. The address may lie beyond the matrix: a prefetch never faults,
+/// and `wrapping_add` never creates UB.
+///
+/// # Safety
+/// None beyond SSE, which every x86-64 CPU has: the instruction is a hint
+/// and never faults (it is `unsafe` only because of its target feature).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn prefetch_block(base: *const f32, stride: usize, dim: usize) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    let (base, row_bytes) = (base.cast::<i8>(), dim * 4);
+    let mut off = 0;
+    while off < 4 * row_bytes {
+        // `off / row_bytes` is the row within the block, skipping stride
+        // padding.
+        let p = base.wrapping_add(off + (off / row_bytes) * (stride - dim) * 4);
+        // SAFETY: a prefetch hint on an x86-64 CPU (SSE); it never faults.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
+        off += 64;
+    }
 }
 
 /// `out[k * out_stride + r] = dot(w[r * stride ..][..dim], q[k * q_stride
@@ -66,7 +78,7 @@ pub(crate) trait Vf32 {
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
-unsafe fn block<S: Vf32, const R: usize, const Q: usize>(
+unsafe fn block<S: Tier, const R: usize, const Q: usize>(
     w: *const f32,
     stride: usize,
     dim: usize,
@@ -94,8 +106,7 @@ unsafe fn block<S: Vf32, const R: usize, const Q: usize>(
         if R == 4 {
             // Four rows of one query reduced together.
             for k in 0..Q {
-                let mut s = [0f32; 4];
-                S::hsum4(acc[0][k], acc[1][k], acc[2][k], acc[3][k], &mut s);
+                let mut s = S::hsum4(acc[0][k], acc[1][k], acc[2][k], acc[3][k]);
                 for (r, sr) in s.iter_mut().enumerate() {
                     for j in full..dim {
                         *sr = (*w.add(r * stride + j)).mul_add(*q.add(k * q_stride + j), *sr);
@@ -107,7 +118,7 @@ unsafe fn block<S: Vf32, const R: usize, const Q: usize>(
         }
         for r in 0..R {
             for k in 0..Q {
-                let mut s = S::hsum(acc[r][k]);
+                let mut s = S::hsum_hadd(acc[r][k]);
                 for j in full..dim {
                     s = (*w.add(r * stride + j)).mul_add(*q.add(k * q_stride + j), s);
                 }
@@ -129,7 +140,7 @@ unsafe fn block<S: Vf32, const R: usize, const Q: usize>(
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn drive<S: Vf32>(
+pub(crate) unsafe fn drive<S: Tier>(
     w: &[f32],
     stride: usize,
     nrows: usize,
@@ -152,7 +163,7 @@ pub(crate) unsafe fn drive<S: Vf32>(
                 // PREFETCH_ROWS ahead.
                 // SAFETY: a prefetch hint (see prefetch_block).
                 unsafe {
-                    avx2::prefetch_block(
+                    prefetch_block(
                         wp.wrapping_add((r + S::PREFETCH_ROWS) * stride),
                         stride,
                         dim,

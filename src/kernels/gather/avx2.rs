@@ -33,12 +33,7 @@ pub unsafe fn mark(bits: &mut [u64], summary: &mut [u64], ids: &[u32]) -> usize 
         let w = (id >> 6) as usize;
         let m = 1u64 << (id & 63);
         // SAFETY: w < bits.len(), w / 64 < summary.len() (contract).
-        unsafe {
-            let old = *bp.add(w);
-            new += (old & m == 0) as usize;
-            *bp.add(w) = old | m;
-            *sp.add(w >> 6) |= 1u64 << (w & 63);
-        }
+        new += unsafe { super::mark_one(bp, sp, w, m) };
     }
     new
 }
@@ -71,18 +66,9 @@ pub unsafe fn mark_count(
 #[inline]
 #[target_feature(enable = "avx2,popcnt,bmi1")]
 unsafe fn decode_word(x: u64, base: u32, dst: *mut u32) -> usize {
-    let pc = x.count_ones() as usize;
-    // Sparse words (the common case): four tzcnt/blsr steps with no branch
-    // on the bit count (slots past `pc` get junk, base + 64, that the
-    // caller overwrites or never exposes). A loop over the set bits
-    // mispredicts its exit on about every other word at W1's density
-    // (popcounts 1, 2, 3 in random order) and measured slower end to end.
-    let mut y = x;
-    for k in 0..4 {
-        // SAFETY: k < 4, within the caller's room.
-        unsafe { *dst.add(k) = base + y.trailing_zeros() };
-        y &= y.wrapping_sub(1);
-    }
+    // Sparse words first (see decode_sparse4).
+    // SAFETY: dst has room for 4 (caller); popcnt and bmi1 enabled.
+    let pc = unsafe { super::decode_sparse4(x, base, dst) };
     if pc <= 4 {
         return pc;
     }

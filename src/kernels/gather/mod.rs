@@ -66,6 +66,47 @@ crate::kernels::tier_table! {
     }
 }
 
+/// Marks bit `m` of word `w` (and the word's summary bit); returns 1 if
+/// it was not marked before (the read-modify-write of the SIMD tiers'
+/// `mark`: AVX2 has no scatter, and distinct ids can share a word).
+///
+/// # Safety
+/// `bp` points at `bits`, `sp` at `summary`, and `w` is within them as in
+/// [`MarkFn`].
+#[inline(always)]
+pub(crate) unsafe fn mark_one(bp: *mut u64, sp: *mut u64, w: usize, m: u64) -> usize {
+    // SAFETY: w < bits.len(), w / 64 < summary.len() (caller).
+    unsafe {
+        let old = *bp.add(w);
+        let new = (old & m == 0) as usize;
+        *bp.add(w) = old | m;
+        *sp.add(w >> 6) |= 1u64 << (w & 63);
+        new
+    }
+}
+
+/// The first step of the SIMD tiers' word decoders: the word's popcount,
+/// and its four lowest set bits (row base `base`) written at `dst` by four
+/// branch-free `tzcnt`/`blsr` steps (slots past the popcount get junk,
+/// `base + 64`, that the caller overwrites or never exposes). Sparse words
+/// (at most 4 bits: the common case) are then done; a loop over the set
+/// bits mispredicts its exit on about every other word at W1's density
+/// (popcounts 1, 2, 3 in random order) and measured slower end to end.
+///
+/// # Safety
+/// `dst` has room for 4 u32; inlined into a tier with popcnt and bmi1.
+#[inline(always)]
+pub(crate) unsafe fn decode_sparse4(x: u64, base: u32, dst: *mut u32) -> usize {
+    let pc = x.count_ones() as usize;
+    let mut y = x;
+    for k in 0..4 {
+        // SAFETY: k < 4, within the caller's room.
+        unsafe { *dst.add(k) = base + y.trailing_zeros() };
+        y &= y.wrapping_sub(1);
+    }
+    pc
+}
+
 /// `POS8[b]`: the positions of the set bits of byte `b`, ascending, padded
 /// with zeros (used by the byte-at-a-time decoders).
 pub static POS8: [[u8; 8]; 256] = {

@@ -8,144 +8,29 @@
 //!   `vpmovsxbd zmm` + `vcvtdq2ps` (int8): exact widening. Rows are padded
 //!   to 16 elements: no tail, no masks.
 //! * The reduction tree: `vextractf32x8` (avx512dq) + `vaddps ymm` gives
-//!   `a8`, then the AVX2 tier's `reduce` finishes (same additions).
+//!   `a8`, then the AVX2 tier's tree finishes (same additions).
 //! * `prefetcht0` of the rows `PREFETCH_AHEAD` ids ahead, as in AVX2.
+//!
+//! The dot kernels are `super::dot_simd` on [`Avx512`]
+//! (`crate::kernels::simd`), shared with the AVX2 tier; the walk kernel
+//! below is this tier's own.
 
 use std::arch::x86_64::*;
 
-use super::avx2::{prefetch_row, reduce};
-// (the walk kernel at the end: `vpdpbusd` with VNNI, else `vpmaddwd`)
-use super::{Rows, PREFETCH_AHEAD};
+use crate::kernels::simd::{entries, prefetch_lines, Avx512, Bf16, F32, I8};
 
-trait Fmt {
-    type T: Copy;
-    const SCALED: bool = false;
-    /// Sixteen elements at `p` as f32.
-    unsafe fn load16(p: *const Self::T) -> __m512;
-}
+use super::Rows;
 
-struct F32;
-struct Bf16;
-struct I8;
-
-impl Fmt for F32 {
-    type T = f32;
-    #[inline(always)]
-    unsafe fn load16(p: *const f32) -> __m512 {
-        // SAFETY: 16 readable f32 at p (caller).
-        unsafe { _mm512_loadu_ps(p) }
-    }
-}
-
-impl Fmt for Bf16 {
-    type T = u16;
-    #[inline(always)]
-    unsafe fn load16(p: *const u16) -> __m512 {
-        // SAFETY: 16 readable u16 (32 bytes) at p (caller).
-        unsafe {
-            let h = _mm256_loadu_si256(p.cast());
-            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
-        }
-    }
-}
-
-impl Fmt for I8 {
-    type T = i8;
-    const SCALED: bool = true;
-    #[inline(always)]
-    unsafe fn load16(p: *const i8) -> __m512 {
-        // SAFETY: 16 readable bytes at p (caller).
-        unsafe { _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.cast()))) }
-    }
-}
-
-#[inline(always)]
-unsafe fn dot_rows<F: Fmt>(r: &Rows<'_, F::T>, q: &[f32], ids: &[u32], out: &mut [f32]) {
-    let dim = r.dim;
-    let blocks = dim / 16;
-    let n = ids.len();
-    let w = r.w.as_ptr();
-    let qp = q.as_ptr();
-    let bytes = dim * std::mem::size_of::<F::T>();
-    // SAFETY (whole body): ids < rows, `w` holds rows * dim elements, q
-    // holds dim floats, out holds n floats, dim a multiple of 16 (DotFn).
-    unsafe {
-        let row = |j: usize| w.add(*ids.get_unchecked(j) as usize * dim);
-        for j in 0..n.min(4 + PREFETCH_AHEAD) {
-            prefetch_row(row(j).cast(), bytes);
-        }
-        // The first two lines of every later row now (the whole row
-        // follows PREFETCH_AHEAD ids ahead): measured on W1 (100,000 rows)
-        // a little faster than whole rows for the first 8 ids only.
-        for j in 4 + PREFETCH_AHEAD..n {
-            prefetch_row(row(j).cast(), bytes.min(128));
-        }
-        let mut i = 0;
-        while i < n {
-            let rr = (n - i).min(4);
-            for j in i + 4 + PREFETCH_AHEAD..(i + 8 + PREFETCH_AHEAD).min(n) {
-                prefetch_row(row(j).cast(), bytes);
-            }
-            let p: [*const F::T; 4] = std::array::from_fn(|k| row(i + k.min(rr - 1)));
-            let mut acc = [_mm512_setzero_ps(); 4];
-            for b in 0..blocks {
-                let qv = _mm512_loadu_ps(qp.add(16 * b));
-                for k in 0..4 {
-                    let wv = F::load16(p[k].add(16 * b));
-                    acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(wv, qv));
-                }
-            }
-            for (k, a) in acc.iter().enumerate().take(rr) {
-                let lo = _mm512_castps512_ps256(*a);
-                let hi = _mm512_extractf32x8_ps::<1>(*a);
-                let mut s = reduce(lo, hi);
-                if F::SCALED {
-                    s *= *r.scales.as_ptr().add(*ids.get_unchecked(i + k) as usize);
-                }
-                *out.get_unchecked_mut(i + k) = s;
-            }
-            i += rr;
-        }
-    }
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn dot_f32_512(r: &Rows<'_, f32>, q: &[f32], ids: &[u32], out: &mut [f32]) {
-    // SAFETY: forwarded DotFn contract.
-    unsafe { dot_rows::<F32>(r, q, ids, out) }
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn dot_bf16_512(r: &Rows<'_, u16>, q: &[f32], ids: &[u32], out: &mut [f32]) {
-    // SAFETY: forwarded DotFn contract.
-    unsafe { dot_rows::<Bf16>(r, q, ids, out) }
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn dot_i8_512(r: &Rows<'_, i8>, q: &[f32], ids: &[u32], out: &mut [f32]) {
-    // SAFETY: forwarded DotFn contract.
-    unsafe { dot_rows::<I8>(r, q, ids, out) }
-}
-
-/// # Safety
-/// [`super::DotFn`]; the CPU has avx512f/bw/dq/vl.
-pub unsafe fn dot_f32(r: &Rows<'_, f32>, q: &[f32], ids: &[u32], out: &mut [f32]) {
-    // SAFETY: forwarded contract.
-    unsafe { dot_f32_512(r, q, ids, out) }
-}
-
-/// # Safety
-/// [`super::DotFn`]; the CPU has avx512f/bw/dq/vl.
-pub unsafe fn dot_bf16(r: &Rows<'_, u16>, q: &[f32], ids: &[u32], out: &mut [f32]) {
-    // SAFETY: forwarded contract.
-    unsafe { dot_bf16_512(r, q, ids, out) }
-}
-
-/// # Safety
-/// [`super::DotFn`]; the CPU has avx512f/bw/dq/vl.
-pub unsafe fn dot_i8(r: &Rows<'_, i8>, q: &[f32], ids: &[u32], out: &mut [f32]) {
-    // SAFETY: forwarded contract.
-    unsafe { dot_i8_512(r, q, ids, out) }
+entries! { "avx512f,avx512bw,avx512dq,avx512vl";
+    /// [`super::DotFn`] of f32 rows.
+    fn dot_f32(r: &Rows<'_, f32>, q: &[f32], ids: &[u32], out: &mut [f32])
+        => super::dot_simd::<Avx512, F32>;
+    /// [`super::DotFn`] of bf16 rows.
+    fn dot_bf16(r: &Rows<'_, u16>, q: &[f32], ids: &[u32], out: &mut [f32])
+        => super::dot_simd::<Avx512, Bf16>;
+    /// [`super::DotFn`] of int8 rows.
+    fn dot_i8(r: &Rows<'_, i8>, q: &[f32], ids: &[u32], out: &mut [f32])
+        => super::dot_simd::<Avx512, I8>;
 }
 
 /// The walk kernel, two flavours sharing one loop: with VNNI, `vpdpbusd`
@@ -166,7 +51,7 @@ unsafe fn walk_rows<const VNNI: bool>(r: &super::Recs<'_>, q: &[i8], ids: &[u32]
     unsafe {
         let rec = |j: usize| base.add(*ids.get_unchecked(j) as usize * r.stride);
         for j in 0..n {
-            prefetch_row(rec(j), dim);
+            prefetch_lines(rec(j), dim);
         }
         let mut i = 0;
         while i < n {

@@ -113,6 +113,131 @@ pub(crate) fn project_tail(a: &[f32], eps: f32, s: f32, out: &mut [f32], from: u
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+use crate::kernels::simd::F32x;
+
+/// What a SIMD tier adds to its vector ops for these kernels: the complex
+/// products of `LANES / 2` interleaved values and the squared magnitude;
+/// the loops ([`binary_simd`], [`project_simd`]) are shared.
+///
+/// # Safety (every method)
+/// Register-only; the caller enables the tier's features.
+#[cfg(target_arch = "x86_64")]
+pub(crate) trait Tile: F32x {
+    /// `true`: the tail is one masked step on the vectors; `false`: the
+    /// per-element functions ([`binary_tail`], [`project_tail`]).
+    const MASKED_TAIL: bool;
+    /// `(ar br - ai bi, ar bi + ai br)` per pair, as [`cmul1`] before `* s`.
+    unsafe fn prod(a: Self::V, b: Self::V) -> Self::V;
+    /// `conj(a) b = (ar br + ai bi, ar bi - ai br)` per pair.
+    unsafe fn prod_conj(a: Self::V, b: Self::V) -> Self::V;
+    /// `ar ar + ai ai` in both lanes of each pair.
+    unsafe fn norm2(a: Self::V) -> Self::V;
+}
+
+/// The operation of [`binary_simd`]: [`cmul1`].
+pub(crate) const CMUL: u8 = 0;
+/// [`cmulc1`].
+pub(crate) const CMULC: u8 = 1;
+/// [`cdiv1`].
+pub(crate) const CDIV: u8 = 2;
+
+/// The SIMD tiers' [`BinaryFn`] for the operation `OP`: `op(a, b) * s` per
+/// vector, the tail masked or by the per-element function. Inlined into
+/// each tier's `#[target_feature]` entry point.
+///
+/// # Safety
+/// [`BinaryFn`]; the caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn binary_simd<S: Tile, const OP: u8>(
+    a: &[f32],
+    b: &[f32],
+    s: f32,
+    out: &mut [f32],
+) {
+    let len = out.len();
+    let n = len / S::LANES * S::LANES;
+    debug_assert!(a.len() == len && b.len() == len);
+    // (No closure around intrinsics: see `crate::kernels::train`'s lanes!.)
+    #[inline(always)]
+    unsafe fn op<S: Tile, const OP: u8>(x: S::V, y: S::V) -> S::V {
+        // SAFETY: register-only (caller enables the features).
+        unsafe {
+            match OP {
+                CMUL => S::prod(x, y),
+                CMULC => S::prod_conj(x, y),
+                _ => S::div(S::prod_conj(x, y), S::norm2(x)),
+            }
+        }
+    }
+    // SAFETY: a, b and out hold len floats (the kernel's precondition):
+    // full vector accesses stay below n <= len, and the masked tail touches
+    // only lanes below len (masked-off lanes are not accessed).
+    unsafe {
+        let sv = S::splat(s);
+        let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+        let mut k = 0;
+        while k < n {
+            let r = op::<S, OP>(S::loadu(pa.add(k)), S::loadu(pb.add(k)));
+            S::storeu(po.add(k), S::mul(r, sv));
+            k += S::LANES;
+        }
+        if S::MASKED_TAIL && n < len {
+            let m = S::tail(len - n);
+            let x = S::ld(m, pa.add(n));
+            let y = S::ld(m, pb.add(n));
+            S::st(m, po.add(n), S::mul(op::<S, OP>(x, y), sv));
+        }
+    }
+    if !S::MASKED_TAIL {
+        match OP {
+            CMUL => binary_tail(a, b, s, out, n, cmul1),
+            CMULC => binary_tail(a, b, s, out, n, cmulc1),
+            _ => binary_tail(a, b, s, out, n, cdiv1),
+        }
+    }
+}
+
+/// The SIMD tiers' [`ProjectFn`]: `(x / (sqrt(norm2(x)) + eps)) * s` per
+/// vector, the tail masked or by [`proj1`].
+///
+/// # Safety
+/// [`ProjectFn`]; the caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn project_simd<S: Tile>(a: &[f32], eps: f32, s: f32, out: &mut [f32]) {
+    let len = out.len();
+    let n = len / S::LANES * S::LANES;
+    debug_assert!(a.len() == len);
+    #[inline(always)]
+    unsafe fn step<S: Tile>(x: S::V, ev: S::V, sv: S::V) -> S::V {
+        // SAFETY: register-only (caller enables the features).
+        unsafe {
+            let m = S::add(S::sqrt(S::norm2(x)), ev);
+            S::mul(S::div(x, m), sv)
+        }
+    }
+    // SAFETY: as in binary_simd.
+    unsafe {
+        let sv = S::splat(s);
+        let ev = S::splat(eps);
+        let (pa, po) = (a.as_ptr(), out.as_mut_ptr());
+        let mut k = 0;
+        while k < n {
+            S::storeu(po.add(k), step::<S>(S::loadu(pa.add(k)), ev, sv));
+            k += S::LANES;
+        }
+        if S::MASKED_TAIL && n < len {
+            let m = S::tail(len - n);
+            S::st(m, po.add(n), step::<S>(S::ld(m, pa.add(n)), ev, sv));
+        }
+    }
+    if !S::MASKED_TAIL {
+        project_tail(a, eps, s, out, n);
+    }
+}
+
 crate::kernels::tier_table! {
     /// The kernels of `tier` (the caller has checked that the CPU supports it).
     Kernels [name] {

@@ -7,71 +7,52 @@
 //!   two ymm accumulators per sum are the eight lanes of `super`;
 //! * `prefetcht0` of the row `PREFETCH` candidates ahead: the candidates
 //!   are random rows of W, mostly outside the caches.
+//!
+//! The loop over the candidates (prefetch, tail, lane sums) is
+//! `super::dot_norms_simd`, shared with the AVX-512 tier; this file
+//! holds the step over eight coordinates.
 
-#[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
 use super::{AugRows, LANES};
+use crate::kernels::simd::{entries, Avx2};
 
-/// Candidates ahead whose rows are prefetched.
-const PREFETCH: usize = 4;
-
-#[inline(always)]
-unsafe fn prefetch_row(p: *const f32, floats: usize) {
-    // SAFETY: prefetch never faults.
-    unsafe {
-        let b = p.cast::<i8>();
-        let mut off = 0;
-        while off < floats * 4 {
-            _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add(off));
-            off += 64;
+impl super::Tile for Avx2 {
+    /// Lanes 0..4 and 4..8.
+    type Acc = [__m256d; 2];
+    #[inline(always)]
+    unsafe fn zero() -> [__m256d; 2] {
+        // SAFETY: register-only (avx enabled by the caller).
+        unsafe { [_mm256_setzero_pd(); 2] }
+    }
+    #[inline(always)]
+    unsafe fn step(d: &mut [__m256d; 2], n: &mut [__m256d; 2], rp: *const f32, qp: *const f64) {
+        // SAFETY: 8 f32 at rp and 8 f64 at qp are readable (caller).
+        unsafe {
+            let y0 = _mm256_cvtps_pd(_mm_loadu_ps(rp));
+            let y1 = _mm256_cvtps_pd(_mm_loadu_ps(rp.add(4)));
+            d[0] = _mm256_add_pd(d[0], _mm256_mul_pd(_mm256_loadu_pd(qp), y0));
+            d[1] = _mm256_add_pd(d[1], _mm256_mul_pd(_mm256_loadu_pd(qp.add(4)), y1));
+            n[0] = _mm256_add_pd(n[0], _mm256_mul_pd(y0, y0));
+            n[1] = _mm256_add_pd(n[1], _mm256_mul_pd(y1, y1));
         }
+    }
+    #[inline(always)]
+    unsafe fn lanes(a: [__m256d; 2]) -> [f64; LANES] {
+        let mut l = [0f64; LANES];
+        // SAFETY: two stores of four into the eight of `l`.
+        unsafe {
+            _mm256_storeu_pd(l.as_mut_ptr(), a[0]);
+            _mm256_storeu_pd(l.as_mut_ptr().add(4), a[1]);
+        }
+        l
     }
 }
 
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot_norms_256(q: &[f64], r: &AugRows<'_>, ids: &[u32], dot: &mut [f64], nrm: &mut [f64]) {
-    let dim = r.dim;
-    let dim8 = dim - dim % LANES;
-    let w = r.w.as_ptr();
-    for (j, &id) in ids.iter().enumerate() {
-        if let Some(&nx) = ids.get(j + PREFETCH) {
-            // SAFETY: prefetch only; the address is computed with
-            // wrapping arithmetic and never dereferenced.
-            unsafe { prefetch_row(w.wrapping_add(nx as usize * r.stride), dim) };
-        }
-        let id = id as usize;
-        let row = &r.w[id * r.stride..id * r.stride + dim];
-        // SAFETY: every load reads `row[c..c + 8]` and `q[c..c + 8]` with
-        // `c + 8 <= dim8 <= dim <= q.len()` (checked by the slices above
-        // and the caller's `q.len() >= dim + aug`).
-        let (d, n) = unsafe {
-            let (mut d0, mut d1) = (_mm256_setzero_pd(), _mm256_setzero_pd());
-            let (mut n0, mut n1) = (_mm256_setzero_pd(), _mm256_setzero_pd());
-            let (rp, qp) = (row.as_ptr(), q.as_ptr());
-            let mut c = 0;
-            while c < dim8 {
-                let y0 = _mm256_cvtps_pd(_mm_loadu_ps(rp.add(c)));
-                let y1 = _mm256_cvtps_pd(_mm_loadu_ps(rp.add(c + 4)));
-                d0 = _mm256_add_pd(d0, _mm256_mul_pd(_mm256_loadu_pd(qp.add(c)), y0));
-                d1 = _mm256_add_pd(d1, _mm256_mul_pd(_mm256_loadu_pd(qp.add(c + 4)), y1));
-                n0 = _mm256_add_pd(n0, _mm256_mul_pd(y0, y0));
-                n1 = _mm256_add_pd(n1, _mm256_mul_pd(y1, y1));
-                c += LANES;
-            }
-            let (mut d, mut n) = ([0f64; LANES], [0f64; LANES]);
-            _mm256_storeu_pd(d.as_mut_ptr(), d0);
-            _mm256_storeu_pd(d.as_mut_ptr().add(4), d1);
-            _mm256_storeu_pd(n.as_mut_ptr(), n0);
-            _mm256_storeu_pd(n.as_mut_ptr().add(4), n1);
-            (d, n)
-        };
-        let (mut d, mut n) = (d, n);
-        super::tail_lanes(q, row, r.aug.then(|| r.extra(id)), &mut d, &mut n);
-        let (ds, ns) = super::lane_sums(&d, &n);
-        dot[j] = ds;
-        nrm[j] = ns;
-    }
+entries! { "avx2,fma";
+    /// `super::dot_norms_simd` on this tier.
+    fn dot_norms_256(q: &[f64], r: &AugRows<'_>, ids: &[u32], dot: &mut [f64], nrm: &mut [f64])
+        => super::dot_norms_simd::<Avx2>;
 }
 
 pub fn dot_norms(q: &[f64], r: &AugRows<'_>, ids: &[u32], dot: &mut [f64], nrm: &mut [f64]) {

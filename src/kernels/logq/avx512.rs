@@ -8,65 +8,45 @@
 //!   roundings; one zmm accumulator per sum is the eight lanes of `super`;
 //! * `prefetcht0` of the row `PREFETCH` candidates ahead: the candidates
 //!   are random rows of W, mostly outside the caches.
+//!
+//! The loop over the candidates (prefetch, tail, lane sums) is
+//! `super::dot_norms_simd`, shared with the AVX2 tier; this file
+//! holds the step over eight coordinates.
 
-#[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
 use super::{AugRows, LANES};
+use crate::kernels::simd::{entries, Avx512};
 
-/// Candidates ahead whose rows are prefetched.
-const PREFETCH: usize = 4;
-
-#[inline(always)]
-unsafe fn prefetch_row(p: *const f32, floats: usize) {
-    // SAFETY: prefetch never faults.
-    unsafe {
-        let b = p.cast::<i8>();
-        let mut off = 0;
-        while off < floats * 4 {
-            _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add(off));
-            off += 64;
+impl super::Tile for Avx512 {
+    type Acc = __m512d;
+    #[inline(always)]
+    unsafe fn zero() -> __m512d {
+        // SAFETY: register-only (avx512f enabled by the caller).
+        unsafe { _mm512_setzero_pd() }
+    }
+    #[inline(always)]
+    unsafe fn step(d: &mut __m512d, n: &mut __m512d, rp: *const f32, qp: *const f64) {
+        // SAFETY: 8 f32 at rp and 8 f64 at qp are readable (caller).
+        unsafe {
+            let y = _mm512_cvtps_pd(_mm256_loadu_ps(rp));
+            *d = _mm512_add_pd(*d, _mm512_mul_pd(_mm512_loadu_pd(qp), y));
+            *n = _mm512_add_pd(*n, _mm512_mul_pd(y, y));
         }
+    }
+    #[inline(always)]
+    unsafe fn lanes(a: __m512d) -> [f64; LANES] {
+        let mut l = [0f64; LANES];
+        // SAFETY: one store of the eight lanes into `l`.
+        unsafe { _mm512_storeu_pd(l.as_mut_ptr(), a) };
+        l
     }
 }
 
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn dot_norms_512(q: &[f64], r: &AugRows<'_>, ids: &[u32], dot: &mut [f64], nrm: &mut [f64]) {
-    let dim = r.dim;
-    let dim8 = dim - dim % LANES;
-    let w = r.w.as_ptr();
-    for (j, &id) in ids.iter().enumerate() {
-        if let Some(&nx) = ids.get(j + PREFETCH) {
-            // SAFETY: prefetch only; the address is computed with
-            // wrapping arithmetic and never dereferenced.
-            unsafe { prefetch_row(w.wrapping_add(nx as usize * r.stride), dim) };
-        }
-        let id = id as usize;
-        let row = &r.w[id * r.stride..id * r.stride + dim];
-        // SAFETY: every load reads `row[c..c + 8]` and `q[c..c + 8]` with
-        // `c + 8 <= dim8 <= dim <= q.len()` (checked by the slice above and
-        // the caller's `q.len() >= dim + aug`).
-        let (d, n) = unsafe {
-            let (mut dv, mut nv) = (_mm512_setzero_pd(), _mm512_setzero_pd());
-            let (rp, qp) = (row.as_ptr(), q.as_ptr());
-            let mut c = 0;
-            while c < dim8 {
-                let y = _mm512_cvtps_pd(_mm256_loadu_ps(rp.add(c)));
-                dv = _mm512_add_pd(dv, _mm512_mul_pd(_mm512_loadu_pd(qp.add(c)), y));
-                nv = _mm512_add_pd(nv, _mm512_mul_pd(y, y));
-                c += LANES;
-            }
-            let (mut d, mut n) = ([0f64; LANES], [0f64; LANES]);
-            _mm512_storeu_pd(d.as_mut_ptr(), dv);
-            _mm512_storeu_pd(n.as_mut_ptr(), nv);
-            (d, n)
-        };
-        let (mut d, mut n) = (d, n);
-        super::tail_lanes(q, row, r.aug.then(|| r.extra(id)), &mut d, &mut n);
-        let (ds, ns) = super::lane_sums(&d, &n);
-        dot[j] = ds;
-        nrm[j] = ns;
-    }
+entries! { "avx512f,avx512bw,avx512dq,avx512vl";
+    /// `super::dot_norms_simd` on this tier.
+    fn dot_norms_512(q: &[f64], r: &AugRows<'_>, ids: &[u32], dot: &mut [f64], nrm: &mut [f64])
+        => super::dot_norms_simd::<Avx512>;
 }
 
 pub fn dot_norms(q: &[f64], r: &AugRows<'_>, ids: &[u32], dot: &mut [f64], nrm: &mut [f64]) {

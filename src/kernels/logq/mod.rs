@@ -63,6 +63,82 @@ crate::kernels::tier_table! {
     }
 }
 
+/// What a SIMD tier provides: eight f64 lanes of a sum and the step over
+/// eight coordinates; the loop over the candidates ([`dot_norms_simd`]) is
+/// shared.
+///
+/// # Safety (every method)
+/// The caller enables the tier's target features; `step` reads 8 f32 at
+/// `rp` and 8 f64 at `qp`.
+#[cfg(target_arch = "x86_64")]
+pub(crate) trait Tile {
+    /// The [`LANES`] partial sums of one dot product.
+    type Acc: Copy;
+    unsafe fn zero() -> Self::Acc;
+    /// `d[l] += q[l] * y[l]`, `n[l] += y[l] * y[l]` for the eight row
+    /// values `y` at `rp` (widened exactly) and query values at `qp`.
+    unsafe fn step(d: &mut Self::Acc, n: &mut Self::Acc, rp: *const f32, qp: *const f64);
+    /// The lanes in order.
+    unsafe fn lanes(a: Self::Acc) -> [f64; LANES];
+}
+
+/// Candidates ahead whose rows the SIMD tiers prefetch.
+#[cfg(target_arch = "x86_64")]
+const PREFETCH: usize = 4;
+
+/// The SIMD tiers' [`DotNorms`]: per candidate, the full chunks of eight
+/// by `S::step` (`vcvtps2pd`, `vmulpd` then `vaddpd`), then the shared
+/// tail and lane sums; the row `PREFETCH` candidates ahead prefetched (the
+/// candidates are random rows of W, mostly outside the caches).
+///
+/// # Safety
+/// `q.len() >= dim + aug` (the slices check the rows); the caller enables
+/// `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn dot_norms_simd<S: Tile>(
+    q: &[f64],
+    r: &AugRows<'_>,
+    ids: &[u32],
+    dot: &mut [f64],
+    nrm: &mut [f64],
+) {
+    let dim = r.dim;
+    let dim8 = dim - dim % LANES;
+    let w = r.w.as_ptr();
+    for (j, &id) in ids.iter().enumerate() {
+        if let Some(&nx) = ids.get(j + PREFETCH) {
+            // SAFETY: prefetch only; the address is computed with
+            // wrapping arithmetic and never dereferenced.
+            unsafe {
+                crate::kernels::simd::prefetch_lines(
+                    w.wrapping_add(nx as usize * r.stride).cast(),
+                    dim * 4,
+                )
+            };
+        }
+        let id = id as usize;
+        let row = &r.w[id * r.stride..id * r.stride + dim];
+        // SAFETY: every step reads `row[c..c + 8]` and `q[c..c + 8]` with
+        // `c + 8 <= dim8 <= dim <= q.len()` (checked by the slice above
+        // and the caller's `q.len() >= dim + aug`).
+        let (mut d, mut n) = unsafe {
+            let (mut dv, mut nv) = (S::zero(), S::zero());
+            let (rp, qp) = (row.as_ptr(), q.as_ptr());
+            let mut c = 0;
+            while c < dim8 {
+                S::step(&mut dv, &mut nv, rp.add(c), qp.add(c));
+                c += LANES;
+            }
+            (S::lanes(dv), S::lanes(nv))
+        };
+        tail_lanes(q, row, r.aug.then(|| r.extra(id)), &mut d, &mut n);
+        let (ds, ns) = lane_sums(&d, &n);
+        dot[j] = ds;
+        nrm[j] = ns;
+    }
+}
+
 /// Adds the tail coordinates `dim8..dim` of `row` and the extra one into
 /// the lanes (coordinate `j` into lane `j mod 8`), shared by every tier
 /// after its full chunks of eight.

@@ -64,6 +64,152 @@ pub struct Kernels {
 pub fn no_prefetch(_p: *const u8, _bytes: usize) {}
 
 #[cfg(target_arch = "x86_64")]
+use crate::kernels::simd::{prefetch_row, F32x, Fmt, Widen};
+
+/// What the gathered dot of a SIMD tier adds to its vector ops: how the
+/// rows of a block are reduced.
+#[cfg(target_arch = "x86_64")]
+pub(crate) trait Tier: F32x {
+    /// `true`: blocks of four rows reduced together ([`F32x::hsum4`]),
+    /// then the last rows one at a time ([`F32x::hsum`]); `false`: every
+    /// block holds four rows (the last one repeats its last row) and each
+    /// row is reduced alone ([`F32x::hsum`]).
+    const REDUCE4: bool;
+}
+
+/// The dot products of `R` rows (`p[k]`, `dim = nb * LANES + tail`
+/// elements) with `q`: two accumulator chains per row (even and odd
+/// vectors, the tail into the odd chain, loaded masked or through a
+/// buffer), their sum returned.
+///
+/// # Safety
+/// Every `p[k]` and `q` hold `dim` readable elements; `tm` is
+/// `S::tail(tail)`; the caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::needless_range_loop)]
+unsafe fn dot_block<S: Widen<F>, F: Fmt, const R: usize>(
+    p: [*const F::T; R],
+    q: *const f32,
+    nb: usize,
+    tail: usize,
+    tm: S::M,
+) -> [S::V; R] {
+    let l = S::LANES;
+    // SAFETY: loads of lanes < dim only, or masked (caller).
+    unsafe {
+        let mut a0 = [S::zero(); R];
+        let mut a1 = [S::zero(); R];
+        let mut b = 0;
+        while b + 2 <= nb {
+            let q0 = S::loadu(q.add(l * b));
+            let q1 = S::loadu(q.add(l * b + l));
+            for k in 0..R {
+                a0[k] = S::fmadd(S::load(p[k].add(l * b)), q0, a0[k]);
+                a1[k] = S::fmadd(S::load(p[k].add(l * b + l)), q1, a1[k]);
+            }
+            b += 2;
+        }
+        if b < nb {
+            let q0 = S::loadu(q.add(l * b));
+            for k in 0..R {
+                a0[k] = S::fmadd(S::load(p[k].add(l * b)), q0, a0[k]);
+            }
+        }
+        if tail > 0 {
+            let qt = S::ld(tm, q.add(l * nb));
+            for k in 0..R {
+                let wt = S::load_tail(p[k].add(l * nb), tail, tm);
+                a1[k] = S::fmadd(wt, qt, a1[k]);
+            }
+        }
+        let mut s = a0;
+        for k in 0..R {
+            s[k] = S::add(a0[k], a1[k]);
+        }
+        s
+    }
+}
+
+/// The SIMD tiers' [`DotFn`]: four rows at a time ([`dot_block`]), the
+/// rows `PREFETCH_ROWS` ids ahead prefetched (up to `PREFETCH_MAX_BYTES`
+/// each). Inlined into each tier's `#[target_feature]` entry point.
+///
+/// # Safety
+/// [`DotFn`]; the caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn dot_simd<S: Tier + Widen<F>, F: Fmt>(
+    r: &Rows<'_, F::T>,
+    q: &[f32],
+    ids: &[u32],
+    out: &mut [f32],
+) {
+    let (dim, stride) = (r.dim, r.stride);
+    let (nb, tail) = (dim / S::LANES, dim % S::LANES);
+    let n = ids.len();
+    let (w, qp, op) = (r.w.as_ptr(), q.as_ptr(), out.as_mut_ptr());
+    let pf_bytes = (dim * std::mem::size_of::<F::T>()).min(PREFETCH_MAX_BYTES);
+    // SAFETY (whole body): every id < rows and `w` spans
+    // (rows - 1) * stride + dim elements, so `w + id * stride + j` is
+    // readable for j < dim; q holds dim floats; out holds n floats (all
+    // checked by crate::matmul before dispatch). Loads past `dim` are only
+    // done lane-masked or from dot_block's tail buffer.
+    unsafe {
+        let tm = S::tail(tail);
+        let row = |j: usize| w.add(*ids.get_unchecked(j) as usize * stride);
+        let scale = |j: usize| *r.scales.as_ptr().add(*ids.get_unchecked(j) as usize);
+        for j in 0..n.min(PREFETCH_ROWS) {
+            prefetch_row(row(j).cast(), pf_bytes);
+        }
+        let mut i = 0;
+        if S::REDUCE4 {
+            while i + 4 <= n {
+                for j in i + PREFETCH_ROWS..(i + PREFETCH_ROWS + 4).min(n) {
+                    prefetch_row(row(j).cast(), pf_bytes);
+                }
+                let p = [row(i), row(i + 1), row(i + 2), row(i + 3)];
+                let a = dot_block::<S, F, 4>(p, qp, nb, tail, tm);
+                let mut s = S::hsum4(a[0], a[1], a[2], a[3]);
+                if F::SCALED {
+                    for (k, sk) in s.iter_mut().enumerate() {
+                        *sk *= scale(i + k);
+                    }
+                }
+                std::ptr::copy_nonoverlapping(s.as_ptr(), op.add(i), 4);
+                i += 4;
+            }
+            while i < n {
+                let a = dot_block::<S, F, 1>([row(i)], qp, nb, tail, tm);
+                let mut s = S::hsum(a[0]);
+                if F::SCALED {
+                    s *= scale(i);
+                }
+                *op.add(i) = s;
+                i += 1;
+            }
+        } else {
+            while i < n {
+                let rr = (n - i).min(4);
+                for j in i + PREFETCH_ROWS..(i + PREFETCH_ROWS + rr).min(n) {
+                    prefetch_row(row(j).cast(), pf_bytes);
+                }
+                let p: [*const F::T; 4] = std::array::from_fn(|k| row(i + k.min(rr - 1)));
+                let a = dot_block::<S, F, 4>(p, qp, nb, tail, tm);
+                for (k, ak) in a.iter().enumerate().take(rr) {
+                    let mut s = S::hsum(*ak);
+                    if F::SCALED {
+                        s *= scale(i + k);
+                    }
+                    *op.add(i + k) = s;
+                }
+                i += rr;
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
 static AVX2_NO_F16C: Kernels = Kernels {
     f32: avx2::dot_f32,
     bf16: avx2::dot_bf16,

@@ -188,6 +188,361 @@ pub type AdamFn =
 /// `prefetch(p, bytes)`: see [`crate::kernels::matmul::PrefetchFn`].
 pub type PrefetchFn = crate::kernels::matmul::PrefetchFn;
 
+#[cfg(target_arch = "x86_64")]
+use crate::kernels::matmul::{PREFETCH_MAX_BYTES, PREFETCH_ROWS};
+#[cfg(target_arch = "x86_64")]
+use crate::kernels::simd::{prefetch_row, F32x, Fmt, Widen};
+
+/// [`exp_neg`] lane-wise: the same operations on vectors (`vmaxps` clamp,
+/// the `1.5 * 2^23` rounding, `2^n` in the exponent bits, the flush to
+/// zero below [`EXP_MIN`]).
+///
+/// # Safety
+/// The caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn exp_simd<S: F32x>(x: S::V) -> S::V {
+    // SAFETY: register-only operations (caller enables the features).
+    unsafe {
+        let xmin = S::splat(EXP_MIN);
+        let xc = S::max(x, xmin);
+        let t = S::mul(xc, S::splat(LOG2E));
+        let magic = S::splat(ROUND_MAGIC);
+        let n = S::sub(S::add(t, magic), magic);
+        let r = S::sub(
+            S::sub(xc, S::mul(n, S::splat(LN2_HI))),
+            S::mul(n, S::splat(LN2_LO)),
+        );
+        let mut p = S::splat(EXP_POLY[0]);
+        for &c in &EXP_POLY[1..] {
+            p = S::add(S::mul(p, r), S::splat(c));
+        }
+        let res = S::mul(p, S::pow2i(n));
+        S::zero_below(x, xmin, res)
+    }
+}
+
+/// Visits a segment of `n` elements in blocks of [`LANES`], each block as
+/// `LANES / S::LANES` vectors: the body runs with `$j` the offset and `$mk`
+/// the lane mask (all lanes, then the tail's; a vector with no lane in the
+/// tail is skipped); vector `x` of each block is accumulated into partial
+/// sum vector `x`, and the macro yields their [`F32x::sum16`]. A macro, not
+/// a closure: a closure is compiled without the enclosing function's
+/// `target_feature`s, so the intrinsics in it would not be inlined
+/// (measured: 10x slower).
+#[cfg(target_arch = "x86_64")]
+macro_rules! lanes {
+    ($S:ty, $n:expr, |$j:ident, $mk:ident| $body:expr) => {{
+        let n: usize = $n;
+        let l = <$S as F32x>::LANES;
+        let all = <$S as F32x>::all();
+        let mut acc = [<$S as F32x>::zero(); 2];
+        let full = n / LANES * LANES;
+        let mut jj = 0;
+        while jj < full {
+            for x in 0..LANES / l {
+                let ($j, $mk) = (jj + l * x, all);
+                acc[x] = <$S as F32x>::add(acc[x], $body);
+            }
+            jj += LANES;
+        }
+        let r = n - full;
+        for x in 0..LANES / l {
+            if r > l * x {
+                let ($j, $mk) = (full + l * x, <$S as F32x>::first((r - l * x).min(l)));
+                acc[x] = <$S as F32x>::add(acc[x], $body);
+            }
+        }
+        <$S as F32x>::sum16(acc)
+    }};
+}
+
+/// The SIMD tiers' [`XentFn`] (its definition, lane-wise; the segment sums
+/// through `lanes!`).
+///
+/// # Safety
+/// [`XentFn`]; the caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn xent_simd<S: F32x>(x: &mut [f32], y: &[f32]) -> f32 {
+    let n = x.len();
+    let l = S::LANES;
+    let xp = x.as_mut_ptr();
+    let yp = y.as_ptr();
+    // SAFETY (whole body): x and y hold n floats (caller); every access at
+    // offset j covers lanes j..j+LANES that are inside the segment, or is
+    // masked (no masked-off lane is touched).
+    unsafe {
+        let ninf = S::splat(f32::NEG_INFINITY);
+        let mut mv = ninf;
+        let mut j = 0;
+        while j + l <= n {
+            mv = S::max(mv, S::loadu(xp.add(j)));
+            j += l;
+        }
+        if j < n {
+            mv = S::max(mv, S::ld_or(S::tail(n - j), xp.add(j), ninf));
+        }
+        let mut ma = [0.0f32; LANES];
+        S::storeu(ma.as_mut_ptr(), mv);
+        let m = ma[..l].iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+        let ysum = lanes!(S, n, |j, mk| S::ld(mk, yp.add(j)));
+        if ysum == 0.0 {
+            x.fill(0.0);
+            return 0.0;
+        }
+        let mm = S::splat(m);
+        let a = lanes!(S, n, |j, mk| {
+            let xv = S::ld(mk, xp.add(j));
+            let yv = S::ld(mk, yp.add(j));
+            S::mul(yv, S::sub(mm, xv))
+        });
+        let s = lanes!(S, n, |j, mk| {
+            let xv = S::ld(mk, xp.add(j));
+            let e = S::keep(mk, exp_simd::<S>(S::sub(xv, mm)));
+            S::st(mk, xp.add(j), e);
+            e
+        });
+        let (inv_s, inv_y) = (1.0 / s, 1.0 / ysum);
+        let (isv, iyv) = (S::splat(inv_s), S::splat(inv_y));
+        lanes!(S, n, |j, mk| {
+            let ev = S::ld(mk, xp.add(j));
+            let yv = S::ld(mk, yp.add(j));
+            let g = S::sub(S::mul(ev, isv), S::mul(yv, iyv));
+            S::st(mk, xp.add(j), g);
+            S::zero()
+        });
+        ((s as f64).ln() + a as f64 / ysum as f64) as f32
+    }
+}
+
+/// The SIMD tiers' [`DqFn`], 4 rows (or 1 at the end) at a time: for each
+/// vector of columns `out` is loaded once, the rows' products are added in
+/// candidate order, and it is stored back (it stays in L1); the `dim %
+/// LANES` tail masked (or through a buffer); the rows `PREFETCH_ROWS`
+/// candidates ahead prefetched, as in the forward gathered matmul.
+///
+/// # Safety
+/// [`DqFn`]; the caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn dq_simd<S: Widen<F>, F: Fmt>(
+    r: &Rows<'_, F::T>,
+    g: &[f32],
+    ids: &[u32],
+    out: &mut [f32],
+) {
+    let l = S::LANES;
+    let (dim, stride) = (r.dim, r.stride);
+    let (nb, tail) = (dim / l, dim % l);
+    let n = ids.len();
+    let w = r.w.as_ptr();
+    let op = out.as_mut_ptr();
+    let pf_bytes = (dim * std::mem::size_of::<F::T>()).min(PREFETCH_MAX_BYTES);
+    // SAFETY (whole body): ids < rows and `w` spans the strided matrix, g
+    // holds n values, out holds dim floats (checked by crate::train); the
+    // tail lanes past dim are only touched masked or through the local
+    // buffer of load_tail.
+    unsafe {
+        let tm = S::tail(tail);
+        let row = |j: usize| w.add(*ids.get_unchecked(j) as usize * stride);
+        for k in 0..nb {
+            S::storeu(op.add(l * k), S::zero());
+        }
+        if tail > 0 {
+            S::st(tm, op.add(l * nb), S::zero());
+        }
+        for j in 0..n.min(PREFETCH_ROWS) {
+            prefetch_row(row(j).cast(), pf_bytes);
+        }
+        let mut i = 0;
+        while i < n {
+            let rr = if n - i >= 4 { 4 } else { 1 };
+            for j in i + PREFETCH_ROWS..(i + PREFETCH_ROWS + rr).min(n) {
+                prefetch_row(row(j).cast(), pf_bytes);
+            }
+            let p: [*const F::T; 4] = std::array::from_fn(|k| row(i + k.min(rr - 1)));
+            // (No closure around intrinsics: see `lanes!`.)
+            let gk = |k: usize| *g.get_unchecked(i + k.min(rr - 1));
+            let gs = [
+                S::splat(gk(0)),
+                S::splat(gk(1)),
+                S::splat(gk(2)),
+                S::splat(gk(3)),
+            ];
+            for b in 0..nb {
+                let mut acc = S::loadu(op.add(l * b));
+                for k in 0..rr {
+                    acc = S::add(acc, S::mul(gs[k], S::load(p[k].add(l * b))));
+                }
+                S::storeu(op.add(l * b), acc);
+            }
+            if tail > 0 {
+                let mut acc = S::ld(tm, op.add(l * nb));
+                for k in 0..rr {
+                    let wt = S::load_tail(p[k].add(l * nb), tail, tm);
+                    acc = S::add(acc, S::mul(gs[k], wt));
+                }
+                S::st(tm, op.add(l * nb), acc);
+            }
+            i += rr;
+        }
+    }
+}
+
+/// Columns `k..k+LANES` (lanes of `mk`) of a row's gathered gradient:
+/// `sum_t g[t] * q[s[t]][k..]` in `t` order from +0 (see [`SgdFn`]).
+///
+/// # Safety
+/// Every `s[t]` is a row of `q` and `q.w` spans it; the lanes of `mk` are
+/// columns < dim; the caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn grad_simd<S: F32x>(q: &Rows<'_, f32>, g: &[f32], s: &[u32], k: usize, mk: S::M) -> S::V {
+    let qp = q.w.as_ptr();
+    // SAFETY: see above.
+    unsafe {
+        let mut acc = S::zero();
+        for t in 0..g.len() {
+            let row = qp.add(*s.get_unchecked(t) as usize * q.stride + k);
+            let x = S::mul(S::splat(*g.get_unchecked(t)), S::ld(mk, row));
+            acc = S::add(acc, x);
+        }
+        acc
+    }
+}
+
+/// One vector of columns `k..` (lanes of `mk`) of [`sgd_simd`]:
+/// `w - lr * G`.
+///
+/// # Safety
+/// As [`grad_simd`], and the lanes of `mk` at `w + k` are writable.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn sgd_step<S: F32x>(
+    wp: *mut f32,
+    q: &Rows<'_, f32>,
+    g: &[f32],
+    s: &[u32],
+    k: usize,
+    mk: S::M,
+    lr: S::V,
+) {
+    // SAFETY: see above.
+    unsafe {
+        let gv = grad_simd::<S>(q, g, s, k, mk);
+        let v = S::sub(S::ld(mk, wp.add(k)), S::mul(lr, gv));
+        S::st(mk, wp.add(k), v);
+    }
+}
+
+/// The SIMD tiers' [`SgdFn`]: full vectors of columns, then the tail
+/// masked. (No closure around intrinsics: see `lanes!`.)
+///
+/// # Safety
+/// [`SgdFn`]; the caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn sgd_simd<S: F32x>(
+    w: &mut [f32],
+    q: &Rows<'_, f32>,
+    g: &[f32],
+    s: &[u32],
+    lr: f32,
+) {
+    let (n, l) = (w.len(), S::LANES);
+    let wp = w.as_mut_ptr();
+    // SAFETY: w holds n = dim floats (caller); the tail is masked.
+    unsafe {
+        let lv = S::splat(lr);
+        let mut k = 0;
+        while k + l <= n {
+            sgd_step::<S>(wp, q, g, s, k, S::all(), lv);
+            k += l;
+        }
+        if k < n {
+            sgd_step::<S>(wp, q, g, s, k, S::tail(n - k), lv);
+        }
+    }
+}
+
+/// One vector of columns (lanes of `mk`) of [`adam_simd`], with its
+/// gradient `gv`; `c` = `[b1, 1 - b1, b2, 1 - b2, c1, c2, lr, eps]`.
+///
+/// # Safety
+/// The lanes of `mk` at each pointer are inside its row; the caller
+/// enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn adam_step<S: F32x>(
+    wp: *mut f32,
+    mp: *mut f32,
+    vp: *mut f32,
+    gv: S::V,
+    mk: S::M,
+    c: [S::V; 8],
+) {
+    let [b1, ob1, b2, ob2, c1, c2, lr, eps] = c;
+    // SAFETY: see above; masked lanes are not touched.
+    unsafe {
+        let mv = S::add(S::mul(b1, S::ld(mk, mp)), S::mul(ob1, gv));
+        let vv = S::add(S::mul(b2, S::ld(mk, vp)), S::mul(ob2, S::mul(gv, gv)));
+        let mh = S::mul(mv, c1);
+        let vh = S::mul(vv, c2);
+        let upd = S::div(S::mul(lr, mh), S::add(S::sqrt(vh), eps));
+        let wv = S::sub(S::ld(mk, wp), upd);
+        S::st(mk, mp, mv);
+        S::st(mk, vp, vv);
+        S::st(mk, wp, wv);
+    }
+}
+
+/// The SIMD tiers' [`AdamFn`]: full vectors of columns, then the tail
+/// masked; the update of [`AdamFn`] lane-wise, in its order.
+///
+/// # Safety
+/// [`AdamFn`]; the caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn adam_simd<S: F32x>(
+    w: &mut [f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    q: &Rows<'_, f32>,
+    g: &[f32],
+    s: &[u32],
+    c: &AdamCoef,
+) {
+    let (n, l) = (w.len(), S::LANES);
+    let (wp, mp, vp) = (w.as_mut_ptr(), m.as_mut_ptr(), v.as_mut_ptr());
+    // SAFETY: w, m, v hold n = dim floats (caller); the tail is masked.
+    unsafe {
+        let k = [
+            S::splat(c.beta1),
+            S::splat(c.one_minus_beta1),
+            S::splat(c.beta2),
+            S::splat(c.one_minus_beta2),
+            S::splat(c.c1),
+            S::splat(c.c2),
+            S::splat(c.lr),
+            S::splat(c.eps),
+        ];
+        let mut i = 0;
+        while i + l <= n {
+            let gv = grad_simd::<S>(q, g, s, i, S::all());
+            adam_step::<S>(wp.add(i), mp.add(i), vp.add(i), gv, S::all(), k);
+            i += l;
+        }
+        if i < n {
+            let mk = S::tail(n - i);
+            let gv = grad_simd::<S>(q, g, s, i, mk);
+            adam_step::<S>(wp.add(i), mp.add(i), vp.add(i), gv, mk, k);
+        }
+    }
+}
+
 /// The entry points of a tier.
 pub struct Kernels {
     pub xent: XentFn,
