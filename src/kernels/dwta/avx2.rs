@@ -40,12 +40,15 @@
 //! ([`super::fold_entry`]): AVX2 has no
 //! scatter and no `vpconflictd`, and sequential read-modify-write is exact
 //! whatever bins repeat. Then the shared densification.
+//!
+//! This file holds the vectors, the key transpose and the 16-bin group
+//! (`drive::Lanes`); the row-block choice, the bin and row loops,
+//! the sparse chunk loop and the entry points are `drive.rs`'s.
 
 use std::arch::x86_64::*;
-use std::cell::RefCell;
 
-use super::{fold_entries, fold_entry, pack_keys, sparse_rows, use_row_blocks, BinState, GROUP};
-use super::{DwtaView, FILTER_MUL};
+use super::drive::{entries, Lanes};
+use super::{DwtaView, FILTER_MUL, GROUP};
 
 /// `POSITIONS.0[p]` = p in every lane (loaded instead of broadcast).
 #[repr(C, align(32))]
@@ -60,54 +63,108 @@ static POSITIONS: Positions = {
     Positions(t)
 };
 
-thread_local! {
-    static HASH: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
-    static BLOCK: RefCell<Vec<i32>> = const { RefCell::new(Vec::new()) };
+/// This tier's vectors for [`super::drive`]: eight rows or entries per
+/// ymm.
+struct Avx2;
+
+impl Lanes for Avx2 {
+    type K = __m256i;
+    const LANES: usize = 8;
+    #[inline(always)]
+    unsafe fn zero() -> __m256i {
+        // SAFETY: register-only; the caller enables avx2.
+        unsafe { _mm256_setzero_si256() }
+    }
+    #[inline(always)]
+    unsafe fn min() -> __m256i {
+        // SAFETY: register-only; the caller enables avx2.
+        unsafe { _mm256_set1_epi32(i32::MIN) }
+    }
+    /// Loaded from [`POSITIONS`] instead of broadcast.
+    #[inline(always)]
+    unsafe fn position(p: usize) -> __m256i {
+        // SAFETY: p < 256 rows of the aligned table; avx2 enabled.
+        unsafe { _mm256_load_si256(POSITIONS.0.as_ptr().add(p).cast()) }
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const i32) -> __m256i {
+        // SAFETY: 8 readable i32 at p (caller); avx2 enabled.
+        unsafe { _mm256_loadu_si256(p.cast()) }
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut u32, v: __m256i) {
+        // SAFETY: 8 writable u32 at p (caller); avx2 enabled.
+        unsafe { _mm256_storeu_si256(p.cast(), v) }
+    }
+    /// `vpcmpgtd`, `vpmaxsd`, `vpblendvb`.
+    #[inline(always)]
+    unsafe fn update(val: __m256i, mx: &mut __m256i, pos: &mut __m256i, pv: __m256i) {
+        // SAFETY: register-only; the caller enables avx2.
+        unsafe {
+            let gt = _mm256_cmpgt_epi32(val, *mx);
+            *mx = _mm256_max_epi32(*mx, val);
+            *pos = _mm256_blendv_epi8(*pos, pv, gt);
+        }
+    }
+    #[inline(always)]
+    unsafe fn shl_or(code: __m256i, pos: __m256i, sh: __m128i) -> __m256i {
+        // SAFETY: register-only; the caller enables avx2.
+        unsafe { _mm256_or_si256(code, _mm256_sll_epi32(pos, sh)) }
+    }
+    /// Groups of eight rows through [`transpose_keys`].
+    #[inline(always)]
+    unsafe fn fill_block(
+        x: *const f32,
+        stride: usize,
+        rr: usize,
+        dim: usize,
+        block: *mut i32,
+        w: usize,
+    ) {
+        for v in 0..w / 8 {
+            let rv = rr.saturating_sub(v * 8).min(8);
+            // SAFETY: rows 0..rr of x hold dim floats, block dim*w keys
+            // (caller); avx2 enabled.
+            unsafe { transpose_keys(x.add(v * 8 * stride), stride, rv, dim, block, w, v * 8) };
+        }
+    }
+    #[inline(always)]
+    unsafe fn group(row: *const f32, base: *const i32, bs: usize, out: *mut u32) {
+        // SAFETY: forwarded (caller); avx2 enabled.
+        unsafe { group_avx2(row, base, bs, out) }
+    }
+    /// `vpmulld` + `vpsrld`, `vpgatherdd`, `vpsrlvd`, then `vmovmskps` of
+    /// (bit << 31) AND `_CMP_ORD_Q(value)`.
+    #[inline(always)]
+    unsafe fn hits(idx: *const u32, val: *const f32, filter: *const i32, shift: __m128i) -> u32 {
+        // SAFETY: 8 entries at idx and val, filter words in bounds
+        // (caller); avx2 enabled.
+        unsafe {
+            let iv = _mm256_loadu_si256(idx.cast());
+            let hb = _mm256_srl_epi32(
+                _mm256_mullo_epi32(iv, _mm256_set1_epi32(FILTER_MUL as i32)),
+                shift,
+            );
+            let w = _mm256_i32gather_epi32::<4>(filter, _mm256_srli_epi32::<5>(hb));
+            let bit = _mm256_srlv_epi32(w, _mm256_and_si256(hb, _mm256_set1_epi32(31)));
+            let hit = _mm256_castsi256_ps(_mm256_slli_epi32::<31>(bit));
+            let v = _mm256_loadu_ps(val);
+            let ord = _mm256_cmp_ps::<_CMP_ORD_Q>(v, v);
+            _mm256_movemask_ps(_mm256_and_ps(hit, ord)) as u32
+        }
+    }
 }
 
-/// # Safety
-/// See [`super::DenseFn`].
-pub unsafe fn dense(h: &DwtaView<'_>, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
-    if !use_row_blocks(h) {
-        // SAFETY: the caller guarantees the DenseFn contract: the CPU has
-        // avx2 (checked by Dwta::hash_dense_isa) and the lengths were checked.
-        unsafe { dense_bins_avx2(h, x, n, stride, codes) };
-        return;
-    }
-    let l = h.tables() as usize;
-    let mut i = 0;
-    while i < n {
-        let r = n - i;
-        let (xs, cs) = (&x[i * stride..], &mut codes[i * l..]);
-        // SAFETY: as above; rows i.. of x and codes exist (checked lengths).
-        // Block sizes by measured cost: one row is cheaper with bins in lanes,
-        // otherwise the smallest block that holds the rows left.
-        let done = unsafe {
-            match r {
-                1 => dense_bins_avx2(h, xs, 1, stride, cs),
-                2..=8 => dense_rows_avx2::<1>(h, xs, r, stride, cs),
-                9..=16 => dense_rows_avx2::<2>(h, xs, r, stride, cs),
-                _ => dense_rows_avx2::<4>(h, xs, r.min(32), stride, cs),
-            }
-            r.min(32)
-        };
-        i += done;
-    }
-}
-
-/// # Safety
-/// See [`super::SparseFn`].
-pub unsafe fn sparse(
-    h: &DwtaView<'_>,
-    indptr: &[usize],
-    indices: &[u32],
-    values: &[f32],
-    codes: &mut [u32],
-) {
-    sparse_rows(h, indptr, indices, values, codes, |h, idx, val, st| {
-        // SAFETY: as in `dense`; every index is < dim (validated CSR).
-        unsafe { fold_avx2(h, idx, val, st) }
-    });
+entries! {
+    /// Rows in lanes, `V` ymm (8 * V rows) per bin position.
+    #[target_feature(enable = "avx2")]
+    unsafe fn rows = rows(Avx2);
+    /// Bins in lanes (one row, or huge `dim`).
+    #[target_feature(enable = "avx2")]
+    unsafe fn bins = bins(Avx2);
+    /// The sparse filter, eight entries at a time.
+    #[target_feature(enable = "avx2")]
+    unsafe fn fold = fold(Avx2);
 }
 
 /// Bin hashes of the 16 bins of group `base` (`B` rows of 16 coordinates)
@@ -230,138 +287,4 @@ unsafe fn transpose_keys(
             }
         }
     }
-}
-
-/// Rows in lanes: `W` (8 or 16) rows at a time are transposed into a
-/// `dim x W` block of integer keys; each bin then needs one scalar map load
-/// and `W/8` contiguous `vmovdqu` per position, `vpcmpgtd` (strictly
-/// greater: ties keep the earlier position; NaN = `i32::MIN` never beats the
-/// initial `i32::MIN`), `vpmaxsd` for the running max and `vpblendvb` for
-/// its position. Keys are packed in registers (`vpslld` + `vpor`) and stored
-/// per table.
-#[target_feature(enable = "avx2")]
-unsafe fn dense_rows_avx2<const V: usize>(
-    h: &DwtaView<'_>,
-    x: &[f32],
-    n: usize,
-    stride: usize,
-    codes: &mut [u32],
-) {
-    let (dim, bs) = (h.dim(), h.bin_size() as usize);
-    let (k, l, lb) = (
-        h.bins_per_table() as usize,
-        h.tables() as usize,
-        h.log2_bin_size(),
-    );
-    let map = h.map();
-    let ptab = &POSITIONS;
-    #[allow(non_snake_case)]
-    let W = 8 * V;
-    BLOCK.with(|bl| {
-        let mut block = bl.borrow_mut();
-        if block.len() < dim * W {
-            block.resize(dim * W, 0);
-        }
-        let bp = block.as_mut_ptr();
-        let mut tmp = [0u32; 32];
-        let mut i0 = 0;
-        while i0 < n {
-            let rr = (n - i0).min(W);
-            // SAFETY: rows i0..i0+rr exist (checked lengths); block holds
-            // dim*W keys; every map entry is < dim; codes holds n*L values.
-            unsafe {
-                let xr = x.as_ptr().add(i0 * stride);
-                for v in 0..V {
-                    let rv = rr.saturating_sub(v * 8).min(8);
-                    transpose_keys(xr.add(v * 8 * stride), stride, rv, dim, bp, W, v * 8);
-                }
-                for t in 0..l {
-                    let mut code = [_mm256_setzero_si256(); V];
-                    for kk in 0..k {
-                        let bin = map.as_ptr().add((t * k + kk) * bs);
-                        let mut mx = [_mm256_set1_epi32(i32::MIN); V];
-                        let mut pos = [_mm256_setzero_si256(); V];
-                        for p in 0..bs {
-                            let c = *bin.add(p) as usize;
-                            let pv = _mm256_load_si256(ptab.0.as_ptr().add(p).cast());
-                            for v in 0..V {
-                                let val = _mm256_loadu_si256(bp.add(c * W + v * 8).cast());
-                                let gt = _mm256_cmpgt_epi32(val, mx[v]);
-                                mx[v] = _mm256_max_epi32(mx[v], val);
-                                pos[v] = _mm256_blendv_epi8(pos[v], pv, gt);
-                            }
-                        }
-                        let sh = _mm_cvtsi32_si128((kk as u32 * lb) as i32);
-                        for v in 0..V {
-                            code[v] = _mm256_or_si256(code[v], _mm256_sll_epi32(pos[v], sh));
-                        }
-                    }
-                    for (v, cv) in code.iter().enumerate() {
-                        _mm256_storeu_si256(tmp.as_mut_ptr().add(v * 8).cast(), *cv);
-                    }
-                    for (r, &cv) in tmp.iter().enumerate().take(rr) {
-                        *codes.get_unchecked_mut((i0 + r) * l + t) = cv;
-                    }
-                }
-            }
-            i0 += rr;
-        }
-    });
-}
-
-#[target_feature(enable = "avx2")]
-unsafe fn dense_bins_avx2(h: &DwtaView<'_>, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
-    let (bs, groups, l) = (h.bin_size() as usize, h.num_groups(), h.tables() as usize);
-    let mt = h.map_t().as_ptr();
-    HASH.with(|hs| {
-        let mut hash = hs.borrow_mut();
-        hash.resize(groups * GROUP, 0);
-        for i in 0..n {
-            // SAFETY: row i < n starts at i*stride and holds dim floats
-            // (checked); map_t holds groups*bs*16 coordinates < dim; hash
-            // holds groups*16 u32.
-            unsafe {
-                let row = x.as_ptr().add(i * stride);
-                for g in 0..groups {
-                    group_avx2(
-                        row,
-                        mt.add(g * bs * GROUP),
-                        bs,
-                        hash.as_mut_ptr().add(g * GROUP),
-                    );
-                }
-            }
-            pack_keys(h, &hash, &mut codes[i * l..(i + 1) * l]);
-        }
-    });
-}
-
-#[target_feature(enable = "avx2")]
-unsafe fn fold_avx2(h: &DwtaView<'_>, idx: &[u32], val: &[f32], st: &mut BinState) {
-    let filter = h.filter().as_ptr().cast::<i32>();
-    let shift = _mm_cvtsi32_si128(h.filter_shift() as i32);
-    let chunks = idx.len() / 8;
-    for c in 0..chunks {
-        // SAFETY: c*8 + 8 <= len for idx and val; a filter bit is below
-        // 2^(32 - shift) = 32 * filter.len(), so its word is in bounds.
-        let mut m = unsafe {
-            let iv = _mm256_loadu_si256(idx.as_ptr().add(c * 8).cast());
-            let hb = _mm256_srl_epi32(
-                _mm256_mullo_epi32(iv, _mm256_set1_epi32(FILTER_MUL as i32)),
-                shift,
-            );
-            let w = _mm256_i32gather_epi32::<4>(filter, _mm256_srli_epi32::<5>(hb));
-            let bit = _mm256_srlv_epi32(w, _mm256_and_si256(hb, _mm256_set1_epi32(31)));
-            let hit = _mm256_castsi256_ps(_mm256_slli_epi32::<31>(bit));
-            let v = _mm256_loadu_ps(val.as_ptr().add(c * 8));
-            let ord = _mm256_cmp_ps::<_CMP_ORD_Q>(v, v);
-            _mm256_movemask_ps(_mm256_and_ps(hit, ord)) as u32
-        };
-        while m != 0 {
-            let u = c * 8 + m.trailing_zeros() as usize;
-            m &= m - 1;
-            fold_entry(h, idx[u], val[u], st);
-        }
-    }
-    fold_entries(h, &idx[chunks * 8..], &val[chunks * 8..], st);
 }

@@ -21,14 +21,15 @@
 //!   add nothing.
 //! * Widening: `vpmovzxwd` (ymm -> zmm) of lanes 0-1 and of lanes 2-3,
 //!   `vpaddd`, then the two 256-bit halves added (`vextracti64x4`): eight
-//!   consecutive rows' u32 sums per ymm. Those go through the AVX2 tier's
-//!   sinks (u32 stores, or `vcvtdq2ps`/`vmulps`/`vaddps`/`vaddps` in the
-//!   scalar tier's order) and its in-run `prefetcht0`.
+//!   consecutive rows' u32 sums per ymm. Those go through the shared
+//!   sinks of `drive.rs` (u32 stores, or `vcvtdq2ps`/`vmulps`/`vaddps`/
+//!   `vaddps` in the scalar tier's order), after its in-run `prefetcht0`;
+//!   this file holds only the block kernel (`drive::Scan`).
 
 use std::arch::x86_64::*;
 
-use super::avx2::{prefetch_ahead, put_block, AccSink, ScoreSink, Sink};
-use super::{block_bytes, Epilogue, BLOCK, FLUSH_STEPS};
+use super::drive::{entries, Scan};
+use super::FLUSH_STEPS;
 
 /// The u32 sums over the four 128-bit lanes of `a`'s u16 values: element
 /// `i < 8` of the result is `sum_k a[8 k + i]`, still spread over two
@@ -51,123 +52,67 @@ unsafe fn fold(a: __m512i) -> __m256i {
     unsafe { _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64::<1>(a)) }
 }
 
-/// The 32 sums of the block at `p`, as four ymm of eight rows each.
-#[inline(always)]
-unsafe fn block(p: *const u8, m_pad: usize, lut: *const u8) -> [__m256i; 4] {
-    // SAFETY: the block holds 16 * m_pad readable bytes and lut as many
-    // (caller): full steps read 64 bytes at 64 q < 16 * m_pad - 63, the
-    // half step 32 bytes at 16 * m_pad - 32. Features enabled by the
-    // enclosing function.
-    unsafe {
-        let mask = _mm512_set1_epi8(0x0f);
-        let steps = m_pad.div_ceil(4);
-        let full = m_pad / 4;
-        let mut tot = [_mm512_setzero_si512(); 4];
-        let mut s0 = 0;
-        while s0 < steps {
-            let s1 = (s0 + FLUSH_STEPS).min(steps);
-            let mut a0 = _mm512_setzero_si512();
-            let mut a1 = _mm512_setzero_si512();
-            let mut a2 = _mm512_setzero_si512();
-            let mut a3 = _mm512_setzero_si512();
-            for k in s0..s1 {
-                let (c, t) = if k < full {
-                    (
-                        _mm512_loadu_si512(p.add(64 * k).cast()),
-                        _mm512_loadu_si512(lut.add(64 * k).cast()),
-                    )
-                } else {
-                    (
-                        _mm512_zextsi256_si512(_mm256_loadu_si256(p.add(64 * k).cast())),
-                        _mm512_zextsi256_si512(_mm256_loadu_si256(lut.add(64 * k).cast())),
-                    )
-                };
-                let lo = _mm512_and_si512(c, mask);
-                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(c), mask);
-                let r0 = _mm512_shuffle_epi8(t, lo);
-                let r1 = _mm512_shuffle_epi8(t, hi);
-                a0 = _mm512_add_epi16(a0, r0);
-                a1 = _mm512_add_epi16(a1, _mm512_srli_epi16::<8>(r0));
-                a2 = _mm512_add_epi16(a2, r1);
-                a3 = _mm512_add_epi16(a3, _mm512_srli_epi16::<8>(r1));
-            }
-            a0 = _mm512_sub_epi16(a0, _mm512_slli_epi16::<8>(a1));
-            a2 = _mm512_sub_epi16(a2, _mm512_slli_epi16::<8>(a3));
-            tot[0] = _mm512_add_epi32(tot[0], widen4(a0));
-            tot[1] = _mm512_add_epi32(tot[1], widen4(a1));
-            tot[2] = _mm512_add_epi32(tot[2], widen4(a2));
-            tot[3] = _mm512_add_epi32(tot[3], widen4(a3));
-            s0 = s1;
-        }
-        [fold(tot[0]), fold(tot[1]), fold(tot[2]), fold(tot[3])]
-    }
-}
+/// This tier's block kernel for [`super::drive`].
+struct Avx512;
 
-#[inline(always)]
-unsafe fn run<S: Sink>(codes: &[u8], m_pad: usize, nrows: usize, lut: &[u8], sink: &mut S) {
-    let bb = block_bytes(m_pad);
-    let nblocks = nrows.div_ceil(BLOCK);
-    let end = nblocks * bb;
-    let (cp, lp) = (codes.as_ptr(), lut.as_ptr());
-    // SAFETY: the kernel preconditions (codes hold nblocks * bb bytes, lut
-    // 16 * m_pad); features enabled by the enclosing function.
-    unsafe {
-        for b in 0..nblocks {
-            prefetch_ahead(cp, b * bb, bb, end);
-            let t = block(cp.add(b * bb), m_pad, lp);
-            put_block(sink, b * BLOCK, (nrows - b * BLOCK).min(BLOCK), t);
+impl Scan for Avx512 {
+    #[inline(always)]
+    unsafe fn block(p: *const u8, m_pad: usize, lut: *const u8) -> [__m256i; 4] {
+        // SAFETY: the block holds 16 * m_pad readable bytes and lut as many
+        // (caller): full steps read 64 bytes at 64 q < 16 * m_pad - 63, the
+        // half step 32 bytes at 16 * m_pad - 32. Features enabled by the
+        // enclosing function.
+        unsafe {
+            let mask = _mm512_set1_epi8(0x0f);
+            let steps = m_pad.div_ceil(4);
+            let full = m_pad / 4;
+            let mut tot = [_mm512_setzero_si512(); 4];
+            let mut s0 = 0;
+            while s0 < steps {
+                let s1 = (s0 + FLUSH_STEPS).min(steps);
+                let mut a0 = _mm512_setzero_si512();
+                let mut a1 = _mm512_setzero_si512();
+                let mut a2 = _mm512_setzero_si512();
+                let mut a3 = _mm512_setzero_si512();
+                for k in s0..s1 {
+                    let (c, t) = if k < full {
+                        (
+                            _mm512_loadu_si512(p.add(64 * k).cast()),
+                            _mm512_loadu_si512(lut.add(64 * k).cast()),
+                        )
+                    } else {
+                        (
+                            _mm512_zextsi256_si512(_mm256_loadu_si256(p.add(64 * k).cast())),
+                            _mm512_zextsi256_si512(_mm256_loadu_si256(lut.add(64 * k).cast())),
+                        )
+                    };
+                    let lo = _mm512_and_si512(c, mask);
+                    let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(c), mask);
+                    let r0 = _mm512_shuffle_epi8(t, lo);
+                    let r1 = _mm512_shuffle_epi8(t, hi);
+                    a0 = _mm512_add_epi16(a0, r0);
+                    a1 = _mm512_add_epi16(a1, _mm512_srli_epi16::<8>(r0));
+                    a2 = _mm512_add_epi16(a2, r1);
+                    a3 = _mm512_add_epi16(a3, _mm512_srli_epi16::<8>(r1));
+                }
+                a0 = _mm512_sub_epi16(a0, _mm512_slli_epi16::<8>(a1));
+                a2 = _mm512_sub_epi16(a2, _mm512_slli_epi16::<8>(a3));
+                tot[0] = _mm512_add_epi32(tot[0], widen4(a0));
+                tot[1] = _mm512_add_epi32(tot[1], widen4(a1));
+                tot[2] = _mm512_add_epi32(tot[2], widen4(a2));
+                tot[3] = _mm512_add_epi32(tot[3], widen4(a3));
+                s0 = s1;
+            }
+            [fold(tot[0]), fold(tot[1]), fold(tot[2]), fold(tot[3])]
         }
     }
 }
 
-/// See [`super::AccFn`].
-///
-/// # Safety
-/// The preconditions of [`super::AccFn`]; the CPU supports avx512f/bw/dq/vl.
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2")]
-pub unsafe fn acc(codes: &[u8], m_pad: usize, nrows: usize, lut: &[u8], out: &mut [u32]) {
-    let mut sink = AccSink {
-        out: out.as_mut_ptr(),
-    };
-    // SAFETY: forwarded preconditions; out holds nrows values.
-    unsafe { run(codes, m_pad, nrows, lut, &mut sink) }
-}
-
-/// See [`super::ScoreFn`].
-///
-/// # Safety
-/// The preconditions of [`super::ScoreFn`]; the CPU supports avx512f/bw/dq/vl.
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2")]
-pub unsafe fn score(
-    codes: &[u8],
-    m_pad: usize,
-    nrows: usize,
-    lut: &[u8],
-    epi: &Epilogue<'_>,
-    out: &mut [f32],
-) {
-    let out = out.as_mut_ptr();
-    // SAFETY: forwarded preconditions; out (and bias) hold nrows values.
-    unsafe {
-        match epi.bias {
-            Some(b) => {
-                let mut sink = ScoreSink::<true> {
-                    out,
-                    bias: b.as_ptr(),
-                    delta: epi.delta,
-                    offset: epi.offset,
-                };
-                run(codes, m_pad, nrows, lut, &mut sink)
-            }
-            None => {
-                let mut sink = ScoreSink::<false> {
-                    out,
-                    bias: std::ptr::null(),
-                    delta: epi.delta,
-                    offset: epi.offset,
-                };
-                run(codes, m_pad, nrows, lut, &mut sink)
-            }
-        }
-    }
+entries! {
+    /// See [`super::AccFn`].
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2")]
+    pub unsafe fn acc = acc(Avx512);
+    /// See [`super::ScoreFn`].
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2")]
+    pub unsafe fn score = score(Avx512);
 }

@@ -48,6 +48,8 @@
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod drive;
 pub mod portable;
 pub mod scalar;
 

@@ -31,6 +31,8 @@ use crate::isa::{self, Isa};
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod drive;
 pub mod portable;
 pub mod scalar;
 

@@ -15,272 +15,116 @@
 //! ones (two zmm per index, four partial sums per half to hide the add
 //! latency). A plane's 32 sign bits (one per row) are scattered into the
 //! rows' bit strings.
+//!
+//! This file holds the vectors (`drive::Lanes`); the tile, the
+//! row/panel and sparse block drivers and the entry points are
+//! `drive.rs`'s.
 
 use std::arch::x86_64::*;
-use std::cell::RefCell;
 
-use super::{emit_codes, words_per_row};
-use super::{Planes, SparseView, PANEL};
+use super::drive::{entries, Lanes};
+use super::{Planes, SparseView};
 
-const ROWS: usize = 6;
+/// Floats in a sparse block row (two zmm).
 const SPARSE_ROWS: usize = 32;
 
-thread_local! {
-    static BITS: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
-    static BLOCK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-}
+/// This tier's vectors for [`super::drive`]: a panel row is one zmm.
+struct Avx512;
 
-/// # Safety
-/// See [`super::HashFn`].
-pub unsafe fn hash(h: &Planes<'_>, x: &[f32], n: usize, stride: usize, codes: &mut [u32]) {
-    // SAFETY: the caller guarantees the HashFn contract: the CPU has
-    // avx512f/bw/dq/vl and fma (checked by SimHash::hash_isa) and the
-    // lengths were checked.
-    unsafe {
-        match h.sparse() {
-            Some(sp) => sparse::<false>(h, sp, x, n, stride, codes, &mut []),
-            None => dense::<false>(h, x, n, stride, codes, &mut []),
+impl Lanes for Avx512 {
+    type V = __m512;
+    type P = __m512;
+    const LANES: usize = 16;
+    #[inline(always)]
+    unsafe fn zero_panel() -> __m512 {
+        // SAFETY: register-only; the caller enables avx512f.
+        unsafe { _mm512_setzero_ps() }
+    }
+    #[inline(always)]
+    unsafe fn load_panel(p: *const f32) -> __m512 {
+        // SAFETY: 16 floats at p, 64-byte aligned (caller); avx512f enabled.
+        unsafe { _mm512_load_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> __m512 {
+        // SAFETY: register-only; the caller enables avx512f.
+        unsafe { _mm512_set1_ps(v) }
+    }
+    #[inline(always)]
+    unsafe fn fmadd_panel(x: __m512, w: __m512, acc: __m512) -> __m512 {
+        // SAFETY: register-only; the caller enables avx512f.
+        unsafe { _mm512_fmadd_ps(x, w, acc) }
+    }
+    #[inline(always)]
+    unsafe fn panel_signs(a: __m512) -> u32 {
+        // SAFETY: register-only; the caller enables avx512f.
+        unsafe { _mm512_cmp_ps_mask::<_CMP_GT_OQ>(a, _mm512_setzero_ps()) as u32 }
+    }
+    #[inline(always)]
+    unsafe fn store_panel(a: __m512, dst: *mut f32, lanes: usize) {
+        let m: __mmask16 = if lanes == 16 {
+            0xFFFF
+        } else {
+            (1u16 << lanes) - 1
+        };
+        // SAFETY: `lanes` writable floats at dst (caller); the masked store
+        // touches no other; avx512f enabled.
+        unsafe { _mm512_mask_storeu_ps(dst, m, a) }
+    }
+    /// Two zmm per block row (`Q == 2`).
+    #[inline(always)]
+    unsafe fn signed_sum<const Q: usize>(
+        block: *const f32,
+        plus: &[u32],
+        minus: &[u32],
+    ) -> [__m512; Q] {
+        debug_assert_eq!(Q, 2);
+        // SAFETY: the caller's block bounds (rows of 32 floats); features
+        // enabled.
+        unsafe {
+            let (lo_p, hi_p) = signed_sum(block, plus);
+            let (lo_m, hi_m) = signed_sum(block, minus);
+            let (lo, hi) = (_mm512_sub_ps(lo_p, lo_m), _mm512_sub_ps(hi_p, hi_m));
+            std::array::from_fn(|q| if q == 0 { lo } else { hi })
+        }
+    }
+    #[inline(always)]
+    unsafe fn storeu(v: __m512, dst: *mut f32) {
+        // SAFETY: 16 writable floats at dst (caller); avx512f enabled.
+        unsafe { _mm512_storeu_ps(dst, v) }
+    }
+    #[inline(always)]
+    unsafe fn signs(v: __m512) -> u32 {
+        // SAFETY: register-only; the caller enables avx512f.
+        unsafe { _mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, _mm512_setzero_ps()) as u32 }
+    }
+    /// A plane's sign bits (one per row) are scattered into the rows' bit
+    /// strings at once.
+    #[inline(always)]
+    unsafe fn put_plane(
+        _masks: &mut [u32; 64],
+        mask: u32,
+        p: usize,
+        _np: usize,
+        rr: usize,
+        bits: *mut u64,
+        words: usize,
+    ) {
+        let (w, sh) = (p / 64, p % 64);
+        for r in 0..rr {
+            // SAFETY: bits holds rr rows of `words` > w (caller).
+            unsafe { *bits.add(r * words + w) |= (((mask >> r) & 1) as u64) << sh };
         }
     }
 }
 
-/// # Safety
-/// See [`super::ProjectFn`].
-pub unsafe fn project(h: &Planes<'_>, x: &[f32], n: usize, stride: usize, out: &mut [f32]) {
-    // SAFETY: as in `hash`.
-    unsafe {
-        match h.sparse() {
-            Some(sp) => sparse::<true>(h, sp, x, n, stride, &mut [], out),
-            None => dense::<true>(h, x, n, stride, &mut [], out),
-        }
-    }
-}
-
-/// Pointers shared by the tiles of one call.
-#[derive(Clone, Copy)]
-struct Ctx {
-    dim: usize,
-    stride: usize,
-    pk: *const f32,
-    np: usize,
-    words: usize,
-}
-
-/// One RR x PP tile: rows `x .. x + RR*stride`, panels `panel0 ..
-/// panel0 + PP`. Writes sign bits into `bits[r*words ..]` or projections
-/// into `out[r*np ..]`.
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-#[inline]
-unsafe fn tile<const RR: usize, const PP: usize, const PROJ: bool>(
-    c: Ctx,
-    x: *const f32,
-    panel0: usize,
-    bits: *mut u64,
-    out: *mut f32,
-) {
-    let mut acc = [[_mm512_setzero_ps(); PP]; RR];
-    let panel_len = c.dim * PANEL;
-    // SAFETY (whole body): panels panel0..panel0+PP exist in `pk` (caller),
-    // rows 0..RR of x hold `dim` readable values each (checked lengths), and
-    // bits/out have RR rows of `words`/`np` entries (caller).
-    unsafe {
-        let base = c.pk.add(panel0 * panel_len);
-        for j in 0..c.dim {
-            let mut w = [_mm512_setzero_ps(); PP];
-            for (p, wp) in w.iter_mut().enumerate() {
-                *wp = _mm512_load_ps(base.add(p * panel_len + j * PANEL));
-            }
-            for (r, ar) in acc.iter_mut().enumerate() {
-                let xb = _mm512_set1_ps(*x.add(r * c.stride + j));
-                for p in 0..PP {
-                    ar[p] = _mm512_fmadd_ps(xb, w[p], ar[p]);
-                }
-            }
-        }
-        for (r, ar) in acc.iter().enumerate() {
-            for (p, a) in ar.iter().enumerate() {
-                let panel = panel0 + p;
-                if PROJ {
-                    let lanes = (c.np - panel * PANEL).min(PANEL);
-                    let m: __mmask16 = if lanes == PANEL {
-                        0xFFFF
-                    } else {
-                        (1u16 << lanes) - 1
-                    };
-                    _mm512_mask_storeu_ps(out.add(r * c.np + panel * PANEL), m, *a);
-                } else {
-                    let m = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(*a, _mm512_setzero_ps());
-                    let bit = panel * PANEL;
-                    *bits.add(r * c.words + bit / 64) |= (m as u64) << (bit % 64);
-                }
-            }
-        }
-    }
-}
-
-/// Runs `tile::<rr, PP>` for a runtime row count `rr` in 1..=ROWS.
-macro_rules! tile_rows {
-    ($rr:expr, $pp:literal, $proj:ident, $($a:expr),*) => {
-        match $rr {
-            1 => tile::<1, $pp, $proj>($($a),*),
-            2 => tile::<2, $pp, $proj>($($a),*),
-            3 => tile::<3, $pp, $proj>($($a),*),
-            4 => tile::<4, $pp, $proj>($($a),*),
-            5 => tile::<5, $pp, $proj>($($a),*),
-            _ => tile::<6, $pp, $proj>($($a),*),
-        }
-    };
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn dense<const PROJ: bool>(
-    h: &Planes<'_>,
-    x: &[f32],
-    n: usize,
-    stride: usize,
-    codes: &mut [u32],
-    out: &mut [f32],
-) {
-    let npanels = h.num_panels();
-    let c = Ctx {
-        dim: h.dim(),
-        stride,
-        pk: h.packed().as_ptr(),
-        np: h.num_planes(),
-        words: words_per_row(npanels),
-    };
-    let (k, l) = (h.bits(), h.tables() as usize);
-    BITS.with(|b| {
-        let mut bits = b.borrow_mut();
-        if bits.len() < ROWS * c.words {
-            bits.resize(ROWS * c.words, 0);
-        }
-        let mut i = 0;
-        while i < n {
-            let rr = (n - i).min(ROWS);
-            bits[..rr * c.words].fill(0);
-            // SAFETY: row i + rr - 1 < n exists in x (checked); out has n
-            // rows of np values when PROJ (checked); bits holds ROWS rows.
-            unsafe {
-                let xr = x.as_ptr().add(i * stride);
-                let bp = bits.as_mut_ptr();
-                let op = if PROJ {
-                    out.as_mut_ptr().add(i * c.np)
-                } else {
-                    std::ptr::null_mut()
-                };
-                let mut p = 0;
-                if rr == 1 {
-                    while p + 8 <= npanels {
-                        tile::<1, 8, PROJ>(c, xr, p, bp, op);
-                        p += 8;
-                    }
-                }
-                while p + 4 <= npanels {
-                    tile_rows!(rr, 4, PROJ, c, xr, p, bp, op);
-                    p += 4;
-                }
-                while p < npanels {
-                    tile_rows!(rr, 1, PROJ, c, xr, p, bp, op);
-                    p += 1;
-                }
-            }
-            if !PROJ {
-                for r in 0..rr {
-                    emit_codes(&bits[r * c.words..], k, l as u32, &mut codes[(i + r) * l..]);
-                }
-            }
-            i += rr;
-        }
-    });
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn sparse<const PROJ: bool>(
-    h: &Planes<'_>,
-    sp: &SparseView<'_>,
-    x: &[f32],
-    n: usize,
-    stride: usize,
-    codes: &mut [u32],
-    out: &mut [f32],
-) {
-    let dim = h.dim();
-    let np = h.num_planes();
-    if n < 4 {
-        super::sparse_rows::<PROJ>(h, sp, x, n, stride, codes, out);
-        return;
-    }
-    let words = np.div_ceil(64);
-    let (k, l) = (h.bits(), h.tables() as usize);
-    BLOCK.with(|blk| {
-        BITS.with(|b| {
-            let mut block = blk.borrow_mut();
-            let mut bits = b.borrow_mut();
-            if block.len() < dim * SPARSE_ROWS {
-                block.resize(dim * SPARSE_ROWS, 0.0);
-            }
-            if bits.len() < SPARSE_ROWS * words {
-                bits.resize(SPARSE_ROWS * words, 0);
-            }
-            let mut tmp = [0.0f32; SPARSE_ROWS];
-            let mut i = 0;
-            while i < n {
-                let rr = (n - i).min(SPARSE_ROWS);
-                // Transpose rows i..i+rr into block[j*ROWS + r]; padding
-                // rows are zero.
-                if rr < SPARSE_ROWS {
-                    block[..dim * SPARSE_ROWS].fill(0.0);
-                }
-                for r in 0..rr {
-                    let row = &x[(i + r) * stride..(i + r) * stride + dim];
-                    for (j, v) in row.iter().enumerate() {
-                        block[j * SPARSE_ROWS + r] = *v;
-                    }
-                }
-                bits[..rr * words].fill(0);
-                let bp = block.as_ptr();
-                for p in 0..np {
-                    let (s, m, e) = (
-                        sp.start[p] as usize,
-                        sp.mid[p] as usize,
-                        sp.start[p + 1] as usize,
-                    );
-                    // SAFETY: every index is < dim (Planes::new's contract), so
-                    // idx*32 + 16 + 16 <= dim*32 = block length.
-                    let (lo, hi) = unsafe {
-                        let (lo_p, hi_p) = signed_sum(bp, &sp.idx[s..m]);
-                        let (lo_m, hi_m) = signed_sum(bp, &sp.idx[m..e]);
-                        (_mm512_sub_ps(lo_p, lo_m), _mm512_sub_ps(hi_p, hi_m))
-                    };
-                    if PROJ {
-                        // SAFETY: tmp holds 32 floats.
-                        unsafe {
-                            _mm512_storeu_ps(tmp.as_mut_ptr(), lo);
-                            _mm512_storeu_ps(tmp.as_mut_ptr().add(16), hi);
-                        }
-                        for r in 0..rr {
-                            out[(i + r) * np + p] = tmp[r];
-                        }
-                    } else {
-                        let z = _mm512_setzero_ps();
-                        let mask = (_mm512_cmp_ps_mask::<_CMP_GT_OQ>(lo, z) as u32)
-                            | ((_mm512_cmp_ps_mask::<_CMP_GT_OQ>(hi, z) as u32) << 16);
-                        let (w, sh) = (p / 64, p % 64);
-                        for r in 0..rr {
-                            bits[r * words + w] |= (((mask >> r) & 1) as u64) << sh;
-                        }
-                    }
-                }
-                if !PROJ {
-                    for r in 0..rr {
-                        emit_codes(&bits[r * words..], k, l as u32, &mut codes[(i + r) * l..]);
-                    }
-                }
-                i += rr;
-            }
-        })
-    });
+entries! {
+    /// Dense planes: 6 rows x 4 panels per tile, 1 x 8 for a single row.
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+    unsafe fn dense = dense(Avx512, 6, 8, 4);
+    /// Sparse planes: blocks of 32 rows (two zmm per index).
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+    unsafe fn sparse = sparse_whole(Avx512, 2);
 }
 
 /// Sum of block rows `idx` (each 32 floats: two zmm), four partial sums per

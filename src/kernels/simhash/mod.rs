@@ -98,6 +98,8 @@ impl<'a> Planes<'a> {
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod drive;
 pub mod portable;
 pub mod scalar;
 

@@ -1,0 +1,358 @@
+//! The x86 tiers' shared plumbing for [`super::DotFn`] and
+//! [`super::ScoreFn`]: an ISA file provides only its vector of query/code
+//! bytes ([`Chunk`]: the byte step and the final reductions); the 4-row
+//! block, the run with its prefetch and 1-row tail, the choice of a
+//! register-resident query, the row sinks and the entry points
+//! ([`entries!`]) are here, `#[inline(always)]`, and compile inside each
+//! tier's `#[target_feature]` entry function with that tier's instructions.
+
+use std::arch::x86_64::*;
+
+use super::{correct, score_of, Epilogue, PREFETCH_BYTES};
+
+/// A SIMD tier's vector of code bytes: all that an ISA file provides.
+pub(super) trait Chunk {
+    type V: Copy;
+    /// Bytes of `V`.
+    const BYTES: usize;
+    /// # Safety (every method)
+    /// The caller enables the tier's target features; `loadu` reads
+    /// `BYTES` bytes at `p`.
+    unsafe fn zero() -> Self::V;
+    /// The constant operand of `step` (i16 ones where it uses `vpmaddwd`).
+    unsafe fn ones() -> Self::V;
+    unsafe fn loadu(p: *const u8) -> Self::V;
+    /// `acc` plus the `BYTES` products `u x c` (u8 x i8), summed in i32
+    /// lanes (exact within the kernels' limits).
+    unsafe fn step(acc: Self::V, u: Self::V, c: Self::V, ones: Self::V) -> Self::V;
+    /// `[sum(a), sum(b), sum(c), sum(d)]` (wrapping).
+    unsafe fn reduce4(a: Self::V, b: Self::V, c: Self::V, d: Self::V) -> __m128i;
+    /// The sum of the lanes (wrapping).
+    unsafe fn reduce1(a: Self::V) -> i32;
+}
+
+/// Where the corrected row values go.
+pub(super) trait Sink {
+    /// Rows `r..r + 4` get the four lanes of `d`.
+    ///
+    /// # Safety
+    /// Rows `r..r + 4` are within the run; avx2 is enabled.
+    unsafe fn put4(&mut self, r: usize, d: __m128i);
+    /// Row `r` gets `d`.
+    ///
+    /// # Safety
+    /// Row `r` is within the run.
+    unsafe fn put1(&mut self, r: usize, d: i32);
+}
+
+struct DotSink {
+    out: *mut i32,
+}
+
+impl Sink for DotSink {
+    #[inline(always)]
+    unsafe fn put4(&mut self, r: usize, d: __m128i) {
+        // SAFETY: out holds the run's rows (caller of the kernel).
+        unsafe { _mm_storeu_si128(self.out.add(r).cast(), d) }
+    }
+    #[inline(always)]
+    unsafe fn put1(&mut self, r: usize, d: i32) {
+        // SAFETY: as put4.
+        unsafe { *self.out.add(r) = d }
+    }
+}
+
+struct ScoreSink<const BIAS: bool> {
+    out: *mut f32,
+    scales: *const f32,
+    /// Null when `BIAS` is false.
+    bias: *const f32,
+    scale_q: f32,
+}
+
+impl<const BIAS: bool> Sink for ScoreSink<BIAS> {
+    #[inline(always)]
+    unsafe fn put4(&mut self, r: usize, d: __m128i) {
+        // SAFETY: out, scales (and bias when BIAS) hold the run's rows.
+        unsafe {
+            let s = _mm_mul_ps(_mm_loadu_ps(self.scales.add(r)), _mm_set1_ps(self.scale_q));
+            let mut v = _mm_mul_ps(_mm_cvtepi32_ps(d), s);
+            if BIAS {
+                v = _mm_add_ps(v, _mm_loadu_ps(self.bias.add(r)));
+            }
+            _mm_storeu_ps(self.out.add(r), v);
+        }
+    }
+    #[inline(always)]
+    unsafe fn put1(&mut self, r: usize, d: i32) {
+        // SAFETY: as put4.
+        unsafe {
+            let b = if BIAS { Some(*self.bias.add(r)) } else { None };
+            *self.out.add(r) = score_of(d, *self.scales.add(r), self.scale_q, b);
+        }
+    }
+}
+
+/// Prefetches (`prefetcht0`) the `len` bytes that lie [`PREFETCH_BYTES`]
+/// after byte `at` of the run, if they are still inside the run's `end`
+/// bytes (a run never prefetches beyond itself: with short IVF lists the
+/// bytes after a run are usually not the next list probed).
+#[inline(always)]
+unsafe fn prefetch_ahead(codes: *const i8, at: usize, len: usize, end: usize) {
+    let from = at + PREFETCH_BYTES;
+    if from + len <= end {
+        let mut off = 0;
+        while off < len {
+            // SAFETY: a hint within the run's bytes (checked above); sse
+            // is part of every x86-64 target.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(codes.add(from + off)) };
+            off += 64;
+        }
+    }
+}
+
+/// `[sum(a), sum(b), sum(c), sum(d)]` (wrapping): a 4x4 transpose-and-add
+/// per 128-bit lane with `vpunpck{l,h}{dq,qdq}` (measured ~7 % faster per
+/// row than three `vphaddd` on Zen 3), then the two lanes added.
+#[inline(always)]
+pub(super) unsafe fn hsum4(a: __m256i, b: __m256i, c: __m256i, d: __m256i) -> __m128i {
+    // SAFETY: register-only AVX2 operations; the caller enables avx2.
+    unsafe {
+        // [a0+a2, b0+b2, a1+a3, b1+b3] per lane, then the same for c, d.
+        let ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+        let cd = _mm256_add_epi32(_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
+        // [a0+a1+a2+a3, b.., c.., d..] per lane.
+        let abcd = _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
+        _mm_add_epi32(
+            _mm256_castsi256_si128(abcd),
+            _mm256_extracti128_si256::<1>(abcd),
+        )
+    }
+}
+
+/// The sum of the 8 lanes (wrapping).
+#[inline(always)]
+pub(super) unsafe fn hsum1(a: __m256i) -> i32 {
+    // SAFETY: register-only AVX2 operations; the caller enables avx2.
+    unsafe {
+        let s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256::<1>(a));
+        let s = _mm_hadd_epi32(s, s);
+        let s = _mm_hadd_epi32(s, s);
+        _mm_cvtsi128_si32(s)
+    }
+}
+
+/// Accumulators of `R` (1 or 4) rows from `p`. With `N > 0`,
+/// `dim_pad == C::BYTES * N` and the query is `qv`; with `N == 0` it is
+/// read from `q` per chunk.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)]
+unsafe fn block<C: Chunk, const N: usize, const R: usize>(
+    p: *const i8,
+    dim_pad: usize,
+    q: *const u8,
+    qv: &[C::V; N],
+    ones: C::V,
+) -> [C::V; R] {
+    let w = C::BYTES;
+    // SAFETY: rows 0..R from p hold dim_pad readable bytes, q holds dim_pad
+    // (caller); the enclosing function enables the features.
+    unsafe {
+        let mut acc = [C::zero(); R];
+        if N > 0 {
+            for k in 0..N {
+                for r in 0..R {
+                    let c = C::loadu(p.add(r * w * N + w * k).cast());
+                    acc[r] = C::step(acc[r], qv[k], c, ones);
+                }
+            }
+        } else {
+            let mut j = 0;
+            while j < dim_pad {
+                let u = C::loadu(q.add(j));
+                for r in 0..R {
+                    let c = C::loadu(p.add(r * dim_pad + j).cast());
+                    acc[r] = C::step(acc[r], u, c, ones);
+                }
+                j += w;
+            }
+        }
+        acc
+    }
+}
+
+/// The run: blocks of four rows (prefetching [`PREFETCH_BYTES`] ahead),
+/// then single rows.
+#[inline(always)]
+unsafe fn run<C: Chunk, const N: usize, S: Sink>(
+    codes: &[i8],
+    dim_pad: usize,
+    nrows: usize,
+    q: &[u8],
+    sums: &[i32],
+    sink: &mut S,
+) {
+    let (cp, qp, sp) = (codes.as_ptr(), q.as_ptr(), sums.as_ptr());
+    // SAFETY: the kernel preconditions (codes hold nrows * dim_pad bytes, q
+    // dim_pad, sums nrows; dim_pad == C::BYTES * N when N > 0); features
+    // enabled by the enclosing function.
+    unsafe {
+        let ones = C::ones();
+        let qv: [C::V; N] = std::array::from_fn(|k| C::loadu(qp.add(C::BYTES * k)));
+        let mut r = 0;
+        while r + 4 <= nrows {
+            prefetch_ahead(cp, r * dim_pad, 4 * dim_pad, nrows * dim_pad);
+            let [a, b, c, d] = block::<C, N, 4>(cp.add(r * dim_pad), dim_pad, qp, &qv, ones);
+            let raw = C::reduce4(a, b, c, d);
+            let s = _mm_loadu_si128(sp.add(r).cast());
+            sink.put4(r, _mm_sub_epi32(raw, _mm_slli_epi32::<6>(s)));
+            r += 4;
+        }
+        while r < nrows {
+            let [a] = block::<C, N, 1>(cp.add(r * dim_pad), dim_pad, qp, &qv, ones);
+            sink.put1(r, correct(C::reduce1(a), *sp.add(r)));
+            r += 1;
+        }
+    }
+}
+
+/// Chooses the register-resident query for `dim_pad` of 64, 128, 192 or
+/// 256 (`N = dim_pad / C::BYTES`: 2, 4, 6, 8 ymm or 1..4 zmm).
+#[inline(always)]
+unsafe fn dispatch<C: Chunk, S: Sink>(
+    codes: &[i8],
+    dim_pad: usize,
+    nrows: usize,
+    q: &[u8],
+    sums: &[i32],
+    sink: &mut S,
+) {
+    let ymm = C::BYTES == 32;
+    // SAFETY: forwarded kernel preconditions; N matches dim_pad (C::BYTES
+    // is 32 or 64, the branches on `ymm` fold at compile time).
+    unsafe {
+        match dim_pad {
+            64 if ymm => run::<C, 2, S>(codes, dim_pad, nrows, q, sums, sink),
+            128 if ymm => run::<C, 4, S>(codes, dim_pad, nrows, q, sums, sink),
+            192 if ymm => run::<C, 6, S>(codes, dim_pad, nrows, q, sums, sink),
+            256 if ymm => run::<C, 8, S>(codes, dim_pad, nrows, q, sums, sink),
+            64 => run::<C, 1, S>(codes, dim_pad, nrows, q, sums, sink),
+            128 => run::<C, 2, S>(codes, dim_pad, nrows, q, sums, sink),
+            192 => run::<C, 3, S>(codes, dim_pad, nrows, q, sums, sink),
+            256 => run::<C, 4, S>(codes, dim_pad, nrows, q, sums, sink),
+            _ => run::<C, 0, S>(codes, dim_pad, nrows, q, sums, sink),
+        }
+    }
+}
+
+/// [`super::DotFn`] over the chunk `C`.
+///
+/// # Safety
+/// The preconditions of [`super::DotFn`]; the caller enables `C`'s
+/// features.
+#[inline(always)]
+pub(super) unsafe fn dot<C: Chunk>(
+    codes: &[i8],
+    dim_pad: usize,
+    nrows: usize,
+    q: &[u8],
+    sums: &[i32],
+    out: &mut [i32],
+) {
+    let mut sink = DotSink {
+        out: out.as_mut_ptr(),
+    };
+    // SAFETY: forwarded preconditions; out holds nrows values.
+    unsafe { dispatch::<C, _>(codes, dim_pad, nrows, q, sums, &mut sink) }
+}
+
+/// [`super::ScoreFn`] over the chunk `C`.
+///
+/// # Safety
+/// The preconditions of [`super::ScoreFn`]; the caller enables `C`'s
+/// features.
+#[inline(always)]
+pub(super) unsafe fn score<C: Chunk>(
+    codes: &[i8],
+    dim_pad: usize,
+    nrows: usize,
+    q: &[u8],
+    sums: &[i32],
+    epi: &Epilogue<'_>,
+    out: &mut [f32],
+) {
+    let (out, scales, scale_q) = (out.as_mut_ptr(), epi.scales.as_ptr(), epi.scale_q);
+    // SAFETY: forwarded preconditions; out, scales and bias hold nrows values.
+    unsafe {
+        match epi.bias {
+            Some(b) => {
+                let mut sink = ScoreSink::<true> {
+                    out,
+                    scales,
+                    bias: b.as_ptr(),
+                    scale_q,
+                };
+                dispatch::<C, _>(codes, dim_pad, nrows, q, sums, &mut sink)
+            }
+            None => {
+                let mut sink = ScoreSink::<false> {
+                    out,
+                    scales,
+                    bias: std::ptr::null(),
+                    scale_q,
+                };
+                dispatch::<C, _>(codes, dim_pad, nrows, q, sums, &mut sink)
+            }
+        }
+    }
+}
+
+/// A tier's `dot` and `score` entry points, each written at the call as
+/// its attributes (the `#[target_feature]` among them, so that the
+/// function and its features stand literally in the ISA file) and
+/// `pub unsafe fn NAME = dot(CHUNK);` or `= score(CHUNK);`: the body
+/// monomorphises [`dot`] or [`score`] over the chunk.
+macro_rules! entries {
+    () => {};
+    ($(#[$m:meta])* pub unsafe fn $name:ident = dot($chunk:ty); $($rest:tt)*) => {
+        $(#[$m])*
+        ///
+        /// # Safety
+        /// The preconditions of [`super::DotFn`]; the CPU supports the
+        /// function's target features.
+        pub unsafe fn $name(
+            codes: &[i8],
+            dim_pad: usize,
+            nrows: usize,
+            q: &[u8],
+            sums: &[i32],
+            out: &mut [i32],
+        ) {
+            // SAFETY: forwarded preconditions; this function enables the
+            // chunk's features.
+            unsafe { super::drive::dot::<$chunk>(codes, dim_pad, nrows, q, sums, out) }
+        }
+        entries!($($rest)*);
+    };
+    ($(#[$m:meta])* pub unsafe fn $name:ident = score($chunk:ty); $($rest:tt)*) => {
+        $(#[$m])*
+        ///
+        /// # Safety
+        /// The preconditions of [`super::ScoreFn`]; the CPU supports the
+        /// function's target features.
+        pub unsafe fn $name(
+            codes: &[i8],
+            dim_pad: usize,
+            nrows: usize,
+            q: &[u8],
+            sums: &[i32],
+            epi: &super::Epilogue<'_>,
+            out: &mut [f32],
+        ) {
+            // SAFETY: as above.
+            unsafe { super::drive::score::<$chunk>(codes, dim_pad, nrows, q, sums, epi, out) }
+        }
+        entries!($($rest)*);
+    };
+}
+pub(super) use entries;
