@@ -1,6 +1,12 @@
 //! Answering queries: list estimates, adaptive or fixed list selection,
 //! int8 / PQ4 scoring of the visited lists, exact re-ranking (module docs
 //! of `ivf`).
+//!
+//! Over ~900 lines on purpose: it is one query's path, stage after stage
+//! (centroid estimates, fixed or adaptive list choice, the int8, PQ4 and
+//! PQ4 -> int8 scans, the exact re-rank) over one shared [`Scratch`];
+//! batches are in `batch.rs`, building in `build.rs`. Split it by code
+//! (`Codes`) if another code is added.
 
 use super::batch::BATCH;
 use super::*;

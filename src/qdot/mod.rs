@@ -3,6 +3,11 @@
 //! from compact int8 codes, and only the best `R` ([`TopR`]) are re-scored
 //! exactly from the full-precision rows by the caller.
 //!
+//! Over ~900 lines on purpose: the quantisation of rows and queries and
+//! the row-major codes ([`QRows`]) share one error analysis, written once
+//! in these docs and tested against it (the panel layout, [`QPanels`], is
+//! in `panels.rs`; the kernels are in `crate::kernels::qdot`).
+//!
 //! # The quantisation scheme
 //! * **Rows** ([`quantize_rows`], [`QRows`]): symmetric per-row int8. For
 //!   a row `w` of `dim` floats, `s = max_j |w_j| / 127` (f32; 0 for an
