@@ -5,7 +5,9 @@
 //! line that also holds its feature list in backticks, and every listed
 //! `src/...:fn` in the table must still exist with AVX-512 features. Entry
 //! points made by `crate::kernels::simd::entries! { "features"; fn name(..)
-//! => ..; }` count as functions with those features.
+//! => ..; }` count as functions with those features, and so do those of a
+//! family's `simd_entries!` list (written once in its `mod.rs`) where an
+//! ISA file calls `super::simd_entries!("features", Type);`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -41,6 +43,39 @@ fn avx512_functions() -> BTreeMap<String, String> {
             .to_string_lossy()
             .replace('\\', "/");
         let lines: Vec<&str> = text.lines().collect();
+        // A family's list of entry points, instantiated here.
+        for l in &lines {
+            let Some(rest) = l.trim().strip_prefix("super::simd_entries!(") else {
+                continue;
+            };
+            let feats = rest.split('"').nth(1).expect("simd_entries! features");
+            if !feats.contains("avx512") {
+                continue;
+            }
+            let module = f.parent().unwrap().join("mod.rs");
+            let m = fs::read_to_string(&module).unwrap();
+            let body = m
+                .split("macro_rules! simd_entries {")
+                .nth(1)
+                .unwrap_or_else(|| panic!("{rel}: no simd_entries! in {module:?}"));
+            let body = &body[..body.find("\n}\n").expect("end of simd_entries!")];
+            let mut n = 0;
+            for b in body.lines() {
+                if let Some(rest) = b.trim().strip_prefix("fn ") {
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    let key = format!("{rel}:{name}");
+                    assert!(
+                        found.insert(key.clone(), feats.to_string()).is_none(),
+                        "{key} appears twice"
+                    );
+                    n += 1;
+                }
+            }
+            assert!(n > 0, "{rel}: simd_entries! lists no fn");
+        }
         // Entry points made by `crate::kernels::simd::entries!`: the
         // features are the block's leading string, and each `fn name(` at
         // the start of a line inside the block is one function.

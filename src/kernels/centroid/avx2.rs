@@ -16,22 +16,9 @@
 //! with the AVX-512 tier; this tier is their [`Avx2`] vector type
 //! (`crate::kernels::simd`) and its tile height.
 
-use crate::kernels::simd::{entries, Avx2};
+use crate::kernels::simd::Avx2;
 
 /// Points per register tile.
 const ROWS: usize = 6;
 
-entries! { "avx2,fma";
-    /// See [`super::Top4Fn`].
-    fn top4_f32(
-        x: &[f32],
-        x_stride: usize,
-        n: usize,
-        xdim: usize,
-        panels: &[f32],
-        np: usize,
-        id0: u32,
-        best: &mut [f32],
-        ids: &mut [u32],
-    ) => super::top4_simd::<Avx2, ROWS>;
-}
+super::simd_entries!("avx2,fma", Avx2);

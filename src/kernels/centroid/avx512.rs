@@ -17,22 +17,9 @@
 //! with the AVX2 tier; this tier is their [`Avx512`] vector type
 //! (`crate::kernels::simd`) and its tile height.
 
-use crate::kernels::simd::{entries, Avx512};
+use crate::kernels::simd::Avx512;
 
 /// Points per register tile.
 const ROWS: usize = 12;
 
-entries! { "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma";
-    /// See [`super::Top4Fn`].
-    fn top4_f32(
-        x: &[f32],
-        x_stride: usize,
-        n: usize,
-        xdim: usize,
-        panels: &[f32],
-        np: usize,
-        id0: u32,
-        best: &mut [f32],
-        ids: &mut [u32],
-    ) => super::top4_simd::<Avx512, ROWS>;
-}
+super::simd_entries!("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma", Avx512);

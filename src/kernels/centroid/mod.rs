@@ -232,3 +232,28 @@ pub fn insert(best: &mut [f32], ids: &mut [u32], s: f32, id: u32) {
     best[t] = s;
     ids[t] = id;
 }
+
+/// The entry points of the two SIMD tiers, listed once: `avx2.rs` and
+/// `avx512.rs` each instantiate them with their target features and vector
+/// type (`crate::kernels::simd::entries!` writes the functions).
+#[cfg(target_arch = "x86_64")]
+macro_rules! simd_entries {
+    ($feat:literal, $T:ty) => {
+        $crate::kernels::simd::entries! { $feat;
+            /// See [`super::Top4Fn`].
+            fn top4_f32(
+                x: &[f32],
+                x_stride: usize,
+                n: usize,
+                xdim: usize,
+                panels: &[f32],
+                np: usize,
+                id0: u32,
+                best: &mut [f32],
+                ids: &mut [u32],
+            ) => super::top4_simd::<$T, ROWS>;
+        }
+    };
+}
+#[cfg(target_arch = "x86_64")]
+pub(crate) use simd_entries;

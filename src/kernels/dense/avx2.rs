@@ -16,23 +16,10 @@
 //! `super::drive`, shared with the AVX-512 tier; this tier is their
 //! [`Avx2`] vector type (`crate::kernels::simd`) and its prefetch distance.
 
-use crate::kernels::simd::{entries, Avx2};
+use crate::kernels::simd::Avx2;
 
 impl super::Tier for Avx2 {
     const PREFETCH_ROWS: usize = 16;
 }
 
-entries! { "avx2,fma";
-    /// [`super::TileFn`].
-    fn tile_f32(
-        w: &[f32],
-        stride: usize,
-        nrows: usize,
-        dim: usize,
-        q: &[f32],
-        q_stride: usize,
-        nq: usize,
-        out: &mut [f32],
-        out_stride: usize,
-    ) => super::drive::<Avx2>;
-}
+super::simd_entries!("avx2,fma", Avx2);

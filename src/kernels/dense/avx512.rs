@@ -22,23 +22,10 @@
 //! `super::drive`, shared with the AVX2 tier; this tier is their
 //! [`Avx512`] vector type (`crate::kernels::simd`) and its prefetch distance.
 
-use crate::kernels::simd::{entries, Avx512};
+use crate::kernels::simd::Avx512;
 
 impl super::Tier for Avx512 {
     const PREFETCH_ROWS: usize = 32;
 }
 
-entries! { "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma";
-    /// [`super::TileFn`].
-    fn tile_f32(
-        w: &[f32],
-        stride: usize,
-        nrows: usize,
-        dim: usize,
-        q: &[f32],
-        q_stride: usize,
-        nq: usize,
-        out: &mut [f32],
-        out_stride: usize,
-    ) => super::drive::<Avx512>;
-}
+super::simd_entries!("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma", Avx512);

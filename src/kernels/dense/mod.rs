@@ -202,3 +202,28 @@ crate::kernels::tier_table! {
     /// The kernel table of a tier (the caller has checked CPU support).
     Kernels { tile: tile_f32 }
 }
+
+/// The entry points of the two SIMD tiers, listed once: `avx2.rs` and
+/// `avx512.rs` each instantiate them with their target features and vector
+/// type (`crate::kernels::simd::entries!` writes the functions).
+#[cfg(target_arch = "x86_64")]
+macro_rules! simd_entries {
+    ($feat:literal, $T:ty) => {
+        $crate::kernels::simd::entries! { $feat;
+            /// [`super::TileFn`].
+            fn tile_f32(
+                w: &[f32],
+                stride: usize,
+                nrows: usize,
+                dim: usize,
+                q: &[f32],
+                q_stride: usize,
+                nq: usize,
+                out: &mut [f32],
+                out_stride: usize,
+            ) => super::drive::<$T>;
+        }
+    };
+}
+#[cfg(target_arch = "x86_64")]
+pub(crate) use simd_entries;

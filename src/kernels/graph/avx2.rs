@@ -19,21 +19,11 @@
 
 use std::arch::x86_64::*;
 
-use crate::kernels::simd::{entries, prefetch_lines, Avx2, Bf16, F32, I8};
+use crate::kernels::simd::{prefetch_lines, Avx2, Bf16, F32, I8};
 
 use super::Rows;
 
-entries! { "avx2,fma";
-    /// [`super::DotFn`] of f32 rows.
-    fn dot_f32(r: &Rows<'_, f32>, q: &[f32], ids: &[u32], out: &mut [f32])
-        => super::dot_simd::<Avx2, F32>;
-    /// [`super::DotFn`] of bf16 rows.
-    fn dot_bf16(r: &Rows<'_, u16>, q: &[f32], ids: &[u32], out: &mut [f32])
-        => super::dot_simd::<Avx2, Bf16>;
-    /// [`super::DotFn`] of int8 rows.
-    fn dot_i8(r: &Rows<'_, i8>, q: &[f32], ids: &[u32], out: &mut [f32])
-        => super::dot_simd::<Avx2, I8>;
-}
+super::simd_entries!("avx2,fma", Avx2);
 
 /// The walk kernel: `vpmovzxbw` (codes) and `vpmovsxbw` (query) widen 16
 /// bytes to i16, `vpmaddwd` multiplies and adds pairs into i32 (a pair is

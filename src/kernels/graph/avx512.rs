@@ -17,21 +17,11 @@
 
 use std::arch::x86_64::*;
 
-use crate::kernels::simd::{entries, prefetch_lines, Avx512, Bf16, F32, I8};
+use crate::kernels::simd::{prefetch_lines, Avx512, Bf16, F32, I8};
 
 use super::Rows;
 
-entries! { "avx512f,avx512bw,avx512dq,avx512vl";
-    /// [`super::DotFn`] of f32 rows.
-    fn dot_f32(r: &Rows<'_, f32>, q: &[f32], ids: &[u32], out: &mut [f32])
-        => super::dot_simd::<Avx512, F32>;
-    /// [`super::DotFn`] of bf16 rows.
-    fn dot_bf16(r: &Rows<'_, u16>, q: &[f32], ids: &[u32], out: &mut [f32])
-        => super::dot_simd::<Avx512, Bf16>;
-    /// [`super::DotFn`] of int8 rows.
-    fn dot_i8(r: &Rows<'_, i8>, q: &[f32], ids: &[u32], out: &mut [f32])
-        => super::dot_simd::<Avx512, I8>;
-}
+super::simd_entries!("avx512f,avx512bw,avx512dq,avx512vl", Avx512);
 
 /// The walk kernel, two flavours sharing one loop: with VNNI, `vpdpbusd`
 /// multiplies 64 code bytes (u8) by 64 query bytes (i8) and adds each

@@ -233,3 +233,25 @@ pub fn reduce16(acc: &[f32; 16]) -> f32 {
     let a2 = [a4[0] + a4[2], a4[1] + a4[3]];
     a2[0] + a2[1]
 }
+
+/// The entry points of the two SIMD tiers, listed once: `avx2.rs` and
+/// `avx512.rs` each instantiate them with their target features and vector
+/// type (`crate::kernels::simd::entries!` writes the functions).
+#[cfg(target_arch = "x86_64")]
+macro_rules! simd_entries {
+    ($feat:literal, $T:ty) => {
+        $crate::kernels::simd::entries! { $feat;
+            /// [`super::DotFn`] of f32 rows.
+            fn dot_f32(r: &Rows<'_, f32>, q: &[f32], ids: &[u32], out: &mut [f32])
+                => super::dot_simd::<$T, F32>;
+            /// [`super::DotFn`] of bf16 rows.
+            fn dot_bf16(r: &Rows<'_, u16>, q: &[f32], ids: &[u32], out: &mut [f32])
+                => super::dot_simd::<$T, Bf16>;
+            /// [`super::DotFn`] of int8 rows.
+            fn dot_i8(r: &Rows<'_, i8>, q: &[f32], ids: &[u32], out: &mut [f32])
+                => super::dot_simd::<$T, I8>;
+        }
+    };
+}
+#[cfg(target_arch = "x86_64")]
+pub(crate) use simd_entries;

@@ -20,7 +20,7 @@
 use std::arch::x86_64::*;
 
 use super::{CDIV, CMUL, CMULC};
-use crate::kernels::simd::{entries, Avx2};
+use crate::kernels::simd::Avx2;
 
 impl super::Tile for Avx2 {
     const MASKED_TAIL: bool = false;
@@ -53,13 +53,4 @@ impl super::Tile for Avx2 {
     }
 }
 
-entries! { "avx2,fma";
-    /// See [`super::BinaryFn`] and [`super::cmul1`].
-    fn cmul(a: &[f32], b: &[f32], s: f32, out: &mut [f32]) => super::binary_simd::<Avx2, CMUL>;
-    /// See [`super::BinaryFn`] and [`super::cmulc1`].
-    fn cmulc(a: &[f32], b: &[f32], s: f32, out: &mut [f32]) => super::binary_simd::<Avx2, CMULC>;
-    /// See [`super::BinaryFn`] and [`super::cdiv1`].
-    fn cdiv(a: &[f32], b: &[f32], s: f32, out: &mut [f32]) => super::binary_simd::<Avx2, CDIV>;
-    /// See [`super::ProjectFn`] and [`super::proj1`].
-    fn project(a: &[f32], eps: f32, s: f32, out: &mut [f32]) => super::project_simd::<Avx2>;
-}
+super::simd_entries!("avx2,fma", Avx2);

@@ -22,7 +22,7 @@
 use std::arch::x86_64::*;
 
 use super::{CDIV, CMUL, CMULC};
-use crate::kernels::simd::{entries, Avx512};
+use crate::kernels::simd::Avx512;
 
 impl super::Tile for Avx512 {
     const MASKED_TAIL: bool = true;
@@ -55,13 +55,4 @@ impl super::Tile for Avx512 {
     }
 }
 
-entries! { "avx512f,avx512bw,avx512dq,avx512vl";
-    /// See [`super::BinaryFn`] and [`super::cmul1`].
-    fn cmul(a: &[f32], b: &[f32], s: f32, out: &mut [f32]) => super::binary_simd::<Avx512, CMUL>;
-    /// See [`super::BinaryFn`] and [`super::cmulc1`].
-    fn cmulc(a: &[f32], b: &[f32], s: f32, out: &mut [f32]) => super::binary_simd::<Avx512, CMULC>;
-    /// See [`super::BinaryFn`] and [`super::cdiv1`].
-    fn cdiv(a: &[f32], b: &[f32], s: f32, out: &mut [f32]) => super::binary_simd::<Avx512, CDIV>;
-    /// See [`super::ProjectFn`] and [`super::proj1`].
-    fn project(a: &[f32], eps: f32, s: f32, out: &mut [f32]) => super::project_simd::<Avx512>;
-}
+super::simd_entries!("avx512f,avx512bw,avx512dq,avx512vl", Avx512);

@@ -247,3 +247,24 @@ crate::kernels::tier_table! {
         project: project,
     }
 }
+
+/// The entry points of the two SIMD tiers, listed once: `avx2.rs` and
+/// `avx512.rs` each instantiate them with their target features and vector
+/// type (`crate::kernels::simd::entries!` writes the functions).
+#[cfg(target_arch = "x86_64")]
+macro_rules! simd_entries {
+    ($feat:literal, $T:ty) => {
+        $crate::kernels::simd::entries! { $feat;
+            /// See [`super::BinaryFn`] and [`super::cmul1`].
+            fn cmul(a: &[f32], b: &[f32], s: f32, out: &mut [f32]) => super::binary_simd::<$T, CMUL>;
+            /// See [`super::BinaryFn`] and [`super::cmulc1`].
+            fn cmulc(a: &[f32], b: &[f32], s: f32, out: &mut [f32]) => super::binary_simd::<$T, CMULC>;
+            /// See [`super::BinaryFn`] and [`super::cdiv1`].
+            fn cdiv(a: &[f32], b: &[f32], s: f32, out: &mut [f32]) => super::binary_simd::<$T, CDIV>;
+            /// See [`super::ProjectFn`] and [`super::proj1`].
+            fn project(a: &[f32], eps: f32, s: f32, out: &mut [f32]) => super::project_simd::<$T>;
+        }
+    };
+}
+#[cfg(target_arch = "x86_64")]
+pub(crate) use simd_entries;

@@ -26,31 +26,9 @@
 //! (`crate::kernels::simd`).
 
 use super::{AdamCoef, Rows};
-use crate::kernels::simd::{entries, Avx2, Bf16, F32};
+use crate::kernels::simd::{Avx2, Bf16, F32};
 
-entries! { "avx2";
-    /// [`super::XentFn`].
-    fn xent(x: &mut [f32], y: &[f32]) -> f32 => super::xent_simd::<Avx2>;
-    /// [`super::DqFn`] of f32 rows.
-    fn dq_f32(r: &Rows<'_, f32>, g: &[f32], ids: &[u32], out: &mut [f32])
-        => super::dq_simd::<Avx2, F32>;
-    /// [`super::DqFn`] of bf16 rows.
-    fn dq_bf16(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32])
-        => super::dq_simd::<Avx2, Bf16>;
-    /// [`super::SgdFn`].
-    fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32)
-        => super::sgd_simd::<Avx2>;
-    /// [`super::AdamFn`].
-    fn adam(
-        w: &mut [f32],
-        m: &mut [f32],
-        v: &mut [f32],
-        q: &Rows<'_, f32>,
-        g: &[f32],
-        s: &[u32],
-        c: &AdamCoef,
-    ) => super::adam_simd::<Avx2>;
-}
+super::simd_entries!("avx2", Avx2);
 
 // The tier table's `prefetch` (`tier_table!` in `../mod.rs`).
 pub use crate::kernels::matmul::avx2::prefetch;

@@ -23,31 +23,9 @@
 //! (`crate::kernels::simd`).
 
 use super::{AdamCoef, Rows};
-use crate::kernels::simd::{entries, Avx512, Bf16, F32};
+use crate::kernels::simd::{Avx512, Bf16, F32};
 
-entries! { "avx512f,avx512bw,avx512dq,avx512vl";
-    /// [`super::XentFn`].
-    fn xent(x: &mut [f32], y: &[f32]) -> f32 => super::xent_simd::<Avx512>;
-    /// [`super::DqFn`] of f32 rows.
-    fn dq_f32(r: &Rows<'_, f32>, g: &[f32], ids: &[u32], out: &mut [f32])
-        => super::dq_simd::<Avx512, F32>;
-    /// [`super::DqFn`] of bf16 rows.
-    fn dq_bf16(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32])
-        => super::dq_simd::<Avx512, Bf16>;
-    /// [`super::SgdFn`].
-    fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32)
-        => super::sgd_simd::<Avx512>;
-    /// [`super::AdamFn`].
-    fn adam(
-        w: &mut [f32],
-        m: &mut [f32],
-        v: &mut [f32],
-        q: &Rows<'_, f32>,
-        g: &[f32],
-        s: &[u32],
-        c: &AdamCoef,
-    ) => super::adam_simd::<Avx512>;
-}
+super::simd_entries!("avx512f,avx512bw,avx512dq,avx512vl", Avx512);
 
 // The tier table's `prefetch` (`tier_table!` in `../mod.rs`).
 pub use crate::kernels::matmul::avx2::prefetch;

@@ -565,3 +565,37 @@ crate::kernels::tier_table! {
         prefetch: prefetch,
     }
 }
+
+/// The entry points of the two SIMD tiers, listed once: `avx2.rs` and
+/// `avx512.rs` each instantiate them with their target features and vector
+/// type (`crate::kernels::simd::entries!` writes the functions).
+#[cfg(target_arch = "x86_64")]
+macro_rules! simd_entries {
+    ($feat:literal, $T:ty) => {
+        $crate::kernels::simd::entries! { $feat;
+            /// [`super::XentFn`].
+            fn xent(x: &mut [f32], y: &[f32]) -> f32 => super::xent_simd::<$T>;
+            /// [`super::DqFn`] of f32 rows.
+            fn dq_f32(r: &Rows<'_, f32>, g: &[f32], ids: &[u32], out: &mut [f32])
+                => super::dq_simd::<$T, F32>;
+            /// [`super::DqFn`] of bf16 rows.
+            fn dq_bf16(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32])
+                => super::dq_simd::<$T, Bf16>;
+            /// [`super::SgdFn`].
+            fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32)
+                => super::sgd_simd::<$T>;
+            /// [`super::AdamFn`].
+            fn adam(
+                w: &mut [f32],
+                m: &mut [f32],
+                v: &mut [f32],
+                q: &Rows<'_, f32>,
+                g: &[f32],
+                s: &[u32],
+                c: &AdamCoef,
+            ) => super::adam_simd::<$T>;
+        }
+    };
+}
+#[cfg(target_arch = "x86_64")]
+pub(crate) use simd_entries;
