@@ -396,7 +396,7 @@ impl Graph {
         let (up, start, len) = self.slot_range(node, lev);
         let v = if up { &self.upper } else { &self.links0 };
         if let Some(p) = v.get(start..start + len) {
-            kg::prefetch(p.as_ptr().cast(), len * 4);
+            crate::kernels::prefetch(p.as_ptr().cast(), len * 4);
         }
     }
 

@@ -258,7 +258,7 @@ impl Graph {
                 break;
             }
             if let Some(n) = s.cand.peek() {
-                kg::prefetch(
+                crate::kernels::prefetch(
                     recs.base[n.id as usize * wr.stride + wr.dpad..].as_ptr(),
                     4 * slots,
                 );
@@ -273,7 +273,7 @@ impl Graph {
                     *v = gen;
                     s.ids.push(nb);
                     // Its scale and bias are read after the kernel.
-                    kg::prefetch(wr.side[nb as usize..].as_ptr().cast(), 8);
+                    crate::kernels::prefetch(wr.side[nb as usize..].as_ptr().cast(), 8);
                 }
             }
             if s.ids.is_empty() {
@@ -292,7 +292,7 @@ impl Graph {
                 if s.pool.len() < ef || n > s.pool.peek().unwrap().0 {
                     // A kept node may be expanded soon: start fetching
                     // its links (the record's second part) now.
-                    kg::prefetch(
+                    crate::kernels::prefetch(
                         recs.base[id as usize * wr.stride + wr.dpad..].as_ptr(),
                         4 * slots,
                     );

@@ -58,6 +58,35 @@ macro_rules! tier_table {
 }
 pub(crate) use tier_table;
 
+/// Hints that `bytes` bytes at `p` are needed soon (`prefetcht0` of each
+/// 64-byte line on x86-64; nothing elsewhere). Never faults.
+#[inline(always)]
+pub fn prefetch(p: *const u8, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    simd::prefetch_lines(p, bytes);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, bytes);
+}
+
+/// The calling thread's `key` cell, reached without a closure: code
+/// inlined into a closure is compiled without the target features of the
+/// function around it, so a driver inlined into a tier's
+/// `#[target_feature]` function must not run inside `LocalKey::with` (the
+/// SimHash and DWTA drivers take their scratch through this).
+///
+/// # Safety
+/// The reference is used only during the current call (on this thread,
+/// which it cannot leave: `&RefCell` is not `Send`).
+#[inline(always)]
+pub(crate) unsafe fn tls_cell<'a, T>(
+    key: &'static std::thread::LocalKey<std::cell::RefCell<T>>,
+) -> &'a std::cell::RefCell<T> {
+    let p: *const std::cell::RefCell<T> = key.with(|c| c as *const _);
+    // SAFETY: a thread-local lives until its thread exits, after every
+    // call that reached it (caller).
+    unsafe { &*p }
+}
+
 pub mod centroid;
 pub mod dense;
 pub mod dwta;

@@ -147,26 +147,33 @@ pub(crate) trait Widen<F: Fmt>: F32x {
 }
 
 /// `prefetcht0` of every 64-byte line of `bytes` bytes at `p`, and of its
-/// last byte (`bytes >= 1`).
-///
-/// # Safety
-/// None beyond SSE (baseline on x86-64): a prefetch never faults, and the
-/// wrapping arithmetic keeps any pointer computation defined.
+/// last byte (`bytes >= 1`). Safe for any pointer: a prefetch never
+/// faults (SSE, baseline on x86-64), and the wrapping arithmetic keeps any
+/// pointer computation defined.
 #[inline(always)]
-pub(crate) unsafe fn prefetch_row(p: *const u8, bytes: usize) {
-    // SAFETY: prefetch hints, see above.
-    unsafe {
-        prefetch_lines(p, bytes);
-        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(bytes - 1).cast());
+pub(crate) fn prefetch_row(p: *const u8, bytes: usize) {
+    prefetch_lines(p, bytes);
+    // SAFETY: a prefetch hint (see above).
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(bytes - 1).cast()) };
+}
+
+/// Prefetches (`prefetcht0`) the `len` bytes that lie `ahead` bytes after
+/// byte `at` of a run of `end` bytes at `p`, if they are still inside it
+/// (a run never prefetches beyond itself: with short IVF lists the bytes
+/// after a run are usually not the next list probed). The int8 and 4-bit
+/// scans' look-ahead; safe as [`prefetch_row`].
+#[inline(always)]
+pub(crate) fn prefetch_ahead(p: *const u8, at: usize, len: usize, end: usize, ahead: usize) {
+    let from = at + ahead;
+    if from + len <= end {
+        prefetch_lines(p.wrapping_add(from), len);
     }
 }
 
-/// `prefetcht0` of every 64-byte line of `bytes` bytes at `p`.
-///
-/// # Safety
-/// As [`prefetch_row`].
+/// `prefetcht0` of every 64-byte line of `bytes` bytes at `p` (safe as
+/// [`prefetch_row`]).
 #[inline(always)]
-pub(crate) unsafe fn prefetch_lines(p: *const u8, bytes: usize) {
+pub(crate) fn prefetch_lines(p: *const u8, bytes: usize) {
     let mut off = 0;
     while off < bytes {
         // SAFETY: a prefetch hint (see prefetch_row).

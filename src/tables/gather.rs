@@ -410,19 +410,10 @@ const PREFETCH_LINES: usize = 4;
 /// Prefetches the first cache lines of a bucket's ids.
 #[inline(always)]
 fn prefetch_ids(ids: &[u32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let lines = (ids.len() * 4).div_ceil(64).min(PREFETCH_LINES);
-        for i in 0..lines {
-            // SAFETY: a prefetch never faults; the address lies inside (or
-            // one line past the start of) the slice. SSE is baseline on
-            // x86-64.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(ids.as_ptr().wrapping_add(i * 16).cast()) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = ids;
+    crate::kernels::prefetch(
+        ids.as_ptr().cast(),
+        (ids.len() * 4).min(PREFETCH_LINES * 64),
+    );
 }
 
 /// Marks one id; returns whether it was new.

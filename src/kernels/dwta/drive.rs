@@ -8,29 +8,12 @@
 
 use std::arch::x86_64::*;
 use std::cell::RefCell;
-use std::thread::LocalKey;
 
 use super::{fold_entries, fold_entry, pack_keys, use_row_blocks, BinState, DwtaView, GROUP};
 
 thread_local! {
     static HASH: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
     static BLOCK: RefCell<Vec<i32>> = const { RefCell::new(Vec::new()) };
-}
-
-/// The calling thread's `key` cell, reached without a closure: code
-/// inlined into a closure is compiled without the target features of the
-/// function around it, so the drivers, inlined into each tier's
-/// `#[target_feature]` function, must not run inside `LocalKey::with`.
-///
-/// # Safety
-/// The reference is used only during the current call (on this thread,
-/// which it cannot leave: `&RefCell` is not `Send`).
-#[inline(always)]
-unsafe fn scratch<'a, T>(key: &'static LocalKey<RefCell<T>>) -> &'a RefCell<T> {
-    let p: *const RefCell<T> = key.with(|c| c as *const RefCell<T>);
-    // SAFETY: a thread-local lives until its thread exits, after every
-    // call that reached it (caller).
-    unsafe { &*p }
 }
 
 /// Rows of the widest row block of every tier.
@@ -161,8 +144,8 @@ pub(super) unsafe fn rows<S: Lanes, const V: usize>(
         h.log2_bin_size(),
     );
     let map = h.map();
-    // SAFETY: used within this call only (`scratch`).
-    let mut block = unsafe { scratch(&BLOCK) }.borrow_mut();
+    // SAFETY: used within this call only (`tls_cell`).
+    let mut block = unsafe { crate::kernels::tls_cell(&BLOCK) }.borrow_mut();
     if block.len() < dim * w {
         block.resize(dim * w, i32::MIN);
     }
@@ -222,8 +205,8 @@ pub(super) unsafe fn bins<S: Lanes>(
 ) {
     let (bs, groups, l) = (h.bin_size() as usize, h.num_groups(), h.tables() as usize);
     let mt = h.map_t().as_ptr();
-    // SAFETY: used within this call only (`scratch`).
-    let mut hash = unsafe { scratch(&HASH) }.borrow_mut();
+    // SAFETY: used within this call only (`tls_cell`).
+    let mut hash = unsafe { crate::kernels::tls_cell(&HASH) }.borrow_mut();
     hash.resize(groups * GROUP, 0);
     for i in 0..n {
         // SAFETY: row i < n starts at i*stride and holds dim floats

@@ -198,26 +198,6 @@ pub(crate) unsafe fn dot_simd<S: Widen<F>, F: Fmt>(
     }
 }
 
-/// Hints that `bytes` bytes at `p` are needed soon (`prefetcht0` of each
-/// 64-byte line on x86-64; nothing elsewhere). Never faults.
-#[inline(always)]
-pub fn prefetch(p: *const u8, bytes: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let mut off = 0;
-        while off < bytes {
-            // SAFETY: prefetch never faults, whatever the address (SSE,
-            // baseline on x86-64); wrapping arithmetic keeps the pointer
-            // computation defined.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off).cast()) };
-            off += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, bytes);
-}
-
 /// The fixed reduction tree of the 16 lane sums (shared by the oracle and
 /// the portable tier; the x86 tiers do the same additions in registers).
 #[inline(always)]

@@ -108,14 +108,12 @@ pub(crate) unsafe fn dot_norms_simd<S: Tile>(
     let w = r.w.as_ptr();
     for (j, &id) in ids.iter().enumerate() {
         if let Some(&nx) = ids.get(j + PREFETCH) {
-            // SAFETY: prefetch only; the address is computed with
-            // wrapping arithmetic and never dereferenced.
-            unsafe {
-                crate::kernels::simd::prefetch_lines(
-                    w.wrapping_add(nx as usize * r.stride).cast(),
-                    dim * 4,
-                )
-            };
+            // A prefetch only: the address is computed with wrapping
+            // arithmetic and never dereferenced.
+            crate::kernels::simd::prefetch_lines(
+                w.wrapping_add(nx as usize * r.stride).cast(),
+                dim * 4,
+            );
         }
         let id = id as usize;
         let row = &r.w[id * r.stride..id * r.stride + dim];

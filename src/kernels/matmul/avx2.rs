@@ -18,10 +18,8 @@
 //! is its [`Avx2`] vector type (`crate::kernels::simd`) with four-row
 //! reductions.
 
-use std::arch::x86_64::*;
-
 use super::Rows;
-use crate::kernels::simd::{entries, Avx2, Bf16, F16, F32, I8};
+use crate::kernels::simd::{entries, prefetch_row, Avx2, Bf16, F16, F32, I8};
 
 impl super::Tier for Avx2 {
     const REDUCE4: bool = true;
@@ -30,16 +28,7 @@ impl super::Tier for Avx2 {
 /// [`super::PrefetchFn`]: `prefetcht0` of the lines of `bytes` bytes at `p`
 /// and of its last byte (SSE, so also used by the AVX-512 tier).
 pub fn prefetch(p: *const u8, bytes: usize) {
-    // SAFETY: prefetch never faults, whatever the address; wrapping
-    // arithmetic keeps even a bogus pointer defined.
-    unsafe {
-        let mut off = 0;
-        while off < bytes {
-            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off).cast());
-            off += 64;
-        }
-        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(bytes.max(1) - 1).cast());
-    }
+    prefetch_row(p, bytes.max(1));
 }
 
 entries! { "avx2,fma";

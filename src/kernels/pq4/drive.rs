@@ -8,6 +8,7 @@
 use std::arch::x86_64::*;
 
 use super::{block_bytes, score_of, Epilogue, BLOCK, PREFETCH_BYTES};
+use crate::kernels::simd::prefetch_ahead;
 
 /// A SIMD tier's block kernel: all that an ISA file provides.
 pub(super) trait Scan {
@@ -83,23 +84,6 @@ impl<const BIAS: bool> Sink for ScoreSink<BIAS> {
     }
 }
 
-/// Prefetches (`prefetcht0`) the `len` bytes that lie [`PREFETCH_BYTES`]
-/// after byte `at` of the run, if they are still inside the run's `end`
-/// bytes.
-#[inline(always)]
-unsafe fn prefetch_ahead(codes: *const u8, at: usize, len: usize, end: usize) {
-    let from = at + PREFETCH_BYTES;
-    if from + len <= end {
-        let mut off = 0;
-        while off < len {
-            // SAFETY: a hint within the run's bytes (checked above); sse
-            // is part of every x86-64 target.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(codes.add(from + off).cast()) };
-            off += 64;
-        }
-    }
-}
-
 /// Hands the four ymm of a block to `sink`: all 32 rows when the block is
 /// full, else (a tail block) the first `n` through a stack buffer.
 #[inline(always)]
@@ -140,7 +124,7 @@ unsafe fn run<K: Scan, S: Sink>(
     // 16 * m_pad); features enabled by the enclosing function.
     unsafe {
         for b in 0..nblocks {
-            prefetch_ahead(cp, b * bb, bb, end);
+            prefetch_ahead(cp, b * bb, bb, end, PREFETCH_BYTES);
             let t = K::block(cp.add(b * bb), m_pad, lp);
             put_block(sink, b * BLOCK, (nrows - b * BLOCK).min(BLOCK), t);
         }

@@ -9,6 +9,7 @@
 use std::arch::x86_64::*;
 
 use super::{correct, score_of, Epilogue, PREFETCH_BYTES};
+use crate::kernels::simd::prefetch_ahead;
 
 /// A SIMD tier's vector of code bytes: all that an ISA file provides.
 pub(super) trait Chunk {
@@ -89,24 +90,6 @@ impl<const BIAS: bool> Sink for ScoreSink<BIAS> {
         unsafe {
             let b = if BIAS { Some(*self.bias.add(r)) } else { None };
             *self.out.add(r) = score_of(d, *self.scales.add(r), self.scale_q, b);
-        }
-    }
-}
-
-/// Prefetches (`prefetcht0`) the `len` bytes that lie [`PREFETCH_BYTES`]
-/// after byte `at` of the run, if they are still inside the run's `end`
-/// bytes (a run never prefetches beyond itself: with short IVF lists the
-/// bytes after a run are usually not the next list probed).
-#[inline(always)]
-unsafe fn prefetch_ahead(codes: *const i8, at: usize, len: usize, end: usize) {
-    let from = at + PREFETCH_BYTES;
-    if from + len <= end {
-        let mut off = 0;
-        while off < len {
-            // SAFETY: a hint within the run's bytes (checked above); sse
-            // is part of every x86-64 target.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(codes.add(from + off)) };
-            off += 64;
         }
     }
 }
@@ -201,7 +184,13 @@ unsafe fn run<C: Chunk, const N: usize, S: Sink>(
         let qv: [C::V; N] = std::array::from_fn(|k| C::loadu(qp.add(C::BYTES * k)));
         let mut r = 0;
         while r + 4 <= nrows {
-            prefetch_ahead(cp, r * dim_pad, 4 * dim_pad, nrows * dim_pad);
+            prefetch_ahead(
+                cp.cast(),
+                r * dim_pad,
+                4 * dim_pad,
+                nrows * dim_pad,
+                PREFETCH_BYTES,
+            );
             let [a, b, c, d] = block::<C, N, 4>(cp.add(r * dim_pad), dim_pad, qp, &qv, ones);
             let raw = C::reduce4(a, b, c, d);
             let s = _mm_loadu_si128(sp.add(r).cast());

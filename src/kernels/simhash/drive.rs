@@ -7,7 +7,6 @@
 //! tier's instructions.
 
 use std::cell::RefCell;
-use std::thread::LocalKey;
 
 use super::{emit_codes, words_per_row};
 use super::{Planes, SparseView, PANEL};
@@ -18,22 +17,6 @@ const SPARSE_ROWS: usize = 32;
 thread_local! {
     static BITS: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
     static BLOCK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-}
-
-/// The calling thread's `key` cell, reached without a closure: code
-/// inlined into a closure is compiled without the target features of the
-/// function around it, so the drivers, inlined into each tier's
-/// `#[target_feature]` function, must not run inside `LocalKey::with`.
-///
-/// # Safety
-/// The reference is used only during the current call (on this thread,
-/// which it cannot leave: `&RefCell` is not `Send`).
-#[inline(always)]
-unsafe fn scratch<'a, T>(key: &'static LocalKey<RefCell<T>>) -> &'a RefCell<T> {
-    let p: *const RefCell<T> = key.with(|c| c as *const RefCell<T>);
-    // SAFETY: a thread-local lives until its thread exits, after every
-    // call that reached it (caller).
-    unsafe { &*p }
 }
 
 /// A SIMD tier's vectors: all that an ISA file provides.
@@ -197,8 +180,8 @@ pub(super) unsafe fn dense<
         words: words_per_row(npanels),
     };
     let (k, l) = (h.bits(), h.tables() as usize);
-    // SAFETY: used within this call only (`scratch`).
-    let mut bits = unsafe { scratch(&BITS) }.borrow_mut();
+    // SAFETY: used within this call only (`tls_cell`).
+    let mut bits = unsafe { crate::kernels::tls_cell(&BITS) }.borrow_mut();
     if bits.len() < ROWS * c.words {
         bits.resize(ROWS * c.words, 0);
     }
@@ -266,10 +249,10 @@ unsafe fn sparse_block<S: Lanes, const Q: usize, const PROJ: bool>(
     let np = h.num_planes();
     let words = np.div_ceil(64);
     let (k, l) = (h.bits(), h.tables() as usize);
-    // SAFETY: used within this call only (`scratch`).
-    let mut block = unsafe { scratch(&BLOCK) }.borrow_mut();
-    // SAFETY: used within this call only (`scratch`).
-    let mut bits = unsafe { scratch(&BITS) }.borrow_mut();
+    // SAFETY: used within this call only (`tls_cell`).
+    let mut block = unsafe { crate::kernels::tls_cell(&BLOCK) }.borrow_mut();
+    // SAFETY: used within this call only (`tls_cell`).
+    let mut bits = unsafe { crate::kernels::tls_cell(&BITS) }.borrow_mut();
     if block.len() < dim * rows_per_block {
         block.resize(dim * rows_per_block, 0.0);
     }
