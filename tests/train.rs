@@ -639,6 +639,12 @@ fn sgd_every_tier_and_thread_count_equals_dense_reference() {
         (40, 16, 17, 12),
         (200, 33, 30, 40),
         (64, 128, 8, 30),
+        // Every block split of the SIMD row updates (blocks of 8, then 4,
+        // 2, 1 vectors, then the masked tail) on both vector widths.
+        (50, 112, 10, 12),
+        (30, 200, 6, 8),
+        (20, 255, 5, 9),
+        (9, 1000, 3, 5),
     ] {
         let p = problem(&mut r, rows, dim, nb, k);
         let lr = 0.37f32;
@@ -673,6 +679,8 @@ fn adam_every_tier_and_thread_count_equals_dense_reference() {
         (5usize, 3usize, 4usize, 3usize),
         (30, 17, 12, 9),
         (64, 128, 8, 30),
+        (30, 112, 8, 10),
+        (20, 255, 5, 9),
     ] {
         let params = AdamParams {
             lr: 0.01,
@@ -1000,5 +1008,84 @@ fn sgd_grouping_passes_equal_dense_reference() {
                 "rows {rows} threads {th}"
             );
         }
+    }
+}
+
+/// The bias corrections' `beta^t` (written out, so that no platform's
+/// `powi` decides the bits) equals `f64::powi` where that is compiler-rt's
+/// `__powidf2` (x86-64), for every `t` up to 2^17 and some large ones.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn adam_pow_int_matches_powi() {
+    use lshk::kernels::train::pow_int2;
+    for &(a, b) in &[(0.9f64, 0.999f64), (0.5, 0.99), (0.0, 0.999_9)] {
+        let big = [1u32 << 20, 1 << 30, (1 << 31) - 1, u32::MAX];
+        for t in (1..=1u32 << 17).chain(big) {
+            let e = t.min(i32::MAX as u32) as i32;
+            let (pa, pb) = pow_int2(a, b, t);
+            assert_eq!(pa.to_bits(), a.powi(e).to_bits(), "{a}^{t}");
+            assert_eq!(pb.to_bits(), b.powi(e).to_bits(), "{b}^{t}");
+        }
+    }
+}
+
+/// Past `saturation_step` both corrections are exactly 1 (the SIMD
+/// kernels skip their computation there), and just before it they are not
+/// both 1 by much: checked on a window around it and at large counts.
+#[test]
+fn adam_saturation_step_gives_unit_corrections() {
+    use lshk::kernels::train::AdamCoef;
+    for &(b1, b2) in &[
+        (0.9f32, 0.999f32),
+        (0.5, 0.99),
+        (0.0, 0.0),
+        (0.99, 0.999_99),
+    ] {
+        let c = AdamParams {
+            lr: 0.1,
+            beta1: b1,
+            beta2: b2,
+            eps: 1e-8,
+        }
+        .coef(1);
+        let sat = c.saturation_step();
+        assert!(sat < u32::MAX, "{b1} {b2}");
+        let from = sat.saturating_sub(5000).max(1);
+        for t in (from..sat.saturating_add(20_000)).chain([u32::MAX - 1, u32::MAX]) {
+            let k: AdamCoef = c.at_step(t);
+            if t >= sat {
+                assert_eq!((k.c1, k.c2), (1.0, 1.0), "{b1} {b2} t {t} sat {sat}");
+            }
+        }
+    }
+}
+
+/// Rows updated past the saturation step (betas 0.5 and 0.9: about 170
+/// steps) keep every tier bit-identical to the scalar oracle.
+#[test]
+fn adam_tiers_agree_past_saturation() {
+    let mut r = SplitMix64::new(77);
+    let (rows, dim) = (6usize, 37usize);
+    let params = AdamParams {
+        lr: 0.01,
+        beta1: 0.5,
+        beta2: 0.9,
+        eps: 1e-8,
+    };
+    let probs: Vec<Problem> = (0..4).map(|_| problem(&mut r, rows, dim, 5, 4)).collect();
+    let stride = probs[0].stride;
+    let run = |t: Isa| {
+        let mut w = probs[0].w.clone();
+        let mut a = Adam::new(rows, dim, params).unwrap();
+        for step in 0..400 {
+            let p = &probs[step % probs.len()];
+            a.step(t, 1, &mut w, stride, &p.batch()).unwrap();
+        }
+        (bits(&w), bits(a.m()), bits(a.v()), a.steps().to_vec())
+    };
+    let want = run(Isa::Scalar);
+    assert!(want.3.iter().any(|&t| t > 200), "{:?}", want.3);
+    for t in tiers() {
+        assert_eq!(run(t), want, "{t:?}");
     }
 }

@@ -3,67 +3,48 @@
 use crate::bail;
 use crate::error::{checked_mul, Result};
 use crate::isa::{self, Isa};
-use crate::kernels::train::{self as kt, AdamCoef, Rows};
+use crate::kernels::train::{self as kt, AdamCoef, AdamState, Rows};
 
 use super::update::{check_update, update_rows, Batch, Rule};
 
 struct AdamRule {
-    f: kt::AdamFn,
-    p: AdamParams,
-}
-
-/// Adam's per-row state, split with W: rows of m and v (dim each), steps.
-struct AdamPart<'a> {
-    m: &'a mut [f32],
-    v: &'a mut [f32],
-    t: &'a mut [u32],
+    f: kt::AdamRowsFn,
+    base: AdamCoef,
 }
 
 impl Rule for AdamRule {
-    type Part<'a> = AdamPart<'a>;
+    type Part<'a> = AdamState<'a>;
     fn split<'a>(p: Self::Part<'a>, n: usize, dim: usize) -> (Self::Part<'a>, Self::Part<'a>) {
         let (m0, m1) = p.m.split_at_mut(n * dim);
         let (v0, v1) = p.v.split_at_mut(n * dim);
         let (t0, t1) = p.t.split_at_mut(n);
         (
-            AdamPart {
+            AdamState {
                 m: m0,
                 v: v0,
                 t: t0,
             },
-            AdamPart {
+            AdamState {
                 m: m1,
                 v: v1,
                 t: t1,
             },
         )
     }
-    fn prefetch(&self, p: &AdamPart<'_>, r: usize, dim: usize, pf: kt::PrefetchFn) {
-        let bytes = (dim * 4).min(crate::kernels::matmul::PREFETCH_MAX_BYTES);
-        pf(p.m.as_ptr().wrapping_add(r * dim).cast(), bytes);
-        pf(p.v.as_ptr().wrapping_add(r * dim).cast(), bytes);
-    }
-    fn apply(
+    fn apply_rows(
         &self,
-        p: &mut AdamPart<'_>,
-        r: usize,
-        dim: usize,
+        p: &mut AdamState<'_>,
         w: &mut [f32],
+        w_stride: usize,
+        grp: &kt::Groups<'_>,
         q: &Rows<'_, f32>,
-        g: &[f32],
-        s: &[u32],
     ) {
-        let t = p.t[r].saturating_add(1);
-        p.t[r] = t;
-        let c = self.p.coef(t);
-        let (m, v) = (
-            &mut p.m[r * dim..(r + 1) * dim],
-            &mut p.v[r * dim..(r + 1) * dim],
-        );
-        // SAFETY: w, m and v hold dim = q.dim values, g and s match, every
-        // s[t] is a sample < nb and q spans nb strided rows (checked), tier
-        // supported (checked).
-        unsafe { (self.f)(w, m, v, q, g, s, &c) }
+        // SAFETY: every group's row is in the part of W and of the state
+        // (update_rows splits both at the same group boundaries; m and v
+        // hold dim = q.dim values a row, t one count), the positions are
+        // inside g and s, every s[t] is a sample < nb and q spans nb
+        // strided rows (checked), tier supported (checked).
+        unsafe { (self.f)(w, w_stride, p, grp, q, &self.base) }
     }
 }
 
@@ -118,22 +99,22 @@ impl AdamParams {
     }
 
     /// The coefficients of a row's `t`-th update (`t >= 1`): the bias
-    /// corrections `1 / (1 - beta^t)` in f64 (`beta^t` by `f64::powi`,
-    /// repeated squaring: a few multiplications where `powf` took most of
-    /// a row's time in the L3 regime), rounded to f32.
+    /// corrections `1 / (1 - beta^t)` in f64 (`beta^t` by repeated
+    /// squaring, [`crate::kernels::train::pow_int2`]: a few multiplications
+    /// where `powf` took most of a row's time in the L3 regime), rounded to
+    /// f32 ([`AdamCoef::at_step`], which the kernels call per row).
     pub fn coef(&self, t: u32) -> AdamCoef {
-        let e = t.min(i32::MAX as u32) as i32;
-        let corr = |b: f32| (1.0 / (1.0 - (b as f64).powi(e))) as f32;
         AdamCoef {
             lr: self.lr,
             beta1: self.beta1,
-            one_minus_beta1: 1.0 - self.beta1,
+            one_minus_beta1: 0.0,
             beta2: self.beta2,
-            one_minus_beta2: 1.0 - self.beta2,
-            c1: corr(self.beta1),
-            c2: corr(self.beta2),
+            one_minus_beta2: 0.0,
+            c1: 0.0,
+            c2: 0.0,
             eps: self.eps,
         }
+        .at_step(t)
     }
 }
 
@@ -219,16 +200,16 @@ impl Adam {
         isa::check_supported(tier)?;
         check_update(w.len(), self.rows, self.dim, w_stride, batch)?;
         let rule = AdamRule {
-            f: kt::kernels(tier).adam,
-            p: self.params,
+            f: kt::kernels(tier).adam_rows,
+            base: self.params.coef(1),
         };
-        let part = AdamPart {
+        let part = AdamState {
             m: &mut self.m,
             v: &mut self.v,
             t: &mut self.steps,
         };
         update_rows(
-            tier, threads, w, self.rows, self.dim, w_stride, batch, &rule, part,
+            threads, w, self.rows, self.dim, w_stride, batch, &rule, part,
         )
     }
 }

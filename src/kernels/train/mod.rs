@@ -140,6 +140,85 @@ pub struct AdamCoef {
     pub eps: f32,
 }
 
+/// `(a^t, b^t)` in f64 for `t >= 1` (`t` capped at `2^31 - 1`), by
+/// repeated squaring from the lowest bit: `r = r * x` where the bit is set,
+/// then `x = x * x`, each product rounded. This is the algorithm of
+/// compiler-rt's `__powidf2` (what `f64::powi` called on x86-64; Rust
+/// leaves `powi`'s precision unspecified), written out so that the bits
+/// are the same on every platform and no call is made per row: the call
+/// was 16 % of an Adam step in the L3 regime.
+#[inline(always)]
+pub fn pow_int2(a: f64, b: f64, t: u32) -> (f64, f64) {
+    let mut e = t.min(i32::MAX as u32);
+    let (mut xa, mut xb) = (a, b);
+    let (mut ra, mut rb) = (1.0f64, 1.0f64);
+    loop {
+        if e & 1 != 0 {
+            ra *= xa;
+            rb *= xb;
+        }
+        e >>= 1;
+        if e == 0 {
+            return (ra, rb);
+        }
+        xa *= xa;
+        xb *= xb;
+    }
+}
+
+impl AdamCoef {
+    /// A step count from which on both bias corrections of
+    /// [`AdamCoef::at_step`] are exactly `1.0`: the smallest `t` found by
+    /// bisection with `beta^t <= 2^-26` for both betas (`u32::MAX` if
+    /// none). Past it the computed `beta^t` stays below `2^-25` (a factor 2
+    /// above any rounding of the repeated squaring), so `1 / (1 - beta^t)`
+    /// rounds to 1.0 in f32; the SIMD kernels skip the computation there
+    /// (the same bits).
+    pub fn saturation_step(&self) -> u32 {
+        const TINY: f64 = 1.0 / 67_108_864.0; // 2^-26
+        let ok = |t: u32| {
+            let (p1, p2) = pow_int2(self.beta1 as f64, self.beta2 as f64, t);
+            p1 <= TINY && p2 <= TINY
+        };
+        if !ok(u32::MAX) {
+            return u32::MAX;
+        }
+        let (mut lo, mut hi) = (1u32, u32::MAX);
+        if ok(lo) {
+            return lo;
+        }
+        // ok(hi), !ok(lo)
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if ok(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        hi
+    }
+
+    /// The coefficients of a row's `t`-th update (`t >= 1`) with `lr`,
+    /// the betas and `eps` of `self`: the bias corrections
+    /// `1 / (1 - beta^t)` in f64 (`beta^t` by [`pow_int2`]), rounded to
+    /// f32; `1 - beta` rounded to f32.
+    #[inline]
+    pub fn at_step(&self, t: u32) -> AdamCoef {
+        let (p1, p2) = pow_int2(self.beta1 as f64, self.beta2 as f64, t);
+        AdamCoef {
+            lr: self.lr,
+            beta1: self.beta1,
+            one_minus_beta1: 1.0 - self.beta1,
+            beta2: self.beta2,
+            one_minus_beta2: 1.0 - self.beta2,
+            c1: (1.0 / (1.0 - p1)) as f32,
+            c2: (1.0 / (1.0 - p2)) as f32,
+            eps: self.eps,
+        }
+    }
+}
+
 /// `xent(x, y)` for one non-empty segment: on entry `x` holds the logits
 /// `z`, `y` the target weights (finite, `>= 0`). With `m = max z`,
 /// `e_j = exp_neg(z_j - m)`, `S = lane_sum(e)`, `Y = lane_sum(y)`,
@@ -162,28 +241,89 @@ pub type XentFn = unsafe fn(&mut [f32], &[f32]) -> f32;
 /// elements; the CPU supports the tier.
 pub type DqFn<T> = unsafe fn(&Rows<'_, T>, &[f32], &[u32], &mut [f32]);
 
-/// `sgd(w, q, g, s, lr)`: the update of one row `w` (`w.len() == q.dim`)
-/// with the gradient it gathered from the batch: for `k < w.len()`,
+/// One thread's share of a batch grouped by row (built by
+/// [`crate::train`]): group `i` is the row `row[i]` of W, stored at row
+/// `row[i] - row0` of the thread's part of W (and of Adam's state), and its
+/// positions are `start[i]..start[i + 1]` of `g` (the logit gradients) and
+/// `s` (their samples: rows of `q`), in increasing batch position. Rows
+/// increase with `i`.
+#[derive(Clone, Copy, Debug)]
+pub struct Groups<'a> {
+    pub row: &'a [u32],
+    /// `row.len() + 1` offsets into `g` and `s`.
+    pub start: &'a [usize],
+    pub row0: usize,
+    pub g: &'a [f32],
+    pub s: &'a [u32],
+}
+
+/// The SGD update of one row `w` (`w.len() == q.dim`) with the positions
+/// `g`, `s` it gathered from the batch: for `k < w.len()`,
 /// `G_k = sum_t g[t] * q[s[t]][k]` (`q[i]` the row `i` of `q`; summed in
 /// `t` order from `+0`, product and sum rounded separately, exactly as
 /// [`DqFn`]) and `w[k] = w[k] - lr * G_k` (two roundings). `G` is never
 /// stored: each block of columns is summed in registers and applied.
 ///
-/// # Safety
-/// `w.len() == q.dim >= 1`; `g.len() == s.len()`; every `s[t]` is below
-/// the number of rows of `q` and `q.w` spans them; the CPU supports the
-/// tier.
-pub type SgdFn = unsafe fn(&mut [f32], &Rows<'_, f32>, &[f32], &[u32], f32);
-
-/// `adam(w, m, v, q, g, s, c)`: with `G` as in [`SgdFn`], for
-/// `k < w.len()`, each operation rounded in f32 in this order:
-/// `m = b1 * m + (1 - b1) * G`, `v = b2 * v + (1 - b2) * (G * G)`,
-/// `mh = m * c1`, `vh = v * c2`, `w = w - (lr * mh) / (sqrt(vh) + eps)`.
+/// `sgd_rows(w, w_stride, groups, q, lr)` applies it to every group of
+/// [`Groups`]: `w` is the thread's part of W, rows of `q.dim` floats at
+/// stride `w_stride`. One call per thread and batch: the SIMD tiers walk
+/// the groups themselves, prefetching the rows [`PREFETCH_ROWS`] groups
+/// ahead (`crate::kernels::matmul::PREFETCH_ROWS`).
 ///
 /// # Safety
-/// As [`SgdFn`], and `m`, `v` hold at least `w.len()` values.
-pub type AdamFn =
-    unsafe fn(&mut [f32], &mut [f32], &mut [f32], &Rows<'_, f32>, &[f32], &[u32], &AdamCoef);
+/// `q.dim >= 1`; `w` holds `(row[i] - row0) * w_stride + q.dim` floats for
+/// every group; `start` is non-decreasing, `start.len() == row.len() + 1`
+/// and its last entry `<= g.len() == s.len()`; every `s[t]` is below the
+/// number of rows of `q` and `q.w` spans them; the CPU supports the tier.
+pub type SgdRowsFn = unsafe fn(&mut [f32], usize, &Groups<'_>, &Rows<'_, f32>, f32);
+
+/// Adam's per-row state, split like W: `m` and `v` rows of `dim` floats
+/// (stride `dim`, row `r - row0` of the part for row `r`) and the step
+/// count `t` of each row.
+#[derive(Debug)]
+pub struct AdamState<'a> {
+    pub m: &'a mut [f32],
+    pub v: &'a mut [f32],
+    pub t: &'a mut [u32],
+}
+
+/// The Adam update of one row (`w`, its moments `m`, `v`): with `G` as in
+/// [`SgdRowsFn`], for `k < w.len()`, each operation rounded in f32 in this
+/// order: `m = b1 * m + (1 - b1) * G`, `v = b2 * v + (1 - b2) * (G * G)`,
+/// `mh = m * c1`, `vh = v * c2`, `w = w - (lr * mh) / (sqrt(vh) + eps)`.
+///
+/// `adam_rows(w, w_stride, state, groups, q, c)` applies it to every group:
+/// the row's step count `t` is incremented (saturating) and `c1`, `c2` are
+/// those of [`AdamCoef::at_step`] for it (`c` gives `lr`, the betas and
+/// `eps`).
+///
+/// # Safety
+/// As [`SgdRowsFn`], and `state.m`, `state.v` hold `(row[i] - row0 + 1) *
+/// q.dim` floats and `state.t` `row[i] - row0 + 1` counts for every group.
+pub type AdamRowsFn =
+    unsafe fn(&mut [f32], usize, &mut AdamState<'_>, &Groups<'_>, &Rows<'_, f32>, &AdamCoef);
+
+/// Applies `f(row, positions' g, positions' s)` to every group in order,
+/// with the row's slice of the part `w` (the scalar and portable tiers'
+/// `*_rows`, which check bounds).
+pub(crate) fn for_each_group(
+    w: &mut [f32],
+    w_stride: usize,
+    dim: usize,
+    grp: &Groups<'_>,
+    mut f: impl FnMut(usize, &mut [f32], &[f32], &[u32]),
+) {
+    for (i, &r) in grp.row.iter().enumerate() {
+        let r = r as usize - grp.row0;
+        let (a, b) = (grp.start[i], grp.start[i + 1]);
+        f(
+            r,
+            &mut w[r * w_stride..r * w_stride + dim],
+            &grp.g[a..b],
+            &grp.s[a..b],
+        );
+    }
+}
 
 /// `prefetch(p, bytes)`: see [`crate::kernels::matmul::PrefetchFn`].
 pub type PrefetchFn = crate::kernels::matmul::PrefetchFn;
@@ -390,156 +530,333 @@ pub(crate) unsafe fn dq_simd<S: Widen<F>, F: Fmt>(
     }
 }
 
-/// Columns `k..k+LANES` (lanes of `mk`) of a row's gathered gradient:
-/// `sum_t g[t] * q[s[t]][k..]` in `t` order from +0 (see [`SgdFn`]).
+/// Vectors per block of columns in the SIMD row updates: the block's
+/// gradient sums stay in registers (8 zmm = 128 columns, 8 ymm = 64) while
+/// the row's positions are walked once.
+#[cfg(target_arch = "x86_64")]
+const BLOCK: usize = 8;
+
+/// The `N` full vectors of columns `k..k + N * LANES` of a row's gathered
+/// gradient: `sum_t g[t] * q[s[t]][k..]` in `t` order from +0 (see
+/// [`SgdRowsFn`]); each position's `g` and sample read once per block.
 ///
 /// # Safety
-/// Every `s[t]` is a row of `q` and `q.w` spans it; the lanes of `mk` are
-/// columns < dim; the caller enables `S`'s features.
+/// Every `s[t]` is a row of `q` and `q.w` spans it; `k + N * LANES <=
+/// q.dim`; the caller enables `S`'s features.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn grad_simd<S: F32x>(q: &Rows<'_, f32>, g: &[f32], s: &[u32], k: usize, mk: S::M) -> S::V {
+unsafe fn grad_block<S: F32x, const N: usize>(
+    q: &Rows<'_, f32>,
+    g: &[f32],
+    s: &[u32],
+    k: usize,
+) -> [S::V; N] {
+    let qp = q.w.as_ptr();
+    // SAFETY: see above.
+    unsafe {
+        let mut acc = [S::zero(); N];
+        for t in 0..g.len() {
+            let gb = S::splat(*g.get_unchecked(t));
+            let row = qp.add(*s.get_unchecked(t) as usize * q.stride + k);
+            for (x, a) in acc.iter_mut().enumerate() {
+                *a = S::add(*a, S::mul(gb, S::loadu(row.add(x * S::LANES))));
+            }
+        }
+        acc
+    }
+}
+
+/// The lanes of `mk` of columns `k..` of a row's gathered gradient (the
+/// masked tail of [`grad_block`]).
+///
+/// # Safety
+/// As [`grad_block`], the lanes of `mk` being columns `< q.dim`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn grad_tail<S: F32x>(q: &Rows<'_, f32>, g: &[f32], s: &[u32], k: usize, mk: S::M) -> S::V {
     let qp = q.w.as_ptr();
     // SAFETY: see above.
     unsafe {
         let mut acc = S::zero();
         for t in 0..g.len() {
             let row = qp.add(*s.get_unchecked(t) as usize * q.stride + k);
-            let x = S::mul(S::splat(*g.get_unchecked(t)), S::ld(mk, row));
-            acc = S::add(acc, x);
+            acc = S::add(acc, S::mul(S::splat(*g.get_unchecked(t)), S::ld(mk, row)));
         }
         acc
     }
 }
 
-/// One vector of columns `k..` (lanes of `mk`) of [`sgd_simd`]:
-/// `w - lr * G`.
-///
-/// # Safety
-/// As [`grad_simd`], and the lanes of `mk` at `w + k` are writable.
+/// What a SIMD row update does with one vector of a row's gradient: SGD's
+/// `w - lr * G`, or Adam's step (which also reads and writes `m`, `v`).
 #[cfg(target_arch = "x86_64")]
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn sgd_step<S: F32x>(
-    wp: *mut f32,
-    q: &Rows<'_, f32>,
-    g: &[f32],
-    s: &[u32],
-    k: usize,
-    mk: S::M,
-    lr: S::V,
-) {
-    // SAFETY: see above.
-    unsafe {
-        let gv = grad_simd::<S>(q, g, s, k, mk);
-        let v = S::sub(S::ld(mk, wp.add(k)), S::mul(lr, gv));
-        S::st(mk, wp.add(k), v);
+trait RowRule<S: F32x> {
+    /// Applies the rule to the lanes of `mk` at column `k` of the row (`off`
+    /// = its offset in W's part, `moff` in the state's), gradient `gv`.
+    ///
+    /// # Safety
+    /// The lanes are inside the row; the caller enables `S`'s features.
+    unsafe fn apply(&self, wp: *mut f32, moff: usize, k: usize, gv: S::V, mk: S::M);
+    /// Prefetches the state rows of the part's row `r` (`bytes` each).
+    fn prefetch(&self, r: usize, bytes: usize);
+    /// Called before the part's row `r` is updated (Adam: its step count
+    /// and coefficients).
+    ///
+    /// # Safety
+    /// `r` is a row of the part; the caller enables `S`'s features.
+    unsafe fn begin(&mut self, r: usize);
+}
+
+/// SGD: `w - lr * G`.
+#[cfg(target_arch = "x86_64")]
+struct SgdV<V> {
+    lr: V,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<S: F32x> RowRule<S> for SgdV<S::V> {
+    #[inline(always)]
+    unsafe fn apply(&self, wp: *mut f32, _moff: usize, k: usize, gv: S::V, mk: S::M) {
+        // SAFETY: the lanes of mk at wp + k are the row's (caller).
+        unsafe {
+            let p = wp.add(k);
+            S::st(mk, p, S::sub(S::ld(mk, p), S::mul(self.lr, gv)));
+        }
+    }
+    #[inline(always)]
+    fn prefetch(&self, _r: usize, _bytes: usize) {}
+    #[inline(always)]
+    unsafe fn begin(&mut self, _r: usize) {}
+}
+
+/// Adam's step with the current row's coefficients `c` =
+/// `[b1, 1 - b1, b2, 1 - b2, c1, c2, lr, eps]` (set by `begin` from `base`
+/// and the row's step count in `t`) on the moments at `m`, `v`.
+#[cfg(target_arch = "x86_64")]
+struct AdamV<'a, V> {
+    c: [V; 8],
+    base: &'a AdamCoef,
+    /// [`AdamCoef::saturation_step`] of `base`.
+    sat: u32,
+    m: *mut f32,
+    v: *mut f32,
+    t: *mut u32,
+    dim: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<S: F32x> RowRule<S> for AdamV<'_, S::V> {
+    #[inline(always)]
+    unsafe fn apply(&self, wp: *mut f32, moff: usize, k: usize, gv: S::V, mk: S::M) {
+        let [b1, ob1, b2, ob2, c1, c2, lr, eps] = self.c;
+        // SAFETY: the lanes of mk at wp + k and at moff + k of m and v are
+        // the row's (caller); masked lanes are not touched.
+        unsafe {
+            let (wp, mp, vp) = (wp.add(k), self.m.add(moff + k), self.v.add(moff + k));
+            let mv = S::add(S::mul(b1, S::ld(mk, mp)), S::mul(ob1, gv));
+            let vv = S::add(S::mul(b2, S::ld(mk, vp)), S::mul(ob2, S::mul(gv, gv)));
+            let mh = S::mul(mv, c1);
+            let vh = S::mul(vv, c2);
+            let upd = S::div(S::mul(lr, mh), S::add(S::sqrt(vh), eps));
+            let wv = S::sub(S::ld(mk, wp), upd);
+            S::st(mk, mp, mv);
+            S::st(mk, vp, vv);
+            S::st(mk, wp, wv);
+        }
+    }
+    #[inline(always)]
+    fn prefetch(&self, r: usize, bytes: usize) {
+        prefetch_row(self.m.wrapping_add(r * self.dim).cast(), bytes);
+        prefetch_row(self.v.wrapping_add(r * self.dim).cast(), bytes);
+    }
+    #[inline(always)]
+    unsafe fn begin(&mut self, r: usize) {
+        // SAFETY: `t` holds a count for every row of the part (caller).
+        unsafe {
+            let t = (*self.t.add(r)).saturating_add(1);
+            *self.t.add(r) = t;
+            let k = if t >= self.sat {
+                AdamCoef {
+                    c1: 1.0,
+                    c2: 1.0,
+                    one_minus_beta1: 1.0 - self.base.beta1,
+                    one_minus_beta2: 1.0 - self.base.beta2,
+                    ..*self.base
+                }
+            } else {
+                self.base.at_step(t)
+            };
+            self.c = [
+                S::splat(k.beta1),
+                S::splat(k.one_minus_beta1),
+                S::splat(k.beta2),
+                S::splat(k.one_minus_beta2),
+                S::splat(k.c1),
+                S::splat(k.c2),
+                S::splat(k.lr),
+                S::splat(k.eps),
+            ];
+        }
     }
 }
 
-/// The SIMD tiers' [`SgdFn`]: full vectors of columns, then the tail
-/// masked. (No closure around intrinsics: see `lanes!`.)
+/// One row of a SIMD row update: blocks of [`BLOCK`] vectors of columns
+/// (the gradient of a block summed in registers, then `rule` applied),
+/// the remaining full vectors in blocks of 4, 2, 1, the tail masked.
 ///
 /// # Safety
-/// [`SgdFn`]; the caller enables `S`'s features.
+/// The row at `wp` (and the state at `moff`) holds `q.dim` floats; as
+/// [`grad_block`]; the caller enables `S`'s features.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-pub(crate) unsafe fn sgd_simd<S: F32x>(
-    w: &mut [f32],
+unsafe fn row_update<S: F32x, R: RowRule<S>>(
+    rule: &R,
+    wp: *mut f32,
+    moff: usize,
     q: &Rows<'_, f32>,
     g: &[f32],
     s: &[u32],
-    lr: f32,
 ) {
-    let (n, l) = (w.len(), S::LANES);
-    let wp = w.as_mut_ptr();
-    // SAFETY: w holds n = dim floats (caller); the tail is masked.
+    let (dim, l) = (q.dim, S::LANES);
+    // (No closure around intrinsics: see `lanes!`.)
+    macro_rules! block {
+        ($n:literal, $k:expr) => {{
+            let acc = grad_block::<S, $n>(q, g, s, $k);
+            for (x, a) in acc.into_iter().enumerate() {
+                rule.apply(wp, moff, $k + x * l, a, S::all());
+            }
+        }};
+    }
+    // SAFETY: every block is inside the row (k + n * l <= dim), the tail
+    // masked (caller's contract for the rest).
     unsafe {
-        let lv = S::splat(lr);
         let mut k = 0;
-        while k + l <= n {
-            sgd_step::<S>(wp, q, g, s, k, S::all(), lv);
+        while k + BLOCK * l <= dim {
+            block!(8, k);
+            k += BLOCK * l;
+        }
+        let rem = (dim - k) / l;
+        if rem & 4 != 0 {
+            block!(4, k);
+            k += 4 * l;
+        }
+        if rem & 2 != 0 {
+            block!(2, k);
+            k += 2 * l;
+        }
+        if rem & 1 != 0 {
+            block!(1, k);
             k += l;
         }
-        if k < n {
-            sgd_step::<S>(wp, q, g, s, k, S::tail(n - k), lv);
+        if k < dim {
+            let mk = S::tail(dim - k);
+            rule.apply(wp, moff, k, grad_tail::<S>(q, g, s, k, mk), mk);
         }
     }
 }
 
-/// One vector of columns (lanes of `mk`) of [`adam_simd`], with its
-/// gradient `gv`; `c` = `[b1, 1 - b1, b2, 1 - b2, c1, c2, lr, eps]`.
+/// Walks the groups of one thread's part: prefetches W's row (and the
+/// rule's state rows) [`PREFETCH_ROWS`] groups ahead, then updates the
+/// row.
 ///
 /// # Safety
-/// The lanes of `mk` at each pointer are inside its row; the caller
-/// enables `S`'s features.
+/// [`SgdRowsFn`]'s contract for `w`, `w_stride`, `grp`, `q` (and the
+/// rule's for its state); the caller enables `S`'s features.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn adam_step<S: F32x>(
-    wp: *mut f32,
-    mp: *mut f32,
-    vp: *mut f32,
-    gv: S::V,
-    mk: S::M,
-    c: [S::V; 8],
+unsafe fn rows_simd<S: F32x, R: RowRule<S>>(
+    w: &mut [f32],
+    w_stride: usize,
+    grp: &Groups<'_>,
+    q: &Rows<'_, f32>,
+    rule: &mut R,
 ) {
-    let [b1, ob1, b2, ob2, c1, c2, lr, eps] = c;
-    // SAFETY: see above; masked lanes are not touched.
+    let dim = q.dim;
+    let n = grp.row.len();
+    let wp = w.as_mut_ptr();
+    let pf_bytes = (dim * 4).min(PREFETCH_MAX_BYTES);
+    // SAFETY (whole body): every group's row is inside the part and its
+    // positions inside g and s (the contract); prefetches never fault.
     unsafe {
-        let mv = S::add(S::mul(b1, S::ld(mk, mp)), S::mul(ob1, gv));
-        let vv = S::add(S::mul(b2, S::ld(mk, vp)), S::mul(ob2, S::mul(gv, gv)));
-        let mh = S::mul(mv, c1);
-        let vh = S::mul(vv, c2);
-        let upd = S::div(S::mul(lr, mh), S::add(S::sqrt(vh), eps));
-        let wv = S::sub(S::ld(mk, wp), upd);
-        S::st(mk, mp, mv);
-        S::st(mk, vp, vv);
-        S::st(mk, wp, wv);
+        let rel = |i: usize| *grp.row.get_unchecked(i) as usize - grp.row0;
+        for i in 0..n.min(PREFETCH_ROWS) {
+            prefetch_row(wp.wrapping_add(rel(i) * w_stride).cast(), pf_bytes);
+            rule.prefetch(rel(i), pf_bytes);
+        }
+        for i in 0..n {
+            if i + PREFETCH_ROWS < n {
+                let r = rel(i + PREFETCH_ROWS);
+                prefetch_row(wp.wrapping_add(r * w_stride).cast(), pf_bytes);
+                rule.prefetch(r, pf_bytes);
+            }
+            let r = rel(i);
+            rule.begin(r);
+            let (a, b) = (*grp.start.get_unchecked(i), *grp.start.get_unchecked(i + 1));
+            row_update::<S, R>(
+                rule,
+                wp.add(r * w_stride),
+                r * dim,
+                q,
+                grp.g.get_unchecked(a..b),
+                grp.s.get_unchecked(a..b),
+            );
+        }
     }
 }
 
-/// The SIMD tiers' [`AdamFn`]: full vectors of columns, then the tail
-/// masked; the update of [`AdamFn`] lane-wise, in its order.
+/// The SIMD tiers' [`SgdRowsFn`].
 ///
 /// # Safety
-/// [`AdamFn`]; the caller enables `S`'s features.
+/// [`SgdRowsFn`]; the caller enables `S`'s features.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn adam_simd<S: F32x>(
+pub(crate) unsafe fn sgd_rows_simd<S: F32x>(
     w: &mut [f32],
-    m: &mut [f32],
-    v: &mut [f32],
+    w_stride: usize,
+    grp: &Groups<'_>,
     q: &Rows<'_, f32>,
-    g: &[f32],
-    s: &[u32],
+    lr: f32,
+) {
+    if grp.row.is_empty() {
+        return;
+    }
+    // SAFETY: register-only splat; the rest is rows_simd's contract
+    // (caller).
+    unsafe {
+        let mut rule = SgdV { lr: S::splat(lr) };
+        rows_simd::<S, SgdV<S::V>>(w, w_stride, grp, q, &mut rule);
+    }
+}
+
+/// The SIMD tiers' [`AdamRowsFn`].
+///
+/// # Safety
+/// [`AdamRowsFn`]; the caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn adam_rows_simd<S: F32x>(
+    w: &mut [f32],
+    w_stride: usize,
+    st: &mut AdamState<'_>,
+    grp: &Groups<'_>,
+    q: &Rows<'_, f32>,
     c: &AdamCoef,
 ) {
-    let (n, l) = (w.len(), S::LANES);
-    let (wp, mp, vp) = (w.as_mut_ptr(), m.as_mut_ptr(), v.as_mut_ptr());
-    // SAFETY: w, m, v hold n = dim floats (caller); the tail is masked.
+    if grp.row.is_empty() {
+        return;
+    }
+    // SAFETY: the state holds every group's row (the contract); the
+    // splat is register-only.
     unsafe {
-        let k = [
-            S::splat(c.beta1),
-            S::splat(c.one_minus_beta1),
-            S::splat(c.beta2),
-            S::splat(c.one_minus_beta2),
-            S::splat(c.c1),
-            S::splat(c.c2),
-            S::splat(c.lr),
-            S::splat(c.eps),
-        ];
-        let mut i = 0;
-        while i + l <= n {
-            let gv = grad_simd::<S>(q, g, s, i, S::all());
-            adam_step::<S>(wp.add(i), mp.add(i), vp.add(i), gv, S::all(), k);
-            i += l;
-        }
-        if i < n {
-            let mk = S::tail(n - i);
-            let gv = grad_simd::<S>(q, g, s, i, mk);
-            adam_step::<S>(wp.add(i), mp.add(i), vp.add(i), gv, mk, k);
-        }
+        let mut rule = AdamV {
+            c: [S::zero(); 8],
+            base: c,
+            sat: c.saturation_step(),
+            m: st.m.as_mut_ptr(),
+            v: st.v.as_mut_ptr(),
+            t: st.t.as_mut_ptr(),
+            dim: q.dim,
+        };
+        rows_simd::<S, AdamV<'_, S::V>>(w, w_stride, grp, q, &mut rule);
     }
 }
 
@@ -548,8 +865,8 @@ pub struct Kernels {
     pub xent: XentFn,
     pub dq_f32: DqFn<f32>,
     pub dq_bf16: DqFn<u16>,
-    pub sgd: SgdFn,
-    pub adam: AdamFn,
+    pub sgd_rows: SgdRowsFn,
+    pub adam_rows: AdamRowsFn,
     pub prefetch: PrefetchFn,
 }
 
@@ -560,8 +877,8 @@ crate::kernels::tier_table! {
         xent: xent,
         dq_f32: dq_f32,
         dq_bf16: dq_bf16,
-        sgd: sgd,
-        adam: adam,
+        sgd_rows: sgd_rows,
+        adam_rows: adam_rows,
         prefetch: prefetch,
     }
 }
@@ -581,19 +898,18 @@ macro_rules! simd_entries {
             /// [`super::DqFn`] of bf16 rows.
             fn dq_bf16(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32])
                 => super::dq_simd::<$T, Bf16>;
-            /// [`super::SgdFn`].
-            fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32)
-                => super::sgd_simd::<$T>;
-            /// [`super::AdamFn`].
-            fn adam(
+            /// [`super::SgdRowsFn`].
+            fn sgd_rows(w: &mut [f32], w_stride: usize, grp: &Groups<'_>, q: &Rows<'_, f32>, lr: f32)
+                => super::sgd_rows_simd::<$T>;
+            /// [`super::AdamRowsFn`].
+            fn adam_rows(
                 w: &mut [f32],
-                m: &mut [f32],
-                v: &mut [f32],
+                w_stride: usize,
+                st: &mut AdamState<'_>,
+                grp: &Groups<'_>,
                 q: &Rows<'_, f32>,
-                g: &[f32],
-                s: &[u32],
                 c: &AdamCoef,
-            ) => super::adam_simd::<$T>;
+            ) => super::adam_rows_simd::<$T>;
         }
     };
 }

@@ -12,7 +12,8 @@ use wide::f32x8;
 
 use super::scalar::{adam_one, grad_k};
 use super::{
-    exp_neg, lane_sum, AdamCoef, Rows, EXP_MIN, EXP_POLY, LANES, LN2_HI, LN2_LO, LOG2E, ROUND_MAGIC,
+    exp_neg, for_each_group, lane_sum, AdamCoef, AdamState, Groups, Rows, EXP_MIN, EXP_POLY, LANES,
+    LN2_HI, LN2_LO, LOG2E, ROUND_MAGIC,
 };
 use crate::kernels::matmul::bf16_to_f32;
 
@@ -150,7 +151,7 @@ pub unsafe fn dq_bf16(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32]
     dq_with(r, g, ids, out, bf16_to_f32)
 }
 
-/// Columns `k..k+8` of a row's gathered gradient (see [`super::SgdFn`]).
+/// Columns `k..k+8` of a row's gathered gradient (see [`super::SgdRowsFn`]).
 #[inline(always)]
 fn grad8(q: &Rows<'_, f32>, g: &[f32], s: &[u32], k: usize) -> f32x8 {
     let mut acc = f32x8::ZERO;
@@ -160,9 +161,8 @@ fn grad8(q: &Rows<'_, f32>, g: &[f32], s: &[u32], k: usize) -> f32x8 {
     acc
 }
 
-/// # Safety
-/// See [`super::SgdFn`] (bounds-checked here).
-pub unsafe fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
+/// One row of [`super::SgdRowsFn`] (bounds-checked).
+fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
     let n = w.len();
     let full = n / 8 * 8;
     let l = f32x8::splat(lr);
@@ -174,9 +174,8 @@ pub unsafe fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f3
     }
 }
 
-/// # Safety
-/// See [`super::AdamFn`].
-pub unsafe fn adam(
+/// One row of [`super::AdamRowsFn`] with its coefficients (bounds-checked).
+fn adam(
     w: &mut [f32],
     m: &mut [f32],
     v: &mut [f32],
@@ -207,6 +206,42 @@ pub unsafe fn adam(
     for k in full..n {
         adam_one(&mut w[k], &mut m[k], &mut v[k], grad_k(q, g, s, k), c);
     }
+}
+
+/// # Safety
+/// See [`super::SgdRowsFn`] (bounds-checked here).
+pub unsafe fn sgd_rows(
+    w: &mut [f32],
+    w_stride: usize,
+    grp: &Groups<'_>,
+    q: &Rows<'_, f32>,
+    lr: f32,
+) {
+    for_each_group(w, w_stride, q.dim, grp, |_, row, g, s| {
+        sgd(row, q, g, s, lr)
+    });
+}
+
+/// # Safety
+/// See [`super::AdamRowsFn`] (bounds-checked here).
+pub unsafe fn adam_rows(
+    w: &mut [f32],
+    w_stride: usize,
+    st: &mut AdamState<'_>,
+    grp: &Groups<'_>,
+    q: &Rows<'_, f32>,
+    c: &AdamCoef,
+) {
+    let dim = q.dim;
+    for_each_group(w, w_stride, dim, grp, |r, row, g, s| {
+        let t = st.t[r].saturating_add(1);
+        st.t[r] = t;
+        let (m, v) = (
+            &mut st.m[r * dim..(r + 1) * dim],
+            &mut st.v[r * dim..(r + 1) * dim],
+        );
+        adam(row, m, v, q, g, s, &c.at_step(t));
+    });
 }
 
 /// The tier table's `prefetch` (`tier_table!` in `../mod.rs`).

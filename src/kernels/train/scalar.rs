@@ -3,7 +3,7 @@
 //! are rounded separately), the segment sums in [`LANES`] partial sums.
 //! No intrinsics.
 
-use super::{exp_neg, lane_sum, AdamCoef, Rows, LANES};
+use super::{exp_neg, for_each_group, lane_sum, AdamCoef, AdamState, Groups, Rows, LANES};
 use crate::kernels::matmul::bf16_to_f32;
 
 /// [`LANES`] partial sums of `f(j)` for `j < n` (lane `j % 16`, in
@@ -74,15 +74,14 @@ pub fn grad_k(q: &Rows<'_, f32>, g: &[f32], s: &[u32], k: usize) -> f32 {
     acc
 }
 
-/// # Safety
-/// See [`super::SgdFn`] (bounds-checked here).
-pub unsafe fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
+/// One row of [`super::SgdRowsFn`] (bounds-checked).
+fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
     for (k, x) in w.iter_mut().enumerate() {
         *x -= lr * grad_k(q, g, s, k);
     }
 }
 
-/// One element of [`super::AdamFn`] with its gradient `g` (also the tails
+/// One element of [`super::AdamRowsFn`] with its gradient `g` (also the tails
 /// of the portable tier).
 #[inline(always)]
 pub fn adam_one(w: &mut f32, m: &mut f32, v: &mut f32, g: f32, c: &AdamCoef) {
@@ -93,9 +92,8 @@ pub fn adam_one(w: &mut f32, m: &mut f32, v: &mut f32, g: f32, c: &AdamCoef) {
     *w -= (c.lr * mh) / (vh.sqrt() + c.eps);
 }
 
-/// # Safety
-/// See [`super::AdamFn`].
-pub unsafe fn adam(
+/// One row of [`super::AdamRowsFn`] with its coefficients (bounds-checked).
+fn adam(
     w: &mut [f32],
     m: &mut [f32],
     v: &mut [f32],
@@ -107,6 +105,42 @@ pub unsafe fn adam(
     for k in 0..w.len() {
         adam_one(&mut w[k], &mut m[k], &mut v[k], grad_k(q, g, s, k), c);
     }
+}
+
+/// # Safety
+/// See [`super::SgdRowsFn`] (bounds-checked here).
+pub unsafe fn sgd_rows(
+    w: &mut [f32],
+    w_stride: usize,
+    grp: &Groups<'_>,
+    q: &Rows<'_, f32>,
+    lr: f32,
+) {
+    for_each_group(w, w_stride, q.dim, grp, |_, row, g, s| {
+        sgd(row, q, g, s, lr)
+    });
+}
+
+/// # Safety
+/// See [`super::AdamRowsFn`] (bounds-checked here).
+pub unsafe fn adam_rows(
+    w: &mut [f32],
+    w_stride: usize,
+    st: &mut AdamState<'_>,
+    grp: &Groups<'_>,
+    q: &Rows<'_, f32>,
+    c: &AdamCoef,
+) {
+    let dim = q.dim;
+    for_each_group(w, w_stride, dim, grp, |r, row, g, s| {
+        let t = st.t[r].saturating_add(1);
+        st.t[r] = t;
+        let (m, v) = (
+            &mut st.m[r * dim..(r + 1) * dim],
+            &mut st.v[r * dim..(r + 1) * dim],
+        );
+        adam(row, m, v, q, g, s, &c.at_step(t));
+    });
 }
 
 /// The tier table's `prefetch` (`tier_table!` in `../mod.rs`).
