@@ -19,7 +19,16 @@
 //!   2 threads);
 //! * `xent`: `train::softmax_xent` over the batch's logits;
 //! * `sort_only`: `sort_unstable` of the `row << 32 | position` keys alone
-//!   (what the grouping did before its counting sort; for comparison).
+//!   (what the grouping did before its counting sort; for comparison);
+//! * `touch`: the memory floor of the two kinds of pass, AVX2, with the
+//!   kernels' prefetch distance: `read` loads every row once (what the
+//!   forward must fetch), `rw` loads and stores it back (what any in-place
+//!   row update must move; `w + z` with `z` a zero the compiler cannot
+//!   see); on the batch's distinct rows in ascending order (`read`, `rw`:
+//!   what the grouped Adam walks) or on every position in batch order
+//!   (`read_batch`, `rw_batch`: what the forward and SGD walk). The ratio
+//!   `rw` / `read` is the smallest update / forward ratio a kernel that
+//!   reads and writes W in place can reach, whatever it computes.
 //!
 //! `LSHK_BENCH_TRAIN=l3` or `=dram` runs one regime only.
 
@@ -301,6 +310,39 @@ fn bench(c: &mut Criterion) {
             }
             g.finish();
         }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            let mut g = c.benchmark_group("touch");
+            cfg(&mut g);
+            let sets: Vec<Vec<u32>> = d
+                .ids
+                .iter()
+                .map(|v| {
+                    let mut s = v.clone();
+                    s.sort_unstable();
+                    s.dedup();
+                    s
+                })
+                .collect();
+            for (name, write, batch_order) in [
+                ("read", false, false),
+                ("rw", true, false),
+                ("read_batch", false, true),
+                ("rw_batch", true, true),
+            ] {
+                let mut s = 0;
+                g.bench_with_input(BenchmarkId::new(name, r.name), &(), |bch, _| {
+                    bch.iter(|| {
+                        s = (s + 1) % r.sets;
+                        let rows = if batch_order { &d.ids[s] } else { &sets[s] };
+                        // SAFETY: AVX2 detected; the rows are < r.rows.
+                        let x = unsafe { touch(&mut d.w, rows, DIM, write, black_box(0.0)) };
+                        black_box(x);
+                    })
+                });
+            }
+            g.finish();
+        }
         {
             let mut g = c.benchmark_group("sort_only");
             cfg(&mut g);
@@ -318,6 +360,49 @@ fn bench(c: &mut Criterion) {
             });
             g.finish();
         }
+    }
+}
+
+/// `touch` (see the module docs): the sum of every row of `rows` (`write`
+/// false; four accumulators, so the adds do not chain) or every row rewritten as `w + z` (`write` true), prefetching the
+/// row 12 ahead (`PREFETCH_ROWS`) as the kernels do.
+///
+/// # Safety
+/// AVX2; every row is inside `w` (rows of `dim`, a multiple of 8).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn touch(w: &mut [f32], rows: &[u32], dim: usize, write: bool, z: f32) -> f32 {
+    use std::arch::x86_64::*;
+    assert!(dim.is_multiple_of(8) && rows.iter().all(|&r| (r as usize + 1) * dim <= w.len()));
+    let wp = w.as_mut_ptr();
+    // SAFETY: every row is inside w (asserted); prefetches never fault.
+    unsafe {
+        let zv = _mm256_set1_ps(z);
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (i, &r) in rows.iter().enumerate() {
+            if let Some(&rn) = rows.get(i + 12) {
+                let pn = wp.wrapping_add(rn as usize * dim).cast::<i8>();
+                for off in (0..dim * 4).step_by(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(pn.wrapping_add(off));
+                }
+            }
+            let p = wp.add(r as usize * dim);
+            if write {
+                for k in (0..dim).step_by(8) {
+                    _mm256_storeu_ps(p.add(k), _mm256_add_ps(_mm256_loadu_ps(p.add(k)), zv));
+                }
+            } else {
+                for k in (0..dim).step_by(8) {
+                    let a = &mut acc[k / 8 % 4];
+                    *a = _mm256_add_ps(*a, _mm256_loadu_ps(p.add(k)));
+                }
+            }
+        }
+        let mut a = [0f32; 8];
+        let s01 = _mm256_add_ps(acc[0], acc[1]);
+        let s23 = _mm256_add_ps(acc[2], acc[3]);
+        _mm256_storeu_ps(a.as_mut_ptr(), _mm256_add_ps(s01, s23));
+        a.iter().sum()
     }
 }
 

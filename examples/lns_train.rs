@@ -16,9 +16,10 @@
 //! * Data: `train_pairs.i32` (centre, context), shuffled with a fixed seed;
 //!   `--pairs N` keeps the first N after shuffling, `--steps N` mini-batches
 //!   of `--batch B` samples (cycling over the kept pairs).
-//! * Optimizer: plain SGD, `W[r] -= lr * G_r` with `G_r` the gradient
-//!   summed over the batch (`--lr`, default 0.02), the same rule for every
-//!   method; or `--opt adam` (`--adam-lr`, default 1e-3, betas 0.9 / 0.999):
+//! * Optimizer: plain SGD, the batch's gradient step on each row
+//!   (`train::rows_update_sgd`: `W[r] -= (lr g_j) x_j` position by position,
+//!   so `W[r] - lr G_r` up to rounding; until 2026-11-25 it summed `G_r`
+//!   first; `--lr`, default 0.02), the same rule for every method; or `--opt adam` (`--adam-lr`, default 1e-3, betas 0.9 / 0.999):
 //!   `train::Adam` (lazy: only the rows of the batch, per-row step counts)
 //!   for the sampled methods, the same per-element rule on every row every
 //!   step for the full softmax.

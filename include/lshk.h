@@ -3688,15 +3688,17 @@ lshk_status lshk_gather_dq_bf16_isa(lshk_isa isa,
                                     size_t dq_stride);
 
 /*
- SGD on the rows of a batch, in place: every row `r` that occurs among
- `ids` gets `w[r] -= lr * G_r` with
- `G_r = sum_{j: ids[j] = r} grad[j] * q[b(j)]`, `b(j)` the sample whose
- segment holds position j (`grad` from lshk_softmax_xent_csr). Rows that
- do not occur are not touched; a row repeated within or across samples
- sums every occurrence. Deterministic: the (row, position) pairs are
- sorted by row, each row's sum runs in position order (so in sample
- order), and threads own contiguous ranges of rows; the result is the
- same bits on every tier and for every thread count (0 = every core).
+ SGD on the rows of a batch, in place, position by position: for every
+ position j in increasing order, the row r = ids[j] gets
+ `w[r] -= (lr * grad[j]) * q[b(j)]`, `b(j)` the sample whose segment
+ holds position j (`grad` from lshk_softmax_xent_csr; the step rounded,
+ then per element the product and the difference). A row repeated within
+ or across samples receives every occurrence's update, in position
+ order: in exact arithmetic `w[r] - lr * sum_j grad[j] q[b(j)]`. Rows
+ that do not occur are not touched. Deterministic: threads own
+ contiguous ranges of rows and apply their positions in order, so the
+ result is the same bits on every tier and for every thread count (0 =
+ every core).
 
  * `w`: `rows` rows of `dim` floats at stride `w_stride >= dim`, updated.
  * `q`: nb rows of `dim` floats at stride `q_stride >= dim`.
@@ -3705,7 +3707,7 @@ lshk_status lshk_gather_dq_bf16_isa(lshk_isa isa,
  Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
  stride < dim, bad offsets, misaligned, `w` overlapping an input),
  INDEX_OUT_OF_RANGE, NON_FINITE (a NaN or infinite `grad`, `q` or `lr`),
- SIZE_OVERFLOW, ALLOCATION_FAILED (scratch of 32 bytes per position).
+ SIZE_OVERFLOW, ALLOCATION_FAILED (scratch of 8 bytes per position).
  Needs exclusive access to `w`.
 
  # Safety
@@ -3792,8 +3794,9 @@ lshk_status lshk_adam_set_params(struct lshk_adam *adam,
 
 /*
  One lazy Adam step on the rows of a batch, in place: every row `r` that
- occurs among `ids` gets its summed gradient `G_r` (exactly as in
- lshk_rows_update_sgd), its step count `t_r += 1`, and, element by
+ occurs among `ids` gets its summed gradient
+ `G_r = sum_{j: ids[j] = r} grad[j] * q[b(j)]` (summed in position order
+ from +0), its step count `t_r += 1`, and, element by
  element in f32, `m = b1 m + (1-b1) G`, `v = b2 v + (1-b2) G^2`,
  `w -= lr (m c1) / (sqrt(v c2) + eps)` with the bias corrections
  `c1 = 1/(1 - b1^t_r)`, `c2 = 1/(1 - b2^t_r)` of the row's own count

@@ -2109,8 +2109,8 @@ inline void gather_dq_f32(span<const float> w, std::size_t rows, std::size_t dim
                            offsets.data(), nb, threads, dq.data(), dq_stride));
 }
 
-/* lshk_rows_update_sgd: w[r] -= lr * sum_{j: ids[j] = r} grad[j] q[b(j)]
- * for the rows of the batch, in place. */
+/* lshk_rows_update_sgd: w[ids[j]] -= (lr * grad[j]) q[b(j)] for every
+ * position j of the batch, in order, in place. */
 inline void rows_update_sgd(span<float> w, std::size_t rows, std::size_t dim,
                             std::size_t w_stride, span<const float> q, std::size_t q_stride,
                             span<const float> grad, span<const uint32_t> ids,

@@ -305,32 +305,6 @@ pub(super) trait Rule: Sync {
     );
 }
 
-struct Sgd {
-    f: kt::SgdRowsFn,
-    lr: f32,
-}
-
-impl Rule for Sgd {
-    type Part<'a> = ();
-    fn split<'a>(_: Self::Part<'a>, _: usize, _: usize) -> (Self::Part<'a>, Self::Part<'a>) {
-        ((), ())
-    }
-    fn apply_rows(
-        &self,
-        _: &mut (),
-        w: &mut [f32],
-        w_stride: usize,
-        grp: &kt::Groups<'_>,
-        q: &Rows<'_, f32>,
-    ) {
-        // SAFETY: every group's row is in the part (update_rows cuts the
-        // parts at group boundaries) and holds dim = q.dim values, the
-        // positions are inside g and s, every s[t] is a sample < nb and q
-        // spans nb strided rows (checked), tier supported (checked).
-        unsafe { (self.f)(w, w_stride, grp, q, self.lr) }
-    }
-}
-
 /// Groups the batch by row and runs `rule` on every row that occurs, with
 /// `threads` threads owning contiguous row ranges (see the module docs).
 #[allow(clippy::too_many_arguments)]
@@ -414,14 +388,57 @@ pub(super) fn update_rows<R: Rule>(
     })
 }
 
-/// Plain SGD on the rows of the batch: every row `r` that occurs gets
-/// `W[r] = W[r] - lr * G_r` with `G_r = sum_{j: ids[j] = r} grad[j] *
-/// q[b(j)]` (summed in position order, each element from +0, product and
-/// sum rounded separately; the update rounds the product and the
-/// difference). A row that occurs twice in one sample counts twice. W is
-/// `rows` rows of `dim` floats at stride `w_stride`; `grad` and `q` must be
-/// finite (`NonFinite`), `lr` finite. Same bits for every tier and thread
-/// count (0 = every core).
+thread_local! {
+    static SEQ: RefCell<Seq> = RefCell::new(Seq::default());
+}
+
+/// The scratch of [`rows_update_sgd`]: each position's sample, and the
+/// positions ordered by owning thread (increasing within each thread).
+#[derive(Default)]
+struct Seq {
+    sample: Vec<u32>,
+    pos: Vec<u32>,
+    ids: Vec<u32>,
+}
+
+/// The first row of each of `th` threads' row ranges (`th + 1` entries:
+/// 0, ..., `rows`), cut so that the threads get about equal numbers of
+/// positions: quantiles of up to 4,096 evenly spaced ids, sorted (`tmp` is
+/// scratch). Any cuts give the same result; these only balance the work.
+fn row_cuts(ids: &[u32], rows: usize, th: usize, tmp: &mut Vec<u32>) -> Vec<usize> {
+    let n = ids.len();
+    let m = n.min(4096);
+    tmp.clear();
+    tmp.extend((0..m).map(|i| ids[i * n / m]));
+    tmp.sort_unstable();
+    let mut cuts = Vec::with_capacity(th + 1);
+    cuts.push(0);
+    for k in 1..th {
+        let c = (tmp[k * m / th] as usize).max(*cuts.last().unwrap());
+        cuts.push(c);
+    }
+    cuts.push(rows);
+    cuts
+}
+
+/// Plain SGD on the rows of the batch, applied position by position: for
+/// every position `j` in increasing order, the row `r = ids[j]` gets
+/// `W[r] = W[r] - (lr * grad[j]) * q[b(j)]` (`b(j)` the sample whose
+/// segment holds `j`; the step `lr * grad[j]` rounded, then per element the
+/// product and the difference). A row that occurs at several positions, in
+/// one sample or several, receives each update in position order: in exact
+/// arithmetic this is `W[r] - lr * sum_j grad[j] q[b(j)]`, the batch's
+/// gradient step; in f32 it differs from summing first only by the
+/// rounding of the intermediate rows. Rows that do not occur are not
+/// touched. W is `rows` rows of `dim` floats at stride `w_stride`; `grad`
+/// and `q` must be finite (`NonFinite`), `lr` finite.
+///
+/// Threads own contiguous ranges of rows (cut at quantiles of the ids) and
+/// apply their rows' positions in increasing order, so every row sees the
+/// same sequence of operations whatever the split: the same bits for every
+/// tier and thread count (0 = every core). Nothing is grouped or sorted:
+/// the rows are read and written in batch order, each once per position
+/// (one pass, like the forward gathered matmul).
 #[allow(clippy::too_many_arguments)]
 pub fn rows_update_sgd(
     tier: Isa,
@@ -437,85 +454,94 @@ pub fn rows_update_sgd(
     if !lr.is_finite() {
         bail!(NonFinite, "lr is {lr} (a finite learning rate is needed)");
     }
-    check_update(w.len(), rows, dim, w_stride, batch)?;
-    let rule = Sgd {
-        f: kt::kernels(tier).sgd_rows,
-        lr,
+    let nb = check_update(w.len(), rows, dim, w_stride, batch)?;
+    let n = batch.ids.len();
+    if n == 0 {
+        return Ok(());
+    }
+    let f = kt::kernels(tier).sgd_seq;
+    let q = Rows {
+        w: batch.q,
+        stride: batch.q_stride,
+        dim,
+        scales: &[],
     };
-    update_rows(threads, w, rows, dim, w_stride, batch, &rule, ())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::rng::SplitMix64;
-
-    fn reserve_all(g: &mut Group, n: usize) {
-        for v in [
-            &mut g.order,
-            &mut g.tmp,
-            &mut g.sample,
-            &mut g.ss,
-            &mut g.rowid,
-        ] {
-            reserve(v, n).unwrap();
+    SEQ.with(|sc| {
+        let sc = &mut *sc.borrow_mut();
+        reserve(&mut sc.sample, n)?;
+        reserve(&mut sc.pos, n)?;
+        for s in 0..nb {
+            let len = batch.offsets[s + 1] - batch.offsets[s];
+            sc.sample.extend(std::iter::repeat_n(s as u32, len));
         }
-        reserve(&mut g.gs, n).unwrap();
-        reserve(&mut g.starts, n + 1).unwrap();
-    }
-
-    /// The direct grouping (whose counters and bitmap persist between
-    /// calls) and the radix one give the same groups, over batches of
-    /// several row counts in a row, ids up to 2^24 (two and three radix
-    /// passes), repeated ids and empty samples.
-    #[test]
-    fn direct_and_radix_grouping_agree() {
-        let mut r = SplitMix64::new(7);
-        let mut direct = Group::default();
-        let mut radix = Group::default();
-        for round in 0..60 {
-            let rows = match round % 4 {
-                0 => 1 + r.below(50) as usize,
-                1 => 1 + r.below(5_000) as usize,
-                2 => 1 << 22,
-                _ => (1 << 24) - r.below(1000) as usize,
+        let th = threads_for(threads, n.div_ceil(SGD_MIN_POSITIONS_PER_THREAD));
+        if th == 1 {
+            sc.pos.extend(0..n as u32);
+            let sq = kt::SgdSeq {
+                pos: &sc.pos,
+                ids: batch.ids,
+                grad: batch.grad,
+                sample: &sc.sample,
+                row0: 0,
             };
-            let nb = 1 + r.below(9) as usize;
-            let mut offsets = vec![0usize];
-            for s in 0..nb {
-                let len = if s % 4 == 2 { 0 } else { r.below(300) as usize };
-                offsets.push(offsets[s] + len);
+            // SAFETY: every id is < rows and W holds rows strided rows of
+            // dim = q.dim values (checked); pos, ids, grad and sample hold
+            // n entries; samples are < nb and q spans nb strided rows
+            // (checked); tier supported (checked).
+            unsafe { f(w, w_stride, &sq, &q, lr) };
+            return Ok(());
+        }
+        {
+            let cuts = row_cuts(batch.ids, rows, th, &mut sc.ids);
+            // Stable partition of the positions by owning thread.
+            let owner = |id: u32| cuts[1..th].partition_point(|&c| c <= id as usize);
+            let mut start = vec![0usize; th + 1];
+            for &id in batch.ids {
+                start[owner(id) + 1] += 1;
             }
-            let n = offsets[nb];
-            let ids: Vec<u32> = (0..n)
-                .map(|_| {
-                    if round % 3 == 0 {
-                        r.below(rows.min(40) as u64) as u32
-                    } else {
-                        r.below(rows as u64) as u32
-                    }
-                })
-                .collect();
-            let grad: Vec<f32> = (0..n).map(|j| j as f32).collect();
-            let b = Batch {
-                q: &[],
-                q_stride: 1,
-                ids: &ids,
-                offsets: &offsets,
-                grad: &grad,
-            };
-            reserve_all(&mut direct, n);
-            reserve_all(&mut radix, n);
-            group(&b, rows, &mut direct, true).unwrap();
-            group(&b, rows, &mut radix, false).unwrap();
-            assert_eq!(direct.rowid, radix.rowid, "round {round}");
-            assert_eq!(direct.starts, radix.starts, "round {round}");
-            assert_eq!(direct.gs, radix.gs, "round {round}");
-            assert_eq!(direct.ss, radix.ss, "round {round}");
-            // Positions of a row in increasing order, rows ascending.
-            assert!(direct.rowid.windows(2).all(|w| w[0] < w[1]));
-            assert!(direct.hist.iter().all(|&c| c == 0), "round {round}");
-            assert!(direct.seen.iter().all(|&c| c == 0), "round {round}");
+            for k in 0..th {
+                start[k + 1] += start[k];
+            }
+            sc.pos.resize(n, 0);
+            let mut next = start.clone();
+            for (j, &id) in batch.ids.iter().enumerate() {
+                let k = owner(id);
+                sc.pos[next[k]] = j as u32;
+                next[k] += 1;
+            }
+            let mut jobs = Vec::with_capacity(th);
+            let mut rest = &mut *w;
+            for k in 0..th {
+                let take = if k + 1 == th {
+                    rest.len()
+                } else {
+                    (cuts[k + 1] - cuts[k]) * w_stride
+                };
+                let (mine, r) = rest.split_at_mut(take);
+                rest = r;
+                jobs.push((k, mine, start[k], start[k + 1]));
+            }
+            let (pos, sample) = (&sc.pos, &sc.sample);
+            crate::par::map(jobs, |(k, mine, a, b)| {
+                let sq = kt::SgdSeq {
+                    pos: &pos[a..b],
+                    ids: batch.ids,
+                    grad: batch.grad,
+                    sample,
+                    row0: cuts[k],
+                };
+                // SAFETY: the positions of thread k have ids in
+                // cuts[k]..cuts[k + 1], rows of `mine` (W split at those
+                // rows), each holding dim = q.dim values; every index is
+                // < n = ids.len() = grad.len() = sample.len(); samples are
+                // < nb and q spans nb strided rows (checked); tier
+                // supported (checked).
+                unsafe { f(mine, w_stride, &sq, &q, lr) }
+            });
         }
-    }
+        Ok(())
+    })
 }
+
+/// [`rows_update_sgd`] gives each thread at least this many positions.
+const SGD_MIN_POSITIONS_PER_THREAD: usize = 1024;

@@ -25,7 +25,7 @@
 //! AVX-512 tier; this tier is their [`Avx2`] vector type
 //! (`crate::kernels::simd`).
 
-use super::{AdamCoef, AdamState, Groups, Rows};
+use super::{AdamCoef, AdamState, Groups, Rows, SgdSeq};
 use crate::kernels::simd::{Avx2, Bf16, F32};
 
 super::simd_entries!("avx2", Avx2);

@@ -22,7 +22,7 @@
 //! AVX2 tier; this tier is their [`Avx512`] vector type
 //! (`crate::kernels::simd`).
 
-use super::{AdamCoef, AdamState, Groups, Rows};
+use super::{AdamCoef, AdamState, Groups, Rows, SgdSeq};
 use crate::kernels::simd::{Avx512, Bf16, F32};
 
 super::simd_entries!("avx512f,avx512bw,avx512dq,avx512vl", Avx512);

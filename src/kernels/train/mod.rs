@@ -1,9 +1,11 @@
 //! Backward (training) kernels of a sublinear output layer: the softmax
 //! cross-entropy of one candidate segment, the transposed gathered product
-//! `dq = sum_j g_j W[ids[j]]`, and the element-wise SGD and Adam updates of
-//! one row. The batch-level logic (CSR segments, grouping the rows of a
-//! batch, threads) is in [`crate::train`]; kernels see one segment or one
-//! row and index without bounds checks after the caller's checks.
+//! `dq = sum_j g_j W[ids[j]]`, SGD applied position by position
+//! ([`SgdSeqFn`]) and lazy Adam on a batch grouped by row ([`AdamRowsFn`]).
+//! The batch-level logic (CSR segments, grouping the rows, the thread
+//! split) is in [`crate::train`]; xent and dq see one segment, the updates
+//! one thread's share of the batch (one call, walking it with prefetch),
+//! and they index without bounds checks after the caller's checks.
 //!
 //! # Every tier returns the same bits
 //! The operations are defined precisely enough that the scalar oracle, the
@@ -13,8 +15,9 @@
 //!   (`vmulps` then `vaddps`), because the portable tier has no FMA at the
 //!   x86-64 baseline. The kernels are bound by memory, so this costs nothing
 //!   measurable;
-//! * the transposed product and the per-row gradient sums accumulate each
-//!   element in candidate order (`acc = acc + g_j * w_jk`, from `+0.0`);
+//! * the transposed product and Adam's per-row gradient sums accumulate
+//!   each element in candidate order (`acc = acc + g_j * w_jk`, from
+//!   `+0.0`); SGD applies `w - (lr g_j) q` position by position;
 //! * sums over a segment (the softmax denominator, the target mass, the
 //!   target-weighted logits) use [`LANES`] = 16 interleaved partial sums
 //!   (lane `l` adds the elements `j = l (mod 16)` in increasing `j`),
@@ -241,9 +244,48 @@ pub type XentFn = unsafe fn(&mut [f32], &[f32]) -> f32;
 /// elements; the CPU supports the tier.
 pub type DqFn<T> = unsafe fn(&Rows<'_, T>, &[f32], &[u32], &mut [f32]);
 
+/// The positions of an SGD pass in the order they are applied: for `i`
+/// increasing, position `j = pos[i]` updates the row `ids[j]` of W,
+/// stored at row `ids[j] - row0` of the thread's part, with its logit
+/// gradient `grad[j]` and its sample's input row `q[sample[j]]`.
+#[derive(Clone, Copy, Debug)]
+pub struct SgdSeq<'a> {
+    pub pos: &'a [u32],
+    pub ids: &'a [u32],
+    pub grad: &'a [f32],
+    pub sample: &'a [u32],
+    pub row0: usize,
+}
+
+/// `sgd_seq(w, w_stride, seq, q, lr)`: SGD applied position by position,
+/// in the order of [`SgdSeq`]: with `c = lr * grad[j]` (rounded), for
+/// `k < q.dim`, `w[r][k] = w[r][k] - c * q[sample[j]][k]` (product and
+/// difference rounded separately). A row that occurs at several positions
+/// receives their updates one after the other, in position order. `w` is
+/// the thread's part of W: rows of `q.dim` floats at stride `w_stride`.
+/// The SIMD tiers prefetch the rows [`PREFETCH_ROWS`] positions ahead
+/// (`crate::kernels::matmul::PREFETCH_ROWS`).
+///
+/// # Safety
+/// `q.dim >= 1`; every `pos[i]` is below `ids.len()`, `grad.len()` and
+/// `sample.len()`; for every such `j`, `ids[j] >= row0` and `w` holds
+/// `(ids[j] - row0) * w_stride + q.dim` floats, `sample[j]` is a row of `q`
+/// and `q.w` spans it; the CPU supports the tier.
+pub type SgdSeqFn = unsafe fn(&mut [f32], usize, &SgdSeq<'_>, &Rows<'_, f32>, f32);
+
+/// Adam's per-row state, split like W: `m` and `v` rows of `dim` floats
+/// (stride `dim`, row `r - row0` of the part for row `r`) and the step
+/// count `t` of each row.
+#[derive(Debug)]
+pub struct AdamState<'a> {
+    pub m: &'a mut [f32],
+    pub v: &'a mut [f32],
+    pub t: &'a mut [u32],
+}
+
 /// One thread's share of a batch grouped by row (built by
 /// [`crate::train`]): group `i` is the row `row[i]` of W, stored at row
-/// `row[i] - row0` of the thread's part of W (and of Adam's state), and its
+/// `row[i] - row0` of the thread's part of W and of Adam's state, and its
 /// positions are `start[i]..start[i + 1]` of `g` (the logit gradients) and
 /// `s` (their samples: rows of `q`), in increasing batch position. Rows
 /// increase with `i`.
@@ -257,49 +299,29 @@ pub struct Groups<'a> {
     pub s: &'a [u32],
 }
 
-/// The SGD update of one row `w` (`w.len() == q.dim`) with the positions
-/// `g`, `s` it gathered from the batch: for `k < w.len()`,
-/// `G_k = sum_t g[t] * q[s[t]][k]` (`q[i]` the row `i` of `q`; summed in
-/// `t` order from `+0`, product and sum rounded separately, exactly as
-/// [`DqFn`]) and `w[k] = w[k] - lr * G_k` (two roundings). `G` is never
-/// stored: each block of columns is summed in registers and applied.
+/// The Adam update of one row (`w`, its moments `m`, `v`) with its
+/// gathered gradient: for `k < w.len()`, `G_k = sum_t g[t] * q[s[t]][k]`
+/// over the row's positions (summed in `t` order from `+0`, product and sum
+/// rounded separately, exactly as [`DqFn`]), then, each operation rounded in f32 in this
+/// order: `m = b1 * m + (1 - b1) * G`, `v = b2 * v + (1 - b2) * (G * G)`,
+/// `mh = m * c1`, `vh = v * c2`, `w = w - (lr * mh) / (sqrt(vh) + eps)`.
 ///
-/// `sgd_rows(w, w_stride, groups, q, lr)` applies it to every group of
-/// [`Groups`]: `w` is the thread's part of W, rows of `q.dim` floats at
-/// stride `w_stride`. One call per thread and batch: the SIMD tiers walk
-/// the groups themselves, prefetching the rows [`PREFETCH_ROWS`] groups
-/// ahead (`crate::kernels::matmul::PREFETCH_ROWS`).
+/// `adam_rows(w, w_stride, state, groups, q, c)` applies it to every group
+/// of [`Groups`] (`w` the thread's part of W, rows of `q.dim` floats at
+/// stride `w_stride`): the row's step count `t` is incremented (saturating)
+/// and `c1`, `c2` are those of [`AdamCoef::at_step`] for it (`c` gives
+/// `lr`, the betas and `eps`). One call per thread and batch: the SIMD
+/// tiers walk the groups themselves, prefetching the rows of W, `m` and `v`
+/// [`PREFETCH_ROWS`] groups ahead, and sum each block of 8 vectors of
+/// columns in registers (`G` is never stored).
 ///
 /// # Safety
 /// `q.dim >= 1`; `w` holds `(row[i] - row0) * w_stride + q.dim` floats for
 /// every group; `start` is non-decreasing, `start.len() == row.len() + 1`
 /// and its last entry `<= g.len() == s.len()`; every `s[t]` is below the
-/// number of rows of `q` and `q.w` spans them; the CPU supports the tier.
-pub type SgdRowsFn = unsafe fn(&mut [f32], usize, &Groups<'_>, &Rows<'_, f32>, f32);
-
-/// Adam's per-row state, split like W: `m` and `v` rows of `dim` floats
-/// (stride `dim`, row `r - row0` of the part for row `r`) and the step
-/// count `t` of each row.
-#[derive(Debug)]
-pub struct AdamState<'a> {
-    pub m: &'a mut [f32],
-    pub v: &'a mut [f32],
-    pub t: &'a mut [u32],
-}
-
-/// The Adam update of one row (`w`, its moments `m`, `v`): with `G` as in
-/// [`SgdRowsFn`], for `k < w.len()`, each operation rounded in f32 in this
-/// order: `m = b1 * m + (1 - b1) * G`, `v = b2 * v + (1 - b2) * (G * G)`,
-/// `mh = m * c1`, `vh = v * c2`, `w = w - (lr * mh) / (sqrt(vh) + eps)`.
-///
-/// `adam_rows(w, w_stride, state, groups, q, c)` applies it to every group:
-/// the row's step count `t` is incremented (saturating) and `c1`, `c2` are
-/// those of [`AdamCoef::at_step`] for it (`c` gives `lr`, the betas and
-/// `eps`).
-///
-/// # Safety
-/// As [`SgdRowsFn`], and `state.m`, `state.v` hold `(row[i] - row0 + 1) *
-/// q.dim` floats and `state.t` `row[i] - row0 + 1` counts for every group.
+/// number of rows of `q` and `q.w` spans them; `state.m`, `state.v` hold
+/// `(row[i] - row0 + 1) * q.dim` floats and `state.t` `row[i] - row0 + 1`
+/// counts for every group; the CPU supports the tier.
 pub type AdamRowsFn =
     unsafe fn(&mut [f32], usize, &mut AdamState<'_>, &Groups<'_>, &Rows<'_, f32>, &AdamCoef);
 
@@ -538,7 +560,7 @@ const BLOCK: usize = 8;
 
 /// The `N` full vectors of columns `k..k + N * LANES` of a row's gathered
 /// gradient: `sum_t g[t] * q[s[t]][k..]` in `t` order from +0 (see
-/// [`SgdRowsFn`]); each position's `g` and sample read once per block.
+/// [`AdamRowsFn`]); each position's `g` and sample read once per block.
 ///
 /// # Safety
 /// Every `s[t]` is a row of `q` and `q.w` spans it; `k + N * LANES <=
@@ -586,8 +608,9 @@ unsafe fn grad_tail<S: F32x>(q: &Rows<'_, f32>, g: &[f32], s: &[u32], k: usize, 
     }
 }
 
-/// What a SIMD row update does with one vector of a row's gradient: SGD's
-/// `w - lr * G`, or Adam's step (which also reads and writes `m`, `v`).
+/// What a SIMD grouped row update does with one vector of a row's
+/// gradient: Adam's step (which also reads and writes `m`, `v`). A trait so
+/// that another per-row rule can reuse the walk and the block sums.
 #[cfg(target_arch = "x86_64")]
 trait RowRule<S: F32x> {
     /// Applies the rule to the lanes of `mk` at column `k` of the row (`off`
@@ -604,28 +627,6 @@ trait RowRule<S: F32x> {
     /// # Safety
     /// `r` is a row of the part; the caller enables `S`'s features.
     unsafe fn begin(&mut self, r: usize);
-}
-
-/// SGD: `w - lr * G`.
-#[cfg(target_arch = "x86_64")]
-struct SgdV<V> {
-    lr: V,
-}
-
-#[cfg(target_arch = "x86_64")]
-impl<S: F32x> RowRule<S> for SgdV<S::V> {
-    #[inline(always)]
-    unsafe fn apply(&self, wp: *mut f32, _moff: usize, k: usize, gv: S::V, mk: S::M) {
-        // SAFETY: the lanes of mk at wp + k are the row's (caller).
-        unsafe {
-            let p = wp.add(k);
-            S::st(mk, p, S::sub(S::ld(mk, p), S::mul(self.lr, gv)));
-        }
-    }
-    #[inline(always)]
-    fn prefetch(&self, _r: usize, _bytes: usize) {}
-    #[inline(always)]
-    unsafe fn begin(&mut self, _r: usize) {}
 }
 
 /// Adam's step with the current row's coefficients `c` =
@@ -759,7 +760,7 @@ unsafe fn row_update<S: F32x, R: RowRule<S>>(
 /// row.
 ///
 /// # Safety
-/// [`SgdRowsFn`]'s contract for `w`, `w_stride`, `grp`, `q` (and the
+/// [`AdamRowsFn`]'s contract for `w`, `w_stride`, `grp`, `q` (and the
 /// rule's for its state); the caller enables `S`'s features.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
@@ -803,27 +804,65 @@ unsafe fn rows_simd<S: F32x, R: RowRule<S>>(
     }
 }
 
-/// The SIMD tiers' [`SgdRowsFn`].
+/// The SIMD tiers' [`SgdSeqFn`]: per position, `c = lr * grad[j]`
+/// broadcast, then the row rewritten 4 vectors at a time as `w - c * q`
+/// (full vectors, then the tail masked); the row [`PREFETCH_ROWS`]
+/// positions ahead prefetched, as in the forward gathered matmul.
 ///
 /// # Safety
-/// [`SgdRowsFn`]; the caller enables `S`'s features.
+/// [`SgdSeqFn`]; the caller enables `S`'s features.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-pub(crate) unsafe fn sgd_rows_simd<S: F32x>(
+pub(crate) unsafe fn sgd_seq_simd<S: F32x>(
     w: &mut [f32],
     w_stride: usize,
-    grp: &Groups<'_>,
+    sq: &SgdSeq<'_>,
     q: &Rows<'_, f32>,
     lr: f32,
 ) {
-    if grp.row.is_empty() {
-        return;
-    }
-    // SAFETY: register-only splat; the rest is rows_simd's contract
-    // (caller).
+    let (dim, l) = (q.dim, S::LANES);
+    let n = sq.pos.len();
+    let (wp, qp) = (w.as_mut_ptr(), q.w.as_ptr());
+    let pf_bytes = (dim * 4).min(PREFETCH_MAX_BYTES);
+    let (tail, full) = (dim % l, dim - dim % l);
+    // SAFETY (whole body): every position's row is inside the part, its
+    // sample a row of q, its index inside ids, grad, sample (the
+    // contract); the tail is masked; prefetches never fault.
     unsafe {
-        let mut rule = SgdV { lr: S::splat(lr) };
-        rows_simd::<S, SgdV<S::V>>(w, w_stride, grp, q, &mut rule);
+        let at = |i: usize| *sq.pos.get_unchecked(i) as usize;
+        let rel = |j: usize| *sq.ids.get_unchecked(j) as usize - sq.row0;
+        for i in 0..n.min(PREFETCH_ROWS) {
+            prefetch_row(wp.wrapping_add(rel(at(i)) * w_stride).cast(), pf_bytes);
+        }
+        for i in 0..n {
+            if i + PREFETCH_ROWS < n {
+                let r = rel(at(i + PREFETCH_ROWS));
+                prefetch_row(wp.wrapping_add(r * w_stride).cast(), pf_bytes);
+            }
+            let j = at(i);
+            let c = S::splat(lr * *sq.grad.get_unchecked(j));
+            let wr = wp.add(rel(j) * w_stride);
+            let qr = qp.add(*sq.sample.get_unchecked(j) as usize * q.stride);
+            let mut k = 0;
+            while k + 4 * l <= full {
+                for x in 0..4 {
+                    let o = k + x * l;
+                    let v = S::sub(S::loadu(wr.add(o)), S::mul(c, S::loadu(qr.add(o))));
+                    S::storeu(wr.add(o), v);
+                }
+                k += 4 * l;
+            }
+            while k < full {
+                let v = S::sub(S::loadu(wr.add(k)), S::mul(c, S::loadu(qr.add(k))));
+                S::storeu(wr.add(k), v);
+                k += l;
+            }
+            if tail > 0 {
+                let tm = S::tail(tail);
+                let v = S::sub(S::ld(tm, wr.add(k)), S::mul(c, S::ld(tm, qr.add(k))));
+                S::st(tm, wr.add(k), v);
+            }
+        }
     }
 }
 
@@ -865,7 +904,7 @@ pub struct Kernels {
     pub xent: XentFn,
     pub dq_f32: DqFn<f32>,
     pub dq_bf16: DqFn<u16>,
-    pub sgd_rows: SgdRowsFn,
+    pub sgd_seq: SgdSeqFn,
     pub adam_rows: AdamRowsFn,
     pub prefetch: PrefetchFn,
 }
@@ -877,7 +916,7 @@ crate::kernels::tier_table! {
         xent: xent,
         dq_f32: dq_f32,
         dq_bf16: dq_bf16,
-        sgd_rows: sgd_rows,
+        sgd_seq: sgd_seq,
         adam_rows: adam_rows,
         prefetch: prefetch,
     }
@@ -898,9 +937,9 @@ macro_rules! simd_entries {
             /// [`super::DqFn`] of bf16 rows.
             fn dq_bf16(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32])
                 => super::dq_simd::<$T, Bf16>;
-            /// [`super::SgdRowsFn`].
-            fn sgd_rows(w: &mut [f32], w_stride: usize, grp: &Groups<'_>, q: &Rows<'_, f32>, lr: f32)
-                => super::sgd_rows_simd::<$T>;
+            /// [`super::SgdSeqFn`].
+            fn sgd_seq(w: &mut [f32], w_stride: usize, sq: &SgdSeq<'_>, q: &Rows<'_, f32>, lr: f32)
+                => super::sgd_seq_simd::<$T>;
             /// [`super::AdamRowsFn`].
             fn adam_rows(
                 w: &mut [f32],

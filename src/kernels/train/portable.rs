@@ -12,8 +12,8 @@ use wide::f32x8;
 
 use super::scalar::{adam_one, grad_k};
 use super::{
-    exp_neg, for_each_group, lane_sum, AdamCoef, AdamState, Groups, Rows, EXP_MIN, EXP_POLY, LANES,
-    LN2_HI, LN2_LO, LOG2E, ROUND_MAGIC,
+    exp_neg, for_each_group, lane_sum, AdamCoef, AdamState, Groups, Rows, SgdSeq, EXP_MIN,
+    EXP_POLY, LANES, LN2_HI, LN2_LO, LOG2E, ROUND_MAGIC,
 };
 use crate::kernels::matmul::bf16_to_f32;
 
@@ -151,7 +151,7 @@ pub unsafe fn dq_bf16(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32]
     dq_with(r, g, ids, out, bf16_to_f32)
 }
 
-/// Columns `k..k+8` of a row's gathered gradient (see [`super::SgdRowsFn`]).
+/// Columns `k..k+8` of a row's gathered gradient (see [`super::AdamRowsFn`]).
 #[inline(always)]
 fn grad8(q: &Rows<'_, f32>, g: &[f32], s: &[u32], k: usize) -> f32x8 {
     let mut acc = f32x8::ZERO;
@@ -159,19 +159,6 @@ fn grad8(q: &Rows<'_, f32>, g: &[f32], s: &[u32], k: usize) -> f32x8 {
         acc += f32x8::splat(gt) * ld(&q.w[st as usize * q.stride + k..]);
     }
     acc
-}
-
-/// One row of [`super::SgdRowsFn`] (bounds-checked).
-fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
-    let n = w.len();
-    let full = n / 8 * 8;
-    let l = f32x8::splat(lr);
-    for k in (0..full).step_by(8) {
-        st(ld(&w[k..]) - l * grad8(q, g, s, k), &mut w[k..]);
-    }
-    for (k, x) in w.iter_mut().enumerate().skip(full) {
-        *x -= lr * grad_k(q, g, s, k);
-    }
 }
 
 /// One row of [`super::AdamRowsFn`] with its coefficients (bounds-checked).
@@ -209,17 +196,25 @@ fn adam(
 }
 
 /// # Safety
-/// See [`super::SgdRowsFn`] (bounds-checked here).
-pub unsafe fn sgd_rows(
-    w: &mut [f32],
-    w_stride: usize,
-    grp: &Groups<'_>,
-    q: &Rows<'_, f32>,
-    lr: f32,
-) {
-    for_each_group(w, w_stride, q.dim, grp, |_, row, g, s| {
-        sgd(row, q, g, s, lr)
-    });
+/// See [`super::SgdSeqFn`] (bounds-checked here).
+pub unsafe fn sgd_seq(w: &mut [f32], w_stride: usize, sq: &SgdSeq<'_>, q: &Rows<'_, f32>, lr: f32) {
+    let dim = q.dim;
+    let full = dim / 8 * 8;
+    for &j in sq.pos {
+        let j = j as usize;
+        let r = sq.ids[j] as usize - sq.row0;
+        let s = sq.sample[j] as usize;
+        let c = lr * sq.grad[j];
+        let c8 = f32x8::splat(c);
+        let qr = &q.w[s * q.stride..s * q.stride + dim];
+        let wr = &mut w[r * w_stride..r * w_stride + dim];
+        for k in (0..full).step_by(8) {
+            st(ld(&wr[k..]) - c8 * ld(&qr[k..]), &mut wr[k..]);
+        }
+        for k in full..dim {
+            wr[k] -= c * qr[k];
+        }
+    }
 }
 
 /// # Safety

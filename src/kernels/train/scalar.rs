@@ -3,7 +3,7 @@
 //! are rounded separately), the segment sums in [`LANES`] partial sums.
 //! No intrinsics.
 
-use super::{exp_neg, for_each_group, lane_sum, AdamCoef, AdamState, Groups, Rows, LANES};
+use super::{exp_neg, for_each_group, lane_sum, AdamCoef, AdamState, Groups, Rows, SgdSeq, LANES};
 use crate::kernels::matmul::bf16_to_f32;
 
 /// [`LANES`] partial sums of `f(j)` for `j < n` (lane `j % 16`, in
@@ -64,7 +64,7 @@ pub unsafe fn dq_bf16(r: &Rows<'_, u16>, g: &[f32], ids: &[u32], out: &mut [f32]
 }
 
 /// Column `k` of a row's gathered gradient: `sum_t g[t] * q[s[t]][k]`
-/// in `t` order from `+0` (also the tails of the portable tier).
+/// in `t` order from `+0` (Adam's; also the tails of the portable tier).
 #[inline(always)]
 pub fn grad_k(q: &Rows<'_, f32>, g: &[f32], s: &[u32], k: usize) -> f32 {
     let mut acc = 0.0f32;
@@ -72,13 +72,6 @@ pub fn grad_k(q: &Rows<'_, f32>, g: &[f32], s: &[u32], k: usize) -> f32 {
         acc += gt * q.w[st as usize * q.stride + k];
     }
     acc
-}
-
-/// One row of [`super::SgdRowsFn`] (bounds-checked).
-fn sgd(w: &mut [f32], q: &Rows<'_, f32>, g: &[f32], s: &[u32], lr: f32) {
-    for (k, x) in w.iter_mut().enumerate() {
-        *x -= lr * grad_k(q, g, s, k);
-    }
 }
 
 /// One element of [`super::AdamRowsFn`] with its gradient `g` (also the tails
@@ -108,17 +101,19 @@ fn adam(
 }
 
 /// # Safety
-/// See [`super::SgdRowsFn`] (bounds-checked here).
-pub unsafe fn sgd_rows(
-    w: &mut [f32],
-    w_stride: usize,
-    grp: &Groups<'_>,
-    q: &Rows<'_, f32>,
-    lr: f32,
-) {
-    for_each_group(w, w_stride, q.dim, grp, |_, row, g, s| {
-        sgd(row, q, g, s, lr)
-    });
+/// See [`super::SgdSeqFn`] (bounds-checked here).
+pub unsafe fn sgd_seq(w: &mut [f32], w_stride: usize, sq: &SgdSeq<'_>, q: &Rows<'_, f32>, lr: f32) {
+    let dim = q.dim;
+    for &j in sq.pos {
+        let j = j as usize;
+        let r = sq.ids[j] as usize - sq.row0;
+        let s = sq.sample[j] as usize;
+        let c = lr * sq.grad[j];
+        let qr = &q.w[s * q.stride..s * q.stride + dim];
+        for (x, &qk) in w[r * w_stride..r * w_stride + dim].iter_mut().zip(qr) {
+            *x -= c * qk;
+        }
+    }
 }
 
 /// # Safety
