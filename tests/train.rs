@@ -645,10 +645,15 @@ fn sgd_every_tier_and_thread_count_equals_sequential_reference() {
         (30, 200, 6, 8),
         (20, 255, 5, 9),
         (9, 1000, 3, 5),
-        // Enough positions (> 3 x 1,024) for several threads, rows
-        // repeated within and across the threads' ranges.
-        (500, 20, 64, 200),
-        (40, 9, 40, 300),
+        // Enough positions (16,384 a thread) for two and three threads,
+        // rows repeated within and across the threads' ranges (grouped by
+        // row: 2 n >= rows).
+        (2000, 5, 100, 1200),
+        (40, 9, 60, 1300),
+        // Few repeats (2 n < rows: applied position by position, not
+        // grouped), on one thread and on several.
+        (100_000, 20, 30, 500),
+        (300_000, 6, 100, 1200),
     ] {
         let p = problem(&mut r, rows, dim, nb, k);
         let lr = 0.37f32;

@@ -209,7 +209,7 @@ impl Adam {
             t: &mut self.steps,
         };
         update_rows(
-            threads, w, self.rows, self.dim, w_stride, batch, &rule, part,
+            threads, 1, w, self.rows, self.dim, w_stride, batch, &rule, part,
         )
     }
 }

@@ -273,6 +273,18 @@ pub struct SgdSeq<'a> {
 /// and `q.w` spans it; the CPU supports the tier.
 pub type SgdSeqFn = unsafe fn(&mut [f32], usize, &SgdSeq<'_>, &Rows<'_, f32>, f32);
 
+/// `sgd_rows(w, w_stride, groups, q, lr)`: the same operations as
+/// [`SgdSeqFn`] (each row's positions applied one after the other, in
+/// position order, `c = lr * g[t]` then `w - c * q[s[t]]`), on a batch
+/// grouped by row ([`Groups`]): so the same bits as [`SgdSeqFn`] over the
+/// same positions, with each row read and written once instead of once per
+/// position (the SIMD tiers hold a block of 8 vectors of the row in
+/// registers while its positions are applied). Worth it when rows repeat.
+///
+/// # Safety
+/// As [`AdamRowsFn`] for `w`, `w_stride`, `groups` and `q`.
+pub type SgdRowsFn = unsafe fn(&mut [f32], usize, &Groups<'_>, &Rows<'_, f32>, f32);
+
 /// Adam's per-row state, split like W: `m` and `v` rows of `dim` floats
 /// (stride `dim`, row `r - row0` of the part for row `r`) and the step
 /// count `t` of each row.
@@ -608,11 +620,31 @@ unsafe fn grad_tail<S: F32x>(q: &Rows<'_, f32>, g: &[f32], s: &[u32], k: usize, 
     }
 }
 
-/// What a SIMD grouped row update does with one vector of a row's
-/// gradient: Adam's step (which also reads and writes `m`, `v`). A trait so
-/// that another per-row rule can reuse the walk and the block sums.
+/// What a SIMD grouped row update does with a row: by default its
+/// gradient summed block by block ([`row_update`]) and `apply` on each
+/// vector (Adam's step, which also reads and writes `m`, `v`); SGD
+/// overrides `update_row` (its positions applied one after the other). The
+/// walk over the groups ([`rows_simd`]) is shared.
 #[cfg(target_arch = "x86_64")]
-trait RowRule<S: F32x> {
+trait RowRule<S: F32x>: Sized {
+    /// Updates the row at `wp` (state at `moff`) with its positions `g`,
+    /// `s`.
+    ///
+    /// # Safety
+    /// The row (and its state) holds `q.dim` floats; every `s[t]` is a row
+    /// of `q`; the caller enables `S`'s features.
+    #[inline(always)]
+    unsafe fn update_row(
+        &self,
+        wp: *mut f32,
+        moff: usize,
+        q: &Rows<'_, f32>,
+        g: &[f32],
+        s: &[u32],
+    ) {
+        // SAFETY: the caller's contract.
+        unsafe { row_update::<S, Self>(self, wp, moff, q, g, s) }
+    }
     /// Applies the rule to the lanes of `mk` at column `k` of the row (`off`
     /// = its offset in W's part, `moff` in the state's), gradient `gv`.
     ///
@@ -792,8 +824,7 @@ unsafe fn rows_simd<S: F32x, R: RowRule<S>>(
             let r = rel(i);
             rule.begin(r);
             let (a, b) = (*grp.start.get_unchecked(i), *grp.start.get_unchecked(i + 1));
-            row_update::<S, R>(
-                rule,
+            rule.update_row(
                 wp.add(r * w_stride),
                 r * dim,
                 q,
@@ -802,6 +833,106 @@ unsafe fn rows_simd<S: F32x, R: RowRule<S>>(
             );
         }
     }
+}
+
+/// SGD on a grouped row: the row's positions applied one after the other
+/// ([`SgdSeqFn`]'s operations), the row held in registers block by block
+/// (8, then 4, 2, 1 vectors, then the masked tail) so that it is read and
+/// written once however many positions it has.
+#[cfg(target_arch = "x86_64")]
+struct SgdRowV {
+    lr: f32,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<S: F32x> RowRule<S> for SgdRowV {
+    #[inline(always)]
+    unsafe fn update_row(
+        &self,
+        wp: *mut f32,
+        _moff: usize,
+        q: &Rows<'_, f32>,
+        g: &[f32],
+        s: &[u32],
+    ) {
+        let (dim, l) = (q.dim, S::LANES);
+        let qp = q.w.as_ptr();
+        // (No closure around intrinsics: see `lanes!`.)
+        macro_rules! block {
+            ($n:literal, $k:expr) => {{
+                let k = $k;
+                let mut acc: [S::V; $n] = std::array::from_fn(|x| S::loadu(wp.add(k + x * l)));
+                for t in 0..g.len() {
+                    let c = S::splat(self.lr * *g.get_unchecked(t));
+                    let row = qp.add(*s.get_unchecked(t) as usize * q.stride + k);
+                    for (x, a) in acc.iter_mut().enumerate() {
+                        *a = S::sub(*a, S::mul(c, S::loadu(row.add(x * l))));
+                    }
+                }
+                for (x, a) in acc.into_iter().enumerate() {
+                    S::storeu(wp.add(k + x * l), a);
+                }
+            }};
+        }
+        // SAFETY: every block is inside the row (k + n * l <= dim), the
+        // tail masked; every s[t] is a row of q (caller).
+        unsafe {
+            let mut k = 0;
+            while k + BLOCK * l <= dim {
+                block!(8, k);
+                k += BLOCK * l;
+            }
+            let rem = (dim - k) / l;
+            if rem & 4 != 0 {
+                block!(4, k);
+                k += 4 * l;
+            }
+            if rem & 2 != 0 {
+                block!(2, k);
+                k += 2 * l;
+            }
+            if rem & 1 != 0 {
+                block!(1, k);
+                k += l;
+            }
+            if k < dim {
+                let mk = S::tail(dim - k);
+                let mut a = S::ld(mk, wp.add(k));
+                for t in 0..g.len() {
+                    let c = S::splat(self.lr * *g.get_unchecked(t));
+                    let row = qp.add(*s.get_unchecked(t) as usize * q.stride + k);
+                    a = S::sub(a, S::mul(c, S::ld(mk, row)));
+                }
+                S::st(mk, wp.add(k), a);
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn apply(&self, _wp: *mut f32, _moff: usize, _k: usize, _gv: S::V, _mk: S::M) {}
+    #[inline(always)]
+    fn prefetch(&self, _r: usize, _bytes: usize) {}
+    #[inline(always)]
+    unsafe fn begin(&mut self, _r: usize) {}
+}
+
+/// The SIMD tiers' [`SgdRowsFn`].
+///
+/// # Safety
+/// [`SgdRowsFn`]; the caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn sgd_rows_simd<S: F32x>(
+    w: &mut [f32],
+    w_stride: usize,
+    grp: &Groups<'_>,
+    q: &Rows<'_, f32>,
+    lr: f32,
+) {
+    if grp.row.is_empty() {
+        return;
+    }
+    // SAFETY: rows_simd's contract (caller).
+    unsafe { rows_simd::<S, SgdRowV>(w, w_stride, grp, q, &mut SgdRowV { lr }) }
 }
 
 /// The SIMD tiers' [`SgdSeqFn`]: per position, `c = lr * grad[j]`
@@ -905,6 +1036,7 @@ pub struct Kernels {
     pub dq_f32: DqFn<f32>,
     pub dq_bf16: DqFn<u16>,
     pub sgd_seq: SgdSeqFn,
+    pub sgd_rows: SgdRowsFn,
     pub adam_rows: AdamRowsFn,
     pub prefetch: PrefetchFn,
 }
@@ -917,6 +1049,7 @@ crate::kernels::tier_table! {
         dq_f32: dq_f32,
         dq_bf16: dq_bf16,
         sgd_seq: sgd_seq,
+        sgd_rows: sgd_rows,
         adam_rows: adam_rows,
         prefetch: prefetch,
     }
@@ -940,6 +1073,9 @@ macro_rules! simd_entries {
             /// [`super::SgdSeqFn`].
             fn sgd_seq(w: &mut [f32], w_stride: usize, sq: &SgdSeq<'_>, q: &Rows<'_, f32>, lr: f32)
                 => super::sgd_seq_simd::<$T>;
+            /// [`super::SgdRowsFn`].
+            fn sgd_rows(w: &mut [f32], w_stride: usize, grp: &Groups<'_>, q: &Rows<'_, f32>, lr: f32)
+                => super::sgd_rows_simd::<$T>;
             /// [`super::AdamRowsFn`].
             fn adam_rows(
                 w: &mut [f32],

@@ -218,6 +218,32 @@ pub unsafe fn sgd_seq(w: &mut [f32], w_stride: usize, sq: &SgdSeq<'_>, q: &Rows<
 }
 
 /// # Safety
+/// See [`super::SgdRowsFn`] (bounds-checked here).
+pub unsafe fn sgd_rows(
+    w: &mut [f32],
+    w_stride: usize,
+    grp: &Groups<'_>,
+    q: &Rows<'_, f32>,
+    lr: f32,
+) {
+    let dim = q.dim;
+    let full = dim / 8 * 8;
+    for_each_group(w, w_stride, dim, grp, |_, row, g, s| {
+        for (&gt, &sj) in g.iter().zip(s) {
+            let c = lr * gt;
+            let c8 = f32x8::splat(c);
+            let qr = &q.w[sj as usize * q.stride..sj as usize * q.stride + dim];
+            for k in (0..full).step_by(8) {
+                st(ld(&row[k..]) - c8 * ld(&qr[k..]), &mut row[k..]);
+            }
+            for (x, &qk) in row[full..].iter_mut().zip(&qr[full..]) {
+                *x -= c * qk;
+            }
+        }
+    });
+}
+
+/// # Safety
 /// See [`super::AdamRowsFn`] (bounds-checked here).
 pub unsafe fn adam_rows(
     w: &mut [f32],

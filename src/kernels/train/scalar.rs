@@ -117,6 +117,27 @@ pub unsafe fn sgd_seq(w: &mut [f32], w_stride: usize, sq: &SgdSeq<'_>, q: &Rows<
 }
 
 /// # Safety
+/// See [`super::SgdRowsFn`] (bounds-checked here).
+pub unsafe fn sgd_rows(
+    w: &mut [f32],
+    w_stride: usize,
+    grp: &Groups<'_>,
+    q: &Rows<'_, f32>,
+    lr: f32,
+) {
+    let dim = q.dim;
+    for_each_group(w, w_stride, dim, grp, |_, row, g, s| {
+        for (&gt, &st) in g.iter().zip(s) {
+            let c = lr * gt;
+            let qr = &q.w[st as usize * q.stride..st as usize * q.stride + dim];
+            for (x, &qk) in row.iter_mut().zip(qr) {
+                *x -= c * qk;
+            }
+        }
+    });
+}
+
+/// # Safety
 /// See [`super::AdamRowsFn`] (bounds-checked here).
 pub unsafe fn adam_rows(
     w: &mut [f32],
