@@ -564,6 +564,106 @@ pub(crate) unsafe fn dq_simd<S: Widen<F>, F: Fmt>(
     }
 }
 
+/// The scalar and portable tiers' [`SgdSeqFn`], with the tier's
+/// `step(row, c, q_row)`: `row[k] = row[k] - c * q_row[k]` (checked
+/// indexing).
+pub(crate) fn sgd_seq_with(
+    w: &mut [f32],
+    w_stride: usize,
+    sq: &SgdSeq<'_>,
+    q: &Rows<'_, f32>,
+    lr: f32,
+    step: impl Fn(&mut [f32], f32, &[f32]),
+) {
+    let dim = q.dim;
+    for &j in sq.pos {
+        let j = j as usize;
+        let r = sq.ids[j] as usize - sq.row0;
+        let s = sq.sample[j] as usize;
+        step(
+            &mut w[r * w_stride..r * w_stride + dim],
+            lr * sq.grad[j],
+            &q.w[s * q.stride..s * q.stride + dim],
+        );
+    }
+}
+
+/// The scalar and portable tiers' [`SgdRowsFn`], with the tier's `step`
+/// (as [`sgd_seq_with`]).
+pub(crate) fn sgd_rows_with(
+    w: &mut [f32],
+    w_stride: usize,
+    grp: &Groups<'_>,
+    q: &Rows<'_, f32>,
+    lr: f32,
+    step: impl Fn(&mut [f32], f32, &[f32]),
+) {
+    let dim = q.dim;
+    for_each_group(w, w_stride, dim, grp, |_, row, g, s| {
+        for (&gt, &sj) in g.iter().zip(s) {
+            let qr = &q.w[sj as usize * q.stride..sj as usize * q.stride + dim];
+            step(row, lr * gt, qr);
+        }
+    });
+}
+
+/// The scalar and portable tiers' [`AdamRowsFn`], with the tier's
+/// one-row update `row(w, m, v, q, g, s, coefficients)`.
+#[allow(clippy::type_complexity)]
+pub(crate) fn adam_rows_with(
+    w: &mut [f32],
+    w_stride: usize,
+    st: &mut AdamState<'_>,
+    grp: &Groups<'_>,
+    q: &Rows<'_, f32>,
+    c: &AdamCoef,
+    row: fn(&mut [f32], &mut [f32], &mut [f32], &Rows<'_, f32>, &[f32], &[u32], &AdamCoef),
+) {
+    let dim = q.dim;
+    for_each_group(w, w_stride, dim, grp, |r, wr, g, s| {
+        let t = st.t[r].saturating_add(1);
+        st.t[r] = t;
+        let (m, v) = (
+            &mut st.m[r * dim..(r + 1) * dim],
+            &mut st.v[r * dim..(r + 1) * dim],
+        );
+        row(wr, m, v, q, g, s, &c.at_step(t));
+    });
+}
+
+/// Visits the columns of a row of `dim` floats in blocks of vectors of
+/// `l` lanes: [`BLOCK`] vectors while they fit, then 4, 2 and 1 (each at
+/// most once), as `$block!(n, k)` with a literal `n` (so that the block's
+/// registers are an array of constant size), then the `dim % l` tail as
+/// `$tail` with `$k` its first column.
+#[cfg(target_arch = "x86_64")]
+macro_rules! row_blocks {
+    ($dim:expr, $l:expr, $block:ident, |$k:ident| $tail:expr) => {{
+        let (dim, l) = ($dim, $l);
+        let mut $k = 0;
+        while $k + BLOCK * l <= dim {
+            $block!(8, $k);
+            $k += BLOCK * l;
+        }
+        let rem = (dim - $k) / l;
+        if rem & 4 != 0 {
+            $block!(4, $k);
+            $k += 4 * l;
+        }
+        if rem & 2 != 0 {
+            $block!(2, $k);
+            $k += 2 * l;
+        }
+        if rem & 1 != 0 {
+            $block!(1, $k);
+            $k += l;
+        }
+        if $k < dim {
+            $tail
+        }
+    }};
+}
+
 /// Vectors per block of columns in the SIMD row updates: the block's
 /// gradient sums stay in registers (8 zmm = 128 columns, 8 ymm = 64) while
 /// the row's positions are walked once.
@@ -762,28 +862,10 @@ unsafe fn row_update<S: F32x, R: RowRule<S>>(
     // SAFETY: every block is inside the row (k + n * l <= dim), the tail
     // masked (caller's contract for the rest).
     unsafe {
-        let mut k = 0;
-        while k + BLOCK * l <= dim {
-            block!(8, k);
-            k += BLOCK * l;
-        }
-        let rem = (dim - k) / l;
-        if rem & 4 != 0 {
-            block!(4, k);
-            k += 4 * l;
-        }
-        if rem & 2 != 0 {
-            block!(2, k);
-            k += 2 * l;
-        }
-        if rem & 1 != 0 {
-            block!(1, k);
-            k += l;
-        }
-        if k < dim {
+        row_blocks!(dim, l, block, |k| {
             let mk = S::tail(dim - k);
             rule.apply(wp, moff, k, grad_tail::<S>(q, g, s, k, mk), mk);
-        }
+        })
     }
 }
 
@@ -877,25 +959,7 @@ impl<S: F32x> RowRule<S> for SgdRowV {
         // SAFETY: every block is inside the row (k + n * l <= dim), the
         // tail masked; every s[t] is a row of q (caller).
         unsafe {
-            let mut k = 0;
-            while k + BLOCK * l <= dim {
-                block!(8, k);
-                k += BLOCK * l;
-            }
-            let rem = (dim - k) / l;
-            if rem & 4 != 0 {
-                block!(4, k);
-                k += 4 * l;
-            }
-            if rem & 2 != 0 {
-                block!(2, k);
-                k += 2 * l;
-            }
-            if rem & 1 != 0 {
-                block!(1, k);
-                k += l;
-            }
-            if k < dim {
+            row_blocks!(dim, l, block, |k| {
                 let mk = S::tail(dim - k);
                 let mut a = S::ld(mk, wp.add(k));
                 for t in 0..g.len() {
@@ -904,7 +968,7 @@ impl<S: F32x> RowRule<S> for SgdRowV {
                     a = S::sub(a, S::mul(c, S::ld(mk, row)));
                 }
                 S::st(mk, wp.add(k), a);
-            }
+            })
         }
     }
     #[inline(always)]

@@ -10,10 +10,10 @@
 
 use wide::f32x8;
 
-use super::scalar::{adam_one, grad_k};
+use super::scalar::{adam_one, grad_k, sub_scaled};
 use super::{
-    exp_neg, for_each_group, lane_sum, AdamCoef, AdamState, Groups, Rows, SgdSeq, EXP_MIN,
-    EXP_POLY, LANES, LN2_HI, LN2_LO, LOG2E, ROUND_MAGIC,
+    adam_rows_with, exp_neg, lane_sum, sgd_rows_with, sgd_seq_with, AdamCoef, AdamState, Groups,
+    Rows, SgdSeq, EXP_MIN, EXP_POLY, LANES, LN2_HI, LN2_LO, LOG2E, ROUND_MAGIC,
 };
 use crate::kernels::matmul::bf16_to_f32;
 
@@ -195,26 +195,21 @@ fn adam(
     }
 }
 
+/// SGD's step of one position, eight lanes at a time: `row - c * q`
+/// (the scalar [`sub_scaled`] on the tail).
+fn step8(row: &mut [f32], c: f32, q: &[f32]) {
+    let full = row.len() / 8 * 8;
+    let c8 = f32x8::splat(c);
+    for k in (0..full).step_by(8) {
+        st(ld(&row[k..]) - c8 * ld(&q[k..]), &mut row[k..]);
+    }
+    sub_scaled(&mut row[full..], c, &q[full..]);
+}
+
 /// # Safety
 /// See [`super::SgdSeqFn`] (bounds-checked here).
 pub unsafe fn sgd_seq(w: &mut [f32], w_stride: usize, sq: &SgdSeq<'_>, q: &Rows<'_, f32>, lr: f32) {
-    let dim = q.dim;
-    let full = dim / 8 * 8;
-    for &j in sq.pos {
-        let j = j as usize;
-        let r = sq.ids[j] as usize - sq.row0;
-        let s = sq.sample[j] as usize;
-        let c = lr * sq.grad[j];
-        let c8 = f32x8::splat(c);
-        let qr = &q.w[s * q.stride..s * q.stride + dim];
-        let wr = &mut w[r * w_stride..r * w_stride + dim];
-        for k in (0..full).step_by(8) {
-            st(ld(&wr[k..]) - c8 * ld(&qr[k..]), &mut wr[k..]);
-        }
-        for k in full..dim {
-            wr[k] -= c * qr[k];
-        }
-    }
+    sgd_seq_with(w, w_stride, sq, q, lr, step8)
 }
 
 /// # Safety
@@ -226,21 +221,7 @@ pub unsafe fn sgd_rows(
     q: &Rows<'_, f32>,
     lr: f32,
 ) {
-    let dim = q.dim;
-    let full = dim / 8 * 8;
-    for_each_group(w, w_stride, dim, grp, |_, row, g, s| {
-        for (&gt, &sj) in g.iter().zip(s) {
-            let c = lr * gt;
-            let c8 = f32x8::splat(c);
-            let qr = &q.w[sj as usize * q.stride..sj as usize * q.stride + dim];
-            for k in (0..full).step_by(8) {
-                st(ld(&row[k..]) - c8 * ld(&qr[k..]), &mut row[k..]);
-            }
-            for (x, &qk) in row[full..].iter_mut().zip(&qr[full..]) {
-                *x -= c * qk;
-            }
-        }
-    });
+    sgd_rows_with(w, w_stride, grp, q, lr, step8)
 }
 
 /// # Safety
@@ -253,16 +234,7 @@ pub unsafe fn adam_rows(
     q: &Rows<'_, f32>,
     c: &AdamCoef,
 ) {
-    let dim = q.dim;
-    for_each_group(w, w_stride, dim, grp, |r, row, g, s| {
-        let t = st.t[r].saturating_add(1);
-        st.t[r] = t;
-        let (m, v) = (
-            &mut st.m[r * dim..(r + 1) * dim],
-            &mut st.v[r * dim..(r + 1) * dim],
-        );
-        adam(row, m, v, q, g, s, &c.at_step(t));
-    });
+    adam_rows_with(w, w_stride, st, grp, q, c, adam)
 }
 
 /// The tier table's `prefetch` (`tier_table!` in `../mod.rs`).

@@ -3,7 +3,10 @@
 //! are rounded separately), the segment sums in [`LANES`] partial sums.
 //! No intrinsics.
 
-use super::{exp_neg, for_each_group, lane_sum, AdamCoef, AdamState, Groups, Rows, SgdSeq, LANES};
+use super::{
+    adam_rows_with, exp_neg, lane_sum, sgd_rows_with, sgd_seq_with, AdamCoef, AdamState, Groups,
+    Rows, SgdSeq, LANES,
+};
 use crate::kernels::matmul::bf16_to_f32;
 
 /// [`LANES`] partial sums of `f(j)` for `j < n` (lane `j % 16`, in
@@ -100,20 +103,20 @@ fn adam(
     }
 }
 
+/// `row[k] = row[k] - c * q[k]` (a product and a difference, rounded
+/// separately): SGD's step of one position (also the portable tier's
+/// tails).
+#[inline(always)]
+pub fn sub_scaled(row: &mut [f32], c: f32, q: &[f32]) {
+    for (x, &qk) in row.iter_mut().zip(q) {
+        *x -= c * qk;
+    }
+}
+
 /// # Safety
 /// See [`super::SgdSeqFn`] (bounds-checked here).
 pub unsafe fn sgd_seq(w: &mut [f32], w_stride: usize, sq: &SgdSeq<'_>, q: &Rows<'_, f32>, lr: f32) {
-    let dim = q.dim;
-    for &j in sq.pos {
-        let j = j as usize;
-        let r = sq.ids[j] as usize - sq.row0;
-        let s = sq.sample[j] as usize;
-        let c = lr * sq.grad[j];
-        let qr = &q.w[s * q.stride..s * q.stride + dim];
-        for (x, &qk) in w[r * w_stride..r * w_stride + dim].iter_mut().zip(qr) {
-            *x -= c * qk;
-        }
-    }
+    sgd_seq_with(w, w_stride, sq, q, lr, sub_scaled)
 }
 
 /// # Safety
@@ -125,16 +128,7 @@ pub unsafe fn sgd_rows(
     q: &Rows<'_, f32>,
     lr: f32,
 ) {
-    let dim = q.dim;
-    for_each_group(w, w_stride, dim, grp, |_, row, g, s| {
-        for (&gt, &st) in g.iter().zip(s) {
-            let c = lr * gt;
-            let qr = &q.w[st as usize * q.stride..st as usize * q.stride + dim];
-            for (x, &qk) in row.iter_mut().zip(qr) {
-                *x -= c * qk;
-            }
-        }
-    });
+    sgd_rows_with(w, w_stride, grp, q, lr, sub_scaled)
 }
 
 /// # Safety
@@ -147,16 +141,7 @@ pub unsafe fn adam_rows(
     q: &Rows<'_, f32>,
     c: &AdamCoef,
 ) {
-    let dim = q.dim;
-    for_each_group(w, w_stride, dim, grp, |r, row, g, s| {
-        let t = st.t[r].saturating_add(1);
-        st.t[r] = t;
-        let (m, v) = (
-            &mut st.m[r * dim..(r + 1) * dim],
-            &mut st.v[r * dim..(r + 1) * dim],
-        );
-        adam(row, m, v, q, g, s, &c.at_step(t));
-    });
+    adam_rows_with(w, w_stride, st, grp, q, c, adam)
 }
 
 /// The tier table's `prefetch` (`tier_table!` in `../mod.rs`).
