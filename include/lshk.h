@@ -3695,10 +3695,12 @@ lshk_status lshk_gather_dq_bf16_isa(lshk_isa isa,
  then per element the product and the difference). A row repeated within
  or across samples receives every occurrence's update, in position
  order: in exact arithmetic `w[r] - lr * sum_j grad[j] q[b(j)]`. Rows
- that do not occur are not touched. Deterministic: threads own
- contiguous ranges of rows and apply their positions in order, so the
- result is the same bits on every tier and for every thread count (0 =
- every core).
+ that do not occur are not touched. When rows repeat often (2 n >= rows
+ for n positions) the batch is grouped by row first and each row is read
+ and written once: the same operations, the same bits. Deterministic:
+ threads own contiguous ranges of rows and apply their positions in
+ order, so the result is the same bits on every tier and for every
+ thread count (0 = every core).
 
  * `w`: `rows` rows of `dim` floats at stride `w_stride >= dim`, updated.
  * `q`: nb rows of `dim` floats at stride `q_stride >= dim`.
@@ -3707,7 +3709,8 @@ lshk_status lshk_gather_dq_bf16_isa(lshk_isa isa,
  Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
  stride < dim, bad offsets, misaligned, `w` overlapping an input),
  INDEX_OUT_OF_RANGE, NON_FINITE (a NaN or infinite `grad`, `q` or `lr`),
- SIZE_OVERFLOW, ALLOCATION_FAILED (scratch of 8 bytes per position).
+ SIZE_OVERFLOW, ALLOCATION_FAILED (scratch: 8 bytes per position in batch
+ order; grouped by row, when 2 n >= rows, 32 per position and 5 per row).
  Needs exclusive access to `w`.
 
  # Safety
