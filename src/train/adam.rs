@@ -102,19 +102,9 @@ impl AdamParams {
     /// corrections `1 / (1 - beta^t)` in f64 (`beta^t` by repeated
     /// squaring, [`crate::kernels::train::pow_int2`]: a few multiplications
     /// where `powf` took most of a row's time in the L3 regime), rounded to
-    /// f32 ([`AdamCoef::at_step`], which the kernels call per row).
+    /// f32 ([`AdamCoef::new`]; the kernels call [`AdamCoef::at_step`] per row).
     pub fn coef(&self, t: u32) -> AdamCoef {
-        AdamCoef {
-            lr: self.lr,
-            beta1: self.beta1,
-            one_minus_beta1: 0.0,
-            beta2: self.beta2,
-            one_minus_beta2: 0.0,
-            c1: 0.0,
-            c2: 0.0,
-            eps: self.eps,
-        }
-        .at_step(t)
+        AdamCoef::new(self.lr, self.beta1, self.beta2, self.eps, t)
     }
 }
 

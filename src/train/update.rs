@@ -36,8 +36,9 @@ struct Group {
     rowid: Vec<u32>,
     /// Zero between calls ([`group_direct`]).
     hist: Vec<u32>,
-    /// Zero between calls ([`group_direct`]): one byte a row.
-    seen: Vec<u64>,
+    /// Zero between calls ([`group_direct`]): one byte a row, padded to
+    /// a multiple of 8.
+    seen: Vec<u8>,
 }
 
 /// Positions `0..ids.len()` ordered by row id, equal ids in increasing
@@ -102,10 +103,7 @@ fn group(b: &Batch, rows: usize, g: &mut Group, direct: bool) -> Result<()> {
         return group_direct(b, rows, g);
     }
     order_by_row(b.ids, &mut g.order, &mut g.tmp);
-    for s in 0..b.offsets.len() - 1 {
-        let len = b.offsets[s + 1] - b.offsets[s];
-        g.sample.extend(std::iter::repeat_n(s as u32, len));
-    }
+    fill_samples(b.offsets, &mut g.sample);
     for (t, &pos) in g.order.iter().enumerate() {
         let j = pos as usize;
         let id = b.ids[j];
@@ -134,20 +132,16 @@ fn group(b: &Batch, rows: usize, g: &mut Group, direct: bool) -> Result<()> {
 /// every counter were a quarter of an L3 SGD update).
 fn group_direct(b: &Batch, rows: usize, g: &mut Group) -> Result<()> {
     let n = b.ids.len();
-    let words = rows.div_ceil(8);
     grow_zeroed(&mut g.hist, rows)?;
-    grow_zeroed(&mut g.seen, words)?;
-    let (hist, seen) = (&mut g.hist[..rows], &mut g.seen[..words]);
-    // SAFETY (the unchecked indexing below): every id is < rows (checked
-    // by the caller), hist holds rows counters and seen rows bytes.
-    let seen_b: &mut [u8] =
-        unsafe { std::slice::from_raw_parts_mut(seen.as_mut_ptr().cast(), words * 8) };
+    grow_zeroed(&mut g.seen, rows.next_multiple_of(8))?;
+    let (hist, seen) = (&mut g.hist[..rows], &mut g.seen[..rows.next_multiple_of(8)]);
     for &id in b.ids {
         let id = id as usize;
-        // SAFETY: id < rows (above).
+        // SAFETY: every id is < rows (checked by the caller); hist holds
+        // rows counters and seen at least rows bytes.
         unsafe {
             *hist.get_unchecked_mut(id) += 1;
-            *seen_b.get_unchecked_mut(id) = 1;
+            *seen.get_unchecked_mut(id) = 1;
         }
     }
     // Room for every group: the caller reserved n (+1) entries.
@@ -155,25 +149,18 @@ fn group_direct(b: &Batch, rows: usize, g: &mut Group) -> Result<()> {
     g.rowid.resize(n, 0);
     let (starts, rowid) = (&mut g.starts[..], &mut g.rowid[..]);
     let (mut sum, mut groups) = (0u32, 0usize);
-    for (wi, word) in seen.iter_mut().enumerate() {
-        let mut x = *word;
+    for (wi, word) in seen.chunks_exact_mut(8).enumerate() {
+        // Eight rows' bytes at once; byte `b` (little-endian) is row
+        // `8 wi + b`.
+        let mut x = u64::from_le_bytes((&*word).try_into().unwrap());
         if x == 0 {
             continue;
         }
-        *word = 0;
+        word.fill(0);
         while x != 0 {
-            // The byte of the lowest set bit, in memory order.
-            let byte = if cfg!(target_endian = "little") {
-                x.trailing_zeros() / 8
-            } else {
-                x.leading_zeros() / 8
-            } as usize;
+            let byte = (x.trailing_zeros() / 8) as usize;
+            x &= !(0xffu64 << (8 * byte));
             let r = wi * 8 + byte;
-            if cfg!(target_endian = "little") {
-                x &= !(0xffu64 << (8 * byte));
-            } else {
-                x &= !(0xffu64 << (56 - 8 * byte));
-            }
             starts[groups] = sum as usize;
             rowid[groups] = r as u32;
             groups += 1;
@@ -205,6 +192,14 @@ fn group_direct(b: &Batch, rows: usize, g: &mut Group) -> Result<()> {
         hist[r as usize] = 0;
     }
     Ok(())
+}
+
+/// Appends the sample of every position of the CSR `offsets` (`s`,
+/// `offsets[s + 1] - offsets[s]` times, for each `s`) to `out`.
+fn fill_samples(offsets: &[usize], out: &mut Vec<u32>) {
+    for (s, o) in offsets.windows(2).enumerate() {
+        out.extend(std::iter::repeat_n(s as u32, o[1] - o[0]));
+    }
 }
 
 /// Grows `v` to at least `len` zeros (keeping its zero contents).
@@ -427,7 +422,8 @@ thread_local! {
 struct Seq {
     sample: Vec<u32>,
     pos: Vec<u32>,
-    ids: Vec<u32>,
+    /// [`row_cuts`]' sorted sample of the ids.
+    quantiles: Vec<u32>,
 }
 
 /// The first row of each of `th` threads' row ranges (`th + 1` entries:
@@ -515,7 +511,7 @@ pub(crate) fn sgd_with(
     if !lr.is_finite() {
         bail!(NonFinite, "lr is {lr} (a finite learning rate is needed)");
     }
-    let nb = check_update(w.len(), rows, dim, w_stride, batch)?;
+    check_update(w.len(), rows, dim, w_stride, batch)?;
     let n = batch.ids.len();
     if n == 0 {
         return Ok(());
@@ -548,29 +544,13 @@ pub(crate) fn sgd_with(
         let sc = &mut *sc.borrow_mut();
         reserve(&mut sc.sample, n)?;
         reserve(&mut sc.pos, n)?;
-        for s in 0..nb {
-            let len = batch.offsets[s + 1] - batch.offsets[s];
-            sc.sample.extend(std::iter::repeat_n(s as u32, len));
-        }
+        fill_samples(batch.offsets, &mut sc.sample);
         let th = threads_for(threads, n.div_ceil(SGD_MIN_POSITIONS_PER_THREAD));
-        if th == 1 {
+        let (cuts, start) = if th == 1 {
             sc.pos.extend(0..n as u32);
-            let sq = kt::SgdSeq {
-                pos: &sc.pos,
-                ids: batch.ids,
-                grad: batch.grad,
-                sample: &sc.sample,
-                row0: 0,
-            };
-            // SAFETY: every id is < rows and W holds rows strided rows of
-            // dim = q.dim values (checked); pos, ids, grad and sample hold
-            // n entries; samples are < nb and q spans nb strided rows
-            // (checked); tier supported (checked).
-            unsafe { f(w, w_stride, &sq, &q, lr) };
-            return Ok(());
-        }
-        {
-            let cuts = row_cuts(batch.ids, rows, th, &mut sc.ids);
+            (vec![0, rows], vec![0, n])
+        } else {
+            let cuts = row_cuts(batch.ids, rows, th, &mut sc.quantiles);
             // Stable partition of the positions by owning thread.
             let owner = |id: u32| cuts[1..th].partition_point(|&c| c <= id as usize);
             let mut start = vec![0usize; th + 1];
@@ -587,36 +567,38 @@ pub(crate) fn sgd_with(
                 sc.pos[next[k]] = j as u32;
                 next[k] += 1;
             }
-            let mut jobs = Vec::with_capacity(th);
-            let mut rest = &mut *w;
-            for k in 0..th {
-                let take = if k + 1 == th {
-                    rest.len()
-                } else {
-                    (cuts[k + 1] - cuts[k]) * w_stride
-                };
-                let (mine, r) = rest.split_at_mut(take);
-                rest = r;
-                jobs.push((k, mine, start[k], start[k + 1]));
-            }
-            let (pos, sample) = (&sc.pos, &sc.sample);
-            crate::par::map(jobs, |(k, mine, a, b)| {
-                let sq = kt::SgdSeq {
-                    pos: &pos[a..b],
-                    ids: batch.ids,
-                    grad: batch.grad,
-                    sample,
-                    row0: cuts[k],
-                };
-                // SAFETY: the positions of thread k have ids in
-                // cuts[k]..cuts[k + 1], rows of `mine` (W split at those
-                // rows), each holding dim = q.dim values; every index is
-                // < n = ids.len() = grad.len() = sample.len(); samples are
-                // < nb and q spans nb strided rows (checked); tier
-                // supported (checked).
-                unsafe { f(mine, w_stride, &sq, &q, lr) }
-            });
+            (cuts, start)
+        };
+        let mut jobs = Vec::with_capacity(th);
+        let mut rest = &mut *w;
+        for k in 0..th {
+            let take = if k + 1 == th {
+                rest.len()
+            } else {
+                (cuts[k + 1] - cuts[k]) * w_stride
+            };
+            let (mine, r) = rest.split_at_mut(take);
+            rest = r;
+            jobs.push((k, mine, start[k], start[k + 1]));
         }
+        let (pos, sample) = (&sc.pos, &sc.sample);
+        // One job runs on the calling thread.
+        crate::par::map(jobs, |(k, mine, a, b)| {
+            let sq = kt::SgdSeq {
+                pos: &pos[a..b],
+                ids: batch.ids,
+                grad: batch.grad,
+                sample,
+                row0: cuts[k],
+            };
+            // SAFETY: the positions of thread k have ids in cuts[k]..cuts[k
+            // + 1] (every id is < rows, checked), rows of `mine` (W split at
+            // those rows), each holding dim = q.dim values; every index is
+            // < n = ids.len() = grad.len() = sample.len(); samples are < nb
+            // and q spans nb strided rows (checked); tier supported
+            // (checked).
+            unsafe { f(mine, w_stride, &sq, &q, lr) }
+        });
         Ok(())
     })
 }

@@ -29,6 +29,3 @@ use super::{AdamCoef, AdamState, Groups, Rows, SgdSeq};
 use crate::kernels::simd::{Avx2, Bf16, F32};
 
 super::simd_entries!("avx2", Avx2);
-
-// The tier table's `prefetch` (`tier_table!` in `../mod.rs`).
-pub use crate::kernels::matmul::avx2::prefetch;

@@ -26,6 +26,3 @@ use super::{AdamCoef, AdamState, Groups, Rows, SgdSeq};
 use crate::kernels::simd::{Avx512, Bf16, F32};
 
 super::simd_entries!("avx512f,avx512bw,avx512dq,avx512vl", Avx512);
-
-// The tier table's `prefetch` (`tier_table!` in `../mod.rs`).
-pub use crate::kernels::matmul::avx2::prefetch;

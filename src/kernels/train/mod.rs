@@ -202,23 +202,30 @@ impl AdamCoef {
         hi
     }
 
-    /// The coefficients of a row's `t`-th update (`t >= 1`) with `lr`,
-    /// the betas and `eps` of `self`: the bias corrections
-    /// `1 / (1 - beta^t)` in f64 (`beta^t` by [`pow_int2`]), rounded to
-    /// f32; `1 - beta` rounded to f32.
+    /// The coefficients of a row's `t`-th update (`t >= 1`) with these
+    /// hyper-parameters: the bias corrections `1 / (1 - beta^t)` in f64
+    /// (`beta^t` by [`pow_int2`]), rounded to f32; `1 - beta` rounded to
+    /// f32.
     #[inline]
-    pub fn at_step(&self, t: u32) -> AdamCoef {
-        let (p1, p2) = pow_int2(self.beta1 as f64, self.beta2 as f64, t);
+    pub fn new(lr: f32, beta1: f32, beta2: f32, eps: f32, t: u32) -> AdamCoef {
+        let (p1, p2) = pow_int2(beta1 as f64, beta2 as f64, t);
         AdamCoef {
-            lr: self.lr,
-            beta1: self.beta1,
-            one_minus_beta1: 1.0 - self.beta1,
-            beta2: self.beta2,
-            one_minus_beta2: 1.0 - self.beta2,
+            lr,
+            beta1,
+            one_minus_beta1: 1.0 - beta1,
+            beta2,
+            one_minus_beta2: 1.0 - beta2,
             c1: (1.0 / (1.0 - p1)) as f32,
             c2: (1.0 / (1.0 - p2)) as f32,
-            eps: self.eps,
+            eps,
         }
+    }
+
+    /// [`AdamCoef::new`] with `lr`, the betas and `eps` of `self`, for
+    /// step `t`.
+    #[inline]
+    pub fn at_step(&self, t: u32) -> AdamCoef {
+        AdamCoef::new(self.lr, self.beta1, self.beta2, self.eps, t)
     }
 }
 
@@ -358,9 +365,6 @@ pub(crate) fn for_each_group(
         );
     }
 }
-
-/// `prefetch(p, bytes)`: see [`crate::kernels::matmul::PrefetchFn`].
-pub type PrefetchFn = crate::kernels::matmul::PrefetchFn;
 
 #[cfg(target_arch = "x86_64")]
 use crate::kernels::matmul::{PREFETCH_MAX_BYTES, PREFETCH_ROWS};
@@ -720,37 +724,19 @@ unsafe fn grad_tail<S: F32x>(q: &Rows<'_, f32>, g: &[f32], s: &[u32], k: usize, 
     }
 }
 
-/// What a SIMD grouped row update does with a row: by default its
-/// gradient summed block by block ([`row_update`]) and `apply` on each
-/// vector (Adam's step, which also reads and writes `m`, `v`); SGD
-/// overrides `update_row` (its positions applied one after the other). The
-/// walk over the groups ([`rows_simd`]) is shared.
+/// What a SIMD grouped row update does with each row of the walk
+/// ([`rows_simd`], shared): Adam sums the row's gradient block by block and
+/// applies its step ([`row_update`]); SGD applies the row's positions one
+/// after the other ([`SgdRowV`]).
 #[cfg(target_arch = "x86_64")]
-trait RowRule<S: F32x>: Sized {
+trait RowRule<S: F32x> {
     /// Updates the row at `wp` (state at `moff`) with its positions `g`,
     /// `s`.
     ///
     /// # Safety
     /// The row (and its state) holds `q.dim` floats; every `s[t]` is a row
     /// of `q`; the caller enables `S`'s features.
-    #[inline(always)]
-    unsafe fn update_row(
-        &self,
-        wp: *mut f32,
-        moff: usize,
-        q: &Rows<'_, f32>,
-        g: &[f32],
-        s: &[u32],
-    ) {
-        // SAFETY: the caller's contract.
-        unsafe { row_update::<S, Self>(self, wp, moff, q, g, s) }
-    }
-    /// Applies the rule to the lanes of `mk` at column `k` of the row (`off`
-    /// = its offset in W's part, `moff` in the state's), gradient `gv`.
-    ///
-    /// # Safety
-    /// The lanes are inside the row; the caller enables `S`'s features.
-    unsafe fn apply(&self, wp: *mut f32, moff: usize, k: usize, gv: S::V, mk: S::M);
+    unsafe fn update_row(&self, wp: *mut f32, moff: usize, q: &Rows<'_, f32>, g: &[f32], s: &[u32]);
     /// Prefetches the state rows of the part's row `r` (`bytes` each).
     fn prefetch(&self, r: usize, bytes: usize);
     /// Called before the part's row `r` is updated (Adam: its step count
@@ -768,8 +754,10 @@ trait RowRule<S: F32x>: Sized {
 struct AdamV<'a, V> {
     c: [V; 8],
     base: &'a AdamCoef,
-    /// [`AdamCoef::saturation_step`] of `base`.
+    /// [`AdamCoef::saturation_step`] of `base`, and the coefficients of
+    /// every step from it on (both corrections 1).
     sat: u32,
+    sat_coef: AdamCoef,
     m: *mut f32,
     v: *mut f32,
     t: *mut u32,
@@ -777,9 +765,21 @@ struct AdamV<'a, V> {
 }
 
 #[cfg(target_arch = "x86_64")]
-impl<S: F32x> RowRule<S> for AdamV<'_, S::V> {
+impl<V: Copy> AdamV<'_, V> {
+    /// Adam's step on the lanes of `mk` at column `k` of the row (at `wp`
+    /// in W's part, at `moff` in the state's), with its gradient `gv`.
+    ///
+    /// # Safety
+    /// The lanes are inside the row; the caller enables `S`'s features.
     #[inline(always)]
-    unsafe fn apply(&self, wp: *mut f32, moff: usize, k: usize, gv: S::V, mk: S::M) {
+    unsafe fn apply<S: F32x<V = V>>(
+        &self,
+        wp: *mut f32,
+        moff: usize,
+        k: usize,
+        gv: S::V,
+        mk: S::M,
+    ) {
         let [b1, ob1, b2, ob2, c1, c2, lr, eps] = self.c;
         // SAFETY: the lanes of mk at wp + k and at moff + k of m and v are
         // the row's (caller); masked lanes are not touched.
@@ -796,6 +796,22 @@ impl<S: F32x> RowRule<S> for AdamV<'_, S::V> {
             S::st(mk, wp, wv);
         }
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<S: F32x> RowRule<S> for AdamV<'_, S::V> {
+    #[inline(always)]
+    unsafe fn update_row(
+        &self,
+        wp: *mut f32,
+        moff: usize,
+        q: &Rows<'_, f32>,
+        g: &[f32],
+        s: &[u32],
+    ) {
+        // SAFETY: the caller's contract.
+        unsafe { row_update::<S>(self, wp, moff, q, g, s) }
+    }
     #[inline(always)]
     fn prefetch(&self, r: usize, bytes: usize) {
         prefetch_row(self.m.wrapping_add(r * self.dim).cast(), bytes);
@@ -808,13 +824,7 @@ impl<S: F32x> RowRule<S> for AdamV<'_, S::V> {
             let t = (*self.t.add(r)).saturating_add(1);
             *self.t.add(r) = t;
             let k = if t >= self.sat {
-                AdamCoef {
-                    c1: 1.0,
-                    c2: 1.0,
-                    one_minus_beta1: 1.0 - self.base.beta1,
-                    one_minus_beta2: 1.0 - self.base.beta2,
-                    ..*self.base
-                }
+                self.sat_coef
             } else {
                 self.base.at_step(t)
             };
@@ -832,8 +842,8 @@ impl<S: F32x> RowRule<S> for AdamV<'_, S::V> {
     }
 }
 
-/// One row of a SIMD row update: blocks of [`BLOCK`] vectors of columns
-/// (the gradient of a block summed in registers, then `rule` applied),
+/// One row of Adam's SIMD update: blocks of [`BLOCK`] vectors of columns
+/// (the gradient of a block summed in registers, then the step applied),
 /// the remaining full vectors in blocks of 4, 2, 1, the tail masked.
 ///
 /// # Safety
@@ -841,8 +851,8 @@ impl<S: F32x> RowRule<S> for AdamV<'_, S::V> {
 /// [`grad_block`]; the caller enables `S`'s features.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn row_update<S: F32x, R: RowRule<S>>(
-    rule: &R,
+unsafe fn row_update<S: F32x>(
+    rule: &AdamV<'_, S::V>,
     wp: *mut f32,
     moff: usize,
     q: &Rows<'_, f32>,
@@ -855,7 +865,7 @@ unsafe fn row_update<S: F32x, R: RowRule<S>>(
         ($n:literal, $k:expr) => {{
             let acc = grad_block::<S, $n>(q, g, s, $k);
             for (x, a) in acc.into_iter().enumerate() {
-                rule.apply(wp, moff, $k + x * l, a, S::all());
+                rule.apply::<S>(wp, moff, $k + x * l, a, S::all());
             }
         }};
     }
@@ -864,7 +874,7 @@ unsafe fn row_update<S: F32x, R: RowRule<S>>(
     unsafe {
         row_blocks!(dim, l, block, |k| {
             let mk = S::tail(dim - k);
-            rule.apply(wp, moff, k, grad_tail::<S>(q, g, s, k, mk), mk);
+            rule.apply::<S>(wp, moff, k, grad_tail::<S>(q, g, s, k, mk), mk);
         })
     }
 }
@@ -943,7 +953,10 @@ impl<S: F32x> RowRule<S> for SgdRowV {
         macro_rules! block {
             ($n:literal, $k:expr) => {{
                 let k = $k;
-                let mut acc: [S::V; $n] = std::array::from_fn(|x| S::loadu(wp.add(k + x * l)));
+                let mut acc = [S::zero(); $n];
+                for (x, a) in acc.iter_mut().enumerate() {
+                    *a = S::loadu(wp.add(k + x * l));
+                }
                 for t in 0..g.len() {
                     let c = S::splat(self.lr * *g.get_unchecked(t));
                     let row = qp.add(*s.get_unchecked(t) as usize * q.stride + k);
@@ -971,8 +984,6 @@ impl<S: F32x> RowRule<S> for SgdRowV {
             })
         }
     }
-    #[inline(always)]
-    unsafe fn apply(&self, _wp: *mut f32, _moff: usize, _k: usize, _gv: S::V, _mk: S::M) {}
     #[inline(always)]
     fn prefetch(&self, _r: usize, _bytes: usize) {}
     #[inline(always)]
@@ -1078,13 +1089,15 @@ pub(crate) unsafe fn adam_rows_simd<S: F32x>(
     if grp.row.is_empty() {
         return;
     }
+    let sat = c.saturation_step();
     // SAFETY: the state holds every group's row (the contract); the
     // splat is register-only.
     unsafe {
         let mut rule = AdamV {
             c: [S::zero(); 8],
             base: c,
-            sat: c.saturation_step(),
+            sat,
+            sat_coef: c.at_step(sat),
             m: st.m.as_mut_ptr(),
             v: st.v.as_mut_ptr(),
             t: st.t.as_mut_ptr(),
@@ -1102,7 +1115,6 @@ pub struct Kernels {
     pub sgd_seq: SgdSeqFn,
     pub sgd_rows: SgdRowsFn,
     pub adam_rows: AdamRowsFn,
-    pub prefetch: PrefetchFn,
 }
 
 crate::kernels::tier_table! {
@@ -1115,7 +1127,6 @@ crate::kernels::tier_table! {
         sgd_seq: sgd_seq,
         sgd_rows: sgd_rows,
         adam_rows: adam_rows,
-        prefetch: prefetch,
     }
 }
 

@@ -236,6 +236,3 @@ pub unsafe fn adam_rows(
 ) {
     adam_rows_with(w, w_stride, st, grp, q, c, adam)
 }
-
-/// The tier table's `prefetch` (`tier_table!` in `../mod.rs`).
-pub use crate::kernels::matmul::no_prefetch as prefetch;
