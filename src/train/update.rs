@@ -485,9 +485,10 @@ pub fn rows_update_sgd(
 /// `2 n >= rows` for `n` positions (uniform ids would then repeat at a
 /// fifth of the positions or more, and each repeat saves a row's read and
 /// write). Measured on Zen 4: w2v-gutenberg's training step (131,072
-/// positions over 35,388 rows) takes 2.35 ms grouped against 3.74 ms
+/// positions over 35,388 rows) takes 1.9-2.1 ms grouped against 3.74 ms
 /// position by position; 4,096 positions over 16,384 rows take 70 µs
-/// position by position against 80 µs grouped.
+/// position by position against about 80 µs grouped (the grouped
+/// sum-first update of that commit).
 fn sgd_grouped(rows: usize, n: usize) -> bool {
     n.saturating_mul(2) >= rows
 }
