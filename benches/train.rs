@@ -28,7 +28,9 @@
 //!   what the grouped Adam walks) or on every position in batch order
 //!   (`read_batch`, `rw_batch`: what the forward and SGD walk). The ratio
 //!   `rw` / `read` is the smallest update / forward ratio a kernel that
-//!   reads and writes W in place can reach, whatever it computes.
+//!   reads and writes W in place can reach, whatever it computes. `rw3`
+//!   does `rw` on three arrays of W's shape at once (W and Adam's `m` and
+//!   `v`): the least any Adam with per-element f32 moments must move.
 //!
 //! `LSHK_BENCH_TRAIN=l3` or `=dram` runs one regime only.
 
@@ -324,19 +326,25 @@ fn bench(c: &mut Criterion) {
                     s
                 })
                 .collect();
-            for (name, write, batch_order) in [
-                ("read", false, false),
-                ("rw", true, false),
-                ("read_batch", false, true),
-                ("rw_batch", true, true),
+            // Adam's moments: two more arrays of W's shape.
+            let mut m = vec![0f32; d.w.len()];
+            let mut v = vec![0f32; d.w.len()];
+            for (name, write, batch_order, arrays) in [
+                ("read", false, false, 1),
+                ("rw", true, false, 1),
+                ("read_batch", false, true, 1),
+                ("rw_batch", true, true, 1),
+                ("rw3", true, false, 3),
             ] {
                 let mut s = 0;
                 g.bench_with_input(BenchmarkId::new(name, r.name), &(), |bch, _| {
                     bch.iter(|| {
                         s = (s + 1) % r.sets;
                         let rows = if batch_order { &d.ids[s] } else { &sets[s] };
+                        let mut all = [&mut d.w[..], &mut m[..], &mut v[..]];
+                        let z = black_box(0.0);
                         // SAFETY: AVX2 detected; the rows are < r.rows.
-                        let x = unsafe { touch(&mut d.w, rows, DIM, write, black_box(0.0)) };
+                        let x = unsafe { touch(&mut all[..arrays], rows, DIM, write, z) };
                         black_box(x);
                     })
                 });
@@ -363,38 +371,45 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-/// `touch` (see the module docs): the sum of every row of `rows` (`write`
-/// false; four accumulators, so the adds do not chain) or every row rewritten as `w + z` (`write` true), prefetching the
-/// row 12 ahead (`PREFETCH_ROWS`) as the kernels do.
+/// `touch` (see the module docs): the sum of every row of `rows` in every
+/// array of `ws` (`write` false; four accumulators, so the adds do not
+/// chain) or every such row rewritten as `w + z` (`write` true),
+/// prefetching the row 12 ahead (`PREFETCH_ROWS`) as the kernels do.
 ///
 /// # Safety
-/// AVX2; every row is inside `w` (rows of `dim`, a multiple of 8).
+/// AVX2; `dim` a multiple of 8 (rows inside the arrays: asserted).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn touch(w: &mut [f32], rows: &[u32], dim: usize, write: bool, z: f32) -> f32 {
+unsafe fn touch(ws: &mut [&mut [f32]], rows: &[u32], dim: usize, write: bool, z: f32) -> f32 {
     use std::arch::x86_64::*;
-    assert!(dim.is_multiple_of(8) && rows.iter().all(|&r| (r as usize + 1) * dim <= w.len()));
-    let wp = w.as_mut_ptr();
-    // SAFETY: every row is inside w (asserted); prefetches never fault.
+    assert!(dim.is_multiple_of(8));
+    for w in ws.iter() {
+        assert!(rows.iter().all(|&r| (r as usize + 1) * dim <= w.len()));
+    }
+    // SAFETY: every row is inside every array (asserted); prefetches never
+    // fault.
     unsafe {
         let zv = _mm256_set1_ps(z);
         let mut acc = [_mm256_setzero_ps(); 4];
         for (i, &r) in rows.iter().enumerate() {
-            if let Some(&rn) = rows.get(i + 12) {
-                let pn = wp.wrapping_add(rn as usize * dim).cast::<i8>();
-                for off in (0..dim * 4).step_by(64) {
-                    _mm_prefetch::<_MM_HINT_T0>(pn.wrapping_add(off));
+            for w in ws.iter_mut() {
+                let wp = w.as_mut_ptr();
+                if let Some(&rn) = rows.get(i + 12) {
+                    let pn = wp.wrapping_add(rn as usize * dim).cast::<i8>();
+                    for off in (0..dim * 4).step_by(64) {
+                        _mm_prefetch::<_MM_HINT_T0>(pn.wrapping_add(off));
+                    }
                 }
-            }
-            let p = wp.add(r as usize * dim);
-            if write {
-                for k in (0..dim).step_by(8) {
-                    _mm256_storeu_ps(p.add(k), _mm256_add_ps(_mm256_loadu_ps(p.add(k)), zv));
-                }
-            } else {
-                for k in (0..dim).step_by(8) {
-                    let a = &mut acc[k / 8 % 4];
-                    *a = _mm256_add_ps(*a, _mm256_loadu_ps(p.add(k)));
+                let p = wp.add(r as usize * dim);
+                if write {
+                    for k in (0..dim).step_by(8) {
+                        _mm256_storeu_ps(p.add(k), _mm256_add_ps(_mm256_loadu_ps(p.add(k)), zv));
+                    }
+                } else {
+                    for k in (0..dim).step_by(8) {
+                        let a = &mut acc[k / 8 % 4];
+                        *a = _mm256_add_ps(*a, _mm256_loadu_ps(p.add(k)));
+                    }
                 }
             }
         }
