@@ -1017,9 +1017,9 @@ pub(crate) unsafe fn sgd_rows_simd<S: F32x>(
 /// of the current sample's `q` stay in registers while its positions are
 /// walked (reloaded when the sample changes); the rest is read per
 /// position. Same operations either way, so the same bits: holding `q` only
-/// removes loads, which measured 1.4x on the L3 benchmark (Zen 4, 67 -> 53
-/// µs for 4,096 positions of 128 columns; the loads of `q` after the
-/// stores to W stalled the loop).
+/// removes loads, which made the L3 benchmark 1.25-1.3x faster (Zen 4,
+/// 68-70 -> 54-55 µs for 4,096 positions of 128 columns: the loads of `q`
+/// after the stores to W stalled the loop) and put it at the memory floor.
 ///
 /// # Safety
 /// [`SgdSeqFn`]; the caller enables `S`'s features.
