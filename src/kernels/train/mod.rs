@@ -1073,16 +1073,16 @@ unsafe fn sgd_seq_n<S: F32x, const N: usize>(
     // contract); N * l <= full; the tail is masked; prefetches never
     // fault.
     unsafe {
+        if n == 0 {
+            return;
+        }
         let at = |i: usize| *sq.pos.get_unchecked(i) as usize;
         let rel = |j: usize| *sq.ids.get_unchecked(j) as usize - sq.row0;
         for i in 0..n.min(PREFETCH_ROWS) {
             prefetch_row(wp.wrapping_add(rel(at(i)) * w_stride).cast(), pf_bytes);
         }
-        // (No closure around intrinsics: see `lanes!`.)
-        if n == 0 {
-            return;
-        }
-        // The sample whose first N vectors of q are held, and its row.
+        // The sample whose first N vectors of q are held, and its row (no
+        // closure around intrinsics: see `lanes!`).
         let mut held_sample = *sq.sample.get_unchecked(at(0));
         let mut qr = qp.add(held_sample as usize * q.stride);
         let mut held = load_vectors::<S, N>(qr);
