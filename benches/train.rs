@@ -149,17 +149,19 @@ fn bench(c: &mut Criterion) {
     {
         let mut d = data(r);
         let n = r.b * r.k;
-        let distinct: usize = d
+        // Each id set's distinct rows, ascending (what the grouped updates
+        // walk; `touch`'s `read`, `rw` and `rw3` walk them too).
+        let sets: Vec<Vec<u32>> = d
             .ids
             .iter()
             .map(|v| {
                 let mut s = v.clone();
                 s.sort_unstable();
                 s.dedup();
-                s.len()
+                s
             })
-            .sum::<usize>()
-            / r.sets;
+            .collect();
+        let distinct = sets.iter().map(Vec::len).sum::<usize>() / r.sets;
         println!(
             "regime {}: {} rows x {DIM} f32, B = {} x k = {}, {n} positions, {distinct} distinct rows per batch, {} id sets",
             r.name, r.rows, r.b, r.k, r.sets
@@ -316,16 +318,6 @@ fn bench(c: &mut Criterion) {
         if std::arch::is_x86_feature_detected!("avx2") {
             let mut g = c.benchmark_group("touch");
             cfg(&mut g);
-            let sets: Vec<Vec<u32>> = d
-                .ids
-                .iter()
-                .map(|v| {
-                    let mut s = v.clone();
-                    s.sort_unstable();
-                    s.dedup();
-                    s
-                })
-                .collect();
             // Adam's moments: two more arrays of W's shape.
             let mut m = vec![0f32; d.w.len()];
             let mut v = vec![0f32; d.w.len()];
@@ -374,13 +366,14 @@ fn bench(c: &mut Criterion) {
 /// `touch` (see the module docs): the sum of every row of `rows` in every
 /// array of `ws` (`write` false; four accumulators, so the adds do not
 /// chain) or every such row rewritten as `w + z` (`write` true),
-/// prefetching the row 12 ahead (`PREFETCH_ROWS`) as the kernels do.
+/// prefetching the row `PREFETCH_ROWS` ahead as the kernels do.
 ///
 /// # Safety
 /// AVX2; `dim` a multiple of 8 (rows inside the arrays: asserted).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn touch(ws: &mut [&mut [f32]], rows: &[u32], dim: usize, write: bool, z: f32) -> f32 {
+    use lshk::kernels::matmul::PREFETCH_ROWS;
     use std::arch::x86_64::*;
     assert!(dim.is_multiple_of(8));
     for w in ws.iter() {
@@ -394,7 +387,7 @@ unsafe fn touch(ws: &mut [&mut [f32]], rows: &[u32], dim: usize, write: bool, z:
         for (i, &r) in rows.iter().enumerate() {
             for w in ws.iter_mut() {
                 let wp = w.as_mut_ptr();
-                if let Some(&rn) = rows.get(i + 12) {
+                if let Some(&rn) = rows.get(i + PREFETCH_ROWS) {
                     let pn = wp.wrapping_add(rn as usize * dim).cast::<i8>();
                     for off in (0..dim * 4).step_by(64) {
                         _mm_prefetch::<_MM_HINT_T0>(pn.wrapping_add(off));
