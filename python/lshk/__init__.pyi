@@ -8,6 +8,15 @@ arrays of another integer dtype are converted (range-checked copy). 2-D
 arrays whose rows are contiguous (inner stride = item size) are used in
 place with their row stride; other layouts are copied. Wrong shapes raise
 ValueError before any C call; the C API's own errors raise LshkError.
+
+Outputs are allocated before the C call: an output too large for memory
+raises MemoryError (numpy's), one whose byte count exceeds the largest
+possible array (isize::MAX bytes) raises ValueError. No call raises
+pyo3's PanicException. A k larger than what a query can find is not an
+error: as in C, the rows past the candidates found are padded with id
+2**32-1 and score -inf (so k > rows gives rows real results per query and
+k - rows padding), and the outputs are sized nq x k, so a huge k costs
+that memory (or raises MemoryError) before any work.
 """
 
 from os import PathLike
@@ -102,7 +111,7 @@ class Index:
         bias: Optional[_F32] = None,
         *,
         family: Family = "simhash",
-        bits_per_table: int = 12,
+        bits_per_table: Optional[int] = None,
         tables: int = 50,
         sparsity: int = 0,
         bin_size: int = 8,
@@ -121,7 +130,11 @@ class Index:
     ) -> None:
         """lshk_index_build over W (rows x dim float32) and an optional bias
         (rows float32). Parameters as lshk_index_params (defaults from
-        lshk_index_params_default()). storage='borrowed_f32' uses W in place:
+        lshk_index_params_default()), except bits_per_table=None: 12 for
+        SimHash (the C default), and for family='dwta' 12 // log2(bin_size)
+        bins (4 with the default bin_size 8): DWTA codes are
+        K * log2(bin_size) <= 32 bits, so the C default 12 is refused there;
+        this gives the same 12-bit codes. storage='borrowed_f32' uses W in place:
         the index keeps a reference to the array; do not change it while the
         index lives. progress(done, total) is called from the building
         thread (with the GIL); an exception it raises stops later calls and
@@ -140,7 +153,10 @@ class Index:
         """lshk_index_load: a file saved by Index.save, lshk_index_save or
         lshk::Index::save. borrowed_w: the same W as at build time for a file
         saved from a 'borrowed_f32' index (its weights are not stored), else
-        None. The file is memory-mapped."""
+        None. The file is memory-mapped. A borrowed_w whose shape or row
+        stride differs from the file's raises ValueError; a corrupt or
+        unreadable file raises LshkError (LSHK_STATUS_BAD_FILE_FORMAT,
+        LSHK_STATUS_IO_ERROR, ...) whether or not borrowed_w is given."""
     def save(self, path: _Path) -> None:
         """lshk_index_save (written to a temporary file, then renamed)."""
     @overload
@@ -159,7 +175,8 @@ class Index:
         """lshk_index_query: the top k rows of W q + b among each query's
         candidates. q: (nq, dim) or (dim,). Returns (ids uint32, scores
         float32) of shape (nq, k) or (k,): descending, ties by smaller id,
-        padded with 2**32-1 / -inf. The gather options are those of
+        padded with 2**32-1 / -inf when a query has fewer than k candidates
+        (always when k > rows). The gather options are those of
         lshk_gather_params; stats=True adds the candidate counts.
 
         A family='graph' index (lshk_index_query_ex) takes ef (pool size,
@@ -221,18 +238,23 @@ class Ivf:
         iters: int = 10,
         train_rows: int = 0,
         codes: Codes = "i8",
-        borrow: bool = True,
+        borrow: Optional[bool] = None,
         threads: int = 0,
         pq_m: int = 0,
         seed: Optional[int] = None,
     ) -> None:
         """lshk_ivf_build (parameters as lshk_ivf_params; None = the C
-        default). borrow=True (default) uses W in place for the re-ranking:
-        the index keeps a reference; do not change W while it lives."""
+        default). borrow=True uses W in place for the re-ranking: the index
+        keeps a reference; do not change W while it lives. borrow=None (the
+        default) borrows unless codes="none" (which scores the index's own
+        f32 copy and cannot borrow; borrow=True with it raises LshkError)."""
     @staticmethod
     def load(path: _Path, w: Optional[_F32] = None) -> "Ivf":
         """lshk_ivf_load; w: the same W as at build time when it was built
-        with borrow=True (its rows are not stored), else None."""
+        with borrow=True (its rows are not stored), else None. A w of
+        another shape raises ValueError; a corrupt or unreadable file raises
+        LshkError (LSHK_STATUS_BAD_FILE_FORMAT, ...) whether or not w is
+        given."""
     def save(self, path: _Path) -> None:
         """lshk_ivf_save."""
     @overload
@@ -248,7 +270,9 @@ class Ivf:
     def query(self, q: _F32, k: int = 10, **kw: object) -> tuple:  # type: ignore[misc]
         """lshk_ivf_query: top k of W q + b per query (defaults of
         lshk_ivf_search_default: reach 3, no nprobe cap, rerank 32).
-        Returns (ids, scores) shaped (nq, k) or (k,) for a 1-D q."""
+        Returns (ids, scores) shaped (nq, k) or (k,) for a 1-D q, padded
+        with 2**32-1 / -inf when the visited lists hold fewer than k rows
+        (always when k > rows)."""
     def calibrate(
         self, q: _F32, k: int = 10, target: float = 0.99, *, rerank: int = 32, threads: int = 0,
     ) -> Dict[str, Any]:
@@ -340,7 +364,9 @@ def gathered_matmul(
 
 def topk(scores: _F32, k: int, offsets: Optional[_Int] = None, ids: Optional[_Int] = None) -> Tuple[np.ndarray, np.ndarray]:
     """lshk_topk per CSR segment: (ids, scores) of shape (nq, k) ((k,)
-    without offsets); ids default to the position in the segment."""
+    without offsets); ids default to the position in the segment. A segment
+    with fewer than k non-NaN scores (e.g. k > len(scores)) is padded with
+    2**32-1 / -inf."""
 
 @overload
 def softmax(scores: _F32, offsets: Optional[_Int] = None, *, return_lse: Literal[False] = False) -> np.ndarray: ...

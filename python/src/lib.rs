@@ -15,10 +15,15 @@
 //! stride a positive multiple of it, aligned) is passed in place with its
 //! row stride; any other layout is copied first. Shapes are checked before
 //! any call (ValueError).
+//!
+//! Outputs are numpy arrays allocated before the C call through numpy's C
+//! API, and every allocation here is fallible: a failure is numpy's
+//! MemoryError (or ValueError for a shape beyond `isize::MAX` bytes), never
+//! a panic, which pyo3 would raise as PanicException (a BaseException).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr;
 
 use lshk::ffi as c;
@@ -27,12 +32,12 @@ use lshk::ffi::index::lshk_index;
 use lshk::ffi::ivf::lshk_ivf;
 use lshk::ffi::simhash::lshk_simhash;
 use lshk::ffi::tables::lshk_tables;
-use numpy::ndarray::{ArrayView1, ArrayView2, ShapeBuilder};
+use numpy::npyffi::{get_type_object, npy_intp, NpyTypes, PyArrayObject};
 use numpy::{
-    Element, PyArray1, PyArray2, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray,
-    PyUntypedArrayMethods,
+    Element, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray,
+    PyUntypedArrayMethods, PY_ARRAY_API,
 };
-use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyException, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
@@ -371,12 +376,133 @@ fn expect_len(m: &Mat<'_>, name: &str, len: usize, what: &str) -> PyResult<()> {
     Ok(())
 }
 
-/// A new uninitialised array of `shape` (1-D when `shape.len() == 1`); the
-/// C call must write every element before Python sees it.
-fn out_array<'py, T: Element>(py: Python<'py>, shape: &[usize]) -> Bound<'py, PyArrayDyn<T>> {
-    // SAFETY: uninitialised plain-old-data elements; every caller has the C
-    // call write all of them before the array is returned (or drops it).
-    unsafe { PyArrayDyn::<T>::new(py, shape, false) }
+/// `shape` (at most 2-D) as numpy dimensions, or ValueError when an array
+/// of it would exceed numpy's size limit (`isize::MAX` bytes of `item`-byte
+/// elements), so no size computation below can overflow.
+fn np_dims(shape: &[usize], item: usize) -> PyResult<([npy_intp; 2], usize)> {
+    let mut dims = [0 as npy_intp; 2];
+    let bytes = shape
+        .iter()
+        .try_fold(item, |b, &d| b.checked_mul(d))
+        .filter(|&b| b <= isize::MAX as usize);
+    if shape.len() > dims.len() || bytes.is_none() {
+        return Err(PyValueError::new_err(format!(
+            "an output of shape {shape:?} with {item}-byte elements is larger than the largest \
+             array possible (isize::MAX bytes)"
+        )));
+    }
+    for (d, &s) in dims.iter_mut().zip(shape) {
+        // no overflow: each extent is at most the byte count, <= isize::MAX
+        *d = s as npy_intp;
+    }
+    Ok((dims, shape.len()))
+}
+
+/// A new uninitialised C-ordered array of `shape` (1-D when `shape.len() ==
+/// 1`); the C call must write every element before Python sees it. Never
+/// panics: a shape too large for any array raises ValueError (`np_dims`), an
+/// allocation numpy cannot make raises numpy's MemoryError.
+fn out_array<'py, T: Element>(
+    py: Python<'py>,
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
+    let (mut dims, nd) = np_dims(shape, std::mem::size_of::<T>())?;
+    // SAFETY: the numpy API is loaded (PY_ARRAY_API) and the GIL is held;
+    // `dims` holds `nd` valid extents; NULL strides and data make numpy
+    // allocate a C-ordered array; the descriptor reference is stolen
+    // (into_dtype_ptr gives a new one). Returns a new reference, or NULL
+    // with a Python error set (MemoryError when the data cannot be
+    // allocated).
+    let p = unsafe {
+        PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            get_type_object(py, NpyTypes::PyArray_Type),
+            T::get_dtype(py).into_dtype_ptr(),
+            nd as c_int,
+            dims.as_mut_ptr(),
+            ptr::null_mut(),
+            ptr::null_mut(),
+            0,
+            ptr::null_mut(),
+        )
+    };
+    // SAFETY: `p` is an owned reference or NULL (then the error is fetched).
+    let a = unsafe { Bound::from_owned_ptr_or_err(py, p)? };
+    // SAFETY: numpy made an ndarray of T's dtype; PyArrayDyn accepts any
+    // number of dimensions.
+    Ok(unsafe { a.cast_into_unchecked::<PyArrayDyn<T>>() })
+}
+
+/// A read-only array over memory lent by an lshk handle: `shape` elements
+/// of T at byte strides `strides`, with `owner` as its base, so the lender
+/// lives as long as the view. Errors as `out_array`.
+///
+/// # Safety
+/// `data` must address every element `shape`/`strides` describe, valid
+/// while `owner` lives.
+unsafe fn lent_array<'py, T: Element>(
+    py: Python<'py>,
+    data: *const c_void,
+    shape: &[usize],
+    strides: &[usize],
+    owner: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (mut dims, nd) = np_dims(shape, std::mem::size_of::<T>())?;
+    let mut st = [0 as npy_intp; 2];
+    for (s, &v) in st.iter_mut().zip(strides) {
+        *s = npy_intp::try_from(v)
+            .map_err(|_| PyValueError::new_err("a lent array's stride overflows"))?;
+    }
+    // SAFETY: the numpy API is loaded (PY_ARRAY_API) and the GIL is held;
+    // dims/strides hold `nd` entries; the descriptor reference is stolen;
+    // flags 0 make the array read-only; `data` is valid per the contract.
+    let p = unsafe {
+        PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            get_type_object(py, NpyTypes::PyArray_Type),
+            T::get_dtype(py).into_dtype_ptr(),
+            nd as c_int,
+            dims.as_mut_ptr(),
+            st.as_mut_ptr(),
+            data as *mut c_void,
+            0,
+            ptr::null_mut(),
+        )
+    };
+    // SAFETY: an owned reference or NULL with an error set.
+    let a = unsafe { Bound::from_owned_ptr_or_err(py, p)? };
+    // SAFETY: `a` is an ndarray; PyArray_SetBaseObject steals the new
+    // reference to `owner` (also on failure).
+    let r = unsafe {
+        PY_ARRAY_API.PyArray_SetBaseObject(
+            py,
+            a.as_ptr() as *mut PyArrayObject,
+            owner.clone().into_ptr(),
+        )
+    };
+    if r < 0 {
+        return Err(PyErr::fetch(py));
+    }
+    Ok(a)
+}
+
+/// A new 1-D array holding a copy of `v` (errors as `out_array`).
+fn array_from<'py, T: Element + Copy>(py: Python<'py>, v: &[T]) -> PyResult<Bound<'py, PyAny>> {
+    let a = out_array::<T>(py, &[v.len()])?;
+    // SAFETY: `a` is a new C-contiguous array of v.len() elements of T that
+    // nothing else references yet.
+    unsafe { ptr::copy_nonoverlapping(v.as_ptr(), a.data(), v.len()) };
+    Ok(a.into_any())
+}
+
+/// A zero-filled Vec of `n` elements, MemoryError when it cannot be
+/// allocated (`vec!` would abort the process).
+fn try_vec<T: Clone + Default>(n: usize, what: &str) -> PyResult<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| PyMemoryError::new_err(format!("{what}: cannot allocate {n} elements")))?;
+    v.resize(n, T::default());
+    Ok(v)
 }
 
 fn out_ptr<T: Element>(a: &Bound<'_, PyArrayDyn<T>>) -> usize {
@@ -404,8 +530,8 @@ fn topk_call<'py>(
     } else {
         &[nq, k as usize]
     };
-    let ids = out_array::<u32>(py, shape);
-    let scores = out_array::<f32>(py, shape);
+    let ids = out_array::<u32>(py, shape)?;
+    let scores = out_array::<f32>(py, shape)?;
     let (qp, qs, ip, sp) = (q.ptr, q.stride, out_ptr(&ids), out_ptr(&scores));
     py.detach(move || check(f(qp, nq, qs, ip, sp))).py_err(py)?;
     drop(q);
@@ -490,10 +616,11 @@ fn c_path(path: &Bound<'_, PyAny>) -> PyResult<CString> {
 }
 
 /// The weights' shape recorded in an index (`KIND_INDEX`: rows, dim,
-/// w_stride) or IVF (`KIND_IVF`: rows, dim) file, read before a borrowed W
-/// is handed to the C loader, which reads `(rows - 1) * w_stride + dim`
-/// floats from a pointer whose length it cannot know. None when the file
-/// cannot be read that far: the C loader then fails before touching W.
+/// w_stride) or IVF (`KIND_IVF`: rows, dim) file, as the C loader will read
+/// it to know how many floats a borrowed W holds ((rows - 1) * w_stride +
+/// dim from a pointer whose length it cannot know). None when the file
+/// cannot be read that far. Only read, not validated: see
+/// `check_borrowed_shape`.
 fn peek_w_shape(path: &CString, kind: u32) -> Option<(usize, usize, Option<usize>)> {
     use std::os::unix::ffi::OsStrExt;
     let p = std::path::Path::new(std::ffi::OsStr::from_bytes(path.as_bytes()));
@@ -501,43 +628,90 @@ fn peek_w_shape(path: &CString, kind: u32) -> Option<(usize, usize, Option<usize
     if kind == lshk::format::KIND_INDEX {
         // PARAMS: u64 rows at 48, dim at 56, w_stride at 64 (src/index/file.rs)
         let rec = c.section("PARAMS").ok()?;
-        let at = |o: usize| {
-            rec.get(o..o + 8)
-                .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+        let at = |o: usize| -> Option<usize> {
+            let b: [u8; 8] = rec.get(o..o + 8)?.try_into().ok()?;
+            usize::try_from(u64::from_le_bytes(b)).ok()
         };
-        let (r, d, s) = (at(48)?, at(56)?, at(64)?);
-        Some((
-            usize::try_from(r).ok()?,
-            usize::try_from(d).ok()?,
-            Some(usize::try_from(s).ok()?),
-        ))
+        Some((at(48)?, at(56)?, Some(at(64)?)))
     } else {
         // IVFPARAM: u32 rows at 4, dim at 8 (src/ivf/file.rs)
         let rec = c.section("IVFPARAM").ok()?;
-        let at = |o: usize| {
-            rec.get(o..o + 4)
-                .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+        let at = |o: usize| -> Option<usize> {
+            let b: [u8; 4] = rec.get(o..o + 4)?.try_into().ok()?;
+            Some(u32::from_le_bytes(b) as usize)
         };
-        Some((at(4)? as usize, at(8)? as usize, None))
+        Some((at(4)?, at(8)?, None))
     }
 }
 
-/// A borrowed W passed to a loader must have the file's shape (and, for an
-/// index, its row stride): checked before the C call reads it.
-fn check_borrowed_shape(m: &Mat<'_>, name: &str, cpath: &CString, kind: u32) -> PyResult<()> {
-    if let Some((rows, dim, stride)) = peek_w_shape(cpath, kind) {
+/// Loads `path` with no W (`kind`'s C loader), only to learn whether the
+/// file itself is sound: `Ok(true)` when it stores its weights (the index
+/// loaded, and is freed again), `Ok(false)` when it needs a borrowed W (the
+/// loader's INVALID_ARGUMENT), else the loader's failure (BAD_FILE_FORMAT
+/// for a corrupt, foreign or inconsistent file, IO_ERROR, ...).
+fn load_without_w(py: Python<'_>, path: &CString, kind: u32) -> CResult<bool> {
+    let pp = path.as_ptr() as usize;
+    let r = py.detach(move || -> CResult<()> {
+        if kind == lshk::format::KIND_INDEX {
+            let mut out: *mut lshk_index = ptr::null_mut();
+            // SAFETY: a NUL-terminated path alive in `path`; no W.
+            check(unsafe {
+                c::index::lshk_index_load(pp as *const c_char, ptr::null(), &mut out)
+            })?;
+            // SAFETY: the handle just loaded, freed once.
+            unsafe { c::index::lshk_index_free(out) };
+        } else {
+            let mut out: *mut lshk_ivf = ptr::null_mut();
+            // SAFETY: as above.
+            check(unsafe { c::ivf::lshk_ivf_load(pp as *const c_char, ptr::null(), 0, &mut out) })?;
+            // SAFETY: the handle just loaded, freed once.
+            unsafe { c::ivf::lshk_ivf_free(out) };
+        }
+        Ok(())
+    });
+    match r {
+        Ok(()) => Ok(true),
+        Err(f) if f.status == c::LSHK_STATUS_INVALID_ARGUMENT => Ok(false),
+        Err(f) => Err(f),
+    }
+}
+
+/// A borrowed W goes to the C loader only when the file records exactly its
+/// shape (and, for an index, its row stride): the loader reads that many
+/// floats from it. Otherwise the file is first loaded without W, so that a
+/// corrupt or unreadable file raises the loader's own LshkError
+/// (BAD_FILE_FORMAT, IO_ERROR, ...) and only a sound file with another
+/// shape raises ValueError.
+fn check_borrowed_shape(
+    py: Python<'_>,
+    m: &Mat<'_>,
+    name: &str,
+    cpath: &CString,
+    kind: u32,
+) -> PyResult<()> {
+    let peek = peek_w_shape(cpath, kind);
+    if let Some((rows, dim, stride)) = peek {
         let stride_ok = stride.is_none_or(|s| s == m.stride || m.rows <= 1 && s >= dim);
-        if m.rows != rows || m.cols != dim || !stride_ok {
-            return Err(PyValueError::new_err(format!(
-                "{name}: the file's weights are {rows} x {dim}{}, got {} x {} (row stride {})",
-                stride.map_or(String::new(), |s| format!(" at row stride {s}")),
-                m.rows,
-                m.cols,
-                m.stride
-            )));
+        if m.rows == rows && m.cols == dim && stride_ok {
+            return Ok(());
         }
     }
-    Ok(())
+    let stores_w = load_without_w(py, cpath, kind).py_err(py)?;
+    if stores_w {
+        return Err(PyValueError::new_err(format!(
+            "{name}: the file stores its weights, so {name} must be None"
+        )));
+    }
+    Err(PyValueError::new_err(match peek {
+        Some((rows, dim, stride)) => format!(
+            "{name}: the file's weights are {rows} x {dim}{}, got {} x {} (row stride {})",
+            stride.map_or(String::new(), |s| format!(" at row stride {s}")),
+            m.rows,
+            m.cols,
+            m.stride
+        ),
+        None => format!("{name}: the file's weight shape cannot be read"),
+    }))
 }
 
 /// A raw handle that crosses into GIL-free sections. lshk's handles are
@@ -594,6 +768,23 @@ impl Drop for Index {
             // SAFETY: a live handle owned by this object, freed once.
             unsafe { c::index::lshk_index_free(self.h.0) };
         }
+    }
+}
+
+/// Code bits of the C default index (SimHash, K = 12 bits per table).
+const DEFAULT_CODE_BITS: u32 = 12;
+
+/// The DWTA default of K (bins per table) for `bin_size` B: a DWTA code is
+/// K * log2(B) bits, at most 32, so the C default K = 12 (SimHash's) fails
+/// with every B but 2 and 4. K = 12 / log2(B) (at least 1) gives the same
+/// 12-bit codes as SimHash's default: 4 bins for the default B = 8. A B that
+/// is not a power of two in 2..=256 keeps `k` and lshk_index_build reports
+/// the bin size.
+fn dwta_default_bins(bin_size: u32, k: u32) -> u32 {
+    if bin_size.is_power_of_two() && (2..=256).contains(&bin_size) {
+        (DEFAULT_CODE_BITS / bin_size.trailing_zeros()).max(1)
+    } else {
+        k
     }
 }
 
@@ -698,6 +889,9 @@ impl Index {
             bucket_cap,
             build_threads
         );
+        if bits_per_table.is_none() && p.family == c::index::LSHK_FAMILY_DWTA {
+            p.bits_per_table = dwta_default_bins(p.bin_size, p.bits_per_table);
+        }
         let w = mat(py, w, "w", Dt::F32, Nd::Two, false)?;
         let bias = opt_vec1(py, bias, "bias", Dt::F32)?;
         if let Some(b) = &bias {
@@ -789,7 +983,7 @@ impl Index {
             _ => None,
         };
         if let Some(m) = &w {
-            check_borrowed_shape(m, "borrowed_w", &cpath, lshk::format::KIND_INDEX)?;
+            check_borrowed_shape(py, m, "borrowed_w", &cpath, lshk::format::KIND_INDEX)?;
         }
         let wp = ptr_or_null(&w);
         let pp = cpath.as_ptr() as usize;
@@ -960,47 +1154,40 @@ impl Index {
         let d = PyDict::new(py);
         let owner = slf.clone().into_any();
         let (rows, dim, stride) = (v.rows, v.dim, v.w_stride);
-        let readonly = |a: Bound<'py, PyAny>| -> PyResult<Bound<'py, PyAny>> {
-            let kw = PyDict::new(py);
-            kw.set_item("write", false)?;
-            a.call_method("setflags", (), Some(&kw))?;
-            Ok(a)
-        };
         fn view2<'py, T: Element>(
             p: *const c_void,
             rows: usize,
             dim: usize,
             stride: usize,
             owner: &Bound<'py, PyAny>,
-        ) -> Bound<'py, PyAny> {
+        ) -> PyResult<Bound<'py, PyAny>> {
+            let item = std::mem::size_of::<T>();
+            let row_bytes = stride
+                .checked_mul(item)
+                .ok_or_else(|| PyValueError::new_err("the weights' row stride overflows"))?;
             // SAFETY: the index lends `rows` rows of `dim` elements at
             // `stride`, valid until lshk_index_free; the view's base is the
             // Index object, which keeps the handle alive.
-            unsafe {
-                let a = ArrayView2::from_shape_ptr((rows, dim).strides((stride, 1)), p as *const T);
-                PyArray2::borrow_from_array(&a, owner.clone()).into_any()
-            }
+            unsafe { lent_array::<T>(owner.py(), p, &[rows, dim], &[row_bytes, item], owner) }
         }
         let w = match v.storage {
-            c::index::LSHK_STORAGE_BF16 => view2::<u16>(v.w, rows, dim, stride, &owner),
+            c::index::LSHK_STORAGE_BF16 => view2::<u16>(v.w, rows, dim, stride, &owner)?,
             c::index::LSHK_STORAGE_F16 => {
-                view2::<u16>(v.w, rows, dim, stride, &owner).call_method1("view", ("float16",))?
+                view2::<u16>(v.w, rows, dim, stride, &owner)?.call_method1("view", ("float16",))?
             }
-            c::index::LSHK_STORAGE_I8 => view2::<i8>(v.w, rows, dim, stride, &owner),
-            _ => view2::<f32>(v.w, rows, dim, stride, &owner),
+            c::index::LSHK_STORAGE_I8 => view2::<i8>(v.w, rows, dim, stride, &owner)?,
+            _ => view2::<f32>(v.w, rows, dim, stride, &owner)?,
         };
         let vec = |p: *const f32| -> PyResult<Option<Bound<'py, PyAny>>> {
             if p.is_null() {
                 return Ok(None);
             }
             // SAFETY: `rows` floats lent by the index (see view2).
-            let a = unsafe { ArrayView1::from_shape_ptr(rows, p) };
-            // SAFETY: as view2: the base object keeps the memory alive.
-            let arr = unsafe { PyArray1::borrow_from_array(&a, owner.clone()) };
-            Ok(Some(readonly(arr.into_any())?))
+            let a = unsafe { lent_array::<f32>(py, p.cast(), &[rows], &[4], &owner)? };
+            Ok(Some(a))
         };
         d.set_item("storage", name_of(STORAGES, v.storage))?;
-        d.set_item("w", readonly(w)?)?;
+        d.set_item("w", w)?;
         d.set_item("scales", vec(v.scales)?)?;
         d.set_item("bias", vec(v.bias)?)?;
         d.set_item("rows", rows)?;
@@ -1098,7 +1285,12 @@ impl Index {
         check_csr_end(py, &off, &lab)?;
         // SAFETY: all-zero is a valid bit pattern of this POD struct.
         let zero: c::iul::lshk_iul_report = unsafe { std::mem::zeroed() };
-        let mut reports = vec![zero; p.rounds as usize];
+        let rounds = p.rounds as usize;
+        let mut reports = Vec::new();
+        reports.try_reserve_exact(rounds).map_err(|_| {
+            PyMemoryError::new_err(format!("rounds: cannot allocate {rounds} reports"))
+        })?;
+        reports.resize(rounds, zero);
         let (h, qp, n, qs, op, lp) = (self.h.0 as usize, q.ptr, q.rows, q.stride, off.ptr, lab.ptr);
         let pp = &p as *const _ as usize;
         let (rp, rl) = (reports.as_mut_ptr() as usize, reports.len());
@@ -1381,12 +1573,13 @@ impl Ivf {
             ($($f:ident),*) => { $( if let Some(v) = $f { p.$f = v; } )* };
         }
         set!(nlist, iters, train_rows, threads, pq_m, seed);
-        if let Some(b) = borrow {
-            p.borrow = b as u32;
-        }
         if let Some(cd) = codes {
             p.codes = enum_arg(cd, "codes", CODES)?;
         }
+        // borrow=None: borrow W unless codes="none", which scores the
+        // index's own f32 copy and cannot borrow (lshk_ivf_build refuses
+        // borrow with CODES_NONE).
+        p.borrow = borrow.unwrap_or(p.codes != c::ivf::LSHK_IVF_CODES_NONE) as u32;
         let w = mat(py, w, "w", Dt::F32, Nd::Two, false)?;
         let bias = opt_vec1(py, bias, "bias", Dt::F32)?;
         if let Some(b) = &bias {
@@ -1435,7 +1628,7 @@ impl Ivf {
             _ => None,
         };
         if let Some(m) = &w {
-            check_borrowed_shape(m, "w", &cpath, lshk::format::KIND_IVF)?;
+            check_borrowed_shape(py, m, "w", &cpath, lshk::format::KIND_IVF)?;
         }
         let (wp, ws) = (ptr_or_null(&w), w.as_ref().map_or(0, |m| m.stride));
         let pp = cpath.as_ptr() as usize;
@@ -1777,8 +1970,8 @@ impl SimHash {
     /// A copy of the planes, shape (K*L, dim).
     fn planes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
         let (d, k, l) = self.shape(py)?;
-        let shape = [(k * l) as usize, d as usize];
-        let out = out_array::<f32>(py, &shape);
+        let shape = [k as usize * l as usize, d as usize];
+        let out = out_array::<f32>(py, &shape)?;
         // SAFETY: out holds K*L*dim writable floats.
         check(unsafe {
             c::simhash::lshk_simhash_copy_planes(self.h.0, out.data(), shape[0] * shape[1])
@@ -1796,7 +1989,7 @@ impl SimHash {
         let (d, _, l) = self.shape(py)?;
         let x = mat(py, x, "x", Dt::F32, Nd::OneOrTwo, false)?;
         need_cols(&x, "x", d as usize)?;
-        let out = out_array::<u32>(py, &out_shape(x.one_d, x.rows, l as usize));
+        let out = out_array::<u32>(py, &out_shape(x.one_d, x.rows, l as usize))?;
         let h = self.h.0 as usize;
         hash_into(
             py,
@@ -1828,10 +2021,10 @@ impl SimHash {
         x: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
         let (d, k, l) = self.shape(py)?;
-        let width = (k * l) as usize;
+        let width = k as usize * l as usize;
         let x = mat(py, x, "x", Dt::F32, Nd::OneOrTwo, false)?;
         need_cols(&x, "x", d as usize)?;
-        let out = out_array::<f32>(py, &out_shape(x.one_d, x.rows, width));
+        let out = out_array::<f32>(py, &out_shape(x.one_d, x.rows, width))?;
         let h = self.h.0 as usize;
         hash_into(
             py,
@@ -1945,8 +2138,8 @@ impl Dwta {
     /// A copy of the bin map (K*L*bin_size uint32).
     fn map<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDyn<u32>>> {
         let (_, k, l, b) = self.shape(py)?;
-        let n = (k * l * b) as usize;
-        let out = out_array::<u32>(py, &[n]);
+        let n = k as usize * l as usize * b as usize;
+        let out = out_array::<u32>(py, &[n])?;
         // SAFETY: out holds n writable u32.
         check(unsafe { c::dwta::lshk_dwta_copy_map(self.h.0, out.data(), n) }).py_err(py)?;
         Ok(out)
@@ -1961,7 +2154,7 @@ impl Dwta {
         let (d, _, l, _) = self.shape(py)?;
         let x = mat(py, x, "x", Dt::F32, Nd::OneOrTwo, false)?;
         need_cols(&x, "x", d as usize)?;
-        let out = out_array::<u32>(py, &out_shape(x.one_d, x.rows, l as usize));
+        let out = out_array::<u32>(py, &out_shape(x.one_d, x.rows, l as usize))?;
         let h = self.h.0 as usize;
         hash_into(
             py,
@@ -2010,7 +2203,7 @@ impl Dwta {
         }
         check_csr_end(py, &ip, &ix)?;
         let n = ip.len() - 1;
-        let out = out_array::<u32>(py, &[n, l as usize]);
+        let out = out_array::<u32>(py, &[n, l as usize])?;
         let (h, a, b, cc, op, ol) = (
             self.h.0 as usize,
             ip.ptr,
@@ -2156,8 +2349,8 @@ impl Tables {
             expect_len(f, "forced_offsets", q + 1, "queries + 1")?;
         }
         let g = gather_params(min_count, max_candidates, probes, bits_per_table);
-        let mut cap = (q * 256).min(q.saturating_mul(n)).max(1);
-        let offsets = out_array::<u64>(py, &[q + 1]);
+        let mut cap = q.saturating_mul(256).min(q.saturating_mul(n)).max(1);
+        let offsets = out_array::<u64>(py, &[q + 1])?;
         let (h, cp, pp, pl, fop, fip, fil, op) = (
             self.h.0 as usize,
             cm.ptr,
@@ -2170,8 +2363,8 @@ impl Tables {
         );
         let gp = &g as *const _ as usize;
         loop {
-            let mut ids = vec![0u32; cap];
-            let mut cnt = if counts { vec![0u32; cap] } else { Vec::new() };
+            let mut ids = try_vec::<u32>(cap, "candidate ids")?;
+            let mut cnt = try_vec::<u32>(if counts { cap } else { 0 }, "candidate counts")?;
             let (ip, cntp) = (
                 ids.as_mut_ptr() as usize,
                 if counts { cnt.as_mut_ptr() as usize } else { 0 },
@@ -2207,12 +2400,13 @@ impl Tables {
             });
             match r {
                 (c::LSHK_STATUS_OK, needed, _) => {
-                    ids.truncate(needed);
-                    let ids = PyArray1::from_vec(py, ids).into_any();
+                    // lshk reports success only with needed <= cap
+                    let needed = needed.min(cap);
+                    let ids = array_from(py, &ids[..needed])?;
                     let offsets = offsets.into_any();
                     return if counts {
-                        cnt.truncate(needed);
-                        PyTuple::new(py, [ids, offsets, PyArray1::from_vec(py, cnt).into_any()])
+                        let cnt = array_from(py, &cnt[..needed])?;
+                        PyTuple::new(py, [ids, offsets, cnt])
                     } else {
                         PyTuple::new(py, [ids, offsets])
                     };
@@ -2236,8 +2430,8 @@ fn offsets_or_one<'py>(
     match offsets {
         Some(o) if !o.is_none() => vec1(py, o, "offsets", Dt::U64),
         _ => {
-            let a = PyArray1::from_vec(py, vec![0u64, len as u64]);
-            vec1(py, a.as_any(), "offsets", Dt::U64)
+            let a = array_from(py, &[0u64, len as u64])?;
+            vec1(py, &a, "offsets", Dt::U64)
         }
     }
 }
@@ -2309,7 +2503,7 @@ fn gathered_matmul<'py>(
         _ => {}
     }
     let n = idm.len();
-    let out = out_array::<f32>(py, &[n]);
+    let out = out_array::<f32>(py, &[n])?;
     let a = (
         wm.ptr,
         wm.rows,
@@ -2433,8 +2627,8 @@ fn topk<'py>(
     }
     let nq = off.len() - 1;
     let shape = out_shape(one, nq, k as usize);
-    let oi = out_array::<u32>(py, &shape);
-    let os = out_array::<f32>(py, &shape);
+    let oi = out_array::<u32>(py, &shape)?;
+    let os = out_array::<f32>(py, &shape)?;
     let a = (
         sc.ptr,
         ptr_or_null(&idm),
@@ -2484,12 +2678,12 @@ fn softmax<'py>(
         )));
     }
     let nq = off.len() - 1;
-    let out = out_array::<f32>(py, &[sc.len()]);
+    let out = out_array::<f32>(py, &[sc.len()])?;
     // positions past offsets[nq] are not written by lshk: zero them
     let outp = out_ptr(&out);
     // SAFETY: out holds sc.len() floats.
     unsafe { ptr::write_bytes(outp as *mut f32, 0, sc.len()) };
-    let lse = out_array::<f32>(py, &[nq]);
+    let lse = out_array::<f32>(py, &[nq])?;
     let lp = if return_lse { out_ptr(&lse) } else { 0 };
     let (sp, op) = (sc.ptr, off.ptr);
     py.detach(move || {
@@ -2516,8 +2710,8 @@ fn softmax<'py>(
 #[pyfunction]
 fn quantize_rows_i8<'py>(py: Python<'py>, w: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
     let wm = mat(py, w, "w", Dt::F32, Nd::Two, false)?;
-    let out = out_array::<i8>(py, &[wm.rows, wm.cols]);
-    let sc = out_array::<f32>(py, &[wm.rows]);
+    let out = out_array::<i8>(py, &[wm.rows, wm.cols])?;
+    let sc = out_array::<f32>(py, &[wm.rows])?;
     // SAFETY: w rows x dim at stride; out rows x dim dense; scales rows.
     check(unsafe {
         c::matmul::lshk_quantize_rows_i8(
@@ -2539,7 +2733,7 @@ fn quantize_rows_i8<'py>(py: Python<'py>, w: &Bound<'py, PyAny>) -> PyResult<Bou
 fn to_bf16<'py>(py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let a = numpy_mod(py)?.call_method1("ascontiguousarray", (x,))?;
     let m = mat(py, &a, "x", Dt::F32, Nd::OneOrTwo, true)?;
-    let out = out_array::<u16>(py, &out_shape(m.one_d, m.rows, m.cols));
+    let out = out_array::<u16>(py, &out_shape(m.one_d, m.rows, m.cols))?;
     // SAFETY: m holds len floats; out len u16.
     check(unsafe { c::matmul::lshk_convert_f32_to_bf16(m.ptr as *const f32, m.len(), out.data()) })
         .py_err(py)?;

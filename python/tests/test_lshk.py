@@ -3,6 +3,7 @@ capi.py) bit for bit, bad inputs, threads, and files shared with C++."""
 
 import os
 import subprocess
+import sys
 import threading
 import time
 
@@ -500,6 +501,217 @@ def test_progress_callback(layer):
 
     with pytest.raises(KeyError):
         lshk.Index(w, b, progress=boom)
+
+
+# ---------------------------------------------------------------- huge outputs, k beyond the rows
+
+# Run in a child process whose address space is capped at 3 GiB (after the
+# imports and builds): each call's outputs need 4-16 GiB, so numpy cannot
+# allocate them. Each must raise MemoryError, an Exception, never pyo3's
+# PanicException (a BaseException that `except Exception` misses).
+HUGE_OUTPUTS = r"""
+import resource
+import numpy as np
+import lshk
+
+rng = np.random.default_rng(3)
+w = rng.standard_normal((300, 16)).astype(np.float32)
+q = rng.standard_normal((2, 16)).astype(np.float32)
+index = lshk.Index(w, bits_per_table=6, tables=4)
+ivf = lshk.Ivf(w, nlist=4)
+graph = lshk.Index(w, family="graph", m=8, ef_construction=20)
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, resource.RLIM_INFINITY))
+calls = {
+    "Ivf.query 1-D": lambda: ivf.query(w[0], k=2**30),
+    "Ivf.query 2-D": lambda: ivf.query(q, k=2**31 - 1),
+    "Index.query 1-D": lambda: index.query(w[0], k=2**31 - 1),
+    "Index.query 2-D stats": lambda: index.query(q, 2**31 - 1, stats=True),
+    "graph Index.query": lambda: graph.query(q, 2**31 - 1, ef=10),
+    "topk": lambda: lshk.topk(w[0], 2**31 - 1),
+    "topk segments": lambda: lshk.topk(w[0], 2**32 - 1, np.array([0, 8, 16], np.uint64)),
+    "train_iul reports": lambda: index.train_iul(q, np.arange(3), np.arange(2), rounds=2**32 - 1),
+}
+for name, call in calls.items():
+    try:
+        call()
+        print(name, "| returned")
+    except MemoryError:
+        print(name, "| MemoryError")
+    except Exception as e:
+        print(name, "| other Exception", type(e).__name__, e)
+    except BaseException as e:
+        print(name, "| BaseException", type(e).__name__, e)
+ids, _ = index.query(w[0], 3)
+print("still answers |", ids.shape, ivf.query(w[0], 3)[0].shape)
+"""
+
+
+def test_huge_outputs_raise_memory_error_not_panic():
+    r = subprocess.run([sys.executable, "-c", HUGE_OUTPUTS], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "panicked" not in r.stderr, r.stderr
+    got = dict(line.split(" | ", 1) for line in r.stdout.splitlines())
+    assert got.pop("still answers") == "(3,) (3,)"
+    assert got and all(v == "MemoryError" for v in got.values()), r.stdout
+
+
+def test_k_beyond_the_rows_pads_as_in_c(capi, layer):
+    """The package keeps the C API's documented padding for a k that
+    cannot be met (k > rows): the rows found, then id 2**32-1 / score
+    -inf, bit for bit as lshk_*_query; not a ValueError."""
+    w, b, q = layer
+    w, b = w[:20], b[:20]
+    k = 25
+    pad = np.uint32(2**32 - 1)
+    exact = np.argsort(-(q @ w.T + b), axis=1, kind="stable")
+    idx = lshk.Index(w, b, bits_per_table=2, tables=40)  # every row a candidate
+    h = capi.index_build(w, b, bits_per_table=2, tables=40)
+    iv = lshk.Ivf(w, b, nlist=2)
+    hi = capi.ivf_build(w, b, nlist=2)
+    try:
+        same(idx.query(q, k), capi.index_query(h, q, k))
+        same(iv.query(q, k, nprobe=2, reach=0.0, rerank=20),
+             capi.ivf_query(hi, q, k, nprobe=2, reach=0.0, rerank=20))
+    finally:
+        capi.index_free(h)
+        capi.ivf_free(hi)
+    graph = lshk.Index(w, b, family="graph", m=8)
+    for ids, sc in (idx.query(q, k), iv.query(q, k, nprobe=2, reach=0.0, rerank=20), graph.query(q, k, ef=40)):
+        assert ids.shape == sc.shape == (len(q), k)
+        assert np.array_equal(ids[:, :20], exact)
+        assert np.all(ids[:, 20:] == pad) and np.all(sc[:, 20:] == -np.inf)
+    ids, sc = lshk.topk(np.arange(5, dtype=np.float32), 8)
+    assert ids.tolist() == [4, 3, 2, 1, 0] + [2**32 - 1] * 3
+    assert sc.tolist() == [4, 3, 2, 1, 0] + [-np.inf] * 3
+
+
+# ---------------------------------------------------------------- defaults that depend on other arguments
+
+def test_dwta_default_bits_per_table(layer):
+    """family='dwta' without bits_per_table: 12 // log2(bin_size) bins per
+    table (the C default K = 12 breaks DWTA's K*log2(B) <= 32)."""
+    w, b, q = layer
+    idx = lshk.Index(w, b, family="dwta")
+    assert idx.family == "dwta" and idx.shape[2] == 4 and idx.dwta().shape[3] == 8
+    same(idx.query(q, 10), lshk.Index(w, b, family="dwta", bits_per_table=4).query(q, 10))
+    for bin_size, bins in ((2, 12), (4, 6), (16, 3), (32, 2), (256, 1)):
+        assert lshk.Index(w, b, family="dwta", bin_size=bin_size).shape[2] == bins
+    assert lshk.Index(w, b).shape[2] == 12  # SimHash keeps the C default
+    with pytest.raises(lshk.LshkError) as e:  # a given K is passed through
+        lshk.Index(w, b, family="dwta", bits_per_table=12)
+    assert e.value.status_name == "LSHK_STATUS_INVALID_ARGUMENT"
+    with pytest.raises(lshk.LshkError) as e:  # a bad bin size is the C API's to report
+        lshk.Index(w, b, family="dwta", bin_size=3)
+    assert "bin_size" in e.value.message
+
+
+def test_ivf_borrow_default_follows_codes(capi, layer, tmp_path):
+    """borrow=None borrows W unless codes='none' (which cannot borrow)."""
+    w, b, q = layer
+    iv = lshk.Ivf(w, b, codes="none")
+    h = capi.ivf_build(w, b, codes="none", borrow=0)
+    try:
+        same(iv.query(q, 10), capi.ivf_query(h, q, 10))
+    finally:
+        capi.ivf_free(h)
+    assert iv.memory_bytes() >= w.nbytes  # its own copy of the rows
+    iv.save(tmp_path / "none.ivf")
+    same(lshk.Ivf.load(tmp_path / "none.ivf").query(q, 10), iv.query(q, 10))  # no W needed
+    with pytest.raises(lshk.LshkError) as e:
+        lshk.Ivf(w, b, codes="none", borrow=True)
+    assert e.value.status_name == "LSHK_STATUS_INVALID_ARGUMENT"
+    # other codes still borrow by default
+    assert lshk.Ivf(w, b).memory_bytes() < lshk.Ivf(w, b, borrow=False).memory_bytes() - w.nbytes // 2
+    lshk.Ivf(w, b, codes="i8").save(tmp_path / "i8.ivf")
+    with pytest.raises(lshk.LshkError):
+        lshk.Ivf.load(tmp_path / "i8.ivf")  # borrowed: W needed
+
+
+# ---------------------------------------------------------------- corrupt files
+
+def crc32c(data, crc=0):
+    """CRC-32C (Castagnoli), the checksum of lshk's file sections."""
+    crc ^= 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return crc ^ 0xFFFFFFFF
+
+
+def patch_section(path, tag, patch):
+    """Rewrites section `tag` of an lshk file with patch(bytearray) and
+    recomputes its checksum and the header's, so that only the content is
+    wrong (the layout is src/format.rs's)."""
+    b = bytearray(path.read_bytes())
+    count = int.from_bytes(b[24:28], "little")
+    for i in range(count):
+        e = 64 + 32 * i
+        if bytes(b[e:e + 8]).rstrip(b"\0") == tag.encode():
+            off = int.from_bytes(b[e + 8:e + 16], "little")
+            n = int.from_bytes(b[e + 16:e + 24], "little")
+            data = bytearray(b[off:off + n])
+            patch(data)
+            b[off:off + n] = data
+            b[e + 24:e + 28] = crc32c(data).to_bytes(4, "little")
+            break
+    else:
+        raise AssertionError(f"no {tag} section")
+    b[28:32] = crc32c(bytes(b[:28]) + bytes(b[64:64 + 32 * count])).to_bytes(4, "little")
+    path.write_bytes(bytes(b))
+
+
+def test_corrupt_files_of_borrowed_weights_raise_bad_file_format(tmp_path, layer):
+    """A borrowed-W file whose params cannot be right raises the C loader's
+    LSHK_STATUS_BAD_FILE_FORMAT, not a ValueError about W's shape."""
+    w, b, q = layer
+    idx = lshk.Index(w, b, storage="borrowed_f32", bits_per_table=9, tables=12)
+    good = tmp_path / "good.lshk"
+    idx.save(good)
+    same_bytes = tmp_path / "same.lshk"
+    same_bytes.write_bytes(good.read_bytes())
+    patch_section(same_bytes, "PARAMS", lambda d: None)
+    assert same_bytes.read_bytes() == good.read_bytes()  # the checksums are lshk's
+    iv = lshk.Ivf(w, b)
+    iv.save(tmp_path / "good.ivf")
+
+    def zero(lo, hi):
+        def patch(d):
+            d[lo:hi] = bytes(hi - lo)
+        return patch
+
+    cases = [
+        ("rows0.lshk", "PARAMS", zero(48, 64)),  # rows = dim = 0
+        ("version.lshk", "PARAMS", lambda d: d.__setitem__(slice(0, 4), (99).to_bytes(4, "little"))),
+        ("rows0.ivf", "IVFPARAM", zero(4, 12)),
+    ]
+    for name, tag, patch in cases:
+        path = tmp_path / name
+        path.write_bytes((tmp_path / ("good" + path.suffix)).read_bytes())
+        patch_section(path, tag, patch)
+        for load in ((lambda: lshk.Index.load(path, borrowed_w=w)) if tag == "PARAMS" else
+                     (lambda: lshk.Ivf.load(path, w)),
+                     (lambda: lshk.Index.load(path)) if tag == "PARAMS" else (lambda: lshk.Ivf.load(path))):
+            with pytest.raises(lshk.LshkError) as e:
+                load()
+            assert e.value.status_name == "LSHK_STATUS_BAD_FILE_FORMAT", (name, e.value.message)
+    # a damaged header (checksum not matching) is the loader's to report too
+    b2 = bytearray(good.read_bytes())
+    b2[40] ^= 1
+    (tmp_path / "header.lshk").write_bytes(bytes(b2))
+    with pytest.raises(lshk.LshkError) as e:
+        lshk.Index.load(tmp_path / "header.lshk", borrowed_w=w[:10])
+    assert e.value.status_name == "LSHK_STATUS_BAD_FILE_FORMAT"
+    # a sound file and a W of another shape: ValueError, and W is not read
+    with pytest.raises(ValueError):
+        lshk.Index.load(good, borrowed_w=w[:10])
+    with pytest.raises(ValueError):
+        lshk.Ivf.load(tmp_path / "good.ivf", w[:, :40])
+    # a file that stores its weights refuses any W
+    lshk.Index(w, b, storage="f32").save(tmp_path / "stored.lshk")
+    with pytest.raises(ValueError):
+        lshk.Index.load(tmp_path / "stored.lshk", borrowed_w=w[:10])
+    same(lshk.Index.load(good, borrowed_w=w).query(q, 10), idx.query(q, 10))
 
 
 # ---------------------------------------------------------------- threads
