@@ -1123,7 +1123,13 @@ typedef struct lshk_adam_params {
 #define LSHK_STATUS_SIZE_OVERFLOW 11
 
 /*
- Input data holds NaN or infinity where finite values are required.
+ Input data holds NaN or infinity where finite values are required, or
+ finite values whose arithmetic would overflow f32: an IVF index refuses
+ rows with a |value| above sqrt(FLT_MAX / (16 (dim + 2))), every index
+ refuses a query when max(max_j |q_j|, 1) times the largest |value| it
+ stores exceeds FLT_MAX / (8 (dim + 2)) (its scores could overflow), and
+ an LSH index refuses rows no query could be scored against
+ (docs/hardening.md, "Value ranges").
  */
 #define LSHK_STATUS_NON_FINITE 12
 
@@ -1539,7 +1545,8 @@ lshk_status lshk_forest_rebuild(struct lshk_forest *forest,
  rename, as lshk_index_save). Thread-safe.
 
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty or
- non-UTF-8-safe path), IO_ERROR.
+ non-UTF-8-safe path), IO_ERROR (including a `path` that is not a
+ regular file: see lshk_index_save).
 
  # Safety
  `path` is a NUL-terminated string.
@@ -1555,7 +1562,8 @@ lshk_status lshk_forest_save(const struct lshk_forest *forest,
  new handle; on failure it is not written.
 
  Errors: NULL_POINTER, INVALID_ARGUMENT (empty path, misaligned `out`),
- IO_ERROR, BAD_FILE_FORMAT, ALLOCATION_FAILED.
+ IO_ERROR (including a path that is not a regular file),
+ BAD_FILE_FORMAT, ALLOCATION_FAILED.
 
  # Safety
  `path` is a NUL-terminated string; `out` writable.
@@ -1589,9 +1597,10 @@ struct lshk_graph_params lshk_graph_params_default(void);
 
  Errors: NULL_POINTER (`out`, `w`), INVALID_ARGUMENT (rows 0, rows >=
  2^32 - 1, dim 0, stride < dim, struct_size too small, a bad `storage`
- value, m outside 2..=256, ef_construction 0, reserved not 0, a row norm
- whose square overflows f32, a misaligned pointer), NON_FINITE (NaN or
- infinity in W or the bias; the message names the row), SIZE_OVERFLOW,
+ value, m outside 2..=256, ef_construction 0, reserved not 0, a
+ misaligned pointer), NON_FINITE (NaN or infinity in W or the bias, the
+ message naming the row; a row norm whose square overflows f32),
+ SIZE_OVERFLOW,
  ALLOCATION_FAILED.
 
  # Safety
@@ -1624,7 +1633,7 @@ lshk_status lshk_graph_build(const float *w,
 
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
  ef 0, struct_size of `stats` too small, misaligned or overlapping
- buffers), NON_FINITE (a NaN or infinite query value), SIZE_OVERFLOW.
+ buffers), NON_FINITE (a NaN or infinite query value, or a query whose scores could overflow f32), SIZE_OVERFLOW.
  Nothing is written on error.
 
  # Safety
@@ -1675,10 +1684,11 @@ lshk_status lshk_graph_query_ex(const struct lshk_graph *graph,
  Saves the graph to `path` (a NUL-terminated file name): an lshk
  container of file kind 3 with a CRC-32C per section (parameters, rows,
  levels, links), written to a temporary file in the same directory,
- flushed and renamed over `path` as lshk_index_save does. Thread-safe.
+ flushed and renamed over `path` as lshk_index_save does (see it for
+ what `path` may name). Thread-safe.
 
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
- IO_ERROR.
+ IO_ERROR (including a `path` that is not a regular file).
 
  # Safety
  `path` must be a NUL-terminated string.
@@ -1690,9 +1700,11 @@ lshk_status lshk_graph_save(const struct lshk_graph *graph,
  Loads a graph saved by lshk_graph_save (every section and every link is
  checked, then read into memory; the file is not kept open).
 
- Errors: NULL_POINTER (`path`, `out`), IO_ERROR, BAD_FILE_FORMAT
- (truncated, corrupt, not a graph file, newer version, or content
- inconsistent with its parameters; the message names the problem),
+ Errors: NULL_POINTER (`path`, `out`), IO_ERROR (including a path that is
+ not a regular file), BAD_FILE_FORMAT (truncated, corrupt, not a graph
+ file, newer version, content inconsistent with its parameters, or
+ stored values that are not finite or exceed U; the message names the
+ problem),
  INVALID_ARGUMENT (empty path, misaligned `out`), SIZE_OVERFLOW. On
  failure `*out` is not written.
 
@@ -1887,8 +1899,9 @@ struct lshk_index_params lshk_index_params_default(void);
  transform value, a bad K/L/B/range_bits, planes_len or dwta_map_len not
  matching, |w| > 65504 with F16 storage), INDEX_OUT_OF_RANGE (a
  caller-given map coordinate >= dim'),
- NON_FINITE (NaN or infinity in W or the bias; the message names the
- row), SIZE_OVERFLOW, ALLOCATION_FAILED.
+ NON_FINITE (NaN or infinity in W or the bias, the message naming the
+ row; a |value| above FLT_MAX / (8 (dim + 2)), against which no query
+ could be scored within f32), SIZE_OVERFLOW, ALLOCATION_FAILED.
 
  # Safety
  `w` must hold (rows-1)*w_stride + dim readable floats, `bias` (if not
@@ -1951,7 +1964,7 @@ lshk_status lshk_index_build_ex(const float *w,
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
  struct_size of `g` or `stats` too small, probes on DWTA or too many,
  bits_per_table != K, misaligned or overlapping outputs), BUFFER_TOO_SMALL, NON_FINITE (a NaN or infinite
- query value), SIZE_OVERFLOW. Nothing is written on error.
+ query value, or a query whose scores could overflow f32), SIZE_OVERFLOW. Nothing is written on error.
 
  # Safety
  `q` must hold (nq-1)*q_stride + dim readable floats; `out_ids` nq*k
@@ -2008,10 +2021,14 @@ lshk_status lshk_index_query_ex(const struct lshk_index *idx,
  lshk never reads such files, so they may be deleted whenever no save is
  running. Thread-safe (the index is only read); concurrent saves to one
  path (threads or processes) each write their own temporary file and
- the last rename wins.
+ the last rename wins. What `path` may name: nothing yet, a regular
+ file (replaced), or a symbolic link to a regular file (the target is
+ replaced, the link stays); anything else that exists (a directory,
+ FIFO, socket, device node, dangling link) is refused with IO_ERROR and
+ left as it is. Every lshk save follows these rules.
 
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
- IO_ERROR.
+ IO_ERROR (including a `path` that is not a regular file).
 
  # Safety
  `path` must be a NUL-terminated string.
@@ -2036,7 +2053,9 @@ lshk_status lshk_index_save(const struct lshk_index *idx,
  INVALID_ARGUMENT, so a caller never believes its own W is used when the
  file's is).
 
- Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or map),
+ Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or map, or
+ not a regular file: a FIFO, device or directory is refused without
+ blocking; every lshk load does the same),
  BAD_FILE_FORMAT (truncated, corrupt, foreign, newer version, or
  content inconsistent with its params; the message names the problem),
  INVALID_ARGUMENT (empty path, misaligned `out`, borrowed_w misuse as
@@ -2400,8 +2419,10 @@ struct lshk_ivf_search lshk_ivf_search_default(void);
  a bad `codes` value, `borrow` not 0 or 1, borrow with CODES_NONE, pq_m
  not 0 without CODES_PQ4 or CODES_PQ4_I8, pq_m not dividing dim or above
  16,384, fewer than 16 rows with CODES_PQ4 or CODES_PQ4_I8, iters 0,
- nlist > rows, train_rows < nlist, a misaligned pointer), NON_FINITE (NaN or infinity in W or the bias; the message
- names the row), SIZE_OVERFLOW, ALLOCATION_FAILED (the index would not
+ nlist > rows, train_rows < nlist, a misaligned pointer), NON_FINITE (NaN
+ or infinity in W or the bias, the message naming the row; a |value|
+ above sqrt(FLT_MAX / (16 (dim + 2))), whose squared distances would
+ overflow f32), SIZE_OVERFLOW, ALLOCATION_FAILED (the index would not
  fit in physical memory).
 
  # Safety
@@ -2470,7 +2491,7 @@ lshk_status lshk_ivf_build_weighted(const float *w,
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
  struct_size of `s` or `stats` too small, nprobe 0, reach negative,
  NaN or infinite, misaligned or
- overlapping buffers), NON_FINITE (a NaN or infinite query value),
+ overlapping buffers), NON_FINITE (a NaN or infinite query value, or a query whose scores could overflow f32),
  SIZE_OVERFLOW. Nothing is written on error.
 
  # Safety
@@ -2494,10 +2515,11 @@ lshk_status lshk_ivf_query(const struct lshk_ivf *ivf,
  centroids, lists, codes, bias, and the f32 rows unless W is borrowed),
  written to a temporary file in the same directory, flushed and renamed
  over `path` as lshk_index_save does (a crash never leaves a torn file at
- `path`; see lshk_index_save for the temporary file's name). Thread-safe.
+ `path`; see lshk_index_save for the temporary file's name and what
+ `path` may name). Thread-safe.
 
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
- IO_ERROR.
+ IO_ERROR (including a `path` that is not a regular file).
 
  # Safety
  `path` must be a NUL-terminated string.
@@ -2516,12 +2538,14 @@ lshk_status lshk_ivf_save(const struct lshk_ivf *ivf,
  INVALID_ARGUMENT, so a caller never believes its own W is used when the
  file's is) and `w_stride` is ignored.
 
- Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or read),
- BAD_FILE_FORMAT (truncated, corrupt, not an IVF file (e.g. an
- lshk_index file), newer version, or content inconsistent with its
- parameters; the message names the problem), INVALID_ARGUMENT (empty
- path, misaligned `out` or `w`, `w` misuse as above, w_stride < dim),
- NON_FINITE (the borrowed W holds NaN/inf), SIZE_OVERFLOW. On failure
+ Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or read, or
+ not a regular file), BAD_FILE_FORMAT (truncated, corrupt, not an IVF
+ file (e.g. an lshk_index file), newer version, content inconsistent
+ with its parameters, or a float section holding NaN, infinity or a
+ value outside what a build of that dim produces; the message names the
+ problem), INVALID_ARGUMENT (empty path, misaligned `out` or `w`, `w`
+ misuse as above, w_stride < dim), NON_FINITE (the borrowed W holds
+ NaN/inf or a value beyond lshk_ivf_build's limit), SIZE_OVERFLOW. On failure
  `*out` is not written.
 
  # Safety
@@ -2578,7 +2602,7 @@ lshk_status lshk_ivf_memory_bytes(const struct lshk_ivf *ivf,
  Errors: NULL_POINTER (`ivf`, `out`, `q` with nq > 0), INVALID_HANDLE,
  INVALID_ARGUMENT (nq or k 0, target_recall not in (0, 1], q_stride <
  dim, `out` misaligned or its struct_size too small, `out` overlapping
- `q`), NON_FINITE (a NaN or infinite query value), SIZE_OVERFLOW.
+ `q`), NON_FINITE (a NaN or infinite query value, or a query whose scores could overflow f32), SIZE_OVERFLOW.
  Nothing is written on error.
 
  # Safety
@@ -2622,7 +2646,8 @@ lshk_status lshk_ivf_calibrate(const struct lshk_ivf *ivf,
  INVALID_ARGUMENT (q_stride < dim, struct_size too small, a bad policy,
  label_offsets decreasing (the message names the position), an index
  already trained, PQ4 codes), INDEX_OUT_OF_RANGE (a label >= rows; the
- message names its position), NON_FINITE (NaN/infinity in a query),
+ message names its position), NON_FINITE (NaN/infinity in a query, or a query whose scores could
+ overflow f32),
  BUFFER_TOO_SMALL, SIZE_OVERFLOW, ALLOCATION_FAILED.
 
  # Safety
@@ -2701,7 +2726,8 @@ struct lshk_label_params lshk_label_params_default(void);
  (q_stride < dim, struct_size too small, a bad policy, label_offsets
  decreasing (the message names the position), an index already
  trained, a borrowed handle), INDEX_OUT_OF_RANGE (a label >= rows; the
- message names its position), NON_FINITE (NaN/infinity in a query),
+ message names its position), NON_FINITE (NaN/infinity in a query, or a query whose scores could
+ overflow f32),
  SIZE_OVERFLOW, ALLOCATION_FAILED.
 
  # Safety
@@ -2928,6 +2954,10 @@ lshk_status lshk_gathered_matmul_f16_isa(lshk_isa isa,
  f32 exactly, so the bound of lshk_gathered_matmul_f32 holds for the
  stored values `scales[id] * w[id][t]`; the only quantisation error is
  that of the weights themselves (lshk_quantize_rows_i8 documents it).
+ The sum `dot(w[id], q[i])` is taken before the scale is applied: when
+ `127 * sum_t |q[i][t]|` reaches FLT_MAX it can overflow to +-inf even
+ though the scaled logit fits in f32 (an index with int8 rows refuses
+ such queries: LSHK_STATUS_NON_FINITE).
  `scales` holds `rows` floats. Otherwise as lshk_gathered_matmul_f32.
 
  # Safety

@@ -259,6 +259,113 @@ pub(crate) fn first_non_finite(
     })
 }
 
+// ---------------------------------------------------------------------------
+// Value ranges: finite inputs whose arithmetic would overflow f32.
+//
+// A finite W and q can still give logits beyond f32::MAX (W * 1e19 and
+// q * 1e20), and an index computes more than logits: squared distances at
+// build (k-means, PQ training), int8 and 4-bit estimates, list bounds. The
+// two limits below keep all of it finite, so a call that passes them gives
+// complete answers and one that does not gets `NonFinite` up front.
+
+/// The largest |value| an index's rows (`w_ij`, `b_r`) may hold at `dim`
+/// columns: `sqrt(f32::MAX / (16 (dim + 2)))`.
+///
+/// Why: building compares squared distances between rows and centroids
+/// (means of rows), `|x - c|^2 <= (dim + 1) (2 A)^2`, which this keeps
+/// below `f32::MAX / 4`, with room for the f32 sums' rounding. About
+/// 4.1e17 at dim 128; no trained layer comes near it.
+pub fn row_value_limit(dim: usize) -> f64 {
+    (f32::MAX as f64 / (16.0 * (dim as f64 + 2.0))).sqrt()
+}
+
+/// The bound on `A * Q` for a query: `f32::MAX / (8 (dim + 2))`, where `A`
+/// is the largest |value| the index stores (rows, biases, centroids, code
+/// scales times 127, list constants) and `Q` the query's largest
+/// |coordinate|, at least 1 (the bias coordinate).
+///
+/// Why: every score an index computes is a sum of at most `dim + 1`
+/// products of a stored value and a query coordinate (an exact logit, a
+/// centroid score, a PQ table sum), or an int8 estimate
+/// `s_w s_q sum c_w c_q <= dim A Q`, plus a bias and a list term; each is
+/// at most `4 (dim + 2) A Q`, so under this bound none and none of their
+/// partial sums reaches `f32::MAX / 2`.
+pub fn score_limit(dim: usize) -> f64 {
+    f32::MAX as f64 / (8.0 * (dim as f64 + 2.0))
+}
+
+/// The largest |x| over rows `0..n` of `x` (row `r` at `r * stride`, `dim`
+/// values each); NaN is not looked for (the caller has checked finiteness).
+pub(crate) fn max_abs_rows(x: &[f32], n: usize, dim: usize, stride: usize) -> f32 {
+    (0..n).fold(0.0f32, |m, r| {
+        x[r * stride..r * stride + dim]
+            .iter()
+            .fold(m, |m, v| m.max(v.abs()))
+    })
+}
+
+/// `NonFinite` when a value of the rows (`w`, finite) or of `bias` exceeds
+/// [`row_value_limit`]; returns the largest |value|.
+pub(crate) fn check_row_range(
+    w: &[f32],
+    bias: Option<&[f32]>,
+    rows: usize,
+    dim: usize,
+    stride: usize,
+) -> Result<f32> {
+    let lim = row_value_limit(dim);
+    let over = |v: f32| f64::from(v.abs()) > lim;
+    if let Some((r, j)) = (0..rows).find_map(|r| {
+        w[r * stride..r * stride + dim]
+            .iter()
+            .position(|&v| over(v))
+            .map(|j| (r, j))
+    }) {
+        bail!(
+            NonFinite,
+            "w[{r}][{j}] is {:e}: rows of dim {dim} must stay within +-{lim:.3e} (their squared distances would overflow f32)",
+            w[r * stride + j]
+        );
+    }
+    if let Some(b) = bias {
+        if let Some(r) = b[..rows].iter().position(|&v| over(v)) {
+            bail!(
+                NonFinite,
+                "bias[{r}] is {:e}: biases must stay within +-{lim:.3e} at dim {dim} (squared distances would overflow f32)",
+                b[r]
+            );
+        }
+    }
+    Ok(
+        max_abs_rows(w, rows, dim, stride)
+            .max(bias.map_or(0.0, |b| max_abs_rows(b, 1, rows, rows))),
+    )
+}
+
+/// `NonFinite` when a query (finite rows `0..n` of `q`) could make scores
+/// overflow f32 against an index whose stored values reach `a`:
+/// `max(max_j |q_j|, 1) * a > score_limit(dim)`.
+pub(crate) fn check_query_range(
+    q: &[f32],
+    n: usize,
+    dim: usize,
+    stride: usize,
+    a: f32,
+    what: &str,
+) -> Result<()> {
+    let lim = score_limit(dim);
+    for r in 0..n {
+        let m = max_abs_rows(&q[r * stride..], 1, dim, dim).max(1.0);
+        if f64::from(m) * f64::from(a) > lim {
+            bail!(
+                NonFinite,
+                "{what} row {r} reaches |{m:e}| against index values up to {a:e}: its scores could overflow f32 (the product must stay <= {lim:.3e} at dim {dim})"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Bytes of physical memory (`sysconf(_SC_PHYS_PAGES) * page size`), or
 /// `u64::MAX` when unknown.
 pub fn physical_memory() -> u64 {

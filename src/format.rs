@@ -33,6 +33,11 @@
 //! kills savers with SIGKILL). A crash mid-write leaves the temporary
 //! file `.<name>.tmp-<pid>-<nanos>-<seq>` behind: it is never read, no
 //! later save reuses its name, and it may be deleted when no save runs.
+//! A save replaces only a regular file (through a symbolic link, the
+//! link's regular target); a path naming anything else that exists (a
+//! directory, FIFO, socket, device node, dangling link) is refused with
+//! `IoError`. A load refuses anything but a regular file, without opening
+//! a FIFO or device in a way that blocks.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -134,6 +139,42 @@ pub fn write_file(path: &Path, kind: u32, sections: &[SectionOut<'_>]) -> Result
     header.extend_from_slice(&hcrc.to_le_bytes());
     header.resize(HEADER, 0);
 
+    // The file replaced is a regular file, or the regular file a symbolic
+    // link names (the link stays and its target is replaced); anything
+    // else that exists (a directory, FIFO, socket, device node, a dangling
+    // link) is refused, so a save can never put a file where a device
+    // node was.
+    let resolved;
+    let path = match fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => path,
+        Err(e) => return Err(io(path, "cannot stat", e)),
+        Ok(m) if m.is_file() => path,
+        Ok(m) if m.file_type().is_symlink() => {
+            let not_regular = || {
+                Error::new(
+                    Status::IoError,
+                    format!(
+                        "{} is a symbolic link to something other than a regular file: not replaced",
+                        path.display()
+                    ),
+                )
+            };
+            resolved = fs::canonicalize(path).map_err(|_| not_regular())?;
+            if !fs::metadata(&resolved).is_ok_and(|m| m.is_file()) {
+                return Err(not_regular());
+            }
+            resolved.as_path()
+        }
+        Ok(_) => {
+            return Err(Error::new(
+                Status::IoError,
+                format!(
+                    "{} exists and is not a regular file: not replaced",
+                    path.display()
+                ),
+            ))
+        }
+    };
     // Temporary file next to the target.
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -218,14 +259,32 @@ unsafe impl Sync for Mapping {}
 
 impl Mapping {
     pub fn open(path: &Path) -> Result<Mapping> {
+        use std::os::unix::fs::OpenOptionsExt;
         use std::os::unix::io::AsRawFd;
-        let f = File::open(path).map_err(|e| io(path, "cannot open", e))?;
-        let meta = f.metadata().map_err(|e| io(path, "cannot stat", e))?;
-        if !meta.is_file() {
-            return Err(Error::new(
+        let not_regular = || {
+            Error::new(
                 Status::IoError,
                 format!("{} is not a regular file", path.display()),
-            ));
+            )
+        };
+        // Refuse a FIFO, device or directory before opening it (opening a
+        // FIFO for reading blocks until a writer comes); O_NONBLOCK keeps
+        // the open from blocking if the name is swapped for one between
+        // this check and the open, and the fstat below decides.
+        if !fs::metadata(path)
+            .map_err(|e| io(path, "cannot open", e))?
+            .is_file()
+        {
+            return Err(not_regular());
+        }
+        let f = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| io(path, "cannot open", e))?;
+        let meta = f.metadata().map_err(|e| io(path, "cannot stat", e))?;
+        if !meta.is_file() {
+            return Err(not_regular());
         }
         let len =
             usize::try_from(meta.len()).map_err(|_| bad("file larger than the address space"))?;

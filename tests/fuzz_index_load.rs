@@ -20,40 +20,9 @@ use lshk::index::{Family, Index, IndexParams, Storage, Transform};
 use lshk::rng::SplitMix64;
 use lshk::tables::GatherParams;
 
-const HEADER: usize = 64;
-const ENTRY: usize = 32;
-
-struct Section {
-    entry: usize,
-    off: usize,
-    len: usize,
-}
-
-fn sections(b: &[u8]) -> Vec<Section> {
-    let n = u32::from_le_bytes(b[24..28].try_into().unwrap()) as usize;
-    (0..n)
-        .map(|i| {
-            let e = HEADER + ENTRY * i;
-            Section {
-                entry: e,
-                off: u64::from_le_bytes(b[e + 8..e + 16].try_into().unwrap()) as usize,
-                len: u64::from_le_bytes(b[e + 16..e + 24].try_into().unwrap()) as usize,
-            }
-        })
-        .collect()
-}
-
-/// Recomputes every section CRC and the header CRC (layout in src/format.rs).
-fn fix_crcs(b: &mut [u8]) {
-    let secs = sections(b);
-    for s in &secs {
-        let c = crc32c(0, &b[s.off..s.off + s.len]);
-        b[s.entry + 24..s.entry + 28].copy_from_slice(&c.to_le_bytes());
-    }
-    let table_end = HEADER + ENTRY * secs.len();
-    let h = crc32c(crc32c(0, &b[..28]), &b[HEADER..table_end]);
-    b[28..32].copy_from_slice(&h.to_le_bytes());
-}
+#[path = "common/container.rs"]
+mod container;
+use container::{fix_crcs, sections, Section, ENTRY, HEADER};
 
 fn mutate(good: &[u8], r: &mut SplitMix64) -> Vec<u8> {
     let mut b = good.to_vec();
@@ -1095,4 +1064,377 @@ fn ivf_structural_mutations_through_the_c_abi() {
         o.loaded
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// ------------------------------------------------------------ float sections
+
+/// How a section's values are stored.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Elem {
+    F32,
+    /// bf16 or binary16 bits.
+    U16,
+}
+
+/// Loads a file and queries it (see [`FloatSeed::run`]).
+type LoadAndQuery = Box<dyn Fn(&Path, f32) -> Result<bool, String>>;
+
+/// One seed file: its kind, bytes, the float sections (tag, element) and
+/// float fields of its parameter record (tag, 4-byte word), and how to
+/// load and query it.
+struct FloatSeed {
+    what: String,
+    bytes: Vec<u8>,
+    sections: Vec<(&'static str, Elem)>,
+    fields: Vec<(&'static str, usize)>,
+    /// Loads `path` and queries it with 8 of its rows scaled by the given
+    /// factor; `Err` text for a failed check, `Ok(true)` when it loaded.
+    run: LoadAndQuery,
+}
+
+const F32_SPECIALS: [f32; 10] = [
+    f32::NAN,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    1e19,
+    -1e30,
+    3e38,
+    f32::MAX,
+    -f32::MAX,
+    1e-45,
+    -0.0,
+];
+/// bf16 NaN, +inf, -inf, bf16 max, ~1.8e19; binary16 inf and NaN.
+const U16_SPECIALS: [u16; 7] = [0x7FC0, 0x7F80, 0xFF80, 0x7F7F, 0x5F80, 0x7C00, 0x7E00];
+
+/// The checks on a query's answer: every id a row or the padding id (none
+/// when `exhaustive`), no NaN score.
+fn check_answer(ids: &[u32], sc: &[f32], rows: usize, exhaustive: bool) -> Result<(), String> {
+    if let Some(i) = ids
+        .iter()
+        .position(|&i| (i as usize) >= rows && (exhaustive || i != u32::MAX))
+    {
+        return Err(format!("id {} at {i} (rows {rows})", ids[i]));
+    }
+    if let Some(i) = sc.iter().position(|s| s.is_nan()) {
+        return Err(format!("score {i} is NaN"));
+    }
+    Ok(())
+}
+
+fn float_seeds(dir: &Path) -> Vec<FloatSeed> {
+    use lshk::forest::{Forest, ForestParams, ForestResult};
+    use lshk::graph::{Graph, GraphParams};
+    use lshk::ivf::{Codes, Ivf, IvfParams, SearchParams};
+    let (rows, dim) = (300usize, 10usize);
+    let layer = lshk::data::structured_layer(rows, dim, 9, 5);
+    let (w, b) = (layer.w.clone(), layer.bias.clone());
+    let mut seeds = Vec::new();
+    let queries = |w: &[f32], dim: usize, f: f32| -> Vec<f32> {
+        w[..8 * dim].iter().map(|x| x * f).collect()
+    };
+    let save = |name: &str, f: &dyn Fn(&Path) -> lshk::error::Result<()>| -> Vec<u8> {
+        let p = dir.join(name);
+        f(&p).unwrap();
+        std::fs::read(&p).unwrap()
+    };
+
+    // IVF: every code type, borrowed W, label-aware lists.
+    let ivf_sections = vec![
+        ("CBIAS", Elem::F32),
+        ("LSPREAD", Elem::F32),
+        ("PBIAS", Elem::F32),
+        ("PROWS", Elem::F32),
+        ("QSCALES", Elem::F32),
+        ("CENTQS", Elem::F32),
+        ("CENTROID", Elem::F32),
+        ("PQCENT", Elem::F32),
+    ];
+    for (codes, borrow, labels) in [
+        (Codes::None, false, false),
+        (Codes::I8, false, false),
+        (Codes::I8, true, false),
+        (Codes::Pq4, false, false),
+        (Codes::Pq4I8, false, false),
+        (Codes::I8, false, true),
+    ] {
+        let p = IvfParams {
+            nlist: 12,
+            codes,
+            threads: 1,
+            ..Default::default()
+        };
+        // SAFETY: `w` outlives every index built or loaded over it here
+        // (a clone is moved into the loader below).
+        let mut ix = unsafe {
+            if borrow {
+                Ivf::build_borrowed(&w, Some(&b), rows, dim, dim, &p)
+            } else {
+                Ivf::build(&w, Some(&b), rows, dim, dim, &p)
+            }
+        }
+        .unwrap();
+        if labels {
+            let (q, y) = lshk::data::queries_near_labels(&w, rows, dim, 60, 3);
+            let offs: Vec<usize> = (0..=60).collect();
+            ix.train_labels(&q, 60, dim, &offs, &y, &Default::default())
+                .unwrap();
+        }
+        let bytes = save("seed.ivf", &|p| ix.save(p));
+        drop(ix);
+        let wl = w.clone();
+        seeds.push(FloatSeed {
+            what: format!("ivf {codes:?} borrow {borrow} labels {labels}"),
+            bytes,
+            sections: ivf_sections.clone(),
+            fields: vec![("IVFPARAM", 12)],
+            run: Box::new(move |path, f| {
+                let q = &queries(&wl, dim, f);
+                // SAFETY: `wl` lives in this closure, longer than the index.
+                let ix = match unsafe {
+                    if borrow {
+                        Ivf::load_borrowed(path, &wl, dim)
+                    } else {
+                        Ivf::load(path)
+                    }
+                } {
+                    Ok(ix) => ix,
+                    Err(_) => return Ok(false),
+                };
+                let nlist = ix.nlist() as u32;
+                // One query (the single-query path) and a batch.
+                for (sp, nq) in [SearchParams::default(), SearchParams::fixed(nlist, 1000)]
+                    .into_iter()
+                    .flat_map(|sp| [(sp, 1), (sp, 8)])
+                {
+                    let exhaustive = sp.nprobe == nlist && !labels;
+                    let (mut ids, mut sc) = (vec![0u32; nq * 5], vec![0f32; nq * 5]);
+                    if ix.search(q, nq, dim, 5, &sp, &mut ids, &mut sc).is_ok() {
+                        check_answer(&ids, &sc, rows, exhaustive)?;
+                    }
+                }
+                Ok(true)
+            }),
+        });
+    }
+
+    // Index: LSH families on every storage, the graph family, labels.
+    for (family, storage, transform, labels) in [
+        (Family::SimHash, Storage::F32, Transform::None, false),
+        (Family::SimHash, Storage::Bf16, Transform::Mips, false),
+        (Family::Dwta, Storage::F16, Transform::None, false),
+        (Family::SimHash, Storage::I8, Transform::None, true),
+        (Family::Graph, Storage::F32, Transform::None, false),
+        (Family::Graph, Storage::I8, Transform::None, false),
+    ] {
+        let (idx, rows, dim) = seed_index(family, storage, transform, labels);
+        let wi = lshk::data::structured_layer(rows, dim, 9, 5).w;
+        let bytes = save("seed.lshk", &|p| idx.save(p));
+        drop(idx);
+        let welem = match storage {
+            Storage::Bf16 | Storage::F16 => Some(Elem::U16),
+            Storage::F32 => Some(Elem::F32),
+            _ => None,
+        };
+        let mut sections = vec![
+            ("BIAS", Elem::F32),
+            ("WSCALES", Elem::F32),
+            ("PLANES", Elem::F32),
+        ];
+        sections.extend(welem.map(|e| ("WEIGHTS", e)));
+        seeds.push(FloatSeed {
+            what: format!("index {family:?} {storage:?} {transform:?} labels {labels}"),
+            bytes,
+            sections,
+            fields: vec![("PARAMS", 20)],
+            run: Box::new(move |path, f| {
+                let q = &queries(&wi, dim, f);
+                let idx = match Index::load(path) {
+                    Ok(i) => i,
+                    Err(_) => return Ok(false),
+                };
+                let (mut ids, mut sc) = (vec![0u32; 8 * 5], vec![0f32; 8 * 5]);
+                if idx
+                    .query(
+                        q,
+                        8,
+                        dim,
+                        5,
+                        &GatherParams::default(),
+                        &mut ids,
+                        &mut sc,
+                        None,
+                    )
+                    .is_ok()
+                {
+                    check_answer(&ids, &sc, rows, false)?;
+                }
+                Ok(true)
+            }),
+        });
+    }
+
+    // Graph on every storage.
+    for storage in [
+        lshk::graph::Storage::F32,
+        lshk::graph::Storage::Bf16,
+        lshk::graph::Storage::I8,
+    ] {
+        let gp = GraphParams {
+            m: 6,
+            ef_construction: 20,
+            threads: 1,
+            storage,
+            seed: 3,
+        };
+        let g = Graph::build(&w, Some(&b), rows, dim, dim, &gp).unwrap();
+        let bytes = save("seed.graph", &|p| g.save(p));
+        drop(g);
+        let wg = w.clone();
+        let grows = if storage == lshk::graph::Storage::Bf16 {
+            Elem::U16
+        } else {
+            Elem::F32
+        };
+        let mut sections = vec![("GSCALES", Elem::F32)];
+        if storage != lshk::graph::Storage::I8 {
+            sections.push(("GROWS", grows));
+        }
+        seeds.push(FloatSeed {
+            what: format!("graph {storage:?}"),
+            bytes,
+            sections,
+            fields: vec![("GPARAM", 10)],
+            run: Box::new(move |path, f| {
+                let q = &queries(&wg, dim, f);
+                let g = match Graph::load(path) {
+                    Ok(g) => g,
+                    Err(_) => return Ok(false),
+                };
+                let (mut ids, mut sc) = (vec![0u32; 8 * 5], vec![0f32; 8 * 5]);
+                // ef >= rows: every row is scored, so no padding.
+                if g.search(q, 8, dim, 5, rows, &mut ids, &mut sc).is_ok() {
+                    check_answer(&ids, &sc, rows, true)?;
+                }
+                Ok(true)
+            }),
+        });
+    }
+
+    // Forest.
+    let fp = ForestParams {
+        trees: 3,
+        leaf_size: 16,
+        threads: 1,
+        ..Default::default()
+    };
+    let f = Forest::build(&w, rows, dim, dim, &fp).unwrap();
+    let bytes = save("seed.forest", &|p| f.save(p));
+    drop(f);
+    let wf = w.clone();
+    seeds.push(FloatSeed {
+        what: "forest".into(),
+        bytes,
+        sections: vec![("FPLANES", Elem::F32)],
+        fields: vec![],
+        run: Box::new(move |path, s| {
+            let q = &queries(&wf, dim, s);
+            let f = match Forest::load(path) {
+                Ok(f) => f,
+                Err(_) => return Ok(false),
+            };
+            let mut out = ForestResult::default();
+            if f.query(&wf, dim, q, 8, dim, 20, &mut out).is_ok() {
+                if let Some(i) = out.ids.iter().position(|&i| i as usize >= rows) {
+                    return Err(format!("forest id {} at {i}", out.ids[i]));
+                }
+            }
+            Ok(true)
+        }),
+    });
+    seeds
+}
+
+/// Every float section (and float parameter field) of every file kind —
+/// IVF on every code type, borrowed and label-aware; the LSH index on
+/// every storage and the graph family; the graph on every storage; the
+/// forest — set to NaN, infinities, finite values a build never produces
+/// (1e19 to f32::MAX), a subnormal and -0, at the first, the last and two
+/// seeded positions, with every CRC recomputed. A mutant must be refused,
+/// or load into an object whose queries (ordinary, and scaled by 1e20 and
+/// 3e37, magnitudes whose scores overflow f32) either fail with a status
+/// or answer completely: no panic, no NaN score, no id out of range, no
+/// padding where the search visits every row.
+#[test]
+fn float_sections_of_every_file_kind() {
+    let dir = std::env::temp_dir().join(format!("lshk-fuzz-floats-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let seeds = float_seeds(&dir);
+    let mut r = SplitMix64::new(0xf10a_75ec);
+    let (mut tried, mut loaded) = (0usize, 0usize);
+    let mut failures = Vec::new();
+    let path = dir.join("mutant");
+    for s in &seeds {
+        let secs = sections(&s.bytes);
+        let mut mutants: Vec<(String, Vec<u8>)> = Vec::new();
+        for &(tag, elem) in &s.sections {
+            let Some(sec) = secs.iter().find(|x| x.tag == tag) else {
+                continue;
+            };
+            let n = sec.len / if elem == Elem::F32 { 4 } else { 2 };
+            if n == 0 {
+                continue;
+            }
+            let mut at = vec![
+                0,
+                n - 1,
+                r.below(n as u64) as usize,
+                r.below(n as u64) as usize,
+            ];
+            at.dedup();
+            for &i in &at {
+                match elem {
+                    Elem::F32 => {
+                        for v in F32_SPECIALS {
+                            let m = container::with_f32(&s.bytes, tag, i, v).unwrap();
+                            mutants.push((format!("{tag}[{i}] = {v:e}"), m));
+                        }
+                    }
+                    Elem::U16 => {
+                        for v in U16_SPECIALS {
+                            let m = container::with_u16(&s.bytes, tag, i, v).unwrap();
+                            mutants.push((format!("{tag}[{i}] = {v:#06x}"), m));
+                        }
+                    }
+                }
+            }
+        }
+        for &(tag, word) in &s.fields {
+            for v in F32_SPECIALS {
+                if let Some(m) = container::with_f32(&s.bytes, tag, word, v) {
+                    mutants.push((format!("{tag} word {word} = {v:e}"), m));
+                }
+            }
+        }
+        assert!(!mutants.is_empty(), "{}: no float section found", s.what);
+        for (what, bytes) in mutants {
+            tried += 1;
+            std::fs::write(&path, &bytes).unwrap();
+            for f in [1.0f32, 1e20, 3e37] {
+                match catch_unwind(AssertUnwindSafe(|| (s.run)(&path, f))) {
+                    Err(_) => failures.push(format!("{}: {what}: panic", s.what)),
+                    Ok(Err(e)) => failures.push(format!("{}: {what}: {e}", s.what)),
+                    Ok(Ok(l)) => loaded += usize::from(l && f == 1.0),
+                }
+            }
+        }
+    }
+    println!(
+        "float sections: {tried} mutants of {} seed files, {loaded} loaded, {} refused, {} failures",
+        seeds.len(),
+        tried - loaded,
+        failures.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -410,7 +410,8 @@ pub unsafe extern "C" fn lshk_forest_rebuild(
 /// rename, as lshk_index_save). Thread-safe.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty or
-/// non-UTF-8-safe path), IO_ERROR.
+/// non-UTF-8-safe path), IO_ERROR (including a `path` that is not a
+/// regular file: see lshk_index_save).
 ///
 /// # Safety
 /// `path` is a NUL-terminated string.
@@ -434,7 +435,8 @@ pub unsafe extern "C" fn lshk_forest_save(
 /// new handle; on failure it is not written.
 ///
 /// Errors: NULL_POINTER, INVALID_ARGUMENT (empty path, misaligned `out`),
-/// IO_ERROR, BAD_FILE_FORMAT, ALLOCATION_FAILED.
+/// IO_ERROR (including a path that is not a regular file),
+/// BAD_FILE_FORMAT, ALLOCATION_FAILED.
 ///
 /// # Safety
 /// `path` is a NUL-terminated string; `out` writable.

@@ -171,9 +171,10 @@ pub extern "C" fn lshk_graph_params_default() -> lshk_graph_params {
 ///
 /// Errors: NULL_POINTER (`out`, `w`), INVALID_ARGUMENT (rows 0, rows >=
 /// 2^32 - 1, dim 0, stride < dim, struct_size too small, a bad `storage`
-/// value, m outside 2..=256, ef_construction 0, reserved not 0, a row norm
-/// whose square overflows f32, a misaligned pointer), NON_FINITE (NaN or
-/// infinity in W or the bias; the message names the row), SIZE_OVERFLOW,
+/// value, m outside 2..=256, ef_construction 0, reserved not 0, a
+/// misaligned pointer), NON_FINITE (NaN or infinity in W or the bias, the
+/// message naming the row; a row norm whose square overflows f32),
+/// SIZE_OVERFLOW,
 /// ALLOCATION_FAILED.
 ///
 /// # Safety
@@ -248,7 +249,7 @@ thread_local! {
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
 /// ef 0, struct_size of `stats` too small, misaligned or overlapping
-/// buffers), NON_FINITE (a NaN or infinite query value), SIZE_OVERFLOW.
+/// buffers), NON_FINITE (a NaN or infinite query value, or a query whose scores could overflow f32), SIZE_OVERFLOW.
 /// Nothing is written on error.
 ///
 /// # Safety
@@ -465,10 +466,11 @@ unsafe fn query_impl(
 /// Saves the graph to `path` (a NUL-terminated file name): an lshk
 /// container of file kind 3 with a CRC-32C per section (parameters, rows,
 /// levels, links), written to a temporary file in the same directory,
-/// flushed and renamed over `path` as lshk_index_save does. Thread-safe.
+/// flushed and renamed over `path` as lshk_index_save does (see it for
+/// what `path` may name). Thread-safe.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
-/// IO_ERROR.
+/// IO_ERROR (including a `path` that is not a regular file).
 ///
 /// # Safety
 /// `path` must be a NUL-terminated string.
@@ -488,9 +490,11 @@ pub unsafe extern "C" fn lshk_graph_save(
 /// Loads a graph saved by lshk_graph_save (every section and every link is
 /// checked, then read into memory; the file is not kept open).
 ///
-/// Errors: NULL_POINTER (`path`, `out`), IO_ERROR, BAD_FILE_FORMAT
-/// (truncated, corrupt, not a graph file, newer version, or content
-/// inconsistent with its parameters; the message names the problem),
+/// Errors: NULL_POINTER (`path`, `out`), IO_ERROR (including a path that is
+/// not a regular file), BAD_FILE_FORMAT (truncated, corrupt, not a graph
+/// file, newer version, content inconsistent with its parameters, or
+/// stored values that are not finite or exceed U; the message names the
+/// problem),
 /// INVALID_ARGUMENT (empty path, misaligned `out`), SIZE_OVERFLOW. On
 /// failure `*out` is not written.
 ///

@@ -224,8 +224,10 @@ pub extern "C" fn lshk_ivf_search_default() -> lshk_ivf_search {
 /// a bad `codes` value, `borrow` not 0 or 1, borrow with CODES_NONE, pq_m
 /// not 0 without CODES_PQ4 or CODES_PQ4_I8, pq_m not dividing dim or above
 /// 16,384, fewer than 16 rows with CODES_PQ4 or CODES_PQ4_I8, iters 0,
-/// nlist > rows, train_rows < nlist, a misaligned pointer), NON_FINITE (NaN or infinity in W or the bias; the message
-/// names the row), SIZE_OVERFLOW, ALLOCATION_FAILED (the index would not
+/// nlist > rows, train_rows < nlist, a misaligned pointer), NON_FINITE (NaN
+/// or infinity in W or the bias, the message naming the row; a |value|
+/// above sqrt(FLT_MAX / (16 (dim + 2))), whose squared distances would
+/// overflow f32), SIZE_OVERFLOW, ALLOCATION_FAILED (the index would not
 /// fit in physical memory).
 ///
 /// # Safety
@@ -419,7 +421,7 @@ thread_local! {
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
 /// struct_size of `s` or `stats` too small, nprobe 0, reach negative,
 /// NaN or infinite, misaligned or
-/// overlapping buffers), NON_FINITE (a NaN or infinite query value),
+/// overlapping buffers), NON_FINITE (a NaN or infinite query value, or a query whose scores could overflow f32),
 /// SIZE_OVERFLOW. Nothing is written on error.
 ///
 /// # Safety
@@ -527,10 +529,11 @@ pub unsafe extern "C" fn lshk_ivf_query(
 /// centroids, lists, codes, bias, and the f32 rows unless W is borrowed),
 /// written to a temporary file in the same directory, flushed and renamed
 /// over `path` as lshk_index_save does (a crash never leaves a torn file at
-/// `path`; see lshk_index_save for the temporary file's name). Thread-safe.
+/// `path`; see lshk_index_save for the temporary file's name and what
+/// `path` may name). Thread-safe.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
-/// IO_ERROR.
+/// IO_ERROR (including a `path` that is not a regular file).
 ///
 /// # Safety
 /// `path` must be a NUL-terminated string.
@@ -616,12 +619,14 @@ fn peek(path: &Path) -> Result<Option<(usize, usize, bool)>> {
 /// INVALID_ARGUMENT, so a caller never believes its own W is used when the
 /// file's is) and `w_stride` is ignored.
 ///
-/// Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or read),
-/// BAD_FILE_FORMAT (truncated, corrupt, not an IVF file (e.g. an
-/// lshk_index file), newer version, or content inconsistent with its
-/// parameters; the message names the problem), INVALID_ARGUMENT (empty
-/// path, misaligned `out` or `w`, `w` misuse as above, w_stride < dim),
-/// NON_FINITE (the borrowed W holds NaN/inf), SIZE_OVERFLOW. On failure
+/// Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or read, or
+/// not a regular file), BAD_FILE_FORMAT (truncated, corrupt, not an IVF
+/// file (e.g. an lshk_index file), newer version, content inconsistent
+/// with its parameters, or a float section holding NaN, infinity or a
+/// value outside what a build of that dim produces; the message names the
+/// problem), INVALID_ARGUMENT (empty path, misaligned `out` or `w`, `w`
+/// misuse as above, w_stride < dim), NON_FINITE (the borrowed W holds
+/// NaN/inf or a value beyond lshk_ivf_build's limit), SIZE_OVERFLOW. On failure
 /// `*out` is not written.
 ///
 /// # Safety
@@ -784,7 +789,7 @@ pub struct lshk_ivf_calibration {
 /// Errors: NULL_POINTER (`ivf`, `out`, `q` with nq > 0), INVALID_HANDLE,
 /// INVALID_ARGUMENT (nq or k 0, target_recall not in (0, 1], q_stride <
 /// dim, `out` misaligned or its struct_size too small, `out` overlapping
-/// `q`), NON_FINITE (a NaN or infinite query value), SIZE_OVERFLOW.
+/// `q`), NON_FINITE (a NaN or infinite query value, or a query whose scores could overflow f32), SIZE_OVERFLOW.
 /// Nothing is written on error.
 ///
 /// # Safety
@@ -876,7 +881,8 @@ pub unsafe extern "C" fn lshk_ivf_calibrate(
 /// INVALID_ARGUMENT (q_stride < dim, struct_size too small, a bad policy,
 /// label_offsets decreasing (the message names the position), an index
 /// already trained, PQ4 codes), INDEX_OUT_OF_RANGE (a label >= rows; the
-/// message names its position), NON_FINITE (NaN/infinity in a query),
+/// message names its position), NON_FINITE (NaN/infinity in a query, or a query whose scores could
+/// overflow f32),
 /// BUFFER_TOO_SMALL, SIZE_OVERFLOW, ALLOCATION_FAILED.
 ///
 /// # Safety

@@ -96,7 +96,8 @@ pub(crate) unsafe fn read_label_params(p: *const lshk_label_params) -> Result<La
 /// (q_stride < dim, struct_size too small, a bad policy, label_offsets
 /// decreasing (the message names the position), an index already
 /// trained, a borrowed handle), INDEX_OUT_OF_RANGE (a label >= rows; the
-/// message names its position), NON_FINITE (NaN/infinity in a query),
+/// message names its position), NON_FINITE (NaN/infinity in a query, or a query whose scores could
+/// overflow f32),
 /// SIZE_OVERFLOW, ALLOCATION_FAILED.
 ///
 /// # Safety

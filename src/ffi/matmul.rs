@@ -421,6 +421,10 @@ pub unsafe extern "C" fn lshk_gathered_matmul_f16_isa(
 /// f32 exactly, so the bound of lshk_gathered_matmul_f32 holds for the
 /// stored values `scales[id] * w[id][t]`; the only quantisation error is
 /// that of the weights themselves (lshk_quantize_rows_i8 documents it).
+/// The sum `dot(w[id], q[i])` is taken before the scale is applied: when
+/// `127 * sum_t |q[i][t]|` reaches FLT_MAX it can overflow to +-inf even
+/// though the scaled logit fits in f32 (an index with int8 rows refuses
+/// such queries: LSHK_STATUS_NON_FINITE).
 /// `scales` holds `rows` floats. Otherwise as lshk_gathered_matmul_f32.
 ///
 /// # Safety

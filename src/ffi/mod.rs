@@ -65,7 +65,13 @@ pub const LSHK_STATUS_PANIC: lshk_status = 9;
 pub const LSHK_STATUS_INVALID_HANDLE: lshk_status = 10;
 /// A size computation (e.g. n * dim) overflows the address space.
 pub const LSHK_STATUS_SIZE_OVERFLOW: lshk_status = 11;
-/// Input data holds NaN or infinity where finite values are required.
+/// Input data holds NaN or infinity where finite values are required, or
+/// finite values whose arithmetic would overflow f32: an IVF index refuses
+/// rows with a |value| above sqrt(FLT_MAX / (16 (dim + 2))), every index
+/// refuses a query when max(max_j |q_j|, 1) times the largest |value| it
+/// stores exceeds FLT_MAX / (8 (dim + 2)) (its scores could overflow), and
+/// an LSH index refuses rows no query could be scored against
+/// (docs/hardening.md, "Value ranges").
 pub const LSHK_STATUS_NON_FINITE: lshk_status = 12;
 
 /// An instruction-set tier: one of the `LSHK_ISA_*` values.

@@ -70,8 +70,8 @@ impl Graph {
         let u = u2.sqrt() as f32;
         if !(u * u).is_finite() || !(u2 as f32).is_finite() {
             bail!(
-                InvalidArgument,
-                "the largest row norm |[w; b]| = {} squared overflows f32",
+                NonFinite,
+                "the largest row norm |[w; b]| = {:e} squared overflows f32",
                 u2.sqrt()
             );
         }

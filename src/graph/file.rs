@@ -159,6 +159,35 @@ impl Graph {
                 scales: f32s("GSCALES", rows)?,
             },
         };
+        // Every stored coordinate of a transformed row is at most U (its
+        // norm), up to bf16 rounding; a build refuses a U whose square
+        // overflows f32. A CRC proves integrity, not this.
+        let lim = f64::from(unorm) * (1.0 + 1.0 / 128.0);
+        if f64::from(unorm) * f64::from(unorm) > f64::from(f32::MAX) {
+            bail!(BadFileFormat, "GPARAM: U = {unorm:e} squared overflows f32");
+        }
+        let out_of_range = |name: &str, i: usize, v: f32| -> Result<()> {
+            bail!(
+                BadFileFormat,
+                "{name}[{i}] is {v:e}: stored values lie within +-U = {unorm:e}"
+            )
+        };
+        let check = |name: &str, v: &mut dyn Iterator<Item = f32>| -> Result<()> {
+            for (i, x) in v.enumerate() {
+                if !x.is_finite() || f64::from(x.abs()) > lim {
+                    return out_of_range(name, i, x);
+                }
+            }
+            Ok(())
+        };
+        match &data {
+            Data::F32(v) => check("GROWS", &mut v.iter().copied())?,
+            Data::Bf16(v) => check(
+                "GROWS",
+                &mut v.iter().map(|&h| crate::kernels::matmul::bf16_to_f32(h)),
+            )?,
+            Data::I8 { scales, .. } => check("GSCALES", &mut scales.iter().map(|&s| 127.0 * s))?,
+        }
         let levels = sized("GLEVELS", rows, 1)?.to_vec();
         if levels.iter().any(|&l| l as usize > max_level)
             || levels[entry as usize] as usize != max_level

@@ -526,6 +526,13 @@ impl Graph {
             );
         }
         crate::error::check_finite_rows(q, nq, self.dim, q_stride, "q")?;
+        // Every stored coordinate is at most U (the transformed rows' norm);
+        // int8 rows are summed as codes (up to 127) times q, then scaled.
+        let a = match self.data {
+            Data::I8 { .. } => self.u.max(127.0),
+            _ => self.u,
+        };
+        crate::error::check_query_range(q, nq, self.dim, q_stride, a, "q")?;
         let need = checked_mul(nq, k, "nq * k")?;
         if out_ids.len() < need || out_scores.len() < need {
             bail!(

@@ -37,6 +37,16 @@ impl Index {
                 w[r * w_stride + j]
             );
         }
+        // Even a query of |q_j| <= 1 could overflow f32 against such rows.
+        let a = crate::error::max_abs_rows(w, rows, dim, w_stride)
+            .max(bias.map_or(0.0, |b| crate::error::max_abs_rows(b, 1, rows, rows)));
+        let lim = crate::error::score_limit(dim);
+        if f64::from(a) > lim {
+            bail!(
+                NonFinite,
+                "the rows' values reach {a:e}: at dim {dim} the index scores queries only for |values| <= {lim:.3e} (logits would overflow f32)"
+            );
+        }
         if p.storage == Storage::F16 {
             for r in 0..rows {
                 let row = &w[r * w_stride..r * w_stride + dim];
@@ -141,7 +151,7 @@ impl Index {
             }
             None => None,
         };
-        let idx = Index {
+        let mut idx = Index {
             rows,
             dim,
             hash_dim,
@@ -152,7 +162,9 @@ impl Index {
             w: wstore,
             labels: None,
             dirty: Default::default(),
+            vmax: 0.0,
         };
+        idx.vmax = idx.value_max();
         if let Some(cb) = progress {
             cb(total, total);
         }

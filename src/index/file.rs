@@ -345,7 +345,7 @@ impl Index {
             // container `c`, which `keep` owns; the mapping is read-only.
             unsafe { WStore::mapped(storage, raw, scales, dim, &keep)? }
         };
-        Ok(Index {
+        let mut idx = Index {
             rows,
             dim,
             hash_dim,
@@ -356,6 +356,9 @@ impl Index {
             w,
             labels: label_state,
             dirty: Default::default(),
-        })
+            vmax: 0.0,
+        };
+        idx.vmax = idx.value_max();
+        Ok(idx)
     }
 }

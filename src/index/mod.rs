@@ -301,6 +301,10 @@ pub struct Index {
     pub(crate) labels: Option<crate::labels::LabelState>,
     /// Rows updated since their last rehash ([`Index::update_rows`]).
     dirty: update::Dirty,
+    /// The largest |value| of the stored rows and bias (the `A` of
+    /// [`crate::error::score_limit`]): set at build and load, raised by
+    /// row updates and rehashes; derived, never stored.
+    vmax: f32,
 }
 
 // Send + Sync are derived: the weight and table arrays are `crate::buf::Buf`s
@@ -310,6 +314,31 @@ pub struct Index {
 enum BorrowedW<'a> {
     Slice(&'a [f32]),
     Ptr(*const f32),
+}
+
+impl Index {
+    /// `NonFinite` when rows (or biases) whose largest |value| is `a` could
+    /// not be scored against any query within f32 (`a` above
+    /// [`crate::error::score_limit`]): the rule of a build, for updates.
+    pub(crate) fn check_row_values(&self, a: f32, what: &str) -> Result<()> {
+        let lim = crate::error::score_limit(self.dim);
+        if f64::from(a) > lim {
+            bail!(
+                NonFinite,
+                "{what} reach {a:e}: at dim {} the index scores queries only for |values| <= {lim:.3e} (logits would overflow f32)",
+                self.dim
+            );
+        }
+        Ok(())
+    }
+
+    /// [`Index::vmax`] from the stored rows and bias.
+    fn value_max(&self) -> f32 {
+        let b = self.bias.as_deref().unwrap_or(&[]);
+        self.w
+            .value_max(self.rows, self.dim)
+            .max(crate::error::max_abs_rows(b, 1, b.len(), b.len()))
+    }
 }
 
 fn ceil_log2(x: usize) -> u32 {

@@ -76,6 +76,12 @@ impl Index {
     ) -> Result<()> {
         // ---- checks
         self.check_queries(q, nq, q_stride, "q")?;
+        // int8 rows are summed as codes (up to 127) times q, then scaled.
+        let a = match self.p.storage {
+            Storage::I8 => self.vmax.max(127.0),
+            _ => self.vmax,
+        };
+        crate::error::check_query_range(q, nq, self.dim, q_stride, a, "q")?;
         let kk = k as usize;
         let need = checked_mul(nq, kk, "nq * k")?;
         if out_ids.len() < need {

@@ -243,6 +243,7 @@ impl Index {
                     w[r * stride + j]
                 );
             }
+            self.check_row_values(crate::error::max_abs_rows(w, n, dim, stride), "rows")?;
             if self.p.storage == Storage::F16 {
                 for r in 0..n {
                     let row = &w[r * stride..r * stride + dim];
@@ -270,6 +271,7 @@ impl Index {
             if let Some(i) = b[..n].iter().position(|v| !v.is_finite()) {
                 bail!(NonFinite, "bias[{i}] is {}", b[i]);
             }
+            self.check_row_values(crate::error::max_abs_rows(&b[..n], 1, n, n), "bias")?;
         }
         if self.dirty.bits.is_empty() && n > 0 {
             self.dirty.bits = try_vec::<u64>(self.rows.div_ceil(64), "dirty-row bitmap")?;
@@ -279,11 +281,16 @@ impl Index {
             for (j, &id) in ids.iter().enumerate() {
                 self.write_row(id as usize, &w[j * stride..j * stride + dim]);
             }
+            // Stored as bf16 / f16 a value grows by at most 2^-8 of itself
+            // (int8: 127 * scale is the row's largest |value|).
+            let m = crate::error::max_abs_rows(w, n, dim, stride);
+            self.vmax = self.vmax.max(m * (1.0 + 1.0 / 128.0));
         }
         if let (Some(b), Some(mine)) = (bias, self.bias.as_mut()) {
             for (j, &id) in ids.iter().enumerate() {
                 mine[id as usize] = b[j];
             }
+            self.vmax = self.vmax.max(crate::error::max_abs_rows(&b[..n], 1, n, n));
         }
         for &id in ids {
             let (w, bit) = (id as usize >> 6, 1u64 << (id & 63));
@@ -323,7 +330,8 @@ impl Index {
     /// documentation); returns the number of rows rehashed (more than the
     /// distinct ids when the MIPS scale changed or a frozen capped table
     /// had to be rebuilt: then every row). For borrowed weights the rows
-    /// must be finite (`NonFinite`). On error the index is unchanged.
+    /// must be finite and within the build's value limit (`NonFinite`). On
+    /// error the index is unchanged.
     pub fn rehash_rows(&mut self, ids: &[u32]) -> Result<usize> {
         self.check_updatable("rehash_rows")?;
         self.check_ids(ids)?;
@@ -357,6 +365,7 @@ impl Index {
         if self.p.storage == Storage::BorrowedF32 {
             let w = self.weights();
             let (st, dim) = (self.w.stride, self.dim);
+            let mut m = 0.0f32;
             if let Weights::F32(s) = w {
                 for &r in &ids {
                     let row = &s[r as usize * st..r as usize * st + dim];
@@ -367,8 +376,12 @@ impl Index {
                             row[j]
                         );
                     }
+                    m = crate::error::max_abs_rows(row, 1, dim, dim).max(m);
                 }
             }
+            // The caller changed these rows in place: the range follows.
+            self.check_row_values(m, "w rows")?;
+            self.vmax = self.vmax.max(m);
         }
         let codes = self.codes_of_rows(&ids, new_u)?;
         if full {

@@ -106,6 +106,31 @@ impl WStore {
         }
     }
 
+    /// The largest |value| the stored rows stand for (int8: `127 * scale`;
+    /// borrowed: the caller's W as it is now).
+    pub(super) fn value_max(&self, rows: usize, dim: usize) -> f32 {
+        use crate::error::max_abs_rows;
+        let (st, n) = (self.stride, rows);
+        match (&self.buf, self.storage) {
+            (WBuf::F32(b), _) => max_abs_rows(b, n, dim, st),
+            (WBuf::U16(b), s) => {
+                let dec: fn(u16) -> f32 = if s == Storage::Bf16 {
+                    crate::kernels::matmul::bf16_to_f32
+                } else {
+                    crate::kernels::matmul::f16_to_f32
+                };
+                (0..n).fold(0.0f32, |m, r| {
+                    b[r * st..r * st + dim]
+                        .iter()
+                        .fold(m, |m, &h| m.max(dec(h).abs()))
+                })
+            }
+            (WBuf::I8 { scales, .. }, _) => {
+                127.0 * max_abs_rows(scales, 1, scales.len(), scales.len())
+            }
+        }
+    }
+
     pub(super) fn bytes(&self) -> &[u8] {
         match &self.buf {
             WBuf::F32(b) => format::as_bytes(b),

@@ -245,6 +245,7 @@ impl Ivf {
                 bias.unwrap()[r]
             );
         }
+        crate::error::check_row_range(w, bias, rows, dim, w_stride)?;
         let copy_bytes = if borrow {
             0
         } else {
@@ -426,7 +427,7 @@ impl Ivf {
             None
         };
         let cq = qdot::quantize_rows(&centroids, nlist, dim, dim)?;
-        let ix = Ivf {
+        let mut ix = Ivf {
             cpan: centroid_panels(&cq)?,
             cq,
             pq,
@@ -447,7 +448,9 @@ impl Ivf {
             exact,
             codes,
             labels: None,
+            vmax: 0.0,
         };
+        ix.vmax = ix.value_max();
         Ok((ix, centroids))
     }
 }

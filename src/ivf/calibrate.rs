@@ -123,6 +123,7 @@ impl Ivf {
         let ql = strided_len(nq, self.dim, q_stride, "q")?;
         crate::qdot::check_len(q.len(), ql, "q")?;
         crate::error::check_finite_rows(q, nq, self.dim, q_stride, "q")?;
+        self.check_query_range(q, nq, q_stride)?;
         // Beyond the rows a larger k only pads: search for what can be found.
         let k = k.min(self.rows);
         checked_mul(nq, k, "nq * k")?;

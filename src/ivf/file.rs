@@ -172,11 +172,29 @@ impl Ivf {
             }
             Ok(b.chunks_exact(4))
         };
-        let f32s = |name: &str, n: usize| -> Result<Vec<f32>> {
-            Ok(words(name, n)?
+        // Float sections: finite, and within the range a build can produce
+        // (a CRC proves integrity, not validity). Rows and biases stay within
+        // the build's row limit; the derived values (list spreads, PQ
+        // centroids of residuals) within a multiple of it.
+        let row_lim = crate::error::row_value_limit(dim);
+        let derived_lim = 4.0 * (dim as f64 + 2.0).sqrt() * row_lim;
+        let f32s_in = |name: &str, n: usize, lim: f64| -> Result<Vec<f32>> {
+            let v: Vec<f32> = words(name, n)?
                 .map(|x| f32::from_le_bytes(x.try_into().unwrap()))
-                .collect())
+                .collect();
+            if let Some(i) = v
+                .iter()
+                .position(|x| !x.is_finite() || f64::from(x.abs()) > lim)
+            {
+                bail!(
+                    BadFileFormat,
+                    "{name}[{i}] is {:e}: outside the range an index of dim {dim} holds (|value| <= {lim:.3e})",
+                    v[i]
+                );
+            }
+            Ok(v)
         };
+        let f32s = |name: &str, n: usize| f32s_in(name, n, derived_lim);
         let u32s = |name: &str, n: usize| -> Result<Vec<u32>> {
             Ok(words(name, n)?
                 .map(|x| u32::from_le_bytes(x.try_into().unwrap()))
@@ -237,16 +255,20 @@ impl Ivf {
             }
         }
         let bias_pos = if has_bias == 1 {
-            f32s("PBIAS", npos)?
+            f32s_in("PBIAS", npos, row_lim)?
         } else {
             Vec::new()
         };
         let exact = match (borrowed == 1, w) {
-            (false, None) => {
-                Exact::Owned(f32s("PROWS", checked_mul(npos, dim, "positions * dim")?)?)
-            }
+            (false, None) => Exact::Owned(f32s_in(
+                "PROWS",
+                checked_mul(npos, dim, "positions * dim")?,
+                row_lim,
+            )?),
             (true, Some((w, stride))) => {
                 crate::error::check_layer_buffers(w, None, rows, dim, stride)?;
+                crate::error::check_finite_rows(w, rows, dim, stride, "w")?;
+                crate::error::check_row_range(w, None, rows, dim, stride)?;
                 let len = strided_len(rows, dim, stride, "w")?;
                 Exact::Borrowed {
                     // SAFETY: load_borrowed's contract: the caller keeps W
@@ -297,7 +319,7 @@ impl Ivf {
         if codes.is_none() && pq.is_none() && matches!(exact, Exact::Borrowed { .. }) {
             bail!(BadFileFormat, "a borrowed IVF index must have codes");
         }
-        Ok(Ivf {
+        let mut ix = Ivf {
             cpan: centroid_panels(&cq)?,
             cq,
             pq,
@@ -313,7 +335,18 @@ impl Ivf {
             exact,
             codes,
             labels,
-        })
+            vmax: 0.0,
+        };
+        ix.vmax = ix.value_max();
+        // Code scales and centroids stand for row values.
+        if f64::from(ix.vmax) > derived_lim {
+            bail!(
+                BadFileFormat,
+                "the codes stand for values up to {:e}: outside the range an index of dim {dim} holds",
+                ix.vmax
+            );
+        }
+        Ok(ix)
     }
 }
 

@@ -94,6 +94,7 @@ impl Ivf {
         }
         check_labels(n, self.rows, label_offsets, labels)?;
         check_finite(queries, n, dim, q_stride)?;
+        crate::error::check_query_range(queries, n, dim, q_stride, self.vmax, "queries")?;
         let nlist = self.nlist;
         // Lists are the "buckets" of one table: codes < 2^range_bits are
         // not folded.
@@ -221,6 +222,7 @@ impl Ivf {
         self.bias_pos = bias_pos;
         self.codes = codes;
         self.exact = exact;
+        self.vmax = self.value_max();
         self.labels = Some(Box::new(LabelState {
             params: *p,
             queries: n as u64,

@@ -299,6 +299,9 @@ pub struct Ivf {
     /// labels too, so a row may stand in several lists (positions outnumber
     /// rows) and results are deduplicated by id.
     labels: Option<Box<LabelState>>,
+    /// The largest |value| a query's arithmetic reads from the index (the
+    /// `A` of [`crate::error::score_limit`]); derived, never stored.
+    vmax: f32,
 }
 
 /// Lists from which the index keeps its centroid codes a second time, as
@@ -321,6 +324,36 @@ fn centroid_panels(cq: &QRows) -> Result<Option<QPanels>> {
 }
 
 impl Ivf {
+    /// The largest |value| that scoring a query reads from the index: the
+    /// exact rows and biases, the list constants (centroid bias, spread),
+    /// the int8 code scales times 127 (the largest value each code row
+    /// stands for) and the PQ centroids.
+    fn value_max(&self) -> f32 {
+        use crate::error::max_abs_rows;
+        let all = |v: &[f32]| max_abs_rows(v, 1, v.len(), v.len());
+        let rows = match &self.exact {
+            Exact::Owned(v) => all(v),
+            Exact::Borrowed { w, stride } => max_abs_rows(w, self.rows, self.dim, *stride),
+        };
+        let scales = |q: &QRows| all(q.scales()) * 127.0;
+        rows.max(all(&self.bias_pos))
+            .max(all(&self.cbias))
+            .max(all(&self.spread))
+            .max(scales(&self.cq))
+            .max(self.codes.as_ref().map_or(0.0, scales))
+            .max(
+                self.pq
+                    .as_ref()
+                    .map_or(0.0, |p| all(p.codebook().centroids())),
+            )
+    }
+
+    /// `NonFinite` when a query of `q` could make this index's scores
+    /// overflow f32 ([`crate::error::score_limit`]).
+    pub(super) fn check_query_range(&self, q: &[f32], nq: usize, q_stride: usize) -> Result<()> {
+        crate::error::check_query_range(q, nq, self.dim, q_stride, self.vmax, "q")
+    }
+
     pub fn rows(&self) -> usize {
         self.rows
     }

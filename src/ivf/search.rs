@@ -251,6 +251,7 @@ impl Ivf {
             );
         }
         crate::error::check_finite_rows(q, nq, self.dim, q_stride, "q")?;
+        self.check_query_range(q, nq, q_stride)?;
         let mut st = SearchStats::default();
         if k > 0 {
             SCRATCH.with(|s| {

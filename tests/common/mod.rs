@@ -2,5 +2,6 @@
 //! them declares `mod common;`).
 #![allow(dead_code)] // each test crate uses a different subset
 
+pub mod container;
 pub mod ivf;
 pub mod tiers;

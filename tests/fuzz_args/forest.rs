@@ -93,7 +93,7 @@ pub(crate) fn fuzz_forest(c: &mut Ctx) {
             4 => q = r.pick(&[0u32, 1, u32::MAX]),
             5 if x.len() > 0 => {
                 let j = r.u(x.len());
-                x.data_mut()[j] = r.special();
+                r.spoil(x.data_mut(), j);
             }
             6 => ids_len = r.size(ids_len),
             _ => {

@@ -156,7 +156,7 @@ pub(crate) fn fuzz_graph_query(c: &mut Ctx, gs: &[GraphX]) {
             4 => k = r.pick(&[k.saturating_add(1), 0, hv32, 100_000, gx.rows as u32 + 3]),
             5 if q.len() > 0 => {
                 let j = r.u(q.len());
-                q.data_mut()[j] = r.special();
+                r.spoil(q.data_mut(), j);
             }
             6 => ef = r.pick(&[0, 1, u32::MAX, hv32]),
             7 => {
@@ -393,12 +393,12 @@ pub(crate) fn fuzz_graph_build(c: &mut Ctx) {
             }
             8 if w.len() > 0 => {
                 let j = r.u(w.len());
-                w.data_mut()[j] = r.special();
+                r.spoil(w.data_mut(), j);
             }
             9 => {
                 use_bias = true;
                 let j = r.u(bias.len());
-                bias.data_mut()[j] = r.special();
+                r.spoil(bias.data_mut(), j);
             }
             _ => out_mode = r.pick(&[Mode::Null, Mode::Mis]),
         }
@@ -503,11 +503,11 @@ pub(crate) fn fuzz_graph_build(c: &mut Ctx) {
     }
     if overflow {
         // Near f32::MAX the overflow check decides: either outcome is
-        // documented (INVALID_ARGUMENT when U^2 overflows f32).
+        // documented (NON_FINITE when U^2 overflows f32).
         if st == LSHK_STATUS_OK {
             // SAFETY: a live handle from the call above.
             unsafe { lshk_graph_free(outv[0]) };
-        } else if st != LSHK_STATUS_INVALID_ARGUMENT || outv != [canary, canary] {
+        } else if st != LSHK_STATUS_NON_FINITE || outv != [canary, canary] {
             c.fail(format!("lshk_graph_build: {st} on a huge row"));
         }
         return;

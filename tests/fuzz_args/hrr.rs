@@ -85,11 +85,11 @@ pub(crate) fn fuzz_hrr(c: &mut Ctx, hs: &mut [HrrX], dead: *mut lshk_hrr) {
             3 => key_rows = r.size(key_rows),
             4 if !x.data().is_empty() => {
                 let j = r.u(x.len());
-                x.data_mut()[j] = r.special();
+                r.spoil(x.data_mut(), j);
             }
             5 if !y.data().is_empty() => {
                 let j = r.u(y.len());
-                y.data_mut()[j] = r.special();
+                r.spoil(y.data_mut(), j);
             }
             6 => {
                 handle = match r.u(4) {

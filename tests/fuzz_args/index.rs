@@ -158,7 +158,7 @@ pub(crate) fn fuzz_query(c: &mut Ctx, idx: &[Idx]) {
             4 => k = r.pick(&[k.saturating_add(1), 0, hv32, 100_000]),
             5 if q.len() > 0 => {
                 let j = r.u(q.len());
-                q.data_mut()[j] = r.special();
+                r.spoil(q.data_mut(), j);
             }
             6 => {
                 gmode = 0;
@@ -380,7 +380,9 @@ pub(crate) fn fuzz_query(c: &mut Ctx, idx: &[Idx]) {
     }
 }
 
-/// Top-10 ids and score bits of a few fixed queries, through the C API.
+/// Top-10 ids and score bits of a few fixed queries, through the C API
+/// (NON_FINITE, for rows whose scores would overflow against these
+/// queries, gives no ids and the status).
 pub(crate) fn index_results(h: *const lshk_index, dim: usize) -> (Vec<u32>, Vec<u32>) {
     let q: Vec<f32> = (0..4 * dim).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
     let (mut ids, mut sc) = (vec![0u32; 40], vec![0f32; 40]);
@@ -398,6 +400,9 @@ pub(crate) fn index_results(h: *const lshk_index, dim: usize) -> (Vec<u32>, Vec<
             null_mut(),
         )
     };
+    if st == LSHK_STATUS_NON_FINITE {
+        return (Vec::new(), vec![st]);
+    }
     assert_eq!(st, LSHK_STATUS_OK, "{}", last_msg());
     (ids, bits(&sc))
 }
@@ -406,7 +411,7 @@ pub(crate) fn rust_results(idx: &Index) -> (Vec<u32>, Vec<u32>) {
     let dim = idx.dim();
     let q: Vec<f32> = (0..4 * dim).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
     let (mut ids, mut sc) = (vec![0u32; 40], vec![0f32; 40]);
-    idx.query(
+    match idx.query(
         &q,
         4,
         dim,
@@ -415,9 +420,13 @@ pub(crate) fn rust_results(idx: &Index) -> (Vec<u32>, Vec<u32>) {
         &mut ids,
         &mut sc,
         None,
-    )
-    .unwrap();
-    (ids, bits(&sc))
+    ) {
+        Err(e) if e.status == lshk::error::Status::NonFinite => (Vec::new(), vec![e.status as u32]),
+        r => {
+            r.unwrap();
+            (ids, bits(&sc))
+        }
+    }
 }
 
 /// lshk_index_update_rows (then lshk_index_rehash_dirty / _rehash_rows) on
@@ -563,11 +572,11 @@ pub(crate) fn fuzz_index_update(c: &mut Ctx) {
             4 => stride = r.size(stride),
             5 if vals.len() > 0 => {
                 let j = r.u(vals.len());
-                vals.data_mut()[j] = r.special();
+                r.spoil(vals.data_mut(), j);
             }
             6 if nb.len() > 0 => {
                 let j = r.u(nb.len());
-                nb.data_mut()[j] = r.special();
+                r.spoil(nb.data_mut(), j);
             }
             7 => {
                 // rows for a borrowed W, or a bias for an index without one

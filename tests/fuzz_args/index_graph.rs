@@ -139,7 +139,7 @@ pub(crate) fn fuzz_index_graph_query(c: &mut Ctx, gs: &[GIdx]) {
             4 => k = r.pick(&[k.saturating_add(1), 0, hv32, gx.rows as u32 + 3]),
             5 if q.len() > 0 => {
                 let j = r.u(q.len());
-                q.data_mut()[j] = r.special();
+                r.spoil(q.data_mut(), j);
             }
             6 => match r.u(3) {
                 0 => gq.ef = 0,

@@ -52,7 +52,26 @@ impl R {
             -1e17,
             f32::MIN_POSITIVE / 8.0,
             f32::from_bits(1),
+            // Finite, but products and sums of them overflow f32.
+            1e19,
+            -1e30,
+            3e38,
+            f32::MAX,
         ])
+    }
+    /// Spoils float data: one element set to a [`R::special`] value (three
+    /// times in four), or every element scaled by a factor of 1e18 to 3e38
+    /// (clamped to the finite range), so that finite inputs overflow f32
+    /// in the call's arithmetic.
+    pub(crate) fn spoil(&mut self, v: &mut [f32], j: usize) {
+        if self.u(4) != 0 {
+            v[j] = self.special();
+        } else {
+            let f = self.pick(&[1e18f32, 1e20, 1e30, 3e37, 3e38]);
+            for x in v.iter_mut() {
+                *x = (*x * f).clamp(-f32::MAX, f32::MAX);
+            }
+        }
     }
 }
 

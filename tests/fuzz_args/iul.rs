@@ -106,7 +106,7 @@ pub(crate) fn fuzz_iul(c: &mut Ctx) {
             14 => reports_len = reports_len.saturating_sub(1 + r.u(2)),
             15 if planes.len() > 0 => {
                 let j = r.u(planes.len());
-                planes.data_mut()[j] = r.special();
+                r.spoil(planes.data_mut(), j);
             }
             _ => reps_null = !reps_null,
         }

@@ -472,7 +472,7 @@ pub(crate) fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
             4 => k = r.pick(&[k.saturating_add(1), 0, hv32, 100_000, ix.rows as u32 + 3]),
             5 if q.len() > 0 => {
                 let j = r.u(q.len());
-                q.data_mut()[j] = r.special();
+                r.spoil(q.data_mut(), j);
             }
             6 => {
                 smode = 0;
@@ -745,7 +745,7 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
             1 => n_wt = r.pick(&[0, rows - 1, rows + 1, usize::MAX, hv]),
             2 => {
                 let j = r.u(rows);
-                wts.data_mut()[j] = r.special();
+                r.spoil(wts.data_mut(), j);
             }
             3 => {
                 let j = r.u(rows);
@@ -788,12 +788,12 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
             }
             9 if w.len() > 0 => {
                 let j = r.u(w.len());
-                w.data_mut()[j] = r.special();
+                r.spoil(w.data_mut(), j);
             }
             10 => {
                 use_bias = true;
                 let j = r.u(bias.len());
-                bias.data_mut()[j] = r.special();
+                r.spoil(bias.data_mut(), j);
             }
             _ => out_mode = r.pick(&[Mode::Null, Mode::Mis]),
         }
@@ -1113,7 +1113,7 @@ pub(crate) fn fuzz_ivf_calibrate(c: &mut Ctx, ivfs: &[IvfX]) {
             4 => k = r.pick(&[0, k.saturating_add(1), u32::MAX, ix.rows as u32 + 3]),
             5 if q.len() > 0 => {
                 let j = r.u(q.len());
-                q.data_mut()[j] = r.special();
+                r.spoil(q.data_mut(), j);
             }
             6 => {
                 target = r.pick(&[0.0, -0.1, 1.0, 1.0001, f32::NAN, f32::INFINITY, 1e-30]);

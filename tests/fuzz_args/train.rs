@@ -49,7 +49,7 @@ pub(crate) fn fuzz_xent(c: &mut Ctx) {
             3 => mutate_offsets(r, offs.data_mut()),
             4 if total > 0 => {
                 let j = r.u(total);
-                z.data_mut()[j] = r.special();
+                r.spoil(z.data_mut(), j);
             }
             5 if total > 0 => {
                 let j = r.u(total);
@@ -225,11 +225,11 @@ pub(crate) fn fuzz_backward(c: &mut Ctx) {
             10 => match r.u(3) {
                 0 if g.len() > 0 => {
                     let j = r.u(g.len());
-                    g.data_mut()[j] = r.special();
+                    r.spoil(g.data_mut(), j);
                 }
                 1 if q.len() > 0 => {
                     let j = r.u(q.len());
-                    q.data_mut()[j] = r.special();
+                    r.spoil(q.data_mut(), j);
                 }
                 _ => lr = r.special(),
             },

@@ -70,7 +70,7 @@ pub(crate) fn fuzz_inclusion_prob(c: &mut Ctx, idx: &[Idx]) {
             }
             5 if q.len() > 0 => {
                 let j = r.u(q.len());
-                q.data_mut()[j] = r.special();
+                r.spoil(q.data_mut(), j);
             }
             6 => mutate_offsets(r, offs.data_mut()),
             7 if tabs.len() > 0 => {

@@ -26,8 +26,9 @@ unsafe impl Sync for Progress {}
 /// transform value, a bad K/L/B/range_bits, planes_len or dwta_map_len not
 /// matching, |w| > 65504 with F16 storage), INDEX_OUT_OF_RANGE (a
 /// caller-given map coordinate >= dim'),
-/// NON_FINITE (NaN or infinity in W or the bias; the message names the
-/// row), SIZE_OVERFLOW, ALLOCATION_FAILED.
+/// NON_FINITE (NaN or infinity in W or the bias, the message naming the
+/// row; a |value| above FLT_MAX / (8 (dim + 2)), against which no query
+/// could be scored within f32), SIZE_OVERFLOW, ALLOCATION_FAILED.
 ///
 /// # Safety
 /// `w` must hold (rows-1)*w_stride + dim readable floats, `bias` (if not

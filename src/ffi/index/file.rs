@@ -24,10 +24,14 @@ pub(crate) unsafe fn c_path<'a>(path: *const libc::c_char) -> Result<&'a Path> {
 /// lshk never reads such files, so they may be deleted whenever no save is
 /// running. Thread-safe (the index is only read); concurrent saves to one
 /// path (threads or processes) each write their own temporary file and
-/// the last rename wins.
+/// the last rename wins. What `path` may name: nothing yet, a regular
+/// file (replaced), or a symbolic link to a regular file (the target is
+/// replaced, the link stays); anything else that exists (a directory,
+/// FIFO, socket, device node, dangling link) is refused with IO_ERROR and
+/// left as it is. Every lshk save follows these rules.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
-/// IO_ERROR.
+/// IO_ERROR (including a `path` that is not a regular file).
 ///
 /// # Safety
 /// `path` must be a NUL-terminated string.
@@ -60,7 +64,9 @@ pub unsafe extern "C" fn lshk_index_save(
 /// INVALID_ARGUMENT, so a caller never believes its own W is used when the
 /// file's is).
 ///
-/// Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or map),
+/// Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or map, or
+/// not a regular file: a FIFO, device or directory is refused without
+/// blocking; every lshk load does the same),
 /// BAD_FILE_FORMAT (truncated, corrupt, foreign, newer version, or
 /// content inconsistent with its params; the message names the problem),
 /// INVALID_ARGUMENT (empty path, misaligned `out`, borrowed_w misuse as

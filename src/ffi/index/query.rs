@@ -22,7 +22,7 @@ use super::*;
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
 /// struct_size of `g` or `stats` too small, probes on DWTA or too many,
 /// bits_per_table != K, misaligned or overlapping outputs), BUFFER_TOO_SMALL, NON_FINITE (a NaN or infinite
-/// query value), SIZE_OVERFLOW. Nothing is written on error.
+/// query value, or a query whose scores could overflow f32), SIZE_OVERFLOW. Nothing is written on error.
 ///
 /// # Safety
 /// `q` must hold (nq-1)*q_stride + dim readable floats; `out_ids` nq*k
