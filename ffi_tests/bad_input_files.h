@@ -1,7 +1,8 @@
 /* The file fixtures shared by the bad-input programs that save and load
  * (bad_input_index.c, bad_input_ivf.c, bad_input_graph.c): a private
  * directory `dir` under $TMPDIR (or /tmp) holding an empty file, a garbage
- * file, a truncated copy of a saved file and a subdirectory, with the paths
+ * file, a truncated copy of a saved file, a subdirectory and a FIFO (a
+ * load must refuse it without blocking, a save must not replace it), with the paths
  * of a missing file and of a new file; and the helpers that look at it.
  *
  *   bi_files_open("ivf", "ivf");   creates dir, names the paths (*.ivf)
@@ -23,7 +24,7 @@
 
 static char dir[256];
 static char path_empty[300], path_garbage[300], path_truncated[300],
-    path_missing[300], path_new[300], path_subdir[300];
+    path_missing[300], path_new[300], path_subdir[300], path_fifo[300];
 
 static inline int file_exists(const char *p) {
   struct stat st;
@@ -63,7 +64,7 @@ static inline unsigned char *read_file(const char *p, size_t *len) {
 
 /* Creates `dir` (lshk-bad-input-NAME-PID) and names the shared paths
  * (`empty.EXT`, `garbage.EXT`, `truncated.EXT`, `missing.EXT`, `new.EXT`,
- * `subdir`); exits with 2 when the directory cannot be created. */
+ * `subdir`, `fifo.EXT`); exits with 2 when the directory cannot be created. */
 static inline void bi_files_open(const char *name, const char *ext) {
   const char *tmp = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/lshk-bad-input-%s-%ld",
@@ -78,11 +79,12 @@ static inline void bi_files_open(const char *name, const char *ext) {
   snprintf(path_missing, sizeof path_missing, "%s/missing.%s", dir, ext);
   snprintf(path_new, sizeof path_new, "%s/new.%s", dir, ext);
   snprintf(path_subdir, sizeof path_subdir, "%s/subdir", dir);
+  snprintf(path_fifo, sizeof path_fifo, "%s/fifo.%s", dir, ext);
 }
 
 /* Writes the empty file, the garbage file (`garbage`, `len` bytes), the
- * first half of the saved file `saved` as the truncated one, and the
- * subdirectory. */
+ * first half of the saved file `saved` as the truncated one, the
+ * subdirectory and the FIFO. */
 static inline void bi_files_fill(const char *garbage, size_t len, const char *saved) {
   unsigned char *data;
   size_t n;
@@ -92,6 +94,7 @@ static inline void bi_files_fill(const char *garbage, size_t len, const char *sa
   write_file(path_truncated, data, n / 2);
   free(data);
   if (mkdir(path_subdir, 0700) != 0) exit(2);
+  if (mkfifo(path_fifo, 0600) != 0) exit(2);
 }
 
 /* Removes the shared files and `dir`, which must then be empty (any file a
@@ -101,6 +104,7 @@ static inline void bi_files_close(void) {
   remove(path_garbage);
   remove(path_truncated);
   rmdir(path_subdir);
+  remove(path_fifo);
   if (rmdir(dir) != 0) {
     fprintf(stderr, "%s is not empty after the cases\n", dir);
     bi_failed++;

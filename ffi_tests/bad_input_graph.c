@@ -354,6 +354,8 @@ int main(void) {
           a.st.struct_size = (uint32_t)sizeof(lshk_graph_stats) - 1);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[QS * (QN - 1) + GD - 1] = NAN);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[0] = -INFINITY);
+  /* finite, but the scores could overflow f32 */
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[1] = 3e38f);
   BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.nq = SIZE_MAX / 16; a.q_stride = GD;
           a.k = UINT32_MAX);
   BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.nq = 2; a.k = 1; a.q_stride = SIZE_MAX / 4);
@@ -401,6 +403,7 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.b.q_stride = GD - 1);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.b.st.struct_size = 0);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.b.qv[0] = NAN);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.b.qv[0] = 3e38f);
   BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.b.nq = 2; a.b.k = 1; a.b.q_stride = SIZE_MAX / 4);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.b.out_scores = a.b.qv);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.b.out_ids = BI_MISALIGN(uint32_t, a.b.ib));
@@ -413,6 +416,7 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.path = NULL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = "");
   BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_subdir); /* a directory */
+  BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_fifo);   /* not replaced */
   BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = "/nonexistent-lshk-dir/x.lshk");
 #undef FN
 
@@ -424,6 +428,7 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = "");
   BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_missing);
   BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_subdir);
+  BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_fifo); /* never blocks */
   BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_empty);
   BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_garbage);
   BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_truncated);

@@ -504,6 +504,8 @@ int main(void) {
           a.wv[(IR - 1) * IWS + ID - 1] = 70000.0f);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.wv[(IR - 1) * IWS + ID - 1] = NAN);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.wv[0] = INFINITY);
+  /* finite, but no query could be scored within f32 */
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.wv[3] = 3e38f);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.pv.storage = LSHK_STORAGE_I8;
           a.wv[5] = -INFINITY);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.bv[IR - 1] = NAN);
@@ -552,6 +554,8 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.gv.bits_per_table = 33);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[(QN - 1) * QS + ID - 1] = NAN);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[0] = -INFINITY);
+  /* finite, but the scores could overflow f32 */
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[1] = 3e38f);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.idx = FX->idx_dw; a.g = NULL;
           a.qv[QS + 1] = INFINITY);
   BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.nq = SIZE_MAX);
@@ -582,6 +586,7 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.path = NULL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = "");
   BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_subdir); /* a directory */
+  BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_fifo);   /* not replaced */
   BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = "/nonexistent-lshk-dir/x.lshk");
 #undef FN
 
@@ -595,6 +600,7 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = "");
   BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_missing);
   BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_subdir);
+  BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_fifo); /* never blocks */
   BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_empty);
   BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_garbage);
   BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_truncated);

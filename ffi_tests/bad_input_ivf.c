@@ -493,6 +493,9 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.wv[(IR - 1) * IWS + ID - 1] = NAN);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.wv[0] = INFINITY);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.pv.borrow = 0; a.wv[5] = -INFINITY);
+  /* finite, but beyond sqrt(FLT_MAX / (16 (dim + 2))) */
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.wv[2] = 3e37f);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.bv[1] = -1e30f);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.bv[IR - 1] = NAN);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.pv.borrow = 0;
           a.pv.codes = LSHK_IVF_CODES_NONE; a.bv[3] = INFINITY);
@@ -585,6 +588,9 @@ int main(void) {
           a.q = NULL);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[(QN - 1) * QS + ID - 1] = NAN);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[0] = -INFINITY);
+  /* finite, but the scores could overflow f32 */
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[1] = 3e38f);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.ivf = ivf_flat; a.qv[QS] = -1e37f);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.ivf = ivf_flat; a.qv[QS + 1] = INFINITY);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.ivf = ivf_borrowed; a.k = 0;
           a.qv[QS + 1] = NAN); /* checked even when nothing is returned */
@@ -625,6 +631,7 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = "");
   BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_subdir); /* a directory */
   BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = "/nonexistent-lshk-dir/x.ivf");
+  BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_fifo); /* not replaced */
 #undef FN
 
 #define FN lshk_ivf_load
@@ -640,6 +647,7 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = "");
   BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_missing);
   BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_subdir);
+  BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_fifo); /* never blocks */
   BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_empty);
   BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_garbage);
   BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_truncated);
@@ -736,6 +744,7 @@ int main(void) {
           bi_out(&o_, a.qv, sizeof a.qv));
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[(CN - 1) * QS + ID - 1] = NAN);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[0] = -INFINITY);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[1] = 3e38f);
   BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.nq = SIZE_MAX);
   BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.q_stride = SIZE_MAX / 2);
 #undef FN
@@ -786,6 +795,7 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.policy = 2);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[(TQ - 1) * TQS + ID - 1] = NAN);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[0] = -INFINITY);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[1] = 3e38f);
   BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.n = SIZE_MAX);
   BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.q_stride = SIZE_MAX / 2);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,

@@ -5,8 +5,12 @@
  *
  * Conventions for every function:
  *  - Every entry point returns an lshk_status (or documents its default).
- *    On failure, lshk_last_error_message() returns a sentence about it for
- *    the calling thread; outputs are written only on success.
+ *    On failure, lshk_last_error_message(buf, buf_len) copies a sentence
+ *    about it (for the calling thread) into buf; outputs are written only
+ *    on success.
+ *  - A top-k call's k may exceed the rows a query can reach: the outputs
+ *    (sized by the caller) still get k entries per query, the ones past
+ *    the rows found padded with UINT32_MAX / -INFINITY.
  *  - Strides and lengths are in ELEMENTS, not bytes.
  *  - A pointer may be NULL only when its length is 0.
  *  - Handles (lshk_simhash, ...) are created by a _new function and released
