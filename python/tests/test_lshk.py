@@ -2,6 +2,7 @@
 capi.py) bit for bit, bad inputs, threads, and files shared with C++."""
 
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -801,3 +802,48 @@ def test_builds_and_queries_release_the_gil():
         if took["s"] < 0.1:
             pytest.skip(f"the {name} took {took['s'] * 1e3:.0f} ms here: too short to observe")
         assert alive, f"this thread could not run during the {took['s']:.2f} s {name}: the GIL was held"
+
+
+def test_values_that_overflow_f32_get_non_finite(tmp_path, layer):
+    """Finite W and q whose scores overflow f32: a NON_FINITE LshkError at
+    build or query, never a panic or padding; NaN in a float section of an
+    IVF file (valid checksums) is refused at load."""
+    w, b, q = layer
+    for codes in ("i8", "pq4", "pq4_i8", "none"):
+        with pytest.raises(lshk.LshkError) as e:
+            lshk.Ivf(w * np.float32(3e37), codes=codes)
+        assert e.value.status_name == "LSHK_STATUS_NON_FINITE"
+        iv = lshk.Ivf(w, b, codes=codes)
+        with pytest.raises(lshk.LshkError) as e:
+            iv.query(q[0] * np.float32(1e37), k=10)
+        assert e.value.status_name == "LSHK_STATUS_NON_FINITE"
+        ids, _ = iv.query(q[0] * np.float32(1e3), k=10)
+        assert (ids < len(w)).all()
+    idx = lshk.Index(w, b)
+    with pytest.raises(lshk.LshkError) as e:
+        idx.query(q[0] * np.float32(1e37), k=10)
+    assert e.value.status_name == "LSHK_STATUS_NON_FINITE"
+    lshk.Ivf(w, b, codes="pq4", borrow=False).save(tmp_path / "good.ivf")
+    for tag in ("CBIAS", "LSPREAD", "PQCENT"):
+        path = tmp_path / f"{tag}.ivf"
+        path.write_bytes((tmp_path / "good.ivf").read_bytes())
+        patch_section(path, tag, lambda d: d.__setitem__(slice(0, 4), np.float32(np.nan).tobytes()))
+        with pytest.raises(lshk.LshkError) as e:
+            lshk.Ivf.load(path)
+        assert e.value.status_name == "LSHK_STATUS_BAD_FILE_FORMAT", tag
+
+
+def test_fifo_is_refused_by_load_and_save(tmp_path, layer):
+    """A FIFO given to a load fails at once (it used to block); a save never
+    replaces it."""
+    w, b, _ = layer
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    iv = lshk.Ivf(w, b)
+    for call in (lambda: lshk.Ivf.load(fifo), lambda: lshk.Index.load(fifo), lambda: iv.save(fifo)):
+        t0 = time.monotonic()
+        with pytest.raises(lshk.LshkError) as e:
+            call()
+        assert e.value.status_name == "LSHK_STATUS_IO_ERROR"
+        assert time.monotonic() - t0 < 5
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
