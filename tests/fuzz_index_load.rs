@@ -129,6 +129,8 @@ fn mutated_index_files_never_crash_the_loader() {
         // GLINKS0 / GUPPER sections beside the index's.
         (Family::Graph, Storage::F32, Transform::None, false),
         (Family::Graph, Storage::I8, Transform::None, false),
+        // The IVF family: the IVF sections beside the index's.
+        (Family::Ivf, Storage::F32, Transform::None, false),
     ];
     let (mut total, mut loaded, mut rejected) = (0usize, 0usize, 0usize);
     let mut r = SplitMix64::new(0x5eed);
@@ -344,6 +346,8 @@ fn structural_mutations_through_the_c_abi() {
         // GLINKS0 / GUPPER sections beside the index's.
         (Family::Graph, Storage::F32, Transform::None, false),
         (Family::Graph, Storage::I8, Transform::None, false),
+        // The IVF family (built from Rust; lshk_index_load reads it).
+        (Family::Ivf, Storage::F32, Transform::None, false),
     ];
     let flips = (iters() / 2).max(50);
     let mut o = Outcome {
@@ -1226,6 +1230,8 @@ fn float_seeds(dir: &Path) -> Vec<FloatSeed> {
         (Family::SimHash, Storage::I8, Transform::None, true),
         (Family::Graph, Storage::F32, Transform::None, false),
         (Family::Graph, Storage::I8, Transform::None, false),
+        (Family::Ivf, Storage::F32, Transform::None, false),
+        (Family::Ivf, Storage::Bf16, Transform::None, false),
     ] {
         let (idx, rows, dim) = seed_index(family, storage, transform, labels);
         let wi = lshk::data::structured_layer(rows, dim, 9, 5).w;
@@ -1242,6 +1248,9 @@ fn float_seeds(dir: &Path) -> Vec<FloatSeed> {
             ("PLANES", Elem::F32),
         ];
         sections.extend(welem.map(|e| ("WEIGHTS", e)));
+        if family == Family::Ivf {
+            sections.extend(ivf_sections.iter().copied());
+        }
         seeds.push(FloatSeed {
             what: format!("index {family:?} {storage:?} {transform:?} labels {labels}"),
             bytes,

@@ -2,7 +2,9 @@
 //! a fixed set of top-10 queries, hashed, for each source and its main
 //! settings (IVF with every code type and a borrowed W; the LSH index with
 //! SimHash and DWTA on f32, bf16 and int8 rows and with the graph as its
-//! candidate source; the FGD graph; the hashing forest's candidate lists),
+//! candidate source; the FGD graph; the hashing forest's candidate lists;
+//! the index with the IVF lists as its source, which must answer what the
+//! standalone lists answer),
 //! on a smaller layer of the demo's generator and, where `../shared/data`
 //! has it, on the w2v-gutenberg layer.
 //!
@@ -17,7 +19,7 @@
 
 use lshk::forest::{Forest, ForestParams, ForestResult};
 use lshk::graph::{Graph, GraphParams};
-use lshk::index::{Family, Index, IndexParams, Storage};
+use lshk::index::{Family, Index, IndexParams, QueryParams, Storage};
 use lshk::isa::{self, Isa};
 use lshk::ivf::{Codes, Ivf, IvfParams, SearchParams};
 
@@ -127,6 +129,49 @@ fn answers(l: &Layer) -> Vec<(String, u64)> {
                 );
             }
             out.push((format!("{name}, {sname}"), h));
+        }
+    }
+    // The IVF lists as the one index's candidate source answer what the
+    // standalone lists answer, to the bit (f32 rows and an exact stage).
+    let ivf_family: Vec<(Codes, Storage, Index)> = [
+        (Codes::I8, Storage::BorrowedF32),
+        (Codes::Pq4I8, Storage::F32),
+    ]
+    .into_iter()
+    .map(|(codes, storage)| {
+        let p = IndexParams {
+            family: Family::Ivf,
+            storage,
+            ivf: IvfParams {
+                codes,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        isa::set_max(max);
+        // SAFETY: `l.w` outlives the index (dropped in this function).
+        let ix = unsafe { Index::build_borrowed(w, b, rows, dim, dim, &p, None) }.unwrap();
+        isa::set_max(Isa::Scalar);
+        (codes, storage, ix)
+    })
+    .collect();
+    for (codes, storage, ix) in &ivf_family {
+        for (sname, sp) in [
+            ("default", SearchParams::default()),
+            ("nprobe 4 rerank 32", SearchParams::fixed(4, 32)),
+        ] {
+            let qp = QueryParams {
+                ivf: sp,
+                ..Default::default()
+            };
+            ix.query_with(q, nq, dim, K as u32, &qp, &mut ids, &mut sc, None)
+                .unwrap();
+            let want = format!(
+                "ivf {codes:?} borrow {}, {sname}",
+                *storage == Storage::BorrowedF32
+            );
+            let h = out.iter().find(|(n, _)| *n == want).unwrap().1;
+            assert_eq!(answer_hash(&ids, &sc), h, "index Ivf {storage:?}: {want}");
         }
     }
     for (name, ix) in &idxs {

@@ -122,7 +122,11 @@ fn hash(idx: &Index, x: &[f32], n: usize, stride: usize) -> Vec<u32> {
             .unwrap()
             .hash_dense(x, n, stride, &mut c)
             .unwrap(),
-        Family::Graph => unreachable!("the graph family has no hash (tests/index_graph.rs)"),
+        Family::Graph | Family::Ivf => {
+            unreachable!(
+                "the graph and IVF families have no hash (tests/index_graph.rs, index_ivf.rs)"
+            )
+        }
     }
     c
 }

@@ -164,6 +164,10 @@ pub fn describe(p: &IndexParams, range_bits: u32) -> String {
             "graph M={} efConstruction={} storage={:?}",
             p.graph.m, p.graph.ef_construction, p.graph.storage
         ),
+        Family::Ivf => format!(
+            "IVF nlist={} codes={:?} storage={:?}",
+            p.ivf.nlist, p.ivf.codes, p.storage
+        ),
     }
 }
 

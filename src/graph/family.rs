@@ -52,6 +52,7 @@ impl CandidateSource for Graph {
         k: usize,
         qp: &QueryParams,
         out: &mut GatherResult,
+        _scores: &mut Vec<f32>,
     ) -> Result<()> {
         self.candidates_into(crate::isa::active(), q, n, q_stride, k, &qp.graph, out)
     }

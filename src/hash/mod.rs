@@ -47,11 +47,13 @@ pub enum Family {
     Dwta = 1,
     /// The FGD graph ([`crate::graph`]); not a hash family.
     Graph = 2,
+    /// The IVF lists ([`crate::ivf`]); not a hash family.
+    Ivf = 3,
 }
 
 impl Family {
     /// Every family, in id order.
-    pub const ALL: [Family; 3] = [Family::SimHash, Family::Dwta, Family::Graph];
+    pub const ALL: [Family; 4] = [Family::SimHash, Family::Dwta, Family::Graph, Family::Ivf];
 
     pub fn from_u32(v: u32) -> Option<Family> {
         Self::ALL.get(v as usize).copied()

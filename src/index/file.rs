@@ -193,17 +193,6 @@ impl Index {
             threads: 0,
             given,
         };
-        // ---- the candidate source (its family's sections, all checked)
-        let src = (super::source::source_registration(family).load)(&super::source::LoadInput {
-            c: &c,
-            rows,
-            dim,
-            hash_dim,
-            has_bias: flags & FLAG_BIAS != 0,
-            p: &resolved,
-            labelled: label_state.is_some(),
-            bad: &bad,
-        })?;
         // ---- bias
         let bias = match (c.optional("BIAS"), flags & FLAG_BIAS != 0) {
             (Some(b), true) => {
@@ -345,6 +334,21 @@ impl Index {
             // container `c`, which `keep` owns; the mapping is read-only.
             unsafe { WStore::mapped(storage, raw, scales, dim, &keep)? }
         };
+        // ---- the candidate source (its family's sections, all checked)
+        let src = (super::source::source_registration(family).load)(&super::source::LoadInput {
+            c: &c,
+            rows,
+            dim,
+            hash_dim,
+            has_bias: flags & FLAG_BIAS != 0,
+            p: &resolved,
+            labelled: label_state.is_some(),
+            w: match (storage, w.weights(rows)) {
+                (Storage::BorrowedF32, Weights::F32(b)) => Some((b, w.stride)),
+                _ => None,
+            },
+            bad: &bad,
+        })?;
         let mut idx = Index {
             rows,
             dim,

@@ -50,6 +50,7 @@ impl CandidateSource for Lsh {
         _k: usize,
         qp: &QueryParams,
         out: &mut GatherResult,
+        _scores: &mut Vec<f32>,
     ) -> Result<()> {
         let gp = ix.resolve_gather(&qp.gather)?;
         let (l, hd, kl) = (

@@ -20,13 +20,16 @@
 //! # Families
 //! The candidates come from the family's candidate source
 //! ([`source`]): the LSH tables above for the hash families (SimHash,
-//! DWTA), or the FGD graph ([`crate::graph`]) for [`Family::Graph`],
-//! built from the same rows and bias with [`IndexParams::graph`] and
-//! searched with [`QueryParams::graph`]. Everything after the candidates
-//! (exact logits of W per [`Storage`] and the bias, top-k) is the same for
-//! every family. The calls that need hash tables (tables, codes,
-//! candidates, label and IUL training, updates) refuse a graph index with
-//! `InvalidArgument`.
+//! DWTA), the FGD graph ([`crate::graph`]) for [`Family::Graph`], built
+//! from the same rows and bias with [`IndexParams::graph`] and searched
+//! with [`QueryParams::graph`], or the IVF lists ([`crate::ivf`]) for
+//! [`Family::Ivf`], with [`IndexParams::ivf`] and [`QueryParams::ivf`]
+//! (src/ivf/family.rs). Everything after the candidates (exact logits of W
+//! per [`Storage`] and the bias, top-k) is the same for every family; a
+//! source whose candidates already carry exact logits of the index's rows
+//! (the IVF's exact stage on f32 rows) keeps them. The calls that need
+//! hash tables (tables, codes, candidates, label and IUL training,
+//! updates) refuse a graph or IVF index with `InvalidArgument`.
 //!
 //! # Defaults
 //! `range_bits = 0` picks `min(code_bits, 20, ceil(log2(max(rows, 2))) + 1)`
@@ -193,6 +196,12 @@ pub struct IndexParams {
     /// above are ignored, `storage` keeps W for the logits as for every
     /// family, `transform` must be [`Transform::None`].
     pub graph: crate::graph::GraphParams,
+    /// IVF family: the lists' build parameters (nlist, iters, codes, ...);
+    /// the lists are the ones [`crate::ivf::Ivf::build`] builds with them
+    /// (borrowing W when `storage` is [`Storage::BorrowedF32`], else on a
+    /// copy of their own). The LSH fields above are ignored, `transform`
+    /// must be [`Transform::None`].
+    pub ivf: crate::ivf::IvfParams,
 }
 
 impl Default for IndexParams {
@@ -212,6 +221,7 @@ impl Default for IndexParams {
             planes: None,
             dwta_map: None,
             graph: crate::graph::GraphParams::default(),
+            ivf: crate::ivf::IvfParams::default(),
         }
     }
 }

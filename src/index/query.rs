@@ -112,6 +112,7 @@ impl Index {
             // The pipeline's stages behind their seams (pipeline.rs and
             // source.rs), each dispatched once per block.
             let (source, scorer): (&dyn CandidateSource, &dyn Scorer) = (&*self.src, &wm);
+            let final_scores = source.final_scores(self, qp);
             QSCRATCH.with(|cell| -> Result<()> {
                 let mut guard = cell.borrow_mut();
                 let s = &mut *guard;
@@ -119,17 +120,28 @@ impl Index {
                 while i0 < nq {
                     let b = (nq - i0).min(QUERY_BLOCK);
                     let qb = &q[i0 * q_stride..];
-                    source.candidates(self, qb, b, q_stride, kk, qp, &mut s.gather)?;
-                    let cands = s.gather.ids.len();
-                    s.scores.resize(cands, 0.0);
-                    scorer.score(
+                    source.candidates(
+                        self,
                         qb,
                         b,
                         q_stride,
-                        &s.gather.ids,
-                        &s.gather.offsets,
+                        kk,
+                        qp,
+                        &mut s.gather,
                         &mut s.scores,
                     )?;
+                    let cands = s.gather.ids.len();
+                    s.scores.resize(cands, 0.0);
+                    if !final_scores {
+                        scorer.score(
+                            qb,
+                            b,
+                            q_stride,
+                            &s.gather.ids,
+                            &s.gather.offsets,
+                            &mut s.scores,
+                        )?;
+                    }
                     for w in s.gather.offsets.windows(2) {
                         let c = (w[1] - w[0]) as u64;
                         st.candidates_total += c;

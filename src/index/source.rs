@@ -24,12 +24,13 @@ use crate::format::SectionOut;
 use crate::hash::AsAny;
 
 /// The query options of an index, per family kind: `gather` applies to the
-/// LSH families (SimHash, DWTA), `graph` to the graph family; each family
-/// ignores the other's.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// LSH families (SimHash, DWTA), `graph` to the graph family, `ivf` to the
+/// IVF family; each family ignores the others'.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct QueryParams {
     pub gather: GatherParams,
     pub graph: crate::graph::SearchParams,
+    pub ivf: crate::ivf::SearchParams,
 }
 
 impl From<GatherParams> for QueryParams {
@@ -49,7 +50,8 @@ pub(crate) trait CandidateSource: AsAny + Send + Sync {
     fn check_query(&self, ix: &Index, qp: &QueryParams) -> Result<()>;
     /// The candidate sets (CSR in `out`; each query's ids distinct) of
     /// `n` checked queries (`q` row `i` at `i * q_stride`, `dim` floats)
-    /// for a top-`k` query.
+    /// for a top-`k` query. A source whose [`Self::final_scores`] holds
+    /// writes each candidate's score into `scores` (one per id of `out`).
     #[allow(clippy::too_many_arguments)]
     fn candidates(
         &self,
@@ -60,7 +62,15 @@ pub(crate) trait CandidateSource: AsAny + Send + Sync {
         k: usize,
         qp: &QueryParams,
         out: &mut GatherResult,
+        scores: &mut Vec<f32>,
     ) -> Result<()>;
+    /// Whether the candidates come with their final scores: exact logits of
+    /// rows equal to the index's own, computed by the source's exact stage
+    /// (then the index's scorer does not score them again, and the answers
+    /// are the source's to the bit).
+    fn final_scores(&self, _ix: &Index, _qp: &QueryParams) -> bool {
+        false
+    }
     /// The family's file sections (beside `PARAMS`, `BIAS`, `LABELS`,
     /// `WEIGHTS`); `keep` holds bytes the sections borrow (records).
     fn sections<'a>(&'a self, keep: &'a mut Vec<Vec<u8>>) -> Vec<SectionOut<'a>>;
@@ -94,6 +104,9 @@ pub(crate) struct LoadInput<'a> {
     pub p: &'a Resolved,
     /// A `LABELS` section is present (label-aware buckets).
     pub labelled: bool,
+    /// The borrowed W (rows at its stride) of an index on
+    /// [`Storage::BorrowedF32`], checked; `None` otherwise.
+    pub w: Option<(&'a [f32], usize)>,
     /// Words a `BadFileFormat` error (prefixed with the path).
     pub bad: &'a dyn Fn(String) -> Error,
 }
@@ -116,6 +129,7 @@ pub(crate) struct SourceRegistration {
 pub(crate) static SOURCES: &[&SourceRegistration] = &[
     &super::lsh::REGISTRATION,
     &crate::graph::family::REGISTRATION,
+    &crate::ivf::family::REGISTRATION,
 ];
 
 /// The registration of family `f`.

@@ -8,15 +8,29 @@ impl Ivf {
     /// replace). A borrowed W is not saved: [`Ivf::load_borrowed`] takes it
     /// again.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let rec = self.params_record();
+        let mut keep = Vec::new();
+        let secs = self.file_sections(&mut keep);
+        format::write_file(path, format::KIND_IVF, &secs)
+    }
+
+    /// The index's sections (an IVF file's, or an index file's whose
+    /// candidate source is the IVF); `keep` holds the bytes they borrow.
+    pub(crate) fn file_sections<'a>(&'a self, keep: &'a mut Vec<Vec<u8>>) -> Vec<SectionOut<'a>> {
+        let base = keep.len();
+        keep.push(self.params_record());
         // The index keeps only the centroids' int8 codes (CENTQ, CENTQS),
         // which a load takes as they are. CENTROID holds them dequantised
         // (`scale * code`) so that a reader older than these sections, which
         // quantises CENTROID, still opens the file.
-        let cent = self.dequantised_centroids();
+        keep.push(format::as_bytes(&self.dequantised_centroids()).to_vec());
+        if let Some(l) = &self.labels {
+            keep.push(l.record());
+            keep.push(format::as_bytes(&self.home_positions()).to_vec());
+        }
+        let keep: &'a Vec<Vec<u8>> = keep;
         let mut secs = vec![
-            SectionOut::new("IVFPARAM", vec![&rec]),
-            SectionOut::new("CENTROID", vec![format::as_bytes(&cent)]),
+            SectionOut::new("IVFPARAM", vec![&keep[base]]),
+            SectionOut::new("CENTROID", vec![&keep[base + 1]]),
             SectionOut::new("CENTQ", vec![format::as_bytes(self.cq.codes())]),
             SectionOut::new("CENTQS", vec![format::as_bytes(self.cq.scales())]),
             SectionOut::new("CBIAS", vec![format::as_bytes(&self.cbias)]),
@@ -40,11 +54,9 @@ impl Ivf {
                 vec![format::as_bytes(c.scales())],
             ));
         }
-        let lrec = self.labels.as_ref().map(|l| l.record());
-        let home = self.labels.as_ref().map(|_| self.home_positions());
-        if let (Some(r), Some(h)) = (&lrec, &home) {
-            secs.push(SectionOut::new("LABELS", vec![r]));
-            secs.push(SectionOut::new("LHOME", vec![format::as_bytes(h)]));
+        if self.labels.is_some() {
+            secs.push(SectionOut::new("LABELS", vec![&keep[base + 2]]));
+            secs.push(SectionOut::new("LHOME", vec![&keep[base + 3]]));
         }
         if let Some(pq) = &self.pq {
             secs.push(SectionOut::new(
@@ -53,7 +65,7 @@ impl Ivf {
             ));
             secs.push(SectionOut::new("PQCODES", vec![pq.packed()]));
         }
-        format::write_file(path, format::KIND_IVF, &secs)
+        secs
     }
 
     fn params_record(&self) -> Vec<u8> {
@@ -106,6 +118,20 @@ impl Ivf {
     /// [`Ivf::load_borrowed`]).
     unsafe fn load_impl(path: &Path, w: Option<(&[f32], usize)>) -> Result<Ivf> {
         let c = format::Container::open(path, format::KIND_IVF)?;
+        // SAFETY: forwarded (a given `w` outlives the index).
+        unsafe { Self::from_container(&c, w) }
+    }
+
+    /// The index held by the IVF sections of `c` (an IVF file, or an index
+    /// file whose candidate source is the IVF), every section checked; `w`
+    /// is the borrowed W of an index built on one.
+    ///
+    /// # Safety
+    /// A given `w` stays alive and unchanged while the index lives.
+    pub(crate) unsafe fn from_container(
+        c: &format::Container,
+        w: Option<(&[f32], usize)>,
+    ) -> Result<Ivf> {
         let rec = c.section("IVFPARAM")?;
         if rec.len() < 4 {
             bail!(BadFileFormat, "IVFPARAM is {} bytes", rec.len());

@@ -79,6 +79,7 @@ use crate::rng::SplitMix64;
 mod batch;
 mod build;
 mod calibrate;
+pub(crate) mod family;
 mod file;
 mod kmeans;
 mod labels;
@@ -356,6 +357,10 @@ impl Ivf {
 
     pub fn rows(&self) -> usize {
         self.rows
+    }
+    /// Whether the rows have a bias (the lists score `[w, b]`).
+    pub fn has_bias(&self) -> bool {
+        !self.bias_pos.is_empty()
     }
     pub fn dim(&self) -> usize {
         self.dim

@@ -103,12 +103,16 @@ unsafe fn build_body(
         check_out(out)?;
         // SAFETY: forwarded caller contract.
         let cp = unsafe { read_param_struct(p, "p")? };
-        let family = Family::from_u32(cp.family).ok_or_else(|| {
-            Error::new(
-                Status::InvalidArgument,
-                format!("family {} is not an LSHK_FAMILY_* value (0..=2)", cp.family),
-            )
-        })?;
+        // The IVF family (Rust's Family::Ivf) has no build parameters in
+        // this ABI generation: C builds IVF lists with lshk_ivf_build.
+        let family = Family::from_u32(cp.family)
+            .filter(|&f| f != Family::Ivf)
+            .ok_or_else(|| {
+                Error::new(
+                    Status::InvalidArgument,
+                    format!("family {} is not an LSHK_FAMILY_* value (0..=2)", cp.family),
+                )
+            })?;
         let storage = Storage::from_u32(cp.storage).ok_or_else(|| {
             Error::new(
                 Status::InvalidArgument,
@@ -170,6 +174,7 @@ unsafe fn build_body(
             threads: cp.build_threads,
             planes,
             dwta_map,
+            ivf: Default::default(),
         };
         if rows == 0 {
             bail!(InvalidArgument, "rows must be >= 1");

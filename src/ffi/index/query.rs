@@ -152,6 +152,7 @@ unsafe fn query_body(
     let qp = QueryParams {
         gather: gp,
         graph: sp,
+        ivf: Default::default(),
     };
     let mut st = QueryStats::default();
     i.query_impl(qs, nq, q_stride, k, &qp, ids, sc, Some(&mut st))?;

@@ -1,0 +1,223 @@
+//! The IVF lists as a candidate source of [`crate::Index`]
+//! ([`Family::Ivf`]), registered with one line in
+//! [`crate::index::source::SOURCES`]. This file is all the index knows of
+//! them.
+//!
+//! * Build: the lists over the index's rows and bias with
+//!   [`crate::index::IndexParams`]'s `ivf` ([`super::IvfParams`]): the same lists
+//!   as [`Ivf::build`]. With [`Storage::BorrowedF32`] they borrow the same
+//!   W as the index (codes other than NONE); with any other storage they
+//!   keep an f32 copy of their own for their exact stage, beside the
+//!   index's W in its storage.
+//! * Query ([`crate::index::QueryParams::ivf`], [`SearchParams`]): the
+//!   candidates of a top-`k` query are the lists' own top-`k` (their codes
+//!   stage, the exact re-rank of the best `rerank`, the adaptive stop).
+//!   With f32 or borrowed storage and an exact stage (`rerank > 0`, or no
+//!   codes) their scores are the exact logits of the index's own values
+//!   and are kept as they are ([`CandidateSource::final_scores`]): the
+//!   index answers exactly what [`Ivf::search`] answers, ids and score
+//!   bits (tests/index_ivf.rs). Otherwise (bf16, f16 or int8 storage, or
+//!   `rerank = 0`) the index's scorer scores the candidates from its own
+//!   rows, so the returned scores are always logits of the stored W.
+//! * File: the IVF sections (`IVFPARAM`, `CENTROID`, `CENTQ`, `CENTQS`,
+//!   `CBIAS`, `LSPREAD`, `LOFFS`, `LIDS`, `PBIAS`, `PROWS`, `QCODES`,
+//!   `QSCALES`, `PQCENT`, `PQCODES`; the IVF file's module) beside the
+//!   index's `PARAMS`, `BIAS` and `WEIGHTS`, checked as in an IVF file and
+//!   against the index's `PARAMS` (rows, dim, bias, borrowed W).
+//! * Refused: a transform other than NONE, caller-given planes or maps,
+//!   label training, row updates (as for the graph family).
+
+use std::cell::RefCell;
+
+use super::{Codes, Ivf, SearchParams};
+use crate::bail;
+use crate::error::{Result, Status};
+use crate::format::SectionOut;
+use crate::index::source::{
+    BuildInput, CandidateSource, LoadInput, QueryParams, SourceRegistration,
+};
+use crate::index::{Family, Index, Resolved, Storage, Transform};
+use crate::matmul::TOPK_PAD_ID;
+use crate::tables::GatherResult;
+
+/// The IVF family's registration.
+pub(crate) static REGISTRATION: SourceRegistration = SourceRegistration {
+    name: "ivf",
+    accepts: |f| f == Family::Ivf,
+    build,
+    load,
+};
+
+thread_local! {
+    /// A block's top-k ids and scores from the lists (reused per thread).
+    static TOPK: RefCell<(Vec<u32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+impl CandidateSource for Ivf {
+    fn check_query(&self, _ix: &Index, qp: &QueryParams) -> Result<()> {
+        check_search(&qp.ivf)
+    }
+
+    fn candidates(
+        &self,
+        _ix: &Index,
+        q: &[f32],
+        n: usize,
+        q_stride: usize,
+        k: usize,
+        qp: &QueryParams,
+        out: &mut GatherResult,
+        scores: &mut Vec<f32>,
+    ) -> Result<()> {
+        out.ids.clear();
+        out.counts.clear();
+        out.offsets.clear();
+        out.offsets.push(0);
+        TOPK.with(|cell| -> Result<()> {
+            let (ids, sc) = &mut *cell.borrow_mut();
+            let need = n * k;
+            ids.resize(need, 0);
+            sc.resize(need, 0.0);
+            self.search_stats(
+                crate::isa::active(),
+                q,
+                n,
+                q_stride,
+                k,
+                &qp.ivf,
+                ids,
+                sc,
+                None,
+            )?;
+            scores.clear();
+            for (row, rs) in ids
+                .chunks_exact(k.max(1))
+                .zip(sc.chunks_exact(k.max(1)))
+                .take(n)
+            {
+                for (&i, &s) in row.iter().zip(rs) {
+                    if i != TOPK_PAD_ID {
+                        out.ids.push(i);
+                        scores.push(s);
+                    }
+                }
+                out.offsets.push(out.ids.len());
+            }
+            if k == 0 {
+                out.offsets.resize(n + 1, 0);
+            }
+            Ok(())
+        })
+    }
+
+    /// The lists' scores are exact logits when they re-rank (`rerank > 0`,
+    /// or no codes) from f32 rows, which are the index's own values when
+    /// the index keeps W as f32 or borrows it.
+    fn final_scores(&self, ix: &Index, qp: &QueryParams) -> bool {
+        matches!(ix.storage(), Storage::F32 | Storage::BorrowedF32)
+            && (qp.ivf.rerank > 0 || self.params().codes == Codes::None)
+    }
+
+    fn sections<'a>(&'a self, keep: &'a mut Vec<Vec<u8>>) -> Vec<SectionOut<'a>> {
+        self.file_sections(keep)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        Ivf::memory_bytes(self)
+    }
+}
+
+/// The search parameters' own rules (those [`Ivf::search`] checks), before
+/// any query runs.
+fn check_search(sp: &SearchParams) -> Result<()> {
+    if sp.nprobe == 0 {
+        bail!(InvalidArgument, "ivf.nprobe must be >= 1");
+    }
+    if !(sp.reach.is_finite() && sp.reach >= 0.0) {
+        bail!(
+            InvalidArgument,
+            "ivf.reach is {}; it must be finite and >= 0 (0 = fixed nprobe)",
+            sp.reach
+        );
+    }
+    Ok(())
+}
+
+fn build(b: &BuildInput<'_>, r: &mut Resolved) -> Result<Box<dyn CandidateSource>> {
+    let p = b.p;
+    if p.transform != Transform::None {
+        bail!(
+            InvalidArgument,
+            "the IVF family scores [w, b] itself: transform must be NONE, not {:?}",
+            p.transform
+        );
+    }
+    if p.planes.is_some() || p.dwta_map.is_some() {
+        bail!(
+            InvalidArgument,
+            "caller-given planes or DWTA map but the family is the IVF"
+        );
+    }
+    // The LSH fields of the PARAMS record stay 0; its seed and threads are
+    // the lists'.
+    (r.bits, r.tables, r.sparsity, r.bin_size) = (0, 0, 0, 0);
+    (r.range_bits, r.bucket_cap, r.given) = (0, 0, false);
+    (r.seed, r.threads) = (p.ivf.seed, p.ivf.threads);
+    let borrow = p.storage == Storage::BorrowedF32 && p.ivf.codes != Codes::None;
+    let ivf = if borrow {
+        // SAFETY: the index borrows the same W under the same contract
+        // (Storage::BorrowedF32): the caller keeps it alive and unchanged
+        // while the index, and with it these lists, live.
+        unsafe { Ivf::build_borrowed(b.w, b.bias, b.rows, b.dim, b.w_stride, &p.ivf)? }
+    } else {
+        Ivf::build(b.w, b.bias, b.rows, b.dim, b.w_stride, &p.ivf)?
+    };
+    Ok(Box::new(ivf))
+}
+
+fn load(l: &LoadInput<'_>) -> Result<Box<dyn CandidateSource>> {
+    let bad = l.bad;
+    if l.labelled {
+        return Err(bad(
+            "a LABELS section in an IVF-family index (label training is LSH-only)".into(),
+        ));
+    }
+    if l.p.transform != Transform::None {
+        return Err(bad(format!(
+            "params: transform {:?} in an IVF-family index (NONE expected)",
+            l.p.transform
+        )));
+    }
+    let bad_file = |e: crate::error::Error| match e.status {
+        Status::BadFileFormat => bad(e.message),
+        _ => e,
+    };
+    // Lists built on the borrowed W take it again; the others hold their
+    // rows (a mismatch is refused by the IVF loader: "this index was built
+    // on a borrowed W" / "holds its own rows").
+    let borrowed = l.c.section("IVFPARAM").map_err(bad_file)?.get(32..36) == Some(&[1, 0, 0, 0]);
+    let w = if borrowed { l.w } else { None };
+    if borrowed && w.is_none() {
+        return Err(bad(
+            "IVFPARAM: lists on a borrowed W in an index that does not borrow W".into(),
+        ));
+    }
+    // SAFETY: a given `w` is the index's borrowed W, kept alive and
+    // unchanged by the caller while the index lives (its load contract).
+    let ivf = unsafe { Ivf::from_container(l.c, w) }.map_err(bad_file)?;
+    if ivf.rows() != l.rows || ivf.dim() != l.dim || ivf.has_bias() != l.has_bias {
+        return Err(bad(format!(
+            "IVFPARAM: lists of {} x {} (bias {}) in an index of {} x {} (bias {})",
+            ivf.rows(),
+            ivf.dim(),
+            ivf.has_bias(),
+            l.rows,
+            l.dim,
+            l.has_bias
+        )));
+    }
+    if ivf.label_state().is_some() {
+        return Err(bad("LABELS in an IVF-family index".into()));
+    }
+    Ok(Box::new(ivf))
+}
