@@ -45,16 +45,6 @@ unsafe fn dwta_ref<'a>(h: *const lshk_dwta) -> Result<&'a Dwta> {
     unsafe { handle_ref::<Dwta>(slot(h), "h") }
 }
 
-fn check_out_handle(out: *mut *mut lshk_dwta) -> Result<()> {
-    if out.is_null() {
-        return Err(Error::new(Status::NullPointer, "`out` is NULL"));
-    }
-    if !(out as usize).is_multiple_of(std::mem::align_of::<*mut lshk_dwta>()) {
-        return Err(Error::new(Status::InvalidArgument, "`out` is misaligned"));
-    }
-    Ok(())
-}
-
 fn write_handle(out: *mut *mut lshk_dwta, h: Dwta) {
     // SAFETY: `out` was checked non-NULL and aligned (check_out_handle)
     // before any work was done.
@@ -92,7 +82,7 @@ pub extern "C" fn lshk_dwta_new(
     out: *mut *mut lshk_dwta,
 ) -> lshk_status {
     boundary("lshk_dwta_new", || {
-        check_out_handle(out)?;
+        check_out(out)?;
         let h = Dwta::new(dim as usize, bins_per_table, tables, bin_size, seed)?;
         write_handle(out, h);
         Ok(())
@@ -122,7 +112,7 @@ pub unsafe extern "C" fn lshk_dwta_from_map(
     out: *mut *mut lshk_dwta,
 ) -> lshk_status {
     boundary("lshk_dwta_from_map", || {
-        check_out_handle(out)?;
+        check_out(out)?;
         crate::dwta::check_params(dim as usize, bins_per_table, tables, bin_size)?;
         // SAFETY: caller contract: `map` holds map_len u32.
         let m = unsafe { slice_in(map, map_len, "map")? };

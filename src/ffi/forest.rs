@@ -1,7 +1,6 @@
 //! C entry points of the hashing forest (issue 14, item 4): `lshk_forest_*`.
 //! The semantics are those of [`crate::forest`] (docs/training.md).
 
-use super::index::c_path;
 use super::*;
 use crate::forest::{self, Forest, ForestParams, ForestResult};
 
@@ -71,16 +70,6 @@ unsafe impl ParamStruct for lshk_forest_params {
     }
 }
 
-fn check_out_handle(out: *mut *mut lshk_forest) -> Result<()> {
-    if out.is_null() {
-        bail!(NullPointer, "`out` is NULL");
-    }
-    if !(out as usize).is_multiple_of(std::mem::align_of::<*mut lshk_forest>()) {
-        bail!(InvalidArgument, "`out` is misaligned");
-    }
-    Ok(())
-}
-
 fn check_needed(needed: *mut usize) -> Result<()> {
     if needed.is_null() {
         bail!(NullPointer, "`needed` is NULL");
@@ -124,7 +113,7 @@ pub unsafe extern "C" fn lshk_forest_build(
     out: *mut *mut lshk_forest,
 ) -> lshk_status {
     boundary("lshk_forest_build", || {
-        check_out_handle(out)?;
+        check_out(out)?;
         // SAFETY: forwarded caller contract.
         let cp = unsafe { read_param_struct(params, "params")? };
         let wl = strided_len(rows, dim, w_stride, "w")?;
@@ -446,7 +435,7 @@ pub unsafe extern "C" fn lshk_forest_load(
     out: *mut *mut lshk_forest,
 ) -> lshk_status {
     boundary("lshk_forest_load", || {
-        check_out_handle(out)?;
+        check_out(out)?;
         // SAFETY: forwarded caller contract.
         let p = unsafe { c_path(path)? };
         let f = Forest::load(p)?;

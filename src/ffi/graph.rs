@@ -4,7 +4,6 @@
 
 use std::cell::RefCell;
 
-use super::index::{c_path, check_out};
 use super::*;
 use crate::error::checked_mul;
 use crate::graph::{Graph, GraphParams, GraphStats, SearchParams, Storage, Walk};
@@ -219,12 +218,6 @@ pub unsafe extern "C" fn lshk_graph_build(
 // SAFETY: #[repr(C)], first field `struct_size: u32`.
 unsafe impl OutStruct for lshk_graph_stats {
     const C_NAME: &'static str = "lshk_graph_stats";
-}
-
-/// Checks a stats struct's size before any work (NULL = not wanted).
-unsafe fn check_stats(s: *mut lshk_graph_stats) -> Result<()> {
-    // SAFETY: forwarded caller contract.
-    unsafe { check_out_struct(s, "stats") }.map(drop)
 }
 
 thread_local! {

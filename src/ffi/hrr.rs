@@ -41,18 +41,8 @@ unsafe fn hrr_mut<'a>(h: *mut lshk_hrr) -> Result<&'a mut HrrHandle> {
     unsafe { handle_mut::<HrrHandle>(slot_mut(h), "h") }
 }
 
-fn check_out_handle(out: *mut *mut lshk_hrr) -> Result<()> {
-    if out.is_null() {
-        bail!(NullPointer, "`out` is NULL");
-    }
-    if !(out as usize).is_multiple_of(std::mem::align_of::<*mut lshk_hrr>()) {
-        bail!(InvalidArgument, "`out` is misaligned");
-    }
-    Ok(())
-}
-
 fn new_handle(d: usize, isa: Option<Isa>, out: *mut *mut lshk_hrr) -> Result<()> {
-    check_out_handle(out)?;
+    check_out(out)?;
     let hrr = match isa {
         Some(t) => Hrr::new_isa(d, t)?,
         None => Hrr::new(d)?,

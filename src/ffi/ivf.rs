@@ -12,7 +12,6 @@
 use std::cell::RefCell;
 use std::path::Path;
 
-use super::index::{c_path, check_out};
 use super::labels::{lshk_label_params, read_label_params, training_pairs, write_label_info};
 use super::*;
 use crate::error::checked_mul;
@@ -386,12 +385,6 @@ unsafe impl OutStruct for lshk_ivf_stats {
 // SAFETY: #[repr(C)], first field `struct_size: u32`.
 unsafe impl OutStruct for lshk_ivf_calibration {
     const C_NAME: &'static str = "lshk_ivf_calibration";
-}
-
-/// Checks a stats struct's size before any work (NULL = not wanted).
-unsafe fn check_stats(s: *mut lshk_ivf_stats) -> Result<()> {
-    // SAFETY: forwarded caller contract.
-    unsafe { check_out_struct(s, "stats") }.map(drop)
 }
 
 thread_local! {

@@ -365,6 +365,38 @@ pub(crate) unsafe trait OutStruct {
     const C_NAME: &'static str;
 }
 
+/// `out`, where a call writes its result (a new handle, a struct): not
+/// NULL (`NullPointer`) and aligned for `T` (`InvalidArgument`).
+pub(crate) fn check_out<T>(out: *mut T) -> Result<()> {
+    if out.is_null() {
+        return Err(Error::new(Status::NullPointer, "`out` is NULL"));
+    }
+    if !(out as usize).is_multiple_of(std::mem::align_of::<T>()) {
+        return Err(Error::new(Status::InvalidArgument, "`out` is misaligned"));
+    }
+    Ok(())
+}
+
+/// A C path argument: not NULL (`NullPointer`), not empty
+/// (`InvalidArgument`), its bytes as they are (any encoding).
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string that outlives `'a`.
+pub(crate) unsafe fn c_path<'a>(path: *const libc::c_char) -> Result<&'a std::path::Path> {
+    use std::os::unix::ffi::OsStrExt;
+    if path.is_null() {
+        return Err(Error::new(Status::NullPointer, "`path` is NULL"));
+    }
+    // SAFETY: caller contract: a NUL-terminated string.
+    let c = unsafe { std::ffi::CStr::from_ptr(path) };
+    if c.to_bytes().is_empty() {
+        return Err(Error::new(Status::InvalidArgument, "`path` is empty"));
+    }
+    Ok(std::path::Path::new(std::ffi::OsStr::from_bytes(
+        c.to_bytes(),
+    )))
+}
+
 /// Checks a caller's output struct before any work: `None` for NULL (the
 /// caller decides whether that is allowed); otherwise the pointer must be
 /// aligned and `struct_size` at least this library's `sizeof` (a larger
@@ -398,6 +430,17 @@ pub(crate) unsafe fn check_out_struct<T: OutStruct>(p: *const T, arg: &str) -> R
         ));
     }
     Ok(Some(size))
+}
+
+/// A query's optional stats struct (`lshk_query_stats`, `lshk_ivf_stats`,
+/// `lshk_graph_stats`): NULL, or aligned with a large enough
+/// `struct_size` ([`check_out_struct`]).
+///
+/// # Safety
+/// As [`check_out_struct`].
+pub(crate) unsafe fn check_stats<T: OutStruct>(s: *const T) -> Result<()> {
+    // SAFETY: forwarded caller contract.
+    unsafe { check_out_struct(s, "stats") }.map(drop)
 }
 
 /// Validates a tier value that arrived from C.

@@ -26,16 +26,6 @@ fn write_handle(out: *mut *mut lshk_simhash, h: SimHash) {
     unsafe { *out = handle_new(h).cast() };
 }
 
-fn check_out_handle(out: *mut *mut lshk_simhash) -> Result<()> {
-    if out.is_null() {
-        return Err(Error::new(Status::NullPointer, "`out` is NULL"));
-    }
-    if !(out as usize).is_multiple_of(std::mem::align_of::<*mut lshk_simhash>()) {
-        return Err(Error::new(Status::InvalidArgument, "`out` is misaligned"));
-    }
-    Ok(())
-}
-
 /// Creates a SimHash family of `tables` (L) tables of `bits_per_table` (K)
 /// bits over `dim`-dimensional inputs, from `seed`.
 ///
@@ -72,7 +62,7 @@ pub extern "C" fn lshk_simhash_new(
     out: *mut *mut lshk_simhash,
 ) -> lshk_status {
     boundary("lshk_simhash_new", || {
-        check_out_handle(out)?;
+        check_out(out)?;
         let h = SimHash::new(dim as usize, bits_per_table, tables, sparsity, seed)?;
         write_handle(out, h);
         Ok(())
@@ -98,7 +88,7 @@ pub unsafe extern "C" fn lshk_simhash_from_planes(
     out: *mut *mut lshk_simhash,
 ) -> lshk_status {
     boundary("lshk_simhash_from_planes", || {
-        check_out_handle(out)?;
+        check_out(out)?;
         if dim == 0 || bits_per_table == 0 || bits_per_table > 32 || tables == 0 {
             // Let SimHash produce the precise message.
             SimHash::from_planes(&[], dim as usize, bits_per_table, tables)?;

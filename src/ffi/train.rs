@@ -665,16 +665,6 @@ pub unsafe extern "C" fn lshk_rows_update_sgd_isa(
     }
 }
 
-fn check_out_handle(out: *mut *mut lshk_adam) -> Result<()> {
-    if out.is_null() {
-        bail!(NullPointer, "`out` is NULL");
-    }
-    if !(out as usize).is_multiple_of(std::mem::align_of::<*mut lshk_adam>()) {
-        bail!(InvalidArgument, "`out` is misaligned");
-    }
-    Ok(())
-}
-
 /// Creates lazy Adam state for a W of `rows` rows of `dim` values: moments
 /// 0, step counts 0 (`8 * rows * dim + 4 * rows` bytes). `params` NULL
 /// means the defaults. On success `*out` receives the handle (free it with
@@ -697,7 +687,7 @@ pub unsafe extern "C" fn lshk_adam_new(
     out: *mut *mut lshk_adam,
 ) -> lshk_status {
     boundary("lshk_adam_new", || {
-        check_out_handle(out)?;
+        check_out(out)?;
         // SAFETY: forwarded caller contract.
         let p = unsafe { read_param_struct(params, "params")? };
         let a = Adam::new(rows, dim, adam_params(&p))?;

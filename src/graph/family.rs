@@ -21,13 +21,13 @@
 //!   caller-given planes or maps, label training (`LABELS`).
 
 use super::Graph;
-use crate::bail;
 use crate::error::{Result, Status};
 use crate::format::SectionOut;
 use crate::index::source::{
-    BuildInput, CandidateSource, LoadInput, QueryParams, SourceRegistration,
+    non_lsh_build, non_lsh_load, BuildInput, CandidateSource, LoadInput, QueryParams,
+    SourceRegistration,
 };
-use crate::index::{Family, Index, Resolved, Transform};
+use crate::index::{Family, Index, Resolved};
 use crate::tables::GatherResult;
 
 /// The graph family's registration.
@@ -70,42 +70,21 @@ impl CandidateSource for Graph {
 
 fn build(b: &BuildInput<'_>, r: &mut Resolved) -> Result<Box<dyn CandidateSource>> {
     let p = b.p;
-    if p.transform != Transform::None {
-        bail!(
-            InvalidArgument,
-            "the graph family has its own (FGD, bias-fused) transform: transform must be NONE, \
-             not {:?}",
-            p.transform
-        );
-    }
-    if p.planes.is_some() || p.dwta_map.is_some() {
-        bail!(
-            InvalidArgument,
-            "caller-given planes or DWTA map but the family is the graph"
-        );
-    }
-    // The LSH fields of the PARAMS record stay 0; its seed and threads are
-    // the graph's.
-    (r.bits, r.tables, r.sparsity, r.bin_size) = (0, 0, 0, 0);
-    (r.range_bits, r.bucket_cap, r.given) = (0, 0, false);
-    (r.seed, r.threads) = (p.graph.seed, p.graph.threads);
+    non_lsh_build(
+        "graph",
+        "has its own (FGD, bias-fused) transform",
+        p,
+        r,
+        p.graph.seed,
+        p.graph.threads,
+    )?;
     let g = Graph::build(b.w, b.bias, b.rows, b.dim, b.w_stride, &p.graph)?;
     Ok(Box::new(g))
 }
 
 fn load(l: &LoadInput<'_>) -> Result<Box<dyn CandidateSource>> {
     let bad = l.bad;
-    if l.labelled {
-        return Err(bad(
-            "a LABELS section in a graph-family index (label training is LSH-only)".into(),
-        ));
-    }
-    if l.p.transform != Transform::None {
-        return Err(bad(format!(
-            "params: transform {:?} in a graph-family index (NONE expected)",
-            l.p.transform
-        )));
-    }
+    non_lsh_load("graph", l)?;
     let g = Graph::from_container(l.c).map_err(|e| match e.status {
         Status::BadFileFormat => bad(e.message),
         _ => e,

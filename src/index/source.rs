@@ -125,6 +125,54 @@ pub(crate) struct SourceRegistration {
     pub load: fn(l: &LoadInput<'_>) -> Result<Box<dyn CandidateSource>>,
 }
 
+/// The build checks of a source that is not LSH tables (the graph, the
+/// IVF): no transform (`why` says what the source does instead), no
+/// caller-given planes or DWTA map; the LSH fields of the `PARAMS` record
+/// are 0 and its seed and threads are the source's.
+pub(crate) fn non_lsh_build(
+    name: &str,
+    why: &str,
+    p: &IndexParams,
+    r: &mut Resolved,
+    seed: u64,
+    threads: u32,
+) -> Result<()> {
+    if p.transform != Transform::None {
+        bail!(
+            InvalidArgument,
+            "the {name} family {why}: transform must be NONE, not {:?}",
+            p.transform
+        );
+    }
+    if p.planes.is_some() || p.dwta_map.is_some() {
+        bail!(
+            InvalidArgument,
+            "caller-given planes or DWTA map but the family is the {name}"
+        );
+    }
+    (r.bits, r.tables, r.sparsity, r.bin_size) = (0, 0, 0, 0);
+    (r.range_bits, r.bucket_cap, r.given) = (0, 0, false);
+    (r.seed, r.threads) = (seed, threads);
+    Ok(())
+}
+
+/// The load checks of a source that is not LSH tables: no `LABELS`
+/// section, transform NONE (`BadFileFormat`).
+pub(crate) fn non_lsh_load(name: &str, l: &LoadInput<'_>) -> Result<()> {
+    if l.labelled {
+        return Err((l.bad)(format!(
+            "a LABELS section in a {name}-family index (label training is LSH-only)"
+        )));
+    }
+    if l.p.transform != Transform::None {
+        return Err((l.bad)(format!(
+            "params: transform {:?} in a {name}-family index (NONE expected)",
+            l.p.transform
+        )));
+    }
+    Ok(())
+}
+
 /// The registered candidate-source families (one line per family).
 pub(crate) static SOURCES: &[&SourceRegistration] = &[
     &super::lsh::REGISTRATION,

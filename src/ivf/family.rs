@@ -9,7 +9,7 @@
 //!   W as the index (codes other than NONE); with any other storage they
 //!   keep an f32 copy of their own for their exact stage, beside the
 //!   index's W in its storage.
-//! * Query ([`crate::index::QueryParams::ivf`], [`SearchParams`]): the
+//! * Query ([`crate::index::QueryParams::ivf`], [`super::SearchParams`]): the
 //!   candidates of a top-`k` query are the lists' own top-`k` (their codes
 //!   stage, the exact re-rank of the best `rerank`, the adaptive stop).
 //!   With f32 or borrowed storage and an exact stage (`rerank > 0`, or no
@@ -29,14 +29,14 @@
 
 use std::cell::RefCell;
 
-use super::{Codes, Ivf, SearchParams};
-use crate::bail;
+use super::{Codes, Ivf};
 use crate::error::{Result, Status};
 use crate::format::SectionOut;
 use crate::index::source::{
-    BuildInput, CandidateSource, LoadInput, QueryParams, SourceRegistration,
+    non_lsh_build, non_lsh_load, BuildInput, CandidateSource, LoadInput, QueryParams,
+    SourceRegistration,
 };
-use crate::index::{Family, Index, Resolved, Storage, Transform};
+use crate::index::{Family, Index, Resolved, Storage};
 use crate::matmul::TOPK_PAD_ID;
 use crate::tables::GatherResult;
 
@@ -55,7 +55,7 @@ thread_local! {
 
 impl CandidateSource for Ivf {
     fn check_query(&self, _ix: &Index, qp: &QueryParams) -> Result<()> {
-        check_search(&qp.ivf)
+        qp.ivf.check()
     }
 
     fn candidates(
@@ -127,42 +127,16 @@ impl CandidateSource for Ivf {
     }
 }
 
-/// The search parameters' own rules (those [`Ivf::search`] checks), before
-/// any query runs.
-fn check_search(sp: &SearchParams) -> Result<()> {
-    if sp.nprobe == 0 {
-        bail!(InvalidArgument, "ivf.nprobe must be >= 1");
-    }
-    if !(sp.reach.is_finite() && sp.reach >= 0.0) {
-        bail!(
-            InvalidArgument,
-            "ivf.reach is {}; it must be finite and >= 0 (0 = fixed nprobe)",
-            sp.reach
-        );
-    }
-    Ok(())
-}
-
 fn build(b: &BuildInput<'_>, r: &mut Resolved) -> Result<Box<dyn CandidateSource>> {
     let p = b.p;
-    if p.transform != Transform::None {
-        bail!(
-            InvalidArgument,
-            "the IVF family scores [w, b] itself: transform must be NONE, not {:?}",
-            p.transform
-        );
-    }
-    if p.planes.is_some() || p.dwta_map.is_some() {
-        bail!(
-            InvalidArgument,
-            "caller-given planes or DWTA map but the family is the IVF"
-        );
-    }
-    // The LSH fields of the PARAMS record stay 0; its seed and threads are
-    // the lists'.
-    (r.bits, r.tables, r.sparsity, r.bin_size) = (0, 0, 0, 0);
-    (r.range_bits, r.bucket_cap, r.given) = (0, 0, false);
-    (r.seed, r.threads) = (p.ivf.seed, p.ivf.threads);
+    non_lsh_build(
+        "IVF",
+        "scores [w, b] itself",
+        p,
+        r,
+        p.ivf.seed,
+        p.ivf.threads,
+    )?;
     let borrow = p.storage == Storage::BorrowedF32 && p.ivf.codes != Codes::None;
     let ivf = if borrow {
         // SAFETY: the index borrows the same W under the same contract
@@ -177,17 +151,7 @@ fn build(b: &BuildInput<'_>, r: &mut Resolved) -> Result<Box<dyn CandidateSource
 
 fn load(l: &LoadInput<'_>) -> Result<Box<dyn CandidateSource>> {
     let bad = l.bad;
-    if l.labelled {
-        return Err(bad(
-            "a LABELS section in an IVF-family index (label training is LSH-only)".into(),
-        ));
-    }
-    if l.p.transform != Transform::None {
-        return Err(bad(format!(
-            "params: transform {:?} in an IVF-family index (NONE expected)",
-            l.p.transform
-        )));
-    }
+    non_lsh_load("IVF", l)?;
     let bad_file = |e: crate::error::Error| match e.status {
         Status::BadFileFormat => bad(e.message),
         _ => e,

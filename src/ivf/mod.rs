@@ -227,6 +227,22 @@ impl Default for SearchParams {
 }
 
 impl SearchParams {
+    /// The parameters' own rules: `nprobe >= 1`, `reach` finite and `>= 0`
+    /// (`InvalidArgument`).
+    pub fn check(&self) -> Result<()> {
+        if self.nprobe == 0 {
+            bail!(InvalidArgument, "nprobe must be >= 1");
+        }
+        if !(self.reach.is_finite() && self.reach >= 0.0) {
+            bail!(
+                InvalidArgument,
+                "reach is {}; it must be finite and >= 0 (0 = fixed nprobe)",
+                self.reach
+            );
+        }
+        Ok(())
+    }
+
     /// Fixed list selection: the `nprobe` best lists (`reach = 0`).
     pub fn fixed(nprobe: u32, rerank: u32) -> Self {
         SearchParams {

@@ -223,16 +223,7 @@ impl Ivf {
         stats: Option<&mut SearchStats>,
     ) -> Result<()> {
         isa::check_supported(tier)?;
-        if sp.nprobe == 0 {
-            bail!(InvalidArgument, "nprobe must be >= 1");
-        }
-        if !(sp.reach.is_finite() && sp.reach >= 0.0) {
-            bail!(
-                InvalidArgument,
-                "reach is {}; it must be finite and >= 0 (0 = fixed nprobe)",
-                sp.reach
-            );
-        }
+        sp.check()?;
         let ql = strided_len(nq, self.dim, q_stride, "q")?;
         if q.len() < ql {
             bail!(

@@ -90,17 +90,9 @@ pub fn quantize_rows_i8(
     crate::error::check_finite_rows(w, rows, dim, w_stride, "w")?;
     for r in 0..rows {
         let row = &w[r * w_stride..r * w_stride + dim];
-        let max = row.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        let scale = max / 127.0;
         let o = &mut out[r * out_stride..r * out_stride + dim];
-        for (d, &v) in o.iter_mut().zip(row) {
-            *d = if scale == 0.0 {
-                0
-            } else {
-                (v / scale).round_ties_even().clamp(-127.0, 127.0) as i8
-            };
-        }
-        scales[r] = scale;
+        o.fill(0);
+        (scales[r], _) = crate::qdot::quantize_row(row, o);
     }
     Ok(())
 }

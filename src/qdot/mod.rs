@@ -387,9 +387,13 @@ fn rne_small(x: f32) -> f32 {
     (x + M) - M
 }
 
-/// Quantises one row into `dst` (`dim_pad` zeroed bytes): returns
-/// `(scale, sum of codes)`. The row is finite (checked by the caller).
-fn quantize_row(row: &[f32], dst: &mut [i8]) -> (f32, i32) {
+/// Quantises one row into `dst` (zeroed, at least `row.len()` bytes):
+/// returns `(scale, sum of codes)`, `scale = max |x| / 127`, codes
+/// `round_ties_even(x / scale)` in `-127..=127` (all 0, and `dst` left as
+/// it is, for a zero row). The row is finite (checked by the caller). The
+/// one int8 row quantiser: the IVF's codes and `matmul::quantize_rows_i8`
+/// (the index's int8 storage, `lshk_quantize_rows_i8`) both use it.
+pub(crate) fn quantize_row(row: &[f32], dst: &mut [i8]) -> (f32, i32) {
     let max = row.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let scale = max / 127.0;
     if scale == 0.0 {

@@ -1,18 +1,6 @@
-//! lshk_index_save / _load and the C path helper (split out of ffi/index.rs, code unchanged).
+//! lshk_index_save / _load.
 
 use super::*;
-
-pub(crate) unsafe fn c_path<'a>(path: *const libc::c_char) -> Result<&'a Path> {
-    if path.is_null() {
-        bail!(NullPointer, "`path` is NULL");
-    }
-    // SAFETY: caller contract: a NUL-terminated string.
-    let c = unsafe { CStr::from_ptr(path) };
-    if c.to_bytes().is_empty() {
-        bail!(InvalidArgument, "`path` is empty");
-    }
-    Ok(Path::new(std::ffi::OsStr::from_bytes(c.to_bytes())))
-}
 
 /// Saves the index to `path` (a NUL-terminated file name): a versioned,
 /// little-endian lshk container with a CRC-32C per section (params, hash

@@ -11,9 +11,7 @@
 //! borrowed handle used after its index was freed is reported as
 //! INVALID_HANDLE (best effort, like every freed handle).
 
-use std::ffi::{c_void, CStr};
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::ffi::c_void;
 
 use super::dwta::lshk_dwta;
 use super::graph::{lshk_graph_params, lshk_graph_query_params, read_search_params};
@@ -257,16 +255,6 @@ pub(crate) unsafe fn index_ref<'a>(h: *const lshk_index) -> Result<&'a IndexHand
     unsafe { handle_ref::<IndexHandle>(slot(h), "idx") }
 }
 
-pub(crate) fn check_out<T>(out: *mut T) -> Result<()> {
-    if out.is_null() {
-        bail!(NullPointer, "`out` is NULL");
-    }
-    if !(out as usize).is_multiple_of(std::mem::align_of::<T>()) {
-        bail!(InvalidArgument, "`out` is misaligned");
-    }
-    Ok(())
-}
-
 // SAFETY: #[repr(C)], struct_size first; fields are integers, nullable raw
 // pointers and an `Option` of a function pointer, for which every bit
 // pattern is valid (a NULL callback is `None`).
@@ -314,12 +302,6 @@ unsafe impl OutStruct for lshk_query_stats {
 // SAFETY: #[repr(C)], first field `struct_size: u32`.
 unsafe impl OutStruct for lshk_weights_view {
     const C_NAME: &'static str = "lshk_weights_view";
-}
-
-/// Checks a stats struct's size before any work (NULL = not wanted).
-unsafe fn check_stats(s: *mut lshk_query_stats) -> Result<()> {
-    // SAFETY: forwarded caller contract.
-    unsafe { check_out_struct(s, "stats") }.map(drop)
 }
 
 // Declared in the file's old order, so cbindgen writes the header in the
