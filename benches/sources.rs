@@ -16,7 +16,8 @@
 //! `index/ivf` (the IVF family of the one index: `ivf/i8`'s lists, W
 //! borrowed), `index/graph` (the graph family), `graph` (ef 64), `forest` (candidate
 //! lists of 256, default forest; no top-k: its figure is the candidate
-//! query alone).
+//! query alone), `index/forest` (the forest family of the one index: the
+//! same sets scored and cut to the top 10).
 //!
 //! `LSHK_SOURCES_ROWS` changes the row count.
 
@@ -123,6 +124,23 @@ fn main() {
         )
     }
     .unwrap();
+    // SAFETY: `g.w` outlives the index.
+    let ffam = unsafe {
+        Index::build_borrowed(
+            w,
+            b,
+            rows,
+            DIM,
+            DIM,
+            &IndexParams {
+                family: Family::Forest,
+                storage: Storage::BorrowedF32,
+                ..Default::default()
+            },
+            None,
+        )
+    }
+    .unwrap();
     let graph = Graph::build(w, b, rows, DIM, DIM, &GraphParams::default()).unwrap();
     let forest = Forest::build(w, rows, DIM, DIM, &ForestParams::default()).unwrap();
     let dense = DenseLayer::new(w, rows, DIM, DIM, b).unwrap();
@@ -178,6 +196,13 @@ fn main() {
         (
             "graph",
             Box::new(|q, n, i, s| graph.search(q, n, DIM, K, 64, i, s).unwrap()),
+        ),
+        (
+            "index/forest",
+            Box::new(|q, n, i, s| {
+                ffam.query_with(q, n, DIM, K as u32, &QueryParams::default(), i, s, None)
+                    .unwrap()
+            }),
         ),
         (
             "forest",

@@ -69,6 +69,9 @@ use crate::error::{first_non_finite, strided_len, try_vec, Error, Result, Status
 use crate::format::{self, cast_slice, Container, SectionOut};
 use crate::rng::SplitMix64;
 
+pub(crate) mod family;
+pub use family::ForestQuery;
+
 /// The container kind of a forest file.
 pub const KIND_FOREST: u32 = 14;
 /// Version of the forest's `FPARAMS` record written for a forest over the
@@ -503,6 +506,24 @@ impl Forest {
             bail!(InvalidArgument, "q (the set size) must be >= 1");
         }
         check_w(w, self.n, self.dim, w_stride)?;
+        self.query_finite_w(w, w_stride, x, nx, x_stride, q, out)
+    }
+
+    /// [`Forest::query`] for a `w` known to be finite and long enough (an
+    /// index's own rows, checked when they were stored): without the scan
+    /// of all of `w`, which costs more than the query itself. `q >= 1`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn query_finite_w(
+        &self,
+        w: &[f32],
+        w_stride: usize,
+        x: &[f32],
+        nx: usize,
+        x_stride: usize,
+        q: u32,
+        out: &mut ForestResult,
+    ) -> Result<()> {
+        debug_assert!(q >= 1 && w.len() >= strided_len(self.n, self.dim, w_stride, "w")?);
         let xl = strided_len(nx, self.dim, x_stride, "x")?;
         if x.len() < xl {
             bail!(
@@ -598,6 +619,14 @@ impl Forest {
 
     /// Writes the forest (atomic: temporary file, then rename).
     pub fn save(&self, path: &Path) -> Result<()> {
+        let mut keep = Vec::new();
+        let secs = self.file_sections(&mut keep);
+        format::write_file(path, KIND_FOREST, &secs)
+    }
+
+    /// The forest's sections (a forest file's, or an index file's whose
+    /// candidate source is the forest); `keep` holds the bytes they borrow.
+    pub(crate) fn file_sections<'a>(&'a self, keep: &'a mut Vec<Vec<u8>>) -> Vec<SectionOut<'a>> {
         let l = self.trees.len();
         // Raw-row forests keep the version-1 record (readable by older
         // libraries); unit-row forests need version 2 and its flags.
@@ -619,40 +648,50 @@ impl Forest {
             .iter()
             .flat_map(|t| [t.nodes.len() as u64, t.offs.len() as u64])
             .collect();
+        let base = keep.len();
+        keep.push(format::as_bytes(rec.as_slice()).to_vec());
+        keep.push(format::as_bytes(&counts).to_vec());
+        // The offsets as their bit patterns (u64), one part per tree.
+        for t in &self.trees {
+            let bits: Vec<u64> = t.offs.iter().map(|v| v.to_bits()).collect();
+            keep.push(format::as_bytes(&bits).to_vec());
+        }
+        let keep: &'a Vec<Vec<u8>> = keep;
         let mut parts_nodes: Vec<&[u8]> = Vec::new();
         let mut parts_perm: Vec<&[u8]> = Vec::new();
         let mut parts_pof: Vec<&[u8]> = Vec::new();
         let mut parts_planes: Vec<&[u8]> = Vec::new();
         let mut parts_offs: Vec<&[u8]> = Vec::new();
-        let offbits: Vec<Vec<u64>> = self
-            .trees
-            .iter()
-            .map(|t| t.offs.iter().map(|v| v.to_bits()).collect())
-            .collect();
-        for (t, ob) in self.trees.iter().zip(&offbits) {
+        for (t, ob) in self.trees.iter().zip(&keep[base + 2..]) {
             parts_nodes.push(node_bytes(&t.nodes));
             parts_perm.push(format::as_bytes(&t.perm));
             parts_pof.push(format::as_bytes(&t.plane_of));
             parts_planes.push(format::as_bytes(&t.planes));
-            parts_offs.push(format::as_bytes(ob));
+            parts_offs.push(ob);
         }
-        let secs = [
-            SectionOut::new("FPARAMS", vec![format::as_bytes(rec.as_slice())]),
-            SectionOut::new("FCOUNTS", vec![format::as_bytes(&counts)]),
+        vec![
+            SectionOut::new("FPARAMS", vec![&keep[base]]),
+            SectionOut::new("FCOUNTS", vec![&keep[base + 1]]),
             SectionOut::new("FNODES", parts_nodes),
             SectionOut::new("FPERM", parts_perm),
             SectionOut::new("FPLANEOF", parts_pof),
             SectionOut::new("FPLANES", parts_planes),
             SectionOut::new("FOFFS", parts_offs),
-        ];
-        format::write_file(path, KIND_FOREST, &secs)
+        ]
     }
 
     /// Reads a forest written by [`Forest::save`], checking every
     /// invariant of a build (`BadFileFormat` naming what is wrong).
     pub fn load(path: &Path) -> Result<Forest> {
-        let bad = |m: String| Error::new(Status::BadFileFormat, m);
         let c = Container::open(path, KIND_FOREST)?;
+        Self::from_container(&c)
+    }
+
+    /// The forest held by the forest sections of `c` (a forest file, or an
+    /// index file whose candidate source is the forest), every invariant
+    /// checked.
+    pub(crate) fn from_container(c: &Container) -> Result<Forest> {
+        let bad = |m: String| Error::new(Status::BadFileFormat, m);
         let rec: &[u64] = cast_slice(c.section("FPARAMS")?, "FPARAMS")?;
         if rec.len() < 7 {
             return Err(bad(format!(

@@ -129,8 +129,9 @@ fn mutated_index_files_never_crash_the_loader() {
         // GLINKS0 / GUPPER sections beside the index's.
         (Family::Graph, Storage::F32, Transform::None, false),
         (Family::Graph, Storage::I8, Transform::None, false),
-        // The IVF family: the IVF sections beside the index's.
+        // The IVF and forest families: their sections beside the index's.
         (Family::Ivf, Storage::F32, Transform::None, false),
+        (Family::Forest, Storage::F32, Transform::None, false),
     ];
     let (mut total, mut loaded, mut rejected) = (0usize, 0usize, 0usize);
     let mut r = SplitMix64::new(0x5eed);
@@ -346,8 +347,10 @@ fn structural_mutations_through_the_c_abi() {
         // GLINKS0 / GUPPER sections beside the index's.
         (Family::Graph, Storage::F32, Transform::None, false),
         (Family::Graph, Storage::I8, Transform::None, false),
-        // The IVF family (built from Rust; lshk_index_load reads it).
+        // The IVF and forest families (built from Rust; lshk_index_load
+        // reads them).
         (Family::Ivf, Storage::F32, Transform::None, false),
+        (Family::Forest, Storage::F32, Transform::None, false),
     ];
     let flips = (iters() / 2).max(50);
     let mut o = Outcome {
@@ -1232,6 +1235,7 @@ fn float_seeds(dir: &Path) -> Vec<FloatSeed> {
         (Family::Graph, Storage::I8, Transform::None, false),
         (Family::Ivf, Storage::F32, Transform::None, false),
         (Family::Ivf, Storage::Bf16, Transform::None, false),
+        (Family::Forest, Storage::F32, Transform::None, false),
     ] {
         let (idx, rows, dim) = seed_index(family, storage, transform, labels);
         let wi = lshk::data::structured_layer(rows, dim, 9, 5).w;
@@ -1250,6 +1254,9 @@ fn float_seeds(dir: &Path) -> Vec<FloatSeed> {
         sections.extend(welem.map(|e| ("WEIGHTS", e)));
         if family == Family::Ivf {
             sections.extend(ivf_sections.iter().copied());
+        }
+        if family == Family::Forest {
+            sections.push(("FPLANES", Elem::F32));
         }
         seeds.push(FloatSeed {
             what: format!("index {family:?} {storage:?} {transform:?} labels {labels}"),

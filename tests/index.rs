@@ -122,7 +122,7 @@ fn hash(idx: &Index, x: &[f32], n: usize, stride: usize) -> Vec<u32> {
             .unwrap()
             .hash_dense(x, n, stride, &mut c)
             .unwrap(),
-        Family::Graph | Family::Ivf => {
+        Family::Graph | Family::Ivf | Family::Forest => {
             unreachable!(
                 "the graph and IVF families have no hash (tests/index_graph.rs, index_ivf.rs)"
             )

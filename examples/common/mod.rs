@@ -168,6 +168,10 @@ pub fn describe(p: &IndexParams, range_bits: u32) -> String {
             "IVF nlist={} codes={:?} storage={:?}",
             p.ivf.nlist, p.ivf.codes, p.storage
         ),
+        Family::Forest => format!(
+            "forest trees={} leaf_size={} storage={:?}",
+            p.forest.trees, p.forest.leaf_size, p.storage
+        ),
     }
 }
 

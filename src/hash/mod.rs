@@ -49,11 +49,19 @@ pub enum Family {
     Graph = 2,
     /// The IVF lists ([`crate::ivf`]); not a hash family.
     Ivf = 3,
+    /// The hashing forest ([`crate::forest`]); not a hash family.
+    Forest = 4,
 }
 
 impl Family {
     /// Every family, in id order.
-    pub const ALL: [Family; 4] = [Family::SimHash, Family::Dwta, Family::Graph, Family::Ivf];
+    pub const ALL: [Family; 5] = [
+        Family::SimHash,
+        Family::Dwta,
+        Family::Graph,
+        Family::Ivf,
+        Family::Forest,
+    ];
 
     pub fn from_u32(v: u32) -> Option<Family> {
         Self::ALL.get(v as usize).copied()

@@ -24,12 +24,14 @@
 //! from the same rows and bias with [`IndexParams::graph`] and searched
 //! with [`QueryParams::graph`], or the IVF lists ([`crate::ivf`]) for
 //! [`Family::Ivf`], with [`IndexParams::ivf`] and [`QueryParams::ivf`]
-//! (src/ivf/family.rs). Everything after the candidates (exact logits of W
+//! (src/ivf/family.rs), or the hashing forest ([`crate::forest`]) for
+//! [`Family::Forest`], with [`IndexParams::forest`] and
+//! [`QueryParams::forest`] (src/forest/family.rs). Everything after the candidates (exact logits of W
 //! per [`Storage`] and the bias, top-k) is the same for every family; a
 //! source whose candidates already carry exact logits of the index's rows
 //! (the IVF's exact stage on f32 rows) keeps them. The calls that need
 //! hash tables (tables, codes, candidates, label and IUL training,
-//! updates) refuse a graph or IVF index with `InvalidArgument`.
+//! updates) refuse a graph, IVF or forest index with `InvalidArgument`.
 //!
 //! # Defaults
 //! `range_bits = 0` picks `min(code_bits, 20, ceil(log2(max(rows, 2))) + 1)`
@@ -202,6 +204,10 @@ pub struct IndexParams {
     /// copy of their own). The LSH fields above are ignored, `transform`
     /// must be [`Transform::None`].
     pub ivf: crate::ivf::IvfParams,
+    /// Forest family: the trees' build parameters; the trees are the ones
+    /// [`crate::forest::Forest::build`] builds with them over the rows
+    /// (storage must be [`Storage::F32`] or [`Storage::BorrowedF32`]).
+    pub forest: crate::forest::ForestParams,
 }
 
 impl Default for IndexParams {
@@ -222,6 +228,7 @@ impl Default for IndexParams {
             dwta_map: None,
             graph: crate::graph::GraphParams::default(),
             ivf: crate::ivf::IvfParams::default(),
+            forest: crate::forest::ForestParams::default(),
         }
     }
 }

@@ -25,12 +25,14 @@ use crate::hash::AsAny;
 
 /// The query options of an index, per family kind: `gather` applies to the
 /// LSH families (SimHash, DWTA), `graph` to the graph family, `ivf` to the
-/// IVF family; each family ignores the others'.
+/// IVF family, `forest` to the forest family; each family ignores the
+/// others'.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct QueryParams {
     pub gather: GatherParams,
     pub graph: crate::graph::SearchParams,
     pub ivf: crate::ivf::SearchParams,
+    pub forest: crate::forest::ForestQuery,
 }
 
 impl From<GatherParams> for QueryParams {
@@ -178,6 +180,7 @@ pub(crate) static SOURCES: &[&SourceRegistration] = &[
     &super::lsh::REGISTRATION,
     &crate::graph::family::REGISTRATION,
     &crate::ivf::family::REGISTRATION,
+    &crate::forest::family::REGISTRATION,
 ];
 
 /// The registration of family `f`.

@@ -103,10 +103,11 @@ unsafe fn build_body(
         check_out(out)?;
         // SAFETY: forwarded caller contract.
         let cp = unsafe { read_param_struct(p, "p")? };
-        // The IVF family (Rust's Family::Ivf) has no build parameters in
-        // this ABI generation: C builds IVF lists with lshk_ivf_build.
+        // The IVF and forest families (Rust's Family::Ivf, Family::Forest)
+        // have no build parameters in this ABI generation: C builds them
+        // with lshk_ivf_build and lshk_forest_build.
         let family = Family::from_u32(cp.family)
-            .filter(|&f| f != Family::Ivf)
+            .filter(|&f| !matches!(f, Family::Ivf | Family::Forest))
             .ok_or_else(|| {
                 Error::new(
                     Status::InvalidArgument,
@@ -175,6 +176,7 @@ unsafe fn build_body(
             planes,
             dwta_map,
             ivf: Default::default(),
+            forest: Default::default(),
         };
         if rows == 0 {
             bail!(InvalidArgument, "rows must be >= 1");

@@ -153,6 +153,7 @@ unsafe fn query_body(
         gather: gp,
         graph: sp,
         ivf: Default::default(),
+        forest: Default::default(),
     };
     let mut st = QueryStats::default();
     i.query_impl(qs, nq, q_stride, k, &qp, ids, sc, Some(&mut st))?;
