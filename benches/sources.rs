@@ -71,76 +71,32 @@ fn main() {
         .unwrap()
     };
     let (ivf_i8, ivf_pq, ivf_flat) = (ivf(Codes::I8), ivf(Codes::Pq4I8), ivf(Codes::None));
-    // SAFETY: `g.w` outlives the index.
-    let simhash = unsafe {
-        Index::build_borrowed(
-            w,
-            b,
-            rows,
-            DIM,
-            DIM,
-            &IndexParams {
-                family: Family::SimHash,
-                bits: 16,
-                tables: 24,
-                storage: Storage::BorrowedF32,
-                ..Default::default()
-            },
-            None,
-        )
-    }
-    .unwrap();
-    // SAFETY: `g.w` outlives the index.
-    let gfam = unsafe {
-        Index::build_borrowed(
-            w,
-            b,
-            rows,
-            DIM,
-            DIM,
-            &IndexParams {
-                family: Family::Graph,
-                storage: Storage::BorrowedF32,
-                ..Default::default()
-            },
-            None,
-        )
-    }
-    .unwrap();
-    // SAFETY: `g.w` outlives the index.
-    let ifam = unsafe {
-        Index::build_borrowed(
-            w,
-            b,
-            rows,
-            DIM,
-            DIM,
-            &IndexParams {
-                family: Family::Ivf,
-                storage: Storage::BorrowedF32,
-                ..Default::default()
-            },
-            None,
-        )
-    }
-    .unwrap();
-    // SAFETY: `g.w` outlives the index.
-    let ffam = unsafe {
-        Index::build_borrowed(
-            w,
-            b,
-            rows,
-            DIM,
-            DIM,
-            &IndexParams {
-                family: Family::Forest,
-                storage: Storage::BorrowedF32,
-                ..Default::default()
-            },
-            None,
-        )
-    }
-    .unwrap();
+    // The one index over the borrowed W, per family.
+    let index = |p: IndexParams| {
+        let p = IndexParams {
+            storage: Storage::BorrowedF32,
+            ..p
+        };
+        // SAFETY: `g.w` outlives every index of this function.
+        unsafe { Index::build_borrowed(w, b, rows, DIM, DIM, &p, None) }.unwrap()
+    };
+    let family = |family| {
+        index(IndexParams {
+            family,
+            ..Default::default()
+        })
+    };
+    let simhash = index(IndexParams {
+        family: Family::SimHash,
+        bits: 16,
+        tables: 24,
+        ..Default::default()
+    });
+    let (gfam, ifam, ffam) = (
+        family(Family::Graph),
+        family(Family::Ivf),
+        family(Family::Forest),
+    );
     let graph = Graph::build(w, b, rows, DIM, DIM, &GraphParams::default()).unwrap();
     let forest = Forest::build(w, rows, DIM, DIM, &ForestParams::default()).unwrap();
     let dense = DenseLayer::new(w, rows, DIM, DIM, b).unwrap();

@@ -398,6 +398,41 @@ fn np_dims(shape: &[usize], item: usize) -> PyResult<([npy_intp; 2], usize)> {
     Ok((dims, shape.len()))
 }
 
+/// numpy's PyArray_NewFromDescr for T's dtype with `dims` (and `strides`,
+/// `data`: NULL for a new C-ordered allocation), flags 0: the new array, or
+/// the Python error numpy set (MemoryError when it cannot allocate).
+///
+/// # Safety
+/// `strides` is NULL or holds `dims.len()` entries; `data` is NULL or
+/// addresses every element `dims` and `strides` describe while the array
+/// lives.
+unsafe fn new_array<'py, T: Element>(
+    py: Python<'py>,
+    dims: &mut [npy_intp],
+    strides: *mut npy_intp,
+    data: *mut c_void,
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: the numpy API is loaded (PY_ARRAY_API) and the GIL is held
+    // (`py`); the descriptor reference is stolen (into_dtype_ptr gives a
+    // new one); the rest is the caller's contract. Returns a new
+    // reference, or NULL with a Python error set.
+    let p = unsafe {
+        PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            get_type_object(py, NpyTypes::PyArray_Type),
+            T::get_dtype(py).into_dtype_ptr(),
+            dims.len() as c_int,
+            dims.as_mut_ptr(),
+            strides,
+            data,
+            0,
+            ptr::null_mut(),
+        )
+    };
+    // SAFETY: `p` is an owned reference or NULL (then the error is fetched).
+    unsafe { Bound::from_owned_ptr_or_err(py, p) }
+}
+
 /// A new uninitialised C-ordered array of `shape` (1-D when `shape.len() ==
 /// 1`); the C call must write every element before Python sees it. Never
 /// panics: a shape too large for any array raises ValueError (`np_dims`), an
@@ -407,27 +442,9 @@ fn out_array<'py, T: Element>(
     shape: &[usize],
 ) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
     let (mut dims, nd) = np_dims(shape, std::mem::size_of::<T>())?;
-    // SAFETY: the numpy API is loaded (PY_ARRAY_API) and the GIL is held;
-    // `dims` holds `nd` valid extents; NULL strides and data make numpy
-    // allocate a C-ordered array; the descriptor reference is stolen
-    // (into_dtype_ptr gives a new one). Returns a new reference, or NULL
-    // with a Python error set (MemoryError when the data cannot be
-    // allocated).
-    let p = unsafe {
-        PY_ARRAY_API.PyArray_NewFromDescr(
-            py,
-            get_type_object(py, NpyTypes::PyArray_Type),
-            T::get_dtype(py).into_dtype_ptr(),
-            nd as c_int,
-            dims.as_mut_ptr(),
-            ptr::null_mut(),
-            ptr::null_mut(),
-            0,
-            ptr::null_mut(),
-        )
-    };
-    // SAFETY: `p` is an owned reference or NULL (then the error is fetched).
-    let a = unsafe { Bound::from_owned_ptr_or_err(py, p)? };
+    // SAFETY: `dims` holds `nd` valid extents; NULL strides and data make
+    // numpy allocate a C-ordered array.
+    let a = unsafe { new_array::<T>(py, &mut dims[..nd], ptr::null_mut(), ptr::null_mut())? };
     // SAFETY: numpy made an ndarray of T's dtype; PyArrayDyn accepts any
     // number of dimensions.
     Ok(unsafe { a.cast_into_unchecked::<PyArrayDyn<T>>() })
@@ -453,24 +470,10 @@ unsafe fn lent_array<'py, T: Element>(
         *s = npy_intp::try_from(v)
             .map_err(|_| PyValueError::new_err("a lent array's stride overflows"))?;
     }
-    // SAFETY: the numpy API is loaded (PY_ARRAY_API) and the GIL is held;
-    // dims/strides hold `nd` entries; the descriptor reference is stolen;
-    // flags 0 make the array read-only; `data` is valid per the contract.
-    let p = unsafe {
-        PY_ARRAY_API.PyArray_NewFromDescr(
-            py,
-            get_type_object(py, NpyTypes::PyArray_Type),
-            T::get_dtype(py).into_dtype_ptr(),
-            nd as c_int,
-            dims.as_mut_ptr(),
-            st.as_mut_ptr(),
-            data as *mut c_void,
-            0,
-            ptr::null_mut(),
-        )
-    };
-    // SAFETY: an owned reference or NULL with an error set.
-    let a = unsafe { Bound::from_owned_ptr_or_err(py, p)? };
+    // SAFETY: dims/strides hold `nd` entries; `data` addresses every
+    // element they describe, valid while `owner` (the base set below)
+    // lives; flags 0 make the array read-only.
+    let a = unsafe { new_array::<T>(py, &mut dims[..nd], st.as_mut_ptr(), data as *mut c_void)? };
     // SAFETY: `a` is an ndarray; PyArray_SetBaseObject steals the new
     // reference to `owner` (also on failure).
     let r = unsafe {
