@@ -305,22 +305,26 @@ pub(crate) fn max_abs_rows(x: &[f32], n: usize, dim: usize, stride: usize) -> f3
 }
 
 /// `NonFinite` when a value of the rows (`w`, finite) or of `bias` exceeds
-/// [`row_value_limit`]; returns the largest |value|.
+/// [`row_value_limit`]. One pass over the values; the offending position
+/// is looked for only when one exceeds the limit.
 pub(crate) fn check_row_range(
     w: &[f32],
     bias: Option<&[f32]>,
     rows: usize,
     dim: usize,
     stride: usize,
-) -> Result<f32> {
+) -> Result<()> {
     let lim = row_value_limit(dim);
     let over = |v: f32| f64::from(v.abs()) > lim;
-    if let Some((r, j)) = (0..rows).find_map(|r| {
-        w[r * stride..r * stride + dim]
-            .iter()
-            .position(|&v| over(v))
-            .map(|j| (r, j))
-    }) {
+    if over(max_abs_rows(w, rows, dim, stride)) {
+        let (r, j) = (0..rows)
+            .find_map(|r| {
+                w[r * stride..r * stride + dim]
+                    .iter()
+                    .position(|&v| over(v))
+                    .map(|j| (r, j))
+            })
+            .expect("a value exceeds the limit");
         bail!(
             NonFinite,
             "w[{r}][{j}] is {:e}: rows of dim {dim} must stay within +-{lim:.3e} (their squared distances would overflow f32)",
@@ -336,10 +340,22 @@ pub(crate) fn check_row_range(
             );
         }
     }
-    Ok(
-        max_abs_rows(w, rows, dim, stride)
-            .max(bias.map_or(0.0, |b| max_abs_rows(b, 1, rows, rows))),
-    )
+    Ok(())
+}
+
+/// `NonFinite` when stored values up to `a` could not be scored against
+/// any query (`max |q_j| >= 1` counts as 1) within f32: `a` above
+/// [`score_limit`]. The LSH index's rule for its rows, at build, update
+/// and rehash; `what` names them in the message.
+pub(crate) fn check_scorable(a: f32, dim: usize, what: &str) -> Result<()> {
+    let lim = score_limit(dim);
+    if f64::from(a) > lim {
+        bail!(
+            NonFinite,
+            "{what} reach {a:e}: at dim {dim} the index scores queries only for |values| <= {lim:.3e} (logits would overflow f32)"
+        );
+    }
+    Ok(())
 }
 
 /// `NonFinite` when a query (finite rows `0..n` of `q`) could make scores

@@ -97,32 +97,14 @@ fn answers_equal_the_standalone_ivf() {
 #[test]
 fn other_storages_score_the_same_candidates_from_their_rows() {
     let (w, b, q) = layer();
-    let exact = Index::build(
-        &w,
-        Some(&b),
-        ROWS,
-        DIM,
-        DIM,
-        &params(Codes::I8, Storage::F32),
-        None,
-    )
-    .unwrap();
+    let exact = build(&w, &b, &params(Codes::I8, Storage::F32));
     let (mut ie, mut se) = (vec![0u32; NQ * K], vec![0f32; NQ * K]);
     let qp = QueryParams::default();
     exact
         .query_with(&q, NQ, DIM, K as u32, &qp, &mut ie, &mut se, None)
         .unwrap();
     for storage in [Storage::Bf16, Storage::F16, Storage::I8] {
-        let idx = Index::build(
-            &w,
-            Some(&b),
-            ROWS,
-            DIM,
-            DIM,
-            &params(Codes::I8, storage),
-            None,
-        )
-        .unwrap();
+        let idx = build(&w, &b, &params(Codes::I8, storage));
         let (mut ids, mut sc) = (vec![0u32; NQ * K], vec![0f32; NQ * K]);
         idx.query_with(&q, NQ, DIM, K as u32, &qp, &mut ids, &mut sc, None)
             .unwrap();
@@ -202,16 +184,7 @@ fn what_the_family_does_not_support_is_refused() {
         status(Index::build(&w, Some(&b), ROWS, DIM, DIM, &p, None)),
         Some(Status::InvalidArgument)
     );
-    let mut idx = Index::build(
-        &w,
-        Some(&b),
-        ROWS,
-        DIM,
-        DIM,
-        &params(Codes::I8, Storage::F32),
-        None,
-    )
-    .unwrap();
+    let mut idx = build(&w, &b, &params(Codes::I8, Storage::F32));
     assert!(idx.update_rows(&[1], Some((&w[..DIM], DIM)), None).is_err());
     let offs: Vec<usize> = (0..=NQ).collect();
     let labels: Vec<u32> = (0..NQ as u32).collect();

@@ -55,7 +55,7 @@ pub(crate) static REGISTRATION: SourceRegistration = SourceRegistration {
 };
 
 thread_local! {
-    /// A block's candidate sets (reused per thread).
+    /// A block's candidate sets (buffers reused per thread).
     static SETS: RefCell<ForestResult> = RefCell::new(ForestResult::default());
 }
 
@@ -83,10 +83,10 @@ impl CandidateSource for Forest {
         SETS.with(|cell| -> Result<()> {
             let r = &mut *cell.borrow_mut();
             self.query_finite_w(w, ix.weight_stride(), q, n, q_stride, set, r)?;
-            out.ids.clear();
-            out.ids.extend_from_slice(&r.ids);
-            out.offsets.clear();
-            out.offsets.extend_from_slice(&r.offsets);
+            // The sets are the CSR candidates: swap the buffers (each side
+            // keeps a buffer to reuse) instead of copying.
+            std::mem::swap(&mut out.ids, &mut r.ids);
+            std::mem::swap(&mut out.offsets, &mut r.offsets);
             out.counts.clear();
             Ok(())
         })

@@ -166,17 +166,15 @@ impl Graph {
         if f64::from(unorm) * f64::from(unorm) > f64::from(f32::MAX) {
             bail!(BadFileFormat, "GPARAM: U = {unorm:e} squared overflows f32");
         }
-        let out_of_range = |name: &str, i: usize, v: f32| -> Result<()> {
-            bail!(
-                BadFileFormat,
-                "{name}[{i}] is {v:e}: stored values lie within +-U = {unorm:e}"
-            )
-        };
         let check = |name: &str, v: &mut dyn Iterator<Item = f32>| -> Result<()> {
-            for (i, x) in v.enumerate() {
-                if !x.is_finite() || f64::from(x.abs()) > lim {
-                    return out_of_range(name, i, x);
-                }
+            if let Some((i, x)) = v
+                .enumerate()
+                .find(|&(_, x)| !x.is_finite() || f64::from(x.abs()) > lim)
+            {
+                bail!(
+                    BadFileFormat,
+                    "{name}[{i}] is {x:e}: stored values lie within +-U = {unorm:e}"
+                );
             }
             Ok(())
         };

@@ -40,13 +40,7 @@ impl Index {
         // Even a query of |q_j| <= 1 could overflow f32 against such rows.
         let a = crate::error::max_abs_rows(w, rows, dim, w_stride)
             .max(bias.map_or(0.0, |b| crate::error::max_abs_rows(b, 1, rows, rows)));
-        let lim = crate::error::score_limit(dim);
-        if f64::from(a) > lim {
-            bail!(
-                NonFinite,
-                "the rows' values reach {a:e}: at dim {dim} the index scores queries only for |values| <= {lim:.3e} (logits would overflow f32)"
-            );
-        }
+        crate::error::check_scorable(a, dim, "the rows' values")?;
         if p.storage == Storage::F16 {
             for r in 0..rows {
                 let row = &w[r * w_stride..r * w_stride + dim];

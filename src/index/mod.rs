@@ -334,21 +334,6 @@ enum BorrowedW<'a> {
 }
 
 impl Index {
-    /// `NonFinite` when rows (or biases) whose largest |value| is `a` could
-    /// not be scored against any query within f32 (`a` above
-    /// [`crate::error::score_limit`]): the rule of a build, for updates.
-    pub(crate) fn check_row_values(&self, a: f32, what: &str) -> Result<()> {
-        let lim = crate::error::score_limit(self.dim);
-        if f64::from(a) > lim {
-            bail!(
-                NonFinite,
-                "{what} reach {a:e}: at dim {} the index scores queries only for |values| <= {lim:.3e} (logits would overflow f32)",
-                self.dim
-            );
-        }
-        Ok(())
-    }
-
     /// [`Index::vmax`] from the stored rows and bias.
     fn value_max(&self) -> f32 {
         let b = self.bias.as_deref().unwrap_or(&[]);

@@ -221,6 +221,8 @@ impl Index {
         self.check_updatable("update_rows")?;
         self.check_ids(ids)?;
         let (n, dim) = (ids.len(), self.dim);
+        // The largest |value| of the new rows and biases (0 without them).
+        let (mut wmax, mut bmax) = (0.0f32, 0.0f32);
         if let Some((w, stride)) = rows {
             if self.p.storage == Storage::BorrowedF32 {
                 bail!(
@@ -243,7 +245,8 @@ impl Index {
                     w[r * stride + j]
                 );
             }
-            self.check_row_values(crate::error::max_abs_rows(w, n, dim, stride), "rows")?;
+            wmax = crate::error::max_abs_rows(w, n, dim, stride);
+            crate::error::check_scorable(wmax, dim, "rows")?;
             if self.p.storage == Storage::F16 {
                 for r in 0..n {
                     let row = &w[r * stride..r * stride + dim];
@@ -271,7 +274,8 @@ impl Index {
             if let Some(i) = b[..n].iter().position(|v| !v.is_finite()) {
                 bail!(NonFinite, "bias[{i}] is {}", b[i]);
             }
-            self.check_row_values(crate::error::max_abs_rows(&b[..n], 1, n, n), "bias")?;
+            bmax = crate::error::max_abs_rows(&b[..n], 1, n, n);
+            crate::error::check_scorable(bmax, dim, "bias")?;
         }
         if self.dirty.bits.is_empty() && n > 0 {
             self.dirty.bits = try_vec::<u64>(self.rows.div_ceil(64), "dirty-row bitmap")?;
@@ -283,14 +287,13 @@ impl Index {
             }
             // Stored as bf16 / f16 a value grows by at most 2^-8 of itself
             // (int8: 127 * scale is the row's largest |value|).
-            let m = crate::error::max_abs_rows(w, n, dim, stride);
-            self.vmax = self.vmax.max(m * (1.0 + 1.0 / 128.0));
+            self.vmax = self.vmax.max(wmax * (1.0 + 1.0 / 128.0));
         }
         if let (Some(b), Some(mine)) = (bias, self.bias.as_mut()) {
             for (j, &id) in ids.iter().enumerate() {
                 mine[id as usize] = b[j];
             }
-            self.vmax = self.vmax.max(crate::error::max_abs_rows(&b[..n], 1, n, n));
+            self.vmax = self.vmax.max(bmax);
         }
         for &id in ids {
             let (w, bit) = (id as usize >> 6, 1u64 << (id & 63));
@@ -380,7 +383,7 @@ impl Index {
                 }
             }
             // The caller changed these rows in place: the range follows.
-            self.check_row_values(m, "w rows")?;
+            crate::error::check_scorable(m, dim, "w rows")?;
             self.vmax = self.vmax.max(m);
         }
         let codes = self.codes_of_rows(&ids, new_u)?;

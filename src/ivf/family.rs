@@ -159,7 +159,7 @@ fn load(l: &LoadInput<'_>) -> Result<Box<dyn CandidateSource>> {
     // Lists built on the borrowed W take it again; the others hold their
     // rows (a mismatch is refused by the IVF loader: "this index was built
     // on a borrowed W" / "holds its own rows").
-    let borrowed = l.c.section("IVFPARAM").map_err(bad_file)?.get(32..36) == Some(&[1, 0, 0, 0]);
+    let borrowed = Ivf::borrows_w_in(l.c).map_err(bad_file)?;
     let w = if borrowed { l.w } else { None };
     if borrowed && w.is_none() {
         return Err(bad(

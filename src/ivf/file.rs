@@ -122,6 +122,14 @@ impl Ivf {
         unsafe { Self::from_container(&c, w) }
     }
 
+    /// Whether the lists of `c` were built on a borrowed W (the `IVFPARAM`
+    /// record's flag; the record itself is checked by
+    /// [`Ivf::from_container`]).
+    pub(crate) fn borrows_w_in(c: &format::Container) -> Result<bool> {
+        let rec = c.section("IVFPARAM")?;
+        Ok(rec.get(4 * BORROWED_WORD..4 * BORROWED_WORD + 4) == Some(&1u32.to_le_bytes()[..]))
+    }
+
     /// The index held by the IVF sections of `c` (an IVF file, or an index
     /// file whose candidate source is the IVF), every section checked; `w`
     /// is the borrowed W of an index built on one.
@@ -160,7 +168,7 @@ impl Ivf {
         let (rows, dim, nlist) = (u(1) as usize, u(2) as usize, u(3) as usize);
         let codes = Codes::from_u32(u(6))
             .ok_or_else(|| Error::new(Status::BadFileFormat, format!("codes value {}", u(6))))?;
-        let (has_bias, borrowed, pq_m) = (u(7), u(8), u(9));
+        let (has_bias, borrowed, pq_m) = (u(7), u(BORROWED_WORD), u(9));
         if rows == 0
             || dim == 0
             || nlist == 0
@@ -409,4 +417,6 @@ impl Ivf {
 }
 
 const IVF_PARAMS_VERSION: u32 = 1;
+/// The `IVFPARAM` word (u32 index) of the borrowed-W flag.
+const BORROWED_WORD: usize = 8;
 const IVF_PARAMS_LEN: usize = 48;
