@@ -298,10 +298,26 @@ pub fn score_limit(dim: usize) -> f64 {
 /// values each); NaN is not looked for (the caller has checked finiteness).
 pub(crate) fn max_abs_rows(x: &[f32], n: usize, dim: usize, stride: usize) -> f32 {
     (0..n).fold(0.0f32, |m, r| {
-        x[r * stride..r * stride + dim]
-            .iter()
-            .fold(m, |m, v| m.max(v.abs()))
+        m.max(max_abs(&x[r * stride..r * stride + dim]))
     })
+}
+
+/// The largest |x| of `v` (0 when empty; a NaN is passed over). Sixteen
+/// independent running maxima by plain comparison, so the loop compiles to
+/// vector max instructions (one chain of `f32::max`, which must order its
+/// NaN cases, does not vectorise); the maximum of finite values is exact in
+/// any order, so the result is the same.
+fn max_abs(v: &[f32]) -> f32 {
+    let bigger = |m: f32, x: f32| if x.abs() > m { x.abs() } else { m };
+    let mut lanes = [0f32; 16];
+    let mut chunks = v.chunks_exact(16);
+    for c in &mut chunks {
+        for (l, &x) in lanes.iter_mut().zip(c) {
+            *l = bigger(*l, x);
+        }
+    }
+    let tail = chunks.remainder().iter().fold(0f32, |m, &x| bigger(m, x));
+    lanes.iter().fold(tail, |m, &x| bigger(m, x))
 }
 
 /// `NonFinite` when a value of the rows (`w`, finite) or of `bias` exceeds
