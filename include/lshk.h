@@ -33,33 +33,6 @@
 
 
 /*
- Graph row storage: f32 (4 bytes per element).
- */
-#define LSHK_GRAPH_STORAGE_F32 0
-
-/*
- Graph row storage: bf16 (2 bytes per element, relative rounding 2^-8).
- */
-#define LSHK_GRAPH_STORAGE_BF16 1
-
-/*
- Graph row storage: int8 with one f32 scale per row (1 byte per element).
- */
-#define LSHK_GRAPH_STORAGE_I8 2
-
-/*
- Graph walk: every row scored with the stored rows (the default).
- */
-#define LSHK_GRAPH_WALK_EXACT 0
-
-/*
- Graph walk: int8 scores on compact per-node records (the query
- quantised to int8), then the best `rerank` of the pool re-scored with
- the stored rows (the returned scores are those of WALK_EXACT's).
- */
-#define LSHK_GRAPH_WALK_INT8 1
-
-/*
  lshk_hrr_unbind: the approximate inverse `x†_i = x_{-i mod d}`
  (exact for projected keys).
  */
@@ -71,31 +44,45 @@
 #define LSHK_HRR_INVERSE_EXACT 1
 
 /*
- Hash family: SimHash (signed random projections).
+ Candidate source: LSH tables over SimHash codes (signed random
+ projections; knobs in lshk_index_params::lsh).
  */
-#define LSHK_FAMILY_SIMHASH 0
+#define LSHK_SOURCE_SIMHASH 0
 
 /*
- Hash family: DWTA (densified winner-take-all bin maxima).
+ Candidate source: LSH tables over DWTA codes (densified winner-take-all
+ bin maxima; knobs in lshk_index_params::lsh).
  */
-#define LSHK_FAMILY_DWTA 1
+#define LSHK_SOURCE_DWTA 1
 
 /*
- Graph family (FGD): an HNSW graph over the bias-fused transformed rows
- is the candidate source (no hashing, no tables); build parameters
- through lshk_index_build_ex's lshk_graph_params, query options through
- lshk_index_query_ex's lshk_graph_query_params. The returned
- scores are the index's exact logits, as for every family. LSH-only
- calls (lshk_index_simhash / _dwta / _tables, label and IUL training,
- row updates and rehashes) refuse a graph index with INVALID_ARGUMENT.
+ Candidate source: the FGD graph, an HNSW graph over the bias-fused
+ transformed rows (knobs in lshk_index_params::graph and
+ lshk_query_params::graph).
  */
-#define LSHK_FAMILY_GRAPH 2
+#define LSHK_SOURCE_GRAPH 2
+
+/*
+ Candidate source: IVF lists, k-means over the rows [w, b] with int8
+ and/or 4-bit codes, an exact re-rank and an adaptive stop (knobs in
+ lshk_index_params::ivf and lshk_query_params::ivf).
+ */
+#define LSHK_SOURCE_IVF 3
+
+/*
+ Candidate source: the hashing forest, L trees split by perpendicular
+ bisectors; a query's candidates are the set of the classes of largest
+ cosine among its leaves (knobs in lshk_index_params::forest and
+ lshk_query_params::forest). Needs F32 or BORROWED_F32 storage.
+ */
+#define LSHK_SOURCE_FOREST 4
 
 /*
  Weights: the caller's f32 W is used in place, not copied; it must stay
  alive and unchanged while the index (or one loaded with it) lives,
  except for rows changed while no call uses the index and then passed to
- lshk_index_update_rows (training).
+ lshk_index_update_rows (LSH) or followed by lshk_index_rebuild
+ (forest).
  */
 #define LSHK_STORAGE_BORROWED_F32 0
 
@@ -136,6 +123,46 @@
 #define LSHK_TRANSFORM_MIPS 2
 
 /*
+ IVF codes: none; every row of a visited list is scored exactly
+ (FAISS's IVFFlat). The lists keep an f32 copy of their own.
+ */
+#define LSHK_IVF_CODES_NONE 0
+
+/*
+ IVF codes: int8 per row (one f32 scale per row), the query quantised to
+ 7 bits, then the `rerank` best re-scored exactly.
+ */
+#define LSHK_IVF_CODES_I8 1
+
+/*
+ IVF codes: 4-bit product quantisation of each row's residual to its
+ list centroid (`pq_m` codes a row), scored from byte tables built once
+ per query, then the `rerank` best re-scored exactly. Needs a larger
+ `rerank` than CODES_I8 for the same recall (docs/ivf.md), and at least
+ 16 rows.
+ */
+#define LSHK_IVF_CODES_PQ4 2
+
+/*
+ IVF codes: both, in three stages: the 4-bit codes scan the visited
+ lists, the best 256 are re-scored from their int8 codes, then the
+ `rerank` best of those exactly (rerank 0: the top k by int8 scores).
+ For wide rows (d >= 256): int8's recall near the 4-bit pass's cost.
+ */
+#define LSHK_IVF_CODES_PQ4_I8 3
+
+/*
+ Graph walk: every row scored with the graph's stored rows (default).
+ */
+#define LSHK_GRAPH_WALK_EXACT 0
+
+/*
+ Graph walk: int8 scores on compact per-node records, then the best
+ `rerank` of the pool re-scored with the stored rows.
+ */
+#define LSHK_GRAPH_WALK_INT8 1
+
+/*
  LNS's initial rehash period (iterations): pass it with
  LSHK_LNS_REHASH_LAMBDA to lshk_rehash_next.
  */
@@ -165,42 +192,6 @@
  kept, as without the flag.
  */
 #define LSHK_IUL_KEEP_BEST 2
-
-/*
- IVF codes: none; every row of a visited list is scored exactly from the
- index's own f32 copy (FAISS's IVFFlat). Needs `borrow = 0`.
- */
-#define LSHK_IVF_CODES_NONE 0
-
-/*
- IVF codes: int8 per row (one f32 scale per row), the query quantised to
- 7 bits, then the `rerank` best re-scored exactly in f32.
- */
-#define LSHK_IVF_CODES_I8 1
-
-/*
- IVF codes: 4-bit product quantisation of each row's residual to its
- list centroid (`pq_m` codes a row, `dim / 2` by default: a quarter of
- a byte per coordinate), scored from byte tables built once per query,
- then the `rerank` best re-scored exactly in f32. Needs a larger
- `rerank` than CODES_I8 for the same recall (docs/ivf.md), and at least
- 16 rows.
- */
-#define LSHK_IVF_CODES_PQ4 2
-
-/*
- IVF codes: both of the above, in three stages. The 4-bit codes scan the
- visited lists (as CODES_PQ4); the best 256 candidates are re-scored
- from their int8 codes (as CODES_I8 scores them; rows gathered); then
- the `rerank` best of those are re-scored exactly (with `rerank` 0, the
- top k by the int8 scores are returned). For wide rows (d >= 256), where
- the int8 pass costs more per row than the 4-bit one: int8's recall at
- close to the 4-bit pass's cost (docs/ivf.md, "Two-stage codes"). Holds
- both codes; at least 16 rows; `pq_m` as for CODES_PQ4. (The 256 is
- `refine` in the Rust API; lshk_ivf_search has no field for it in this
- ABI generation.)
- */
-#define LSHK_IVF_CODES_PQ4_I8 3
 
 /*
  Label policy: a trained bucket holds the rows hashed to it AND its top
@@ -275,28 +266,6 @@ typedef struct lshk_adam lshk_adam;
 typedef struct lshk_dwta lshk_dwta;
 
 /*
- A hashing forest over the rows of a class-weight matrix (L trees split
- by perpendicular bisectors; docs/training.md). Built by
- lshk_forest_build or lshk_forest_load, released by lshk_forest_free.
- Functions taking a `const lshk_forest *` are thread-safe;
- lshk_forest_rebuild and lshk_forest_free need exclusive access.
- */
-typedef struct lshk_forest lshk_forest;
-
-/*
- An FGD graph: each row x_i with its bias b_i becomes
- X_i = [x_i; b_i; sqrt(U^2 - |[x_i; b_i]|^2)] (U the largest norm of
- [x_i; b_i]), a query h becomes [h; 1; 0], and an HNSW graph over the
- X_i is searched for the largest inner products, which are the logits
- h . x_i + b_i. The graph keeps its own copy of the transformed rows
- (f32, bf16 or int8). Every function taking `const lshk_graph *`
- (queries included) is safe to call from many threads at once, without
- locks; a graph never changes after it was built or loaded.
- lshk_graph_free needs exclusive access.
- */
-typedef struct lshk_graph lshk_graph;
-
-/*
  FFT plans and scratch buffers for vectors of one dimension d. A call
  uses the handle's buffers, so a handle serves one thread at a time:
  every function taking `lshk_hrr *` needs exclusive access (make one
@@ -317,18 +286,6 @@ typedef struct lshk_hrr lshk_hrr;
  started after it returns see the changed index.
  */
 typedef struct lshk_index lshk_index;
-
-/*
- An IVF index: k-means lists over the rows of W stored contiguously
- (int8 codes and, unless W is borrowed, an f32 copy in list order),
- queried by visiting the `nprobe` best lists, scoring their rows from
- the codes and re-scoring the `rerank` best exactly. Every function
- taking `const lshk_ivf *` (queries included) is safe to call from many
- threads at once, without locks; an index changes only in
- lshk_ivf_train_labels, which, like lshk_ivf_free, needs exclusive
- access.
- */
-typedef struct lshk_ivf lshk_ivf;
 
 /*
  A SimHash family: L tables of K sign bits each, from K*L hyperplanes.
@@ -360,154 +317,9 @@ typedef uint32_t lshk_status;
 typedef uint32_t lshk_isa;
 
 /*
- Build parameters of a forest. Obtain defaults from
- lshk_forest_params_default(); `struct_size` must be at least
- sizeof(lshk_forest_params) (a larger value from a newer header is
- accepted, its unknown tail ignored).
+ LSH-source build knobs (SimHash and DWTA), inside lshk_index_params.
  */
-typedef struct lshk_forest_params {
-  /*
-   sizeof(lshk_forest_params).
-   */
-  uint32_t struct_size;
-  /*
-   L, the number of trees, 1..=4096 (default 8).
-   */
-  uint32_t trees;
-  /*
-   B: a node holding at least this many classes is split, >= 2
-   (default 64).
-   */
-  uint32_t leaf_size;
-  /*
-   Build threads (0 = all cores, default); the forest does not depend
-   on it.
-   */
-  uint32_t build_threads;
-  /*
-   Seed of the split draws (default 1).
-   */
-  uint64_t seed;
-  /*
-   1: build the trees over the unit rows w / |w| (splits by direction
-   only, so they stay balanced when a few row norms grow during
-   training; docs/training.md); 0: over the rows themselves (default).
-   Other values: INVALID_ARGUMENT.
-   */
-  uint32_t normalize_rows;
-  /*
-   Must be 0 (INVALID_ARGUMENT otherwise); room for a later option.
-   */
-  uint32_t reserved;
-} lshk_forest_params;
-
-/*
- Query parameters of lshk_graph_query_ex. Obtain defaults from
- lshk_graph_query_params_default(), then change fields; `struct_size`
- lets later versions add fields.
- */
-typedef struct lshk_graph_query_params {
-  /*
-   sizeof(lshk_graph_query_params) as the caller knows it.
-   */
-  uint32_t struct_size;
-  /*
-   LSHK_GRAPH_WALK_* (default EXACT).
-   */
-  uint32_t walk;
-  /*
-   Pool size, >= 1 (the pool is max(ef, k)); default 100.
-   */
-  uint32_t ef;
-  /*
-   WALK_INT8: how many of the pool's best (by int8 score) are
-   re-scored with the stored rows; 0 = the whole pool (default); at
-   least k are. Ignored by WALK_EXACT.
-   */
-  uint32_t rerank;
-} lshk_graph_query_params;
-
-/*
- Build parameters of lshk_graph_build. Obtain defaults from
- lshk_graph_params_default(), then change fields; `struct_size` lets
- later versions add fields.
- */
-typedef struct lshk_graph_params {
-  /*
-   sizeof(lshk_graph_params) as the caller knows it.
-   */
-  uint32_t struct_size;
-  /*
-   Links per node on the upper levels, 2..=256 (level 0 keeps up to
-   2 m). Default 16.
-   */
-  uint32_t m;
-  /*
-   Pool size of the build's searches, >= 1 (default 200). The build
-   time grows about linearly with it.
-   */
-  uint32_t ef_construction;
-  /*
-   LSHK_GRAPH_STORAGE_* (default F32).
-   */
-  uint32_t storage;
-  /*
-   Build threads (0 = all cores, default). The graph does not depend
-   on it.
-   */
-  uint32_t threads;
-  /*
-   Must be 0.
-   */
-  uint32_t reserved;
-  /*
-   Seed of the levels.
-   */
-  uint64_t seed;
-} lshk_graph_params;
-
-/*
- Counts of one lshk_graph_query call, summed over its queries.
- */
-typedef struct lshk_graph_stats {
-  /*
-   sizeof(lshk_graph_stats) as the caller knows it (set it before the
-   call; lshk does not change it).
-   */
-  uint32_t struct_size;
-  /*
-   Not written by lshk.
-   */
-  uint32_t reserved;
-  /*
-   Rows scored (inner products computed), upper levels included.
-   */
-  uint64_t distances;
-} lshk_graph_stats;
-
-/*
- Build progress: `done` of `total` rows hashed. Called on the thread
- that called lshk_index_build, after every 16,384 hashed rows (or at
- least every 50 ms while hashing), with non-decreasing done < total, then
- exactly once with done == total when the index is complete.
- */
-typedef void (*lshk_progress_fn)(void *user,
-                                 uint64_t done,
-                                 uint64_t total);
-
-/*
- Build parameters. Obtain defaults from lshk_index_params_default(), then
- change fields; `struct_size` lets later versions add fields.
- */
-typedef struct lshk_index_params {
-  /*
-   sizeof(lshk_index_params) as the caller knows it.
-   */
-  uint32_t struct_size;
-  /*
-   LSHK_FAMILY_* (default SIMHASH).
-   */
-  uint32_t family;
+typedef struct lshk_lsh_params {
   /*
    K: bits per table (SimHash, 1..=32) or bins per table (DWTA, with
    K*log2(bin_size) <= 32). Default 12.
@@ -527,10 +339,6 @@ typedef struct lshk_index_params {
    */
   uint32_t bin_size;
   /*
-   Seed of the family and of the bucket_cap sampling (default 1).
-   */
-  uint64_t seed;
-  /*
    Buckets per table = 2^range_bits (1..=24). Default 0 =
    min(code bits, 20, ceil(log2(max(rows, 2))) + 1), where code bits is
    K for SimHash and K*log2(B) for DWTA; longer codes are folded.
@@ -542,17 +350,9 @@ typedef struct lshk_index_params {
    */
   uint32_t bucket_cap;
   /*
-   LSHK_STORAGE_* (default F32 copy).
+   Seed of the family and of the bucket_cap sampling (default 1).
    */
-  uint32_t storage;
-  /*
-   LSHK_TRANSFORM_* (default NONE).
-   */
-  uint32_t transform;
-  /*
-   Threads of the build (0 = all cores, default).
-   */
-  uint32_t build_threads;
+  uint64_t seed;
   /*
    Optional caller-given SimHash planes: K*L rows of dim' floats
    (dim' = dim, or dim + 1 with a transform), copied. NULL = from seed.
@@ -571,6 +371,173 @@ typedef struct lshk_index_params {
    Number of entries at `dwta_map`.
    */
   size_t dwta_map_len;
+} lshk_lsh_params;
+
+/*
+ IVF-source build knobs, inside lshk_index_params.
+ */
+typedef struct lshk_ivf_params {
+  /*
+   Lists (k-means clusters), 1..=rows; 0 = round(4 sqrt(rows))
+   (default 0).
+   */
+  uint32_t nlist;
+  /*
+   Lloyd iterations of k-means, >= 1 (default 10).
+   */
+  uint32_t iters;
+  /*
+   Rows sampled (seeded) to train k-means, >= nlist after clamping to
+   rows; 0 = min(rows, 64 * nlist) (default 0).
+   */
+  uint32_t train_rows;
+  /*
+   LSHK_IVF_CODES_* (default I8).
+   */
+  uint32_t codes;
+  /*
+   Sub-quantisers of CODES_PQ4 and CODES_PQ4_I8 (4 bits each; must
+   divide dim, at most 16,384); 0 = dim / 2 (for an odd dim the
+   largest divisor not above dim / 2). Must be 0 with other codes.
+   */
+  uint32_t pq_m;
+  /*
+   Must be 0.
+   */
+  uint32_t reserved;
+  /*
+   Seed of the training sample and of k-means' empty-list splits.
+   */
+  uint64_t seed;
+  /*
+   Optional per-row weights steering the k-means (`n_weights` == rows
+   floats, finite, >= 0, not all 0; read during the build only): each
+   centroid is the weighted mean of its training rows, so lists are
+   finer where the weight is (docs/ivf.md, "Row weights"). NULL = all 1.
+   */
+  const float *row_weights;
+  /*
+   Number of floats at `row_weights`.
+   */
+  size_t n_weights;
+} lshk_ivf_params;
+
+/*
+ Graph-source build knobs, inside lshk_index_params.
+ */
+typedef struct lshk_graph_params {
+  /*
+   Links per node on the upper levels, 2..=256 (level 0 keeps up to
+   2 m). Default 16.
+   */
+  uint32_t m;
+  /*
+   Pool size of the build's searches, >= 1 (default 200).
+   */
+  uint32_t ef_construction;
+  /*
+   The storage of the graph's own (transformed) rows, which its walk
+   scores: LSHK_STORAGE_F32 (default), _BF16 or _I8.
+   */
+  uint32_t storage;
+  /*
+   Must be 0.
+   */
+  uint32_t reserved;
+  /*
+   Seed of the levels.
+   */
+  uint64_t seed;
+} lshk_graph_params;
+
+/*
+ Forest-source build knobs, inside lshk_index_params.
+ */
+typedef struct lshk_forest_params {
+  /*
+   L, the number of trees, 1..=4096 (default 8).
+   */
+  uint32_t trees;
+  /*
+   B: a node holding at least this many classes is split, >= 2
+   (default 64).
+   */
+  uint32_t leaf_size;
+  /*
+   1: split by direction only (over w / |w|; stays balanced when a few
+   row norms grow during training); 0: over the rows (default).
+   */
+  uint32_t normalize_rows;
+  /*
+   Must be 0.
+   */
+  uint32_t reserved;
+  /*
+   Seed of the split draws (default 1).
+   */
+  uint64_t seed;
+} lshk_forest_params;
+
+/*
+ Build progress: `done` of `total` rows. Called on the thread that
+ called lshk_index_build, with non-decreasing done < total (LSH: after
+ every 16,384 hashed rows, or at least every 50 ms), then exactly once
+ with done == total when the index is complete (the other sources report
+ only that).
+ */
+typedef void (*lshk_progress_fn)(void *user,
+                                 uint64_t done,
+                                 uint64_t total);
+
+/*
+ Build parameters of lshk_index_build: the candidate source, the storage
+ of the rows the scorer ranks by, and each source's knobs (a source
+ reads its own and ignores the others'). Obtain defaults from
+ lshk_index_params_default(), then change fields; `struct_size` lets
+ later versions add fields at the end.
+ */
+typedef struct lshk_index_params {
+  /*
+   sizeof(lshk_index_params) as the caller knows it.
+   */
+  uint32_t struct_size;
+  /*
+   LSHK_SOURCE_* (default SIMHASH).
+   */
+  uint32_t source;
+  /*
+   LSHK_STORAGE_* of W for the exact scores (default F32 copy). The IVF
+   source with BORROWED_F32 re-ranks from the caller's W itself; with
+   another storage its lists keep an f32 copy of their own for the
+   re-rank, and the scorer ranks by the stored W.
+   */
+  uint32_t storage;
+  /*
+   LSHK_TRANSFORM_* (LSH sources; default NONE, which the other
+   sources require).
+   */
+  uint32_t transform;
+  /*
+   Threads of the build (0 = all cores, default); no index depends on
+   it.
+   */
+  uint32_t build_threads;
+  /*
+   LSH knobs (SIMHASH, DWTA).
+   */
+  struct lshk_lsh_params lsh;
+  /*
+   IVF knobs.
+   */
+  struct lshk_ivf_params ivf;
+  /*
+   Graph knobs.
+   */
+  struct lshk_graph_params graph;
+  /*
+   Forest knobs.
+   */
+  struct lshk_forest_params forest;
   /*
    Optional progress callback (NULL = none).
    */
@@ -582,40 +549,120 @@ typedef struct lshk_index_params {
 } lshk_index_params;
 
 /*
- Options of lshk_tables_gather. Obtain defaults from
- lshk_gather_params_default(), then change fields: `struct_size` lets
- later versions add fields without breaking callers.
+ LSH-source query knobs, inside lshk_query_params.
  */
-typedef struct lshk_gather_params {
-  /*
-   sizeof(lshk_gather_params) as the caller knows it.
-   */
-  uint32_t struct_size;
+typedef struct lshk_lsh_query {
   /*
    Keep the ids found in at least this many tables (default 1; 0 acts
-   as 1; a value above L leaves only the forced ids).
+   as 1).
    */
   uint32_t min_count;
   /*
-   Budget of distinct ids per query, forced ids included (default 0 =
-   no limit). Tables are visited in order and the visit stops once the
-   budget is reached; see lshk_tables_gather for the exact rule.
+   Budget of distinct ids per query (default 0 = no limit); tables are
+   visited in order until it is reached (lshk_tables_gather's rule).
    */
   uint32_t max_candidates;
   /*
    Extra buckets visited per table by query-directed multi-probing
-   (default 0). Needs SimHash codes, `bits_per_table` and the query
-   projections. At most min(2^K - 1, 4096).
+   (SimHash; default 0; at most min(2^K - 1, 4096)).
    */
   uint32_t probes;
   /*
-   K, the bits per table of the SimHash codes (needed when probes > 0).
+   0 (default) or K.
    */
   uint32_t bits_per_table;
-} lshk_gather_params;
+} lshk_lsh_query;
 
 /*
- Per-batch candidate statistics of lshk_index_query.
+ IVF-source query knobs, inside lshk_query_params.
+ */
+typedef struct lshk_ivf_query {
+  /*
+   Lists visited per query, >= 1 (values above nlist act as nlist):
+   exactly this many when `reach` is 0, at most this many otherwise
+   (default UINT32_MAX: no cap).
+   */
+  uint32_t nprobe;
+  /*
+   Approximate candidates re-scored exactly per query (at least k are
+   when it is not 0). 0 = no re-rank: the index's scorer ranks the
+   top k by the codes from the stored W. Default 32.
+   */
+  uint32_t rerank;
+  /*
+   Adaptive stop (default 3.0; finite, >= 0; 0 = visit exactly the
+   `nprobe` best lists): after the best list, a list is scanned while
+   `<[q, 1], c> + reach |q| spread` is at least the k-th best score so
+   far (docs/ivf.md).
+   */
+  float reach;
+  /*
+   CODES_PQ4_I8 only: the best max(refine, rerank, k) of the 4-bit
+   pass are re-scored from their int8 codes before the exact re-rank;
+   0 = no int8 stage. Default 256.
+   */
+  uint32_t refine;
+} lshk_ivf_query;
+
+/*
+ Graph-source query knobs, inside lshk_query_params.
+ */
+typedef struct lshk_graph_query {
+  /*
+   LSHK_GRAPH_WALK_* (default EXACT).
+   */
+  uint32_t walk;
+  /*
+   Pool size, >= 1 (the pool is max(ef, k)); default 100.
+   */
+  uint32_t ef;
+  /*
+   The pool's best (by the walk's score) that become candidates; 0 =
+   the whole pool (default), at least k.
+   */
+  uint32_t rerank;
+  /*
+   Must be 0.
+   */
+  uint32_t reserved;
+} lshk_graph_query;
+
+/*
+ Forest-source query knobs, inside lshk_query_params.
+ */
+typedef struct lshk_forest_query {
+  /*
+   Q, the candidate set size (at least k is used); default 256.
+   */
+  uint32_t set_size;
+  /*
+   Must be 0.
+   */
+  uint32_t reserved;
+} lshk_forest_query;
+
+/*
+ Query parameters of lshk_index_query and lshk_index_candidates: each
+ source's knobs (a source reads its own). Obtain defaults from
+ lshk_query_params_default(), then change fields.
+ */
+typedef struct lshk_query_params {
+  /*
+   sizeof(lshk_query_params) as the caller knows it.
+   */
+  uint32_t struct_size;
+  /*
+   Must be 0.
+   */
+  uint32_t reserved;
+  struct lshk_lsh_query lsh;
+  struct lshk_ivf_query ivf;
+  struct lshk_graph_query graph;
+  struct lshk_forest_query forest;
+} lshk_query_params;
+
+/*
+ Counts of one lshk_index_query call, summed over its queries.
  */
 typedef struct lshk_query_stats {
   /*
@@ -624,11 +671,15 @@ typedef struct lshk_query_stats {
    */
   uint32_t struct_size;
   /*
+   Not written by lshk.
+   */
+  uint32_t reserved;
+  /*
    Queries in the batch.
    */
   uint64_t queries;
   /*
-   Candidates summed over the batch.
+   Candidates the scorer ranked, summed over the batch.
    */
   uint64_t candidates_total;
   /*
@@ -639,7 +690,75 @@ typedef struct lshk_query_stats {
    Most candidates of one query.
    */
   uint64_t candidates_max;
+  /*
+   IVF: lists visited (0 for other sources).
+   */
+  uint64_t lists;
+  /*
+   IVF: rows scored in the visited lists from their codes (exactly,
+   without codes); 0 for other sources.
+   */
+  uint64_t scanned;
+  /*
+   IVF: rows re-scored exactly by the lists' re-rank (0 for others).
+   */
+  uint64_t reranked;
 } lshk_query_stats;
+
+/*
+ What lshk_index_info reports of an index.
+ */
+typedef struct lshk_index_info {
+  /*
+   sizeof(lshk_index_info) as the caller knows it (set it before the
+   call; lshk does not change it).
+   */
+  uint32_t struct_size;
+  /*
+   LSHK_SOURCE_*.
+   */
+  uint32_t source;
+  /*
+   LSHK_STORAGE_* of W.
+   */
+  uint32_t storage;
+  /*
+   LSHK_TRANSFORM_*.
+   */
+  uint32_t transform;
+  /*
+   Rows of W.
+   */
+  size_t rows;
+  /*
+   Columns of W (before any transform).
+   */
+  size_t dim;
+  /*
+   LSH: K (bits or bins per table); 0 for other sources.
+   */
+  uint32_t bits_per_table;
+  /*
+   LSH: L (tables); forest: trees; 0 for other sources.
+   */
+  uint32_t tables;
+  /*
+   IVF: lists; 0 for other sources.
+   */
+  uint32_t nlist;
+  /*
+   IVF: LSHK_IVF_CODES_*; 0 for other sources.
+   */
+  uint32_t codes;
+  /*
+   1 when trained with labels (lshk_index_train_labels), else 0.
+   */
+  uint32_t labelled;
+  /*
+   Not written by lshk.
+   */
+  uint32_t reserved;
+} lshk_index_info;
 
 /*
  A read-only view of the weights an index computes its logits from, as
@@ -700,6 +819,57 @@ typedef struct lshk_weights_view {
    */
   size_t w_stride;
 } lshk_weights_view;
+
+/*
+ What lshk_index_calibrate measured on the sample queries. The caller
+ sets `struct_size` to sizeof(lshk_calibration); the library writes
+ every other field.
+ */
+typedef struct lshk_calibration {
+  /*
+   sizeof(lshk_calibration) as the caller knows it.
+   */
+  uint32_t struct_size;
+  /*
+   1 when `query` met the target recall on the sample, else 0 (then
+   `query` holds the best point measured).
+   */
+  uint32_t met;
+  /*
+   The query parameters to pass to lshk_index_query: the defaults with
+   `ivf` set to the cheaper (by rows scanned) of the fixed and the
+   adaptive point.
+   */
+  struct lshk_query_params query;
+  /*
+   Recall@k of `query` on the sample.
+   */
+  float recall;
+  /*
+   The smallest fixed nprobe that met the target (or the best
+   measured), with its recall.
+   */
+  uint32_t fixed_nprobe;
+  float fixed_recall;
+  /*
+   The smallest adaptive reach (steps of 1/16, at most 16) that met
+   the target (or the best measured), with its recall.
+   */
+  float adaptive_reach;
+  float adaptive_recall;
+  /*
+   The 95 % lower confidence bound of `recall` (over the per-query
+   recalls), which is what must reach the target.
+   */
+  float recall_lower;
+  /*
+   Mean rows scanned per sample query: `query`'s, the fixed point's
+   and the adaptive point's.
+   */
+  double scanned;
+  double fixed_scanned;
+  double adaptive_scanned;
+} lshk_calibration;
 
 /*
  Parameters of lshk_index_train_iul. Obtain them from
@@ -802,173 +972,6 @@ typedef struct lshk_iul_report {
 } lshk_iul_report;
 
 /*
- Build parameters of lshk_ivf_build. Obtain defaults from
- lshk_ivf_params_default(), then change fields; `struct_size` lets later
- versions add fields.
- */
-typedef struct lshk_ivf_params {
-  /*
-   sizeof(lshk_ivf_params) as the caller knows it.
-   */
-  uint32_t struct_size;
-  /*
-   Lists (k-means clusters), 1..=rows; 0 = round(4 sqrt(rows))
-   (default 0).
-   */
-  uint32_t nlist;
-  /*
-   Lloyd iterations of k-means, >= 1 (default 10). The build time
-   grows linearly with it.
-   */
-  uint32_t iters;
-  /*
-   Rows sampled (seeded) to train k-means, >= nlist after clamping to
-   rows; 0 = min(rows, 64 * nlist) (default 0).
-   */
-  uint32_t train_rows;
-  /*
-   LSHK_IVF_CODES_* (default I8).
-   */
-  uint32_t codes;
-  /*
-   1 (default): keep a pointer to the caller's W for the exact
-   re-ranking instead of copying it (W must stay alive and unchanged
-   until lshk_ivf_free; needs codes other than CODES_NONE). 0: copy W
-   (in list order).
-   */
-  uint32_t borrow;
-  /*
-   Build threads (0 = all cores, default). The index does not depend
-   on it.
-   */
-  uint32_t threads;
-  /*
-   Sub-quantisers of CODES_PQ4 and CODES_PQ4_I8 (4 bits each; must
-   divide dim, at most 16,384); 0 = dim / 2 (default; for an odd dim
-   the largest divisor not above dim / 2). Must be 0 with other codes. (This field was
-   `reserved`, which had to be 0, in 0.2.0: same offset and size.)
-   */
-  uint32_t pq_m;
-  /*
-   Seed of the training sample and of k-means' empty-list splits.
-   */
-  uint64_t seed;
-} lshk_ivf_params;
-
-/*
- Query parameters of lshk_ivf_query. Obtain defaults from
- lshk_ivf_search_default().
- */
-typedef struct lshk_ivf_search {
-  /*
-   sizeof(lshk_ivf_search) as the caller knows it.
-   */
-  uint32_t struct_size;
-  /*
-   Lists visited per query, >= 1 (values above nlist act as nlist):
-   exactly this many when `reach` is 0, at most this many otherwise
-   (default UINT32_MAX: no cap).
-   */
-  uint32_t nprobe;
-  /*
-   Approximate candidates re-scored exactly per query (at least k are
-   when it is not 0; values above rows act as rows). 0 = no re-ranking:
-   the approximations are returned as scores (int8 with CODES_I8 and
-   CODES_PQ4_I8, 4-bit with CODES_PQ4; with CODES_NONE every score is
-   exact anyway). Default 32.
-   */
-  uint32_t rerank;
-  /*
-   Adaptive list selection (default 3.0; finite, >= 0; 0 = visit
-   exactly the `nprobe` best lists). The best list by its estimate
-   `<[q, 1], c> + |q| spread` is scanned first, then every list whose
-   `<[q, 1], c> + reach |q| spread` is at least the k-th best score
-   found so far, best estimate first, up to `nprobe` lists: easy
-   queries stop after a list or two, hard ones visit more, with no
-   per-layer tuning (docs/ivf.md has the measurements).
-   */
-  float reach;
-} lshk_ivf_search;
-
-/*
- Counts of one lshk_ivf_query call, summed over its queries.
- */
-typedef struct lshk_ivf_stats {
-  /*
-   sizeof(lshk_ivf_stats) as the caller knows it (set it before the
-   call; lshk does not change it).
-   */
-  uint32_t struct_size;
-  /*
-   Not written by lshk.
-   */
-  uint32_t reserved;
-  /*
-   Rows scored in the visited lists (from their codes, or exactly with
-   CODES_NONE).
-   */
-  uint64_t scanned;
-  /*
-   Rows re-scored exactly.
-   */
-  uint64_t reranked;
-  /*
-   Lists visited.
-   */
-  uint64_t lists;
-} lshk_ivf_stats;
-
-/*
- What lshk_ivf_calibrate measured on the sample queries. The caller sets
- `struct_size` to sizeof(lshk_ivf_calibration); the library writes every
- other field.
- */
-typedef struct lshk_ivf_calibration {
-  /*
-   sizeof(lshk_ivf_calibration) as the caller knows it.
-   */
-  uint32_t struct_size;
-  /*
-   1 when `search` met the target recall on the sample, else 0 (then
-   `search` is the best point measured).
-   */
-  uint32_t met;
-  /*
-   The parameters to pass to lshk_ivf_query (its struct_size set):
-   the cheaper of the fixed and the adaptive point, by rows scanned.
-   */
-  struct lshk_ivf_search search;
-  /*
-   Recall@k of `search` on the sample.
-   */
-  float recall;
-  /*
-   The smallest fixed nprobe that met the target (or the best
-   measured), with its recall.
-   */
-  uint32_t fixed_nprobe;
-  float fixed_recall;
-  /*
-   The smallest adaptive reach (steps of 1/16, at most 16) that met
-   the target (or the best measured), with its recall.
-   */
-  float adaptive_reach;
-  float adaptive_recall;
-  /*
-   The 95 % lower confidence bound of `recall` (over the per-query
-   recalls), which is what must reach the target.
-   */
-  float recall_lower;
-  /*
-   Mean rows scanned per sample query: `search`'s, the fixed point's
-   and the adaptive point's.
-   */
-  double scanned;
-  double fixed_scanned;
-  double adaptive_scanned;
-} lshk_ivf_calibration;
-
-/*
  Parameters of lshk_index_train_labels. Obtain defaults from
  lshk_label_params_default(), then change fields.
  */
@@ -987,6 +990,39 @@ typedef struct lshk_label_params {
    */
   uint32_t policy;
 } lshk_label_params;
+
+/*
+ Options of lshk_tables_gather. Obtain defaults from
+ lshk_gather_params_default(), then change fields: `struct_size` lets
+ later versions add fields without breaking callers.
+ */
+typedef struct lshk_gather_params {
+  /*
+   sizeof(lshk_gather_params) as the caller knows it.
+   */
+  uint32_t struct_size;
+  /*
+   Keep the ids found in at least this many tables (default 1; 0 acts
+   as 1; a value above L leaves only the forced ids).
+   */
+  uint32_t min_count;
+  /*
+   Budget of distinct ids per query, forced ids included (default 0 =
+   no limit). Tables are visited in order and the visit stops once the
+   budget is reached; see lshk_tables_gather for the exact rule.
+   */
+  uint32_t max_candidates;
+  /*
+   Extra buckets visited per table by query-directed multi-probing
+   (default 0). Needs SimHash codes, `bits_per_table` and the query
+   projections. At most min(2^K - 1, 4096).
+   */
+  uint32_t probes;
+  /*
+   K, the bits per table of the SimHash codes (needed when probes > 0).
+   */
+  uint32_t bits_per_table;
+} lshk_gather_params;
 
 /*
  Statistics of one table (lshk_tables_stats).
@@ -1136,6 +1172,13 @@ typedef struct lshk_adam_params {
  (docs/hardening.md, "Value ranges").
  */
 #define LSHK_STATUS_NON_FINITE 12
+
+/*
+ The operation does not apply to the index's candidate source (e.g.
+ label training on a graph source, calibration of a source without
+ lists, the hash family of an IVF source); the message names both.
+ */
+#define LSHK_STATUS_UNSUPPORTED 13
 
 /*
  Plain Rust, the reference every other tier is tested against.
@@ -1404,357 +1447,6 @@ lshk_status lshk_dwta_hash_sparse_isa(lshk_isa isa,
                                       size_t codes_len);
 
 /*
- Default forest parameters: 8 trees, leaf_size 64, all cores, seed 1,
- raw rows (normalize_rows 0), struct_size = sizeof(lshk_forest_params).
- */
-struct lshk_forest_params lshk_forest_params_default(void);
-
-/*
- Builds a forest over `rows` rows (>= 2) of `dim` floats of `w` (row r at
- `w + r * w_stride`, `w_stride >= dim` elements; finite): L trees, each
- node holding at least B classes split by the perpendicular bisector of
- two of its classes drawn from the tree's own SplitMix64 stream (exact
- rules in docs/training.md). `params` NULL = defaults. The result is the
- same for every thread count. W is not kept: queries take it again. On
- success `*out` receives the handle (free it with lshk_forest_free); on
- failure `*out` is not written.
-
- Errors: NULL_POINTER, INVALID_ARGUMENT (rows < 2, dim 0 or > 2^20,
- w_stride < dim, trees outside 1..=4096, leaf_size < 2, normalize_rows
- other than 0 / 1, reserved not 0, struct_size too small, misaligned
- pointers), NON_FINITE (W), SIZE_OVERFLOW,
- ALLOCATION_FAILED.
-
- # Safety
- `w` holds (rows-1)*w_stride + dim readable floats; `params` NULL or a
- readable lshk_forest_params; `out` writable.
- */
-lshk_status lshk_forest_build(const float *w,
-                              size_t rows,
-                              size_t dim,
-                              size_t w_stride,
-                              const struct lshk_forest_params *params,
-                              struct lshk_forest **out);
-
-/*
- Releases a forest. NULL is a no-op; a freed or foreign handle is
- INVALID_HANDLE.
-
- # Safety
- `forest` is NULL or a handle from lshk_forest_build / _load that no
- other thread is using.
- */
-lshk_status lshk_forest_free(struct lshk_forest *forest);
-
-/*
- The forest's shape: rows, dim and number of trees (each output may be
- NULL when not wanted). Thread-safe.
-
- Errors: INVALID_HANDLE, NULL_POINTER (forest), INVALID_ARGUMENT
- (misaligned outputs). Nothing is written on error.
-
- # Safety
- Each non-NULL output is writable.
- */
-lshk_status lshk_forest_shape(const struct lshk_forest *forest,
-                              size_t *rows,
-                              size_t *dim,
-                              uint32_t *trees);
-
-/*
- The candidate sets S(x) of `nx` samples (sample i at `x + i *
- x_stride`, `x_stride >= dim`, finite) with set size `q` >= 1: per tree,
- the walk to the first node holding fewer than q classes takes the
- classes under its parent; the trees' classes are pooled and the q with
- the largest cosine with the sample (rows of `w`: the forest's rows and
- dim, stride `w_stride`, finite; it may differ from the build's W) are
- kept, ties to the smaller id (docs/training.md). Output as
- lshk_tables_gather: sample i's ids ascending in `ids[offsets[i] ..
- offsets[i+1]]`, `offsets` nx + 1 entries, `*needed` the total (at most
- nx * min(q, rows)); when `ids_len` < *needed the call returns
- BUFFER_TOO_SMALL and writes only `*needed`. Thread-safe.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (q 0, strides <
- dim, misaligned or overlapping pointers), BUFFER_TOO_SMALL, NON_FINITE
- (w or x), SIZE_OVERFLOW, ALLOCATION_FAILED.
-
- # Safety
- `w` holds (rows-1)*w_stride + dim readable floats, `x`
- (nx-1)*x_stride + dim; `ids` ids_len writable u32, `offsets` nx + 1
- writable size_t, `needed` writable; outputs do not overlap inputs.
- */
-lshk_status lshk_forest_query(const struct lshk_forest *forest,
-                              const float *w,
-                              size_t w_stride,
-                              const float *x,
-                              size_t nx,
-                              size_t x_stride,
-                              uint32_t q,
-                              uint32_t *ids,
-                              size_t ids_len,
-                              size_t *offsets,
-                              size_t *needed);
-
-/*
- S(X): the union of `count` class ids (e.g. the `ids` of
- lshk_forest_query over a batch; each < rows, repeats counted), each with
- its count c_j; when more than `cap` distinct classes (cap 0: no cap),
- `cap` of them are drawn without replacement with probabilities
- proportional to c_j, renormalised after each draw (Efraimidis-Spirakis
- keys ln(u_j)/c_j with u_j from SplitMix64(seed ^ (j + 1) *
- 0x9E3779B97F4A7C15); docs/training.md). Writes the kept ids ascending
- into `out_ids`, their counts into `out_counts` (NULL = not wanted) and
- their number into `*needed`; when `out_len` < *needed the call returns
- BUFFER_TOO_SMALL and writes only `*needed`. Thread-safe.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INDEX_OUT_OF_RANGE (an id >=
- rows), INVALID_ARGUMENT (misaligned or overlapping pointers),
- BUFFER_TOO_SMALL, SIZE_OVERFLOW, ALLOCATION_FAILED.
-
- # Safety
- `ids` holds `count` readable u32; `out_ids` and `out_counts` (when not
- NULL) `out_len` writable u32; `needed` writable.
- */
-lshk_status lshk_forest_union(const struct lshk_forest *forest,
-                              const uint32_t *ids,
-                              size_t count,
-                              size_t cap,
-                              uint64_t seed,
-                              uint32_t *out_ids,
-                              uint32_t *out_counts,
-                              size_t out_len,
-                              size_t *needed);
-
-/*
- Builds the forest again from `w` (the same rows and dim, stride
- `w_stride`, finite) with its parameters, or with `*new_seed` when
- `new_seed` is not NULL (e.g. every T training iterations); a unit-row
- forest (normalize_rows 1) stays one. EXCLUSIVE access. On error the
- forest is unchanged.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (w_stride < dim,
- misaligned pointers), NON_FINITE, SIZE_OVERFLOW, ALLOCATION_FAILED.
-
- # Safety
- `w` holds (rows-1)*w_stride + dim readable floats; `new_seed` NULL or
- readable.
- */
-lshk_status lshk_forest_rebuild(struct lshk_forest *forest,
-                                const float *w,
-                                size_t w_stride,
-                                const uint64_t *new_seed);
-
-/*
- Writes the forest to `path` (an lshk container: temporary file, fsync,
- rename, as lshk_index_save). Thread-safe.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty or
- non-UTF-8-safe path), IO_ERROR (including a `path` that is not a
- regular file: see lshk_index_save).
-
- # Safety
- `path` is a NUL-terminated string.
- */
-lshk_status lshk_forest_save(const struct lshk_forest *forest,
-                             const char *path);
-
-/*
- Loads a forest saved by lshk_forest_save (every invariant checked),
- with its build parameters (normalize_rows included: a unit-row forest
- is written with FPARAMS version 2, a raw-row one with version 1, so
- files from before the option still load). On success `*out` receives a
- new handle; on failure it is not written.
-
- Errors: NULL_POINTER, INVALID_ARGUMENT (empty path, misaligned `out`),
- IO_ERROR (including a path that is not a regular file),
- BAD_FILE_FORMAT, ALLOCATION_FAILED.
-
- # Safety
- `path` is a NUL-terminated string; `out` writable.
- */
-lshk_status lshk_forest_load(const char *path,
-                             struct lshk_forest **out);
-
-/*
- Default query parameters: WALK_EXACT, ef 100, rerank 0 (the whole
- pool); struct_size = sizeof(lshk_graph_query_params).
- */
-struct lshk_graph_query_params lshk_graph_query_params_default(void);
-
-/*
- Default build parameters: m 16, ef_construction 200, STORAGE_F32, all
- cores, a fixed seed; struct_size = sizeof(lshk_graph_params).
- */
-struct lshk_graph_params lshk_graph_params_default(void);
-
-/*
- Builds an FGD graph over `rows` rows of `dim` floats (row r at
- `w + r * w_stride`, `w_stride >= dim`, in elements) with an optional
- `bias` (`rows` floats, NULL = none): the rows are transformed (see
- lshk_graph) and copied into the graph (W is not kept), then inserted
- into an HNSW graph in row order. `p` NULL = lshk_graph_params_default().
- The graph is a pure function of W, the bias and the parameters: the
- same on every ISA tier and for every thread count.
-
- On success `*out` receives a new handle (free it with
- lshk_graph_free); on failure `*out` is not written.
-
- Errors: NULL_POINTER (`out`, `w`), INVALID_ARGUMENT (rows 0, rows >=
- 2^32 - 1, dim 0, stride < dim, struct_size too small, a bad `storage`
- value, m outside 2..=256, ef_construction 0, reserved not 0, a
- misaligned pointer), NON_FINITE (NaN or infinity in W or the bias, the
- message naming the row; a row norm whose square overflows f32),
- SIZE_OVERFLOW,
- ALLOCATION_FAILED.
-
- # Safety
- `w` must hold (rows-1)*w_stride + dim readable floats, `bias` (if not
- NULL) `rows` floats; `p` NULL or a valid params struct.
- */
-lshk_status lshk_graph_build(const float *w,
-                             const float *bias,
-                             size_t rows,
-                             size_t dim,
-                             size_t w_stride,
-                             const struct lshk_graph_params *p,
-                             struct lshk_graph **out);
-
-/*
- The approximate top `k` logits `h . x_i + b_i` for each of `nq` queries
- (query i at `q + i * q_stride`, `q_stride >= dim` elements), searching
- the graph with a pool of max(ef, k) nodes (HNSW's efSearch: larger is
- slower and finds more of the true top-k). Writes
- `out_ids[i*k .. i*k + k]` (and `out_scores`, when not NULL) per query:
- descending by logit, equal logits by smaller id, padded with UINT32_MAX
- / -INFINITY when the graph has fewer than k rows. The scores are logits
- (not distances) of the stored rows: with STORAGE_F32 within the f32
- dot-product bound of the exact ones; softmax over them with
- lshk_softmax. With ef >= rows every row is scored and the result is the
- exact top-k. `k = 0` or `nq = 0` writes no ids or scores (stats are
- still written). `stats` (NULL = none; set its struct_size) receives the
- batch's counts. Thread-safe: each thread reuses its own scratch (the
- visited set), so after a warm-up call a query allocates nothing.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
- ef 0, struct_size of `stats` too small, misaligned or overlapping
- buffers), NON_FINITE (a NaN or infinite query value, or a query whose scores could overflow f32), SIZE_OVERFLOW.
- Nothing is written on error.
-
- # Safety
- `q` must hold (nq-1)*q_stride + dim readable floats; `out_ids` nq*k
- writable u32; `out_scores` NULL or nq*k writable floats; `stats` NULL or
- a writable lshk_graph_stats.
- */
-lshk_status lshk_graph_query(const struct lshk_graph *graph,
-                             const float *q,
-                             size_t nq,
-                             size_t q_stride,
-                             uint32_t k,
-                             uint32_t ef,
-                             uint32_t *out_ids,
-                             float *out_scores,
-                             struct lshk_graph_stats *stats);
-
-/*
- lshk_graph_query with query parameters `p` (NULL =
- lshk_graph_query_params_default()): `p->walk` picks the level-0 walk
- (LSHK_GRAPH_WALK_INT8: int8 scores on compact records, then the best
- `p->rerank` of the pool re-scored with the stored rows, so the returned
- scores are the same kind as WALK_EXACT's). Results, padding, stats
- (with WALK_INT8 the re-scored rows count too) and thread-safety as
- lshk_graph_query; both walks are deterministic and the same on every
- ISA tier.
-
- Errors: those of lshk_graph_query, and INVALID_ARGUMENT for a
- misaligned `p`, a `p->struct_size` smaller than this library's
- sizeof(lshk_graph_query_params), a `walk` that is not an
- LSHK_GRAPH_WALK_* value, `ef` 0, or WALK_INT8 on a graph with more
- than 65,472 columns. Nothing is written on error.
-
- # Safety
- As lshk_graph_query; `p` NULL or a readable lshk_graph_query_params.
- */
-lshk_status lshk_graph_query_ex(const struct lshk_graph *graph,
-                                const struct lshk_graph_query_params *p,
-                                const float *q,
-                                size_t nq,
-                                size_t q_stride,
-                                uint32_t k,
-                                uint32_t *out_ids,
-                                float *out_scores,
-                                struct lshk_graph_stats *stats);
-
-/*
- Saves the graph to `path` (a NUL-terminated file name): an lshk
- container of file kind 3 with a CRC-32C per section (parameters, rows,
- levels, links), written to a temporary file in the same directory,
- flushed and renamed over `path` as lshk_index_save does (see it for
- what `path` may name). Thread-safe.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
- IO_ERROR (including a `path` that is not a regular file).
-
- # Safety
- `path` must be a NUL-terminated string.
- */
-lshk_status lshk_graph_save(const struct lshk_graph *graph,
-                            const char *path);
-
-/*
- Loads a graph saved by lshk_graph_save (every section and every link is
- checked, then read into memory; the file is not kept open).
-
- Errors: NULL_POINTER (`path`, `out`), IO_ERROR (including a path that is
- not a regular file), BAD_FILE_FORMAT (truncated, corrupt, not a graph
- file, newer version, content inconsistent with its parameters, or
- stored values that are not finite or exceed U; the message names the
- problem),
- INVALID_ARGUMENT (empty path, misaligned `out`), SIZE_OVERFLOW. On
- failure `*out` is not written.
-
- # Safety
- `path` must be a NUL-terminated string.
- */
-lshk_status lshk_graph_load(const char *path,
-                            struct lshk_graph **out);
-
-/*
- Shape of the graph: writes rows and dim into the non-NULL pointers
- among `rows`, `dim`.
-
- Errors: NULL_POINTER (`graph`), INVALID_HANDLE, INVALID_ARGUMENT (a
- misaligned output). Nothing is written on error.
-
- # Safety
- Non-NULL outputs must be writable.
- */
-lshk_status lshk_graph_shape(const struct lshk_graph *graph,
-                             size_t *rows,
-                             size_t *dim);
-
-/*
- Bytes held by the graph: the transformed rows, the links and levels.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned
- `out`).
-
- # Safety
- `out` must be a writable size_t.
- */
-lshk_status lshk_graph_memory_bytes(const struct lshk_graph *graph,
-                                    size_t *out);
-
-/*
- Releases a graph. NULL is a no-op; a freed or foreign handle is
- INVALID_HANDLE.
-
- # Safety
- `graph` is NULL or a handle from lshk_graph_build/_load that no other
- thread is using.
- */
-lshk_status lshk_graph_free(struct lshk_graph *graph);
-
-/*
  Plans the transforms for vectors of `d` floats (1 <= d <= 2^24) and
  allocates the handle's buffers; calls run on the active ISA tier (the
  result does not depend on it: every tier returns the same bits).
@@ -1879,38 +1571,60 @@ lshk_status lshk_hrr_class_vectors(uint64_t seed,
                                    float *out);
 
 /*
- Default build parameters: SimHash, K = 12, L = 50, Gaussian planes,
- bin_size 8, seed 1, range_bits 0 (automatic), bucket_cap 0, F32 copy
- storage, no transform, all cores, no caller-given planes or map, no
- progress callback; struct_size = sizeof(lshk_index_params).
+ Default build parameters: the SimHash source (K = 12, L = 50, Gaussian
+ planes, bin_size 8, seed 1, automatic range_bits, no bucket cap), F32
+ copy storage, no transform, all cores; IVF: automatic nlist, 10
+ iterations, CODES_I8; graph: m 16, ef_construction 200, F32 rows;
+ forest: 8 trees, leaf_size 64, seed 1; no caller-given planes, map,
+ weights or progress callback; struct_size = sizeof(lshk_index_params).
  */
 struct lshk_index_params lshk_index_params_default(void);
 
 /*
+ Default query parameters: LSH min_count 1, no budget, no multi-probe;
+ IVF adaptive (reach 3.0, no nprobe cap), rerank 32; graph WALK_EXACT,
+ ef 100, rerank 0 (the whole pool); forest set_size 256;
+ struct_size = sizeof(lshk_query_params).
+ */
+struct lshk_query_params lshk_query_params_default(void);
+
+/*
  Builds an index over `rows` rows of `dim` floats (row r at
  `w + r * w_stride`, `w_stride >= dim`, in elements) with an optional
- `bias` (`rows` floats, NULL = none): transforms the rows (params
- `transform`), hashes them with the family, builds the tables, and
- copies/converts W per `storage` (BORROWED_F32 keeps `w` itself: it must
- stay alive and unchanged until lshk_index_free). `p` NULL = defaults.
+ `bias` (`rows` floats, NULL = none; the scores are `w_r . q + b_r`):
+ the candidate source `p->source` is built from the rows with its knobs
+ (`p->lsh`, `p->ivf`, `p->graph` or `p->forest`), and W is kept per
+ `p->storage` for the exact scores (BORROWED_F32 keeps `w` itself: it
+ must stay alive and unchanged until lshk_index_free). `p` NULL =
+ lshk_index_params_default(). Every index is a pure function of W, the
+ bias and the parameters: the same on every ISA tier and thread count.
  Progress (optional) as described at lshk_progress_fn.
 
  On success `*out` receives a new handle (free it with lshk_index_free);
  on failure `*out` is not written.
 
- Errors: NULL_POINTER (`out`, `w` with rows > 0), INVALID_ARGUMENT (rows
- 0, dim 0, stride < dim, struct_size too small, a bad family/storage/
- transform value, a bad K/L/B/range_bits, planes_len or dwta_map_len not
- matching, |w| > 65504 with F16 storage), INDEX_OUT_OF_RANGE (a
- caller-given map coordinate >= dim'),
- NON_FINITE (NaN or infinity in W or the bias, the message naming the
- row; a |value| above FLT_MAX / (8 (dim + 2)), against which no query
- could be scored within f32), SIZE_OVERFLOW, ALLOCATION_FAILED.
+ Errors: NULL_POINTER (`out`, `w`, a knob's array NULL with a length),
+ INVALID_ARGUMENT (rows 0, dim 0, stride < dim, struct_size too small, a
+ value that is not one of its LSHK_* constants, a reserved field not 0;
+ LSH: a bad K/L/B/range_bits, planes_len or dwta_map_len not matching, a
+ transform with caller-given arrays of the wrong width; IVF: nlist >
+ rows, iters 0, train_rows < nlist, pq_m not 0 without PQ4 codes or not
+ dividing dim, fewer than 16 rows with PQ4 codes, n_weights != rows, a
+ negative weight or all 0; graph: m outside 2..=256, ef_construction 0,
+ rows >= 2^32 - 1; forest: rows < 2, trees outside 1..=4096, leaf_size <
+ 2, normalize_rows not 0/1, a storage other than F32/BORROWED_F32;
+ a transform on a non-LSH source; row weights on a non-IVF source;
+ |w| > 65504 with F16 storage), INDEX_OUT_OF_RANGE (a caller-given map
+ coordinate >= dim'), NON_FINITE (NaN or infinity in W, the bias or the
+ row weights, the message naming the row; a |value| above
+ FLT_MAX / (8 (dim + 2)), against which no query could be scored within
+ f32; IVF: above sqrt(FLT_MAX / (16 (dim + 2)))), SIZE_OVERFLOW,
+ ALLOCATION_FAILED.
 
  # Safety
  `w` must hold (rows-1)*w_stride + dim readable floats, `bias` (if not
  NULL) `rows` floats; `p` NULL or a valid params struct whose pointers
- hold `planes_len` / `dwta_map_len` elements.
+ hold their stated lengths.
  */
 lshk_status lshk_index_build(const float *w,
                              const float *bias,
@@ -1921,98 +1635,47 @@ lshk_status lshk_index_build(const float *w,
                              struct lshk_index **out);
 
 /*
- lshk_index_build with the graph family's build parameters: `gp` (NULL =
- lshk_graph_params_default()) is used when `p->family` is
- LSHK_FAMILY_GRAPH and ignored (still checked) otherwise. The graph is
- the one lshk_graph_build builds from W, the bias and `gp` (its m,
- ef_construction, storage of its own rows, threads and seed); `p`'s LSH
- fields are ignored, its `storage` keeps W for the exact logits as for
- every family, and its `transform` must be NONE (the graph has its own).
- Progress is reported once, on completion.
-
- Errors: those of lshk_index_build, and INVALID_ARGUMENT (struct_size of
- `gp` too small, a bad graph storage value, m outside 2..=256,
- ef_construction 0, gp->reserved not 0, a graph index with a transform
- or caller-given planes/map, rows >= 2^32 - 1 for a graph).
-
- # Safety
- As lshk_index_build; `gp` NULL or a readable lshk_graph_params.
- */
-lshk_status lshk_index_build_ex(const float *w,
-                                const float *bias,
-                                size_t rows,
-                                size_t dim,
-                                size_t w_stride,
-                                const struct lshk_index_params *p,
-                                const struct lshk_graph_params *gp,
-                                struct lshk_index **out);
-
-/*
  The top `k` rows of each of `nq` queries (query i at `q + i * q_stride`,
- `q_stride >= dim` elements): candidates (LSH: hash -> gather; graph:
- the graph search) -> logits of the ORIGINAL W and bias for the
- candidates -> top-k. Writes `out_ids[i*k .. i*k + k]`
- (and `out_scores`, when not NULL) per query: descending by score, equal
- scores by smaller id, padded with UINT32_MAX / -INFINITY when a query has
- fewer than k candidates. Both outputs hold at least nq*k elements.
- `k = 0` or `nq = 0` writes no ids or scores (stats are still written).
- `g` NULL = lshk_gather_params_default(); `g->probes > 0` (SimHash only)
- multi-probes, with `g->bits_per_table` 0 (meaning K) or K. A graph
- index ignores `g` and searches with lshk_graph_query_params_default()
- (other options: lshk_index_query_ex). `stats`
- (NULL = none; set its struct_size) receives the batch's candidate
- counts. Thread-safe: many threads may query one index at once; each
- thread reuses its own scratch, so after a warm-up call of the same size
- a query allocates nothing.
+ `q_stride >= dim` elements): the source's candidates (LSH: hash ->
+ gather; IVF: the lists' codes and re-rank; graph: the walk; forest: the
+ leaves' set) -> the logits of the ORIGINAL W and bias for them (the
+ stored W in its storage; the IVF source's exact re-rank scores pass
+ through unchanged with F32 or BORROWED_F32 storage) -> top-k. Writes
+ `out_ids[i*k .. i*k + k]` (and `out_scores`, when not NULL) per query:
+ descending by score, equal scores by smaller id, padded with
+ UINT32_MAX / -INFINITY when a query has fewer than k candidates. Both
+ outputs hold at least nq*k elements. `k = 0` or `nq = 0` writes no ids
+ or scores (stats are still written). `qp` NULL =
+ lshk_query_params_default(); each source reads its own knobs. `stats`
+ (NULL = none; set its struct_size) receives the batch's counts.
+ Thread-safe: many threads may query one index at once; each thread
+ reuses its own scratch, so after a warm-up call of the same size a
+ query allocates nothing.
 
  Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
- struct_size of `g` or `stats` too small, probes on DWTA or too many,
- bits_per_table != K, misaligned or overlapping outputs), BUFFER_TOO_SMALL, NON_FINITE (a NaN or infinite
- query value, or a query whose scores could overflow f32), SIZE_OVERFLOW. Nothing is written on error.
+ struct_size of `qp` or `stats` too small, a reserved field not 0, a
+ walk that is not an LSHK_GRAPH_WALK_* value; the reading source's
+ knobs: LSH probes on DWTA or too many, bits_per_table not 0 or K; IVF
+ nprobe 0, reach negative or not finite; graph ef 0, WALK_INT8 at dim >
+ 65,472; misaligned or overlapping outputs), BUFFER_TOO_SMALL,
+ NON_FINITE (a NaN or infinite query value, or a query whose scores
+ could overflow f32), SIZE_OVERFLOW. Nothing is written on error.
 
  # Safety
  `q` must hold (nq-1)*q_stride + dim readable floats; `out_ids` nq*k
- writable u32; `out_scores` NULL or nq*k writable floats; `stats` NULL or
- a writable lshk_query_stats; none may overlap.
+ writable u32; `out_scores` NULL or nq*k writable floats; `qp` NULL or a
+ readable lshk_query_params; `stats` NULL or a writable
+ lshk_query_stats; outputs overlap neither each other nor the inputs.
  */
 lshk_status lshk_index_query(const struct lshk_index *idx,
                              const float *q,
                              size_t nq,
                              size_t q_stride,
                              uint32_t k,
-                             const struct lshk_gather_params *g,
+                             const struct lshk_query_params *qp,
                              uint32_t *out_ids,
                              float *out_scores,
                              struct lshk_query_stats *stats);
-
-/*
- lshk_index_query with the query options of every family: `g` (NULL =
- defaults) for the LSH families, `gq` (NULL =
- lshk_graph_query_params_default(): WALK_EXACT, ef 100, rerank 0) for
- the graph family; each family ignores the other's (both are still
- checked). Graph: per query the graph's pool of max(ef, k) nodes, best
- first by the walk's own score; its best `rerank` (0 = the whole pool,
- at least k) are the candidates, whose logits the index computes from
- its W and bias (exact, as for every family); `stats` counts them.
-
- Errors: those of lshk_index_query, and INVALID_ARGUMENT (struct_size of
- `gq` too small, a `walk` that is not an LSHK_GRAPH_WALK_* value, ef 0
- on a graph index, WALK_INT8 on a graph of dim > 65,472). Nothing is
- written on error.
-
- # Safety
- As lshk_index_query; `gq` NULL or a readable lshk_graph_query_params.
- */
-lshk_status lshk_index_query_ex(const struct lshk_index *idx,
-                                const float *q,
-                                size_t nq,
-                                size_t q_stride,
-                                uint32_t k,
-                                const struct lshk_gather_params *g,
-                                const struct lshk_graph_query_params *gq,
-                                uint32_t *out_ids,
-                                float *out_scores,
-                                struct lshk_query_stats *stats);
 
 /*
  Saves the index to `path` (a NUL-terminated file name): a versioned,
@@ -2086,22 +1749,18 @@ lshk_status lshk_index_memory_bytes(const struct lshk_index *idx,
                                     size_t *out);
 
 /*
- Shape of the index: writes rows, dim (of W, before any transform), K
- (bits per table, or DWTA bins per table) and L into the non-NULL
- pointers among `rows`, `dim`, `k`, `l` (K and L are 0 for a graph
- index).
+ What the index is: its source, storage, transform, shape and the
+ source's main sizes (see lshk_index_info). Set `out->struct_size =
+ sizeof(lshk_index_info)` first. Thread-safe.
 
- Errors: NULL_POINTER (`idx`), INVALID_HANDLE, INVALID_ARGUMENT (a
- misaligned output). Nothing is written on error.
+ Errors: NULL_POINTER (`idx`, `out`), INVALID_HANDLE, INVALID_ARGUMENT
+ (misaligned `out`, struct_size too small). Nothing is written on error.
 
  # Safety
- Non-NULL outputs must be writable.
+ `out` must be a writable lshk_index_info whose struct_size is set.
  */
-lshk_status lshk_index_shape(const struct lshk_index *idx,
-                             size_t *rows,
-                             size_t *dim,
-                             uint32_t *k,
-                             uint32_t *l);
+lshk_status lshk_index_info(const struct lshk_index *idx,
+                            struct lshk_index_info *out);
 
 /*
  Fills `*out` with a view of the weights (and bias) the index's logits
@@ -2286,6 +1945,123 @@ lshk_status lshk_rehash_next(double initial_period,
                              uint64_t *out_next);
 
 /*
+ IVF source: chooses the query knobs for a recall target from sample
+ queries. Computes the exact top-k of the `nq` sample queries (row i at
+ `q + i * q_stride`, `q_stride >= dim` floats; held-out queries of the
+ real workload, a few hundred), then the smallest fixed nprobe and the
+ smallest adaptive reach whose recall@k reaches `target_recall` (in
+ (0, 1]) with `rerank` exact re-scores, by its 95 % lower confidence
+ bound, and returns the one that scans fewer rows (docs/ivf.md,
+ "Calibration"). Only measured points are returned, so
+ `out->recall_lower >= target_recall` when `out->met` is 1.
+ Deterministic (rows scanned, not time, decide). `threads` runs the
+ sample's searches in parallel (0 = all cores). Thread-safe.
+
+ Errors: NULL_POINTER (`idx`, `out`, `q` with nq > 0), INVALID_HANDLE,
+ UNSUPPORTED (a source other than IVF), INVALID_ARGUMENT (nq or k 0,
+ target_recall not in (0, 1], q_stride < dim, `out` misaligned or its
+ struct_size too small, `out` overlapping `q`), NON_FINITE (a NaN or
+ infinite query value, or a query whose scores could overflow f32),
+ SIZE_OVERFLOW. Nothing is written on error.
+
+ # Safety
+ `q` must hold (nq-1)*q_stride + dim readable floats; `out` must be a
+ writable lshk_calibration whose struct_size the caller set.
+ */
+lshk_status lshk_index_calibrate(const struct lshk_index *idx,
+                                 const float *q,
+                                 size_t nq,
+                                 size_t q_stride,
+                                 uint32_t k,
+                                 float target_recall,
+                                 uint32_t rerank,
+                                 uint32_t threads,
+                                 struct lshk_calibration *out);
+
+/*
+ Forest source: builds the trees again from the index's current W (a
+ borrowed W the caller changed while no call used the index, as in
+ training), with the forest's parameters, or with `*new_seed` when
+ `new_seed` is not NULL (e.g. every T training iterations). W and the
+ bias are checked again, and the query range follows them. EXCLUSIVE
+ access. On error the index is unchanged.
+
+ Errors: NULL_POINTER (`idx`), INVALID_HANDLE, UNSUPPORTED (a source
+ other than the forest), INVALID_ARGUMENT (misaligned `new_seed`),
+ NON_FINITE (W holds NaN, infinity or values no query could be scored
+ against), ALLOCATION_FAILED.
+
+ # Safety
+ `idx` NULL or a live handle no other thread uses; `new_seed` NULL or
+ readable.
+ */
+lshk_status lshk_index_rebuild(struct lshk_index *idx,
+                               const uint64_t *new_seed);
+
+/*
+ The candidate sets of `nq` queries (query i at `q + i * q_stride`) as
+ the source hands them to the scorer for a top-`k` query with `qp`
+ (NULL = defaults), without scoring them: the sets LSH negative
+ sampling and the forest's selective softmax train on (forest: the set
+ of max(set_size, k) classes of largest cosine with the query; k may be
+ 0). Output as lshk_tables_gather: query i's ids (distinct; in the
+ source's order: ascending for LSH and the forest, best first for IVF
+ and the graph) in `ids[offsets[i] .. offsets[i+1]]`, `offsets` nq + 1
+ entries, `*needed` the total; when `ids_len` < *needed the call returns
+ BUFFER_TOO_SMALL and writes only `*needed`. Thread-safe.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
+ a bad knob as in lshk_index_query, misaligned or overlapping pointers),
+ BUFFER_TOO_SMALL, NON_FINITE (as lshk_index_query), SIZE_OVERFLOW,
+ ALLOCATION_FAILED.
+
+ # Safety
+ `q` holds (nq-1)*q_stride + dim readable floats; `ids` ids_len writable
+ u32, `offsets` nq + 1 writable size_t, `needed` writable; outputs do not
+ overlap inputs.
+ */
+lshk_status lshk_index_candidates(const struct lshk_index *idx,
+                                  const float *q,
+                                  size_t nq,
+                                  size_t q_stride,
+                                  uint32_t k,
+                                  const struct lshk_query_params *qp,
+                                  uint32_t *ids,
+                                  size_t ids_len,
+                                  size_t *offsets,
+                                  size_t *needed);
+
+/*
+ S(X): the union of `count` class ids (e.g. the ids of
+ lshk_index_candidates over a batch; each < rows, repeats counted), each
+ with its count c_j; when more than `cap` distinct classes (cap 0: no
+ cap), `cap` of them are drawn without replacement with probabilities
+ proportional to c_j, renormalised after each draw (Efraimidis-Spirakis
+ keys ln(u_j)/c_j with u_j from SplitMix64(seed ^ (j + 1) *
+ 0x9E3779B97F4A7C15); docs/training.md). Writes the kept ids ascending
+ into `out_ids`, their counts into `out_counts` (NULL = not wanted) and
+ their number into `*needed`; when `out_len` < *needed the call returns
+ BUFFER_TOO_SMALL and writes only `*needed`. Any source. Thread-safe.
+
+ Errors: NULL_POINTER, INVALID_HANDLE, INDEX_OUT_OF_RANGE (an id >=
+ rows), INVALID_ARGUMENT (misaligned or overlapping pointers),
+ BUFFER_TOO_SMALL, SIZE_OVERFLOW, ALLOCATION_FAILED.
+
+ # Safety
+ `ids` holds `count` readable u32; `out_ids` and `out_counts` (when not
+ NULL) `out_len` writable u32; `needed` writable.
+ */
+lshk_status lshk_index_union(const struct lshk_index *idx,
+                             const uint32_t *ids,
+                             size_t count,
+                             size_t cap,
+                             uint64_t seed,
+                             uint32_t *out_ids,
+                             uint32_t *out_counts,
+                             size_t out_len,
+                             size_t *needed);
+
+/*
  Default IUL parameters (see lshk_iul_params).
  */
 struct lshk_iul_params lshk_iul_params_default(void);
@@ -2388,313 +2164,6 @@ lshk_status lshk_simhash_train_iul(const float *planes_in,
                                    size_t planes_out_len,
                                    struct lshk_iul_report *reports,
                                    size_t reports_len);
-
-/*
- Default build parameters: nlist 0 (round(4 sqrt(rows))), 10 k-means
- iterations, train_rows 0 (min(rows, 64 nlist)), CODES_I8, borrow 1, all
- cores, pq_m 0, a fixed seed; struct_size = sizeof(lshk_ivf_params).
- */
-struct lshk_ivf_params lshk_ivf_params_default(void);
-
-/*
- Default query parameters: adaptive lists (reach 3.0, nprobe UINT32_MAX
- = no cap), rerank 32; struct_size = sizeof(lshk_ivf_search).
- */
-struct lshk_ivf_search lshk_ivf_search_default(void);
-
-/*
- Builds an IVF index over `rows` rows of `dim` floats (row r at
- `w + r * w_stride`, `w_stride >= dim`, in elements) with an optional
- `bias` (`rows` floats, NULL = none; the scores are `w_r . q + b_r`):
- k-means on a seeded sample of the rows [w_r, b_r], every row assigned
- to its nearest centroid, the lists stored contiguously with their int8
- codes. With `p->borrow = 1` (the default) W itself is used for the
- exact re-ranking: it must stay alive and unchanged until lshk_ivf_free
- (and lshk_ivf_save does not store it: lshk_ivf_load takes it again);
- with 0 an f32 copy is kept. `p` NULL = lshk_ivf_params_default(). The
- index is a pure function of W, the bias and the parameters: the same on
- every ISA tier and for every thread count.
-
- On success `*out` receives a new handle (free it with lshk_ivf_free);
- on failure `*out` is not written.
-
- Errors: NULL_POINTER (`out`, `w` with rows > 0), INVALID_ARGUMENT (rows
- 0, rows >= 2^32 - 1, dim 0, stride < dim, struct_size too small,
- a bad `codes` value, `borrow` not 0 or 1, borrow with CODES_NONE, pq_m
- not 0 without CODES_PQ4 or CODES_PQ4_I8, pq_m not dividing dim or above
- 16,384, fewer than 16 rows with CODES_PQ4 or CODES_PQ4_I8, iters 0,
- nlist > rows, train_rows < nlist, a misaligned pointer), NON_FINITE (NaN
- or infinity in W or the bias, the message naming the row; a |value|
- above sqrt(FLT_MAX / (16 (dim + 2))), whose squared distances would
- overflow f32), SIZE_OVERFLOW, ALLOCATION_FAILED (the index would not
- fit in physical memory).
-
- # Safety
- `w` must hold (rows-1)*w_stride + dim readable floats, `bias` (if not
- NULL) `rows` floats; `p` NULL or a valid params struct.
- */
-lshk_status lshk_ivf_build(const float *w,
-                           const float *bias,
-                           size_t rows,
-                           size_t dim,
-                           size_t w_stride,
-                           const struct lshk_ivf_params *p,
-                           struct lshk_ivf **out);
-
-/*
- lshk_ivf_build with per-row weights steering the k-means:
- `row_weights` holds `n_weights` floats, one per row (`n_weights ==
- rows`), finite and >= 0, not all zero. Each centroid is the weighted
- mean of its training rows, so lists are finer where the weight is
- (e.g. rows that training queries hit often: docs/ivf.md, "Row
- weights"). Every row is still assigned to its nearest centroid and
- searchable; weights all 1 give exactly lshk_ivf_build's index. The
- weights are read during the call only and not kept: lshk_ivf_save
- stores the lists they shaped, not the weights. Everything else
- (parameters, borrowing, outputs) as lshk_ivf_build.
-
- Errors: those of lshk_ivf_build, and NULL_POINTER (`row_weights` NULL
- with `n_weights` > 0), INVALID_ARGUMENT (`n_weights` != rows, a
- negative weight, every weight 0, `row_weights` misaligned), NON_FINITE
- (a NaN or infinite weight; the message names the row). `*out` is not
- written on failure.
-
- # Safety
- As lshk_ivf_build; `row_weights` NULL or `n_weights` readable floats.
- */
-lshk_status lshk_ivf_build_weighted(const float *w,
-                                    const float *bias,
-                                    size_t rows,
-                                    size_t dim,
-                                    size_t w_stride,
-                                    const float *row_weights,
-                                    size_t n_weights,
-                                    const struct lshk_ivf_params *p,
-                                    struct lshk_ivf **out);
-
-/*
- The top `k` rows of `W q + b` for each of `nq` queries (query i at
- `q + i * q_stride`, `q_stride >= dim` elements): the centroids are
- scored, the lists chosen by `s` visited (adaptively by default, see
- lshk_ivf_search::reach), their rows scored from the
- int8 codes, the `s->rerank` best re-scored exactly (see
- lshk_ivf_search). Writes `out_ids[i*k .. i*k + k]` (and `out_scores`,
- when not NULL) per query: descending by score, equal scores by smaller
- id, padded with UINT32_MAX / -INFINITY when the visited lists hold
- fewer than k rows. Both outputs hold at least nq*k elements. `k = 0`
- or `nq = 0` writes no ids or scores (stats are still written). With
- `reach = 0`, `nprobe >= nlist` and `rerank >= rows` (or CODES_NONE) the
- result is the
- exact top-k (scores within the f32 dot-product bound of
- lshk_gathered_matmul_f32). `s` NULL = lshk_ivf_search_default();
- `stats` (NULL = none; set its struct_size) receives the batch's counts.
- Thread-safe: many threads may query one index at once; each thread
- reuses its own scratch, so after a warm-up call of the same size a
- query allocates nothing.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
- struct_size of `s` or `stats` too small, nprobe 0, reach negative,
- NaN or infinite, misaligned or
- overlapping buffers), NON_FINITE (a NaN or infinite query value, or a query whose scores could overflow f32),
- SIZE_OVERFLOW. Nothing is written on error.
-
- # Safety
- `q` must hold (nq-1)*q_stride + dim readable floats; `out_ids` nq*k
- writable u32; `out_scores` NULL or nq*k writable floats; `stats` NULL or
- a writable lshk_ivf_stats; `s` NULL or a valid lshk_ivf_search.
- */
-lshk_status lshk_ivf_query(const struct lshk_ivf *ivf,
-                           const float *q,
-                           size_t nq,
-                           size_t q_stride,
-                           uint32_t k,
-                           const struct lshk_ivf_search *s,
-                           uint32_t *out_ids,
-                           float *out_scores,
-                           struct lshk_ivf_stats *stats);
-
-/*
- Saves the index to `path` (a NUL-terminated file name): an lshk
- container of file kind 2 with a CRC-32C per section (parameters,
- centroids, lists, codes, bias, and the f32 rows unless W is borrowed),
- written to a temporary file in the same directory, flushed and renamed
- over `path` as lshk_index_save does (a crash never leaves a torn file at
- `path`; see lshk_index_save for the temporary file's name and what
- `path` may name). Thread-safe.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
- IO_ERROR (including a `path` that is not a regular file).
-
- # Safety
- `path` must be a NUL-terminated string.
- */
-lshk_status lshk_ivf_save(const struct lshk_ivf *ivf,
-                          const char *path);
-
-/*
- Loads an index saved by lshk_ivf_save (every section is checked and
- read into memory; the file is not kept open). `w`: for a file saved
- from an index built with `borrow = 1` (whose rows are not stored) it
- must point to the same W as at build time, `w_stride` its stride in
- elements (>= dim): it is used in place and must stay alive and
- unchanged until lshk_ivf_free; NULL there is INVALID_ARGUMENT. For a
- file that stores its rows `w` must be NULL (non-NULL is
- INVALID_ARGUMENT, so a caller never believes its own W is used when the
- file's is) and `w_stride` is ignored.
-
- Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or read, or
- not a regular file), BAD_FILE_FORMAT (truncated, corrupt, not an IVF
- file (e.g. an lshk_index file), newer version, content inconsistent
- with its parameters, or a float section holding NaN, infinity or a
- value outside what a build of that dim produces; the message names the
- problem), INVALID_ARGUMENT (empty path, misaligned `out` or `w`, `w`
- misuse as above, w_stride < dim), NON_FINITE (the borrowed W holds
- NaN/inf or a value beyond lshk_ivf_build's limit), SIZE_OVERFLOW. On failure
- `*out` is not written.
-
- # Safety
- `path` must be a NUL-terminated string; a non-NULL `w` must hold
- (rows-1)*w_stride + dim readable floats of the saved shape.
- */
-lshk_status lshk_ivf_load(const char *path,
-                          const float *w,
-                          size_t w_stride,
-                          struct lshk_ivf **out);
-
-/*
- Shape of the index: writes rows, dim and nlist (the number of lists)
- into the non-NULL pointers among `rows`, `dim`, `nlist`.
-
- Errors: NULL_POINTER (`ivf`), INVALID_HANDLE, INVALID_ARGUMENT (a
- misaligned output). Nothing is written on error.
-
- # Safety
- Non-NULL outputs must be writable.
- */
-lshk_status lshk_ivf_shape(const struct lshk_ivf *ivf,
-                           size_t *rows,
-                           size_t *dim,
-                           uint32_t *nlist);
-
-/*
- Bytes held by the index: centroids, lists, codes, bias and its f32 copy
- of the rows (a borrowed W is the caller's and not counted).
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned
- `out`).
-
- # Safety
- `out` must be a writable size_t.
- */
-lshk_status lshk_ivf_memory_bytes(const struct lshk_ivf *ivf,
-                                  size_t *out);
-
-/*
- Chooses the search parameters for a recall target from sample queries:
- computes the exact top-k of the `nq` sample queries (row i at
- `q + i * q_stride`, `q_stride >= dim` floats; held-out queries of the
- real workload, a few hundred), then the smallest fixed nprobe and the
- smallest adaptive reach whose recall@k on them reaches `target_recall`
- (in (0, 1]) with `rerank` exact re-scores, by its 95 % lower confidence
- bound (`out->recall_lower`), and returns the one that scans fewer rows
- (docs/ivf.md, "Calibration"). Only measured points are returned, so
- `out->recall_lower >= target_recall` when `out->met` is 1. Deterministic (the
- same on every tier and thread count; rows scanned, not time, decide).
- `threads` runs the sample's searches in parallel (0 = all cores).
- Thread-safe on a shared index (it only searches).
-
- Errors: NULL_POINTER (`ivf`, `out`, `q` with nq > 0), INVALID_HANDLE,
- INVALID_ARGUMENT (nq or k 0, target_recall not in (0, 1], q_stride <
- dim, `out` misaligned or its struct_size too small, `out` overlapping
- `q`), NON_FINITE (a NaN or infinite query value, or a query whose scores could overflow f32), SIZE_OVERFLOW.
- Nothing is written on error.
-
- # Safety
- `q` must hold (nq-1)*q_stride + dim readable floats; `out` must be a
- writable lshk_ivf_calibration whose struct_size the caller set.
- */
-lshk_status lshk_ivf_calibrate(const struct lshk_ivf *ivf,
-                               const float *q,
-                               size_t nq,
-                               size_t q_stride,
-                               uint32_t k,
-                               float target_recall,
-                               uint32_t rerank,
-                               uint32_t threads,
-                               struct lshk_ivf_calibration *out);
-
-/*
- Label-aware lists (HALOS's label-aware buckets on the IVF lists):
- finds the list each of `n` training queries visits first (row i at
- `queries + i * q_stride`, `q_stride >= dim`, in floats; the best list by
- the same estimate a search uses), counts per list how often each label
- occurs with the queries that land there, and gives every list its
- `label_cap` most frequent labels (ties to the smaller id; 0 keeps all)
- beside its rows (policy BESIDE) or instead of them (policy INSTEAD; a
- list that received no label keeps its rows). Labels are CSR, as in
- lshk_index_train_labels (`label_offsets` n + 1 non-decreasing entries,
- the first need not be 0; labels are row ids < rows). `p` NULL =
- defaults. Centroids and list estimates do not change, so a query ranks
- the lists as before. A row may then stand in several lists: searches
- re-rank and return each id once. Deterministic (any tier or thread
- count). Saved with the index and reported by lshk_ivf_label_info after
- a load. Not available with CODES_PQ4 (INVALID_ARGUMENT).
-
- EXCLUSIVE ACCESS: unlike every other lshk_ivf function this one changes
- the index; no other call on `ivf` (searches included) may run
- concurrently. An index is trained at most once.
-
- Everything is validated before the index changes; on error it is
- unchanged. Errors: NULL_POINTER (`ivf`, `queries` with n > 0,
- `label_offsets`, `labels` with label_offsets[n] > 0), INVALID_HANDLE,
- INVALID_ARGUMENT (q_stride < dim, struct_size too small, a bad policy,
- label_offsets decreasing (the message names the position), an index
- already trained, PQ4 codes), INDEX_OUT_OF_RANGE (a label >= rows; the
- message names its position), NON_FINITE (NaN/infinity in a query, or a query whose scores could
- overflow f32),
- BUFFER_TOO_SMALL, SIZE_OVERFLOW, ALLOCATION_FAILED.
-
- # Safety
- `ivf` NULL or from lshk_ivf_build/_load, not in use by another thread;
- `queries` must hold (n-1)*q_stride + dim readable floats (n > 0),
- `label_offsets` n + 1 values, `labels` label_offsets[n] values; `p`
- NULL or a valid params struct.
- */
-lshk_status lshk_ivf_train_labels(struct lshk_ivf *ivf,
-                                  const float *queries,
-                                  size_t n,
-                                  size_t q_stride,
-                                  const size_t *label_offsets,
-                                  const uint32_t *labels,
-                                  const struct lshk_label_params *p);
-
-/*
- Whether the index was trained with labels (also after a load):
- `*trained` = 1 or 0; when trained and `params` is not NULL, `*params`
- receives the training parameters (the caller sets
- `params->struct_size`; lshk writes the other fields only). Outputs are
- written only on success. Thread-safe (read-only).
-
- Errors: NULL_POINTER (`ivf`, `trained`), INVALID_HANDLE,
- INVALID_ARGUMENT (misaligned output, struct_size too small).
-
- # Safety
- `trained` writable; `params` NULL or a writable params struct holding
- its struct_size.
- */
-lshk_status lshk_ivf_label_info(const struct lshk_ivf *ivf,
-                                uint32_t *trained,
-                                struct lshk_label_params *params);
-
-/*
- Releases an IVF index (a borrowed W is not touched). NULL is a no-op; a
- freed or foreign handle is INVALID_HANDLE.
-
- # Safety
- `ivf` is NULL or a handle from lshk_ivf_build/_load that no other
- thread is using.
- */
-lshk_status lshk_ivf_free(struct lshk_ivf *ivf);
 
 /*
  Default label parameters: label_cap 64, policy BESIDE, struct_size =

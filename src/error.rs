@@ -37,11 +37,14 @@ pub enum Status {
     SizeOverflow = 11,
     /// Input data holds NaN or infinity where the call requires finite values.
     NonFinite = 12,
+    /// The operation does not apply to this object (e.g. label training on
+    /// a graph-source index, calibration of a source without lists).
+    Unsupported = 13,
 }
 
 impl Status {
     /// Every status, in code order.
-    pub const ALL: [Status; 13] = [
+    pub const ALL: [Status; 14] = [
         Status::Ok,
         Status::NullPointer,
         Status::InvalidArgument,
@@ -55,6 +58,7 @@ impl Status {
         Status::InvalidHandle,
         Status::SizeOverflow,
         Status::NonFinite,
+        Status::Unsupported,
     ];
 
     /// The C enumerator's name, e.g. `"LSHK_STATUS_OK"`.
@@ -73,6 +77,7 @@ impl Status {
             Status::InvalidHandle => "LSHK_STATUS_INVALID_HANDLE",
             Status::SizeOverflow => "LSHK_STATUS_SIZE_OVERFLOW",
             Status::NonFinite => "LSHK_STATUS_NON_FINITE",
+            Status::Unsupported => "LSHK_STATUS_UNSUPPORTED",
         }
     }
 

@@ -581,6 +581,15 @@ impl Index {
         labels: &[u32],
         p: &LabelParams,
     ) -> Result<()> {
+        if self.ivf().is_some() {
+            let (a, dim) = (self.vmax, self.dim());
+            if n > 0 {
+                self.check_queries(queries, n, q_stride, "queries")?;
+                crate::error::check_query_range(queries, n, dim, q_stride, a, "queries")?;
+            }
+            let ivf = self.ivf_source_mut("train_labels")?;
+            return ivf.train_labels(queries, n, q_stride, label_offsets, labels, p);
+        }
         self.lsh("train_labels")?;
         if let Some(s) = &self.labels {
             bail!(
@@ -624,6 +633,7 @@ impl Index {
     /// The label training of the index (also after a load), if any.
     pub fn label_state(&self) -> Option<LabelState> {
         self.labels
+            .or_else(|| self.ivf().and_then(|i| i.label_state()))
     }
 }
 

@@ -13,13 +13,10 @@
 #![allow(non_camel_case_types)]
 
 pub mod dwta;
-pub mod forest;
-pub mod graph;
 pub mod handle;
 pub mod hrr;
 pub mod index;
 pub mod iul;
-pub mod ivf;
 pub mod labels;
 pub mod matmul;
 pub mod simhash;
@@ -73,6 +70,10 @@ pub const LSHK_STATUS_SIZE_OVERFLOW: lshk_status = 11;
 /// an LSH index refuses rows no query could be scored against
 /// (docs/hardening.md, "Value ranges").
 pub const LSHK_STATUS_NON_FINITE: lshk_status = 12;
+/// The operation does not apply to the index's candidate source (e.g.
+/// label training on a graph source, calibration of a source without
+/// lists, the hash family of an IVF source); the message names both.
+pub const LSHK_STATUS_UNSUPPORTED: lshk_status = 13;
 
 /// An instruction-set tier: one of the `LSHK_ISA_*` values.
 pub type lshk_isa = u32;
@@ -103,6 +104,7 @@ const _: () = {
     assert!(LSHK_STATUS_INVALID_HANDLE == Status::InvalidHandle as u32);
     assert!(LSHK_STATUS_SIZE_OVERFLOW == Status::SizeOverflow as u32);
     assert!(LSHK_STATUS_NON_FINITE == Status::NonFinite as u32);
+    assert!(LSHK_STATUS_UNSUPPORTED == Status::Unsupported as u32);
     assert!(LSHK_ISA_SCALAR == Isa::Scalar as u32);
     assert!(LSHK_ISA_PORTABLE == Isa::Portable as u32);
     assert!(LSHK_ISA_AVX2 == Isa::Avx2 as u32);
@@ -473,6 +475,7 @@ pub extern "C" fn lshk_status_name(status: lshk_status) -> *const libc::c_char {
             Status::InvalidHandle => b"LSHK_STATUS_INVALID_HANDLE\0",
             Status::SizeOverflow => b"LSHK_STATUS_SIZE_OVERFLOW\0",
             Status::NonFinite => b"LSHK_STATUS_NON_FINITE\0",
+            Status::Unsupported => b"LSHK_STATUS_UNSUPPORTED\0",
         },
         None => b"LSHK_STATUS_UNKNOWN\0",
     };

@@ -29,7 +29,7 @@ use crate::index::source::{
     non_lsh_build, non_lsh_load, BuildInput, CandidateSource, LoadInput, QueryParams,
     SourceRegistration,
 };
-use crate::index::{Family, Index, Resolved, Storage};
+use crate::index::{Family, Index, QueryStats, Resolved, Storage};
 use crate::matmul::Weights;
 use crate::tables::GatherResult;
 
@@ -74,6 +74,7 @@ impl CandidateSource for Forest {
         qp: &QueryParams,
         out: &mut GatherResult,
         _scores: &mut Vec<f32>,
+        _st: &mut QueryStats,
     ) -> Result<()> {
         let Weights::F32(w) = ix.weights() else {
             unreachable!("a forest-family index keeps W as f32 (checked at build and load)")

@@ -27,7 +27,7 @@ use crate::index::source::{
     non_lsh_build, non_lsh_load, BuildInput, CandidateSource, LoadInput, QueryParams,
     SourceRegistration,
 };
-use crate::index::{Family, Index, Resolved};
+use crate::index::{Family, Index, QueryStats, Resolved};
 use crate::tables::GatherResult;
 
 /// The graph family's registration.
@@ -53,6 +53,7 @@ impl CandidateSource for Graph {
         qp: &QueryParams,
         out: &mut GatherResult,
         _scores: &mut Vec<f32>,
+        _st: &mut QueryStats,
     ) -> Result<()> {
         self.candidates_into(crate::isa::active(), q, n, q_stride, k, &qp.graph, out)
     }

@@ -15,6 +15,13 @@ impl Index {
         progress: Option<&(dyn Fn(u64, u64) + Sync)>,
     ) -> Result<Index> {
         // ---- validation (nothing is computed before it all passes)
+        if p.ivf_row_weights.is_some() && p.family != Family::Ivf {
+            bail!(
+                InvalidArgument,
+                "row weights steer the IVF source's k-means; this index is the {:?} source",
+                p.family
+            );
+        }
         if rows == 0 {
             bail!(InvalidArgument, "rows must be >= 1");
         }

@@ -358,7 +358,12 @@ impl Index {
             src,
             bias,
             w,
-            labels: label_state,
+            // The IVF lists own their LABELS section (read by their loader).
+            labels: if family == Family::Ivf {
+                None
+            } else {
+                label_state
+            },
             dirty: Default::default(),
             vmax: 0.0,
         };

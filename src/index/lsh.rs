@@ -51,6 +51,7 @@ impl CandidateSource for Lsh {
         qp: &QueryParams,
         out: &mut GatherResult,
         _scores: &mut Vec<f32>,
+        _st: &mut QueryStats,
     ) -> Result<()> {
         let gp = ix.resolve_gather(&qp.gather)?;
         let (l, hd, kl) = (
@@ -346,7 +347,7 @@ fn load(li: &LoadInput<'_>) -> Result<Box<dyn CandidateSource>> {
 }
 
 impl Index {
-    /// The LSH parts of the index, or `InvalidArgument` naming `what` (an
+    /// The LSH parts of the index, or `Unsupported` naming `what` (an
     /// LSH-only call) for another family: the one check of every LSH-only
     /// call (tables, family handles, candidates, codes, labels, IUL,
     /// updates), before anything is written.
@@ -366,7 +367,7 @@ impl Index {
 
     fn not_lsh(&self, what: &str) -> Error {
         Error::new(
-            Status::InvalidArgument,
+            Status::Unsupported,
             format!(
                 "{what} needs an LSH family (SimHash or DWTA: hash tables); this index is the {} family",
                 self.source_name()

@@ -92,6 +92,7 @@ use crate::tables::{GatherInput, GatherParams, GatherResult, Tables, U32s, MAX_R
 mod build;
 mod file;
 mod lsh;
+mod ops;
 mod pipeline;
 mod query;
 pub(crate) mod source;
@@ -204,6 +205,10 @@ pub struct IndexParams {
     /// copy of their own). The LSH fields above are ignored, `transform`
     /// must be [`Transform::None`].
     pub ivf: crate::ivf::IvfParams,
+    /// IVF family: optional per-row weights steering the k-means (one
+    /// finite weight >= 0 per row, not all 0; [`crate::ivf::Ivf::build_weighted`]).
+    /// Other families refuse them (`InvalidArgument`).
+    pub ivf_row_weights: Option<Vec<f32>>,
     /// Forest family: the trees' build parameters; the trees are the ones
     /// [`crate::forest::Forest::build`] builds with them over the rows
     /// (storage must be [`Storage::F32`] or [`Storage::BorrowedF32`]).
@@ -228,6 +233,7 @@ impl Default for IndexParams {
             dwta_map: None,
             graph: crate::graph::GraphParams::default(),
             ivf: crate::ivf::IvfParams::default(),
+            ivf_row_weights: None,
             forest: crate::forest::ForestParams::default(),
         }
     }
@@ -242,6 +248,14 @@ pub struct QueryStats {
     /// 0 for an empty batch.
     pub candidates_min: u64,
     pub candidates_max: u64,
+    /// IVF source: lists visited, summed over the batch (0 otherwise).
+    pub lists: u64,
+    /// IVF source: rows scored in the visited lists, from their codes (or
+    /// exactly, without codes), summed over the batch (0 otherwise).
+    pub scanned: u64,
+    /// IVF source: rows re-scored exactly by the lists' re-rank stage,
+    /// summed over the batch (0 otherwise).
+    pub reranked: u64,
 }
 
 /// Queries processed together (bounds the per-thread scratch).
@@ -321,7 +335,7 @@ pub struct Index {
     /// The largest |value| of the stored rows and bias (the `A` of
     /// [`crate::error::score_limit`]): set at build and load, raised by
     /// row updates and rehashes; derived, never stored.
-    vmax: f32,
+    pub(crate) vmax: f32,
 }
 
 // Send + Sync are derived: the weight and table arrays are `crate::buf::Buf`s

@@ -106,6 +106,7 @@ impl Index {
             candidates_total: 0,
             candidates_min: if nq == 0 { 0 } else { u64::MAX },
             candidates_max: 0,
+            ..Default::default()
         };
         if nq > 0 {
             let wm = self.weight_matrix();
@@ -129,6 +130,7 @@ impl Index {
                         qp,
                         &mut s.gather,
                         &mut s.scores,
+                        &mut st,
                     )?;
                     let cands = s.gather.ids.len();
                     s.scores.resize(cands, 0.0);

@@ -54,6 +54,7 @@ pub(crate) trait CandidateSource: AsAny + Send + Sync {
     /// `n` checked queries (`q` row `i` at `i * q_stride`, `dim` floats)
     /// for a top-`k` query. A source whose [`Self::final_scores`] holds
     /// writes each candidate's score into `scores` (one per id of `out`).
+    /// A source with counters of its own (the IVF lists) adds them to `st`.
     #[allow(clippy::too_many_arguments)]
     fn candidates(
         &self,
@@ -65,6 +66,7 @@ pub(crate) trait CandidateSource: AsAny + Send + Sync {
         qp: &QueryParams,
         out: &mut GatherResult,
         scores: &mut Vec<f32>,
+        st: &mut QueryStats,
     ) -> Result<()>;
     /// Whether the candidates come with their final scores: exact logits of
     /// rows equal to the index's own, computed by the source's exact stage

@@ -24,8 +24,10 @@
 //!   `QSCALES`, `PQCENT`, `PQCODES`; the IVF file's module) beside the
 //!   index's `PARAMS`, `BIAS` and `WEIGHTS`, checked as in an IVF file and
 //!   against the index's `PARAMS` (rows, dim, bias, borrowed W).
+//! * Label-aware lists ([`Ivf::train_labels`], through
+//!   [`Index::train_labels`]): the lists keep their `LABELS` section.
 //! * Refused: a transform other than NONE, caller-given planes or maps,
-//!   label training, row updates (as for the graph family).
+//!   row updates (as for the graph family).
 
 use std::cell::RefCell;
 
@@ -33,10 +35,10 @@ use super::{Codes, Ivf};
 use crate::error::{Result, Status};
 use crate::format::SectionOut;
 use crate::index::source::{
-    non_lsh_build, non_lsh_load, BuildInput, CandidateSource, LoadInput, QueryParams,
+    non_lsh_build, BuildInput, CandidateSource, LoadInput, QueryParams,
     SourceRegistration,
 };
-use crate::index::{Family, Index, Resolved, Storage};
+use crate::index::{Family, Index, QueryStats, Resolved, Storage};
 use crate::matmul::TOPK_PAD_ID;
 use crate::tables::GatherResult;
 
@@ -68,6 +70,7 @@ impl CandidateSource for Ivf {
         qp: &QueryParams,
         out: &mut GatherResult,
         scores: &mut Vec<f32>,
+        st: &mut QueryStats,
     ) -> Result<()> {
         out.ids.clear();
         out.counts.clear();
@@ -78,6 +81,7 @@ impl CandidateSource for Ivf {
             let need = n * k;
             ids.resize(need, 0);
             sc.resize(need, 0.0);
+            let mut ss = super::SearchStats::default();
             self.search_stats(
                 crate::isa::active(),
                 q,
@@ -87,8 +91,11 @@ impl CandidateSource for Ivf {
                 &qp.ivf,
                 ids,
                 sc,
-                None,
+                Some(&mut ss),
             )?;
+            st.lists += ss.lists;
+            st.scanned += ss.scanned;
+            st.reranked += ss.reranked;
             scores.clear();
             for (row, rs) in ids
                 .chunks_exact(k.max(1))
@@ -138,20 +145,30 @@ fn build(b: &BuildInput<'_>, r: &mut Resolved) -> Result<Box<dyn CandidateSource
         p.ivf.threads,
     )?;
     let borrow = p.storage == Storage::BorrowedF32 && p.ivf.codes != Codes::None;
-    let ivf = if borrow {
+    let (w, bias, rows, dim, st) = (b.w, b.bias, b.rows, b.dim, b.w_stride);
+    let ivf = match (borrow, p.ivf_row_weights.as_deref()) {
         // SAFETY: the index borrows the same W under the same contract
         // (Storage::BorrowedF32): the caller keeps it alive and unchanged
         // while the index, and with it these lists, live.
-        unsafe { Ivf::build_borrowed(b.w, b.bias, b.rows, b.dim, b.w_stride, &p.ivf)? }
-    } else {
-        Ivf::build(b.w, b.bias, b.rows, b.dim, b.w_stride, &p.ivf)?
+        (true, None) => unsafe { Ivf::build_borrowed(w, bias, rows, dim, st, &p.ivf)? },
+        // SAFETY: as above.
+        (true, Some(rw)) => unsafe {
+            Ivf::build_weighted_borrowed(w, bias, rows, dim, st, rw, &p.ivf)?
+        },
+        (false, None) => Ivf::build(w, bias, rows, dim, st, &p.ivf)?,
+        (false, Some(rw)) => Ivf::build_weighted(w, bias, rows, dim, st, rw, &p.ivf)?,
     };
     Ok(Box::new(ivf))
 }
 
 fn load(l: &LoadInput<'_>) -> Result<Box<dyn CandidateSource>> {
     let bad = l.bad;
-    non_lsh_load("IVF", l)?;
+    if l.p.transform != crate::index::Transform::None {
+        return Err(bad(format!(
+            "params: transform {:?} in an IVF-source index (NONE expected)",
+            l.p.transform
+        )));
+    }
     let bad_file = |e: crate::error::Error| match e.status {
         Status::BadFileFormat => bad(e.message),
         _ => e,
@@ -179,9 +196,6 @@ fn load(l: &LoadInput<'_>) -> Result<Box<dyn CandidateSource>> {
             l.dim,
             l.has_bias
         )));
-    }
-    if ivf.label_state().is_some() {
-        return Err(bad("LABELS in an IVF-family index".into()));
     }
     Ok(Box::new(ivf))
 }

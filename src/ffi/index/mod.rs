@@ -14,12 +14,13 @@
 use std::ffi::c_void;
 
 use super::dwta::lshk_dwta;
-use super::graph::{lshk_graph_params, lshk_graph_query_params, read_search_params};
 use super::simhash::lshk_simhash;
-use super::tables::{lshk_gather_params, lshk_tables, read_params};
+use super::tables::lshk_tables;
 use super::*;
 use crate::dwta::Dwta;
+use crate::graph::Walk;
 use crate::index::{Family, Index, IndexParams, QueryParams, QueryStats, Storage, Transform};
+use crate::ivf::Codes;
 use crate::matmul::Weights;
 use crate::simhash::SimHash;
 use crate::tables::Tables;
@@ -38,22 +39,30 @@ pub struct lshk_index {
     _private: [u8; 0],
 }
 
-/// Hash family: SimHash (signed random projections).
-pub const LSHK_FAMILY_SIMHASH: u32 = 0;
-/// Hash family: DWTA (densified winner-take-all bin maxima).
-pub const LSHK_FAMILY_DWTA: u32 = 1;
-/// Graph family (FGD): an HNSW graph over the bias-fused transformed rows
-/// is the candidate source (no hashing, no tables); build parameters
-/// through lshk_index_build_ex's lshk_graph_params, query options through
-/// lshk_index_query_ex's lshk_graph_query_params. The returned
-/// scores are the index's exact logits, as for every family. LSH-only
-/// calls (lshk_index_simhash / _dwta / _tables, label and IUL training,
-/// row updates and rehashes) refuse a graph index with INVALID_ARGUMENT.
-pub const LSHK_FAMILY_GRAPH: u32 = 2;
+/// Candidate source: LSH tables over SimHash codes (signed random
+/// projections; knobs in lshk_index_params::lsh).
+pub const LSHK_SOURCE_SIMHASH: u32 = 0;
+/// Candidate source: LSH tables over DWTA codes (densified winner-take-all
+/// bin maxima; knobs in lshk_index_params::lsh).
+pub const LSHK_SOURCE_DWTA: u32 = 1;
+/// Candidate source: the FGD graph, an HNSW graph over the bias-fused
+/// transformed rows (knobs in lshk_index_params::graph and
+/// lshk_query_params::graph).
+pub const LSHK_SOURCE_GRAPH: u32 = 2;
+/// Candidate source: IVF lists, k-means over the rows [w, b] with int8
+/// and/or 4-bit codes, an exact re-rank and an adaptive stop (knobs in
+/// lshk_index_params::ivf and lshk_query_params::ivf).
+pub const LSHK_SOURCE_IVF: u32 = 3;
+/// Candidate source: the hashing forest, L trees split by perpendicular
+/// bisectors; a query's candidates are the set of the classes of largest
+/// cosine among its leaves (knobs in lshk_index_params::forest and
+/// lshk_query_params::forest). Needs F32 or BORROWED_F32 storage.
+pub const LSHK_SOURCE_FOREST: u32 = 4;
 /// Weights: the caller's f32 W is used in place, not copied; it must stay
 /// alive and unchanged while the index (or one loaded with it) lives,
 /// except for rows changed while no call uses the index and then passed to
-/// lshk_index_update_rows (training).
+/// lshk_index_update_rows (LSH) or followed by lshk_index_rebuild
+/// (forest).
 pub const LSHK_STORAGE_BORROWED_F32: u32 = 0;
 /// Weights: an f32 copy.
 pub const LSHK_STORAGE_F32: u32 = 1;
@@ -70,11 +79,35 @@ pub const LSHK_TRANSFORM_BIAS_AUG: u32 = 1;
 /// MIPS transform (Neyshabur & Srebro): rows [w/U, sqrt(max(0, 1 -
 /// |w/U|^2))] with U the largest row norm, queries [q/|q|, 0].
 pub const LSHK_TRANSFORM_MIPS: u32 = 2;
+/// IVF codes: none; every row of a visited list is scored exactly
+/// (FAISS's IVFFlat). The lists keep an f32 copy of their own.
+pub const LSHK_IVF_CODES_NONE: u32 = 0;
+/// IVF codes: int8 per row (one f32 scale per row), the query quantised to
+/// 7 bits, then the `rerank` best re-scored exactly.
+pub const LSHK_IVF_CODES_I8: u32 = 1;
+/// IVF codes: 4-bit product quantisation of each row's residual to its
+/// list centroid (`pq_m` codes a row), scored from byte tables built once
+/// per query, then the `rerank` best re-scored exactly. Needs a larger
+/// `rerank` than CODES_I8 for the same recall (docs/ivf.md), and at least
+/// 16 rows.
+pub const LSHK_IVF_CODES_PQ4: u32 = 2;
+/// IVF codes: both, in three stages: the 4-bit codes scan the visited
+/// lists, the best 256 are re-scored from their int8 codes, then the
+/// `rerank` best of those exactly (rerank 0: the top k by int8 scores).
+/// For wide rows (d >= 256): int8's recall near the 4-bit pass's cost.
+pub const LSHK_IVF_CODES_PQ4_I8: u32 = 3;
+/// Graph walk: every row scored with the graph's stored rows (default).
+pub const LSHK_GRAPH_WALK_EXACT: u32 = 0;
+/// Graph walk: int8 scores on compact per-node records, then the best
+/// `rerank` of the pool re-scored with the stored rows.
+pub const LSHK_GRAPH_WALK_INT8: u32 = 1;
 
 const _: () = {
-    assert!(LSHK_FAMILY_SIMHASH == Family::SimHash as u32);
-    assert!(LSHK_FAMILY_DWTA == Family::Dwta as u32);
-    assert!(LSHK_FAMILY_GRAPH == Family::Graph as u32);
+    assert!(LSHK_SOURCE_SIMHASH == Family::SimHash as u32);
+    assert!(LSHK_SOURCE_DWTA == Family::Dwta as u32);
+    assert!(LSHK_SOURCE_GRAPH == Family::Graph as u32);
+    assert!(LSHK_SOURCE_IVF == Family::Ivf as u32);
+    assert!(LSHK_SOURCE_FOREST == Family::Forest as u32);
     assert!(LSHK_STORAGE_BORROWED_F32 == Storage::BorrowedF32 as u32);
     assert!(LSHK_STORAGE_F32 == Storage::F32 as u32);
     assert!(LSHK_STORAGE_BF16 == Storage::Bf16 as u32);
@@ -83,24 +116,27 @@ const _: () = {
     assert!(LSHK_TRANSFORM_NONE == Transform::None as u32);
     assert!(LSHK_TRANSFORM_BIAS_AUG == Transform::BiasAug as u32);
     assert!(LSHK_TRANSFORM_MIPS == Transform::Mips as u32);
+    assert!(LSHK_IVF_CODES_NONE == Codes::None as u32);
+    assert!(LSHK_IVF_CODES_I8 == Codes::I8 as u32);
+    assert!(LSHK_IVF_CODES_PQ4 == Codes::Pq4 as u32);
+    assert!(LSHK_IVF_CODES_PQ4_I8 == Codes::Pq4I8 as u32);
+    assert!(LSHK_GRAPH_WALK_EXACT == Walk::Exact as u32);
+    assert!(LSHK_GRAPH_WALK_INT8 == Walk::Int8 as u32);
+    assert!(crate::ivf::DEFAULT_REFINE == 256);
 };
 
-/// Build progress: `done` of `total` rows hashed. Called on the thread
-/// that called lshk_index_build, after every 16,384 hashed rows (or at
-/// least every 50 ms while hashing), with non-decreasing done < total, then
-/// exactly once with done == total when the index is complete.
+/// Build progress: `done` of `total` rows. Called on the thread that
+/// called lshk_index_build, with non-decreasing done < total (LSH: after
+/// every 16,384 hashed rows, or at least every 50 ms), then exactly once
+/// with done == total when the index is complete (the other sources report
+/// only that).
 pub type lshk_progress_fn =
     Option<unsafe extern "C" fn(user: *mut libc::c_void, done: u64, total: u64)>;
 
-/// Build parameters. Obtain defaults from lshk_index_params_default(), then
-/// change fields; `struct_size` lets later versions add fields.
+/// LSH-source build knobs (SimHash and DWTA), inside lshk_index_params.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct lshk_index_params {
-    /// sizeof(lshk_index_params) as the caller knows it.
-    pub struct_size: u32,
-    /// LSHK_FAMILY_* (default SIMHASH).
-    pub family: u32,
+pub struct lshk_lsh_params {
     /// K: bits per table (SimHash, 1..=32) or bins per table (DWTA, with
     /// K*log2(bin_size) <= 32). Default 12.
     pub bits_per_table: u32,
@@ -111,8 +147,6 @@ pub struct lshk_index_params {
     pub sparsity: u32,
     /// DWTA bin size B, a power of two in 2..=256 (default 8).
     pub bin_size: u32,
-    /// Seed of the family and of the bucket_cap sampling (default 1).
-    pub seed: u64,
     /// Buckets per table = 2^range_bits (1..=24). Default 0 =
     /// min(code bits, 20, ceil(log2(max(rows, 2))) + 1), where code bits is
     /// K for SimHash and K*log2(B) for DWTA; longer codes are folded.
@@ -120,12 +154,8 @@ pub struct lshk_index_params {
     /// Keep at most this many ids per bucket, sampled reproducibly
     /// (default 0 = keep all).
     pub bucket_cap: u32,
-    /// LSHK_STORAGE_* (default F32 copy).
-    pub storage: u32,
-    /// LSHK_TRANSFORM_* (default NONE).
-    pub transform: u32,
-    /// Threads of the build (0 = all cores, default).
-    pub build_threads: u32,
+    /// Seed of the family and of the bucket_cap sampling (default 1).
+    pub seed: u64,
     /// Optional caller-given SimHash planes: K*L rows of dim' floats
     /// (dim' = dim, or dim + 1 with a transform), copied. NULL = from seed.
     pub planes: *const f32,
@@ -136,27 +166,248 @@ pub struct lshk_index_params {
     pub dwta_map: *const u32,
     /// Number of entries at `dwta_map`.
     pub dwta_map_len: usize,
+}
+
+/// IVF-source build knobs, inside lshk_index_params.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_ivf_params {
+    /// Lists (k-means clusters), 1..=rows; 0 = round(4 sqrt(rows))
+    /// (default 0).
+    pub nlist: u32,
+    /// Lloyd iterations of k-means, >= 1 (default 10).
+    pub iters: u32,
+    /// Rows sampled (seeded) to train k-means, >= nlist after clamping to
+    /// rows; 0 = min(rows, 64 * nlist) (default 0).
+    pub train_rows: u32,
+    /// LSHK_IVF_CODES_* (default I8).
+    pub codes: u32,
+    /// Sub-quantisers of CODES_PQ4 and CODES_PQ4_I8 (4 bits each; must
+    /// divide dim, at most 16,384); 0 = dim / 2 (for an odd dim the
+    /// largest divisor not above dim / 2). Must be 0 with other codes.
+    pub pq_m: u32,
+    /// Must be 0.
+    pub reserved: u32,
+    /// Seed of the training sample and of k-means' empty-list splits.
+    pub seed: u64,
+    /// Optional per-row weights steering the k-means (`n_weights` == rows
+    /// floats, finite, >= 0, not all 0; read during the build only): each
+    /// centroid is the weighted mean of its training rows, so lists are
+    /// finer where the weight is (docs/ivf.md, "Row weights"). NULL = all 1.
+    pub row_weights: *const f32,
+    /// Number of floats at `row_weights`.
+    pub n_weights: usize,
+}
+
+/// Graph-source build knobs, inside lshk_index_params.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_graph_params {
+    /// Links per node on the upper levels, 2..=256 (level 0 keeps up to
+    /// 2 m). Default 16.
+    pub m: u32,
+    /// Pool size of the build's searches, >= 1 (default 200).
+    pub ef_construction: u32,
+    /// The storage of the graph's own (transformed) rows, which its walk
+    /// scores: LSHK_STORAGE_F32 (default), _BF16 or _I8.
+    pub storage: u32,
+    /// Must be 0.
+    pub reserved: u32,
+    /// Seed of the levels.
+    pub seed: u64,
+}
+
+/// Forest-source build knobs, inside lshk_index_params.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_forest_params {
+    /// L, the number of trees, 1..=4096 (default 8).
+    pub trees: u32,
+    /// B: a node holding at least this many classes is split, >= 2
+    /// (default 64).
+    pub leaf_size: u32,
+    /// 1: split by direction only (over w / |w|; stays balanced when a few
+    /// row norms grow during training); 0: over the rows (default).
+    pub normalize_rows: u32,
+    /// Must be 0.
+    pub reserved: u32,
+    /// Seed of the split draws (default 1).
+    pub seed: u64,
+}
+
+/// Build parameters of lshk_index_build: the candidate source, the storage
+/// of the rows the scorer ranks by, and each source's knobs (a source
+/// reads its own and ignores the others'). Obtain defaults from
+/// lshk_index_params_default(), then change fields; `struct_size` lets
+/// later versions add fields at the end.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_index_params {
+    /// sizeof(lshk_index_params) as the caller knows it.
+    pub struct_size: u32,
+    /// LSHK_SOURCE_* (default SIMHASH).
+    pub source: u32,
+    /// LSHK_STORAGE_* of W for the exact scores (default F32 copy). The IVF
+    /// source with BORROWED_F32 re-ranks from the caller's W itself; with
+    /// another storage its lists keep an f32 copy of their own for the
+    /// re-rank, and the scorer ranks by the stored W.
+    pub storage: u32,
+    /// LSHK_TRANSFORM_* (LSH sources; default NONE, which the other
+    /// sources require).
+    pub transform: u32,
+    /// Threads of the build (0 = all cores, default); no index depends on
+    /// it.
+    pub build_threads: u32,
+    /// LSH knobs (SIMHASH, DWTA).
+    pub lsh: lshk_lsh_params,
+    /// IVF knobs.
+    pub ivf: lshk_ivf_params,
+    /// Graph knobs.
+    pub graph: lshk_graph_params,
+    /// Forest knobs.
+    pub forest: lshk_forest_params,
     /// Optional progress callback (NULL = none).
     pub progress: lshk_progress_fn,
     /// Passed unchanged to `progress`.
     pub progress_user: *mut libc::c_void,
 }
 
-/// Per-batch candidate statistics of lshk_index_query.
+/// LSH-source query knobs, inside lshk_query_params.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_lsh_query {
+    /// Keep the ids found in at least this many tables (default 1; 0 acts
+    /// as 1).
+    pub min_count: u32,
+    /// Budget of distinct ids per query (default 0 = no limit); tables are
+    /// visited in order until it is reached (lshk_tables_gather's rule).
+    pub max_candidates: u32,
+    /// Extra buckets visited per table by query-directed multi-probing
+    /// (SimHash; default 0; at most min(2^K - 1, 4096)).
+    pub probes: u32,
+    /// 0 (default) or K.
+    pub bits_per_table: u32,
+}
+
+/// IVF-source query knobs, inside lshk_query_params.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_ivf_query {
+    /// Lists visited per query, >= 1 (values above nlist act as nlist):
+    /// exactly this many when `reach` is 0, at most this many otherwise
+    /// (default UINT32_MAX: no cap).
+    pub nprobe: u32,
+    /// Approximate candidates re-scored exactly per query (at least k are
+    /// when it is not 0). 0 = no re-rank: the index's scorer ranks the
+    /// top k by the codes from the stored W. Default 32.
+    pub rerank: u32,
+    /// Adaptive stop (default 3.0; finite, >= 0; 0 = visit exactly the
+    /// `nprobe` best lists): after the best list, a list is scanned while
+    /// `<[q, 1], c> + reach |q| spread` is at least the k-th best score so
+    /// far (docs/ivf.md).
+    pub reach: f32,
+    /// CODES_PQ4_I8 only: the best max(refine, rerank, k) of the 4-bit
+    /// pass are re-scored from their int8 codes before the exact re-rank;
+    /// 0 = no int8 stage. Default 256.
+    pub refine: u32,
+}
+
+/// Graph-source query knobs, inside lshk_query_params.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_graph_query {
+    /// LSHK_GRAPH_WALK_* (default EXACT).
+    pub walk: u32,
+    /// Pool size, >= 1 (the pool is max(ef, k)); default 100.
+    pub ef: u32,
+    /// The pool's best (by the walk's score) that become candidates; 0 =
+    /// the whole pool (default), at least k.
+    pub rerank: u32,
+    /// Must be 0.
+    pub reserved: u32,
+}
+
+/// Forest-source query knobs, inside lshk_query_params.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_forest_query {
+    /// Q, the candidate set size (at least k is used); default 256.
+    pub set_size: u32,
+    /// Must be 0.
+    pub reserved: u32,
+}
+
+/// Query parameters of lshk_index_query and lshk_index_candidates: each
+/// source's knobs (a source reads its own). Obtain defaults from
+/// lshk_query_params_default(), then change fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_query_params {
+    /// sizeof(lshk_query_params) as the caller knows it.
+    pub struct_size: u32,
+    /// Must be 0.
+    pub reserved: u32,
+    pub lsh: lshk_lsh_query,
+    pub ivf: lshk_ivf_query,
+    pub graph: lshk_graph_query,
+    pub forest: lshk_forest_query,
+}
+
+/// Counts of one lshk_index_query call, summed over its queries.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct lshk_query_stats {
     /// sizeof(lshk_query_stats) as the caller knows it (set it before the
     /// call; lshk does not change it).
     pub struct_size: u32,
+    /// Not written by lshk.
+    pub reserved: u32,
     /// Queries in the batch.
     pub queries: u64,
-    /// Candidates summed over the batch.
+    /// Candidates the scorer ranked, summed over the batch.
     pub candidates_total: u64,
     /// Fewest candidates of one query (0 for an empty batch).
     pub candidates_min: u64,
     /// Most candidates of one query.
     pub candidates_max: u64,
+    /// IVF: lists visited (0 for other sources).
+    pub lists: u64,
+    /// IVF: rows scored in the visited lists from their codes (exactly,
+    /// without codes); 0 for other sources.
+    pub scanned: u64,
+    /// IVF: rows re-scored exactly by the lists' re-rank (0 for others).
+    pub reranked: u64,
+}
+
+/// What lshk_index_info reports of an index.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_index_info {
+    /// sizeof(lshk_index_info) as the caller knows it (set it before the
+    /// call; lshk does not change it).
+    pub struct_size: u32,
+    /// LSHK_SOURCE_*.
+    pub source: u32,
+    /// LSHK_STORAGE_* of W.
+    pub storage: u32,
+    /// LSHK_TRANSFORM_*.
+    pub transform: u32,
+    /// Rows of W.
+    pub rows: usize,
+    /// Columns of W (before any transform).
+    pub dim: usize,
+    /// LSH: K (bits or bins per table); 0 for other sources.
+    pub bits_per_table: u32,
+    /// LSH: L (tables); forest: trees; 0 for other sources.
+    pub tables: u32,
+    /// IVF: lists; 0 for other sources.
+    pub nlist: u32,
+    /// IVF: LSHK_IVF_CODES_*; 0 for other sources.
+    pub codes: u32,
+    /// 1 when trained with labels (lshk_index_train_labels), else 0.
+    pub labelled: u32,
+    /// Not written by lshk.
+    pub reserved: u32,
 }
 
 /// A read-only view of the weights an index computes its logits from, as
@@ -255,9 +506,9 @@ pub(crate) unsafe fn index_ref<'a>(h: *const lshk_index) -> Result<&'a IndexHand
     unsafe { handle_ref::<IndexHandle>(slot(h), "idx") }
 }
 
-// SAFETY: #[repr(C)], struct_size first; fields are integers, nullable raw
-// pointers and an `Option` of a function pointer, for which every bit
-// pattern is valid (a NULL callback is `None`).
+// SAFETY: #[repr(C)], struct_size first; fields are integers, floats,
+// nullable raw pointers and an `Option` of a function pointer, for which
+// every bit pattern is valid (a NULL callback is `None`).
 unsafe impl ParamStruct for lshk_index_params {
     const DEFAULT_FN: &'static str = "lshk_index_params_default";
     fn defaults() -> Self {
@@ -265,33 +516,304 @@ unsafe impl ParamStruct for lshk_index_params {
     }
 }
 
-/// Default build parameters: SimHash, K = 12, L = 50, Gaussian planes,
-/// bin_size 8, seed 1, range_bits 0 (automatic), bucket_cap 0, F32 copy
-/// storage, no transform, all cores, no caller-given planes or map, no
-/// progress callback; struct_size = sizeof(lshk_index_params).
+// SAFETY: #[repr(C)], struct_size first, integer and float fields (every
+// bit pattern is a valid value; the float is validated before use).
+unsafe impl ParamStruct for lshk_query_params {
+    const DEFAULT_FN: &'static str = "lshk_query_params_default";
+    fn defaults() -> Self {
+        lshk_query_params_default()
+    }
+}
+
+/// The C number of a graph's row storage: the one LSHK_STORAGE_* enum.
+fn graph_storage_to_c(s: crate::graph::Storage) -> u32 {
+    use crate::graph::Storage as G;
+    match s {
+        G::F32 => LSHK_STORAGE_F32,
+        G::Bf16 => LSHK_STORAGE_BF16,
+        G::I8 => LSHK_STORAGE_I8,
+    }
+}
+
+fn graph_storage_from_c(v: u32) -> Result<crate::graph::Storage> {
+    use crate::graph::Storage as G;
+    Ok(match v {
+        LSHK_STORAGE_F32 => G::F32,
+        LSHK_STORAGE_BF16 => G::Bf16,
+        LSHK_STORAGE_I8 => G::I8,
+        _ => bail!(
+            InvalidArgument,
+            "graph.storage {v} is not LSHK_STORAGE_F32, _BF16 or _I8 (the graph's own rows)"
+        ),
+    })
+}
+
+/// Default build parameters: the SimHash source (K = 12, L = 50, Gaussian
+/// planes, bin_size 8, seed 1, automatic range_bits, no bucket cap), F32
+/// copy storage, no transform, all cores; IVF: automatic nlist, 10
+/// iterations, CODES_I8; graph: m 16, ef_construction 200, F32 rows;
+/// forest: 8 trees, leaf_size 64, seed 1; no caller-given planes, map,
+/// weights or progress callback; struct_size = sizeof(lshk_index_params).
 #[no_mangle]
 pub extern "C" fn lshk_index_params_default() -> lshk_index_params {
     let d = IndexParams::default();
     lshk_index_params {
         struct_size: std::mem::size_of::<lshk_index_params>() as u32,
-        family: d.family as u32,
-        bits_per_table: d.bits,
-        tables: d.tables,
-        sparsity: d.sparsity,
-        bin_size: d.bin_size,
-        seed: d.seed,
-        range_bits: d.range_bits,
-        bucket_cap: d.bucket_cap,
+        source: d.family as u32,
         storage: d.storage as u32,
         transform: d.transform as u32,
         build_threads: d.threads,
-        planes: std::ptr::null(),
-        planes_len: 0,
-        dwta_map: std::ptr::null(),
-        dwta_map_len: 0,
+        lsh: lshk_lsh_params {
+            bits_per_table: d.bits,
+            tables: d.tables,
+            sparsity: d.sparsity,
+            bin_size: d.bin_size,
+            range_bits: d.range_bits,
+            bucket_cap: d.bucket_cap,
+            seed: d.seed,
+            planes: std::ptr::null(),
+            planes_len: 0,
+            dwta_map: std::ptr::null(),
+            dwta_map_len: 0,
+        },
+        ivf: lshk_ivf_params {
+            nlist: d.ivf.nlist,
+            iters: d.ivf.iters,
+            train_rows: d.ivf.train_rows,
+            codes: d.ivf.codes as u32,
+            pq_m: d.ivf.pq_m,
+            reserved: 0,
+            seed: d.ivf.seed,
+            row_weights: std::ptr::null(),
+            n_weights: 0,
+        },
+        graph: lshk_graph_params {
+            m: d.graph.m,
+            ef_construction: d.graph.ef_construction,
+            storage: graph_storage_to_c(d.graph.storage),
+            reserved: 0,
+            seed: d.graph.seed,
+        },
+        forest: lshk_forest_params {
+            trees: d.forest.trees,
+            leaf_size: d.forest.leaf_size,
+            normalize_rows: u32::from(d.forest.normalize_rows),
+            reserved: 0,
+            seed: d.forest.seed,
+        },
         progress: None,
         progress_user: std::ptr::null_mut(),
     }
+}
+
+/// Default query parameters: LSH min_count 1, no budget, no multi-probe;
+/// IVF adaptive (reach 3.0, no nprobe cap), rerank 32; graph WALK_EXACT,
+/// ef 100, rerank 0 (the whole pool); forest set_size 256;
+/// struct_size = sizeof(lshk_query_params).
+#[no_mangle]
+pub extern "C" fn lshk_query_params_default() -> lshk_query_params {
+    query_params_to_c(&QueryParams::default())
+}
+
+/// The C form of `q` (every source's knobs).
+pub(crate) fn query_params_to_c(q: &QueryParams) -> lshk_query_params {
+    lshk_query_params {
+        struct_size: std::mem::size_of::<lshk_query_params>() as u32,
+        reserved: 0,
+        lsh: lshk_lsh_query {
+            min_count: q.gather.min_count,
+            max_candidates: q.gather.max_candidates,
+            probes: q.gather.probes,
+            bits_per_table: q.gather.bits_per_table,
+        },
+        ivf: lshk_ivf_query {
+            nprobe: q.ivf.nprobe,
+            rerank: q.ivf.rerank,
+            reach: q.ivf.reach,
+            refine: q.ivf.refine,
+        },
+        graph: lshk_graph_query {
+            walk: q.graph.walk as u32,
+            ef: u32::try_from(q.graph.ef).unwrap_or(u32::MAX),
+            rerank: u32::try_from(q.graph.rerank).unwrap_or(u32::MAX),
+            reserved: 0,
+        },
+        forest: lshk_forest_query {
+            set_size: q.forest.set_size,
+            reserved: 0,
+        },
+    }
+}
+
+fn reserved_zero(v: u32, what: &str) -> Result<()> {
+    if v != 0 {
+        bail!(InvalidArgument, "{what} is {v}; it must be 0");
+    }
+    Ok(())
+}
+
+/// Reads and checks a caller's query parameters (NULL = defaults; `arg`
+/// names the argument in messages). The values each source checks itself
+/// (e.g. reach, ef) are checked by the query, on the source that reads
+/// them.
+///
+/// # Safety
+/// `p` is NULL or a readable lshk_query_params of its struct_size.
+pub(crate) unsafe fn read_query_params(p: *const lshk_query_params, arg: &str) -> Result<QueryParams> {
+    // SAFETY: forwarded caller contract.
+    let c = unsafe { read_param_struct(p, arg)? };
+    reserved_zero(c.reserved, &format!("{arg}->reserved"))?;
+    reserved_zero(c.graph.reserved, &format!("{arg}->graph.reserved"))?;
+    reserved_zero(c.forest.reserved, &format!("{arg}->forest.reserved"))?;
+    let walk = Walk::from_u32(c.graph.walk).ok_or_else(|| {
+        Error::new(
+            Status::InvalidArgument,
+            format!(
+                "{arg}->graph.walk {} is not an LSHK_GRAPH_WALK_* value (0..=1)",
+                c.graph.walk
+            ),
+        )
+    })?;
+    Ok(QueryParams {
+        gather: crate::tables::GatherParams {
+            min_count: c.lsh.min_count,
+            max_candidates: c.lsh.max_candidates,
+            probes: c.lsh.probes,
+            bits_per_table: c.lsh.bits_per_table,
+        },
+        graph: crate::graph::SearchParams {
+            ef: c.graph.ef as usize,
+            walk,
+            rerank: c.graph.rerank as usize,
+        },
+        ivf: crate::ivf::SearchParams {
+            nprobe: c.ivf.nprobe,
+            rerank: c.ivf.rerank,
+            reach: c.ivf.reach,
+            refine: c.ivf.refine,
+        },
+        forest: crate::forest::ForestQuery {
+            set_size: c.forest.set_size,
+        },
+    })
+}
+
+/// Reads and checks a caller's build parameters (NULL = defaults) into the
+/// Rust form; the caller-given arrays are copied.
+///
+/// # Safety
+/// `p` is NULL or a readable lshk_index_params of its struct_size whose
+/// pointers hold their stated lengths.
+pub(crate) unsafe fn read_index_params(p: *const lshk_index_params) -> Result<IndexParams> {
+    // SAFETY: forwarded caller contract.
+    let cp = unsafe { read_param_struct(p, "p")? };
+    let family = Family::from_u32(cp.source).ok_or_else(|| {
+        Error::new(
+            Status::InvalidArgument,
+            format!("source {} is not an LSHK_SOURCE_* value (0..=4)", cp.source),
+        )
+    })?;
+    let storage = Storage::from_u32(cp.storage).ok_or_else(|| {
+        Error::new(
+            Status::InvalidArgument,
+            format!("storage {} is not an LSHK_STORAGE_* value (0..=4)", cp.storage),
+        )
+    })?;
+    let transform = Transform::from_u32(cp.transform).ok_or_else(|| {
+        Error::new(
+            Status::InvalidArgument,
+            format!(
+                "transform {} is not an LSHK_TRANSFORM_* value (0..=2)",
+                cp.transform
+            ),
+        )
+    })?;
+    reserved_zero(cp.ivf.reserved, "p->ivf.reserved")?;
+    reserved_zero(cp.graph.reserved, "p->graph.reserved")?;
+    reserved_zero(cp.forest.reserved, "p->forest.reserved")?;
+    let codes = Codes::from_u32(cp.ivf.codes).ok_or_else(|| {
+        Error::new(
+            Status::InvalidArgument,
+            format!(
+                "ivf.codes {} is not an LSHK_IVF_CODES_* value (0..=3)",
+                cp.ivf.codes
+            ),
+        )
+    })?;
+    if cp.forest.normalize_rows > 1 {
+        bail!(
+            InvalidArgument,
+            "p->forest.normalize_rows is {}; it must be 0 or 1",
+            cp.forest.normalize_rows
+        );
+    }
+    let graph_storage = graph_storage_from_c(cp.graph.storage)?;
+    // SAFETY: forwarded caller contract (each pointer holds its length).
+    let copy = |ptr: *const f32, len: usize, what: &str| -> Result<Option<Vec<f32>>> {
+        if ptr.is_null() {
+            if len != 0 {
+                bail!(NullPointer, "`{what}` is NULL but its length is {len}");
+            }
+            return Ok(None);
+        }
+        Ok(Some(unsafe { slice_in(ptr, len, what)? }.to_vec()))
+    };
+    let planes = copy(cp.lsh.planes, cp.lsh.planes_len, "lsh.planes")?;
+    let row_weights = copy(cp.ivf.row_weights, cp.ivf.n_weights, "ivf.row_weights")?;
+    let dwta_map = if cp.lsh.dwta_map.is_null() {
+        if cp.lsh.dwta_map_len != 0 {
+            bail!(
+                NullPointer,
+                "`lsh.dwta_map` is NULL but dwta_map_len is {}",
+                cp.lsh.dwta_map_len
+            );
+        }
+        None
+    } else {
+        // SAFETY: as above.
+        Some(unsafe { slice_in(cp.lsh.dwta_map, cp.lsh.dwta_map_len, "lsh.dwta_map")? }.to_vec())
+    };
+    let t = cp.build_threads;
+    Ok(IndexParams {
+        family,
+        bits: cp.lsh.bits_per_table,
+        tables: cp.lsh.tables,
+        sparsity: cp.lsh.sparsity,
+        bin_size: cp.lsh.bin_size,
+        seed: cp.lsh.seed,
+        range_bits: cp.lsh.range_bits,
+        bucket_cap: cp.lsh.bucket_cap,
+        storage,
+        transform,
+        threads: t,
+        planes,
+        dwta_map,
+        graph: crate::graph::GraphParams {
+            m: cp.graph.m,
+            ef_construction: cp.graph.ef_construction,
+            threads: t,
+            storage: graph_storage,
+            seed: cp.graph.seed,
+        },
+        ivf: crate::ivf::IvfParams {
+            nlist: cp.ivf.nlist,
+            iters: cp.ivf.iters,
+            train_rows: cp.ivf.train_rows,
+            codes,
+            pq_m: cp.ivf.pq_m,
+            threads: t,
+            seed: cp.ivf.seed,
+            ..Default::default()
+        },
+        ivf_row_weights: row_weights,
+        forest: crate::forest::ForestParams {
+            trees: cp.forest.trees,
+            leaf_size: cp.forest.leaf_size,
+            seed: cp.forest.seed,
+            threads: t,
+            normalize_rows: cp.forest.normalize_rows == 1,
+        },
+    })
 }
 
 // SAFETY: #[repr(C)], first field `struct_size: u32`.
@@ -302,6 +824,11 @@ unsafe impl OutStruct for lshk_query_stats {
 // SAFETY: #[repr(C)], first field `struct_size: u32`.
 unsafe impl OutStruct for lshk_weights_view {
     const C_NAME: &'static str = "lshk_weights_view";
+}
+
+// SAFETY: #[repr(C)], first field `struct_size: u32`.
+unsafe impl OutStruct for lshk_index_info {
+    const C_NAME: &'static str = "lshk_index_info";
 }
 
 // Declared in the file's old order, so cbindgen writes the header in the
@@ -317,7 +844,10 @@ mod views;
 
 mod update;
 
+mod sources;
+
 pub use build::*;
+pub use sources::*;
 pub use file::*;
 pub use query::*;
 pub use update::*;

@@ -26,52 +26,50 @@ pub unsafe extern "C" fn lshk_index_memory_bytes(
     })
 }
 
-/// Shape of the index: writes rows, dim (of W, before any transform), K
-/// (bits per table, or DWTA bins per table) and L into the non-NULL
-/// pointers among `rows`, `dim`, `k`, `l` (K and L are 0 for a graph
-/// index).
+/// What the index is: its source, storage, transform, shape and the
+/// source's main sizes (see lshk_index_info). Set `out->struct_size =
+/// sizeof(lshk_index_info)` first. Thread-safe.
 ///
-/// Errors: NULL_POINTER (`idx`), INVALID_HANDLE, INVALID_ARGUMENT (a
-/// misaligned output). Nothing is written on error.
+/// Errors: NULL_POINTER (`idx`, `out`), INVALID_HANDLE, INVALID_ARGUMENT
+/// (misaligned `out`, struct_size too small). Nothing is written on error.
 ///
 /// # Safety
-/// Non-NULL outputs must be writable.
+/// `out` must be a writable lshk_index_info whose struct_size is set.
 #[no_mangle]
-pub unsafe extern "C" fn lshk_index_shape(
+pub unsafe extern "C" fn lshk_index_info(
     idx: *const lshk_index,
-    rows: *mut usize,
-    dim: *mut usize,
-    k: *mut u32,
-    l: *mut u32,
+    out: *mut lshk_index_info,
 ) -> lshk_status {
-    boundary("lshk_index_shape", || {
-        // SAFETY: forwarded caller contract.
+    boundary("lshk_index_info", || {
+        // SAFETY: forwarded caller contracts.
         let h = unsafe { index_ref(idx)? };
-        for (ok, name) in [
-            (rows.is_null() || rows.is_aligned(), "rows"),
-            (dim.is_null() || dim.is_aligned(), "dim"),
-            (k.is_null() || k.is_aligned(), "k"),
-            (l.is_null() || l.is_aligned(), "l"),
-        ] {
-            if !ok {
-                bail!(InvalidArgument, "`{name}` is misaligned");
-            }
-        }
-        // SAFETY: non-NULL outputs are aligned (checked) and writable.
-        unsafe {
-            if !rows.is_null() {
-                *rows = h.idx.rows();
-            }
-            if !dim.is_null() {
-                *dim = h.idx.dim();
-            }
-            if !k.is_null() {
-                *k = h.idx.bits();
-            }
-            if !l.is_null() {
-                *l = h.idx.num_tables();
-            }
-        }
+        let Some(size) = (unsafe { check_out_struct(out, "out")? }) else {
+            bail!(NullPointer, "`out` is NULL");
+        };
+        let i = &h.idx;
+        let (nlist, codes) = i
+            .ivf()
+            .map_or((0, 0), |v| (v.nlist() as u32, v.params().codes as u32));
+        let tables = match i.forest() {
+            Some(f) => f.params().trees,
+            None => i.num_tables(),
+        };
+        let info = lshk_index_info {
+            struct_size: size,
+            source: i.family() as u32,
+            storage: i.storage() as u32,
+            transform: i.transform() as u32,
+            rows: i.rows(),
+            dim: i.dim(),
+            bits_per_table: i.bits(),
+            tables,
+            nlist,
+            codes,
+            labelled: u32::from(i.label_state().is_some()),
+            reserved: 0,
+        };
+        // SAFETY: checked writable and aligned above.
+        unsafe { out.write(info) };
         Ok(())
     })
 }
