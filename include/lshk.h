@@ -32,628 +32,416 @@
 #define LSHK_VERSION_STRING "0.2.0"
 
 
-/*
- lshk_hrr_unbind: the approximate inverse `x†_i = x_{-i mod d}`
- (exact for projected keys).
- */
+// lshk_hrr_unbind: the approximate inverse `x†_i = x_{-i mod d}`
+// (exact for projected keys).
 #define LSHK_HRR_INVERSE_APPROX 0
 
-/*
- lshk_hrr_unbind: the exact inverse `ifft(1 / fft(x))`.
- */
+// lshk_hrr_unbind: the exact inverse `ifft(1 / fft(x))`.
 #define LSHK_HRR_INVERSE_EXACT 1
 
-/*
- Candidate source: LSH tables over SimHash codes (signed random
- projections; knobs in lshk_index_params::lsh).
- */
+// Candidate source: LSH tables over SimHash codes (signed random
+// projections; knobs in lshk_index_params::lsh).
 #define LSHK_SOURCE_SIMHASH 0
 
-/*
- Candidate source: LSH tables over DWTA codes (densified winner-take-all
- bin maxima; knobs in lshk_index_params::lsh).
- */
+// Candidate source: LSH tables over DWTA codes (densified winner-take-all
+// bin maxima; knobs in lshk_index_params::lsh).
 #define LSHK_SOURCE_DWTA 1
 
-/*
- Candidate source: the FGD graph, an HNSW graph over the bias-fused
- transformed rows (knobs in lshk_index_params::graph and
- lshk_query_params::graph).
- */
+// Candidate source: the FGD graph, an HNSW graph over the bias-fused
+// transformed rows (knobs in lshk_index_params::graph and
+// lshk_query_params::graph).
 #define LSHK_SOURCE_GRAPH 2
 
-/*
- Candidate source: IVF lists, k-means over the rows [w, b] with int8
- and/or 4-bit codes, an exact re-rank and an adaptive stop (knobs in
- lshk_index_params::ivf and lshk_query_params::ivf).
- */
+// Candidate source: IVF lists, k-means over the rows [w, b] with int8
+// and/or 4-bit codes, an exact re-rank and an adaptive stop (knobs in
+// lshk_index_params::ivf and lshk_query_params::ivf).
 #define LSHK_SOURCE_IVF 3
 
-/*
- Candidate source: the hashing forest, L trees split by perpendicular
- bisectors; a query's candidates are the set of the classes of largest
- cosine among its leaves (knobs in lshk_index_params::forest and
- lshk_query_params::forest). Needs F32 or BORROWED_F32 storage.
- */
+// Candidate source: the hashing forest, L trees split by perpendicular
+// bisectors; a query's candidates are the set of the classes of largest
+// cosine among its leaves (knobs in lshk_index_params::forest and
+// lshk_query_params::forest). Needs F32 or BORROWED_F32 storage.
 #define LSHK_SOURCE_FOREST 4
 
-/*
- Weights: the caller's f32 W is used in place, not copied; it must stay
- alive and unchanged while the index (or one loaded with it) lives,
- except for rows changed while no call uses the index and then passed to
- lshk_index_update_rows (LSH) or followed by lshk_index_rebuild
- (forest).
- */
+// Weights: the caller's f32 W is used in place, not copied; it must stay
+// alive and unchanged while the index (or one loaded with it) lives,
+// except for rows changed while no call uses the index and then passed to
+// lshk_index_update_rows (LSH) or followed by lshk_index_rebuild
+// (forest).
 #define LSHK_STORAGE_BORROWED_F32 0
 
-/*
- Weights: an f32 copy.
- */
+// Weights: an f32 copy.
 #define LSHK_STORAGE_F32 1
 
-/*
- Weights: bf16 (round to nearest even).
- */
+// Weights: bf16 (round to nearest even).
 #define LSHK_STORAGE_BF16 2
 
-/*
- Weights: IEEE binary16 (round to nearest even; |w| > 65504 is refused).
- */
+// Weights: IEEE binary16 (round to nearest even; |w| > 65504 is refused).
 #define LSHK_STORAGE_F16 3
 
-/*
- Weights: symmetric per-row int8 with one f32 scale per row.
- */
+// Weights: symmetric per-row int8 with one f32 scale per row.
 #define LSHK_STORAGE_I8 4
 
-/*
- No transform: rows and queries are hashed as they are.
- */
+// No transform: rows and queries are hashed as they are.
 #define LSHK_TRANSFORM_NONE 0
 
-/*
- Bias augmentation: rows [w, b] (b = 0 without bias), queries [q, 1].
- */
+// Bias augmentation: rows [w, b] (b = 0 without bias), queries [q, 1].
 #define LSHK_TRANSFORM_BIAS_AUG 1
 
-/*
- MIPS transform (Neyshabur & Srebro): rows [w/U, sqrt(max(0, 1 -
- |w/U|^2))] with U the largest row norm, queries [q/|q|, 0].
- */
+// MIPS transform (Neyshabur & Srebro): rows [w/U, sqrt(max(0, 1 -
+// |w/U|^2))] with U the largest row norm, queries [q/|q|, 0].
 #define LSHK_TRANSFORM_MIPS 2
 
-/*
- IVF codes: none; every row of a visited list is scored exactly
- (FAISS's IVFFlat). The lists keep an f32 copy of their own.
- */
+// IVF codes: none; every row of a visited list is scored exactly
+// (FAISS's IVFFlat). The lists keep an f32 copy of their own.
 #define LSHK_IVF_CODES_NONE 0
 
-/*
- IVF codes: int8 per row (one f32 scale per row), the query quantised to
- 7 bits, then the `rerank` best re-scored exactly.
- */
+// IVF codes: int8 per row (one f32 scale per row), the query quantised to
+// 7 bits, then the `rerank` best re-scored exactly.
 #define LSHK_IVF_CODES_I8 1
 
-/*
- IVF codes: 4-bit product quantisation of each row's residual to its
- list centroid (`pq_m` codes a row), scored from byte tables built once
- per query, then the `rerank` best re-scored exactly. Needs a larger
- `rerank` than CODES_I8 for the same recall (docs/ivf.md), and at least
- 16 rows.
- */
+// IVF codes: 4-bit product quantisation of each row's residual to its
+// list centroid (`pq_m` codes a row), scored from byte tables built once
+// per query, then the `rerank` best re-scored exactly. Needs a larger
+// `rerank` than CODES_I8 for the same recall (docs/ivf.md), and at least
+// 16 rows.
 #define LSHK_IVF_CODES_PQ4 2
 
-/*
- IVF codes: both, in three stages: the 4-bit codes scan the visited
- lists, the best 256 are re-scored from their int8 codes, then the
- `rerank` best of those exactly (rerank 0: the top k by int8 scores).
- For wide rows (d >= 256): int8's recall near the 4-bit pass's cost.
- */
+// IVF codes: both, in three stages: the 4-bit codes scan the visited
+// lists, the best 256 are re-scored from their int8 codes, then the
+// `rerank` best of those exactly (rerank 0: the top k by int8 scores).
+// For wide rows (d >= 256): int8's recall near the 4-bit pass's cost.
 #define LSHK_IVF_CODES_PQ4_I8 3
 
-/*
- Graph walk: every row scored with the graph's stored rows (default).
- */
+// Graph walk: every row scored with the graph's stored rows (default).
 #define LSHK_GRAPH_WALK_EXACT 0
 
-/*
- Graph walk: int8 scores on compact per-node records, then the best
- `rerank` of the pool re-scored with the stored rows.
- */
+// Graph walk: int8 scores on compact per-node records, then the best
+// `rerank` of the pool re-scored with the stored rows.
 #define LSHK_GRAPH_WALK_INT8 1
 
-/*
- LNS's initial rehash period (iterations): pass it with
- LSHK_LNS_REHASH_LAMBDA to lshk_rehash_next.
- */
+// LNS's initial rehash period (iterations): pass it with
+// LSHK_LNS_REHASH_LAMBDA to lshk_rehash_next.
 #define LSHK_LNS_REHASH_PERIOD 50.0
 
-/*
- LNS's default decay rate λ of the rehash frequency, per iteration
- (1e-4: the period grows e-fold every 10,000 iterations).
- */
+// LNS's default decay rate λ of the rehash frequency, per iteration
+// (1e-4: the period grows e-fold every 10,000 iterations).
 #define LSHK_LNS_REHASH_LAMBDA 1e-4
 
-/*
- lshk_iul_params::flags: read `t1` / `t2` as rank cut-offs (whole
- numbers >= 0) instead of score values: a missed label is a positive when
- it is among the query's top `t1` rows by q'.w' (t1 = 0: no positives), a
- retrieved non-label a negative when it is not among the top `t2` (t2 =
- 0: every one). Computed once per training query, before the first round
- (a pass over every row).
- */
+// lshk_iul_params::flags: read `t1` / `t2` as rank cut-offs (whole
+// numbers >= 0) instead of score values: a missed label is a positive when
+// it is among the query's top `t1` rows by q'.w' (t1 = 0: no positives), a
+// retrieved non-label a negative when it is not among the top `t2` (t2 =
+// 0: every one). Computed once per training query, before the first round
+// (a pass over every row).
 #define LSHK_IUL_RANK_THRESHOLDS 1
 
-/*
- lshk_iul_params::flags: keep the planes of the round with the best
- validation label recall (the starting planes when no round beats them);
- that round's report has `kept = 1`. Needs a non-empty validation split
- (validation_fraction > 0); without one the last round's planes are
- kept, as without the flag.
- */
+// lshk_iul_params::flags: keep the planes of the round with the best
+// validation label recall (the starting planes when no round beats them);
+// that round's report has `kept = 1`. Needs a non-empty validation split
+// (validation_fraction > 0); without one the last round's planes are
+// kept, as without the flag.
 #define LSHK_IUL_KEEP_BEST 2
 
-/*
- Label policy: a trained bucket holds the rows hashed to it AND its top
- labels.
- */
+// Label policy: a trained bucket holds the rows hashed to it AND its top
+// labels.
 #define LSHK_LABEL_POLICY_BESIDE 0
 
-/*
- Label policy: a trained bucket holds only its top labels.
- */
+// Label policy: a trained bucket holds only its top labels.
 #define LSHK_LABEL_POLICY_INSTEAD 1
 
-/*
- lshk_budget_params::rule: today's rule (lshk_tables_gather): tables in
- order, ids ascending in a bucket, the bucket that reaches the budget cut
- mid-bucket keeping its SMALLEST ids (a preference for small ids).
- */
+// lshk_budget_params::rule: today's rule (lshk_tables_gather): tables in
+// order, ids ascending in a bucket, the bucket that reaches the budget cut
+// mid-bucket keeping its SMALLEST ids (a preference for small ids).
 #define LSHK_BUDGET_MID_BUCKET 0
 
-/*
- lshk_budget_params::rule: the same cut without the small-id preference:
- tables visited cyclically from a per-query start table, the cut bucket
- read cyclically from a per-query position (see lshk_tables_gather_budget).
- */
+// lshk_budget_params::rule: the same cut without the small-id preference:
+// tables visited cyclically from a per-query start table, the cut bucket
+// read cyclically from a per-query position (see lshk_tables_gather_budget).
 #define LSHK_BUDGET_MID_BUCKET_ROTATED 1
 
-/*
- lshk_budget_params::rule: the LNS seed's rule: whole buckets, table by
- table from the per-query start table, stopping BETWEEN tables before the
- first table that would take the set past max_candidates.
- */
+// lshk_budget_params::rule: the LNS seed's rule: whole buckets, table by
+// table from the per-query start table, stopping BETWEEN tables before the
+// first table that would take the set past max_candidates.
 #define LSHK_BUDGET_WHOLE_BUCKETS 2
 
-/*
- Lazy Adam state over the rows of one W: per element first and second
- moments, per row a step count (docs/training.md). Created by
- lshk_adam_new, released by lshk_adam_free; lshk_adam_step and
- lshk_adam_set_params need exclusive access.
- */
+// Lazy Adam state over the rows of one W: per element first and second
+// moments, per row a step count (docs/training.md). Created by
+// lshk_adam_new, released by lshk_adam_free; lshk_adam_step and
+// lshk_adam_set_params need exclusive access.
 typedef struct lshk_adam lshk_adam;
 
-/*
- A DWTA (densified winner-take-all) bin-max hash family: L tables of K
- bins, each bin B coordinates of the input (B a power of two in 2..=256,
- K*log2(B) <= 32, K*L <= 2^20, 1 <= dim <= 2^31 - 1).
-
- Bin j = l*K + k holds coordinates map[j*B .. j*B + B] (the bin map, K*L*B
- indices in [0, dim); a map may repeat a coordinate). Its bin hash is the
- position p in [0, B) of the largest value among its present coordinates;
- ties go to the smallest p (so -0.0 and +0.0, equal, keep the earlier);
- NaN never wins. Dense rows: every coordinate is present, and a bin whose
- values are all NaN hashes to 0. Sparse (CSR) rows: only stored entries are
- present (a stored 0.0 is present); a bin with no present non-NaN value is
- empty and is densified: it takes the hash of the first non-empty bin
- among probe(j, 1), ..., probe(j, 100), where
- probe(j, a) = ((A*(128*j + a) + C) mod (2^61 - 1)) mod (K*L),
- A = 0x1E3779B97F4A7C15, C = 0x0B58476D1CE4E5B9 (exact integer arithmetic;
- a fixed 2-universal hash over all K*L bins), or 0 if all 100 probes are
- empty. Only a bin's own entries make it a donor. A sparse row with no
- entries gets all-zero keys.
-
- The key of table l is sum over k of hash(l*K + k) << (k * log2(B)):
- exactly K*log2(B) bits; higher bits are 0.
-
- Immutable once created: every function taking `const lshk_dwta *` is safe
- to call from many threads at once. Memory: at most about
- 36*K*L*B + 804*K*L bytes (map, transposed map, inverse map, coordinate
- filter, densification probe tables), independent of dim; hashing dense
- rows also keeps a per-thread scratch block of 128*dim bytes when
- dim <= min(K*L*B, 2048).
- */
+// A DWTA (densified winner-take-all) bin-max hash family: L tables of K
+// bins, each bin B coordinates of the input (B a power of two in 2..=256,
+// K*log2(B) <= 32, K*L <= 2^20, 1 <= dim <= 2^31 - 1).
+//
+// Bin j = l*K + k holds coordinates map[j*B .. j*B + B] (the bin map, K*L*B
+// indices in [0, dim); a map may repeat a coordinate). Its bin hash is the
+// position p in [0, B) of the largest value among its present coordinates;
+// ties go to the smallest p (so -0.0 and +0.0, equal, keep the earlier);
+// NaN never wins. Dense rows: every coordinate is present, and a bin whose
+// values are all NaN hashes to 0. Sparse (CSR) rows: only stored entries are
+// present (a stored 0.0 is present); a bin with no present non-NaN value is
+// empty and is densified: it takes the hash of the first non-empty bin
+// among probe(j, 1), ..., probe(j, 100), where
+// probe(j, a) = ((A*(128*j + a) + C) mod (2^61 - 1)) mod (K*L),
+// A = 0x1E3779B97F4A7C15, C = 0x0B58476D1CE4E5B9 (exact integer arithmetic;
+// a fixed 2-universal hash over all K*L bins), or 0 if all 100 probes are
+// empty. Only a bin's own entries make it a donor. A sparse row with no
+// entries gets all-zero keys.
+//
+// The key of table l is sum over k of hash(l*K + k) << (k * log2(B)):
+// exactly K*log2(B) bits; higher bits are 0.
+//
+// Immutable once created: every function taking `const lshk_dwta *` is safe
+// to call from many threads at once. Memory: at most about
+// 36*K*L*B + 804*K*L bytes (map, transposed map, inverse map, coordinate
+// filter, densification probe tables), independent of dim; hashing dense
+// rows also keeps a per-thread scratch block of 128*dim bytes when
+// dim <= min(K*L*B, 2048).
 typedef struct lshk_dwta lshk_dwta;
 
-/*
- FFT plans and scratch buffers for vectors of one dimension d. A call
- uses the handle's buffers, so a handle serves one thread at a time:
- every function taking `lshk_hrr *` needs exclusive access (make one
- handle per thread; lshk_hrr_new is cheap). Calls allocate nothing.
- */
+// FFT plans and scratch buffers for vectors of one dimension d. A call
+// uses the handle's buffers, so a handle serves one thread at a time:
+// every function taking `lshk_hrr *` needs exclusive access (make one
+// handle per thread; lshk_hrr_new is cheap). Calls allocate nothing.
 typedef struct lshk_hrr lshk_hrr;
 
-/*
- A built or loaded index: hash family, tables, weights and bias.
- Every function taking `const lshk_index *` (queries included) is safe
- to call from many threads at once, without locks. The functions taking
- a non-const `lshk_index *` change or free the index and need EXCLUSIVE
- access: lshk_index_train_labels, lshk_index_train_iul,
- lshk_index_update_rows, lshk_index_rehash_rows, lshk_index_rehash_dirty
- and lshk_index_free. While one of them runs, no other call may use the
- index or its borrowed family/tables handles (e.g. guard the index with
- a reader-writer lock: queries shared, training exclusive). Queries
- started after it returns see the changed index.
- */
+// A built or loaded index: hash family, tables, weights and bias.
+// Every function taking `const lshk_index *` (queries included) is safe
+// to call from many threads at once, without locks. The functions taking
+// a non-const `lshk_index *` change or free the index and need EXCLUSIVE
+// access: lshk_index_train_labels, lshk_index_train_iul,
+// lshk_index_update_rows, lshk_index_rehash_rows, lshk_index_rehash_dirty
+// and lshk_index_free. While one of them runs, no other call may use the
+// index or its borrowed family/tables handles (e.g. guard the index with
+// a reader-writer lock: queries shared, training exclusive). Queries
+// started after it returns see the changed index.
 typedef struct lshk_index lshk_index;
 
-/*
- A SimHash family: L tables of K sign bits each, from K*L hyperplanes.
- Immutable once created: every function taking `const lshk_simhash *` is
- safe to call from many threads at once.
- */
+// A SimHash family: L tables of K sign bits each, from K*L hyperplanes.
+// Immutable once created: every function taking `const lshk_simhash *` is
+// safe to call from many threads at once.
 typedef struct lshk_simhash lshk_simhash;
 
-/*
- L LSH tables over n rows (flat CSR per table, ids ascending per bucket).
-
- Queries (every function taking `const lshk_tables *`) are safe from many
- threads at once. The functions taking a non-const `lshk_tables *`
- (lshk_tables_update, lshk_tables_add_labels, lshk_tables_free) need
- EXCLUSIVE access: no other call may use the handle while one of them
- runs (so queries see either the old or the new tables, never a mix);
- the caller provides it, e.g. with a reader-writer lock.
- */
+// L LSH tables over n rows (flat CSR per table, ids ascending per bucket).
+//
+// Queries (every function taking `const lshk_tables *`) are safe from many
+// threads at once. The functions taking a non-const `lshk_tables *`
+// (lshk_tables_update, lshk_tables_add_labels, lshk_tables_free) need
+// EXCLUSIVE access: no other call may use the handle while one of them
+// runs (so queries see either the old or the new tables, never a mix);
+// the caller provides it, e.g. with a reader-writer lock.
 typedef struct lshk_tables lshk_tables;
 
-/*
- Outcome of a call: `LSHK_STATUS_OK` (0) or one of the error codes below.
- */
+// Outcome of a call: `LSHK_STATUS_OK` (0) or one of the error codes below.
 typedef uint32_t lshk_status;
 
-/*
- An instruction-set tier: one of the `LSHK_ISA_*` values.
- */
+// An instruction-set tier: one of the `LSHK_ISA_*` values.
 typedef uint32_t lshk_isa;
 
-/*
- LSH-source build knobs (SimHash and DWTA), inside lshk_index_params.
- */
+// LSH-source build knobs (SimHash and DWTA), inside lshk_index_params.
 typedef struct lshk_lsh_params {
-  /*
-   K: bits per table (SimHash, 1..=32) or bins per table (DWTA, with
-   K*log2(bin_size) <= 32). Default 12.
-   */
+  // K: bits per table (SimHash, 1..=32) or bins per table (DWTA, with
+  // K*log2(bin_size) <= 32). Default 12.
   uint32_t bits_per_table;
-  /*
-   L, the number of tables (default 50).
-   */
+  // L, the number of tables (default 50).
   uint32_t tables;
-  /*
-   SimHash planes: 0 Gaussian, 1 dense ±1, s >= 2 sparse ±1 with
-   ceil(dim'/s) nonzeros (default 0). Ignored with caller-given planes.
-   */
+  // SimHash planes: 0 Gaussian, 1 dense ±1, s >= 2 sparse ±1 with
+  // ceil(dim'/s) nonzeros (default 0). Ignored with caller-given planes.
   uint32_t sparsity;
-  /*
-   DWTA bin size B, a power of two in 2..=256 (default 8).
-   */
+  // DWTA bin size B, a power of two in 2..=256 (default 8).
   uint32_t bin_size;
-  /*
-   Buckets per table = 2^range_bits (1..=24). Default 0 =
-   min(code bits, 20, ceil(log2(max(rows, 2))) + 1), where code bits is
-   K for SimHash and K*log2(B) for DWTA; longer codes are folded.
-   */
+  // Buckets per table = 2^range_bits (1..=24). Default 0 =
+  // min(code bits, 20, ceil(log2(max(rows, 2))) + 1), where code bits is
+  // K for SimHash and K*log2(B) for DWTA; longer codes are folded.
   uint32_t range_bits;
-  /*
-   Keep at most this many ids per bucket, sampled reproducibly
-   (default 0 = keep all).
-   */
+  // Keep at most this many ids per bucket, sampled reproducibly
+  // (default 0 = keep all).
   uint32_t bucket_cap;
-  /*
-   Seed of the family and of the bucket_cap sampling (default 1).
-   */
+  // Seed of the family and of the bucket_cap sampling (default 1).
   uint64_t seed;
-  /*
-   Optional caller-given SimHash planes: K*L rows of dim' floats
-   (dim' = dim, or dim + 1 with a transform), copied. NULL = from seed.
-   */
+  // Optional caller-given SimHash planes: K*L rows of dim' floats
+  // (dim' = dim, or dim + 1 with a transform), copied. NULL = from seed.
   const float *planes;
-  /*
-   Number of floats at `planes` (must be K*L*dim').
-   */
+  // Number of floats at `planes` (must be K*L*dim').
   size_t planes_len;
-  /*
-   Optional caller-given DWTA bin map: K*L*B coordinates < dim',
-   copied. NULL = from seed.
-   */
+  // Optional caller-given DWTA bin map: K*L*B coordinates < dim',
+  // copied. NULL = from seed.
   const uint32_t *dwta_map;
-  /*
-   Number of entries at `dwta_map`.
-   */
+  // Number of entries at `dwta_map`.
   size_t dwta_map_len;
 } lshk_lsh_params;
 
-/*
- IVF-source build knobs, inside lshk_index_params.
- */
+// IVF-source build knobs, inside lshk_index_params.
 typedef struct lshk_ivf_params {
-  /*
-   Lists (k-means clusters), 1..=rows; 0 = round(4 sqrt(rows))
-   (default 0).
-   */
+  // Lists (k-means clusters), 1..=rows; 0 = round(4 sqrt(rows))
+  // (default 0).
   uint32_t nlist;
-  /*
-   Lloyd iterations of k-means, >= 1 (default 10).
-   */
+  // Lloyd iterations of k-means, >= 1 (default 10).
   uint32_t iters;
-  /*
-   Rows sampled (seeded) to train k-means, >= nlist after clamping to
-   rows; 0 = min(rows, 64 * nlist) (default 0).
-   */
+  // Rows sampled (seeded) to train k-means, >= nlist after clamping to
+  // rows; 0 = min(rows, 64 * nlist) (default 0).
   uint32_t train_rows;
-  /*
-   LSHK_IVF_CODES_* (default I8).
-   */
+  // LSHK_IVF_CODES_* (default I8).
   uint32_t codes;
-  /*
-   Sub-quantisers of CODES_PQ4 and CODES_PQ4_I8 (4 bits each; must
-   divide dim, at most 16,384); 0 = dim / 2 (for an odd dim the
-   largest divisor not above dim / 2). Must be 0 with other codes.
-   */
+  // Sub-quantisers of CODES_PQ4 and CODES_PQ4_I8 (4 bits each; must
+  // divide dim, at most 16,384); 0 = dim / 2 (for an odd dim the
+  // largest divisor not above dim / 2). Must be 0 with other codes.
   uint32_t pq_m;
-  /*
-   Must be 0.
-   */
+  // Must be 0.
   uint32_t reserved;
-  /*
-   Seed of the training sample and of k-means' empty-list splits.
-   */
+  // Seed of the training sample and of k-means' empty-list splits.
   uint64_t seed;
-  /*
-   Optional per-row weights steering the k-means (`n_weights` == rows
-   floats, finite, >= 0, not all 0; read during the build only): each
-   centroid is the weighted mean of its training rows, so lists are
-   finer where the weight is (docs/ivf.md, "Row weights"). NULL = all 1.
-   */
+  // Optional per-row weights steering the k-means (`n_weights` == rows
+  // floats, finite, >= 0, not all 0; read during the build only): each
+  // centroid is the weighted mean of its training rows, so lists are
+  // finer where the weight is (docs/ivf.md, "Row weights"). NULL = all 1.
   const float *row_weights;
-  /*
-   Number of floats at `row_weights`.
-   */
+  // Number of floats at `row_weights`.
   size_t n_weights;
 } lshk_ivf_params;
 
-/*
- Graph-source build knobs, inside lshk_index_params.
- */
+// Graph-source build knobs, inside lshk_index_params.
 typedef struct lshk_graph_params {
-  /*
-   Links per node on the upper levels, 2..=256 (level 0 keeps up to
-   2 m). Default 16.
-   */
+  // Links per node on the upper levels, 2..=256 (level 0 keeps up to
+  // 2 m). Default 16.
   uint32_t m;
-  /*
-   Pool size of the build's searches, >= 1 (default 200).
-   */
+  // Pool size of the build's searches, >= 1 (default 200).
   uint32_t ef_construction;
-  /*
-   The storage of the graph's own (transformed) rows, which its walk
-   scores: LSHK_STORAGE_F32 (default), _BF16 or _I8.
-   */
+  // The storage of the graph's own (transformed) rows, which its walk
+  // scores: LSHK_STORAGE_F32 (default), _BF16 or _I8.
   uint32_t storage;
-  /*
-   Must be 0.
-   */
+  // Must be 0.
   uint32_t reserved;
-  /*
-   Seed of the levels.
-   */
+  // Seed of the levels.
   uint64_t seed;
 } lshk_graph_params;
 
-/*
- Forest-source build knobs, inside lshk_index_params.
- */
+// Forest-source build knobs, inside lshk_index_params.
 typedef struct lshk_forest_params {
-  /*
-   L, the number of trees, 1..=4096 (default 8).
-   */
+  // L, the number of trees, 1..=4096 (default 8).
   uint32_t trees;
-  /*
-   B: a node holding at least this many classes is split, >= 2
-   (default 64).
-   */
+  // B: a node holding at least this many classes is split, >= 2
+  // (default 64).
   uint32_t leaf_size;
-  /*
-   1: split by direction only (over w / |w|; stays balanced when a few
-   row norms grow during training); 0: over the rows (default).
-   */
+  // 1: split by direction only (over w / |w|; stays balanced when a few
+  // row norms grow during training); 0: over the rows (default).
   uint32_t normalize_rows;
-  /*
-   Must be 0.
-   */
+  // Must be 0.
   uint32_t reserved;
-  /*
-   Seed of the split draws (default 1).
-   */
+  // Seed of the split draws (default 1).
   uint64_t seed;
 } lshk_forest_params;
 
-/*
- Build progress: `done` of `total` rows. Called on the thread that
- called lshk_index_build, with non-decreasing done < total (LSH: after
- every 16,384 hashed rows, or at least every 50 ms), then exactly once
- with done == total when the index is complete (the other sources report
- only that).
- */
+// Build progress: `done` of `total` rows. Called on the thread that
+// called lshk_index_build, with non-decreasing done < total (LSH: after
+// every 16,384 hashed rows, or at least every 50 ms), then exactly once
+// with done == total when the index is complete (the other sources report
+// only that).
 typedef void (*lshk_progress_fn)(void *user,
                                  uint64_t done,
                                  uint64_t total);
 
-/*
- Build parameters of lshk_index_build: the candidate source, the storage
- of the rows the scorer ranks by, and each source's knobs (a source
- reads its own and ignores the others'). Obtain defaults from
- lshk_index_params_default(), then change fields; `struct_size` lets
- later versions add fields at the end.
- */
+// Build parameters of lshk_index_build: the candidate source, the storage
+// of the rows the scorer ranks by, and each source's knobs (a source
+// reads its own and ignores the others'). Obtain defaults from
+// lshk_index_params_default(), then change fields; `struct_size` lets
+// later versions add fields at the end.
 typedef struct lshk_index_params {
-  /*
-   sizeof(lshk_index_params) as the caller knows it.
-   */
+  // sizeof(lshk_index_params) as the caller knows it.
   uint32_t struct_size;
-  /*
-   LSHK_SOURCE_* (default SIMHASH).
-   */
+  // LSHK_SOURCE_* (default SIMHASH).
   uint32_t source;
-  /*
-   LSHK_STORAGE_* of W for the exact scores (default F32 copy). The IVF
-   source with BORROWED_F32 re-ranks from the caller's W itself; with
-   another storage its lists keep an f32 copy of their own for the
-   re-rank, and the scorer ranks by the stored W.
-   */
+  // LSHK_STORAGE_* of W for the exact scores (default F32 copy). The IVF
+  // source with BORROWED_F32 re-ranks from the caller's W itself; with
+  // another storage its lists keep an f32 copy of their own for the
+  // re-rank, and the scorer ranks by the stored W.
   uint32_t storage;
-  /*
-   LSHK_TRANSFORM_* (LSH sources; default NONE, which the other
-   sources require).
-   */
+  // LSHK_TRANSFORM_* (LSH sources; default NONE, which the other
+  // sources require).
   uint32_t transform;
-  /*
-   Threads of the build (0 = all cores, default); no index depends on
-   it.
-   */
+  // Threads of the build (0 = all cores, default); no index depends on
+  // it.
   uint32_t build_threads;
-  /*
-   LSH knobs (SIMHASH, DWTA).
-   */
+  // LSH knobs (SIMHASH, DWTA).
   struct lshk_lsh_params lsh;
-  /*
-   IVF knobs.
-   */
+  // IVF knobs.
   struct lshk_ivf_params ivf;
-  /*
-   Graph knobs.
-   */
+  // Graph knobs.
   struct lshk_graph_params graph;
-  /*
-   Forest knobs.
-   */
+  // Forest knobs.
   struct lshk_forest_params forest;
-  /*
-   Optional progress callback (NULL = none).
-   */
+  // Optional progress callback (NULL = none).
   lshk_progress_fn progress;
-  /*
-   Passed unchanged to `progress`.
-   */
+  // Passed unchanged to `progress`.
   void *progress_user;
 } lshk_index_params;
 
-/*
- LSH-source query knobs, inside lshk_query_params.
- */
+// LSH-source query knobs, inside lshk_query_params.
 typedef struct lshk_lsh_query {
-  /*
-   Keep the ids found in at least this many tables (default 1; 0 acts
-   as 1).
-   */
+  // Keep the ids found in at least this many tables (default 1; 0 acts
+  // as 1).
   uint32_t min_count;
-  /*
-   Budget of distinct ids per query (default 0 = no limit); tables are
-   visited in order until it is reached (lshk_tables_gather's rule).
-   */
+  // Budget of distinct ids per query (default 0 = no limit); tables are
+  // visited in order until it is reached (lshk_tables_gather's rule).
   uint32_t max_candidates;
-  /*
-   Extra buckets visited per table by query-directed multi-probing
-   (SimHash; default 0; at most min(2^K - 1, 4096)).
-   */
+  // Extra buckets visited per table by query-directed multi-probing
+  // (SimHash; default 0; at most min(2^K - 1, 4096)).
   uint32_t probes;
-  /*
-   0 (default) or K.
-   */
+  // 0 (default) or K.
   uint32_t bits_per_table;
 } lshk_lsh_query;
 
-/*
- IVF-source query knobs, inside lshk_query_params.
- */
+// IVF-source query knobs, inside lshk_query_params.
 typedef struct lshk_ivf_query {
-  /*
-   Lists visited per query, >= 1 (values above nlist act as nlist):
-   exactly this many when `reach` is 0, at most this many otherwise
-   (default UINT32_MAX: no cap).
-   */
+  // Lists visited per query, >= 1 (values above nlist act as nlist):
+  // exactly this many when `reach` is 0, at most this many otherwise
+  // (default UINT32_MAX: no cap).
   uint32_t nprobe;
-  /*
-   Approximate candidates re-scored exactly per query (at least k are
-   when it is not 0). 0 = no re-rank: the index's scorer ranks the
-   top k by the codes from the stored W. Default 32.
-   */
+  // Approximate candidates re-scored exactly per query (at least k are
+  // when it is not 0). 0 = no re-rank: the index's scorer ranks the
+  // top k by the codes from the stored W. Default 32.
   uint32_t rerank;
-  /*
-   Adaptive stop (default 3.0; finite, >= 0; 0 = visit exactly the
-   `nprobe` best lists): after the best list, a list is scanned while
-   `<[q, 1], c> + reach |q| spread` is at least the k-th best score so
-   far (docs/ivf.md).
-   */
+  // Adaptive stop (default 3.0; finite, >= 0; 0 = visit exactly the
+  // `nprobe` best lists): after the best list, a list is scanned while
+  // `<[q, 1], c> + reach |q| spread` is at least the k-th best score so
+  // far (docs/ivf.md).
   float reach;
-  /*
-   CODES_PQ4_I8 only: the best max(refine, rerank, k) of the 4-bit
-   pass are re-scored from their int8 codes before the exact re-rank;
-   0 = no int8 stage. Default 256.
-   */
+  // CODES_PQ4_I8 only: the best max(refine, rerank, k) of the 4-bit
+  // pass are re-scored from their int8 codes before the exact re-rank;
+  // 0 = no int8 stage. Default 256.
   uint32_t refine;
 } lshk_ivf_query;
 
-/*
- Graph-source query knobs, inside lshk_query_params.
- */
+// Graph-source query knobs, inside lshk_query_params.
 typedef struct lshk_graph_query {
-  /*
-   LSHK_GRAPH_WALK_* (default EXACT).
-   */
+  // LSHK_GRAPH_WALK_* (default EXACT).
   uint32_t walk;
-  /*
-   Pool size, >= 1 (the pool is max(ef, k)); default 100.
-   */
+  // Pool size, >= 1 (the pool is max(ef, k)); default 100.
   uint32_t ef;
-  /*
-   The pool's best (by the walk's score) that become candidates; 0 =
-   the whole pool (default), at least k.
-   */
+  // The pool's best (by the walk's score) that become candidates; 0 =
+  // the whole pool (default), at least k.
   uint32_t rerank;
-  /*
-   Must be 0.
-   */
+  // Must be 0.
   uint32_t reserved;
 } lshk_graph_query;
 
-/*
- Forest-source query knobs, inside lshk_query_params.
- */
+// Forest-source query knobs, inside lshk_query_params.
 typedef struct lshk_forest_query {
-  /*
-   Q, the candidate set size (at least k is used); default 256.
-   */
+  // Q, the candidate set size (at least k is used); default 256.
   uint32_t set_size;
-  /*
-   Must be 0.
-   */
+  // Must be 0.
   uint32_t reserved;
 } lshk_forest_query;
 
-/*
- Query parameters of lshk_index_query and lshk_index_candidates: each
- source's knobs (a source reads its own). Obtain defaults from
- lshk_query_params_default(), then change fields.
- */
+// Query parameters of lshk_index_query and lshk_index_candidates: each
+// source's knobs (a source reads its own). Obtain defaults from
+// lshk_query_params_default(), then change fields.
 typedef struct lshk_query_params {
-  /*
-   sizeof(lshk_query_params) as the caller knows it.
-   */
+  // sizeof(lshk_query_params) as the caller knows it.
   uint32_t struct_size;
-  /*
-   Must be 0.
-   */
+  // Must be 0.
   uint32_t reserved;
   struct lshk_lsh_query lsh;
   struct lshk_ivf_query ivf;
@@ -661,302 +449,190 @@ typedef struct lshk_query_params {
   struct lshk_forest_query forest;
 } lshk_query_params;
 
-/*
- Counts of one lshk_index_query call, summed over its queries.
- */
+// Counts of one lshk_index_query call, summed over its queries.
 typedef struct lshk_query_stats {
-  /*
-   sizeof(lshk_query_stats) as the caller knows it (set it before the
-   call; lshk does not change it).
-   */
+  // sizeof(lshk_query_stats) as the caller knows it (set it before the
+  // call; lshk does not change it).
   uint32_t struct_size;
-  /*
-   Not written by lshk.
-   */
+  // Not written by lshk.
   uint32_t reserved;
-  /*
-   Queries in the batch.
-   */
+  // Queries in the batch.
   uint64_t queries;
-  /*
-   Candidates the scorer ranked, summed over the batch.
-   */
+  // Candidates the scorer ranked, summed over the batch.
   uint64_t candidates_total;
-  /*
-   Fewest candidates of one query (0 for an empty batch).
-   */
+  // Fewest candidates of one query (0 for an empty batch).
   uint64_t candidates_min;
-  /*
-   Most candidates of one query.
-   */
+  // Most candidates of one query.
   uint64_t candidates_max;
-  /*
-   IVF: lists visited (0 for other sources).
-   */
+  // IVF: lists visited (0 for other sources).
   uint64_t lists;
-  /*
-   IVF: rows scored in the visited lists from their codes (exactly,
-   without codes); 0 for other sources.
-   */
+  // IVF: rows scored in the visited lists from their codes (exactly,
+  // without codes); 0 for other sources.
   uint64_t scanned;
-  /*
-   IVF: rows re-scored exactly by the lists' re-rank (0 for others).
-   */
+  // IVF: rows re-scored exactly by the lists' re-rank (0 for others).
   uint64_t reranked;
 } lshk_query_stats;
 
-/*
- What lshk_index_info reports of an index.
- */
+// What lshk_index_info reports of an index.
 typedef struct lshk_index_info {
-  /*
-   sizeof(lshk_index_info) as the caller knows it (set it before the
-   call; lshk does not change it).
-   */
+  // sizeof(lshk_index_info) as the caller knows it (set it before the
+  // call; lshk does not change it).
   uint32_t struct_size;
-  /*
-   LSHK_SOURCE_*.
-   */
+  // LSHK_SOURCE_*.
   uint32_t source;
-  /*
-   LSHK_STORAGE_* of W.
-   */
+  // LSHK_STORAGE_* of W.
   uint32_t storage;
-  /*
-   LSHK_TRANSFORM_*.
-   */
+  // LSHK_TRANSFORM_*.
   uint32_t transform;
-  /*
-   Rows of W.
-   */
+  // Rows of W.
   size_t rows;
-  /*
-   Columns of W (before any transform).
-   */
+  // Columns of W (before any transform).
   size_t dim;
-  /*
-   LSH: K (bits or bins per table); 0 for other sources.
-   */
+  // LSH: K (bits or bins per table); 0 for other sources.
   uint32_t bits_per_table;
-  /*
-   LSH: L (tables); forest: trees; 0 for other sources.
-   */
+  // LSH: L (tables); forest: trees; 0 for other sources.
   uint32_t tables;
-  /*
-   IVF: lists; 0 for other sources.
-   */
+  // IVF: lists; 0 for other sources.
   uint32_t nlist;
-  /*
-   IVF: LSHK_IVF_CODES_*; 0 for other sources.
-   */
+  // IVF: LSHK_IVF_CODES_*; 0 for other sources.
   uint32_t codes;
-  /*
-   1 when trained with labels (lshk_index_train_labels), else 0.
-   */
+  // 1 when trained with labels (lshk_index_train_labels), else 0.
   uint32_t labelled;
-  /*
-   Not written by lshk.
-   */
+  // Not written by lshk.
   uint32_t reserved;
 } lshk_index_info;
 
-/*
- A read-only view of the weights an index computes its logits from, as
- filled by lshk_index_weights. The fields plug straight into the
- gathered-matmul call of the storage's element type:
-
- | storage                    | `w` points to        | call                           |
- |----------------------------|----------------------|--------------------------------|
- | LSHK_STORAGE_BORROWED_F32  | the caller's floats  | lshk_gathered_matmul_f32       |
- | LSHK_STORAGE_F32           | floats               | lshk_gathered_matmul_f32       |
- | LSHK_STORAGE_BF16          | uint16_t bf16 bits   | lshk_gathered_matmul_bf16      |
- | LSHK_STORAGE_F16           | uint16_t binary16    | lshk_gathered_matmul_f16       |
- | LSHK_STORAGE_I8            | int8_t, + `scales`   | lshk_gathered_matmul_i8        |
-
- e.g. `lshk_gathered_matmul_bf16(v.w, v.rows, v.dim, v.w_stride, v.bias,
- q, nq, q_stride, ids, offsets, out, out_len)` computes the scores
- lshk_index_query ranks (the original W and b: a transform steers only
- retrieval) with the same kernel; on the SIMD tiers a score's last bits
- may differ, as rows are summed in blocks and a row's block depends on
- its position in `ids` (both are within the kernel's documented error
- bound). The pointers stay valid, and the memory unchanged, until
- lshk_index_free (for a loaded index they may point into the mapped
- file: never write through them).
- */
+// A read-only view of the weights an index computes its logits from, as
+// filled by lshk_index_weights. The fields plug straight into the
+// gathered-matmul call of the storage's element type:
+//
+// | storage                    | `w` points to        | call                           |
+// |----------------------------|----------------------|--------------------------------|
+// | LSHK_STORAGE_BORROWED_F32  | the caller's floats  | lshk_gathered_matmul_f32       |
+// | LSHK_STORAGE_F32           | floats               | lshk_gathered_matmul_f32       |
+// | LSHK_STORAGE_BF16          | uint16_t bf16 bits   | lshk_gathered_matmul_bf16      |
+// | LSHK_STORAGE_F16           | uint16_t binary16    | lshk_gathered_matmul_f16       |
+// | LSHK_STORAGE_I8            | int8_t, + `scales`   | lshk_gathered_matmul_i8        |
+//
+// e.g. `lshk_gathered_matmul_bf16(v.w, v.rows, v.dim, v.w_stride, v.bias,
+// q, nq, q_stride, ids, offsets, out, out_len)` computes the scores
+// lshk_index_query ranks (the original W and b: a transform steers only
+// retrieval) with the same kernel; on the SIMD tiers a score's last bits
+// may differ, as rows are summed in blocks and a row's block depends on
+// its position in `ids` (both are within the kernel's documented error
+// bound). The pointers stay valid, and the memory unchanged, until
+// lshk_index_free (for a loaded index they may point into the mapped
+// file: never write through them).
 typedef struct lshk_weights_view {
-  /*
-   sizeof(lshk_weights_view) as the caller knows it (set it before the
-   call; lshk does not change it).
-   */
+  // sizeof(lshk_weights_view) as the caller knows it (set it before the
+  // call; lshk does not change it).
   uint32_t struct_size;
-  /*
-   LSHK_STORAGE_* the index was built with (the element type of `w`).
-   */
+  // LSHK_STORAGE_* the index was built with (the element type of `w`).
   uint32_t storage;
-  /*
-   Row `r` starts at element `r * w_stride` of `w`.
-   */
+  // Row `r` starts at element `r * w_stride` of `w`.
   const void *w;
-  /*
-   int8 storage: `rows` per-row scales (row r is `scales[r] * w[r]`);
-   NULL otherwise.
-   */
+  // int8 storage: `rows` per-row scales (row r is `scales[r] * w[r]`);
+  // NULL otherwise.
   const float *scales;
-  /*
-   `rows` floats, or NULL when the index has no bias.
-   */
+  // `rows` floats, or NULL when the index has no bias.
   const float *bias;
-  /*
-   Rows of W.
-   */
+  // Rows of W.
   size_t rows;
-  /*
-   Columns of W (before any transform).
-   */
+  // Columns of W (before any transform).
   size_t dim;
-  /*
-   Elements (not bytes) between row starts; >= dim.
-   */
+  // Elements (not bytes) between row starts; >= dim.
   size_t w_stride;
 } lshk_weights_view;
 
-/*
- What lshk_index_calibrate measured on the sample queries. The caller
- sets `struct_size` to sizeof(lshk_calibration); the library writes
- every other field.
- */
+// What lshk_index_calibrate measured on the sample queries. The caller
+// sets `struct_size` to sizeof(lshk_calibration); the library writes
+// every other field.
 typedef struct lshk_calibration {
-  /*
-   sizeof(lshk_calibration) as the caller knows it.
-   */
+  // sizeof(lshk_calibration) as the caller knows it.
   uint32_t struct_size;
-  /*
-   1 when `query` met the target recall on the sample, else 0 (then
-   `query` holds the best point measured).
-   */
+  // 1 when `query` met the target recall on the sample, else 0 (then
+  // `query` holds the best point measured).
   uint32_t met;
-  /*
-   The query parameters to pass to lshk_index_query: the defaults with
-   `ivf` set to the cheaper (by rows scanned) of the fixed and the
-   adaptive point.
-   */
+  // The query parameters to pass to lshk_index_query: the defaults with
+  // `ivf` set to the cheaper (by rows scanned) of the fixed and the
+  // adaptive point.
   struct lshk_query_params query;
-  /*
-   Recall@k of `query` on the sample.
-   */
+  // Recall@k of `query` on the sample.
   float recall;
-  /*
-   The smallest fixed nprobe that met the target (or the best
-   measured), with its recall.
-   */
+  // The smallest fixed nprobe that met the target (or the best
+  // measured), with its recall.
   uint32_t fixed_nprobe;
   float fixed_recall;
-  /*
-   The smallest adaptive reach (steps of 1/16, at most 16) that met
-   the target (or the best measured), with its recall.
-   */
+  // The smallest adaptive reach (steps of 1/16, at most 16) that met
+  // the target (or the best measured), with its recall.
   float adaptive_reach;
   float adaptive_recall;
-  /*
-   The 95 % lower confidence bound of `recall` (over the per-query
-   recalls), which is what must reach the target.
-   */
+  // The 95 % lower confidence bound of `recall` (over the per-query
+  // recalls), which is what must reach the target.
   float recall_lower;
-  /*
-   Mean rows scanned per sample query: `query`'s, the fixed point's
-   and the adaptive point's.
-   */
+  // Mean rows scanned per sample query: `query`'s, the fixed point's
+  // and the adaptive point's.
   double scanned;
   double fixed_scanned;
   double adaptive_scanned;
 } lshk_calibration;
 
-/*
- Parameters of lshk_index_train_iul. Obtain them from
- lshk_iul_params_default() and change what you need; `struct_size` must
- stay sizeof(lshk_iul_params) (a larger value from a newer header is
- accepted, its unknown tail ignored).
- */
+// Parameters of lshk_index_train_iul. Obtain them from
+// lshk_iul_params_default() and change what you need; `struct_size` must
+// stay sizeof(lshk_iul_params) (a larger value from a newer header is
+// accepted, its unknown tail ignored).
 typedef struct lshk_iul_params {
-  /*
-   sizeof(lshk_iul_params).
-   */
+  // sizeof(lshk_iul_params).
   uint32_t struct_size;
-  /*
-   Rounds of (collect pairs, Adam epochs, rebuild the tables); 0
-   validates and changes nothing (default 3).
-   */
+  // Rounds of (collect pairs, Adam epochs, rebuild the tables); 0
+  // validates and changes nothing (default 3).
   uint32_t rounds;
-  /*
-   Adam epochs over the round's pairs (default 4).
-   */
+  // Adam epochs over the round's pairs (default 4).
   uint32_t epochs;
-  /*
-   Pairs per Adam step, >= 1 (default 256).
-   */
+  // Pairs per Adam step, >= 1 (default 256).
   uint32_t batch;
-  /*
-   Positive threshold: a label y missing from a query's candidates
-   makes a positive pair when q'.w'_y > t1 (dot in the hashed space:
-   after the index's transform). Finite (default 0). With
-   LSHK_IUL_RANK_THRESHOLDS a rank cut-off instead.
-   */
+  // Positive threshold: a label y missing from a query's candidates
+  // makes a positive pair when q'.w'_y > t1 (dot in the hashed space:
+  // after the index's transform). Finite (default 0). With
+  // LSHK_IUL_RANK_THRESHOLDS a rank cut-off instead.
   float t1;
-  /*
-   Negative threshold: a candidate j that is not a label makes a
-   negative pair when q'.w'_j < t2. Finite (default 0). With
-   LSHK_IUL_RANK_THRESHOLDS a rank cut-off instead.
-   */
+  // Negative threshold: a candidate j that is not a label makes a
+  // negative pair when q'.w'_j < t2. Finite (default 0). With
+  // LSHK_IUL_RANK_THRESHOLDS a rank cut-off instead.
   float t2;
-  /*
-   Adam learning rate, finite and > 0 (default 0.01). Adam's β1 = 0.9,
-   β2 = 0.999, ε = 1e-8.
-   */
+  // Adam learning rate, finite and > 0 (default 0.01). Adam's β1 = 0.9,
+  // β2 = 0.999, ε = 1e-8.
   float learning_rate;
-  /*
-   Fraction of the queries held out for the reports' validation
-   metrics, in [0, 1) (default 0.1).
-   */
+  // Fraction of the queries held out for the reports' validation
+  // metrics, in [0, 1) (default 0.1).
   float validation_fraction;
-  /*
-   After balancing (both sides cut to the smaller one), at most this
-   many pairs per side (0 = no cap, default).
-   */
+  // After balancing (both sides cut to the smaller one), at most this
+  // many pairs per side (0 = no cap, default).
   uint32_t max_pairs;
-  /*
-   LSHK_IUL_* bits (default 0: score thresholds, the last round's
-   planes kept); other bits are INVALID_ARGUMENT. (This field was
-   `reserved`, which had to be 0, in 0.2.0: same offset and size.)
-   */
+  // LSHK_IUL_* bits (default 0: score thresholds, the last round's
+  // planes kept); other bits are INVALID_ARGUMENT. (This field was
+  // `reserved`, which had to be 0, in 0.2.0: same offset and size.)
   uint32_t flags;
-  /*
-   Seed of the validation split, the balancing subsample and the
-   epoch shuffles (one SplitMix64 stream; default 1).
-   */
+  // Seed of the validation split, the balancing subsample and the
+  // epoch shuffles (one SplitMix64 stream; default 1).
   uint64_t seed;
 } lshk_iul_params;
 
-/*
- One training round's report (fixed layout). "before" values use the
- planes the round started with, "after" those it ended with. Collision
- probability: fraction of (pair, table) where both vectors share a
- bucket, over the round's balanced pairs (positives collide in no table
- before, by construction). Validation: mean candidates per validation
- query and label recall (label among the candidates), NaN when the
- validation split is empty. Losses are per table and per pair; NaN when
- the round found no positive or no negative pair (planes unchanged).
- */
+// One training round's report (fixed layout). "before" values use the
+// planes the round started with, "after" those it ended with. Collision
+// probability: fraction of (pair, table) where both vectors share a
+// bucket, over the round's balanced pairs (positives collide in no table
+// before, by construction). Validation: mean candidates per validation
+// query and label recall (label among the candidates), NaN when the
+// validation split is empty. Losses are per table and per pair; NaN when
+// the round found no positive or no negative pair (planes unchanged).
 typedef struct lshk_iul_report {
   uint32_t round;
-  /*
-   1 when LSHK_IUL_KEEP_BEST kept this round's planes, else 0 (at most
-   one report; none when the starting planes were kept). (`reserved`,
-   always 0, in 0.2.0.)
-   */
+  // 1 when LSHK_IUL_KEEP_BEST kept this round's planes, else 0 (at most
+  // one report; none when the starting planes were kept). (`reserved`,
+  // always 0, in 0.2.0.)
   uint32_t kept;
-  /*
-   Balanced pairs (positives == negatives).
-   */
+  // Balanced pairs (positives == negatives).
   uint64_t positives;
   uint64_t negatives;
   double loss_before;
@@ -971,320 +647,216 @@ typedef struct lshk_iul_report {
   double label_recall_after;
 } lshk_iul_report;
 
-/*
- Parameters of lshk_index_train_labels. Obtain defaults from
- lshk_label_params_default(), then change fields.
- */
+// Parameters of lshk_index_train_labels. Obtain defaults from
+// lshk_label_params_default(), then change fields.
 typedef struct lshk_label_params {
-  /*
-   sizeof(lshk_label_params) as the caller knows it.
-   */
+  // sizeof(lshk_label_params) as the caller knows it.
   uint32_t struct_size;
-  /*
-   Labels kept per bucket: the most frequent ones, ties to the smaller
-   id (0 = keep every label seen). Default 64.
-   */
+  // Labels kept per bucket: the most frequent ones, ties to the smaller
+  // id (0 = keep every label seen). Default 64.
   uint32_t label_cap;
-  /*
-   LSHK_LABEL_POLICY_* (default BESIDE).
-   */
+  // LSHK_LABEL_POLICY_* (default BESIDE).
   uint32_t policy;
 } lshk_label_params;
 
-/*
- Options of lshk_tables_gather. Obtain defaults from
- lshk_gather_params_default(), then change fields: `struct_size` lets
- later versions add fields without breaking callers.
- */
+// Options of lshk_tables_gather. Obtain defaults from
+// lshk_gather_params_default(), then change fields: `struct_size` lets
+// later versions add fields without breaking callers.
 typedef struct lshk_gather_params {
-  /*
-   sizeof(lshk_gather_params) as the caller knows it.
-   */
+  // sizeof(lshk_gather_params) as the caller knows it.
   uint32_t struct_size;
-  /*
-   Keep the ids found in at least this many tables (default 1; 0 acts
-   as 1; a value above L leaves only the forced ids).
-   */
+  // Keep the ids found in at least this many tables (default 1; 0 acts
+  // as 1; a value above L leaves only the forced ids).
   uint32_t min_count;
-  /*
-   Budget of distinct ids per query, forced ids included (default 0 =
-   no limit). Tables are visited in order and the visit stops once the
-   budget is reached; see lshk_tables_gather for the exact rule.
-   */
+  // Budget of distinct ids per query, forced ids included (default 0 =
+  // no limit). Tables are visited in order and the visit stops once the
+  // budget is reached; see lshk_tables_gather for the exact rule.
   uint32_t max_candidates;
-  /*
-   Extra buckets visited per table by query-directed multi-probing
-   (default 0). Needs SimHash codes, `bits_per_table` and the query
-   projections. At most min(2^K - 1, 4096).
-   */
+  // Extra buckets visited per table by query-directed multi-probing
+  // (default 0). Needs SimHash codes, `bits_per_table` and the query
+  // projections. At most min(2^K - 1, 4096).
   uint32_t probes;
-  /*
-   K, the bits per table of the SimHash codes (needed when probes > 0).
-   */
+  // K, the bits per table of the SimHash codes (needed when probes > 0).
   uint32_t bits_per_table;
 } lshk_gather_params;
 
-/*
- Statistics of one table (lshk_tables_stats).
- */
+// Statistics of one table (lshk_tables_stats).
 typedef struct lshk_table_stats {
-  /*
-   Buckets holding at least one id.
-   */
+  // Buckets holding at least one id.
   uint64_t nonempty_buckets;
-  /*
-   Ids stored in the table (n, unless bucket_cap dropped some).
-   */
+  // Ids stored in the table (n, unless bucket_cap dropped some).
   uint64_t stored_ids;
-  /*
-   Ids in the largest bucket.
-   */
+  // Ids in the largest bucket.
   uint32_t largest_bucket;
-  /*
-   Padding, written as 0.
-   */
+  // Padding, written as 0.
   uint32_t reserved;
-  /*
-   Mean size of the non-empty buckets (stored_ids / nonempty_buckets;
-   0 for an empty table).
-   */
+  // Mean size of the non-empty buckets (stored_ids / nonempty_buckets;
+  // 0 for an empty table).
   double mean_bucket_size;
 } lshk_table_stats;
 
-/*
- How lshk_tables_gather_budget applies `max_candidates`. Obtain it from
- lshk_budget_params_default(); `struct_size` must be at least
- sizeof(lshk_budget_params) (a larger value from a newer header is
- accepted, its unknown tail ignored).
- */
+// How lshk_tables_gather_budget applies `max_candidates`. Obtain it from
+// lshk_budget_params_default(); `struct_size` must be at least
+// sizeof(lshk_budget_params) (a larger value from a newer header is
+// accepted, its unknown tail ignored).
 typedef struct lshk_budget_params {
-  /*
-   sizeof(lshk_budget_params).
-   */
+  // sizeof(lshk_budget_params).
   uint32_t struct_size;
-  /*
-   LSHK_BUDGET_* (default LSHK_BUDGET_MID_BUCKET); another value is
-   INVALID_ARGUMENT.
-   */
+  // LSHK_BUDGET_* (default LSHK_BUDGET_MID_BUCKET); another value is
+  // INVALID_ARGUMENT.
   uint32_t rule;
-  /*
-   Seed of the per-query stream of the rotated rules (default 0); pass
-   a new one (e.g. the training step) for a fresh sample.
-   */
+  // Seed of the per-query stream of the rotated rules (default 0); pass
+  // a new one (e.g. the training step) for a fresh sample.
   uint64_t seed;
 } lshk_budget_params;
 
-/*
- Adam's hyper-parameters. Obtain defaults from lshk_adam_params_default(),
- then change fields; `struct_size` lets later versions add fields.
- */
+// Adam's hyper-parameters. Obtain defaults from lshk_adam_params_default(),
+// then change fields; `struct_size` lets later versions add fields.
 typedef struct lshk_adam_params {
-  /*
-   sizeof(lshk_adam_params) as the caller knows it.
-   */
+  // sizeof(lshk_adam_params) as the caller knows it.
   uint32_t struct_size;
-  /*
-   Learning rate, finite (default 1e-3).
-   */
+  // Learning rate, finite (default 1e-3).
   float lr;
-  /*
-   First-moment decay, 0 <= beta1 < 1 (default 0.9).
-   */
+  // First-moment decay, 0 <= beta1 < 1 (default 0.9).
   float beta1;
-  /*
-   Second-moment decay, 0 <= beta2 < 1 (default 0.999).
-   */
+  // Second-moment decay, 0 <= beta2 < 1 (default 0.999).
   float beta2;
-  /*
-   Added to sqrt(v_hat), finite and > 0 (default 1e-8).
-   */
+  // Added to sqrt(v_hat), finite and > 0 (default 1e-8).
   float eps;
 } lshk_adam_params;
 
-/*
- Success.
- */
+// Success.
 #define LSHK_STATUS_OK 0
 
-/*
- A required pointer was NULL (a pointer may be NULL only with length 0).
- */
+// A required pointer was NULL (a pointer may be NULL only with length 0).
 #define LSHK_STATUS_NULL_POINTER 1
 
-/*
- An argument is outside its documented domain (dim 0, K > 32, a bad enum
- value, stride < dim, unsorted CSR indices, a misaligned pointer, ...).
- */
+// An argument is outside its documented domain (dim 0, K > 32, a bad enum
+// value, stride < dim, unsorted CSR indices, a misaligned pointer, ...).
 #define LSHK_STATUS_INVALID_ARGUMENT 2
 
-/*
- An output buffer is shorter than the call needs.
- */
+// An output buffer is shorter than the call needs.
 #define LSHK_STATUS_BUFFER_TOO_SMALL 3
 
-/*
- An id or index is >= the number of rows it refers to.
- */
+// An id or index is >= the number of rows it refers to.
 #define LSHK_STATUS_INDEX_OUT_OF_RANGE 4
 
-/*
- The requested ISA tier is not available on this CPU.
- */
+// The requested ISA tier is not available on this CPU.
 #define LSHK_STATUS_UNSUPPORTED_ISA 5
 
-/*
- The operating system reported an I/O failure.
- */
+// The operating system reported an I/O failure.
 #define LSHK_STATUS_IO_ERROR 6
 
-/*
- A file is truncated, corrupt, foreign or of an unsupported version.
- */
+// A file is truncated, corrupt, foreign or of an unsupported version.
 #define LSHK_STATUS_BAD_FILE_FORMAT 7
 
-/*
- Memory could not be allocated.
- */
+// Memory could not be allocated.
 #define LSHK_STATUS_ALLOCATION_FAILED 8
 
-/*
- lshk panicked internally (a bug); the panic was stopped at the boundary.
- */
+// lshk panicked internally (a bug); the panic was stopped at the boundary.
 #define LSHK_STATUS_PANIC 9
 
-/*
- The handle is not a live handle of the expected type (freed, foreign).
- */
+// The handle is not a live handle of the expected type (freed, foreign).
 #define LSHK_STATUS_INVALID_HANDLE 10
 
-/*
- A size computation (e.g. n * dim) overflows the address space.
- */
+// A size computation (e.g. n * dim) overflows the address space.
 #define LSHK_STATUS_SIZE_OVERFLOW 11
 
-/*
- Input data holds NaN or infinity where finite values are required, or
- finite values whose arithmetic would overflow f32: an IVF index refuses
- rows with a |value| above sqrt(FLT_MAX / (16 (dim + 2))), every index
- refuses a query when max(max_j |q_j|, 1) times the largest |value| it
- stores exceeds FLT_MAX / (8 (dim + 2)) (its scores could overflow), and
- an LSH index refuses rows no query could be scored against
- (docs/hardening.md, "Value ranges").
- */
+// Input data holds NaN or infinity where finite values are required, or
+// finite values whose arithmetic would overflow f32: an IVF index refuses
+// rows with a |value| above sqrt(FLT_MAX / (16 (dim + 2))), every index
+// refuses a query when max(max_j |q_j|, 1) times the largest |value| it
+// stores exceeds FLT_MAX / (8 (dim + 2)) (its scores could overflow), and
+// an LSH index refuses rows no query could be scored against
+// (docs/hardening.md, "Value ranges").
 #define LSHK_STATUS_NON_FINITE 12
 
-/*
- The operation does not apply to the index's candidate source (e.g.
- label training on a graph source, calibration of a source without
- lists, the hash family of an IVF source); the message names both.
- */
+// The operation does not apply to the index's candidate source (e.g.
+// label training on a graph source, calibration of a source without
+// lists, the hash family of an IVF source); the message names both.
 #define LSHK_STATUS_UNSUPPORTED 13
 
-/*
- Plain Rust, the reference every other tier is tested against.
- */
+// Plain Rust, the reference every other tier is tested against.
 #define LSHK_ISA_SCALAR 0
 
-/*
- Portable SIMD (the `wide` crate) at the build's baseline features.
- */
+// Portable SIMD (the `wide` crate) at the build's baseline features.
 #define LSHK_ISA_PORTABLE 1
 
-/*
- AVX2 + FMA (and POPCNT, BMI1, which every AVX2 CPU has).
- */
+// AVX2 + FMA (and POPCNT, BMI1, which every AVX2 CPU has).
 #define LSHK_ISA_AVX2 2
 
-/*
- AVX-512 F/BW/DQ/VL (plus the AVX2 tier's features). Same accuracy bounds
- as every other tier (bf16 weights are widened to f32, never multiplied
- with `vdpbf16ps`).
- */
+// AVX-512 F/BW/DQ/VL (plus the AVX2 tier's features). Same accuracy bounds
+// as every other tier (bf16 weights are widened to f32, never multiplied
+// with `vdpbf16ps`).
 #define LSHK_ISA_AVX512 3
 
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
-/*
- The name of a status code, e.g. `"LSHK_STATUS_NULL_POINTER"`; for a value
- that is not a status code, `"LSHK_STATUS_UNKNOWN"`. Never NULL; the string
- is static. Thread-safe.
- */
+// The name of a status code, e.g. `"LSHK_STATUS_NULL_POINTER"`; for a value
+// that is not a status code, `"LSHK_STATUS_UNKNOWN"`. Never NULL; the string
+// is static. Thread-safe.
 const char *lshk_status_name(lshk_status status);
 
-/*
- Copies this thread's last error message into `buf` (NUL-terminated,
- truncated to `buf_len - 1` bytes if the buffer is short) and returns the
- full message length in bytes, excluding the NUL: call with
- `buf = NULL, buf_len = 0` to learn the size needed. Returns 0 (and writes
- an empty string when `buf_len > 0`) if no call on this thread has failed.
- The message is kept until the next failure on the same thread.
-
- # Safety
- `buf` must point to `buf_len` writable bytes, or be NULL with `buf_len` 0.
- */
+// Copies this thread's last error message into `buf` (NUL-terminated,
+// truncated to `buf_len - 1` bytes if the buffer is short) and returns the
+// full message length in bytes, excluding the NUL: call with
+// `buf = NULL, buf_len = 0` to learn the size needed. Returns 0 (and writes
+// an empty string when `buf_len > 0`) if no call on this thread has failed.
+// The message is kept until the next failure on the same thread.
+//
+// # Safety
+// `buf` must point to `buf_len` writable bytes, or be NULL with `buf_len` 0.
 size_t lshk_last_error_message(char *buf,
                                size_t buf_len);
 
-/*
- The library version, e.g. `"0.1.0"` (static string; equals
- `LSHK_VERSION_STRING` of the header it was built with).
- */
+// The library version, e.g. `"0.1.0"` (static string; equals
+// `LSHK_VERSION_STRING` of the header it was built with).
 const char *lshk_version(void);
 
-/*
- The best tier this CPU supports (ignores any cap).
- */
+// The best tier this CPU supports (ignores any cap).
 lshk_isa lshk_isa_detected(void);
 
-/*
- The tier kernels run on now: the detected tier, lowered by the
- environment variable `LSHK_MAX_ISA` (read once, at the first call into
- lshk) and by `lshk_isa_set_max`.
- */
+// The tier kernels run on now: the detected tier, lowered by the
+// environment variable `LSHK_MAX_ISA` (read once, at the first call into
+// lshk) and by `lshk_isa_set_max`.
 lshk_isa lshk_isa_active(void);
 
-/*
- Caps the tier for the whole process at `max`. The cap can be lowered or
- raised again, but never above what `LSHK_MAX_ISA` allows or the CPU has
- (asking for more than the CPU has is not an error: the tier stays at the
- best available). Not meant to race with running kernels: a call in flight
- finishes on the tier it started with.
-
- Errors: `LSHK_STATUS_INVALID_ARGUMENT` if `max` is not an `LSHK_ISA_*`.
- */
+// Caps the tier for the whole process at `max`. The cap can be lowered or
+// raised again, but never above what `LSHK_MAX_ISA` allows or the CPU has
+// (asking for more than the CPU has is not an error: the tier stays at the
+// best available). Not meant to race with running kernels: a call in flight
+// finishes on the tier it started with.
+//
+// Errors: `LSHK_STATUS_INVALID_ARGUMENT` if `max` is not an `LSHK_ISA_*`.
 lshk_status lshk_isa_set_max(lshk_isa max);
 
-/*
- The name of a tier (`"scalar"`, `"portable"`, `"avx2"`, `"avx512"`), or
- `"unknown"`. Static string.
- */
+// The name of a tier (`"scalar"`, `"portable"`, `"avx2"`, `"avx512"`), or
+// `"unknown"`. Static string.
 const char *lshk_isa_name(lshk_isa isa);
 
-/*
- Creates a DWTA family of `tables` (L) tables of `bins_per_table` (K)
- bins of `bin_size` (B) coordinates over `dim`-dimensional inputs, from
- `seed`.
-
- The bin map is fixed for ever by the seed (same map, bit for bit, in
- every version and on every platform): ceil(K*L*B / dim) independent
- uniform permutations of [0, dim), concatenated and cut to K*L*B entries.
- The generator is SplitMix64 seeded with `seed`; integers below n come
- from Lemire's multiply-shift with rejection; each permutation is the
- forward Fisher-Yates pass over a fresh array a = [0, 1, ..., dim-1]:
- `for i = 0 .. dim-2: swap(a[i], a[i + below(dim - i)])`. Entry i is final
- after step i, so the last permutation, of which only m entries are kept,
- stops after its first min(m, dim-1) steps.
-
- On success `*out` receives a new handle (free it with lshk_dwta_free);
- on failure `*out` is not written.
-
- Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim not in
- 1..=2^31-1, bin_size not a power of two in 2..=256, K = 0,
- K*log2(bin_size) > 32, L = 0, K*L > 2^20, `out` misaligned),
- ALLOCATION_FAILED.
- */
+// Creates a DWTA family of `tables` (L) tables of `bins_per_table` (K)
+// bins of `bin_size` (B) coordinates over `dim`-dimensional inputs, from
+// `seed`.
+//
+// The bin map is fixed for ever by the seed (same map, bit for bit, in
+// every version and on every platform): ceil(K*L*B / dim) independent
+// uniform permutations of [0, dim), concatenated and cut to K*L*B entries.
+// The generator is SplitMix64 seeded with `seed`; integers below n come
+// from Lemire's multiply-shift with rejection; each permutation is the
+// forward Fisher-Yates pass over a fresh array a = [0, 1, ..., dim-1]:
+// `for i = 0 .. dim-2: swap(a[i], a[i + below(dim - i)])`. Entry i is final
+// after step i, so the last permutation, of which only m entries are kept,
+// stops after its first min(m, dim-1) steps.
+//
+// On success `*out` receives a new handle (free it with lshk_dwta_free);
+// on failure `*out` is not written.
+//
+// Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim not in
+// 1..=2^31-1, bin_size not a power of two in 2..=256, K = 0,
+// K*log2(bin_size) > 32, L = 0, K*L > 2^20, `out` misaligned),
+// ALLOCATION_FAILED.
 lshk_status lshk_dwta_new(uint32_t dim,
                           uint32_t bins_per_table,
                           uint32_t tables,
@@ -1292,20 +864,18 @@ lshk_status lshk_dwta_new(uint32_t dim,
                           uint64_t seed,
                           struct lshk_dwta **out);
 
-/*
- Creates a DWTA family from a caller-given bin map: `map` holds
- `map_len` = K*L*bin_size coordinates, bin-major (bin j = l*K + k is
- map[j*B .. j*B + B]), each < dim; repeats are allowed. The map is copied.
- Same shape rules as lshk_dwta_new.
-
- Errors: NULL_POINTER (`out`, or `map` with map_len > 0), INVALID_ARGUMENT
- (shape as in lshk_dwta_new; map_len != K*L*B; `map` or `out`
- misaligned), INDEX_OUT_OF_RANGE (an entry >= dim), SIZE_OVERFLOW,
- ALLOCATION_FAILED. `*out` is written only on success.
-
- # Safety
- `map` must point to `map_len` readable u32.
- */
+// Creates a DWTA family from a caller-given bin map: `map` holds
+// `map_len` = K*L*bin_size coordinates, bin-major (bin j = l*K + k is
+// map[j*B .. j*B + B]), each < dim; repeats are allowed. The map is copied.
+// Same shape rules as lshk_dwta_new.
+//
+// Errors: NULL_POINTER (`out`, or `map` with map_len > 0), INVALID_ARGUMENT
+// (shape as in lshk_dwta_new; map_len != K*L*B; `map` or `out`
+// misaligned), INDEX_OUT_OF_RANGE (an entry >= dim), SIZE_OVERFLOW,
+// ALLOCATION_FAILED. `*out` is written only on success.
+//
+// # Safety
+// `map` must point to `map_len` readable u32.
 lshk_status lshk_dwta_from_map(const uint32_t *map,
                                size_t map_len,
                                uint32_t dim,
@@ -1314,64 +884,56 @@ lshk_status lshk_dwta_from_map(const uint32_t *map,
                                uint32_t bin_size,
                                struct lshk_dwta **out);
 
-/*
- Releases a family. NULL is a no-op. A freed or foreign handle is
- reported as INVALID_HANDLE and otherwise ignored.
-
- # Safety
- `h` is NULL or a handle from lshk_dwta_new/_from_map that no other thread
- is using.
- */
+// Releases a family. NULL is a no-op. A freed or foreign handle is
+// reported as INVALID_HANDLE and otherwise ignored.
+//
+// # Safety
+// `h` is NULL or a handle from lshk_dwta_new/_from_map that no other thread
+// is using.
 lshk_status lshk_dwta_free(struct lshk_dwta *h);
 
-/*
- Shape of a family: writes dim, K, L and B into the non-NULL pointers
- among `dim`, `bins_per_table`, `tables`, `bin_size`.
-
- Errors: NULL_POINTER (`h`), INVALID_HANDLE, INVALID_ARGUMENT (a
- misaligned output pointer). Nothing is written on error.
-
- # Safety
- Non-NULL output pointers must be writable.
- */
+// Shape of a family: writes dim, K, L and B into the non-NULL pointers
+// among `dim`, `bins_per_table`, `tables`, `bin_size`.
+//
+// Errors: NULL_POINTER (`h`), INVALID_HANDLE, INVALID_ARGUMENT (a
+// misaligned output pointer). Nothing is written on error.
+//
+// # Safety
+// Non-NULL output pointers must be writable.
 lshk_status lshk_dwta_shape(const struct lshk_dwta *h,
                             uint32_t *dim,
                             uint32_t *bins_per_table,
                             uint32_t *tables,
                             uint32_t *bin_size);
 
-/*
- Copies the bin map (K*L*B coordinates, bin-major) into `out`
- (`out_len` >= K*L*B). lshk_dwta_from_map of the copy gives the same
- family.
-
- Errors: NULL_POINTER, INVALID_HANDLE, BUFFER_TOO_SMALL, INVALID_ARGUMENT
- (`out` misaligned). Nothing is written on error.
-
- # Safety
- `out` must hold `out_len` writable u32.
- */
+// Copies the bin map (K*L*B coordinates, bin-major) into `out`
+// (`out_len` >= K*L*B). lshk_dwta_from_map of the copy gives the same
+// family.
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, BUFFER_TOO_SMALL, INVALID_ARGUMENT
+// (`out` misaligned). Nothing is written on error.
+//
+// # Safety
+// `out` must hold `out_len` writable u32.
 lshk_status lshk_dwta_copy_map(const struct lshk_dwta *h,
                                uint32_t *out,
                                size_t out_len);
 
-/*
- Hashes `n` dense rows of `x` (row i at `x + i * x_stride`,
- `x_stride >= dim` elements) into `codes[i * L + l]` (`codes_len` >= n*L):
- the key of table l (see lshk_dwta for the bin hash and the key layout).
- Any float is allowed (NaN never wins a bin; an all-NaN bin hashes to 0).
- n = 0 is a no-op. Runs on the active tier (lshk_isa_active); every tier
- gives identical keys. Thread-safe.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (x_stride < dim,
- misaligned pointers, `codes` overlapping `x`), SIZE_OVERFLOW,
- BUFFER_TOO_SMALL (codes_len).
- Nothing is written on error.
-
- # Safety
- `x` must hold (n-1)*x_stride + dim readable floats (or be NULL with
- n = 0); `codes` must hold `codes_len` writable u32.
- */
+// Hashes `n` dense rows of `x` (row i at `x + i * x_stride`,
+// `x_stride >= dim` elements) into `codes[i * L + l]` (`codes_len` >= n*L):
+// the key of table l (see lshk_dwta for the bin hash and the key layout).
+// Any float is allowed (NaN never wins a bin; an all-NaN bin hashes to 0).
+// n = 0 is a no-op. Runs on the active tier (lshk_isa_active); every tier
+// gives identical keys. Thread-safe.
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (x_stride < dim,
+// misaligned pointers, `codes` overlapping `x`), SIZE_OVERFLOW,
+// BUFFER_TOO_SMALL (codes_len).
+// Nothing is written on error.
+//
+// # Safety
+// `x` must hold (n-1)*x_stride + dim readable floats (or be NULL with
+// n = 0); `codes` must hold `codes_len` writable u32.
 lshk_status lshk_dwta_hash_dense(const struct lshk_dwta *h,
                                  const float *x,
                                  size_t n,
@@ -1379,16 +941,14 @@ lshk_status lshk_dwta_hash_dense(const struct lshk_dwta *h,
                                  uint32_t *codes,
                                  size_t codes_len);
 
-/*
- lshk_dwta_hash_dense on one chosen tier `isa` (for tests and
- benchmarks). The tier cap (LSHK_MAX_ISA) does not apply here.
-
- Errors: as lshk_dwta_hash_dense, plus INVALID_ARGUMENT (not an
- LSHK_ISA_* value) and UNSUPPORTED_ISA (this CPU lacks the tier).
-
- # Safety
- As lshk_dwta_hash_dense.
- */
+// lshk_dwta_hash_dense on one chosen tier `isa` (for tests and
+// benchmarks). The tier cap (LSHK_MAX_ISA) does not apply here.
+//
+// Errors: as lshk_dwta_hash_dense, plus INVALID_ARGUMENT (not an
+// LSHK_ISA_* value) and UNSUPPORTED_ISA (this CPU lacks the tier).
+//
+// # Safety
+// As lshk_dwta_hash_dense.
 lshk_status lshk_dwta_hash_dense_isa(lshk_isa isa,
                                      const struct lshk_dwta *h,
                                      const float *x,
@@ -1397,28 +957,26 @@ lshk_status lshk_dwta_hash_dense_isa(lshk_isa isa,
                                      uint32_t *codes,
                                      size_t codes_len);
 
-/*
- Hashes `n` sparse rows in CSR form into `codes[i * L + l]`
- (`codes_len` >= n*L). Row i's entries are `indices[k]`, `values[k]` for
- k in `indptr[i] .. indptr[i+1]`; `indptr` holds n + 1 entries, starts at
- 0 and never decreases; `indices` and `values` hold `indptr[n]` entries. In
- each row the indices must strictly increase (sorted, no duplicates) and
- be < dim. Values may be any float (a stored 0.0 is present; NaN never
- wins). Empty bins are densified as described at lshk_dwta. n = 0 is a
- no-op (indptr, indices, values and codes may then be NULL). Runs on the
- active tier; every tier gives identical keys. Thread-safe. The whole
- batch is validated before anything is written.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (`indptr[0] != 0`,
- indptr decreasing, indices unsorted or duplicated within a row,
- misaligned pointers, `codes` overlapping an input), INDEX_OUT_OF_RANGE
- (an index >= dim),
- SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len). Nothing is written on error.
-
- # Safety
- `indptr` must hold n + 1 readable size_t; `indices` and `values`
- `indptr[n]` readable elements; `codes` `codes_len` writable u32.
- */
+// Hashes `n` sparse rows in CSR form into `codes[i * L + l]`
+// (`codes_len` >= n*L). Row i's entries are `indices[k]`, `values[k]` for
+// k in `indptr[i] .. indptr[i+1]`; `indptr` holds n + 1 entries, starts at
+// 0 and never decreases; `indices` and `values` hold `indptr[n]` entries. In
+// each row the indices must strictly increase (sorted, no duplicates) and
+// be < dim. Values may be any float (a stored 0.0 is present; NaN never
+// wins). Empty bins are densified as described at lshk_dwta. n = 0 is a
+// no-op (indptr, indices, values and codes may then be NULL). Runs on the
+// active tier; every tier gives identical keys. Thread-safe. The whole
+// batch is validated before anything is written.
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (`indptr[0] != 0`,
+// indptr decreasing, indices unsorted or duplicated within a row,
+// misaligned pointers, `codes` overlapping an input), INDEX_OUT_OF_RANGE
+// (an index >= dim),
+// SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len). Nothing is written on error.
+//
+// # Safety
+// `indptr` must hold n + 1 readable size_t; `indices` and `values`
+// `indptr[n]` readable elements; `codes` `codes_len` writable u32.
 lshk_status lshk_dwta_hash_sparse(const struct lshk_dwta *h,
                                   const size_t *indptr,
                                   const uint32_t *indices,
@@ -1427,16 +985,14 @@ lshk_status lshk_dwta_hash_sparse(const struct lshk_dwta *h,
                                   uint32_t *codes,
                                   size_t codes_len);
 
-/*
- lshk_dwta_hash_sparse on one chosen tier `isa` (for tests and
- benchmarks). The tier cap (LSHK_MAX_ISA) does not apply here.
-
- Errors: as lshk_dwta_hash_sparse, plus INVALID_ARGUMENT (not an
- LSHK_ISA_* value) and UNSUPPORTED_ISA (this CPU lacks the tier).
-
- # Safety
- As lshk_dwta_hash_sparse.
- */
+// lshk_dwta_hash_sparse on one chosen tier `isa` (for tests and
+// benchmarks). The tier cap (LSHK_MAX_ISA) does not apply here.
+//
+// Errors: as lshk_dwta_hash_sparse, plus INVALID_ARGUMENT (not an
+// LSHK_ISA_* value) and UNSUPPORTED_ISA (this CPU lacks the tier).
+//
+// # Safety
+// As lshk_dwta_hash_sparse.
 lshk_status lshk_dwta_hash_sparse_isa(lshk_isa isa,
                                       const struct lshk_dwta *h,
                                       const size_t *indptr,
@@ -1446,56 +1002,48 @@ lshk_status lshk_dwta_hash_sparse_isa(lshk_isa isa,
                                       uint32_t *codes,
                                       size_t codes_len);
 
-/*
- Plans the transforms for vectors of `d` floats (1 <= d <= 2^24) and
- allocates the handle's buffers; calls run on the active ISA tier (the
- result does not depend on it: every tier returns the same bits).
-
- On success `*out` receives a new handle (free it with lshk_hrr_free);
- on failure `*out` is not written.
-
- Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (d 0 or above 2^24, a
- misaligned `out`), ALLOCATION_FAILED.
- */
+// Plans the transforms for vectors of `d` floats (1 <= d <= 2^24) and
+// allocates the handle's buffers; calls run on the active ISA tier (the
+// result does not depend on it: every tier returns the same bits).
+//
+// On success `*out` receives a new handle (free it with lshk_hrr_free);
+// on failure `*out` is not written.
+//
+// Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (d 0 or above 2^24, a
+// misaligned `out`), ALLOCATION_FAILED.
 lshk_status lshk_hrr_new(size_t d,
                          struct lshk_hrr **out);
 
-/*
- As lshk_hrr_new, with every call of the handle on tier `isa` (for
- tests and benchmarks).
-
- Errors: as lshk_hrr_new, INVALID_ARGUMENT (`isa` not an LSHK_ISA_*
- value), UNSUPPORTED_ISA (the CPU lacks the tier).
- */
+// As lshk_hrr_new, with every call of the handle on tier `isa` (for
+// tests and benchmarks).
+//
+// Errors: as lshk_hrr_new, INVALID_ARGUMENT (`isa` not an LSHK_ISA_*
+// value), UNSUPPORTED_ISA (the CPU lacks the tier).
 lshk_status lshk_hrr_new_isa(size_t d,
                              lshk_isa isa,
                              struct lshk_hrr **out);
 
-/*
- Releases a handle. NULL is a no-op; a freed or foreign handle is
- reported as INVALID_HANDLE and otherwise ignored.
-
- # Safety
- `h` is NULL or a handle from lshk_hrr_new[_isa] that no other thread is
- using.
- */
+// Releases a handle. NULL is a no-op; a freed or foreign handle is
+// reported as INVALID_HANDLE and otherwise ignored.
+//
+// # Safety
+// `h` is NULL or a handle from lshk_hrr_new[_isa] that no other thread is
+// using.
 lshk_status lshk_hrr_free(struct lshk_hrr *h);
 
-/*
- Binds row by row: `out_r = x_r ⊛ y_r`, the circular convolution
- `real(ifft(fft(x_r) * fft(y_r)))`, for r < n; `x` holds `x_rows` rows
- of d floats (1: the same row for every r; or n), `y` and `out` n rows
- each (contiguous, d floats apart). n = 0 is a no-op.
-
- Errors: NULL_POINTER (`h`, a buffer with n > 0), INVALID_HANDLE,
- INVALID_ARGUMENT (x_rows not 1 or n, a misaligned buffer, `out`
- overlapping an input), SIZE_OVERFLOW (n * d), NON_FINITE (NaN or
- infinity in `x` or `y`). Nothing is written on error.
-
- # Safety
- `x` holds x_rows * d readable floats, `y` n * d, `out` n * d writable
- ones; no other thread uses `h`.
- */
+// Binds row by row: `out_r = x_r ⊛ y_r`, the circular convolution
+// `real(ifft(fft(x_r) * fft(y_r)))`, for r < n; `x` holds `x_rows` rows
+// of d floats (1: the same row for every r; or n), `y` and `out` n rows
+// each (contiguous, d floats apart). n = 0 is a no-op.
+//
+// Errors: NULL_POINTER (`h`, a buffer with n > 0), INVALID_HANDLE,
+// INVALID_ARGUMENT (x_rows not 1 or n, a misaligned buffer, `out`
+// overlapping an input), SIZE_OVERFLOW (n * d), NON_FINITE (NaN or
+// infinity in `x` or `y`). Nothing is written on error.
+//
+// # Safety
+// `x` holds x_rows * d readable floats, `y` n * d, `out` n * d writable
+// ones; no other thread uses `h`.
 lshk_status lshk_hrr_bind(struct lshk_hrr *h,
                           const float *x,
                           size_t x_rows,
@@ -1503,20 +1051,18 @@ lshk_status lshk_hrr_bind(struct lshk_hrr *h,
                           size_t n,
                           float *out);
 
-/*
- Unbinds row by row: `out_r = key_r† ⊛ s_r` for r < n, with `inverse`
- LSHK_HRR_INVERSE_APPROX (`key†_i = key_{-i mod d}`: the spectrum
- `conj(fft(key))`) or LSHK_HRR_INVERSE_EXACT (`ifft(fft(s_r) /
- fft(key_r))`; where fft(key) has a zero frequency the output is NaN or
- infinite). `key` holds `key_rows` rows (1 or n), `s` and `out` n rows.
-
- Errors: as lshk_hrr_bind, and INVALID_ARGUMENT for an `inverse` that is
- not an LSHK_HRR_INVERSE_* value. Nothing is written on error.
-
- # Safety
- `key` holds key_rows * d readable floats, `s` n * d, `out` n * d
- writable ones; no other thread uses `h`.
- */
+// Unbinds row by row: `out_r = key_r† ⊛ s_r` for r < n, with `inverse`
+// LSHK_HRR_INVERSE_APPROX (`key†_i = key_{-i mod d}`: the spectrum
+// `conj(fft(key))`) or LSHK_HRR_INVERSE_EXACT (`ifft(fft(s_r) /
+// fft(key_r))`; where fft(key) has a zero frequency the output is NaN or
+// infinite). `key` holds `key_rows` rows (1 or n), `s` and `out` n rows.
+//
+// Errors: as lshk_hrr_bind, and INVALID_ARGUMENT for an `inverse` that is
+// not an LSHK_HRR_INVERSE_* value. Nothing is written on error.
+//
+// # Safety
+// `key` holds key_rows * d readable floats, `s` n * d, `out` n * d
+// writable ones; no other thread uses `h`.
 lshk_status lshk_hrr_unbind(struct lshk_hrr *h,
                             uint32_t inverse,
                             const float *key,
@@ -1525,44 +1071,40 @@ lshk_status lshk_hrr_unbind(struct lshk_hrr *h,
                             size_t n,
                             float *out);
 
-/*
- Projects n rows of d floats to unit magnitude in the Fourier domain:
- `out_r = real(ifft(fft(x_r) / (|fft(x_r)| + 1e-5)))`.
-
- Errors: NULL_POINTER (`h`, a buffer with n > 0), INVALID_HANDLE,
- INVALID_ARGUMENT (a misaligned buffer, `out` overlapping `x`),
- SIZE_OVERFLOW, NON_FINITE (in `x`). Nothing is written on error.
-
- # Safety
- `x` holds n * d readable floats, `out` n * d writable ones; no other
- thread uses `h`.
- */
+// Projects n rows of d floats to unit magnitude in the Fourier domain:
+// `out_r = real(ifft(fft(x_r) / (|fft(x_r)| + 1e-5)))`.
+//
+// Errors: NULL_POINTER (`h`, a buffer with n > 0), INVALID_HANDLE,
+// INVALID_ARGUMENT (a misaligned buffer, `out` overlapping `x`),
+// SIZE_OVERFLOW, NON_FINITE (in `x`). Nothing is written on error.
+//
+// # Safety
+// `x` holds n * d readable floats, `out` n * d writable ones; no other
+// thread uses `h`.
 lshk_status lshk_hrr_project(struct lshk_hrr *h,
                              const float *x,
                              size_t n,
                              float *out);
 
-/*
- Writes rows `first .. first + m` of the projected class vectors of
- `(seed, d)` into `out` (m rows of d floats), on `threads` threads (0 =
- every core; the result does not depend on it). Each row is a unit
- vector whose spectrum has magnitude 1 at every frequency, with uniform
- random phases (the distribution of projected Gaussian vectors). The
- generator is frozen: the same arguments give the same bits in every
- version, on every tier and platform (SplitMix64 per row, seeded with
- output first + r + 1 of SplitMix64(seed); phases by Marsaglia's polar
- rejection; a fixed f64 inverse DFT with fdlibm's sine and cosine
- polynomials; docs/hrr.md has the details). Needs no handle. Costs
- O(d * (sum of the prime factors of d)) per row: a d with a large prime
- factor is slow.
-
- Errors: NULL_POINTER (`out` with m > 0), INVALID_ARGUMENT (d 0 or above
- 2^24, a misaligned `out`), SIZE_OVERFLOW (m * d, or first + m above
- 2^64), ALLOCATION_FAILED. Nothing is written on error.
-
- # Safety
- `out` holds m * d writable floats.
- */
+// Writes rows `first .. first + m` of the projected class vectors of
+// `(seed, d)` into `out` (m rows of d floats), on `threads` threads (0 =
+// every core; the result does not depend on it). Each row is a unit
+// vector whose spectrum has magnitude 1 at every frequency, with uniform
+// random phases (the distribution of projected Gaussian vectors). The
+// generator is frozen: the same arguments give the same bits in every
+// version, on every tier and platform (SplitMix64 per row, seeded with
+// output first + r + 1 of SplitMix64(seed); phases by Marsaglia's polar
+// rejection; a fixed f64 inverse DFT with fdlibm's sine and cosine
+// polynomials; docs/hrr.md has the details). Needs no handle. Costs
+// O(d * (sum of the prime factors of d)) per row: a d with a large prime
+// factor is slow.
+//
+// Errors: NULL_POINTER (`out` with m > 0), INVALID_ARGUMENT (d 0 or above
+// 2^24, a misaligned `out`), SIZE_OVERFLOW (m * d, or first + m above
+// 2^64), ALLOCATION_FAILED. Nothing is written on error.
+//
+// # Safety
+// `out` holds m * d writable floats.
 lshk_status lshk_hrr_class_vectors(uint64_t seed,
                                    size_t d,
                                    uint64_t first,
@@ -1570,62 +1112,56 @@ lshk_status lshk_hrr_class_vectors(uint64_t seed,
                                    uint32_t threads,
                                    float *out);
 
-/*
- Default build parameters: the SimHash source (K = 12, L = 50, Gaussian
- planes, bin_size 8, seed 1, automatic range_bits, no bucket cap), F32
- copy storage, no transform, all cores; IVF: automatic nlist, 10
- iterations, CODES_I8; graph: m 16, ef_construction 200, F32 rows;
- forest: 8 trees, leaf_size 64, seed 1; no caller-given planes, map,
- weights or progress callback; struct_size = sizeof(lshk_index_params).
- */
+// Default build parameters: the SimHash source (K = 12, L = 50, Gaussian
+// planes, bin_size 8, seed 1, automatic range_bits, no bucket cap), F32
+// copy storage, no transform, all cores; IVF: automatic nlist, 10
+// iterations, CODES_I8; graph: m 16, ef_construction 200, F32 rows;
+// forest: 8 trees, leaf_size 64, seed 1; no caller-given planes, map,
+// weights or progress callback; struct_size = sizeof(lshk_index_params).
 struct lshk_index_params lshk_index_params_default(void);
 
-/*
- Default query parameters: LSH min_count 1, no budget, no multi-probe;
- IVF adaptive (reach 3.0, no nprobe cap), rerank 32; graph WALK_EXACT,
- ef 100, rerank 0 (the whole pool); forest set_size 256;
- struct_size = sizeof(lshk_query_params).
- */
+// Default query parameters: LSH min_count 1, no budget, no multi-probe;
+// IVF adaptive (reach 3.0, no nprobe cap), rerank 32; graph WALK_EXACT,
+// ef 100, rerank 0 (the whole pool); forest set_size 256;
+// struct_size = sizeof(lshk_query_params).
 struct lshk_query_params lshk_query_params_default(void);
 
-/*
- Builds an index over `rows` rows of `dim` floats (row r at
- `w + r * w_stride`, `w_stride >= dim`, in elements) with an optional
- `bias` (`rows` floats, NULL = none; the scores are `w_r . q + b_r`):
- the candidate source `p->source` is built from the rows with its knobs
- (`p->lsh`, `p->ivf`, `p->graph` or `p->forest`), and W is kept per
- `p->storage` for the exact scores (BORROWED_F32 keeps `w` itself: it
- must stay alive and unchanged until lshk_index_free). `p` NULL =
- lshk_index_params_default(). Every index is a pure function of W, the
- bias and the parameters: the same on every ISA tier and thread count.
- Progress (optional) as described at lshk_progress_fn.
-
- On success `*out` receives a new handle (free it with lshk_index_free);
- on failure `*out` is not written.
-
- Errors: NULL_POINTER (`out`, `w`, a knob's array NULL with a length),
- INVALID_ARGUMENT (rows 0, dim 0, stride < dim, struct_size too small, a
- value that is not one of its LSHK_* constants, a reserved field not 0;
- LSH: a bad K/L/B/range_bits, planes_len or dwta_map_len not matching, a
- transform with caller-given arrays of the wrong width; IVF: nlist >
- rows, iters 0, train_rows < nlist, pq_m not 0 without PQ4 codes or not
- dividing dim, fewer than 16 rows with PQ4 codes, n_weights != rows, a
- negative weight or all 0; graph: m outside 2..=256, ef_construction 0,
- rows >= 2^32 - 1; forest: rows < 2, trees outside 1..=4096, leaf_size <
- 2, normalize_rows not 0/1, a storage other than F32/BORROWED_F32;
- a transform on a non-LSH source; row weights on a non-IVF source;
- |w| > 65504 with F16 storage), INDEX_OUT_OF_RANGE (a caller-given map
- coordinate >= dim'), NON_FINITE (NaN or infinity in W, the bias or the
- row weights, the message naming the row; a |value| above
- FLT_MAX / (8 (dim + 2)), against which no query could be scored within
- f32; IVF: above sqrt(FLT_MAX / (16 (dim + 2)))), SIZE_OVERFLOW,
- ALLOCATION_FAILED.
-
- # Safety
- `w` must hold (rows-1)*w_stride + dim readable floats, `bias` (if not
- NULL) `rows` floats; `p` NULL or a valid params struct whose pointers
- hold their stated lengths.
- */
+// Builds an index over `rows` rows of `dim` floats (row r at
+// `w + r * w_stride`, `w_stride >= dim`, in elements) with an optional
+// `bias` (`rows` floats, NULL = none; the scores are `w_r . q + b_r`):
+// the candidate source `p->source` is built from the rows with its knobs
+// (`p->lsh`, `p->ivf`, `p->graph` or `p->forest`), and W is kept per
+// `p->storage` for the exact scores (BORROWED_F32 keeps `w` itself: it
+// must stay alive and unchanged until lshk_index_free). `p` NULL =
+// lshk_index_params_default(). Every index is a pure function of W, the
+// bias and the parameters: the same on every ISA tier and thread count.
+// Progress (optional) as described at lshk_progress_fn.
+//
+// On success `*out` receives a new handle (free it with lshk_index_free);
+// on failure `*out` is not written.
+//
+// Errors: NULL_POINTER (`out`, `w`, a knob's array NULL with a length),
+// INVALID_ARGUMENT (rows 0, dim 0, stride < dim, struct_size too small, a
+// value that is not one of its LSHK_* constants, a reserved field not 0;
+// LSH: a bad K/L/B/range_bits, planes_len or dwta_map_len not matching, a
+// transform with caller-given arrays of the wrong width; IVF: nlist >
+// rows, iters 0, train_rows < nlist, pq_m not 0 without PQ4 codes or not
+// dividing dim, fewer than 16 rows with PQ4 codes, n_weights != rows, a
+// negative weight or all 0; graph: m outside 2..=256, ef_construction 0,
+// rows >= 2^32 - 1; forest: rows < 2, trees outside 1..=4096, leaf_size <
+// 2, normalize_rows not 0/1, a storage other than F32/BORROWED_F32;
+// a transform on a non-LSH source; row weights on a non-IVF source;
+// |w| > 65504 with F16 storage), INDEX_OUT_OF_RANGE (a caller-given map
+// coordinate >= dim'), NON_FINITE (NaN or infinity in W, the bias or the
+// row weights, the message naming the row; a |value| above
+// FLT_MAX / (8 (dim + 2)), against which no query could be scored within
+// f32; IVF: above sqrt(FLT_MAX / (16 (dim + 2)))), SIZE_OVERFLOW,
+// ALLOCATION_FAILED.
+//
+// # Safety
+// `w` must hold (rows-1)*w_stride + dim readable floats, `bias` (if not
+// NULL) `rows` floats; `p` NULL or a valid params struct whose pointers
+// hold their stated lengths.
 lshk_status lshk_index_build(const float *w,
                              const float *bias,
                              size_t rows,
@@ -1634,39 +1170,37 @@ lshk_status lshk_index_build(const float *w,
                              const struct lshk_index_params *p,
                              struct lshk_index **out);
 
-/*
- The top `k` rows of each of `nq` queries (query i at `q + i * q_stride`,
- `q_stride >= dim` elements): the source's candidates (LSH: hash ->
- gather; IVF: the lists' codes and re-rank; graph: the walk; forest: the
- leaves' set) -> the logits of the ORIGINAL W and bias for them (the
- stored W in its storage; the IVF source's exact re-rank scores pass
- through unchanged with F32 or BORROWED_F32 storage) -> top-k. Writes
- `out_ids[i*k .. i*k + k]` (and `out_scores`, when not NULL) per query:
- descending by score, equal scores by smaller id, padded with
- UINT32_MAX / -INFINITY when a query has fewer than k candidates. Both
- outputs hold at least nq*k elements. `k = 0` or `nq = 0` writes no ids
- or scores (stats are still written). `qp` NULL =
- lshk_query_params_default(); each source reads its own knobs. `stats`
- (NULL = none; set its struct_size) receives the batch's counts.
- Thread-safe: many threads may query one index at once; each thread
- reuses its own scratch, so after a warm-up call of the same size a
- query allocates nothing.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
- struct_size of `qp` or `stats` too small, a reserved field not 0, a
- walk that is not an LSHK_GRAPH_WALK_* value; the reading source's
- knobs: LSH probes on DWTA or too many, bits_per_table not 0 or K; IVF
- nprobe 0, reach negative or not finite; graph ef 0, WALK_INT8 at dim >
- 65,472; misaligned or overlapping outputs), BUFFER_TOO_SMALL,
- NON_FINITE (a NaN or infinite query value, or a query whose scores
- could overflow f32), SIZE_OVERFLOW. Nothing is written on error.
-
- # Safety
- `q` must hold (nq-1)*q_stride + dim readable floats; `out_ids` nq*k
- writable u32; `out_scores` NULL or nq*k writable floats; `qp` NULL or a
- readable lshk_query_params; `stats` NULL or a writable
- lshk_query_stats; outputs overlap neither each other nor the inputs.
- */
+// The top `k` rows of each of `nq` queries (query i at `q + i * q_stride`,
+// `q_stride >= dim` elements): the source's candidates (LSH: hash ->
+// gather; IVF: the lists' codes and re-rank; graph: the walk; forest: the
+// leaves' set) -> the logits of the ORIGINAL W and bias for them (the
+// stored W in its storage; the IVF source's exact re-rank scores pass
+// through unchanged with F32 or BORROWED_F32 storage) -> top-k. Writes
+// `out_ids[i*k .. i*k + k]` (and `out_scores`, when not NULL) per query:
+// descending by score, equal scores by smaller id, padded with
+// UINT32_MAX / -INFINITY when a query has fewer than k candidates. Both
+// outputs hold at least nq*k elements. `k = 0` or `nq = 0` writes no ids
+// or scores (stats are still written). `qp` NULL =
+// lshk_query_params_default(); each source reads its own knobs. `stats`
+// (NULL = none; set its struct_size) receives the batch's counts.
+// Thread-safe: many threads may query one index at once; each thread
+// reuses its own scratch, so after a warm-up call of the same size a
+// query allocates nothing.
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
+// struct_size of `qp` or `stats` too small, a reserved field not 0, a
+// walk that is not an LSHK_GRAPH_WALK_* value; the reading source's
+// knobs: LSH probes on DWTA or too many, bits_per_table not 0 or K; IVF
+// nprobe 0, reach negative or not finite; graph ef 0, WALK_INT8 at dim >
+// 65,472; misaligned or overlapping outputs), BUFFER_TOO_SMALL,
+// NON_FINITE (a NaN or infinite query value, or a query whose scores
+// could overflow f32), SIZE_OVERFLOW. Nothing is written on error.
+//
+// # Safety
+// `q` must hold (nq-1)*q_stride + dim readable floats; `out_ids` nq*k
+// writable u32; `out_scores` NULL or nq*k writable floats; `qp` NULL or a
+// readable lshk_query_params; `stats` NULL or a writable
+// lshk_query_stats; outputs overlap neither each other nor the inputs.
 lshk_status lshk_index_query(const struct lshk_index *idx,
                              const float *q,
                              size_t nq,
@@ -1677,186 +1211,166 @@ lshk_status lshk_index_query(const struct lshk_index *idx,
                              float *out_scores,
                              struct lshk_query_stats *stats);
 
-/*
- Saves the index to `path` (a NUL-terminated file name): a versioned,
- little-endian lshk container with a CRC-32C per section (params, hash
- family, tables, bias, and the weights unless they are borrowed). The
- file is written to a temporary file in the same directory, flushed and
- renamed over `path`, so a crash never leaves a torn index at `path`:
- it holds the old index or the new one. A crash mid-write can leave the
- hidden temporary file `.<name>.tmp-<pid>-<nanos>-<seq>` next to it;
- lshk never reads such files, so they may be deleted whenever no save is
- running. Thread-safe (the index is only read); concurrent saves to one
- path (threads or processes) each write their own temporary file and
- the last rename wins. What `path` may name: nothing yet, a regular
- file (replaced), or a symbolic link to a regular file (the target is
- replaced, the link stays); anything else that exists (a directory,
- FIFO, socket, device node, dangling link) is refused with IO_ERROR and
- left as it is. Every lshk save follows these rules.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
- IO_ERROR (including a `path` that is not a regular file).
-
- # Safety
- `path` must be a NUL-terminated string.
- */
+// Saves the index to `path` (a NUL-terminated file name): a versioned,
+// little-endian lshk container with a CRC-32C per section (params, hash
+// family, tables, bias, and the weights unless they are borrowed). The
+// file is written to a temporary file in the same directory, flushed and
+// renamed over `path`, so a crash never leaves a torn index at `path`:
+// it holds the old index or the new one. A crash mid-write can leave the
+// hidden temporary file `.<name>.tmp-<pid>-<nanos>-<seq>` next to it;
+// lshk never reads such files, so they may be deleted whenever no save is
+// running. Thread-safe (the index is only read); concurrent saves to one
+// path (threads or processes) each write their own temporary file and
+// the last rename wins. What `path` may name: nothing yet, a regular
+// file (replaced), or a symbolic link to a regular file (the target is
+// replaced, the link stays); anything else that exists (a directory,
+// FIFO, socket, device node, dangling link) is refused with IO_ERROR and
+// left as it is. Every lshk save follows these rules.
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
+// IO_ERROR (including a `path` that is not a regular file).
+//
+// # Safety
+// `path` must be a NUL-terminated string.
 lshk_status lshk_index_save(const struct lshk_index *idx,
                             const char *path);
 
-/*
- Loads an index saved by lshk_index_save. The file is memory-mapped and
- the stored weights and the tables are used in place (no copy; the
- mapping lives until lshk_index_free, and its pages are shared with
- other processes mapping the same file); the hash family and the bias
- are read into memory. Every byte is read once to verify checksums and
- consistency. Replace an index file by saving a new one (write + rename,
- as lshk_index_save does), never by rewriting it in place while loaded.
-
- `borrowed_w`: for a file saved from a BORROWED_F32 index (whose weights
- are not stored) it must point to the same W as at build time (same
- rows, dim and w_stride; it is used in place and must stay alive and
- unchanged until lshk_index_free); NULL there is INVALID_ARGUMENT. For a
- file that stores its weights it must be NULL (non-NULL is
- INVALID_ARGUMENT, so a caller never believes its own W is used when the
- file's is).
-
- Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or map, or
- not a regular file: a FIFO, device or directory is refused without
- blocking; every lshk load does the same),
- BAD_FILE_FORMAT (truncated, corrupt, foreign, newer version, or
- content inconsistent with its params; the message names the problem),
- INVALID_ARGUMENT (empty path, misaligned `out`, borrowed_w misuse as
- above), NON_FINITE (borrowed W holds NaN/inf), ALLOCATION_FAILED. On failure `*out` is not written.
-
- # Safety
- `path` must be a NUL-terminated string; a non-NULL `borrowed_w` must
- hold (rows-1)*w_stride + dim readable floats of the saved shape.
- */
+// Loads an index saved by lshk_index_save. The file is memory-mapped and
+// the stored weights and the tables are used in place (no copy; the
+// mapping lives until lshk_index_free, and its pages are shared with
+// other processes mapping the same file); the hash family and the bias
+// are read into memory. Every byte is read once to verify checksums and
+// consistency. Replace an index file by saving a new one (write + rename,
+// as lshk_index_save does), never by rewriting it in place while loaded.
+//
+// `borrowed_w`: for a file saved from a BORROWED_F32 index (whose weights
+// are not stored) it must point to the same W as at build time (same
+// rows, dim and w_stride; it is used in place and must stay alive and
+// unchanged until lshk_index_free); NULL there is INVALID_ARGUMENT. For a
+// file that stores its weights it must be NULL (non-NULL is
+// INVALID_ARGUMENT, so a caller never believes its own W is used when the
+// file's is).
+//
+// Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or map, or
+// not a regular file: a FIFO, device or directory is refused without
+// blocking; every lshk load does the same),
+// BAD_FILE_FORMAT (truncated, corrupt, foreign, newer version, or
+// content inconsistent with its params; the message names the problem),
+// INVALID_ARGUMENT (empty path, misaligned `out`, borrowed_w misuse as
+// above), NON_FINITE (borrowed W holds NaN/inf), ALLOCATION_FAILED. On failure `*out` is not written.
+//
+// # Safety
+// `path` must be a NUL-terminated string; a non-NULL `borrowed_w` must
+// hold (rows-1)*w_stride + dim readable floats of the saved shape.
 lshk_status lshk_index_load(const char *path,
                             const float *borrowed_w,
                             struct lshk_index **out);
 
-/*
- Bytes held by the index: family, tables, bias, and the weights it owns
- or maps from its file (a borrowed W is the caller's and not counted).
-
- Errors: NULL_POINTER, INVALID_HANDLE.
-
- # Safety
- `out` must be a writable size_t.
- */
+// Bytes held by the index: family, tables, bias, and the weights it owns
+// or maps from its file (a borrowed W is the caller's and not counted).
+//
+// Errors: NULL_POINTER, INVALID_HANDLE.
+//
+// # Safety
+// `out` must be a writable size_t.
 lshk_status lshk_index_memory_bytes(const struct lshk_index *idx,
                                     size_t *out);
 
-/*
- What the index is: its source, storage, transform, shape and the
- source's main sizes (see lshk_index_info). Set `out->struct_size =
- sizeof(lshk_index_info)` first. Thread-safe.
-
- Errors: NULL_POINTER (`idx`, `out`), INVALID_HANDLE, INVALID_ARGUMENT
- (misaligned `out`, struct_size too small). Nothing is written on error.
-
- # Safety
- `out` must be a writable lshk_index_info whose struct_size is set.
- */
+// What the index is: its source, storage, transform, shape and the
+// source's main sizes (see lshk_index_info). Set `out->struct_size =
+// sizeof(lshk_index_info)` first. Thread-safe.
+//
+// Errors: NULL_POINTER (`idx`, `out`), INVALID_HANDLE, INVALID_ARGUMENT
+// (misaligned `out`, struct_size too small). Nothing is written on error.
+//
+// # Safety
+// `out` must be a writable lshk_index_info whose struct_size is set.
 lshk_status lshk_index_info(const struct lshk_index *idx,
                             struct lshk_index_info *out);
 
-/*
- Fills `*out` with a view of the weights (and bias) the index's logits
- come from, for callers who want the kernels directly (see
- lshk_weights_view). Set `out->struct_size = sizeof(lshk_weights_view)`
- first. The view borrows from the index: valid until lshk_index_free.
-
- Errors: NULL_POINTER (`idx`, `out`), INVALID_HANDLE, INVALID_ARGUMENT
- (misaligned `out`, `out->struct_size` too small). Nothing but the view's
- fields after `struct_size` is written, and only on success.
-
- # Safety
- `out` must be a writable lshk_weights_view whose struct_size is set.
- */
+// Fills `*out` with a view of the weights (and bias) the index's logits
+// come from, for callers who want the kernels directly (see
+// lshk_weights_view). Set `out->struct_size = sizeof(lshk_weights_view)`
+// first. The view borrows from the index: valid until lshk_index_free.
+//
+// Errors: NULL_POINTER (`idx`, `out`), INVALID_HANDLE, INVALID_ARGUMENT
+// (misaligned `out`, `out->struct_size` too small). Nothing but the view's
+// fields after `struct_size` is written, and only on success.
+//
+// # Safety
+// `out` must be a writable lshk_weights_view whose struct_size is set.
 lshk_status lshk_index_weights(const struct lshk_index *idx,
                                struct lshk_weights_view *out);
 
-/*
- Releases an index (and retires its borrowed family/tables handles).
- NULL is a no-op; a freed or foreign handle is INVALID_HANDLE.
-
- # Safety
- `idx` is NULL or a handle from lshk_index_build/_load that no other
- thread is using.
- */
+// Releases an index (and retires its borrowed family/tables handles).
+// NULL is a no-op; a freed or foreign handle is INVALID_HANDLE.
+//
+// # Safety
+// `idx` is NULL or a handle from lshk_index_build/_load that no other
+// thread is using.
 lshk_status lshk_index_free(struct lshk_index *idx);
 
-/*
- The index's SimHash family, as a borrowed handle valid until
- lshk_index_free: every `lshk_simhash_*` function taking a const handle
- accepts it (it hashes over dim', i.e. dim + 1 with a transform);
- lshk_simhash_free refuses it (INVALID_ARGUMENT). Always the same handle
- for one index.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a DWTA or
- graph index).
-
- # Safety
- `out` must be writable.
- */
+// The index's SimHash family, as a borrowed handle valid until
+// lshk_index_free: every `lshk_simhash_*` function taking a const handle
+// accepts it (it hashes over dim', i.e. dim + 1 with a transform);
+// lshk_simhash_free refuses it (INVALID_ARGUMENT). Always the same handle
+// for one index.
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a DWTA or
+// graph index).
+//
+// # Safety
+// `out` must be writable.
 lshk_status lshk_index_simhash(const struct lshk_index *idx,
                                const struct lshk_simhash **out);
 
-/*
- The index's DWTA family as a borrowed handle (see lshk_index_simhash).
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a SimHash or
- graph index).
-
- # Safety
- `out` must be writable.
- */
+// The index's DWTA family as a borrowed handle (see lshk_index_simhash).
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a SimHash or
+// graph index).
+//
+// # Safety
+// `out` must be writable.
 lshk_status lshk_index_dwta(const struct lshk_index *idx,
                             const struct lshk_dwta **out);
 
-/*
- The index's tables as a borrowed handle valid until lshk_index_free:
- lshk_tables_gather / _stats / _memory_bytes ... accept it;
- lshk_tables_free and lshk_tables_update refuse it (INVALID_ARGUMENT).
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a graph index:
- it has no tables).
-
- # Safety
- `out` must be writable.
- */
+// The index's tables as a borrowed handle valid until lshk_index_free:
+// lshk_tables_gather / _stats / _memory_bytes ... accept it;
+// lshk_tables_free and lshk_tables_update refuse it (INVALID_ARGUMENT).
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a graph index:
+// it has no tables).
+//
+// # Safety
+// `out` must be writable.
 lshk_status lshk_index_tables(const struct lshk_index *idx,
                               const struct lshk_tables **out);
 
-/*
- Writes new values of rows `ids[0 .. count)` of the index's W and marks
- them dirty (to be rehashed by lshk_index_rehash_dirty); the tables are
- not changed. `rows` (row j at `rows + j * row_stride`, `row_stride >=
- dim` elements, finite; f16 storage: |w| <= 65504) is converted to the
- index's storage (bf16 / f16 round to nearest even, int8 requantises the
- row and its scale). With LSHK_STORAGE_BORROWED_F32 the caller changes
- its own W in place (while no call uses the index) and passes rows =
- NULL: the ids are only marked. `bias` (NULL = unchanged): `count` new
- bias values (finite), only for an index built with a bias. A repeated
- id takes its last values. Weights mapped from a file are first copied
- into memory the index owns. Between this call and a rehash, queries
- score with the new weights and retrieve with the old buckets.
-
- EXCLUSIVE access: no other call may use the index (or its borrowed
- family/tables handles) meanwhile, as for lshk_index_train_labels.
-
- Errors: NULL_POINTER (idx; ids with count > 0), INVALID_HANDLE,
- INVALID_ARGUMENT (rows given for a borrowed W; row_stride < dim; a bias
- for an index without one; an index with label-aware buckets; f16 range;
- misaligned pointers), INDEX_OUT_OF_RANGE (an id >= rows), NON_FINITE,
- SIZE_OVERFLOW, ALLOCATION_FAILED. On error the index is unchanged.
-
- # Safety
- `ids` holds `count` readable u32; `rows` NULL or (count-1)*row_stride +
- dim readable floats; `bias` NULL or `count` readable floats.
- */
+// Writes new values of rows `ids[0 .. count)` of the index's W and marks
+// them dirty (to be rehashed by lshk_index_rehash_dirty); the tables are
+// not changed. `rows` (row j at `rows + j * row_stride`, `row_stride >=
+// dim` elements, finite; f16 storage: |w| <= 65504) is converted to the
+// index's storage (bf16 / f16 round to nearest even, int8 requantises the
+// row and its scale). With LSHK_STORAGE_BORROWED_F32 the caller changes
+// its own W in place (while no call uses the index) and passes rows =
+// NULL: the ids are only marked. `bias` (NULL = unchanged): `count` new
+// bias values (finite), only for an index built with a bias. A repeated
+// id takes its last values. Weights mapped from a file are first copied
+// into memory the index owns. Between this call and a rehash, queries
+// score with the new weights and retrieve with the old buckets.
+//
+// EXCLUSIVE access: no other call may use the index (or its borrowed
+// family/tables handles) meanwhile, as for lshk_index_train_labels.
+//
+// Errors: NULL_POINTER (idx; ids with count > 0), INVALID_HANDLE,
+// INVALID_ARGUMENT (rows given for a borrowed W; row_stride < dim; a bias
+// for an index without one; an index with label-aware buckets; f16 range;
+// misaligned pointers), INDEX_OUT_OF_RANGE (an id >= rows), NON_FINITE,
+// SIZE_OVERFLOW, ALLOCATION_FAILED. On error the index is unchanged.
+//
+// # Safety
+// `ids` holds `count` readable u32; `rows` NULL or (count-1)*row_stride +
+// dim readable floats; `bias` NULL or `count` readable floats.
 lshk_status lshk_index_update_rows(struct lshk_index *idx,
                                    const uint32_t *ids,
                                    size_t count,
@@ -1864,110 +1378,100 @@ lshk_status lshk_index_update_rows(struct lshk_index *idx,
                                    size_t row_stride,
                                    const float *bias);
 
-/*
- Rehashes rows `ids[0 .. count)` (any order, repeats allowed) from the
- index's current W into every table now, and clears their dirty marks.
- Only those rows move (the buckets they leave or join are recomputed);
- afterwards every query equals one on a fresh lshk_index_build with the
- same parameters over the current W and bias, bit for bit, for F32 and
- BORROWED_F32 storage (bf16 / f16 / int8: the stored, rounded rows are
- hashed, where a build hashes the caller's f32 rows). The first call on
- a built or loaded index restores each row's bucket map (4 * rows * L
- bytes, kept from then on): from the tables when bucket_cap is 0, else
- by rehashing every row once; with the MIPS transform a change of the
- largest row norm U also rehashes every row. `out_rehashed` (NULL = not
- wanted) receives the number of rows rehashed.
-
- EXCLUSIVE access, as lshk_index_update_rows.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (label-aware
- buckets, misaligned pointers), INDEX_OUT_OF_RANGE, NON_FINITE (a
- borrowed W row holds NaN or infinity), SIZE_OVERFLOW,
- ALLOCATION_FAILED. On error the index is unchanged and `*out_rehashed`
- is not written.
-
- # Safety
- `ids` holds `count` readable u32; `out_rehashed` NULL or writable.
- */
+// Rehashes rows `ids[0 .. count)` (any order, repeats allowed) from the
+// index's current W into every table now, and clears their dirty marks.
+// Only those rows move (the buckets they leave or join are recomputed);
+// afterwards every query equals one on a fresh lshk_index_build with the
+// same parameters over the current W and bias, bit for bit, for F32 and
+// BORROWED_F32 storage (bf16 / f16 / int8: the stored, rounded rows are
+// hashed, where a build hashes the caller's f32 rows). The first call on
+// a built or loaded index restores each row's bucket map (4 * rows * L
+// bytes, kept from then on): from the tables when bucket_cap is 0, else
+// by rehashing every row once; with the MIPS transform a change of the
+// largest row norm U also rehashes every row. `out_rehashed` (NULL = not
+// wanted) receives the number of rows rehashed.
+//
+// EXCLUSIVE access, as lshk_index_update_rows.
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (label-aware
+// buckets, misaligned pointers), INDEX_OUT_OF_RANGE, NON_FINITE (a
+// borrowed W row holds NaN or infinity), SIZE_OVERFLOW,
+// ALLOCATION_FAILED. On error the index is unchanged and `*out_rehashed`
+// is not written.
+//
+// # Safety
+// `ids` holds `count` readable u32; `out_rehashed` NULL or writable.
 lshk_status lshk_index_rehash_rows(struct lshk_index *idx,
                                    const uint32_t *ids,
                                    size_t count,
                                    size_t *out_rehashed);
 
-/*
- Rehashes every dirty row (those passed to lshk_index_update_rows since
- their last rehash), as lshk_index_rehash_rows does; `out_rehashed` (NULL
- = not wanted) receives the number of rows rehashed (0 when none was
- dirty). EXCLUSIVE access, as lshk_index_update_rows.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (label-aware
- buckets, misaligned `out_rehashed`), NON_FINITE, ALLOCATION_FAILED. On
- error the index is unchanged and `*out_rehashed` is not written.
-
- # Safety
- `out_rehashed` NULL or writable.
- */
+// Rehashes every dirty row (those passed to lshk_index_update_rows since
+// their last rehash), as lshk_index_rehash_rows does; `out_rehashed` (NULL
+// = not wanted) receives the number of rows rehashed (0 when none was
+// dirty). EXCLUSIVE access, as lshk_index_update_rows.
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (label-aware
+// buckets, misaligned `out_rehashed`), NON_FINITE, ALLOCATION_FAILED. On
+// error the index is unchanged and `*out_rehashed` is not written.
+//
+// # Safety
+// `out_rehashed` NULL or writable.
 lshk_status lshk_index_rehash_dirty(struct lshk_index *idx,
                                     size_t *out_rehashed);
 
-/*
- The number of dirty rows (updated since their last rehash) into `*out`.
- Thread-safe (reads only).
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned
- `out`). On error `*out` is not written.
-
- # Safety
- `out` must be writable.
- */
+// The number of dirty rows (updated since their last rehash) into `*out`.
+// Thread-safe (reads only).
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned
+// `out`). On error `*out` is not written.
+//
+// # Safety
+// `out` must be writable.
 lshk_status lshk_index_dirty_rows(const struct lshk_index *idx,
                                   size_t *out);
 
-/*
- The rehash schedule (stateless): after a rehash at iteration `t` (or
- the start, t = 0), the next is due at `t + period(t)` with
- `period(t) = max(1, floor(initial_period * exp(lambda * t)))`
- (saturating; written to `*out_next`). lambda = 0: a fixed period;
- lambda > 0: LNS's exponentially decaying frequency; LNS:
- LSHK_LNS_REHASH_PERIOD (50) and LSHK_LNS_REHASH_LAMBDA (1e-4), giving
- 50, 100, 150, 200, 251, 302, ... Thread-safe.
-
- Errors: NULL_POINTER, INVALID_ARGUMENT (initial_period not finite or
- < 1, lambda not finite or < 0, misaligned `out_next`). On error
- `*out_next` is not written.
-
- # Safety
- `out_next` must be writable.
- */
+// The rehash schedule (stateless): after a rehash at iteration `t` (or
+// the start, t = 0), the next is due at `t + period(t)` with
+// `period(t) = max(1, floor(initial_period * exp(lambda * t)))`
+// (saturating; written to `*out_next`). lambda = 0: a fixed period;
+// lambda > 0: LNS's exponentially decaying frequency; LNS:
+// LSHK_LNS_REHASH_PERIOD (50) and LSHK_LNS_REHASH_LAMBDA (1e-4), giving
+// 50, 100, 150, 200, 251, 302, ... Thread-safe.
+//
+// Errors: NULL_POINTER, INVALID_ARGUMENT (initial_period not finite or
+// < 1, lambda not finite or < 0, misaligned `out_next`). On error
+// `*out_next` is not written.
+//
+// # Safety
+// `out_next` must be writable.
 lshk_status lshk_rehash_next(double initial_period,
                              double lambda,
                              uint64_t t,
                              uint64_t *out_next);
 
-/*
- IVF source: chooses the query knobs for a recall target from sample
- queries. Computes the exact top-k of the `nq` sample queries (row i at
- `q + i * q_stride`, `q_stride >= dim` floats; held-out queries of the
- real workload, a few hundred), then the smallest fixed nprobe and the
- smallest adaptive reach whose recall@k reaches `target_recall` (in
- (0, 1]) with `rerank` exact re-scores, by its 95 % lower confidence
- bound, and returns the one that scans fewer rows (docs/ivf.md,
- "Calibration"). Only measured points are returned, so
- `out->recall_lower >= target_recall` when `out->met` is 1.
- Deterministic (rows scanned, not time, decide). `threads` runs the
- sample's searches in parallel (0 = all cores). Thread-safe.
-
- Errors: NULL_POINTER (`idx`, `out`, `q` with nq > 0), INVALID_HANDLE,
- UNSUPPORTED (a source other than IVF), INVALID_ARGUMENT (nq or k 0,
- target_recall not in (0, 1], q_stride < dim, `out` misaligned or its
- struct_size too small, `out` overlapping `q`), NON_FINITE (a NaN or
- infinite query value, or a query whose scores could overflow f32),
- SIZE_OVERFLOW. Nothing is written on error.
-
- # Safety
- `q` must hold (nq-1)*q_stride + dim readable floats; `out` must be a
- writable lshk_calibration whose struct_size the caller set.
- */
+// IVF source: chooses the query knobs for a recall target from sample
+// queries. Computes the exact top-k of the `nq` sample queries (row i at
+// `q + i * q_stride`, `q_stride >= dim` floats; held-out queries of the
+// real workload, a few hundred), then the smallest fixed nprobe and the
+// smallest adaptive reach whose recall@k reaches `target_recall` (in
+// (0, 1]) with `rerank` exact re-scores, by its 95 % lower confidence
+// bound, and returns the one that scans fewer rows (docs/ivf.md,
+// "Calibration"). Only measured points are returned, so
+// `out->recall_lower >= target_recall` when `out->met` is 1.
+// Deterministic (rows scanned, not time, decide). `threads` runs the
+// sample's searches in parallel (0 = all cores). Thread-safe.
+//
+// Errors: NULL_POINTER (`idx`, `out`, `q` with nq > 0), INVALID_HANDLE,
+// UNSUPPORTED (a source other than IVF), INVALID_ARGUMENT (nq or k 0,
+// target_recall not in (0, 1], q_stride < dim, `out` misaligned or its
+// struct_size too small, `out` overlapping `q`), NON_FINITE (a NaN or
+// infinite query value, or a query whose scores could overflow f32),
+// SIZE_OVERFLOW. Nothing is written on error.
+//
+// # Safety
+// `q` must hold (nq-1)*q_stride + dim readable floats; `out` must be a
+// writable lshk_calibration whose struct_size the caller set.
 lshk_status lshk_index_calibrate(const struct lshk_index *idx,
                                  const float *q,
                                  size_t nq,
@@ -1978,48 +1482,44 @@ lshk_status lshk_index_calibrate(const struct lshk_index *idx,
                                  uint32_t threads,
                                  struct lshk_calibration *out);
 
-/*
- Forest source: builds the trees again from the index's current W (a
- borrowed W the caller changed while no call used the index, as in
- training), with the forest's parameters, or with `*new_seed` when
- `new_seed` is not NULL (e.g. every T training iterations). W and the
- bias are checked again, and the query range follows them. EXCLUSIVE
- access. On error the index is unchanged.
-
- Errors: NULL_POINTER (`idx`), INVALID_HANDLE, UNSUPPORTED (a source
- other than the forest), INVALID_ARGUMENT (misaligned `new_seed`),
- NON_FINITE (W holds NaN, infinity or values no query could be scored
- against), ALLOCATION_FAILED.
-
- # Safety
- `idx` NULL or a live handle no other thread uses; `new_seed` NULL or
- readable.
- */
+// Forest source: builds the trees again from the index's current W (a
+// borrowed W the caller changed while no call used the index, as in
+// training), with the forest's parameters, or with `*new_seed` when
+// `new_seed` is not NULL (e.g. every T training iterations). W and the
+// bias are checked again, and the query range follows them. EXCLUSIVE
+// access. On error the index is unchanged.
+//
+// Errors: NULL_POINTER (`idx`), INVALID_HANDLE, UNSUPPORTED (a source
+// other than the forest), INVALID_ARGUMENT (misaligned `new_seed`),
+// NON_FINITE (W holds NaN, infinity or values no query could be scored
+// against), ALLOCATION_FAILED.
+//
+// # Safety
+// `idx` NULL or a live handle no other thread uses; `new_seed` NULL or
+// readable.
 lshk_status lshk_index_rebuild(struct lshk_index *idx,
                                const uint64_t *new_seed);
 
-/*
- The candidate sets of `nq` queries (query i at `q + i * q_stride`) as
- the source hands them to the scorer for a top-`k` query with `qp`
- (NULL = defaults), without scoring them: the sets LSH negative
- sampling and the forest's selective softmax train on (forest: the set
- of max(set_size, k) classes of largest cosine with the query; k may be
- 0). Output as lshk_tables_gather: query i's ids (distinct; in the
- source's order: ascending for LSH and the forest, best first for IVF
- and the graph) in `ids[offsets[i] .. offsets[i+1]]`, `offsets` nq + 1
- entries, `*needed` the total; when `ids_len` < *needed the call returns
- BUFFER_TOO_SMALL and writes only `*needed`. Thread-safe.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
- a bad knob as in lshk_index_query, misaligned or overlapping pointers),
- BUFFER_TOO_SMALL, NON_FINITE (as lshk_index_query), SIZE_OVERFLOW,
- ALLOCATION_FAILED.
-
- # Safety
- `q` holds (nq-1)*q_stride + dim readable floats; `ids` ids_len writable
- u32, `offsets` nq + 1 writable size_t, `needed` writable; outputs do not
- overlap inputs.
- */
+// The candidate sets of `nq` queries (query i at `q + i * q_stride`) as
+// the source hands them to the scorer for a top-`k` query with `qp`
+// (NULL = defaults), without scoring them: the sets LSH negative
+// sampling and the forest's selective softmax train on (forest: the set
+// of max(set_size, k) classes of largest cosine with the query; k may be
+// 0). Output as lshk_tables_gather: query i's ids (distinct; in the
+// source's order: ascending for LSH and the forest, best first for IVF
+// and the graph) in `ids[offsets[i] .. offsets[i+1]]`, `offsets` nq + 1
+// entries, `*needed` the total; when `ids_len` < *needed the call returns
+// BUFFER_TOO_SMALL and writes only `*needed`. Thread-safe.
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
+// a bad knob as in lshk_index_query, misaligned or overlapping pointers),
+// BUFFER_TOO_SMALL, NON_FINITE (as lshk_index_query), SIZE_OVERFLOW,
+// ALLOCATION_FAILED.
+//
+// # Safety
+// `q` holds (nq-1)*q_stride + dim readable floats; `ids` ids_len writable
+// u32, `offsets` nq + 1 writable size_t, `needed` writable; outputs do not
+// overlap inputs.
 lshk_status lshk_index_candidates(const struct lshk_index *idx,
                                   const float *q,
                                   size_t nq,
@@ -2031,26 +1531,24 @@ lshk_status lshk_index_candidates(const struct lshk_index *idx,
                                   size_t *offsets,
                                   size_t *needed);
 
-/*
- S(X): the union of `count` class ids (e.g. the ids of
- lshk_index_candidates over a batch; each < rows, repeats counted), each
- with its count c_j; when more than `cap` distinct classes (cap 0: no
- cap), `cap` of them are drawn without replacement with probabilities
- proportional to c_j, renormalised after each draw (Efraimidis-Spirakis
- keys ln(u_j)/c_j with u_j from SplitMix64(seed ^ (j + 1) *
- 0x9E3779B97F4A7C15); docs/training.md). Writes the kept ids ascending
- into `out_ids`, their counts into `out_counts` (NULL = not wanted) and
- their number into `*needed`; when `out_len` < *needed the call returns
- BUFFER_TOO_SMALL and writes only `*needed`. Any source. Thread-safe.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INDEX_OUT_OF_RANGE (an id >=
- rows), INVALID_ARGUMENT (misaligned or overlapping pointers),
- BUFFER_TOO_SMALL, SIZE_OVERFLOW, ALLOCATION_FAILED.
-
- # Safety
- `ids` holds `count` readable u32; `out_ids` and `out_counts` (when not
- NULL) `out_len` writable u32; `needed` writable.
- */
+// S(X): the union of `count` class ids (e.g. the ids of
+// lshk_index_candidates over a batch; each < rows, repeats counted), each
+// with its count c_j; when more than `cap` distinct classes (cap 0: no
+// cap), `cap` of them are drawn without replacement with probabilities
+// proportional to c_j, renormalised after each draw (Efraimidis-Spirakis
+// keys ln(u_j)/c_j with u_j from SplitMix64(seed ^ (j + 1) *
+// 0x9E3779B97F4A7C15); docs/training.md). Writes the kept ids ascending
+// into `out_ids`, their counts into `out_counts` (NULL = not wanted) and
+// their number into `*needed`; when `out_len` < *needed the call returns
+// BUFFER_TOO_SMALL and writes only `*needed`. Any source. Thread-safe.
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INDEX_OUT_OF_RANGE (an id >=
+// rows), INVALID_ARGUMENT (misaligned or overlapping pointers),
+// BUFFER_TOO_SMALL, SIZE_OVERFLOW, ALLOCATION_FAILED.
+//
+// # Safety
+// `ids` holds `count` readable u32; `out_ids` and `out_counts` (when not
+// NULL) `out_len` writable u32; `needed` writable.
 lshk_status lshk_index_union(const struct lshk_index *idx,
                              const uint32_t *ids,
                              size_t count,
@@ -2061,52 +1559,48 @@ lshk_status lshk_index_union(const struct lshk_index *idx,
                              size_t out_len,
                              size_t *needed);
 
-/*
- Default IUL parameters (see lshk_iul_params).
- */
+// Default IUL parameters (see lshk_iul_params).
 struct lshk_iul_params lshk_iul_params_default(void);
 
-/*
- Learns the SimHash planes of a SimHash index with IUL (the HALOS paper
- §3.5), then replaces them and rebuilds the tables (same range_bits,
- bucket_cap and seed); the index then saves its planes in its file.
-
- Per round: every training query's candidate set S is gathered from the
- current tables; positive pairs (q, w_y) for labels y not in S with
- q'.w'_y > t1, negative pairs (q, w_j) for j in S not a label with
- q'.w'_j < t2 (q', w': the vectors the family hashes, after the index's
- transform; W decoded from its storage); both sides are cut to the
- smaller one by a seeded uniform subsample; then `epochs` epochs of
- minibatch Adam on, per table l over its K planes θ,
- mean over pairs of softplus(s) - y s with s = tanh(θ q') . tanh(θ w')
- (the dot of two K-vectors, not divided by K; y = 1 positive, 0
- negative), i.e. -log σ(s) for positives and -log(1 - σ(s)) for
- negatives; then the tables are rebuilt.
-
- `queries`: `n` rows of `dim` floats (the index's dim, before the
- transform), row i at `i * q_stride`, finite. `label_offsets`: n + 1
- non-decreasing values starting at 0; query i's labels are
- `labels[label_offsets[i] .. label_offsets[i + 1]]`, each < rows.
- `p` NULL = defaults. `reports`: `reports_len` entries; the first
- `rounds` are written on success (`reports_len >= rounds`, or `reports`
- NULL with `reports_len` 0 for no reports).
-
- Deterministic for a fixed seed. Needs exclusive access: no other call
- may use `idx` or its borrowed family/tables handles meanwhile (the
- borrowed handles stay valid and see the new planes afterwards).
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (DWTA index,
- n = 0, q_stride < dim, bad parameters, struct_size too small,
- unknown flags bits, label >= rows, offsets not starting at 0 or
- decreasing, `reports` overlapping an input), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
- (queries, thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error
- nothing is written and the index is unchanged.
-
- # Safety
- `queries` must hold (n - 1) * q_stride + dim floats, `label_offsets`
- n + 1 values, `labels` `label_offsets[n]` values, `reports` reports_len
- entries; `idx` must not be used concurrently.
- */
+// Learns the SimHash planes of a SimHash index with IUL (the HALOS paper
+// §3.5), then replaces them and rebuilds the tables (same range_bits,
+// bucket_cap and seed); the index then saves its planes in its file.
+//
+// Per round: every training query's candidate set S is gathered from the
+// current tables; positive pairs (q, w_y) for labels y not in S with
+// q'.w'_y > t1, negative pairs (q, w_j) for j in S not a label with
+// q'.w'_j < t2 (q', w': the vectors the family hashes, after the index's
+// transform; W decoded from its storage); both sides are cut to the
+// smaller one by a seeded uniform subsample; then `epochs` epochs of
+// minibatch Adam on, per table l over its K planes θ,
+// mean over pairs of softplus(s) - y s with s = tanh(θ q') . tanh(θ w')
+// (the dot of two K-vectors, not divided by K; y = 1 positive, 0
+// negative), i.e. -log σ(s) for positives and -log(1 - σ(s)) for
+// negatives; then the tables are rebuilt.
+//
+// `queries`: `n` rows of `dim` floats (the index's dim, before the
+// transform), row i at `i * q_stride`, finite. `label_offsets`: n + 1
+// non-decreasing values starting at 0; query i's labels are
+// `labels[label_offsets[i] .. label_offsets[i + 1]]`, each < rows.
+// `p` NULL = defaults. `reports`: `reports_len` entries; the first
+// `rounds` are written on success (`reports_len >= rounds`, or `reports`
+// NULL with `reports_len` 0 for no reports).
+//
+// Deterministic for a fixed seed. Needs exclusive access: no other call
+// may use `idx` or its borrowed family/tables handles meanwhile (the
+// borrowed handles stay valid and see the new planes afterwards).
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (DWTA index,
+// n = 0, q_stride < dim, bad parameters, struct_size too small,
+// unknown flags bits, label >= rows, offsets not starting at 0 or
+// decreasing, `reports` overlapping an input), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
+// (queries, thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error
+// nothing is written and the index is unchanged.
+//
+// # Safety
+// `queries` must hold (n - 1) * q_stride + dim floats, `label_offsets`
+// n + 1 values, `labels` `label_offsets[n]` values, `reports` reports_len
+// entries; `idx` must not be used concurrently.
 lshk_status lshk_index_train_iul(struct lshk_index *idx,
                                  const float *queries,
                                  size_t n,
@@ -2117,34 +1611,32 @@ lshk_status lshk_index_train_iul(struct lshk_index *idx,
                                  struct lshk_iul_report *reports,
                                  size_t reports_len);
 
-/*
- IUL without an index: trains `planes_in` (`planes_len` = K*L*dim
- floats, row-major, the SimHash layout: plane l*K + k is bit k of table
- l) over `n_rows` rows (row r at `rows + r * row_stride`, `dim` floats)
- and `n` queries with CSR labels (as lshk_index_train_iul), with tables
- of `2^range_bits` buckets (1..=24; codes folded as lshk_tables_build
- does; no bucket cap). Writes the learned planes to `planes_out`
- (`planes_out_len >= planes_len`; it may not overlap the inputs) and
- `rounds` reports (see lshk_index_train_iul; `reports` NULL with
- `reports_len` 0 = none). Rows and queries are used as given (no
- transform); thresholds apply to their plain dot products.
- Deterministic for a fixed seed; thread-safe (touches only its
- arguments).
-
- Errors: NULL_POINTER, INVALID_ARGUMENT (dim 0, K not in 1..=32, L 0,
- planes_len != K*L*dim, range_bits, n = 0, n_rows = 0, strides < dim,
- labels >= n_rows, bad offsets, bad parameters, `planes_out` or
- `reports` overlapping an input), BUFFER_TOO_SMALL
- (planes_out_len, reports_len), NON_FINITE (planes, rows, queries,
- thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error nothing is
- written.
-
- # Safety
- Every pointer must hold the number of elements its length argument
- says (`rows`: (n_rows - 1) * row_stride + dim floats, `queries`:
- (n - 1) * q_stride + dim, `label_offsets`: n + 1, `labels`:
- `label_offsets[n]`).
- */
+// IUL without an index: trains `planes_in` (`planes_len` = K*L*dim
+// floats, row-major, the SimHash layout: plane l*K + k is bit k of table
+// l) over `n_rows` rows (row r at `rows + r * row_stride`, `dim` floats)
+// and `n` queries with CSR labels (as lshk_index_train_iul), with tables
+// of `2^range_bits` buckets (1..=24; codes folded as lshk_tables_build
+// does; no bucket cap). Writes the learned planes to `planes_out`
+// (`planes_out_len >= planes_len`; it may not overlap the inputs) and
+// `rounds` reports (see lshk_index_train_iul; `reports` NULL with
+// `reports_len` 0 = none). Rows and queries are used as given (no
+// transform); thresholds apply to their plain dot products.
+// Deterministic for a fixed seed; thread-safe (touches only its
+// arguments).
+//
+// Errors: NULL_POINTER, INVALID_ARGUMENT (dim 0, K not in 1..=32, L 0,
+// planes_len != K*L*dim, range_bits, n = 0, n_rows = 0, strides < dim,
+// labels >= n_rows, bad offsets, bad parameters, `planes_out` or
+// `reports` overlapping an input), BUFFER_TOO_SMALL
+// (planes_out_len, reports_len), NON_FINITE (planes, rows, queries,
+// thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error nothing is
+// written.
+//
+// # Safety
+// Every pointer must hold the number of elements its length argument
+// says (`rows`: (n_rows - 1) * row_stride + dim floats, `queries`:
+// (n - 1) * q_stride + dim, `label_offsets`: n + 1, `labels`:
+// `label_offsets[n]`).
 lshk_status lshk_simhash_train_iul(const float *planes_in,
                                    size_t planes_len,
                                    size_t dim,
@@ -2165,49 +1657,45 @@ lshk_status lshk_simhash_train_iul(const float *planes_in,
                                    struct lshk_iul_report *reports,
                                    size_t reports_len);
 
-/*
- Default label parameters: label_cap 64, policy BESIDE, struct_size =
- sizeof(lshk_label_params).
- */
+// Default label parameters: label_cap 64, policy BESIDE, struct_size =
+// sizeof(lshk_label_params).
 struct lshk_label_params lshk_label_params_default(void);
 
-/*
- Label-aware buckets (HALOS): hashes `n` training queries (row i at
- `queries + i * q_stride`, `q_stride >= dim`, in floats) with the index's
- family (after its query transform), counts per table and bucket how
- often each label occurs with the queries that fall there, and rebuilds
- the index's tables: every bucket gains (policy BESIDE) or is replaced by
- (policy INSTEAD) its `label_cap` most frequent labels (ties to the
- smaller id). Labels are CSR: query i has the labels
- `labels[label_offsets[i] .. label_offsets[i+1]]` (`label_offsets` holds
- n + 1 non-decreasing entries, the first need not be 0: a window of a
- larger CSR array works, and labels before label_offsets[0] are not read;
- `labels` holds at least label_offsets[n] row ids < rows; several labels
- per query are normal). `p` NULL =
- defaults. The result is deterministic (independent of thread count).
- The training is saved with the index (lshk_index_save) and reported by
- lshk_index_label_info after a load.
-
- EXCLUSIVE ACCESS: unlike every other index function this one changes
- the index; no other call on `idx` (queries included) or on its borrowed
- tables handle may run concurrently. The borrowed tables handle stays
- valid and sees the new buckets. An index is trained at most once.
-
- Everything is validated before the index changes; on error it is
- unchanged. Errors: NULL_POINTER (`queries` with n > 0, `label_offsets`,
- `labels` with label_offsets[n] > 0), INVALID_HANDLE, INVALID_ARGUMENT
- (q_stride < dim, struct_size too small, a bad policy, label_offsets
- decreasing (the message names the position), an index already
- trained, a borrowed handle), INDEX_OUT_OF_RANGE (a label >= rows; the
- message names its position), NON_FINITE (NaN/infinity in a query, or a query whose scores could
- overflow f32),
- SIZE_OVERFLOW, ALLOCATION_FAILED.
-
- # Safety
- `queries` must hold (n-1)*q_stride + dim readable floats (n > 0),
- `label_offsets` n + 1 values, `labels` label_offsets[n] values; `p`
- NULL or a valid params struct.
- */
+// Label-aware buckets (HALOS): hashes `n` training queries (row i at
+// `queries + i * q_stride`, `q_stride >= dim`, in floats) with the index's
+// family (after its query transform), counts per table and bucket how
+// often each label occurs with the queries that fall there, and rebuilds
+// the index's tables: every bucket gains (policy BESIDE) or is replaced by
+// (policy INSTEAD) its `label_cap` most frequent labels (ties to the
+// smaller id). Labels are CSR: query i has the labels
+// `labels[label_offsets[i] .. label_offsets[i+1]]` (`label_offsets` holds
+// n + 1 non-decreasing entries, the first need not be 0: a window of a
+// larger CSR array works, and labels before label_offsets[0] are not read;
+// `labels` holds at least label_offsets[n] row ids < rows; several labels
+// per query are normal). `p` NULL =
+// defaults. The result is deterministic (independent of thread count).
+// The training is saved with the index (lshk_index_save) and reported by
+// lshk_index_label_info after a load.
+//
+// EXCLUSIVE ACCESS: unlike every other index function this one changes
+// the index; no other call on `idx` (queries included) or on its borrowed
+// tables handle may run concurrently. The borrowed tables handle stays
+// valid and sees the new buckets. An index is trained at most once.
+//
+// Everything is validated before the index changes; on error it is
+// unchanged. Errors: NULL_POINTER (`queries` with n > 0, `label_offsets`,
+// `labels` with label_offsets[n] > 0), INVALID_HANDLE, INVALID_ARGUMENT
+// (q_stride < dim, struct_size too small, a bad policy, label_offsets
+// decreasing (the message names the position), an index already
+// trained, a borrowed handle), INDEX_OUT_OF_RANGE (a label >= rows; the
+// message names its position), NON_FINITE (NaN/infinity in a query, or a query whose scores could
+// overflow f32),
+// SIZE_OVERFLOW, ALLOCATION_FAILED.
+//
+// # Safety
+// `queries` must hold (n-1)*q_stride + dim readable floats (n > 0),
+// `label_offsets` n + 1 values, `labels` label_offsets[n] values; `p`
+// NULL or a valid params struct.
 lshk_status lshk_index_train_labels(struct lshk_index *idx,
                                     const float *queries,
                                     size_t n,
@@ -2216,50 +1704,46 @@ lshk_status lshk_index_train_labels(struct lshk_index *idx,
                                     const uint32_t *labels,
                                     const struct lshk_label_params *p);
 
-/*
- Whether the index was trained with labels (also after a load):
- `*trained` = 1 or 0; when trained and `params` is not NULL, `*params`
- receives the training parameters. The caller sets
- `params->struct_size = sizeof(lshk_label_params)` before the call (too
- small -> INVALID_ARGUMENT); lshk writes the other fields only. Outputs
- are written only on success. Thread-safe (read-only).
-
- Errors: NULL_POINTER (`trained`), INVALID_HANDLE, INVALID_ARGUMENT.
-
- # Safety
- `trained` writable; `params` NULL or a writable params struct holding
- its struct_size.
- */
+// Whether the index was trained with labels (also after a load):
+// `*trained` = 1 or 0; when trained and `params` is not NULL, `*params`
+// receives the training parameters. The caller sets
+// `params->struct_size = sizeof(lshk_label_params)` before the call (too
+// small -> INVALID_ARGUMENT); lshk writes the other fields only. Outputs
+// are written only on success. Thread-safe (read-only).
+//
+// Errors: NULL_POINTER (`trained`), INVALID_HANDLE, INVALID_ARGUMENT.
+//
+// # Safety
+// `trained` writable; `params` NULL or a writable params struct holding
+// its struct_size.
 lshk_status lshk_index_label_info(const struct lshk_index *idx,
                                   uint32_t *trained,
                                   struct lshk_label_params *params);
 
-/*
- Adds label entries to standalone tables (HALOS label-aware buckets
- without an index): `codes` holds the per-table codes of `n` training
- queries (`n * L` values, `codes[i*L + l]`, hashed with the same family
- and transform as the rows the tables were built from); query i's labels
- are `labels[label_offsets[i] .. label_offsets[i+1]]` (row ids;
- label_offsets[0] need not be 0, as in lshk_index_train_labels).
- Each bucket keeps its `p->label_cap` most frequent labels (ties to the
- smaller id; 0 keeps all), beside or instead of its rows (`p->policy`);
- ids stay ascending and deduplicated. `p` NULL = defaults.
-
- Needs exclusive access (no concurrent gather on `t`). Afterwards the
- tables are frozen: lshk_tables_update and a second
- lshk_tables_add_labels are refused (INVALID_ARGUMENT). Tables lent by an
- index are refused too (use lshk_index_train_labels).
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (borrowed or
- frozen tables, decreasing label_offsets, bad policy, struct_size),
- INDEX_OUT_OF_RANGE (a label >= rows, with its position), SIZE_OVERFLOW,
- ALLOCATION_FAILED. The tables are unchanged on error.
-
- # Safety
- `t` NULL or from lshk_tables_build; `codes` holds n*L u32,
- `label_offsets` n+1 values, `labels` label_offsets[n] u32; `p` NULL or
- a readable lshk_label_params.
- */
+// Adds label entries to standalone tables (HALOS label-aware buckets
+// without an index): `codes` holds the per-table codes of `n` training
+// queries (`n * L` values, `codes[i*L + l]`, hashed with the same family
+// and transform as the rows the tables were built from); query i's labels
+// are `labels[label_offsets[i] .. label_offsets[i+1]]` (row ids;
+// label_offsets[0] need not be 0, as in lshk_index_train_labels).
+// Each bucket keeps its `p->label_cap` most frequent labels (ties to the
+// smaller id; 0 keeps all), beside or instead of its rows (`p->policy`);
+// ids stay ascending and deduplicated. `p` NULL = defaults.
+//
+// Needs exclusive access (no concurrent gather on `t`). Afterwards the
+// tables are frozen: lshk_tables_update and a second
+// lshk_tables_add_labels are refused (INVALID_ARGUMENT). Tables lent by an
+// index are refused too (use lshk_index_train_labels).
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (borrowed or
+// frozen tables, decreasing label_offsets, bad policy, struct_size),
+// INDEX_OUT_OF_RANGE (a label >= rows, with its position), SIZE_OVERFLOW,
+// ALLOCATION_FAILED. The tables are unchanged on error.
+//
+// # Safety
+// `t` NULL or from lshk_tables_build; `codes` holds n*L u32,
+// `label_offsets` n+1 values, `labels` label_offsets[n] u32; `p` NULL or
+// a readable lshk_label_params.
 lshk_status lshk_tables_add_labels(struct lshk_tables *t,
                                    const uint32_t *codes,
                                    size_t n,
@@ -2267,40 +1751,59 @@ lshk_status lshk_tables_add_labels(struct lshk_tables *t,
                                    const uint32_t *labels,
                                    const struct lshk_label_params *p);
 
-/*
- Gathered matmul, f32 weights: for every query `i < nq` and every `j` in
- its segment `offsets[i] .. offsets[i+1]`,
- `out[j] = dot(w[ids[j]], q[i]) + (bias ? bias[ids[j]] : 0)`.
+// Gathered matmul: for every query `i < nq` and every `j` in its segment
+// `offsets[i] .. offsets[i+1]`,
+// `out[j] = dot(W[ids[j]], q[i]) + (bias ? bias[ids[j]] : 0)`.
+//
+// * `w`: the weights, as lshk_index_weights fills the view (or the
+//   caller's own matrix described the same way): `w->storage` gives the
+//   element type of `w->w` (BORROWED_F32 and F32: float; BF16: uint16_t
+//   bf16 bits; F16: uint16_t binary16; I8: int8_t with `w->scales`,
+//   `rows` floats, row r being `scales[r] * w[r]`); `w->rows` rows of
+//   `w->dim` elements, row r at element `r * w->w_stride`
+//   (`w_stride >= dim`); `w->bias` NULL or `rows` floats.
+// * `q`: `nq` rows of `dim` floats at stride `q_stride >= dim`.
+// * `ids`, `offsets`: CSR candidates (the bucket gather's output):
+//   `offsets` has `nq + 1` entries, `offsets[0] == 0`, non-decreasing,
+//   `offsets[nq] == out_len`; `ids` has `out_len` entries, each `< rows`
+//   (duplicates allowed).
+// * `out`: `out_len` floats; must not overlap any input.
+//
+// The 16-bit and int8 rows are widened to f32 exactly (int8: times its
+// scale, rounded once) and accumulated in f32 (FMA on the SIMD tiers);
+// NaN and infinity propagate as in IEEE arithmetic. Error bound, per
+// output, with u = 2^-24 and W the widened rows: `gamma(dim+2) *
+// (sum_t |W_t q_t| + |bias|)`, `gamma(n) = n u/(1 - n u)` (int8 adds
+// one rounding of the scale product per element: gamma(dim+3)). Runs on
+// the active tier (lshk_isa_active); stateless and thread-safe.
+//
+// Errors (nothing is written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
+// stride < dim, struct_size too small, a bad storage value, scales
+// without I8, bad offsets, misaligned pointer, `out` overlapping an
+// input), INDEX_OUT_OF_RANGE (`index out of range: ids[p] = v (query
+// i)`, the first offending position), SIZE_OVERFLOW.
+//
+// # Safety
+// `w` NULL or a readable lshk_weights_view whose pointers hold the
+// elements stated above; every other pointer likewise (or NULL with 0
+// elements); `out` is writable.
+lshk_status lshk_gathered_matmul(const struct lshk_weights_view *w,
+                                 const float *q,
+                                 size_t nq,
+                                 size_t q_stride,
+                                 const uint32_t *ids,
+                                 const size_t *offsets,
+                                 float *out,
+                                 size_t out_len);
 
- * `w`: `rows` rows of `dim` floats, row r at `w + r * w_stride`
-   (`w_stride >= dim`, in elements); `(rows-1)*w_stride + dim` readable.
- * `bias`: NULL or `rows` floats.
- * `q`: `nq` rows of `dim` floats at stride `q_stride >= dim`.
- * `ids`, `offsets`: CSR candidates (the bucket gather's output):
-   `offsets` has `nq + 1` entries, `offsets[0] == 0`, non-decreasing,
-   `offsets[nq] == out_len`; `ids` has `out_len` entries, each `< rows`
-   (duplicates allowed).
- * `out`: `out_len` floats; must not overlap any input.
-
- Accumulates in f32 (FMA on the SIMD tiers); NaN and infinity propagate as
- in IEEE arithmetic. Error bound, per output, with u = 2^-24:
- `gamma(dim+2) * (sum_t |w_t q_t| + |bias|)`, `gamma(n) = n u/(1 - n u)`.
- Runs on the active tier (lshk_isa_active); stateless and thread-safe.
-
- Errors (nothing is written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
- stride < dim, bad offsets, misaligned pointer, `out` overlapping an
- input), INDEX_OUT_OF_RANGE (`index out of range: ids[p] = v (query i)`,
- the first offending position), SIZE_OVERFLOW.
-
- # Safety
- Every pointer holds the number of elements stated above (or is NULL with
- 0 elements); `out` is writable.
- */
-lshk_status lshk_gathered_matmul_f32(const float *w,
-                                     size_t rows,
-                                     size_t dim,
-                                     size_t w_stride,
-                                     const float *bias,
+// lshk_gathered_matmul on the tier `isa` instead of the active one
+// (UNSUPPORTED_ISA when this CPU lacks it): the per-tier tests and
+// benchmarks compare tiers with it. Same bound on every tier.
+//
+// # Safety
+// As lshk_gathered_matmul.
+lshk_status lshk_gathered_matmul_isa(lshk_isa isa,
+                                     const struct lshk_weights_view *w,
                                      const float *q,
                                      size_t nq,
                                      size_t q_stride,
@@ -2309,234 +1812,43 @@ lshk_status lshk_gathered_matmul_f32(const float *w,
                                      float *out,
                                      size_t out_len);
 
-/*
- lshk_gathered_matmul_f32 on one chosen tier `isa` (tests, benchmarks).
- Errors: as lshk_gathered_matmul_f32, plus INVALID_ARGUMENT (not an
- LSHK_ISA_* value) and UNSUPPORTED_ISA (this CPU lacks the tier). The tier
- cap (LSHK_MAX_ISA) does not apply here.
+// Converts `n` values from the element type `from` to `to`, each an
+// LSHK_STORAGE_* value naming an element type (F32 float, BF16 and F16
+// uint16_t bit patterns); one side must be F32:
+// * F32 -> BF16: round to nearest, ties to even; overflow rounds to
+//   infinity; a NaN stays a NaN (made quiet, sign and upper payload kept).
+// * F32 -> F16: round to nearest, ties to even (as F16C `vcvtps2ph` with
+//   RNE); magnitudes from 65520 up become infinity, small values
+//   subnormals or signed zero; NaN stays NaN (quiet).
+// * BF16 -> F32, F16 -> F32: exact (subnormals, infinities, NaN included).
+//
+// `src` and `dst` must not overlap. Thread-safe.
+//
+// Errors: NULL_POINTER, INVALID_ARGUMENT (a pair other than the four
+// above, misaligned, overlap), SIZE_OVERFLOW.
+//
+// # Safety
+// `src` holds n readable elements of `from`, `dst` n writable of `to`.
+lshk_status lshk_convert(uint32_t from,
+                         const void *src,
+                         size_t n,
+                         uint32_t to,
+                         void *dst);
 
- # Safety
- As lshk_gathered_matmul_f32.
- */
-lshk_status lshk_gathered_matmul_f32_isa(lshk_isa isa,
-                                         const float *w,
-                                         size_t rows,
-                                         size_t dim,
-                                         size_t w_stride,
-                                         const float *bias,
-                                         const float *q,
-                                         size_t nq,
-                                         size_t q_stride,
-                                         const uint32_t *ids,
-                                         const size_t *offsets,
-                                         float *out,
-                                         size_t out_len);
-
-/*
- Gathered matmul with bf16 weights (`w` holds bf16 bit patterns, e.g. from
- lshk_convert_f32_to_bf16); `q`, `bias`, `out` stay f32. Each weight is
- widened to f32 exactly on every tier (AVX-512 included; q is never
- rounded to bf16), so the bound of lshk_gathered_matmul_f32 holds for the
- stored weights on every CPU. Arguments, errors and thread-safety as
- lshk_gathered_matmul_f32 (`w` must be 2-byte aligned).
-
- # Safety
- As lshk_gathered_matmul_f32.
- */
-lshk_status lshk_gathered_matmul_bf16(const uint16_t *w,
-                                      size_t rows,
-                                      size_t dim,
-                                      size_t w_stride,
-                                      const float *bias,
-                                      const float *q,
-                                      size_t nq,
-                                      size_t q_stride,
-                                      const uint32_t *ids,
-                                      const size_t *offsets,
-                                      float *out,
-                                      size_t out_len);
-
-/*
- lshk_gathered_matmul_bf16 on one chosen tier (see
- lshk_gathered_matmul_f32_isa).
-
- # Safety
- As lshk_gathered_matmul_f32.
- */
-lshk_status lshk_gathered_matmul_bf16_isa(lshk_isa isa,
-                                          const uint16_t *w,
-                                          size_t rows,
-                                          size_t dim,
-                                          size_t w_stride,
-                                          const float *bias,
-                                          const float *q,
-                                          size_t nq,
-                                          size_t q_stride,
-                                          const uint32_t *ids,
-                                          const size_t *offsets,
-                                          float *out,
-                                          size_t out_len);
-
-/*
- Gathered matmul with IEEE 754 binary16 weights (`w` holds half bit
- patterns, e.g. from lshk_convert_f32_to_f16); widened exactly to f32
- (F16C `vcvtph2ps` on the AVX2 tier). Arguments, bound, errors and
- thread-safety as lshk_gathered_matmul_f32 (`w` 2-byte aligned).
-
- # Safety
- As lshk_gathered_matmul_f32.
- */
-lshk_status lshk_gathered_matmul_f16(const uint16_t *w,
-                                     size_t rows,
-                                     size_t dim,
-                                     size_t w_stride,
-                                     const float *bias,
-                                     const float *q,
-                                     size_t nq,
-                                     size_t q_stride,
-                                     const uint32_t *ids,
-                                     const size_t *offsets,
-                                     float *out,
-                                     size_t out_len);
-
-/*
- lshk_gathered_matmul_f16 on one chosen tier (see
- lshk_gathered_matmul_f32_isa).
-
- # Safety
- As lshk_gathered_matmul_f32.
- */
-lshk_status lshk_gathered_matmul_f16_isa(lshk_isa isa,
-                                         const uint16_t *w,
-                                         size_t rows,
-                                         size_t dim,
-                                         size_t w_stride,
-                                         const float *bias,
-                                         const float *q,
-                                         size_t nq,
-                                         size_t q_stride,
-                                         const uint32_t *ids,
-                                         const size_t *offsets,
-                                         float *out,
-                                         size_t out_len);
-
-/*
- Gathered matmul with int8 weights and one f32 scale per row (as made by
- lshk_quantize_rows_i8): `out[j] = scales[id] * dot(w[id], q[i]) + bias`.
- The query is NOT quantised: it stays f32 and int8 weights are widened to
- f32 exactly, so the bound of lshk_gathered_matmul_f32 holds for the
- stored values `scales[id] * w[id][t]`; the only quantisation error is
- that of the weights themselves (lshk_quantize_rows_i8 documents it).
- The sum `dot(w[id], q[i])` is taken before the scale is applied: when
- `127 * sum_t |q[i][t]|` reaches FLT_MAX it can overflow to +-inf even
- though the scaled logit fits in f32 (an index with int8 rows refuses
- such queries: LSHK_STATUS_NON_FINITE).
- `scales` holds `rows` floats. Otherwise as lshk_gathered_matmul_f32.
-
- # Safety
- As lshk_gathered_matmul_f32, and `scales` holds `rows` floats.
- */
-lshk_status lshk_gathered_matmul_i8(const int8_t *w,
-                                    const float *scales,
-                                    size_t rows,
-                                    size_t dim,
-                                    size_t w_stride,
-                                    const float *bias,
-                                    const float *q,
-                                    size_t nq,
-                                    size_t q_stride,
-                                    const uint32_t *ids,
-                                    const size_t *offsets,
-                                    float *out,
-                                    size_t out_len);
-
-/*
- lshk_gathered_matmul_i8 on one chosen tier (see
- lshk_gathered_matmul_f32_isa).
-
- # Safety
- As lshk_gathered_matmul_i8.
- */
-lshk_status lshk_gathered_matmul_i8_isa(lshk_isa isa,
-                                        const int8_t *w,
-                                        const float *scales,
-                                        size_t rows,
-                                        size_t dim,
-                                        size_t w_stride,
-                                        const float *bias,
-                                        const float *q,
-                                        size_t nq,
-                                        size_t q_stride,
-                                        const uint32_t *ids,
-                                        const size_t *offsets,
-                                        float *out,
-                                        size_t out_len);
-
-/*
- Converts `n` floats to bf16 bit patterns: round to nearest, ties to even;
- overflow rounds to infinity; a NaN stays a NaN (made quiet, sign and
- upper payload kept). `src` and `dst` must not overlap.
- Errors: NULL_POINTER, INVALID_ARGUMENT (misaligned, overlap),
- SIZE_OVERFLOW. Thread-safe.
-
- # Safety
- `src` holds n readable floats, `dst` n writable uint16_t.
- */
-lshk_status lshk_convert_f32_to_bf16(const float *src,
-                                     size_t n,
-                                     uint16_t *dst);
-
-/*
- Converts `n` floats to IEEE 754 binary16 bit patterns: round to nearest,
- ties to even (the same as F16C `vcvtps2ph` with RNE), magnitudes from
- 65520 up become infinity, small values become subnormals or signed zero,
- NaN stays NaN (quiet). Errors and rules as lshk_convert_f32_to_bf16.
-
- # Safety
- `src` holds n readable floats, `dst` n writable uint16_t.
- */
-lshk_status lshk_convert_f32_to_f16(const float *src,
-                                    size_t n,
-                                    uint16_t *dst);
-
-/*
- Widens `n` bf16 bit patterns to floats (exact). Errors and rules as
- lshk_convert_f32_to_bf16.
-
- # Safety
- `src` holds n readable uint16_t, `dst` n writable floats.
- */
-lshk_status lshk_convert_bf16_to_f32(const uint16_t *src,
-                                     size_t n,
-                                     float *dst);
-
-/*
- Widens `n` binary16 bit patterns to floats (exact, subnormals, infinities
- and NaN included). Errors and rules as lshk_convert_f32_to_bf16.
-
- # Safety
- `src` holds n readable uint16_t, `dst` n writable floats.
- */
-lshk_status lshk_convert_f16_to_f32(const uint16_t *src,
-                                    size_t n,
-                                    float *dst);
-
-/*
- Symmetric per-row int8 quantisation for lshk_gathered_matmul_i8: for
- each of `rows` rows (row r at `w + r * w_stride`, `dim` floats),
- `scales[r] = max_t |w_t| / 127` (0 for an all-zero row) and
- `out[r * out_stride + t] = round_ties_even(w_t / scales[r])`, clamped to
- -127..=127, so `|w_t - scales[r] * out_t| <= scales[r] * (1/2 + 2^-17)`.
- Strides are in elements and `>= dim`.
-
- Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (stride < dim,
- misaligned, overlap), NON_FINITE (a NaN or infinite weight; the message
- names it), SIZE_OVERFLOW. Thread-safe.
-
- # Safety
- `w` holds (rows-1)*w_stride + dim floats, `out` (rows-1)*out_stride + dim
- writable bytes, `scales` rows writable floats.
- */
+// Symmetric per-row int8 quantisation (LSHK_STORAGE_I8's rows): for
+// each of `rows` rows (row r at `w + r * w_stride`, `dim` floats),
+// `scales[r] = max_t |w_t| / 127` (0 for an all-zero row) and
+// `out[r * out_stride + t] = round_ties_even(w_t / scales[r])`, clamped to
+// -127..=127, so `|w_t - scales[r] * out_t| <= scales[r] * (1/2 + 2^-17)`.
+// Strides are in elements and `>= dim`.
+//
+// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (stride < dim,
+// misaligned, overlap), NON_FINITE (a NaN or infinite weight; the message
+// names it), SIZE_OVERFLOW. Thread-safe.
+//
+// # Safety
+// `w` holds (rows-1)*w_stride + dim floats, `out` (rows-1)*out_stride + dim
+// writable bytes, `scales` rows writable floats.
 lshk_status lshk_quantize_rows_i8(const float *w,
                                   size_t rows,
                                   size_t dim,
@@ -2545,24 +1857,22 @@ lshk_status lshk_quantize_rows_i8(const float *w,
                                   size_t out_stride,
                                   float *scales);
 
-/*
- Per query `i < nq`, the `k` best of its candidates
- `scores[offsets[i] .. offsets[i+1]]` (ids from `ids` at the same
- positions, or, if `ids` is NULL, the position inside the segment) into
- `out_ids[i*k .. i*k + k]` and `out_scores[i*k ..]`: largest score first,
- equal scores by smaller id, NaN never selected; when fewer than k
- non-NaN candidates exist the rest is padded with id UINT32_MAX and score
- -INFINITY. Duplicate ids are separate candidates. `offsets` has nq + 1
- entries (0 first, non-decreasing); `scores` and `ids` have `offsets[nq]`
- entries; each output `nq * k`. k = 0 writes nothing. Thread-safe (uses a
- per-thread scratch heap).
-
- Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (bad offsets,
- misaligned, outputs overlapping inputs), SIZE_OVERFLOW (nq * k).
-
- # Safety
- The pointers hold the element counts above.
- */
+// Per query `i < nq`, the `k` best of its candidates
+// `scores[offsets[i] .. offsets[i+1]]` (ids from `ids` at the same
+// positions, or, if `ids` is NULL, the position inside the segment) into
+// `out_ids[i*k .. i*k + k]` and `out_scores[i*k ..]`: largest score first,
+// equal scores by smaller id, NaN never selected; when fewer than k
+// non-NaN candidates exist the rest is padded with id UINT32_MAX and score
+// -INFINITY. Duplicate ids are separate candidates. `offsets` has nq + 1
+// entries (0 first, non-decreasing); `scores` and `ids` have `offsets[nq]`
+// entries; each output `nq * k`. k = 0 writes nothing. Thread-safe (uses a
+// per-thread scratch heap).
+//
+// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (bad offsets,
+// misaligned, outputs overlapping inputs), SIZE_OVERFLOW (nq * k).
+//
+// # Safety
+// The pointers hold the element counts above.
 lshk_status lshk_topk(const float *scores,
                       const uint32_t *ids,
                       const size_t *offsets,
@@ -2571,60 +1881,56 @@ lshk_status lshk_topk(const float *scores,
                       uint32_t *out_ids,
                       float *out_scores);
 
-/*
- Per query `i < nq`, the softmax of its candidate scores
- `scores[offsets[i] .. offsets[i+1]]` into the same positions of `out`:
- `exp(x_j - m) / sum_t exp(x_t - m)` with `m` the segment maximum (no
- overflow for any finite input), the sum taken in double. If `lse` is not
- NULL, `lse[i]` (nq floats) receives the log-sum-exp `m + log(sum)`.
- `out == scores` (in place) is allowed; any other overlap is not.
- Special cases: a NaN score makes its segment NaN (lse NaN); +INFINITY
- scores share the mass equally (the others get 0, lse +INFINITY); an
- all -INFINITY segment gives NaN (lse -INFINITY); an empty segment writes
- nothing (lse -INFINITY). Each probability is within
- `(2|x_j - m| + 8) * 2^-24` relative of the exact value.
-
- Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (bad offsets,
- misaligned, partial overlap), SIZE_OVERFLOW. Thread-safe.
-
- # Safety
- `offsets` holds nq + 1 entries, `scores` and `out` offsets[nq] floats,
- `lse` NULL or nq floats.
- */
+// Per query `i < nq`, the softmax of its candidate scores
+// `scores[offsets[i] .. offsets[i+1]]` into the same positions of `out`:
+// `exp(x_j - m) / sum_t exp(x_t - m)` with `m` the segment maximum (no
+// overflow for any finite input), the sum taken in double. If `lse` is not
+// NULL, `lse[i]` (nq floats) receives the log-sum-exp `m + log(sum)`.
+// `out == scores` (in place) is allowed; any other overlap is not.
+// Special cases: a NaN score makes its segment NaN (lse NaN); +INFINITY
+// scores share the mass equally (the others get 0, lse +INFINITY); an
+// all -INFINITY segment gives NaN (lse -INFINITY); an empty segment writes
+// nothing (lse -INFINITY). Each probability is within
+// `(2|x_j - m| + 8) * 2^-24` relative of the exact value.
+//
+// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (bad offsets,
+// misaligned, partial overlap), SIZE_OVERFLOW. Thread-safe.
+//
+// # Safety
+// `offsets` holds nq + 1 entries, `scores` and `out` offsets[nq] floats,
+// `lse` NULL or nq floats.
 lshk_status lshk_softmax(const float *scores,
                          const size_t *offsets,
                          size_t nq,
                          float *out,
                          float *lse);
 
-/*
- Creates a SimHash family of `tables` (L) tables of `bits_per_table` (K)
- bits over `dim`-dimensional inputs, from `seed`.
-
- `sparsity`: 0 = dense Gaussian planes; 1 = dense ±1 planes; s >= 2 = each
- plane has exactly ceil(dim / s) nonzero coordinates, chosen uniformly
- without replacement, each ±1 (SLIDE uses s = 3); sparse planes are
- evaluated with adds only.
-
- The generator is fixed for ever (same seed, same planes, bit for bit, on
- every tier, version and platform): SplitMix64; uniform (0,1) as
- ((z >> 11) + 0.5) * 2^-53; integers below n by Lemire's multiply-shift
- with rejection; normals by Marsaglia's polar method in f64 with fdlibm's
- log (both values of each pair used, in order), rounded to f32. Dense
- planes are drawn row-major (plane 0 coordinates 0..dim, then plane 1...);
- a ±1 sign is -1 when the top bit of a 64-bit draw is set. A sparse plane
- picks its coordinates by a partial Fisher-Yates pass over 0..dim
- (for i in 0..nnz: swap a[i], a[i + below(dim - i)]), then draws one sign
- per chosen coordinate in that order.
-
- On success `*out` receives a new handle (free it with
- lshk_simhash_free); on failure `*out` is not written.
-
- Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim 0, K not in 1..=32,
- L 0), SIZE_OVERFLOW (K*L*dim), ALLOCATION_FAILED (also, up front, when
- the planes and their packed copy, `8 * K*L*dim` bytes, would exceed the
- machine's physical memory).
- */
+// Creates a SimHash family of `tables` (L) tables of `bits_per_table` (K)
+// bits over `dim`-dimensional inputs, from `seed`.
+//
+// `sparsity`: 0 = dense Gaussian planes; 1 = dense ±1 planes; s >= 2 = each
+// plane has exactly ceil(dim / s) nonzero coordinates, chosen uniformly
+// without replacement, each ±1 (SLIDE uses s = 3); sparse planes are
+// evaluated with adds only.
+//
+// The generator is fixed for ever (same seed, same planes, bit for bit, on
+// every tier, version and platform): SplitMix64; uniform (0,1) as
+// ((z >> 11) + 0.5) * 2^-53; integers below n by Lemire's multiply-shift
+// with rejection; normals by Marsaglia's polar method in f64 with fdlibm's
+// log (both values of each pair used, in order), rounded to f32. Dense
+// planes are drawn row-major (plane 0 coordinates 0..dim, then plane 1...);
+// a ±1 sign is -1 when the top bit of a 64-bit draw is set. A sparse plane
+// picks its coordinates by a partial Fisher-Yates pass over 0..dim
+// (for i in 0..nnz: swap a[i], a[i + below(dim - i)]), then draws one sign
+// per chosen coordinate in that order.
+//
+// On success `*out` receives a new handle (free it with
+// lshk_simhash_free); on failure `*out` is not written.
+//
+// Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim 0, K not in 1..=32,
+// L 0), SIZE_OVERFLOW (K*L*dim), ALLOCATION_FAILED (also, up front, when
+// the planes and their packed copy, `8 * K*L*dim` bytes, would exceed the
+// machine's physical memory).
 lshk_status lshk_simhash_new(uint32_t dim,
                              uint32_t bits_per_table,
                              uint32_t tables,
@@ -2632,81 +1938,71 @@ lshk_status lshk_simhash_new(uint32_t dim,
                              uint64_t seed,
                              struct lshk_simhash **out);
 
-/*
- Creates a SimHash family from caller-given hyperplanes: `planes` holds
- K*L rows of `dim` floats, row-major (plane l*K + k decides bit k of table
- l). The planes are copied. They must be finite.
-
- Errors: NULL_POINTER, INVALID_ARGUMENT (shape as in lshk_simhash_new),
- SIZE_OVERFLOW, NON_FINITE (a NaN or infinite plane value),
- ALLOCATION_FAILED.
-
- # Safety
- `planes` must point to K*L*dim readable floats.
- */
+// Creates a SimHash family from caller-given hyperplanes: `planes` holds
+// K*L rows of `dim` floats, row-major (plane l*K + k decides bit k of table
+// l). The planes are copied. They must be finite.
+//
+// Errors: NULL_POINTER, INVALID_ARGUMENT (shape as in lshk_simhash_new),
+// SIZE_OVERFLOW, NON_FINITE (a NaN or infinite plane value),
+// ALLOCATION_FAILED.
+//
+// # Safety
+// `planes` must point to K*L*dim readable floats.
 lshk_status lshk_simhash_from_planes(const float *planes,
                                      uint32_t dim,
                                      uint32_t bits_per_table,
                                      uint32_t tables,
                                      struct lshk_simhash **out);
 
-/*
- Releases a family. NULL is a no-op. A freed or foreign handle is
- reported as INVALID_HANDLE and otherwise ignored.
-
- # Safety
- `h` is NULL or a handle from lshk_simhash_new/_from_planes that no other
- thread is using.
- */
+// Releases a family. NULL is a no-op. A freed or foreign handle is
+// reported as INVALID_HANDLE and otherwise ignored.
+//
+// # Safety
+// `h` is NULL or a handle from lshk_simhash_new/_from_planes that no other
+// thread is using.
 lshk_status lshk_simhash_free(struct lshk_simhash *h);
 
-/*
- Shape of a family: writes dim, K and L into the non-NULL pointers among
- `dim`, `bits_per_table`, `tables`.
-
- Errors: NULL_POINTER (`h`), INVALID_HANDLE, INVALID_ARGUMENT (a
- misaligned output pointer). Nothing is written on error.
-
- # Safety
- Non-NULL output pointers must be writable.
- */
+// Shape of a family: writes dim, K and L into the non-NULL pointers among
+// `dim`, `bits_per_table`, `tables`.
+//
+// Errors: NULL_POINTER (`h`), INVALID_HANDLE, INVALID_ARGUMENT (a
+// misaligned output pointer). Nothing is written on error.
+//
+// # Safety
+// Non-NULL output pointers must be writable.
 lshk_status lshk_simhash_shape(const struct lshk_simhash *h,
                                uint32_t *dim,
                                uint32_t *bits_per_table,
                                uint32_t *tables);
 
-/*
- Copies the K*L x dim planes (row-major) into `out` (`out_len` >= K*L*dim
- floats). Sparse families give their ±1/0 values.
-
- Errors: NULL_POINTER, INVALID_HANDLE, BUFFER_TOO_SMALL.
-
- # Safety
- `out` must hold `out_len` writable floats.
- */
+// Copies the K*L x dim planes (row-major) into `out` (`out_len` >= K*L*dim
+// floats). Sparse families give their ±1/0 values.
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, BUFFER_TOO_SMALL.
+//
+// # Safety
+// `out` must hold `out_len` writable floats.
 lshk_status lshk_simhash_copy_planes(const struct lshk_simhash *h,
                                      float *out,
                                      size_t out_len);
 
-/*
- Hashes `n` rows of `x` (row i at `x + i * x_stride`, `x_stride >= dim`
- elements) into `codes[i * L + l]`: bit k of that code (k = 0 the least
- significant) is 1 exactly when `dot(x_i, plane[l*K + k]) > 0`; a NaN
- projection gives 0; bits above K are 0. `codes_len` >= n*L. n = 0 is a
- no-op. Runs on the active tier (lshk_isa_active). Thread-safe.
-
- Tiers sum in different orders, so a bit whose projection lies within
- float rounding of zero (|error| <= dim * 2^-24 * sum|x_j||plane_j|) may
- differ between tiers; every other bit is identical.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
- `codes` overlapping `x`), SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len).
- Nothing is written on error.
-
- # Safety
- `x` must hold (n-1)*x_stride + dim readable floats (or be NULL with
- n = 0); `codes` must hold `codes_len` writable u32.
- */
+// Hashes `n` rows of `x` (row i at `x + i * x_stride`, `x_stride >= dim`
+// elements) into `codes[i * L + l]`: bit k of that code (k = 0 the least
+// significant) is 1 exactly when `dot(x_i, plane[l*K + k]) > 0`; a NaN
+// projection gives 0; bits above K are 0. `codes_len` >= n*L. n = 0 is a
+// no-op. Runs on the active tier (lshk_isa_active). Thread-safe.
+//
+// Tiers sum in different orders, so a bit whose projection lies within
+// float rounding of zero (|error| <= dim * 2^-24 * sum|x_j||plane_j|) may
+// differ between tiers; every other bit is identical.
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
+// `codes` overlapping `x`), SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len).
+// Nothing is written on error.
+//
+// # Safety
+// `x` must hold (n-1)*x_stride + dim readable floats (or be NULL with
+// n = 0); `codes` must hold `codes_len` writable u32.
 lshk_status lshk_simhash_hash(const struct lshk_simhash *h,
                               const float *x,
                               size_t n,
@@ -2714,16 +2010,14 @@ lshk_status lshk_simhash_hash(const struct lshk_simhash *h,
                               uint32_t *codes,
                               size_t codes_len);
 
-/*
- lshk_simhash_hash on one chosen tier `isa` (for tests and benchmarks).
-
- Errors: as lshk_simhash_hash, plus INVALID_ARGUMENT (not an LSHK_ISA_*)
- and UNSUPPORTED_ISA (this CPU lacks the tier). The tier cap
- (LSHK_MAX_ISA) does not apply here.
-
- # Safety
- As lshk_simhash_hash.
- */
+// lshk_simhash_hash on one chosen tier `isa` (for tests and benchmarks).
+//
+// Errors: as lshk_simhash_hash, plus INVALID_ARGUMENT (not an LSHK_ISA_*)
+// and UNSUPPORTED_ISA (this CPU lacks the tier). The tier cap
+// (LSHK_MAX_ISA) does not apply here.
+//
+// # Safety
+// As lshk_simhash_hash.
 lshk_status lshk_simhash_hash_isa(lshk_isa isa,
                                   const struct lshk_simhash *h,
                                   const float *x,
@@ -2732,14 +2026,12 @@ lshk_status lshk_simhash_hash_isa(lshk_isa isa,
                                   uint32_t *codes,
                                   size_t codes_len);
 
-/*
- The raw projections: `out[i * K*L + p] = dot(x_i, plane_p)` for the
- K*L planes (for multi-probing and for learning hyperplanes). `out_len`
- >= n*K*L. Same rows, errors and thread-safety as lshk_simhash_hash.
-
- # Safety
- As lshk_simhash_hash, with `out` holding `out_len` writable floats.
- */
+// The raw projections: `out[i * K*L + p] = dot(x_i, plane_p)` for the
+// K*L planes (for multi-probing and for learning hyperplanes). `out_len`
+// >= n*K*L. Same rows, errors and thread-safety as lshk_simhash_hash.
+//
+// # Safety
+// As lshk_simhash_hash, with `out` holding `out_len` writable floats.
 lshk_status lshk_simhash_project(const struct lshk_simhash *h,
                                  const float *x,
                                  size_t n,
@@ -2747,12 +2039,10 @@ lshk_status lshk_simhash_project(const struct lshk_simhash *h,
                                  float *out,
                                  size_t out_len);
 
-/*
- lshk_simhash_project on one chosen tier (see lshk_simhash_hash_isa).
-
- # Safety
- As lshk_simhash_project.
- */
+// lshk_simhash_project on one chosen tier (see lshk_simhash_hash_isa).
+//
+// # Safety
+// As lshk_simhash_project.
 lshk_status lshk_simhash_project_isa(lshk_isa isa,
                                      const struct lshk_simhash *h,
                                      const float *x,
@@ -2761,50 +2051,46 @@ lshk_status lshk_simhash_project_isa(lshk_isa isa,
                                      float *out,
                                      size_t out_len);
 
-/*
- Default gather options: min_count 1, max_candidates 0 (no limit),
- probes 0, bits_per_table 0, struct_size = sizeof(lshk_gather_params).
- */
+// Default gather options: min_count 1, max_candidates 0 (no limit),
+// probes 0, bits_per_table 0, struct_size = sizeof(lshk_gather_params).
 struct lshk_gather_params lshk_gather_params_default(void);
 
-/*
- Builds L = `tables` LSH tables over `n` rows from their codes
- (`codes[i * L + t]` = row i's code in table t, n*L values, e.g. from
- lshk_simhash_hash).
-
- Each table has 2^range_bits buckets (1 <= range_bits <= 24). A code
- `c < 2^range_bits` is its own bucket; any other code goes to bucket
- `mix32(c) >> (32 - range_bits)`, where mix32 is the lowbias32 hash:
- `x ^= x >> 16; x *= 0x7feb352d; x ^= x >> 15; x *= 0x846ca68b;
- x ^= x >> 16` (32-bit wrapping). Ids are ascending within a bucket.
-
- `bucket_cap` 0 keeps every id. Otherwise a bucket with c > bucket_cap
- members keeps a uniform sample of bucket_cap of them, still ascending:
- Algorithm R over the members in ascending order (the first bucket_cap
- fill the reservoir; member i >= bucket_cap draws j = below(i + 1) and
- replaces slot j when j < bucket_cap), with the generator of lshk's seeds
- (SplitMix64, integers below m by Lemire's multiply-shift with rejection;
- see lshk_simhash_new) seeded with `seed ^ ((t << 32) | bucket)` for
- bucket `bucket` of table `t`.
-
- `threads`: 0 = all cores, else that many threads (tables are split among
- them). The result is identical for every thread count.
-
- Memory: about 4 * (L * (2^range_bits + 1) + 2 * n * L) bytes (bucket
- offsets, ids, and each row's bucket per table, kept for updates).
-
- On success `*out` receives a new handle (free it with
- lshk_tables_free); on failure `*out` is not written.
-
- Errors: NULL_POINTER, INVALID_ARGUMENT (tables 0, range_bits outside
- 1..=24, n >= 2^31), SIZE_OVERFLOW, ALLOCATION_FAILED (also, up front,
- when the tables, `4 * (L * (2^range_bits + 1) + 2 * n * L)` bytes,
- would exceed the machine's physical memory).
-
- # Safety
- `codes` must hold n*L readable u32 (or be NULL with n = 0); `out` must be
- writable.
- */
+// Builds L = `tables` LSH tables over `n` rows from their codes
+// (`codes[i * L + t]` = row i's code in table t, n*L values, e.g. from
+// lshk_simhash_hash).
+//
+// Each table has 2^range_bits buckets (1 <= range_bits <= 24). A code
+// `c < 2^range_bits` is its own bucket; any other code goes to bucket
+// `mix32(c) >> (32 - range_bits)`, where mix32 is the lowbias32 hash:
+// `x ^= x >> 16; x *= 0x7feb352d; x ^= x >> 15; x *= 0x846ca68b;
+// x ^= x >> 16` (32-bit wrapping). Ids are ascending within a bucket.
+//
+// `bucket_cap` 0 keeps every id. Otherwise a bucket with c > bucket_cap
+// members keeps a uniform sample of bucket_cap of them, still ascending:
+// Algorithm R over the members in ascending order (the first bucket_cap
+// fill the reservoir; member i >= bucket_cap draws j = below(i + 1) and
+// replaces slot j when j < bucket_cap), with the generator of lshk's seeds
+// (SplitMix64, integers below m by Lemire's multiply-shift with rejection;
+// see lshk_simhash_new) seeded with `seed ^ ((t << 32) | bucket)` for
+// bucket `bucket` of table `t`.
+//
+// `threads`: 0 = all cores, else that many threads (tables are split among
+// them). The result is identical for every thread count.
+//
+// Memory: about 4 * (L * (2^range_bits + 1) + 2 * n * L) bytes (bucket
+// offsets, ids, and each row's bucket per table, kept for updates).
+//
+// On success `*out` receives a new handle (free it with
+// lshk_tables_free); on failure `*out` is not written.
+//
+// Errors: NULL_POINTER, INVALID_ARGUMENT (tables 0, range_bits outside
+// 1..=24, n >= 2^31), SIZE_OVERFLOW, ALLOCATION_FAILED (also, up front,
+// when the tables, `4 * (L * (2^range_bits + 1) + 2 * n * L)` bytes,
+// would exceed the machine's physical memory).
+//
+// # Safety
+// `codes` must hold n*L readable u32 (or be NULL with n = 0); `out` must be
+// writable.
 lshk_status lshk_tables_build(const uint32_t *codes,
                               size_t n,
                               uint32_t tables,
@@ -2814,133 +2100,124 @@ lshk_status lshk_tables_build(const uint32_t *codes,
                               uint32_t threads,
                               struct lshk_tables **out);
 
-/*
- Releases tables. NULL is a no-op. A freed or foreign handle is reported
- as INVALID_HANDLE and otherwise ignored.
-
- # Safety
- `t` is NULL or a handle from lshk_tables_build that no other thread is
- using.
- */
+// Releases tables. NULL is a no-op. A freed or foreign handle is reported
+// as INVALID_HANDLE and otherwise ignored.
+//
+// # Safety
+// `t` is NULL or a handle from lshk_tables_build that no other thread is
+// using.
 lshk_status lshk_tables_free(struct lshk_tables *t);
 
-/*
- Shape of the tables: writes n, L and range_bits into the non-NULL
- pointers among `n`, `tables`, `range_bits`.
-
- Errors: NULL_POINTER (`t`), INVALID_HANDLE, INVALID_ARGUMENT (a
- misaligned output pointer). Nothing is written on error.
-
- # Safety
- Non-NULL output pointers must be writable.
- */
+// Shape of the tables: writes n, L and range_bits into the non-NULL
+// pointers among `n`, `tables`, `range_bits`.
+//
+// Errors: NULL_POINTER (`t`), INVALID_HANDLE, INVALID_ARGUMENT (a
+// misaligned output pointer). Nothing is written on error.
+//
+// # Safety
+// Non-NULL output pointers must be writable.
 lshk_status lshk_tables_shape(const struct lshk_tables *t,
                               size_t *n,
                               uint32_t *tables,
                               uint32_t *range_bits);
 
-/*
- Bytes held by the tables (CSR offsets and ids, the row-to-bucket map,
- bookkeeping). Returns 0 for an invalid handle (and records the error).
- Thread-safe.
+// Bytes held by the tables (CSR offsets and ids, the row-to-bucket map,
+// bookkeeping) into `*out`. Thread-safe.
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned
+// `out`).
+//
+// # Safety
+// `t` is NULL or a handle from lshk; `out` a writable size_t.
+lshk_status lshk_tables_memory_bytes(const struct lshk_tables *t,
+                                     size_t *out);
 
- # Safety
- `t` is NULL or a handle from lshk.
- */
-size_t lshk_tables_memory_bytes(const struct lshk_tables *t);
-
-/*
- Per-table statistics into `out[0 .. L]` (`out_len` >= L). Thread-safe.
-
- Errors: NULL_POINTER, INVALID_HANDLE, BUFFER_TOO_SMALL (out_len < L).
-
- # Safety
- `out` must hold `out_len` writable lshk_table_stats.
- */
+// Per-table statistics into `out[0 .. L]` (`out_len` >= L). Thread-safe.
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, BUFFER_TOO_SMALL (out_len < L).
+//
+// # Safety
+// `out` must hold `out_len` writable lshk_table_stats.
 lshk_status lshk_tables_stats(const struct lshk_tables *t,
                               struct lshk_table_stats *out,
                               size_t out_len);
 
-/*
- Moves rows `ids[j]` (j < count) to the buckets of their new codes
- `new_codes[j * L .. (j + 1) * L]` (same layout as lshk_tables_build).
- An id listed twice takes its last codes. Afterwards the tables equal
- tables built from the updated codes (including bucket_cap sampling).
-
- Cost: in every table where some row changes bucket, only the buckets
- losing or gaining rows are recomputed and spliced into a fresh copy of
- that table's ids (a copy of ~n ids plus O(2^range_bits) offsets per
- changed table; with bucket_cap > 0 also one scan of the table's n
- row-to-bucket entries), tables spread over the build's thread count, so
- batch the changed rows into one call.
-
- NOT thread-safe with respect to `t`: no other call may use `t` while
- this runs (exclusive access). Nothing is changed on error.
-
- Errors: NULL_POINTER, INVALID_HANDLE, INDEX_OUT_OF_RANGE (an id >= n),
- SIZE_OVERFLOW, ALLOCATION_FAILED.
-
- # Safety
- `ids` holds `count` u32, `new_codes` count*L u32 (NULL with count 0).
- */
+// Moves rows `ids[j]` (j < count) to the buckets of their new codes
+// `new_codes[j * L .. (j + 1) * L]` (same layout as lshk_tables_build).
+// An id listed twice takes its last codes. Afterwards the tables equal
+// tables built from the updated codes (including bucket_cap sampling).
+//
+// Cost: in every table where some row changes bucket, only the buckets
+// losing or gaining rows are recomputed and spliced into a fresh copy of
+// that table's ids (a copy of ~n ids plus O(2^range_bits) offsets per
+// changed table; with bucket_cap > 0 also one scan of the table's n
+// row-to-bucket entries), tables spread over the build's thread count, so
+// batch the changed rows into one call.
+//
+// NOT thread-safe with respect to `t`: no other call may use `t` while
+// this runs (exclusive access). Nothing is changed on error.
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INDEX_OUT_OF_RANGE (an id >= n),
+// SIZE_OVERFLOW, ALLOCATION_FAILED.
+//
+// # Safety
+// `ids` holds `count` u32, `new_codes` count*L u32 (NULL with count 0).
 lshk_status lshk_tables_update(struct lshk_tables *t,
                                const uint32_t *ids,
                                const uint32_t *new_codes,
                                size_t count);
 
-/*
- Candidate rows for `q` queries. Query i's codes are
- `codes[i * L .. (i + 1) * L]` (same hash family and layout as the build).
-
- For each query:
- 1. its forced ids `forced_ids[forced_offsets[i] .. forced_offsets[i+1]]`
-    (duplicates allowed) are always in the result;
- 2. tables t = 0 .. L-1 are visited in order; in each, the query's bucket,
-    then `params->probes` multi-probe buckets: the K = bits_per_table bits
-    are ranked by |projection| ascending (ties: lower bit first, the
-    projections being `projections[(i * L + t) * K + k]` as written by
-    lshk_simhash_project), a probe flips a non-empty set of ranks, sets are
-    taken in ascending order of the sum of their |projections| (summed in
-    f64 in rank order; ties: the set with the smaller bitmask of ranks
-    first); a probe landing in a bucket already visited in this table is
-    skipped. A bucket's ids are visited ascending.
- 3. with `max_candidates` > 0: before each visited id, if the number of
-    distinct ids seen so far (forced ids included) has reached
-    max_candidates, the visit of this query stops. So the result holds the
-    forced ids plus the first max_candidates - (distinct forced ids)
-    distinct ids in visiting order, filtered by min_count.
- 4. output: the ids seen in at least `min_count` visited tables, plus the
-    forced ids, ascending and without duplicates.
-
- Output (CSR): query i's ids are `ids[offsets[i] .. offsets[i+1]]`,
- offsets[0] = 0, offsets has q + 1 entries. `*needed` receives the total
- number of ids (offsets[q]). If `counts` is not NULL it must hold ids_len
- u32 and receives, parallel to ids, the number of tables in which each id
- was found (at most L; a forced id may have 0).
-
- When `ids_len` < *needed the call returns BUFFER_TOO_SMALL and writes only
- `*needed`; calling again with ids_len >= *needed (same inputs) succeeds.
- `params` NULL means defaults. `projections` (projections_len >= q*K*L,
- finite) is needed only when probes > 0; `forced_offsets` NULL (with
- forced_ids_len 0) means no forced ids.
-
- Runs on the active tier; scratch is thread-local (a bitmap of n bits,
- plus a u32 per row when min_count > 1 or counts are asked for), reused
- across calls. Thread-safe (many threads may gather from one `t`).
-
- Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (struct_size too
- small, forced_offsets not starting at 0 / decreasing / beyond
- forced_ids_len, probes without bits_per_table in 1..=32 or beyond
- min(2^K - 1, 4096), misaligned pointers, an output (the written part
- of `ids` / `counts`, `offsets`, `needed`) overlapping an input or
- another output), INDEX_OUT_OF_RANGE (a forced id >= n),
- BUFFER_TOO_SMALL (ids_len, projections_len), NON_FINITE (a NaN or
- infinite projection), SIZE_OVERFLOW, ALLOCATION_FAILED.
-
- # Safety
- Every pointer holds the number of elements stated above (or is NULL where
- allowed); outputs must not overlap inputs.
- */
+// Candidate rows for `q` queries. Query i's codes are
+// `codes[i * L .. (i + 1) * L]` (same hash family and layout as the build).
+//
+// For each query:
+// 1. its forced ids `forced_ids[forced_offsets[i] .. forced_offsets[i+1]]`
+//    (duplicates allowed) are always in the result;
+// 2. tables t = 0 .. L-1 are visited in order; in each, the query's bucket,
+//    then `params->probes` multi-probe buckets: the K = bits_per_table bits
+//    are ranked by |projection| ascending (ties: lower bit first, the
+//    projections being `projections[(i * L + t) * K + k]` as written by
+//    lshk_simhash_project), a probe flips a non-empty set of ranks, sets are
+//    taken in ascending order of the sum of their |projections| (summed in
+//    f64 in rank order; ties: the set with the smaller bitmask of ranks
+//    first); a probe landing in a bucket already visited in this table is
+//    skipped. A bucket's ids are visited ascending.
+// 3. with `max_candidates` > 0: before each visited id, if the number of
+//    distinct ids seen so far (forced ids included) has reached
+//    max_candidates, the visit of this query stops. So the result holds the
+//    forced ids plus the first max_candidates - (distinct forced ids)
+//    distinct ids in visiting order, filtered by min_count.
+// 4. output: the ids seen in at least `min_count` visited tables, plus the
+//    forced ids, ascending and without duplicates.
+//
+// Output (CSR): query i's ids are `ids[offsets[i] .. offsets[i+1]]`,
+// offsets[0] = 0, offsets has q + 1 entries. `*needed` receives the total
+// number of ids (offsets[q]). If `counts` is not NULL it must hold ids_len
+// u32 and receives, parallel to ids, the number of tables in which each id
+// was found (at most L; a forced id may have 0).
+//
+// When `ids_len` < *needed the call returns BUFFER_TOO_SMALL and writes only
+// `*needed`; calling again with ids_len >= *needed (same inputs) succeeds.
+// `params` NULL means defaults. `projections` (projections_len >= q*K*L,
+// finite) is needed only when probes > 0; `forced_offsets` NULL (with
+// forced_ids_len 0) means no forced ids.
+//
+// Runs on the active tier; scratch is thread-local (a bitmap of n bits,
+// plus a u32 per row when min_count > 1 or counts are asked for), reused
+// across calls. Thread-safe (many threads may gather from one `t`).
+//
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (struct_size too
+// small, forced_offsets not starting at 0 / decreasing / beyond
+// forced_ids_len, probes without bits_per_table in 1..=32 or beyond
+// min(2^K - 1, 4096), misaligned pointers, an output (the written part
+// of `ids` / `counts`, `offsets`, `needed`) overlapping an input or
+// another output), INDEX_OUT_OF_RANGE (a forced id >= n),
+// BUFFER_TOO_SMALL (ids_len, projections_len), NON_FINITE (a NaN or
+// infinite projection), SIZE_OVERFLOW, ALLOCATION_FAILED.
+//
+// # Safety
+// Every pointer holds the number of elements stated above (or is NULL where
+// allowed); outputs must not overlap inputs.
 lshk_status lshk_tables_gather(const struct lshk_tables *t,
                                const uint32_t *codes,
                                size_t q,
@@ -2956,16 +2233,14 @@ lshk_status lshk_tables_gather(const struct lshk_tables *t,
                                uint32_t *counts,
                                size_t *needed);
 
-/*
- lshk_tables_gather on one chosen tier `isa` (for tests and benchmarks).
- Every tier returns identical results.
-
- Errors: as lshk_tables_gather, plus INVALID_ARGUMENT (not an LSHK_ISA_*)
- and UNSUPPORTED_ISA (this CPU lacks the tier).
-
- # Safety
- As lshk_tables_gather.
- */
+// lshk_tables_gather on one chosen tier `isa` (for tests and benchmarks).
+// Every tier returns identical results.
+//
+// Errors: as lshk_tables_gather, plus INVALID_ARGUMENT (not an LSHK_ISA_*)
+// and UNSUPPORTED_ISA (this CPU lacks the tier).
+//
+// # Safety
+// As lshk_tables_gather.
 lshk_status lshk_tables_gather_isa(lshk_isa isa,
                                    const struct lshk_tables *t,
                                    const uint32_t *codes,
@@ -2982,43 +2257,39 @@ lshk_status lshk_tables_gather_isa(lshk_isa isa,
                                    uint32_t *counts,
                                    size_t *needed);
 
-/*
- Default budget parameters: LSHK_BUDGET_MID_BUCKET, seed 0,
- struct_size = sizeof(lshk_budget_params).
- */
+// Default budget parameters: LSHK_BUDGET_MID_BUCKET, seed 0,
+// struct_size = sizeof(lshk_budget_params).
 struct lshk_budget_params lshk_budget_params_default(void);
 
-/*
- lshk_tables_gather with a budget rule (`budget` NULL = defaults, i.e.
- exactly lshk_tables_gather). The rule decides how `max_candidates`
- (forced ids included; 0 = no budget) cuts the union of a query's
- buckets (the query's bucket, then its probes, per table):
-
- * LSHK_BUDGET_MID_BUCKET: as lshk_tables_gather.
- * LSHK_BUDGET_MID_BUCKET_ROTATED: a per-query stream r: h = seed, then
-   for each of the query's L codes c in table order h =
-   next(splitmix64(h ^ c)) (SplitMix64 seeded with h ^ c, its first
-   output), r = SplitMix64(h). Tables are visited cyclically from s =
-   below(r, L) (s, s+1, ..., L-1, 0, ..., s-1); when a bucket of c ids
-   would pass the budget, it is read cyclically from position o =
-   below(r, c) until the budget is reached. (below: Lemire's
-   multiply-shift with rejection, as in lshk_simhash_new.) Over seeds,
-   each id of the cut bucket is kept with the same probability.
- * LSHK_BUDGET_WHOLE_BUCKETS: tables from the same start s; a table's
-   buckets join the set together if the set then holds at most
-   max_candidates ids, else the visit stops (later tables are not
-   tried). No bucket is cut.
-
- min_count, counts and the output are as in lshk_tables_gather. The
- result depends only on the tables, the codes, the forced ids, the params
- and the seed: identical on every tier and thread.
-
- Errors: as lshk_tables_gather, plus INVALID_ARGUMENT (budget struct_size
- too small, unknown rule, misaligned `budget`).
-
- # Safety
- As lshk_tables_gather; `budget` NULL or a readable lshk_budget_params.
- */
+// lshk_tables_gather with a budget rule (`budget` NULL = defaults, i.e.
+// exactly lshk_tables_gather). The rule decides how `max_candidates`
+// (forced ids included; 0 = no budget) cuts the union of a query's
+// buckets (the query's bucket, then its probes, per table):
+//
+// * LSHK_BUDGET_MID_BUCKET: as lshk_tables_gather.
+// * LSHK_BUDGET_MID_BUCKET_ROTATED: a per-query stream r: h = seed, then
+//   for each of the query's L codes c in table order h =
+//   next(splitmix64(h ^ c)) (SplitMix64 seeded with h ^ c, its first
+//   output), r = SplitMix64(h). Tables are visited cyclically from s =
+//   below(r, L) (s, s+1, ..., L-1, 0, ..., s-1); when a bucket of c ids
+//   would pass the budget, it is read cyclically from position o =
+//   below(r, c) until the budget is reached. (below: Lemire's
+//   multiply-shift with rejection, as in lshk_simhash_new.) Over seeds,
+//   each id of the cut bucket is kept with the same probability.
+// * LSHK_BUDGET_WHOLE_BUCKETS: tables from the same start s; a table's
+//   buckets join the set together if the set then holds at most
+//   max_candidates ids, else the visit stops (later tables are not
+//   tried). No bucket is cut.
+//
+// min_count, counts and the output are as in lshk_tables_gather. The
+// result depends only on the tables, the codes, the forced ids, the params
+// and the seed: identical on every tier and thread.
+//
+// Errors: as lshk_tables_gather, plus INVALID_ARGUMENT (budget struct_size
+// too small, unknown rule, misaligned `budget`).
+//
+// # Safety
+// As lshk_tables_gather; `budget` NULL or a readable lshk_budget_params.
 lshk_status lshk_tables_gather_budget(const struct lshk_tables *t,
                                       const uint32_t *codes,
                                       size_t q,
@@ -3035,42 +2306,38 @@ lshk_status lshk_tables_gather_budget(const struct lshk_tables *t,
                                       uint32_t *counts,
                                       size_t *needed);
 
-/*
- Default Adam parameters: lr 1e-3, beta1 0.9, beta2 0.999, eps 1e-8;
- struct_size = sizeof(lshk_adam_params).
- */
+// Default Adam parameters: lr 1e-3, beta1 0.9, beta2 0.999, eps 1e-8;
+// struct_size = sizeof(lshk_adam_params).
 struct lshk_adam_params lshk_adam_params_default(void);
 
-/*
- Softmax cross-entropy over per-sample candidate segments (CSR), for
- training: for every sample `b < nb` with segment `offsets[b] ..
- offsets[b+1]` of `n_b` candidates, logits `z = logits[segment]` and
- target weights `y = targets[segment]`, the target distribution is
- `t = y / sum(y)` (multi-label: 1 for each true label gives the uniform
- distribution over them; any non-negative weights are allowed), and
-
- * `loss[b] = log(sum_j exp(z_j)) - sum_j t_j z_j` (max-subtracted);
- * `grad[j] = softmax(z)_j - t_j`, the gradient of loss[b] with respect
-   to z_j.
-
- A segment whose weights sum to 0 has loss 0 and gradient 0; an empty
- segment has loss 0. `grad == logits` (in place) is allowed; any other
- overlap is not. The exponential is lshk's own (relative error <= 2^-19,
- plus 2^-125); the bounds on loss and gradient are in docs/training.md.
- The result is the same bits on every tier and for every thread count.
- `threads`: 0 = every core; samples are split into contiguous ranges.
-
- * `offsets`: nb + 1 entries, 0 first, non-decreasing; `logits`,
-   `targets`, `grad` hold offsets[nb] floats; `loss` nb floats.
-
- Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (bad offsets,
- misaligned, overlap, a negative target weight), NON_FINITE (a NaN or
- infinite logit or target; the message names it), SIZE_OVERFLOW.
- Stateless and thread-safe.
-
- # Safety
- The pointers hold the element counts above (or are NULL with 0).
- */
+// Softmax cross-entropy over per-sample candidate segments (CSR), for
+// training: for every sample `b < nb` with segment `offsets[b] ..
+// offsets[b+1]` of `n_b` candidates, logits `z = logits[segment]` and
+// target weights `y = targets[segment]`, the target distribution is
+// `t = y / sum(y)` (multi-label: 1 for each true label gives the uniform
+// distribution over them; any non-negative weights are allowed), and
+//
+// * `loss[b] = log(sum_j exp(z_j)) - sum_j t_j z_j` (max-subtracted);
+// * `grad[j] = softmax(z)_j - t_j`, the gradient of loss[b] with respect
+//   to z_j.
+//
+// A segment whose weights sum to 0 has loss 0 and gradient 0; an empty
+// segment has loss 0. `grad == logits` (in place) is allowed; any other
+// overlap is not. The exponential is lshk's own (relative error <= 2^-19,
+// plus 2^-125); the bounds on loss and gradient are in docs/training.md.
+// The result is the same bits on every tier and for every thread count.
+// `threads`: 0 = every core; samples are split into contiguous ranges.
+//
+// * `offsets`: nb + 1 entries, 0 first, non-decreasing; `logits`,
+//   `targets`, `grad` hold offsets[nb] floats; `loss` nb floats.
+//
+// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (bad offsets,
+// misaligned, overlap, a negative target weight), NON_FINITE (a NaN or
+// infinite logit or target; the message names it), SIZE_OVERFLOW.
+// Stateless and thread-safe.
+//
+// # Safety
+// The pointers hold the element counts above (or are NULL with 0).
 lshk_status lshk_softmax_xent_csr(const float *logits,
                                   const float *targets,
                                   const size_t *offsets,
@@ -3079,14 +2346,12 @@ lshk_status lshk_softmax_xent_csr(const float *logits,
                                   float *loss,
                                   float *grad);
 
-/*
- lshk_softmax_xent_csr on one chosen tier `isa` (tests, benchmarks).
- Errors: as lshk_softmax_xent_csr, plus INVALID_ARGUMENT (not an
- LSHK_ISA_* value) and UNSUPPORTED_ISA (this CPU lacks the tier).
-
- # Safety
- As lshk_softmax_xent_csr.
- */
+// lshk_softmax_xent_csr on one chosen tier `isa` (tests, benchmarks).
+// Errors: as lshk_softmax_xent_csr, plus INVALID_ARGUMENT (not an
+// LSHK_ISA_* value) and UNSUPPORTED_ISA (this CPU lacks the tier).
+//
+// # Safety
+// As lshk_softmax_xent_csr.
 lshk_status lshk_softmax_xent_csr_isa(lshk_isa isa,
                                       const float *logits,
                                       const float *targets,
@@ -3096,32 +2361,52 @@ lshk_status lshk_softmax_xent_csr_isa(lshk_isa isa,
                                       float *loss,
                                       float *grad);
 
-/*
- The transposed gathered product (the backward of the gathered matmul
- with respect to the queries): for every sample `b < nb`,
- `dq[b * dq_stride + k] = sum_j grad[j] * w[ids[j] * w_stride + k]` for
- `k < dim`, over its segment `offsets[b] .. offsets[b+1]` (an empty
- segment gives zeros; a repeated id counts each time). Each element is
- summed in position order from 0 with the product and the sum rounded
- separately: the same bits on every tier and thread count, within
- `gamma(n_b + 1) * sum_j |grad_j w_jk|` of the exact value. Rows are
- prefetched ahead as in lshk_gathered_matmul_f32.
+// The transposed gathered product (the backward of the gathered matmul
+// with respect to the queries): for every sample `b < nb`,
+// `dq[b * dq_stride + k] = sum_j grad[j] * w[ids[j] * w_stride + k]` for
+// `k < dim`, over its segment `offsets[b] .. offsets[b+1]` (an empty
+// segment gives zeros; a repeated id counts each time). Each element is
+// summed in position order from 0 with the product and the sum rounded
+// separately: the same bits on every tier and thread count, within
+// `gamma(n_b + 1) * sum_j |grad_j w_jk|` of the exact value (bf16 rows
+// are widened exactly; the bound holds for the stored values).
+//
+// * `dtype`: LSHK_STORAGE_F32 (float rows) or LSHK_STORAGE_BF16 (uint16_t
+//   bf16 bit patterns).
+// * `w`: `rows` rows of `dim` elements at stride `w_stride >= dim`.
+// * `offsets`: nb + 1 entries; `grad` and `ids` offsets[nb] entries, each
+//   id < rows.
+// * `dq`: nb rows of `dim` floats at stride `dq_stride >= dim`
+//   (`(nb-1)*dq_stride + dim` floats); must not overlap any input.
+// * `threads`: 0 = every core.
+//
+// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (a bad dtype,
+// dim 0, stride < dim, bad offsets, misaligned, overlap),
+// INDEX_OUT_OF_RANGE (the first id >= rows is named), SIZE_OVERFLOW.
+// Stateless, thread-safe.
+//
+// # Safety
+// The pointers hold the element counts above (or are NULL with 0).
+lshk_status lshk_gather_dq(uint32_t dtype,
+                           const void *w,
+                           size_t rows,
+                           size_t dim,
+                           size_t w_stride,
+                           const float *grad,
+                           const uint32_t *ids,
+                           const size_t *offsets,
+                           size_t nb,
+                           uint32_t threads,
+                           float *dq,
+                           size_t dq_stride);
 
- * `w`: `rows` rows of `dim` floats at stride `w_stride >= dim`.
- * `offsets`: nb + 1 entries; `grad` and `ids` offsets[nb] entries, each
-   id < rows.
- * `dq`: nb rows of `dim` floats at stride `dq_stride >= dim`
-   (`(nb-1)*dq_stride + dim` floats); must not overlap any input.
- * `threads`: 0 = every core.
-
- Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
- stride < dim, bad offsets, misaligned, overlap), INDEX_OUT_OF_RANGE
- (the first id >= rows is named), SIZE_OVERFLOW. Stateless, thread-safe.
-
- # Safety
- The pointers hold the element counts above (or are NULL with 0).
- */
-lshk_status lshk_gather_dq_f32(const float *w,
+// lshk_gather_dq on one chosen tier (see lshk_softmax_xent_csr_isa).
+//
+// # Safety
+// As lshk_gather_dq.
+lshk_status lshk_gather_dq_isa(lshk_isa isa,
+                               uint32_t dtype,
+                               const void *w,
                                size_t rows,
                                size_t dim,
                                size_t w_stride,
@@ -3133,92 +2418,33 @@ lshk_status lshk_gather_dq_f32(const float *w,
                                float *dq,
                                size_t dq_stride);
 
-/*
- lshk_gather_dq_f32 on one chosen tier (see lshk_softmax_xent_csr_isa).
-
- # Safety
- As lshk_gather_dq_f32.
- */
-lshk_status lshk_gather_dq_f32_isa(lshk_isa isa,
-                                   const float *w,
-                                   size_t rows,
-                                   size_t dim,
-                                   size_t w_stride,
-                                   const float *grad,
-                                   const uint32_t *ids,
-                                   const size_t *offsets,
-                                   size_t nb,
-                                   uint32_t threads,
-                                   float *dq,
-                                   size_t dq_stride);
-
-/*
- lshk_gather_dq_f32 with bf16 rows (`w` holds bf16 bit patterns, widened
- to f32 exactly; `w` 2-byte aligned). Same bound for the stored values.
-
- # Safety
- As lshk_gather_dq_f32.
- */
-lshk_status lshk_gather_dq_bf16(const uint16_t *w,
-                                size_t rows,
-                                size_t dim,
-                                size_t w_stride,
-                                const float *grad,
-                                const uint32_t *ids,
-                                const size_t *offsets,
-                                size_t nb,
-                                uint32_t threads,
-                                float *dq,
-                                size_t dq_stride);
-
-/*
- lshk_gather_dq_bf16 on one chosen tier (see lshk_softmax_xent_csr_isa).
-
- # Safety
- As lshk_gather_dq_f32.
- */
-lshk_status lshk_gather_dq_bf16_isa(lshk_isa isa,
-                                    const uint16_t *w,
-                                    size_t rows,
-                                    size_t dim,
-                                    size_t w_stride,
-                                    const float *grad,
-                                    const uint32_t *ids,
-                                    const size_t *offsets,
-                                    size_t nb,
-                                    uint32_t threads,
-                                    float *dq,
-                                    size_t dq_stride);
-
-/*
- SGD on the rows of a batch, in place, position by position: for every
- position j in increasing order, the row r = ids[j] gets
- `w[r] -= (lr * grad[j]) * q[b(j)]`, `b(j)` the sample whose segment
- holds position j (`grad` from lshk_softmax_xent_csr; the step rounded,
- then per element the product and the difference). A row repeated within
- or across samples receives every occurrence's update, in position
- order: in exact arithmetic `w[r] - lr * sum_j grad[j] q[b(j)]`. Rows
- that do not occur are not touched. When rows repeat often (2 n >= rows
- for n positions) the batch is grouped by row first and each row is read
- and written once: the same operations, the same bits. Deterministic:
- threads own contiguous ranges of rows and apply their positions in
- order, so the result is the same bits on every tier and for every
- thread count (0 = every core).
-
- * `w`: `rows` rows of `dim` floats at stride `w_stride >= dim`, updated.
- * `q`: nb rows of `dim` floats at stride `q_stride >= dim`.
- * `offsets`: nb + 1 entries; `grad`, `ids`: offsets[nb] entries.
-
- Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
- stride < dim, bad offsets, misaligned, `w` overlapping an input),
- INDEX_OUT_OF_RANGE, NON_FINITE (a NaN or infinite `grad`, `q` or `lr`),
- SIZE_OVERFLOW, ALLOCATION_FAILED (scratch: 8 bytes per position in batch
- order; grouped by row, when 2 n >= rows, 32 per position and 5 per row).
- Needs exclusive access to `w`.
-
- # Safety
- The pointers hold the element counts above (or are NULL with 0).
- */
+// SGD on the rows of a batch, in place, position by position: for every
+// position j in increasing order, the row r = ids[j] gets
+// `w[r] -= (lr * grad[j]) * q[b(j)]`, `b(j)` the sample whose segment
+// holds position j (`grad` from lshk_softmax_xent_csr; the step rounded,
+// then per element the product and the difference). A row repeated within
+// or across samples receives every occurrence's update, in position
+// order: in exact arithmetic `w[r] - lr * sum_j grad[j] q[b(j)]`. Rows
+// that do not occur are not touched. When rows repeat often (2 n >= rows
+// for n positions) the batch is grouped by row first and each row is read
+// and written once: the same operations, the same bits. Deterministic:
+// threads own contiguous ranges of rows and apply their positions in
+// order, so the result is the same bits on every tier and for every
+// thread count (0 = every core).
+//
+// * `w`: `rows` rows of `dim` floats at stride `w_stride >= dim`, updated.
+// * `q`: nb rows of `dim` floats at stride `q_stride >= dim`.
+// * `offsets`: nb + 1 entries; `grad`, `ids`: offsets[nb] entries.
+//
+// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
+// stride < dim, bad offsets, misaligned, `w` overlapping an input),
+// INDEX_OUT_OF_RANGE, NON_FINITE (a NaN or infinite `grad`, `q` or `lr`),
+// SIZE_OVERFLOW, ALLOCATION_FAILED (scratch: 8 bytes per position in batch
+// order; grouped by row, when 2 n >= rows, 32 per position and 5 per row).
+// Needs exclusive access to `w`.
+//
+// # Safety
+// The pointers hold the element counts above (or are NULL with 0).
 lshk_status lshk_rows_update_sgd(float *w,
                                  size_t rows,
                                  size_t dim,
@@ -3232,12 +2458,10 @@ lshk_status lshk_rows_update_sgd(float *w,
                                  float lr,
                                  uint32_t threads);
 
-/*
- lshk_rows_update_sgd on one chosen tier (see lshk_softmax_xent_csr_isa).
-
- # Safety
- As lshk_rows_update_sgd.
- */
+// lshk_rows_update_sgd on one chosen tier (see lshk_softmax_xent_csr_isa).
+//
+// # Safety
+// As lshk_rows_update_sgd.
 lshk_status lshk_rows_update_sgd_isa(lshk_isa isa,
                                      float *w,
                                      size_t rows,
@@ -3252,74 +2476,66 @@ lshk_status lshk_rows_update_sgd_isa(lshk_isa isa,
                                      float lr,
                                      uint32_t threads);
 
-/*
- Creates lazy Adam state for a W of `rows` rows of `dim` values: moments
- 0, step counts 0 (`8 * rows * dim + 4 * rows` bytes). `params` NULL
- means the defaults. On success `*out` receives the handle (free it with
- lshk_adam_free); on failure `*out` is not written.
-
- Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim 0, beta1 or beta2
- outside [0, 1), eps not finite and > 0, struct_size too small,
- misaligned), NON_FINITE (lr), SIZE_OVERFLOW (rows * dim),
- ALLOCATION_FAILED (also up front when the state exceeds the machine's
- physical memory).
-
- # Safety
- `params` is NULL or points to a readable lshk_adam_params of
- `struct_size` bytes; `out` is writable.
- */
+// Creates lazy Adam state for a W of `rows` rows of `dim` values: moments
+// 0, step counts 0 (`8 * rows * dim + 4 * rows` bytes). `params` NULL
+// means the defaults. On success `*out` receives the handle (free it with
+// lshk_adam_free); on failure `*out` is not written.
+//
+// Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim 0, beta1 or beta2
+// outside [0, 1), eps not finite and > 0, struct_size too small,
+// misaligned), NON_FINITE (lr), SIZE_OVERFLOW (rows * dim),
+// ALLOCATION_FAILED (also up front when the state exceeds the machine's
+// physical memory).
+//
+// # Safety
+// `params` is NULL or points to a readable lshk_adam_params of
+// `struct_size` bytes; `out` is writable.
 lshk_status lshk_adam_new(size_t rows,
                           size_t dim,
                           const struct lshk_adam_params *params,
                           struct lshk_adam **out);
 
-/*
- Releases Adam state. NULL is a no-op; a freed or foreign handle is
- INVALID_HANDLE.
-
- # Safety
- `adam` is NULL or a handle from lshk_adam_new that no other thread is
- using.
- */
+// Releases Adam state. NULL is a no-op; a freed or foreign handle is
+// INVALID_HANDLE.
+//
+// # Safety
+// `adam` is NULL or a handle from lshk_adam_new that no other thread is
+// using.
 lshk_status lshk_adam_free(struct lshk_adam *adam);
 
-/*
- Replaces the hyper-parameters for the following steps (a learning-rate
- schedule, say); the moments and step counts are kept. NULL `params`
- means the defaults.
-
- Errors (nothing changed): NULL_POINTER (`adam`), INVALID_HANDLE,
- INVALID_ARGUMENT and NON_FINITE as lshk_adam_new. Needs exclusive
- access.
-
- # Safety
- As lshk_adam_new; `adam` is not used by another thread meanwhile.
- */
+// Replaces the hyper-parameters for the following steps (a learning-rate
+// schedule, say); the moments and step counts are kept. NULL `params`
+// means the defaults.
+//
+// Errors (nothing changed): NULL_POINTER (`adam`), INVALID_HANDLE,
+// INVALID_ARGUMENT and NON_FINITE as lshk_adam_new. Needs exclusive
+// access.
+//
+// # Safety
+// As lshk_adam_new; `adam` is not used by another thread meanwhile.
 lshk_status lshk_adam_set_params(struct lshk_adam *adam,
                                  const struct lshk_adam_params *params);
 
-/*
- One lazy Adam step on the rows of a batch, in place: every row `r` that
- occurs among `ids` gets its summed gradient
- `G_r = sum_{j: ids[j] = r} grad[j] * q[b(j)]` (summed in position order
- from +0), its step count `t_r += 1`, and, element by
- element in f32, `m = b1 m + (1-b1) G`, `v = b2 v + (1-b2) G^2`,
- `w -= lr (m c1) / (sqrt(v c2) + eps)` with the bias corrections
- `c1 = 1/(1 - b1^t_r)`, `c2 = 1/(1 - b2^t_r)` of the row's own count
- (in double, rounded to float).
- Rows not in the batch are not touched (no decay of their moments).
- Same bits on every tier and for every thread count (0 = every core).
- `rows` and `dim` must be those given to lshk_adam_new; the other
- arguments as lshk_rows_update_sgd.
-
- Errors (nothing written, state unchanged): NULL_POINTER, INVALID_HANDLE,
- INVALID_ARGUMENT (rows or dim differ from the state's, and as
- lshk_rows_update_sgd), INDEX_OUT_OF_RANGE, NON_FINITE, SIZE_OVERFLOW,
- ALLOCATION_FAILED. Needs exclusive access to `adam` and `w`.
-
- # Safety
- As lshk_rows_update_sgd; `adam` is not used by another thread.
- */
+// One lazy Adam step on the rows of a batch, in place: every row `r` that
+// occurs among `ids` gets its summed gradient
+// `G_r = sum_{j: ids[j] = r} grad[j] * q[b(j)]` (summed in position order
+// from +0), its step count `t_r += 1`, and, element by
+// element in f32, `m = b1 m + (1-b1) G`, `v = b2 v + (1-b2) G^2`,
+// `w -= lr (m c1) / (sqrt(v c2) + eps)` with the bias corrections
+// `c1 = 1/(1 - b1^t_r)`, `c2 = 1/(1 - b2^t_r)` of the row's own count
+// (in double, rounded to float).
+// Rows not in the batch are not touched (no decay of their moments).
+// Same bits on every tier and for every thread count (0 = every core).
+// `rows` and `dim` must be those given to lshk_adam_new; the other
+// arguments as lshk_rows_update_sgd.
+//
+// Errors (nothing written, state unchanged): NULL_POINTER, INVALID_HANDLE,
+// INVALID_ARGUMENT (rows or dim differ from the state's, and as
+// lshk_rows_update_sgd), INDEX_OUT_OF_RANGE, NON_FINITE, SIZE_OVERFLOW,
+// ALLOCATION_FAILED. Needs exclusive access to `adam` and `w`.
+//
+// # Safety
+// As lshk_rows_update_sgd; `adam` is not used by another thread.
 lshk_status lshk_adam_step(struct lshk_adam *adam,
                            float *w,
                            size_t rows,
@@ -3333,40 +2549,38 @@ lshk_status lshk_adam_step(struct lshk_adam *adam,
                            size_t nb,
                            uint32_t threads);
 
-/*
- The probability that LSH sampling with this SimHash index puts each
- candidate into its query's set, for a logQ correction of sampled
- softmax: for query `i < nq` (`dim` floats at `q + i * q_stride`) and
- each candidate `ids[offsets[i] .. offsets[i+1]]` (CSR, `nq + 1`
- offsets, 0 first, non-decreasing),
-
- `out_prob[j] = 1 - (1 - p^K)^l`, `p = 1 - θ/π`,
-
- θ the angle between the query and the row as the index hashes them
- (after its transform, e.g. [q, 1] and [w, b] with BIAS_AUG; the row
- from the stored weights and bias), `l = tables_used[i]` (the number of
- tables whose buckets joined query i's set, e.g. where a whole-bucket
- budget stopped; each <= L) or L for every query when `tables_used` is
- NULL; `l = 0` gives 0. Exact over the random Gaussian planes (sparsity
- 0) with one bucket per code; an approximation with ±1 / sparse /
- caller-given planes, folded codes (range_bits < K), bucket_cap or
- multi-probing; rows updated and not yet rehashed are taken as stored
- (docs/training.md). A trainer subtracts log(out_prob[j]) from the
- logit of each sampled negative j. Computed in double precision; the
- same bits on every machine. Thread-safe (the index is only read).
-
- Errors (nothing written): NULL_POINTER, INVALID_HANDLE,
- INVALID_ARGUMENT (a DWTA index, an index with label-aware buckets, bad
- offsets, q_stride < dim, a tables_used value > L, misaligned or
- overlapping pointers), INDEX_OUT_OF_RANGE (an id >= rows), NON_FINITE
- (a NaN or infinite query value), SIZE_OVERFLOW.
-
- # Safety
- `q` must hold (nq-1)*q_stride + dim readable floats (nothing when nq
- is 0); `offsets` nq + 1 readable size_t; `ids` and `out_prob`
- offsets[nq] elements; `tables_used` NULL or nq readable u32;
- `out_prob` may not overlap any input.
- */
+// The probability that LSH sampling with this SimHash index puts each
+// candidate into its query's set, for a logQ correction of sampled
+// softmax: for query `i < nq` (`dim` floats at `q + i * q_stride`) and
+// each candidate `ids[offsets[i] .. offsets[i+1]]` (CSR, `nq + 1`
+// offsets, 0 first, non-decreasing),
+//
+// `out_prob[j] = 1 - (1 - p^K)^l`, `p = 1 - θ/π`,
+//
+// θ the angle between the query and the row as the index hashes them
+// (after its transform, e.g. [q, 1] and [w, b] with BIAS_AUG; the row
+// from the stored weights and bias), `l = tables_used[i]` (the number of
+// tables whose buckets joined query i's set, e.g. where a whole-bucket
+// budget stopped; each <= L) or L for every query when `tables_used` is
+// NULL; `l = 0` gives 0. Exact over the random Gaussian planes (sparsity
+// 0) with one bucket per code; an approximation with ±1 / sparse /
+// caller-given planes, folded codes (range_bits < K), bucket_cap or
+// multi-probing; rows updated and not yet rehashed are taken as stored
+// (docs/training.md). A trainer subtracts log(out_prob[j]) from the
+// logit of each sampled negative j. Computed in double precision; the
+// same bits on every machine. Thread-safe (the index is only read).
+//
+// Errors (nothing written): NULL_POINTER, INVALID_HANDLE,
+// INVALID_ARGUMENT (a DWTA index, an index with label-aware buckets, bad
+// offsets, q_stride < dim, a tables_used value > L, misaligned or
+// overlapping pointers), INDEX_OUT_OF_RANGE (an id >= rows), NON_FINITE
+// (a NaN or infinite query value), SIZE_OVERFLOW.
+//
+// # Safety
+// `q` must hold (nq-1)*q_stride + dim readable floats (nothing when nq
+// is 0); `offsets` nq + 1 readable size_t; `ids` and `out_prob`
+// offsets[nq] elements; `tables_used` NULL or nq readable u32;
+// `out_prob` may not overlap any input.
 lshk_status lshk_index_inclusion_prob(const struct lshk_index *idx,
                                       const float *q,
                                       size_t nq,

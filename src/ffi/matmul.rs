@@ -2,6 +2,7 @@
 //! (`lshk_gathered_matmul_*`, `lshk_convert_*`, `lshk_quantize_rows_i8`,
 //! `lshk_topk`, `lshk_softmax`).
 
+use super::index::lshk_weights_view;
 use super::*;
 use crate::matmul::{self, WeightMatrix, Weights};
 
@@ -124,13 +125,58 @@ unsafe fn matmul_impl(
     })
 }
 
-/// Gathered matmul, f32 weights: for every query `i < nq` and every `j` in
-/// its segment `offsets[i] .. offsets[i+1]`,
-/// `out[j] = dot(w[ids[j]], q[i]) + (bias ? bias[ids[j]] : 0)`.
+/// Reads a caller's weights view into the matmul's arguments.
 ///
-/// * `w`: `rows` rows of `dim` floats, row r at `w + r * w_stride`
-///   (`w_stride >= dim`, in elements); `(rows-1)*w_stride + dim` readable.
-/// * `bias`: NULL or `rows` floats.
+/// # Safety
+/// `w` is NULL or a readable lshk_weights_view of its struct_size.
+unsafe fn read_view(w: *const lshk_weights_view) -> Result<(Dtype, lshk_weights_view)> {
+    if w.is_null() {
+        bail!(NullPointer, "`w` is NULL");
+    }
+    if !w.is_aligned() {
+        bail!(InvalidArgument, "`w` is misaligned");
+    }
+    // SAFETY: non-NULL, aligned; struct_size is the first field.
+    let size = unsafe { *w.cast::<u32>() } as usize;
+    if size < std::mem::size_of::<lshk_weights_view>() {
+        bail!(
+            InvalidArgument,
+            "w->struct_size is {size}, less than sizeof(lshk_weights_view) = {}",
+            std::mem::size_of::<lshk_weights_view>()
+        );
+    }
+    // SAFETY: as above; the struct holds at least our fields.
+    let v = unsafe { *w };
+    let dtype = match v.storage {
+        super::index::LSHK_STORAGE_BORROWED_F32 | super::index::LSHK_STORAGE_F32 => Dtype::F32,
+        super::index::LSHK_STORAGE_BF16 => Dtype::Bf16,
+        super::index::LSHK_STORAGE_F16 => Dtype::F16,
+        super::index::LSHK_STORAGE_I8 => Dtype::I8,
+        s => bail!(
+            InvalidArgument,
+            "w->storage {s} is not an LSHK_STORAGE_* value (0..=4)"
+        ),
+    };
+    if !matches!(dtype, Dtype::I8) && !v.scales.is_null() {
+        bail!(
+            InvalidArgument,
+            "w->scales is set but w->storage is not LSHK_STORAGE_I8"
+        );
+    }
+    Ok((dtype, v))
+}
+
+/// Gathered matmul: for every query `i < nq` and every `j` in its segment
+/// `offsets[i] .. offsets[i+1]`,
+/// `out[j] = dot(W[ids[j]], q[i]) + (bias ? bias[ids[j]] : 0)`.
+///
+/// * `w`: the weights, as lshk_index_weights fills the view (or the
+///   caller's own matrix described the same way): `w->storage` gives the
+///   element type of `w->w` (BORROWED_F32 and F32: float; BF16: uint16_t
+///   bf16 bits; F16: uint16_t binary16; I8: int8_t with `w->scales`,
+///   `rows` floats, row r being `scales[r] * w[r]`); `w->rows` rows of
+///   `w->dim` elements, row r at element `r * w->w_stride`
+///   (`w_stride >= dim`); `w->bias` NULL or `rows` floats.
 /// * `q`: `nq` rows of `dim` floats at stride `q_stride >= dim`.
 /// * `ids`, `offsets`: CSR candidates (the bucket gather's output):
 ///   `offsets` has `nq + 1` entries, `offsets[0] == 0`, non-decreasing,
@@ -138,26 +184,28 @@ unsafe fn matmul_impl(
 ///   (duplicates allowed).
 /// * `out`: `out_len` floats; must not overlap any input.
 ///
-/// Accumulates in f32 (FMA on the SIMD tiers); NaN and infinity propagate as
-/// in IEEE arithmetic. Error bound, per output, with u = 2^-24:
-/// `gamma(dim+2) * (sum_t |w_t q_t| + |bias|)`, `gamma(n) = n u/(1 - n u)`.
-/// Runs on the active tier (lshk_isa_active); stateless and thread-safe.
+/// The 16-bit and int8 rows are widened to f32 exactly (int8: times its
+/// scale, rounded once) and accumulated in f32 (FMA on the SIMD tiers);
+/// NaN and infinity propagate as in IEEE arithmetic. Error bound, per
+/// output, with u = 2^-24 and W the widened rows: `gamma(dim+2) *
+/// (sum_t |W_t q_t| + |bias|)`, `gamma(n) = n u/(1 - n u)` (int8 adds
+/// one rounding of the scale product per element: gamma(dim+3)). Runs on
+/// the active tier (lshk_isa_active); stateless and thread-safe.
 ///
 /// Errors (nothing is written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
-/// stride < dim, bad offsets, misaligned pointer, `out` overlapping an
-/// input), INDEX_OUT_OF_RANGE (`index out of range: ids[p] = v (query i)`,
-/// the first offending position), SIZE_OVERFLOW.
+/// stride < dim, struct_size too small, a bad storage value, scales
+/// without I8, bad offsets, misaligned pointer, `out` overlapping an
+/// input), INDEX_OUT_OF_RANGE (`index out of range: ids[p] = v (query
+/// i)`, the first offending position), SIZE_OVERFLOW.
 ///
 /// # Safety
-/// Every pointer holds the number of elements stated above (or is NULL with
-/// 0 elements); `out` is writable.
+/// `w` NULL or a readable lshk_weights_view whose pointers hold the
+/// elements stated above; every other pointer likewise (or NULL with 0
+/// elements); `out` is writable.
 #[no_mangle]
-pub unsafe extern "C" fn lshk_gathered_matmul_f32(
-    w: *const f32,
-    rows: usize,
-    dim: usize,
-    w_stride: usize,
-    bias: *const f32,
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lshk_gathered_matmul(
+    w: *const lshk_weights_view,
     q: *const f32,
     nq: usize,
     q_stride: usize,
@@ -168,16 +216,10 @@ pub unsafe extern "C" fn lshk_gathered_matmul_f32(
 ) -> lshk_status {
     // SAFETY: forwarded caller contract.
     unsafe {
-        matmul_impl(
-            "lshk_gathered_matmul_f32",
+        view_matmul(
+            "lshk_gathered_matmul",
             None,
-            Dtype::F32,
-            w.cast(),
-            std::ptr::null(),
-            rows,
-            dim,
-            w_stride,
-            bias,
+            w,
             q,
             nq,
             q_stride,
@@ -189,21 +231,17 @@ pub unsafe extern "C" fn lshk_gathered_matmul_f32(
     }
 }
 
-/// lshk_gathered_matmul_f32 on one chosen tier `isa` (tests, benchmarks).
-/// Errors: as lshk_gathered_matmul_f32, plus INVALID_ARGUMENT (not an
-/// LSHK_ISA_* value) and UNSUPPORTED_ISA (this CPU lacks the tier). The tier
-/// cap (LSHK_MAX_ISA) does not apply here.
+/// lshk_gathered_matmul on the tier `isa` instead of the active one
+/// (UNSUPPORTED_ISA when this CPU lacks it): the per-tier tests and
+/// benchmarks compare tiers with it. Same bound on every tier.
 ///
 /// # Safety
-/// As lshk_gathered_matmul_f32.
+/// As lshk_gathered_matmul.
 #[no_mangle]
-pub unsafe extern "C" fn lshk_gathered_matmul_f32_isa(
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lshk_gathered_matmul_isa(
     isa: lshk_isa,
-    w: *const f32,
-    rows: usize,
-    dim: usize,
-    w_stride: usize,
-    bias: *const f32,
+    w: *const lshk_weights_view,
     q: *const f32,
     nq: usize,
     q_stride: usize,
@@ -214,16 +252,10 @@ pub unsafe extern "C" fn lshk_gathered_matmul_f32_isa(
 ) -> lshk_status {
     // SAFETY: forwarded caller contract.
     unsafe {
-        matmul_impl(
-            "lshk_gathered_matmul_f32_isa",
+        view_matmul(
+            "lshk_gathered_matmul_isa",
             Some(isa),
-            Dtype::F32,
-            w.cast(),
-            std::ptr::null(),
-            rows,
-            dim,
-            w_stride,
-            bias,
+            w,
             q,
             nq,
             q_stride,
@@ -235,22 +267,15 @@ pub unsafe extern "C" fn lshk_gathered_matmul_f32_isa(
     }
 }
 
-/// Gathered matmul with bf16 weights (`w` holds bf16 bit patterns, e.g. from
-/// lshk_convert_f32_to_bf16); `q`, `bias`, `out` stay f32. Each weight is
-/// widened to f32 exactly on every tier (AVX-512 included; q is never
-/// rounded to bf16), so the bound of lshk_gathered_matmul_f32 holds for the
-/// stored weights on every CPU. Arguments, errors and thread-safety as
-/// lshk_gathered_matmul_f32 (`w` must be 2-byte aligned).
+/// The body of lshk_gathered_matmul / _isa.
 ///
 /// # Safety
-/// As lshk_gathered_matmul_f32.
-#[no_mangle]
-pub unsafe extern "C" fn lshk_gathered_matmul_bf16(
-    w: *const u16,
-    rows: usize,
-    dim: usize,
-    w_stride: usize,
-    bias: *const f32,
+/// Their contracts.
+#[allow(clippy::too_many_arguments)]
+unsafe fn view_matmul(
+    func: &str,
+    tier: Option<lshk_isa>,
+    w: *const lshk_weights_view,
     q: *const f32,
     nq: usize,
     q_stride: usize,
@@ -260,255 +285,16 @@ pub unsafe extern "C" fn lshk_gathered_matmul_bf16(
     out_len: usize,
 ) -> lshk_status {
     // SAFETY: forwarded caller contract.
+    let v = match unsafe { read_view(w) } {
+        Ok(v) => v,
+        Err(e) => return boundary(func, || Err(e)),
+    };
+    let (dtype, v) = v;
+    // SAFETY: forwarded caller contract (the view's pointers).
     unsafe {
         matmul_impl(
-            "lshk_gathered_matmul_bf16",
-            None,
-            Dtype::Bf16,
-            w.cast(),
-            std::ptr::null(),
-            rows,
-            dim,
-            w_stride,
-            bias,
-            q,
-            nq,
-            q_stride,
-            ids,
-            offsets,
-            out,
-            out_len,
-        )
-    }
-}
-
-/// lshk_gathered_matmul_bf16 on one chosen tier (see
-/// lshk_gathered_matmul_f32_isa).
-///
-/// # Safety
-/// As lshk_gathered_matmul_f32.
-#[no_mangle]
-pub unsafe extern "C" fn lshk_gathered_matmul_bf16_isa(
-    isa: lshk_isa,
-    w: *const u16,
-    rows: usize,
-    dim: usize,
-    w_stride: usize,
-    bias: *const f32,
-    q: *const f32,
-    nq: usize,
-    q_stride: usize,
-    ids: *const u32,
-    offsets: *const usize,
-    out: *mut f32,
-    out_len: usize,
-) -> lshk_status {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        matmul_impl(
-            "lshk_gathered_matmul_bf16_isa",
-            Some(isa),
-            Dtype::Bf16,
-            w.cast(),
-            std::ptr::null(),
-            rows,
-            dim,
-            w_stride,
-            bias,
-            q,
-            nq,
-            q_stride,
-            ids,
-            offsets,
-            out,
-            out_len,
-        )
-    }
-}
-
-/// Gathered matmul with IEEE 754 binary16 weights (`w` holds half bit
-/// patterns, e.g. from lshk_convert_f32_to_f16); widened exactly to f32
-/// (F16C `vcvtph2ps` on the AVX2 tier). Arguments, bound, errors and
-/// thread-safety as lshk_gathered_matmul_f32 (`w` 2-byte aligned).
-///
-/// # Safety
-/// As lshk_gathered_matmul_f32.
-#[no_mangle]
-pub unsafe extern "C" fn lshk_gathered_matmul_f16(
-    w: *const u16,
-    rows: usize,
-    dim: usize,
-    w_stride: usize,
-    bias: *const f32,
-    q: *const f32,
-    nq: usize,
-    q_stride: usize,
-    ids: *const u32,
-    offsets: *const usize,
-    out: *mut f32,
-    out_len: usize,
-) -> lshk_status {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        matmul_impl(
-            "lshk_gathered_matmul_f16",
-            None,
-            Dtype::F16,
-            w.cast(),
-            std::ptr::null(),
-            rows,
-            dim,
-            w_stride,
-            bias,
-            q,
-            nq,
-            q_stride,
-            ids,
-            offsets,
-            out,
-            out_len,
-        )
-    }
-}
-
-/// lshk_gathered_matmul_f16 on one chosen tier (see
-/// lshk_gathered_matmul_f32_isa).
-///
-/// # Safety
-/// As lshk_gathered_matmul_f32.
-#[no_mangle]
-pub unsafe extern "C" fn lshk_gathered_matmul_f16_isa(
-    isa: lshk_isa,
-    w: *const u16,
-    rows: usize,
-    dim: usize,
-    w_stride: usize,
-    bias: *const f32,
-    q: *const f32,
-    nq: usize,
-    q_stride: usize,
-    ids: *const u32,
-    offsets: *const usize,
-    out: *mut f32,
-    out_len: usize,
-) -> lshk_status {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        matmul_impl(
-            "lshk_gathered_matmul_f16_isa",
-            Some(isa),
-            Dtype::F16,
-            w.cast(),
-            std::ptr::null(),
-            rows,
-            dim,
-            w_stride,
-            bias,
-            q,
-            nq,
-            q_stride,
-            ids,
-            offsets,
-            out,
-            out_len,
-        )
-    }
-}
-
-/// Gathered matmul with int8 weights and one f32 scale per row (as made by
-/// lshk_quantize_rows_i8): `out[j] = scales[id] * dot(w[id], q[i]) + bias`.
-/// The query is NOT quantised: it stays f32 and int8 weights are widened to
-/// f32 exactly, so the bound of lshk_gathered_matmul_f32 holds for the
-/// stored values `scales[id] * w[id][t]`; the only quantisation error is
-/// that of the weights themselves (lshk_quantize_rows_i8 documents it).
-/// The sum `dot(w[id], q[i])` is taken before the scale is applied: when
-/// `127 * sum_t |q[i][t]|` reaches FLT_MAX it can overflow to +-inf even
-/// though the scaled logit fits in f32 (an index with int8 rows refuses
-/// such queries: LSHK_STATUS_NON_FINITE).
-/// `scales` holds `rows` floats. Otherwise as lshk_gathered_matmul_f32.
-///
-/// # Safety
-/// As lshk_gathered_matmul_f32, and `scales` holds `rows` floats.
-#[no_mangle]
-pub unsafe extern "C" fn lshk_gathered_matmul_i8(
-    w: *const i8,
-    scales: *const f32,
-    rows: usize,
-    dim: usize,
-    w_stride: usize,
-    bias: *const f32,
-    q: *const f32,
-    nq: usize,
-    q_stride: usize,
-    ids: *const u32,
-    offsets: *const usize,
-    out: *mut f32,
-    out_len: usize,
-) -> lshk_status {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        matmul_impl(
-            "lshk_gathered_matmul_i8",
-            None,
-            Dtype::I8,
-            w.cast(),
-            scales,
-            rows,
-            dim,
-            w_stride,
-            bias,
-            q,
-            nq,
-            q_stride,
-            ids,
-            offsets,
-            out,
-            out_len,
-        )
-    }
-}
-
-/// lshk_gathered_matmul_i8 on one chosen tier (see
-/// lshk_gathered_matmul_f32_isa).
-///
-/// # Safety
-/// As lshk_gathered_matmul_i8.
-#[no_mangle]
-pub unsafe extern "C" fn lshk_gathered_matmul_i8_isa(
-    isa: lshk_isa,
-    w: *const i8,
-    scales: *const f32,
-    rows: usize,
-    dim: usize,
-    w_stride: usize,
-    bias: *const f32,
-    q: *const f32,
-    nq: usize,
-    q_stride: usize,
-    ids: *const u32,
-    offsets: *const usize,
-    out: *mut f32,
-    out_len: usize,
-) -> lshk_status {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        matmul_impl(
-            "lshk_gathered_matmul_i8_isa",
-            Some(isa),
-            Dtype::I8,
-            w.cast(),
-            scales,
-            rows,
-            dim,
-            w_stride,
-            bias,
-            q,
-            nq,
-            q_stride,
-            ids,
-            offsets,
-            out,
-            out_len,
+            func, tier, dtype, v.w, v.scales, v.rows, v.dim, v.w_stride, v.bias, q, nq, q_stride,
+            ids, offsets, out, out_len,
         )
     }
 }
@@ -516,120 +302,64 @@ pub unsafe extern "C" fn lshk_gathered_matmul_i8_isa(
 /// # Safety
 /// `src` holds n readable `S`, `dst` n writable `D`.
 unsafe fn convert_impl<S, D>(
-    func: &str,
     src: *const S,
     n: usize,
     dst: *mut D,
     f: fn(&[S], &mut [D]) -> Result<()>,
+) -> Result<()> {
+    // SAFETY: caller contract (n elements each); checked by slice_*.
+    let s = unsafe { slice_in(src, n, "src")? };
+    check_disjoint(&[span(dst, n, "dst")?], &[span_of(s, "src")])?;
+    // SAFETY: as above; no overlap with `src`.
+    let d = unsafe { slice_out(dst, n, "dst")? };
+    f(s, d)
+}
+
+/// Converts `n` values from the element type `from` to `to`, each an
+/// LSHK_STORAGE_* value naming an element type (F32 float, BF16 and F16
+/// uint16_t bit patterns); one side must be F32:
+/// * F32 -> BF16: round to nearest, ties to even; overflow rounds to
+///   infinity; a NaN stays a NaN (made quiet, sign and upper payload kept).
+/// * F32 -> F16: round to nearest, ties to even (as F16C `vcvtps2ph` with
+///   RNE); magnitudes from 65520 up become infinity, small values
+///   subnormals or signed zero; NaN stays NaN (quiet).
+/// * BF16 -> F32, F16 -> F32: exact (subnormals, infinities, NaN included).
+///
+/// `src` and `dst` must not overlap. Thread-safe.
+///
+/// Errors: NULL_POINTER, INVALID_ARGUMENT (a pair other than the four
+/// above, misaligned, overlap), SIZE_OVERFLOW.
+///
+/// # Safety
+/// `src` holds n readable elements of `from`, `dst` n writable of `to`.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_convert(
+    from: u32,
+    src: *const libc::c_void,
+    n: usize,
+    to: u32,
+    dst: *mut libc::c_void,
 ) -> lshk_status {
-    boundary(func, || {
-        // SAFETY: caller contract (n elements each); checked by slice_*.
-        let s = unsafe { slice_in(src, n, "src")? };
-        check_disjoint(&[span(dst, n, "dst")?], &[span_of(s, "src")])?;
-        // SAFETY: as above; no overlap with `src`.
-        let d = unsafe { slice_out(dst, n, "dst")? };
-        f(s, d)
+    use super::index::{LSHK_STORAGE_BF16 as BF16, LSHK_STORAGE_F16 as F16, LSHK_STORAGE_F32 as F32};
+    boundary("lshk_convert", || {
+        // SAFETY (each arm): forwarded caller contract for `from` / `to`.
+        unsafe {
+            match (from, to) {
+                (F32, BF16) => convert_impl(src.cast(), n, dst.cast(), matmul::convert_f32_to_bf16),
+                (F32, F16) => convert_impl(src.cast(), n, dst.cast(), matmul::convert_f32_to_f16),
+                (BF16, F32) => convert_impl(src.cast(), n, dst.cast(), matmul::convert_bf16_to_f32),
+                (F16, F32) => convert_impl(src.cast(), n, dst.cast(), matmul::convert_f16_to_f32),
+                _ => bail!(
+                    InvalidArgument,
+                    "lshk_convert converts F32 to BF16 or F16 and back (LSHK_STORAGE_F32 = 1, \
+                     _BF16 = 2, _F16 = 3), not {from} to {to}"
+                ),
+            }
+        }
     })
 }
 
-/// Converts `n` floats to bf16 bit patterns: round to nearest, ties to even;
-/// overflow rounds to infinity; a NaN stays a NaN (made quiet, sign and
-/// upper payload kept). `src` and `dst` must not overlap.
-/// Errors: NULL_POINTER, INVALID_ARGUMENT (misaligned, overlap),
-/// SIZE_OVERFLOW. Thread-safe.
-///
-/// # Safety
-/// `src` holds n readable floats, `dst` n writable uint16_t.
-#[no_mangle]
-pub unsafe extern "C" fn lshk_convert_f32_to_bf16(
-    src: *const f32,
-    n: usize,
-    dst: *mut u16,
-) -> lshk_status {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        convert_impl(
-            "lshk_convert_f32_to_bf16",
-            src,
-            n,
-            dst,
-            matmul::convert_f32_to_bf16,
-        )
-    }
-}
-
-/// Converts `n` floats to IEEE 754 binary16 bit patterns: round to nearest,
-/// ties to even (the same as F16C `vcvtps2ph` with RNE), magnitudes from
-/// 65520 up become infinity, small values become subnormals or signed zero,
-/// NaN stays NaN (quiet). Errors and rules as lshk_convert_f32_to_bf16.
-///
-/// # Safety
-/// `src` holds n readable floats, `dst` n writable uint16_t.
-#[no_mangle]
-pub unsafe extern "C" fn lshk_convert_f32_to_f16(
-    src: *const f32,
-    n: usize,
-    dst: *mut u16,
-) -> lshk_status {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        convert_impl(
-            "lshk_convert_f32_to_f16",
-            src,
-            n,
-            dst,
-            matmul::convert_f32_to_f16,
-        )
-    }
-}
-
-/// Widens `n` bf16 bit patterns to floats (exact). Errors and rules as
-/// lshk_convert_f32_to_bf16.
-///
-/// # Safety
-/// `src` holds n readable uint16_t, `dst` n writable floats.
-#[no_mangle]
-pub unsafe extern "C" fn lshk_convert_bf16_to_f32(
-    src: *const u16,
-    n: usize,
-    dst: *mut f32,
-) -> lshk_status {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        convert_impl(
-            "lshk_convert_bf16_to_f32",
-            src,
-            n,
-            dst,
-            matmul::convert_bf16_to_f32,
-        )
-    }
-}
-
-/// Widens `n` binary16 bit patterns to floats (exact, subnormals, infinities
-/// and NaN included). Errors and rules as lshk_convert_f32_to_bf16.
-///
-/// # Safety
-/// `src` holds n readable uint16_t, `dst` n writable floats.
-#[no_mangle]
-pub unsafe extern "C" fn lshk_convert_f16_to_f32(
-    src: *const u16,
-    n: usize,
-    dst: *mut f32,
-) -> lshk_status {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        convert_impl(
-            "lshk_convert_f16_to_f32",
-            src,
-            n,
-            dst,
-            matmul::convert_f16_to_f32,
-        )
-    }
-}
-
-/// Symmetric per-row int8 quantisation for lshk_gathered_matmul_i8: for
+/// Symmetric per-row int8 quantisation (LSHK_STORAGE_I8's rows): for
 /// each of `rows` rows (row r at `w + r * w_stride`, `dim` floats),
 /// `scales[r] = max_t |w_t| / 127` (0 for an all-zero row) and
 /// `out[r * out_stride + t] = round_ties_even(w_t / scales[r])`, clamped to

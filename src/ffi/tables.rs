@@ -202,22 +202,25 @@ pub unsafe extern "C" fn lshk_tables_shape(
 }
 
 /// Bytes held by the tables (CSR offsets and ids, the row-to-bucket map,
-/// bookkeeping). Returns 0 for an invalid handle (and records the error).
-/// Thread-safe.
+/// bookkeeping) into `*out`. Thread-safe.
+///
+/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned
+/// `out`).
 ///
 /// # Safety
-/// `t` is NULL or a handle from lshk.
+/// `t` is NULL or a handle from lshk; `out` a writable size_t.
 #[no_mangle]
-pub unsafe extern "C" fn lshk_tables_memory_bytes(t: *const lshk_tables) -> usize {
-    boundary_value("lshk_tables_memory_bytes", 0, || {
+pub unsafe extern "C" fn lshk_tables_memory_bytes(
+    t: *const lshk_tables,
+    out: *mut usize,
+) -> lshk_status {
+    boundary("lshk_tables_memory_bytes", || {
+        super::check_out(out)?;
         // SAFETY: forwarded caller contract.
-        match unsafe { tables_ref(t) } {
-            Ok(t) => t.memory_bytes(),
-            Err(e) => {
-                set_last_error(&format!("lshk_tables_memory_bytes: {}", e.message));
-                0
-            }
-        }
+        let t = unsafe { tables_ref(t)? };
+        // SAFETY: checked non-NULL and aligned.
+        unsafe { *out = t.memory_bytes() };
+        Ok(())
     })
 }
 

@@ -290,6 +290,19 @@ unsafe fn dq_impl(
     })
 }
 
+/// The element type of gather_dq's rows from a C storage value.
+fn dq_dtype(dtype: u32) -> Result<bool> {
+    use super::index::{LSHK_STORAGE_BF16, LSHK_STORAGE_BORROWED_F32, LSHK_STORAGE_F32};
+    match dtype {
+        LSHK_STORAGE_F32 | LSHK_STORAGE_BORROWED_F32 => Ok(false),
+        LSHK_STORAGE_BF16 => Ok(true),
+        v => bail!(
+            InvalidArgument,
+            "dtype {v} is not LSHK_STORAGE_F32 (1) or LSHK_STORAGE_BF16 (2)"
+        ),
+    }
+}
+
 /// The transposed gathered product (the backward of the gathered matmul
 /// with respect to the queries): for every sample `b < nb`,
 /// `dq[b * dq_stride + k] = sum_j grad[j] * w[ids[j] * w_stride + k]` for
@@ -297,25 +310,30 @@ unsafe fn dq_impl(
 /// segment gives zeros; a repeated id counts each time). Each element is
 /// summed in position order from 0 with the product and the sum rounded
 /// separately: the same bits on every tier and thread count, within
-/// `gamma(n_b + 1) * sum_j |grad_j w_jk|` of the exact value. Rows are
-/// prefetched ahead as in lshk_gathered_matmul_f32.
+/// `gamma(n_b + 1) * sum_j |grad_j w_jk|` of the exact value (bf16 rows
+/// are widened exactly; the bound holds for the stored values).
 ///
-/// * `w`: `rows` rows of `dim` floats at stride `w_stride >= dim`.
+/// * `dtype`: LSHK_STORAGE_F32 (float rows) or LSHK_STORAGE_BF16 (uint16_t
+///   bf16 bit patterns).
+/// * `w`: `rows` rows of `dim` elements at stride `w_stride >= dim`.
 /// * `offsets`: nb + 1 entries; `grad` and `ids` offsets[nb] entries, each
 ///   id < rows.
 /// * `dq`: nb rows of `dim` floats at stride `dq_stride >= dim`
 ///   (`(nb-1)*dq_stride + dim` floats); must not overlap any input.
 /// * `threads`: 0 = every core.
 ///
-/// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
-/// stride < dim, bad offsets, misaligned, overlap), INDEX_OUT_OF_RANGE
-/// (the first id >= rows is named), SIZE_OVERFLOW. Stateless, thread-safe.
+/// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (a bad dtype,
+/// dim 0, stride < dim, bad offsets, misaligned, overlap),
+/// INDEX_OUT_OF_RANGE (the first id >= rows is named), SIZE_OVERFLOW.
+/// Stateless, thread-safe.
 ///
 /// # Safety
 /// The pointers hold the element counts above (or are NULL with 0).
 #[no_mangle]
-pub unsafe extern "C" fn lshk_gather_dq_f32(
-    w: *const f32,
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lshk_gather_dq(
+    dtype: u32,
+    w: *const libc::c_void,
     rows: usize,
     dim: usize,
     w_stride: usize,
@@ -327,35 +345,29 @@ pub unsafe extern "C" fn lshk_gather_dq_f32(
     dq: *mut f32,
     dq_stride: usize,
 ) -> lshk_status {
+    let bf16 = match dq_dtype(dtype) {
+        Ok(b) => b,
+        Err(e) => return boundary("lshk_gather_dq", || Err(e)),
+    };
     // SAFETY: forwarded caller contract.
     unsafe {
         dq_impl(
-            "lshk_gather_dq_f32",
-            None,
-            false,
-            w.cast(),
-            rows,
-            dim,
-            w_stride,
-            grad,
-            ids,
-            offsets,
-            nb,
-            threads,
-            dq,
-            dq_stride,
+            "lshk_gather_dq", None, bf16, w, rows, dim, w_stride, grad, ids, offsets, nb, threads,
+            dq, dq_stride,
         )
     }
 }
 
-/// lshk_gather_dq_f32 on one chosen tier (see lshk_softmax_xent_csr_isa).
+/// lshk_gather_dq on one chosen tier (see lshk_softmax_xent_csr_isa).
 ///
 /// # Safety
-/// As lshk_gather_dq_f32.
+/// As lshk_gather_dq.
 #[no_mangle]
-pub unsafe extern "C" fn lshk_gather_dq_f32_isa(
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lshk_gather_dq_isa(
     isa: lshk_isa,
-    w: *const f32,
+    dtype: u32,
+    w: *const libc::c_void,
     rows: usize,
     dim: usize,
     w_stride: usize,
@@ -367,93 +379,17 @@ pub unsafe extern "C" fn lshk_gather_dq_f32_isa(
     dq: *mut f32,
     dq_stride: usize,
 ) -> lshk_status {
+    let bf16 = match dq_dtype(dtype) {
+        Ok(b) => b,
+        Err(e) => return boundary("lshk_gather_dq_isa", || Err(e)),
+    };
     // SAFETY: forwarded caller contract.
     unsafe {
         dq_impl(
-            "lshk_gather_dq_f32_isa",
+            "lshk_gather_dq_isa",
             Some(isa),
-            false,
-            w.cast(),
-            rows,
-            dim,
-            w_stride,
-            grad,
-            ids,
-            offsets,
-            nb,
-            threads,
-            dq,
-            dq_stride,
-        )
-    }
-}
-
-/// lshk_gather_dq_f32 with bf16 rows (`w` holds bf16 bit patterns, widened
-/// to f32 exactly; `w` 2-byte aligned). Same bound for the stored values.
-///
-/// # Safety
-/// As lshk_gather_dq_f32.
-#[no_mangle]
-pub unsafe extern "C" fn lshk_gather_dq_bf16(
-    w: *const u16,
-    rows: usize,
-    dim: usize,
-    w_stride: usize,
-    grad: *const f32,
-    ids: *const u32,
-    offsets: *const usize,
-    nb: usize,
-    threads: u32,
-    dq: *mut f32,
-    dq_stride: usize,
-) -> lshk_status {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        dq_impl(
-            "lshk_gather_dq_bf16",
-            None,
-            true,
-            w.cast(),
-            rows,
-            dim,
-            w_stride,
-            grad,
-            ids,
-            offsets,
-            nb,
-            threads,
-            dq,
-            dq_stride,
-        )
-    }
-}
-
-/// lshk_gather_dq_bf16 on one chosen tier (see lshk_softmax_xent_csr_isa).
-///
-/// # Safety
-/// As lshk_gather_dq_f32.
-#[no_mangle]
-pub unsafe extern "C" fn lshk_gather_dq_bf16_isa(
-    isa: lshk_isa,
-    w: *const u16,
-    rows: usize,
-    dim: usize,
-    w_stride: usize,
-    grad: *const f32,
-    ids: *const u32,
-    offsets: *const usize,
-    nb: usize,
-    threads: u32,
-    dq: *mut f32,
-    dq_stride: usize,
-) -> lshk_status {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        dq_impl(
-            "lshk_gather_dq_bf16_isa",
-            Some(isa),
-            true,
-            w.cast(),
+            bf16,
+            w,
             rows,
             dim,
             w_stride,
