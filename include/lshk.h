@@ -1245,11 +1245,21 @@ lshk_status lshk_index_save(const struct lshk_index *idx,
 //
 // `borrowed_w`: for a file saved from a BORROWED_F32 index (whose weights
 // are not stored) it must point to the same W as at build time (same
-// rows, dim and w_stride; it is used in place and must stay alive and
-// unchanged until lshk_index_free); NULL there is INVALID_ARGUMENT. For a
-// file that stores its weights it must be NULL (non-NULL is
-// INVALID_ARGUMENT, so a caller never believes its own W is used when the
-// file's is).
+// rows and dim; it is used in place and must stay alive and unchanged
+// until lshk_index_free); NULL there is INVALID_ARGUMENT. For a file that
+// stores its weights it must be NULL (non-NULL is INVALID_ARGUMENT, so a
+// caller never believes its own W is used when the file's is).
+// `w_stride`: 0 = the stride the file records; otherwise it must equal
+// it (INVALID_ARGUMENT).
+//
+// 0.2 files load too, each as the index of its source: an lshk_index
+// file as it is; an IVF file (lshk_ivf_save) as an IVF-source index
+// (borrowed_w and w_stride as its lshk_ivf_load took them: the W it was
+// built on when it borrowed, w_stride >= dim, else NULL and the storage
+// is F32); a forest file (lshk_forest_save) and a graph file
+// (lshk_graph_save) as a forest- or graph-source index on BORROWED_F32
+// storage, which needs the W they were built from (a graph with a bias
+// only when its rows are f32, from which the bias is recovered exactly).
 //
 // Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or map, or
 // not a regular file: a FIFO, device or directory is refused without
@@ -1264,6 +1274,7 @@ lshk_status lshk_index_save(const struct lshk_index *idx,
 // hold (rows-1)*w_stride + dim readable floats of the saved shape.
 lshk_status lshk_index_load(const char *path,
                             const float *borrowed_w,
+                            size_t w_stride,
                             struct lshk_index **out);
 
 // Bytes held by the index: family, tables, bias, and the weights it owns

@@ -356,6 +356,27 @@ impl Container {
         Ok(Container { map, sections })
     }
 
+    /// Maps and validates `path`, which must be of one of the file kinds
+    /// `kinds` (the first is named in the error for any other); returns
+    /// the container and its kind.
+    pub fn open_any(path: &Path, kinds: &[u32]) -> Result<(Container, u32)> {
+        let map = Mapping::open(path)?;
+        let b = map.bytes();
+        let found = if b.len() >= HEADER && b[..8] == MAGIC {
+            u32_at(b, 12)
+        } else {
+            kinds[0]
+        };
+        let kind = if kinds.contains(&found) {
+            found
+        } else {
+            kinds[0]
+        };
+        let sections = validate(b, kind)
+            .map_err(|e| Error::new(e.status, format!("{}: {}", path.display(), e.message)))?;
+        Ok((Container { map, sections }, kind))
+    }
+
     /// The bytes of section `name`; `BadFileFormat` if it is absent.
     pub fn section(&self, name: &str) -> Result<&[u8]> {
         self.optional(name)

@@ -413,6 +413,26 @@ impl Graph {
     }
 
     /// The stored row `r` as f32 (`sdim` values) into `out`.
+    /// The bias of every row, exactly, from f32 rows (`None` without a
+    /// bias); `InvalidArgument` for bf16 or int8 rows, which hold it
+    /// rounded.
+    pub(crate) fn exact_bias(&self) -> Result<Option<Vec<f32>>> {
+        if !self.has_bias {
+            return Ok(None);
+        }
+        let Data::F32(v) = &self.data else {
+            bail!(
+                InvalidArgument,
+                "the graph holds its bias in {:?} rows, rounded: build the index again from W and \
+                 the bias (the same parameters give the same graph)",
+                self.params.storage
+            );
+        };
+        Ok(Some(
+            (0..self.rows).map(|r| v[r * self.sdim + self.dim]).collect(),
+        ))
+    }
+
     pub(super) fn stored_row(&self, r: usize, out: &mut [f32]) {
         let span = r * self.sdim..(r + 1) * self.sdim;
         match &self.data {

@@ -100,6 +100,157 @@ impl Index {
         }
     }
 
+    /// Loads any lshk file that holds a retrieval structure as an index:
+    /// an index file ([`Index::load_raw`], `w_stride` 0 or the recorded
+    /// stride), or a file of lshk 0.2's standalone IVF, graph or forest,
+    /// as an index of that source (the C `lshk_index_load` documents the
+    /// rules for `w` and `w_stride`).
+    ///
+    /// # Safety
+    /// A non-NULL `w` points to `(rows - 1) * stride + dim` floats (the
+    /// file's shape) that stay alive and unchanged while the index lives.
+    pub unsafe fn load_any(path: &Path, w: *const f32, w_stride: usize) -> Result<Index> {
+        let kinds = [
+            format::KIND_INDEX,
+            format::KIND_IVF,
+            format::KIND_GRAPH,
+            crate::forest::KIND_FOREST,
+        ];
+        let (c, kind) = Container::open_any(path, &kinds)?;
+        if kind == format::KIND_INDEX {
+            drop(c);
+            // SAFETY: forwarded caller contract.
+            let idx = unsafe { Self::load_raw(path, w)? };
+            if w_stride != 0 && w_stride != idx.weight_stride() {
+                bail!(
+                    InvalidArgument,
+                    "w_stride is {w_stride} but the index records {} (pass 0 or that)",
+                    idx.weight_stride()
+                );
+            }
+            return Ok(idx);
+        }
+        let src: Box<dyn CandidateSource>;
+        let (family, rows, dim, seed, threads, bias_of): (
+            Family,
+            usize,
+            usize,
+            u64,
+            u32,
+            Option<Vec<f32>>,
+        );
+        let mut owned_w: Option<Vec<f32>> = None;
+        match kind {
+            format::KIND_IVF => {
+                let borrows = crate::ivf::Ivf::borrows_w_in(&c)?;
+                let wv = if borrows {
+                    if w.is_null() {
+                        bail!(
+                            InvalidArgument,
+                            "{}: the IVF file was built on a borrowed W: pass it as borrowed_w",
+                            path.display()
+                        );
+                    }
+                    // SAFETY: forwarded caller contract; the shape is
+                    // checked by the IVF loader against its record.
+                    Some(unsafe { borrowed_slice(&c, w, w_stride)? })
+                } else {
+                    if !w.is_null() {
+                        bail!(
+                            InvalidArgument,
+                            "{}: the IVF file holds its rows; borrowed_w must be NULL",
+                            path.display()
+                        );
+                    }
+                    None
+                };
+                // SAFETY: a given W is the caller's, alive and unchanged
+                // while the index lives (the contract above).
+                let ivf = unsafe { crate::ivf::Ivf::from_container(&c, wv.map(|v| (v, w_stride)))? };
+                (rows, dim) = (ivf.rows(), ivf.dim());
+                let (wid, b) = ivf.rows_by_id()?;
+                if !borrows {
+                    owned_w = Some(wid);
+                }
+                bias_of = b;
+                (family, seed, threads) = (Family::Ivf, ivf.params().seed, ivf.params().threads);
+                src = Box::new(ivf);
+            }
+            format::KIND_GRAPH => {
+                let g = crate::graph::Graph::from_container(&c)?;
+                (rows, dim) = (g.rows(), g.dim());
+                bias_of = g.exact_bias()?;
+                (family, seed, threads) = (Family::Graph, g.params().seed, g.params().threads);
+                src = Box::new(g);
+            }
+            _ => {
+                let f = crate::forest::Forest::from_container(&c)?;
+                (rows, dim) = (f.rows(), f.dim());
+                bias_of = None;
+                (family, seed, threads) = (Family::Forest, f.params().seed, f.params().threads);
+                src = Box::new(f);
+            }
+        }
+        let (wstore, storage) = match owned_w {
+            Some(v) => (WStore::from_vec_f32(v, dim), Storage::F32),
+            None => {
+                if w.is_null() {
+                    bail!(
+                        InvalidArgument,
+                        "{}: a {family:?} file of lshk 0.2 does not hold W: pass the W it was built \
+                         from as borrowed_w",
+                        path.display()
+                    );
+                }
+                if w_stride < dim {
+                    bail!(InvalidArgument, "w_stride is {w_stride}, less than dim = {dim}");
+                }
+                let need = strided_len(rows, dim, w_stride, "borrowed_w")?;
+                if !w.is_aligned() {
+                    bail!(InvalidArgument, "`borrowed_w` is not aligned to 4 bytes");
+                }
+                // SAFETY: non-NULL, aligned; the caller promised the
+                // file's shape at w_stride (load_any's contract).
+                let ws = unsafe { std::slice::from_raw_parts(w, need) };
+                if let Some((r, j)) = first_non_finite(ws, rows, dim, w_stride) {
+                    bail!(NonFinite, "borrowed W row {r} column {j} is {}", ws[r * w_stride + j]);
+                }
+                // SAFETY: as above; alive and unchanged while the index lives.
+                (unsafe { WStore::borrowed_f32(ws, w_stride) }, Storage::BorrowedF32)
+            }
+        };
+        let p = Resolved {
+            family,
+            bits: 0,
+            tables: 0,
+            sparsity: 0,
+            bin_size: 0,
+            seed,
+            range_bits: 0,
+            bucket_cap: 0,
+            storage,
+            transform: Transform::None,
+            threads,
+            given: false,
+        };
+        let mut idx = Index {
+            rows,
+            dim,
+            hash_dim: dim,
+            mips_u: 1.0,
+            p,
+            src,
+            bias: bias_of,
+            w: wstore,
+            labels: None,
+            dirty: Default::default(),
+            vmax: 0.0,
+        };
+        idx.vmax = idx.value_max();
+        crate::error::check_scorable(idx.vmax, dim, "the rows' values")?;
+        Ok(idx)
+    }
+
     pub(super) fn load_impl(path: &Path, borrowed: Option<BorrowedW<'_>>) -> Result<Index> {
         let c = Arc::new(Container::open(path, format::KIND_INDEX)?);
         let bad = |m: String| Error::new(Status::BadFileFormat, format!("{}: {m}", path.display()));
@@ -370,4 +521,22 @@ impl Index {
         idx.vmax = idx.value_max();
         Ok(idx)
     }
+}
+
+/// The caller's W for a 0.2 IVF file that borrowed it: `(rows - 1) *
+/// w_stride + dim` floats, the shape read from the file's record.
+///
+/// # Safety
+/// `w` (non-NULL) points to that many floats.
+unsafe fn borrowed_slice<'a>(c: &Container, w: *const f32, w_stride: usize) -> Result<&'a [f32]> {
+    let (rows, dim) = crate::ivf::Ivf::shape_in(c)?;
+    if w_stride < dim {
+        bail!(InvalidArgument, "w_stride is {w_stride}, less than dim = {dim}");
+    }
+    if !w.is_aligned() {
+        bail!(InvalidArgument, "`borrowed_w` is not aligned to 4 bytes");
+    }
+    let need = strided_len(rows, dim, w_stride, "borrowed_w")?;
+    // SAFETY: non-NULL, aligned; the caller's contract gives `need` floats.
+    Ok(unsafe { std::slice::from_raw_parts(w, need) })
 }

@@ -125,6 +125,61 @@ impl Ivf {
     /// Whether the lists of `c` were built on a borrowed W (the `IVFPARAM`
     /// record's flag; the record itself is checked by
     /// [`Ivf::from_container`]).
+    /// rows and dim of an IVF file's record, checked against the sizes of
+    /// the LIDS and CENTROID sections (and for a file that borrows W, of
+    /// QCODES with int8 codes or PQCENT with PQ4 codes), so that sizes
+    /// computed from them cannot overflow and a borrowed W is never read
+    /// beyond the shape the file really holds.
+    pub(crate) fn shape_in(c: &format::Container) -> Result<(usize, usize)> {
+        let rec = c.section("IVFPARAM")?;
+        // Version 1 (48 bytes) or the PQ4 record, version 2 (56 bytes).
+        if rec.len() != 48 && rec.len() != 56 {
+            bail!(BadFileFormat, "IVFPARAM is {} bytes (48 or 56 expected)", rec.len());
+        }
+        let u = |i: usize| u32::from_le_bytes(rec[4 * i..4 * i + 4].try_into().unwrap());
+        let pq4 = u(6) == Codes::Pq4 as u32;
+        let (rows, dim, nlist) = (u(1) as usize, u(2) as usize, u(3) as usize);
+        let borrowed = match u(8) {
+            0 => false,
+            1 => true,
+            _ => bail!(BadFileFormat, "IVFPARAM: borrow flag {}", u(8)),
+        };
+        let lids = c.section("LIDS")?.len();
+        let cent = c.section("CENTROID")?.len();
+        // One id per list position: the rows, or (label-aware lists, with a
+        // LABELS section) any whole number of positions, the rows then being
+        // LHOME's length.
+        let labels = c.optional("LABELS").is_some();
+        let npos = if labels { lids / 4 } else { rows };
+        // Label-aware files hold the row count in LHOME's size instead.
+        let home_ok = !labels || c.section("LHOME")?.len() as u128 == rows as u128 * 4;
+        let (qcodes, want_q) = match (borrowed, pq4) {
+            (false, _) => (0, 0),
+            (true, false) => (
+                c.section("QCODES")?.len() as u128,
+                npos as u128 * dim.div_ceil(64) as u128 * 64,
+            ),
+            (true, true) => (c.section("PQCENT")?.len() as u128, 64 * dim as u128),
+        };
+        if rows == 0
+            || dim == 0
+            || nlist == 0
+            || lids as u128 != npos as u128 * 4
+            || !home_ok
+            || cent as u128 != nlist as u128 * dim as u128 * 4
+            || qcodes != want_q
+        {
+            bail!(
+                BadFileFormat,
+                "IVFPARAM's {rows} rows of dim {dim} in {nlist} lists disagree with \
+                 the sizes of the LIDS ({lids} bytes), CENTROID ({cent} bytes) or QCODES \
+                 / PQCENT sections"
+            );
+        }
+        let _ = borrowed;
+        Ok((rows, dim))
+    }
+
     pub(crate) fn borrows_w_in(c: &format::Container) -> Result<bool> {
         let rec = c.section("IVFPARAM")?;
         Ok(rec.get(4 * BORROWED_WORD..4 * BORROWED_WORD + 4) == Some(&1u32.to_le_bytes()[..]))

@@ -442,6 +442,30 @@ impl Ivf {
             + std::mem::size_of::<Ivf>()
     }
 
+    /// W (`rows x dim`, compact) and the bias, by original row id, from
+    /// the exact rows (used to load an IVF file of lshk 0.2 as an index).
+    pub(crate) fn rows_by_id(&self) -> Result<(Vec<f32>, Option<Vec<f32>>)> {
+        let (n, d) = (self.rows, self.dim);
+        let mut w = crate::error::try_vec::<f32>(
+            crate::error::checked_mul(n, d, "rows * dim")?,
+            "rows by id",
+        )?;
+        let mut b = if self.has_bias() { Some(vec![0.0f32; n]) } else { None };
+        let (ex, _) = self.exact_rows();
+        for (p, &id) in self.ids.iter().enumerate() {
+            let id = id as usize;
+            let src = match &self.exact {
+                Exact::Owned(_) => p * d,
+                Exact::Borrowed { .. } => id * ex.stride,
+            };
+            w[id * d..(id + 1) * d].copy_from_slice(&ex.w[src..src + d]);
+            if let Some(b) = &mut b {
+                b[id] = self.bias_pos[p];
+            }
+        }
+        Ok((w, b))
+    }
+
     fn exact_rows(&self) -> (Rows<'_, f32>, bool) {
         match &self.exact {
             Exact::Owned(v) => (

@@ -46,11 +46,21 @@ pub unsafe extern "C" fn lshk_index_save(
 ///
 /// `borrowed_w`: for a file saved from a BORROWED_F32 index (whose weights
 /// are not stored) it must point to the same W as at build time (same
-/// rows, dim and w_stride; it is used in place and must stay alive and
-/// unchanged until lshk_index_free); NULL there is INVALID_ARGUMENT. For a
-/// file that stores its weights it must be NULL (non-NULL is
-/// INVALID_ARGUMENT, so a caller never believes its own W is used when the
-/// file's is).
+/// rows and dim; it is used in place and must stay alive and unchanged
+/// until lshk_index_free); NULL there is INVALID_ARGUMENT. For a file that
+/// stores its weights it must be NULL (non-NULL is INVALID_ARGUMENT, so a
+/// caller never believes its own W is used when the file's is).
+/// `w_stride`: 0 = the stride the file records; otherwise it must equal
+/// it (INVALID_ARGUMENT).
+///
+/// 0.2 files load too, each as the index of its source: an lshk_index
+/// file as it is; an IVF file (lshk_ivf_save) as an IVF-source index
+/// (borrowed_w and w_stride as its lshk_ivf_load took them: the W it was
+/// built on when it borrowed, w_stride >= dim, else NULL and the storage
+/// is F32); a forest file (lshk_forest_save) and a graph file
+/// (lshk_graph_save) as a forest- or graph-source index on BORROWED_F32
+/// storage, which needs the W they were built from (a graph with a bias
+/// only when its rows are f32, from which the bias is recovered exactly).
 ///
 /// Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or map, or
 /// not a regular file: a FIFO, device or directory is refused without
@@ -67,13 +77,15 @@ pub unsafe extern "C" fn lshk_index_save(
 pub unsafe extern "C" fn lshk_index_load(
     path: *const libc::c_char,
     borrowed_w: *const f32,
+    w_stride: usize,
     out: *mut *mut lshk_index,
 ) -> lshk_status {
     boundary("lshk_index_load", || {
         check_out(out)?;
-        // SAFETY: forwarded caller contracts.
+        // SAFETY: forwarded caller contracts (borrowed_w holds the file's
+        // shape at its stride).
         let p = unsafe { c_path(path)? };
-        let idx = unsafe { Index::load_raw(p, borrowed_w)? };
+        let idx = unsafe { Index::load_any(p, borrowed_w, w_stride)? };
         // SAFETY: `out` checked non-NULL and aligned above.
         unsafe { *out = new_handle(idx) };
         Ok(())
