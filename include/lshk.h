@@ -473,7 +473,7 @@ typedef struct lshk_query_stats {
   uint64_t reranked;
 } lshk_query_stats;
 
-// What lshk_index_info reports of an index.
+// What lshk_index_describe reports of an index.
 typedef struct lshk_index_info {
   // sizeof(lshk_index_info) as the caller knows it (set it before the
   // call; lshk does not change it).
@@ -1296,8 +1296,8 @@ lshk_status lshk_index_memory_bytes(const struct lshk_index *idx,
 //
 // # Safety
 // `out` must be a writable lshk_index_info whose struct_size is set.
-lshk_status lshk_index_info(const struct lshk_index *idx,
-                            struct lshk_index_info *out);
+lshk_status lshk_index_describe(const struct lshk_index *idx,
+                                struct lshk_index_info *out);
 
 // Fills `*out` with a view of the weights (and bias) the index's logits
 // come from, for callers who want the kernels directly (see

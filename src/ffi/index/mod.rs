@@ -379,7 +379,7 @@ pub struct lshk_query_stats {
     pub reranked: u64,
 }
 
-/// What lshk_index_info reports of an index.
+/// What lshk_index_describe reports of an index.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct lshk_index_info {

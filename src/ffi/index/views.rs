@@ -36,11 +36,11 @@ pub unsafe extern "C" fn lshk_index_memory_bytes(
 /// # Safety
 /// `out` must be a writable lshk_index_info whose struct_size is set.
 #[no_mangle]
-pub unsafe extern "C" fn lshk_index_info(
+pub unsafe extern "C" fn lshk_index_describe(
     idx: *const lshk_index,
     out: *mut lshk_index_info,
 ) -> lshk_status {
-    boundary("lshk_index_info", || {
+    boundary("lshk_index_describe", || {
         // SAFETY: forwarded caller contracts.
         let h = unsafe { index_ref(idx)? };
         let Some(size) = (unsafe { check_out_struct(out, "out")? }) else {
