@@ -194,6 +194,27 @@ fn answers(l: &Layer) -> Vec<(String, u64)> {
             .copied()
             .chain(fr.offsets.iter().map(|&o| o as u32))),
     ));
+    // The forest as the one index's source hands the scorer the same sets.
+    let fp = IndexParams {
+        family: Family::Forest,
+        storage: Storage::BorrowedF32,
+        ..Default::default()
+    };
+    isa::set_max(max);
+    // SAFETY: `l.w` outlives the index (dropped in this function).
+    let fx = unsafe { Index::build_borrowed(w, b, rows, dim, dim, &fp, None) }.unwrap();
+    isa::set_max(Isa::Scalar);
+    let mut sets = lshk::tables::GatherResult::default();
+    let qp = QueryParams {
+        forest: lshk::forest::ForestQuery { set_size: 32 },
+        ..Default::default()
+    };
+    fx.candidate_sets(q, nq, dim, 0, &qp, &mut sets).unwrap();
+    assert_eq!(
+        (&sets.ids, &sets.offsets),
+        (&fr.ids, &fr.offsets),
+        "index Forest: the sets of the standalone forest"
+    );
     isa::set_max(max);
     out
 }
