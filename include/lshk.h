@@ -27,9 +27,9 @@
 #include <stdbool.h>
 
 #define LSHK_VERSION_MAJOR 0
-#define LSHK_VERSION_MINOR 2
+#define LSHK_VERSION_MINOR 3
 #define LSHK_VERSION_PATCH 0
-#define LSHK_VERSION_STRING "0.2.0"
+#define LSHK_VERSION_STRING "0.3.0"
 
 
 // lshk_hrr_unbind: the approximate inverse `x†_i = x_{-i mod d}`
@@ -502,27 +502,19 @@ typedef struct lshk_index_info {
   uint32_t reserved;
 } lshk_index_info;
 
-// A read-only view of the weights an index computes its logits from, as
-// filled by lshk_index_weights. The fields plug straight into the
-// gathered-matmul call of the storage's element type:
-//
-// | storage                    | `w` points to        | call                           |
-// |----------------------------|----------------------|--------------------------------|
-// | LSHK_STORAGE_BORROWED_F32  | the caller's floats  | lshk_gathered_matmul_f32       |
-// | LSHK_STORAGE_F32           | floats               | lshk_gathered_matmul_f32       |
-// | LSHK_STORAGE_BF16          | uint16_t bf16 bits   | lshk_gathered_matmul_bf16      |
-// | LSHK_STORAGE_F16           | uint16_t binary16    | lshk_gathered_matmul_f16       |
-// | LSHK_STORAGE_I8            | int8_t, + `scales`   | lshk_gathered_matmul_i8        |
-//
-// e.g. `lshk_gathered_matmul_bf16(v.w, v.rows, v.dim, v.w_stride, v.bias,
-// q, nq, q_stride, ids, offsets, out, out_len)` computes the scores
-// lshk_index_query ranks (the original W and b: a transform steers only
-// retrieval) with the same kernel; on the SIMD tiers a score's last bits
-// may differ, as rows are summed in blocks and a row's block depends on
-// its position in `ids` (both are within the kernel's documented error
-// bound). The pointers stay valid, and the memory unchanged, until
-// lshk_index_free (for a loaded index they may point into the mapped
-// file: never write through them).
+// A read-only view of a weight matrix: as lshk_index_weights fills it
+// (the weights an index computes its logits from), or as a caller
+// describes its own matrix for lshk_gathered_matmul. `storage` names the
+// element type of `w`: BORROWED_F32 and F32 float, BF16 uint16_t bf16
+// bits, F16 uint16_t binary16, I8 int8_t with `scales`.
+// `lshk_gathered_matmul(&v, q, nq, q_stride, ids, offsets, out,
+// out_len)` on an index's view computes the scores lshk_index_query ranks
+// (the original W and b: a transform steers only retrieval) with the same
+// kernel; on the SIMD tiers a score's last bits may differ, as rows are
+// summed in blocks and a row's block depends on its position in `ids`
+// (both within the kernel's error bound). An index's view stays valid,
+// and its memory unchanged, until lshk_index_free (for a loaded index it
+// may point into the mapped file: never write through it).
 typedef struct lshk_weights_view {
   // sizeof(lshk_weights_view) as the caller knows it (set it before the
   // call; lshk does not change it).

@@ -168,6 +168,47 @@ fn files_round_trip() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Label-aware lists through the one index: the lists' own training, kept
+/// by a save and a load; trained once.
+#[test]
+fn label_training_of_the_ivf_source() {
+    let (w, b, q) = layer();
+    let dir = std::env::temp_dir().join(format!("lshk-index-ivf-labels-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for storage in [Storage::F32, Storage::BorrowedF32] {
+        let mut idx = build(&w, &b, &params(Codes::I8, storage));
+        assert!(idx.label_state().is_none());
+        let offs: Vec<usize> = (0..=NQ).collect();
+        let labels: Vec<u32> = (0..NQ as u32).map(|i| (i * 37) % ROWS as u32).collect();
+        idx.train_labels(&q, NQ, DIM, &offs, &labels, &Default::default())
+            .unwrap();
+        let st = idx.label_state().expect("trained");
+        assert_eq!(st.pairs, NQ as u64);
+        let e = idx
+            .train_labels(&q, NQ, DIM, &offs, &labels, &Default::default())
+            .unwrap_err();
+        assert_eq!(e.status, Status::InvalidArgument, "{e}");
+        let path = dir.join(format!("{storage:?}.lshk"));
+        idx.save(&path).unwrap();
+        let back = if storage == Storage::BorrowedF32 {
+            // SAFETY: `w` outlives `back`.
+            unsafe { Index::load_borrowed(&path, &w) }.unwrap()
+        } else {
+            Index::load(&path).unwrap()
+        };
+        assert_eq!(back.label_state(), Some(st), "{storage:?}");
+        let qp = QueryParams::default();
+        let (mut i1, mut s1) = (vec![0u32; NQ * K], vec![0f32; NQ * K]);
+        let (mut i2, mut s2) = (vec![0u32; NQ * K], vec![0f32; NQ * K]);
+        idx.query_with(&q, NQ, DIM, K as u32, &qp, &mut i1, &mut s1, None)
+            .unwrap();
+        back.query_with(&q, NQ, DIM, K as u32, &qp, &mut i2, &mut s2, None)
+            .unwrap();
+        assert_eq!((i1, s1), (i2, s2), "{storage:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn what_the_family_does_not_support_is_refused() {
     let (w, b, q) = layer();
@@ -185,12 +226,11 @@ fn what_the_family_does_not_support_is_refused() {
         Some(Status::InvalidArgument)
     );
     let mut idx = build(&w, &b, &params(Codes::I8, Storage::F32));
-    assert!(idx.update_rows(&[1], Some((&w[..DIM], DIM)), None).is_err());
-    let offs: Vec<usize> = (0..=NQ).collect();
-    let labels: Vec<u32> = (0..NQ as u32).collect();
-    assert!(idx
-        .train_labels(&q, NQ, DIM, &offs, &labels, &Default::default())
-        .is_err());
+    let e = idx
+        .update_rows(&[1], Some((&w[..DIM], DIM)), None)
+        .unwrap_err();
+    assert_eq!(e.status, Status::Unsupported, "{e}");
+    assert_eq!(idx.rebuild(None).unwrap_err().status, Status::Unsupported);
     let (mut ids, mut sc) = (vec![0u32; K], vec![0f32; K]);
     for sp in [
         SearchParams::fixed(0, 32),

@@ -88,25 +88,6 @@ impl Index {
             }
         }
 
-        // ---- the candidate source (its family's registration: hashes the
-        // rows into tables, or builds the graph)
-        let total = rows as u64;
-        let src = (source::source_registration(p.family).build)(
-            &source::BuildInput {
-                w,
-                bias,
-                rows,
-                dim,
-                w_stride,
-                hash_dim,
-                transform: p.transform,
-                mips_u,
-                p,
-                progress,
-            },
-            &mut resolved,
-        )?;
-
         // ---- weights and bias
         let cnt = checked_mul(rows, dim, "rows * dim")?;
         let compact = |out: &mut dyn FnMut(usize, &[f32])| {
@@ -152,6 +133,29 @@ impl Index {
             }
             None => None,
         };
+        // ---- the candidate source (its family's registration: hashes the
+        // rows into tables, or builds the graph)
+        let total = rows as u64;
+        let src = (source::source_registration(p.family).build)(
+            &source::BuildInput {
+                w,
+                bias: bias.as_deref(),
+                rows,
+                dim,
+                w_stride,
+                hash_dim,
+                transform: p.transform,
+                mips_u,
+                p,
+                progress,
+                own_f32: match (p.storage, wstore.weights(rows)) {
+                    (Storage::F32, Weights::F32(v)) => Some((v, wstore.stride)),
+                    _ => None,
+                },
+            },
+            &mut resolved,
+        )?;
+
         let mut idx = Index {
             rows,
             dim,

@@ -494,8 +494,8 @@ impl Index {
             has_bias: flags & FLAG_BIAS != 0,
             p: &resolved,
             labelled: label_state.is_some(),
-            w: match (storage, w.weights(rows)) {
-                (Storage::BorrowedF32, Weights::F32(b)) => Some((b, w.stride)),
+            w: match w.weights(rows) {
+                Weights::F32(b) => Some((b, w.stride)),
                 _ => None,
             },
             bad: &bad,

@@ -95,6 +95,11 @@ pub(crate) struct BuildInput<'a> {
     pub mips_u: f32,
     pub p: &'a IndexParams,
     pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
+    /// The index's own f32 copy of W (compact, at its stride) with
+    /// [`Storage::F32`]: a source that re-ranks from f32 rows borrows it
+    /// instead of keeping a copy of its own. It lives in the index beside
+    /// the source and is dropped after it.
+    pub own_f32: Option<(&'a [f32], usize)>,
 }
 
 /// What a family's load gets: the mapped file and the checked `PARAMS`.
@@ -108,8 +113,9 @@ pub(crate) struct LoadInput<'a> {
     pub p: &'a Resolved,
     /// A `LABELS` section is present (label-aware buckets).
     pub labelled: bool,
-    /// The borrowed W (rows at its stride) of an index on
-    /// [`Storage::BorrowedF32`], checked; `None` otherwise.
+    /// The index's f32 W (rows at its stride), checked: the borrowed W of
+    /// an index on [`Storage::BorrowedF32`], or the mapped f32 weights of
+    /// one on [`Storage::F32`]; `None` otherwise.
     pub w: Option<(&'a [f32], usize)>,
     /// Words a `BadFileFormat` error (prefixed with the path).
     pub bad: &'a dyn Fn(String) -> Error,

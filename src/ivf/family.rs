@@ -144,8 +144,16 @@ fn build(b: &BuildInput<'_>, r: &mut Resolved) -> Result<Box<dyn CandidateSource
         p.ivf.seed,
         p.ivf.threads,
     )?;
-    let borrow = p.storage == Storage::BorrowedF32 && p.ivf.codes != Codes::None;
-    let (w, bias, rows, dim, st) = (b.w, b.bias, b.rows, b.dim, b.w_stride);
+    // The lists re-rank from the index's f32 rows where it has them (the
+    // caller's W, or the index's own copy), so W is held once.
+    let rerank_rows = match p.storage {
+        Storage::BorrowedF32 => Some((b.w, b.w_stride)),
+        Storage::F32 => b.own_f32,
+        _ => None,
+    };
+    let borrow = rerank_rows.is_some() && p.ivf.codes != Codes::None;
+    let (w, st) = rerank_rows.unwrap_or((b.w, b.w_stride));
+    let (bias, rows, dim) = (b.bias, b.rows, b.dim);
     let ivf = match (borrow, p.ivf_row_weights.as_deref()) {
         // SAFETY: the index borrows the same W under the same contract
         // (Storage::BorrowedF32): the caller keeps it alive and unchanged
@@ -180,7 +188,7 @@ fn load(l: &LoadInput<'_>) -> Result<Box<dyn CandidateSource>> {
     let w = if borrowed { l.w } else { None };
     if borrowed && w.is_none() {
         return Err(bad(
-            "IVFPARAM: lists on a borrowed W in an index that does not borrow W".into(),
+            "IVFPARAM: lists on a borrowed W in an index without f32 rows".into(),
         ));
     }
     // SAFETY: a given `w` is the index's borrowed W, kept alive and
