@@ -354,9 +354,10 @@ typedef struct lshk_index_params {
   // LSHK_SOURCE_* (default SIMHASH).
   uint32_t source;
   // LSHK_STORAGE_* of W for the exact scores (default F32 copy). The IVF
-  // source with BORROWED_F32 re-ranks from the caller's W itself; with
-  // another storage its lists keep an f32 copy of their own for the
-  // re-rank, and the scorer ranks by the stored W.
+  // source re-ranks from f32 rows: the caller's W (BORROWED_F32) or the
+  // index's copy (F32), so W is held once; with a 16-bit or int8 storage
+  // its lists keep an f32 copy of their own, and the scorer ranks their
+  // candidates by the stored W.
   uint32_t storage;
   // LSHK_TRANSFORM_* (LSH sources; default NONE, which the other
   // sources require).
@@ -1319,8 +1320,8 @@ lshk_status lshk_index_free(struct lshk_index *idx);
 // lshk_simhash_free refuses it (INVALID_ARGUMENT). Always the same handle
 // for one index.
 //
-// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a DWTA or
-// graph index).
+// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (an index of
+// another source).
 //
 // # Safety
 // `out` must be writable.
@@ -1329,8 +1330,8 @@ lshk_status lshk_index_simhash(const struct lshk_index *idx,
 
 // The index's DWTA family as a borrowed handle (see lshk_index_simhash).
 //
-// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a SimHash or
-// graph index).
+// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (an index of
+// another source).
 //
 // # Safety
 // `out` must be writable.
@@ -1341,8 +1342,8 @@ lshk_status lshk_index_dwta(const struct lshk_index *idx,
 // lshk_tables_gather / _stats / _memory_bytes ... accept it;
 // lshk_tables_free and lshk_tables_update refuse it (INVALID_ARGUMENT).
 //
-// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a graph index:
-// it has no tables).
+// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (a source other than
+// LSH tables).
 //
 // # Safety
 // `out` must be writable.
@@ -1365,7 +1366,8 @@ lshk_status lshk_index_tables(const struct lshk_index *idx,
 // EXCLUSIVE access: no other call may use the index (or its borrowed
 // family/tables handles) meanwhile, as for lshk_index_train_labels.
 //
-// Errors: NULL_POINTER (idx; ids with count > 0), INVALID_HANDLE,
+// Errors: NULL_POINTER (idx; ids with count > 0), INVALID_HANDLE, UNSUPPORTED
+// (an index without LSH tables),
 // INVALID_ARGUMENT (rows given for a borrowed W; row_stride < dim; a bias
 // for an index without one; an index with label-aware buckets; f16 range;
 // misaligned pointers), INDEX_OUT_OF_RANGE (an id >= rows), NON_FINITE,
@@ -1396,7 +1398,8 @@ lshk_status lshk_index_update_rows(struct lshk_index *idx,
 //
 // EXCLUSIVE access, as lshk_index_update_rows.
 //
-// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (label-aware
+// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED
+// (an index without LSH tables), INVALID_ARGUMENT (label-aware
 // buckets, misaligned pointers), INDEX_OUT_OF_RANGE, NON_FINITE (a
 // borrowed W row holds NaN or infinity), SIZE_OVERFLOW,
 // ALLOCATION_FAILED. On error the index is unchanged and `*out_rehashed`
@@ -1414,7 +1417,8 @@ lshk_status lshk_index_rehash_rows(struct lshk_index *idx,
 // = not wanted) receives the number of rows rehashed (0 when none was
 // dirty). EXCLUSIVE access, as lshk_index_update_rows.
 //
-// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (label-aware
+// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED
+// (an index without LSH tables), INVALID_ARGUMENT (label-aware
 // buckets, misaligned `out_rehashed`), NON_FINITE, ALLOCATION_FAILED. On
 // error the index is unchanged and `*out_rehashed` is not written.
 //
@@ -1593,8 +1597,8 @@ struct lshk_iul_params lshk_iul_params_default(void);
 // may use `idx` or its borrowed family/tables handles meanwhile (the
 // borrowed handles stay valid and see the new planes afterwards).
 //
-// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (DWTA index,
-// n = 0, q_stride < dim, bad parameters, struct_size too small,
+// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (an index without
+// LSH tables), INVALID_ARGUMENT (DWTA index, n = 0, q_stride < dim, bad parameters, struct_size too small,
 // unknown flags bits, label >= rows, offsets not starting at 0 or
 // decreasing, `reports` overlapping an input), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
 // (queries, thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error
@@ -2573,7 +2577,8 @@ lshk_status lshk_adam_step(struct lshk_adam *adam,
 // logit of each sampled negative j. Computed in double precision; the
 // same bits on every machine. Thread-safe (the index is only read).
 //
-// Errors (nothing written): NULL_POINTER, INVALID_HANDLE,
+// Errors (nothing written): NULL_POINTER, INVALID_HANDLE, UNSUPPORTED
+// (an index without LSH tables),
 // INVALID_ARGUMENT (a DWTA index, an index with label-aware buckets, bad
 // offsets, q_stride < dim, a tables_used value > L, misaligned or
 // overlapping pointers), INDEX_OUT_OF_RANGE (an id >= rows), NON_FINITE

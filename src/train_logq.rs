@@ -148,7 +148,8 @@ impl Index {
     /// between the transformed query and the transformed stored row, and
     /// `l = tables[i]` (`tables`: `nq` counts `<= L`; `None`: L).
     ///
-    /// Errors (nothing written): `InvalidArgument` (a DWTA index, an index
+    /// Errors (nothing written): `Unsupported` (an index without LSH
+    /// tables), `InvalidArgument` (a DWTA index, an index
     /// with label-aware buckets, bad offsets, `q_stride < dim`, a table
     /// count `> L`), `BufferTooSmall` (`q`, `tables` or `out` too short),
     /// `IndexOutOfRange` (an id `>= rows`), `NonFinite` (a query value),
@@ -167,6 +168,7 @@ impl Index {
         tables: Option<&[u32]>,
         out: &mut [f64],
     ) -> Result<()> {
+        self.lsh("inclusion_prob")?;
         if self.family() != Family::SimHash {
             bail!(
                 InvalidArgument,

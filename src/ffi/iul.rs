@@ -264,8 +264,8 @@ fn report_to_c(r: &IulReport) -> lshk_iul_report {
 /// may use `idx` or its borrowed family/tables handles meanwhile (the
 /// borrowed handles stay valid and see the new planes afterwards).
 ///
-/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (DWTA index,
-/// n = 0, q_stride < dim, bad parameters, struct_size too small,
+/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (an index without
+/// LSH tables), INVALID_ARGUMENT (DWTA index, n = 0, q_stride < dim, bad parameters, struct_size too small,
 /// unknown flags bits, label >= rows, offsets not starting at 0 or
 /// decreasing, `reports` overlapping an input), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
 /// (queries, thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error

@@ -117,7 +117,9 @@ pub unsafe extern "C" fn lshk_index_train_labels(
     boundary("lshk_index_train_labels", || {
         // SAFETY: forwarded caller contract (idx NULL or from lshk).
         let h = unsafe { handle_mut::<IndexHandle>(slot_mut(idx), "idx")? };
-        h.idx.lsh("lshk_index_train_labels")?;
+        if h.idx.ivf().is_none() {
+            h.idx.lsh("lshk_index_train_labels")?;
+        }
         // SAFETY: forwarded caller contract.
         let lp = unsafe { read_label_params(p)? };
         // SAFETY: forwarded caller contract.

@@ -27,7 +27,8 @@ use super::*;
 /// logit of each sampled negative j. Computed in double precision; the
 /// same bits on every machine. Thread-safe (the index is only read).
 ///
-/// Errors (nothing written): NULL_POINTER, INVALID_HANDLE,
+/// Errors (nothing written): NULL_POINTER, INVALID_HANDLE, UNSUPPORTED
+/// (an index without LSH tables),
 /// INVALID_ARGUMENT (a DWTA index, an index with label-aware buckets, bad
 /// offsets, q_stride < dim, a tables_used value > L, misaligned or
 /// overlapping pointers), INDEX_OUT_OF_RANGE (an id >= rows), NON_FINITE

@@ -5,10 +5,11 @@
 //!
 //! * Build: the lists over the index's rows and bias with
 //!   [`crate::index::IndexParams`]'s `ivf` ([`super::IvfParams`]): the same lists
-//!   as [`Ivf::build`]. With [`Storage::BorrowedF32`] they borrow the same
-//!   W as the index (codes other than NONE); with any other storage they
-//!   keep an f32 copy of their own for their exact stage, beside the
-//!   index's W in its storage.
+//!   as [`Ivf::build`]. With codes other than NONE they re-rank from the
+//!   index's own f32 rows where it has them: the borrowed W
+//!   ([`Storage::BorrowedF32`]) or the index's copy ([`Storage::F32`]), so
+//!   W is held once; with a 16-bit or int8 storage (or without codes) they
+//!   keep an f32 copy of their own for their exact stage.
 //! * Query ([`crate::index::QueryParams::ivf`], [`super::SearchParams`]): the
 //!   candidates of a top-`k` query are the lists' own top-`k` (their codes
 //!   stage, the exact re-rank of the best `rerank`, the adaptive stop).

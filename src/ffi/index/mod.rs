@@ -248,9 +248,10 @@ pub struct lshk_index_params {
     /// LSHK_SOURCE_* (default SIMHASH).
     pub source: u32,
     /// LSHK_STORAGE_* of W for the exact scores (default F32 copy). The IVF
-    /// source with BORROWED_F32 re-ranks from the caller's W itself; with
-    /// another storage its lists keep an f32 copy of their own for the
-    /// re-rank, and the scorer ranks by the stored W.
+    /// source re-ranks from f32 rows: the caller's W (BORROWED_F32) or the
+    /// index's copy (F32), so W is held once; with a 16-bit or int8 storage
+    /// its lists keep an f32 copy of their own, and the scorer ranks their
+    /// candidates by the stored W.
     pub storage: u32,
     /// LSHK_TRANSFORM_* (LSH sources; default NONE, which the other
     /// sources require).

@@ -31,7 +31,8 @@ const _: () = {
 /// EXCLUSIVE access: no other call may use the index (or its borrowed
 /// family/tables handles) meanwhile, as for lshk_index_train_labels.
 ///
-/// Errors: NULL_POINTER (idx; ids with count > 0), INVALID_HANDLE,
+/// Errors: NULL_POINTER (idx; ids with count > 0), INVALID_HANDLE, UNSUPPORTED
+/// (an index without LSH tables),
 /// INVALID_ARGUMENT (rows given for a borrowed W; row_stride < dim; a bias
 /// for an index without one; an index with label-aware buckets; f16 range;
 /// misaligned pointers), INDEX_OUT_OF_RANGE (an id >= rows), NON_FINITE,
@@ -87,7 +88,8 @@ pub unsafe extern "C" fn lshk_index_update_rows(
 ///
 /// EXCLUSIVE access, as lshk_index_update_rows.
 ///
-/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (label-aware
+/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED
+/// (an index without LSH tables), INVALID_ARGUMENT (label-aware
 /// buckets, misaligned pointers), INDEX_OUT_OF_RANGE, NON_FINITE (a
 /// borrowed W row holds NaN or infinity), SIZE_OVERFLOW,
 /// ALLOCATION_FAILED. On error the index is unchanged and `*out_rehashed`
@@ -132,7 +134,8 @@ pub unsafe extern "C" fn lshk_index_rehash_rows(
 /// = not wanted) receives the number of rows rehashed (0 when none was
 /// dirty). EXCLUSIVE access, as lshk_index_update_rows.
 ///
-/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (label-aware
+/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED
+/// (an index without LSH tables), INVALID_ARGUMENT (label-aware
 /// buckets, misaligned `out_rehashed`), NON_FINITE, ALLOCATION_FAILED. On
 /// error the index is unchanged and `*out_rehashed` is not written.
 ///

@@ -139,8 +139,8 @@ pub unsafe extern "C" fn lshk_index_free(idx: *mut lshk_index) -> lshk_status {
 /// lshk_simhash_free refuses it (INVALID_ARGUMENT). Always the same handle
 /// for one index.
 ///
-/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a DWTA or
-/// graph index).
+/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (an index of
+/// another source).
 ///
 /// # Safety
 /// `out` must be writable.
@@ -155,7 +155,7 @@ pub unsafe extern "C" fn lshk_index_simhash(
         let h = unsafe { index_ref(idx)? };
         if h.idx.family() != Family::SimHash {
             bail!(
-                InvalidArgument,
+                Unsupported,
                 "the index's family is {}, not SimHash",
                 h.idx.source_name()
             );
@@ -168,8 +168,8 @@ pub unsafe extern "C" fn lshk_index_simhash(
 
 /// The index's DWTA family as a borrowed handle (see lshk_index_simhash).
 ///
-/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a SimHash or
-/// graph index).
+/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (an index of
+/// another source).
 ///
 /// # Safety
 /// `out` must be writable.
@@ -184,7 +184,7 @@ pub unsafe extern "C" fn lshk_index_dwta(
         let h = unsafe { index_ref(idx)? };
         if h.idx.family() != Family::Dwta {
             bail!(
-                InvalidArgument,
+                Unsupported,
                 "the index's family is {}, not DWTA",
                 h.idx.source_name()
             );
@@ -199,8 +199,8 @@ pub unsafe extern "C" fn lshk_index_dwta(
 /// lshk_tables_gather / _stats / _memory_bytes ... accept it;
 /// lshk_tables_free and lshk_tables_update refuse it (INVALID_ARGUMENT).
 ///
-/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (a graph index:
-/// it has no tables).
+/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (a source other than
+/// LSH tables).
 ///
 /// # Safety
 /// `out` must be writable.
