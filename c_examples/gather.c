@@ -50,10 +50,13 @@ int main(void) {
   s = lshk_tables_build(codes, N, L, K, 0, 1, 0, &t);
   if (s) return fail("lshk_tables_build", s);
   lshk_table_stats st[L];
+  size_t mem = 0;
   lshk_tables_stats(t, st, L);
+  s = lshk_tables_memory_bytes(t, &mem);
+  if (s) return fail("lshk_tables_memory_bytes", s);
   printf("%zu rows, %d tables of 2^%d buckets, %zu bytes; table 0: %llu "
          "non-empty buckets, largest %u, mean %.1f\n",
-         N, L, K, lshk_tables_memory_bytes(t),
+         N, L, K, mem,
          (unsigned long long)st[0].nonempty_buckets, st[0].largest_bucket,
          st[0].mean_bucket_size);
 

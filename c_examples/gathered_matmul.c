@@ -42,14 +42,15 @@ int main(void) {
   for (int j = 0; j < N0; j++) ids[j] = (uint32_t)(7 * j);
   for (int j = 0; j < N1; j++) ids[N0 + j] = (uint32_t)(3 + 11 * j);
 
+  /* The weights as views: the element type, the rows and their stride. */
+  lshk_weights_view vf = {sizeof vf, LSHK_STORAGE_F32, w, NULL, NULL, ROWS, DIM, DIM};
+  lshk_weights_view vb = {sizeof vb, LSHK_STORAGE_BF16, wbf, NULL, NULL, ROWS, DIM, DIM};
+
   float logits[N0 + N1], logits_bf[N0 + N1], probs[N0 + N1], lse[NQ];
-  if (check(lshk_gathered_matmul_f32(w, ROWS, DIM, DIM, NULL, q, NQ, DIM, ids, offsets, logits, N0 + N1),
-            "f32 matmul"))
+  if (check(lshk_gathered_matmul(&vf, q, NQ, DIM, ids, offsets, logits, N0 + N1), "f32 matmul")) return 1;
+  if (check(lshk_convert(LSHK_STORAGE_F32, w, (size_t)ROWS * DIM, LSHK_STORAGE_BF16, wbf), "bf16 conversion"))
     return 1;
-  if (check(lshk_convert_f32_to_bf16(w, (size_t)ROWS * DIM, wbf), "bf16 conversion")) return 1;
-  if (check(lshk_gathered_matmul_bf16(wbf, ROWS, DIM, DIM, NULL, q, NQ, DIM, ids, offsets, logits_bf, N0 + N1),
-            "bf16 matmul"))
-    return 1;
+  if (check(lshk_gathered_matmul(&vb, q, NQ, DIM, ids, offsets, logits_bf, N0 + N1), "bf16 matmul")) return 1;
 
   uint32_t top_ids[NQ * K];
   float top_scores[NQ * K];
@@ -70,7 +71,7 @@ int main(void) {
 
   /* A bad id is caught before anything is written. */
   ids[5] = ROWS;
-  lshk_status s = lshk_gathered_matmul_f32(w, ROWS, DIM, DIM, NULL, q, NQ, DIM, ids, offsets, logits, N0 + N1);
+  lshk_status s = lshk_gathered_matmul(&vf, q, NQ, DIM, ids, offsets, logits, N0 + N1);
   char msg[256];
   lshk_last_error_message(msg, sizeof msg);
   printf("with a bad id: %s (%s)\n", lshk_status_name(s), msg);

@@ -95,9 +95,9 @@ int main() {
     // ---- offline: build once, save -------------------------------------
     const std::string path = "lshk_serve_" + std::to_string(getpid()) + ".lshk";
     {
-      lshk::IndexParams p;
-      p.bits_per_table = 12;           // K
-      p.tables = 32;                   // L
+      lshk::IndexParams p(LSHK_SOURCE_SIMHASH);
+      p.lsh.bits_per_table = 12;       // K
+      p.lsh.tables = 32;               // L
       p.storage = LSHK_STORAGE_F32;    // a copy of W goes into the file
       p.transform = LSHK_TRANSFORM_NONE;  // (MIPS would help when row norms vary a lot)
       auto t0 = clock::now();
@@ -105,8 +105,9 @@ int main() {
         std::printf("  build progress: %llu of %llu rows hashed\n",
                     static_cast<unsigned long long>(done), static_cast<unsigned long long>(total));
       });
+      const lshk_index_info info = built.describe();
       std::printf("built %zu x %zu index (K %u, L %u) in %.0f ms, %.1f MiB\n", built.rows(),
-                  built.dim(), built.bits_per_table(), built.tables(), 1e3 * seconds_since(t0),
+                  built.dim(), info.bits_per_table, info.tables, 1e3 * seconds_since(t0),
                   built.memory_bytes() / 1048576.0);
       built.save(path);
     }  // the building process is gone
@@ -126,7 +127,8 @@ int main() {
     for (std::size_t b = 0; b < kQueries; b += kBatch) {
       index.query(lshk::span<const float>(&queries[b * kDim], kBatch * kDim), kBatch, kDim, kTopK,
                   lshk::span<uint32_t>(&ref_ids[b * kTopK], kBatch * kTopK),
-                  lshk::span<float>(&ref_scores[b * kTopK], kBatch * kTopK), nullptr, &stats);
+                  lshk::span<float>(&ref_scores[b * kTopK], kBatch * kTopK), lshk::QueryParams(),
+                  &stats);
       cands += stats.candidates_total;
     }
     double single = seconds_since(t0);
@@ -185,11 +187,12 @@ int main() {
     for (std::size_t r = 0; r < kRows; r++) all[r] = static_cast<uint32_t>(r);
     const std::size_t whole[2] = {0, kRows};
     std::vector<float> logits(kRows);
+    const lshk::WeightsView layer(w, kRows, kDim, kDim, bias);
     std::size_t top1 = 0, top10 = 0;
     t0 = clock::now();
     for (std::size_t i = 0; i < sample; i++) {
       lshk::span<const float> q(&queries[i * kDim], kDim);
-      lshk::gathered_matmul_f32(w, kRows, kDim, kDim, bias, q, kDim, all, whole, logits);
+      lshk::gathered_matmul(layer, q, kDim, all, whole, logits);
       lshk::TopK exact = lshk::topk(logits, all, whole, kTopK);
       const uint32_t *got = &ref_ids[i * kTopK];
       top1 += got[0] == exact.ids[0];

@@ -261,6 +261,9 @@ typedef struct {
   lshk_tables *tb;         /* n 40, L 3, range_bits 4 */
   lshk_index *idx;         /* SimHash index: 40 rows, dim 8, K 4, L 3 */
   lshk_index *idx_dw;      /* DWTA index: 40 rows, dim 8, K 2, L 3, B 4 */
+  lshk_index *idx_ivf;     /* IVF index: 40 rows, dim 8, 4 lists, CODES_I8 */
+  lshk_index *idx_graph;   /* graph index: 40 rows, dim 8, m 4 */
+  lshk_index *idx_forest;  /* forest index: 40 rows, dim 8, 3 trees */
   const lshk_simhash *sh_borrowed; /* from idx */
   const lshk_dwta *dw_borrowed;    /* from idx_dw */
   const lshk_tables *tb_borrowed;  /* from idx */
@@ -293,15 +296,35 @@ static inline void bi_fx_need(lshk_status s, const char *what) {
   }
 }
 
-static inline lshk_index *bi_fx_index(uint32_t family) {
+static inline lshk_index *bi_fx_index(uint32_t source) {
   bi_fixtures *f = bi_fx();
   lshk_index_params p = lshk_index_params_default();
   lshk_index *idx = NULL;
-  p.family = family;
-  p.bits_per_table = family == LSHK_FAMILY_DWTA ? 2 : BI_FX_K;
-  p.tables = BI_FX_L;
-  p.bin_size = 4;
+  p.source = source;
+  p.lsh.bits_per_table = source == LSHK_SOURCE_DWTA ? 2 : BI_FX_K;
+  p.lsh.tables = BI_FX_L;
+  p.lsh.bin_size = 4;
   p.build_threads = 1;
+  bi_fx_need(lshk_index_build(f->w, f->bias, BI_FX_ROWS, BI_FX_DIM, BI_FX_DIM,
+                              &p, &idx),
+             "lshk_index_build");
+  return idx;
+}
+
+/* The fixture index of a source other than LSH, over the fixture rows
+ * (with their bias; the forest ignores it for its sets). */
+static inline lshk_index *bi_fx_source_index(uint32_t source) {
+  bi_fixtures *f = bi_fx();
+  lshk_index_params p = lshk_index_params_default();
+  lshk_index *idx = NULL;
+  p.source = source;
+  p.build_threads = 1;
+  p.ivf.nlist = 4;
+  p.ivf.iters = 3;
+  p.graph.m = 4;
+  p.graph.ef_construction = 16;
+  p.forest.trees = 3;
+  p.forest.leaf_size = 6;
   bi_fx_need(lshk_index_build(f->w, f->bias, BI_FX_ROWS, BI_FX_DIM, BI_FX_DIM,
                               &p, &idx),
              "lshk_index_build");
@@ -332,21 +355,24 @@ static inline void bi_fx_setup(void) {
              "lshk_simhash_new");
   bi_fx_need(lshk_dwta_new(16, 2, BI_FX_L, 4, 1, &f->dw), "lshk_dwta_new");
   f->tb = bi_fx_tables();
-  f->idx = bi_fx_index(LSHK_FAMILY_SIMHASH);
-  f->idx_dw = bi_fx_index(LSHK_FAMILY_DWTA);
+  f->idx = bi_fx_index(LSHK_SOURCE_SIMHASH);
+  f->idx_dw = bi_fx_index(LSHK_SOURCE_DWTA);
+  f->idx_ivf = bi_fx_source_index(LSHK_SOURCE_IVF);
+  f->idx_graph = bi_fx_source_index(LSHK_SOURCE_GRAPH);
+  f->idx_forest = bi_fx_source_index(LSHK_SOURCE_FOREST);
   bi_fx_need(lshk_index_simhash(f->idx, &f->sh_borrowed), "lshk_index_simhash");
   bi_fx_need(lshk_index_dwta(f->idx_dw, &f->dw_borrowed), "lshk_index_dwta");
   bi_fx_need(lshk_index_tables(f->idx, &f->tb_borrowed), "lshk_index_tables");
   for (int i = 0; i < 6; i++) {
     f->tb_pool[i] = bi_fx_tables();
-    f->idx_pool[i] = bi_fx_index(LSHK_FAMILY_SIMHASH);
+    f->idx_pool[i] = bi_fx_index(LSHK_SOURCE_SIMHASH);
   }
   /* dead borrowed handles */
-  tmp = bi_fx_index(LSHK_FAMILY_SIMHASH);
+  tmp = bi_fx_index(LSHK_SOURCE_SIMHASH);
   bi_fx_need(lshk_index_simhash(tmp, &f->sh_dead), "lshk_index_simhash");
   bi_fx_need(lshk_index_tables(tmp, &f->tb_dead), "lshk_index_tables");
   bi_fx_need(lshk_index_free(tmp), "lshk_index_free");
-  tmp = bi_fx_index(LSHK_FAMILY_DWTA);
+  tmp = bi_fx_index(LSHK_SOURCE_DWTA);
   bi_fx_need(lshk_index_dwta(tmp, &f->dw_dead), "lshk_index_dwta");
   bi_fx_need(lshk_index_free(tmp), "lshk_index_free");
   /* freed handles */
@@ -357,7 +383,7 @@ static inline void bi_fx_setup(void) {
   bi_fx_need(lshk_dwta_free(f->dw_freed), "lshk_dwta_free");
   f->tb_freed = bi_fx_tables();
   bi_fx_need(lshk_tables_free(f->tb_freed), "lshk_tables_free");
-  f->idx_freed = bi_fx_index(LSHK_FAMILY_SIMHASH);
+  f->idx_freed = bi_fx_index(LSHK_SOURCE_SIMHASH);
   bi_fx_need(lshk_index_free(f->idx_freed), "lshk_index_free");
 }
 
@@ -368,10 +394,27 @@ static inline void bi_fx_teardown(void) {
   bi_fx_need(lshk_tables_free(f->tb), "lshk_tables_free");
   bi_fx_need(lshk_index_free(f->idx), "lshk_index_free");
   bi_fx_need(lshk_index_free(f->idx_dw), "lshk_index_free");
+  bi_fx_need(lshk_index_free(f->idx_ivf), "lshk_index_free");
+  bi_fx_need(lshk_index_free(f->idx_graph), "lshk_index_free");
+  bi_fx_need(lshk_index_free(f->idx_forest), "lshk_index_free");
   for (int i = 0; i < 6; i++) {
     bi_fx_need(lshk_tables_free(f->tb_pool[i]), "lshk_tables_free");
     bi_fx_need(lshk_index_free(f->idx_pool[i]), "lshk_index_free");
   }
+}
+
+/* The slot freed last is reused first, by a handle of any type: an index
+ * that a program builds (or loads) after bi_fx_setup() and keeps past a
+ * case could take the slot of idx_freed and make it a live index again.
+ * Bracket such fixtures with bi_fx_hold() ... bi_fx_unhold(h): a
+ * placeholder handle takes that slot meanwhile and gives it back freed. */
+static inline lshk_simhash *bi_fx_hold(void) {
+  lshk_simhash *h = NULL;
+  bi_fx_need(lshk_simhash_new(BI_FX_DIM, 1, 1, 0, 3, &h), "lshk_simhash_new");
+  return h;
+}
+static inline void bi_fx_unhold(lshk_simhash *h) {
+  bi_fx_need(lshk_simhash_free(h), "lshk_simhash_free");
 }
 
 /* The invalid-handle classes for argument FIELD of type T (a live handle

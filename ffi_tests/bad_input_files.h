@@ -1,11 +1,11 @@
 /* The file fixtures shared by the bad-input programs that save and load
- * (bad_input_index.c, bad_input_ivf.c, bad_input_graph.c): a private
+ * (bad_input_index.c and bad_input_index_*.c): a private
  * directory `dir` under $TMPDIR (or /tmp) holding an empty file, a garbage
  * file, a truncated copy of a saved file, a subdirectory and a FIFO (a
  * load must refuse it without blocking, a save must not replace it), with the paths
  * of a missing file and of a new file; and the helpers that look at it.
  *
- *   bi_files_open("ivf", "ivf");   creates dir, names the paths (*.ivf)
+ *   bi_files_open("index", "lshk"); creates dir, names the paths (*.lshk)
  *   ... save the program's own files into dir ...
  *   bi_files_fill(garbage, sizeof garbage, saved_path);
  *   ... the cases ...

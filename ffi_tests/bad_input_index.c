@@ -1,15 +1,19 @@
-/* Bad-input matrix (issue 8), the index: lshk_index_* (build, query,
- * save/load, accessors, IUL and label training). See bad_input.h for what
- * a case asserts. File cases check that a refused save leaves no file (and
- * no temporary file) behind.
+/* Bad-input matrix (issue 8), the index with an LSH source (SimHash,
+ * DWTA) and the calls every source shares: lshk_index_build (the LSH
+ * knobs, the enums, reserved fields and knobs of every source), query,
+ * save/load, accessors, IUL and label training; the LSH-only calls on the
+ * other sources (UNSUPPORTED). The IVF, graph and forest sources have
+ * their own programs (bad_input_index_ivf.c, _graph.c, _forest.c). See
+ * bad_input.h for what a case asserts. File cases check that a refused
+ * save leaves no file (and no temporary file) behind.
  *
  * Functions covered here:
- *   lshk_index_params_default lshk_iul_params_default lshk_index_build
- *   lshk_index_query lshk_index_save lshk_index_load lshk_index_memory_bytes
- *   lshk_index_shape lshk_index_weights lshk_index_free lshk_index_simhash
- *   lshk_index_dwta
- *   lshk_index_tables lshk_index_train_iul lshk_index_train_labels
- *   lshk_index_label_info */
+ *   lshk_index_params_default lshk_query_params_default
+ *   lshk_iul_params_default lshk_index_build lshk_index_query
+ *   lshk_index_save lshk_index_load lshk_index_memory_bytes
+ *   lshk_index_describe lshk_index_weights lshk_index_free
+ *   lshk_index_simhash lshk_index_dwta lshk_index_tables
+ *   lshk_index_train_iul lshk_index_train_labels lshk_index_label_info */
 #define _POSIX_C_SOURCE 200809L
 #include "bad_input_files.h"
 
@@ -35,6 +39,7 @@ typedef struct {
   } big;
   float planes[IK * IL * (ID + 1) + 1];
   uint32_t map[2 * IL * 4 + 1];
+  float rwv[IR];
   const float *w;
   const float *bias;
   size_t rows, dim, w_stride;
@@ -48,9 +53,10 @@ static void bi_init_lshk_index_build(bi_args_lshk_index_build *a, bi_outs *o) {
   for (int i = 0; i < IK * IL * (ID + 1) + 1; i++)
     a->planes[i] = (float)((i * 3) % 5) - 2.0f;
   for (int i = 0; i < 2 * IL * 4 + 1; i++) a->map[i] = (uint32_t)(i % ID);
+  for (int i = 0; i < IR; i++) a->rwv[i] = 1.0f;
   a->pv = lshk_index_params_default();
-  a->pv.bits_per_table = IK;
-  a->pv.tables = IL;
+  a->pv.lsh.bits_per_table = IK;
+  a->pv.lsh.tables = IL;
   a->pv.build_threads = 1;
   a->big.p = a->pv;
   a->big.p.struct_size = (uint32_t)sizeof a->big;
@@ -64,6 +70,14 @@ static void bi_init_lshk_index_build(bi_args_lshk_index_build *a, bi_outs *o) {
   a->out = &a->outv;
   bi_out(o, &a->outv, sizeof a->outv);
 }
+/* A progress callback that counts its calls. */
+static void count_progress(void *user, uint64_t done, uint64_t total) {
+  (void)done;
+  (void)total;
+  (*(int *)user)++;
+}
+static int progress_calls;
+
 static lshk_status bi_call_lshk_index_build(bi_args_lshk_index_build *a) {
   lshk_index *before = a->outv;
   lshk_status s = lshk_index_build(a->w, a->bias, a->rows, a->dim, a->w_stride,
@@ -80,9 +94,9 @@ static lshk_status bi_call_lshk_index_build(bi_args_lshk_index_build *a) {
 typedef struct {
   const lshk_index *idx;
   float qv[QN * QS];
-  lshk_gather_params gv;
+  lshk_query_params qpv;
   struct {
-    lshk_gather_params p;
+    lshk_query_params p;
     unsigned char tail[16];
   } big;
   uint32_t ib[QN * QK + 2];
@@ -95,16 +109,16 @@ typedef struct {
   const float *q;
   size_t nq, q_stride;
   uint32_t k;
-  const lshk_gather_params *g;
+  const lshk_query_params *qp;
   uint32_t *out_ids;
   float *out_scores;
   lshk_query_stats *stats;
 } bi_args_lshk_index_query;
 static void bi_init_lshk_index_query(bi_args_lshk_index_query *a, bi_outs *o) {
   for (int i = 0; i < QN * QS; i++) a->qv[i] = (float)((i * 7) % 9) - 4.0f;
-  a->gv = lshk_gather_params_default();
-  a->gv.probes = 2;
-  a->big.p = a->gv;
+  a->qpv = lshk_query_params_default();
+  a->qpv.lsh.probes = 2;
+  a->big.p = a->qpv;
   a->big.p.struct_size = (uint32_t)sizeof a->big;
   memset(a->big.tail, 0x11, sizeof a->big.tail);
   a->st.struct_size = (uint32_t)sizeof a->st;
@@ -113,18 +127,18 @@ static void bi_init_lshk_index_query(bi_args_lshk_index_query *a, bi_outs *o) {
   a->nq = QN;
   a->q_stride = QS;
   a->k = QK;
-  a->g = &a->gv;
+  a->qp = &a->qpv;
   a->out_ids = a->ib;
   a->out_scores = a->sb;
   a->stats = &a->st;
   bi_out(o, a->ib, sizeof a->ib);
   bi_out(o, a->sb, sizeof a->sb);
   /* every field of the stats but the caller's struct_size */
-  bi_out(o, &a->st.queries,
-         sizeof a->st - offsetof(lshk_query_stats, queries));
+  bi_out(o, &a->st.reserved,
+         sizeof a->st - offsetof(lshk_query_stats, reserved));
 }
 static lshk_status bi_call_lshk_index_query(bi_args_lshk_index_query *a) {
-  return lshk_index_query(a->idx, a->q, a->nq, a->q_stride, a->k, a->g,
+  return lshk_index_query(a->idx, a->q, a->nq, a->q_stride, a->k, a->qp,
                           a->out_ids, a->out_scores, a->stats);
 }
 
@@ -155,6 +169,7 @@ static lshk_status bi_call_lshk_index_save(bi_args_lshk_index_save *a) {
 typedef struct {
   const char *path;
   const float *borrowed_w;
+  size_t w_stride;
   float wnan[IR * IWS];
   lshk_index *outv;
   lshk_index **out;
@@ -163,12 +178,13 @@ static void bi_init_lshk_index_load(bi_args_lshk_index_load *a, bi_outs *o) {
   memcpy(a->wnan, wb, sizeof wb);
   a->path = path_stored;
   a->borrowed_w = NULL;
+  a->w_stride = 0;
   a->out = &a->outv;
   bi_out(o, &a->outv, sizeof a->outv);
 }
 static lshk_status bi_call_lshk_index_load(bi_args_lshk_index_load *a) {
   lshk_index *before = a->outv;
-  lshk_status s = lshk_index_load(a->path, a->borrowed_w, a->out);
+  lshk_status s = lshk_index_load(a->path, a->borrowed_w, a->w_stride, a->out);
   if (s == LSHK_STATUS_OK && a->out != NULL && *a->out != before)
     lshk_index_free(*a->out);
   return s;
@@ -193,22 +209,32 @@ static lshk_status bi_call_lshk_index_memory_bytes(
 
 typedef struct {
   const lshk_index *idx;
-  size_t sv[2];
-  uint32_t uv[2];
-  size_t *rows, *dim;
-  uint32_t *k, *l;
-} bi_args_lshk_index_shape;
-static void bi_init_lshk_index_shape(bi_args_lshk_index_shape *a, bi_outs *o) {
+  lshk_index_info v;
+  struct {
+    lshk_index_info v;
+    unsigned char tail[40];
+  } big; /* a caller with a newer, larger lshk_index_info */
+  lshk_index_info *out;
+} bi_args_lshk_index_describe;
+static void bi_init_lshk_index_describe(bi_args_lshk_index_describe *a,
+                                        bi_outs *o) {
   a->idx = FX->idx;
-  a->rows = &a->sv[0];
-  a->dim = &a->sv[1];
-  a->k = &a->uv[0];
-  a->l = &a->uv[1];
-  bi_out(o, a->sv, sizeof a->sv);
-  bi_out(o, a->uv, sizeof a->uv);
+  a->v.struct_size = (uint32_t)sizeof a->v;
+  a->out = &a->v;
+  /* every field of the info but the caller's struct_size */
+  bi_out(o, &a->v.source, sizeof a->v - offsetof(lshk_index_info, source));
 }
-static lshk_status bi_call_lshk_index_shape(bi_args_lshk_index_shape *a) {
-  return lshk_index_shape(a->idx, a->rows, a->dim, a->k, a->l);
+static lshk_status bi_call_lshk_index_describe(bi_args_lshk_index_describe *a) {
+  return lshk_index_describe(a->idx, a->out);
+}
+
+/* The info of `idx` (source UINT32_MAX when the call fails). */
+static lshk_index_info describe(const lshk_index *idx) {
+  lshk_index_info v;
+  memset(&v, 0, sizeof v);
+  v.struct_size = (uint32_t)sizeof v;
+  if (lshk_index_describe(idx, &v) != LSHK_STATUS_OK) v.source = UINT32_MAX;
+  return v;
 }
 
 typedef struct {
@@ -409,8 +435,8 @@ int main(void) {
     snprintf(path_borrowed, sizeof path_borrowed, "%s/borrowed.lshk", dir);
     bi_fx_need(lshk_index_save(FX->idx, path_stored), "lshk_index_save");
     for (int i = 0; i < IR * IWS; i++) wb[i] = (float)((i * 29) % 31) - 15.0f;
-    p.bits_per_table = IK;
-    p.tables = IL;
+    p.lsh.bits_per_table = IK;
+    p.lsh.tables = IL;
     p.storage = LSHK_STORAGE_BORROWED_F32;
     p.build_threads = 1;
     bi_fx_need(lshk_index_build(wb, NULL, IR, ID, IWS, &p, &bidx),
@@ -420,11 +446,32 @@ int main(void) {
     bi_files_fill(garbage, sizeof garbage, path_stored);
   }
 
-  BI_EXPECT(lshk_index_params_default,
-            lshk_index_params_default().struct_size ==
-                    sizeof(lshk_index_params) &&
-                lshk_index_params_default().planes == NULL &&
-                lshk_index_params_default().progress == NULL);
+  {
+    lshk_index_params d = lshk_index_params_default();
+    BI_EXPECT(lshk_index_params_default,
+              d.struct_size == sizeof(lshk_index_params) &&
+                  d.source == LSHK_SOURCE_SIMHASH &&
+                  d.storage == LSHK_STORAGE_F32 && d.lsh.planes == NULL &&
+                  d.lsh.dwta_map == NULL && d.progress == NULL);
+    BI_EXPECT(lshk_index_params_default,
+              d.ivf.reserved == 0 && d.graph.reserved == 0 &&
+                  d.forest.reserved == 0 && d.ivf.row_weights == NULL &&
+                  d.ivf.codes == LSHK_IVF_CODES_I8 &&
+                  d.graph.storage == LSHK_STORAGE_F32 &&
+                  d.forest.trees == 8 && d.forest.leaf_size == 64);
+  }
+  {
+    lshk_query_params d = lshk_query_params_default();
+    BI_EXPECT(lshk_query_params_default,
+              d.struct_size == sizeof(lshk_query_params) && d.reserved == 0 &&
+                  d.graph.reserved == 0 && d.forest.reserved == 0);
+    BI_EXPECT(lshk_query_params_default,
+              d.lsh.min_count == 1 && d.lsh.probes == 0 &&
+                  d.ivf.nprobe == UINT32_MAX && d.ivf.rerank == 32 &&
+                  d.ivf.refine == 256 &&
+                  d.graph.walk == LSHK_GRAPH_WALK_EXACT && d.graph.ef == 100 &&
+                  d.forest.set_size == 256);
+  }
   BI_EXPECT(lshk_iul_params_default,
             lshk_iul_params_default().struct_size == sizeof(lshk_iul_params) &&
                 lshk_iul_params_default().flags == 0);
@@ -433,13 +480,20 @@ int main(void) {
   BI_BASELINE(FN);
   BI_ACCEPT(FN, a.p = &a.big.p);
   BI_ACCEPT(FN, a.p = NULL; a.bias = NULL);
-  BI_ACCEPT(FN, a.pv.planes = a.planes; a.pv.planes_len = IK * IL * ID);
-  BI_ACCEPT(FN, a.pv.transform = LSHK_TRANSFORM_MIPS; a.pv.planes = a.planes;
-            a.pv.planes_len = IK * IL * (ID + 1));
-  BI_ACCEPT(FN, a.pv.family = LSHK_FAMILY_DWTA; a.pv.bits_per_table = 2;
-            a.pv.bin_size = 4; a.pv.dwta_map = a.map;
-            a.pv.dwta_map_len = 2 * IL * 4);
+  BI_ACCEPT(FN, a.pv.lsh.planes = a.planes; a.pv.lsh.planes_len = IK * IL * ID);
+  BI_ACCEPT(FN, a.pv.transform = LSHK_TRANSFORM_MIPS; a.pv.lsh.planes = a.planes;
+            a.pv.lsh.planes_len = IK * IL * (ID + 1));
+  BI_ACCEPT(FN, a.pv.source = LSHK_SOURCE_DWTA; a.pv.lsh.bits_per_table = 2;
+            a.pv.lsh.bin_size = 4; a.pv.lsh.dwta_map = a.map;
+            a.pv.lsh.dwta_map_len = 2 * IL * 4);
   BI_ACCEPT(FN, a.wv[IWS - 1] = NAN); /* the stride gap is not W */
+  /* an LSH source reads only its own knobs */
+  BI_ACCEPT(FN, a.pv.ivf.nlist = UINT32_MAX; a.pv.ivf.iters = 0;
+            a.pv.ivf.pq_m = 3; a.pv.graph.m = 0; a.pv.graph.ef_construction = 0;
+            a.pv.forest.trees = 0; a.pv.forest.leaf_size = 0);
+  BI_ACCEPT(FN, progress_calls = 0; a.pv.progress = count_progress;
+            a.pv.progress_user = &progress_calls);
+  BI_EXPECT(lshk_index_build, progress_calls >= 1);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.w = NULL);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
@@ -457,49 +511,72 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.struct_size = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
           a.pv.struct_size = (uint32_t)sizeof(lshk_index_params) - 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.family = 3);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.family = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.source = 5);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.source = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.big.p.source = 5; a.p = &a.big.p);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.storage = 5);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.storage = UINT32_MAX);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.transform = 3);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.transform = UINT32_MAX);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.bits_per_table = 0);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.bits_per_table = 33);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.tables = 0);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.range_bits = 25);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.range_bits = UINT32_MAX);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.family = LSHK_FAMILY_DWTA;
-          a.pv.bin_size = 3);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.family = LSHK_FAMILY_DWTA;
-          a.pv.bin_size = 0);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.family = LSHK_FAMILY_DWTA;
-          a.pv.bits_per_table = 12; a.pv.bin_size = 8); /* 36 bits */
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.planes = a.planes;
-          a.pv.planes_len = IK * IL * ID - 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.planes = a.planes;
-          a.pv.planes_len = IK * IL * ID + 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.transform = LSHK_TRANSFORM_MIPS;
-          a.pv.planes = a.planes; a.pv.planes_len = IK * IL * ID);
-  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.pv.planes_len = IK * IL * ID);
+  /* every source's enums and reserved fields are checked, read or not */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.ivf.reserved = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.ivf.reserved = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.graph.reserved = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.forest.reserved = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.big.p.forest.reserved = 7;
+          a.p = &a.big.p);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.ivf.codes = 4);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.graph.storage = 5);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
-          a.pv.planes = BI_MISALIGN(const float, a.planes);
-          a.pv.planes_len = IK * IL * ID);
-  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.pv.planes = a.planes;
-          a.pv.planes_len = IK * IL * ID; a.planes[IK * IL * ID - 1] = NAN);
-  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.pv.planes = a.planes;
-          a.pv.planes_len = SIZE_MAX);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.family = LSHK_FAMILY_DWTA;
-          a.pv.bits_per_table = 2; a.pv.bin_size = 4; a.pv.dwta_map = a.map;
-          a.pv.dwta_map_len = 2 * IL * 4 - 1);
-  BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.pv.family = LSHK_FAMILY_DWTA;
-          a.pv.bits_per_table = 2; a.pv.bin_size = 4; a.pv.dwta_map = a.map;
-          a.pv.dwta_map_len = 2 * IL * 4; a.map[2 * IL * 4 - 1] = ID);
-  BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.pv.family = LSHK_FAMILY_DWTA;
-          a.pv.bits_per_table = 2; a.pv.bin_size = 4; a.pv.dwta_map = a.map;
-          a.pv.dwta_map_len = 2 * IL * 4; a.map[0] = UINT32_MAX);
-  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.pv.family = LSHK_FAMILY_DWTA;
-          a.pv.bits_per_table = 2; a.pv.bin_size = 4;
-          a.pv.dwta_map_len = 2 * IL * 4);
+          a.pv.graph.storage = LSHK_STORAGE_F16);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.forest.normalize_rows = 2);
+  /* row weights steer the IVF's k-means only */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.ivf.row_weights = a.rwv;
+          a.pv.ivf.n_weights = IR);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.source = LSHK_SOURCE_DWTA;
+          a.pv.lsh.bits_per_table = 2; a.pv.lsh.bin_size = 4;
+          a.pv.ivf.row_weights = a.rwv; a.pv.ivf.n_weights = IR);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.pv.ivf.n_weights = IR);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.lsh.bits_per_table = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.lsh.bits_per_table = 33);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.lsh.tables = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.lsh.range_bits = 25);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.lsh.range_bits = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.source = LSHK_SOURCE_DWTA;
+          a.pv.lsh.bin_size = 3);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.source = LSHK_SOURCE_DWTA;
+          a.pv.lsh.bin_size = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.source = LSHK_SOURCE_DWTA;
+          a.pv.lsh.bits_per_table = 12; a.pv.lsh.bin_size = 8); /* 36 bits */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.lsh.planes = a.planes;
+          a.pv.lsh.planes_len = IK * IL * ID - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.lsh.planes = a.planes;
+          a.pv.lsh.planes_len = IK * IL * ID + 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.transform = LSHK_TRANSFORM_MIPS;
+          a.pv.lsh.planes = a.planes; a.pv.lsh.planes_len = IK * IL * ID);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.pv.lsh.planes_len = IK * IL * ID);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.pv.lsh.planes = BI_MISALIGN(const float, a.planes);
+          a.pv.lsh.planes_len = IK * IL * ID);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.pv.lsh.planes = a.planes;
+          a.pv.lsh.planes_len = IK * IL * ID;
+          a.planes[IK * IL * ID - 1] = NAN);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.pv.lsh.planes = a.planes;
+          a.pv.lsh.planes_len = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.source = LSHK_SOURCE_DWTA;
+          a.pv.lsh.bits_per_table = 2; a.pv.lsh.bin_size = 4;
+          a.pv.lsh.dwta_map = a.map; a.pv.lsh.dwta_map_len = 2 * IL * 4 - 1);
+  BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.pv.source = LSHK_SOURCE_DWTA;
+          a.pv.lsh.bits_per_table = 2; a.pv.lsh.bin_size = 4;
+          a.pv.lsh.dwta_map = a.map; a.pv.lsh.dwta_map_len = 2 * IL * 4;
+          a.map[2 * IL * 4 - 1] = ID);
+  BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.pv.source = LSHK_SOURCE_DWTA;
+          a.pv.lsh.bits_per_table = 2; a.pv.lsh.bin_size = 4;
+          a.pv.lsh.dwta_map = a.map; a.pv.lsh.dwta_map_len = 2 * IL * 4;
+          a.map[0] = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.pv.source = LSHK_SOURCE_DWTA;
+          a.pv.lsh.bits_per_table = 2; a.pv.lsh.bin_size = 4;
+          a.pv.lsh.dwta_map_len = 2 * IL * 4);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.storage = LSHK_STORAGE_F16;
           a.wv[(IR - 1) * IWS + ID - 1] = 70000.0f);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.wv[(IR - 1) * IWS + ID - 1] = NAN);
@@ -520,12 +597,15 @@ int main(void) {
 #define FN lshk_index_query
   BI_BASELINE(FN);
   BI_INDEX_CASES(FN, idx, const lshk_index);
-  BI_ACCEPT(FN, a.g = &a.big.p);
-  BI_ACCEPT(FN, a.g = NULL; a.stats = NULL; a.out_scores = NULL);
-  BI_ACCEPT(FN, a.gv.bits_per_table = IK);
+  BI_ACCEPT(FN, a.qp = &a.big.p);
+  BI_ACCEPT(FN, a.qp = NULL; a.stats = NULL; a.out_scores = NULL);
+  BI_ACCEPT(FN, a.qpv.lsh.bits_per_table = IK);
   BI_ACCEPT(FN, a.st.struct_size = (uint32_t)sizeof a.st + 64;
             a.stats = (lshk_query_stats *)(void *)&a.st);
-  BI_ACCEPT(FN, a.idx = FX->idx_dw; a.g = NULL);
+  BI_ACCEPT(FN, a.idx = FX->idx_dw; a.qp = NULL);
+  /* an LSH source reads only its own knobs */
+  BI_ACCEPT(FN, a.qpv.ivf.nprobe = 0; a.qpv.ivf.reach = NAN; a.qpv.graph.ef = 0;
+            a.qpv.forest.set_size = 0);
   /* struct_size larger than known: accepted, the unknown tail untouched */
   BI_CASE(FN, LSHK_STATUS_OK, o_.n = 0;
           a.bigst.s.struct_size = (uint32_t)sizeof a.bigst;
@@ -541,22 +621,32 @@ int main(void) {
           a.stats = (lshk_query_stats *)(void *)(a.sb + 2));
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q_stride = ID - 1);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q_stride = 0);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.gv.struct_size = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.struct_size = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
-          a.gv.struct_size = (uint32_t)sizeof(lshk_gather_params) - 1);
+          a.qpv.struct_size = (uint32_t)sizeof(lshk_query_params) - 1);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.st.struct_size = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
           a.st.struct_size = (uint32_t)sizeof(lshk_query_stats) - 1);
+  /* reserved fields and the walk enum, checked whatever the source */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.reserved = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.reserved = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.graph.reserved = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.reserved = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.big.p.forest.reserved = 2;
+          a.qp = &a.big.p);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.graph.walk = 2);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.reserved = 1; a.nq = 0;
+          a.q = NULL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = FX->idx_dw); /* probes */
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.gv.probes = 1u << IK);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.gv.probes = UINT32_MAX);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.gv.bits_per_table = IK + 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.gv.bits_per_table = 33);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.lsh.probes = 1u << IK);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.lsh.probes = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.lsh.bits_per_table = IK + 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.lsh.bits_per_table = 33);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[(QN - 1) * QS + ID - 1] = NAN);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[0] = -INFINITY);
   /* finite, but the scores could overflow f32 */
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.qv[1] = 3e38f);
-  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.idx = FX->idx_dw; a.g = NULL;
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.idx = FX->idx_dw; a.qp = NULL;
           a.qv[QS + 1] = INFINITY);
   BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.nq = SIZE_MAX);
   BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.q_stride = SIZE_MAX / 2);
@@ -564,7 +654,7 @@ int main(void) {
           a.k = UINT32_MAX);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q = BI_MISALIGN(const float, a.qv));
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
-          a.g = BI_MISALIGN(const lshk_gather_params, &a.gv));
+          a.qp = BI_MISALIGN(const lshk_query_params, &a.qpv));
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
           a.out_ids = BI_MISALIGN(uint32_t, a.ib));
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
@@ -578,6 +668,9 @@ int main(void) {
           a.out_ids = (uint32_t *)(void *)(a.qv + 2));
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
           a.out_ids = (uint32_t *)(void *)(a.sb + 1));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, o_.n = 0;
+          a.out_ids = (uint32_t *)(void *)&a.qpv; /* over the params */
+          bi_out(&o_, &a.qpv.lsh, sizeof a.qpv - offsetof(lshk_query_params, lsh)));
 #undef FN
 
 #define FN lshk_index_save
@@ -593,6 +686,9 @@ int main(void) {
 #define FN lshk_index_load
   BI_BASELINE(FN);
   BI_ACCEPT(FN, a.path = path_borrowed; a.borrowed_w = wb);
+  /* w_stride: 0 or the stride the file records */
+  BI_ACCEPT(FN, a.w_stride = ID);
+  BI_ACCEPT(FN, a.path = path_borrowed; a.borrowed_w = wb; a.w_stride = IWS);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.path = NULL);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
@@ -607,7 +703,16 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.borrowed_w = wb);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = path_borrowed);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = path_borrowed;
+          a.w_stride = IWS);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = path_borrowed;
           a.borrowed_w = BI_MISALIGN(const float, wb));
+  /* a w_stride other than the recorded one */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w_stride = ID + 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w_stride = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = path_borrowed;
+          a.borrowed_w = wb; a.w_stride = ID);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = path_borrowed;
+          a.borrowed_w = wb; a.w_stride = IWS + 1);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.path = path_borrowed;
           a.wnan[(IR - 1) * IWS + ID - 1] = NAN; a.borrowed_w = a.wnan);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.path = path_borrowed;
@@ -621,24 +726,57 @@ int main(void) {
   BI_INDEX_CASES(FN, idx, const lshk_index);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out = BI_MISALIGN(size_t, &a.v));
+  BI_ACCEPT(FN, a.idx = FX->idx_ivf);
+  BI_ACCEPT(FN, a.idx = FX->idx_graph);
+  BI_ACCEPT(FN, a.idx = FX->idx_forest);
 #undef FN
 
-#define FN lshk_index_shape
+#define FN lshk_index_describe
   BI_BASELINE(FN);
   BI_INDEX_CASES(FN, idx, const lshk_index);
-  BI_ACCEPT(FN, a.rows = NULL; a.dim = NULL; a.k = NULL; a.l = NULL);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.rows = BI_MISALIGN(size_t, a.sv));
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.idx = NULL; a.out = NULL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
-          a.dim = BI_MISALIGN(size_t, a.sv + 1));
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.k = BI_MISALIGN(uint32_t, a.uv));
+          a.out = BI_MISALIGN(lshk_index_info, &a.v));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.v.struct_size = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
-          a.l = BI_MISALIGN(uint32_t, a.uv + 1));
+          a.v.struct_size = (uint32_t)sizeof a.v - 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.v.struct_size = 4);
+  /* struct_size larger than known: accepted, the unknown tail untouched */
+  BI_CASE(FN, LSHK_STATUS_OK, o_.n = 0;
+          a.big.v.struct_size = (uint32_t)sizeof a.big; a.out = &a.big.v;
+          bi_out(&o_, a.big.tail, sizeof a.big.tail));
+  BI_ACCEPT(FN, a.idx = FX->idx_dw);
+  BI_ACCEPT(FN, a.idx = FX->idx_ivf);
+  BI_ACCEPT(FN, a.idx = FX->idx_graph);
+  BI_ACCEPT(FN, a.idx = FX->idx_forest);
 #undef FN
+  {
+    lshk_index_info v = describe(FX->idx);
+    BI_EXPECT(lshk_index_describe,
+              v.struct_size == sizeof v && v.source == LSHK_SOURCE_SIMHASH &&
+                  v.storage == LSHK_STORAGE_F32 && v.rows == IR &&
+                  v.dim == ID && v.bits_per_table == IK && v.tables == IL &&
+                  v.nlist == 0 && v.labelled == 0);
+    v = describe(FX->idx_ivf);
+    BI_EXPECT(lshk_index_describe,
+              v.source == LSHK_SOURCE_IVF && v.nlist == 4 &&
+                  v.codes == LSHK_IVF_CODES_I8 && v.bits_per_table == 0);
+    v = describe(FX->idx_graph);
+    BI_EXPECT(lshk_index_describe,
+              v.source == LSHK_SOURCE_GRAPH && v.tables == 0 && v.nlist == 0);
+    v = describe(FX->idx_forest);
+    BI_EXPECT(lshk_index_describe,
+              v.source == LSHK_SOURCE_FOREST && v.tables == 3 && v.rows == IR);
+  }
 
 #define FN lshk_index_weights
   BI_BASELINE(FN);
   BI_INDEX_CASES(FN, idx, const lshk_index);
   BI_ACCEPT(FN, a.idx = FX->idx_dw);
+  BI_ACCEPT(FN, a.idx = FX->idx_ivf);
+  BI_ACCEPT(FN, a.idx = FX->idx_graph);
+  BI_ACCEPT(FN, a.idx = FX->idx_forest);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
           a.out = BI_MISALIGN(lshk_weights_view, &a.v));
@@ -661,6 +799,8 @@ int main(void) {
           a.idx = (lshk_index *)(void *)FX->tb_borrowed);
   BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE, a.idx = BI_GARBAGE(lshk_index));
   BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE, a.idx = BI_MISALIGN(lshk_index, FX->idx));
+  BI_CASE(FN, LSHK_STATUS_INVALID_HANDLE,
+          a.idx = BI_MISALIGN(lshk_index, FX->idx_ivf));
 #undef FN
 
 #define ACCESSOR_CASES(FN, T)                                                  \
@@ -670,11 +810,15 @@ int main(void) {
     BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);                       \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
             a.out = BI_MISALIGN(const T *, &a.v));                             \
+    /* the other sources have no hash family (of this kind) or tables */      \
+    BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_ivf);                 \
+    BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_graph);               \
+    BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_forest);              \
   } while (0)
   ACCESSOR_CASES(lshk_index_simhash, lshk_simhash);
-  BI_CASE(lshk_index_simhash, LSHK_STATUS_INVALID_ARGUMENT, a.idx = FX->idx_dw);
+  BI_CASE(lshk_index_simhash, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_dw);
   ACCESSOR_CASES(lshk_index_dwta, lshk_dwta);
-  BI_CASE(lshk_index_dwta, LSHK_STATUS_INVALID_ARGUMENT, a.idx = FX->idx);
+  BI_CASE(lshk_index_dwta, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx);
   ACCESSOR_CASES(lshk_index_tables, lshk_tables);
   BI_ACCEPT(lshk_index_tables, a.idx = FX->idx_dw);
 
@@ -689,6 +833,9 @@ int main(void) {
             a.pv.t1 = 4.0f; a.pv.t2 = 10.0f);
   BI_INDEX_CASES(FN, idx, lshk_index);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = FX->idx_dw);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_ivf);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_graph);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_forest);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.queries = NULL);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.label_offsets = NULL);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.labels = NULL);
@@ -733,6 +880,9 @@ int main(void) {
             a.lv[TQ * 2 - 1] = IR - 1);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = FX->idx_pool[2]);
   BI_INDEX_CASES(FN, idx, lshk_index);
+  /* label training is for the LSH and IVF sources */
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_graph);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_forest);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.queries = NULL);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.label_offsets = NULL);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.labels = NULL);
@@ -763,6 +913,8 @@ int main(void) {
 #define FN lshk_index_label_info
   BI_BASELINE(FN);
   BI_ACCEPT(FN, a.idx = FX->idx; a.params = NULL);
+  BI_ACCEPT(FN, a.idx = FX->idx_graph);
+  BI_ACCEPT(FN, a.idx = FX->idx_forest);
   BI_CASE(FN, LSHK_STATUS_OK, o_.n = 0;
           a.big.p.struct_size = (uint32_t)sizeof a.big; a.params = &a.big.p;
           bi_out(&o_, a.big.tail, sizeof a.big.tail)); /* tail untouched */

@@ -2,7 +2,8 @@
  * lshk_index_update_rows, lshk_index_rehash_rows, lshk_index_rehash_dirty,
  * lshk_index_dirty_rows and lshk_rehash_next. See bad_input.h for what a
  * case asserts; refused updates must also leave the index as it was (its
- * query results and dirty count).
+ * query results and dirty count). Row updates and rehashes are LSH-only:
+ * the other sources refuse them (UNSUPPORTED).
  *
  * Functions covered here:
  *   lshk_index_update_rows lshk_index_rehash_rows lshk_index_rehash_dirty
@@ -21,8 +22,8 @@ static float wbor[IR * ID];
 static lshk_index *make(uint32_t storage, const float *w, const float *bias) {
   lshk_index_params p = lshk_index_params_default();
   lshk_index *idx = NULL;
-  p.bits_per_table = BI_FX_K;
-  p.tables = BI_FX_L;
+  p.lsh.bits_per_table = BI_FX_K;
+  p.lsh.tables = BI_FX_L;
   p.storage = storage;
   p.build_threads = 1;
   bi_fx_need(lshk_index_build(w, bias, IR, ID, ID, &p, &idx), "lshk_index_build");
@@ -180,6 +181,11 @@ int main(void) {
   BI_ACCEPT(FN, a.idx = half; a.rv[0] = 65504.0f);
   BI_INDEX_CASES(FN, idx, lshk_index);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = labelled);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_ivf);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_graph);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_forest);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_forest; a.rows = NULL;
+          a.bias = NULL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = nobias);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = bor);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = half; a.rv[US + 1] = 70000.0f);
@@ -208,6 +214,9 @@ int main(void) {
   BI_ACCEPT(FN, a.idx = bor);
   BI_INDEX_CASES(FN, idx, lshk_index);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = labelled);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_ivf);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_graph);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_forest);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.ids = NULL);
   BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.idv[UN - 1] = IR);
   BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.idv[0] = UINT32_MAX);
@@ -227,6 +236,9 @@ int main(void) {
   BI_ACCEPT(FN, a.idx = FX->idx_pool[1]; a.out = NULL);
   BI_INDEX_CASES(FN, idx, lshk_index);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = labelled);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_ivf);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_graph);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_forest; a.out = NULL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out = BI_MISALIGN(size_t, a.outv));
   {
     uint32_t r = 12;
@@ -243,6 +255,10 @@ int main(void) {
   BI_INDEX_CASES(FN, idx, const lshk_index);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out = BI_MISALIGN(size_t, a.outv));
+  /* no source but LSH has dirty rows: 0 */
+  BI_ACCEPT(FN, a.idx = FX->idx_ivf);
+  BI_ACCEPT(FN, a.idx = FX->idx_graph);
+  BI_ACCEPT(FN, a.idx = FX->idx_forest);
 #undef FN
   BI_EXPECT(lshk_index_dirty_rows,
             lshk_index_dirty_rows(bor, &n) == LSHK_STATUS_OK && n == 0);

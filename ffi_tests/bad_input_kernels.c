@@ -1,14 +1,14 @@
 /* Bad-input matrix (issue 8), stateless entry points: status/error/version/
  * ISA functions, conversions, int8 quantisation, top-k, softmax and the
- * eight gathered-matmul functions. See bad_input.h for what a case asserts.
+ * gathered matmul over a weights view of every storage. See bad_input.h
+ * for what a case asserts.
  *
  * Functions covered here (tests/bad_input_coverage.rs checks that every
  * function of include/lshk.h is named in some bad_input_*.c):
  *   lshk_status_name lshk_last_error_message lshk_version lshk_isa_detected
- *   lshk_isa_active lshk_isa_set_max lshk_isa_name
- *   lshk_convert_f32_to_bf16 lshk_convert_f32_to_f16 lshk_convert_bf16_to_f32
- *   lshk_convert_f16_to_f32 lshk_quantize_rows_i8 lshk_topk lshk_softmax
- *   lshk_gathered_matmul_{f32,bf16,f16,i8}[_isa] */
+ *   lshk_isa_active lshk_isa_set_max lshk_isa_name lshk_convert
+ *   lshk_quantize_rows_i8 lshk_topk lshk_softmax lshk_gathered_matmul
+ *   lshk_gathered_matmul_isa */
 #include "bad_input.h"
 
 
@@ -25,86 +25,62 @@ static lshk_status bi_call_lshk_isa_set_max(bi_args_lshk_isa_set_max *a) {
   return lshk_isa_set_max(a->max);
 }
 
-/* ---- conversions ------------------------------------------------------ */
+/* ---- lshk_convert --------------------------------------------------------
+ * One argument block for the four pairs; conv_pair picks the pair the next
+ * cases start from (the source is a->f or a->h, the destination a->fo or
+ * a->ho). */
 #define CN 19
 typedef struct {
   float f[CN + 1];
   uint16_t h[CN + 1];
   float fo[CN + 1];
   uint16_t ho[CN + 1];
-  const float *src_f;
-  const uint16_t *src_h;
+  uint32_t from, to;
+  const void *src;
   size_t n;
-  float *dst_f;
-  uint16_t *dst_h;
-} bi_conv;
-static void conv_init(bi_conv *a, bi_outs *o) {
+  void *dst;
+} bi_args_lshk_convert;
+static const uint32_t conv_pairs[4][2] = {
+    {LSHK_STORAGE_F32, LSHK_STORAGE_BF16},
+    {LSHK_STORAGE_F32, LSHK_STORAGE_F16},
+    {LSHK_STORAGE_BF16, LSHK_STORAGE_F32},
+    {LSHK_STORAGE_F16, LSHK_STORAGE_F32}};
+static int conv_pair;
+static void bi_init_lshk_convert(bi_args_lshk_convert *a, bi_outs *o) {
+  int narrow = conv_pairs[conv_pair][0] == LSHK_STORAGE_F32;
   for (int i = 0; i < CN + 1; i++) {
     a->f[i] = (float)i * 0.25f - 2.0f;
     a->h[i] = (uint16_t)(0x3C00 + i);
   }
-  a->src_f = a->f;
-  a->src_h = a->h;
+  a->from = conv_pairs[conv_pair][0];
+  a->to = conv_pairs[conv_pair][1];
+  a->src = narrow ? (const void *)a->f : (const void *)a->h;
   a->n = CN;
-  a->dst_f = a->fo;
-  a->dst_h = a->ho;
+  a->dst = narrow ? (void *)a->ho : (void *)a->fo;
   bi_out(o, a->fo, sizeof a->fo);
   bi_out(o, a->ho, sizeof a->ho);
 }
-typedef bi_conv bi_args_lshk_convert_f32_to_bf16;
-typedef bi_conv bi_args_lshk_convert_f32_to_f16;
-typedef bi_conv bi_args_lshk_convert_bf16_to_f32;
-typedef bi_conv bi_args_lshk_convert_f16_to_f32;
-#define bi_init_lshk_convert_f32_to_bf16 conv_init
-#define bi_init_lshk_convert_f32_to_f16 conv_init
-#define bi_init_lshk_convert_bf16_to_f32 conv_init
-#define bi_init_lshk_convert_f16_to_f32 conv_init
-static lshk_status bi_call_lshk_convert_f32_to_bf16(bi_conv *a) {
-  return lshk_convert_f32_to_bf16(a->src_f, a->n, a->dst_h);
-}
-static lshk_status bi_call_lshk_convert_f32_to_f16(bi_conv *a) {
-  return lshk_convert_f32_to_f16(a->src_f, a->n, a->dst_h);
-}
-static lshk_status bi_call_lshk_convert_bf16_to_f32(bi_conv *a) {
-  return lshk_convert_bf16_to_f32(a->src_h, a->n, a->dst_f);
-}
-static lshk_status bi_call_lshk_convert_f16_to_f32(bi_conv *a) {
-  return lshk_convert_f16_to_f32(a->src_h, a->n, a->dst_f);
+static lshk_status bi_call_lshk_convert(bi_args_lshk_convert *a) {
+  return lshk_convert(a->from, a->src, a->n, a->to, a->dst);
 }
 
-/* f32 -> 16-bit: source a->src_f, destination a->dst_h. */
-#define CONV_NARROW_CASES(FN)                                                  \
+/* The cases of one pair (the source and destination by the pair's types). */
+#define CONV_CASES(PAIR)                                                       \
   do {                                                                         \
-    BI_BASELINE(FN);                                                           \
-    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.src_f = NULL);                     \
-    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.dst_h = NULL);                     \
-    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
-            a.src_f = BI_MISALIGN(const float, a.f));                          \
-    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
-            a.dst_h = BI_MISALIGN(uint16_t, a.ho));                            \
-    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
-            a.dst_h = (uint16_t *)(void *)a.f); /* overlap */                  \
-    BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.n = SIZE_MAX);                    \
-    BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.n = SIZE_MAX / 4 + 1);            \
-    BI_CASE(FN, LSHK_STATUS_OK, a.n = 0; a.src_f = NULL; a.dst_h = NULL);      \
-    BI_CASE(FN, LSHK_STATUS_OK, a.n = 0);                                      \
-  } while (0)
-/* 16-bit -> f32: source a->src_h, destination a->dst_f. */
-#define CONV_WIDEN_CASES(FN)                                                   \
-  do {                                                                         \
-    BI_BASELINE(FN);                                                           \
-    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.src_h = NULL);                     \
-    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.dst_f = NULL);                     \
-    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
-            a.src_h = BI_MISALIGN(const uint16_t, a.h));                       \
-    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
-            a.dst_f = BI_MISALIGN(float, a.fo));                               \
-    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
-            a.dst_f = (float *)(void *)a.h); /* overlap */                     \
-    BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.n = SIZE_MAX);                    \
-    BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.n = SIZE_MAX / 4 + 1);            \
-    BI_CASE(FN, LSHK_STATUS_OK, a.n = 0; a.src_h = NULL; a.dst_f = NULL);      \
-    BI_CASE(FN, LSHK_STATUS_OK, a.n = 0);                                      \
+    conv_pair = (PAIR);                                                        \
+    BI_BASELINE(lshk_convert);                                                 \
+    BI_CASE(lshk_convert, LSHK_STATUS_NULL_POINTER, a.src = NULL);             \
+    BI_CASE(lshk_convert, LSHK_STATUS_NULL_POINTER, a.dst = NULL);             \
+    BI_CASE(lshk_convert, LSHK_STATUS_INVALID_ARGUMENT,                        \
+            a.src = (const char *)a.src + 1);                                  \
+    BI_CASE(lshk_convert, LSHK_STATUS_INVALID_ARGUMENT,                        \
+            a.dst = (char *)a.dst + 1);                                        \
+    BI_CASE(lshk_convert, LSHK_STATUS_INVALID_ARGUMENT,                        \
+            a.dst = (void *)(uintptr_t)a.src); /* overlap */                   \
+    BI_CASE(lshk_convert, LSHK_STATUS_SIZE_OVERFLOW, a.n = SIZE_MAX);          \
+    BI_CASE(lshk_convert, LSHK_STATUS_SIZE_OVERFLOW, a.n = SIZE_MAX / 4 + 1);  \
+    BI_CASE(lshk_convert, LSHK_STATUS_OK, a.n = 0; a.src = NULL; a.dst = NULL);\
+    BI_CASE(lshk_convert, LSHK_STATUS_OK, a.n = 0);                            \
   } while (0)
 
 /* ---- lshk_quantize_rows_i8 -------------------------------------------- */
@@ -211,7 +187,10 @@ static lshk_status bi_call_lshk_softmax(bi_args_lshk_softmax *a) {
   return lshk_softmax(a->scores, a->offsets, a->nq, a->out, a->lse);
 }
 
-/* ---- gathered matmul (8 functions, one argument block) ---------------- */
+/* ---- lshk_gathered_matmul[_isa] ------------------------------------------
+ * One argument block: a weights view over the f32, 16-bit or int8 rows
+ * (mm_storage picks the storage the next cases start from) and the
+ * gathered-matmul arguments. */
 #define MR 5
 #define MD 6
 #define MWS 7
@@ -229,10 +208,12 @@ typedef struct {
   size_t offv[MNQ + 1];
   float ob[MOUT + 3];
   lshk_isa isa;
-  const void *w; /* float, uint16_t or int8_t, per function */
-  const float *scales;
-  size_t rows, dim, w_stride;
-  const float *bias;
+  lshk_weights_view v;
+  struct {
+    lshk_weights_view v;
+    unsigned char tail[24];
+  } big; /* a caller with a newer, larger lshk_weights_view */
+  const lshk_weights_view *w;
   const float *q;
   size_t nq, q_stride;
   const uint32_t *ids;
@@ -240,7 +221,8 @@ typedef struct {
   float *out;
   size_t out_len;
 } bi_mm;
-static void mm_init(bi_mm *a, bi_outs *o, int kind) {
+static uint32_t mm_storage;
+static void mm_init(bi_mm *a, bi_outs *o) {
   for (int i = 0; i < MR * MWS; i++) {
     a->wf[i] = (float)(i % 5) * 0.5f - 1.0f;
     a->wh[i] = (uint16_t)(0x3C00 + (i % 9));
@@ -260,13 +242,28 @@ static void mm_init(bi_mm *a, bi_outs *o, int kind) {
   a->offv[1] = 2;
   a->offv[2] = MOUT;
   a->isa = LSHK_ISA_SCALAR;
-  a->w = kind == 0 ? (const void *)a->wf
-                   : kind == 1 ? (const void *)a->wh : (const void *)a->wi;
-  a->scales = a->sv;
-  a->rows = MR;
-  a->dim = MD;
-  a->w_stride = MWS;
-  a->bias = a->bv;
+  a->v.struct_size = (uint32_t)sizeof a->v;
+  a->v.storage = mm_storage;
+  switch (mm_storage) {
+  case LSHK_STORAGE_BF16:
+  case LSHK_STORAGE_F16:
+    a->v.w = a->wh;
+    break;
+  case LSHK_STORAGE_I8:
+    a->v.w = a->wi;
+    a->v.scales = a->sv;
+    break;
+  default:
+    a->v.w = a->wf;
+  }
+  a->v.bias = a->bv;
+  a->v.rows = MR;
+  a->v.dim = MD;
+  a->v.w_stride = MWS;
+  a->big.v = a->v;
+  a->big.v.struct_size = (uint32_t)sizeof a->big;
+  memset(a->big.tail, 0x5C, sizeof a->big.tail);
+  a->w = &a->v;
   a->q = a->qv;
   a->nq = MNQ;
   a->q_stride = MQS;
@@ -276,48 +273,39 @@ static void mm_init(bi_mm *a, bi_outs *o, int kind) {
   a->out_len = MOUT;
   bi_out(o, a->ob, sizeof a->ob);
 }
-#define MM_FN(NAME, KIND, CALL)                                                \
-  typedef bi_mm bi_args_##NAME;                                                \
-  static void bi_init_##NAME(bi_mm *a, bi_outs *o) { mm_init(a, o, KIND); }    \
-  static lshk_status bi_call_##NAME(bi_mm *a) { return CALL; }
-#define MM_ARGS                                                                \
-  a->rows, a->dim, a->w_stride, a->bias, a->q, a->nq, a->q_stride, a->ids,     \
-      a->offsets, a->out, a->out_len
-MM_FN(lshk_gathered_matmul_f32, 0,
-      lshk_gathered_matmul_f32((const float *)a->w, MM_ARGS))
-MM_FN(lshk_gathered_matmul_f32_isa, 0,
-      lshk_gathered_matmul_f32_isa(a->isa, (const float *)a->w, MM_ARGS))
-MM_FN(lshk_gathered_matmul_bf16, 1,
-      lshk_gathered_matmul_bf16((const uint16_t *)a->w, MM_ARGS))
-MM_FN(lshk_gathered_matmul_bf16_isa, 1,
-      lshk_gathered_matmul_bf16_isa(a->isa, (const uint16_t *)a->w, MM_ARGS))
-MM_FN(lshk_gathered_matmul_f16, 1,
-      lshk_gathered_matmul_f16((const uint16_t *)a->w, MM_ARGS))
-MM_FN(lshk_gathered_matmul_f16_isa, 1,
-      lshk_gathered_matmul_f16_isa(a->isa, (const uint16_t *)a->w, MM_ARGS))
-MM_FN(lshk_gathered_matmul_i8, 2,
-      lshk_gathered_matmul_i8((const int8_t *)a->w, a->scales, MM_ARGS))
-MM_FN(lshk_gathered_matmul_i8_isa, 2,
-      lshk_gathered_matmul_i8_isa(a->isa, (const int8_t *)a->w, a->scales,
-                                  MM_ARGS))
+typedef bi_mm bi_args_lshk_gathered_matmul;
+typedef bi_mm bi_args_lshk_gathered_matmul_isa;
+#define bi_init_lshk_gathered_matmul mm_init
+#define bi_init_lshk_gathered_matmul_isa mm_init
+static lshk_status bi_call_lshk_gathered_matmul(bi_mm *a) {
+  return lshk_gathered_matmul(a->w, a->q, a->nq, a->q_stride, a->ids,
+                              a->offsets, a->out, a->out_len);
+}
+static lshk_status bi_call_lshk_gathered_matmul_isa(bi_mm *a) {
+  return lshk_gathered_matmul_isa(a->isa, a->w, a->q, a->nq, a->q_stride,
+                                  a->ids, a->offsets, a->out, a->out_len);
+}
 
-/* Cases every gathered matmul shares. */
-#define MM_CASES(FN)                                                           \
+/* The cases of one storage (the view's pointers of its element type). */
+#define MM_CASES(FN, STORAGE)                                                  \
   do {                                                                         \
+    mm_storage = (STORAGE);                                                    \
     BI_BASELINE(FN);                                                           \
-    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.w = NULL);                         \
+    BI_ACCEPT(FN, a.w = &a.big.v); /* larger struct_size: tail ignored */      \
+    BI_ACCEPT(FN, a.v.bias = NULL);                                            \
+    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.v.w = NULL);                       \
     BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.q = NULL);                         \
     BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.ids = NULL);                       \
     BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.offsets = NULL);                   \
     BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);                       \
-    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.dim = 0);                      \
-    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w_stride = MD - 1);            \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.v.dim = 0);                    \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.v.w_stride = MD - 1);          \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q_stride = MD - 1);            \
-    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w_stride = 0);                 \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.v.w_stride = 0);               \
     BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.idv[3] = MR);                \
     BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.idv[0] = UINT32_MAX);        \
-    BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.rows = 2);                   \
-    BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.rows = 0);                   \
+    BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.v.rows = 2);                 \
+    BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.v.rows = 0);                 \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.offv[0] = 1);                  \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.offv[1] = 4; a.offv[2] = 3;    \
             a.out_len = 3);                                                    \
@@ -325,18 +313,19 @@ MM_FN(lshk_gathered_matmul_i8_isa, 2,
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
             a.out_len = MOUT - 1); /* one short: offsets[nq] != out_len */     \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out_len = MOUT + 1);           \
-    BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.rows = SIZE_MAX);                 \
-    BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.w_stride = SIZE_MAX / 2);         \
+    BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.v.rows = SIZE_MAX);               \
+    BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.v.w_stride = SIZE_MAX / 2);       \
     BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.q_stride = SIZE_MAX / 2);         \
     BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.nq = SIZE_MAX);                   \
     BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.out_len = SIZE_MAX;               \
             a.offv[2] = SIZE_MAX);                                             \
-    if (!FN##_is_i8) /* int8 has no alignment */                               \
-      BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w = (const char *)a.w + 1);  \
+    if ((STORAGE) != LSHK_STORAGE_I8) /* int8 has no alignment */              \
+      BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                \
+              a.v.w = (const char *)a.v.w + 1);                                \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
             a.q = BI_MISALIGN(const float, a.qv));                             \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
-            a.bias = BI_MISALIGN(const float, a.bv));                          \
+            a.v.bias = BI_MISALIGN(const float, a.bv));                        \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
             a.ids = BI_MISALIGN(const uint32_t, a.idv));                       \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
@@ -350,33 +339,42 @@ MM_FN(lshk_gathered_matmul_i8_isa, 2,
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
             a.out = (float *)(void *)a.idv); /* overlaps ids */                \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
-            a.out = (float *)(void *)((char *)(uintptr_t)a.w)); /* w */        \
+            a.out = (float *)(void *)((char *)(uintptr_t)a.v.w)); /* w */      \
+    /* the view itself: NULL, misaligned, too small, a bad storage, scales    \
+     * with another storage than I8 */                                        \
+    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.w = NULL);                         \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.w = BI_MISALIGN(const lshk_weights_view, &a.v));                 \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.v.struct_size = 0);            \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
+            a.v.struct_size = (uint32_t)sizeof(lshk_weights_view) - 1);        \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.v.storage = 5);                \
+    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.v.storage = UINT32_MAX);       \
+    if ((STORAGE) != LSHK_STORAGE_I8)                                          \
+      BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.v.scales = a.sv);            \
     BI_CASE(FN, LSHK_STATUS_OK, a.nq = 0; a.out_len = 0; a.ids = NULL;         \
             a.out = NULL);                                                     \
     BI_CASE(FN, LSHK_STATUS_OK, a.offv[1] = 0; a.offv[2] = 0; a.out_len = 0);  \
   } while (0)
-#define lshk_gathered_matmul_f32_is_i8 0
-#define lshk_gathered_matmul_f32_isa_is_i8 0
-#define lshk_gathered_matmul_bf16_is_i8 0
-#define lshk_gathered_matmul_bf16_isa_is_i8 0
-#define lshk_gathered_matmul_f16_is_i8 0
-#define lshk_gathered_matmul_f16_isa_is_i8 0
-#define lshk_gathered_matmul_i8_is_i8 1
-#define lshk_gathered_matmul_i8_isa_is_i8 1
 
-/* Extra cases of the _isa variants: bad tier values. */
-#define MM_ISA_CASES(FN)                                                       \
+/* Extra cases of the _isa variant: bad tier values. */
+#define MM_ISA_CASES(STORAGE)                                                  \
   do {                                                                         \
-    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.isa = 4);                      \
-    BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.isa = UINT32_MAX);             \
-    BI_CASE_NO_AVX512(FN, LSHK_STATUS_UNSUPPORTED_ISA, a.isa = LSHK_ISA_AVX512); \
+    mm_storage = (STORAGE);                                                    \
+    BI_CASE(lshk_gathered_matmul_isa, LSHK_STATUS_INVALID_ARGUMENT,            \
+            a.isa = 4);                                                        \
+    BI_CASE(lshk_gathered_matmul_isa, LSHK_STATUS_INVALID_ARGUMENT,            \
+            a.isa = UINT32_MAX);                                               \
+    BI_CASE_NO_AVX512(lshk_gathered_matmul_isa, LSHK_STATUS_UNSUPPORTED_ISA,   \
+                      a.isa = LSHK_ISA_AVX512);                                \
   } while (0)
-/* i8 only: scales. */
+/* I8 only: the scales. */
 #define MM_I8_CASES(FN)                                                        \
   do {                                                                         \
-    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.scales = NULL);                    \
+    mm_storage = LSHK_STORAGE_I8;                                              \
+    BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.v.scales = NULL);                  \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,                                  \
-            a.scales = BI_MISALIGN(const float, a.sv));                        \
+            a.v.scales = BI_MISALIGN(const float, a.sv));                      \
     BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out = a.sv);                   \
   } while (0)
 
@@ -388,7 +386,10 @@ int main(void) {
   BI_EXPECT(lshk_isa_detected, lshk_isa_detected() <= LSHK_ISA_AVX512);
   BI_EXPECT(lshk_isa_active, lshk_isa_active() <= lshk_isa_detected());
   BI_EXPECT(lshk_status_name,
-            strcmp(lshk_status_name(13), "LSHK_STATUS_UNKNOWN") == 0);
+            strcmp(lshk_status_name(14), "LSHK_STATUS_UNKNOWN") == 0);
+  BI_EXPECT(lshk_status_name,
+            strcmp(lshk_status_name(LSHK_STATUS_UNSUPPORTED),
+                   "LSHK_STATUS_UNSUPPORTED") == 0);
   BI_EXPECT(lshk_status_name,
             strcmp(lshk_status_name(UINT32_MAX), "LSHK_STATUS_UNKNOWN") == 0);
   BI_EXPECT(lshk_status_name,
@@ -427,10 +428,27 @@ int main(void) {
   BI_CASE(lshk_isa_set_max, LSHK_STATUS_INVALID_ARGUMENT, a.max = UINT32_MAX);
   BI_EXPECT(lshk_isa_set_max, lshk_isa_active() == lshk_isa_detected());
 
-  CONV_NARROW_CASES(lshk_convert_f32_to_bf16);
-  CONV_NARROW_CASES(lshk_convert_f32_to_f16);
-  CONV_WIDEN_CASES(lshk_convert_bf16_to_f32);
-  CONV_WIDEN_CASES(lshk_convert_f16_to_f32);
+  for (int p = 0; p < 4; p++) CONV_CASES(p);
+  /* a pair other than F32 <-> BF16 / F16, refused before the buffers */
+  conv_pair = 0;
+  BI_CASE(lshk_convert, LSHK_STATUS_INVALID_ARGUMENT, a.to = LSHK_STORAGE_F32);
+  BI_CASE(lshk_convert, LSHK_STATUS_INVALID_ARGUMENT, a.from = LSHK_STORAGE_BF16;
+          a.to = LSHK_STORAGE_F16);
+  BI_CASE(lshk_convert, LSHK_STATUS_INVALID_ARGUMENT, a.from = LSHK_STORAGE_F16;
+          a.to = LSHK_STORAGE_BF16);
+  BI_CASE(lshk_convert, LSHK_STATUS_INVALID_ARGUMENT, a.from = LSHK_STORAGE_BF16;
+          a.to = LSHK_STORAGE_BF16);
+  BI_CASE(lshk_convert, LSHK_STATUS_INVALID_ARGUMENT,
+          a.from = LSHK_STORAGE_BORROWED_F32);
+  BI_CASE(lshk_convert, LSHK_STATUS_INVALID_ARGUMENT, a.to = LSHK_STORAGE_I8);
+  BI_CASE(lshk_convert, LSHK_STATUS_INVALID_ARGUMENT, a.from = LSHK_STORAGE_I8;
+          a.to = LSHK_STORAGE_F32);
+  BI_CASE(lshk_convert, LSHK_STATUS_INVALID_ARGUMENT, a.to = 5);
+  BI_CASE(lshk_convert, LSHK_STATUS_INVALID_ARGUMENT, a.from = UINT32_MAX);
+  BI_CASE(lshk_convert, LSHK_STATUS_INVALID_ARGUMENT, a.to = UINT32_MAX;
+          a.n = 0; a.src = NULL; a.dst = NULL);
+  BI_CASE(lshk_convert, LSHK_STATUS_INVALID_ARGUMENT, a.to = LSHK_STORAGE_F32;
+          a.src = NULL);
 
 #define FN lshk_quantize_rows_i8
   BI_BASELINE(FN);
@@ -515,20 +533,18 @@ int main(void) {
           a.lse = NULL);
 #undef FN
 
-  MM_CASES(lshk_gathered_matmul_f32);
-  MM_CASES(lshk_gathered_matmul_f32_isa);
-  MM_ISA_CASES(lshk_gathered_matmul_f32_isa);
-  MM_CASES(lshk_gathered_matmul_bf16);
-  MM_CASES(lshk_gathered_matmul_bf16_isa);
-  MM_ISA_CASES(lshk_gathered_matmul_bf16_isa);
-  MM_CASES(lshk_gathered_matmul_f16);
-  MM_CASES(lshk_gathered_matmul_f16_isa);
-  MM_ISA_CASES(lshk_gathered_matmul_f16_isa);
-  MM_CASES(lshk_gathered_matmul_i8);
-  MM_I8_CASES(lshk_gathered_matmul_i8);
-  MM_CASES(lshk_gathered_matmul_i8_isa);
-  MM_ISA_CASES(lshk_gathered_matmul_i8_isa);
-  MM_I8_CASES(lshk_gathered_matmul_i8_isa);
+  {
+    static const uint32_t storages[5] = {
+        LSHK_STORAGE_BORROWED_F32, LSHK_STORAGE_F32, LSHK_STORAGE_BF16,
+        LSHK_STORAGE_F16, LSHK_STORAGE_I8};
+    for (int i = 0; i < 5; i++) {
+      MM_CASES(lshk_gathered_matmul, storages[i]);
+      MM_CASES(lshk_gathered_matmul_isa, storages[i]);
+      MM_ISA_CASES(storages[i]);
+    }
+  }
+  MM_I8_CASES(lshk_gathered_matmul);
+  MM_I8_CASES(lshk_gathered_matmul_isa);
 
   return bi_summary("bad_input_kernels");
 }

@@ -78,22 +78,21 @@ static lshk_status bi_call_lshk_tables_shape(bi_args_lshk_tables_shape *a) {
   return lshk_tables_shape(a->t, a->n, a->l, a->range_bits);
 }
 
-/* ---- lshk_tables_memory_bytes (returns a size: 0 = error) --------------- */
+/* ---- lshk_tables_memory_bytes ------------------------------------------- */
 typedef struct {
   const lshk_tables *t;
+  size_t v;
+  size_t *out;
 } bi_args_lshk_tables_memory_bytes;
 static void bi_init_lshk_tables_memory_bytes(bi_args_lshk_tables_memory_bytes *a,
                                              bi_outs *o) {
-  (void)o;
   a->t = FX->tb;
+  a->out = &a->v;
+  bi_out(o, &a->v, sizeof a->v);
 }
-/* Maps the documented "0 for an invalid handle (and records the error)" to
- * a status for the matrix: 0 -> NULL_POINTER for NULL, else INVALID_HANDLE
- * (the message check still requires this call's message). */
 static lshk_status bi_call_lshk_tables_memory_bytes(
     bi_args_lshk_tables_memory_bytes *a) {
-  if (lshk_tables_memory_bytes(a->t) != 0) return LSHK_STATUS_OK;
-  return a->t == NULL ? LSHK_STATUS_NULL_POINTER : LSHK_STATUS_INVALID_HANDLE;
+  return lshk_tables_memory_bytes(a->t, a->out);
 }
 
 /* ---- lshk_tables_stats ---------------------------------------------------- */
@@ -449,6 +448,9 @@ int main(void) {
   BI_BASELINE(FN);
   BI_TABLES_CASES(FN, t, const lshk_tables);
   BI_ACCEPT(FN, a.t = FX->tb_borrowed);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.t = NULL; a.out = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out = BI_MISALIGN(size_t, &a.v));
 #undef FN
 
 #define FN lshk_tables_stats

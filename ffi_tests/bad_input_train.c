@@ -6,8 +6,8 @@
  * Functions covered here (tests/bad_input_coverage.rs checks that every
  * function of include/lshk.h is named in some bad_input_*.c):
  *   lshk_softmax_xent_csr lshk_softmax_xent_csr_isa
- *   lshk_gather_dq_f32 lshk_gather_dq_f32_isa lshk_gather_dq_bf16
- *   lshk_gather_dq_bf16_isa lshk_rows_update_sgd lshk_rows_update_sgd_isa
+ *   lshk_gather_dq lshk_gather_dq_isa lshk_rows_update_sgd
+ *   lshk_rows_update_sgd_isa
  *   lshk_adam_params_default lshk_adam_new lshk_adam_free
  *   lshk_adam_set_params lshk_adam_step */
 #include "bad_input.h"
@@ -112,7 +112,9 @@ static lshk_status bi_call_lshk_softmax_xent_csr_isa(bi_xe *a) {
             a.targets = NULL; a.loss = NULL; a.grad = NULL);                   \
   } while (0)
 
-/* ---- lshk_gather_dq_{f32,bf16}[_isa] ------------------------------------ */
+/* ---- lshk_gather_dq[_isa] --------------------------------------------------
+ * One argument block for both element types: dq_dtype picks the one the
+ * next cases start from (w is a->wf or a->wh). */
 #define DR 5
 #define DD 6
 #define DWS 7
@@ -127,6 +129,7 @@ typedef struct {
   size_t offv[DNB + 1];
   float ob[(DNB - 1) * DQS + DD + 2];
   lshk_isa isa;
+  uint32_t dtype;
   const void *w;
   size_t rows, dim, w_stride;
   const float *grad;
@@ -137,7 +140,9 @@ typedef struct {
   float *dq;
   size_t dq_stride;
 } bi_dq;
-static void dq_init(bi_dq *a, bi_outs *o, int bf16) {
+static uint32_t dq_dtype;
+static void dq_init(bi_dq *a, bi_outs *o) {
+  int bf16 = dq_dtype == LSHK_STORAGE_BF16;
   for (int i = 0; i < DR * DWS; i++) {
     a->wf[i] = (float)(i % 5) * 0.5f - 1.0f;
     a->wh[i] = (uint16_t)(0x3F80 + (i % 9));
@@ -152,6 +157,7 @@ static void dq_init(bi_dq *a, bi_outs *o, int bf16) {
   a->offv[2] = 2;
   a->offv[3] = DN;
   a->isa = LSHK_ISA_SCALAR;
+  a->dtype = dq_dtype;
   a->w = bf16 ? (const void *)a->wh : (const void *)a->wf;
   a->rows = DR;
   a->dim = DD;
@@ -165,22 +171,23 @@ static void dq_init(bi_dq *a, bi_outs *o, int bf16) {
   a->dq_stride = DQS;
   bi_out(o, a->ob, sizeof a->ob);
 }
-#define DQ_FN(NAME, BF, CALL)                                                  \
-  typedef bi_dq bi_args_##NAME;                                                \
-  static void bi_init_##NAME(bi_dq *a, bi_outs *o) { dq_init(a, o, BF); }      \
-  static lshk_status bi_call_##NAME(bi_dq *a) { return CALL; }
+typedef bi_dq bi_args_lshk_gather_dq;
+typedef bi_dq bi_args_lshk_gather_dq_isa;
+#define bi_init_lshk_gather_dq dq_init
+#define bi_init_lshk_gather_dq_isa dq_init
 #define DQ_ARGS                                                                \
-  a->rows, a->dim, a->w_stride, a->grad, a->ids, a->offsets, a->nb,            \
-      a->threads, a->dq, a->dq_stride
-DQ_FN(lshk_gather_dq_f32, 0, lshk_gather_dq_f32((const float *)a->w, DQ_ARGS))
-DQ_FN(lshk_gather_dq_f32_isa, 0,
-      lshk_gather_dq_f32_isa(a->isa, (const float *)a->w, DQ_ARGS))
-DQ_FN(lshk_gather_dq_bf16, 1,
-      lshk_gather_dq_bf16((const uint16_t *)a->w, DQ_ARGS))
-DQ_FN(lshk_gather_dq_bf16_isa, 1,
-      lshk_gather_dq_bf16_isa(a->isa, (const uint16_t *)a->w, DQ_ARGS))
-#define DQ_CASES(FN)                                                           \
+  a->dtype, a->w, a->rows, a->dim, a->w_stride, a->grad, a->ids, a->offsets,   \
+      a->nb, a->threads, a->dq, a->dq_stride
+static lshk_status bi_call_lshk_gather_dq(bi_dq *a) {
+  return lshk_gather_dq(DQ_ARGS);
+}
+static lshk_status bi_call_lshk_gather_dq_isa(bi_dq *a) {
+  return lshk_gather_dq_isa(a->isa, DQ_ARGS);
+}
+/* The cases of one element type. */
+#define DQ_CASES(FN, DTYPE)                                                    \
   do {                                                                         \
+    dq_dtype = (DTYPE);                                                        \
     BI_BASELINE(FN);                                                           \
     BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.w = NULL);                         \
     BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.grad = NULL);                      \
@@ -439,12 +446,31 @@ int main(void) {
   XE_CASES(lshk_softmax_xent_csr_isa);
   SGD_ISA_CASES(lshk_softmax_xent_csr_isa);
 
-  DQ_CASES(lshk_gather_dq_f32);
-  DQ_CASES(lshk_gather_dq_f32_isa);
-  SGD_ISA_CASES(lshk_gather_dq_f32_isa);
-  DQ_CASES(lshk_gather_dq_bf16);
-  DQ_CASES(lshk_gather_dq_bf16_isa);
-  SGD_ISA_CASES(lshk_gather_dq_bf16_isa);
+  DQ_CASES(lshk_gather_dq, LSHK_STORAGE_F32);
+  DQ_CASES(lshk_gather_dq_isa, LSHK_STORAGE_F32);
+  SGD_ISA_CASES(lshk_gather_dq_isa);
+  DQ_CASES(lshk_gather_dq, LSHK_STORAGE_BF16);
+  DQ_CASES(lshk_gather_dq_isa, LSHK_STORAGE_BF16);
+  SGD_ISA_CASES(lshk_gather_dq_isa);
+  /* a dtype other than F32 (or BORROWED_F32, which names f32 rows too) or
+     BF16, refused before the buffers */
+  dq_dtype = LSHK_STORAGE_F32;
+  BI_CASE(lshk_gather_dq, LSHK_STATUS_INVALID_ARGUMENT,
+          a.dtype = LSHK_STORAGE_F16);
+  BI_CASE(lshk_gather_dq, LSHK_STATUS_INVALID_ARGUMENT,
+          a.dtype = LSHK_STORAGE_I8);
+  BI_CASE(lshk_gather_dq, LSHK_STATUS_INVALID_ARGUMENT, a.dtype = 5);
+  BI_CASE(lshk_gather_dq, LSHK_STATUS_INVALID_ARGUMENT, a.dtype = UINT32_MAX);
+  BI_CASE(lshk_gather_dq, LSHK_STATUS_INVALID_ARGUMENT,
+          a.dtype = LSHK_STORAGE_F16; a.nb = 0; a.offv[0] = 0; a.dq = NULL;
+          a.ids = NULL; a.grad = NULL);
+  BI_CASE(lshk_gather_dq, LSHK_STATUS_INVALID_ARGUMENT,
+          a.dtype = LSHK_STORAGE_I8; a.w = NULL);
+  BI_CASE(lshk_gather_dq_isa, LSHK_STATUS_INVALID_ARGUMENT,
+          a.dtype = LSHK_STORAGE_F16);
+  BI_CASE(lshk_gather_dq_isa, LSHK_STATUS_INVALID_ARGUMENT, a.dtype = 5);
+  BI_CASE(lshk_gather_dq_isa, LSHK_STATUS_INVALID_ARGUMENT,
+          a.dtype = UINT32_MAX; a.isa = LSHK_ISA_PORTABLE);
 
   UP_CASES(lshk_rows_update_sgd);
   BI_CASE(lshk_rows_update_sgd, LSHK_STATUS_NON_FINITE, a.lr = NAN);

@@ -1,6 +1,6 @@
 /* Bad-input matrix (issue 8) for the LSH inclusion probabilities of a logQ
- * correction (issue 14): lshk_index_inclusion_prob. See bad_input.h for
- * what a case asserts.
+ * correction (issue 14): lshk_index_inclusion_prob, a SimHash-only call.
+ * See bad_input.h for what a case asserts.
  *
  * Functions covered here:
  *   lshk_index_inclusion_prob */
@@ -62,8 +62,8 @@ int main(void) {
     float q[4 * ID];
     size_t lo[5] = {0, 1, 2, 3, 4};
     uint32_t lv[4] = {1, 5, 9, 13};
-    p.bits_per_table = BI_FX_K;
-    p.tables = BI_FX_L;
+    p.lsh.bits_per_table = BI_FX_K;
+    p.lsh.tables = BI_FX_L;
     p.build_threads = 1;
     bi_fx_need(lshk_index_build(FX->w, FX->bias, IR, ID, ID, &p, &labelled),
                "lshk_index_build");
@@ -84,6 +84,10 @@ int main(void) {
   BI_INDEX_CASES(FN, idx, const lshk_index);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = FX->idx_dw);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = labelled);
+  /* a SimHash-only call: the sources without hash tables refuse it */
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_ivf);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_graph);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_forest);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.q = NULL);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.ids = NULL);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.offsets = NULL);

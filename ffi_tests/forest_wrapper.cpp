@@ -1,7 +1,11 @@
-// Tests of lshk::Forest (include/lshk.hpp): the RAII wrapper equals the C
-// calls (build, query, union with a cap, rebuild with a new seed,
-// save/load), moves transfer the handle, and wrapper-side and C-side
-// errors throw lshk::Error with the status.
+// lshk::Index with the forest source (include/lshk.hpp): the wrapper
+// equals the C calls (build, candidate sets, union with a cap, rebuild
+// with a new seed after W changed in place, save/load), a query's top k
+// are the best of its set, a rebuild equals a fresh build, moves transfer
+// the handle, and wrapper-side and C-side errors throw lshk::Error with
+// the status.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -11,9 +15,6 @@
 
 #include "lshk.hpp"
 #include "lshk_test.h"
-
-static_assert(!std::is_copy_constructible<lshk::Forest>::value, "owners are move-only");
-static_assert(std::is_nothrow_move_constructible<lshk::Forest>::value, "noexcept move");
 
 namespace {
 
@@ -27,15 +28,29 @@ lshk_status status_of(F f) {
   return LSHK_STATUS_OK;
 }
 
-// The same query through the C API.
-lshk::ForestSets c_query(const lshk_forest *f, const std::vector<float> &w, std::size_t stride,
-                         const std::vector<float> &x, std::size_t nx, uint32_t q) {
-  lshk::ForestSets r;
-  r.ids.resize(nx * q);
+// Candidate sets as plain vectors, for comparisons.
+struct Sets {
+  std::vector<uint32_t> ids;
+  std::vector<std::size_t> offsets;
+  bool operator==(const Sets &o) const { return ids == o.ids && offsets == o.offsets; }
+  bool operator!=(const Sets &o) const { return !(*this == o); }
+};
+Sets sets_of(const lshk::GatherResult &r) {
+  return {std::vector<uint32_t>(r.ids().begin(), r.ids().end()),
+          std::vector<std::size_t>(r.offsets().begin(), r.offsets().end())};
+}
+
+// The same candidate sets through the C API.
+Sets c_sets(const lshk_index *f, const std::vector<float> &x, std::size_t nx, std::size_t stride,
+            uint32_t set_size) {
+  lshk_query_params qp = lshk_query_params_default();
+  qp.forest.set_size = set_size;
+  Sets r;
+  r.ids.resize(nx * set_size);
   r.offsets.resize(nx + 1);
   std::size_t needed = 0;
-  lshk::check(lshk_forest_query(f, w.data(), stride, x.data(), nx, stride, q, r.ids.data(),
-                                r.ids.size(), r.offsets.data(), &needed));
+  lshk::check(lshk_index_candidates(f, x.data(), nx, stride, 0, &qp, r.ids.data(), r.ids.size(),
+                                    r.offsets.data(), &needed));
   r.ids.resize(needed);
   return r;
 }
@@ -44,9 +59,9 @@ lshk::ForestSets c_query(const lshk_forest *f, const std::vector<float> &w, std:
 
 int main() {
   const std::size_t rows = 400, dim = 10, stride = 12, nx = 6;
-  const uint32_t q = 20;
+  const uint32_t q = 20, k = 5;
   try {
-    std::vector<float> w(rows * stride), w2(rows * stride), x(nx * stride);
+    std::vector<float> w(rows * stride), w2(rows * stride), x(nx * stride), bias(rows);
     uint64_t s = 11;
     auto next = [&s]() {
       s = s * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -55,138 +70,189 @@ int main() {
     for (float &v : w) v = next();
     for (float &v : w2) v = next();
     for (float &v : x) v = next();
+    for (float &v : bias) v = 0.1f * next();
+    // Each index borrows its own copy of W: training changes it in place.
+    std::vector<float> wf = w, wc_api = w;
 
-    lshk::ForestParams p;
-    CHECK(p.struct_size == sizeof(lshk_forest_params) && p.trees == 8 && p.leaf_size == 64);
-    p.trees = 4;
-    p.leaf_size = 16;
+    lshk::IndexParams p(LSHK_SOURCE_FOREST);
+    CHECK(p.source == LSHK_SOURCE_FOREST && p.forest.trees == 8 && p.forest.leaf_size == 64 &&
+          p.forest.normalize_rows == 0 && p.forest.reserved == 0);
+    p.forest.trees = 4;
+    p.forest.leaf_size = 16;
     p.build_threads = 1;
-    lshk::Forest f(w, rows, dim, stride, p);
-    CHECK(f && f.rows() == rows && f.dim() == dim && f.trees() == 4);
-    lshk_forest *raw = nullptr;
-    CHECK(lshk_forest_build(w.data(), rows, dim, stride, &p, &raw) == LSHK_STATUS_OK);
+    p.storage = LSHK_STORAGE_BORROWED_F32;
+    lshk::Index f(wf, bias, rows, dim, stride, p);
+    lshk_index_info info = f.describe();
+    CHECK(f && f.rows() == rows && f.dim() == dim && info.source == LSHK_SOURCE_FOREST &&
+          info.tables == 4 && info.storage == LSHK_STORAGE_BORROWED_F32);
+    lshk_index *raw = nullptr;
+    CHECK(lshk_index_build(wc_api.data(), bias.data(), rows, dim, stride, &p, &raw) ==
+          LSHK_STATUS_OK);
 
-    // query: the same sets as the C call, q per sample, ascending.
-    lshk::ForestSets got;
-    f.query(w, stride, x, nx, stride, q, got);
-    lshk::ForestSets want = c_query(raw, w, stride, x, nx, q);
-    CHECK(got.ids == want.ids && got.offsets == want.offsets);
-    CHECK(got.samples() == nx && got.ids.size() == nx * q);
+    // Candidate sets: the C call's, q per sample, ascending.
+    const lshk::QueryParams qs = lshk::QueryParams::for_forest(q);
+    CHECK(qs.forest.set_size == q && qs.lsh.min_count == lshk_query_params_default().lsh.min_count);
+    // The sets of the strided samples x.
+    auto sets_at = [&](const lshk::Index &i) {
+      lshk::GatherResult r;
+      i.candidates(x, nx, stride, 0, r, qs);
+      return sets_of(r);
+    };
+    lshk::GatherResult cand;
+    f.candidates(x, nx, stride, 0, cand, qs);
+    Sets got = sets_of(cand);
+    CHECK(got == c_sets(raw, x, nx, stride, q));
+    CHECK(cand.queries() == nx && got.ids.size() == nx * q);
     bool ascending = true;
     for (std::size_t i = 0; i < nx; i++)
-      for (std::size_t j = got.offsets[i] + 1; j < got.offsets[i + 1]; j++)
-        ascending = ascending && got.ids[j - 1] < got.ids[j];
+      ascending = ascending && std::is_sorted(cand[i].begin(), cand[i].end()) &&
+                  std::adjacent_find(cand[i].begin(), cand[i].end()) == cand[i].end();
     CHECK(ascending);
+    // A set is never smaller than k.
+    lshk::GatherResult wide;
+    f.candidates(x, nx, stride, 2 * q, wide, qs);
+    CHECK(wide.total() == nx * 2 * q);
 
-    // union with and without a cap, against the C call.
+    // A query's top k: ids of its set, best first by the exact logit.
+    std::vector<uint32_t> top(nx * k);
+    std::vector<float> top_sc(nx * k);
+    f.query(x, nx, stride, k, top, top_sc, qs);
+    bool best = true;
+    for (std::size_t i = 0; i < nx; i++) {
+      double m = -1e300;
+      for (uint32_t id : cand[i]) {
+        double z = bias[id];
+        for (std::size_t d = 0; d < dim; d++) z += double(wf[id * stride + d]) * x[i * stride + d];
+        m = std::max(m, z);
+      }
+      for (uint32_t j = 0; j < k; j++)
+        best = best && std::binary_search(cand[i].begin(), cand[i].end(), top[i * k + j]) &&
+               (j == 0 || top_sc[i * k + j - 1] >= top_sc[i * k + j]);
+      best = best && std::abs(top_sc[i * k] - m) <= 1e-5 * (1 + std::abs(m));
+    }
+    CHECK(best);
+
+    // Union with and without a cap, against the C call.
     std::vector<uint32_t> u, uc, cu(rows), cuc(rows);
-    f.union_capped(got.ids, 0, 3, u, &uc);
+    f.union_(got.ids, 0, 3, u, &uc);
     std::size_t needed = 0;
-    CHECK(lshk_forest_union(raw, got.ids.data(), got.ids.size(), 0, 3, cu.data(), cuc.data(),
-                            cu.size(), &needed) == LSHK_STATUS_OK);
+    CHECK(lshk_index_union(raw, got.ids.data(), got.ids.size(), 0, 3, cu.data(), cuc.data(),
+                           cu.size(), &needed) == LSHK_STATUS_OK);
     cu.resize(needed);
     cuc.resize(needed);
-    CHECK(u == cu && uc == cuc && u.size() > 25);
+    CHECK(u == cu && uc == cuc && u.size() > 25 && std::is_sorted(u.begin(), u.end()));
     std::size_t total = 0;
     for (uint32_t c : uc) total += c;
     CHECK(total == got.ids.size());
-    f.union_capped(got.ids, 25, 3, u);
+    f.union_(got.ids, 25, 3, u);
     cu.assign(rows, 0);
-    CHECK(lshk_forest_union(raw, got.ids.data(), got.ids.size(), 25, 3, cu.data(), nullptr,
-                            cu.size(), &needed) == LSHK_STATUS_OK);
+    CHECK(lshk_index_union(raw, got.ids.data(), got.ids.size(), 25, 3, cu.data(), nullptr,
+                           cu.size(), &needed) == LSHK_STATUS_OK);
     cu.resize(needed);
     CHECK(u == cu && u.size() == 25);
 
-    // rebuild (new W, new seed) equals the C rebuild; the old sets change.
-    f.rebuild(w2, stride, 99);
+    // W changes in place (training), then a rebuild with a new seed: the
+    // C rebuild's sets, a fresh build's over the new W, not the old sets.
+    wf = w2;
+    wc_api = w2;
+    f.rebuild(99);
     uint64_t seed = 99;
-    CHECK(lshk_forest_rebuild(raw, w2.data(), stride, &seed) == LSHK_STATUS_OK);
-    lshk::ForestSets after;
-    f.query(w2, stride, x, nx, stride, q, after);
-    CHECK(after.ids == c_query(raw, w2, stride, x, nx, q).ids);
-    CHECK(after.ids != got.ids);
+    CHECK(lshk_index_rebuild(raw, &seed) == LSHK_STATUS_OK);
+    Sets after = sets_at(f);
+    CHECK(after == c_sets(raw, x, nx, stride, q));
+    CHECK(after != got);
+    lshk::IndexParams p99 = p;
+    p99.forest.seed = 99;
+    lshk::Index fresh(w2, bias, rows, dim, stride, p99);
+    CHECK(sets_at(fresh) == after);
 
-    // save / load: the same queries.
+    // Save / load: the same sets; the borrowed W is given again.
     std::string path = "forest_wrapper_test.lshk";
     f.save(path);
-    lshk::Forest g = lshk::Forest::load(path);
+    CHECK(status_of([&] { lshk::Index::load(path); }) == LSHK_STATUS_INVALID_ARGUMENT);
+    lshk::Index g = lshk::Index::load(path, wf.data(), stride);
     std::remove(path.c_str());
-    CHECK(g.rows() == rows && g.dim() == dim && g.trees() == 4);
-    lshk::ForestSets loaded;
-    g.query(w2, stride, x, nx, stride, q, loaded);
-    CHECK(loaded.ids == after.ids && loaded.offsets == after.offsets);
+    CHECK(g.rows() == rows && g.dim() == dim && g.describe().tables == 4 &&
+          g.describe().source == LSHK_SOURCE_FOREST);
+    CHECK(sets_at(g) == after);
 
-    // unit rows (normalize_rows = 1): the C build's sets, kept by save /
-    // load; a bad value throws INVALID_ARGUMENT.
+    // Unit rows (normalize_rows = 1) on an F32 copy: the C build's sets,
+    // kept by save / load (no W to give); a bad value throws.
     {
-      lshk::ForestParams pu = p;
-      CHECK(pu.normalize_rows == 0 && pu.reserved == 0);
-      pu.normalize_rows = 1;
-      lshk::Forest fu(w, rows, dim, stride, pu);
-      lshk_forest *rawu = nullptr;
-      CHECK(lshk_forest_build(w.data(), rows, dim, stride, &pu, &rawu) == LSHK_STATUS_OK);
-      lshk::ForestSets su;
-      fu.query(w, stride, x, nx, stride, q, su);
-      CHECK(su.ids == c_query(rawu, w, stride, x, nx, q).ids);
+      lshk::IndexParams pu = p;
+      pu.forest.normalize_rows = 1;
+      pu.storage = LSHK_STORAGE_F32;
+      lshk::Index fu(w, bias, rows, dim, stride, pu);
+      lshk_index *rawu = nullptr;
+      CHECK(lshk_index_build(w.data(), bias.data(), rows, dim, stride, &pu, &rawu) ==
+            LSHK_STATUS_OK);
+      lshk::GatherResult su;
+      fu.candidates(x, nx, stride, 0, su, qs);
+      CHECK(sets_of(su) == c_sets(rawu, x, nx, stride, q));
       std::string upath = "forest_wrapper_unit.lshk";
       fu.save(upath);
-      lshk::Forest gu = lshk::Forest::load(upath);
+      lshk::Index gu = lshk::Index::load(upath);
       std::remove(upath.c_str());
-      lshk::ForestSets lu;
-      gu.query(w, stride, x, nx, stride, q, lu);
-      CHECK(lu.ids == su.ids && lu.offsets == su.offsets);
-      lshk_forest_free(rawu);
-      bool threw = false;
-      pu.normalize_rows = 2;
-      try {
-        lshk::Forest bad(w, rows, dim, stride, pu);
-      } catch (const lshk::Error &e) {
-        threw = e.status() == LSHK_STATUS_INVALID_ARGUMENT;
-      }
-      CHECK(threw);
+      lshk::GatherResult lu;
+      gu.candidates(x, nx, stride, 0, lu, qs);
+      CHECK(sets_of(lu) == sets_of(su));
+      lshk_index_free(rawu);
+      pu.forest.normalize_rows = 2;
+      CHECK(status_of([&] { lshk::Index bad(w, bias, rows, dim, stride, pu); }) ==
+            LSHK_STATUS_INVALID_ARGUMENT);
     }
 
-    // contiguous overload (stride = dim)
+    // Contiguous rows and samples (stride = dim): the same sets.
     std::vector<float> wc(rows * dim), xc(nx * dim);
     for (std::size_t r = 0; r < rows; r++)
-      for (std::size_t k = 0; k < dim; k++) wc[r * dim + k] = w2[r * stride + k];
+      for (std::size_t d = 0; d < dim; d++) wc[r * dim + d] = w2[r * stride + d];
     for (std::size_t i = 0; i < nx; i++)
-      for (std::size_t k = 0; k < dim; k++) xc[i * dim + k] = x[i * stride + k];
-    CHECK(g.query(wc, xc, q).ids == after.ids);
+      for (std::size_t d = 0; d < dim; d++) xc[i * dim + d] = x[i * stride + d];
+    lshk::Index fc(wc, bias, rows, dim, dim, p99);
+    CHECK(sets_of(fc.candidates(xc, 0, qs)) == after);
 
-    // moves transfer the handle; an empty owner throws NULL_POINTER.
-    lshk::Forest h(std::move(g));
+    // Moves transfer the handle; an empty owner throws NULL_POINTER.
+    lshk::Index h(std::move(g));
     CHECK(h && !g && h.rows() == rows);
-    CHECK(status_of([&] { g.query(wc, xc, q); }) == LSHK_STATUS_NULL_POINTER);
-    const lshk_forest *hh = h.get();
-    lshk_forest *released = h.release();
+    CHECK(status_of([&] { g.candidates(xc, 0, qs); }) == LSHK_STATUS_NULL_POINTER);
+    const lshk_index *hh = h.get();
+    lshk_index *released = h.release();
     CHECK(released == hh && !h);
-    CHECK(lshk_forest_free(released) == LSHK_STATUS_OK);
+    CHECK(lshk_index_free(released) == LSHK_STATUS_OK);
 
-    // wrapper-side size checks (before the C call) and C-side errors.
-    lshk::ForestSets r;
-    CHECK(status_of([&] { f.query(w, stride, x, nx + 1, stride, q, r); }) ==
+    // Wrapper-side size checks (before the C call) and C-side errors.
+    lshk::GatherResult r;
+    CHECK(status_of([&] { f.candidates(x, nx + 1, stride, 0, r, qs); }) ==
           LSHK_STATUS_INVALID_ARGUMENT);
     CHECK(status_of([&] {
-            f.query(std::vector<float>(w.begin(), w.end() - 3), stride, x, nx, stride, q, r);
+            fc.candidates(std::vector<float>(xc.begin(), xc.end() - 1), 0, qs);
           }) == LSHK_STATUS_INVALID_ARGUMENT);
-    CHECK(status_of([&] { f.query(w, stride, x, nx, stride, 0, r); }) ==
+    CHECK(status_of([&] { f.candidates(x, nx, stride - 3, 0, r, qs); }) ==
           LSHK_STATUS_INVALID_ARGUMENT);
-    CHECK(status_of([&] { f.query(wc, std::vector<float>(xc.begin(), xc.end() - 1), q); }) ==
+    lshk::QueryParams bad_q = qs;
+    bad_q.forest.reserved = 1;
+    CHECK(status_of([&] { f.candidates(x, nx, stride, 0, r, bad_q); }) ==
           LSHK_STATUS_INVALID_ARGUMENT);
     std::vector<uint32_t> bad = {1, 2, uint32_t(rows)};
-    CHECK(status_of([&] { f.union_capped(bad, 0, 1, u); }) == LSHK_STATUS_INDEX_OUT_OF_RANGE);
-    std::vector<float> nan_w = w;
-    nan_w[5] = std::numeric_limits<float>::quiet_NaN();
-    CHECK(status_of([&] { f.rebuild(nan_w, stride); }) == LSHK_STATUS_NON_FINITE);
-    CHECK(status_of([&] { lshk::Forest bad_f(w, 1, dim, stride, p); }) ==
+    CHECK(status_of([&] { f.union_(bad, 0, 1, u); }) == LSHK_STATUS_INDEX_OUT_OF_RANGE);
+    CHECK(status_of([&] { f.calibrate(xc, k, 0.9f); }) == LSHK_STATUS_UNSUPPORTED);
+    CHECK(status_of([&] { f.lsh_tables(); }) == LSHK_STATUS_UNSUPPORTED);
+    lshk::IndexParams pb = p;
+    pb.storage = LSHK_STORAGE_BF16;
+    CHECK(status_of([&] { lshk::Index bad_f(w, bias, rows, dim, stride, pb); }) ==
           LSHK_STATUS_INVALID_ARGUMENT);
-    CHECK(status_of([] { lshk::Forest::load("no/such/forest.lshk"); }) == LSHK_STATUS_IO_ERROR);
-    // the failed rebuild left the forest unchanged
-    f.query(w2, stride, x, nx, stride, q, r);
-    CHECK(r.ids == after.ids);
+    CHECK(status_of([&] { lshk::Index bad_f(w, bias, 1, dim, stride, p); }) ==
+          LSHK_STATUS_INVALID_ARGUMENT);
+    CHECK(status_of([] { lshk::Index::load("no/such/forest.lshk"); }) == LSHK_STATUS_IO_ERROR);
+    // A NaN in the borrowed W: the rebuild is refused and the forest
+    // unchanged (W restored before the next query).
+    const float kept = wf[5];
+    wf[5] = std::numeric_limits<float>::quiet_NaN();
+    CHECK(status_of([&] { f.rebuild(); }) == LSHK_STATUS_NON_FINITE);
+    wf[5] = kept;
+    CHECK(sets_at(f) == after);
 
-    lshk_forest_free(raw);
+    lshk_index_free(raw);
   } catch (const lshk::Error &e) {
     std::fprintf(stderr, "unexpected lshk::Error: %s\n", e.what());
     return 1;

@@ -1,10 +1,13 @@
-/* C tests of lshk_graph_*: build over a seeded layer (f32, bf16 and int8
- * storage, with and without bias), a search with ef >= rows against a
- * brute-force top-k computed here (equal up to ties within the f32
- * dot-product bound, f32 storage), smaller pools (real rows, descending
- * logits), stats, one-at-a-time equals batched, save/load round trips
- * giving bit-identical results and files, shape and memory, and the same
- * graph (byte for byte, as saved) on every ISA tier and thread count. */
+/* C tests of the graph source of lshk_index (LSHK_SOURCE_GRAPH): build
+ * over a seeded layer (the graph's rows in f32, bf16 and int8, with and
+ * without bias; W kept as an f32 copy or borrowed), a search with ef >=
+ * rows against a brute-force top-k computed here (equal up to ties within
+ * the f32 dot-product bound: the index scores the graph's candidates from
+ * W), smaller pools (real rows, descending logits, at most ef candidates),
+ * stats, one-at-a-time equals batched, lshk_index_describe, save/load
+ * round trips giving bit-identical results and files, memory, bad graph
+ * knobs, and the same graph (byte for byte, as saved) on every ISA tier
+ * and thread count. */
 #include <math.h>
 
 #include "lshk_test.h"
@@ -36,7 +39,7 @@ static double exact(size_t i, uint32_t r, int with_bias, double *mag) {
   *mag = m;
   return e;
 }
-/* gamma(DIM + 2) times the magnitude: above the graph kernels' bound. */
+/* gamma(DIM + 2) times the magnitude: the gathered matmul's bound. */
 static double bound(double mag) {
   const double u = 0x1p-24 * (DIM + 2);
   return u / (1.0 - u) * mag + 1e-30;
@@ -67,10 +70,15 @@ static int matches_brute_force(const uint32_t *ids, const float *sc, int with_bi
   return 1;
 }
 
-static int plausible(const uint32_t *ids, const float *sc) {
+/* Real rows, distinct, descending scores that are their rows' logits. */
+static int plausible(const uint32_t *ids, const float *sc, int with_bias) {
+  double mag;
   for (size_t i = 0; i < NQ; i++)
     for (size_t j = 0; j < K; j++) {
       if (ids[i * K + j] >= ROWS) return 0;
+      if (fabs((double)sc[i * K + j] - exact(i, ids[i * K + j], with_bias, &mag)) >
+          bound(mag))
+        return 0;
       if (j > 0 && sc[i * K + j] > sc[i * K + j - 1]) return 0;
       for (size_t t = 0; t < j; t++)
         if (ids[i * K + t] == ids[i * K + j]) return 0;
@@ -101,61 +109,92 @@ static unsigned char *slurp(const char *path, size_t *len) {
 
 static char path[160], path2[160];
 
-static void run_config(uint32_t storage, int with_bias) {
-  lshk_graph_params p = lshk_graph_params_default();
-  lshk_graph_stats st;
-  lshk_graph *g = NULL, *back = NULL;
+static lshk_index_params graph_params(uint32_t graph_storage, uint32_t storage) {
+  lshk_index_params p = lshk_index_params_default();
+  p.source = LSHK_SOURCE_GRAPH;
+  p.storage = storage;
+  p.build_threads = 2;
+  p.graph.m = 8;
+  p.graph.ef_construction = 40;
+  p.graph.storage = graph_storage;
+  return p;
+}
+
+static lshk_query_params pool(uint32_t ef) {
+  lshk_query_params qp = lshk_query_params_default();
+  qp.graph.ef = ef;
+  return qp;
+}
+
+static void run_config(uint32_t graph_storage, uint32_t storage, int with_bias) {
+  const int borrow = storage == LSHK_STORAGE_BORROWED_F32;
+  lshk_index_params p = graph_params(graph_storage, storage);
+  lshk_query_params all = pool(ROWS), small = pool(16);
+  lshk_query_stats st;
+  lshk_index_info info;
+  lshk_index *g = NULL, *back = NULL;
   uint32_t ids[NQ * K], ids2[NQ * K];
   float sc[NQ * K], sc2[NQ * K];
-  size_t rows = 0, dim = 0, mem = 0, mem2 = 0;
+  size_t mem = 0, mem2 = 0;
   const float *b = with_bias ? bias : NULL;
-  printf("config: storage %u, bias %d\n", storage, with_bias);
-  p.m = 8;
-  p.ef_construction = 40;
-  p.storage = storage;
-  p.threads = 2;
-  EXPECT_OK(lshk_graph_build(w, b, ROWS, DIM, STRIDE, &p, &g));
+  printf("config: graph storage %u, storage %u, bias %d\n", graph_storage, storage,
+         with_bias);
+  EXPECT_OK(lshk_index_build(w, b, ROWS, DIM, STRIDE, &p, &g));
   if (g == NULL) return;
-  EXPECT_OK(lshk_graph_shape(g, &rows, &dim));
-  CHECK(rows == ROWS && dim == DIM);
-  EXPECT_OK(lshk_graph_memory_bytes(g, &mem));
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  EXPECT_OK(lshk_index_describe(g, &info));
+  CHECK(info.source == LSHK_SOURCE_GRAPH && info.storage == storage &&
+        info.transform == LSHK_TRANSFORM_NONE && info.rows == ROWS &&
+        info.dim == DIM && info.bits_per_table == 0 && info.tables == 0 &&
+        info.nlist == 0 && info.codes == 0 && info.labelled == 0);
+  EXPECT_OK(lshk_index_memory_bytes(g, &mem));
   CHECK(mem > 0);
 
-  /* a pool of every row: every row scored, the exact top-k */
+  /* a pool of every row: every row a candidate, the exact top-k */
   memset(&st, 0xA5, sizeof st);
   st.struct_size = sizeof st;
-  EXPECT_OK(lshk_graph_query(g, q, NQ, QS, K, ROWS, ids, sc, &st));
-  if (storage == LSHK_GRAPH_STORAGE_F32) CHECK(matches_brute_force(ids, sc, with_bias));
-  CHECK(plausible(ids, sc));
-  CHECK(st.distances >= (uint64_t)NQ * ROWS);
+  EXPECT_OK(lshk_index_query(g, q, NQ, QS, K, &all, ids, sc, &st));
+  CHECK(matches_brute_force(ids, sc, with_bias));
+  CHECK(st.queries == NQ && st.candidates_min == ROWS && st.candidates_max == ROWS &&
+        st.candidates_total == (uint64_t)NQ * ROWS);
+  CHECK(st.lists == 0 && st.scanned == 0 && st.reranked == 0);
   CHECK(st.struct_size == sizeof st && st.reserved == 0xA5A5A5A5u);
   /* scores not wanted: the same ids */
-  EXPECT_OK(lshk_graph_query(g, q, NQ, QS, K, ROWS, ids2, NULL, NULL));
+  EXPECT_OK(lshk_index_query(g, q, NQ, QS, K, &all, ids2, NULL, NULL));
   CHECK(memcmp(ids, ids2, sizeof ids) == 0);
 
-  /* a small pool: real rows, descending; one at a time equals batched */
-  EXPECT_OK(lshk_graph_query(g, q, NQ, QS, K, 16, ids, sc, &st));
-  CHECK(plausible(ids, sc));
-  CHECK(st.distances > 0 && st.distances < (uint64_t)NQ * ROWS);
+  /* a small pool: real rows, descending, at most ef candidates; one at a
+   * time equals batched */
+  EXPECT_OK(lshk_index_query(g, q, NQ, QS, K, &small, ids, sc, &st));
+  CHECK(plausible(ids, sc, with_bias));
+  CHECK(st.candidates_min >= K && st.candidates_max <= 16);
   for (size_t i = 0; i < NQ; i++)
-    EXPECT_OK(lshk_graph_query(g, q + i * QS, 1, DIM, K, 16, ids2 + i * K, sc2 + i * K, NULL));
+    EXPECT_OK(lshk_index_query(g, q + i * QS, 1, DIM, K, &small, ids2 + i * K,
+                               sc2 + i * K, NULL));
   CHECK(memcmp(ids, ids2, sizeof ids) == 0 && memcmp(sc, sc2, sizeof sc) == 0);
   /* k = 0 and nq = 0 write nothing but the stats */
-  EXPECT_OK(lshk_graph_query(g, q, NQ, QS, 0, 16, NULL, NULL, &st));
-  CHECK(st.distances == 0);
-  EXPECT_OK(lshk_graph_query(g, NULL, 0, QS, K, 16, NULL, NULL, NULL));
+  lshk_fill_canary(ids2, sizeof ids2);
+  EXPECT_OK(lshk_index_query(g, q, NQ, QS, 0, &small, ids2, NULL, &st));
+  CHECK(st.queries == NQ && lshk_canary_intact(ids2, sizeof ids2));
+  EXPECT_OK(lshk_index_query(g, NULL, 0, QS, K, &small, NULL, NULL, &st));
+  CHECK(st.queries == 0 && st.candidates_total == 0);
 
-  /* save / load: identical results, shape, memory and bytes */
-  EXPECT_OK(lshk_graph_save(g, path));
-  EXPECT_OK(lshk_graph_load(path, &back));
+  /* save / load: identical results, describe, memory and bytes */
+  EXPECT_OK(lshk_index_save(g, path));
+  EXPECT_OK(lshk_index_load(path, borrow ? w : NULL, 0, &back));
   if (back != NULL) {
-    EXPECT_OK(lshk_graph_shape(back, &rows, &dim));
-    CHECK(rows == ROWS && dim == DIM);
-    EXPECT_OK(lshk_graph_memory_bytes(back, &mem2));
+    lshk_index_info binfo;
+    memset(&binfo, 0, sizeof binfo);
+    binfo.struct_size = sizeof binfo;
+    EXPECT_OK(lshk_index_describe(back, &binfo));
+    CHECK(binfo.source == LSHK_SOURCE_GRAPH && binfo.storage == storage &&
+          binfo.rows == ROWS && binfo.dim == DIM);
+    EXPECT_OK(lshk_index_memory_bytes(back, &mem2));
     CHECK(mem2 == mem);
-    EXPECT_OK(lshk_graph_query(back, q, NQ, QS, K, 16, ids2, sc2, NULL));
+    EXPECT_OK(lshk_index_query(back, q, NQ, QS, K, &small, ids2, sc2, NULL));
     CHECK(memcmp(ids, ids2, sizeof ids) == 0 && memcmp(sc, sc2, sizeof sc) == 0);
-    EXPECT_OK(lshk_graph_save(back, path2));
+    EXPECT_OK(lshk_index_save(back, path2));
     {
       size_t n1 = 0, n2 = 0;
       unsigned char *a = slurp(path, &n1), *c = slurp(path2, &n2);
@@ -163,11 +202,11 @@ static void run_config(uint32_t storage, int with_bias) {
       free(a);
       free(c);
     }
-    EXPECT_OK(lshk_graph_free(back));
+    EXPECT_OK(lshk_index_free(back));
   }
   remove(path);
   remove(path2);
-  EXPECT_OK(lshk_graph_free(g));
+  EXPECT_OK(lshk_index_free(g));
 }
 
 int main(void) {
@@ -180,22 +219,60 @@ int main(void) {
            (unsigned long)(uintptr_t)&here);
 
   {
-    lshk_graph_params p = lshk_graph_params_default();
-    CHECK(p.struct_size == sizeof(lshk_graph_params) && p.m == 16 && p.ef_construction == 200 &&
-          p.storage == LSHK_GRAPH_STORAGE_F32 && p.threads == 0 && p.reserved == 0);
-    CHECK(sizeof(lshk_graph_params) == 32 && sizeof(lshk_graph_stats) == 16);
+    lshk_index_params p = lshk_index_params_default();
+    lshk_query_params qp = lshk_query_params_default();
+    CHECK(p.graph.m == 16 && p.graph.ef_construction == 200 &&
+          p.graph.storage == LSHK_STORAGE_F32 && p.graph.reserved == 0);
+    CHECK(qp.graph.walk == LSHK_GRAPH_WALK_EXACT && qp.graph.ef == 100 &&
+          qp.graph.rerank == 0 && qp.graph.reserved == 0);
+    CHECK(sizeof(lshk_graph_params) == 24 && sizeof(lshk_graph_query) == 16);
   }
 
-  run_config(LSHK_GRAPH_STORAGE_F32, 1);
-  run_config(LSHK_GRAPH_STORAGE_F32, 0);
-  run_config(LSHK_GRAPH_STORAGE_BF16, 1);
-  run_config(LSHK_GRAPH_STORAGE_I8, 1);
+  run_config(LSHK_STORAGE_F32, LSHK_STORAGE_F32, 1);
+  run_config(LSHK_STORAGE_F32, LSHK_STORAGE_F32, 0);
+  run_config(LSHK_STORAGE_BF16, LSHK_STORAGE_F32, 1);
+  run_config(LSHK_STORAGE_I8, LSHK_STORAGE_F32, 1);
+  run_config(LSHK_STORAGE_BF16, LSHK_STORAGE_BORROWED_F32, 0);
 
-  /* NULL params: defaults */
+  /* default graph knobs */
   {
-    lshk_graph *g = NULL;
-    EXPECT_OK(lshk_graph_build(w, bias, ROWS, DIM, STRIDE, NULL, &g));
-    EXPECT_OK(lshk_graph_free(g));
+    lshk_index_params p = lshk_index_params_default();
+    lshk_index *g = NULL;
+    uint32_t ids[NQ * K];
+    float sc[NQ * K];
+    p.source = LSHK_SOURCE_GRAPH;
+    EXPECT_OK(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &p, &g));
+    EXPECT_OK(lshk_index_query(g, q, NQ, QS, K, NULL, ids, sc, NULL));
+    CHECK(plausible(ids, sc, 1));
+    EXPECT_OK(lshk_index_free(g));
+  }
+
+  /* bad graph knobs: nothing built */
+  {
+    lshk_index *canary = (lshk_index *)(uintptr_t)0x1230, *g = canary;
+    lshk_index_params p = graph_params(LSHK_STORAGE_F32, LSHK_STORAGE_F32);
+    p.graph.m = 1;
+    EXPECT_STATUS(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &p, &g),
+                  LSHK_STATUS_INVALID_ARGUMENT);
+    p.graph.m = 257;
+    EXPECT_STATUS(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &p, &g),
+                  LSHK_STATUS_INVALID_ARGUMENT);
+    p = graph_params(LSHK_STORAGE_F32, LSHK_STORAGE_F32);
+    p.graph.ef_construction = 0;
+    EXPECT_STATUS(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &p, &g),
+                  LSHK_STATUS_INVALID_ARGUMENT);
+    /* the graph's rows: F32, BF16 or I8 only */
+    p = graph_params(LSHK_STORAGE_F16, LSHK_STORAGE_F32);
+    EXPECT_STATUS(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &p, &g),
+                  LSHK_STATUS_INVALID_ARGUMENT);
+    p = graph_params(LSHK_STORAGE_BORROWED_F32, LSHK_STORAGE_F32);
+    EXPECT_STATUS(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &p, &g),
+                  LSHK_STATUS_INVALID_ARGUMENT);
+    p = graph_params(LSHK_STORAGE_F32, LSHK_STORAGE_F32);
+    p.graph.reserved = 1;
+    EXPECT_STATUS(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &p, &g),
+                  LSHK_STATUS_INVALID_ARGUMENT);
+    CHECK(g == canary);
   }
 
   /* The graph is the same on every tier and thread count: saved under
@@ -205,17 +282,15 @@ int main(void) {
     unsigned char *ref = NULL;
     size_t ref_len = 0;
     for (lshk_isa t = LSHK_ISA_SCALAR; t <= top; t++) {
-      lshk_graph_params p = lshk_graph_params_default();
-      lshk_graph *g = NULL;
+      lshk_index_params p = graph_params(LSHK_STORAGE_F32, LSHK_STORAGE_F32);
+      lshk_index *g = NULL;
       unsigned char *b;
       size_t n = 0;
-      p.m = 8;
-      p.ef_construction = 40;
-      p.threads = t % 2 ? 1 : 2;
+      p.build_threads = t % 2 ? 1 : 2;
       EXPECT_OK(lshk_isa_set_max(t));
-      EXPECT_OK(lshk_graph_build(w, bias, ROWS, DIM, STRIDE, &p, &g));
-      EXPECT_OK(lshk_graph_save(g, path));
-      EXPECT_OK(lshk_graph_free(g));
+      EXPECT_OK(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &p, &g));
+      EXPECT_OK(lshk_index_save(g, path));
+      EXPECT_OK(lshk_index_free(g));
       b = slurp(path, &n);
       CHECK(b != NULL);
       if (ref == NULL) {
@@ -232,12 +307,13 @@ int main(void) {
   }
 
   /* free(NULL) is a no-op; a double free is reported */
-  EXPECT_OK(lshk_graph_free(NULL));
+  EXPECT_OK(lshk_index_free(NULL));
   {
-    lshk_graph *g = NULL;
-    EXPECT_OK(lshk_graph_build(w, NULL, ROWS, DIM, STRIDE, NULL, &g));
-    EXPECT_OK(lshk_graph_free(g));
-    EXPECT_STATUS(lshk_graph_free(g), LSHK_STATUS_INVALID_HANDLE);
+    lshk_index_params p = graph_params(LSHK_STORAGE_F32, LSHK_STORAGE_F32);
+    lshk_index *g = NULL;
+    EXPECT_OK(lshk_index_build(w, NULL, ROWS, DIM, STRIDE, &p, &g));
+    EXPECT_OK(lshk_index_free(g));
+    EXPECT_STATUS(lshk_index_free(g), LSHK_STATUS_INVALID_HANDLE);
   }
 
   return lshk_test_summary("graph");

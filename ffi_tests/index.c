@@ -1,6 +1,9 @@
-/* C tests of lshk_index_*: bad inputs with canaries, queries against the
- * exact logits of the returned ids, save/load (stored and borrowed
- * weights), and the borrowed family/tables handles. */
+/* C tests of lshk_index_* on the LSH sources (SimHash, DWTA): the
+ * parameter defaults of every source, bad inputs with canaries, queries
+ * against the exact logits of the returned ids, lshk_index_describe,
+ * lshk_index_candidates and lshk_index_union, save/load (stored and
+ * borrowed weights, w_stride), the borrowed family/tables handles, and the
+ * calls of other sources refused with UNSUPPORTED. */
 #include <math.h>
 
 #include "lshk_test.h"
@@ -62,12 +65,34 @@ int main(void) {
   /* params */
   lshk_index_params p = lshk_index_params_default();
   CHECK(p.struct_size == sizeof(lshk_index_params));
-  CHECK(p.family == LSHK_FAMILY_SIMHASH && p.bits_per_table == 12 &&
-        p.tables == 50 && p.storage == LSHK_STORAGE_F32 &&
-        p.transform == LSHK_TRANSFORM_NONE && p.seed == 1 &&
-        p.planes == NULL && p.progress == NULL);
-  p.bits_per_table = 6;
-  p.tables = 10;
+  CHECK(p.source == LSHK_SOURCE_SIMHASH && p.lsh.bits_per_table == 12 &&
+        p.lsh.tables == 50 && p.storage == LSHK_STORAGE_F32 &&
+        p.transform == LSHK_TRANSFORM_NONE && p.lsh.seed == 1 &&
+        p.lsh.sparsity == 0 && p.lsh.bin_size == 8 && p.lsh.range_bits == 0 &&
+        p.lsh.bucket_cap == 0 && p.lsh.planes == NULL &&
+        p.lsh.dwta_map == NULL && p.build_threads == 0 && p.progress == NULL);
+  CHECK(p.ivf.nlist == 0 && p.ivf.iters == 10 && p.ivf.train_rows == 0 &&
+        p.ivf.codes == LSHK_IVF_CODES_I8 && p.ivf.pq_m == 0 &&
+        p.ivf.reserved == 0 && p.ivf.row_weights == NULL &&
+        p.ivf.n_weights == 0);
+  CHECK(p.graph.m == 16 && p.graph.ef_construction == 200 &&
+        p.graph.storage == LSHK_STORAGE_F32 && p.graph.reserved == 0);
+  CHECK(p.forest.trees == 8 && p.forest.leaf_size == 64 &&
+        p.forest.normalize_rows == 0 && p.forest.reserved == 0 &&
+        p.forest.seed == 1);
+  {
+    lshk_query_params qp = lshk_query_params_default();
+    CHECK(qp.struct_size == sizeof(lshk_query_params) && qp.reserved == 0);
+    CHECK(qp.lsh.min_count == 1 && qp.lsh.max_candidates == 0 &&
+          qp.lsh.probes == 0 && qp.lsh.bits_per_table == 0);
+    CHECK(qp.ivf.nprobe == UINT32_MAX && qp.ivf.rerank == 32 &&
+          qp.ivf.reach == 3.0f && qp.ivf.refine == 256);
+    CHECK(qp.graph.walk == LSHK_GRAPH_WALK_EXACT && qp.graph.ef == 100 &&
+          qp.graph.rerank == 0 && qp.graph.reserved == 0);
+    CHECK(qp.forest.set_size == 256 && qp.forest.reserved == 0);
+  }
+  p.lsh.bits_per_table = 6;
+  p.lsh.tables = 10;
   p.transform = LSHK_TRANSFORM_BIAS_AUG;
 
   /* build: bad inputs leave *out untouched */
@@ -90,7 +115,16 @@ int main(void) {
   EXPECT_STATUS(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &bad, &idx),
                 LSHK_STATUS_INVALID_ARGUMENT);
   bad = p;
-  bad.family = 2;
+  bad.source = 5;
+  EXPECT_STATUS(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &bad, &idx),
+                LSHK_STATUS_INVALID_ARGUMENT);
+  bad = p; /* a transform on a source that is not LSH */
+  bad.source = LSHK_SOURCE_GRAPH;
+  EXPECT_STATUS(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &bad, &idx),
+                LSHK_STATUS_INVALID_ARGUMENT);
+  bad = p; /* row weights on a source that is not IVF */
+  bad.ivf.row_weights = bias;
+  bad.ivf.n_weights = ROWS;
   EXPECT_STATUS(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &bad, &idx),
                 LSHK_STATUS_INVALID_ARGUMENT);
   bad = p;
@@ -105,12 +139,12 @@ int main(void) {
   for (size_t i = 0; i < sizeof planes / sizeof *planes; i++)
     planes[i] = next_f();
   bad = p;
-  bad.planes = planes;
-  bad.planes_len = 6 * 10 * DIM; /* dim' is DIM + 1 with a transform */
+  bad.lsh.planes = planes;
+  bad.lsh.planes_len = 6 * 10 * DIM; /* dim' is DIM + 1 with a transform */
   EXPECT_STATUS(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &bad, &idx),
                 LSHK_STATUS_INVALID_ARGUMENT);
-  bad.planes = NULL;
-  bad.planes_len = 3;
+  bad.lsh.planes = NULL;
+  bad.lsh.planes_len = 3;
   EXPECT_STATUS(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &bad, &idx),
                 LSHK_STATUS_NULL_POINTER);
   w[17 * STRIDE + 3] = NAN;
@@ -126,8 +160,8 @@ int main(void) {
 
   /* caller-given planes of the right size, and a progress callback */
   int user_calls = 0;
-  p.planes = planes;
-  p.planes_len = sizeof planes / sizeof *planes;
+  p.lsh.planes = planes;
+  p.lsh.planes_len = sizeof planes / sizeof *planes;
   p.progress = on_progress;
   p.progress_user = &user_calls;
   EXPECT_OK(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &p, &idx));
@@ -135,22 +169,41 @@ int main(void) {
   CHECK(user_calls >= 1 && user_calls == progress_calls);
   CHECK(progress_last_done == ROWS && progress_last_total == ROWS);
   lshk_index_free(idx);
-  p.planes = NULL;
-  p.planes_len = 0;
+  p.lsh.planes = NULL;
+  p.lsh.planes_len = 0;
   p.progress = NULL;
 
   /* the index used below: SimHash, bias augmentation, f32 copy */
   EXPECT_OK(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &p, &idx));
-  size_t rows = 0, dim = 0, mem = 0;
-  uint32_t k = 0, l = 0;
-  EXPECT_OK(lshk_index_shape(idx, &rows, &dim, &k, &l));
-  CHECK(rows == ROWS && dim == DIM && k == 6 && l == 10);
-  EXPECT_OK(lshk_index_shape(idx, NULL, NULL, NULL, NULL));
+  size_t rows = 0, mem = 0;
+  lshk_index_info info;
+  memset(&info, 0xA5, sizeof info);
+  info.struct_size = sizeof info;
+  EXPECT_OK(lshk_index_describe(idx, &info));
+  CHECK(info.struct_size == sizeof info);
+  CHECK(info.source == LSHK_SOURCE_SIMHASH &&
+        info.storage == LSHK_STORAGE_F32 &&
+        info.transform == LSHK_TRANSFORM_BIAS_AUG && info.rows == ROWS &&
+        info.dim == DIM && info.bits_per_table == 6 && info.tables == 10 &&
+        info.nlist == 0 && info.codes == 0 && info.labelled == 0);
+  {
+    lshk_index_info keep;
+    lshk_fill_canary(&keep, sizeof keep);
+    keep.struct_size = sizeof keep - 1;
+    EXPECT_STATUS(lshk_index_describe(idx, &keep), LSHK_STATUS_INVALID_ARGUMENT);
+    CHECK(lshk_canary_intact((char *)&keep + sizeof(uint32_t),
+                             sizeof keep - sizeof(uint32_t)));
+    keep.struct_size = sizeof keep;
+    EXPECT_STATUS(lshk_index_describe(NULL, &keep), LSHK_STATUS_NULL_POINTER);
+    CHECK(lshk_canary_intact((char *)&keep + sizeof(uint32_t),
+                             sizeof keep - sizeof(uint32_t)));
+    EXPECT_STATUS(lshk_index_describe(idx, NULL), LSHK_STATUS_NULL_POINTER);
+  }
   EXPECT_OK(lshk_index_memory_bytes(idx, &mem));
   CHECK(mem >= ROWS * DIM * sizeof(float));
   EXPECT_STATUS(lshk_index_memory_bytes(idx, NULL), LSHK_STATUS_NULL_POINTER);
-  EXPECT_STATUS(lshk_index_shape(NULL, &rows, NULL, NULL, NULL),
-                LSHK_STATUS_NULL_POINTER);
+  EXPECT_STATUS(lshk_index_memory_bytes(NULL, &rows), LSHK_STATUS_NULL_POINTER);
+  CHECK(rows == 0);
 
   /* query: bad inputs write nothing */
   uint32_t ids[NQ * K];
@@ -160,7 +213,7 @@ int main(void) {
   lshk_fill_canary(sc, sizeof sc);
   lshk_fill_canary(&st, sizeof st);
   st.struct_size = sizeof st;
-  lshk_gather_params g = lshk_gather_params_default();
+  lshk_query_params g = lshk_query_params_default();
   EXPECT_STATUS(lshk_index_query(NULL, q, NQ, DIM, K, &g, ids, sc, &st),
                 LSHK_STATUS_NULL_POINTER);
   EXPECT_STATUS(lshk_index_query(idx, NULL, NQ, DIM, K, &g, ids, sc, &st),
@@ -169,13 +222,17 @@ int main(void) {
                 LSHK_STATUS_NULL_POINTER);
   EXPECT_STATUS(lshk_index_query(idx, q, NQ, DIM - 1, K, &g, ids, sc, &st),
                 LSHK_STATUS_INVALID_ARGUMENT);
-  lshk_gather_params gbad = g;
+  lshk_query_params gbad = g;
   gbad.struct_size = 4;
   EXPECT_STATUS(lshk_index_query(idx, q, NQ, DIM, K, &gbad, ids, sc, &st),
                 LSHK_STATUS_INVALID_ARGUMENT);
   gbad = g;
-  gbad.probes = 2;
-  gbad.bits_per_table = 7;
+  gbad.reserved = 1;
+  EXPECT_STATUS(lshk_index_query(idx, q, NQ, DIM, K, &gbad, ids, sc, &st),
+                LSHK_STATUS_INVALID_ARGUMENT);
+  gbad = g;
+  gbad.lsh.probes = 2;
+  gbad.lsh.bits_per_table = 7;
   EXPECT_STATUS(lshk_index_query(idx, q, NQ, DIM, K, &gbad, ids, sc, &st),
                 LSHK_STATUS_INVALID_ARGUMENT);
   lshk_query_stats small = st;
@@ -191,7 +248,7 @@ int main(void) {
   CHECK(lshk_canary_intact((char *)&st + sizeof(uint64_t),
                            sizeof st - sizeof(uint64_t)));
 
-  /* query: results, NULL gather params and NULL scores give the same ids */
+  /* query: results, NULL query params and NULL scores give the same ids */
   EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, &g, ids, sc, &st));
   CHECK(check_results(ids, sc));
   CHECK(st.struct_size == sizeof st && st.queries == NQ);
@@ -209,18 +266,84 @@ int main(void) {
   CHECK(st.queries == 0 && st.candidates_total == 0);
   /* multi-probing with bits_per_table 0 (= K) finds at least as many */
   lshk_query_stats st2 = st, st1 = st;
-  g.probes = 3;
+  g.lsh.probes = 3;
   EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, &g, ids2, NULL, &st2));
-  g.probes = 0;
+  g.lsh.probes = 0;
   EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, &g, ids2, NULL, &st1));
   CHECK(st2.candidates_total >= st1.candidates_total);
+  /* an LSH source ignores the other sources' knobs */
+  {
+    lshk_query_params other = lshk_query_params_default();
+    uint32_t ids3[NQ * K];
+    float sc3[NQ * K];
+    other.ivf.nprobe = 1;
+    other.graph.ef = 1;
+    other.forest.set_size = 1;
+    EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, &other, ids3, sc3, NULL));
+    CHECK(memcmp(ids, ids3, sizeof ids) == 0 && memcmp(sc, sc3, sizeof sc) == 0);
+  }
+  /* the IVF counters stay 0 on an LSH source */
+  CHECK(st1.lists == 0 && st1.scanned == 0 && st1.reranked == 0);
+
+  /* candidates: what the scorer ranks, ascending per query, as many as the
+   * stats count; BUFFER_TOO_SMALL writes only *needed */
+  {
+    static uint32_t cids[NQ * ROWS], cids2[NQ * ROWS], uids[ROWS], ucnt[ROWS];
+    size_t coffs[NQ + 1], need = 0, need2 = 0, nu = 0, total = 0;
+    EXPECT_OK(lshk_index_candidates(idx, q, NQ, DIM, K, NULL, cids,
+                                    NQ * ROWS, coffs, &need));
+    CHECK(coffs[0] == 0 && coffs[NQ] == need && need == st1.candidates_total);
+    int ascending = 1;
+    for (size_t i = 0; i < NQ; i++)
+      for (size_t j = coffs[i] + 1; j < coffs[i + 1]; j++)
+        ascending &= cids[j - 1] < cids[j];
+    CHECK(ascending);
+    /* every returned id is a candidate of its query */
+    int found_all = 1;
+    for (size_t i = 0; i < NQ; i++)
+      for (size_t j = 0; j < K; j++) {
+        int found = ids[i * K + j] == UINT32_MAX;
+        for (size_t c = coffs[i]; c < coffs[i + 1]; c++)
+          found |= cids[c] == ids[i * K + j];
+        found_all &= found;
+      }
+    CHECK(found_all);
+    lshk_fill_canary(cids2, sizeof cids2);
+    EXPECT_STATUS(lshk_index_candidates(idx, q, NQ, DIM, K, NULL, cids2,
+                                        need - 1, coffs, &need2),
+                  LSHK_STATUS_BUFFER_TOO_SMALL);
+    CHECK(need2 == need && lshk_canary_intact(cids2, sizeof cids2));
+    /* the union of the batch's sets: distinct ascending ids whose counts
+     * add up to the sets' sizes (no cap) */
+    EXPECT_OK(lshk_index_union(idx, cids, need, 0, 7, uids, ucnt, ROWS, &nu));
+    CHECK(nu > 0 && nu <= need && nu <= ROWS);
+    for (size_t j = 0; j < nu; j++) total += ucnt[j];
+    CHECK(total == need);
+    for (size_t j = 1; j < nu; j++) CHECK(uids[j - 1] < uids[j]);
+  }
+
+  /* the calls of other sources: UNSUPPORTED, nothing written */
+  {
+    lshk_calibration cal;
+    lshk_fill_canary(&cal, sizeof cal);
+    cal.struct_size = sizeof cal;
+    EXPECT_STATUS(lshk_index_calibrate(idx, q, NQ, DIM, K, 0.9f, 32, 1, &cal),
+                  LSHK_STATUS_UNSUPPORTED);
+    CHECK(lshk_canary_intact((char *)&cal + sizeof(uint32_t),
+                             sizeof cal - sizeof(uint32_t)));
+    uint64_t seed = 3;
+    EXPECT_STATUS(lshk_index_rebuild(idx, &seed), LSHK_STATUS_UNSUPPORTED);
+    EXPECT_STATUS(lshk_index_rebuild(idx, NULL), LSHK_STATUS_UNSUPPORTED);
+    EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, NULL, ids2, NULL, NULL));
+    CHECK(memcmp(ids, ids2, sizeof ids) == 0);
+  }
 
   /* borrowed family and tables handles */
   const lshk_simhash *sh = NULL;
   const lshk_dwta *dw = NULL;
   const lshk_tables *tb = NULL;
   EXPECT_OK(lshk_index_simhash(idx, &sh));
-  EXPECT_STATUS(lshk_index_dwta(idx, &dw), LSHK_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(lshk_index_dwta(idx, &dw), LSHK_STATUS_UNSUPPORTED); /* SimHash */
   CHECK(dw == NULL);
   EXPECT_OK(lshk_index_tables(idx, &tb));
   uint32_t sdim = 0, sk = 0, sl = 0;
@@ -261,13 +384,25 @@ int main(void) {
                 LSHK_STATUS_IO_ERROR);
   EXPECT_OK(lshk_index_save(idx, path));
   lshk_index *back = canary;
-  EXPECT_STATUS(lshk_index_load(path, w, &back), LSHK_STATUS_INVALID_ARGUMENT);
-  EXPECT_STATUS(lshk_index_load(NULL, NULL, &back), LSHK_STATUS_NULL_POINTER);
-  EXPECT_STATUS(lshk_index_load(path, NULL, NULL), LSHK_STATUS_NULL_POINTER);
-  EXPECT_STATUS(lshk_index_load("/nonexistent-dir/x.lshk", NULL, &back),
+  EXPECT_STATUS(lshk_index_load(path, w, 0, &back), LSHK_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(lshk_index_load(path, w, STRIDE, &back),
+                LSHK_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(lshk_index_load(NULL, NULL, 0, &back), LSHK_STATUS_NULL_POINTER);
+  EXPECT_STATUS(lshk_index_load(path, NULL, 0, NULL), LSHK_STATUS_NULL_POINTER);
+  EXPECT_STATUS(lshk_index_load("/nonexistent-dir/x.lshk", NULL, 0, &back),
                 LSHK_STATUS_IO_ERROR);
   CHECK(back == canary);
-  EXPECT_OK(lshk_index_load(path, NULL, &back));
+  EXPECT_OK(lshk_index_load(path, NULL, 0, &back));
+  {
+    lshk_index_info binfo;
+    memset(&binfo, 0, sizeof binfo);
+    binfo.struct_size = sizeof binfo;
+    EXPECT_OK(lshk_index_describe(back, &binfo));
+    CHECK(binfo.source == info.source && binfo.storage == info.storage &&
+          binfo.transform == info.transform && binfo.rows == info.rows &&
+          binfo.dim == info.dim && binfo.bits_per_table == info.bits_per_table &&
+          binfo.tables == info.tables && binfo.labelled == 0);
+  }
   float sc2[NQ * K];
   EXPECT_OK(lshk_index_query(back, q, NQ, DIM, K, NULL, ids2, sc2, NULL));
   CHECK(memcmp(ids, ids2, sizeof ids) == 0);
@@ -284,7 +419,7 @@ int main(void) {
       fclose(f);
     }
     back = canary;
-    EXPECT_STATUS(lshk_index_load(path, NULL, &back),
+    EXPECT_STATUS(lshk_index_load(path, NULL, 0, &back),
                   LSHK_STATUS_BAD_FILE_FORMAT);
     CHECK(back == canary);
   }
@@ -298,13 +433,21 @@ int main(void) {
 
   /* borrowed W, DWTA, int8 cannot mix: DWTA with borrowed storage */
   p = lshk_index_params_default();
-  p.family = LSHK_FAMILY_DWTA;
-  p.bits_per_table = 3;
-  p.tables = 8;
-  p.bin_size = 4;
+  p.source = LSHK_SOURCE_DWTA;
+  p.lsh.bits_per_table = 3;
+  p.lsh.tables = 8;
+  p.lsh.bin_size = 4;
   p.storage = LSHK_STORAGE_BORROWED_F32;
   EXPECT_OK(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &p, &idx));
-  EXPECT_STATUS(lshk_index_simhash(idx, &sh), LSHK_STATUS_INVALID_ARGUMENT);
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  EXPECT_OK(lshk_index_describe(idx, &info));
+  CHECK(info.source == LSHK_SOURCE_DWTA &&
+        info.storage == LSHK_STORAGE_BORROWED_F32 &&
+        info.transform == LSHK_TRANSFORM_NONE && info.rows == ROWS &&
+        info.dim == DIM && info.bits_per_table == 3 && info.tables == 8 &&
+        info.nlist == 0 && info.labelled == 0);
+  EXPECT_STATUS(lshk_index_simhash(idx, &sh), LSHK_STATUS_UNSUPPORTED); /* DWTA */
   EXPECT_OK(lshk_index_dwta(idx, &dw));
   EXPECT_STATUS(lshk_dwta_free((lshk_dwta *)(uintptr_t)dw),
                 LSHK_STATUS_INVALID_ARGUMENT);
@@ -312,13 +455,33 @@ int main(void) {
   CHECK(check_results(ids, sc));
   EXPECT_OK(lshk_index_save(idx, path));
   back = canary;
-  EXPECT_STATUS(lshk_index_load(path, NULL, &back),
+  EXPECT_STATUS(lshk_index_load(path, NULL, 0, &back),
+                LSHK_STATUS_INVALID_ARGUMENT);
+  /* w_stride: 0 or the recorded one */
+  EXPECT_STATUS(lshk_index_load(path, w, STRIDE + 1, &back),
+                LSHK_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(lshk_index_load(path, w, DIM, &back),
                 LSHK_STATUS_INVALID_ARGUMENT);
   CHECK(back == canary);
-  EXPECT_OK(lshk_index_load(path, w, &back));
+  EXPECT_OK(lshk_index_load(path, w, 0, &back));
   EXPECT_OK(lshk_index_query(back, q, NQ, DIM, K, NULL, ids2, sc2, NULL));
   CHECK(memcmp(ids, ids2, sizeof ids) == 0);
   CHECK(memcmp(sc, sc2, sizeof sc) == 0);
+  EXPECT_OK(lshk_index_free(back));
+  back = NULL;
+  EXPECT_OK(lshk_index_load(path, w, STRIDE, &back));
+  EXPECT_OK(lshk_index_query(back, q, NQ, DIM, K, NULL, ids2, sc2, NULL));
+  CHECK(memcmp(ids, ids2, sizeof ids) == 0);
+  CHECK(memcmp(sc, sc2, sizeof sc) == 0);
+  {
+    lshk_index_info binfo;
+    memset(&binfo, 0, sizeof binfo);
+    binfo.struct_size = sizeof binfo;
+    EXPECT_OK(lshk_index_describe(back, &binfo));
+    CHECK(binfo.source == LSHK_SOURCE_DWTA &&
+          binfo.storage == LSHK_STORAGE_BORROWED_F32 &&
+          binfo.bits_per_table == 3 && binfo.tables == 8);
+  }
   EXPECT_OK(lshk_index_free(back));
   EXPECT_OK(lshk_index_free(idx));
   remove(path);

@@ -1,11 +1,13 @@
-/* C tests of the graph family of lshk_index (LSHK_FAMILY_GRAPH):
- * lshk_index_build_ex with lshk_graph_params gives, through
- * lshk_index_query_ex, the ids lshk_graph_query_ex returns on a graph built
- * with the same parameters (exact and int8 walks; re-rank k: same set), with
- * scores the exact logits of W q + b (within the f32 bound) descending;
- * lshk_index_build with family GRAPH uses lshk_graph_params_default();
- * save/load round trip with bit-identical results; shape (K = L = 0);
- * the LSH-only calls are refused with INVALID_ARGUMENT and write nothing. */
+/* C tests of the graph source of lshk_index (LSHK_SOURCE_GRAPH) beside
+ * the others: lshk_index_query returns the candidates lshk_index_candidates
+ * reports (the graph's best `rerank` of the pool, exact and int8 walks;
+ * re-rank k: the same set), with scores the exact logits of W q + b
+ * (within the f32 bound) descending; NULL query params are the defaults
+ * and the LSH knobs are ignored; the default graph knobs are
+ * lshk_index_params_default()'s; save/load round trip with bit-identical
+ * results; describe (K = L = 0); the calls of other sources (LSH family,
+ * tables, labels, IUL, row updates, calibration, rebuild) are refused
+ * with UNSUPPORTED and write nothing. */
 #include <math.h>
 
 #include "lshk_test.h"
@@ -72,61 +74,101 @@ int main(void) {
   for (size_t i = 0; i < NQ * DIM; i++) q[i] = next_f();
 
   lshk_index_params p = lshk_index_params_default();
-  p.family = LSHK_FAMILY_GRAPH;
-  lshk_graph_params gp = lshk_graph_params_default();
-  gp.m = 8;
-  gp.ef_construction = 60;
-  gp.seed = 99;
+  p.source = LSHK_SOURCE_GRAPH;
+  p.graph.m = 8;
+  p.graph.ef_construction = 60;
+  p.graph.seed = 99;
 
   lshk_index *idx = NULL;
-  lshk_graph *g = NULL;
-  EXPECT_OK(lshk_index_build_ex(w, bias, ROWS, DIM, DIM, &p, &gp, &idx));
-  EXPECT_OK(lshk_graph_build(w, bias, ROWS, DIM, DIM, &gp, &g));
-  if (!idx || !g) return lshk_test_summary("index_graph");
+  EXPECT_OK(lshk_index_build(w, bias, ROWS, DIM, DIM, &p, &idx));
+  if (!idx) return lshk_test_summary("index_graph");
 
-  size_t rows = 0, dim = 0;
-  uint32_t kk = 9, ll = 9;
-  EXPECT_OK(lshk_index_shape(idx, &rows, &dim, &kk, &ll));
-  CHECK(rows == ROWS && dim == DIM && kk == 0 && ll == 0);
+  lshk_index_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  EXPECT_OK(lshk_index_describe(idx, &info));
+  CHECK(info.source == LSHK_SOURCE_GRAPH && info.rows == ROWS && info.dim == DIM &&
+        info.bits_per_table == 0 && info.tables == 0 && info.nlist == 0 &&
+        info.storage == LSHK_STORAGE_F32 && info.labelled == 0);
 
-  uint32_t ids[NQ * K], gids[NQ * K];
-  float sc[NQ * K], gsc[NQ * K];
-  for (uint32_t walk = 0; walk <= 1; walk++) {
-    lshk_graph_query_params gq = lshk_graph_query_params_default();
-    gq.walk = walk;
-    gq.ef = 30;
-    gq.rerank = K; /* the index re-scores the k rows the graph ranks */
+  uint32_t ids[NQ * K], cids[NQ * K];
+  float sc[NQ * K];
+  for (uint32_t walk = LSHK_GRAPH_WALK_EXACT; walk <= LSHK_GRAPH_WALK_INT8; walk++) {
+    lshk_query_params gq = lshk_query_params_default();
+    gq.graph.walk = walk;
+    gq.graph.ef = 30;
+    gq.graph.rerank = K; /* the index re-scores the k rows the graph ranks */
     lshk_query_stats st;
+    size_t offs[NQ + 1], need = 0;
     memset(&st, 0, sizeof st);
     st.struct_size = sizeof st;
-    EXPECT_OK(lshk_index_query_ex(idx, q, NQ, DIM, K, NULL, &gq, ids, sc, &st));
-    EXPECT_OK(lshk_graph_query_ex(g, &gq, q, NQ, DIM, K, gids, gsc, NULL));
-    CHECK(same_sets(ids, gids));
+    EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, &gq, ids, sc, &st));
+    EXPECT_OK(lshk_index_candidates(idx, q, NQ, DIM, K, &gq, cids, NQ * K, offs, &need));
+    CHECK(need == (size_t)NQ * K);
+    for (size_t i = 0; i <= NQ; i++) CHECK(offs[i] == i * K);
+    CHECK(same_sets(ids, cids));
     CHECK(scores_are_exact_logits(ids, sc));
     CHECK(st.queries == NQ && st.candidates_total == (uint64_t)NQ * K);
     CHECK(st.candidates_min == K && st.candidates_max == K);
   }
+  /* with a pool of every row both walks hand every row to the scorer:
+   * the same top-k, exact logits */
+  {
+    lshk_query_params gq = lshk_query_params_default();
+    uint32_t a[NQ * K], b[NQ * K];
+    float as[NQ * K], bs[NQ * K];
+    gq.graph.ef = ROWS;
+    EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, &gq, a, as, NULL));
+    gq.graph.walk = LSHK_GRAPH_WALK_INT8;
+    EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, &gq, b, bs, NULL));
+    CHECK(scores_are_exact_logits(a, as) && scores_are_exact_logits(b, bs));
+    CHECK(same_sets(a, b));
+  }
+  /* bad graph knobs: nothing written */
+  {
+    lshk_query_params gq = lshk_query_params_default();
+    uint32_t a[NQ * K];
+    lshk_fill_canary(a, sizeof a);
+    gq.graph.ef = 0;
+    EXPECT_STATUS(lshk_index_query(idx, q, NQ, DIM, K, &gq, a, NULL, NULL),
+                  LSHK_STATUS_INVALID_ARGUMENT);
+    gq = lshk_query_params_default();
+    gq.graph.walk = 2;
+    EXPECT_STATUS(lshk_index_query(idx, q, NQ, DIM, K, &gq, a, NULL, NULL),
+                  LSHK_STATUS_INVALID_ARGUMENT);
+    gq = lshk_query_params_default();
+    gq.graph.reserved = 1;
+    EXPECT_STATUS(lshk_index_query(idx, q, NQ, DIM, K, &gq, a, NULL, NULL),
+                  LSHK_STATUS_INVALID_ARGUMENT);
+    CHECK(lshk_canary_intact(a, sizeof a));
+  }
 
-  /* lshk_index_query (no graph options) = query_ex with the defaults. */
+  /* NULL query params = the defaults; the LSH knobs are ignored */
   {
     uint32_t a[NQ * K], b[NQ * K];
     float as[NQ * K], bs[NQ * K];
-    lshk_gather_params gpar = lshk_gather_params_default();
-    gpar.probes = 3; /* LSH options: ignored by the graph family */
-    EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, &gpar, a, as, NULL));
-    EXPECT_OK(lshk_index_query_ex(idx, q, NQ, DIM, K, NULL, NULL, b, bs, NULL));
+    lshk_query_params qp = lshk_query_params_default();
+    qp.lsh.probes = 3;
+    EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, &qp, a, as, NULL));
+    EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, NULL, b, bs, NULL));
     CHECK(memcmp(a, b, sizeof a) == 0 && memcmp(as, bs, sizeof as) == 0);
     CHECK(scores_are_exact_logits(a, as));
   }
 
-  /* lshk_index_build with family GRAPH = build_ex with default graph
-   * params. */
+  /* the graph knobs of lshk_index_params_default() are the defaults the
+   * header names (m 16, ef_construction 200, f32 rows): the same index */
   {
+    lshk_index_params d = lshk_index_params_default(), e;
     lshk_index *i1 = NULL, *i2 = NULL;
     uint32_t a[NQ * K], b[NQ * K];
     float as[NQ * K], bs[NQ * K];
-    EXPECT_OK(lshk_index_build(w, bias, ROWS, DIM, DIM, &p, &i1));
-    EXPECT_OK(lshk_index_build_ex(w, bias, ROWS, DIM, DIM, &p, NULL, &i2));
+    d.source = LSHK_SOURCE_GRAPH;
+    e = d;
+    e.graph.m = 16;
+    e.graph.ef_construction = 200;
+    e.graph.storage = LSHK_STORAGE_F32;
+    EXPECT_OK(lshk_index_build(w, bias, ROWS, DIM, DIM, &d, &i1));
+    EXPECT_OK(lshk_index_build(w, bias, ROWS, DIM, DIM, &e, &i2));
     if (i1 && i2) {
       EXPECT_OK(lshk_index_query(i1, q, NQ, DIM, K, NULL, a, as, NULL));
       EXPECT_OK(lshk_index_query(i2, q, NQ, DIM, K, NULL, b, bs, NULL));
@@ -145,7 +187,7 @@ int main(void) {
     size_t m1 = 0, m2 = 0;
     EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, NULL, ids, sc, NULL));
     EXPECT_OK(lshk_index_save(idx, path));
-    EXPECT_OK(lshk_index_load(path, NULL, &back));
+    EXPECT_OK(lshk_index_load(path, NULL, 0, &back));
     if (back) {
       EXPECT_OK(lshk_index_query(back, q, NQ, DIM, K, NULL, a, as, NULL));
       CHECK(memcmp(a, ids, sizeof a) == 0 && memcmp(as, sc, sizeof as) == 0);
@@ -157,32 +199,44 @@ int main(void) {
     remove(path);
   }
 
-  /* LSH-only calls: INVALID_ARGUMENT, nothing written. */
+  /* The calls of other sources: UNSUPPORTED, nothing written. */
   {
+    size_t rows = 0;
     const lshk_simhash *sh = (const lshk_simhash *)&rows;
     const lshk_dwta *dw = (const lshk_dwta *)&rows;
     const lshk_tables *tb = (const lshk_tables *)&rows;
-    EXPECT_STATUS(lshk_index_simhash(idx, &sh), LSHK_STATUS_INVALID_ARGUMENT);
-    EXPECT_STATUS(lshk_index_dwta(idx, &dw), LSHK_STATUS_INVALID_ARGUMENT);
-    EXPECT_STATUS(lshk_index_tables(idx, &tb), LSHK_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(lshk_index_simhash(idx, &sh), LSHK_STATUS_UNSUPPORTED);
+    EXPECT_STATUS(lshk_index_dwta(idx, &dw), LSHK_STATUS_UNSUPPORTED);
+    EXPECT_STATUS(lshk_index_tables(idx, &tb), LSHK_STATUS_UNSUPPORTED);
     CHECK(sh == (const lshk_simhash *)&rows && dw == (const lshk_dwta *)&rows &&
           tb == (const lshk_tables *)&rows);
     size_t off[2] = {0, 1};
     uint32_t lab[1] = {3};
     EXPECT_STATUS(lshk_index_train_labels(idx, q, 1, DIM, off, lab, NULL),
-                  LSHK_STATUS_INVALID_ARGUMENT);
+                  LSHK_STATUS_UNSUPPORTED);
     lshk_iul_report rep[2];
     lshk_fill_canary(rep, sizeof rep);
     EXPECT_STATUS(lshk_index_train_iul(idx, q, 1, DIM, off, lab, NULL, rep, 2),
-                  LSHK_STATUS_INVALID_ARGUMENT);
+                  LSHK_STATUS_UNSUPPORTED);
     CHECK(lshk_canary_intact(rep, sizeof rep));
     uint32_t one = 1;
     EXPECT_STATUS(lshk_index_update_rows(idx, &one, 1, w, DIM, NULL),
-                  LSHK_STATUS_INVALID_ARGUMENT);
+                  LSHK_STATUS_UNSUPPORTED);
     size_t n = 77;
-    EXPECT_STATUS(lshk_index_rehash_rows(idx, &one, 1, &n), LSHK_STATUS_INVALID_ARGUMENT);
-    EXPECT_STATUS(lshk_index_rehash_dirty(idx, &n), LSHK_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(lshk_index_rehash_rows(idx, &one, 1, &n), LSHK_STATUS_UNSUPPORTED);
+    EXPECT_STATUS(lshk_index_rehash_dirty(idx, &n), LSHK_STATUS_UNSUPPORTED);
     CHECK(n == 77);
+    lshk_calibration cal;
+    lshk_fill_canary(&cal, sizeof cal);
+    cal.struct_size = sizeof cal;
+    EXPECT_STATUS(lshk_index_calibrate(idx, q, NQ, DIM, K, 0.9f, 32, 1, &cal),
+                  LSHK_STATUS_UNSUPPORTED);
+    CHECK(lshk_canary_intact((char *)&cal + sizeof(uint32_t),
+                             sizeof cal - sizeof(uint32_t)));
+    EXPECT_STATUS(lshk_index_rebuild(idx, NULL), LSHK_STATUS_UNSUPPORTED);
+    uint32_t trained = 7;
+    EXPECT_OK(lshk_index_label_info(idx, &trained, NULL));
+    CHECK(trained == 0);
     uint32_t a[NQ * K];
     float as[NQ * K];
     EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, NULL, a, as, NULL));
@@ -190,6 +244,5 @@ int main(void) {
   }
 
   EXPECT_OK(lshk_index_free(idx));
-  EXPECT_OK(lshk_graph_free(g));
   return lshk_test_summary("index_graph");
 }

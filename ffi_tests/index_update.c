@@ -1,4 +1,4 @@
-/* The mutable index through the C ABI (issue 14, item 2): rows updated
+/* The mutable index through the C ABI: rows updated
  * (copied W) or changed in place (borrowed W) and rehashed give the same
  * query results, bit for bit, as a fresh build over the updated W; the
  * rehash schedule's values; dirty counts. */
@@ -25,8 +25,8 @@ static float vals[NU * DIM], nbias[NU];
 static lshk_index *build(const float *w, const float *b, uint32_t storage) {
   lshk_index_params p = lshk_index_params_default();
   lshk_index *idx = NULL;
-  p.bits_per_table = 6;
-  p.tables = 10;
+  p.lsh.bits_per_table = 6;
+  p.lsh.tables = 10;
   p.storage = storage;
   p.transform = LSHK_TRANSFORM_BIAS_AUG;
   p.build_threads = 2;

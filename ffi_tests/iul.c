@@ -1,5 +1,6 @@
 /* C tests of lshk_index_train_iul: defaults, bad inputs (status, reports
- * canary intact, planes unchanged), a successful training (reports
+ * canary intact, planes unchanged; a DWTA index INVALID_ARGUMENT, an IVF
+ * index UNSUPPORTED), a successful training (reports
  * written, planes changed, borrowed family handle sees them), and
  * determinism for a fixed seed. */
 #include <math.h>
@@ -26,8 +27,8 @@ static uint32_t labels[NQ * 2];
 
 static lshk_index *build(void) {
   lshk_index_params p = lshk_index_params_default();
-  p.bits_per_table = KB;
-  p.tables = L;
+  p.lsh.bits_per_table = KB;
+  p.lsh.tables = L;
   lshk_index *idx = NULL;
   EXPECT_OK(lshk_index_build(w, NULL, ROWS, DIM, DIM, &p, &idx));
   return idx;
@@ -154,14 +155,25 @@ int main(void) {
   {
     /* A DWTA index is refused. */
     lshk_index_params dp = lshk_index_params_default();
-    dp.family = LSHK_FAMILY_DWTA;
-    dp.bits_per_table = 3;
-    dp.tables = 4;
+    dp.source = LSHK_SOURCE_DWTA;
+    dp.lsh.bits_per_table = 3;
+    dp.lsh.tables = 4;
     lshk_index *dw = NULL;
     EXPECT_OK(lshk_index_build(w, NULL, ROWS, DIM, DIM, &dp, &dw));
     BAD(lshk_index_train_iul(dw, q, NQ, DIM, offs, labels, &p, rep, 3),
         LSHK_STATUS_INVALID_ARGUMENT);
     EXPECT_OK(lshk_index_free(dw));
+  }
+  {
+    /* A source without hash tables (IVF lists) has no planes to learn. */
+    lshk_index_params vp = lshk_index_params_default();
+    vp.source = LSHK_SOURCE_IVF;
+    vp.ivf.nlist = 8;
+    lshk_index *iv = NULL;
+    EXPECT_OK(lshk_index_build(w, NULL, ROWS, DIM, DIM, &vp, &iv));
+    BAD(lshk_index_train_iul(iv, q, NQ, DIM, offs, labels, &p, rep, 3),
+        LSHK_STATUS_UNSUPPORTED);
+    EXPECT_OK(lshk_index_free(iv));
   }
   planes_of(idx, after);
   CHECK(memcmp(before, after, sizeof before) == 0);

@@ -54,8 +54,8 @@ int main() {
     offs.push_back(labels.size());
   }
   lshk::IndexParams ip;
-  ip.bits_per_table = K;
-  ip.tables = L;
+  ip.lsh.bits_per_table = K;
+  ip.lsh.tables = L;
   lshk::IulParams p;
   CHECK(p.struct_size == sizeof(lshk_iul_params) && p.rounds == 3);
   p.rounds = 2;
@@ -85,6 +85,17 @@ int main() {
     CHECK(status_of([&] { lshk::train_iul(c, q, NQ, DIM, offs, l2, p); }) ==
           LSHK_STATUS_INVALID_ARGUMENT);
     CHECK(planes_of(c) == before);
+    // Sources without SimHash planes: DWTA tables, IVF lists.
+    lshk::IndexParams dp(LSHK_SOURCE_DWTA);
+    dp.lsh.bits_per_table = 2;
+    dp.lsh.tables = L;
+    dp.lsh.bin_size = 4;
+    lshk::Index dw(w, {}, ROWS, DIM, DIM, dp);
+    CHECK(status_of([&] { lshk::train_iul(dw, q, NQ, DIM, offs, labels, p); }) ==
+          LSHK_STATUS_INVALID_ARGUMENT);
+    lshk::Index iv(w, {}, ROWS, DIM, DIM, lshk::IndexParams(LSHK_SOURCE_IVF));
+    CHECK(status_of([&] { lshk::train_iul(iv, q, NQ, DIM, offs, labels, p); }) ==
+          LSHK_STATUS_UNSUPPORTED);
 
     // `a` was trained above through the wrapper; `b` through the C API.
     std::vector<lshk_iul_report> rc(2);

@@ -1,7 +1,8 @@
-/* C tests of lshk_index_train_labels / lshk_index_label_info: bad inputs
- * (the index must stay unchanged: its query results and candidate counts
- * are the canary), a successful training that makes the labels candidates,
- * and save/load of the trained index. */
+/* C tests of lshk_index_train_labels / lshk_index_label_info on a SimHash
+ * index: bad inputs (the index must stay unchanged: its query results and
+ * candidate counts are the canary), a successful training that makes the
+ * labels candidates (and lshk_index_describe's `labelled` 1), and
+ * save/load of the trained index. */
 #include <math.h>
 
 #include "lshk_test.h"
@@ -33,6 +34,15 @@ static uint64_t run(const lshk_index *idx, uint32_t *ids) {
       LSHK_STATUS_OK)
     return UINT64_MAX;
   return st.candidates_total;
+}
+
+/* lshk_index_describe's `labelled` (UINT32_MAX when the call fails). */
+static uint32_t labelled(const lshk_index *idx) {
+  lshk_index_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  if (lshk_index_describe(idx, &info) != LSHK_STATUS_OK) return UINT32_MAX;
+  return info.labelled;
 }
 
 static int has(const uint32_t *ids, uint32_t y) {
@@ -130,8 +140,8 @@ int main(void) {
     offs[i + 1] = 2 * (i + 1);
   }
   lshk_index_params ip = lshk_index_params_default();
-  ip.bits_per_table = 6;
-  ip.tables = 4;
+  ip.lsh.bits_per_table = 6;
+  ip.lsh.tables = 4;
   lshk_index *idx = NULL;
   EXPECT_OK(lshk_index_build(w, NULL, ROWS, DIM, DIM, &ip, &idx));
   uint64_t c0 = run(idx, ids0);
@@ -210,6 +220,7 @@ int main(void) {
   CHECK(memcmp(ids0, ids1, sizeof ids0) == 0);
   EXPECT_OK(lshk_index_label_info(idx, &trained, NULL));
   CHECK(trained == 0);
+  CHECK(labelled(idx) == 0);
 
   /* Success: BESIDE with label_cap 0 (keep every label) makes every
    * training query's labels candidates of that query (K = ROWS returns
@@ -226,6 +237,7 @@ int main(void) {
   EXPECT_OK(lshk_index_label_info(idx, &trained, &info));
   CHECK(trained == 1 && info.label_cap == 0 &&
         info.policy == LSHK_LABEL_POLICY_BESIDE);
+  CHECK(labelled(idx) == 1);
   /* Trained once only. */
   EXPECT_STATUS(lshk_index_train_labels(idx, tq, NT, QSTRIDE, offs, ylabels, &lp),
                 LSHK_STATUS_INVALID_ARGUMENT);
@@ -234,7 +246,7 @@ int main(void) {
   const char *path = "/tmp/lshk_ffi_labels_test.lshk";
   EXPECT_OK(lshk_index_save(idx, path));
   lshk_index *back = NULL;
-  EXPECT_OK(lshk_index_load(path, NULL, &back));
+  EXPECT_OK(lshk_index_load(path, NULL, 0, &back));
   uint32_t *ids2 = (uint32_t *)malloc(sizeof ids1);
   CHECK(ids2 != NULL);
   if (ids2) {
@@ -245,6 +257,7 @@ int main(void) {
   trained = 0;
   EXPECT_OK(lshk_index_label_info(back, &trained, &info));
   CHECK(trained == 1 && info.label_cap == 0);
+  CHECK(labelled(back) == 1);
   remove(path);
   EXPECT_OK(lshk_index_free(back));
   EXPECT_OK(lshk_index_free(idx));

@@ -1,11 +1,10 @@
 // One LNS (LSH negative sampling, SLIDE-style) training step of a softmax
-// output layer through the C++ header alone (issue 14 item 5: "a C++
-// version of the training step"; examples/lns_train.rs is the Rust run on
-// w2v-gutenberg). LSH-Embedding variant:
+// output layer through the C++ header alone (examples/lns_train.rs is the
+// Rust run on w2v-gutenberg). LSH-Embedding variant:
 //
-//   1. hash the batch's inputs with the index's SimHash family;
-//   2. gather the union of their buckets (every table) per sample, add the
-//      true label (target 1, the sampled classes 0);
+//   1-2. the index's candidate sets of the batch's inputs (their hashed
+//      buckets' union, every table) per sample, plus the true label
+//      (target 1, the sampled classes 0);
 //   3. logits of those classes only (gathered matmul);
 //   4. softmax cross-entropy over each sample's classes (loss, dL/dlogit);
 //   5. SGD on the touched rows of W only;
@@ -39,21 +38,24 @@ struct Rng {
 };
 
 lshk::IndexParams index_params() {
-  lshk::IndexParams p;
-  p.bits_per_table = 6;
-  p.tables = 8;
+  lshk::IndexParams p(LSHK_SOURCE_SIMHASH);
+  p.lsh.bits_per_table = 6;
+  p.lsh.tables = 8;
   p.storage = LSHK_STORAGE_F32;  // the index's own copy, updated in step 6
-  p.seed = 7;
+  p.lsh.seed = 7;
   return p;
 }
 
-// The sampled classes of every sample: the union of its buckets, then its
-// label if the buckets missed it; targets 1 for the label, 0 otherwise.
+// The sampled classes of every sample: the union of its buckets (the
+// index's candidate set, which is the gather of its hashed codes), then
+// its label if the buckets missed it; targets 1 for the label, 0 otherwise.
 void candidates(const lshk::Index &idx, const std::vector<float> &x,
                 const std::vector<uint32_t> &y, std::vector<uint32_t> &ids,
                 std::vector<std::size_t> &offsets, std::vector<float> &targets) {
-  std::vector<uint32_t> codes = idx.simhash().hash(x);
-  lshk::GatherResult g = idx.lsh_tables().gather(codes);
+  lshk::GatherResult g = idx.candidates(x, 0);
+  lshk::GatherResult direct = idx.lsh_tables().gather(idx.simhash().hash(x));
+  CHECK(g.total() == direct.total() &&
+        std::equal(g.ids().begin(), g.ids().end(), direct.ids().begin()));
   ids.clear();
   targets.clear();
   offsets.assign(1, 0);
@@ -95,7 +97,7 @@ int main() {
     // 3-4. logits of the sampled classes, softmax cross-entropy.
     logits.assign(n, 0.0f);
     grad.assign(n, 0.0f);
-    lshk::gathered_matmul_f32(w, kRows, kDim, kDim, {}, x, kDim, ids, offsets, logits);
+    lshk::gathered_matmul(lshk::WeightsView(w, kRows, kDim, kDim), x, kDim, ids, offsets, logits);
     lshk::softmax_xent_csr(logits, targets, offsets, loss, grad);
     double total = 0;
     for (float l : loss) total += l;

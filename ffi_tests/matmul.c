@@ -1,7 +1,8 @@
-/* C tests of the gathered matmul, conversions, top-k and softmax:
- * correct results on a small problem for every dtype and supported tier,
- * and every bad input rejected with its documented status, outputs left
- * untouched (canaries). */
+/* C tests of the gathered matmul (lshk_gathered_matmul over an
+ * lshk_weights_view), conversions (lshk_convert), top-k and softmax:
+ * correct results on a small problem for every storage and supported
+ * tier, and every bad input rejected with its documented status, outputs
+ * left untouched (canaries). */
 #include <math.h> /* NAN, INFINITY only: no libm functions, no -lm needed */
 
 #include "lshk_test.h"
@@ -26,6 +27,23 @@ static int close_to(float got, double want, double mag) {
   return absd((double)got - want) <= (DIM + 2) * 6e-8 * mag + 1e-30;
 }
 
+/* A view of `rows` rows of `dim` elements at stride `stride`. */
+static lshk_weights_view view(uint32_t storage, const void *w,
+                              const float *scales, const float *bias,
+                              size_t rows, size_t dim, size_t stride) {
+  lshk_weights_view v;
+  memset(&v, 0, sizeof v);
+  v.struct_size = sizeof v;
+  v.storage = storage;
+  v.w = w;
+  v.scales = scales;
+  v.bias = bias;
+  v.rows = rows;
+  v.dim = dim;
+  v.w_stride = stride;
+  return v;
+}
+
 static double mag(int i, uint32_t id, const float *w) {
   double a = absd(BIAS[id]);
   for (int t = 0; t < DIM; t++) a += absd((double)w[id * DIM + t] * Q[i * DIM + t]);
@@ -36,10 +54,10 @@ static void test_results(void) {
   uint16_t wb[ROWS * DIM], wh[ROWS * DIM];
   int8_t w8[ROWS * DIM];
   float sc[ROWS], wbf[ROWS * DIM], whf[ROWS * DIM], w8f[ROWS * DIM];
-  EXPECT_OK(lshk_convert_f32_to_bf16(W, ROWS * DIM, wb));
-  EXPECT_OK(lshk_convert_f32_to_f16(W, ROWS * DIM, wh));
-  EXPECT_OK(lshk_convert_bf16_to_f32(wb, ROWS * DIM, wbf));
-  EXPECT_OK(lshk_convert_f16_to_f32(wh, ROWS * DIM, whf));
+  EXPECT_OK(lshk_convert(LSHK_STORAGE_F32, W, ROWS * DIM, LSHK_STORAGE_BF16, wb));
+  EXPECT_OK(lshk_convert(LSHK_STORAGE_F32, W, ROWS * DIM, LSHK_STORAGE_F16, wh));
+  EXPECT_OK(lshk_convert(LSHK_STORAGE_BF16, wb, ROWS * DIM, LSHK_STORAGE_F32, wbf));
+  EXPECT_OK(lshk_convert(LSHK_STORAGE_F16, wh, ROWS * DIM, LSHK_STORAGE_F32, whf));
   EXPECT_OK(lshk_quantize_rows_i8(W, ROWS, DIM, DIM, w8, DIM, sc));
   for (int r = 0; r < ROWS; r++)
     for (int t = 0; t < DIM; t++) w8f[r * DIM + t] = sc[r] * (float)w8[r * DIM + t];
@@ -48,11 +66,17 @@ static void test_results(void) {
       printf("skipped: %s tier (CPU lacks it)\n", lshk_isa_name(isa));
       continue;
     }
-    float out[4][NOUT];
-    EXPECT_OK(lshk_gathered_matmul_f32_isa(isa, W, ROWS, DIM, DIM, BIAS, Q, NQ, DIM, IDS, OFFS, out[0], NOUT));
-    EXPECT_OK(lshk_gathered_matmul_bf16_isa(isa, wb, ROWS, DIM, DIM, BIAS, Q, NQ, DIM, IDS, OFFS, out[1], NOUT));
-    EXPECT_OK(lshk_gathered_matmul_f16_isa(isa, wh, ROWS, DIM, DIM, BIAS, Q, NQ, DIM, IDS, OFFS, out[2], NOUT));
-    EXPECT_OK(lshk_gathered_matmul_i8_isa(isa, w8, sc, ROWS, DIM, DIM, BIAS, Q, NQ, DIM, IDS, OFFS, out[3], NOUT));
+    float out[5][NOUT];
+    const lshk_weights_view v[5] = {
+        view(LSHK_STORAGE_F32, W, NULL, BIAS, ROWS, DIM, DIM),
+        view(LSHK_STORAGE_BF16, wb, NULL, BIAS, ROWS, DIM, DIM),
+        view(LSHK_STORAGE_F16, wh, NULL, BIAS, ROWS, DIM, DIM),
+        view(LSHK_STORAGE_I8, w8, sc, BIAS, ROWS, DIM, DIM),
+        view(LSHK_STORAGE_BORROWED_F32, W, NULL, BIAS, ROWS, DIM, DIM)};
+    for (int d = 0; d < 5; d++)
+      EXPECT_OK(lshk_gathered_matmul_isa(isa, &v[d], Q, NQ, DIM, IDS, OFFS, out[d], NOUT));
+    /* BORROWED_F32 names the same float rows as F32: the same bits */
+    CHECK(memcmp(out[0], out[4], sizeof out[0]) == 0);
     const float *stored[4] = {W, wbf, whf, w8f};
     for (int d = 0; d < 4; d++) {
       for (int i = 0; i < NQ; i++)
@@ -66,23 +90,53 @@ static void test_results(void) {
   }
   /* Active-tier entry points agree with the reference too. */
   float out[NOUT];
-  EXPECT_OK(lshk_gathered_matmul_f32(W, ROWS, DIM, DIM, NULL, Q, NQ, DIM, IDS, OFFS, out, NOUT));
+  lshk_weights_view v = view(LSHK_STORAGE_F32, W, NULL, NULL, ROWS, DIM, DIM);
+  EXPECT_OK(lshk_gathered_matmul(&v, Q, NQ, DIM, IDS, OFFS, out, NOUT));
   for (int i = 0; i < NQ; i++)
     for (size_t j = OFFS[i]; j < OFFS[i + 1]; j++)
       CHECK(close_to(out[j], ref(i, IDS[j], 0), mag(i, IDS[j], W)));
+  /* A strided W (every other row of a wider matrix) gives the same. */
+  {
+    static float wide[ROWS * 2 * DIM];
+    float out2[NOUT];
+    memset(wide, 0, sizeof wide);
+    for (int r = 0; r < ROWS; r++) memcpy(&wide[r * 2 * DIM], &W[r * DIM], DIM * sizeof(float));
+    v = view(LSHK_STORAGE_F32, wide, NULL, NULL, ROWS, DIM, 2 * DIM);
+    EXPECT_OK(lshk_gathered_matmul(&v, Q, NQ, DIM, IDS, OFFS, out2, NOUT));
+    for (int i = 0; i < NQ; i++)
+      for (size_t j = OFFS[i]; j < OFFS[i + 1]; j++)
+        CHECK(close_to(out2[j], ref(i, IDS[j], 0), mag(i, IDS[j], W)));
+  }
   /* Empty problem: NULL everywhere with zero lengths, offsets = {0}. */
   const size_t zero = 0;
-  EXPECT_OK(lshk_gathered_matmul_f32(NULL, 0, DIM, DIM, NULL, NULL, 0, DIM, NULL, &zero, NULL, 0));
-  (void)lshk_gathered_matmul_bf16;
-  (void)lshk_gathered_matmul_f16;
-  (void)lshk_gathered_matmul_i8;
+  v = view(LSHK_STORAGE_F32, NULL, NULL, NULL, 0, DIM, DIM);
+  EXPECT_OK(lshk_gathered_matmul(&v, NULL, 0, DIM, NULL, &zero, NULL, 0));
+
+  /* Conversions of known values: 1.5 and -2 are exact in both 16-bit
+   * types; 1 + 2^-9 rounds to even (1.0) in bf16 (7 fraction bits) and is
+   * exact in f16 (10). */
+  {
+    const float x[3] = {1.5f, -2.0f, 1.0f + 0x1p-9f};
+    uint16_t hb[3], hh[3];
+    float back[3];
+    EXPECT_OK(lshk_convert(LSHK_STORAGE_F32, x, 3, LSHK_STORAGE_BF16, hb));
+    EXPECT_OK(lshk_convert(LSHK_STORAGE_F32, x, 3, LSHK_STORAGE_F16, hh));
+    CHECK(hb[0] == 0x3FC0 && hb[1] == 0xC000 && hb[2] == 0x3F80);
+    CHECK(hh[0] == 0x3E00 && hh[1] == 0xC000 && hh[2] == 0x3C02);
+    EXPECT_OK(lshk_convert(LSHK_STORAGE_BF16, hb, 3, LSHK_STORAGE_F32, back));
+    CHECK(back[0] == 1.5f && back[1] == -2.0f && back[2] == 1.0f);
+    EXPECT_OK(lshk_convert(LSHK_STORAGE_F16, hh, 3, LSHK_STORAGE_F32, back));
+    CHECK(back[0] == 1.5f && back[1] == -2.0f && back[2] == 1.0f + 0x1p-9f);
+  }
 }
 
 static void test_bad_inputs(void) {
   float out[NOUT];
   lshk_fill_canary(out, sizeof out);
   uint32_t bad_ids[NOUT] = {6, 0, 3, 7, 1, 5};
-  EXPECT_STATUS(lshk_gathered_matmul_f32(W, ROWS, DIM, DIM, BIAS, Q, NQ, DIM, bad_ids, OFFS, out, NOUT),
+  const lshk_weights_view v = view(LSHK_STORAGE_F32, W, NULL, BIAS, ROWS, DIM, DIM);
+  lshk_weights_view bv;
+  EXPECT_STATUS(lshk_gathered_matmul(&v, Q, NQ, DIM, bad_ids, OFFS, out, NOUT),
                 LSHK_STATUS_INDEX_OUT_OF_RANGE);
   char msg[256];
   lshk_last_error_message(msg, sizeof msg);
@@ -90,43 +144,67 @@ static void test_bad_inputs(void) {
   size_t offs_dec[NQ + 1] = {0, 5, 4};
   size_t offs_start[NQ + 1] = {1, 4, 6};
   size_t offs_end[NQ + 1] = {0, 4, 5};
-  EXPECT_STATUS(lshk_gathered_matmul_f32(W, ROWS, DIM, DIM, BIAS, Q, NQ, DIM, IDS, offs_dec, out, NOUT),
+  EXPECT_STATUS(lshk_gathered_matmul(&v, Q, NQ, DIM, IDS, offs_dec, out, NOUT),
                 LSHK_STATUS_INVALID_ARGUMENT);
-  EXPECT_STATUS(lshk_gathered_matmul_f32(W, ROWS, DIM, DIM, BIAS, Q, NQ, DIM, IDS, offs_start, out, NOUT),
+  EXPECT_STATUS(lshk_gathered_matmul(&v, Q, NQ, DIM, IDS, offs_start, out, NOUT),
                 LSHK_STATUS_INVALID_ARGUMENT);
-  EXPECT_STATUS(lshk_gathered_matmul_f32(W, ROWS, DIM, DIM, BIAS, Q, NQ, DIM, IDS, offs_end, out, NOUT),
+  EXPECT_STATUS(lshk_gathered_matmul(&v, Q, NQ, DIM, IDS, offs_end, out, NOUT),
                 LSHK_STATUS_INVALID_ARGUMENT);
-  EXPECT_STATUS(lshk_gathered_matmul_f32(NULL, ROWS, DIM, DIM, BIAS, Q, NQ, DIM, IDS, OFFS, out, NOUT),
+  EXPECT_STATUS(lshk_gathered_matmul(NULL, Q, NQ, DIM, IDS, OFFS, out, NOUT),
+                LSHK_STATUS_NULL_POINTER); /* the view */
+  bv = v;
+  bv.w = NULL;
+  EXPECT_STATUS(lshk_gathered_matmul(&bv, Q, NQ, DIM, IDS, OFFS, out, NOUT),
+                LSHK_STATUS_NULL_POINTER); /* the view's rows */
+  EXPECT_STATUS(lshk_gathered_matmul(&v, NULL, NQ, DIM, IDS, OFFS, out, NOUT),
                 LSHK_STATUS_NULL_POINTER);
-  EXPECT_STATUS(lshk_gathered_matmul_f32(W, ROWS, DIM, DIM, BIAS, NULL, NQ, DIM, IDS, OFFS, out, NOUT),
+  EXPECT_STATUS(lshk_gathered_matmul(&v, Q, NQ, DIM, NULL, OFFS, out, NOUT),
                 LSHK_STATUS_NULL_POINTER);
-  EXPECT_STATUS(lshk_gathered_matmul_f32(W, ROWS, DIM, DIM, BIAS, Q, NQ, DIM, NULL, OFFS, out, NOUT),
+  EXPECT_STATUS(lshk_gathered_matmul(&v, Q, NQ, DIM, IDS, NULL, out, NOUT),
                 LSHK_STATUS_NULL_POINTER);
-  EXPECT_STATUS(lshk_gathered_matmul_f32(W, ROWS, DIM, DIM, BIAS, Q, NQ, DIM, IDS, NULL, out, NOUT),
+  EXPECT_STATUS(lshk_gathered_matmul(&v, Q, NQ, DIM, IDS, OFFS, NULL, NOUT),
                 LSHK_STATUS_NULL_POINTER);
-  EXPECT_STATUS(lshk_gathered_matmul_f32(W, ROWS, DIM, DIM, BIAS, Q, NQ, DIM, IDS, OFFS, NULL, NOUT),
-                LSHK_STATUS_NULL_POINTER);
-  EXPECT_STATUS(lshk_gathered_matmul_f32(W, ROWS, DIM, DIM - 1, BIAS, Q, NQ, DIM, IDS, OFFS, out, NOUT),
+  bv = v;
+  bv.w_stride = DIM - 1;
+  EXPECT_STATUS(lshk_gathered_matmul(&bv, Q, NQ, DIM, IDS, OFFS, out, NOUT),
                 LSHK_STATUS_INVALID_ARGUMENT);
-  EXPECT_STATUS(lshk_gathered_matmul_f32(W, ROWS, DIM, DIM, BIAS, Q, NQ, DIM - 1, IDS, OFFS, out, NOUT),
+  EXPECT_STATUS(lshk_gathered_matmul(&v, Q, NQ, DIM - 1, IDS, OFFS, out, NOUT),
                 LSHK_STATUS_INVALID_ARGUMENT);
-  EXPECT_STATUS(lshk_gathered_matmul_f32(W, ROWS, 0, DIM, BIAS, Q, NQ, DIM, IDS, OFFS, out, NOUT),
+  bv = v;
+  bv.dim = 0;
+  EXPECT_STATUS(lshk_gathered_matmul(&bv, Q, NQ, DIM, IDS, OFFS, out, NOUT),
                 LSHK_STATUS_INVALID_ARGUMENT);
-  EXPECT_STATUS(lshk_gathered_matmul_f32(W, SIZE_MAX, DIM, SIZE_MAX / 2, BIAS, Q, NQ, DIM, IDS, OFFS, out, NOUT),
+  bv = v;
+  bv.rows = SIZE_MAX;
+  bv.w_stride = SIZE_MAX / 2;
+  EXPECT_STATUS(lshk_gathered_matmul(&bv, Q, NQ, DIM, IDS, OFFS, out, NOUT),
                 LSHK_STATUS_SIZE_OVERFLOW);
-  EXPECT_STATUS(lshk_gathered_matmul_f32((const float *)((const char *)W + 1), ROWS - 1, DIM, DIM, BIAS, Q, NQ,
-                                         DIM, IDS, OFFS, out, NOUT),
+  bv = v;
+  bv.w = (const char *)W + 1;
+  bv.rows = ROWS - 1;
+  EXPECT_STATUS(lshk_gathered_matmul(&bv, Q, NQ, DIM, IDS, OFFS, out, NOUT),
                 LSHK_STATUS_INVALID_ARGUMENT); /* misaligned */
-  EXPECT_STATUS(lshk_gathered_matmul_f32(W, ROWS, DIM, DIM, BIAS, Q, NQ, DIM, IDS, OFFS, W, NOUT),
+  EXPECT_STATUS(lshk_gathered_matmul(&v, Q, NQ, DIM, IDS, OFFS, W, NOUT),
                 LSHK_STATUS_INVALID_ARGUMENT); /* out overlaps w */
-  EXPECT_STATUS(lshk_gathered_matmul_f32_isa(7, W, ROWS, DIM, DIM, BIAS, Q, NQ, DIM, IDS, OFFS, out, NOUT),
+  bv = v;
+  bv.struct_size = 4;
+  EXPECT_STATUS(lshk_gathered_matmul(&bv, Q, NQ, DIM, IDS, OFFS, out, NOUT),
+                LSHK_STATUS_INVALID_ARGUMENT); /* struct_size too small */
+  bv = v;
+  bv.storage = 5;
+  EXPECT_STATUS(lshk_gathered_matmul(&bv, Q, NQ, DIM, IDS, OFFS, out, NOUT),
+                LSHK_STATUS_INVALID_ARGUMENT); /* not an LSHK_STORAGE_* */
+  bv = v;
+  bv.scales = BIAS;
+  EXPECT_STATUS(lshk_gathered_matmul(&bv, Q, NQ, DIM, IDS, OFFS, out, NOUT),
+                LSHK_STATUS_INVALID_ARGUMENT); /* scales without I8 */
+  EXPECT_STATUS(lshk_gathered_matmul_isa(7, &v, Q, NQ, DIM, IDS, OFFS, out, NOUT),
                 LSHK_STATUS_INVALID_ARGUMENT);
   if (lshk_isa_detected() < LSHK_ISA_AVX512)
-    EXPECT_STATUS(lshk_gathered_matmul_f32_isa(LSHK_ISA_AVX512, W, ROWS, DIM, DIM, BIAS, Q, NQ, DIM, IDS, OFFS,
-                                               out, NOUT),
+    EXPECT_STATUS(lshk_gathered_matmul_isa(LSHK_ISA_AVX512, &v, Q, NQ, DIM, IDS, OFFS, out, NOUT),
                   LSHK_STATUS_UNSUPPORTED_ISA);
-  EXPECT_STATUS(lshk_gathered_matmul_i8((const int8_t *)W, NULL, ROWS, DIM, DIM, BIAS, Q, NQ, DIM, IDS, OFFS, out,
-                                        NOUT),
+  bv = view(LSHK_STORAGE_I8, W, NULL, BIAS, ROWS, DIM, DIM);
+  EXPECT_STATUS(lshk_gathered_matmul(&bv, Q, NQ, DIM, IDS, OFFS, out, NOUT),
                 LSHK_STATUS_NULL_POINTER); /* scales */
   CHECK(lshk_canary_intact(out, sizeof out));
 
@@ -135,11 +213,16 @@ static void test_bad_inputs(void) {
   int8_t b[DIM];
   float sc[1];
   lshk_fill_canary(h, sizeof h);
-  EXPECT_STATUS(lshk_convert_f32_to_bf16(NULL, 4, h), LSHK_STATUS_NULL_POINTER);
-  EXPECT_STATUS(lshk_convert_f32_to_f16(W, 4, NULL), LSHK_STATUS_NULL_POINTER);
-  EXPECT_STATUS(lshk_convert_f32_to_f16(W, 4, (uint16_t *)(void *)W), LSHK_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(lshk_convert(LSHK_STORAGE_F32, NULL, 4, LSHK_STORAGE_BF16, h), LSHK_STATUS_NULL_POINTER);
+  EXPECT_STATUS(lshk_convert(LSHK_STORAGE_F32, W, 4, LSHK_STORAGE_F16, NULL), LSHK_STATUS_NULL_POINTER);
+  EXPECT_STATUS(lshk_convert(LSHK_STORAGE_F32, W, 4, LSHK_STORAGE_F16, W),
+                LSHK_STATUS_INVALID_ARGUMENT); /* overlap */
+  /* only F32 <-> BF16 and F32 <-> F16 */
+  EXPECT_STATUS(lshk_convert(LSHK_STORAGE_BF16, W, 4, LSHK_STORAGE_F16, h), LSHK_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(lshk_convert(LSHK_STORAGE_F32, W, 4, LSHK_STORAGE_I8, h), LSHK_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(lshk_convert(LSHK_STORAGE_F32, W, 4, 9, h), LSHK_STATUS_INVALID_ARGUMENT);
   CHECK(lshk_canary_intact(h, sizeof h));
-  EXPECT_OK(lshk_convert_f32_to_bf16(NULL, 0, NULL));
+  EXPECT_OK(lshk_convert(LSHK_STORAGE_F32, NULL, 0, LSHK_STORAGE_BF16, NULL));
   float nanrow[DIM] = {0};
   nanrow[4] = NAN;
   lshk_fill_canary(b, sizeof b);

@@ -46,6 +46,7 @@ static void test_status_names(void) {
       "LSHK_STATUS_INVALID_HANDLE",
       "LSHK_STATUS_SIZE_OVERFLOW",
       "LSHK_STATUS_NON_FINITE",
+      "LSHK_STATUS_UNSUPPORTED",
   };
   static const lshk_status codes[] = {
       LSHK_STATUS_OK,
@@ -61,13 +62,14 @@ static void test_status_names(void) {
       LSHK_STATUS_INVALID_HANDLE,
       LSHK_STATUS_SIZE_OVERFLOW,
       LSHK_STATUS_NON_FINITE,
+      LSHK_STATUS_UNSUPPORTED,
   };
   for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
     CHECK(codes[i] == (lshk_status)i); /* the values are part of the ABI */
     CHECK(lshk_status_name(codes[i]) != NULL);
     CHECK(strcmp(lshk_status_name(codes[i]), names[i]) == 0);
   }
-  CHECK(strcmp(lshk_status_name(13), "LSHK_STATUS_UNKNOWN") == 0);
+  CHECK(strcmp(lshk_status_name(14), "LSHK_STATUS_UNKNOWN") == 0);
   CHECK(strcmp(lshk_status_name(0xFFFFFFFFu), "LSHK_STATUS_UNKNOWN") == 0);
 }
 

@@ -60,8 +60,16 @@ int main(void) {
   uint32_t l = 0, rb = 0;
   EXPECT_OK(lshk_tables_shape(t, &n, &l, &rb));
   CHECK(n == N && l == L && rb == RB);
-  CHECK(lshk_tables_memory_bytes(t) >= (size_t)N * L * 4);
-  CHECK(lshk_tables_memory_bytes(NULL) == 0);
+  {
+    size_t mem = 0, keep = 12345;
+    EXPECT_OK(lshk_tables_memory_bytes(t, &mem));
+    CHECK(mem >= (size_t)N * L * 4);
+    /* errors leave the output alone */
+    mem = keep;
+    EXPECT_STATUS(lshk_tables_memory_bytes(NULL, &mem), LSHK_STATUS_NULL_POINTER);
+    EXPECT_STATUS(lshk_tables_memory_bytes(t, NULL), LSHK_STATUS_NULL_POINTER);
+    CHECK(mem == keep);
+  }
   lshk_table_stats st[L + 1];
   lshk_fill_canary(st, sizeof st);
   EXPECT_STATUS(lshk_tables_stats(t, st, L - 1), LSHK_STATUS_BUFFER_TOO_SMALL);
@@ -245,6 +253,11 @@ int main(void) {
   EXPECT_STATUS(lshk_tables_free(t), LSHK_STATUS_INVALID_HANDLE);
   EXPECT_STATUS(lshk_tables_shape(t, &n, NULL, NULL),
                 LSHK_STATUS_INVALID_HANDLE);
+  {
+    size_t mem = 777;
+    EXPECT_STATUS(lshk_tables_memory_bytes(t, &mem), LSHK_STATUS_INVALID_HANDLE);
+    CHECK(mem == 777);
+  }
   EXPECT_OK(lshk_tables_free(NULL));
   free(ids), free(ids2), free(counts);
   return lshk_test_summary("tables");

@@ -1,8 +1,9 @@
-/* A training step of a sampled-softmax output layer through the C ABI
- * (issue 14, item 1): forward gathered matmul, softmax cross-entropy over
- * the candidate segments, the transposed product dq, and the row updates
- * (SGD and lazy Adam), checked against plain C references and for
- * bit-identity across thread counts; then a short training run whose loss
+/* A training step of a sampled-softmax output layer through the C ABI:
+ * forward gathered matmul (lshk_gathered_matmul over an f32 view), softmax
+ * cross-entropy over the candidate segments, the transposed product dq
+ * (lshk_gather_dq over f32 and bf16 rows), and the row updates (SGD and
+ * lazy Adam), checked against plain C references and for bit-identity
+ * across thread counts and tiers; then a short training run whose loss
  * must fall. */
 #include <math.h> /* fabs, INFINITY: no libm symbol is linked (no -lm) */
 
@@ -49,6 +50,19 @@ static uint32_t ids[N];
 static size_t offsets[NB + 1];
 static float targets[N];
 
+/* The f32 view of a W of ROWS rows of DIM floats, no bias. */
+static lshk_weights_view view_of(const float *w) {
+  lshk_weights_view v;
+  memset(&v, 0, sizeof v);
+  v.struct_size = sizeof v;
+  v.storage = LSHK_STORAGE_F32;
+  v.w = w;
+  v.rows = ROWS;
+  v.dim = DIM;
+  v.w_stride = DIM;
+  return v;
+}
+
 static void make_batch(void) {
   for (int b = 0; b < NB; b++) {
     ids[b * SEG] = label[b];
@@ -88,8 +102,10 @@ int main(void) {
   memcpy(w, w0, sizeof w);
 
   /* forward */
-  EXPECT_OK(lshk_gathered_matmul_f32(w, ROWS, DIM, DIM, NULL, q, NB, DIM, ids,
-                                     offsets, logits, N));
+  {
+    const lshk_weights_view v = view_of(w);
+    EXPECT_OK(lshk_gathered_matmul(&v, q, NB, DIM, ids, offsets, logits, N));
+  }
   /* loss and gradient; checked against double */
   EXPECT_OK(lshk_softmax_xent_csr(logits, targets, offsets, NB, 1, loss, grad));
   for (int b = 0; b < NB; b++) {
@@ -118,11 +134,39 @@ int main(void) {
     EXPECT_OK(lshk_softmax_xent_csr_isa(t, logits, targets, offsets, NB, 1, l2,
                                         g2));
     CHECK(memcmp(g2, grad, sizeof g2) == 0 && memcmp(l2, loss, sizeof l2) == 0);
-    EXPECT_OK(lshk_gather_dq_f32(w, ROWS, DIM, DIM, grad, ids, offsets, NB, 1,
-                                 dq, DIM));
-    EXPECT_OK(lshk_gather_dq_f32_isa(t, w, ROWS, DIM, DIM, grad, ids, offsets,
-                                     NB, 3, d2, DIM));
+    EXPECT_OK(lshk_gather_dq(LSHK_STORAGE_F32, w, ROWS, DIM, DIM, grad, ids,
+                             offsets, NB, 1, dq, DIM));
+    EXPECT_OK(lshk_gather_dq_isa(t, LSHK_STORAGE_F32, w, ROWS, DIM, DIM, grad,
+                                 ids, offsets, NB, 3, d2, DIM));
     CHECK(memcmp(d2, dq, sizeof d2) == 0);
+  }
+  /* bf16 rows are widened exactly: dq over bf16 W equals dq over its
+   * widened f32 copy, bit for bit, on every tier */
+  {
+    uint16_t wb[ROWS * DIM];
+    float wbf[ROWS * DIM], dref[NB * DIM], d2[NB * DIM];
+    EXPECT_OK(lshk_convert(LSHK_STORAGE_F32, w, ROWS * DIM, LSHK_STORAGE_BF16, wb));
+    EXPECT_OK(lshk_convert(LSHK_STORAGE_BF16, wb, ROWS * DIM, LSHK_STORAGE_F32, wbf));
+    EXPECT_OK(lshk_gather_dq(LSHK_STORAGE_F32, wbf, ROWS, DIM, DIM, grad, ids,
+                             offsets, NB, 1, dref, DIM));
+    for (lshk_isa t = 0; t <= lshk_isa_detected(); t++) {
+      lshk_fill_canary(d2, sizeof d2);
+      EXPECT_OK(lshk_gather_dq_isa(t, LSHK_STORAGE_BF16, wb, ROWS, DIM, DIM,
+                                   grad, ids, offsets, NB, 2, d2, DIM));
+      CHECK(memcmp(d2, dref, sizeof d2) == 0);
+    }
+    /* only F32 and BF16 rows; nothing written on error */
+    lshk_fill_canary(d2, sizeof d2);
+    EXPECT_STATUS(lshk_gather_dq(LSHK_STORAGE_F16, wb, ROWS, DIM, DIM, grad,
+                                 ids, offsets, NB, 1, d2, DIM),
+                  LSHK_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(lshk_gather_dq(LSHK_STORAGE_I8, wb, ROWS, DIM, DIM, grad,
+                                 ids, offsets, NB, 1, d2, DIM),
+                  LSHK_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(lshk_gather_dq(9, w, ROWS, DIM, DIM, grad, ids, offsets, NB,
+                                 1, d2, DIM),
+                  LSHK_STATUS_INVALID_ARGUMENT);
+    CHECK(lshk_canary_intact(d2, sizeof d2));
   }
   /* dq against a plain loop (same order: bit for bit unless the compiler
    * contracts, so a tolerance) */
@@ -176,8 +220,8 @@ int main(void) {
     before = batch_loss(w);
     for (int it = 0; it < 60; it++) {
       if (it % 10 == 0) make_batch(); /* new negatives now and then */
-      EXPECT_OK(lshk_gathered_matmul_f32(w, ROWS, DIM, DIM, NULL, q, NB, DIM,
-                                         ids, offsets, logits, N));
+      const lshk_weights_view v = view_of(w);
+      EXPECT_OK(lshk_gathered_matmul(&v, q, NB, DIM, ids, offsets, logits, N));
       EXPECT_OK(lshk_softmax_xent_csr(logits, targets, offsets, NB, 0, loss,
                                       logits)); /* in place */
       EXPECT_OK(lshk_adam_step(a1, w, ROWS, DIM, DIM, q, DIM, logits, ids,

@@ -499,7 +499,7 @@ typedef struct lshk_index_info {
   uint32_t codes;
   // 1 when trained with labels (lshk_index_train_labels), else 0.
   uint32_t labelled;
-  // Not written by lshk.
+  // Written as 0.
   uint32_t reserved;
 } lshk_index_info;
 
@@ -511,9 +511,10 @@ typedef struct lshk_index_info {
 // `lshk_gathered_matmul(&v, q, nq, q_stride, ids, offsets, out,
 // out_len)` on an index's view computes the scores lshk_index_query ranks
 // (the original W and b: a transform steers only retrieval) with the same
-// kernel; on the SIMD tiers a score's last bits may differ, as rows are
-// summed in blocks and a row's block depends on its position in `ids`
-// (both within the kernel's error bound). An index's view stays valid,
+// kernel; a score's last bits may differ (on every tier), as rows are
+// summed in blocks and runs of consecutive ids take a dense tile, which
+// depends on their position in `ids` (both within the kernel's error
+// bound). An index's view stays valid,
 // and its memory unchanged, until lshk_index_free (for a loaded index it
 // may point into the mapped file: never write through it).
 typedef struct lshk_weights_view {
@@ -1242,8 +1243,9 @@ lshk_status lshk_index_save(const struct lshk_index *idx,
 // until lshk_index_free); NULL there is INVALID_ARGUMENT. For a file that
 // stores its weights it must be NULL (non-NULL is INVALID_ARGUMENT, so a
 // caller never believes its own W is used when the file's is).
-// `w_stride`: 0 = the stride the file records; otherwise it must equal
-// it (INVALID_ARGUMENT).
+// `w_stride`: for an lshk_index file, 0 = the stride the file records,
+// otherwise it must equal it (INVALID_ARGUMENT); a 0.2 file that needs W
+// records none, so there it must be W's stride (>= dim).
 //
 // 0.2 files load too, each as the index of its source: an lshk_index
 // file as it is; an IVF file (lshk_ivf_save) as an IVF-source index
@@ -1260,7 +1262,8 @@ lshk_status lshk_index_save(const struct lshk_index *idx,
 // BAD_FILE_FORMAT (truncated, corrupt, foreign, newer version, or
 // content inconsistent with its params; the message names the problem),
 // INVALID_ARGUMENT (empty path, misaligned `out`, borrowed_w misuse as
-// above), NON_FINITE (borrowed W holds NaN/inf), ALLOCATION_FAILED. On failure `*out` is not written.
+// above), NON_FINITE (borrowed W holds NaN/inf or a value no query could
+// be scored against, as lshk_index_build refuses), ALLOCATION_FAILED. On failure `*out` is not written.
 //
 // # Safety
 // `path` must be a NUL-terminated string; a non-NULL `borrowed_w` must
@@ -2378,8 +2381,9 @@ lshk_status lshk_softmax_xent_csr_isa(lshk_isa isa,
 // `gamma(n_b + 1) * sum_j |grad_j w_jk|` of the exact value (bf16 rows
 // are widened exactly; the bound holds for the stored values).
 //
-// * `dtype`: LSHK_STORAGE_F32 (float rows) or LSHK_STORAGE_BF16 (uint16_t
-//   bf16 bit patterns).
+// * `dtype`: LSHK_STORAGE_F32 or LSHK_STORAGE_BORROWED_F32 (float rows,
+//   as an index's lshk_weights_view names them) or LSHK_STORAGE_BF16
+//   (uint16_t bf16 bit patterns).
 // * `w`: `rows` rows of `dim` elements at stride `w_stride >= dim`.
 // * `offsets`: nb + 1 entries; `grad` and `ids` offsets[nb] entries, each
 //   id < rows.

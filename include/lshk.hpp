@@ -5,8 +5,9 @@
  *    carries the lshk_status and the calling thread's last-error message
  *    (lshk_last_error_message) at the moment of the failure;
  *  - handles become RAII owners (lshk::SimHash, lshk::Dwta, lshk::Tables,
- *    lshk::Index, lshk::Ivf): unique ownership, move-only (noexcept moves, a moved-from
- *    owner is empty), the destructor frees the handle and never throws;
+ *    lshk::Index for every candidate source, lshk::Hrr, lshk::Adam): unique
+ *    ownership, move-only (noexcept moves, a moved-from owner is empty), the
+ *    destructor frees the handle and never throws;
  *    lshk::SimHashRef / DwtaRef / TablesRef are non-owning views (of an owner,
  *    or of a handle borrowed from an index) and are cheap to copy;
  *  - buffers are passed as lshk::span<T> (pointer + element count; C++17 has
@@ -23,7 +24,7 @@
  * as thread-safe, so a `const lshk::Index&` (or SimHash, Dwta, Tables) may be
  * shared by many threads. The wrapper itself keeps no global state and
  * allocates only in the functions that return std::vector (or grow a
- * caller-provided lshk::GatherResult / lshk::QueryResult).
+ * caller-provided lshk::GatherResult / lshk::TopK).
  *
  * Build: C++17, any of g++/clang++ (`-std=c++17 -Wall -Wextra -Werror
  * -pedantic` clean), link with -llshk (pkg-config lshk).
@@ -282,10 +283,10 @@ inline uint64_t rehash_next(uint64_t t, double initial_period = LSHK_LNS_REHASH_
 /* ---------------------------------------------------------------- owners */
 
 namespace detail {
-/* The ownership half of lshk::SimHash, lshk::Dwta and lshk::Tables (Derived),
- * on top of their const operations (Base, which holds the handle h_, sets it
- * with take() and empties itself with clear()): move-only, the handle freed
- * with Free by the destructor. */
+/* The ownership half of lshk::SimHash, lshk::Dwta, lshk::Tables and
+ * lshk::Index (Derived), on top of their const operations or shape (Base,
+ * which holds the handle h_, sets it with take() and empties itself with
+ * clear()): move-only, the handle freed with Free by the destructor. */
 template <class Derived, class Base, class Handle, lshk_status (*Free)(Handle *)>
 class Owner : public Base {
  public:
@@ -635,9 +636,11 @@ struct GatherOptions {
 namespace detail {
 class TablesBase;
 }
+class Index;
 
-/* The CSR output of a gather, reusable across calls: its buffers only grow
- * (a gather into a warm GatherResult does not allocate). */
+/* The CSR output of a gather (Tables::gather) or of Index::candidates,
+ * reusable across calls: its buffers only grow (a call into a warm
+ * GatherResult does not allocate). */
 class GatherResult {
  public:
   /* Number of queries. */
@@ -645,7 +648,7 @@ class GatherResult {
   /* Total number of ids (offsets()[queries()]). */
   std::size_t total() const noexcept { return total_; }
   span<const uint32_t> ids() const noexcept { return {ids_.data(), total_}; }
-  /* queries() + 1 entries (empty before the first gather). */
+  /* queries() + 1 entries (empty before the first call). */
   span<const std::size_t> offsets() const noexcept {
     return {offsets_.data(), queries_ + (offsets_.empty() ? 0 : 1)};
   }
@@ -653,7 +656,7 @@ class GatherResult {
   span<const uint32_t> counts() const noexcept {
     return {counts_.data(), has_counts_ ? total_ : 0};
   }
-  /* Query i's ids (ascending). */
+  /* Query i's ids. */
   span<const uint32_t> operator[](std::size_t i) const noexcept {
     return {ids_.data() + offsets_[i], offsets_[i + 1] - offsets_[i]};
   }
@@ -664,6 +667,35 @@ class GatherResult {
 
  private:
   friend class detail::TablesBase;
+  friend class Index;
+  /* Runs `call(ids, ids_len, offsets, counts, &needed)`, a C call with the
+   * two-call protocol (BUFFER_TOO_SMALL with *needed when ids_len is
+   * short), for q queries: grows the ids (and counts) once and calls
+   * again when needed. On error the result is left empty and Error is
+   * thrown. */
+  template <class Call>
+  void fill(std::size_t q, bool counts, Call call) {
+    queries_ = total_ = 0;
+    has_counts_ = false;
+    if (offsets_.size() < q + 1) offsets_.resize(q + 1);
+    if (ids_.size() < ids_.capacity()) ids_.resize(ids_.capacity());
+    for (int attempt = 0;; ++attempt) {
+      if (counts && counts_.size() < ids_.size()) counts_.resize(ids_.size());
+      std::size_t needed = 0;
+      lshk_status st = call(ids_.data(), ids_.size(), offsets_.data(),
+                            counts ? counts_.data() : nullptr, &needed);
+      if (st == LSHK_STATUS_BUFFER_TOO_SMALL && attempt == 0 && needed > ids_.size()) {
+        ids_.resize(needed);
+        continue;
+      }
+      check(st);
+      queries_ = q;
+      total_ = needed;
+      has_counts_ = counts;
+      return;
+    }
+  }
+
   std::vector<uint32_t> ids_, counts_;
   std::vector<std::size_t> offsets_;
   std::size_t queries_ = 0, total_ = 0;
@@ -682,10 +714,8 @@ class TablesBase {
 
   /* lshk_tables_memory_bytes. */
   std::size_t memory_bytes() const {
-    std::size_t b = lshk_tables_memory_bytes(h_);
-    if (b == 0)
-      throw Error(h_ ? LSHK_STATUS_INVALID_HANDLE : LSHK_STATUS_NULL_POINTER,
-                  last_error_message());
+    std::size_t b = 0;
+    check(lshk_tables_memory_bytes(h_, &b));
     return b;
   }
   /* lshk_tables_stats: one entry per table. */
@@ -745,36 +775,19 @@ class TablesBase {
       fail(LSHK_STATUS_INVALID_ARGUMENT, std::string(where) + ": forced_offsets holds " +
                                              num(opt.forced_offsets.size()) +
                                              " entries, expected q + 1 = " + num(q + 1));
-    std::vector<uint32_t> &ids = out.ids_;
-    std::vector<uint32_t> &counts = out.counts_;
-    std::vector<std::size_t> &offsets = out.offsets_;
-    if (offsets.size() < q + 1) offsets.resize(q + 1);
-    if (ids.size() < ids.capacity()) ids.resize(ids.capacity());
-    for (int attempt = 0;; ++attempt) {
-      if (opt.counts && counts.size() < ids.size()) counts.resize(ids.size());
-      std::size_t needed = 0;
-      const std::size_t *fo = or_null(opt.forced_offsets);
-      lshk_status st =
-          isa ? lshk_tables_gather_isa(static_cast<lshk_isa>(*isa), h_, codes.data(), q,
-                                       &opt.params, opt.projections.data(),
-                                       opt.projections.size(), fo, opt.forced_ids.data(),
-                                       opt.forced_ids.size(), ids.data(), ids.size(),
-                                       offsets.data(), opt.counts ? counts.data() : nullptr,
-                                       &needed)
-              : lshk_tables_gather(h_, codes.data(), q, &opt.params, opt.projections.data(),
-                                   opt.projections.size(), fo, opt.forced_ids.data(),
-                                   opt.forced_ids.size(), ids.data(), ids.size(), offsets.data(),
-                                   opt.counts ? counts.data() : nullptr, &needed);
-      if (st == LSHK_STATUS_BUFFER_TOO_SMALL && attempt == 0 && needed > ids.size()) {
-        ids.resize(needed);
-        continue;
-      }
-      check(st);
-      out.queries_ = q;
-      out.total_ = needed;
-      out.has_counts_ = opt.counts;
-      return;
-    }
+    const std::size_t *fo = or_null(opt.forced_offsets);
+    out.fill(q, opt.counts, [&](uint32_t *ids, std::size_t ids_len, std::size_t *offsets,
+                                uint32_t *counts, std::size_t *needed) {
+      return isa ? lshk_tables_gather_isa(static_cast<lshk_isa>(*isa), h_, codes.data(), q,
+                                          &opt.params, opt.projections.data(),
+                                          opt.projections.size(), fo, opt.forced_ids.data(),
+                                          opt.forced_ids.size(), ids, ids_len, offsets, counts,
+                                          needed)
+                 : lshk_tables_gather(h_, codes.data(), q, &opt.params, opt.projections.data(),
+                                      opt.projections.size(), fo, opt.forced_ids.data(),
+                                      opt.forced_ids.size(), ids, ids_len, offsets, counts,
+                                      needed);
+    });
   }
 };
 }  // namespace detail
@@ -844,164 +857,102 @@ class Tables : public detail::Owner<Tables, detail::TablesBase, lshk_tables, lsh
 
 /* ------------------------------------------- gathered matmul and epilogues */
 
+/* An lshk_weights_view (struct_size set) of a caller's matrix: `rows` rows
+ * of `dim` elements, row r at element r * w_stride, and an optional bias
+ * (`bias` empty = none, else `rows` floats). It points into the spans,
+ * which must outlive it. The constructors check the spans' lengths
+ * (INVALID_ARGUMENT); the library checks the rest when the view is used.
+ * Index::weights() gives an index's own view. */
+struct WeightsView : lshk_weights_view {
+  WeightsView(const lshk_weights_view &v) noexcept : lshk_weights_view(v) {}
+  /* f32 rows (LSHK_STORAGE_F32). */
+  WeightsView(span<const float> w, std::size_t rows, std::size_t dim, std::size_t w_stride,
+              span<const float> bias = {})
+      : WeightsView(LSHK_STORAGE_F32, w.data(), w.size(), {}, rows, dim, w_stride, bias) {}
+  /* 16-bit rows: `storage` LSHK_STORAGE_BF16 or LSHK_STORAGE_F16 (bit
+   * patterns, e.g. from lshk::convert). */
+  WeightsView(uint32_t storage, span<const uint16_t> w, std::size_t rows, std::size_t dim,
+              std::size_t w_stride, span<const float> bias = {})
+      : WeightsView(storage, w.data(), w.size(), {}, rows, dim, w_stride, bias) {}
+  /* int8 rows with one scale per row (LSHK_STORAGE_I8, e.g. from
+   * lshk::quantize_rows_i8): row r is scales[r] * w[r]. */
+  WeightsView(span<const int8_t> w, span<const float> scales, std::size_t rows, std::size_t dim,
+              std::size_t w_stride, span<const float> bias = {})
+      : WeightsView(LSHK_STORAGE_I8, w.data(), w.size(), scales, rows, dim, w_stride, bias) {
+    detail::need_in("lshk::WeightsView", "scales", scales.size(), rows);
+  }
+
+ private:
+  WeightsView(uint32_t st, const void *data, std::size_t size, span<const float> sc,
+              std::size_t n, std::size_t d, std::size_t stride, span<const float> b)
+      : lshk_weights_view() {
+    detail::need_rows("lshk::WeightsView", "w", size, n, d, stride);
+    if (!b.empty()) detail::need_in("lshk::WeightsView", "bias", b.size(), n);
+    struct_size = static_cast<uint32_t>(sizeof(lshk_weights_view));
+    storage = st;
+    w = data;
+    scales = detail::or_null(sc);
+    bias = detail::or_null(b);
+    rows = n;
+    dim = d;
+    w_stride = stride;
+  }
+};
+
 namespace detail {
-/* Checks shared by the gathered matmuls; returns out_len = offsets[nq]. */
-inline std::size_t matmul_checks(const char *where, std::size_t w_size, std::size_t rows,
-                                 std::size_t dim, std::size_t w_stride, std::size_t bias_size,
-                                 std::size_t q_size, std::size_t q_stride, std::size_t ids_size,
-                                 span<const std::size_t> offsets, std::size_t out_size) {
+inline void gathered_matmul(const Isa *isa, const lshk_weights_view &w, span<const float> q,
+                            std::size_t q_stride, span<const uint32_t> ids,
+                            span<const std::size_t> offsets, span<float> out) {
+  const char *where = "lshk::gathered_matmul";
   std::size_t nq = csr_queries(where, offsets.size());
-  need_rows(where, "w", w_size, rows, dim, w_stride);
-  if (bias_size != 0) need_in(where, "bias", bias_size, rows);
-  need_rows(where, "q", q_size, nq, dim, q_stride);
+  need_rows(where, "q", q.size(), nq, w.dim, q_stride);
   std::size_t len = offsets[nq];
-  need_in(where, "ids", ids_size, len);
-  need_out(where, "out", out_size, len);
-  return len;
+  need_in(where, "ids", ids.size(), len);
+  need_out(where, "out", out.size(), len);
+  check(isa ? lshk_gathered_matmul_isa(static_cast<lshk_isa>(*isa), &w, q.data(), nq, q_stride,
+                                       ids.data(), offsets.data(), out.data(), len)
+            : lshk_gathered_matmul(&w, q.data(), nq, q_stride, ids.data(), offsets.data(),
+                                   out.data(), len));
 }
 }  // namespace detail
 
-/* lshk_gathered_matmul_f32: out[j] = dot(w[ids[j]], q[i]) + bias[ids[j]]
- * for j in query i's segment offsets[i] .. offsets[i+1] (nq =
- * offsets.size() - 1; `bias` empty = none; `out` holds at least
- * offsets[nq] floats, the first offsets[nq] are written). */
-inline void gathered_matmul_f32(span<const float> w, std::size_t rows, std::size_t dim,
-                                std::size_t w_stride, span<const float> bias, span<const float> q,
-                                std::size_t q_stride, span<const uint32_t> ids,
-                                span<const std::size_t> offsets, span<float> out) {
-  std::size_t len = detail::matmul_checks("lshk::gathered_matmul_f32", w.size(), rows, dim,
-                                          w_stride, bias.size(), q.size(), q_stride, ids.size(),
-                                          offsets, out.size());
-  check(lshk_gathered_matmul_f32(w.data(), rows, dim, w_stride, detail::or_null(bias), q.data(),
-                                 offsets.size() - 1, q_stride, ids.data(), offsets.data(),
-                                 out.data(), len));
+/* lshk_gathered_matmul: out[j] = dot(W[ids[j]], q[i]) + bias[ids[j]] for j
+ * in query i's segment offsets[i] .. offsets[i+1] (nq = offsets.size() -
+ * 1), W and the bias as the view `w` describes them (a WeightsView, or
+ * Index::weights()); `out` holds at least offsets[nq] floats, the first
+ * offsets[nq] are written. */
+inline void gathered_matmul(const lshk_weights_view &w, span<const float> q, std::size_t q_stride,
+                            span<const uint32_t> ids, span<const std::size_t> offsets,
+                            span<float> out) {
+  detail::gathered_matmul(nullptr, w, q, q_stride, ids, offsets, out);
 }
-/* lshk_gathered_matmul_f32_isa. */
-inline void gathered_matmul_f32(Isa isa, span<const float> w, std::size_t rows, std::size_t dim,
-                                std::size_t w_stride, span<const float> bias, span<const float> q,
-                                std::size_t q_stride, span<const uint32_t> ids,
-                                span<const std::size_t> offsets, span<float> out) {
-  std::size_t len = detail::matmul_checks("lshk::gathered_matmul_f32", w.size(), rows, dim,
-                                          w_stride, bias.size(), q.size(), q_stride, ids.size(),
-                                          offsets, out.size());
-  check(lshk_gathered_matmul_f32_isa(static_cast<lshk_isa>(isa), w.data(), rows, dim, w_stride,
-                                     detail::or_null(bias), q.data(), offsets.size() - 1,
-                                     q_stride, ids.data(), offsets.data(), out.data(), len));
-}
-/* lshk_gathered_matmul_bf16 (w: bf16 bit patterns). */
-inline void gathered_matmul_bf16(span<const uint16_t> w, std::size_t rows, std::size_t dim,
-                                 std::size_t w_stride, span<const float> bias,
-                                 span<const float> q, std::size_t q_stride,
-                                 span<const uint32_t> ids, span<const std::size_t> offsets,
-                                 span<float> out) {
-  std::size_t len = detail::matmul_checks("lshk::gathered_matmul_bf16", w.size(), rows, dim,
-                                          w_stride, bias.size(), q.size(), q_stride, ids.size(),
-                                          offsets, out.size());
-  check(lshk_gathered_matmul_bf16(w.data(), rows, dim, w_stride, detail::or_null(bias), q.data(),
-                                  offsets.size() - 1, q_stride, ids.data(), offsets.data(),
-                                  out.data(), len));
-}
-inline void gathered_matmul_bf16(Isa isa, span<const uint16_t> w, std::size_t rows,
-                                 std::size_t dim, std::size_t w_stride, span<const float> bias,
-                                 span<const float> q, std::size_t q_stride,
-                                 span<const uint32_t> ids, span<const std::size_t> offsets,
-                                 span<float> out) {
-  std::size_t len = detail::matmul_checks("lshk::gathered_matmul_bf16", w.size(), rows, dim,
-                                          w_stride, bias.size(), q.size(), q_stride, ids.size(),
-                                          offsets, out.size());
-  check(lshk_gathered_matmul_bf16_isa(static_cast<lshk_isa>(isa), w.data(), rows, dim, w_stride,
-                                      detail::or_null(bias), q.data(), offsets.size() - 1,
-                                      q_stride, ids.data(), offsets.data(), out.data(), len));
-}
-/* lshk_gathered_matmul_f16 (w: IEEE binary16 bit patterns). */
-inline void gathered_matmul_f16(span<const uint16_t> w, std::size_t rows, std::size_t dim,
-                                std::size_t w_stride, span<const float> bias, span<const float> q,
-                                std::size_t q_stride, span<const uint32_t> ids,
-                                span<const std::size_t> offsets, span<float> out) {
-  std::size_t len = detail::matmul_checks("lshk::gathered_matmul_f16", w.size(), rows, dim,
-                                          w_stride, bias.size(), q.size(), q_stride, ids.size(),
-                                          offsets, out.size());
-  check(lshk_gathered_matmul_f16(w.data(), rows, dim, w_stride, detail::or_null(bias), q.data(),
-                                 offsets.size() - 1, q_stride, ids.data(), offsets.data(),
-                                 out.data(), len));
-}
-inline void gathered_matmul_f16(Isa isa, span<const uint16_t> w, std::size_t rows,
-                                std::size_t dim, std::size_t w_stride, span<const float> bias,
-                                span<const float> q, std::size_t q_stride,
-                                span<const uint32_t> ids, span<const std::size_t> offsets,
-                                span<float> out) {
-  std::size_t len = detail::matmul_checks("lshk::gathered_matmul_f16", w.size(), rows, dim,
-                                          w_stride, bias.size(), q.size(), q_stride, ids.size(),
-                                          offsets, out.size());
-  check(lshk_gathered_matmul_f16_isa(static_cast<lshk_isa>(isa), w.data(), rows, dim, w_stride,
-                                     detail::or_null(bias), q.data(), offsets.size() - 1,
-                                     q_stride, ids.data(), offsets.data(), out.data(), len));
-}
-/* lshk_gathered_matmul_i8 (int8 rows with one scale per row, e.g. from
- * quantize_rows_i8). */
-inline void gathered_matmul_i8(span<const int8_t> w, span<const float> scales, std::size_t rows,
-                               std::size_t dim, std::size_t w_stride, span<const float> bias,
-                               span<const float> q, std::size_t q_stride,
-                               span<const uint32_t> ids, span<const std::size_t> offsets,
-                               span<float> out) {
-  const char *where = "lshk::gathered_matmul_i8";
-  std::size_t len = detail::matmul_checks(where, w.size(), rows, dim, w_stride, bias.size(),
-                                          q.size(), q_stride, ids.size(), offsets, out.size());
-  detail::need_in(where, "scales", scales.size(), rows);
-  check(lshk_gathered_matmul_i8(w.data(), scales.data(), rows, dim, w_stride,
-                                detail::or_null(bias), q.data(), offsets.size() - 1, q_stride,
-                                ids.data(), offsets.data(), out.data(), len));
-}
-inline void gathered_matmul_i8(Isa isa, span<const int8_t> w, span<const float> scales,
-                               std::size_t rows, std::size_t dim, std::size_t w_stride,
-                               span<const float> bias, span<const float> q, std::size_t q_stride,
-                               span<const uint32_t> ids, span<const std::size_t> offsets,
-                               span<float> out) {
-  const char *where = "lshk::gathered_matmul_i8";
-  std::size_t len = detail::matmul_checks(where, w.size(), rows, dim, w_stride, bias.size(),
-                                          q.size(), q_stride, ids.size(), offsets, out.size());
-  detail::need_in(where, "scales", scales.size(), rows);
-  check(lshk_gathered_matmul_i8_isa(static_cast<lshk_isa>(isa), w.data(), scales.data(), rows,
-                                    dim, w_stride, detail::or_null(bias), q.data(),
-                                    offsets.size() - 1, q_stride, ids.data(), offsets.data(),
-                                    out.data(), len));
+/* lshk_gathered_matmul_isa: the same on one chosen tier. */
+inline void gathered_matmul(Isa isa, const lshk_weights_view &w, span<const float> q,
+                            std::size_t q_stride, span<const uint32_t> ids,
+                            span<const std::size_t> offsets, span<float> out) {
+  detail::gathered_matmul(&isa, w, q, q_stride, ids, offsets, out);
 }
 
-/* Conversions (n = src.size(); dst must hold at least n). */
-inline void convert_f32_to_bf16(span<const float> src, span<uint16_t> dst) {
-  detail::need_out("lshk::convert_f32_to_bf16", "dst", dst.size(), src.size());
-  check(lshk_convert_f32_to_bf16(src.data(), src.size(), dst.data()));
+/* lshk_convert of src.size() values from f32 to `to` (LSHK_STORAGE_BF16 or
+ * LSHK_STORAGE_F16 bit patterns); dst holds at least src.size(). */
+inline void convert(span<const float> src, uint32_t to, span<uint16_t> dst) {
+  detail::need_out("lshk::convert", "dst", dst.size(), src.size());
+  check(lshk_convert(LSHK_STORAGE_F32, src.data(), src.size(), to, dst.data()));
 }
-inline void convert_f32_to_f16(span<const float> src, span<uint16_t> dst) {
-  detail::need_out("lshk::convert_f32_to_f16", "dst", dst.size(), src.size());
-  check(lshk_convert_f32_to_f16(src.data(), src.size(), dst.data()));
+/* lshk_convert from `from` (LSHK_STORAGE_BF16 or LSHK_STORAGE_F16 bit
+ * patterns) to f32. */
+inline void convert(uint32_t from, span<const uint16_t> src, span<float> dst) {
+  detail::need_out("lshk::convert", "dst", dst.size(), src.size());
+  check(lshk_convert(from, src.data(), src.size(), LSHK_STORAGE_F32, dst.data()));
 }
-inline void convert_bf16_to_f32(span<const uint16_t> src, span<float> dst) {
-  detail::need_out("lshk::convert_bf16_to_f32", "dst", dst.size(), src.size());
-  check(lshk_convert_bf16_to_f32(src.data(), src.size(), dst.data()));
-}
-inline void convert_f16_to_f32(span<const uint16_t> src, span<float> dst) {
-  detail::need_out("lshk::convert_f16_to_f32", "dst", dst.size(), src.size());
-  check(lshk_convert_f16_to_f32(src.data(), src.size(), dst.data()));
-}
-inline std::vector<uint16_t> to_bf16(span<const float> src) {
+inline std::vector<uint16_t> convert(span<const float> src, uint32_t to) {
   std::vector<uint16_t> v(src.size());
-  convert_f32_to_bf16(src, v);
+  convert(src, to, v);
   return v;
 }
-inline std::vector<uint16_t> to_f16(span<const float> src) {
-  std::vector<uint16_t> v(src.size());
-  convert_f32_to_f16(src, v);
-  return v;
-}
-inline std::vector<float> bf16_to_f32(span<const uint16_t> src) {
+inline std::vector<float> convert(uint32_t from, span<const uint16_t> src) {
   std::vector<float> v(src.size());
-  convert_bf16_to_f32(src, v);
-  return v;
-}
-inline std::vector<float> f16_to_f32(span<const uint16_t> src) {
-  std::vector<float> v(src.size());
-  convert_f16_to_f32(src, v);
+  convert(from, src, v);
   return v;
 }
 
@@ -1096,28 +1047,79 @@ inline void softmax(span<const float> scores, span<const std::size_t> offsets, s
 
 /* ------------------------------------------------------------------ Index */
 
-/* lshk_index_params with its defaults (lshk_index_params_default()). */
+/* lshk_index_params with the library's defaults (lshk_index_params_default():
+ * the SimHash source, F32 storage), or those defaults with another source
+ * (LSHK_SOURCE_*). Each source reads only its own knobs (lsh, ivf, graph,
+ * forest), which keep their defaults until changed, e.g.
+ *   lshk::IndexParams p(LSHK_SOURCE_IVF);
+ *   p.ivf.nlist = 64;
+ *   p.storage = LSHK_STORAGE_BORROWED_F32; */
 struct IndexParams : lshk_index_params {
   IndexParams() noexcept : lshk_index_params(lshk_index_params_default()) {}
+  explicit IndexParams(uint32_t source_) noexcept : IndexParams() { source = source_; }
   IndexParams(const lshk_index_params &p) noexcept : lshk_index_params(p) {}
+
   /* Caller-given SimHash planes (K*L rows of dim', copied by the build;
    * the span must stay valid until then). Empty = from the seed. */
   IndexParams &set_planes(span<const float> given) noexcept {
-    planes = detail::or_null(given);
-    planes_len = given.size();
+    lsh.planes = detail::or_null(given);
+    lsh.planes_len = given.size();
     return *this;
   }
   /* Caller-given DWTA bin map (K*L*B coordinates, copied by the build). */
   IndexParams &set_dwta_map(span<const uint32_t> map) noexcept {
-    dwta_map = detail::or_null(map);
-    dwta_map_len = map.size();
+    lsh.dwta_map = detail::or_null(map);
+    lsh.dwta_map_len = map.size();
     return *this;
   }
-  /* The graph family (LSHK_FAMILY_GRAPH); its build parameters go to
-   * lshk::Index's constructor that takes an lshk_graph_params. */
-  IndexParams &set_graph() noexcept {
-    family = LSHK_FAMILY_GRAPH;
+  /* IVF row weights steering the k-means (`rows` floats, read by the
+   * build only). Empty = all 1. */
+  IndexParams &set_row_weights(span<const float> weights) noexcept {
+    ivf.row_weights = detail::or_null(weights);
+    ivf.n_weights = weights.size();
     return *this;
+  }
+};
+
+/* lshk_query_params with the library's defaults (lshk_query_params_default());
+ * the for_* constructors set one source's main knobs (a source reads only
+ * its own; the names cannot be the fields' own, lsh, ivf, graph, forest,
+ * which they would hide). */
+struct QueryParams : lshk_query_params {
+  QueryParams() noexcept : lshk_query_params(lshk_query_params_default()) {}
+  QueryParams(const lshk_query_params &p) noexcept : lshk_query_params(p) {}
+  /* LSH: `probes` extra buckets per table (SimHash multi-probing), at most
+   * `max_candidates` distinct ids per query (0: no budget). */
+  static QueryParams for_lsh(uint32_t probes, uint32_t max_candidates = 0) noexcept {
+    QueryParams p;
+    p.lsh.probes = probes;
+    p.lsh.max_candidates = max_candidates;
+    return p;
+  }
+  /* IVF: exactly `nprobe` lists (reach 0), or at most that many with an
+   * adaptive `reach`; `rerank` exact re-scores. */
+  static QueryParams for_ivf(uint32_t nprobe, uint32_t rerank, float reach = 0.0f) noexcept {
+    QueryParams p;
+    p.ivf.nprobe = nprobe;
+    p.ivf.rerank = rerank;
+    p.ivf.reach = reach;
+    return p;
+  }
+  /* Graph: a pool of max(ef, k), the walk (LSHK_GRAPH_WALK_*), the pool's
+   * best `rerank` as candidates (0: the whole pool). */
+  static QueryParams for_graph(uint32_t ef, uint32_t walk = LSHK_GRAPH_WALK_EXACT,
+                               uint32_t rerank = 0) noexcept {
+    QueryParams p;
+    p.graph.ef = ef;
+    p.graph.walk = walk;
+    p.graph.rerank = rerank;
+    return p;
+  }
+  /* Forest: candidate sets of max(set_size, k) classes. */
+  static QueryParams for_forest(uint32_t set_size) noexcept {
+    QueryParams p;
+    p.forest.set_size = set_size;
+    return p;
   }
 };
 
@@ -1126,117 +1128,125 @@ struct QueryStats : lshk_query_stats {
   QueryStats() noexcept : lshk_query_stats() { struct_size = sizeof(lshk_query_stats); }
 };
 
-/* Build progress: called with (rows hashed, total rows). */
-using Progress = std::function<void(uint64_t done, uint64_t total)>;
-
-/* Owns an lshk_index: hash family + tables + weights, one call from a query
- * batch to its top-k rows. Move-only; every const method is thread-safe, so
- * one `const lshk::Index &` may serve many threads (no locks, per-thread
- * scratch inside the library). */
 /* lshk_label_params initialised by lshk_label_params_default(). */
 struct LabelParams : lshk_label_params {
   LabelParams() noexcept : lshk_label_params(lshk_label_params_default()) {}
   LabelParams(const lshk_label_params &p) noexcept : lshk_label_params(p) {}
 };
 
-class Index {
+/* Build progress: called with (rows done, total rows). */
+using Progress = std::function<void(uint64_t done, uint64_t total)>;
+
+namespace detail {
+/* The handle of lshk::Index and its shape, read once (lshk_index_describe)
+ * when the handle is taken: rows and dim never change. */
+class IndexBase {
+ public:
+  const lshk_index *get() const noexcept { return h_; }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+  std::size_t rows() const noexcept { return rows_; }
+  std::size_t dim() const noexcept { return dim_; }
+
+ protected:
+  IndexBase() noexcept = default;
+  void take(const lshk_index *h) {
+    lshk_index_info i{};
+    i.struct_size = sizeof i;
+    if (h) check(lshk_index_describe(h, &i));
+    h_ = h;
+    rows_ = h ? i.rows : 0;
+    dim_ = h ? i.dim : 0;
+  }
+  IndexBase(const IndexBase &) noexcept = default;
+  IndexBase &operator=(const IndexBase &) noexcept = default;
+  ~IndexBase() = default;
+  void clear() noexcept { *this = IndexBase(); }
+
+  const lshk_index *h_ = nullptr;
+  std::size_t rows_ = 0, dim_ = 0;
+};
+}  // namespace detail
+
+/* Owns an lshk_index, the one retrieval object of every candidate source
+ * (SimHash or DWTA tables, the graph, IVF lists, the forest): one call
+ * from a query batch to its top-k rows. Move-only; every const method is
+ * thread-safe, so one `const lshk::Index &` may serve many threads (no
+ * locks, per-thread scratch inside the library). The non-const methods
+ * need EXCLUSIVE access: no other call on the index (queries included, and
+ * its simhash()/dwta()/lsh_tables() views) may run meanwhile. A call that
+ * the index's source does not have throws the status lshk.h gives for it
+ * (mostly LSHK_STATUS_UNSUPPORTED). */
+class Index : public detail::Owner<Index, detail::IndexBase, lshk_index, lshk_index_free> {
  public:
   /* An empty owner (every operation throws NULL_POINTER). */
   Index() noexcept = default;
 
   /* lshk_index_build over `rows` rows of `dim` floats of w (row r at
-   * w[r * w_stride]); `bias` empty = none, else `rows` floats. With
-   * p.storage == LSHK_STORAGE_BORROWED_F32, w is NOT copied: it must stay
-   * alive and unchanged as long as the index. */
+   * w[r * w_stride]); `bias` empty = none, else `rows` floats. The source
+   * and its knobs are p's. With p.storage == LSHK_STORAGE_BORROWED_F32, w
+   * is NOT copied: it must stay alive (and unchanged, but for rows passed
+   * to update_rows or followed by rebuild) as long as the index. */
   Index(span<const float> w, span<const float> bias, std::size_t rows, std::size_t dim,
         std::size_t w_stride, const lshk_index_params &p = IndexParams()) {
     build(w, bias, rows, dim, w_stride, p, nullptr);
   }
   /* The same, reporting progress: `progress(done, total)` is called on the
-   * calling thread (see lshk_progress_fn). An exception thrown by `progress` is caught before it
-   * reaches the library, later progress calls are skipped, and it is
-   * rethrown here once the build has returned (the index is freed). */
+   * calling thread (see lshk_progress_fn). An exception thrown by
+   * `progress` is caught before it reaches the library, later progress
+   * calls are skipped, and it is rethrown here once the build has
+   * returned (the index is freed). */
   Index(span<const float> w, span<const float> bias, std::size_t rows, std::size_t dim,
         std::size_t w_stride, const lshk_index_params &p, const Progress &progress) {
     build(w, bias, rows, dim, w_stride, p, progress ? &progress : nullptr);
   }
-  /* lshk_index_build_ex: the graph family's build parameters `gp` (used
-   * when p.family == LSHK_FAMILY_GRAPH, see IndexParams::set_graph). */
-  Index(span<const float> w, span<const float> bias, std::size_t rows, std::size_t dim,
-        std::size_t w_stride, const lshk_index_params &p, const lshk_graph_params &gp) {
-    build(w, bias, rows, dim, w_stride, p, nullptr, &gp);
-  }
 
-  /* lshk_index_load: maps the file; stored weights are used in place.
-   * `borrowed_w` is needed (and only allowed) for a file saved from an
-   * LSHK_STORAGE_BORROWED_F32 index: the same W as at build time (same rows,
-   * dim, w_stride), which must outlive the returned index. It is a plain
-   * pointer, not a span, because the library reads it while loading, before
-   * the shape it must have is known: the wrapper cannot check its size. */
-  static Index load(const std::string &path, const float *borrowed_w = nullptr) {
+  /* lshk_index_load: maps the file (0.2 IVF, graph and forest files load
+   * as indexes of their source). `w` is needed, and only allowed, for a
+   * file whose W is not stored (built on a borrowed W): the same W as at
+   * build time, which must outlive the returned index; `w_stride` 0 = the
+   * stride the file records. It is a plain pointer, not a span, because
+   * the shape it must have is in the file: the wrapper cannot check it. */
+  static Index load(const std::string &path, const float *w = nullptr, std::size_t w_stride = 0) {
     lshk_index *h = nullptr;
-    check(lshk_index_load(path.c_str(), borrowed_w, &h));
-    Index idx;
-    idx.adopt(h);
-    return idx;
+    check(lshk_index_load(path.c_str(), w, w_stride, &h));
+    return adopt_handle(h);
   }
-  /* Takes ownership of a handle from lshk_index_build / lshk_index_load. */
-  static Index adopt_handle(lshk_index *h) {
-    Index idx;
-    idx.adopt(h);
-    return idx;
-  }
+  /* lshk_index_save: written to a temporary file, then renamed. A borrowed
+   * W is not stored (load takes it again). */
+  void save(const std::string &path) const { check(lshk_index_save(h_, path.c_str())); }
 
-  Index(const Index &) = delete;
-  Index &operator=(const Index &) = delete;
-  Index(Index &&o) noexcept { steal(o); }
-  Index &operator=(Index &&o) noexcept {
-    if (this != &o) {
-      reset();
-      steal(o);
-    }
-    return *this;
+  /* lshk_index_describe: the source, storage, transform, shape and the
+   * source's main sizes, as they are now (`labelled` changes with
+   * train_labels). */
+  lshk_index_info describe() const {
+    lshk_index_info i{};
+    i.struct_size = sizeof i;
+    check(lshk_index_describe(h_, &i));
+    return i;
   }
-  ~Index() { reset(); }
-
-  void reset() noexcept {
-    if (h_) (void)lshk_index_free(h_);
-    h_ = nullptr;
-    rows_ = dim_ = 0;
-    bits_ = tables_ = 0;
-  }
-  lshk_index *release() noexcept {
-    lshk_index *h = h_;
-    h_ = nullptr;
-    reset();
-    return h;
-  }
-  lshk_index *get() noexcept { return h_; }
-  const lshk_index *get() const noexcept { return h_; }
-  explicit operator bool() const noexcept { return h_ != nullptr; }
-
-  /* Shape (lshk_index_shape, read once). */
-  std::size_t rows() const noexcept { return rows_; }
-  std::size_t dim() const noexcept { return dim_; }
-  uint32_t bits_per_table() const noexcept { return bits_; }
-  uint32_t tables() const noexcept { return tables_; }
-
   /* lshk_index_memory_bytes. */
   std::size_t memory_bytes() const {
     std::size_t b = 0;
     check(lshk_index_memory_bytes(h_, &b));
     return b;
   }
-  /* lshk_index_save: written to a temporary file, then renamed. */
-  void save(const std::string &path) const { check(lshk_index_save(h_, path.c_str())); }
+  /* lshk_index_weights: the weights (and bias) the logits come from, for
+   * gathered_matmul; the view is valid while the index lives. */
+  lshk_weights_view weights() const {
+    lshk_weights_view v{};
+    v.struct_size = sizeof v;
+    check(lshk_index_weights(h_, &v));
+    return v;
+  }
 
   /* lshk_index_query: the top k rows of each of nq queries (row i at
    * q[i * q_stride]) into out_ids / out_scores[i*k .. i*k + k] (descending,
-   * padded with UINT32_MAX / -inf; `out_scores` empty = not wanted).
-   * `g` NULL = default gather parameters; `stats` NULL = not wanted. */
+   * padded with UINT32_MAX / -inf; `out_scores` empty = not wanted), with
+   * the knobs of `qp`; `stats` NULL = not wanted. */
   void query(span<const float> q, std::size_t nq, std::size_t q_stride, uint32_t k,
              span<uint32_t> out_ids, span<float> out_scores,
-             const lshk_gather_params *g = nullptr, lshk_query_stats *stats = nullptr) const {
+             const lshk_query_params &qp = QueryParams(),
+             lshk_query_stats *stats = nullptr) const {
     const char *where = "lshk::Index::query";
     detail::need_rows(where, "q", q.size(), nq, dim_, q_stride);
     std::size_t n = 0;
@@ -1244,12 +1254,13 @@ class Index {
       detail::need_out(where, "out_ids", out_ids.size(), n);
       if (!out_scores.empty()) detail::need_out(where, "out_scores", out_scores.size(), n);
     }
-    check(lshk_index_query(h_, q.data(), nq, q_stride, k, g, out_ids.data(),
+    check(lshk_index_query(h_, q.data(), nq, q_stride, k, &qp, out_ids.data(),
                            detail::or_null(out_scores), stats));
   }
   /* Contiguous queries (q.size() a multiple of dim) into a reusable TopK
    * (its vectors are resized to nq * k; a warm TopK does not allocate). */
-  void query(span<const float> q, uint32_t k, TopK &out, const lshk_gather_params *g = nullptr,
+  void query(span<const float> q, uint32_t k, TopK &out,
+             const lshk_query_params &qp = QueryParams(),
              lshk_query_stats *stats = nullptr) const {
     std::size_t nq = detail::whole_rows("lshk::Index::query", "q", q.size(), dim_);
     std::size_t n = 0;
@@ -1258,53 +1269,83 @@ class Index {
     out.k = k;
     out.ids.resize(n);
     out.scores.resize(n);
-    query(q, nq, dim_, k, out.ids, out.scores, g, stats);
+    query(q, nq, dim_, k, out.ids, out.scores, qp, stats);
   }
-  TopK query(span<const float> q, uint32_t k, const lshk_gather_params *g = nullptr,
+  TopK query(span<const float> q, uint32_t k, const lshk_query_params &qp = QueryParams(),
              lshk_query_stats *stats = nullptr) const {
     TopK r;
-    query(q, k, r, g, stats);
-    return r;
-  }
-  /* lshk_index_query_ex: as query, with the graph family's query options
-   * `gq` (ef, walk, rerank; ignored by the LSH families). */
-  void query(const lshk_graph_query_params &gq, span<const float> q, std::size_t nq,
-             std::size_t q_stride, uint32_t k, span<uint32_t> out_ids, span<float> out_scores,
-             const lshk_gather_params *g = nullptr, lshk_query_stats *stats = nullptr) const {
-    const char *where = "lshk::Index::query";
-    detail::need_rows(where, "q", q.size(), nq, dim_, q_stride);
-    std::size_t n = 0;
-    if (detail::mul(nq, k, &n)) {
-      detail::need_out(where, "out_ids", out_ids.size(), n);
-      if (!out_scores.empty()) detail::need_out(where, "out_scores", out_scores.size(), n);
-    }
-    check(lshk_index_query_ex(h_, q.data(), nq, q_stride, k, g, &gq, out_ids.data(),
-                              detail::or_null(out_scores), stats));
-  }
-  /* Contiguous queries into a reusable TopK, with the graph's options. */
-  void query(const lshk_graph_query_params &gq, span<const float> q, uint32_t k, TopK &out,
-             const lshk_gather_params *g = nullptr, lshk_query_stats *stats = nullptr) const {
-    std::size_t nq = detail::whole_rows("lshk::Index::query", "q", q.size(), dim_);
-    std::size_t n = 0;
-    if (!detail::mul(nq, k, &n))
-      detail::fail(LSHK_STATUS_SIZE_OVERFLOW, "lshk::Index::query: nq * k overflows");
-    out.k = k;
-    out.ids.resize(n);
-    out.scores.resize(n);
-    query(gq, q, nq, dim_, k, out.ids, out.scores, g, stats);
-  }
-  TopK query(const lshk_graph_query_params &gq, span<const float> q, uint32_t k,
-             const lshk_gather_params *g = nullptr, lshk_query_stats *stats = nullptr) const {
-    TopK r;
-    query(gq, q, k, r, g, stats);
+    query(q, k, r, qp, stats);
     return r;
   }
 
-  /* lshk_index_train_labels: label-aware buckets from n training queries
-   * (row i at q[i * q_stride]) with CSR labels (label_offsets: n + 1
-   * non-decreasing values; labels: at least label_offsets[n] row ids).
-   * EXCLUSIVE: no other call on this index (queries included) may run
-   * concurrently. An index is trained once; the training is saved with it. */
+  /* lshk_index_candidates: the candidate sets of nq queries (row i at
+   * q[i * q_stride]) as the source hands them to the scorer for a top-k
+   * query with `qp` (k may be 0), unscored, into `out` (CSR; query i's
+   * ids out[i], in the source's order). On error `out` is left empty. */
+  void candidates(span<const float> q, std::size_t nq, std::size_t q_stride, uint32_t k,
+                  GatherResult &out, const lshk_query_params &qp = QueryParams()) const {
+    out.queries_ = out.total_ = 0;
+    out.has_counts_ = false;
+    detail::need_rows("lshk::Index::candidates", "q", q.size(), nq, dim_, q_stride);
+    out.fill(nq, false, [&](uint32_t *ids, std::size_t ids_len, std::size_t *offsets, uint32_t *,
+                            std::size_t *needed) {
+      return lshk_index_candidates(h_, q.data(), nq, q_stride, k, &qp, ids, ids_len, offsets,
+                                   needed);
+    });
+  }
+  /* Contiguous queries (q.size() a multiple of dim). */
+  GatherResult candidates(span<const float> q, uint32_t k,
+                          const lshk_query_params &qp = QueryParams()) const {
+    GatherResult r;
+    candidates(q, detail::whole_rows("lshk::Index::candidates", "q", q.size(), dim_), dim_, k, r,
+               qp);
+    return r;
+  }
+
+  /* lshk_index_union: S(X), the distinct ids among `ids` (each < rows(),
+   * e.g. a batch's candidates) with their counts, sampled down to `cap`
+   * of them (0: no cap) with `seed`, into out_ids (ascending) and, when
+   * not null, out_counts (both resized). */
+  void union_(span<const uint32_t> ids, std::size_t cap, uint64_t seed,
+              std::vector<uint32_t> &out_ids, std::vector<uint32_t> *out_counts = nullptr) const {
+    std::size_t most = ids.size() < rows_ ? ids.size() : rows_;
+    if (cap != 0 && cap < most) most = cap;
+    out_ids.resize(most);
+    if (out_counts) out_counts->resize(most);
+    std::size_t needed = 0;
+    check(lshk_index_union(h_, detail::or_null(ids), ids.size(), cap, seed,
+                           detail::or_null(span<uint32_t>(out_ids)),
+                           out_counts ? detail::or_null(span<uint32_t>(*out_counts)) : nullptr,
+                           most, &needed));
+    out_ids.resize(needed);
+    if (out_counts) out_counts->resize(needed);
+  }
+
+  /* lshk_index_calibrate (IVF source): the query parameters that reach
+   * `target_recall` recall@k on the sample queries (contiguous rows of dim
+   * floats; held-out queries of the real workload). Pass the result's
+   * `query` to query(). */
+  lshk_calibration calibrate(span<const float> q, uint32_t k, float target_recall,
+                             uint32_t rerank = 32, uint32_t threads = 0) const {
+    std::size_t nq = detail::whole_rows("lshk::Index::calibrate", "q", q.size(), dim_);
+    lshk_calibration c{};
+    c.struct_size = static_cast<uint32_t>(sizeof c);
+    check(lshk_index_calibrate(h_, q.data(), nq, dim_, k, target_recall, rerank, threads, &c));
+    return c;
+  }
+
+  /* lshk_index_rebuild (forest source): the trees again from the index's
+   * current W (a borrowed W the caller changed in place), with the
+   * forest's seed or `new_seed`. EXCLUSIVE; on error the index is
+   * unchanged. */
+  void rebuild() { check(lshk_index_rebuild(get(), nullptr)); }
+  void rebuild(uint64_t new_seed) { check(lshk_index_rebuild(get(), &new_seed)); }
+
+  /* lshk_index_train_labels (LSH and IVF sources): label-aware buckets or
+   * lists from n training queries (row i at q[i * q_stride]) with CSR
+   * labels (label_offsets: n + 1 non-decreasing values; labels: at least
+   * label_offsets[n] row ids). EXCLUSIVE. An index is trained once; the
+   * training is saved with it. */
   void train_labels(span<const float> q, std::size_t n, std::size_t q_stride,
                     span<const std::size_t> label_offsets, span<const uint32_t> labels,
                     const lshk_label_params &p = LabelParams()) {
@@ -1314,7 +1355,7 @@ class Index {
       detail::fail(LSHK_STATUS_SIZE_OVERFLOW, std::string(where) + ": n + 1 overflows");
     detail::need_in(where, "label_offsets", label_offsets.size(), n + 1);
     detail::need_in(where, "labels", labels.size(), label_offsets.data()[n]);
-    check(lshk_index_train_labels(h_, q.data(), n, q_stride, label_offsets.data(),
+    check(lshk_index_train_labels(get(), q.data(), n, q_stride, label_offsets.data(),
                                   labels.data(), &p));
   }
   /* lshk_index_label_info: whether the index was trained with labels; if so
@@ -1327,19 +1368,8 @@ class Index {
     return trained != 0;
   }
 
-  /* lshk_index_weights: the weights (and bias) the logits come from, for
-   * the gathered-matmul call of v.storage's element type (see
-   * lshk_weights_view); the view is valid while the index lives. */
-  lshk_weights_view weights() const {
-    lshk_weights_view v{};
-    v.struct_size = sizeof v;
-    check(lshk_index_weights(h_, &v));
-    return v;
-  }
-
-  /* The index's hash family and tables, for callers who want the kernels
-   * directly: views valid while the index lives. simhash() throws
-   * INVALID_ARGUMENT for a DWTA index and dwta() for a SimHash one. */
+  /* The LSH sources' family and tables, for callers who want the kernels
+   * directly: views valid while the index lives. */
   SimHashRef simhash() const {
     const lshk_simhash *s = nullptr;
     check(lshk_index_simhash(h_, &s));
@@ -1356,29 +1386,28 @@ class Index {
     return TablesRef(t);
   }
 
-  /* Training (issue 14): lshk_index_update_rows writes new values of rows
-   * `ids` (row j at rows[j * row_stride]; `rows` empty for a borrowed W,
-   * which the caller changed in place) and optionally their bias (`bias`
-   * empty = unchanged, else ids.size() values), marking them dirty;
-   * rehash_rows / rehash_dirty move rows to their new buckets and return
-   * how many were rehashed. EXCLUSIVE: no other call on this index
-   * (queries included) may run concurrently. */
+  /* lshk_index_update_rows (LSH sources) writes new values of rows `ids`
+   * (row j at rows[j * row_stride]; `rows` empty for a borrowed W, which
+   * the caller changed in place) and optionally their bias (`bias` empty =
+   * unchanged, else ids.size() values), marking them dirty; rehash_rows /
+   * rehash_dirty move rows to their new buckets and return how many were
+   * rehashed. EXCLUSIVE. */
   void update_rows(span<const uint32_t> ids, span<const float> rows, std::size_t row_stride,
                    span<const float> bias = {}) {
     const char *where = "lshk::Index::update_rows";
     if (!rows.empty()) detail::need_rows(where, "rows", rows.size(), ids.size(), dim_, row_stride);
     if (!bias.empty()) detail::need_in(where, "bias", bias.size(), ids.size());
-    check(lshk_index_update_rows(h_, ids.data(), ids.size(), detail::or_null(rows), row_stride,
+    check(lshk_index_update_rows(get(), ids.data(), ids.size(), detail::or_null(rows), row_stride,
                                  detail::or_null(bias)));
   }
   std::size_t rehash_rows(span<const uint32_t> ids) {
     std::size_t n = 0;
-    check(lshk_index_rehash_rows(h_, ids.data(), ids.size(), &n));
+    check(lshk_index_rehash_rows(get(), ids.data(), ids.size(), &n));
     return n;
   }
   std::size_t rehash_dirty() {
     std::size_t n = 0;
-    check(lshk_index_rehash_dirty(h_, &n));
+    check(lshk_index_rehash_dirty(get(), &n));
     return n;
   }
   std::size_t dirty_rows() const {
@@ -1387,15 +1416,12 @@ class Index {
     return n;
   }
 
-  /* lshk_index_inclusion_prob (issue 14, logQ correction): for query i
-   * (row i at q[i * q_stride]; nq = offsets.size() - 1) and each candidate
-   * ids[offsets[i] .. offsets[i+1]] (CSR), out_prob[j] = 1 - (1 - p^K)^l,
-   * p = 1 - theta/pi (the angle as the index hashes query and row), l =
-   * tables_used[i] (`tables_used` empty = L for every query). A trainer
-   * subtracts log(out_prob[j]) from sampled negative j's logit. Double
-   * precision, the same bits on every machine; thread-safe. Throws
-   * INVALID_ARGUMENT (a DWTA or label-aware index, short inputs, bad
-   * offsets) and BUFFER_TOO_SMALL (out_prob shorter than offsets[nq]). */
+  /* lshk_index_inclusion_prob (SimHash source, logQ correction): for query
+   * i (row i at q[i * q_stride]; nq = offsets.size() - 1) and each
+   * candidate ids[offsets[i] .. offsets[i+1]] (CSR), out_prob[j] = 1 - (1 -
+   * p^K)^l, p = 1 - theta/pi (the angle as the index hashes query and row),
+   * l = tables_used[i] (`tables_used` empty = L for every query). A trainer
+   * subtracts log(out_prob[j]) from sampled negative j's logit. */
   void inclusion_prob(span<const float> q, std::size_t q_stride, span<const uint32_t> ids,
                       span<const std::size_t> offsets, span<const uint32_t> tables_used,
                       span<double> out_prob) const {
@@ -1436,8 +1462,7 @@ class Index {
     }
   }
   void build(span<const float> w, span<const float> bias, std::size_t rows, std::size_t dim,
-             std::size_t w_stride, const lshk_index_params &p, const Progress *progress,
-             const lshk_graph_params *gp = nullptr) {
+             std::size_t w_stride, const lshk_index_params &p, const Progress *progress) {
     const char *where = "lshk::Index::Index";
     detail::need_rows(where, "w", w.size(), rows, dim, w_stride);
     if (!bias.empty()) detail::need_in(where, "bias", bias.size(), rows);
@@ -1449,387 +1474,13 @@ class Index {
     }
     lshk_index *h = nullptr;
     lshk_status st =
-        lshk_index_build_ex(w.data(), detail::or_null(bias), rows, dim, w_stride, &pp, gp, &h);
+        lshk_index_build(w.data(), detail::or_null(bias), rows, dim, w_stride, &pp, &h);
     if (ctx.error) {
       if (st == LSHK_STATUS_OK) (void)lshk_index_free(h);
       std::rethrow_exception(ctx.error);
     }
     check(st);
     adopt(h);
-  }
-  void adopt(lshk_index *h) {
-    std::size_t rows = 0, dim = 0;
-    uint32_t k = 0, l = 0;
-    if (h) {
-      lshk_status st = lshk_index_shape(h, &rows, &dim, &k, &l);
-      if (st != LSHK_STATUS_OK) {
-        Error e(st, last_error_message());
-        (void)lshk_index_free(h);
-        throw e;
-      }
-    }
-    reset();
-    h_ = h;
-    rows_ = rows;
-    dim_ = dim;
-    bits_ = k;
-    tables_ = l;
-  }
-  void steal(Index &o) noexcept {
-    h_ = o.h_;
-    rows_ = o.rows_;
-    dim_ = o.dim_;
-    bits_ = o.bits_;
-    tables_ = o.tables_;
-    o.h_ = nullptr;
-    o.reset();
-  }
-
-  lshk_index *h_ = nullptr;
-  std::size_t rows_ = 0, dim_ = 0;
-  uint32_t bits_ = 0, tables_ = 0;
-};
-
-/* -------------------------------------------------------------------- Ivf */
-
-/* lshk_ivf_params with its defaults (lshk_ivf_params_default()). */
-struct IvfParams : lshk_ivf_params {
-  IvfParams() noexcept : lshk_ivf_params(lshk_ivf_params_default()) {}
-  IvfParams(const lshk_ivf_params &p) noexcept : lshk_ivf_params(p) {}
-};
-/* lshk_ivf_search with its defaults (lshk_ivf_search_default()). */
-struct IvfSearch : lshk_ivf_search {
-  IvfSearch() noexcept : lshk_ivf_search(lshk_ivf_search_default()) {}
-  IvfSearch(const lshk_ivf_search &s) noexcept : lshk_ivf_search(s) {}
-  /* Exactly `nprobe_` lists (reach 0) unless a reach is given. */
-  IvfSearch(uint32_t nprobe_, uint32_t rerank_, float reach_ = 0.0f) noexcept : IvfSearch() {
-    nprobe = nprobe_;
-    rerank = rerank_;
-    reach = reach_;
-  }
-};
-/* lshk_ivf_stats with struct_size set. */
-struct IvfStats : lshk_ivf_stats {
-  IvfStats() noexcept : lshk_ivf_stats() { struct_size = sizeof(lshk_ivf_stats); }
-};
-
-namespace detail {
-/* The const operations of lshk::Ivf. The shape is read once
- * (lshk_ivf_shape) when the handle is taken. */
-class IvfBase {
- public:
-  const lshk_ivf *get() const noexcept { return h_; }
-  explicit operator bool() const noexcept { return h_ != nullptr; }
-  std::size_t rows() const noexcept { return rows_; }
-  std::size_t dim() const noexcept { return dim_; }
-  uint32_t nlist() const noexcept { return nlist_; }
-
-  /* lshk_ivf_memory_bytes. */
-  std::size_t memory_bytes() const {
-    std::size_t b = 0;
-    check(lshk_ivf_memory_bytes(h_, &b));
-    return b;
-  }
-  /* lshk_ivf_save: written to a temporary file, then renamed. A borrowed W
-   * is not stored (Ivf::load takes it again). */
-  void save(const std::string &path) const { check(lshk_ivf_save(h_, path.c_str())); }
-
-  /* lshk_ivf_query: the top k rows of each of nq queries (row i at
-   * q[i * q_stride]) into out_ids / out_scores[i*k .. i*k + k] (descending,
-   * padded with UINT32_MAX / -inf; `out_scores` empty = not wanted).
-   * `s` NULL = default search parameters; `stats` NULL = not wanted. */
-  void query(span<const float> q, std::size_t nq, std::size_t q_stride, uint32_t k,
-             span<uint32_t> out_ids, span<float> out_scores,
-             const lshk_ivf_search *s = nullptr, lshk_ivf_stats *stats = nullptr) const {
-    const char *where = "lshk::Ivf::query";
-    need_rows(where, "q", q.size(), nq, dim_, q_stride);
-    std::size_t n = 0;
-    if (mul(nq, k, &n)) {
-      need_out(where, "out_ids", out_ids.size(), n);
-      if (!out_scores.empty()) need_out(where, "out_scores", out_scores.size(), n);
-    }
-    check(lshk_ivf_query(h_, q.data(), nq, q_stride, k, s, out_ids.data(), or_null(out_scores),
-                         stats));
-  }
-  /* Contiguous queries (q.size() a multiple of dim) into a reusable TopK
-   * (its vectors are resized to nq * k; a warm TopK does not allocate). */
-  void query(span<const float> q, uint32_t k, TopK &out, const lshk_ivf_search *s = nullptr,
-             lshk_ivf_stats *stats = nullptr) const {
-    std::size_t nq = whole_rows("lshk::Ivf::query", "q", q.size(), dim_);
-    std::size_t n = 0;
-    if (!mul(nq, k, &n)) fail(LSHK_STATUS_SIZE_OVERFLOW, "lshk::Ivf::query: nq * k overflows");
-    out.k = k;
-    out.ids.resize(n);
-    out.scores.resize(n);
-    query(q, nq, dim_, k, out.ids, out.scores, s, stats);
-  }
-  TopK query(span<const float> q, uint32_t k, const lshk_ivf_search *s = nullptr,
-             lshk_ivf_stats *stats = nullptr) const {
-    TopK r;
-    query(q, k, r, s, stats);
-    return r;
-  }
-
-  /* lshk_ivf_calibrate: the search parameters that reach `target_recall`
-   * recall@k on the sample queries (contiguous rows of dim floats; held-out
-   * queries of the real workload). Pass the result's `search` to query. */
-  lshk_ivf_calibration calibrate(span<const float> q, uint32_t k, float target_recall,
-                                 uint32_t rerank = 32, uint32_t threads = 0) const {
-    std::size_t nq = whole_rows("lshk::Ivf::calibrate", "q", q.size(), dim_);
-    lshk_ivf_calibration c{};
-    c.struct_size = static_cast<uint32_t>(sizeof c);
-    check(lshk_ivf_calibrate(h_, q.data(), nq, dim_, k, target_recall, rerank, threads, &c));
-    return c;
-  }
-
- protected:
-  IvfBase() noexcept = default;
-  void take(const lshk_ivf *h) {
-    std::size_t rows = 0, dim = 0;
-    uint32_t nlist = 0;
-    if (h) check(lshk_ivf_shape(h, &rows, &dim, &nlist));
-    h_ = h;
-    rows_ = rows;
-    dim_ = dim;
-    nlist_ = nlist;
-  }
-  IvfBase(const IvfBase &) noexcept = default;
-  IvfBase &operator=(const IvfBase &) noexcept = default;
-  ~IvfBase() = default;
-  void clear() noexcept { *this = IvfBase(); }
-
-  const lshk_ivf *h_ = nullptr;
-  std::size_t rows_ = 0, dim_ = 0;
-  uint32_t nlist_ = 0;
-};
-}  // namespace detail
-
-/* Owns an lshk_ivf: a k-means partition index with int8 codes and exact
- * re-ranking. Move-only; every const method is thread-safe, so one
- * `const lshk::Ivf &` may serve many threads. */
-class Ivf : public detail::Owner<Ivf, detail::IvfBase, lshk_ivf, lshk_ivf_free> {
- public:
-  /* An empty owner (every operation throws NULL_POINTER). */
-  Ivf() noexcept = default;
-  /* lshk_ivf_build over `rows` rows of `dim` floats of w (row r at
-   * w[r * w_stride]); `bias` empty = none, else `rows` floats. With
-   * p.borrow == 1 (the default) w is NOT copied: it must stay alive and
-   * unchanged as long as the index. */
-  Ivf(span<const float> w, span<const float> bias, std::size_t rows, std::size_t dim,
-      std::size_t w_stride, const lshk_ivf_params &p = IvfParams()) {
-    const char *where = "lshk::Ivf::Ivf";
-    detail::need_rows(where, "w", w.size(), rows, dim, w_stride);
-    if (!bias.empty()) detail::need_in(where, "bias", bias.size(), rows);
-    lshk_ivf *h = nullptr;
-    check(lshk_ivf_build(w.data(), detail::or_null(bias), rows, dim, w_stride, &p, &h));
-    adopt(h);
-  }
-  /* lshk_ivf_build_weighted: as the constructor above, with `row_weights`
-   * (`rows` floats, finite, >= 0, not all zero) steering the k-means:
-   * each centroid is the weighted mean of its training rows. */
-  static Ivf build_weighted(span<const float> w, span<const float> bias, std::size_t rows,
-                            std::size_t dim, std::size_t w_stride,
-                            span<const float> row_weights,
-                            const lshk_ivf_params &p = IvfParams()) {
-    const char *where = "lshk::Ivf::build_weighted";
-    detail::need_rows(where, "w", w.size(), rows, dim, w_stride);
-    if (!bias.empty()) detail::need_in(where, "bias", bias.size(), rows);
-    lshk_ivf *h = nullptr;
-    check(lshk_ivf_build_weighted(w.data(), detail::or_null(bias), rows, dim, w_stride,
-                                  row_weights.data(), row_weights.size(), &p, &h));
-    return adopt_handle(h);
-  }
-  /* lshk_ivf_load. `w` (with its stride) is needed, and only allowed, for
-   * a file saved from an index that borrowed W: the same W as at build
-   * time, which must outlive the returned index. It is a plain pointer,
-   * not a span, because the shape it must have is in the file: the
-   * wrapper cannot check its size. */
-  static Ivf load(const std::string &path, const float *w = nullptr, std::size_t w_stride = 0) {
-    lshk_ivf *h = nullptr;
-    check(lshk_ivf_load(path.c_str(), w, w_stride, &h));
-    return adopt_handle(h);
-  }
-
-  /* lshk_ivf_train_labels: label-aware lists from n training queries (row
-   * i at q[i * q_stride]) with CSR labels (label_offsets: n + 1
-   * non-decreasing values; labels: at least label_offsets[n] row ids).
-   * EXCLUSIVE: no other call on this index (queries included) may run
-   * concurrently. An index is trained once; the training is saved with it.
-   * Not with CODES_PQ4. */
-  void train_labels(span<const float> q, std::size_t n, std::size_t q_stride,
-                    span<const std::size_t> label_offsets, span<const uint32_t> labels,
-                    const lshk_label_params &p = LabelParams()) {
-    const char *where = "lshk::Ivf::train_labels";
-    detail::need_rows(where, "q", q.size(), n, dim_, q_stride);
-    if (n == static_cast<std::size_t>(-1))
-      detail::fail(LSHK_STATUS_SIZE_OVERFLOW, std::string(where) + ": n + 1 overflows");
-    detail::need_in(where, "label_offsets", label_offsets.size(), n + 1);
-    detail::need_in(where, "labels", labels.size(), label_offsets.data()[n]);
-    /* This object owns the handle (taken from lshk_ivf_build/_load as a
-     * non-const pointer); the base keeps it const for its read-only calls. */
-    check(lshk_ivf_train_labels(const_cast<lshk_ivf *>(h_), q.data(), n, q_stride,
-                                label_offsets.data(), labels.data(), &p));
-  }
-  /* lshk_ivf_label_info: whether the index was trained with labels; if so
-   * and `p` is not null, *p receives the training parameters. */
-  bool labels_trained(lshk_label_params *p = nullptr) const {
-    uint32_t trained = 0;
-    LabelParams lp;
-    check(lshk_ivf_label_info(h_, &trained, &lp));
-    if (trained && p) *p = lp;
-    return trained != 0;
-  }
-};
-
-/* ------------------------------------------------------------------ Graph */
-
-/* lshk_graph_params with its defaults (lshk_graph_params_default()). */
-struct GraphParams : lshk_graph_params {
-  GraphParams() noexcept : lshk_graph_params(lshk_graph_params_default()) {}
-  GraphParams(const lshk_graph_params &p) noexcept : lshk_graph_params(p) {}
-};
-/* lshk_graph_query_params with its defaults
- * (lshk_graph_query_params_default(): WALK_EXACT, ef 100, rerank 0). */
-struct GraphQueryParams : lshk_graph_query_params {
-  GraphQueryParams() noexcept : lshk_graph_query_params(lshk_graph_query_params_default()) {}
-  GraphQueryParams(const lshk_graph_query_params &p) noexcept : lshk_graph_query_params(p) {}
-};
-/* lshk_graph_stats with struct_size set. */
-struct GraphStats : lshk_graph_stats {
-  GraphStats() noexcept : lshk_graph_stats() { struct_size = sizeof(lshk_graph_stats); }
-};
-
-namespace detail {
-/* The const operations of lshk::Graph. The shape is read once
- * (lshk_graph_shape) when the handle is taken. */
-class GraphBase {
- public:
-  const lshk_graph *get() const noexcept { return h_; }
-  explicit operator bool() const noexcept { return h_ != nullptr; }
-  std::size_t rows() const noexcept { return rows_; }
-  std::size_t dim() const noexcept { return dim_; }
-
-  /* lshk_graph_memory_bytes. */
-  std::size_t memory_bytes() const {
-    std::size_t b = 0;
-    check(lshk_graph_memory_bytes(h_, &b));
-    return b;
-  }
-  /* lshk_graph_save: written to a temporary file, then renamed. */
-  void save(const std::string &path) const { check(lshk_graph_save(h_, path.c_str())); }
-
-  /* lshk_graph_query: the approximate top k logits of each of nq queries
-   * (row i at q[i * q_stride]) with a search pool of max(ef, k), into
-   * out_ids / out_scores[i*k .. i*k + k] (descending, padded with
-   * UINT32_MAX / -inf; `out_scores` empty = not wanted). */
-  void query(span<const float> q, std::size_t nq, std::size_t q_stride, uint32_t k, uint32_t ef,
-             span<uint32_t> out_ids, span<float> out_scores,
-             lshk_graph_stats *stats = nullptr) const {
-    const char *where = "lshk::Graph::query";
-    need_rows(where, "q", q.size(), nq, dim_, q_stride);
-    std::size_t n = 0;
-    if (mul(nq, k, &n)) {
-      need_out(where, "out_ids", out_ids.size(), n);
-      if (!out_scores.empty()) need_out(where, "out_scores", out_scores.size(), n);
-    }
-    check(lshk_graph_query(h_, q.data(), nq, q_stride, k, ef, out_ids.data(),
-                           or_null(out_scores), stats));
-  }
-  /* Contiguous queries (q.size() a multiple of dim) into a reusable TopK
-   * (its vectors are resized to nq * k; a warm TopK does not allocate). */
-  void query(span<const float> q, uint32_t k, uint32_t ef, TopK &out,
-             lshk_graph_stats *stats = nullptr) const {
-    std::size_t nq = whole_rows("lshk::Graph::query", "q", q.size(), dim_);
-    std::size_t n = 0;
-    if (!mul(nq, k, &n)) fail(LSHK_STATUS_SIZE_OVERFLOW, "lshk::Graph::query: nq * k overflows");
-    out.k = k;
-    out.ids.resize(n);
-    out.scores.resize(n);
-    query(q, nq, dim_, k, ef, out.ids, out.scores, stats);
-  }
-  TopK query(span<const float> q, uint32_t k, uint32_t ef,
-             lshk_graph_stats *stats = nullptr) const {
-    TopK r;
-    query(q, k, ef, r, stats);
-    return r;
-  }
-  /* lshk_graph_query_ex: as query, with query parameters (the walk:
-   * LSHK_GRAPH_WALK_EXACT or LSHK_GRAPH_WALK_INT8 with its re-rank). */
-  void query(const lshk_graph_query_params &p, span<const float> q, std::size_t nq,
-             std::size_t q_stride, uint32_t k, span<uint32_t> out_ids, span<float> out_scores,
-             lshk_graph_stats *stats = nullptr) const {
-    const char *where = "lshk::Graph::query";
-    need_rows(where, "q", q.size(), nq, dim_, q_stride);
-    std::size_t n = 0;
-    if (mul(nq, k, &n)) {
-      need_out(where, "out_ids", out_ids.size(), n);
-      if (!out_scores.empty()) need_out(where, "out_scores", out_scores.size(), n);
-    }
-    check(lshk_graph_query_ex(h_, &p, q.data(), nq, q_stride, k, out_ids.data(),
-                              or_null(out_scores), stats));
-  }
-  /* Contiguous queries into a reusable TopK, with query parameters. */
-  void query(const lshk_graph_query_params &p, span<const float> q, uint32_t k, TopK &out,
-             lshk_graph_stats *stats = nullptr) const {
-    std::size_t nq = whole_rows("lshk::Graph::query", "q", q.size(), dim_);
-    std::size_t n = 0;
-    if (!mul(nq, k, &n)) fail(LSHK_STATUS_SIZE_OVERFLOW, "lshk::Graph::query: nq * k overflows");
-    out.k = k;
-    out.ids.resize(n);
-    out.scores.resize(n);
-    query(p, q, nq, dim_, k, out.ids, out.scores, stats);
-  }
-  TopK query(const lshk_graph_query_params &p, span<const float> q, uint32_t k,
-             lshk_graph_stats *stats = nullptr) const {
-    TopK r;
-    query(p, q, k, r, stats);
-    return r;
-  }
-
- protected:
-  GraphBase() noexcept = default;
-  void take(const lshk_graph *h) {
-    std::size_t rows = 0, dim = 0;
-    if (h) check(lshk_graph_shape(h, &rows, &dim));
-    h_ = h;
-    rows_ = rows;
-    dim_ = dim;
-  }
-  GraphBase(const GraphBase &) noexcept = default;
-  GraphBase &operator=(const GraphBase &) noexcept = default;
-  ~GraphBase() = default;
-  void clear() noexcept { *this = GraphBase(); }
-
-  const lshk_graph *h_ = nullptr;
-  std::size_t rows_ = 0, dim_ = 0;
-};
-}  // namespace detail
-
-/* Owns an lshk_graph: the FGD graph decoder (an HNSW graph over the
- * bias-fused transformed rows; queries return logits). Move-only; every
- * const method is thread-safe, so one `const lshk::Graph &` may serve many
- * threads. */
-class Graph : public detail::Owner<Graph, detail::GraphBase, lshk_graph, lshk_graph_free> {
- public:
-  /* An empty owner (every operation throws NULL_POINTER). */
-  Graph() noexcept = default;
-  /* lshk_graph_build over `rows` rows of `dim` floats of w (row r at
-   * w[r * w_stride]); `bias` empty = none, else `rows` floats. W is copied
-   * (transformed) into the graph. */
-  Graph(span<const float> w, span<const float> bias, std::size_t rows, std::size_t dim,
-        std::size_t w_stride, const lshk_graph_params &p = GraphParams()) {
-    const char *where = "lshk::Graph::Graph";
-    detail::need_rows(where, "w", w.size(), rows, dim, w_stride);
-    if (!bias.empty()) detail::need_in(where, "bias", bias.size(), rows);
-    lshk_graph *h = nullptr;
-    check(lshk_graph_build(w.data(), detail::or_null(bias), rows, dim, w_stride, &p, &h));
-    adopt(h);
-  }
-  /* lshk_graph_load. */
-  static Graph load(const std::string &path) {
-    lshk_graph *h = nullptr;
-    check(lshk_graph_load(path.c_str(), &h));
-    return adopt_handle(h);
   }
 };
 
@@ -1927,141 +1578,6 @@ class Hrr {
   std::size_t d_ = 0;
 };
 
-/* ------------------------------------------------------ hashing forest */
-
-/* lshk_forest_params with the library's defaults (struct_size set). */
-struct ForestParams : lshk_forest_params {
-  ForestParams() noexcept : lshk_forest_params(lshk_forest_params_default()) {}
-  ForestParams(const lshk_forest_params &p) noexcept : lshk_forest_params(p) {}
-};
-
-/* Per-sample candidate sets S(x) of lshk::Forest::query, CSR: sample i's
- * ids (ascending) are ids[offsets[i] .. offsets[i + 1]]. A reused
- * ForestSets keeps its capacity. */
-struct ForestSets {
-  std::vector<uint32_t> ids;
-  std::vector<std::size_t> offsets;
-  std::size_t samples() const noexcept { return offsets.empty() ? 0 : offsets.size() - 1; }
-};
-
-namespace detail {
-/* The const operations of lshk::Forest; the shape is read once
- * (lshk_forest_shape) when the handle is taken. */
-class ForestBase {
- public:
-  const lshk_forest *get() const noexcept { return h_; }
-  explicit operator bool() const noexcept { return h_ != nullptr; }
-  std::size_t rows() const noexcept { return rows_; }
-  std::size_t dim() const noexcept { return dim_; }
-  uint32_t trees() const noexcept { return trees_; }
-
-  /* lshk_forest_save: written to a temporary file, then renamed. */
-  void save(const std::string &path) const { check(lshk_forest_save(h_, path.c_str())); }
-
-  /* lshk_forest_query: S(x) with set size q of nx samples (row i at
-   * x[i * x_stride]), ranked by cosine with the rows of w (rows() rows of
-   * dim() at w_stride; it may differ from the W the forest was built on),
-   * into `out` (resized). */
-  void query(span<const float> w, std::size_t w_stride, span<const float> x, std::size_t nx,
-             std::size_t x_stride, uint32_t q, ForestSets &out) const {
-    const char *where = "lshk::Forest::query";
-    need_rows(where, "w", w.size(), rows_, dim_, w_stride);
-    need_rows(where, "x", x.size(), nx, dim_, x_stride);
-    std::size_t most = 0;
-    if (!mul(nx, q < rows_ ? q : rows_, &most))
-      fail(LSHK_STATUS_SIZE_OVERFLOW, std::string(where) + ": nx * q overflows");
-    out.ids.resize(most);
-    out.offsets.resize(nx + 1);
-    std::size_t needed = 0;
-    check(lshk_forest_query(h_, w.data(), w_stride, x.data(), nx, x_stride, q,
-                            or_null(span<uint32_t>(out.ids)), out.ids.size(),
-                            out.offsets.data(), &needed));
-    out.ids.resize(needed);
-  }
-  /* Contiguous W and samples (x.size() a multiple of dim()). */
-  ForestSets query(span<const float> w, span<const float> x, uint32_t q) const {
-    ForestSets r;
-    query(w, dim_, x, whole_rows("lshk::Forest::query", "x", x.size(), dim_), dim_, q, r);
-    return r;
-  }
-
-  /* lshk_forest_union: S(X), the distinct classes of `ids` with their
-   * counts, sampled down to `cap` classes (0: no cap) by the seeded
-   * successive sampling, into out_ids (ascending) and, when not NULL,
-   * out_counts (both resized). */
-  void union_capped(span<const uint32_t> ids, std::size_t cap, uint64_t seed,
-                    std::vector<uint32_t> &out_ids,
-                    std::vector<uint32_t> *out_counts = nullptr) const {
-    std::size_t most = ids.size() < rows_ ? ids.size() : rows_;
-    if (cap != 0 && cap < most) most = cap;
-    out_ids.resize(most);
-    if (out_counts) out_counts->resize(most);
-    std::size_t needed = 0;
-    check(lshk_forest_union(h_, or_null(ids), ids.size(), cap, seed,
-                            or_null(span<uint32_t>(out_ids)),
-                            out_counts ? or_null(span<uint32_t>(*out_counts)) : nullptr, most,
-                            &needed));
-    out_ids.resize(needed);
-    if (out_counts) out_counts->resize(needed);
-  }
-
- protected:
-  ForestBase() noexcept = default;
-  void take(const lshk_forest *h) {
-    std::size_t rows = 0, dim = 0;
-    uint32_t trees = 0;
-    if (h) check(lshk_forest_shape(h, &rows, &dim, &trees));
-    h_ = h;
-    rows_ = rows;
-    dim_ = dim;
-    trees_ = trees;
-  }
-  ForestBase(const ForestBase &) noexcept = default;
-  ForestBase &operator=(const ForestBase &) noexcept = default;
-  ~ForestBase() = default;
-  void clear() noexcept { *this = ForestBase(); }
-
-  const lshk_forest *h_ = nullptr;
-  std::size_t rows_ = 0, dim_ = 0;
-  uint32_t trees_ = 0;
-};
-}  // namespace detail
-
-/* Owns an lshk_forest: L hashing trees over the class weights, a candidate
- * generator for the selective softmax (docs/training.md). Move-only; the
- * const methods are thread-safe, rebuild() needs exclusive access. */
-class Forest
-    : public detail::Owner<Forest, detail::ForestBase, lshk_forest, lshk_forest_free> {
- public:
-  /* An empty owner (every operation throws NULL_POINTER). */
-  Forest() noexcept = default;
-  /* lshk_forest_build over `rows` rows of `dim` floats of w (row r at
-   * w[r * w_stride]). W is not kept: queries take it again. */
-  Forest(span<const float> w, std::size_t rows, std::size_t dim, std::size_t w_stride,
-         const lshk_forest_params &p = ForestParams()) {
-    detail::need_rows("lshk::Forest::Forest", "w", w.size(), rows, dim, w_stride);
-    lshk_forest *h = nullptr;
-    check(lshk_forest_build(w.data(), rows, dim, w_stride, &p, &h));
-    adopt(h);
-  }
-  /* lshk_forest_load. */
-  static Forest load(const std::string &path) {
-    lshk_forest *h = nullptr;
-    check(lshk_forest_load(path.c_str(), &h));
-    return adopt_handle(h);
-  }
-  /* lshk_forest_rebuild from a new W (same shape), with the forest's
-   * parameters, or with `new_seed`. On error the forest is unchanged. */
-  void rebuild(span<const float> w, std::size_t w_stride) {
-    detail::need_rows("lshk::Forest::rebuild", "w", w.size(), rows_, dim_, w_stride);
-    check(lshk_forest_rebuild(get(), w.data(), w_stride, nullptr));
-  }
-  void rebuild(span<const float> w, std::size_t w_stride, uint64_t new_seed) {
-    detail::need_rows("lshk::Forest::rebuild", "w", w.size(), rows_, dim_, w_stride);
-    check(lshk_forest_rebuild(get(), w.data(), w_stride, &new_seed));
-  }
-};
-
 /* ------------------------------------------------ training (docs/training.md) */
 
 namespace detail {
@@ -2090,23 +1606,26 @@ inline void softmax_xent_csr(span<const float> logits, span<const float> targets
                               loss.data(), grad.data()));
 }
 
-/* lshk_gather_dq_f32: dq[b * dq_stride + k] = sum_j grad[j] w[ids[j]][k]
- * over sample b's segment. */
-inline void gather_dq_f32(span<const float> w, std::size_t rows, std::size_t dim,
-                          std::size_t w_stride, span<const float> grad, span<const uint32_t> ids,
-                          span<const std::size_t> offsets, span<float> dq, std::size_t dq_stride,
-                          uint32_t threads = 1) {
-  const char *where = "lshk::gather_dq_f32";
+/* lshk_gather_dq: dq[b * dq_stride + k] = sum_j grad[j] W[ids[j]][k] over
+ * sample b's segment, W as the view `w` describes it (f32 rows, F32 or
+ * BORROWED_F32, or BF16 rows; a WeightsView, or Index::weights()). The
+ * view's bias is not read: dq does not depend on it. */
+inline void gather_dq(const lshk_weights_view &w, span<const float> grad,
+                      span<const uint32_t> ids, span<const std::size_t> offsets, span<float> dq,
+                      std::size_t dq_stride, uint32_t threads = 1) {
+  const char *where = "lshk::gather_dq";
   std::size_t n = detail::csr_total(where, offsets);
   std::size_t nb = offsets.size() - 1;
-  detail::need_rows(where, "w", w.size(), rows, dim, w_stride);
   detail::need_in(where, "grad", grad.size(), n);
   detail::need_in(where, "ids", ids.size(), n);
   std::size_t need = 0;
-  if (detail::rows_extent(nb, dim, dq_stride, &need))
+  if (detail::rows_extent(nb, w.dim, dq_stride, &need))
     detail::need_out(where, "dq", dq.size(), need);
-  check(lshk_gather_dq_f32(w.data(), rows, dim, w_stride, grad.data(), ids.data(),
-                           offsets.data(), nb, threads, dq.data(), dq_stride));
+  /* Both f32 storages hold the same element type, which is what the
+   * kernel asks for. */
+  uint32_t dtype = w.storage == LSHK_STORAGE_BORROWED_F32 ? LSHK_STORAGE_F32 : w.storage;
+  check(lshk_gather_dq(dtype, w.w, w.rows, w.dim, w.w_stride, grad.data(), ids.data(),
+                       offsets.data(), nb, threads, dq.data(), dq_stride));
 }
 
 /* lshk_rows_update_sgd: w[ids[j]] -= (lr * grad[j]) q[b(j)] for every

@@ -22,7 +22,8 @@ struct IulParams : lshk_iul_params {
  * label_offsets[nq] row ids), replaces them and rebuilds the tables.
  * Returns one report per round. Needs exclusive access to the index (and
  * its simhash()/lsh_tables() views). Throws lshk::Error (the index is then
- * unchanged). */
+ * unchanged): INVALID_ARGUMENT on a DWTA index, UNSUPPORTED on a source
+ * without tables. */
 inline std::vector<lshk_iul_report> train_iul(Index &idx, span<const float> q, std::size_t nq,
                                               std::size_t q_stride,
                                               span<const std::size_t> label_offsets,

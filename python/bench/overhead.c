@@ -1,6 +1,7 @@
 /* The C side of python/bench/overhead.py: builds the same Index and Ivf as
- * the Python side (same W, same parameters) and times the same B = 1 query
- * loop through the C API. Prints "<name> <ns per call>" lines.
+ * the Python side (same W, same parameters: a SimHash-source and an
+ * IVF-source lshk_index) and times the same B = 1 query loop through the C
+ * API. Prints "<name> <ns per call>" lines.
  *   overhead W.bin rows dim Q.bin nq k iters */
 #define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
@@ -47,28 +48,30 @@ int main(int argc, char **argv) {
   float *scores = malloc(k * sizeof *scores);
 
   lshk_index_params p = lshk_index_params_default();
-  p.bits_per_table = 12;
-  p.tables = 8;
+  p.lsh.bits_per_table = 12;
+  p.lsh.tables = 8;
   lshk_index *idx;
   CHECK(lshk_index_build(w, NULL, rows, dim, dim, &p, &idx));
-  lshk_ivf *ivf;
-  lshk_ivf_params ip = lshk_ivf_params_default();
-  CHECK(lshk_ivf_build(w, NULL, rows, dim, dim, &ip, &ivf));
+  lshk_index *ivf;
+  lshk_index_params ip = lshk_index_params_default();
+  ip.source = LSHK_SOURCE_IVF;
+  ip.storage = LSHK_STORAGE_BORROWED_F32; /* the IVF default: W in place */
+  CHECK(lshk_index_build(w, NULL, rows, dim, dim, &ip, &ivf));
 
-  lshk_ivf_search sp = lshk_ivf_search_default();
-  sp.nprobe = 4; /* 4 lists, no adaptive reach: a cheap query */
-  sp.reach = 0.0f;
+  lshk_query_params sp = lshk_query_params_default();
+  sp.ivf.nprobe = 4; /* 4 lists, no adaptive reach: a cheap query */
+  sp.ivf.reach = 0.0f;
   for (int rep = 0; rep < 3; rep++) {
     double t0 = now_ns();
     for (long i = 0; i < iters; i++)
       CHECK(lshk_index_query(idx, q + (i % nq) * dim, 1, dim, k, NULL, ids, scores, NULL));
     double t1 = now_ns();
     for (long i = 0; i < iters; i++)
-      CHECK(lshk_ivf_query(ivf, q + (i % nq) * dim, 1, dim, k, &sp, ids, scores, NULL));
+      CHECK(lshk_index_query(ivf, q + (i % nq) * dim, 1, dim, k, &sp, ids, scores, NULL));
     double t2 = now_ns();
     printf("index %.1f\nivf %.1f\n", (t1 - t0) / iters, (t2 - t1) / iters);
   }
-  lshk_ivf_free(ivf);
+  lshk_index_free(ivf);
   lshk_index_free(idx);
   return 0;
 }

@@ -1,9 +1,10 @@
-// The C++ side of tests/test_interop.py: builds, saves, loads and queries
-// lshk::Index / lshk::Ivf (include/lshk.hpp) on raw little-endian f32 files.
-//   interop build-index W.bin rows dim OUT      (K 10, L 16, seed 3, F32 copy)
-//   interop build-ivf   W.bin rows dim OUT      (nlist 32, borrow 0)
+// The C++ side of test_files_shared_with_cpp (tests/test_lshk.py): builds,
+// saves, loads and queries lshk::Index (include/lshk.hpp) on raw
+// little-endian f32 files.
+//   interop build-index W.bin rows dim OUT      (SimHash, K 10, L 16, seed 3, F32 copy)
+//   interop build-ivf   W.bin rows dim OUT      (IVF, nlist 32, F32 copy)
 //   interop query-index FILE Q.bin nq dim k OUT (ids then scores, raw)
-//   interop query-ivf   FILE Q.bin nq dim k OUT
+//   interop query-ivf   FILE Q.bin nq dim k OUT (the same: one index type)
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -32,20 +33,16 @@ int main(int argc, char **argv) try {
   if (mode == "build-index" || mode == "build-ivf") {
     std::size_t rows = std::strtoull(argv[3], nullptr, 10), dim = std::strtoull(argv[4], nullptr, 10);
     std::vector<float> w = read_f32(argv[2], rows * dim);
+    lshk::IndexParams p(mode == "build-index" ? LSHK_SOURCE_SIMHASH : LSHK_SOURCE_IVF);
     if (mode == "build-index") {
-      lshk::IndexParams p;
-      p.bits_per_table = 10;
-      p.tables = 16;
-      p.seed = 3;
-      lshk::Index idx(w, {}, rows, dim, dim, p);
-      idx.save(argv[5]);
+      p.lsh.bits_per_table = 10;
+      p.lsh.tables = 16;
+      p.lsh.seed = 3;
     } else {
-      lshk::IvfParams p;
-      p.nlist = 32;
-      p.borrow = 0;
-      lshk::Ivf ivf(w, {}, rows, dim, dim, p);
-      ivf.save(argv[5]);
+      p.ivf.nlist = 32;
     }
+    lshk::Index idx(w, {}, rows, dim, dim, p);
+    idx.save(argv[5]);
     return 0;
   }
   if (mode == "query-index" || mode == "query-ivf") {
@@ -54,13 +51,8 @@ int main(int argc, char **argv) try {
     std::vector<float> q = read_f32(argv[3], nq * dim);
     std::vector<uint32_t> ids(nq * k);
     std::vector<float> scores(nq * k);
-    if (mode == "query-index") {
-      const lshk::Index idx = lshk::Index::load(argv[2]);
-      idx.query(q, nq, dim, k, ids, scores);
-    } else {
-      const lshk::Ivf ivf = lshk::Ivf::load(argv[2]);
-      ivf.query(q, nq, dim, k, ids, scores);
-    }
+    const lshk::Index idx = lshk::Index::load(argv[2]);
+    idx.query(q, nq, dim, k, ids, scores);
     std::ofstream f(argv[7], std::ios::binary);
     write_raw(f, ids);
     write_raw(f, scores);

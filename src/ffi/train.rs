@@ -298,7 +298,7 @@ fn dq_dtype(dtype: u32) -> Result<bool> {
         LSHK_STORAGE_BF16 => Ok(true),
         v => bail!(
             InvalidArgument,
-            "dtype {v} is not LSHK_STORAGE_F32 (1) or LSHK_STORAGE_BF16 (2)"
+            "dtype {v} is not LSHK_STORAGE_F32 (1), _BORROWED_F32 (0) or _BF16 (2)"
         ),
     }
 }
@@ -313,8 +313,9 @@ fn dq_dtype(dtype: u32) -> Result<bool> {
 /// `gamma(n_b + 1) * sum_j |grad_j w_jk|` of the exact value (bf16 rows
 /// are widened exactly; the bound holds for the stored values).
 ///
-/// * `dtype`: LSHK_STORAGE_F32 (float rows) or LSHK_STORAGE_BF16 (uint16_t
-///   bf16 bit patterns).
+/// * `dtype`: LSHK_STORAGE_F32 or LSHK_STORAGE_BORROWED_F32 (float rows,
+///   as an index's lshk_weights_view names them) or LSHK_STORAGE_BF16
+///   (uint16_t bf16 bit patterns).
 /// * `w`: `rows` rows of `dim` elements at stride `w_stride >= dim`.
 /// * `offsets`: nb + 1 entries; `grad` and `ids` offsets[nb] entries, each
 ///   id < rows.

@@ -519,6 +519,15 @@ impl Index {
             vmax: 0.0,
         };
         idx.vmax = idx.value_max();
+        // The rows a build refuses (no query could be scored against them)
+        // are refused here too: the caller's W, or a corrupt file's.
+        crate::error::check_scorable(idx.vmax, dim, "the rows' values").map_err(|e| {
+            if storage == Storage::BorrowedF32 {
+                e
+            } else {
+                bad(e.message)
+            }
+        })?;
         Ok(idx)
     }
 }

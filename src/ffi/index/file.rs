@@ -50,8 +50,9 @@ pub unsafe extern "C" fn lshk_index_save(
 /// until lshk_index_free); NULL there is INVALID_ARGUMENT. For a file that
 /// stores its weights it must be NULL (non-NULL is INVALID_ARGUMENT, so a
 /// caller never believes its own W is used when the file's is).
-/// `w_stride`: 0 = the stride the file records; otherwise it must equal
-/// it (INVALID_ARGUMENT).
+/// `w_stride`: for an lshk_index file, 0 = the stride the file records,
+/// otherwise it must equal it (INVALID_ARGUMENT); a 0.2 file that needs W
+/// records none, so there it must be W's stride (>= dim).
 ///
 /// 0.2 files load too, each as the index of its source: an lshk_index
 /// file as it is; an IVF file (lshk_ivf_save) as an IVF-source index
@@ -68,7 +69,8 @@ pub unsafe extern "C" fn lshk_index_save(
 /// BAD_FILE_FORMAT (truncated, corrupt, foreign, newer version, or
 /// content inconsistent with its params; the message names the problem),
 /// INVALID_ARGUMENT (empty path, misaligned `out`, borrowed_w misuse as
-/// above), NON_FINITE (borrowed W holds NaN/inf), ALLOCATION_FAILED. On failure `*out` is not written.
+/// above), NON_FINITE (borrowed W holds NaN/inf or a value no query could
+/// be scored against, as lshk_index_build refuses), ALLOCATION_FAILED. On failure `*out` is not written.
 ///
 /// # Safety
 /// `path` must be a NUL-terminated string; a non-NULL `borrowed_w` must

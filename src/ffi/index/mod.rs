@@ -407,7 +407,7 @@ pub struct lshk_index_info {
     pub codes: u32,
     /// 1 when trained with labels (lshk_index_train_labels), else 0.
     pub labelled: u32,
-    /// Not written by lshk.
+    /// Written as 0.
     pub reserved: u32,
 }
 
@@ -419,9 +419,10 @@ pub struct lshk_index_info {
 /// `lshk_gathered_matmul(&v, q, nq, q_stride, ids, offsets, out,
 /// out_len)` on an index's view computes the scores lshk_index_query ranks
 /// (the original W and b: a transform steers only retrieval) with the same
-/// kernel; on the SIMD tiers a score's last bits may differ, as rows are
-/// summed in blocks and a row's block depends on its position in `ids`
-/// (both within the kernel's error bound). An index's view stays valid,
+/// kernel; a score's last bits may differ (on every tier), as rows are
+/// summed in blocks and runs of consecutive ids take a dense tile, which
+/// depends on their position in `ids` (both within the kernel's error
+/// bound). An index's view stays valid,
 /// and its memory unchanged, until lshk_index_free (for a loaded index it
 /// may point into the mapped file: never write through it).
 #[repr(C)]
