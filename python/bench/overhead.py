@@ -1,8 +1,9 @@
 """Python query overhead over the C API at B = 1 (issue 18's target: <= 2 us).
 
-Builds the same lshk.Index (SimHash, K 12, L 8) and lshk.Ivf (defaults) over
-the same random W from Python and from C (the Ivf queried with nprobe 4,
-reach 0: a fixed, cheap amount of work) (overhead.c, compiled here against
+Builds the same two lshk.Index over the same random W from Python and from C:
+the SimHash source (K 12, L 8) and the IVF source (defaults, W borrowed),
+queried with nprobe 4, reach 0: a fixed, cheap amount of work (overhead.c,
+compiled here against
 include/lshk.h and target/release/liblshk.so, or LSHK_LIB_DIR), then times
 the same loop of single-query calls (k = 10) through each, three rounds,
 best round. Overhead = Python ns/call - C ns/call. A small layer, so the
@@ -47,7 +48,7 @@ def main():
         c_ns[name] = min(c_ns.get(name, float("inf")), float(v))
 
     idx = lshk.Index(w, bits_per_table=12, tables=8)
-    ivf = lshk.Ivf(w)
+    ivf = lshk.Index(w, source="ivf", storage="borrowed")
     rows = [q[i] for i in range(NQ)]
     py_ns = {}
     for _ in range(3):

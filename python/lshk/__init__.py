@@ -1,16 +1,21 @@
-"""lshk: SIMD LSH and IVF indexes for sublinear wide output layers.
+"""lshk: SIMD retrieval indexes for sublinear wide output layers.
 
 Python bindings of the lshk library (see python/README.md in its
 repository): every function calls lshk's C API entry point of the same
 name, linked into this extension module, so arguments are checked, results
 are computed and errors are reported exactly as in C and C++ (`LshkError`
-carries the C status and message), and index files are interchangeable with `lshk_index_save` /
-`lshk_index_load` / `lshk::Index` (and `lshk_ivf_*` / `lshk::Ivf`).
+carries the C status and message; `UnsupportedError`, a subclass, is an
+operation the index's candidate source does not have), and index files are
+interchangeable with `lshk_index_save` / `lshk_index_load` /
+`lshk::Index`.
 
-Classes: `Ivf` (the recommended top-k index), `Index` (the LSH index:
-SimHash / DWTA, label-aware buckets, IUL; or family="graph", the FGD
-graph), `SimHash`, `Dwta`, `Tables`.
-Kernels: `gathered_matmul`, `topk`, `softmax`, `quantize_rows_i8`, `to_bf16`.
+`Index` is the one retrieval object: `Index(w, b, source=...)` with the
+candidate source "simhash" or "dwta" (LSH tables; label-aware buckets,
+IUL), "ivf" (k-means lists with int8 / 4-bit codes; calibration),
+"graph" (the FGD graph) or "forest" (the hashing forest; rebuild), each
+with its own knobs, and `query(q, k)` for every one of them.
+Kernels: `SimHash`, `Dwta`, `Tables`, `gathered_matmul`, `topk`,
+`softmax`, `quantize_rows_i8`, `to_bf16`.
 
 Arrays: float data must be float32 (a TypeError otherwise); integer arrays
 of another integer dtype are converted (range-checked copy). Arrays whose
@@ -22,10 +27,10 @@ from ._lshk import (  # noqa: F401
     STATUS,
     Dwta,
     Index,
-    Ivf,
     LshkError,
     SimHash,
     Tables,
+    UnsupportedError,
     __version__,
     gathered_matmul,
     isa_active,
@@ -39,10 +44,10 @@ __all__ = [
     "STATUS",
     "Dwta",
     "Index",
-    "Ivf",
     "LshkError",
     "SimHash",
     "Tables",
+    "UnsupportedError",
     "__version__",
     "gathered_matmul",
     "isa_active",

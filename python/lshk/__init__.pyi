@@ -34,8 +34,8 @@ _F32 = npt.ArrayLike  # float32 data (a float32 ndarray, or a sequence of number
 _Int = npt.ArrayLike  # integer data (any integer dtype, range-checked)
 _Path = Union[str, bytes, "PathLike[str]", "PathLike[bytes]"]
 
-Family = Union[Literal["simhash", "dwta", "graph"], int]
-Storage = Union[Literal["borrowed_f32", "f32", "bf16", "f16", "i8"], int]
+Source = Union[Literal["simhash", "dwta", "graph", "ivf", "forest"], int]
+Storage = Union[Literal["f32", "borrowed", "borrowed_f32", "bf16", "f16", "i8"], int]
 Transform = Union[Literal["none", "bias_aug", "mips"], int]
 Codes = Union[Literal["none", "i8", "pq4", "pq4_i8"], int]
 Policy = Union[Literal["beside", "instead"], int]
@@ -56,16 +56,55 @@ class LshkError(Exception):
     status_name: str
     message: str
 
+class UnsupportedError(LshkError):
+    """LSHK_STATUS_UNSUPPORTED (13): the operation does not apply to the
+    index's candidate source (calibrate on a source other than IVF, rebuild
+    on one other than the forest, train_labels on the graph or the forest,
+    tables() or train_iul without LSH tables, ...); the message names both."""
+
 class QueryStats(TypedDict):
     queries: int
     candidates_total: int
     candidates_min: int
     candidates_max: int
-
-class IvfStats(TypedDict):
-    scanned: int
-    reranked: int
     lists: int
+    """IVF: lists visited (0 for other sources)."""
+    scanned: int
+    """IVF: rows scored in the visited lists (0 for other sources)."""
+    reranked: int
+    """IVF: rows re-scored exactly (0 for other sources)."""
+
+class Description(TypedDict):
+    source: str
+    storage: str
+    transform: str
+    rows: int
+    dim: int
+    bits_per_table: int
+    """LSH: K; 0 for other sources."""
+    tables: int
+    """LSH: L; forest: trees; 0 for other sources."""
+    nlist: int
+    """IVF: lists; 0 for other sources."""
+    codes: Optional[str]
+    """IVF: the codes; None for other sources."""
+    labelled: bool
+
+class IvfQuery(TypedDict):
+    nprobe: int
+    rerank: int
+    reach: float
+    refine: int
+
+class Calibration(TypedDict):
+    query: IvfQuery
+    """The IVF query knobs to pass on: index.query(q, k, **cal["query"])."""
+    recall: float
+    recall_lower: float
+    scanned: float
+    met: bool
+    fixed: Tuple[int, float, float]
+    adaptive: Tuple[float, float, float]
 
 class WeightsView(TypedDict):
     storage: str
@@ -93,105 +132,188 @@ class IulReport(TypedDict):
     label_recall_after: float
 
 class Index:
-    """The LSH index (lshk_index_*): SimHash or DWTA tables over the rows of
-    W, candidates scored with the original W and bias, top-k per query.
-    Label-aware buckets (train_labels) and learned planes (train_iul).
-    family='graph' is the FGD graph family instead (an HNSW graph over the
-    bias-fused rows, lshk_index_build_ex / lshk_index_query_ex): its
-    candidates are a graph search's pool; the LSH-only calls (tables,
-    train_labels, train_iul, ...) raise LshkError on it.
+    """The retrieval index (lshk_index_*) over the rows of W: a candidate
+    source proposes rows per query, the index scores them with the original
+    W and bias (in `storage`) and returns the top k.
 
-    Queries are thread-safe and release the GIL; train_labels / train_iul
-    need exclusive access (a concurrent query makes them raise RuntimeError).
+    Sources (`source=`): 'simhash' and 'dwta' (LSH tables; label-aware
+    buckets with train_labels, learned planes with train_iul), 'ivf' (k-means
+    lists with int8 / 4-bit codes and an exact re-rank; calibrate, label-aware
+    lists with train_labels), 'graph' (the FGD graph) and 'forest' (the
+    hashing forest; rebuild after W changes). Each source reads its own build
+    and query knobs; a knob of another source raises ValueError. A call the
+    source lacks raises UnsupportedError.
+
+    Queries are thread-safe and release the GIL; train_labels, train_iul and
+    rebuild need exclusive access (a concurrent query makes them raise
+    RuntimeError).
     """
 
     def __init__(
         self,
         w: _F32,
-        bias: Optional[_F32] = None,
+        b: Optional[_F32] = None,
         *,
-        family: Family = "simhash",
+        source: Source = "simhash",
+        storage: Storage = "f32",
+        transform: Transform = "none",
+        seed: Optional[int] = None,
+        build_threads: int = 0,
+        progress: Optional[Callable[[int, int], object]] = None,
+        # LSH ('simhash', 'dwta')
         bits_per_table: Optional[int] = None,
         tables: int = 50,
         sparsity: int = 0,
         bin_size: int = 8,
-        seed: int = 1,
         range_bits: int = 0,
         bucket_cap: int = 0,
-        storage: Storage = "f32",
-        transform: Transform = "none",
-        build_threads: int = 0,
         planes: Optional[_F32] = None,
         dwta_map: Optional[_Int] = None,
-        progress: Optional[Callable[[int, int], object]] = None,
-        m: Optional[int] = None,
-        ef_construction: Optional[int] = None,
-        graph_storage: Optional[GraphStorage] = None,
+        # 'ivf'
+        nlist: int = 0,
+        iters: int = 10,
+        train_rows: int = 0,
+        codes: Codes = "i8",
+        pq_m: int = 0,
+        row_weights: Optional[_F32] = None,
+        # 'graph'
+        m: int = 16,
+        ef_construction: int = 200,
+        graph_storage: GraphStorage = "f32",
+        # 'forest'
+        trees: int = 8,
+        leaf_size: int = 64,
+        normalize_rows: bool = False,
     ) -> None:
         """lshk_index_build over W (rows x dim float32) and an optional bias
-        (rows float32). Parameters as lshk_index_params (defaults from
-        lshk_index_params_default()), except bits_per_table=None: 12 for
-        SimHash (the C default), and for family='dwta' 12 // log2(bin_size)
-        bins (4 with the default bin_size 8): DWTA codes are
-        K * log2(bin_size) <= 32 bits, so the C default 12 is refused there;
-        this gives the same 12-bit codes. storage='borrowed_f32' uses W in place:
-        the index keeps a reference to the array; do not change it while the
-        index lives. progress(done, total) is called from the building
-        thread (with the GIL); an exception it raises stops later calls and
-        is re-raised when the build returns. The GIL is released meanwhile.
+        b (rows float32). Knobs as lshk_index_params (None or left out = the
+        C default of lshk_index_params_default()); seed is the source's own
+        (lsh.seed, ivf.seed, graph.seed or forest.seed).
 
-        family='graph' (lshk_index_build_ex): m (links per node, 2..=256,
-        default 16), ef_construction (default 200) and graph_storage (the
-        graph's own rows: 'f32', 'bf16', 'i8') are lshk_graph_params'
-        fields, and build_threads / seed go to the graph too; transform
-        must stay 'none' (the graph has its own FGD transform). m,
-        ef_construction and graph_storage given with another family raise
-        ValueError.
+        storage: the weights the scores come from: 'f32' (a copy, default),
+        'borrowed' (W itself, used in place: the index keeps a reference to
+        the array; do not change it while the index lives, except rows
+        changed before rebuild() on a forest), 'bf16', 'f16', 'i8'. The IVF
+        source re-ranks from f32 rows, the index's copy or the borrowed W. A
+        borrowed W must be a float32 array whose rows are contiguous (a W
+        that would need a copy raises ValueError).
+
+        LSH: bits_per_table=None is 12 for SimHash (the C default), and for
+        'dwta' 12 // log2(bin_size) bins (4 with the default bin_size 8):
+        DWTA codes are K * log2(bin_size) <= 32 bits, so the C default 12 is
+        refused there; this gives the same 12-bit codes. transform ('none',
+        'bias_aug', 'mips') steers LSH retrieval only; other sources refuse
+        one (LshkError).
+
+        IVF: nlist (0 = round(4 sqrt(rows))), iters, train_rows, codes
+        ('i8', 'pq4', 'pq4_i8', 'none'), pq_m, row_weights (rows floats
+        steering the k-means). Graph: m, ef_construction, graph_storage (the
+        graph's own rows: 'f32', 'bf16', 'i8'). Forest: trees, leaf_size,
+        normalize_rows; storage 'f32' or 'borrowed' only.
+
+        progress(done, total) is called from the building thread (with the
+        GIL); an exception it raises stops later calls and is re-raised when
+        the build returns. The GIL is released meanwhile.
         """
     @staticmethod
-    def load(path: _Path, borrowed_w: Optional[_F32] = None) -> "Index":
+    def load(path: _Path, w: Optional[_F32] = None, w_stride: int = 0) -> "Index":
         """lshk_index_load: a file saved by Index.save, lshk_index_save or
-        lshk::Index::save. borrowed_w: the same W as at build time for a file
-        saved from a 'borrowed_f32' index (its weights are not stored), else
-        None. The file is memory-mapped. A borrowed_w whose shape or row
-        stride differs from the file's raises ValueError; a corrupt or
+        lshk::Index::save, or one of lshk 0.2's IVF, graph and forest files
+        (loaded as an index of that source). w: the W the index was built on
+        when its file does not hold it (a 'borrowed' index; a borrowing 0.2
+        IVF file; every 0.2 graph and forest file), else None; it is used in
+        place, as at build. w_stride: 0 = w's own row stride (a numpy array
+        carries it); another value must equal it. The file is memory-mapped.
+        A w whose shape or row stride differs from the file's, or given for
+        a file that holds its weights, raises ValueError; a corrupt or
         unreadable file raises LshkError (LSHK_STATUS_BAD_FILE_FORMAT,
-        LSHK_STATUS_IO_ERROR, ...) whether or not borrowed_w is given."""
+        LSHK_STATUS_IO_ERROR, ...) whether or not w is given."""
     def save(self, path: _Path) -> None:
         """lshk_index_save (written to a temporary file, then renamed)."""
     @overload
     def query(
-        self, q: _F32, k: int = 10, *, min_count: Optional[int] = None, max_candidates: Optional[int] = None,
-        probes: Optional[int] = None, bits_per_table: Optional[int] = None, stats: Literal[False] = False,
-        ef: Optional[int] = None, walk: Optional[Walk] = None, rerank: Optional[int] = None,
+        self, q: _F32, k: int = 10, *, stats: Literal[False] = False,
+        min_count: Optional[int] = None, max_candidates: Optional[int] = None, probes: Optional[int] = None,
+        bits_per_table: Optional[int] = None, nprobe: Optional[int] = None, rerank: Optional[int] = None,
+        reach: Optional[float] = None, refine: Optional[int] = None, ef: Optional[int] = None,
+        walk: Optional[Walk] = None, set_size: Optional[int] = None,
     ) -> Tuple[np.ndarray, np.ndarray]: ...
     @overload
     def query(
-        self, q: _F32, k: int = 10, *, min_count: Optional[int] = None, max_candidates: Optional[int] = None,
-        probes: Optional[int] = None, bits_per_table: Optional[int] = None, stats: Literal[True],
-        ef: Optional[int] = None, walk: Optional[Walk] = None, rerank: Optional[int] = None,
+        self, q: _F32, k: int = 10, *, stats: Literal[True],
+        min_count: Optional[int] = None, max_candidates: Optional[int] = None, probes: Optional[int] = None,
+        bits_per_table: Optional[int] = None, nprobe: Optional[int] = None, rerank: Optional[int] = None,
+        reach: Optional[float] = None, refine: Optional[int] = None, ef: Optional[int] = None,
+        walk: Optional[Walk] = None, set_size: Optional[int] = None,
     ) -> Tuple[np.ndarray, np.ndarray, QueryStats]: ...
     def query(self, q: _F32, k: int = 10, **kw: object) -> tuple:  # type: ignore[misc]
         """lshk_index_query: the top k rows of W q + b among each query's
         candidates. q: (nq, dim) or (dim,). Returns (ids uint32, scores
         float32) of shape (nq, k) or (k,): descending, ties by smaller id,
         padded with 2**32-1 / -inf when a query has fewer than k candidates
-        (always when k > rows). The gather options are those of
-        lshk_gather_params; stats=True adds the candidate counts.
+        (always when k > rows). stats=True adds the counts of
+        lshk_query_stats.
 
-        A family='graph' index (lshk_index_query_ex) takes ef (pool size,
-        default 100), walk ('exact' or 'int8') and rerank (int8 walk: the
-        pool's best `rerank` are the candidates, 0 = the whole pool), the
-        fields of lshk_graph_query_params; given to an LSH index they raise
-        ValueError. Scores are exact logits of the index's W and bias."""
+        The knobs of lshk_query_params, each for its source (None = the C
+        default): LSH min_count, max_candidates, probes (SimHash),
+        bits_per_table; IVF nprobe, reach (adaptive stop; 0 = exactly nprobe
+        lists), rerank (exact re-scores; 0 = the top k by the codes, scored
+        from the stored W), refine (pq4_i8's int8 stage); graph ef, walk
+        ('exact', 'int8'), rerank (the pool's best that become candidates,
+        0 = the whole pool); forest set_size. Scores are exact logits of the
+        index's W (in its storage) and bias."""
+    def candidates(
+        self, q: _F32, k: int = 0, *,
+        min_count: Optional[int] = None, max_candidates: Optional[int] = None, probes: Optional[int] = None,
+        bits_per_table: Optional[int] = None, nprobe: Optional[int] = None, rerank: Optional[int] = None,
+        reach: Optional[float] = None, refine: Optional[int] = None, ef: Optional[int] = None,
+        walk: Optional[Walk] = None, set_size: Optional[int] = None,
+    ) -> Tuple[np.ndarray, np.ndarray]:
+        """lshk_index_candidates: the candidate sets the source hands the
+        scorer for a top-k query with these knobs, unscored, as CSR: query
+        i's ids (uint32, distinct) are ids[offsets[i]:offsets[i+1]]
+        (offsets uint64, nq + 1 entries; one query for a 1-D q). Ascending
+        for LSH and the forest (whose set is the max(set_size, k) classes of
+        largest cosine), best first for IVF and the graph. The sets LSH
+        negative sampling and the forest's selective softmax train on."""
+    @overload
+    def union(self, ids: _Int, *, cap: int = 0, seed: int = 0, counts: Literal[False] = False) -> np.ndarray: ...
+    @overload
+    def union(self, ids: _Int, *, cap: int = 0, seed: int = 0, counts: Literal[True]) -> Tuple[np.ndarray, np.ndarray]: ...
+    def union(self, ids: _Int, *, cap: int = 0, seed: int = 0, counts: bool = False) -> Any:  # type: ignore[misc]
+        """lshk_index_union: the distinct ids (ascending, each < rows) of
+        `ids` (e.g. candidates() over a batch), with their counts when
+        counts=True; more than `cap` (0 = no cap) are cut to `cap` drawn
+        without replacement with probabilities proportional to their counts
+        (seeded). Any source."""
+    def calibrate(
+        self, q: _F32, k: int = 10, target: float = 0.99, *, rerank: int = 32, threads: int = 0,
+    ) -> Calibration:
+        """lshk_index_calibrate (IVF source; UnsupportedError otherwise): the
+        query knobs reaching `target` recall@k on the sample queries q
+        (2-D, held-out queries of the real workload). Keys: query (the IVF
+        knobs: index.query(q, k, **cal['query'])), recall, recall_lower (its
+        95 % lower bound, which must reach the target), scanned, met, fixed
+        (nprobe, recall, scanned), adaptive (reach, recall, scanned)."""
+    def rebuild(self, seed: Optional[int] = None) -> None:
+        """lshk_index_rebuild (forest source; UnsupportedError otherwise):
+        builds the trees again from the index's current W, e.g. after the
+        caller changed a borrowed W in place (while no call used the index),
+        with a new seed when given. On error the index is unchanged."""
     def memory_bytes(self) -> int:
-        """lshk_index_memory_bytes."""
+        """lshk_index_memory_bytes (a borrowed W is not counted)."""
+    def describe(self) -> Description:
+        """lshk_index_describe."""
     @property
-    def shape(self) -> Tuple[int, int, int, int]:
-        """(rows, dim, K, L) (lshk_index_shape; K = L = 0 for a graph)."""
+    def source(self) -> str:
+        """'simhash', 'dwta', 'graph', 'ivf' or 'forest'."""
     @property
-    def family(self) -> Family:
-        """'simhash', 'dwta' or 'graph'."""
+    def storage(self) -> str:
+        """'borrowed', 'f32', 'bf16', 'f16' or 'i8'."""
+    @property
+    def rows(self) -> int: ...
+    @property
+    def dim(self) -> int: ...
     def weights(self) -> WeightsView:
         """lshk_index_weights as read-only numpy views of the index's memory
         (no copy; they keep the index alive): w is float32 (f32 storages),
@@ -201,9 +323,13 @@ class Index:
         self, queries: _F32, label_offsets: _Int, labels: _Int, *, label_cap: int = 64,
         policy: Policy = "beside",
     ) -> None:
-        """lshk_index_train_labels (HALOS label-aware buckets): query i's
-        labels are labels[label_offsets[i]:label_offsets[i+1]]. Once per
-        index; on error the index is unchanged."""
+        """lshk_index_train_labels: query i's labels are
+        labels[label_offsets[i]:label_offsets[i+1]]. LSH sources: every
+        bucket gains ('beside') or is replaced by ('instead') its label_cap
+        most frequent labels (HALOS label-aware buckets); IVF: the same for
+        each list, from the queries that visit it first (not with codes
+        'pq4' / 'pq4_i8'). UnsupportedError for the graph and the forest.
+        Once per index; on error the index is unchanged."""
     def label_info(self) -> Optional[Dict[str, object]]:
         """lshk_index_label_info: None, or {'label_cap': int, 'policy': str}."""
     def train_iul(
@@ -212,91 +338,17 @@ class Index:
         validation_fraction: float = 0.1, max_pairs: int = 0, rank_thresholds: bool = False,
         keep_best: bool = False, seed: int = 1,
     ) -> List[IulReport]:
-        """lshk_index_train_iul (learned SimHash planes); one report per
-        round. On error the index is unchanged."""
+        """lshk_index_train_iul (learned SimHash planes; UnsupportedError
+        without LSH tables); one report per round. On error the index is
+        unchanged."""
     def simhash(self) -> Optional["SimHash"]:
         """The index's SimHash family (lshk_index_simhash), a view that keeps
-        the index alive; None for a DWTA index."""
+        the index alive; None for another source."""
     def dwta(self) -> Optional["Dwta"]:
-        """The index's DWTA family (lshk_index_dwta); None for SimHash."""
+        """The index's DWTA family (lshk_index_dwta); None for another source."""
     def tables(self) -> "Tables":
-        """The index's tables (lshk_index_tables), a view."""
-
-class Ivf:
-    """The IVF index (lshk_ivf_*), the recommended top-k index: k-means
-    lists with int8 (or 4-bit PQ, or both: "pq4_i8" scans 4-bit codes and
-    re-scores the best 256 from int8 codes) codes, the best lists scanned
-    per query (adaptively, by `reach`), the best candidates re-scored
-    exactly."""
-
-    def __init__(
-        self,
-        w: _F32,
-        bias: Optional[_F32] = None,
-        *,
-        nlist: int = 0,
-        iters: int = 10,
-        train_rows: int = 0,
-        codes: Codes = "i8",
-        borrow: Optional[bool] = None,
-        threads: int = 0,
-        pq_m: int = 0,
-        seed: Optional[int] = None,
-    ) -> None:
-        """lshk_ivf_build (parameters as lshk_ivf_params; None = the C
-        default). borrow=True uses W in place for the re-ranking: the index
-        keeps a reference; do not change W while it lives. borrow=None (the
-        default) borrows unless codes="none" (which scores the index's own
-        f32 copy and cannot borrow; borrow=True with it raises LshkError)."""
-    @staticmethod
-    def load(path: _Path, w: Optional[_F32] = None) -> "Ivf":
-        """lshk_ivf_load; w: the same W as at build time when it was built
-        with borrow=True (its rows are not stored), else None. A w of
-        another shape raises ValueError; a corrupt or unreadable file raises
-        LshkError (LSHK_STATUS_BAD_FILE_FORMAT, ...) whether or not w is
-        given."""
-    def save(self, path: _Path) -> None:
-        """lshk_ivf_save."""
-    @overload
-    def query(
-        self, q: _F32, k: int = 10, *, nprobe: Optional[int] = None, rerank: Optional[int] = None,
-        reach: Optional[float] = None, stats: Literal[False] = False,
-    ) -> Tuple[np.ndarray, np.ndarray]: ...
-    @overload
-    def query(
-        self, q: _F32, k: int = 10, *, nprobe: Optional[int] = None, rerank: Optional[int] = None,
-        reach: Optional[float] = None, stats: Literal[True],
-    ) -> Tuple[np.ndarray, np.ndarray, IvfStats]: ...
-    def query(self, q: _F32, k: int = 10, **kw: object) -> tuple:  # type: ignore[misc]
-        """lshk_ivf_query: top k of W q + b per query (defaults of
-        lshk_ivf_search_default: reach 3, no nprobe cap, rerank 32).
-        Returns (ids, scores) shaped (nq, k) or (k,) for a 1-D q, padded
-        with 2**32-1 / -inf when the visited lists hold fewer than k rows
-        (always when k > rows)."""
-    def calibrate(
-        self, q: _F32, k: int = 10, target: float = 0.99, *, rerank: int = 32, threads: int = 0,
-    ) -> Dict[str, Any]:
-        """lshk_ivf_calibrate: the search parameters reaching `target`
-        recall@k on the sample queries q (2-D, held-out queries of the real
-        workload). Keys: nprobe, rerank, reach (pass them to query), recall,
-        recall_lower (its 95 % lower bound, which must reach the target),
-        scanned, met, fixed (nprobe, recall, scanned), adaptive (reach,
-        recall, scanned)."""
-    @property
-    def shape(self) -> Tuple[int, int, int]:
-        """(rows, dim, nlist)."""
-    def memory_bytes(self) -> int:
-        """lshk_ivf_memory_bytes (a borrowed W is not counted)."""
-    def train_labels(
-        self, queries: _F32, label_offsets: _Int, labels: _Int, *, label_cap: int = 64,
-        policy: Policy = "beside",
-    ) -> None:
-        """lshk_ivf_train_labels (label-aware lists): each list gains
-        ("beside") or is replaced by ("instead") the label_cap most frequent
-        labels of the training queries that visit it first. Once per index,
-        not with codes="pq4" or "pq4_i8"; on error the index is unchanged."""
-    def label_info(self) -> Optional[Dict[str, object]]:
-        """lshk_ivf_label_info: None, or {'label_cap': int, 'policy': str}."""
+        """The index's LSH tables (lshk_index_tables), a view;
+        UnsupportedError for a source without tables."""
 
 class SimHash:
     """A SimHash family (lshk_simhash_*)."""
@@ -342,7 +394,8 @@ class Tables:
     @property
     def shape(self) -> Tuple[int, int, int]:
         """(n, L, range_bits)."""
-    def memory_bytes(self) -> int: ...
+    def memory_bytes(self) -> int:
+        """lshk_tables_memory_bytes."""
     def gather(
         self, codes: _Int, *, min_count: Optional[int] = None, max_candidates: Optional[int] = None,
         probes: Optional[int] = None, bits_per_table: Optional[int] = None, projections: Optional[_F32] = None,
@@ -356,11 +409,11 @@ def gathered_matmul(
     w: npt.ArrayLike, q: _F32, ids: _Int, offsets: Optional[_Int] = None, *, bias: Optional[_F32] = None,
     scales: Optional[_F32] = None, bf16: bool = False,
 ) -> np.ndarray:
-    """lshk_gathered_matmul_{f32,f16,bf16,i8}: out[j] = W[ids[j]] . q[i] +
-    bias[ids[j]] for j in query i's segment offsets[i]:offsets[i+1]
-    (offsets None: one query). The kernel follows w's dtype: float32,
-    float16, int8 (with per-row `scales`), or uint16 bf16 bits with
-    bf16=True."""
+    """lshk_gathered_matmul: out[j] = W[ids[j]] . q[i] + bias[ids[j]] for j
+    in query i's segment offsets[i]:offsets[i+1] (offsets None: one query).
+    W's element type (lshk_weights_view.storage) follows w's dtype:
+    float32, float16, int8 (with per-row `scales`), or uint16 bf16 bits
+    with bf16=True."""
 
 def topk(scores: _F32, k: int, offsets: Optional[_Int] = None, ids: Optional[_Int] = None) -> Tuple[np.ndarray, np.ndarray]:
     """lshk_topk per CSR segment: (ids, scores) of shape (nq, k) ((k,)
@@ -375,6 +428,7 @@ def softmax(scores: _F32, offsets: Optional[_Int] = None, *, return_lse: Literal
 def quantize_rows_i8(w: _F32) -> Tuple[np.ndarray, np.ndarray]:
     """lshk_quantize_rows_i8: (int8 codes (rows, dim), float32 scales)."""
 def to_bf16(x: _F32) -> np.ndarray:
-    """lshk_convert_f32_to_bf16: bf16 bits as uint16."""
+    """lshk_convert(F32 -> BF16): bf16 bits as uint16, round to nearest
+    even."""
 def isa_active() -> str:
     """The SIMD tier lshk runs on: 'scalar', 'portable', 'avx2' or 'avx512'."""
