@@ -18,11 +18,11 @@ Workloads:
        input embeddings of the centre words of the first held-out pairs.
 Peers index [w, b] and query [q, 1] (inner product); lshk gets W, b and q.
 
-"lshk IVF weighted" is lshk's k-means weighted by training queries
-(lshk_ivf_build_weighted): the exact top-10 hits of TRAIN queries that are
-neither evaluated nor used for calibration (w2v: the first training pairs'
-centre words; W1 and .npy layers: the queries after the calibration ones,
-when Q.npy has them). No peer uses queries to build, so those rows answer a
+"lshk IVF weighted" is lshk's k-means weighted by training queries (the
+IVF source's p.ivf.row_weights): the exact top-10 hits of TRAIN queries
+that are neither evaluated nor used for calibration (w2v: the first
+training pairs' centre words; W1 and .npy layers: the queries after the
+calibration ones, when Q.npy has them). No peer uses queries to build, so those rows answer a
 different question: what a user with query logs gets.
 """
 import argparse
@@ -42,6 +42,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
+import lshk_ctypes as lc  # noqa: E402  (benches/peers/lshk_ctypes.py)
+
 K = 10
 BATCH = 64
 
@@ -53,13 +55,13 @@ def log(*a):
 # ---------------------------------------------------------------- data
 
 
-# Queries after the evaluated ones that lshk_ivf_calibrate may use (the
+# Queries after the evaluated ones that lshk_index_calibrate may use (the
 # "lshk IVF calibrated" rows: parameters chosen on these, timed on Q).
 CAL = 500
 # Training queries (w2v: the centre words of the first TRAIN training pairs;
 # an .npy layer or W1: the queries after the calibration ones) for the
 # "lshk IVF weighted" rows: k-means weighted by the training queries' exact
-# top-10 hits (lshk_ivf_build_weighted). Never the evaluated queries.
+# top-10 hits (p.ivf.row_weights). Never the evaluated queries.
 TRAIN = 20000
 # w_r = 1 + ALPHA * rows * n_r / N (lshk::ivf::row_weights_from_hits; the
 # value docs/ivf.md recommends).
@@ -496,117 +498,11 @@ def run_scann(h, scann, build_threads):
 # ---------------------------------------------------------------- lshk (ctypes over the C ABI)
 
 
-class IndexParams(ctypes.Structure):  # struct lshk_index_params, include/lshk.h
-    _fields_ = [("struct_size", ctypes.c_uint32), ("family", ctypes.c_uint32),
-                ("bits_per_table", ctypes.c_uint32), ("tables", ctypes.c_uint32),
-                ("sparsity", ctypes.c_uint32), ("bin_size", ctypes.c_uint32),
-                ("seed", ctypes.c_uint64), ("range_bits", ctypes.c_uint32),
-                ("bucket_cap", ctypes.c_uint32), ("storage", ctypes.c_uint32),
-                ("transform", ctypes.c_uint32), ("build_threads", ctypes.c_uint32),
-                ("planes", ctypes.c_void_p), ("planes_len", ctypes.c_size_t),
-                ("dwta_map", ctypes.c_void_p), ("dwta_map_len", ctypes.c_size_t),
-                ("progress", ctypes.c_void_p), ("progress_user", ctypes.c_void_p)]
-
-
-class GatherParams(ctypes.Structure):  # struct lshk_gather_params
-    _fields_ = [("struct_size", ctypes.c_uint32), ("min_count", ctypes.c_uint32),
-                ("max_candidates", ctypes.c_uint32), ("probes", ctypes.c_uint32),
-                ("bits_per_table", ctypes.c_uint32)]
-
-
-class QueryStats(ctypes.Structure):  # struct lshk_query_stats
-    _fields_ = [("struct_size", ctypes.c_uint32), ("queries", ctypes.c_uint64),
-                ("candidates_total", ctypes.c_uint64), ("candidates_min", ctypes.c_uint64),
-                ("candidates_max", ctypes.c_uint64)]
-
-
-class IvfParams(ctypes.Structure):  # struct lshk_ivf_params
-    _fields_ = [("struct_size", ctypes.c_uint32), ("nlist", ctypes.c_uint32),
-                ("iters", ctypes.c_uint32), ("train_rows", ctypes.c_uint32),
-                ("codes", ctypes.c_uint32), ("borrow", ctypes.c_uint32),
-                ("threads", ctypes.c_uint32), ("pq_m", ctypes.c_uint32),
-                ("seed", ctypes.c_uint64)]
-
-
-class IvfSearch(ctypes.Structure):  # struct lshk_ivf_search
-    _fields_ = [("struct_size", ctypes.c_uint32), ("nprobe", ctypes.c_uint32),
-                ("rerank", ctypes.c_uint32), ("reach", ctypes.c_float)]
-
-
-class IvfStats(ctypes.Structure):  # struct lshk_ivf_stats
-    _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
-                ("scanned", ctypes.c_uint64), ("reranked", ctypes.c_uint64),
-                ("lists", ctypes.c_uint64)]
-
-
-class IvfCalibration(ctypes.Structure):  # struct lshk_ivf_calibration
-    _fields_ = [("struct_size", ctypes.c_uint32), ("met", ctypes.c_uint32), ("search", IvfSearch),
-                ("recall", ctypes.c_float), ("fixed_nprobe", ctypes.c_uint32),
-                ("fixed_recall", ctypes.c_float), ("adaptive_reach", ctypes.c_float),
-                ("adaptive_recall", ctypes.c_float), ("recall_lower", ctypes.c_float),
-                ("scanned", ctypes.c_double), ("fixed_scanned", ctypes.c_double),
-                ("adaptive_scanned", ctypes.c_double)]
-
-
-STORAGE = {"f32": 0, "bf16": 2, "f16": 3, "i8": 4}  # LSHK_STORAGE_*; f32 = BORROWED_F32
-vp, sz = ctypes.c_void_p, ctypes.c_size_t
-
-
-def load_lshk(path):
-    lib = ctypes.CDLL(path)
-    lib.lshk_version.restype = ctypes.c_char_p
-    lib.lshk_last_error_message.argtypes = [ctypes.c_char_p, sz]
-    lib.lshk_last_error_message.restype = sz
-    lib.lshk_index_params_default.restype = IndexParams
-    lib.lshk_gather_params_default.restype = GatherParams
-    lib.lshk_index_build.argtypes = [vp, vp, sz, sz, sz, ctypes.POINTER(IndexParams), ctypes.POINTER(vp)]
-    lib.lshk_index_build.restype = ctypes.c_uint32
-    lib.lshk_index_query.argtypes = [vp, vp, sz, sz, ctypes.c_uint32, ctypes.POINTER(GatherParams),
-                                     vp, vp, ctypes.POINTER(QueryStats)]
-    lib.lshk_index_query.restype = ctypes.c_uint32
-    lib.lshk_index_memory_bytes.argtypes = [vp, ctypes.POINTER(sz)]
-    lib.lshk_index_memory_bytes.restype = ctypes.c_uint32
-    lib.lshk_index_free.argtypes = [vp]
-    lib.lshk_index_free.restype = ctypes.c_uint32
-    # Self-check: the Structures above must match the header's layout.
-    p, g = lib.lshk_index_params_default(), lib.lshk_gather_params_default()
-    assert p.struct_size == ctypes.sizeof(IndexParams), (p.struct_size, ctypes.sizeof(IndexParams))
-    assert g.struct_size == ctypes.sizeof(GatherParams), (g.struct_size, ctypes.sizeof(GatherParams))
-    lib.has_ivf = hasattr(lib, "lshk_ivf_build")
-    if lib.has_ivf:
-        lib.lshk_ivf_params_default.restype = IvfParams
-        lib.lshk_ivf_search_default.restype = IvfSearch
-        lib.lshk_ivf_build.argtypes = [vp, vp, sz, sz, sz, ctypes.POINTER(IvfParams), ctypes.POINTER(vp)]
-        lib.lshk_ivf_build.restype = ctypes.c_uint32
-        lib.lshk_ivf_query.argtypes = [vp, vp, sz, sz, ctypes.c_uint32, ctypes.POINTER(IvfSearch), vp, vp,
-                                       ctypes.POINTER(IvfStats)]
-        lib.lshk_ivf_query.restype = ctypes.c_uint32
-        lib.lshk_ivf_shape.argtypes = [vp, ctypes.POINTER(sz), ctypes.POINTER(sz), ctypes.POINTER(ctypes.c_uint32)]
-        lib.lshk_ivf_shape.restype = ctypes.c_uint32
-        lib.lshk_ivf_memory_bytes.argtypes = [vp, ctypes.POINTER(sz)]
-        lib.lshk_ivf_memory_bytes.restype = ctypes.c_uint32
-        lib.lshk_ivf_free.argtypes = [vp]
-        lib.lshk_ivf_free.restype = ctypes.c_uint32
-        if hasattr(lib, "lshk_ivf_build_weighted"):
-            lib.lshk_ivf_build_weighted.argtypes = [vp, vp, sz, sz, sz, vp, sz, ctypes.POINTER(IvfParams),
-                                                    ctypes.POINTER(vp)]
-            lib.lshk_ivf_build_weighted.restype = ctypes.c_uint32
-        if hasattr(lib, "lshk_ivf_calibrate"):
-            lib.lshk_ivf_calibrate.argtypes = [vp, vp, sz, sz, ctypes.c_uint32, ctypes.c_float,
-                                               ctypes.c_uint32, ctypes.c_uint32,
-                                               ctypes.POINTER(IvfCalibration)]
-            lib.lshk_ivf_calibrate.restype = ctypes.c_uint32
-        ip, isr = lib.lshk_ivf_params_default(), lib.lshk_ivf_search_default()
-        assert ip.struct_size == ctypes.sizeof(IvfParams), (ip.struct_size, ctypes.sizeof(IvfParams))
-        assert isr.struct_size == ctypes.sizeof(IvfSearch), (isr.struct_size, ctypes.sizeof(IvfSearch))
-    return lib
-
-
-def lshk_check(lib, st, what):
-    if st != 0:
-        buf = ctypes.create_string_buffer(512)
-        lib.lshk_last_error_message(buf, 512)
-        raise RuntimeError(f"{what}: status {st}: {buf.value.decode()}")
+STORAGE = {"f32": lc.STORAGE_BORROWED_F32, "bf16": lc.STORAGE_BF16, "f16": lc.STORAGE_F16,
+           "i8": lc.STORAGE_I8}  # f32 = W borrowed, not copied
+vp, sz = lc.vp, lc.sz
+load_lshk = lc.load_lshk
+lshk_check = lc.check
 
 
 def lshk_query_fns(call, Q):
@@ -645,8 +541,8 @@ def run_lshk_simhash(h, lib, build_threads):
     W, b, Q = wl.W, wl.b, wl.Q
     bptr = b.ctypes.data if b is not None else None
     for storage, kb, L, probes in simhash_grid(wl):
-        p = lib.lshk_index_params_default()
-        p.bits_per_table, p.tables, p.storage = kb, L, STORAGE[storage]
+        p = lib.lshk_index_params_default()  # the SimHash source
+        p.lsh.bits_per_table, p.lsh.tables, p.storage = kb, L, STORAGE[storage]
         p.build_threads = build_threads
         h_ = vp()
         t = nowt()
@@ -658,10 +554,11 @@ def run_lshk_simhash(h, lib, build_threads):
         cfg = f"K={kb} L={L} {storage}"
         how = "lshk_index_memory_bytes" + (" (+ W borrowed)" if storage == "f32" else "")
         h.build("lshk SimHash", cfg, secs, m.value, how)
-        g = lib.lshk_gather_params_default()
-        st = QueryStats()
-        st.struct_size = ctypes.sizeof(QueryStats)
-        gref, sref = ctypes.byref(g), ctypes.byref(st)
+        qpar = lib.lshk_query_params_default()
+        g = qpar.lsh  # shares qpar's memory: setting g.probes changes qpar
+        st = lc.QueryStats()
+        st.struct_size = ctypes.sizeof(lc.QueryStats)
+        gref, sref = ctypes.byref(qpar), ctypes.byref(st)
         cands = []
 
         def call(qp, n, ip, sp):
@@ -688,26 +585,40 @@ def run_lshk_simhash(h, lib, build_threads):
 
 
 def lshk_nlist(lib, handle):
-    """The IVF's list count (lshk_ivf_shape)."""
-    n = ctypes.c_uint32()
-    lshk_check(lib, lib.lshk_ivf_shape(handle, None, None, ctypes.byref(n)), "lshk_ivf_shape")
-    return n.value
+    """The IVF source's list count (lshk_index_describe)."""
+    info = lc.IndexInfo()
+    info.struct_size = ctypes.sizeof(lc.IndexInfo)
+    lshk_check(lib, lib.lshk_index_describe(handle, ctypes.byref(info)), "lshk_index_describe")
+    return info.nlist
+
+
+def lshk_ivf_index_params(lib, build_threads):
+    """Build parameters of the IVF source over the caller's W: BORROWED_F32
+    storage, so the lists re-rank from W itself and the index holds no copy
+    of it (the memory figures exclude W)."""
+    p = lib.lshk_index_params_default()
+    p.source = lc.SOURCE_IVF
+    p.storage = STORAGE["f32"]
+    p.build_threads = build_threads
+    return p
 
 
 def lshk_ivf_query_fns(lib, h_, wl):
-    """The search parameters of IVF handle h_ (set them before a point)
-    and its one/batch/extra functions for Harness.point: lshk_ivf_query on
-    the evaluated queries, with the per-query counts of lshk_ivf_stats."""
-    s = lib.lshk_ivf_search_default()
-    st = IvfStats()
-    st.struct_size = ctypes.sizeof(IvfStats)
-    sref, stref = ctypes.byref(s), ctypes.byref(st)
+    """The IVF query knobs of index h_ (set them before a point; a view into
+    the lshk_query_params passed to every call) and its one/batch/extra
+    functions for Harness.point: lshk_index_query on the evaluated queries,
+    with the per-query IVF counts of lshk_query_stats."""
+    qpar = lib.lshk_query_params_default()
+    s = qpar.ivf  # shares qpar's memory: setting s.nprobe changes qpar
+    st = lc.QueryStats()
+    st.struct_size = ctypes.sizeof(lc.QueryStats)
+    sref, stref = ctypes.byref(qpar), ctypes.byref(st)
     counts = []
 
     def call(qp, n, ip, sp):
-        r = lib.lshk_ivf_query(h_, qp, n, wl.dim, K, sref, ip, sp, stref)
+        r = lib.lshk_index_query(h_, qp, n, wl.dim, K, sref, ip, sp, stref)
         if r:
-            lshk_check(lib, r, "lshk_ivf_query")
+            lshk_check(lib, r, "lshk_index_query")
         counts.append((st.scanned / n, st.reranked / n, st.lists / n))
 
     def extra(reset=False):
@@ -718,16 +629,28 @@ def lshk_ivf_query_fns(lib, h_, wl):
         return f"{c[2]:.1f} lists/q, {c[0]:.0f} scanned/q, {c[1]:.0f} re-ranked/q"
 
     one, batch = lshk_query_fns(call, wl.Q)
+    one.keep = one.keep + (qpar, st)
     return s, one, batch, extra
+
+
+def lshk_calibrate(lib, h_, wl, target, build_threads):
+    """lshk_index_calibrate on the workload's calibration queries (rerank
+    32): the measured lshk_calibration."""
+    c = lc.Calibration()
+    c.struct_size = ctypes.sizeof(lc.Calibration)
+    lshk_check(lib, lib.lshk_index_calibrate(h_, wl.Qcal.ctypes.data, len(wl.Qcal), wl.dim,
+                                             K, target, 32, build_threads, ctypes.byref(c)),
+               "lshk_index_calibrate")
+    return c
+
+
+def set_ivf(s, src):
+    """Copies the IVF query knobs of `src` (an lshk_ivf_query) into `s`."""
+    s.nprobe, s.rerank, s.reach, s.refine = src.nprobe, src.rerank, src.reach, src.refine
 
 
 def run_lshk_ivf(h, lib, build_threads):
     wl = h.wl
-    if not lib.has_ivf:
-        msg = "skipped: lshk_ivf_build not in this liblshk.so"
-        log("  lshk IVF " + msg)
-        h.builds.append(dict(peer="lshk IVF", config="-", secs=float("nan"), mem=0, how=msg))
-        return
     W, b = wl.W, wl.b
     bptr = b.ctypes.data if b is not None else None
     # nlist 0 = automatic (round(4 sqrt(rows))), and a 4x coarser variant;
@@ -738,31 +661,30 @@ def run_lshk_ivf(h, lib, build_threads):
     if os.environ.get("LSHK_PQ4", "1") != "0":  # LSHK_PQ4=0 skips them
         configs.append((2, 0, [64, 128, 256, 512], [128, 256, 512]))
     # Both codes (LSHK_IVF_CODES_PQ4_I8 = 3): the 4-bit pass, the best 256
-    # re-scored from int8 codes (the C default), then rerank exactly; for
-    # wide rows, where the int8 pass costs more per row than the 4-bit one.
-    # LSHK_PQ4I8=0 skips them (and an older liblshk.so refuses codes 3).
+    # re-scored from int8 codes (the default refine), then rerank exactly;
+    # for wide rows, where the int8 pass costs more per row than the 4-bit
+    # one. LSHK_PQ4I8=0 skips them.
     if os.environ.get("LSHK_PQ4I8", "1") != "0":
         configs += [(3, nl_, [32], [32]) for nl_ in [0, int(round(math.sqrt(wl.rows)))]]
     for codes, nlist, adaptive_reranks, fixed_reranks in configs:
-        p = lib.lshk_ivf_params_default()  # W borrowed for the re-ranking
-        p.codes = codes
-        p.nlist = nlist
-        p.threads = build_threads
+        p = lshk_ivf_index_params(lib, build_threads)
+        p.ivf.codes = codes
+        p.ivf.nlist = nlist
         h_ = vp()
         t = nowt()
-        lshk_check(lib, lib.lshk_ivf_build(W.ctypes.data, bptr, wl.rows, wl.dim, wl.dim,
-                                           ctypes.byref(p), ctypes.byref(h_)), "lshk_ivf_build")
+        lshk_check(lib, lib.lshk_index_build(W.ctypes.data, bptr, wl.rows, wl.dim, wl.dim,
+                                             ctypes.byref(p), ctypes.byref(h_)), "lshk_index_build")
         secs = nowt() - t
         nl = lshk_nlist(lib, h_)
         m = sz()
-        lshk_check(lib, lib.lshk_ivf_memory_bytes(h_, ctypes.byref(m)), "lshk_ivf_memory_bytes")
+        lshk_check(lib, lib.lshk_index_memory_bytes(h_, ctypes.byref(m)), "lshk_index_memory_bytes")
         cfg = f"nlist={nl}" + (" (auto)" if nlist == 0 else "") + {2: " PQ4", 3: " PQ4_I8"}.get(codes, "")
         h.build("lshk IVF", cfg, secs, m.value,
-                "lshk_ivf_memory_bytes (+ W borrowed); "
+                "lshk_index_memory_bytes (+ W borrowed); "
                 + {2: "4-bit PQ codes (pq_m = dim / 2), ",
                    3: "4-bit PQ codes (pq_m = dim / 2) and int8 codes, refine 256, "}.get(
                        codes, "defaults: int8 codes, ")
-                + f"{p.iters} k-means iterations, train_rows {p.train_rows or 'min(rows, 64 nlist)'}")
+                + f"{p.ivf.iters} k-means iterations, train_rows {p.ivf.train_rows or 'min(rows, 64 nlist)'}")
         s, one, batch, extra = lshk_ivf_query_fns(lib, h_, wl)
         # The default: adaptive list selection (reach), no nprobe cap; the
         # sweep is over reach, the one recall knob. Then the fixed-nprobe
@@ -772,32 +694,24 @@ def run_lshk_ivf(h, lib, build_threads):
                 [(f"reach={s.reach:g} rerank={s.rerank} no cap", lambda: None)],
                 lambda: (one, batch, extra))
         # The generalisation rule: no sweep, the parameters chosen by
-        # lshk_ivf_calibrate on CAL other queries of the workload, then
+        # lshk_index_calibrate on CAL other queries of the workload, then
         # timed on the evaluated ones.
-        if (codes in (1, 3) and nlist == 0 and wl.Qcal is not None
-                and hasattr(lib, "lshk_ivf_calibrate")):
+        if codes in (1, 3) and nlist == 0 and wl.Qcal is not None:
             for target in (0.95, 0.99):
-                c = IvfCalibration()
-                c.struct_size = ctypes.sizeof(IvfCalibration)
                 t = nowt()
-                lshk_check(lib, lib.lshk_ivf_calibrate(h_, wl.Qcal.ctypes.data, len(wl.Qcal), wl.dim,
-                                                       K, target, 32, build_threads, ctypes.byref(c)),
-                           "lshk_ivf_calibrate")
+                c = lshk_calibrate(lib, h_, wl, target, build_threads)
                 csecs = nowt() - t
-                pick = (f"reach={c.search.reach:g}" if c.search.reach > 0
-                        else f"nprobe={c.search.nprobe}")
+                ci = c.query.ivf
+                pick = f"reach={ci.reach:g}" if ci.reach > 0 else f"nprobe={ci.nprobe}"
                 log(f"  lshk IVF calibrated to {target} on {len(wl.Qcal)} other queries in "
                     f"{csecs:.1f} s: {pick}, sample recall {c.recall:.3f}")
 
-                def setc(c_=c):
-                    return lambda: (setattr(s, "nprobe", c_.search.nprobe),
-                                    setattr(s, "rerank", c_.search.rerank),
-                                    setattr(s, "reach", c_.search.reach))
+                def setc(ci_=ci):
+                    return lambda: set_ivf(s, ci_)
                 h.sweep("lshk IVF calibrated", f"{cfg} target={target} ({len(wl.Qcal)} other queries)",
-                        [(f"{pick} rerank={c.search.rerank}", setc())],
+                        [(f"{pick} rerank={ci.rerank}", setc())],
                         lambda: (one, batch, extra))
-            d = lib.lshk_ivf_search_default()
-            s.nprobe, s.rerank, s.reach = d.nprobe, d.rerank, d.reach
+            set_ivf(s, lib.lshk_query_params_default().ivf)
         for rr in adaptive_reranks:
             s.rerank, s.nprobe = rr, 0xFFFFFFFF
 
@@ -822,19 +736,19 @@ def run_lshk_ivf(h, lib, build_threads):
                         lambda: (one, batch, extra))
             except RuntimeError as e:
                 log(f"  lshk IVF {cfg} rerank={rr}: sweep ended: {e}")
-        lshk_check(lib, lib.lshk_ivf_free(h_), "lshk_ivf_free")
+        lshk_check(lib, lib.lshk_index_free(h_), "lshk_index_free")
         gc.collect()
 
 
 def run_lshk_ivf_weighted(h, lib, build_threads):
-    """The IVF built by lshk_ivf_build_weighted: k-means weighted by the
-    exact top-10 hits of training queries (never the evaluated or the
-    calibration ones), int8 codes, nlist auto. The parameters come from
-    lshk_ivf_calibrate (the adaptive default over-scans on uneven lists:
+    """The IVF source with row weights (p.ivf.row_weights): k-means weighted
+    by the exact top-10 hits of training queries (never the evaluated or
+    the calibration ones), int8 codes, nlist auto. The parameters come from
+    lshk_index_calibrate (the adaptive default over-scans on uneven lists:
     docs/ivf.md, "Row weights"), then a fixed-nprobe sweep at rerank 32."""
     wl = h.wl
-    if wl.Qtrain is None or not hasattr(lib, "lshk_ivf_build_weighted"):
-        log("  lshk IVF weighted: skipped (no training queries, or no lshk_ivf_build_weighted)")
+    if wl.Qtrain is None:
+        log("  lshk IVF weighted: skipped (no training queries)")
         return
     t = nowt()
     hits = exact_topk(wl, Q=wl.Qtrain).reshape(-1)
@@ -842,37 +756,31 @@ def run_lshk_ivf_weighted(h, lib, build_threads):
     weights = np.ascontiguousarray((1.0 + ALPHA * wl.rows * n / len(hits)).astype(np.float32))
     hsecs = nowt() - t
     bptr = wl.b.ctypes.data if wl.b is not None else None
-    p = lib.lshk_ivf_params_default()
-    p.threads = build_threads
+    p = lshk_ivf_index_params(lib, build_threads)
+    p.ivf.row_weights, p.ivf.n_weights = weights.ctypes.data, wl.rows
     h_ = vp()
     t = nowt()
-    lshk_check(lib, lib.lshk_ivf_build_weighted(wl.W.ctypes.data, bptr, wl.rows, wl.dim, wl.dim,
-                                                weights.ctypes.data, wl.rows, ctypes.byref(p),
-                                                ctypes.byref(h_)), "lshk_ivf_build_weighted")
+    lshk_check(lib, lib.lshk_index_build(wl.W.ctypes.data, bptr, wl.rows, wl.dim, wl.dim,
+                                         ctypes.byref(p), ctypes.byref(h_)), "lshk_index_build")
     secs = nowt() - t
     nl = lshk_nlist(lib, h_)
     m = sz()
-    lshk_check(lib, lib.lshk_ivf_memory_bytes(h_, ctypes.byref(m)), "lshk_ivf_memory_bytes")
+    lshk_check(lib, lib.lshk_index_memory_bytes(h_, ctypes.byref(m)), "lshk_index_memory_bytes")
     cfg = f"nlist={nl} (auto) weighted"
     h.build("lshk IVF weighted", cfg, secs, m.value,
-            f"lshk_ivf_memory_bytes (+ W borrowed); int8 codes; weights 1 + {ALPHA:g} rows n_r / N from the "
+            f"lshk_index_memory_bytes (+ W borrowed); int8 codes; weights 1 + {ALPHA:g} rows n_r / N from the "
             f"exact top-10 of {len(wl.Qtrain):,} training queries (numpy, {hsecs:.1f} s, not counted)")
     s, one, batch, extra = lshk_ivf_query_fns(lib, h_, wl)
-    if wl.Qcal is not None and hasattr(lib, "lshk_ivf_calibrate"):
+    if wl.Qcal is not None:
         for target in (0.95, 0.99):
-            c = IvfCalibration()
-            c.struct_size = ctypes.sizeof(IvfCalibration)
-            lshk_check(lib, lib.lshk_ivf_calibrate(h_, wl.Qcal.ctypes.data, len(wl.Qcal), wl.dim,
-                                                   K, target, 32, build_threads, ctypes.byref(c)),
-                       "lshk_ivf_calibrate")
-            pick = f"reach={c.search.reach:g}" if c.search.reach > 0 else f"nprobe={c.search.nprobe}"
+            c = lshk_calibrate(lib, h_, wl, target, build_threads)
+            ci = c.query.ivf
+            pick = f"reach={ci.reach:g}" if ci.reach > 0 else f"nprobe={ci.nprobe}"
 
-            def setc(c_=c):
-                return lambda: (setattr(s, "nprobe", c_.search.nprobe),
-                                setattr(s, "rerank", c_.search.rerank),
-                                setattr(s, "reach", c_.search.reach))
+            def setc(ci_=ci):
+                return lambda: set_ivf(s, ci_)
             h.sweep("lshk IVF weighted calibrated", f"{cfg} target={target} ({len(wl.Qcal)} other queries)",
-                    [(f"{pick} rerank={c.search.rerank}", setc())], lambda: (one, batch, extra))
+                    [(f"{pick} rerank={ci.rerank}", setc())], lambda: (one, batch, extra))
     s.reach, s.rerank = 0.0, 32
 
     def setn(np_):
@@ -882,7 +790,7 @@ def run_lshk_ivf_weighted(h, lib, build_threads):
                 [(f"nprobe={g}", setn(g)) for g in probe_list(nl)], lambda: (one, batch, extra))
     except RuntimeError as e:
         log(f"  lshk IVF weighted: sweep ended: {e}")
-    lshk_check(lib, lib.lshk_ivf_free(h_), "lshk_ivf_free")
+    lshk_check(lib, lib.lshk_index_free(h_), "lshk_index_free")
     gc.collect()
 
 
@@ -909,11 +817,11 @@ def call_overheads(mods, lib):
         fns["ScaNN brute force"] = lambda: si.search(q[0], final_num_neighbors=K)
     if lib is not None:
         p = lib.lshk_index_params_default()
-        p.bits_per_table, p.tables, p.build_threads = 4, 1, 1
+        p.lsh.bits_per_table, p.lsh.tables, p.build_threads = 4, 1, 1
         h_ = vp()
         lshk_check(lib, lib.lshk_index_build(X.ctypes.data, None, 64, 128, 128, ctypes.byref(p),
                                              ctypes.byref(h_)), "lshk_index_build")
-        g = lib.lshk_gather_params_default()
+        g = lib.lshk_query_params_default()
         ids, sc = np.empty(K, np.uint32), np.empty(K, np.float32)
         args = (h_, q.ctypes.data, 1, 128, K, ctypes.byref(g), ids.ctypes.data, sc.ctypes.data, None)
         fns["lshk_index_query (ctypes)"] = lambda: lib.lshk_index_query(*args)

@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""The FGD graph (lshk_graph_*, issue 16) against hnswlib and FAISS HNSW in
-ONE process: the same M and efConstruction, the same build threads, then
-queries one at a time on ONE thread (B = 1), recall@10 and P@1 against the
-exact top-10 of W q + b, microseconds per query, over an efSearch sweep.
+"""The FGD graph (the lshk index's graph source, LSHK_SOURCE_GRAPH) against
+hnswlib and FAISS HNSW in ONE process: the same M and efConstruction, the
+same build threads, then queries one at a time on ONE thread (B = 1),
+recall@10 and P@1 against the exact top-10 of W q + b, microseconds per
+query, over an efSearch sweep.
 
-lshk is called through its C ABI with ctypes (lshk_graph_build /
-lshk_graph_query), the peers through their Python bindings, so every
-library pays a Python call per query (a few microseconds; see the
-"empty call" line printed for each).
+lshk is called through its C ABI with ctypes (lshk_index_build /
+lshk_index_query, benches/peers/lshk_ctypes.py), the peers through their
+Python bindings, so every library pays a Python call per query (a few
+microseconds; see the "empty call" line printed for each). The index
+borrows W (BORROWED_F32 storage, no copy) and returns the exact logits of
+W and b for the walk's pool; its graph rows are stored as --storages says.
+The index does not report the walk's distance count, so lshk's "rows
+scored/q" cells are "-".
 
 Peers:
   hnswlib ip   space='ip' on [w, b], queried with [q, 1] (no transform);
@@ -20,7 +25,7 @@ Run it through benches/peers/run_graph.sh, or directly:
         --w2v ../shared/data/w2v-gutenberg --w1 target/w1-npy-200k --out graph_results.md
 
 Large layers (the full 670,091-row W1): --index-dir DIR saves every built
-index there (lshk_graph_save, hnswlib save_index, faiss.write_index, with
+index there (lshk_index_save, hnswlib save_index, faiss.write_index, with
 the build's wall and CPU seconds in DIR/<layer>/builds.json) and later runs
 load them instead of building, so that each library's build and the query
 sweeps can run as separate, shorter runs (--build-only; --only picks the
@@ -39,6 +44,8 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
+import lshk_ctypes as lc  # noqa: E402  (benches/peers/lshk_ctypes.py)
+
 K = 10
 
 
@@ -46,49 +53,9 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-class GraphParams(ctypes.Structure):  # struct lshk_graph_params, include/lshk.h
-    _fields_ = [("struct_size", ctypes.c_uint32), ("m", ctypes.c_uint32),
-                ("ef_construction", ctypes.c_uint32), ("storage", ctypes.c_uint32),
-                ("threads", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
-                ("seed", ctypes.c_uint64)]
-
-
-class GraphStats(ctypes.Structure):  # struct lshk_graph_stats
-    _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
-                ("distances", ctypes.c_uint64)]
-
-
-vp, sz, u32 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32
-
-
-def load_lib(path):
-    lib = ctypes.CDLL(path)
-    lib.lshk_version.restype = ctypes.c_char_p
-    lib.lshk_last_error_message.argtypes = [ctypes.c_char_p, sz]
-    lib.lshk_graph_params_default.restype = GraphParams
-    lib.lshk_graph_build.argtypes = [vp, vp, sz, sz, sz, ctypes.POINTER(GraphParams), ctypes.POINTER(vp)]
-    lib.lshk_graph_build.restype = u32
-    lib.lshk_graph_query.argtypes = [vp, vp, sz, sz, u32, u32, vp, vp, ctypes.POINTER(GraphStats)]
-    lib.lshk_graph_query.restype = u32
-    lib.lshk_graph_query_params_default.restype = QueryParams
-    lib.lshk_graph_query_ex.argtypes = [vp, ctypes.POINTER(QueryParams), vp, sz, sz, u32, vp, vp,
-                                        ctypes.POINTER(GraphStats)]
-    lib.lshk_graph_query_ex.restype = u32
-    lib.lshk_graph_memory_bytes.argtypes = [vp, ctypes.POINTER(sz)]
-    lib.lshk_graph_save.argtypes = [vp, ctypes.c_char_p]
-    lib.lshk_graph_save.restype = u32
-    lib.lshk_graph_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(vp)]
-    lib.lshk_graph_load.restype = u32
-    lib.lshk_graph_free.argtypes = [vp]
-    lib.lshk_isa_active.restype = u32
-    return lib
-
-
-def check(lib, st, what):
-    if st != 0:
-        buf = ctypes.create_string_buffer(1024)
-        lib.lshk_last_error_message(buf, 1024)
-        raise RuntimeError(f"{what}: status {st}: {buf.value.decode()}")
+vp, sz = lc.vp, lc.sz
+load_lib = lc.load_lshk
+check = lc.check
 
 
 # ---------------------------------------------------------------- data
@@ -192,15 +159,11 @@ def timed(fn):
     return r, time.perf_counter() - t, time.process_time() - c
 
 
-STORAGE = {"f32": 0, "bf16": 1, "i8": 2}
+# The graph's own rows (p.graph.storage), which its walk scores.
+STORAGE = {"f32": lc.STORAGE_F32, "bf16": lc.STORAGE_BF16, "i8": lc.STORAGE_I8}
 
 
-WALK = {"exact": 0, "int8": 1}
-
-
-class QueryParams(ctypes.Structure):  # struct lshk_graph_query_params
-    _fields_ = [("struct_size", ctypes.c_uint32), ("walk", ctypes.c_uint32),
-                ("ef", ctypes.c_uint32), ("rerank", ctypes.c_uint32)]
+WALK = {"exact": lc.GRAPH_WALK_EXACT, "int8": lc.GRAPH_WALK_INT8}
 
 
 def lshk_name(storage, walk="exact"):
@@ -211,58 +174,54 @@ def lshk_name(storage, walk="exact"):
 
 def run_lshk(lib, wl, a, rows_out, builds, storage="f32"):
     name = lshk_name(storage)
-    p = lib.lshk_graph_params_default()
-    p.m, p.ef_construction, p.threads, p.seed = a.m, a.efc, a.threads, a.seed
-    p.storage = STORAGE[storage]
+    p = lib.lshk_index_params_default()
+    p.source, p.storage = lc.SOURCE_GRAPH, lc.STORAGE_BORROWED_F32
+    p.build_threads = a.threads
+    p.graph.m, p.graph.ef_construction, p.graph.seed = a.m, a.efc, a.seed
+    p.graph.storage = STORAGE[storage]
     h = vp()
-    fname = f"lshk-{storage}-m{a.m}-efc{a.efc}{seed_tag(a)}.lshkg"
+    bptr = wl.b.ctypes.data if wl.b is not None else None
+    fname = f"lshk-index-graph-{storage}-m{a.m}-efc{a.efc}{seed_tag(a)}.lshk"
     rec = builds.cached(name, fname)
     if rec:
-        check(lib, lib.lshk_graph_load(builds.path(fname).encode(), ctypes.byref(h)), "lshk_graph_load")
+        check(lib, lib.lshk_index_load(builds.path(fname).encode(), wl.W.ctypes.data, wl.dim, ctypes.byref(h)),
+              "lshk_index_load")
         builds.add(name, rec[0], rec[1], rec[2], rec[3], loaded=True)
     else:
-        _, secs, cpu = timed(lambda: check(lib, lib.lshk_graph_build(
-            wl.W.ctypes.data, wl.b.ctypes.data if wl.b is not None else None,
-            wl.rows, wl.dim, wl.dim, ctypes.byref(p), ctypes.byref(h)), "lshk_graph_build"))
+        _, secs, cpu = timed(lambda: check(lib, lib.lshk_index_build(
+            wl.W.ctypes.data, bptr, wl.rows, wl.dim, wl.dim, ctypes.byref(p), ctypes.byref(h)),
+            "lshk_index_build"))
         mem = sz()
-        lib.lshk_graph_memory_bytes(h, ctypes.byref(mem))
+        check(lib, lib.lshk_index_memory_bytes(h, ctypes.byref(mem)), "lshk_index_memory_bytes")
         if builds.dir:
-            check(lib, lib.lshk_graph_save(h, builds.path(fname).encode()), "lshk_graph_save")
+            check(lib, lib.lshk_index_save(h, builds.path(fname).encode()), "lshk_index_save")
         builds.add(name, secs, cpu, mem.value, a.threads)
     if a.build_only:
-        lib.lshk_graph_free(h)
+        lib.lshk_index_free(h)
         return []
     qrows = [np.ascontiguousarray(wl.Q[i]) for i in range(wl.nq)]
     ids = np.zeros(K, np.uint32)
     sc = np.zeros(K, np.float32)
     ip, sp = ids.ctypes.data, sc.ctypes.data
-    query = lib.lshk_graph_query_ex
-    st = GraphStats()
-    st.struct_size = ctypes.sizeof(GraphStats)
+    query = lib.lshk_index_query
     dim = wl.dim
     runners = []
     for walk in a.walks:
-        qp = lib.lshk_graph_query_params_default()
-        qp.walk, qp.rerank = WALK[walk], a.rerank
+        qp = lib.lshk_query_params_default()
+        qp.graph.walk, qp.graph.rerank = WALK[walk], a.rerank
         qpr = ctypes.byref(qp)
 
         def set_ef(ef, qp=qp, qpr=qpr):
-            qp.ef = ef
-            check(lib, query(h, qpr, qrows[0].ctypes.data, 1, dim, K, ip, sp, None), "lshk_graph_query_ex")
+            qp.graph.ef = ef
+            check(lib, query(h, qrows[0].ctypes.data, 1, dim, K, qpr, ip, sp, None), "lshk_index_query")
 
         def one(i, qpr=qpr):
-            query(h, qpr, qrows[i].ctypes.data, 1, dim, K, ip, sp, None)
+            query(h, qrows[i].ctypes.data, 1, dim, K, qpr, ip, sp, None)
             return ids.copy()
 
-        def dist(qpr=qpr):
-            tot = 0
-            for i in range(wl.nq):
-                query(h, qpr, qrows[i].ctypes.data, 1, dim, K, ip, sp, ctypes.byref(st))
-                tot += st.distances
-            return tot / wl.nq
         # keep: the buffers whose addresses the closures hold as integers
-        runners.append(Runner(lshk_name(storage, walk), set_ef, one, dist, keep=(ids, sc, qrows, st)))
-    runners[-1].free = lambda: lib.lshk_graph_free(h)
+        runners.append(Runner(lshk_name(storage, walk), set_ef, one, None, keep=(ids, sc, qrows, wl.W)))
+    runners[-1].free = lambda: lib.lshk_index_free(h)
     return runners
 
 

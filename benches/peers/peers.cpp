@@ -3,9 +3,10 @@
 //   1. The dense layer: OpenBLAS sgemv (B = 1) / sgemm (B = 64) + bias +
 //      argmax, against lshk_index_query (SimHash, index defaults K = 12,
 //      L = 50: about 8K candidates per query on this W) with k = 1.
-//   2. FAISS fvec_inner_products_by_idx against lshk_gathered_matmul_f32
-//      on the same ids (10,000 random ids per query, ascending, as a
-//      bucket gather produces them), B = 1 and B = 64.
+//   2. FAISS fvec_inner_products_by_idx against lshk_gathered_matmul on
+//      f32 rows (an lshk_weights_view of W), on the same ids (10,000
+//      random ids per query, ascending, as a bucket gather produces
+//      them), B = 1 and B = 64.
 //
 // W is random Gaussian (N(0, 1/dim) entries, bias N(0, 0.05^2), from
 // std::mt19937_64 seed 42); queries are rows of W plus noise
@@ -145,7 +146,7 @@ int main(int argc, char **argv) {
   std::printf("OpenBLAS: skipped (not installed at build time)\n");
 #endif
 
-#ifdef LSHK_FAMILY_SIMHASH
+#ifdef LSHK_SOURCE_SIMHASH
   {
     lshk_index_params p = lshk_index_params_default();
     p.storage = LSHK_STORAGE_BORROWED_F32;
@@ -175,7 +176,7 @@ int main(int argc, char **argv) {
       agree += ids[i] == argmax[i];
     }
     std::printf("lshk index: SimHash K=%u L=%u (defaults), built in %.2f s (all cores), %.1f MiB besides W\n",
-                p.bits_per_table, p.tables, build, double(mem) / (1 << 20));
+                p.lsh.bits_per_table, p.lsh.tables, build, double(mem) / (1 << 20));
     std::printf("lshk_index_query            B = 1 : %9.3f ms per query\n", l1 * 1e3);
     std::printf("lshk_index_query            B = 64: %9.3f ms per query, %.0f candidates per query, "
                 "top-1 = label %zu/%zu", l64 * 1e3, double(st.candidates_total) / double(st.queries), lab, nq);
@@ -206,6 +207,16 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; i <= nq; i++) offsets[i] = i * ncand;
   std::vector<float> out(nq * ncand), out2(nq * ncand);
+  // W as the kernel reads it: f32 rows, no bias (FAISS's inner products
+  // have none either).
+  lshk_weights_view wv;
+  std::memset(&wv, 0, sizeof wv);
+  wv.struct_size = sizeof wv;
+  wv.storage = LSHK_STORAGE_F32;
+  wv.w = w.data();
+  wv.rows = rows;
+  wv.dim = dim;
+  wv.w_stride = dim;
   // B = 1 cycles through the 64 queries' id sets (rows mostly from DRAM:
   // 64 x 10,000 rows of 512 bytes exceed the L3), as does B = 64.
   for (size_t b : {size_t(1), size_t(64)}) {
@@ -213,11 +224,11 @@ int main(int argc, char **argv) {
     size_t cur = 0;
     double tl = time_median(reps, [&] {
       size_t i = b == 1 ? cur++ % nq : 0;
-      check(lshk_gathered_matmul_f32(w.data(), rows, dim, dim, nullptr, q.data() + i * dim, b, dim,
-                                     ids.data() + i * ncand, offsets.data(), out.data() + i * ncand, b * ncand),
-            "lshk_gathered_matmul_f32");
+      check(lshk_gathered_matmul(&wv, q.data() + i * dim, b, dim, ids.data() + i * ncand, offsets.data(),
+                                 out.data() + i * ncand, b * ncand),
+            "lshk_gathered_matmul");
     }) / double(b);
-    std::printf("lshk_gathered_matmul_f32          B = %2zu: %8.1f ns per row\n", b, tl * 1e9 / double(ncand));
+    std::printf("lshk_gathered_matmul (f32)        B = %2zu: %8.1f ns per row\n", b, tl * 1e9 / double(ncand));
 #ifdef HAVE_FAISS
     cur = 0;
     double tf = time_median(reps, [&] {

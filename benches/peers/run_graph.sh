@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The FGD graph (lshk_graph_*) against hnswlib (ip on [w, b]; l2 on the FGD
-# transform) and FAISS HNSW, in one process (benches/peers/graph_peers.py):
-# makes the peers' venv, builds liblshk.so and a W1 export, runs the script.
+# The FGD graph (the lshk index's graph source) against hnswlib (ip on
+# [w, b]; l2 on the FGD transform) and FAISS HNSW, in one process
+# (benches/peers/graph_peers.py): makes the peers' venv, builds liblshk.so
+# and a W1 export, runs the script.
 # Not run by cargo test.
 #
 #   benches/peers/run_graph.sh [graph_peers.py options, e.g. --m 16 --efc 100]
