@@ -63,11 +63,10 @@
 // lshk_query_params::forest). Needs F32 or BORROWED_F32 storage.
 #define LSHK_SOURCE_FOREST 4
 
-// Weights: the caller's f32 W is used in place, not copied; it must stay
-// alive and unchanged while the index (or one loaded with it) lives,
-// except for rows changed while no call uses the index and then passed to
-// lshk_index_update_rows (LSH) or followed by lshk_index_rebuild
-// (forest).
+// Weights: the caller's f32 W, used in place: alive and unchanged while
+// the index (or one loaded with it) lives, except rows changed while no
+// call uses the index, then passed to lshk_index_update_rows (LSH) or
+// followed by lshk_index_rebuild (forest).
 #define LSHK_STORAGE_BORROWED_F32 0
 
 // Weights: an f32 copy.
@@ -101,10 +100,9 @@
 #define LSHK_IVF_CODES_I8 1
 
 // IVF codes: 4-bit product quantisation of each row's residual to its
-// list centroid (`pq_m` codes a row), scored from byte tables built once
-// per query, then the `rerank` best re-scored exactly. Needs a larger
-// `rerank` than CODES_I8 for the same recall (docs/ivf.md), and at least
-// 16 rows.
+// list centroid (`pq_m` codes a row), scored from per-query byte tables,
+// then the `rerank` best re-scored exactly. Needs at least 16 rows, and a
+// larger `rerank` than CODES_I8 for the same recall (docs/ivf.md).
 #define LSHK_IVF_CODES_PQ4 2
 
 // IVF codes: both, in three stages: the 4-bit codes scan the visited
@@ -193,12 +191,10 @@ typedef struct lshk_adam lshk_adam;
 // The key of table l is sum over k of hash(l*K + k) << (k * log2(B)):
 // exactly K*log2(B) bits; higher bits are 0.
 //
-// Immutable once created: every function taking `const lshk_dwta *` is safe
-// to call from many threads at once. Memory: at most about
-// 36*K*L*B + 804*K*L bytes (map, transposed map, inverse map, coordinate
-// filter, densification probe tables), independent of dim; hashing dense
-// rows also keeps a per-thread scratch block of 128*dim bytes when
-// dim <= min(K*L*B, 2048).
+// Memory: at most about 36*K*L*B + 804*K*L bytes (map, transposed and
+// inverse map, coordinate filter, densification probe tables), whatever
+// dim; hashing dense rows also keeps a per-thread scratch block of
+// 128*dim bytes when dim <= min(K*L*B, 2048).
 typedef struct lshk_dwta lshk_dwta;
 
 // FFT plans and scratch buffers for vectors of one dimension d. A call
@@ -207,31 +203,22 @@ typedef struct lshk_dwta lshk_dwta;
 // handle per thread; lshk_hrr_new is cheap). Calls allocate nothing.
 typedef struct lshk_hrr lshk_hrr;
 
-// A built or loaded index: hash family, tables, weights and bias.
-// Every function taking `const lshk_index *` (queries included) is safe
-// to call from many threads at once, without locks. The functions taking
-// a non-const `lshk_index *` change or free the index and need EXCLUSIVE
-// access: lshk_index_train_labels, lshk_index_train_iul,
-// lshk_index_update_rows, lshk_index_rehash_rows, lshk_index_rehash_dirty
-// and lshk_index_free. While one of them runs, no other call may use the
-// index or its borrowed family/tables handles (e.g. guard the index with
-// a reader-writer lock: queries shared, training exclusive). Queries
-// started after it returns see the changed index.
+// A built or loaded index: hash family, tables, weights and bias. The
+// functions taking a non-const `lshk_index *` (lshk_index_train_labels,
+// _train_iul, _update_rows, _rehash_rows, _rehash_dirty, _rebuild, _free)
+// need EXCLUSIVE access: no other call may use the index or its borrowed
+// family/tables handles meanwhile (e.g. a reader-writer lock: queries
+// shared, training exclusive); later queries see the changed index.
 typedef struct lshk_index lshk_index;
 
 // A SimHash family: L tables of K sign bits each, from K*L hyperplanes.
-// Immutable once created: every function taking `const lshk_simhash *` is
-// safe to call from many threads at once.
+// Immutable once created.
 typedef struct lshk_simhash lshk_simhash;
 
 // L LSH tables over n rows (flat CSR per table, ids ascending per bucket).
-//
-// Queries (every function taking `const lshk_tables *`) are safe from many
-// threads at once. The functions taking a non-const `lshk_tables *`
-// (lshk_tables_update, lshk_tables_add_labels, lshk_tables_free) need
-// EXCLUSIVE access: no other call may use the handle while one of them
-// runs (so queries see either the old or the new tables, never a mix);
-// the caller provides it, e.g. with a reader-writer lock.
+// The functions taking a non-const `lshk_tables *` (lshk_tables_update,
+// _add_labels, _free) need EXCLUSIVE access, e.g. by a reader-writer
+// lock (so queries see the old or the new tables, never a mix).
 typedef struct lshk_tables lshk_tables;
 
 // Outcome of a call: `LSHK_STATUS_OK` (0) or one of the error codes below.
@@ -286,12 +273,13 @@ typedef struct lshk_ivf_params {
   // LSHK_IVF_CODES_* (default I8).
   uint32_t codes;
   // Sub-quantisers of CODES_PQ4 and CODES_PQ4_I8 (4 bits each; must
-  // divide dim, at most 16,384); 0 = dim / 2 (for an odd dim the
+  // divide dim, at most 16,384); 0 (default) = dim / 2 (odd dim: the
   // largest divisor not above dim / 2). Must be 0 with other codes.
   uint32_t pq_m;
   // Must be 0.
   uint32_t reserved;
-  // Seed of the training sample and of k-means' empty-list splits.
+  // Seed of the training sample and k-means' empty-list splits
+  // (default 0x1f5eed00c0de0001).
   uint64_t seed;
   // Optional per-row weights steering the k-means (`n_weights` == rows
   // floats, finite, >= 0, not all 0; read during the build only): each
@@ -314,7 +302,7 @@ typedef struct lshk_graph_params {
   uint32_t storage;
   // Must be 0.
   uint32_t reserved;
-  // Seed of the levels.
+  // Seed of the levels (default 0x5eedf6d0).
   uint64_t seed;
 } lshk_graph_params;
 
@@ -343,27 +331,22 @@ typedef void (*lshk_progress_fn)(void *user,
                                  uint64_t done,
                                  uint64_t total);
 
-// Build parameters of lshk_index_build: the candidate source, the storage
-// of the rows the scorer ranks by, and each source's knobs (a source
-// reads its own and ignores the others'). Obtain defaults from
-// lshk_index_params_default(), then change fields; `struct_size` lets
-// later versions add fields at the end.
+// Build parameters of lshk_index_build: the source, W's storage and each
+// source's knobs (a source reads only its own). Start from
+// lshk_index_params_default(); `struct_size` lets fields be added.
 typedef struct lshk_index_params {
   // sizeof(lshk_index_params) as the caller knows it.
   uint32_t struct_size;
   // LSHK_SOURCE_* (default SIMHASH).
   uint32_t source;
-  // LSHK_STORAGE_* of W for the exact scores (default F32 copy). The IVF
-  // source re-ranks from f32 rows: the caller's W (BORROWED_F32) or the
-  // index's copy (F32), so W is held once; with a 16-bit or int8 storage
-  // its lists keep an f32 copy of their own, and the scorer ranks their
-  // candidates by the stored W.
+  // LSHK_STORAGE_* of W for the exact scores (default F32). IVF re-ranks
+  // from f32 rows: the caller's W (BORROWED_F32) or the index's (F32);
+  // with a 16-bit or int8 storage its lists keep their own f32 copy and
+  // the scorer ranks their candidates by the stored W.
   uint32_t storage;
-  // LSHK_TRANSFORM_* (LSH sources; default NONE, which the other
-  // sources require).
+  // LSHK_TRANSFORM_* (default NONE; any other on LSH sources only).
   uint32_t transform;
-  // Threads of the build (0 = all cores, default); no index depends on
-  // it.
+  // Build threads (0 = all cores, default); no index depends on it.
   uint32_t build_threads;
   // LSH knobs (SIMHASH, DWTA).
   struct lshk_lsh_params lsh;
@@ -436,9 +419,8 @@ typedef struct lshk_forest_query {
   uint32_t reserved;
 } lshk_forest_query;
 
-// Query parameters of lshk_index_query and lshk_index_candidates: each
-// source's knobs (a source reads its own). Obtain defaults from
-// lshk_query_params_default(), then change fields.
+// Query parameters of lshk_index_query and _candidates: each source's
+// knobs (a source reads its own); start from lshk_query_params_default().
 typedef struct lshk_query_params {
   // sizeof(lshk_query_params) as the caller knows it.
   uint32_t struct_size;
@@ -452,8 +434,7 @@ typedef struct lshk_query_params {
 
 // Counts of one lshk_index_query call, summed over its queries.
 typedef struct lshk_query_stats {
-  // sizeof(lshk_query_stats) as the caller knows it (set it before the
-  // call; lshk does not change it).
+  // sizeof(lshk_query_stats), set by the caller; lshk never changes it.
   uint32_t struct_size;
   // Not written by lshk.
   uint32_t reserved;
@@ -476,8 +457,7 @@ typedef struct lshk_query_stats {
 
 // What lshk_index_describe reports of an index.
 typedef struct lshk_index_info {
-  // sizeof(lshk_index_info) as the caller knows it (set it before the
-  // call; lshk does not change it).
+  // sizeof(lshk_index_info), set by the caller; lshk never changes it.
   uint32_t struct_size;
   // LSHK_SOURCE_*.
   uint32_t source;
@@ -503,25 +483,20 @@ typedef struct lshk_index_info {
   uint32_t reserved;
 } lshk_index_info;
 
-// A read-only view of a weight matrix: as lshk_index_weights fills it
-// (the weights an index computes its logits from), or as a caller
-// describes its own matrix for lshk_gathered_matmul. `storage` names the
-// element type of `w`: BORROWED_F32 and F32 float, BF16 uint16_t bf16
-// bits, F16 uint16_t binary16, I8 int8_t with `scales`.
-// `lshk_gathered_matmul(&v, q, nq, q_stride, ids, offsets, out,
-// out_len)` on an index's view computes the scores lshk_index_query ranks
-// (the original W and b: a transform steers only retrieval) with the same
-// kernel; a score's last bits may differ (on every tier), as rows are
-// summed in blocks and runs of consecutive ids take a dense tile, which
-// depends on their position in `ids` (both within the kernel's error
-// bound). An index's view stays valid,
-// and its memory unchanged, until lshk_index_free (for a loaded index it
-// may point into the mapped file: never write through it).
+// A read-only view of a weight matrix, as lshk_index_weights fills it
+// (the W and bias an index's logits come from) or as a caller describes
+// its own for lshk_gathered_matmul. lshk_gathered_matmul on an index's
+// view computes the scores lshk_index_query ranks (the original W and b:
+// a transform steers only retrieval), within the kernel's error bound (a
+// score's last bits may differ, on every tier: blocking and dense tiles
+// depend on the ids' positions). An index's view stays valid and
+// unchanged until lshk_index_free (a loaded index's may point into the
+// mapped file: never write through it).
 typedef struct lshk_weights_view {
-  // sizeof(lshk_weights_view) as the caller knows it (set it before the
-  // call; lshk does not change it).
+  // sizeof(lshk_weights_view), set by the caller; lshk never changes it.
   uint32_t struct_size;
-  // LSHK_STORAGE_* the index was built with (the element type of `w`).
+  // LSHK_STORAGE_* (an index's: its storage), the element type of `w`:
+  // BORROWED_F32 and F32 float; BF16, F16 uint16_t bits; I8 int8_t.
   uint32_t storage;
   // Row `r` starts at element `r * w_stride` of `w`.
   const void *w;
@@ -538,11 +513,10 @@ typedef struct lshk_weights_view {
   size_t w_stride;
 } lshk_weights_view;
 
-// What lshk_index_calibrate measured on the sample queries. The caller
-// sets `struct_size` to sizeof(lshk_calibration); the library writes
-// every other field.
+// What lshk_index_calibrate measured on the sample queries (the caller
+// sets struct_size; lshk writes every other field).
 typedef struct lshk_calibration {
-  // sizeof(lshk_calibration) as the caller knows it.
+  // sizeof(lshk_calibration).
   uint32_t struct_size;
   // 1 when `query` met the target recall on the sample, else 0 (then
   // `query` holds the best point measured).
@@ -571,10 +545,8 @@ typedef struct lshk_calibration {
   double adaptive_scanned;
 } lshk_calibration;
 
-// Parameters of lshk_index_train_iul. Obtain them from
-// lshk_iul_params_default() and change what you need; `struct_size` must
-// stay sizeof(lshk_iul_params) (a larger value from a newer header is
-// accepted, its unknown tail ignored).
+// Parameters of lshk_index_train_iul, from lshk_iul_params_default(); a
+// struct_size above sizeof(lshk_iul_params) (newer header) is accepted.
 typedef struct lshk_iul_params {
   // sizeof(lshk_iul_params).
   uint32_t struct_size;
@@ -604,8 +576,7 @@ typedef struct lshk_iul_params {
   // many pairs per side (0 = no cap, default).
   uint32_t max_pairs;
   // LSHK_IUL_* bits (default 0: score thresholds, the last round's
-  // planes kept); other bits are INVALID_ARGUMENT. (This field was
-  // `reserved`, which had to be 0, in 0.2.0: same offset and size.)
+  // planes kept); other bits are INVALID_ARGUMENT. (`reserved` in 0.2.)
   uint32_t flags;
   // Seed of the validation split, the balancing subsample and the
   // epoch shuffles (one SplitMix64 stream; default 1).
@@ -641,10 +612,9 @@ typedef struct lshk_iul_report {
   double label_recall_after;
 } lshk_iul_report;
 
-// Parameters of lshk_index_train_labels. Obtain defaults from
-// lshk_label_params_default(), then change fields.
+// Parameters of lshk_index_train_labels (see lshk_label_params_default).
 typedef struct lshk_label_params {
-  // sizeof(lshk_label_params) as the caller knows it.
+  // sizeof(lshk_label_params).
   uint32_t struct_size;
   // Labels kept per bucket: the most frequent ones, ties to the smaller
   // id (0 = keep every label seen). Default 64.
@@ -653,24 +623,21 @@ typedef struct lshk_label_params {
   uint32_t policy;
 } lshk_label_params;
 
-// Options of lshk_tables_gather. Obtain defaults from
-// lshk_gather_params_default(), then change fields: `struct_size` lets
-// later versions add fields without breaking callers.
+// Options of lshk_tables_gather (see lshk_gather_params_default).
 typedef struct lshk_gather_params {
-  // sizeof(lshk_gather_params) as the caller knows it.
+  // sizeof(lshk_gather_params).
   uint32_t struct_size;
   // Keep the ids found in at least this many tables (default 1; 0 acts
   // as 1; a value above L leaves only the forced ids).
   uint32_t min_count;
   // Budget of distinct ids per query, forced ids included (default 0 =
-  // no limit). Tables are visited in order and the visit stops once the
-  // budget is reached; see lshk_tables_gather for the exact rule.
+  // no limit); the exact rule is at lshk_tables_gather.
   uint32_t max_candidates;
   // Extra buckets visited per table by query-directed multi-probing
   // (default 0). Needs SimHash codes, `bits_per_table` and the query
   // projections. At most min(2^K - 1, 4096).
   uint32_t probes;
-  // K, the bits per table of the SimHash codes (needed when probes > 0).
+  // K, the SimHash codes' bits per table (for probes > 0; default 0).
   uint32_t bits_per_table;
 } lshk_gather_params;
 
@@ -689,10 +656,8 @@ typedef struct lshk_table_stats {
   double mean_bucket_size;
 } lshk_table_stats;
 
-// How lshk_tables_gather_budget applies `max_candidates`. Obtain it from
-// lshk_budget_params_default(); `struct_size` must be at least
-// sizeof(lshk_budget_params) (a larger value from a newer header is
-// accepted, its unknown tail ignored).
+// How lshk_tables_gather_budget applies `max_candidates`, from
+// lshk_budget_params_default(); a larger struct_size (newer header) is OK.
 typedef struct lshk_budget_params {
   // sizeof(lshk_budget_params).
   uint32_t struct_size;
@@ -704,10 +669,9 @@ typedef struct lshk_budget_params {
   uint64_t seed;
 } lshk_budget_params;
 
-// Adam's hyper-parameters. Obtain defaults from lshk_adam_params_default(),
-// then change fields; `struct_size` lets later versions add fields.
+// Adam's hyper-parameters (see lshk_adam_params_default).
 typedef struct lshk_adam_params {
-  // sizeof(lshk_adam_params) as the caller knows it.
+  // sizeof(lshk_adam_params).
   uint32_t struct_size;
   // Learning rate, finite (default 1e-3).
   float lr;
@@ -832,7 +796,7 @@ const char *lshk_isa_name(lshk_isa isa);
 
 // Creates a DWTA family of `tables` (L) tables of `bins_per_table` (K)
 // bins of `bin_size` (B) coordinates over `dim`-dimensional inputs, from
-// `seed`.
+// `seed`; free it with lshk_dwta_free.
 //
 // The bin map is fixed for ever by the seed (same map, bit for bit, in
 // every version and on every platform): ceil(K*L*B / dim) independent
@@ -843,9 +807,6 @@ const char *lshk_isa_name(lshk_isa isa);
 // `for i = 0 .. dim-2: swap(a[i], a[i + below(dim - i)])`. Entry i is final
 // after step i, so the last permutation, of which only m entries are kept,
 // stops after its first min(m, dim-1) steps.
-//
-// On success `*out` receives a new handle (free it with lshk_dwta_free);
-// on failure `*out` is not written.
 //
 // Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim not in
 // 1..=2^31-1, bin_size not a power of two in 2..=256, K = 0,
@@ -866,7 +827,7 @@ lshk_status lshk_dwta_new(uint32_t dim,
 // Errors: NULL_POINTER (`out`, or `map` with map_len > 0), INVALID_ARGUMENT
 // (shape as in lshk_dwta_new; map_len != K*L*B; `map` or `out`
 // misaligned), INDEX_OUT_OF_RANGE (an entry >= dim), SIZE_OVERFLOW,
-// ALLOCATION_FAILED. `*out` is written only on success.
+// ALLOCATION_FAILED.
 //
 // # Safety
 // `map` must point to `map_len` readable u32.
@@ -878,8 +839,7 @@ lshk_status lshk_dwta_from_map(const uint32_t *map,
                                uint32_t bin_size,
                                struct lshk_dwta **out);
 
-// Releases a family. NULL is a no-op. A freed or foreign handle is
-// reported as INVALID_HANDLE and otherwise ignored.
+// Releases a family.
 //
 // # Safety
 // `h` is NULL or a handle from lshk_dwta_new/_from_map that no other thread
@@ -889,8 +849,7 @@ lshk_status lshk_dwta_free(struct lshk_dwta *h);
 // Shape of a family: writes dim, K, L and B into the non-NULL pointers
 // among `dim`, `bins_per_table`, `tables`, `bin_size`.
 //
-// Errors: NULL_POINTER (`h`), INVALID_HANDLE, INVALID_ARGUMENT (a
-// misaligned output pointer). Nothing is written on error.
+// Errors: NULL_POINTER (`h`), INVALID_HANDLE, INVALID_ARGUMENT (misaligned).
 //
 // # Safety
 // Non-NULL output pointers must be writable.
@@ -905,7 +864,7 @@ lshk_status lshk_dwta_shape(const struct lshk_dwta *h,
 // family.
 //
 // Errors: NULL_POINTER, INVALID_HANDLE, BUFFER_TOO_SMALL, INVALID_ARGUMENT
-// (`out` misaligned). Nothing is written on error.
+// (`out` misaligned).
 //
 // # Safety
 // `out` must hold `out_len` writable u32.
@@ -918,12 +877,11 @@ lshk_status lshk_dwta_copy_map(const struct lshk_dwta *h,
 // the key of table l (see lshk_dwta for the bin hash and the key layout).
 // Any float is allowed (NaN never wins a bin; an all-NaN bin hashes to 0).
 // n = 0 is a no-op. Runs on the active tier (lshk_isa_active); every tier
-// gives identical keys. Thread-safe.
+// gives identical keys.
 //
 // Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (x_stride < dim,
 // misaligned pointers, `codes` overlapping `x`), SIZE_OVERFLOW,
 // BUFFER_TOO_SMALL (codes_len).
-// Nothing is written on error.
 //
 // # Safety
 // `x` must hold (n-1)*x_stride + dim readable floats (or be NULL with
@@ -938,8 +896,8 @@ lshk_status lshk_dwta_hash_dense(const struct lshk_dwta *h,
 // lshk_dwta_hash_dense on one chosen tier `isa` (for tests and
 // benchmarks). The tier cap (LSHK_MAX_ISA) does not apply here.
 //
-// Errors: as lshk_dwta_hash_dense, plus INVALID_ARGUMENT (not an
-// LSHK_ISA_* value) and UNSUPPORTED_ISA (this CPU lacks the tier).
+// Errors: as lshk_dwta_hash_dense, plus INVALID_ARGUMENT (bad `isa`) and
+// UNSUPPORTED_ISA.
 //
 // # Safety
 // As lshk_dwta_hash_dense.
@@ -959,14 +917,12 @@ lshk_status lshk_dwta_hash_dense_isa(lshk_isa isa,
 // be < dim. Values may be any float (a stored 0.0 is present; NaN never
 // wins). Empty bins are densified as described at lshk_dwta. n = 0 is a
 // no-op (indptr, indices, values and codes may then be NULL). Runs on the
-// active tier; every tier gives identical keys. Thread-safe. The whole
-// batch is validated before anything is written.
+// active tier; every tier gives identical keys.
 //
 // Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (`indptr[0] != 0`,
 // indptr decreasing, indices unsorted or duplicated within a row,
 // misaligned pointers, `codes` overlapping an input), INDEX_OUT_OF_RANGE
-// (an index >= dim),
-// SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len). Nothing is written on error.
+// (an index >= dim), SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len).
 //
 // # Safety
 // `indptr` must hold n + 1 readable size_t; `indices` and `values`
@@ -982,8 +938,8 @@ lshk_status lshk_dwta_hash_sparse(const struct lshk_dwta *h,
 // lshk_dwta_hash_sparse on one chosen tier `isa` (for tests and
 // benchmarks). The tier cap (LSHK_MAX_ISA) does not apply here.
 //
-// Errors: as lshk_dwta_hash_sparse, plus INVALID_ARGUMENT (not an
-// LSHK_ISA_* value) and UNSUPPORTED_ISA (this CPU lacks the tier).
+// Errors: as lshk_dwta_hash_sparse, plus INVALID_ARGUMENT (bad `isa`) and
+// UNSUPPORTED_ISA.
 //
 // # Safety
 // As lshk_dwta_hash_sparse.
@@ -998,10 +954,8 @@ lshk_status lshk_dwta_hash_sparse_isa(lshk_isa isa,
 
 // Plans the transforms for vectors of `d` floats (1 <= d <= 2^24) and
 // allocates the handle's buffers; calls run on the active ISA tier (the
-// result does not depend on it: every tier returns the same bits).
-//
-// On success `*out` receives a new handle (free it with lshk_hrr_free);
-// on failure `*out` is not written.
+// result does not depend on it: every tier returns the same bits). Free it
+// with lshk_hrr_free.
 //
 // Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (d 0 or above 2^24, a
 // misaligned `out`), ALLOCATION_FAILED.
@@ -1017,8 +971,7 @@ lshk_status lshk_hrr_new_isa(size_t d,
                              lshk_isa isa,
                              struct lshk_hrr **out);
 
-// Releases a handle. NULL is a no-op; a freed or foreign handle is
-// reported as INVALID_HANDLE and otherwise ignored.
+// Releases a handle.
 //
 // # Safety
 // `h` is NULL or a handle from lshk_hrr_new[_isa] that no other thread is
@@ -1033,7 +986,7 @@ lshk_status lshk_hrr_free(struct lshk_hrr *h);
 // Errors: NULL_POINTER (`h`, a buffer with n > 0), INVALID_HANDLE,
 // INVALID_ARGUMENT (x_rows not 1 or n, a misaligned buffer, `out`
 // overlapping an input), SIZE_OVERFLOW (n * d), NON_FINITE (NaN or
-// infinity in `x` or `y`). Nothing is written on error.
+// infinity in `x` or `y`).
 //
 // # Safety
 // `x` holds x_rows * d readable floats, `y` n * d, `out` n * d writable
@@ -1052,7 +1005,7 @@ lshk_status lshk_hrr_bind(struct lshk_hrr *h,
 // infinite). `key` holds `key_rows` rows (1 or n), `s` and `out` n rows.
 //
 // Errors: as lshk_hrr_bind, and INVALID_ARGUMENT for an `inverse` that is
-// not an LSHK_HRR_INVERSE_* value. Nothing is written on error.
+// not an LSHK_HRR_INVERSE_* value.
 //
 // # Safety
 // `key` holds key_rows * d readable floats, `s` n * d, `out` n * d
@@ -1070,7 +1023,7 @@ lshk_status lshk_hrr_unbind(struct lshk_hrr *h,
 //
 // Errors: NULL_POINTER (`h`, a buffer with n > 0), INVALID_HANDLE,
 // INVALID_ARGUMENT (a misaligned buffer, `out` overlapping `x`),
-// SIZE_OVERFLOW, NON_FINITE (in `x`). Nothing is written on error.
+// SIZE_OVERFLOW, NON_FINITE (in `x`).
 //
 // # Safety
 // `x` holds n * d readable floats, `out` n * d writable ones; no other
@@ -1095,7 +1048,7 @@ lshk_status lshk_hrr_project(struct lshk_hrr *h,
 //
 // Errors: NULL_POINTER (`out` with m > 0), INVALID_ARGUMENT (d 0 or above
 // 2^24, a misaligned `out`), SIZE_OVERFLOW (m * d, or first + m above
-// 2^64), ALLOCATION_FAILED. Nothing is written on error.
+// 2^64), ALLOCATION_FAILED.
 //
 // # Safety
 // `out` holds m * d writable floats.
@@ -1106,51 +1059,37 @@ lshk_status lshk_hrr_class_vectors(uint64_t seed,
                                    uint32_t threads,
                                    float *out);
 
-// Default build parameters: the SimHash source (K = 12, L = 50, Gaussian
-// planes, bin_size 8, seed 1, automatic range_bits, no bucket cap), F32
-// copy storage, no transform, all cores; IVF: automatic nlist, 10
-// iterations, CODES_I8; graph: m 16, ef_construction 200, F32 rows;
-// forest: 8 trees, leaf_size 64, seed 1; no caller-given planes, map,
-// weights or progress callback; struct_size = sizeof(lshk_index_params).
+// The defaults documented at each field of lshk_index_params and its knob
+// structs, every pointer NULL; struct_size = sizeof(lshk_index_params).
 struct lshk_index_params lshk_index_params_default(void);
 
-// Default query parameters: LSH min_count 1, no budget, no multi-probe;
-// IVF adaptive (reach 3.0, no nprobe cap), rerank 32; graph WALK_EXACT,
-// ef 100, rerank 0 (the whole pool); forest set_size 256;
-// struct_size = sizeof(lshk_query_params).
+// The defaults documented at each field of lshk_query_params' knob
+// structs; struct_size = sizeof(lshk_query_params).
 struct lshk_query_params lshk_query_params_default(void);
 
 // Builds an index over `rows` rows of `dim` floats (row r at
-// `w + r * w_stride`, `w_stride >= dim`, in elements) with an optional
-// `bias` (`rows` floats, NULL = none; the scores are `w_r . q + b_r`):
-// the candidate source `p->source` is built from the rows with its knobs
-// (`p->lsh`, `p->ivf`, `p->graph` or `p->forest`), and W is kept per
-// `p->storage` for the exact scores (BORROWED_F32 keeps `w` itself: it
-// must stay alive and unchanged until lshk_index_free). `p` NULL =
-// lshk_index_params_default(). Every index is a pure function of W, the
-// bias and the parameters: the same on every ISA tier and thread count.
-// Progress (optional) as described at lshk_progress_fn.
-//
-// On success `*out` receives a new handle (free it with lshk_index_free);
-// on failure `*out` is not written.
+// `w + r * w_stride`) with an optional `bias` (`rows` floats, NULL = none;
+// scores are `w_r . q + b_r`): the source `p->source` is built with its
+// knobs, and W is kept per `p->storage` for the exact scores (see
+// LSHK_STORAGE_BORROWED_F32). `p` NULL = defaults. The index is a pure
+// function of W, the bias and `p`: the same on every tier and thread
+// count. Progress as at lshk_progress_fn. Free it with lshk_index_free.
 //
 // Errors: NULL_POINTER (`out`, `w`, a knob's array NULL with a length),
 // INVALID_ARGUMENT (rows 0, dim 0, stride < dim, struct_size too small, a
-// value that is not one of its LSHK_* constants, a reserved field not 0;
-// LSH: a bad K/L/B/range_bits, planes_len or dwta_map_len not matching, a
-// transform with caller-given arrays of the wrong width; IVF: nlist >
-// rows, iters 0, train_rows < nlist, pq_m not 0 without PQ4 codes or not
-// dividing dim, fewer than 16 rows with PQ4 codes, n_weights != rows, a
-// negative weight or all 0; graph: m outside 2..=256, ef_construction 0,
-// rows >= 2^32 - 1; forest: rows < 2, trees outside 1..=4096, leaf_size <
-// 2, normalize_rows not 0/1, a storage other than F32/BORROWED_F32;
-// a transform on a non-LSH source; row weights on a non-IVF source;
-// |w| > 65504 with F16 storage), INDEX_OUT_OF_RANGE (a caller-given map
-// coordinate >= dim'), NON_FINITE (NaN or infinity in W, the bias or the
-// row weights, the message naming the row; a |value| above
-// FLT_MAX / (8 (dim + 2)), against which no query could be scored within
-// f32; IVF: above sqrt(FLT_MAX / (16 (dim + 2)))), SIZE_OVERFLOW,
-// ALLOCATION_FAILED.
+// value not among its LSHK_* constants, a reserved field not 0; LSH: a bad
+// K/L/B/range_bits, planes_len or dwta_map_len not matching, caller-given
+// arrays of the wrong width for the transform; IVF: nlist > rows, iters 0,
+// train_rows < nlist, pq_m not 0 without PQ4 codes or not dividing dim,
+// PQ4 codes with < 16 rows, n_weights != rows, a negative weight or all 0;
+// graph: m outside 2..=256, ef_construction 0, rows >= 2^32 - 1; forest:
+// rows < 2, trees outside 1..=4096, leaf_size < 2, normalize_rows not 0/1,
+// storage not F32/BORROWED_F32; a transform on a non-LSH source; row
+// weights on a non-IVF source; |w| > 65504 with F16 storage),
+// INDEX_OUT_OF_RANGE (a caller-given map coordinate >= dim'), NON_FINITE
+// (NaN or infinity in W, the bias or the row weights, naming the row; a
+// |value| above FLT_MAX / (8 (dim + 2)), or for IVF above
+// sqrt(FLT_MAX / (16 (dim + 2)))), SIZE_OVERFLOW, ALLOCATION_FAILED.
 //
 // # Safety
 // `w` must hold (rows-1)*w_stride + dim readable floats, `bias` (if not
@@ -1164,22 +1103,17 @@ lshk_status lshk_index_build(const float *w,
                              const struct lshk_index_params *p,
                              struct lshk_index **out);
 
-// The top `k` rows of each of `nq` queries (query i at `q + i * q_stride`,
-// `q_stride >= dim` elements): the source's candidates (LSH: hash ->
-// gather; IVF: the lists' codes and re-rank; graph: the walk; forest: the
-// leaves' set) -> the logits of the ORIGINAL W and bias for them (the
-// stored W in its storage; the IVF source's exact re-rank scores pass
-// through unchanged with F32 or BORROWED_F32 storage) -> top-k. Writes
-// `out_ids[i*k .. i*k + k]` (and `out_scores`, when not NULL) per query:
-// descending by score, equal scores by smaller id, padded with
-// UINT32_MAX / -INFINITY when a query has fewer than k candidates. Both
-// outputs hold at least nq*k elements. `k = 0` or `nq = 0` writes no ids
-// or scores (stats are still written). `qp` NULL =
-// lshk_query_params_default(); each source reads its own knobs. `stats`
-// (NULL = none; set its struct_size) receives the batch's counts.
-// Thread-safe: many threads may query one index at once; each thread
-// reuses its own scratch, so after a warm-up call of the same size a
-// query allocates nothing.
+// The top `k` rows of each of `nq` queries (query i at `q + i * q_stride`):
+// the source's candidates (LSH: hash -> gather; IVF: the lists' codes and
+// re-rank; graph: the walk; forest: the leaves' set) -> the logits of the
+// ORIGINAL W and bias for them (the stored W; with F32 or BORROWED_F32
+// storage IVF's exact re-rank scores pass through) -> top-k, into
+// `out_ids[i*k .. i*k + k]` and `out_scores` (NULL = not wanted), nq*k
+// each: descending by score, ties to the smaller id, padded with
+// UINT32_MAX / -INFINITY. k = 0 or nq = 0 writes no ids or scores (stats
+// still). `qp` NULL = defaults. `stats` (NULL = none; set its struct_size)
+// receives the batch's counts. Each thread reuses its own scratch: after a
+// warm-up call of the same size a query allocates nothing.
 //
 // Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
 // struct_size of `qp` or `stats` too small, a reserved field not 0, a
@@ -1188,7 +1122,7 @@ lshk_status lshk_index_build(const float *w,
 // nprobe 0, reach negative or not finite; graph ef 0, WALK_INT8 at dim >
 // 65,472; misaligned or overlapping outputs), BUFFER_TOO_SMALL,
 // NON_FINITE (a NaN or infinite query value, or a query whose scores
-// could overflow f32), SIZE_OVERFLOW. Nothing is written on error.
+// could overflow f32), SIZE_OVERFLOW.
 //
 // # Safety
 // `q` must hold (nq-1)*q_stride + dim readable floats; `out_ids` nq*k
@@ -1207,63 +1141,48 @@ lshk_status lshk_index_query(const struct lshk_index *idx,
 
 // Saves the index to `path` (a NUL-terminated file name): a versioned,
 // little-endian lshk container with a CRC-32C per section (params, hash
-// family, tables, bias, and the weights unless they are borrowed). The
-// file is written to a temporary file in the same directory, flushed and
-// renamed over `path`, so a crash never leaves a torn index at `path`:
-// it holds the old index or the new one. A crash mid-write can leave the
-// hidden temporary file `.<name>.tmp-<pid>-<nanos>-<seq>` next to it;
-// lshk never reads such files, so they may be deleted whenever no save is
-// running. Thread-safe (the index is only read); concurrent saves to one
-// path (threads or processes) each write their own temporary file and
-// the last rename wins. What `path` may name: nothing yet, a regular
-// file (replaced), or a symbolic link to a regular file (the target is
-// replaced, the link stays); anything else that exists (a directory,
-// FIFO, socket, device node, dangling link) is refused with IO_ERROR and
-// left as it is. Every lshk save follows these rules.
+// family, tables, bias, and the weights unless they are borrowed). Atomic
+// (docs/hardening.md, "Saving is atomic"): written to a temporary file
+// `.<name>.tmp-<pid>-<nanos>-<seq>` beside `path` (a crash may leave it;
+// lshk never reads it), then renamed over `path`, so `path` holds the old
+// index or the new one; of concurrent saves to one path the last rename
+// wins. `path` may name nothing, a regular file or a symbolic link to one
+// (the target is replaced); anything else is refused with IO_ERROR and left
+// as it is. Every lshk save follows these rules.
 //
 // Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (empty path),
-// IO_ERROR (including a `path` that is not a regular file).
+// IO_ERROR.
 //
 // # Safety
 // `path` must be a NUL-terminated string.
 lshk_status lshk_index_save(const struct lshk_index *idx,
                             const char *path);
 
-// Loads an index saved by lshk_index_save. The file is memory-mapped and
-// the stored weights and the tables are used in place (no copy; the
-// mapping lives until lshk_index_free, and its pages are shared with
-// other processes mapping the same file); the hash family and the bias
-// are read into memory. Every byte is read once to verify checksums and
-// consistency. Replace an index file by saving a new one (write + rename,
-// as lshk_index_save does), never by rewriting it in place while loaded.
+// Loads an index saved by lshk_index_save. The file is memory-mapped; its
+// stored weights and tables are used in place until lshk_index_free (pages
+// shared with other processes mapping it), the family and bias are copied.
+// Every byte is verified once. Replace a loaded file only by saving a new
+// one (write + rename), never by rewriting it in place.
 //
-// `borrowed_w`: for a file saved from a BORROWED_F32 index (whose weights
-// are not stored) it must point to the same W as at build time (same
-// rows and dim; it is used in place and must stay alive and unchanged
-// until lshk_index_free); NULL there is INVALID_ARGUMENT. For a file that
-// stores its weights it must be NULL (non-NULL is INVALID_ARGUMENT, so a
-// caller never believes its own W is used when the file's is).
-// `w_stride`: for an lshk_index file, 0 = the stride the file records,
-// otherwise it must equal it (INVALID_ARGUMENT); a 0.2 file that needs W
-// records none, so there it must be W's stride (>= dim).
+// `borrowed_w`: for a file without stored weights (saved from a
+// BORROWED_F32 index) the same W as at build time (same rows and dim; used
+// in place: alive and unchanged until lshk_index_free); for any other file
+// NULL. Either misuse is INVALID_ARGUMENT. `w_stride`: 0 = the stride the
+// file records, else equal to it; a 0.2 file that needs W records none:
+// then W's stride (>= dim).
 //
-// 0.2 files load too, each as the index of its source: an lshk_index
-// file as it is; an IVF file (lshk_ivf_save) as an IVF-source index
-// (borrowed_w and w_stride as its lshk_ivf_load took them: the W it was
-// built on when it borrowed, w_stride >= dim, else NULL and the storage
-// is F32); a forest file (lshk_forest_save) and a graph file
-// (lshk_graph_save) as a forest- or graph-source index on BORROWED_F32
-// storage, which needs the W they were built from (a graph with a bias
-// only when its rows are f32, from which the bias is recovered exactly).
+// 0.2 files load as an index of their source (docs/migration-0.3.md,
+// "Files"): an lshk_index file as it is; an IVF file as an IVF source
+// (borrowed_w as its lshk_ivf_load took it, else F32 storage); a forest or
+// graph file as that source on BORROWED_F32 storage, given the W it was
+// built from (a graph with a bias only when its rows are f32).
 //
-// Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or map, or
-// not a regular file: a FIFO, device or directory is refused without
-// blocking; every lshk load does the same),
-// BAD_FILE_FORMAT (truncated, corrupt, foreign, newer version, or
-// content inconsistent with its params; the message names the problem),
-// INVALID_ARGUMENT (empty path, misaligned `out`, borrowed_w misuse as
-// above), NON_FINITE (borrowed W holds NaN/inf or a value no query could
-// be scored against, as lshk_index_build refuses), ALLOCATION_FAILED. On failure `*out` is not written.
+// Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or map; not a
+// regular file, refused without blocking, as by every lshk load),
+// BAD_FILE_FORMAT (truncated, corrupt, foreign, newer version or
+// inconsistent; the message names the problem), INVALID_ARGUMENT (empty
+// path, misaligned `out`, borrowed_w misuse), NON_FINITE (a borrowed W
+// lshk_index_build would refuse), ALLOCATION_FAILED.
 //
 // # Safety
 // `path` must be a NUL-terminated string; a non-NULL `borrowed_w` must
@@ -1283,48 +1202,42 @@ lshk_status lshk_index_load(const char *path,
 lshk_status lshk_index_memory_bytes(const struct lshk_index *idx,
                                     size_t *out);
 
-// What the index is: its source, storage, transform, shape and the
-// source's main sizes (see lshk_index_info). Set `out->struct_size =
-// sizeof(lshk_index_info)` first. Thread-safe.
+// Fills `*out` (the caller sets its struct_size) with what the index is:
+// source, storage, transform, shape and the source's main sizes.
 //
 // Errors: NULL_POINTER (`idx`, `out`), INVALID_HANDLE, INVALID_ARGUMENT
-// (misaligned `out`, struct_size too small). Nothing is written on error.
+// (misaligned `out`, struct_size too small).
 //
 // # Safety
 // `out` must be a writable lshk_index_info whose struct_size is set.
 lshk_status lshk_index_describe(const struct lshk_index *idx,
                                 struct lshk_index_info *out);
 
-// Fills `*out` with a view of the weights (and bias) the index's logits
-// come from, for callers who want the kernels directly (see
-// lshk_weights_view). Set `out->struct_size = sizeof(lshk_weights_view)`
-// first. The view borrows from the index: valid until lshk_index_free.
+// Fills `*out` (the caller sets its struct_size; lshk writes the fields
+// after it) with a view of the W and bias the index's logits come from
+// (see lshk_weights_view), valid until lshk_index_free.
 //
 // Errors: NULL_POINTER (`idx`, `out`), INVALID_HANDLE, INVALID_ARGUMENT
-// (misaligned `out`, `out->struct_size` too small). Nothing but the view's
-// fields after `struct_size` is written, and only on success.
+// (misaligned `out`, `out->struct_size` too small).
 //
 // # Safety
 // `out` must be a writable lshk_weights_view whose struct_size is set.
 lshk_status lshk_index_weights(const struct lshk_index *idx,
                                struct lshk_weights_view *out);
 
-// Releases an index (and retires its borrowed family/tables handles).
-// NULL is a no-op; a freed or foreign handle is INVALID_HANDLE.
+// Releases an index and retires its borrowed family/tables handles.
 //
 // # Safety
 // `idx` is NULL or a handle from lshk_index_build/_load that no other
 // thread is using.
 lshk_status lshk_index_free(struct lshk_index *idx);
 
-// The index's SimHash family, as a borrowed handle valid until
-// lshk_index_free: every `lshk_simhash_*` function taking a const handle
-// accepts it (it hashes over dim', i.e. dim + 1 with a transform);
-// lshk_simhash_free refuses it (INVALID_ARGUMENT). Always the same handle
-// for one index.
+// The index's SimHash family as a borrowed handle (the same one at each
+// call) valid until lshk_index_free: const `lshk_simhash_*` functions
+// accept it (it hashes over dim' = dim + 1 with a transform);
+// lshk_simhash_free refuses it (INVALID_ARGUMENT).
 //
-// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (an index of
-// another source).
+// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (another source).
 //
 // # Safety
 // `out` must be writable.
@@ -1333,8 +1246,7 @@ lshk_status lshk_index_simhash(const struct lshk_index *idx,
 
 // The index's DWTA family as a borrowed handle (see lshk_index_simhash).
 //
-// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (an index of
-// another source).
+// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (another source).
 //
 // # Safety
 // `out` must be writable.
@@ -1345,36 +1257,31 @@ lshk_status lshk_index_dwta(const struct lshk_index *idx,
 // lshk_tables_gather / _stats / _memory_bytes ... accept it;
 // lshk_tables_free and lshk_tables_update refuse it (INVALID_ARGUMENT).
 //
-// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (a source other than
-// LSH tables).
+// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (no LSH tables).
 //
 // # Safety
 // `out` must be writable.
 lshk_status lshk_index_tables(const struct lshk_index *idx,
                               const struct lshk_tables **out);
 
-// Writes new values of rows `ids[0 .. count)` of the index's W and marks
-// them dirty (to be rehashed by lshk_index_rehash_dirty); the tables are
-// not changed. `rows` (row j at `rows + j * row_stride`, `row_stride >=
-// dim` elements, finite; f16 storage: |w| <= 65504) is converted to the
-// index's storage (bf16 / f16 round to nearest even, int8 requantises the
-// row and its scale). With LSHK_STORAGE_BORROWED_F32 the caller changes
-// its own W in place (while no call uses the index) and passes rows =
-// NULL: the ids are only marked. `bias` (NULL = unchanged): `count` new
-// bias values (finite), only for an index built with a bias. A repeated
-// id takes its last values. Weights mapped from a file are first copied
-// into memory the index owns. Between this call and a rehash, queries
-// score with the new weights and retrieve with the old buckets.
+// Writes new values of rows `ids[0 .. count)` of W and marks them dirty
+// (for lshk_index_rehash_dirty); the tables are unchanged until then, so
+// queries score with the new weights and retrieve with the old buckets.
+// `rows` (row j at `rows + j * row_stride`, finite; f16: |w| <= 65504) is
+// converted to the storage (bf16 / f16 round to nearest even, int8
+// requantises row and scale). BORROWED_F32: the caller changes its own W
+// in place (while no call uses the index) and passes rows = NULL, which
+// only marks the ids. `bias` (NULL = unchanged): `count` finite values,
+// only for an index with a bias. A repeated id takes its last values.
+// Weights mapped from a file are first copied into memory. EXCLUSIVE
+// access (see lshk_index).
 //
-// EXCLUSIVE access: no other call may use the index (or its borrowed
-// family/tables handles) meanwhile, as for lshk_index_train_labels.
-//
-// Errors: NULL_POINTER (idx; ids with count > 0), INVALID_HANDLE, UNSUPPORTED
-// (an index without LSH tables),
-// INVALID_ARGUMENT (rows given for a borrowed W; row_stride < dim; a bias
-// for an index without one; an index with label-aware buckets; f16 range;
-// misaligned pointers), INDEX_OUT_OF_RANGE (an id >= rows), NON_FINITE,
-// SIZE_OVERFLOW, ALLOCATION_FAILED. On error the index is unchanged.
+// Errors: NULL_POINTER (idx; ids with count > 0), INVALID_HANDLE,
+// UNSUPPORTED (no LSH tables), INVALID_ARGUMENT (rows given for a borrowed
+// W; row_stride < dim; a bias for an index without one; label-aware
+// buckets; f16 range; misaligned pointers), INDEX_OUT_OF_RANGE (an id >=
+// rows), NON_FINITE, SIZE_OVERFLOW, ALLOCATION_FAILED. On error the index
+// is unchanged.
 //
 // # Safety
 // `ids` holds `count` readable u32; `rows` NULL or (count-1)*row_stride +
@@ -1387,26 +1294,22 @@ lshk_status lshk_index_update_rows(struct lshk_index *idx,
                                    const float *bias);
 
 // Rehashes rows `ids[0 .. count)` (any order, repeats allowed) from the
-// index's current W into every table now, and clears their dirty marks.
-// Only those rows move (the buckets they leave or join are recomputed);
-// afterwards every query equals one on a fresh lshk_index_build with the
-// same parameters over the current W and bias, bit for bit, for F32 and
-// BORROWED_F32 storage (bf16 / f16 / int8: the stored, rounded rows are
-// hashed, where a build hashes the caller's f32 rows). The first call on
+// current W into every table and clears their dirty marks; only their
+// buckets are recomputed. Afterwards every query equals one on a fresh
+// lshk_index_build with the same parameters over the current W and bias,
+// bit for bit, for F32 and BORROWED_F32 storage (other storages hash the
+// stored, rounded rows, a build the caller's f32 rows). The first call on
 // a built or loaded index restores each row's bucket map (4 * rows * L
-// bytes, kept from then on): from the tables when bucket_cap is 0, else
-// by rehashing every row once; with the MIPS transform a change of the
-// largest row norm U also rehashes every row. `out_rehashed` (NULL = not
-// wanted) receives the number of rows rehashed.
+// bytes, then kept): from the tables when bucket_cap is 0, else by
+// rehashing every row; with MIPS a change of the largest row norm U also
+// rehashes every row. `*out_rehashed` (NULL = not wanted): the number of
+// rows rehashed. EXCLUSIVE access.
 //
-// EXCLUSIVE access, as lshk_index_update_rows.
-//
-// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED
-// (an index without LSH tables), INVALID_ARGUMENT (label-aware
-// buckets, misaligned pointers), INDEX_OUT_OF_RANGE, NON_FINITE (a
-// borrowed W row holds NaN or infinity), SIZE_OVERFLOW,
-// ALLOCATION_FAILED. On error the index is unchanged and `*out_rehashed`
-// is not written.
+// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (no LSH tables),
+// INVALID_ARGUMENT (label-aware buckets, misaligned pointers),
+// INDEX_OUT_OF_RANGE, NON_FINITE (a borrowed W row holds NaN or
+// infinity), SIZE_OVERFLOW, ALLOCATION_FAILED. On error the index is
+// unchanged.
 //
 // # Safety
 // `ids` holds `count` readable u32; `out_rehashed` NULL or writable.
@@ -1415,15 +1318,13 @@ lshk_status lshk_index_rehash_rows(struct lshk_index *idx,
                                    size_t count,
                                    size_t *out_rehashed);
 
-// Rehashes every dirty row (those passed to lshk_index_update_rows since
-// their last rehash), as lshk_index_rehash_rows does; `out_rehashed` (NULL
-// = not wanted) receives the number of rows rehashed (0 when none was
-// dirty). EXCLUSIVE access, as lshk_index_update_rows.
+// Rehashes every dirty row (passed to lshk_index_update_rows since its
+// last rehash) as lshk_index_rehash_rows does; `*out_rehashed` (NULL =
+// not wanted): the number rehashed (0 when none was dirty). EXCLUSIVE.
 //
-// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED
-// (an index without LSH tables), INVALID_ARGUMENT (label-aware
-// buckets, misaligned `out_rehashed`), NON_FINITE, ALLOCATION_FAILED. On
-// error the index is unchanged and `*out_rehashed` is not written.
+// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (no LSH tables),
+// INVALID_ARGUMENT (label-aware buckets, misaligned `out_rehashed`),
+// NON_FINITE, ALLOCATION_FAILED. On error the index is unchanged.
 //
 // # Safety
 // `out_rehashed` NULL or writable.
@@ -1431,10 +1332,8 @@ lshk_status lshk_index_rehash_dirty(struct lshk_index *idx,
                                     size_t *out_rehashed);
 
 // The number of dirty rows (updated since their last rehash) into `*out`.
-// Thread-safe (reads only).
 //
-// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned
-// `out`). On error `*out` is not written.
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned).
 //
 // # Safety
 // `out` must be writable.
@@ -1450,8 +1349,7 @@ lshk_status lshk_index_dirty_rows(const struct lshk_index *idx,
 // 50, 100, 150, 200, 251, 302, ... Thread-safe.
 //
 // Errors: NULL_POINTER, INVALID_ARGUMENT (initial_period not finite or
-// < 1, lambda not finite or < 0, misaligned `out_next`). On error
-// `*out_next` is not written.
+// < 1, lambda not finite or < 0, misaligned `out_next`).
 //
 // # Safety
 // `out_next` must be writable.
@@ -1460,24 +1358,21 @@ lshk_status lshk_rehash_next(double initial_period,
                              uint64_t t,
                              uint64_t *out_next);
 
-// IVF source: chooses the query knobs for a recall target from sample
-// queries. Computes the exact top-k of the `nq` sample queries (row i at
-// `q + i * q_stride`, `q_stride >= dim` floats; held-out queries of the
-// real workload, a few hundred), then the smallest fixed nprobe and the
-// smallest adaptive reach whose recall@k reaches `target_recall` (in
-// (0, 1]) with `rerank` exact re-scores, by its 95 % lower confidence
-// bound, and returns the one that scans fewer rows (docs/ivf.md,
-// "Calibration"). Only measured points are returned, so
+// IVF source: chooses the query knobs for a recall target from `nq`
+// sample queries (row i at `q + i * q_stride`; a few hundred held-out
+// queries of the real workload): from their exact top-k, the smallest
+// fixed nprobe and the smallest adaptive reach whose recall@k with
+// `rerank` exact re-scores reaches `target_recall` (in (0, 1]) by its
+// 95 % lower confidence bound; returns the one scanning fewer rows
+// (docs/ivf.md, "Calibration"). Only measured points are returned, so
 // `out->recall_lower >= target_recall` when `out->met` is 1.
-// Deterministic (rows scanned, not time, decide). `threads` runs the
-// sample's searches in parallel (0 = all cores). Thread-safe.
+// Deterministic (rows scanned, not time, decide). `threads`: for the
+// sample's searches (0 = all cores).
 //
 // Errors: NULL_POINTER (`idx`, `out`, `q` with nq > 0), INVALID_HANDLE,
-// UNSUPPORTED (a source other than IVF), INVALID_ARGUMENT (nq or k 0,
-// target_recall not in (0, 1], q_stride < dim, `out` misaligned or its
-// struct_size too small, `out` overlapping `q`), NON_FINITE (a NaN or
-// infinite query value, or a query whose scores could overflow f32),
-// SIZE_OVERFLOW. Nothing is written on error.
+// UNSUPPORTED (not IVF), INVALID_ARGUMENT (nq or k 0, target_recall not
+// in (0, 1], q_stride < dim, `out` misaligned, overlapping `q` or its
+// struct_size too small), NON_FINITE (as lshk_index_query), SIZE_OVERFLOW.
 //
 // # Safety
 // `q` must hold (nq-1)*q_stride + dim readable floats; `out` must be a
@@ -1492,15 +1387,14 @@ lshk_status lshk_index_calibrate(const struct lshk_index *idx,
                                  uint32_t threads,
                                  struct lshk_calibration *out);
 
-// Forest source: builds the trees again from the index's current W (a
-// borrowed W the caller changed while no call used the index, as in
-// training), with the forest's parameters, or with `*new_seed` when
-// `new_seed` is not NULL (e.g. every T training iterations). W and the
-// bias are checked again, and the query range follows them. EXCLUSIVE
+// Forest source: builds the trees again from the current W (e.g. a
+// borrowed W the caller changed while no call used the index) with the
+// forest's parameters, or `*new_seed` when `new_seed` is not NULL. W and
+// the bias are checked again; the query range follows them. EXCLUSIVE
 // access. On error the index is unchanged.
 //
-// Errors: NULL_POINTER (`idx`), INVALID_HANDLE, UNSUPPORTED (a source
-// other than the forest), INVALID_ARGUMENT (misaligned `new_seed`),
+// Errors: NULL_POINTER (`idx`), INVALID_HANDLE, UNSUPPORTED (not a
+// forest), INVALID_ARGUMENT (misaligned `new_seed`),
 // NON_FINITE (W holds NaN, infinity or values no query could be scored
 // against), ALLOCATION_FAILED.
 //
@@ -1510,16 +1404,15 @@ lshk_status lshk_index_calibrate(const struct lshk_index *idx,
 lshk_status lshk_index_rebuild(struct lshk_index *idx,
                                const uint64_t *new_seed);
 
-// The candidate sets of `nq` queries (query i at `q + i * q_stride`) as
-// the source hands them to the scorer for a top-`k` query with `qp`
-// (NULL = defaults), without scoring them: the sets LSH negative
-// sampling and the forest's selective softmax train on (forest: the set
-// of max(set_size, k) classes of largest cosine with the query; k may be
-// 0). Output as lshk_tables_gather: query i's ids (distinct; in the
-// source's order: ascending for LSH and the forest, best first for IVF
-// and the graph) in `ids[offsets[i] .. offsets[i+1]]`, `offsets` nq + 1
-// entries, `*needed` the total; when `ids_len` < *needed the call returns
-// BUFFER_TOO_SMALL and writes only `*needed`. Thread-safe.
+// The candidate sets of `nq` queries (query i at `q + i * q_stride`) the
+// source hands the scorer for a top-`k` query with `qp` (NULL =
+// defaults), unscored: the sets LSH negative sampling and the forest's
+// selective softmax train on (forest: the max(set_size, k) classes of
+// largest cosine; k may be 0). Output as lshk_tables_gather: query i's
+// distinct ids (ascending for LSH and the forest, best first for IVF and
+// the graph) in `ids[offsets[i] .. offsets[i+1]]` (nq + 1 offsets),
+// `*needed` the total; when `ids_len` < *needed: BUFFER_TOO_SMALL, only
+// `*needed` written.
 //
 // Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
 // a bad knob as in lshk_index_query, misaligned or overlapping pointers),
@@ -1550,7 +1443,7 @@ lshk_status lshk_index_candidates(const struct lshk_index *idx,
 // 0x9E3779B97F4A7C15); docs/training.md). Writes the kept ids ascending
 // into `out_ids`, their counts into `out_counts` (NULL = not wanted) and
 // their number into `*needed`; when `out_len` < *needed the call returns
-// BUFFER_TOO_SMALL and writes only `*needed`. Any source. Thread-safe.
+// BUFFER_TOO_SMALL and writes only `*needed`. Any source.
 //
 // Errors: NULL_POINTER, INVALID_HANDLE, INDEX_OUT_OF_RANGE (an id >=
 // rows), INVALID_ARGUMENT (misaligned or overlapping pointers),
@@ -1585,27 +1478,22 @@ struct lshk_iul_params lshk_iul_params_default(void);
 // minibatch Adam on, per table l over its K planes θ,
 // mean over pairs of softplus(s) - y s with s = tanh(θ q') . tanh(θ w')
 // (the dot of two K-vectors, not divided by K; y = 1 positive, 0
-// negative), i.e. -log σ(s) for positives and -log(1 - σ(s)) for
-// negatives; then the tables are rebuilt.
+// negative); then the tables are rebuilt.
 //
-// `queries`: `n` rows of `dim` floats (the index's dim, before the
-// transform), row i at `i * q_stride`, finite. `label_offsets`: n + 1
-// non-decreasing values starting at 0; query i's labels are
-// `labels[label_offsets[i] .. label_offsets[i + 1]]`, each < rows.
-// `p` NULL = defaults. `reports`: `reports_len` entries; the first
-// `rounds` are written on success (`reports_len >= rounds`, or `reports`
-// NULL with `reports_len` 0 for no reports).
+// `queries`: `n` finite rows of `dim` floats (before the transform) at
+// `q_stride`. Query i's labels are
+// `labels[label_offsets[i] .. label_offsets[i + 1]]`, each < rows (n + 1
+// non-decreasing offsets from 0). `p` NULL = defaults. The first `rounds`
+// of the `reports_len` `reports` are written (NULL with 0: none).
+// Deterministic for a fixed seed. EXCLUSIVE access (see lshk_index); the
+// borrowed handles stay valid and see the new planes.
 //
-// Deterministic for a fixed seed. Needs exclusive access: no other call
-// may use `idx` or its borrowed family/tables handles meanwhile (the
-// borrowed handles stay valid and see the new planes afterwards).
-//
-// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (an index without
-// LSH tables), INVALID_ARGUMENT (DWTA index, n = 0, q_stride < dim, bad parameters, struct_size too small,
-// unknown flags bits, label >= rows, offsets not starting at 0 or
-// decreasing, `reports` overlapping an input), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
-// (queries, thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error
-// nothing is written and the index is unchanged.
+// Errors (the index unchanged): NULL_POINTER, INVALID_HANDLE, UNSUPPORTED
+// (no LSH tables), INVALID_ARGUMENT (DWTA index, n = 0, q_stride < dim,
+// bad parameters, struct_size too small, unknown flags bits, label >=
+// rows, offsets not starting at 0 or decreasing, `reports` overlapping an
+// input), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE (queries,
+// thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED.
 //
 // # Safety
 // `queries` must hold (n - 1) * q_stride + dim floats, `label_offsets`
@@ -1622,25 +1510,22 @@ lshk_status lshk_index_train_iul(struct lshk_index *idx,
                                  size_t reports_len);
 
 // IUL without an index: trains `planes_in` (`planes_len` = K*L*dim
-// floats, row-major, the SimHash layout: plane l*K + k is bit k of table
-// l) over `n_rows` rows (row r at `rows + r * row_stride`, `dim` floats)
-// and `n` queries with CSR labels (as lshk_index_train_iul), with tables
-// of `2^range_bits` buckets (1..=24; codes folded as lshk_tables_build
-// does; no bucket cap). Writes the learned planes to `planes_out`
-// (`planes_out_len >= planes_len`; it may not overlap the inputs) and
-// `rounds` reports (see lshk_index_train_iul; `reports` NULL with
-// `reports_len` 0 = none). Rows and queries are used as given (no
-// transform); thresholds apply to their plain dot products.
-// Deterministic for a fixed seed; thread-safe (touches only its
-// arguments).
+// floats, the SimHash layout: plane l*K + k is bit k of table l) over
+// `n_rows` rows of `dim` floats (row r at `rows + r * row_stride`) and `n`
+// queries with CSR labels (as lshk_index_train_iul), with tables of
+// `2^range_bits` buckets (1..=24; codes folded as by lshk_tables_build; no
+// bucket cap). Writes the learned planes to `planes_out`
+// (`planes_out_len >= planes_len`) and `rounds` reports (as
+// lshk_index_train_iul). Rows and queries are used as given (no
+// transform); thresholds apply to their plain dot products. Deterministic
+// for a fixed seed; thread-safe (touches only its arguments).
 //
 // Errors: NULL_POINTER, INVALID_ARGUMENT (dim 0, K not in 1..=32, L 0,
 // planes_len != K*L*dim, range_bits, n = 0, n_rows = 0, strides < dim,
 // labels >= n_rows, bad offsets, bad parameters, `planes_out` or
 // `reports` overlapping an input), BUFFER_TOO_SMALL
 // (planes_out_len, reports_len), NON_FINITE (planes, rows, queries,
-// thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error nothing is
-// written.
+// thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED.
 //
 // # Safety
 // Every pointer must hold the number of elements its length argument
@@ -1672,35 +1557,27 @@ lshk_status lshk_simhash_train_iul(const float *planes_in,
 struct lshk_label_params lshk_label_params_default(void);
 
 // Label-aware buckets (HALOS): hashes `n` training queries (row i at
-// `queries + i * q_stride`, `q_stride >= dim`, in floats) with the index's
-// family (after its query transform), counts per table and bucket how
-// often each label occurs with the queries that fall there, and rebuilds
-// the index's tables: every bucket gains (policy BESIDE) or is replaced by
-// (policy INSTEAD) its `label_cap` most frequent labels (ties to the
-// smaller id). Labels are CSR: query i has the labels
-// `labels[label_offsets[i] .. label_offsets[i+1]]` (`label_offsets` holds
-// n + 1 non-decreasing entries, the first need not be 0: a window of a
-// larger CSR array works, and labels before label_offsets[0] are not read;
-// `labels` holds at least label_offsets[n] row ids < rows; several labels
-// per query are normal). `p` NULL =
-// defaults. The result is deterministic (independent of thread count).
-// The training is saved with the index (lshk_index_save) and reported by
-// lshk_index_label_info after a load.
+// `queries + i * q_stride`) with the index's family (after its query
+// transform), counts per table and bucket how often each label occurs
+// with the queries falling there, and rebuilds the tables: every bucket
+// gains (policy BESIDE) or is replaced by (INSTEAD) its `label_cap` most
+// frequent labels (ties to the smaller id). An IVF source labels its lists
+// (docs/ivf.md, "Label-aware lists"). Query i's labels are
+// `labels[label_offsets[i] .. label_offsets[i+1]]`, row ids < rows
+// (`label_offsets`: n + 1 non-decreasing entries; the first need not be 0,
+// so a window of a larger CSR array works). `p` NULL = defaults.
+// Deterministic (for any thread count); saved with the index and reported
+// by lshk_index_label_info. An index is trained at most once. EXCLUSIVE
+// access (see lshk_index); the borrowed tables handle stays valid and sees
+// the new buckets.
 //
-// EXCLUSIVE ACCESS: unlike every other index function this one changes
-// the index; no other call on `idx` (queries included) or on its borrowed
-// tables handle may run concurrently. The borrowed tables handle stays
-// valid and sees the new buckets. An index is trained at most once.
-//
-// Everything is validated before the index changes; on error it is
-// unchanged. Errors: NULL_POINTER (`queries` with n > 0, `label_offsets`,
-// `labels` with label_offsets[n] > 0), INVALID_HANDLE, INVALID_ARGUMENT
-// (q_stride < dim, struct_size too small, a bad policy, label_offsets
-// decreasing (the message names the position), an index already
-// trained, a borrowed handle), INDEX_OUT_OF_RANGE (a label >= rows; the
-// message names its position), NON_FINITE (NaN/infinity in a query, or a query whose scores could
-// overflow f32),
-// SIZE_OVERFLOW, ALLOCATION_FAILED.
+// Errors (the index is unchanged): NULL_POINTER (`queries` with n > 0,
+// `label_offsets`, `labels` with label_offsets[n] > 0), INVALID_HANDLE,
+// UNSUPPORTED (neither LSH nor IVF), INVALID_ARGUMENT (q_stride < dim,
+// struct_size too small, a bad policy, label_offsets decreasing, an index
+// already trained, a borrowed handle), INDEX_OUT_OF_RANGE (a label >=
+// rows), NON_FINITE (as lshk_index_query), SIZE_OVERFLOW,
+// ALLOCATION_FAILED. Messages name the offending position.
 //
 // # Safety
 // `queries` must hold (n-1)*q_stride + dim readable floats (n > 0),
@@ -1716,12 +1593,11 @@ lshk_status lshk_index_train_labels(struct lshk_index *idx,
 
 // Whether the index was trained with labels (also after a load):
 // `*trained` = 1 or 0; when trained and `params` is not NULL, `*params`
-// receives the training parameters. The caller sets
-// `params->struct_size = sizeof(lshk_label_params)` before the call (too
-// small -> INVALID_ARGUMENT); lshk writes the other fields only. Outputs
-// are written only on success. Thread-safe (read-only).
+// (the caller sets its struct_size; lshk writes the other fields) receives
+// the training parameters.
 //
-// Errors: NULL_POINTER (`trained`), INVALID_HANDLE, INVALID_ARGUMENT.
+// Errors: NULL_POINTER (`trained`), INVALID_HANDLE, INVALID_ARGUMENT
+// (struct_size too small, misaligned).
 //
 // # Safety
 // `trained` writable; `params` NULL or a writable params struct holding
@@ -1730,20 +1606,16 @@ lshk_status lshk_index_label_info(const struct lshk_index *idx,
                                   uint32_t *trained,
                                   struct lshk_label_params *params);
 
-// Adds label entries to standalone tables (HALOS label-aware buckets
-// without an index): `codes` holds the per-table codes of `n` training
-// queries (`n * L` values, `codes[i*L + l]`, hashed with the same family
-// and transform as the rows the tables were built from); query i's labels
-// are `labels[label_offsets[i] .. label_offsets[i+1]]` (row ids;
-// label_offsets[0] need not be 0, as in lshk_index_train_labels).
-// Each bucket keeps its `p->label_cap` most frequent labels (ties to the
-// smaller id; 0 keeps all), beside or instead of its rows (`p->policy`);
-// ids stay ascending and deduplicated. `p` NULL = defaults.
-//
-// Needs exclusive access (no concurrent gather on `t`). Afterwards the
-// tables are frozen: lshk_tables_update and a second
-// lshk_tables_add_labels are refused (INVALID_ARGUMENT). Tables lent by an
-// index are refused too (use lshk_index_train_labels).
+// Adds label entries to standalone tables (label-aware buckets without an
+// index): `codes[i*L + l]` are the codes of `n` training queries (hashed
+// like the tables' rows); query i's labels are
+// `labels[label_offsets[i] .. label_offsets[i+1]]` (row ids; CSR as in
+// lshk_index_train_labels). Each bucket keeps its `p->label_cap` most
+// frequent labels (ties to the smaller id; 0 keeps all), beside or instead
+// of its rows (`p->policy`); ids stay ascending and distinct. `p` NULL =
+// defaults. Needs exclusive access. Afterwards the tables are frozen:
+// lshk_tables_update and a second lshk_tables_add_labels are refused
+// (INVALID_ARGUMENT), as are tables lent by an index.
 //
 // Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (borrowed or
 // frozen tables, decreasing label_offsets, bad policy, struct_size),
@@ -1765,13 +1637,8 @@ lshk_status lshk_tables_add_labels(struct lshk_tables *t,
 // `offsets[i] .. offsets[i+1]`,
 // `out[j] = dot(W[ids[j]], q[i]) + (bias ? bias[ids[j]] : 0)`.
 //
-// * `w`: the weights, as lshk_index_weights fills the view (or the
-//   caller's own matrix described the same way): `w->storage` gives the
-//   element type of `w->w` (BORROWED_F32 and F32: float; BF16: uint16_t
-//   bf16 bits; F16: uint16_t binary16; I8: int8_t with `w->scales`,
-//   `rows` floats, row r being `scales[r] * w[r]`); `w->rows` rows of
-//   `w->dim` elements, row r at element `r * w->w_stride`
-//   (`w_stride >= dim`); `w->bias` NULL or `rows` floats.
+// * `w`: W and the bias as an lshk_weights_view (an index's, or the
+//   caller's own matrix described the same way).
 // * `q`: `nq` rows of `dim` floats at stride `q_stride >= dim`.
 // * `ids`, `offsets`: CSR candidates (the bucket gather's output):
 //   `offsets` has `nq + 1` entries, `offsets[0] == 0`, non-decreasing,
@@ -1781,17 +1648,16 @@ lshk_status lshk_tables_add_labels(struct lshk_tables *t,
 //
 // The 16-bit and int8 rows are widened to f32 exactly (int8: times its
 // scale, rounded once) and accumulated in f32 (FMA on the SIMD tiers);
-// NaN and infinity propagate as in IEEE arithmetic. Error bound, per
-// output, with u = 2^-24 and W the widened rows: `gamma(dim+2) *
-// (sum_t |W_t q_t| + |bias|)`, `gamma(n) = n u/(1 - n u)` (int8 adds
-// one rounding of the scale product per element: gamma(dim+3)). Runs on
-// the active tier (lshk_isa_active); stateless and thread-safe.
+// NaN and infinity propagate. Error bound per output, with u = 2^-24 and
+// W the widened rows: `gamma(dim+2) * (sum_t |W_t q_t| + |bias|)`,
+// `gamma(n) = n u/(1 - n u)` (int8: gamma(dim+3)). Runs on the active
+// tier; stateless and thread-safe.
 //
-// Errors (nothing is written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
-// stride < dim, struct_size too small, a bad storage value, scales
-// without I8, bad offsets, misaligned pointer, `out` overlapping an
-// input), INDEX_OUT_OF_RANGE (`index out of range: ids[p] = v (query
-// i)`, the first offending position), SIZE_OVERFLOW.
+// Errors: NULL_POINTER, INVALID_ARGUMENT (dim 0, stride < dim, struct_size
+// too small, a bad storage value, scales without I8, bad offsets,
+// misaligned pointer, `out` overlapping an input), INDEX_OUT_OF_RANGE (the
+// first offending position: `index out of range: ids[p] = v (query i)`),
+// SIZE_OVERFLOW.
 //
 // # Safety
 // `w` NULL or a readable lshk_weights_view whose pointers hold the
@@ -1806,9 +1672,8 @@ lshk_status lshk_gathered_matmul(const struct lshk_weights_view *w,
                                  float *out,
                                  size_t out_len);
 
-// lshk_gathered_matmul on the tier `isa` instead of the active one
-// (UNSUPPORTED_ISA when this CPU lacks it): the per-tier tests and
-// benchmarks compare tiers with it. Same bound on every tier.
+// lshk_gathered_matmul on tier `isa` (UNSUPPORTED_ISA when this CPU lacks
+// it), for tests and benchmarks. Same bound on every tier.
 //
 // # Safety
 // As lshk_gathered_matmul.
@@ -1832,10 +1697,9 @@ lshk_status lshk_gathered_matmul_isa(lshk_isa isa,
 //   subnormals or signed zero; NaN stays NaN (quiet).
 // * BF16 -> F32, F16 -> F32: exact (subnormals, infinities, NaN included).
 //
-// `src` and `dst` must not overlap. Thread-safe.
-//
 // Errors: NULL_POINTER, INVALID_ARGUMENT (a pair other than the four
-// above, misaligned, overlap), SIZE_OVERFLOW.
+// above, misaligned, `src` and `dst` overlapping), SIZE_OVERFLOW.
+// Thread-safe.
 //
 // # Safety
 // `src` holds n readable elements of `from`, `dst` n writable of `to`.
@@ -1850,11 +1714,10 @@ lshk_status lshk_convert(uint32_t from,
 // `scales[r] = max_t |w_t| / 127` (0 for an all-zero row) and
 // `out[r * out_stride + t] = round_ties_even(w_t / scales[r])`, clamped to
 // -127..=127, so `|w_t - scales[r] * out_t| <= scales[r] * (1/2 + 2^-17)`.
-// Strides are in elements and `>= dim`.
 //
-// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (stride < dim,
-// misaligned, overlap), NON_FINITE (a NaN or infinite weight; the message
-// names it), SIZE_OVERFLOW. Thread-safe.
+// Errors: NULL_POINTER, INVALID_ARGUMENT (stride < dim, misaligned,
+// overlap), NON_FINITE (a NaN or infinite weight, named), SIZE_OVERFLOW.
+// Thread-safe.
 //
 // # Safety
 // `w` holds (rows-1)*w_stride + dim floats, `out` (rows-1)*out_stride + dim
@@ -1875,11 +1738,10 @@ lshk_status lshk_quantize_rows_i8(const float *w,
 // non-NaN candidates exist the rest is padded with id UINT32_MAX and score
 // -INFINITY. Duplicate ids are separate candidates. `offsets` has nq + 1
 // entries (0 first, non-decreasing); `scores` and `ids` have `offsets[nq]`
-// entries; each output `nq * k`. k = 0 writes nothing. Thread-safe (uses a
-// per-thread scratch heap).
+// entries; each output `nq * k`. k = 0 writes nothing. Thread-safe.
 //
-// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (bad offsets,
-// misaligned, outputs overlapping inputs), SIZE_OVERFLOW (nq * k).
+// Errors: NULL_POINTER, INVALID_ARGUMENT (bad offsets, misaligned, outputs
+// overlapping inputs), SIZE_OVERFLOW (nq * k).
 //
 // # Safety
 // The pointers hold the element counts above.
@@ -1901,10 +1763,10 @@ lshk_status lshk_topk(const float *scores,
 // scores share the mass equally (the others get 0, lse +INFINITY); an
 // all -INFINITY segment gives NaN (lse -INFINITY); an empty segment writes
 // nothing (lse -INFINITY). Each probability is within
-// `(2|x_j - m| + 8) * 2^-24` relative of the exact value.
+// `(2|x_j - m| + 8) * 2^-24` relative of the exact value. Thread-safe.
 //
-// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (bad offsets,
-// misaligned, partial overlap), SIZE_OVERFLOW. Thread-safe.
+// Errors: NULL_POINTER, INVALID_ARGUMENT (bad offsets, misaligned, partial
+// overlap), SIZE_OVERFLOW.
 //
 // # Safety
 // `offsets` holds nq + 1 entries, `scores` and `out` offsets[nq] floats,
@@ -1916,7 +1778,8 @@ lshk_status lshk_softmax(const float *scores,
                          float *lse);
 
 // Creates a SimHash family of `tables` (L) tables of `bits_per_table` (K)
-// bits over `dim`-dimensional inputs, from `seed`.
+// bits over `dim`-dimensional inputs, from `seed`; free it with
+// lshk_simhash_free.
 //
 // `sparsity`: 0 = dense Gaussian planes; 1 = dense ±1 planes; s >= 2 = each
 // plane has exactly ceil(dim / s) nonzero coordinates, chosen uniformly
@@ -1933,9 +1796,6 @@ lshk_status lshk_softmax(const float *scores,
 // picks its coordinates by a partial Fisher-Yates pass over 0..dim
 // (for i in 0..nnz: swap a[i], a[i + below(dim - i)]), then draws one sign
 // per chosen coordinate in that order.
-//
-// On success `*out` receives a new handle (free it with
-// lshk_simhash_free); on failure `*out` is not written.
 //
 // Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim 0, K not in 1..=32,
 // L 0), SIZE_OVERFLOW (K*L*dim), ALLOCATION_FAILED (also, up front, when
@@ -1964,8 +1824,7 @@ lshk_status lshk_simhash_from_planes(const float *planes,
                                      uint32_t tables,
                                      struct lshk_simhash **out);
 
-// Releases a family. NULL is a no-op. A freed or foreign handle is
-// reported as INVALID_HANDLE and otherwise ignored.
+// Releases a family.
 //
 // # Safety
 // `h` is NULL or a handle from lshk_simhash_new/_from_planes that no other
@@ -1975,8 +1834,7 @@ lshk_status lshk_simhash_free(struct lshk_simhash *h);
 // Shape of a family: writes dim, K and L into the non-NULL pointers among
 // `dim`, `bits_per_table`, `tables`.
 //
-// Errors: NULL_POINTER (`h`), INVALID_HANDLE, INVALID_ARGUMENT (a
-// misaligned output pointer). Nothing is written on error.
+// Errors: NULL_POINTER (`h`), INVALID_HANDLE, INVALID_ARGUMENT (misaligned).
 //
 // # Safety
 // Non-NULL output pointers must be writable.
@@ -2000,7 +1858,7 @@ lshk_status lshk_simhash_copy_planes(const struct lshk_simhash *h,
 // elements) into `codes[i * L + l]`: bit k of that code (k = 0 the least
 // significant) is 1 exactly when `dot(x_i, plane[l*K + k]) > 0`; a NaN
 // projection gives 0; bits above K are 0. `codes_len` >= n*L. n = 0 is a
-// no-op. Runs on the active tier (lshk_isa_active). Thread-safe.
+// no-op. Runs on the active tier (lshk_isa_active).
 //
 // Tiers sum in different orders, so a bit whose projection lies within
 // float rounding of zero (|error| <= dim * 2^-24 * sum|x_j||plane_j|) may
@@ -2008,7 +1866,6 @@ lshk_status lshk_simhash_copy_planes(const struct lshk_simhash *h,
 //
 // Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
 // `codes` overlapping `x`), SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len).
-// Nothing is written on error.
 //
 // # Safety
 // `x` must hold (n-1)*x_stride + dim readable floats (or be NULL with
@@ -2061,13 +1918,13 @@ lshk_status lshk_simhash_project_isa(lshk_isa isa,
                                      float *out,
                                      size_t out_len);
 
-// Default gather options: min_count 1, max_candidates 0 (no limit),
-// probes 0, bits_per_table 0, struct_size = sizeof(lshk_gather_params).
+// The defaults documented at each field of lshk_gather_params;
+// struct_size = sizeof(lshk_gather_params).
 struct lshk_gather_params lshk_gather_params_default(void);
 
 // Builds L = `tables` LSH tables over `n` rows from their codes
-// (`codes[i * L + t]` = row i's code in table t, n*L values, e.g. from
-// lshk_simhash_hash).
+// (`codes[i * L + t]` = row i's code in table t, e.g. from
+// lshk_simhash_hash). Free them with lshk_tables_free.
 //
 // Each table has 2^range_bits buckets (1 <= range_bits <= 24). A code
 // `c < 2^range_bits` is its own bucket; any other code goes to bucket
@@ -2084,19 +1941,13 @@ struct lshk_gather_params lshk_gather_params_default(void);
 // see lshk_simhash_new) seeded with `seed ^ ((t << 32) | bucket)` for
 // bucket `bucket` of table `t`.
 //
-// `threads`: 0 = all cores, else that many threads (tables are split among
-// them). The result is identical for every thread count.
-//
+// `threads`: 0 = all cores; the result is the same for every count.
 // Memory: about 4 * (L * (2^range_bits + 1) + 2 * n * L) bytes (bucket
 // offsets, ids, and each row's bucket per table, kept for updates).
 //
-// On success `*out` receives a new handle (free it with
-// lshk_tables_free); on failure `*out` is not written.
-//
 // Errors: NULL_POINTER, INVALID_ARGUMENT (tables 0, range_bits outside
 // 1..=24, n >= 2^31), SIZE_OVERFLOW, ALLOCATION_FAILED (also, up front,
-// when the tables, `4 * (L * (2^range_bits + 1) + 2 * n * L)` bytes,
-// would exceed the machine's physical memory).
+// when that memory would exceed the machine's physical memory).
 //
 // # Safety
 // `codes` must hold n*L readable u32 (or be NULL with n = 0); `out` must be
@@ -2110,8 +1961,7 @@ lshk_status lshk_tables_build(const uint32_t *codes,
                               uint32_t threads,
                               struct lshk_tables **out);
 
-// Releases tables. NULL is a no-op. A freed or foreign handle is reported
-// as INVALID_HANDLE and otherwise ignored.
+// Releases tables.
 //
 // # Safety
 // `t` is NULL or a handle from lshk_tables_build that no other thread is
@@ -2121,8 +1971,7 @@ lshk_status lshk_tables_free(struct lshk_tables *t);
 // Shape of the tables: writes n, L and range_bits into the non-NULL
 // pointers among `n`, `tables`, `range_bits`.
 //
-// Errors: NULL_POINTER (`t`), INVALID_HANDLE, INVALID_ARGUMENT (a
-// misaligned output pointer). Nothing is written on error.
+// Errors: NULL_POINTER (`t`), INVALID_HANDLE, INVALID_ARGUMENT (misaligned).
 //
 // # Safety
 // Non-NULL output pointers must be writable.
@@ -2132,17 +1981,16 @@ lshk_status lshk_tables_shape(const struct lshk_tables *t,
                               uint32_t *range_bits);
 
 // Bytes held by the tables (CSR offsets and ids, the row-to-bucket map,
-// bookkeeping) into `*out`. Thread-safe.
+// bookkeeping) into `*out`.
 //
-// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned
-// `out`).
+// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned).
 //
 // # Safety
 // `t` is NULL or a handle from lshk; `out` a writable size_t.
 lshk_status lshk_tables_memory_bytes(const struct lshk_tables *t,
                                      size_t *out);
 
-// Per-table statistics into `out[0 .. L]` (`out_len` >= L). Thread-safe.
+// Per-table statistics into `out[0 .. L]` (`out_len` >= L).
 //
 // Errors: NULL_POINTER, INVALID_HANDLE, BUFFER_TOO_SMALL (out_len < L).
 //
@@ -2153,19 +2001,15 @@ lshk_status lshk_tables_stats(const struct lshk_tables *t,
                               size_t out_len);
 
 // Moves rows `ids[j]` (j < count) to the buckets of their new codes
-// `new_codes[j * L .. (j + 1) * L]` (same layout as lshk_tables_build).
-// An id listed twice takes its last codes. Afterwards the tables equal
-// tables built from the updated codes (including bucket_cap sampling).
-//
-// Cost: in every table where some row changes bucket, only the buckets
-// losing or gaining rows are recomputed and spliced into a fresh copy of
-// that table's ids (a copy of ~n ids plus O(2^range_bits) offsets per
-// changed table; with bucket_cap > 0 also one scan of the table's n
-// row-to-bucket entries), tables spread over the build's thread count, so
-// batch the changed rows into one call.
-//
-// NOT thread-safe with respect to `t`: no other call may use `t` while
-// this runs (exclusive access). Nothing is changed on error.
+// `new_codes[j * L .. (j + 1) * L]` (layout as lshk_tables_build); an id
+// listed twice takes its last codes. Afterwards the tables equal tables
+// built from the updated codes (bucket_cap sampling included). In each
+// table where a row changes bucket, only the buckets losing or gaining
+// rows are recomputed and spliced into a fresh copy of its ids (~n ids
+// plus O(2^range_bits) offsets; with bucket_cap > 0 also a scan of its n
+// row-to-bucket entries), tables spread over the build's threads: batch
+// the changed rows into one call. EXCLUSIVE access; nothing is changed
+// on error.
 //
 // Errors: NULL_POINTER, INVALID_HANDLE, INDEX_OUT_OF_RANGE (an id >= n),
 // SIZE_OVERFLOW, ALLOCATION_FAILED.
@@ -2200,21 +2044,16 @@ lshk_status lshk_tables_update(struct lshk_tables *t,
 // 4. output: the ids seen in at least `min_count` visited tables, plus the
 //    forced ids, ascending and without duplicates.
 //
-// Output (CSR): query i's ids are `ids[offsets[i] .. offsets[i+1]]`,
-// offsets[0] = 0, offsets has q + 1 entries. `*needed` receives the total
-// number of ids (offsets[q]). If `counts` is not NULL it must hold ids_len
-// u32 and receives, parallel to ids, the number of tables in which each id
-// was found (at most L; a forced id may have 0).
-//
-// When `ids_len` < *needed the call returns BUFFER_TOO_SMALL and writes only
-// `*needed`; calling again with ids_len >= *needed (same inputs) succeeds.
-// `params` NULL means defaults. `projections` (projections_len >= q*K*L,
-// finite) is needed only when probes > 0; `forced_offsets` NULL (with
-// forced_ids_len 0) means no forced ids.
-//
-// Runs on the active tier; scratch is thread-local (a bitmap of n bits,
-// plus a u32 per row when min_count > 1 or counts are asked for), reused
-// across calls. Thread-safe (many threads may gather from one `t`).
+// Output (CSR): query i's ids are `ids[offsets[i] .. offsets[i+1]]` (q + 1
+// offsets from 0); `*needed` receives the total (offsets[q]). `counts`
+// (NULL = not wanted; ids_len u32) receives, parallel to ids, the number
+// of tables each id was found in (at most L; a forced id may have 0).
+// When `ids_len` < *needed the call returns BUFFER_TOO_SMALL and writes
+// only `*needed` (retry with ids_len >= *needed). `params` NULL =
+// defaults. `projections` (projections_len >= q*K*L, finite) is needed
+// only when probes > 0; `forced_offsets` NULL (with forced_ids_len 0)
+// means no forced ids. Runs on the active tier; its scratch (n bits, plus
+// a u32 per row when min_count > 1 or with counts) is per thread, reused.
 //
 // Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (struct_size too
 // small, forced_offsets not starting at 0 / decreasing / beyond
@@ -2246,8 +2085,8 @@ lshk_status lshk_tables_gather(const struct lshk_tables *t,
 // lshk_tables_gather on one chosen tier `isa` (for tests and benchmarks).
 // Every tier returns identical results.
 //
-// Errors: as lshk_tables_gather, plus INVALID_ARGUMENT (not an LSHK_ISA_*)
-// and UNSUPPORTED_ISA (this CPU lacks the tier).
+// Errors: as lshk_tables_gather, plus INVALID_ARGUMENT (bad `isa`) and
+// UNSUPPORTED_ISA.
 //
 // # Safety
 // As lshk_tables_gather.
@@ -2291,9 +2130,8 @@ struct lshk_budget_params lshk_budget_params_default(void);
 //   max_candidates ids, else the visit stops (later tables are not
 //   tried). No bucket is cut.
 //
-// min_count, counts and the output are as in lshk_tables_gather. The
-// result depends only on the tables, the codes, the forced ids, the params
-// and the seed: identical on every tier and thread.
+// min_count, counts and the output as in lshk_tables_gather. The result
+// depends only on the tables, codes, forced ids, params and seed.
 //
 // Errors: as lshk_tables_gather, plus INVALID_ARGUMENT (budget struct_size
 // too small, unknown rule, misaligned `budget`).
@@ -2322,32 +2160,28 @@ struct lshk_adam_params lshk_adam_params_default(void);
 
 // Softmax cross-entropy over per-sample candidate segments (CSR), for
 // training: for every sample `b < nb` with segment `offsets[b] ..
-// offsets[b+1]` of `n_b` candidates, logits `z = logits[segment]` and
-// target weights `y = targets[segment]`, the target distribution is
-// `t = y / sum(y)` (multi-label: 1 for each true label gives the uniform
-// distribution over them; any non-negative weights are allowed), and
+// offsets[b+1]` (nb + 1 offsets, 0 first, non-decreasing), logits
+// `z = logits[segment]` and target weights `y = targets[segment]` (any
+// non-negative weights; 1 per true label gives the uniform distribution
+// over them), with `t = y / sum(y)`:
 //
 // * `loss[b] = log(sum_j exp(z_j)) - sum_j t_j z_j` (max-subtracted);
-// * `grad[j] = softmax(z)_j - t_j`, the gradient of loss[b] with respect
-//   to z_j.
+// * `grad[j] = softmax(z)_j - t_j`, the gradient of loss[b] in z_j.
 //
 // A segment whose weights sum to 0 has loss 0 and gradient 0; an empty
 // segment has loss 0. `grad == logits` (in place) is allowed; any other
 // overlap is not. The exponential is lshk's own (relative error <= 2^-19,
-// plus 2^-125); the bounds on loss and gradient are in docs/training.md.
-// The result is the same bits on every tier and for every thread count.
-// `threads`: 0 = every core; samples are split into contiguous ranges.
+// plus 2^-125); error bounds in docs/training.md. Same bits on every tier
+// and thread count (`threads`: 0 = every core; samples are split into
+// contiguous ranges). Stateless and thread-safe.
 //
-// * `offsets`: nb + 1 entries, 0 first, non-decreasing; `logits`,
-//   `targets`, `grad` hold offsets[nb] floats; `loss` nb floats.
-//
-// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (bad offsets,
-// misaligned, overlap, a negative target weight), NON_FINITE (a NaN or
-// infinite logit or target; the message names it), SIZE_OVERFLOW.
-// Stateless and thread-safe.
+// Errors: NULL_POINTER, INVALID_ARGUMENT (bad offsets, misaligned,
+// overlap, a negative target weight), NON_FINITE (a NaN or infinite logit
+// or target, named), SIZE_OVERFLOW.
 //
 // # Safety
-// The pointers hold the element counts above (or are NULL with 0).
+// `offsets` holds nb + 1 entries; `logits`, `targets`, `grad` offsets[nb]
+// floats; `loss` nb floats (each NULL only with 0 elements).
 lshk_status lshk_softmax_xent_csr(const float *logits,
                                   const float *targets,
                                   const size_t *offsets,
@@ -2371,30 +2205,28 @@ lshk_status lshk_softmax_xent_csr_isa(lshk_isa isa,
                                       float *loss,
                                       float *grad);
 
-// The transposed gathered product (the backward of the gathered matmul
-// with respect to the queries): for every sample `b < nb`,
-// `dq[b * dq_stride + k] = sum_j grad[j] * w[ids[j] * w_stride + k]` for
-// `k < dim`, over its segment `offsets[b] .. offsets[b+1]` (an empty
-// segment gives zeros; a repeated id counts each time). Each element is
-// summed in position order from 0 with the product and the sum rounded
-// separately: the same bits on every tier and thread count, within
+// The transposed gathered product (the backward of the gathered matmul in
+// the queries): for every sample `b < nb` and `k < dim`,
+// `dq[b * dq_stride + k] = sum_j grad[j] * w[ids[j] * w_stride + k]` over
+// its segment `offsets[b] .. offsets[b+1]` (empty: zeros; a repeated id
+// counts each time). Each element is summed in position order from 0,
+// product and sum rounded separately: the same bits on every tier and
+// thread count (`threads`: 0 = every core), within
 // `gamma(n_b + 1) * sum_j |grad_j w_jk|` of the exact value (bf16 rows
-// are widened exactly; the bound holds for the stored values).
+// are widened exactly; the bound holds for the stored values). Stateless,
+// thread-safe.
 //
-// * `dtype`: LSHK_STORAGE_F32 or LSHK_STORAGE_BORROWED_F32 (float rows,
-//   as an index's lshk_weights_view names them) or LSHK_STORAGE_BF16
+// * `dtype`: LSHK_STORAGE_F32 or _BORROWED_F32 (float rows) or _BF16
 //   (uint16_t bf16 bit patterns).
 // * `w`: `rows` rows of `dim` elements at stride `w_stride >= dim`.
 // * `offsets`: nb + 1 entries; `grad` and `ids` offsets[nb] entries, each
 //   id < rows.
-// * `dq`: nb rows of `dim` floats at stride `dq_stride >= dim`
-//   (`(nb-1)*dq_stride + dim` floats); must not overlap any input.
-// * `threads`: 0 = every core.
+// * `dq`: nb rows of `dim` floats at stride `dq_stride >= dim`; must not
+//   overlap any input.
 //
-// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (a bad dtype,
-// dim 0, stride < dim, bad offsets, misaligned, overlap),
-// INDEX_OUT_OF_RANGE (the first id >= rows is named), SIZE_OVERFLOW.
-// Stateless, thread-safe.
+// Errors: NULL_POINTER, INVALID_ARGUMENT (a bad dtype, dim 0, stride <
+// dim, bad offsets, misaligned, overlap), INDEX_OUT_OF_RANGE (the first
+// id >= rows, named), SIZE_OVERFLOW.
 //
 // # Safety
 // The pointers hold the element counts above (or are NULL with 0).
@@ -2429,30 +2261,27 @@ lshk_status lshk_gather_dq_isa(lshk_isa isa,
                                float *dq,
                                size_t dq_stride);
 
-// SGD on the rows of a batch, in place, position by position: for every
-// position j in increasing order, the row r = ids[j] gets
-// `w[r] -= (lr * grad[j]) * q[b(j)]`, `b(j)` the sample whose segment
-// holds position j (`grad` from lshk_softmax_xent_csr; the step rounded,
-// then per element the product and the difference). A row repeated within
-// or across samples receives every occurrence's update, in position
-// order: in exact arithmetic `w[r] - lr * sum_j grad[j] q[b(j)]`. Rows
-// that do not occur are not touched. When rows repeat often (2 n >= rows
-// for n positions) the batch is grouped by row first and each row is read
-// and written once: the same operations, the same bits. Deterministic:
-// threads own contiguous ranges of rows and apply their positions in
-// order, so the result is the same bits on every tier and for every
-// thread count (0 = every core).
+// SGD on the rows of a batch, in place: for every position j in
+// increasing order, row r = ids[j] gets `w[r] -= (lr * grad[j]) * q[b(j)]`,
+// `b(j)` the sample whose segment holds j (`grad` from
+// lshk_softmax_xent_csr; the step rounded, then per element the product
+// and the difference). A repeated row (within or across samples) receives
+// every occurrence's update in position order (exactly:
+// `w[r] - lr * sum_j grad[j] q[b(j)]`); other rows are untouched. When
+// 2 n >= rows (n positions) the batch is grouped by row first, each row
+// read and written once: the same operations and bits. Threads own
+// contiguous row ranges: the same bits on every tier and thread count (0 =
+// every core). Needs exclusive access to `w`.
 //
 // * `w`: `rows` rows of `dim` floats at stride `w_stride >= dim`, updated.
 // * `q`: nb rows of `dim` floats at stride `q_stride >= dim`.
 // * `offsets`: nb + 1 entries; `grad`, `ids`: offsets[nb] entries.
 //
-// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
-// stride < dim, bad offsets, misaligned, `w` overlapping an input),
-// INDEX_OUT_OF_RANGE, NON_FINITE (a NaN or infinite `grad`, `q` or `lr`),
-// SIZE_OVERFLOW, ALLOCATION_FAILED (scratch: 8 bytes per position in batch
-// order; grouped by row, when 2 n >= rows, 32 per position and 5 per row).
-// Needs exclusive access to `w`.
+// Errors: NULL_POINTER, INVALID_ARGUMENT (dim 0, stride < dim, bad
+// offsets, misaligned, `w` overlapping an input), INDEX_OUT_OF_RANGE,
+// NON_FINITE (a NaN or infinite `grad`, `q` or `lr`), SIZE_OVERFLOW,
+// ALLOCATION_FAILED (scratch: 8 bytes per position in batch order;
+// grouped by row, 32 per position and 5 per row).
 //
 // # Safety
 // The pointers hold the element counts above (or are NULL with 0).
@@ -2489,8 +2318,7 @@ lshk_status lshk_rows_update_sgd_isa(lshk_isa isa,
 
 // Creates lazy Adam state for a W of `rows` rows of `dim` values: moments
 // 0, step counts 0 (`8 * rows * dim + 4 * rows` bytes). `params` NULL
-// means the defaults. On success `*out` receives the handle (free it with
-// lshk_adam_free); on failure `*out` is not written.
+// means the defaults. Free it with lshk_adam_free.
 //
 // Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim 0, beta1 or beta2
 // outside [0, 1), eps not finite and > 0, struct_size too small,
@@ -2506,8 +2334,7 @@ lshk_status lshk_adam_new(size_t rows,
                           const struct lshk_adam_params *params,
                           struct lshk_adam **out);
 
-// Releases Adam state. NULL is a no-op; a freed or foreign handle is
-// INVALID_HANDLE.
+// Releases Adam state.
 //
 // # Safety
 // `adam` is NULL or a handle from lshk_adam_new that no other thread is
@@ -2530,15 +2357,14 @@ lshk_status lshk_adam_set_params(struct lshk_adam *adam,
 // One lazy Adam step on the rows of a batch, in place: every row `r` that
 // occurs among `ids` gets its summed gradient
 // `G_r = sum_{j: ids[j] = r} grad[j] * q[b(j)]` (summed in position order
-// from +0), its step count `t_r += 1`, and, element by
-// element in f32, `m = b1 m + (1-b1) G`, `v = b2 v + (1-b2) G^2`,
+// from +0), its step count `t_r += 1`, and, element by element in f32,
+// `m = b1 m + (1-b1) G`, `v = b2 v + (1-b2) G^2`,
 // `w -= lr (m c1) / (sqrt(v c2) + eps)` with the bias corrections
 // `c1 = 1/(1 - b1^t_r)`, `c2 = 1/(1 - b2^t_r)` of the row's own count
-// (in double, rounded to float).
-// Rows not in the batch are not touched (no decay of their moments).
-// Same bits on every tier and for every thread count (0 = every core).
-// `rows` and `dim` must be those given to lshk_adam_new; the other
-// arguments as lshk_rows_update_sgd.
+// (in double, rounded to float). Rows not in the batch are untouched (no
+// decay of their moments). Same bits on every tier and thread count (0 =
+// every core). `rows` and `dim` must be those given to lshk_adam_new; the
+// other arguments as lshk_rows_update_sgd.
 //
 // Errors (nothing written, state unchanged): NULL_POINTER, INVALID_HANDLE,
 // INVALID_ARGUMENT (rows or dim differ from the state's, and as
@@ -2564,29 +2390,22 @@ lshk_status lshk_adam_step(struct lshk_adam *adam,
 // candidate into its query's set, for a logQ correction of sampled
 // softmax: for query `i < nq` (`dim` floats at `q + i * q_stride`) and
 // each candidate `ids[offsets[i] .. offsets[i+1]]` (CSR, `nq + 1`
-// offsets, 0 first, non-decreasing),
+// offsets, 0 first, non-decreasing), `out_prob[j] = 1 - (1 - p^K)^l`,
+// `p = 1 - θ/π`, with θ the angle between the query and the row as the
+// index hashes them (after its transform; the row from the stored weights
+// and bias) and `l = tables_used[i]` (the tables whose buckets joined
+// query i's set, each <= L; `tables_used` NULL: L for every query; l = 0
+// gives 0). Exact over Gaussian planes (sparsity 0) with one bucket per
+// code; an approximation with other planes, folded codes (range_bits <
+// K), bucket_cap or multi-probing; rows not yet rehashed count as stored
+// (docs/training.md, "Sampling probabilities"). Computed in double: the
+// same bits on every machine.
 //
-// `out_prob[j] = 1 - (1 - p^K)^l`, `p = 1 - θ/π`,
-//
-// θ the angle between the query and the row as the index hashes them
-// (after its transform, e.g. [q, 1] and [w, b] with BIAS_AUG; the row
-// from the stored weights and bias), `l = tables_used[i]` (the number of
-// tables whose buckets joined query i's set, e.g. where a whole-bucket
-// budget stopped; each <= L) or L for every query when `tables_used` is
-// NULL; `l = 0` gives 0. Exact over the random Gaussian planes (sparsity
-// 0) with one bucket per code; an approximation with ±1 / sparse /
-// caller-given planes, folded codes (range_bits < K), bucket_cap or
-// multi-probing; rows updated and not yet rehashed are taken as stored
-// (docs/training.md). A trainer subtracts log(out_prob[j]) from the
-// logit of each sampled negative j. Computed in double precision; the
-// same bits on every machine. Thread-safe (the index is only read).
-//
-// Errors (nothing written): NULL_POINTER, INVALID_HANDLE, UNSUPPORTED
-// (an index without LSH tables),
-// INVALID_ARGUMENT (a DWTA index, an index with label-aware buckets, bad
-// offsets, q_stride < dim, a tables_used value > L, misaligned or
-// overlapping pointers), INDEX_OUT_OF_RANGE (an id >= rows), NON_FINITE
-// (a NaN or infinite query value), SIZE_OVERFLOW.
+// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (no LSH tables),
+// INVALID_ARGUMENT (a DWTA index, label-aware buckets, bad offsets,
+// q_stride < dim, a tables_used value > L, misaligned or overlapping
+// pointers), INDEX_OUT_OF_RANGE (an id >= rows), NON_FINITE (a NaN or
+// infinite query value), SIZE_OVERFLOW.
 //
 // # Safety
 // `q` must hold (nq-1)*q_stride + dim readable floats (nothing when nq

@@ -25,12 +25,10 @@ use crate::dwta::Dwta;
 /// The key of table l is sum over k of hash(l*K + k) << (k * log2(B)):
 /// exactly K*log2(B) bits; higher bits are 0.
 ///
-/// Immutable once created: every function taking `const lshk_dwta *` is safe
-/// to call from many threads at once. Memory: at most about
-/// 36*K*L*B + 804*K*L bytes (map, transposed map, inverse map, coordinate
-/// filter, densification probe tables), independent of dim; hashing dense
-/// rows also keeps a per-thread scratch block of 128*dim bytes when
-/// dim <= min(K*L*B, 2048).
+/// Memory: at most about 36*K*L*B + 804*K*L bytes (map, transposed and
+/// inverse map, coordinate filter, densification probe tables), whatever
+/// dim; hashing dense rows also keeps a per-thread scratch block of
+/// 128*dim bytes when dim <= min(K*L*B, 2048).
 pub struct lshk_dwta {
     _private: [u8; 0],
 }
@@ -53,7 +51,7 @@ fn write_handle(out: *mut *mut lshk_dwta, h: Dwta) {
 
 /// Creates a DWTA family of `tables` (L) tables of `bins_per_table` (K)
 /// bins of `bin_size` (B) coordinates over `dim`-dimensional inputs, from
-/// `seed`.
+/// `seed`; free it with lshk_dwta_free.
 ///
 /// The bin map is fixed for ever by the seed (same map, bit for bit, in
 /// every version and on every platform): ceil(K*L*B / dim) independent
@@ -64,9 +62,6 @@ fn write_handle(out: *mut *mut lshk_dwta, h: Dwta) {
 /// `for i = 0 .. dim-2: swap(a[i], a[i + below(dim - i)])`. Entry i is final
 /// after step i, so the last permutation, of which only m entries are kept,
 /// stops after its first min(m, dim-1) steps.
-///
-/// On success `*out` receives a new handle (free it with lshk_dwta_free);
-/// on failure `*out` is not written.
 ///
 /// Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim not in
 /// 1..=2^31-1, bin_size not a power of two in 2..=256, K = 0,
@@ -97,7 +92,7 @@ pub extern "C" fn lshk_dwta_new(
 /// Errors: NULL_POINTER (`out`, or `map` with map_len > 0), INVALID_ARGUMENT
 /// (shape as in lshk_dwta_new; map_len != K*L*B; `map` or `out`
 /// misaligned), INDEX_OUT_OF_RANGE (an entry >= dim), SIZE_OVERFLOW,
-/// ALLOCATION_FAILED. `*out` is written only on success.
+/// ALLOCATION_FAILED.
 ///
 /// # Safety
 /// `map` must point to `map_len` readable u32.
@@ -122,8 +117,7 @@ pub unsafe extern "C" fn lshk_dwta_from_map(
     })
 }
 
-/// Releases a family. NULL is a no-op. A freed or foreign handle is
-/// reported as INVALID_HANDLE and otherwise ignored.
+/// Releases a family.
 ///
 /// # Safety
 /// `h` is NULL or a handle from lshk_dwta_new/_from_map that no other thread
@@ -139,8 +133,7 @@ pub unsafe extern "C" fn lshk_dwta_free(h: *mut lshk_dwta) -> lshk_status {
 /// Shape of a family: writes dim, K, L and B into the non-NULL pointers
 /// among `dim`, `bins_per_table`, `tables`, `bin_size`.
 ///
-/// Errors: NULL_POINTER (`h`), INVALID_HANDLE, INVALID_ARGUMENT (a
-/// misaligned output pointer). Nothing is written on error.
+/// Errors: NULL_POINTER (`h`), INVALID_HANDLE, INVALID_ARGUMENT (misaligned).
 ///
 /// # Safety
 /// Non-NULL output pointers must be writable.
@@ -172,7 +165,7 @@ pub unsafe extern "C" fn lshk_dwta_shape(
 /// family.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, BUFFER_TOO_SMALL, INVALID_ARGUMENT
-/// (`out` misaligned). Nothing is written on error.
+/// (`out` misaligned).
 ///
 /// # Safety
 /// `out` must hold `out_len` writable u32.
@@ -241,12 +234,11 @@ unsafe fn dense_impl(
 /// the key of table l (see lshk_dwta for the bin hash and the key layout).
 /// Any float is allowed (NaN never wins a bin; an all-NaN bin hashes to 0).
 /// n = 0 is a no-op. Runs on the active tier (lshk_isa_active); every tier
-/// gives identical keys. Thread-safe.
+/// gives identical keys.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (x_stride < dim,
 /// misaligned pointers, `codes` overlapping `x`), SIZE_OVERFLOW,
 /// BUFFER_TOO_SMALL (codes_len).
-/// Nothing is written on error.
 ///
 /// # Safety
 /// `x` must hold (n-1)*x_stride + dim readable floats (or be NULL with
@@ -278,8 +270,8 @@ pub unsafe extern "C" fn lshk_dwta_hash_dense(
 /// lshk_dwta_hash_dense on one chosen tier `isa` (for tests and
 /// benchmarks). The tier cap (LSHK_MAX_ISA) does not apply here.
 ///
-/// Errors: as lshk_dwta_hash_dense, plus INVALID_ARGUMENT (not an
-/// LSHK_ISA_* value) and UNSUPPORTED_ISA (this CPU lacks the tier).
+/// Errors: as lshk_dwta_hash_dense, plus INVALID_ARGUMENT (bad `isa`) and
+/// UNSUPPORTED_ISA.
 ///
 /// # Safety
 /// As lshk_dwta_hash_dense.
@@ -384,14 +376,12 @@ unsafe fn sparse_impl(
 /// be < dim. Values may be any float (a stored 0.0 is present; NaN never
 /// wins). Empty bins are densified as described at lshk_dwta. n = 0 is a
 /// no-op (indptr, indices, values and codes may then be NULL). Runs on the
-/// active tier; every tier gives identical keys. Thread-safe. The whole
-/// batch is validated before anything is written.
+/// active tier; every tier gives identical keys.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (`indptr[0] != 0`,
 /// indptr decreasing, indices unsorted or duplicated within a row,
 /// misaligned pointers, `codes` overlapping an input), INDEX_OUT_OF_RANGE
-/// (an index >= dim),
-/// SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len). Nothing is written on error.
+/// (an index >= dim), SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len).
 ///
 /// # Safety
 /// `indptr` must hold n + 1 readable size_t; `indices` and `values`
@@ -425,8 +415,8 @@ pub unsafe extern "C" fn lshk_dwta_hash_sparse(
 /// lshk_dwta_hash_sparse on one chosen tier `isa` (for tests and
 /// benchmarks). The tier cap (LSHK_MAX_ISA) does not apply here.
 ///
-/// Errors: as lshk_dwta_hash_sparse, plus INVALID_ARGUMENT (not an
-/// LSHK_ISA_* value) and UNSUPPORTED_ISA (this CPU lacks the tier).
+/// Errors: as lshk_dwta_hash_sparse, plus INVALID_ARGUMENT (bad `isa`) and
+/// UNSUPPORTED_ISA.
 ///
 /// # Safety
 /// As lshk_dwta_hash_sparse.

@@ -55,10 +55,8 @@ fn new_handle(d: usize, isa: Option<Isa>, out: *mut *mut lshk_hrr) -> Result<()>
 
 /// Plans the transforms for vectors of `d` floats (1 <= d <= 2^24) and
 /// allocates the handle's buffers; calls run on the active ISA tier (the
-/// result does not depend on it: every tier returns the same bits).
-///
-/// On success `*out` receives a new handle (free it with lshk_hrr_free);
-/// on failure `*out` is not written.
+/// result does not depend on it: every tier returns the same bits). Free it
+/// with lshk_hrr_free.
 ///
 /// Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (d 0 or above 2^24, a
 /// misaligned `out`), ALLOCATION_FAILED.
@@ -84,8 +82,7 @@ pub extern "C" fn lshk_hrr_new_isa(
     })
 }
 
-/// Releases a handle. NULL is a no-op; a freed or foreign handle is
-/// reported as INVALID_HANDLE and otherwise ignored.
+/// Releases a handle.
 ///
 /// # Safety
 /// `h` is NULL or a handle from lshk_hrr_new[_isa] that no other thread is
@@ -145,7 +142,7 @@ unsafe fn pair_slices<'a>(
 /// Errors: NULL_POINTER (`h`, a buffer with n > 0), INVALID_HANDLE,
 /// INVALID_ARGUMENT (x_rows not 1 or n, a misaligned buffer, `out`
 /// overlapping an input), SIZE_OVERFLOW (n * d), NON_FINITE (NaN or
-/// infinity in `x` or `y`). Nothing is written on error.
+/// infinity in `x` or `y`).
 ///
 /// # Safety
 /// `x` holds x_rows * d readable floats, `y` n * d, `out` n * d writable
@@ -179,7 +176,7 @@ pub unsafe extern "C" fn lshk_hrr_bind(
 /// infinite). `key` holds `key_rows` rows (1 or n), `s` and `out` n rows.
 ///
 /// Errors: as lshk_hrr_bind, and INVALID_ARGUMENT for an `inverse` that is
-/// not an LSHK_HRR_INVERSE_* value. Nothing is written on error.
+/// not an LSHK_HRR_INVERSE_* value.
 ///
 /// # Safety
 /// `key` holds key_rows * d readable floats, `s` n * d, `out` n * d
@@ -220,7 +217,7 @@ pub unsafe extern "C" fn lshk_hrr_unbind(
 ///
 /// Errors: NULL_POINTER (`h`, a buffer with n > 0), INVALID_HANDLE,
 /// INVALID_ARGUMENT (a misaligned buffer, `out` overlapping `x`),
-/// SIZE_OVERFLOW, NON_FINITE (in `x`). Nothing is written on error.
+/// SIZE_OVERFLOW, NON_FINITE (in `x`).
 ///
 /// # Safety
 /// `x` holds n * d readable floats, `out` n * d writable ones; no other
@@ -261,7 +258,7 @@ pub unsafe extern "C" fn lshk_hrr_project(
 ///
 /// Errors: NULL_POINTER (`out` with m > 0), INVALID_ARGUMENT (d 0 or above
 /// 2^24, a misaligned `out`), SIZE_OVERFLOW (m * d, or first + m above
-/// 2^64), ALLOCATION_FAILED. Nothing is written on error.
+/// 2^64), ALLOCATION_FAILED.
 ///
 /// # Safety
 /// `out` holds m * d writable floats.

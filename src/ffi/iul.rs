@@ -21,10 +21,8 @@ pub const LSHK_IUL_RANK_THRESHOLDS: u32 = 1;
 pub const LSHK_IUL_KEEP_BEST: u32 = 2;
 const IUL_FLAGS: u32 = LSHK_IUL_RANK_THRESHOLDS | LSHK_IUL_KEEP_BEST;
 
-/// Parameters of lshk_index_train_iul. Obtain them from
-/// lshk_iul_params_default() and change what you need; `struct_size` must
-/// stay sizeof(lshk_iul_params) (a larger value from a newer header is
-/// accepted, its unknown tail ignored).
+/// Parameters of lshk_index_train_iul, from lshk_iul_params_default(); a
+/// struct_size above sizeof(lshk_iul_params) (newer header) is accepted.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct lshk_iul_params {
@@ -56,8 +54,7 @@ pub struct lshk_iul_params {
     /// many pairs per side (0 = no cap, default).
     pub max_pairs: u32,
     /// LSHK_IUL_* bits (default 0: score thresholds, the last round's
-    /// planes kept); other bits are INVALID_ARGUMENT. (This field was
-    /// `reserved`, which had to be 0, in 0.2.0: same offset and size.)
+    /// planes kept); other bits are INVALID_ARGUMENT. (`reserved` in 0.2.)
     pub flags: u32,
     /// Seed of the validation split, the balancing subsample and the
     /// epoch shuffles (one SplitMix64 stream; default 1).
@@ -249,27 +246,22 @@ fn report_to_c(r: &IulReport) -> lshk_iul_report {
 /// minibatch Adam on, per table l over its K planes θ,
 /// mean over pairs of softplus(s) - y s with s = tanh(θ q') . tanh(θ w')
 /// (the dot of two K-vectors, not divided by K; y = 1 positive, 0
-/// negative), i.e. -log σ(s) for positives and -log(1 - σ(s)) for
-/// negatives; then the tables are rebuilt.
+/// negative); then the tables are rebuilt.
 ///
-/// `queries`: `n` rows of `dim` floats (the index's dim, before the
-/// transform), row i at `i * q_stride`, finite. `label_offsets`: n + 1
-/// non-decreasing values starting at 0; query i's labels are
-/// `labels[label_offsets[i] .. label_offsets[i + 1]]`, each < rows.
-/// `p` NULL = defaults. `reports`: `reports_len` entries; the first
-/// `rounds` are written on success (`reports_len >= rounds`, or `reports`
-/// NULL with `reports_len` 0 for no reports).
+/// `queries`: `n` finite rows of `dim` floats (before the transform) at
+/// `q_stride`. Query i's labels are
+/// `labels[label_offsets[i] .. label_offsets[i + 1]]`, each < rows (n + 1
+/// non-decreasing offsets from 0). `p` NULL = defaults. The first `rounds`
+/// of the `reports_len` `reports` are written (NULL with 0: none).
+/// Deterministic for a fixed seed. EXCLUSIVE access (see lshk_index); the
+/// borrowed handles stay valid and see the new planes.
 ///
-/// Deterministic for a fixed seed. Needs exclusive access: no other call
-/// may use `idx` or its borrowed family/tables handles meanwhile (the
-/// borrowed handles stay valid and see the new planes afterwards).
-///
-/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (an index without
-/// LSH tables), INVALID_ARGUMENT (DWTA index, n = 0, q_stride < dim, bad parameters, struct_size too small,
-/// unknown flags bits, label >= rows, offsets not starting at 0 or
-/// decreasing, `reports` overlapping an input), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE
-/// (queries, thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error
-/// nothing is written and the index is unchanged.
+/// Errors (the index unchanged): NULL_POINTER, INVALID_HANDLE, UNSUPPORTED
+/// (no LSH tables), INVALID_ARGUMENT (DWTA index, n = 0, q_stride < dim,
+/// bad parameters, struct_size too small, unknown flags bits, label >=
+/// rows, offsets not starting at 0 or decreasing, `reports` overlapping an
+/// input), BUFFER_TOO_SMALL (reports_len < rounds), NON_FINITE (queries,
+/// thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED.
 ///
 /// # Safety
 /// `queries` must hold (n - 1) * q_stride + dim floats, `label_offsets`
@@ -357,25 +349,22 @@ pub unsafe extern "C" fn lshk_index_train_iul(
 }
 
 /// IUL without an index: trains `planes_in` (`planes_len` = K*L*dim
-/// floats, row-major, the SimHash layout: plane l*K + k is bit k of table
-/// l) over `n_rows` rows (row r at `rows + r * row_stride`, `dim` floats)
-/// and `n` queries with CSR labels (as lshk_index_train_iul), with tables
-/// of `2^range_bits` buckets (1..=24; codes folded as lshk_tables_build
-/// does; no bucket cap). Writes the learned planes to `planes_out`
-/// (`planes_out_len >= planes_len`; it may not overlap the inputs) and
-/// `rounds` reports (see lshk_index_train_iul; `reports` NULL with
-/// `reports_len` 0 = none). Rows and queries are used as given (no
-/// transform); thresholds apply to their plain dot products.
-/// Deterministic for a fixed seed; thread-safe (touches only its
-/// arguments).
+/// floats, the SimHash layout: plane l*K + k is bit k of table l) over
+/// `n_rows` rows of `dim` floats (row r at `rows + r * row_stride`) and `n`
+/// queries with CSR labels (as lshk_index_train_iul), with tables of
+/// `2^range_bits` buckets (1..=24; codes folded as by lshk_tables_build; no
+/// bucket cap). Writes the learned planes to `planes_out`
+/// (`planes_out_len >= planes_len`) and `rounds` reports (as
+/// lshk_index_train_iul). Rows and queries are used as given (no
+/// transform); thresholds apply to their plain dot products. Deterministic
+/// for a fixed seed; thread-safe (touches only its arguments).
 ///
 /// Errors: NULL_POINTER, INVALID_ARGUMENT (dim 0, K not in 1..=32, L 0,
 /// planes_len != K*L*dim, range_bits, n = 0, n_rows = 0, strides < dim,
 /// labels >= n_rows, bad offsets, bad parameters, `planes_out` or
 /// `reports` overlapping an input), BUFFER_TOO_SMALL
 /// (planes_out_len, reports_len), NON_FINITE (planes, rows, queries,
-/// thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED. On error nothing is
-/// written.
+/// thresholds), SIZE_OVERFLOW, ALLOCATION_FAILED.
 ///
 /// # Safety
 /// Every pointer must hold the number of elements its length argument

@@ -17,12 +17,11 @@ const _: () = {
     assert!(LSHK_LABEL_POLICY_INSTEAD == LabelPolicy::Instead as u32);
 };
 
-/// Parameters of lshk_index_train_labels. Obtain defaults from
-/// lshk_label_params_default(), then change fields.
+/// Parameters of lshk_index_train_labels (see lshk_label_params_default).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct lshk_label_params {
-    /// sizeof(lshk_label_params) as the caller knows it.
+    /// sizeof(lshk_label_params).
     pub struct_size: u32,
     /// Labels kept per bucket: the most frequent ones, ties to the smaller
     /// id (0 = keep every label seen). Default 64.
@@ -70,35 +69,27 @@ pub(crate) unsafe fn read_label_params(p: *const lshk_label_params) -> Result<La
 }
 
 /// Label-aware buckets (HALOS): hashes `n` training queries (row i at
-/// `queries + i * q_stride`, `q_stride >= dim`, in floats) with the index's
-/// family (after its query transform), counts per table and bucket how
-/// often each label occurs with the queries that fall there, and rebuilds
-/// the index's tables: every bucket gains (policy BESIDE) or is replaced by
-/// (policy INSTEAD) its `label_cap` most frequent labels (ties to the
-/// smaller id). Labels are CSR: query i has the labels
-/// `labels[label_offsets[i] .. label_offsets[i+1]]` (`label_offsets` holds
-/// n + 1 non-decreasing entries, the first need not be 0: a window of a
-/// larger CSR array works, and labels before label_offsets[0] are not read;
-/// `labels` holds at least label_offsets[n] row ids < rows; several labels
-/// per query are normal). `p` NULL =
-/// defaults. The result is deterministic (independent of thread count).
-/// The training is saved with the index (lshk_index_save) and reported by
-/// lshk_index_label_info after a load.
+/// `queries + i * q_stride`) with the index's family (after its query
+/// transform), counts per table and bucket how often each label occurs
+/// with the queries falling there, and rebuilds the tables: every bucket
+/// gains (policy BESIDE) or is replaced by (INSTEAD) its `label_cap` most
+/// frequent labels (ties to the smaller id). An IVF source labels its lists
+/// (docs/ivf.md, "Label-aware lists"). Query i's labels are
+/// `labels[label_offsets[i] .. label_offsets[i+1]]`, row ids < rows
+/// (`label_offsets`: n + 1 non-decreasing entries; the first need not be 0,
+/// so a window of a larger CSR array works). `p` NULL = defaults.
+/// Deterministic (for any thread count); saved with the index and reported
+/// by lshk_index_label_info. An index is trained at most once. EXCLUSIVE
+/// access (see lshk_index); the borrowed tables handle stays valid and sees
+/// the new buckets.
 ///
-/// EXCLUSIVE ACCESS: unlike every other index function this one changes
-/// the index; no other call on `idx` (queries included) or on its borrowed
-/// tables handle may run concurrently. The borrowed tables handle stays
-/// valid and sees the new buckets. An index is trained at most once.
-///
-/// Everything is validated before the index changes; on error it is
-/// unchanged. Errors: NULL_POINTER (`queries` with n > 0, `label_offsets`,
-/// `labels` with label_offsets[n] > 0), INVALID_HANDLE, INVALID_ARGUMENT
-/// (q_stride < dim, struct_size too small, a bad policy, label_offsets
-/// decreasing (the message names the position), an index already
-/// trained, a borrowed handle), INDEX_OUT_OF_RANGE (a label >= rows; the
-/// message names its position), NON_FINITE (NaN/infinity in a query, or a query whose scores could
-/// overflow f32),
-/// SIZE_OVERFLOW, ALLOCATION_FAILED.
+/// Errors (the index is unchanged): NULL_POINTER (`queries` with n > 0,
+/// `label_offsets`, `labels` with label_offsets[n] > 0), INVALID_HANDLE,
+/// UNSUPPORTED (neither LSH nor IVF), INVALID_ARGUMENT (q_stride < dim,
+/// struct_size too small, a bad policy, label_offsets decreasing, an index
+/// already trained, a borrowed handle), INDEX_OUT_OF_RANGE (a label >=
+/// rows), NON_FINITE (as lshk_index_query), SIZE_OVERFLOW,
+/// ALLOCATION_FAILED. Messages name the offending position.
 ///
 /// # Safety
 /// `queries` must hold (n-1)*q_stride + dim readable floats (n > 0),
@@ -167,12 +158,11 @@ pub(crate) unsafe fn training_pairs<'a>(
 
 /// Whether the index was trained with labels (also after a load):
 /// `*trained` = 1 or 0; when trained and `params` is not NULL, `*params`
-/// receives the training parameters. The caller sets
-/// `params->struct_size = sizeof(lshk_label_params)` before the call (too
-/// small -> INVALID_ARGUMENT); lshk writes the other fields only. Outputs
-/// are written only on success. Thread-safe (read-only).
+/// (the caller sets its struct_size; lshk writes the other fields) receives
+/// the training parameters.
 ///
-/// Errors: NULL_POINTER (`trained`), INVALID_HANDLE, INVALID_ARGUMENT.
+/// Errors: NULL_POINTER (`trained`), INVALID_HANDLE, INVALID_ARGUMENT
+/// (struct_size too small, misaligned).
 ///
 /// # Safety
 /// `trained` writable; `params` NULL or a writable params struct holding
@@ -236,20 +226,16 @@ pub(crate) unsafe fn write_label_info(
     }
 }
 
-/// Adds label entries to standalone tables (HALOS label-aware buckets
-/// without an index): `codes` holds the per-table codes of `n` training
-/// queries (`n * L` values, `codes[i*L + l]`, hashed with the same family
-/// and transform as the rows the tables were built from); query i's labels
-/// are `labels[label_offsets[i] .. label_offsets[i+1]]` (row ids;
-/// label_offsets[0] need not be 0, as in lshk_index_train_labels).
-/// Each bucket keeps its `p->label_cap` most frequent labels (ties to the
-/// smaller id; 0 keeps all), beside or instead of its rows (`p->policy`);
-/// ids stay ascending and deduplicated. `p` NULL = defaults.
-///
-/// Needs exclusive access (no concurrent gather on `t`). Afterwards the
-/// tables are frozen: lshk_tables_update and a second
-/// lshk_tables_add_labels are refused (INVALID_ARGUMENT). Tables lent by an
-/// index are refused too (use lshk_index_train_labels).
+/// Adds label entries to standalone tables (label-aware buckets without an
+/// index): `codes[i*L + l]` are the codes of `n` training queries (hashed
+/// like the tables' rows); query i's labels are
+/// `labels[label_offsets[i] .. label_offsets[i+1]]` (row ids; CSR as in
+/// lshk_index_train_labels). Each bucket keeps its `p->label_cap` most
+/// frequent labels (ties to the smaller id; 0 keeps all), beside or instead
+/// of its rows (`p->policy`); ids stay ascending and distinct. `p` NULL =
+/// defaults. Needs exclusive access. Afterwards the tables are frozen:
+/// lshk_tables_update and a second lshk_tables_add_labels are refused
+/// (INVALID_ARGUMENT), as are tables lent by an index.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (borrowed or
 /// frozen tables, decreasing label_offsets, bad policy, struct_size),

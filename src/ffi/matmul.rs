@@ -170,13 +170,8 @@ unsafe fn read_view(w: *const lshk_weights_view) -> Result<(Dtype, lshk_weights_
 /// `offsets[i] .. offsets[i+1]`,
 /// `out[j] = dot(W[ids[j]], q[i]) + (bias ? bias[ids[j]] : 0)`.
 ///
-/// * `w`: the weights, as lshk_index_weights fills the view (or the
-///   caller's own matrix described the same way): `w->storage` gives the
-///   element type of `w->w` (BORROWED_F32 and F32: float; BF16: uint16_t
-///   bf16 bits; F16: uint16_t binary16; I8: int8_t with `w->scales`,
-///   `rows` floats, row r being `scales[r] * w[r]`); `w->rows` rows of
-///   `w->dim` elements, row r at element `r * w->w_stride`
-///   (`w_stride >= dim`); `w->bias` NULL or `rows` floats.
+/// * `w`: W and the bias as an lshk_weights_view (an index's, or the
+///   caller's own matrix described the same way).
 /// * `q`: `nq` rows of `dim` floats at stride `q_stride >= dim`.
 /// * `ids`, `offsets`: CSR candidates (the bucket gather's output):
 ///   `offsets` has `nq + 1` entries, `offsets[0] == 0`, non-decreasing,
@@ -186,17 +181,16 @@ unsafe fn read_view(w: *const lshk_weights_view) -> Result<(Dtype, lshk_weights_
 ///
 /// The 16-bit and int8 rows are widened to f32 exactly (int8: times its
 /// scale, rounded once) and accumulated in f32 (FMA on the SIMD tiers);
-/// NaN and infinity propagate as in IEEE arithmetic. Error bound, per
-/// output, with u = 2^-24 and W the widened rows: `gamma(dim+2) *
-/// (sum_t |W_t q_t| + |bias|)`, `gamma(n) = n u/(1 - n u)` (int8 adds
-/// one rounding of the scale product per element: gamma(dim+3)). Runs on
-/// the active tier (lshk_isa_active); stateless and thread-safe.
+/// NaN and infinity propagate. Error bound per output, with u = 2^-24 and
+/// W the widened rows: `gamma(dim+2) * (sum_t |W_t q_t| + |bias|)`,
+/// `gamma(n) = n u/(1 - n u)` (int8: gamma(dim+3)). Runs on the active
+/// tier; stateless and thread-safe.
 ///
-/// Errors (nothing is written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
-/// stride < dim, struct_size too small, a bad storage value, scales
-/// without I8, bad offsets, misaligned pointer, `out` overlapping an
-/// input), INDEX_OUT_OF_RANGE (`index out of range: ids[p] = v (query
-/// i)`, the first offending position), SIZE_OVERFLOW.
+/// Errors: NULL_POINTER, INVALID_ARGUMENT (dim 0, stride < dim, struct_size
+/// too small, a bad storage value, scales without I8, bad offsets,
+/// misaligned pointer, `out` overlapping an input), INDEX_OUT_OF_RANGE (the
+/// first offending position: `index out of range: ids[p] = v (query i)`),
+/// SIZE_OVERFLOW.
 ///
 /// # Safety
 /// `w` NULL or a readable lshk_weights_view whose pointers hold the
@@ -231,9 +225,8 @@ pub unsafe extern "C" fn lshk_gathered_matmul(
     }
 }
 
-/// lshk_gathered_matmul on the tier `isa` instead of the active one
-/// (UNSUPPORTED_ISA when this CPU lacks it): the per-tier tests and
-/// benchmarks compare tiers with it. Same bound on every tier.
+/// lshk_gathered_matmul on tier `isa` (UNSUPPORTED_ISA when this CPU lacks
+/// it), for tests and benchmarks. Same bound on every tier.
 ///
 /// # Safety
 /// As lshk_gathered_matmul.
@@ -325,10 +318,9 @@ unsafe fn convert_impl<S, D>(
 ///   subnormals or signed zero; NaN stays NaN (quiet).
 /// * BF16 -> F32, F16 -> F32: exact (subnormals, infinities, NaN included).
 ///
-/// `src` and `dst` must not overlap. Thread-safe.
-///
 /// Errors: NULL_POINTER, INVALID_ARGUMENT (a pair other than the four
-/// above, misaligned, overlap), SIZE_OVERFLOW.
+/// above, misaligned, `src` and `dst` overlapping), SIZE_OVERFLOW.
+/// Thread-safe.
 ///
 /// # Safety
 /// `src` holds n readable elements of `from`, `dst` n writable of `to`.
@@ -364,11 +356,10 @@ pub unsafe extern "C" fn lshk_convert(
 /// `scales[r] = max_t |w_t| / 127` (0 for an all-zero row) and
 /// `out[r * out_stride + t] = round_ties_even(w_t / scales[r])`, clamped to
 /// -127..=127, so `|w_t - scales[r] * out_t| <= scales[r] * (1/2 + 2^-17)`.
-/// Strides are in elements and `>= dim`.
 ///
-/// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (stride < dim,
-/// misaligned, overlap), NON_FINITE (a NaN or infinite weight; the message
-/// names it), SIZE_OVERFLOW. Thread-safe.
+/// Errors: NULL_POINTER, INVALID_ARGUMENT (stride < dim, misaligned,
+/// overlap), NON_FINITE (a NaN or infinite weight, named), SIZE_OVERFLOW.
+/// Thread-safe.
 ///
 /// # Safety
 /// `w` holds (rows-1)*w_stride + dim floats, `out` (rows-1)*out_stride + dim
@@ -409,11 +400,10 @@ pub unsafe extern "C" fn lshk_quantize_rows_i8(
 /// non-NaN candidates exist the rest is padded with id UINT32_MAX and score
 /// -INFINITY. Duplicate ids are separate candidates. `offsets` has nq + 1
 /// entries (0 first, non-decreasing); `scores` and `ids` have `offsets[nq]`
-/// entries; each output `nq * k`. k = 0 writes nothing. Thread-safe (uses a
-/// per-thread scratch heap).
+/// entries; each output `nq * k`. k = 0 writes nothing. Thread-safe.
 ///
-/// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (bad offsets,
-/// misaligned, outputs overlapping inputs), SIZE_OVERFLOW (nq * k).
+/// Errors: NULL_POINTER, INVALID_ARGUMENT (bad offsets, misaligned, outputs
+/// overlapping inputs), SIZE_OVERFLOW (nq * k).
 ///
 /// # Safety
 /// The pointers hold the element counts above.
@@ -469,10 +459,10 @@ pub unsafe extern "C" fn lshk_topk(
 /// scores share the mass equally (the others get 0, lse +INFINITY); an
 /// all -INFINITY segment gives NaN (lse -INFINITY); an empty segment writes
 /// nothing (lse -INFINITY). Each probability is within
-/// `(2|x_j - m| + 8) * 2^-24` relative of the exact value.
+/// `(2|x_j - m| + 8) * 2^-24` relative of the exact value. Thread-safe.
 ///
-/// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (bad offsets,
-/// misaligned, partial overlap), SIZE_OVERFLOW. Thread-safe.
+/// Errors: NULL_POINTER, INVALID_ARGUMENT (bad offsets, misaligned, partial
+/// overlap), SIZE_OVERFLOW.
 ///
 /// # Safety
 /// `offsets` holds nq + 1 entries, `scores` and `out` offsets[nq] floats,

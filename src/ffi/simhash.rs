@@ -4,8 +4,7 @@ use super::*;
 use crate::simhash::SimHash;
 
 /// A SimHash family: L tables of K sign bits each, from K*L hyperplanes.
-/// Immutable once created: every function taking `const lshk_simhash *` is
-/// safe to call from many threads at once.
+/// Immutable once created.
 pub struct lshk_simhash {
     _private: [u8; 0],
 }
@@ -27,7 +26,8 @@ fn write_handle(out: *mut *mut lshk_simhash, h: SimHash) {
 }
 
 /// Creates a SimHash family of `tables` (L) tables of `bits_per_table` (K)
-/// bits over `dim`-dimensional inputs, from `seed`.
+/// bits over `dim`-dimensional inputs, from `seed`; free it with
+/// lshk_simhash_free.
 ///
 /// `sparsity`: 0 = dense Gaussian planes; 1 = dense ±1 planes; s >= 2 = each
 /// plane has exactly ceil(dim / s) nonzero coordinates, chosen uniformly
@@ -44,9 +44,6 @@ fn write_handle(out: *mut *mut lshk_simhash, h: SimHash) {
 /// picks its coordinates by a partial Fisher-Yates pass over 0..dim
 /// (for i in 0..nnz: swap a[i], a[i + below(dim - i)]), then draws one sign
 /// per chosen coordinate in that order.
-///
-/// On success `*out` receives a new handle (free it with
-/// lshk_simhash_free); on failure `*out` is not written.
 ///
 /// Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim 0, K not in 1..=32,
 /// L 0), SIZE_OVERFLOW (K*L*dim), ALLOCATION_FAILED (also, up front, when
@@ -106,8 +103,7 @@ pub unsafe extern "C" fn lshk_simhash_from_planes(
     })
 }
 
-/// Releases a family. NULL is a no-op. A freed or foreign handle is
-/// reported as INVALID_HANDLE and otherwise ignored.
+/// Releases a family.
 ///
 /// # Safety
 /// `h` is NULL or a handle from lshk_simhash_new/_from_planes that no other
@@ -123,8 +119,7 @@ pub unsafe extern "C" fn lshk_simhash_free(h: *mut lshk_simhash) -> lshk_status 
 /// Shape of a family: writes dim, K and L into the non-NULL pointers among
 /// `dim`, `bits_per_table`, `tables`.
 ///
-/// Errors: NULL_POINTER (`h`), INVALID_HANDLE, INVALID_ARGUMENT (a
-/// misaligned output pointer). Nothing is written on error.
+/// Errors: NULL_POINTER (`h`), INVALID_HANDLE, INVALID_ARGUMENT (misaligned).
 ///
 /// # Safety
 /// Non-NULL output pointers must be writable.
@@ -222,7 +217,7 @@ unsafe fn hash_impl(
 /// elements) into `codes[i * L + l]`: bit k of that code (k = 0 the least
 /// significant) is 1 exactly when `dot(x_i, plane[l*K + k]) > 0`; a NaN
 /// projection gives 0; bits above K are 0. `codes_len` >= n*L. n = 0 is a
-/// no-op. Runs on the active tier (lshk_isa_active). Thread-safe.
+/// no-op. Runs on the active tier (lshk_isa_active).
 ///
 /// Tiers sum in different orders, so a bit whose projection lies within
 /// float rounding of zero (|error| <= dim * 2^-24 * sum|x_j||plane_j|) may
@@ -230,7 +225,6 @@ unsafe fn hash_impl(
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
 /// `codes` overlapping `x`), SIZE_OVERFLOW, BUFFER_TOO_SMALL (codes_len).
-/// Nothing is written on error.
 ///
 /// # Safety
 /// `x` must hold (n-1)*x_stride + dim readable floats (or be NULL with

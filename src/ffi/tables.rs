@@ -6,13 +6,9 @@ use super::*;
 use crate::tables::{BudgetRule, GatherInput, GatherParams, GatherResult, Tables};
 
 /// L LSH tables over n rows (flat CSR per table, ids ascending per bucket).
-///
-/// Queries (every function taking `const lshk_tables *`) are safe from many
-/// threads at once. The functions taking a non-const `lshk_tables *`
-/// (lshk_tables_update, lshk_tables_add_labels, lshk_tables_free) need
-/// EXCLUSIVE access: no other call may use the handle while one of them
-/// runs (so queries see either the old or the new tables, never a mix);
-/// the caller provides it, e.g. with a reader-writer lock.
+/// The functions taking a non-const `lshk_tables *` (lshk_tables_update,
+/// _add_labels, _free) need EXCLUSIVE access, e.g. by a reader-writer
+/// lock (so queries see the old or the new tables, never a mix).
 pub struct lshk_tables {
     _private: [u8; 0],
 }
@@ -44,31 +40,28 @@ pub struct lshk_table_stats {
     pub mean_bucket_size: f64,
 }
 
-/// Options of lshk_tables_gather. Obtain defaults from
-/// lshk_gather_params_default(), then change fields: `struct_size` lets
-/// later versions add fields without breaking callers.
+/// Options of lshk_tables_gather (see lshk_gather_params_default).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct lshk_gather_params {
-    /// sizeof(lshk_gather_params) as the caller knows it.
+    /// sizeof(lshk_gather_params).
     pub struct_size: u32,
     /// Keep the ids found in at least this many tables (default 1; 0 acts
     /// as 1; a value above L leaves only the forced ids).
     pub min_count: u32,
     /// Budget of distinct ids per query, forced ids included (default 0 =
-    /// no limit). Tables are visited in order and the visit stops once the
-    /// budget is reached; see lshk_tables_gather for the exact rule.
+    /// no limit); the exact rule is at lshk_tables_gather.
     pub max_candidates: u32,
     /// Extra buckets visited per table by query-directed multi-probing
     /// (default 0). Needs SimHash codes, `bits_per_table` and the query
     /// projections. At most min(2^K - 1, 4096).
     pub probes: u32,
-    /// K, the bits per table of the SimHash codes (needed when probes > 0).
+    /// K, the SimHash codes' bits per table (for probes > 0; default 0).
     pub bits_per_table: u32,
 }
 
-/// Default gather options: min_count 1, max_candidates 0 (no limit),
-/// probes 0, bits_per_table 0, struct_size = sizeof(lshk_gather_params).
+/// The defaults documented at each field of lshk_gather_params;
+/// struct_size = sizeof(lshk_gather_params).
 #[no_mangle]
 pub extern "C" fn lshk_gather_params_default() -> lshk_gather_params {
     let d = GatherParams::default();
@@ -82,8 +75,8 @@ pub extern "C" fn lshk_gather_params_default() -> lshk_gather_params {
 }
 
 /// Builds L = `tables` LSH tables over `n` rows from their codes
-/// (`codes[i * L + t]` = row i's code in table t, n*L values, e.g. from
-/// lshk_simhash_hash).
+/// (`codes[i * L + t]` = row i's code in table t, e.g. from
+/// lshk_simhash_hash). Free them with lshk_tables_free.
 ///
 /// Each table has 2^range_bits buckets (1 <= range_bits <= 24). A code
 /// `c < 2^range_bits` is its own bucket; any other code goes to bucket
@@ -100,19 +93,13 @@ pub extern "C" fn lshk_gather_params_default() -> lshk_gather_params {
 /// see lshk_simhash_new) seeded with `seed ^ ((t << 32) | bucket)` for
 /// bucket `bucket` of table `t`.
 ///
-/// `threads`: 0 = all cores, else that many threads (tables are split among
-/// them). The result is identical for every thread count.
-///
+/// `threads`: 0 = all cores; the result is the same for every count.
 /// Memory: about 4 * (L * (2^range_bits + 1) + 2 * n * L) bytes (bucket
 /// offsets, ids, and each row's bucket per table, kept for updates).
 ///
-/// On success `*out` receives a new handle (free it with
-/// lshk_tables_free); on failure `*out` is not written.
-///
 /// Errors: NULL_POINTER, INVALID_ARGUMENT (tables 0, range_bits outside
 /// 1..=24, n >= 2^31), SIZE_OVERFLOW, ALLOCATION_FAILED (also, up front,
-/// when the tables, `4 * (L * (2^range_bits + 1) + 2 * n * L)` bytes,
-/// would exceed the machine's physical memory).
+/// when that memory would exceed the machine's physical memory).
 ///
 /// # Safety
 /// `codes` must hold n*L readable u32 (or be NULL with n = 0); `out` must be
@@ -149,8 +136,7 @@ pub unsafe extern "C" fn lshk_tables_build(
     })
 }
 
-/// Releases tables. NULL is a no-op. A freed or foreign handle is reported
-/// as INVALID_HANDLE and otherwise ignored.
+/// Releases tables.
 ///
 /// # Safety
 /// `t` is NULL or a handle from lshk_tables_build that no other thread is
@@ -166,8 +152,7 @@ pub unsafe extern "C" fn lshk_tables_free(t: *mut lshk_tables) -> lshk_status {
 /// Shape of the tables: writes n, L and range_bits into the non-NULL
 /// pointers among `n`, `tables`, `range_bits`.
 ///
-/// Errors: NULL_POINTER (`t`), INVALID_HANDLE, INVALID_ARGUMENT (a
-/// misaligned output pointer). Nothing is written on error.
+/// Errors: NULL_POINTER (`t`), INVALID_HANDLE, INVALID_ARGUMENT (misaligned).
 ///
 /// # Safety
 /// Non-NULL output pointers must be writable.
@@ -202,10 +187,9 @@ pub unsafe extern "C" fn lshk_tables_shape(
 }
 
 /// Bytes held by the tables (CSR offsets and ids, the row-to-bucket map,
-/// bookkeeping) into `*out`. Thread-safe.
+/// bookkeeping) into `*out`.
 ///
-/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned
-/// `out`).
+/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned).
 ///
 /// # Safety
 /// `t` is NULL or a handle from lshk; `out` a writable size_t.
@@ -224,7 +208,7 @@ pub unsafe extern "C" fn lshk_tables_memory_bytes(
     })
 }
 
-/// Per-table statistics into `out[0 .. L]` (`out_len` >= L). Thread-safe.
+/// Per-table statistics into `out[0 .. L]` (`out_len` >= L).
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, BUFFER_TOO_SMALL (out_len < L).
 ///
@@ -259,19 +243,15 @@ pub unsafe extern "C" fn lshk_tables_stats(
 }
 
 /// Moves rows `ids[j]` (j < count) to the buckets of their new codes
-/// `new_codes[j * L .. (j + 1) * L]` (same layout as lshk_tables_build).
-/// An id listed twice takes its last codes. Afterwards the tables equal
-/// tables built from the updated codes (including bucket_cap sampling).
-///
-/// Cost: in every table where some row changes bucket, only the buckets
-/// losing or gaining rows are recomputed and spliced into a fresh copy of
-/// that table's ids (a copy of ~n ids plus O(2^range_bits) offsets per
-/// changed table; with bucket_cap > 0 also one scan of the table's n
-/// row-to-bucket entries), tables spread over the build's thread count, so
-/// batch the changed rows into one call.
-///
-/// NOT thread-safe with respect to `t`: no other call may use `t` while
-/// this runs (exclusive access). Nothing is changed on error.
+/// `new_codes[j * L .. (j + 1) * L]` (layout as lshk_tables_build); an id
+/// listed twice takes its last codes. Afterwards the tables equal tables
+/// built from the updated codes (bucket_cap sampling included). In each
+/// table where a row changes bucket, only the buckets losing or gaining
+/// rows are recomputed and spliced into a fresh copy of its ids (~n ids
+/// plus O(2^range_bits) offsets; with bucket_cap > 0 also a scan of its n
+/// row-to-bucket entries), tables spread over the build's threads: batch
+/// the changed rows into one call. EXCLUSIVE access; nothing is changed
+/// on error.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INDEX_OUT_OF_RANGE (an id >= n),
 /// SIZE_OVERFLOW, ALLOCATION_FAILED.
@@ -480,21 +460,16 @@ unsafe fn check_out<T>(p: *mut T, len: usize, name: &str) -> Result<()> {
 /// 4. output: the ids seen in at least `min_count` visited tables, plus the
 ///    forced ids, ascending and without duplicates.
 ///
-/// Output (CSR): query i's ids are `ids[offsets[i] .. offsets[i+1]]`,
-/// offsets[0] = 0, offsets has q + 1 entries. `*needed` receives the total
-/// number of ids (offsets[q]). If `counts` is not NULL it must hold ids_len
-/// u32 and receives, parallel to ids, the number of tables in which each id
-/// was found (at most L; a forced id may have 0).
-///
-/// When `ids_len` < *needed the call returns BUFFER_TOO_SMALL and writes only
-/// `*needed`; calling again with ids_len >= *needed (same inputs) succeeds.
-/// `params` NULL means defaults. `projections` (projections_len >= q*K*L,
-/// finite) is needed only when probes > 0; `forced_offsets` NULL (with
-/// forced_ids_len 0) means no forced ids.
-///
-/// Runs on the active tier; scratch is thread-local (a bitmap of n bits,
-/// plus a u32 per row when min_count > 1 or counts are asked for), reused
-/// across calls. Thread-safe (many threads may gather from one `t`).
+/// Output (CSR): query i's ids are `ids[offsets[i] .. offsets[i+1]]` (q + 1
+/// offsets from 0); `*needed` receives the total (offsets[q]). `counts`
+/// (NULL = not wanted; ids_len u32) receives, parallel to ids, the number
+/// of tables each id was found in (at most L; a forced id may have 0).
+/// When `ids_len` < *needed the call returns BUFFER_TOO_SMALL and writes
+/// only `*needed` (retry with ids_len >= *needed). `params` NULL =
+/// defaults. `projections` (projections_len >= q*K*L, finite) is needed
+/// only when probes > 0; `forced_offsets` NULL (with forced_ids_len 0)
+/// means no forced ids. Runs on the active tier; its scratch (n bits, plus
+/// a u32 per row when min_count > 1 or with counts) is per thread, reused.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (struct_size too
 /// small, forced_offsets not starting at 0 / decreasing / beyond
@@ -553,8 +528,8 @@ pub unsafe extern "C" fn lshk_tables_gather(
 /// lshk_tables_gather on one chosen tier `isa` (for tests and benchmarks).
 /// Every tier returns identical results.
 ///
-/// Errors: as lshk_tables_gather, plus INVALID_ARGUMENT (not an LSHK_ISA_*)
-/// and UNSUPPORTED_ISA (this CPU lacks the tier).
+/// Errors: as lshk_tables_gather, plus INVALID_ARGUMENT (bad `isa`) and
+/// UNSUPPORTED_ISA.
 ///
 /// # Safety
 /// As lshk_tables_gather.
@@ -620,10 +595,8 @@ const _: () = {
     assert!(std::mem::size_of::<lshk_budget_params>() == 16);
 };
 
-/// How lshk_tables_gather_budget applies `max_candidates`. Obtain it from
-/// lshk_budget_params_default(); `struct_size` must be at least
-/// sizeof(lshk_budget_params) (a larger value from a newer header is
-/// accepted, its unknown tail ignored).
+/// How lshk_tables_gather_budget applies `max_candidates`, from
+/// lshk_budget_params_default(); a larger struct_size (newer header) is OK.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct lshk_budget_params {
@@ -691,9 +664,8 @@ unsafe fn read_budget(p: *const lshk_budget_params) -> Result<BudgetRule> {
 ///   max_candidates ids, else the visit stops (later tables are not
 ///   tried). No bucket is cut.
 ///
-/// min_count, counts and the output are as in lshk_tables_gather. The
-/// result depends only on the tables, the codes, the forced ids, the params
-/// and the seed: identical on every tier and thread.
+/// min_count, counts and the output as in lshk_tables_gather. The result
+/// depends only on the tables, codes, forced ids, params and seed.
 ///
 /// Errors: as lshk_tables_gather, plus INVALID_ARGUMENT (budget struct_size
 /// too small, unknown rule, misaligned `budget`).

@@ -19,12 +19,11 @@ impl HandleKind for Adam {
     const NAME: &'static str = "lshk_adam";
 }
 
-/// Adam's hyper-parameters. Obtain defaults from lshk_adam_params_default(),
-/// then change fields; `struct_size` lets later versions add fields.
+/// Adam's hyper-parameters (see lshk_adam_params_default).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct lshk_adam_params {
-    /// sizeof(lshk_adam_params) as the caller knows it.
+    /// sizeof(lshk_adam_params).
     pub struct_size: u32,
     /// Learning rate, finite (default 1e-3).
     pub lr: f32,
@@ -137,32 +136,28 @@ unsafe fn xent_impl(
 
 /// Softmax cross-entropy over per-sample candidate segments (CSR), for
 /// training: for every sample `b < nb` with segment `offsets[b] ..
-/// offsets[b+1]` of `n_b` candidates, logits `z = logits[segment]` and
-/// target weights `y = targets[segment]`, the target distribution is
-/// `t = y / sum(y)` (multi-label: 1 for each true label gives the uniform
-/// distribution over them; any non-negative weights are allowed), and
+/// offsets[b+1]` (nb + 1 offsets, 0 first, non-decreasing), logits
+/// `z = logits[segment]` and target weights `y = targets[segment]` (any
+/// non-negative weights; 1 per true label gives the uniform distribution
+/// over them), with `t = y / sum(y)`:
 ///
 /// * `loss[b] = log(sum_j exp(z_j)) - sum_j t_j z_j` (max-subtracted);
-/// * `grad[j] = softmax(z)_j - t_j`, the gradient of loss[b] with respect
-///   to z_j.
+/// * `grad[j] = softmax(z)_j - t_j`, the gradient of loss[b] in z_j.
 ///
 /// A segment whose weights sum to 0 has loss 0 and gradient 0; an empty
 /// segment has loss 0. `grad == logits` (in place) is allowed; any other
 /// overlap is not. The exponential is lshk's own (relative error <= 2^-19,
-/// plus 2^-125); the bounds on loss and gradient are in docs/training.md.
-/// The result is the same bits on every tier and for every thread count.
-/// `threads`: 0 = every core; samples are split into contiguous ranges.
+/// plus 2^-125); error bounds in docs/training.md. Same bits on every tier
+/// and thread count (`threads`: 0 = every core; samples are split into
+/// contiguous ranges). Stateless and thread-safe.
 ///
-/// * `offsets`: nb + 1 entries, 0 first, non-decreasing; `logits`,
-///   `targets`, `grad` hold offsets[nb] floats; `loss` nb floats.
-///
-/// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (bad offsets,
-/// misaligned, overlap, a negative target weight), NON_FINITE (a NaN or
-/// infinite logit or target; the message names it), SIZE_OVERFLOW.
-/// Stateless and thread-safe.
+/// Errors: NULL_POINTER, INVALID_ARGUMENT (bad offsets, misaligned,
+/// overlap, a negative target weight), NON_FINITE (a NaN or infinite logit
+/// or target, named), SIZE_OVERFLOW.
 ///
 /// # Safety
-/// The pointers hold the element counts above (or are NULL with 0).
+/// `offsets` holds nb + 1 entries; `logits`, `targets`, `grad` offsets[nb]
+/// floats; `loss` nb floats (each NULL only with 0 elements).
 #[no_mangle]
 pub unsafe extern "C" fn lshk_softmax_xent_csr(
     logits: *const f32,
@@ -303,30 +298,28 @@ fn dq_dtype(dtype: u32) -> Result<bool> {
     }
 }
 
-/// The transposed gathered product (the backward of the gathered matmul
-/// with respect to the queries): for every sample `b < nb`,
-/// `dq[b * dq_stride + k] = sum_j grad[j] * w[ids[j] * w_stride + k]` for
-/// `k < dim`, over its segment `offsets[b] .. offsets[b+1]` (an empty
-/// segment gives zeros; a repeated id counts each time). Each element is
-/// summed in position order from 0 with the product and the sum rounded
-/// separately: the same bits on every tier and thread count, within
+/// The transposed gathered product (the backward of the gathered matmul in
+/// the queries): for every sample `b < nb` and `k < dim`,
+/// `dq[b * dq_stride + k] = sum_j grad[j] * w[ids[j] * w_stride + k]` over
+/// its segment `offsets[b] .. offsets[b+1]` (empty: zeros; a repeated id
+/// counts each time). Each element is summed in position order from 0,
+/// product and sum rounded separately: the same bits on every tier and
+/// thread count (`threads`: 0 = every core), within
 /// `gamma(n_b + 1) * sum_j |grad_j w_jk|` of the exact value (bf16 rows
-/// are widened exactly; the bound holds for the stored values).
+/// are widened exactly; the bound holds for the stored values). Stateless,
+/// thread-safe.
 ///
-/// * `dtype`: LSHK_STORAGE_F32 or LSHK_STORAGE_BORROWED_F32 (float rows,
-///   as an index's lshk_weights_view names them) or LSHK_STORAGE_BF16
+/// * `dtype`: LSHK_STORAGE_F32 or _BORROWED_F32 (float rows) or _BF16
 ///   (uint16_t bf16 bit patterns).
 /// * `w`: `rows` rows of `dim` elements at stride `w_stride >= dim`.
 /// * `offsets`: nb + 1 entries; `grad` and `ids` offsets[nb] entries, each
 ///   id < rows.
-/// * `dq`: nb rows of `dim` floats at stride `dq_stride >= dim`
-///   (`(nb-1)*dq_stride + dim` floats); must not overlap any input.
-/// * `threads`: 0 = every core.
+/// * `dq`: nb rows of `dim` floats at stride `dq_stride >= dim`; must not
+///   overlap any input.
 ///
-/// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (a bad dtype,
-/// dim 0, stride < dim, bad offsets, misaligned, overlap),
-/// INDEX_OUT_OF_RANGE (the first id >= rows is named), SIZE_OVERFLOW.
-/// Stateless, thread-safe.
+/// Errors: NULL_POINTER, INVALID_ARGUMENT (a bad dtype, dim 0, stride <
+/// dim, bad offsets, misaligned, overlap), INDEX_OUT_OF_RANGE (the first
+/// id >= rows, named), SIZE_OVERFLOW.
 ///
 /// # Safety
 /// The pointers hold the element counts above (or are NULL with 0).
@@ -498,30 +491,27 @@ unsafe fn sgd_impl(
     })
 }
 
-/// SGD on the rows of a batch, in place, position by position: for every
-/// position j in increasing order, the row r = ids[j] gets
-/// `w[r] -= (lr * grad[j]) * q[b(j)]`, `b(j)` the sample whose segment
-/// holds position j (`grad` from lshk_softmax_xent_csr; the step rounded,
-/// then per element the product and the difference). A row repeated within
-/// or across samples receives every occurrence's update, in position
-/// order: in exact arithmetic `w[r] - lr * sum_j grad[j] q[b(j)]`. Rows
-/// that do not occur are not touched. When rows repeat often (2 n >= rows
-/// for n positions) the batch is grouped by row first and each row is read
-/// and written once: the same operations, the same bits. Deterministic:
-/// threads own contiguous ranges of rows and apply their positions in
-/// order, so the result is the same bits on every tier and for every
-/// thread count (0 = every core).
+/// SGD on the rows of a batch, in place: for every position j in
+/// increasing order, row r = ids[j] gets `w[r] -= (lr * grad[j]) * q[b(j)]`,
+/// `b(j)` the sample whose segment holds j (`grad` from
+/// lshk_softmax_xent_csr; the step rounded, then per element the product
+/// and the difference). A repeated row (within or across samples) receives
+/// every occurrence's update in position order (exactly:
+/// `w[r] - lr * sum_j grad[j] q[b(j)]`); other rows are untouched. When
+/// 2 n >= rows (n positions) the batch is grouped by row first, each row
+/// read and written once: the same operations and bits. Threads own
+/// contiguous row ranges: the same bits on every tier and thread count (0 =
+/// every core). Needs exclusive access to `w`.
 ///
 /// * `w`: `rows` rows of `dim` floats at stride `w_stride >= dim`, updated.
 /// * `q`: nb rows of `dim` floats at stride `q_stride >= dim`.
 /// * `offsets`: nb + 1 entries; `grad`, `ids`: offsets[nb] entries.
 ///
-/// Errors (nothing written): NULL_POINTER, INVALID_ARGUMENT (dim 0,
-/// stride < dim, bad offsets, misaligned, `w` overlapping an input),
-/// INDEX_OUT_OF_RANGE, NON_FINITE (a NaN or infinite `grad`, `q` or `lr`),
-/// SIZE_OVERFLOW, ALLOCATION_FAILED (scratch: 8 bytes per position in batch
-/// order; grouped by row, when 2 n >= rows, 32 per position and 5 per row).
-/// Needs exclusive access to `w`.
+/// Errors: NULL_POINTER, INVALID_ARGUMENT (dim 0, stride < dim, bad
+/// offsets, misaligned, `w` overlapping an input), INDEX_OUT_OF_RANGE,
+/// NON_FINITE (a NaN or infinite `grad`, `q` or `lr`), SIZE_OVERFLOW,
+/// ALLOCATION_FAILED (scratch: 8 bytes per position in batch order;
+/// grouped by row, 32 per position and 5 per row).
 ///
 /// # Safety
 /// The pointers hold the element counts above (or are NULL with 0).
@@ -604,8 +594,7 @@ pub unsafe extern "C" fn lshk_rows_update_sgd_isa(
 
 /// Creates lazy Adam state for a W of `rows` rows of `dim` values: moments
 /// 0, step counts 0 (`8 * rows * dim + 4 * rows` bytes). `params` NULL
-/// means the defaults. On success `*out` receives the handle (free it with
-/// lshk_adam_free); on failure `*out` is not written.
+/// means the defaults. Free it with lshk_adam_free.
 ///
 /// Errors: NULL_POINTER (`out`), INVALID_ARGUMENT (dim 0, beta1 or beta2
 /// outside [0, 1), eps not finite and > 0, struct_size too small,
@@ -634,8 +623,7 @@ pub unsafe extern "C" fn lshk_adam_new(
     })
 }
 
-/// Releases Adam state. NULL is a no-op; a freed or foreign handle is
-/// INVALID_HANDLE.
+/// Releases Adam state.
 ///
 /// # Safety
 /// `adam` is NULL or a handle from lshk_adam_new that no other thread is
@@ -675,15 +663,14 @@ pub unsafe extern "C" fn lshk_adam_set_params(
 /// One lazy Adam step on the rows of a batch, in place: every row `r` that
 /// occurs among `ids` gets its summed gradient
 /// `G_r = sum_{j: ids[j] = r} grad[j] * q[b(j)]` (summed in position order
-/// from +0), its step count `t_r += 1`, and, element by
-/// element in f32, `m = b1 m + (1-b1) G`, `v = b2 v + (1-b2) G^2`,
+/// from +0), its step count `t_r += 1`, and, element by element in f32,
+/// `m = b1 m + (1-b1) G`, `v = b2 v + (1-b2) G^2`,
 /// `w -= lr (m c1) / (sqrt(v c2) + eps)` with the bias corrections
 /// `c1 = 1/(1 - b1^t_r)`, `c2 = 1/(1 - b2^t_r)` of the row's own count
-/// (in double, rounded to float).
-/// Rows not in the batch are not touched (no decay of their moments).
-/// Same bits on every tier and for every thread count (0 = every core).
-/// `rows` and `dim` must be those given to lshk_adam_new; the other
-/// arguments as lshk_rows_update_sgd.
+/// (in double, rounded to float). Rows not in the batch are untouched (no
+/// decay of their moments). Same bits on every tier and thread count (0 =
+/// every core). `rows` and `dim` must be those given to lshk_adam_new; the
+/// other arguments as lshk_rows_update_sgd.
 ///
 /// Errors (nothing written, state unchanged): NULL_POINTER, INVALID_HANDLE,
 /// INVALID_ARGUMENT (rows or dim differ from the state's, and as

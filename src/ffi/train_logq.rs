@@ -10,29 +10,22 @@ use super::*;
 /// candidate into its query's set, for a logQ correction of sampled
 /// softmax: for query `i < nq` (`dim` floats at `q + i * q_stride`) and
 /// each candidate `ids[offsets[i] .. offsets[i+1]]` (CSR, `nq + 1`
-/// offsets, 0 first, non-decreasing),
+/// offsets, 0 first, non-decreasing), `out_prob[j] = 1 - (1 - p^K)^l`,
+/// `p = 1 - θ/π`, with θ the angle between the query and the row as the
+/// index hashes them (after its transform; the row from the stored weights
+/// and bias) and `l = tables_used[i]` (the tables whose buckets joined
+/// query i's set, each <= L; `tables_used` NULL: L for every query; l = 0
+/// gives 0). Exact over Gaussian planes (sparsity 0) with one bucket per
+/// code; an approximation with other planes, folded codes (range_bits <
+/// K), bucket_cap or multi-probing; rows not yet rehashed count as stored
+/// (docs/training.md, "Sampling probabilities"). Computed in double: the
+/// same bits on every machine.
 ///
-/// `out_prob[j] = 1 - (1 - p^K)^l`, `p = 1 - θ/π`,
-///
-/// θ the angle between the query and the row as the index hashes them
-/// (after its transform, e.g. [q, 1] and [w, b] with BIAS_AUG; the row
-/// from the stored weights and bias), `l = tables_used[i]` (the number of
-/// tables whose buckets joined query i's set, e.g. where a whole-bucket
-/// budget stopped; each <= L) or L for every query when `tables_used` is
-/// NULL; `l = 0` gives 0. Exact over the random Gaussian planes (sparsity
-/// 0) with one bucket per code; an approximation with ±1 / sparse /
-/// caller-given planes, folded codes (range_bits < K), bucket_cap or
-/// multi-probing; rows updated and not yet rehashed are taken as stored
-/// (docs/training.md). A trainer subtracts log(out_prob[j]) from the
-/// logit of each sampled negative j. Computed in double precision; the
-/// same bits on every machine. Thread-safe (the index is only read).
-///
-/// Errors (nothing written): NULL_POINTER, INVALID_HANDLE, UNSUPPORTED
-/// (an index without LSH tables),
-/// INVALID_ARGUMENT (a DWTA index, an index with label-aware buckets, bad
-/// offsets, q_stride < dim, a tables_used value > L, misaligned or
-/// overlapping pointers), INDEX_OUT_OF_RANGE (an id >= rows), NON_FINITE
-/// (a NaN or infinite query value), SIZE_OVERFLOW.
+/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (no LSH tables),
+/// INVALID_ARGUMENT (a DWTA index, label-aware buckets, bad offsets,
+/// q_stride < dim, a tables_used value > L, misaligned or overlapping
+/// pointers), INDEX_OUT_OF_RANGE (an id >= rows), NON_FINITE (a NaN or
+/// infinite query value), SIZE_OVERFLOW.
 ///
 /// # Safety
 /// `q` must hold (nq-1)*q_stride + dim readable floats (nothing when nq

@@ -13,36 +13,28 @@ struct Progress {
 unsafe impl Sync for Progress {}
 
 /// Builds an index over `rows` rows of `dim` floats (row r at
-/// `w + r * w_stride`, `w_stride >= dim`, in elements) with an optional
-/// `bias` (`rows` floats, NULL = none; the scores are `w_r . q + b_r`):
-/// the candidate source `p->source` is built from the rows with its knobs
-/// (`p->lsh`, `p->ivf`, `p->graph` or `p->forest`), and W is kept per
-/// `p->storage` for the exact scores (BORROWED_F32 keeps `w` itself: it
-/// must stay alive and unchanged until lshk_index_free). `p` NULL =
-/// lshk_index_params_default(). Every index is a pure function of W, the
-/// bias and the parameters: the same on every ISA tier and thread count.
-/// Progress (optional) as described at lshk_progress_fn.
-///
-/// On success `*out` receives a new handle (free it with lshk_index_free);
-/// on failure `*out` is not written.
+/// `w + r * w_stride`) with an optional `bias` (`rows` floats, NULL = none;
+/// scores are `w_r . q + b_r`): the source `p->source` is built with its
+/// knobs, and W is kept per `p->storage` for the exact scores (see
+/// LSHK_STORAGE_BORROWED_F32). `p` NULL = defaults. The index is a pure
+/// function of W, the bias and `p`: the same on every tier and thread
+/// count. Progress as at lshk_progress_fn. Free it with lshk_index_free.
 ///
 /// Errors: NULL_POINTER (`out`, `w`, a knob's array NULL with a length),
 /// INVALID_ARGUMENT (rows 0, dim 0, stride < dim, struct_size too small, a
-/// value that is not one of its LSHK_* constants, a reserved field not 0;
-/// LSH: a bad K/L/B/range_bits, planes_len or dwta_map_len not matching, a
-/// transform with caller-given arrays of the wrong width; IVF: nlist >
-/// rows, iters 0, train_rows < nlist, pq_m not 0 without PQ4 codes or not
-/// dividing dim, fewer than 16 rows with PQ4 codes, n_weights != rows, a
-/// negative weight or all 0; graph: m outside 2..=256, ef_construction 0,
-/// rows >= 2^32 - 1; forest: rows < 2, trees outside 1..=4096, leaf_size <
-/// 2, normalize_rows not 0/1, a storage other than F32/BORROWED_F32;
-/// a transform on a non-LSH source; row weights on a non-IVF source;
-/// |w| > 65504 with F16 storage), INDEX_OUT_OF_RANGE (a caller-given map
-/// coordinate >= dim'), NON_FINITE (NaN or infinity in W, the bias or the
-/// row weights, the message naming the row; a |value| above
-/// FLT_MAX / (8 (dim + 2)), against which no query could be scored within
-/// f32; IVF: above sqrt(FLT_MAX / (16 (dim + 2)))), SIZE_OVERFLOW,
-/// ALLOCATION_FAILED.
+/// value not among its LSHK_* constants, a reserved field not 0; LSH: a bad
+/// K/L/B/range_bits, planes_len or dwta_map_len not matching, caller-given
+/// arrays of the wrong width for the transform; IVF: nlist > rows, iters 0,
+/// train_rows < nlist, pq_m not 0 without PQ4 codes or not dividing dim,
+/// PQ4 codes with < 16 rows, n_weights != rows, a negative weight or all 0;
+/// graph: m outside 2..=256, ef_construction 0, rows >= 2^32 - 1; forest:
+/// rows < 2, trees outside 1..=4096, leaf_size < 2, normalize_rows not 0/1,
+/// storage not F32/BORROWED_F32; a transform on a non-LSH source; row
+/// weights on a non-IVF source; |w| > 65504 with F16 storage),
+/// INDEX_OUT_OF_RANGE (a caller-given map coordinate >= dim'), NON_FINITE
+/// (NaN or infinity in W, the bias or the row weights, naming the row; a
+/// |value| above FLT_MAX / (8 (dim + 2)), or for IVF above
+/// sqrt(FLT_MAX / (16 (dim + 2)))), SIZE_OVERFLOW, ALLOCATION_FAILED.
 ///
 /// # Safety
 /// `w` must hold (rows-1)*w_stride + dim readable floats, `bias` (if not

@@ -25,16 +25,12 @@ use crate::matmul::Weights;
 use crate::simhash::SimHash;
 use crate::tables::Tables;
 
-/// A built or loaded index: hash family, tables, weights and bias.
-/// Every function taking `const lshk_index *` (queries included) is safe
-/// to call from many threads at once, without locks. The functions taking
-/// a non-const `lshk_index *` change or free the index and need EXCLUSIVE
-/// access: lshk_index_train_labels, lshk_index_train_iul,
-/// lshk_index_update_rows, lshk_index_rehash_rows, lshk_index_rehash_dirty
-/// and lshk_index_free. While one of them runs, no other call may use the
-/// index or its borrowed family/tables handles (e.g. guard the index with
-/// a reader-writer lock: queries shared, training exclusive). Queries
-/// started after it returns see the changed index.
+/// A built or loaded index: hash family, tables, weights and bias. The
+/// functions taking a non-const `lshk_index *` (lshk_index_train_labels,
+/// _train_iul, _update_rows, _rehash_rows, _rehash_dirty, _rebuild, _free)
+/// need EXCLUSIVE access: no other call may use the index or its borrowed
+/// family/tables handles meanwhile (e.g. a reader-writer lock: queries
+/// shared, training exclusive); later queries see the changed index.
 pub struct lshk_index {
     _private: [u8; 0],
 }
@@ -58,11 +54,10 @@ pub const LSHK_SOURCE_IVF: u32 = 3;
 /// cosine among its leaves (knobs in lshk_index_params::forest and
 /// lshk_query_params::forest). Needs F32 or BORROWED_F32 storage.
 pub const LSHK_SOURCE_FOREST: u32 = 4;
-/// Weights: the caller's f32 W is used in place, not copied; it must stay
-/// alive and unchanged while the index (or one loaded with it) lives,
-/// except for rows changed while no call uses the index and then passed to
-/// lshk_index_update_rows (LSH) or followed by lshk_index_rebuild
-/// (forest).
+/// Weights: the caller's f32 W, used in place: alive and unchanged while
+/// the index (or one loaded with it) lives, except rows changed while no
+/// call uses the index, then passed to lshk_index_update_rows (LSH) or
+/// followed by lshk_index_rebuild (forest).
 pub const LSHK_STORAGE_BORROWED_F32: u32 = 0;
 /// Weights: an f32 copy.
 pub const LSHK_STORAGE_F32: u32 = 1;
@@ -86,10 +81,9 @@ pub const LSHK_IVF_CODES_NONE: u32 = 0;
 /// 7 bits, then the `rerank` best re-scored exactly.
 pub const LSHK_IVF_CODES_I8: u32 = 1;
 /// IVF codes: 4-bit product quantisation of each row's residual to its
-/// list centroid (`pq_m` codes a row), scored from byte tables built once
-/// per query, then the `rerank` best re-scored exactly. Needs a larger
-/// `rerank` than CODES_I8 for the same recall (docs/ivf.md), and at least
-/// 16 rows.
+/// list centroid (`pq_m` codes a row), scored from per-query byte tables,
+/// then the `rerank` best re-scored exactly. Needs at least 16 rows, and a
+/// larger `rerank` than CODES_I8 for the same recall (docs/ivf.md).
 pub const LSHK_IVF_CODES_PQ4: u32 = 2;
 /// IVF codes: both, in three stages: the 4-bit codes scan the visited
 /// lists, the best 256 are re-scored from their int8 codes, then the
@@ -183,12 +177,13 @@ pub struct lshk_ivf_params {
     /// LSHK_IVF_CODES_* (default I8).
     pub codes: u32,
     /// Sub-quantisers of CODES_PQ4 and CODES_PQ4_I8 (4 bits each; must
-    /// divide dim, at most 16,384); 0 = dim / 2 (for an odd dim the
+    /// divide dim, at most 16,384); 0 (default) = dim / 2 (odd dim: the
     /// largest divisor not above dim / 2). Must be 0 with other codes.
     pub pq_m: u32,
     /// Must be 0.
     pub reserved: u32,
-    /// Seed of the training sample and of k-means' empty-list splits.
+    /// Seed of the training sample and k-means' empty-list splits
+    /// (default 0x1f5eed00c0de0001).
     pub seed: u64,
     /// Optional per-row weights steering the k-means (`n_weights` == rows
     /// floats, finite, >= 0, not all 0; read during the build only): each
@@ -213,7 +208,7 @@ pub struct lshk_graph_params {
     pub storage: u32,
     /// Must be 0.
     pub reserved: u32,
-    /// Seed of the levels.
+    /// Seed of the levels (default 0x5eedf6d0).
     pub seed: u64,
 }
 
@@ -235,11 +230,9 @@ pub struct lshk_forest_params {
     pub seed: u64,
 }
 
-/// Build parameters of lshk_index_build: the candidate source, the storage
-/// of the rows the scorer ranks by, and each source's knobs (a source
-/// reads its own and ignores the others'). Obtain defaults from
-/// lshk_index_params_default(), then change fields; `struct_size` lets
-/// later versions add fields at the end.
+/// Build parameters of lshk_index_build: the source, W's storage and each
+/// source's knobs (a source reads only its own). Start from
+/// lshk_index_params_default(); `struct_size` lets fields be added.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct lshk_index_params {
@@ -247,17 +240,14 @@ pub struct lshk_index_params {
     pub struct_size: u32,
     /// LSHK_SOURCE_* (default SIMHASH).
     pub source: u32,
-    /// LSHK_STORAGE_* of W for the exact scores (default F32 copy). The IVF
-    /// source re-ranks from f32 rows: the caller's W (BORROWED_F32) or the
-    /// index's copy (F32), so W is held once; with a 16-bit or int8 storage
-    /// its lists keep an f32 copy of their own, and the scorer ranks their
-    /// candidates by the stored W.
+    /// LSHK_STORAGE_* of W for the exact scores (default F32). IVF re-ranks
+    /// from f32 rows: the caller's W (BORROWED_F32) or the index's (F32);
+    /// with a 16-bit or int8 storage its lists keep their own f32 copy and
+    /// the scorer ranks their candidates by the stored W.
     pub storage: u32,
-    /// LSHK_TRANSFORM_* (LSH sources; default NONE, which the other
-    /// sources require).
+    /// LSHK_TRANSFORM_* (default NONE; any other on LSH sources only).
     pub transform: u32,
-    /// Threads of the build (0 = all cores, default); no index depends on
-    /// it.
+    /// Build threads (0 = all cores, default); no index depends on it.
     pub build_threads: u32,
     /// LSH knobs (SIMHASH, DWTA).
     pub lsh: lshk_lsh_params,
@@ -338,9 +328,8 @@ pub struct lshk_forest_query {
     pub reserved: u32,
 }
 
-/// Query parameters of lshk_index_query and lshk_index_candidates: each
-/// source's knobs (a source reads its own). Obtain defaults from
-/// lshk_query_params_default(), then change fields.
+/// Query parameters of lshk_index_query and _candidates: each source's
+/// knobs (a source reads its own); start from lshk_query_params_default().
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct lshk_query_params {
@@ -358,8 +347,7 @@ pub struct lshk_query_params {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct lshk_query_stats {
-    /// sizeof(lshk_query_stats) as the caller knows it (set it before the
-    /// call; lshk does not change it).
+    /// sizeof(lshk_query_stats), set by the caller; lshk never changes it.
     pub struct_size: u32,
     /// Not written by lshk.
     pub reserved: u32,
@@ -384,8 +372,7 @@ pub struct lshk_query_stats {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct lshk_index_info {
-    /// sizeof(lshk_index_info) as the caller knows it (set it before the
-    /// call; lshk does not change it).
+    /// sizeof(lshk_index_info), set by the caller; lshk never changes it.
     pub struct_size: u32,
     /// LSHK_SOURCE_*.
     pub source: u32,
@@ -411,27 +398,22 @@ pub struct lshk_index_info {
     pub reserved: u32,
 }
 
-/// A read-only view of a weight matrix: as lshk_index_weights fills it
-/// (the weights an index computes its logits from), or as a caller
-/// describes its own matrix for lshk_gathered_matmul. `storage` names the
-/// element type of `w`: BORROWED_F32 and F32 float, BF16 uint16_t bf16
-/// bits, F16 uint16_t binary16, I8 int8_t with `scales`.
-/// `lshk_gathered_matmul(&v, q, nq, q_stride, ids, offsets, out,
-/// out_len)` on an index's view computes the scores lshk_index_query ranks
-/// (the original W and b: a transform steers only retrieval) with the same
-/// kernel; a score's last bits may differ (on every tier), as rows are
-/// summed in blocks and runs of consecutive ids take a dense tile, which
-/// depends on their position in `ids` (both within the kernel's error
-/// bound). An index's view stays valid,
-/// and its memory unchanged, until lshk_index_free (for a loaded index it
-/// may point into the mapped file: never write through it).
+/// A read-only view of a weight matrix, as lshk_index_weights fills it
+/// (the W and bias an index's logits come from) or as a caller describes
+/// its own for lshk_gathered_matmul. lshk_gathered_matmul on an index's
+/// view computes the scores lshk_index_query ranks (the original W and b:
+/// a transform steers only retrieval), within the kernel's error bound (a
+/// score's last bits may differ, on every tier: blocking and dense tiles
+/// depend on the ids' positions). An index's view stays valid and
+/// unchanged until lshk_index_free (a loaded index's may point into the
+/// mapped file: never write through it).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct lshk_weights_view {
-    /// sizeof(lshk_weights_view) as the caller knows it (set it before the
-    /// call; lshk does not change it).
+    /// sizeof(lshk_weights_view), set by the caller; lshk never changes it.
     pub struct_size: u32,
-    /// LSHK_STORAGE_* the index was built with (the element type of `w`).
+    /// LSHK_STORAGE_* (an index's: its storage), the element type of `w`:
+    /// BORROWED_F32 and F32 float; BF16, F16 uint16_t bits; I8 int8_t.
     pub storage: u32,
     /// Row `r` starts at element `r * w_stride` of `w`.
     pub w: *const c_void,
@@ -542,12 +524,8 @@ fn graph_storage_from_c(v: u32) -> Result<crate::graph::Storage> {
     })
 }
 
-/// Default build parameters: the SimHash source (K = 12, L = 50, Gaussian
-/// planes, bin_size 8, seed 1, automatic range_bits, no bucket cap), F32
-/// copy storage, no transform, all cores; IVF: automatic nlist, 10
-/// iterations, CODES_I8; graph: m 16, ef_construction 200, F32 rows;
-/// forest: 8 trees, leaf_size 64, seed 1; no caller-given planes, map,
-/// weights or progress callback; struct_size = sizeof(lshk_index_params).
+/// The defaults documented at each field of lshk_index_params and its knob
+/// structs, every pointer NULL; struct_size = sizeof(lshk_index_params).
 #[no_mangle]
 pub extern "C" fn lshk_index_params_default() -> lshk_index_params {
     let d = IndexParams::default();
@@ -600,10 +578,8 @@ pub extern "C" fn lshk_index_params_default() -> lshk_index_params {
     }
 }
 
-/// Default query parameters: LSH min_count 1, no budget, no multi-probe;
-/// IVF adaptive (reach 3.0, no nprobe cap), rerank 32; graph WALK_EXACT,
-/// ef 100, rerank 0 (the whole pool); forest set_size 256;
-/// struct_size = sizeof(lshk_query_params).
+/// The defaults documented at each field of lshk_query_params' knob
+/// structs; struct_size = sizeof(lshk_query_params).
 #[no_mangle]
 pub extern "C" fn lshk_query_params_default() -> lshk_query_params {
     query_params_to_c(&QueryParams::default())

@@ -2,22 +2,17 @@
 
 use super::*;
 
-/// The top `k` rows of each of `nq` queries (query i at `q + i * q_stride`,
-/// `q_stride >= dim` elements): the source's candidates (LSH: hash ->
-/// gather; IVF: the lists' codes and re-rank; graph: the walk; forest: the
-/// leaves' set) -> the logits of the ORIGINAL W and bias for them (the
-/// stored W in its storage; the IVF source's exact re-rank scores pass
-/// through unchanged with F32 or BORROWED_F32 storage) -> top-k. Writes
-/// `out_ids[i*k .. i*k + k]` (and `out_scores`, when not NULL) per query:
-/// descending by score, equal scores by smaller id, padded with
-/// UINT32_MAX / -INFINITY when a query has fewer than k candidates. Both
-/// outputs hold at least nq*k elements. `k = 0` or `nq = 0` writes no ids
-/// or scores (stats are still written). `qp` NULL =
-/// lshk_query_params_default(); each source reads its own knobs. `stats`
-/// (NULL = none; set its struct_size) receives the batch's counts.
-/// Thread-safe: many threads may query one index at once; each thread
-/// reuses its own scratch, so after a warm-up call of the same size a
-/// query allocates nothing.
+/// The top `k` rows of each of `nq` queries (query i at `q + i * q_stride`):
+/// the source's candidates (LSH: hash -> gather; IVF: the lists' codes and
+/// re-rank; graph: the walk; forest: the leaves' set) -> the logits of the
+/// ORIGINAL W and bias for them (the stored W; with F32 or BORROWED_F32
+/// storage IVF's exact re-rank scores pass through) -> top-k, into
+/// `out_ids[i*k .. i*k + k]` and `out_scores` (NULL = not wanted), nq*k
+/// each: descending by score, ties to the smaller id, padded with
+/// UINT32_MAX / -INFINITY. k = 0 or nq = 0 writes no ids or scores (stats
+/// still). `qp` NULL = defaults. `stats` (NULL = none; set its struct_size)
+/// receives the batch's counts. Each thread reuses its own scratch: after a
+/// warm-up call of the same size a query allocates nothing.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
 /// struct_size of `qp` or `stats` too small, a reserved field not 0, a
@@ -26,7 +21,7 @@ use super::*;
 /// nprobe 0, reach negative or not finite; graph ef 0, WALK_INT8 at dim >
 /// 65,472; misaligned or overlapping outputs), BUFFER_TOO_SMALL,
 /// NON_FINITE (a NaN or infinite query value, or a query whose scores
-/// could overflow f32), SIZE_OVERFLOW. Nothing is written on error.
+/// could overflow f32), SIZE_OVERFLOW.
 ///
 /// # Safety
 /// `q` must hold (nq-1)*q_stride + dim readable floats; `out_ids` nq*k

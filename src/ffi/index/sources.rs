@@ -8,13 +8,12 @@ use super::*;
 use crate::ivf::Calibration;
 use crate::tables::GatherResult;
 
-/// What lshk_index_calibrate measured on the sample queries. The caller
-/// sets `struct_size` to sizeof(lshk_calibration); the library writes
-/// every other field.
+/// What lshk_index_calibrate measured on the sample queries (the caller
+/// sets struct_size; lshk writes every other field).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct lshk_calibration {
-    /// sizeof(lshk_calibration) as the caller knows it.
+    /// sizeof(lshk_calibration).
     pub struct_size: u32,
     /// 1 when `query` met the target recall on the sample, else 0 (then
     /// `query` holds the best point measured).
@@ -48,24 +47,21 @@ unsafe impl OutStruct for lshk_calibration {
     const C_NAME: &'static str = "lshk_calibration";
 }
 
-/// IVF source: chooses the query knobs for a recall target from sample
-/// queries. Computes the exact top-k of the `nq` sample queries (row i at
-/// `q + i * q_stride`, `q_stride >= dim` floats; held-out queries of the
-/// real workload, a few hundred), then the smallest fixed nprobe and the
-/// smallest adaptive reach whose recall@k reaches `target_recall` (in
-/// (0, 1]) with `rerank` exact re-scores, by its 95 % lower confidence
-/// bound, and returns the one that scans fewer rows (docs/ivf.md,
-/// "Calibration"). Only measured points are returned, so
+/// IVF source: chooses the query knobs for a recall target from `nq`
+/// sample queries (row i at `q + i * q_stride`; a few hundred held-out
+/// queries of the real workload): from their exact top-k, the smallest
+/// fixed nprobe and the smallest adaptive reach whose recall@k with
+/// `rerank` exact re-scores reaches `target_recall` (in (0, 1]) by its
+/// 95 % lower confidence bound; returns the one scanning fewer rows
+/// (docs/ivf.md, "Calibration"). Only measured points are returned, so
 /// `out->recall_lower >= target_recall` when `out->met` is 1.
-/// Deterministic (rows scanned, not time, decide). `threads` runs the
-/// sample's searches in parallel (0 = all cores). Thread-safe.
+/// Deterministic (rows scanned, not time, decide). `threads`: for the
+/// sample's searches (0 = all cores).
 ///
 /// Errors: NULL_POINTER (`idx`, `out`, `q` with nq > 0), INVALID_HANDLE,
-/// UNSUPPORTED (a source other than IVF), INVALID_ARGUMENT (nq or k 0,
-/// target_recall not in (0, 1], q_stride < dim, `out` misaligned or its
-/// struct_size too small, `out` overlapping `q`), NON_FINITE (a NaN or
-/// infinite query value, or a query whose scores could overflow f32),
-/// SIZE_OVERFLOW. Nothing is written on error.
+/// UNSUPPORTED (not IVF), INVALID_ARGUMENT (nq or k 0, target_recall not
+/// in (0, 1], q_stride < dim, `out` misaligned, overlapping `q` or its
+/// struct_size too small), NON_FINITE (as lshk_index_query), SIZE_OVERFLOW.
 ///
 /// # Safety
 /// `q` must hold (nq-1)*q_stride + dim readable floats; `out` must be a
@@ -127,15 +123,14 @@ pub unsafe extern "C" fn lshk_index_calibrate(
     })
 }
 
-/// Forest source: builds the trees again from the index's current W (a
-/// borrowed W the caller changed while no call used the index, as in
-/// training), with the forest's parameters, or with `*new_seed` when
-/// `new_seed` is not NULL (e.g. every T training iterations). W and the
-/// bias are checked again, and the query range follows them. EXCLUSIVE
+/// Forest source: builds the trees again from the current W (e.g. a
+/// borrowed W the caller changed while no call used the index) with the
+/// forest's parameters, or `*new_seed` when `new_seed` is not NULL. W and
+/// the bias are checked again; the query range follows them. EXCLUSIVE
 /// access. On error the index is unchanged.
 ///
-/// Errors: NULL_POINTER (`idx`), INVALID_HANDLE, UNSUPPORTED (a source
-/// other than the forest), INVALID_ARGUMENT (misaligned `new_seed`),
+/// Errors: NULL_POINTER (`idx`), INVALID_HANDLE, UNSUPPORTED (not a
+/// forest), INVALID_ARGUMENT (misaligned `new_seed`),
 /// NON_FINITE (W holds NaN, infinity or values no query could be scored
 /// against), ALLOCATION_FAILED.
 ///
@@ -178,16 +173,15 @@ fn check_needed(needed: *mut usize) -> Result<()> {
     Ok(())
 }
 
-/// The candidate sets of `nq` queries (query i at `q + i * q_stride`) as
-/// the source hands them to the scorer for a top-`k` query with `qp`
-/// (NULL = defaults), without scoring them: the sets LSH negative
-/// sampling and the forest's selective softmax train on (forest: the set
-/// of max(set_size, k) classes of largest cosine with the query; k may be
-/// 0). Output as lshk_tables_gather: query i's ids (distinct; in the
-/// source's order: ascending for LSH and the forest, best first for IVF
-/// and the graph) in `ids[offsets[i] .. offsets[i+1]]`, `offsets` nq + 1
-/// entries, `*needed` the total; when `ids_len` < *needed the call returns
-/// BUFFER_TOO_SMALL and writes only `*needed`. Thread-safe.
+/// The candidate sets of `nq` queries (query i at `q + i * q_stride`) the
+/// source hands the scorer for a top-`k` query with `qp` (NULL =
+/// defaults), unscored: the sets LSH negative sampling and the forest's
+/// selective softmax train on (forest: the max(set_size, k) classes of
+/// largest cosine; k may be 0). Output as lshk_tables_gather: query i's
+/// distinct ids (ascending for LSH and the forest, best first for IVF and
+/// the graph) in `ids[offsets[i] .. offsets[i+1]]` (nq + 1 offsets),
+/// `*needed` the total; when `ids_len` < *needed: BUFFER_TOO_SMALL, only
+/// `*needed` written.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (stride < dim,
 /// a bad knob as in lshk_index_query, misaligned or overlapping pointers),
@@ -265,7 +259,7 @@ pub unsafe extern "C" fn lshk_index_candidates(
 /// 0x9E3779B97F4A7C15); docs/training.md). Writes the kept ids ascending
 /// into `out_ids`, their counts into `out_counts` (NULL = not wanted) and
 /// their number into `*needed`; when `out_len` < *needed the call returns
-/// BUFFER_TOO_SMALL and writes only `*needed`. Any source. Thread-safe.
+/// BUFFER_TOO_SMALL and writes only `*needed`. Any source.
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE, INDEX_OUT_OF_RANGE (an id >=
 /// rows), INVALID_ARGUMENT (misaligned or overlapping pointers),

@@ -15,28 +15,24 @@ const _: () = {
     assert!(LSHK_LNS_REHASH_LAMBDA == crate::index::LNS_REHASH_LAMBDA);
 };
 
-/// Writes new values of rows `ids[0 .. count)` of the index's W and marks
-/// them dirty (to be rehashed by lshk_index_rehash_dirty); the tables are
-/// not changed. `rows` (row j at `rows + j * row_stride`, `row_stride >=
-/// dim` elements, finite; f16 storage: |w| <= 65504) is converted to the
-/// index's storage (bf16 / f16 round to nearest even, int8 requantises the
-/// row and its scale). With LSHK_STORAGE_BORROWED_F32 the caller changes
-/// its own W in place (while no call uses the index) and passes rows =
-/// NULL: the ids are only marked. `bias` (NULL = unchanged): `count` new
-/// bias values (finite), only for an index built with a bias. A repeated
-/// id takes its last values. Weights mapped from a file are first copied
-/// into memory the index owns. Between this call and a rehash, queries
-/// score with the new weights and retrieve with the old buckets.
+/// Writes new values of rows `ids[0 .. count)` of W and marks them dirty
+/// (for lshk_index_rehash_dirty); the tables are unchanged until then, so
+/// queries score with the new weights and retrieve with the old buckets.
+/// `rows` (row j at `rows + j * row_stride`, finite; f16: |w| <= 65504) is
+/// converted to the storage (bf16 / f16 round to nearest even, int8
+/// requantises row and scale). BORROWED_F32: the caller changes its own W
+/// in place (while no call uses the index) and passes rows = NULL, which
+/// only marks the ids. `bias` (NULL = unchanged): `count` finite values,
+/// only for an index with a bias. A repeated id takes its last values.
+/// Weights mapped from a file are first copied into memory. EXCLUSIVE
+/// access (see lshk_index).
 ///
-/// EXCLUSIVE access: no other call may use the index (or its borrowed
-/// family/tables handles) meanwhile, as for lshk_index_train_labels.
-///
-/// Errors: NULL_POINTER (idx; ids with count > 0), INVALID_HANDLE, UNSUPPORTED
-/// (an index without LSH tables),
-/// INVALID_ARGUMENT (rows given for a borrowed W; row_stride < dim; a bias
-/// for an index without one; an index with label-aware buckets; f16 range;
-/// misaligned pointers), INDEX_OUT_OF_RANGE (an id >= rows), NON_FINITE,
-/// SIZE_OVERFLOW, ALLOCATION_FAILED. On error the index is unchanged.
+/// Errors: NULL_POINTER (idx; ids with count > 0), INVALID_HANDLE,
+/// UNSUPPORTED (no LSH tables), INVALID_ARGUMENT (rows given for a borrowed
+/// W; row_stride < dim; a bias for an index without one; label-aware
+/// buckets; f16 range; misaligned pointers), INDEX_OUT_OF_RANGE (an id >=
+/// rows), NON_FINITE, SIZE_OVERFLOW, ALLOCATION_FAILED. On error the index
+/// is unchanged.
 ///
 /// # Safety
 /// `ids` holds `count` readable u32; `rows` NULL or (count-1)*row_stride +
@@ -74,26 +70,22 @@ pub unsafe extern "C" fn lshk_index_update_rows(
 }
 
 /// Rehashes rows `ids[0 .. count)` (any order, repeats allowed) from the
-/// index's current W into every table now, and clears their dirty marks.
-/// Only those rows move (the buckets they leave or join are recomputed);
-/// afterwards every query equals one on a fresh lshk_index_build with the
-/// same parameters over the current W and bias, bit for bit, for F32 and
-/// BORROWED_F32 storage (bf16 / f16 / int8: the stored, rounded rows are
-/// hashed, where a build hashes the caller's f32 rows). The first call on
+/// current W into every table and clears their dirty marks; only their
+/// buckets are recomputed. Afterwards every query equals one on a fresh
+/// lshk_index_build with the same parameters over the current W and bias,
+/// bit for bit, for F32 and BORROWED_F32 storage (other storages hash the
+/// stored, rounded rows, a build the caller's f32 rows). The first call on
 /// a built or loaded index restores each row's bucket map (4 * rows * L
-/// bytes, kept from then on): from the tables when bucket_cap is 0, else
-/// by rehashing every row once; with the MIPS transform a change of the
-/// largest row norm U also rehashes every row. `out_rehashed` (NULL = not
-/// wanted) receives the number of rows rehashed.
+/// bytes, then kept): from the tables when bucket_cap is 0, else by
+/// rehashing every row; with MIPS a change of the largest row norm U also
+/// rehashes every row. `*out_rehashed` (NULL = not wanted): the number of
+/// rows rehashed. EXCLUSIVE access.
 ///
-/// EXCLUSIVE access, as lshk_index_update_rows.
-///
-/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED
-/// (an index without LSH tables), INVALID_ARGUMENT (label-aware
-/// buckets, misaligned pointers), INDEX_OUT_OF_RANGE, NON_FINITE (a
-/// borrowed W row holds NaN or infinity), SIZE_OVERFLOW,
-/// ALLOCATION_FAILED. On error the index is unchanged and `*out_rehashed`
-/// is not written.
+/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (no LSH tables),
+/// INVALID_ARGUMENT (label-aware buckets, misaligned pointers),
+/// INDEX_OUT_OF_RANGE, NON_FINITE (a borrowed W row holds NaN or
+/// infinity), SIZE_OVERFLOW, ALLOCATION_FAILED. On error the index is
+/// unchanged.
 ///
 /// # Safety
 /// `ids` holds `count` readable u32; `out_rehashed` NULL or writable.
@@ -129,15 +121,13 @@ pub unsafe extern "C" fn lshk_index_rehash_rows(
     })
 }
 
-/// Rehashes every dirty row (those passed to lshk_index_update_rows since
-/// their last rehash), as lshk_index_rehash_rows does; `out_rehashed` (NULL
-/// = not wanted) receives the number of rows rehashed (0 when none was
-/// dirty). EXCLUSIVE access, as lshk_index_update_rows.
+/// Rehashes every dirty row (passed to lshk_index_update_rows since its
+/// last rehash) as lshk_index_rehash_rows does; `*out_rehashed` (NULL =
+/// not wanted): the number rehashed (0 when none was dirty). EXCLUSIVE.
 ///
-/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED
-/// (an index without LSH tables), INVALID_ARGUMENT (label-aware
-/// buckets, misaligned `out_rehashed`), NON_FINITE, ALLOCATION_FAILED. On
-/// error the index is unchanged and `*out_rehashed` is not written.
+/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (no LSH tables),
+/// INVALID_ARGUMENT (label-aware buckets, misaligned `out_rehashed`),
+/// NON_FINITE, ALLOCATION_FAILED. On error the index is unchanged.
 ///
 /// # Safety
 /// `out_rehashed` NULL or writable.
@@ -162,10 +152,8 @@ pub unsafe extern "C" fn lshk_index_rehash_dirty(
 }
 
 /// The number of dirty rows (updated since their last rehash) into `*out`.
-/// Thread-safe (reads only).
 ///
-/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned
-/// `out`). On error `*out` is not written.
+/// Errors: NULL_POINTER, INVALID_HANDLE, INVALID_ARGUMENT (misaligned).
 ///
 /// # Safety
 /// `out` must be writable.
@@ -193,8 +181,7 @@ pub unsafe extern "C" fn lshk_index_dirty_rows(
 /// 50, 100, 150, 200, 251, 302, ... Thread-safe.
 ///
 /// Errors: NULL_POINTER, INVALID_ARGUMENT (initial_period not finite or
-/// < 1, lambda not finite or < 0, misaligned `out_next`). On error
-/// `*out_next` is not written.
+/// < 1, lambda not finite or < 0, misaligned `out_next`).
 ///
 /// # Safety
 /// `out_next` must be writable.

@@ -26,12 +26,11 @@ pub unsafe extern "C" fn lshk_index_memory_bytes(
     })
 }
 
-/// What the index is: its source, storage, transform, shape and the
-/// source's main sizes (see lshk_index_info). Set `out->struct_size =
-/// sizeof(lshk_index_info)` first. Thread-safe.
+/// Fills `*out` (the caller sets its struct_size) with what the index is:
+/// source, storage, transform, shape and the source's main sizes.
 ///
 /// Errors: NULL_POINTER (`idx`, `out`), INVALID_HANDLE, INVALID_ARGUMENT
-/// (misaligned `out`, struct_size too small). Nothing is written on error.
+/// (misaligned `out`, struct_size too small).
 ///
 /// # Safety
 /// `out` must be a writable lshk_index_info whose struct_size is set.
@@ -74,14 +73,12 @@ pub unsafe extern "C" fn lshk_index_describe(
     })
 }
 
-/// Fills `*out` with a view of the weights (and bias) the index's logits
-/// come from, for callers who want the kernels directly (see
-/// lshk_weights_view). Set `out->struct_size = sizeof(lshk_weights_view)`
-/// first. The view borrows from the index: valid until lshk_index_free.
+/// Fills `*out` (the caller sets its struct_size; lshk writes the fields
+/// after it) with a view of the W and bias the index's logits come from
+/// (see lshk_weights_view), valid until lshk_index_free.
 ///
 /// Errors: NULL_POINTER (`idx`, `out`), INVALID_HANDLE, INVALID_ARGUMENT
-/// (misaligned `out`, `out->struct_size` too small). Nothing but the view's
-/// fields after `struct_size` is written, and only on success.
+/// (misaligned `out`, `out->struct_size` too small).
 ///
 /// # Safety
 /// `out` must be a writable lshk_weights_view whose struct_size is set.
@@ -119,8 +116,7 @@ pub unsafe extern "C" fn lshk_index_weights(
     })
 }
 
-/// Releases an index (and retires its borrowed family/tables handles).
-/// NULL is a no-op; a freed or foreign handle is INVALID_HANDLE.
+/// Releases an index and retires its borrowed family/tables handles.
 ///
 /// # Safety
 /// `idx` is NULL or a handle from lshk_index_build/_load that no other
@@ -133,14 +129,12 @@ pub unsafe extern "C" fn lshk_index_free(idx: *mut lshk_index) -> lshk_status {
     })
 }
 
-/// The index's SimHash family, as a borrowed handle valid until
-/// lshk_index_free: every `lshk_simhash_*` function taking a const handle
-/// accepts it (it hashes over dim', i.e. dim + 1 with a transform);
-/// lshk_simhash_free refuses it (INVALID_ARGUMENT). Always the same handle
-/// for one index.
+/// The index's SimHash family as a borrowed handle (the same one at each
+/// call) valid until lshk_index_free: const `lshk_simhash_*` functions
+/// accept it (it hashes over dim' = dim + 1 with a transform);
+/// lshk_simhash_free refuses it (INVALID_ARGUMENT).
 ///
-/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (an index of
-/// another source).
+/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (another source).
 ///
 /// # Safety
 /// `out` must be writable.
@@ -168,8 +162,7 @@ pub unsafe extern "C" fn lshk_index_simhash(
 
 /// The index's DWTA family as a borrowed handle (see lshk_index_simhash).
 ///
-/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (an index of
-/// another source).
+/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (another source).
 ///
 /// # Safety
 /// `out` must be writable.
@@ -199,8 +192,7 @@ pub unsafe extern "C" fn lshk_index_dwta(
 /// lshk_tables_gather / _stats / _memory_bytes ... accept it;
 /// lshk_tables_free and lshk_tables_update refuse it (INVALID_ARGUMENT).
 ///
-/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (a source other than
-/// LSH tables).
+/// Errors: NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (no LSH tables).
 ///
 /// # Safety
 /// `out` must be writable.
