@@ -332,7 +332,9 @@ pub unsafe extern "C" fn lshk_convert(
     to: u32,
     dst: *mut libc::c_void,
 ) -> lshk_status {
-    use super::index::{LSHK_STORAGE_BF16 as BF16, LSHK_STORAGE_F16 as F16, LSHK_STORAGE_F32 as F32};
+    use super::index::{
+        LSHK_STORAGE_BF16 as BF16, LSHK_STORAGE_F16 as F16, LSHK_STORAGE_F32 as F32,
+    };
     boundary("lshk_convert", || {
         // SAFETY (each arm): forwarded caller contract for `from` / `to`.
         unsafe {

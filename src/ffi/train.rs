@@ -346,8 +346,20 @@ pub unsafe extern "C" fn lshk_gather_dq(
     // SAFETY: forwarded caller contract.
     unsafe {
         dq_impl(
-            "lshk_gather_dq", None, bf16, w, rows, dim, w_stride, grad, ids, offsets, nb, threads,
-            dq, dq_stride,
+            "lshk_gather_dq",
+            None,
+            bf16,
+            w,
+            rows,
+            dim,
+            w_stride,
+            grad,
+            ids,
+            offsets,
+            nb,
+            threads,
+            dq,
+            dq_stride,
         )
     }
 }

@@ -429,7 +429,9 @@ impl Graph {
             );
         };
         Ok(Some(
-            (0..self.rows).map(|r| v[r * self.sdim + self.dim]).collect(),
+            (0..self.rows)
+                .map(|r| v[r * self.sdim + self.dim])
+                .collect(),
         ))
     }
 

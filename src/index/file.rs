@@ -166,7 +166,8 @@ impl Index {
                 };
                 // SAFETY: a given W is the caller's, alive and unchanged
                 // while the index lives (the contract above).
-                let ivf = unsafe { crate::ivf::Ivf::from_container(&c, wv.map(|v| (v, w_stride)))? };
+                let ivf =
+                    unsafe { crate::ivf::Ivf::from_container(&c, wv.map(|v| (v, w_stride)))? };
                 (rows, dim) = (ivf.rows(), ivf.dim());
                 let (wid, b) = ivf.rows_by_id()?;
                 if !borrows {
@@ -203,7 +204,10 @@ impl Index {
                     );
                 }
                 if w_stride < dim {
-                    bail!(InvalidArgument, "w_stride is {w_stride}, less than dim = {dim}");
+                    bail!(
+                        InvalidArgument,
+                        "w_stride is {w_stride}, less than dim = {dim}"
+                    );
                 }
                 let need = strided_len(rows, dim, w_stride, "borrowed_w")?;
                 if !w.is_aligned() {
@@ -213,10 +217,17 @@ impl Index {
                 // file's shape at w_stride (load_any's contract).
                 let ws = unsafe { std::slice::from_raw_parts(w, need) };
                 if let Some((r, j)) = first_non_finite(ws, rows, dim, w_stride) {
-                    bail!(NonFinite, "borrowed W row {r} column {j} is {}", ws[r * w_stride + j]);
+                    bail!(
+                        NonFinite,
+                        "borrowed W row {r} column {j} is {}",
+                        ws[r * w_stride + j]
+                    );
                 }
                 // SAFETY: as above; alive and unchanged while the index lives.
-                (unsafe { WStore::borrowed_f32(ws, w_stride) }, Storage::BorrowedF32)
+                (
+                    unsafe { WStore::borrowed_f32(ws, w_stride) },
+                    Storage::BorrowedF32,
+                )
             }
         };
         let p = Resolved {
@@ -540,7 +551,10 @@ impl Index {
 unsafe fn borrowed_slice<'a>(c: &Container, w: *const f32, w_stride: usize) -> Result<&'a [f32]> {
     let (rows, dim) = crate::ivf::Ivf::shape_in(c)?;
     if w_stride < dim {
-        bail!(InvalidArgument, "w_stride is {w_stride}, less than dim = {dim}");
+        bail!(
+            InvalidArgument,
+            "w_stride is {w_stride}, less than dim = {dim}"
+        );
     }
     if !w.is_aligned() {
         bail!(InvalidArgument, "`borrowed_w` is not aligned to 4 bytes");

@@ -93,8 +93,12 @@ impl Index {
             );
         }
         let b = self.bias.as_deref().unwrap_or(&[]);
-        let a = crate::error::max_abs_rows(w, rows, dim, st)
-            .max(crate::error::max_abs_rows(b, 1, b.len(), b.len()));
+        let a = crate::error::max_abs_rows(w, rows, dim, st).max(crate::error::max_abs_rows(
+            b,
+            1,
+            b.len(),
+            b.len(),
+        ));
         crate::error::check_scorable(a, dim, "the rows' values")?;
         let f = self.src.as_any().downcast_ref::<Forest>().expect("checked");
         let mut p = f.params();

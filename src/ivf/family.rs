@@ -36,8 +36,7 @@ use super::{Codes, Ivf};
 use crate::error::{Result, Status};
 use crate::format::SectionOut;
 use crate::index::source::{
-    non_lsh_build, BuildInput, CandidateSource, LoadInput, QueryParams,
-    SourceRegistration,
+    non_lsh_build, BuildInput, CandidateSource, LoadInput, QueryParams, SourceRegistration,
 };
 use crate::index::{Family, Index, QueryStats, Resolved, Storage};
 use crate::matmul::TOPK_PAD_ID;

@@ -134,7 +134,11 @@ impl Ivf {
         let rec = c.section("IVFPARAM")?;
         // Version 1 (48 bytes) or the PQ4 record, version 2 (56 bytes).
         if rec.len() != 48 && rec.len() != 56 {
-            bail!(BadFileFormat, "IVFPARAM is {} bytes (48 or 56 expected)", rec.len());
+            bail!(
+                BadFileFormat,
+                "IVFPARAM is {} bytes (48 or 56 expected)",
+                rec.len()
+            );
         }
         let u = |i: usize| u32::from_le_bytes(rec[4 * i..4 * i + 4].try_into().unwrap());
         let pq4 = u(6) == Codes::Pq4 as u32;

@@ -450,7 +450,11 @@ impl Ivf {
             crate::error::checked_mul(n, d, "rows * dim")?,
             "rows by id",
         )?;
-        let mut b = if self.has_bias() { Some(vec![0.0f32; n]) } else { None };
+        let mut b = if self.has_bias() {
+            Some(vec![0.0f32; n])
+        } else {
+            None
+        };
         let (ex, _) = self.exact_rows();
         for (p, &id) in self.ids.iter().enumerate() {
             let id = id as usize;

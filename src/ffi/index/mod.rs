@@ -629,7 +629,10 @@ fn reserved_zero(v: u32, what: &str) -> Result<()> {
 ///
 /// # Safety
 /// `p` is NULL or a readable lshk_query_params of its struct_size.
-pub(crate) unsafe fn read_query_params(p: *const lshk_query_params, arg: &str) -> Result<QueryParams> {
+pub(crate) unsafe fn read_query_params(
+    p: *const lshk_query_params,
+    arg: &str,
+) -> Result<QueryParams> {
     // SAFETY: forwarded caller contract.
     let c = unsafe { read_param_struct(p, arg)? };
     reserved_zero(c.reserved, &format!("{arg}->reserved"))?;
@@ -686,7 +689,10 @@ pub(crate) unsafe fn read_index_params(p: *const lshk_index_params) -> Result<In
     let storage = Storage::from_u32(cp.storage).ok_or_else(|| {
         Error::new(
             Status::InvalidArgument,
-            format!("storage {} is not an LSHK_STORAGE_* value (0..=4)", cp.storage),
+            format!(
+                "storage {} is not an LSHK_STORAGE_* value (0..=4)",
+                cp.storage
+            ),
         )
     })?;
     let transform = Transform::from_u32(cp.transform).ok_or_else(|| {
@@ -817,8 +823,8 @@ mod update;
 mod sources;
 
 pub use build::*;
-pub use sources::*;
 pub use file::*;
 pub use query::*;
+pub use sources::*;
 pub use update::*;
 pub use views::*;

@@ -229,7 +229,10 @@ pub unsafe extern "C" fn lshk_index_candidates(
             let wr = if ids_len < need { 0 } else { need };
             check_disjoint(
                 &[span(ids, wr, "ids")?, so, span(needed, 1, "needed")?],
-                &[span_of(qs, "q"), span(qp, usize::from(!qp.is_null()), "qp")?],
+                &[
+                    span_of(qs, "q"),
+                    span(qp, usize::from(!qp.is_null()), "qp")?,
+                ],
             )?;
             // SAFETY: `needed` checked non-NULL and aligned.
             unsafe { *needed = need };
