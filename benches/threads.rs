@@ -85,8 +85,8 @@ struct Setup {
 fn setup(r: &Regime) -> Setup {
     let layer = structured_layer(r.rows, r.dim, 256, 1);
     let mut p = lshk_index_params_default();
-    p.bits_per_table = r.k;
-    p.tables = r.l;
+    p.lsh.bits_per_table = r.k;
+    p.lsh.tables = r.l;
     let mut idx = std::ptr::null_mut();
     // SAFETY: w holds rows*dim floats, bias rows; p and idx valid.
     let s = unsafe {
@@ -110,10 +110,7 @@ fn setup(r: &Regime) -> Setup {
     // Mean candidates per query over pool 0.
     let mut st = lshk_query_stats {
         struct_size: std::mem::size_of::<lshk_query_stats>() as u32,
-        queries: 0,
-        candidates_total: 0,
-        candidates_min: 0,
-        candidates_max: 0,
+        ..Default::default()
     };
     let mut ids = vec![0u32; POOL * TOPK as usize];
     // SAFETY: pool holds POOL*dim floats, ids POOL*TOPK.

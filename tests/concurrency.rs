@@ -1,6 +1,7 @@
 //! Concurrency through the C ABI (`lshk::ffi::...` called from Rust the way
-//! a C server calls it): many threads querying ONE shared index give
-//! results bit-identical (ids, score bits, candidate counts) to a
+//! a C server calls it): many threads querying ONE shared index of each
+//! candidate source (SimHash, DWTA, IVF, graph, forest) give results
+//! bit-identical (ids, score bits, the query's stats) to a
 //! single-threaded run of the same queries; and objects updated between
 //! rounds under the documented exclusivity (lshk_tables_update,
 //! lshk_tables_add_labels, lshk_index_train_labels: no other call on the
@@ -102,10 +103,11 @@ fn layer(nq: usize) -> Layer {
     }
 }
 
-fn build(l: &Layer, family: u32, bits: u32, tables: u32) -> Shared<lshk_index> {
-    build_with(
+fn build(l: &Layer, source: u32, bits: u32, tables: u32) -> Shared<lshk_index> {
+    build_rows(
         l,
-        family,
+        ROWS,
+        source,
         bits,
         tables,
         LSHK_STORAGE_F32,
@@ -113,22 +115,11 @@ fn build(l: &Layer, family: u32, bits: u32, tables: u32) -> Shared<lshk_index> {
     )
 }
 
-fn build_with(
-    l: &Layer,
-    family: u32,
-    bits: u32,
-    tables: u32,
-    storage: u32,
-    transform: u32,
-) -> Shared<lshk_index> {
-    build_rows(l, ROWS, family, bits, tables, storage, transform)
-}
-
 /// An index over the first `rows` rows of the layer.
 fn build_rows(
     l: &Layer,
     rows: usize,
-    family: u32,
+    source: u32,
     bits: u32,
     tables: u32,
     storage: u32,
@@ -137,26 +128,35 @@ fn build_rows(
     let mut p = lshk_index_params_default();
     p.storage = storage;
     p.transform = transform;
-    p.family = family;
-    p.bits_per_table = bits;
-    p.tables = tables;
-    p.seed = 5;
+    p.source = source;
+    p.lsh.bits_per_table = bits;
+    p.lsh.tables = tables;
+    p.lsh.seed = 5;
+    build_params(l, rows, &p)
+}
+
+/// An index over the first `rows` rows of the layer (with its bias), as
+/// `p` asks.
+fn build_params(l: &Layer, rows: usize, p: &lshk_index_params) -> Shared<lshk_index> {
     let mut out = ptr::null_mut();
-    // SAFETY: w holds ROWS*DIM floats, bias ROWS (rows <= ROWS); p, out valid.
+    // SAFETY: w holds ROWS*DIM floats, bias ROWS (rows <= ROWS); p, out
+    // valid; a borrowed W lives in `l` until the index is freed.
     ok(
-        unsafe { lshk_index_build(l.w.as_ptr(), l.bias.as_ptr(), rows, DIM, DIM, &p, &mut out) },
+        unsafe { lshk_index_build(l.w.as_ptr(), l.bias.as_ptr(), rows, DIM, DIM, p, &mut out) },
         "lshk_index_build",
     );
     Shared(out)
 }
 
 /// Results of queries `first .. first + nq` of the pool, one row of
-/// K_TOP ids / score bits and one candidate count per query.
+/// K_TOP ids / score bits and one set of counts per query.
 #[derive(Clone, PartialEq, Debug)]
 struct Answers {
     ids: Vec<u32>,
     score_bits: Vec<u32>,
-    cands: Vec<u64>,
+    /// The query's lshk_query_stats: candidates, and the IVF source's
+    /// lists, scanned and reranked rows (0 for the others).
+    cands: Vec<[u64; 4]>,
 }
 
 impl Answers {
@@ -164,7 +164,7 @@ impl Answers {
         Answers {
             ids: vec![0; nq * K_TOP as usize],
             score_bits: vec![0; nq * K_TOP as usize],
-            cands: vec![0; nq],
+            cands: vec![[0; 4]; nq],
         }
     }
 }
@@ -172,19 +172,16 @@ impl Answers {
 fn stats0() -> lshk_query_stats {
     lshk_query_stats {
         struct_size: std::mem::size_of::<lshk_query_stats>() as u32,
-        queries: 0,
-        candidates_total: 0,
-        candidates_min: 0,
-        candidates_max: 0,
+        ..Default::default()
     }
 }
 
 /// One lshk_index_query call for queries `first .. first + b`; writes
-/// their rows of `a`. With b = 1 the candidate count is per query.
+/// their rows of `a`. With b = 1 the counts are per query.
 fn query_batch(
     idx: Shared<lshk_index>,
     l: &Layer,
-    g: &lshk_gather_params,
+    g: &lshk_query_params,
     first: usize,
     b: usize,
     a: &mut Answers,
@@ -214,8 +211,9 @@ fn query_batch(
     for (d, s) in a.score_bits[first * k..(first + b) * k].iter_mut().zip(&sc) {
         *d = s.to_bits();
     }
+    assert_eq!(st.queries, b as u64, "stats.queries");
     if b == 1 {
-        a.cands[first] = st.candidates_total;
+        a.cands[first] = [st.candidates_total, st.lists, st.scanned, st.reranked];
     }
 }
 
@@ -231,7 +229,7 @@ fn order(t: usize, nt: usize, n: usize) -> Vec<usize> {
 }
 
 /// Single-threaded reference of every query of the pool (B = 1).
-fn reference(idx: Shared<lshk_index>, l: &Layer, g: &lshk_gather_params) -> Answers {
+fn reference(idx: Shared<lshk_index>, l: &Layer, g: &lshk_query_params) -> Answers {
     let mut a = Answers::new(l.nq);
     for i in 0..l.nq {
         query_batch(idx, l, g, i, 1, &mut a);
@@ -244,7 +242,7 @@ fn reference(idx: Shared<lshk_index>, l: &Layer, g: &lshk_gather_params) -> Answ
 fn check_threads_b1(
     idx: Shared<lshk_index>,
     l: &Layer,
-    g: &lshk_gather_params,
+    g: &lshk_query_params,
     nt: usize,
     want: &Answers,
     what: &str,
@@ -294,41 +292,119 @@ fn free(idx: Shared<lshk_index>) {
     ok(unsafe { lshk_index_free(idx.0) }, "lshk_index_free");
 }
 
-/// B = 1 queries from 2 x cores threads on SimHash and DWTA indexes.
+/// The build parameters of an index of `source` with `storage` (a graph
+/// and a forest smaller than the defaults', to keep the builds short).
+fn source_params(source: u32, storage: u32) -> lshk_index_params {
+    let mut p = lshk_index_params_default();
+    p.source = source;
+    p.storage = storage;
+    p.forest.trees = 6;
+    p.graph.m = 12;
+    p.graph.ef_construction = 64;
+    p
+}
+
+/// B = 1 queries from 2 x cores threads on one shared index of each
+/// source (SimHash, DWTA, IVF, graph, forest; storages, transforms and
+/// query knobs varied): every thread's ids, score bits and per-query
+/// stats equal a single-threaded run.
 #[test]
 fn b1_queries_identical_to_single_thread() {
     let nt = threads();
     let nq = queries_per_thread();
     let l = layer(nq);
-    let g = lshk_gather_params_default();
     let t0 = std::time::Instant::now();
-    for (name, family, bits, tables, storage, transform) in [
+    let lsh = |source, bits, tables, storage, transform| {
+        let mut p = source_params(source, storage);
+        p.transform = transform;
+        p.lsh.bits_per_table = bits;
+        p.lsh.tables = tables;
+        p.lsh.seed = 5;
+        p
+    };
+    let ivf = |codes, storage| {
+        let mut p = source_params(LSHK_SOURCE_IVF, storage);
+        p.ivf.codes = codes;
+        p
+    };
+    let ivf_q = |nprobe, rerank| {
+        let mut q = lshk_query_params_default();
+        q.ivf.nprobe = nprobe;
+        q.ivf.rerank = rerank;
+        q
+    };
+    let mut graph = source_params(LSHK_SOURCE_GRAPH, LSHK_STORAGE_F32);
+    graph.graph.storage = LSHK_STORAGE_I8;
+    let mut int8_walk = lshk_query_params_default();
+    int8_walk.graph.walk = LSHK_GRAPH_WALK_INT8;
+    int8_walk.graph.ef = 64;
+    int8_walk.graph.rerank = 32;
+    let mut forest_q = lshk_query_params_default();
+    forest_q.forest.set_size = 128;
+    let g = lshk_query_params_default();
+    let cases = [
         (
             "SimHash K=10 L=16",
-            LSHK_FAMILY_SIMHASH,
-            10,
-            16,
-            LSHK_STORAGE_F32,
-            LSHK_TRANSFORM_NONE,
+            lsh(
+                LSHK_SOURCE_SIMHASH,
+                10,
+                16,
+                LSHK_STORAGE_F32,
+                LSHK_TRANSFORM_NONE,
+            ),
+            g,
         ),
         (
             "DWTA K=4 B=8 L=16",
-            LSHK_FAMILY_DWTA,
-            4,
-            16,
-            LSHK_STORAGE_F32,
-            LSHK_TRANSFORM_NONE,
+            lsh(
+                LSHK_SOURCE_DWTA,
+                4,
+                16,
+                LSHK_STORAGE_F32,
+                LSHK_TRANSFORM_NONE,
+            ),
+            g,
         ),
         (
             "SimHash K=8 L=12, int8 weights, MIPS transform",
-            LSHK_FAMILY_SIMHASH,
-            8,
-            12,
-            LSHK_STORAGE_I8,
-            LSHK_TRANSFORM_MIPS,
+            lsh(
+                LSHK_SOURCE_SIMHASH,
+                8,
+                12,
+                LSHK_STORAGE_I8,
+                LSHK_TRANSFORM_MIPS,
+            ),
+            g,
         ),
-    ] {
-        let idx = build_with(&l, family, bits, tables, storage, transform);
+        (
+            "IVF int8 codes, W borrowed, nprobe 8, rerank 64",
+            ivf(LSHK_IVF_CODES_I8, LSHK_STORAGE_BORROWED_F32),
+            ivf_q(8, 64),
+        ),
+        (
+            "IVF no codes, W copied, nprobe 4, rerank 0",
+            ivf(LSHK_IVF_CODES_NONE, LSHK_STORAGE_F32),
+            ivf_q(4, 0),
+        ),
+        (
+            "IVF 4-bit + int8 codes, bf16 W, adaptive",
+            ivf(LSHK_IVF_CODES_PQ4_I8, LSHK_STORAGE_BF16),
+            g,
+        ),
+        (
+            "graph, f32 rows, exact walk",
+            source_params(LSHK_SOURCE_GRAPH, LSHK_STORAGE_F32),
+            g,
+        ),
+        ("graph, int8 rows, int8 walk", graph, int8_walk),
+        (
+            "forest, W borrowed, set_size 128",
+            source_params(LSHK_SOURCE_FOREST, LSHK_STORAGE_BORROWED_F32),
+            forest_q,
+        ),
+    ];
+    for (name, p, g) in cases {
+        let idx = build_params(&l, ROWS, &p);
         let want = reference(idx, &l, &g);
         // The reference is a real answer, not padding: most labels found.
         let hit = (0..nq)
@@ -347,6 +423,18 @@ fn b1_queries_identical_to_single_thread() {
             full * 10 > nq * 9,
             "{name}: only {full}/{nq} queries with {K_TOP} candidates"
         );
+        // The IVF counts are part of what is compared: they must be there
+        // (and only there).
+        let scanned = want.cands.iter().all(|c| c[1] > 0 && c[2] > 0);
+        let none = want.cands.iter().all(|c| c[1..] == [0; 3]);
+        if p.source == LSHK_SOURCE_IVF {
+            assert!(
+                scanned,
+                "{name}: an IVF query without lists or scanned rows"
+            );
+        } else {
+            assert!(none, "{name}: IVF counts on another source");
+        }
         check_threads_b1(idx, &l, &g, nt, &want, name);
         free(idx);
         println!(
@@ -364,11 +452,11 @@ fn batched_and_multiprobe_queries_identical() {
     let nt = threads();
     let nq = queries_per_thread();
     let l = layer(nq);
-    let idx = build(&l, LSHK_FAMILY_SIMHASH, 10, 16);
-    let mut gp = lshk_gather_params_default();
-    gp.probes = 3;
-    gp.bits_per_table = 10;
-    let g0 = lshk_gather_params_default();
+    let idx = build(&l, LSHK_SOURCE_SIMHASH, 10, 16);
+    let mut gp = lshk_query_params_default();
+    gp.lsh.probes = 3;
+    gp.lsh.bits_per_table = 10;
+    let g0 = lshk_query_params_default();
     for (gname, g) in [("default gather", g0), ("3 probes", gp)] {
         let want = reference(idx, &l, &g);
         let got: Vec<Answers> = std::thread::scope(|s| {
@@ -420,8 +508,8 @@ fn index_rounds_around_train_labels() {
     let nt = threads();
     let nq = queries_per_thread();
     let l = layer(nq);
-    let idx = build(&l, LSHK_FAMILY_SIMHASH, 10, 16);
-    let g = lshk_gather_params_default();
+    let idx = build(&l, LSHK_SOURCE_SIMHASH, 10, 16);
+    let g = lshk_query_params_default();
     // Training data: other queries near labels, one label each.
     let ntrain = 8000;
     let (tq, ty) = queries_near_labels(&l.w, ROWS, DIM, ntrain, 99);
@@ -477,7 +565,7 @@ fn index_rounds_around_train_labels() {
     // After round 2 the index is the trained one: its single-threaded
     // answers are round 2's reference; round 1's is an untrained twin.
     let trained_ref = reference(idx, &l, &g);
-    let plain = build(&l, LSHK_FAMILY_SIMHASH, 10, 16);
+    let plain = build(&l, LSHK_SOURCE_SIMHASH, 10, 16);
     let plain_ref = reference(plain, &l, &g);
     free(plain);
     assert_ne!(
@@ -723,12 +811,12 @@ fn threads_alternating_between_indexes() {
     let nt = threads();
     let nq = queries_per_thread().min(5000);
     let l = layer(nq);
-    let g = lshk_gather_params_default();
-    let big = build(&l, LSHK_FAMILY_SIMHASH, 10, 16);
+    let g = lshk_query_params_default();
+    let big = build(&l, LSHK_SOURCE_SIMHASH, 10, 16);
     let small = build_rows(
         &l,
         1000,
-        LSHK_FAMILY_DWTA,
+        LSHK_SOURCE_DWTA,
         3,
         8,
         LSHK_STORAGE_BF16,
@@ -767,115 +855,4 @@ fn threads_alternating_between_indexes() {
         "concurrency: {nt} threads x {nq} queries x 2 indexes (4096-row SimHash, 1000-row DWTA \
          bf16 bias-aug) alternating per query, identical to single-thread"
     );
-}
-
-/// One B = 1 IVF query: ids, score bits and (scanned, reranked).
-fn ivf_query_one(
-    ivf: Shared<lshk::ffi::ivf::lshk_ivf>,
-    l: &Layer,
-    s: &lshk::ffi::ivf::lshk_ivf_search,
-    i: usize,
-    a: &mut Answers,
-) {
-    use lshk::ffi::ivf::*;
-    let k = K_TOP as usize;
-    let mut ids = [0u32; K_TOP as usize];
-    let mut sc = [0f32; K_TOP as usize];
-    let mut st = lshk_ivf_stats {
-        struct_size: std::mem::size_of::<lshk_ivf_stats>() as u32,
-        ..Default::default()
-    };
-    // SAFETY: q holds DIM floats from query i; outputs hold k values.
-    ok(
-        unsafe {
-            lshk_ivf_query(
-                ivf.get(),
-                l.q[i * QSTRIDE..].as_ptr(),
-                1,
-                QSTRIDE,
-                K_TOP,
-                s,
-                ids.as_mut_ptr(),
-                sc.as_mut_ptr(),
-                &mut st,
-            )
-        },
-        "lshk_ivf_query",
-    );
-    a.ids[i * k..(i + 1) * k].copy_from_slice(&ids);
-    for (d, s) in a.score_bits[i * k..(i + 1) * k].iter_mut().zip(&sc) {
-        *d = s.to_bits();
-    }
-    a.cands[i] = st.scanned << 32 | st.reranked;
-}
-
-/// B = 1 queries from 2 x cores threads on one shared lshk_ivf (W borrowed
-/// with int8 codes, and W copied without codes): every thread's ids, score
-/// bits and (scanned, reranked) counts equal a single-threaded run.
-#[test]
-fn ivf_b1_queries_identical_to_single_thread() {
-    use lshk::ffi::ivf::*;
-    let nt = threads();
-    let nq = queries_per_thread();
-    let l = layer(nq);
-    let t0 = std::time::Instant::now();
-    for (name, codes, borrow, nprobe, rerank) in [
-        ("IVF int8 codes, W borrowed", LSHK_IVF_CODES_I8, 1, 8, 64),
-        ("IVF no codes, W copied", LSHK_IVF_CODES_NONE, 0, 4, 0),
-    ] {
-        let mut p = lshk_ivf_params_default();
-        p.codes = codes;
-        p.borrow = borrow;
-        let mut h = ptr::null_mut();
-        // SAFETY: W (ROWS x DIM) and bias live until the index is freed.
-        ok(
-            unsafe { lshk_ivf_build(l.w.as_ptr(), l.bias.as_ptr(), ROWS, DIM, DIM, &p, &mut h) },
-            "lshk_ivf_build",
-        );
-        let ivf = Shared(h);
-        let mut s = lshk_ivf_search_default();
-        s.nprobe = nprobe;
-        s.rerank = rerank;
-        let mut want = Answers::new(nq);
-        for i in 0..nq {
-            ivf_query_one(ivf, &l, &s, i, &mut want);
-        }
-        let hit = (0..nq)
-            .filter(|&i| {
-                want.ids[i * K_TOP as usize..(i + 1) * K_TOP as usize].contains(&l.labels[i])
-            })
-            .count();
-        assert!(
-            hit * 5 > nq,
-            "{name}: only {hit}/{nq} labels in the top {K_TOP}"
-        );
-        let start = Barrier::new(nt);
-        let got: Vec<Answers> = std::thread::scope(|sc| {
-            let hs: Vec<_> = (0..nt)
-                .map(|t| {
-                    let (start, l, s) = (&start, &l, &s);
-                    sc.spawn(move || {
-                        start.wait();
-                        let mut a = Answers::new(l.nq);
-                        for i in order(t, nt, l.nq) {
-                            ivf_query_one(ivf, l, s, i, &mut a);
-                        }
-                        a
-                    })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        for (t, a) in got.iter().enumerate() {
-            compare(a, &want, &format!("{name}, thread {t}"));
-        }
-        // SAFETY: a live handle, no other thread uses it any more.
-        ok(unsafe { lshk_ivf_free(ivf.get()) }, "lshk_ivf_free");
-        println!(
-            "concurrency: {nt} threads x {nq} queries on one lshk_ivf, identical to \
-             single-thread ({name}, nprobe {nprobe}, rerank {rerank}, labels in top-{K_TOP}: \
-             {hit}/{nq})"
-        );
-    }
-    println!("  ({:.1} s)", t0.elapsed().as_secs_f64());
 }

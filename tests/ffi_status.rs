@@ -102,7 +102,10 @@ fn status_names_and_version() {
     for s in lshk::Status::ALL {
         assert_eq!(name(s as u32), s.name());
     }
-    assert_eq!(name(13), "LSHK_STATUS_UNKNOWN");
+    // The last status, then the first value that is none.
+    assert_eq!(name(LSHK_STATUS_UNSUPPORTED), "LSHK_STATUS_UNSUPPORTED");
+    assert_eq!(LSHK_STATUS_UNSUPPORTED, 13);
+    assert_eq!(name(14), "LSHK_STATUS_UNKNOWN");
     assert_eq!(name(u32::MAX), "LSHK_STATUS_UNKNOWN");
     // SAFETY: static NUL-terminated string.
     let v = unsafe { CStr::from_ptr(lshk_version()) };

@@ -1,6 +1,6 @@
-//! Seeded mutation fuzzing of `Index::load` (issue 8, item 2, short
-//! version). A valid index file is mutated *inside* its sections and the
-//! section and header CRCs are then recomputed, so every mutant passes the
+//! Seeded mutation fuzzing of `Index::load` (short version). A valid
+//! index file is mutated *inside* its sections and the section and header
+//! CRCs are then recomputed, so every mutant passes the
 //! container checks of src/format.rs and reaches the semantic parser of
 //! the index: sizes, counts, enum values, offsets and ids that disagree.
 //! Every mutant must either load with an error status (never a panic, an
@@ -125,7 +125,7 @@ fn mutated_index_files_never_crash_the_loader() {
         (Family::SimHash, Storage::Bf16, Transform::Mips, true),
         (Family::Dwta, Storage::I8, Transform::BiasAug, false),
         (Family::SimHash, Storage::F16, Transform::None, true),
-        // The graph family (issue 16): its GPARAM / GROWS / GLEVELS /
+        // The graph family: its GPARAM / GROWS / GLEVELS /
         // GLINKS0 / GUPPER sections beside the index's.
         (Family::Graph, Storage::F32, Transform::None, false),
         (Family::Graph, Storage::I8, Transform::None, false),
@@ -217,7 +217,13 @@ fn mutated_index_files_never_crash_the_loader() {
 // section, bit flips in zero padding), must give a usable index. A
 // refusal must set a message and leave `*out` untouched.
 
-use lshk::ffi::index::{lshk_index, lshk_index_free, lshk_index_load, lshk_index_query};
+use lshk::ffi::index::{
+    lshk_index, lshk_index_build, lshk_index_describe, lshk_index_free, lshk_index_info,
+    lshk_index_load, lshk_index_params_default, lshk_index_query, lshk_index_save,
+    lshk_query_params_default, LSHK_IVF_CODES_I8, LSHK_IVF_CODES_NONE, LSHK_IVF_CODES_PQ4,
+    LSHK_IVF_CODES_PQ4_I8, LSHK_SOURCE_IVF, LSHK_STORAGE_BORROWED_F32, LSHK_STORAGE_F32,
+};
+use lshk::ffi::labels::lshk_index_train_labels;
 use lshk::ffi::{lshk_isa_set_max, lshk_last_error_message, LSHK_STATUS_OK, LSHK_STATUS_PANIC};
 
 /// Only the header CRC (bytes 0..28 + section table).
@@ -257,6 +263,20 @@ enum Expect {
 struct Outcome {
     refused: usize,
     loaded: usize,
+    /// Mutants not loaded: they claim a borrowed W larger than the test
+    /// provides (see [`w_claim`]).
+    skipped: usize,
+}
+
+/// What lshk_index_describe reports of a live index.
+fn describe(idx: *const lshk_index) -> lshk_index_info {
+    // SAFETY: the info struct is plain data (integers); all zero is valid.
+    let mut info: lshk_index_info = unsafe { std::mem::zeroed() };
+    info.struct_size = std::mem::size_of::<lshk_index_info>() as u32;
+    // SAFETY: a live handle; a writable info whose struct_size is set.
+    let st = unsafe { lshk_index_describe(idx, &mut info) };
+    assert_eq!(st, LSHK_STATUS_OK, "lshk_index_describe: {}", c_last_msg());
+    info
 }
 
 /// Loads `bytes` through lshk_index_load and applies the oracle.
@@ -268,8 +288,9 @@ fn load_via_c(dir: &Path, bytes: &[u8], expect: Expect, what: &str, q: &[f32], o
     let mut out = canary;
     assert_ne!(lshk_isa_set_max(0xDEAD), LSHK_STATUS_OK); // a foreign message
     let t0 = std::time::Instant::now();
-    // SAFETY: a NUL-terminated path, no borrowed W, a writable out.
-    let st = unsafe { lshk_index_load(cpath.as_ptr(), std::ptr::null(), &mut out) };
+    // SAFETY: a NUL-terminated path, no borrowed W (stride 0: the
+    // recorded one), a writable out.
+    let st = unsafe { lshk_index_load(cpath.as_ptr(), std::ptr::null(), 0, &mut out) };
     assert!(
         t0.elapsed().as_secs() < 10,
         "{what}: the load took {:?}",
@@ -289,17 +310,8 @@ fn load_via_c(dir: &Path, bytes: &[u8], expect: Expect, what: &str, q: &[f32], o
     assert_eq!(expect, Expect::Either, "{what}: the mutant loaded");
     o.loaded += 1;
     // A loaded mutant must answer queries with ids in range.
-    let (mut rows, mut dim) = (0usize, 0usize);
-    // SAFETY: a live handle; writable outputs.
-    unsafe {
-        lshk::ffi::index::lshk_index_shape(
-            out,
-            &mut rows,
-            &mut dim,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        );
-    }
+    let info = describe(out);
+    let (rows, dim) = (info.rows, info.dim);
     if dim * 8 <= q.len() {
         let mut ids = vec![0u32; 8 * 5];
         let mut sc = vec![0f32; 8 * 5];
@@ -343,7 +355,7 @@ fn structural_mutations_through_the_c_abi() {
         (Family::SimHash, Storage::Bf16, Transform::Mips, true),
         (Family::Dwta, Storage::I8, Transform::BiasAug, false),
         (Family::SimHash, Storage::F16, Transform::None, true),
-        // The graph family (issue 16): its GPARAM / GROWS / GLEVELS /
+        // The graph family: its GPARAM / GROWS / GLEVELS /
         // GLINKS0 / GUPPER sections beside the index's.
         (Family::Graph, Storage::F32, Transform::None, false),
         (Family::Graph, Storage::I8, Transform::None, false),
@@ -356,6 +368,7 @@ fn structural_mutations_through_the_c_abi() {
     let mut o = Outcome {
         refused: 0,
         loaded: 0,
+        skipped: 0,
     };
     let mut r = SplitMix64::new(0xf11e);
     for (si, &(f, s, t, lab)) in seeds.iter().enumerate() {
@@ -633,21 +646,20 @@ fn structural_mutations_through_the_c_abi() {
 }
 
 // ------------------------------------------------------------------------
-// lshk_ivf_load: the same structural mutations on IVF files (W copied with
-// and without codes, W borrowed), plus every IVFPARAM field set to boundary
-// values and the LOFFS / LIDS contents broken, all with the checksums
-// recomputed so the IVF parser itself is reached. A refusal must set a
-// message and leave `*out` untouched; a loaded mutant must answer queries
-// with ids < rows (or the padding id) without a panic.
+// IVF through lshk_index_load: the same structural mutations on the files
+// of the IVF source, both the index files lshk_index_save writes
+// (lshk_index_build with LSHK_SOURCE_IVF; W copied or borrowed, with and
+// without codes, label-aware lists from lshk_index_train_labels) and the
+// 0.2 IVF files (written by `Ivf::save`, the format of 0.2's
+// lshk_ivf_save), which lshk_index_load reads as IVF-source indexes; plus
+// every IVFPARAM field set to boundary values and the LOFFS / LIDS
+// contents broken, all with the checksums recomputed so the IVF parser
+// itself is reached. A refusal must set a message and leave `*out`
+// untouched; a loaded mutant must answer queries with ids < rows (or the
+// padding id) without a panic.
 
-use lshk::ffi::ivf::{
-    lshk_ivf, lshk_ivf_build, lshk_ivf_free, lshk_ivf_load, lshk_ivf_params_default,
-    lshk_ivf_query, lshk_ivf_save, lshk_ivf_shape, LSHK_IVF_CODES_I8, LSHK_IVF_CODES_NONE,
-    LSHK_IVF_CODES_PQ4, LSHK_IVF_CODES_PQ4_I8,
-};
-
-/// Loads `bytes` through lshk_ivf_load (with `w` for borrowed seeds) and
-/// applies the oracle above.
+/// Loads `bytes` through lshk_index_load (with `w` and its stride for the
+/// files that need W) and applies the oracle above.
 fn ivf_load_via_c(
     dir: &Path,
     bytes: &[u8],
@@ -659,15 +671,18 @@ fn ivf_load_via_c(
 ) {
     let path = dir.join("c-mutant.ivf");
     std::fs::write(&path, bytes).unwrap();
+    if std::env::var_os("LSHK_FUZZ_TRACE").is_some() {
+        eprintln!("{what}");
+    }
     let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-    let canary = 0xA5A5_A5A5_A5A5_A5A5usize as *mut lshk_ivf;
+    let canary = 0xA5A5_A5A5_A5A5_A5A5usize as *mut lshk_index;
     let mut out = canary;
     assert_ne!(lshk_isa_set_max(0xDEAD), LSHK_STATUS_OK); // a foreign message
     let (wp, ws) = w.map_or((std::ptr::null(), 0), |(w, s)| (w.as_ptr(), s));
     let t0 = std::time::Instant::now();
     // SAFETY: a NUL-terminated path; a W of the seed's shape or NULL; a
     // writable out.
-    let st = unsafe { lshk_ivf_load(cpath.as_ptr(), wp, ws, &mut out) };
+    let st = unsafe { lshk_index_load(cpath.as_ptr(), wp, ws, &mut out) };
     assert!(
         t0.elapsed().as_secs() < 10,
         "{what}: the load took {:?}",
@@ -678,7 +693,7 @@ fn ivf_load_via_c(
         assert_eq!(out, canary, "{what}: failed with {st} but wrote *out");
         let m = c_last_msg();
         assert!(
-            m.starts_with("lshk_ivf_load: ") && m.len() > 15,
+            m.starts_with("lshk_index_load: ") && m.len() > 17,
             "{what}: status {st} without a message ({m:?})"
         );
         o.refused += 1;
@@ -686,25 +701,24 @@ fn ivf_load_via_c(
     }
     assert_eq!(expect, Expect::Either, "{what}: the mutant loaded");
     o.loaded += 1;
-    let (mut rows, mut dim, mut nlist) = (0usize, 0usize, 0u32);
-    // SAFETY: a live handle; writable outputs.
-    unsafe { lshk_ivf_shape(out, &mut rows, &mut dim, &mut nlist) };
+    let info = describe(out);
+    let (rows, dim, nlist) = (info.rows, info.dim, info.nlist);
     if dim * 8 <= q.len() {
         for (nprobe, rerank) in [(1u32, 0u32), (nlist, u32::MAX), (3, 20)] {
-            let mut s = lshk::ffi::ivf::lshk_ivf_search_default();
-            s.nprobe = nprobe.max(1);
-            s.rerank = rerank;
+            let mut qp = lshk_query_params_default();
+            qp.ivf.nprobe = nprobe.max(1);
+            qp.ivf.rerank = rerank;
             let mut ids = vec![0u32; 8 * 5];
             let mut sc = vec![0f32; 8 * 5];
             // SAFETY: 8 queries of `dim` floats; outputs of 8 * k.
             let r = unsafe {
-                lshk_ivf_query(
+                lshk_index_query(
                     out,
                     q.as_ptr(),
                     8,
                     dim,
                     5,
-                    &s,
+                    &qp,
                     ids.as_mut_ptr(),
                     sc.as_mut_ptr(),
                     std::ptr::null_mut(),
@@ -725,7 +739,129 @@ fn ivf_load_via_c(
         }
     }
     // SAFETY: a live handle, freed once.
-    assert_eq!(unsafe { lshk_ivf_free(out) }, LSHK_STATUS_OK);
+    assert_eq!(unsafe { lshk_index_free(out) }, LSHK_STATUS_OK);
+}
+
+/// How much of a borrowed W lshk_index_load may read for an index file:
+/// `(rows - 1) * stride + dim` floats of the shape its PARAMS record
+/// (rows, dim, stride: u64 words at bytes 48, 56, 64), which the loader
+/// takes from the file (the caller cannot know the shape of a damaged
+/// file). `None`: no PARAMS record of full length, or a table that does
+/// not fit the file (the container checks refuse those before W is read).
+/// `Some(None)`: a claim no memory can hold (the load must fail).
+fn w_claim(b: &[u8]) -> Option<Option<usize>> {
+    let word = |at: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(
+            b.get(at..at.checked_add(8)?)?.try_into().ok()?,
+        ))
+    };
+    let n = u32::from_le_bytes(b.get(24..28)?.try_into().ok()?) as usize;
+    let params = (0..n.min(4096)).find_map(|i| {
+        let e = HEADER + ENTRY * i;
+        (b.get(e..e + 8)? == b"PARAMS\0\0").then_some(e)
+    })?;
+    let (off, len) = (word(params + 8)? as usize, word(params + 16)?);
+    if len < 96 {
+        return None;
+    }
+    let at = |k: usize| word(off.checked_add(k)?);
+    let (rows, dim, stride) = (at(48)?, at(56)?, at(64)?);
+    let need = rows
+        .checked_sub(1)
+        .and_then(|r| r.checked_mul(stride))
+        .and_then(|x| x.checked_add(dim))
+        .filter(|&x| x <= isize::MAX as u64 / 4);
+    Some(need.map(|x| x as usize))
+}
+
+/// The bytes of an IVF-source index file built and saved through the C
+/// ABI (lshk_index_build, lshk_index_train_labels, lshk_index_save).
+fn ivf_index_file(
+    path: &Path,
+    layer: &lshk::data::Layer,
+    (rows, dim): (usize, usize),
+    (codes, borrow, bias, labels): (u32, bool, bool, bool),
+) -> Vec<u8> {
+    let mut p = lshk_index_params_default();
+    p.source = LSHK_SOURCE_IVF;
+    p.storage = if borrow {
+        LSHK_STORAGE_BORROWED_F32
+    } else {
+        LSHK_STORAGE_F32
+    };
+    p.ivf.nlist = 12;
+    p.ivf.codes = codes;
+    p.build_threads = 1;
+    let mut h = std::ptr::null_mut();
+    let bp = if bias {
+        layer.bias.as_ptr()
+    } else {
+        std::ptr::null()
+    };
+    // SAFETY: W and bias of the stated shape outlive the handle.
+    let st = unsafe { lshk_index_build(layer.w.as_ptr(), bp, rows, dim, dim, &p, &mut h) };
+    assert_eq!(st, LSHK_STATUS_OK, "{}", c_last_msg());
+    if labels {
+        // Label-aware lists: rows in several lists (positions > rows).
+        let tq = lshk::data::structured_layer(40, dim, 3, 17).w;
+        let off: Vec<usize> = (0..=40).map(|i| 3 * i).collect();
+        let ys: Vec<u32> = (0..120).map(|i| (i * 37 % rows) as u32).collect();
+        // SAFETY: 40 queries of dim floats, 41 offsets, 120 labels.
+        let st = unsafe {
+            lshk_index_train_labels(
+                h,
+                tq.as_ptr(),
+                40,
+                dim,
+                off.as_ptr(),
+                ys.as_ptr(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(st, LSHK_STATUS_OK, "{}", c_last_msg());
+    }
+    let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a live handle, a NUL-terminated path; freed once.
+    unsafe {
+        assert_eq!(lshk_index_save(h, cpath.as_ptr()), LSHK_STATUS_OK);
+        assert_eq!(lshk_index_free(h), LSHK_STATUS_OK);
+    }
+    std::fs::read(path).unwrap()
+}
+
+/// The bytes of a 0.2 IVF file (the standalone IVF's own format).
+fn ivf_v02_file(
+    path: &Path,
+    layer: &lshk::data::Layer,
+    (rows, dim): (usize, usize),
+    (codes, borrow, bias, labels): (u32, bool, bool, bool),
+) -> Vec<u8> {
+    use lshk::ivf::{Codes, Ivf, IvfParams};
+    let p = IvfParams {
+        nlist: 12,
+        codes: Codes::from_u32(codes).unwrap(),
+        threads: 1,
+        ..Default::default()
+    };
+    let b = bias.then_some(&layer.bias[..]);
+    // SAFETY: `layer.w` outlives the lists (dropped in this function).
+    let mut ix = unsafe {
+        if borrow {
+            Ivf::build_borrowed(&layer.w, b, rows, dim, dim, &p)
+        } else {
+            Ivf::build(&layer.w, b, rows, dim, dim, &p)
+        }
+    }
+    .unwrap();
+    if labels {
+        let tq = lshk::data::structured_layer(40, dim, 3, 17).w;
+        let off: Vec<usize> = (0..=40).map(|i| 3 * i).collect();
+        let ys: Vec<u32> = (0..120).map(|i| (i * 37 % rows) as u32).collect();
+        ix.train_labels(&tq, 40, dim, &off, &ys, &Default::default())
+            .unwrap();
+    }
+    ix.save(path).unwrap();
+    std::fs::read(path).unwrap()
 }
 
 #[test]
@@ -735,86 +871,107 @@ fn ivf_structural_mutations_through_the_c_abi() {
     let (rows, dim) = (300usize, 10usize);
     let layer = lshk::data::structured_layer(rows, dim, 9, 5);
     let q = lshk::data::structured_layer(8, dim, 2, 11).w;
+    // W's rows at stride dim + 1 (a W the loader may read at that stride).
+    let mut padded = vec![0f32; (rows - 1) * (dim + 1) + dim];
+    for (i, row) in layer.w.chunks(dim).enumerate() {
+        padded[i * (dim + 1)..i * (dim + 1) + dim].copy_from_slice(row);
+    }
     let flips = (iters() / 2).max(50);
     let mut o = Outcome {
         refused: 0,
         loaded: 0,
+        skipped: 0,
     };
     let mut r = SplitMix64::new(0x1f5e);
-    // (codes, borrow, bias, label-aware lists)
-    let seeds = [
-        (LSHK_IVF_CODES_I8, 0u32, true, false),
-        (LSHK_IVF_CODES_NONE, 0, false, false),
-        (LSHK_IVF_CODES_I8, 1, true, false),
-        (LSHK_IVF_CODES_PQ4, 1, true, false),
-        (LSHK_IVF_CODES_PQ4, 0, false, false),
-        (LSHK_IVF_CODES_PQ4_I8, 1, true, false),
-        (LSHK_IVF_CODES_I8, 1, true, true),
-        (LSHK_IVF_CODES_NONE, 0, true, true),
+    // (codes, W borrowed, bias, label-aware lists)
+    let kinds = [
+        (LSHK_IVF_CODES_I8, false, true, false),
+        (LSHK_IVF_CODES_NONE, false, false, false),
+        (LSHK_IVF_CODES_I8, true, true, false),
+        (LSHK_IVF_CODES_PQ4, true, true, false),
+        (LSHK_IVF_CODES_PQ4, false, false, false),
+        (LSHK_IVF_CODES_PQ4_I8, true, true, false),
+        (LSHK_IVF_CODES_I8, true, true, true),
+        (LSHK_IVF_CODES_NONE, false, true, true),
     ];
-    for (si, &(codes, borrow, bias, labels)) in seeds.iter().enumerate() {
-        let mut p = lshk_ivf_params_default();
-        p.nlist = 12;
-        p.codes = codes;
-        p.borrow = borrow;
-        p.threads = 1;
-        let mut h = std::ptr::null_mut();
-        let bp = if bias {
-            layer.bias.as_ptr()
-        } else {
-            std::ptr::null()
-        };
-        // SAFETY: W and bias of the stated shape outlive the handle.
-        let st = unsafe { lshk_ivf_build(layer.w.as_ptr(), bp, rows, dim, dim, &p, &mut h) };
-        assert_eq!(st, LSHK_STATUS_OK, "{}", c_last_msg());
-        if labels {
-            // Label-aware lists: rows in several lists (positions > rows).
-            let tq = lshk::data::structured_layer(40, dim, 3, 17).w;
-            let off: Vec<usize> = (0..=40).map(|i| 3 * i).collect();
-            let ys: Vec<u32> = (0..120).map(|i| (i * 37 % rows) as u32).collect();
-            // SAFETY: 40 queries of dim floats, 41 offsets, 120 labels.
-            let st = unsafe {
-                lshk::ffi::ivf::lshk_ivf_train_labels(
-                    h,
-                    tq.as_ptr(),
-                    40,
-                    dim,
-                    off.as_ptr(),
-                    ys.as_ptr(),
-                    std::ptr::null(),
-                )
-            };
-            assert_eq!(st, LSHK_STATUS_OK, "{}", c_last_msg());
-        }
+    // Each kind as an index file, then as a 0.2 IVF file.
+    let seeds = kinds
+        .iter()
+        .map(|&k| (true, k))
+        .chain(kinds.iter().map(|&k| (false, k)));
+    for (si, (index_file, kind)) in seeds.enumerate() {
+        let borrow = kind.1;
         let path = dir.join(format!("seed{si}.ivf"));
-        let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-        // SAFETY: a live handle, a NUL-terminated path; freed once.
-        unsafe {
-            assert_eq!(lshk_ivf_save(h, cpath.as_ptr()), LSHK_STATUS_OK);
-            assert_eq!(lshk_ivf_free(h), LSHK_STATUS_OK);
-        }
-        let good = std::fs::read(&path).unwrap();
-        let w = (borrow == 1).then_some((&layer.w[..], dim));
-        let load = |b: &[u8], expect: Expect, what: String, o: &mut Outcome| {
-            ivf_load_via_c(&dir, b, w, expect, &format!("ivf seed {si}: {what}"), &q, o)
+        let good = if index_file {
+            ivf_index_file(&path, &layer, (rows, dim), kind)
+        } else {
+            ivf_v02_file(&path, &layer, (rows, dim), kind)
         };
+        // The caller's W at its stride (an index file records it too).
+        let w = borrow.then_some((&layer.w[..], dim));
+        let name = if index_file { "index" } else { "0.2 ivf" };
+        let load = |b: &[u8], expect: Expect, what: String, o: &mut Outcome| {
+            let what = format!("ivf seed {si} ({name}): {what}");
+            if !(index_file && borrow) {
+                return ivf_load_via_c(&dir, b, w, expect, &what, &q, o);
+            }
+            // A borrowed W is read in the shape the file's PARAMS claim:
+            // the test keeps to the caller's side of that contract.
+            match w_claim(b) {
+                Some(None) => ivf_load_via_c(&dir, b, w, Expect::Refused, &what, &q, o),
+                Some(Some(need)) if need > layer.w.len() => {
+                    if need > 1 << 22 {
+                        o.skipped += 1;
+                        return;
+                    }
+                    let mut big = vec![0f32; need];
+                    big[..layer.w.len()].copy_from_slice(&layer.w);
+                    ivf_load_via_c(&dir, b, Some((&big, dim)), expect, &what, &q, o)
+                }
+                _ => ivf_load_via_c(&dir, b, w, expect, &what, &q, o),
+            }
+        };
+        if index_file && borrow {
+            // w_stride 0: the stride the file records.
+            let before = o.loaded;
+            let zero = Some((&layer.w[..], 0));
+            let what = format!("ivf seed {si}: w_stride 0");
+            ivf_load_via_c(&dir, &good, zero, Expect::Either, &what, &q, &mut o);
+            assert_eq!(o.loaded, before + 1, "ivf seed {si}: w_stride 0");
+        }
         let before = o.loaded;
         load(&good, Expect::Either, "the unmodified file".into(), &mut o);
         assert_eq!(
             o.loaded,
             before + 1,
-            "ivf seed {si}: the unmodified file did not load"
+            "ivf seed {si} ({name}): the unmodified file did not load"
         );
-        // The wrong W argument for the file.
-        let wrong = if borrow == 1 {
-            None
-        } else {
-            Some((&layer.w[..], dim))
-        };
-        let before = o.refused;
-        ivf_load_via_c(&dir, &good, wrong, Expect::Refused, "wrong w", &q, &mut o);
-        assert_eq!(o.refused, before + 1);
-
+        // The wrong W argument for the file, and a wrong stride for W (an
+        // index file records dim; a 0.2 file takes any stride >= dim).
+        let wrong = [
+            (
+                if borrow {
+                    None
+                } else {
+                    Some((&layer.w[..], dim))
+                },
+                "wrong w",
+            ),
+            (
+                Some(if index_file {
+                    (&padded[..], dim + 1)
+                } else {
+                    (&layer.w[..], dim - 1)
+                }),
+                "wrong w_stride",
+            ),
+        ];
+        for (wrong, what) in wrong {
+            let before = o.refused;
+            let what = format!("ivf seed {si} ({name}): {what}");
+            ivf_load_via_c(&dir, &good, wrong, Expect::Refused, &what, &q, &mut o);
+            assert_eq!(o.refused, before + 1, "ivf seed {si} ({name}): {what}");
+        }
         let secs = sections(&good);
         let n = secs.len();
         let table_end = HEADER + ENTRY * n;
@@ -866,10 +1023,19 @@ fn ivf_structural_mutations_through_the_c_abi() {
 
         // Header and section-table fields (header CRC stale and fixed).
         let mut cases: Vec<(String, Vec<u8>, Expect)> = Vec::new();
-        for v in [0u32, 1, 3, u32::MAX] {
+        // Another kind: refused, except an index file read as a 0.2 IVF
+        // file, whose IVF sections it holds (legitimate where its lists
+        // hold their own rows).
+        let (own_kind, other) = if index_file { (1, 2) } else { (2, 1) };
+        for v in [0u32, other, 3, 14, u32::MAX] {
             let mut b = good.clone();
             put32(&mut b, 12, v);
-            cases.push((format!("file kind {v}"), b, Expect::Refused));
+            let expect = if index_file && v == 2 {
+                Expect::Either
+            } else {
+                Expect::Refused
+            };
+            cases.push((format!("file kind {v} (was {own_kind})"), b, expect));
         }
         for v in [0u32, 2, u32::MAX] {
             let mut b = good.clone();
@@ -1065,10 +1231,17 @@ fn ivf_structural_mutations_through_the_c_abi() {
         }
     }
     println!(
-        "fuzz_index_load (lshk_ivf_load, structural + mutants): {} files, {} refused with a status and message, {} loaded and queried",
+        "fuzz_index_load (IVF files through lshk_index_load, structural + mutants): {} files, {} refused with a status and message, {} loaded and queried, {} skipped (a borrowed W over 2^22 floats claimed)",
         o.refused + o.loaded,
         o.refused,
-        o.loaded
+        o.loaded,
+        o.skipped
+    );
+    assert!(
+        o.skipped * 100 < o.refused + o.loaded,
+        "{} of {} mutants skipped: the borrowed seeds are barely tested",
+        o.skipped,
+        o.refused + o.loaded
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }

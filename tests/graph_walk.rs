@@ -1,6 +1,7 @@
-//! The FGD graph's int8 walk (`Walk::Int8`, `lshk_graph_query_ex`): the
-//! walk kernel equals its oracle and the exact i64 sum on every variant
-//! (integer: exact, whatever the order); searches with the int8 walk are
+//! The FGD graph's int8 walk (`Walk::Int8`; in C `LSHK_GRAPH_WALK_INT8`
+//! in `lshk_query_params::graph`): the walk kernel equals its oracle and
+//! the exact i64 sum on every variant (integer: exact, whatever the
+//! order); searches with the int8 walk are
 //! bit-identical on every tier (golden checksum), return scores of the
 //! stored rows within the f32 bound, give the exact top-k with
 //! `ef >= rows`, survive save/load, and keep the exact walk's recall on a

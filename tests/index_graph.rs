@@ -1,9 +1,9 @@
-//! The graph family of `lshk::Index` (issue 16 item 1, issue 19 "done
-//! when"): an index built with `Family::Graph` returns, for every query,
+//! The graph family of `lshk::Index`: an index built with
+//! `Family::Graph` returns, for every query,
 //! the rows the standalone `Graph` search returns on the same data and
 //! parameters (same ids), with the index's exact logits of W q + b; the
 //! same on every tier and for every build thread count; save/load round
-//! trips bit for bit; LSH-only calls are refused (InvalidArgument) and
+//! trips bit for bit; LSH-only calls are refused (Unsupported) and
 //! change nothing; bad parameters are refused.
 //!
 //! The tests change the process-wide tier cap (`isa::set_max`), so they
@@ -401,11 +401,12 @@ fn lsh_only_calls_are_refused_and_change_nothing() {
     .unwrap();
     let sp = SearchParams::default();
     let before = index_query(&idx, &l, 5, &sp);
+    // A call the graph source lacks: Unsupported, with a message naming it.
     let inv = |r: lshk::Result<()>, what: &str| {
         let e = r
             .err()
             .unwrap_or_else(|| panic!("{what} accepted on a graph index"));
-        assert_eq!(e.status, Status::InvalidArgument, "{what}: {}", e.message);
+        assert_eq!(e.status, Status::Unsupported, "{what}: {}", e.message);
         assert!(e.message.contains("graph"), "{what}: {}", e.message);
     };
     let mut out = lshk::tables::GatherResult::default();
@@ -433,8 +434,8 @@ fn lsh_only_calls_are_refused_and_change_nothing() {
         idx.train_labels(&l.q, 1, l.dim, &[0, 1], &[3], &Default::default()),
         "train_labels",
     );
-    // train_iul names the graph family (it used to say "this index is
-    // DWTA", the message for the other LSH family).
+    // train_iul names the graph family, not DWTA (the other family it
+    // refuses).
     inv(
         idx.train_iul(&l.q, 1, l.dim, &[0, 1], &[3], &Default::default())
             .map(drop),

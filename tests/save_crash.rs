@@ -71,7 +71,7 @@ fn load(p: &Path) -> *mut lshk_index {
     let mut out = std::ptr::null_mut();
     // SAFETY: NUL-terminated path, out writable.
     ok(
-        unsafe { lshk_index_load(c.as_ptr(), std::ptr::null(), &mut out) },
+        unsafe { lshk_index_load(c.as_ptr(), std::ptr::null(), 0, &mut out) },
         "lshk_index_load",
     );
     out
@@ -85,8 +85,8 @@ fn free(idx: *mut lshk_index) {
 fn build(rows: usize, seed: u64, tables: u32) -> *mut lshk_index {
     let l = structured_layer(rows, DIM, 128, seed);
     let mut p = lshk_index_params_default();
-    p.tables = tables;
-    p.seed = seed;
+    p.lsh.tables = tables;
+    p.lsh.seed = seed;
     let mut out = std::ptr::null_mut();
     // SAFETY: w holds rows*DIM floats, bias rows; p and out valid.
     ok(

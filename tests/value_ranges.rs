@@ -11,7 +11,10 @@ use std::time::Duration;
 
 use common::container::{sections, with_f32};
 use lshk::error::{row_value_limit, score_limit, Status};
-use lshk::ffi::ivf::{lshk_ivf, lshk_ivf_build, lshk_ivf_free, lshk_ivf_params_default};
+use lshk::ffi::index::{
+    lshk_index, lshk_index_build, lshk_index_free, lshk_index_params_default, LSHK_SOURCE_IVF,
+    LSHK_STORAGE_BORROWED_F32,
+};
 use lshk::ffi::LSHK_STATUS_NON_FINITE;
 use lshk::forest::{Forest, ForestParams};
 use lshk::graph::{Graph, GraphParams};
@@ -119,15 +122,18 @@ fn ivf_build_refuses_rows_whose_squared_distances_overflow() {
     }
     // Through the C ABI: a status, not LSHK_STATUS_PANIC.
     let w = scaled(&l.w, 3e37);
-    let mut p = lshk_ivf_params_default();
-    p.codes = Codes::Pq4I8 as u32;
-    let mut out: *mut lshk_ivf = std::ptr::null_mut();
+    let mut p = lshk_index_params_default();
+    p.source = LSHK_SOURCE_IVF;
+    p.storage = LSHK_STORAGE_BORROWED_F32;
+    p.ivf.codes = Codes::Pq4I8 as u32;
+    let mut out: *mut lshk_index = std::ptr::null_mut();
     // SAFETY: W holds ROWS rows of DIM floats; out is writable.
-    let st = unsafe { lshk_ivf_build(w.as_ptr(), std::ptr::null(), ROWS, DIM, DIM, &p, &mut out) };
+    let st =
+        unsafe { lshk_index_build(w.as_ptr(), std::ptr::null(), ROWS, DIM, DIM, &p, &mut out) };
     assert_eq!(st, LSHK_STATUS_NON_FINITE);
     assert!(out.is_null());
     // SAFETY: NULL is a no-op.
-    unsafe { lshk_ivf_free(out) };
+    unsafe { lshk_index_free(out) };
 }
 
 #[test]

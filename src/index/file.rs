@@ -70,7 +70,7 @@ impl Index {
     /// mapped file). A file saved from a BorrowedF32 index needs
     /// [`Index::load_borrowed`] (`InvalidArgument` here).
     pub fn load(path: &Path) -> Result<Index> {
-        Self::load_impl(path, None)
+        Self::load_impl(path, None, 0)
     }
 
     /// Loads an index saved with [`Storage::BorrowedF32`], using `w` (the
@@ -81,7 +81,7 @@ impl Index {
     /// # Safety
     /// `w` must stay alive and unchanged as long as the index lives.
     pub unsafe fn load_borrowed(path: &Path, w: &[f32]) -> Result<Index> {
-        Self::load_impl(path, Some(BorrowedW::Slice(w)))
+        Self::load_impl(path, Some(BorrowedW::Slice(w)), 0)
     }
 
     /// [`Index::load`] / [`Index::load_borrowed`] for the C API: `w` is
@@ -94,9 +94,9 @@ impl Index {
     /// unchanged as long as the index lives.
     pub unsafe fn load_raw(path: &Path, w: *const f32) -> Result<Index> {
         if w.is_null() {
-            Self::load_impl(path, None)
+            Self::load_impl(path, None, 0)
         } else {
-            Self::load_impl(path, Some(BorrowedW::Ptr(w)))
+            Self::load_impl(path, Some(BorrowedW::Ptr(w)), 0)
         }
     }
 
@@ -119,16 +119,9 @@ impl Index {
         let (c, kind) = Container::open_any(path, &kinds)?;
         if kind == format::KIND_INDEX {
             drop(c);
-            // SAFETY: forwarded caller contract.
-            let idx = unsafe { Self::load_raw(path, w)? };
-            if w_stride != 0 && w_stride != idx.weight_stride() {
-                bail!(
-                    InvalidArgument,
-                    "w_stride is {w_stride} but the index records {} (pass 0 or that)",
-                    idx.weight_stride()
-                );
-            }
-            return Ok(idx);
+            let b = (!w.is_null()).then_some(BorrowedW::Ptr(w));
+            // The stride is compared before W is read.
+            return Self::load_impl(path, b, w_stride);
         }
         let src: Box<dyn CandidateSource>;
         let (family, rows, dim, seed, threads, bias_of): (
@@ -262,7 +255,13 @@ impl Index {
         Ok(idx)
     }
 
-    pub(super) fn load_impl(path: &Path, borrowed: Option<BorrowedW<'_>>) -> Result<Index> {
+    /// `want_stride`: 0, or the stride the caller says its W has, which
+    /// must be the recorded one (`InvalidArgument`, before W is read).
+    pub(super) fn load_impl(
+        path: &Path,
+        borrowed: Option<BorrowedW<'_>>,
+        want_stride: usize,
+    ) -> Result<Index> {
         let c = Arc::new(Container::open(path, format::KIND_INDEX)?);
         let bad = |m: String| Error::new(Status::BadFileFormat, format!("{}: {m}", path.display()));
         // ---- params
@@ -302,6 +301,12 @@ impl Index {
         let rows = to_usize(u64_at(48), "rows")?;
         let dim = to_usize(u64_at(56), "dim")?;
         let w_stride = to_usize(u64_at(64), "w_stride")?;
+        if want_stride != 0 && want_stride != w_stride {
+            bail!(
+                InvalidArgument,
+                "w_stride is {want_stride} but the index records {w_stride} (pass 0 or that)"
+            );
+        }
         let hash_dim = to_usize(u64_at(72), "hash dim")?;
         let mips_u = f32::from_bits(u32_at(80));
         let flags = u32_at(84);

@@ -34,13 +34,13 @@ pub(crate) fn build_indexes() -> Vec<Idx> {
             let (rows, dim) = (250 + 40 * i, 9 + 4 * i);
             let layer = lshk::data::structured_layer(rows, dim, 7, 3 + i as u64);
             let mut p = lshk_index_params_default();
-            p.family = family as u32;
+            p.source = family as u32;
             p.storage = storage as u32;
             p.transform = transform as u32;
-            p.bits_per_table = bits;
-            p.tables = 6;
-            p.bin_size = 4;
-            p.seed = 77 + i as u64;
+            p.lsh.bits_per_table = bits;
+            p.lsh.tables = 6;
+            p.lsh.bin_size = 4;
+            p.lsh.seed = 77 + i as u64;
             p.build_threads = 1;
             let mut h = null_mut();
             // SAFETY: W and bias of the stated sizes; writable out.
@@ -91,6 +91,76 @@ pub(crate) struct BigStats {
     pub(crate) tail: [u64; 2],
 }
 
+/// Query parameters followed by fields a newer header would add (a larger
+/// struct_size is accepted, its tail ignored).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct BigQuery {
+    pub(crate) p: lshk_query_params,
+    pub(crate) tail: [u64; 4],
+}
+
+/// Stats whose every field but struct_size holds 0xA5A5 (nothing written).
+pub(crate) fn canary_stats(struct_size: u32) -> lshk_query_stats {
+    lshk_query_stats {
+        struct_size,
+        reserved: 0xA5A5,
+        queries: 0xA5A5,
+        candidates_total: 0xA5A5,
+        candidates_min: 0xA5A5,
+        candidates_max: 0xA5A5,
+        lists: 0xA5A5,
+        scanned: 0xA5A5,
+        reranked: 0xA5A5,
+    }
+}
+
+/// Whether the stats still hold [`canary_stats`] (the reserved field
+/// included: lshk never writes it).
+pub(crate) fn stats_untouched(s: &lshk_query_stats) -> bool {
+    let c = canary_stats(s.struct_size);
+    (
+        s.reserved,
+        s.queries,
+        s.candidates_total,
+        s.candidates_min,
+        s.candidates_max,
+        s.lists,
+        s.scanned,
+        s.reranked,
+    ) == (
+        c.reserved,
+        c.queries,
+        c.candidates_total,
+        c.candidates_min,
+        c.candidates_max,
+        c.lists,
+        c.scanned,
+        c.reranked,
+    )
+}
+
+/// The C stats equal the Rust API's.
+pub(crate) fn stats_equal(s: &lshk_query_stats, r: &lshk::index::QueryStats) -> bool {
+    (
+        s.queries,
+        s.candidates_total,
+        s.candidates_min,
+        s.candidates_max,
+        s.lists,
+        s.scanned,
+        s.reranked,
+    ) == (
+        r.queries,
+        r.candidates_total,
+        r.candidates_min,
+        r.candidates_max,
+        r.lists,
+        r.scanned,
+        r.reranked,
+    )
+}
+
 pub(crate) fn fuzz_query(c: &mut Ctx, idx: &[Idx]) {
     let ix = &idx[c.r.u(idx.len())];
     let r = &mut c.r;
@@ -114,14 +184,22 @@ pub(crate) fn fuzz_query(c: &mut Ctx, idx: &[Idx]) {
         0.0f32,
     );
     let mut k = r.u(13) as u32;
-    let mut gp = lshk_gather_params_default();
+    let mut qpar = lshk_query_params_default();
     let mut gmode = r.pick(&[0, 0, 1]); // 0 struct, 1 NULL, 2 big
     if ix.family == Family::SimHash && r.one_in(3) {
-        gp.probes = 1 + r.u(3) as u32;
-        gp.bits_per_table = r.pick(&[0, ix.k]);
+        qpar.lsh.probes = 1 + r.u(3) as u32;
+        qpar.lsh.bits_per_table = r.pick(&[0, ix.k]);
     }
-    gp.min_count = r.pick(&[1, 1, 2]);
-    gp.max_candidates = if r.one_in(4) { 1 + r.u(30) as u32 } else { 0 };
+    qpar.lsh.min_count = r.pick(&[1, 1, 2]);
+    qpar.lsh.max_candidates = if r.one_in(4) { 1 + r.u(30) as u32 } else { 0 };
+    // The other sources' knobs, out of their domain now and then: an LSH
+    // source does not read them.
+    if r.one_in(4) {
+        qpar.ivf.nprobe = 0;
+        qpar.ivf.reach = r.pick(&[f32::NAN, -1.0]);
+        qpar.graph.ef = 0;
+        qpar.forest.set_size = r.pick(&[0, u32::MAX]);
+    }
     let mut use_scores = !r.one_in(4);
     let mut smode = r.pick(&[0, 1, 1]); // 0 none, 1 stats, 2 big stats
     let mut st_size = std::mem::size_of::<lshk_query_stats>() as u32;
@@ -131,7 +209,7 @@ pub(crate) fn fuzz_query(c: &mut Ctx, idx: &[Idx]) {
     let mut os_mode = Mode::Ok;
     let mut what = Vec::new();
     for _ in 0..r.u(4) {
-        let m = r.u(12);
+        let m = r.u(13);
         what.push(m);
         #[allow(unused_variables)]
         let (hv, hv32) = (r.pick(&HUGE), r.pick(&HUGE32));
@@ -162,13 +240,24 @@ pub(crate) fn fuzz_query(c: &mut Ctx, idx: &[Idx]) {
             }
             6 => {
                 gmode = 0;
-                let full = std::mem::size_of::<lshk_gather_params>() as u32;
-                gp.struct_size = r.pick(&[0, 8, full - 1]);
+                let full = std::mem::size_of::<lshk_query_params>() as u32;
+                qpar.struct_size = r.pick(&[0, 8, full - 1]);
             }
             7 => gmode = 2,
             8 => {
-                gp.probes = r.pick(&[1, 4097, u32::MAX]);
-                gp.bits_per_table = r.pick(&[0, ix.k, ix.k + 1, 33]);
+                qpar.lsh.probes = r.pick(&[1, 4097, u32::MAX]);
+                qpar.lsh.bits_per_table = r.pick(&[0, ix.k, ix.k + 1, 33]);
+            }
+            12 => {
+                // Fields every source's query refuses: a reserved field
+                // not 0, a walk that is no LSHK_GRAPH_WALK_* value.
+                gmode = r.pick(&[0, 2]);
+                match r.u(4) {
+                    0 => qpar.reserved = r.pick(&[1, u32::MAX]),
+                    1 => qpar.graph.reserved = 1,
+                    2 => qpar.forest.reserved = 1,
+                    _ => qpar.graph.walk = r.pick(&[2, u32::MAX]),
+                }
             }
             9 => {
                 smode = 1;
@@ -182,8 +271,8 @@ pub(crate) fn fuzz_query(c: &mut Ctx, idx: &[Idx]) {
                     handle = foreign.as_ptr().cast();
                     v.err("foreign handle");
                 } else {
-                    gp.min_count = r.pick(&[u32::MAX, 7, 0]);
-                    gp.max_candidates = r.pick(&[1, u32::MAX]);
+                    qpar.lsh.min_count = r.pick(&[u32::MAX, 7, 0]);
+                    qpar.lsh.max_candidates = r.pick(&[1, u32::MAX]);
                 }
             }
         }
@@ -211,12 +300,20 @@ pub(crate) fn fuzz_query(c: &mut Ctx, idx: &[Idx]) {
         GatherParams::default()
     } else {
         GatherParams {
-            min_count: gp.min_count,
-            max_candidates: gp.max_candidates,
-            probes: gp.probes,
-            bits_per_table: gp.bits_per_table,
+            min_count: qpar.lsh.min_count,
+            max_candidates: qpar.lsh.max_candidates,
+            probes: qpar.lsh.probes,
+            bits_per_table: qpar.lsh.bits_per_table,
         }
     };
+    if gmode != 1
+        && (qpar.reserved != 0
+            || qpar.graph.reserved != 0
+            || qpar.forest.reserved != 0
+            || qpar.graph.walk > LSHK_GRAPH_WALK_INT8)
+    {
+        v.err("a reserved field or the walk out of its domain");
+    }
     if eff.probes > 0
         && (ix.family == Family::Dwta
             || (eff.bits_per_table != 0 && eff.bits_per_table != ix.k)
@@ -225,30 +322,23 @@ pub(crate) fn fuzz_query(c: &mut Ctx, idx: &[Idx]) {
     {
         v.err("bad probes");
     }
-    let mut big = BigGather {
-        p: gp,
+    let mut big = BigQuery {
+        p: qpar,
         tail: [0; 4],
     };
-    if gmode == 2 && gp.struct_size as usize == std::mem::size_of::<lshk_gather_params>() {
-        big.p.struct_size = std::mem::size_of::<BigGather>() as u32;
+    if gmode == 2 && qpar.struct_size as usize == std::mem::size_of::<lshk_query_params>() {
+        big.p.struct_size = std::mem::size_of::<BigQuery>() as u32;
     }
-    if gmode != 1 && (big.p.struct_size as usize) < std::mem::size_of::<lshk_gather_params>() {
+    if gmode != 1 && (big.p.struct_size as usize) < std::mem::size_of::<lshk_query_params>() {
         v.err("struct_size too small");
     }
-    let gpp: *const lshk_gather_params = match gmode {
+    let gpp: *const lshk_query_params = match gmode {
         1 => null(),
-        2 => (&big as *const BigGather).cast(),
-        _ => &gp,
-    };
-    let canary_stats = lshk_query_stats {
-        struct_size: st_size,
-        queries: 0xA5A5,
-        candidates_total: 0xA5A5,
-        candidates_min: 0xA5A5,
-        candidates_max: 0xA5A5,
+        2 => (&big as *const BigQuery).cast(),
+        _ => &qpar,
     };
     let mut bs = BigStats {
-        s: canary_stats,
+        s: canary_stats(st_size),
         tail: [7, 7],
     };
     if smode == 2 && st_size as usize == std::mem::size_of::<lshk_query_stats>() {
@@ -274,15 +364,7 @@ pub(crate) fn fuzz_query(c: &mut Ctx, idx: &[Idx]) {
     if bits(&q.v) != q0 {
         c.fail("lshk_index_query changed an input".into());
     }
-    let stats_same = |b: &BigStats| {
-        (
-            b.s.queries,
-            b.s.candidates_total,
-            b.s.candidates_min,
-            b.s.candidates_max,
-        ) == (0xA5A5, 0xA5A5, 0xA5A5, 0xA5A5)
-            && b.tail == [7, 7]
-    };
+    let stats_same = |b: &BigStats| stats_untouched(&b.s) && b.tail == [7, 7];
     if !c.judge("lshk_index_query", st, &v) {
         if st == LSHK_STATUS_OK {
             return; // already reported
@@ -295,8 +377,12 @@ pub(crate) fn fuzz_query(c: &mut Ctx, idx: &[Idx]) {
         return;
     }
     let nk = nq * k as usize;
-    if oi.v[nk] != CANARY || (use_scores && os.v[nk].to_bits() != CANARY) || bs.tail != [7, 7] {
-        c.fail("lshk_index_query wrote past its outputs".into());
+    if oi.v[nk] != CANARY
+        || (use_scores && os.v[nk].to_bits() != CANARY)
+        || bs.tail != [7, 7]
+        || (smode != 0 && bs.s.reserved != 0xA5A5)
+    {
+        c.fail("lshk_index_query wrote past its outputs (or its stats' reserved field)".into());
     }
     // Reference: the safe Rust API on an identically built index.
     let mut ri = vec![0u32; nk];
@@ -323,19 +409,7 @@ pub(crate) fn fuzz_query(c: &mut Ctx, idx: &[Idx]) {
                     ri
                 ));
             }
-            if smode != 0
-                && (
-                    bs.s.queries,
-                    bs.s.candidates_total,
-                    bs.s.candidates_min,
-                    bs.s.candidates_max,
-                ) != (
-                    rst.queries,
-                    rst.candidates_total,
-                    rst.candidates_min,
-                    rst.candidates_max,
-                )
-            {
+            if smode != 0 && !stats_equal(&bs.s, &rst) {
                 c.fail("lshk_index_query: stats differ from Index::query".into());
             }
         }
@@ -493,11 +567,11 @@ pub(crate) fn fuzz_index_update(c: &mut Ctx) {
         Storage::F32
     };
     let mut p = lshk_index_params_default();
-    p.bits_per_table = 4;
-    p.tables = 3;
+    p.lsh.bits_per_table = 4;
+    p.lsh.tables = 3;
     p.storage = storage as u32;
     p.transform = transform as u32;
-    p.bucket_cap = cap;
+    p.lsh.bucket_cap = cap;
     p.build_threads = 1 + r.u(2) as u32;
     let ip = IndexParams {
         bits: 4,

@@ -1,30 +1,72 @@
-//! The IVF index: build, query and label-aware lists.
+//! The IVF source of the index: build (lshk_index_build with
+//! LSHK_SOURCE_IVF and `p.ivf`), query (lshk_index_query with `qp.ivf`),
+//! calibration (lshk_index_calibrate) and label-aware lists
+//! (lshk_index_train_labels). The reference is the Rust API on an index
+//! built the same way (`Index`, `Family::Ivf`), bit for bit, and where the
+//! lists' own answers pass through unchanged (f32 or borrowed W and an
+//! exact stage), the lists' `Ivf::search_stats` too.
 
 use super::*;
 
 pub(crate) struct IvfX {
-    pub(crate) h: *mut lshk_ivf,
-    pub(crate) mirror: Ivf,
+    pub(crate) h: *mut lshk_index,
+    pub(crate) mirror: Index,
     pub(crate) dim: usize,
     pub(crate) rows: usize,
     pub(crate) nlist: usize,
+    /// W and the bias (a borrowed W is read in place by both indexes; the
+    /// Vec's heap buffer does not move).
     pub(crate) w: Vec<f32>,
     pub(crate) bias: Vec<f32>,
     pub(crate) codes: Codes,
+    pub(crate) storage: Storage,
 }
 
 impl Drop for IvfX {
     fn drop(&mut self) {
-        // SAFETY: a live handle from lshk_ivf_build.
-        unsafe { lshk_ivf_free(self.h) };
+        // SAFETY: a live handle from lshk_index_build.
+        unsafe { lshk_index_free(self.h) };
     }
 }
 
-/// Searches of a C handle and of its Rust mirror (every list re-ranked, one
-/// list without re-ranking, the defaults), bit for bit.
+/// The C build parameters of an IVF-source index.
+pub(crate) fn ivf_c_params(
+    nlist: u32,
+    iters: u32,
+    codes: u32,
+    storage: u32,
+    seed: u64,
+) -> lshk_index_params {
+    let mut p = lshk_index_params_default();
+    p.source = LSHK_SOURCE_IVF;
+    p.storage = storage;
+    p.ivf.nlist = nlist;
+    p.ivf.iters = iters;
+    p.ivf.codes = codes;
+    p.ivf.seed = seed;
+    p.build_threads = 1;
+    p
+}
+
+/// The Rust query parameters of an IVF query.
+pub(crate) fn ivf_query(nprobe: u32, rerank: u32, reach: f32) -> lshk::index::QueryParams {
+    lshk::index::QueryParams {
+        ivf: SearchParams {
+            nprobe,
+            rerank,
+            reach,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// Queries of a C handle and of its Rust mirror (every list re-ranked, one
+/// list without re-ranking, the defaults), bit for bit, or refused by both
+/// with the same status (queries whose scores could overflow f32).
 pub(crate) fn ivf_same_answers(
-    h: *mut lshk_ivf,
-    mirror: &Ivf,
+    h: *const lshk_index,
+    mirror: &Index,
     qs: &[f32],
     nq: usize,
     dim: usize,
@@ -37,47 +79,64 @@ pub(crate) fn ivf_same_answers(
     ]
     .iter()
     .all(|&(nprobe, rerank, reach)| {
-        let sp = lshk_ivf_search {
-            struct_size: std::mem::size_of::<lshk_ivf_search>() as u32,
-            nprobe,
-            rerank,
-            reach,
-        };
+        let mut qp = lshk_query_params_default();
+        qp.ivf.nprobe = nprobe;
+        qp.ivf.rerank = rerank;
+        qp.ivf.reach = reach;
         let (mut ci, mut cs) = (vec![0u32; nq * kk], vec![0f32; nq * kk]);
         let (mut ri, mut rs) = (vec![0u32; nq * kk], vec![0f32; nq * kk]);
         // SAFETY: nq queries of dim floats; outputs of nq * k.
         let st = unsafe {
-            lshk_ivf_query(
+            lshk_index_query(
                 h,
                 qs.as_ptr(),
                 nq,
                 dim,
                 kk as u32,
-                &sp,
+                &qp,
                 ci.as_mut_ptr(),
                 cs.as_mut_ptr(),
                 null_mut(),
             )
         };
-        let rsp = SearchParams {
-            nprobe,
-            rerank: rerank.min(mirror.positions() as u32),
-            reach,
-            ..Default::default()
-        };
-        let ok = mirror
-            .search(qs, nq, dim, kk, &rsp, &mut ri, &mut rs)
-            .is_ok();
-        st == LSHK_STATUS_OK && ok && ci == ri && bits(&cs) == bits(&rs)
+        match mirror.query_with(
+            qs,
+            nq,
+            dim,
+            kk as u32,
+            &ivf_query(nprobe, rerank, reach),
+            &mut ri,
+            &mut rs,
+            None,
+        ) {
+            Ok(()) => st == LSHK_STATUS_OK && ci == ri && bits(&cs) == bits(&rs),
+            Err(e) => st == e.status as u32,
+        }
     })
 }
 
-/// lshk_ivf_train_labels on a fresh small index (int8 borrowing or
-/// copying W, exact, or PQ4, which must refuse): mutated queries, stride,
-/// CSR labels, parameters, a second training. OK must give the lists that
-/// `Ivf::train_labels` gives the Rust mirror (the same searches afterwards,
-/// bit for bit, and the same lshk_ivf_label_info); a refusal must leave the
-/// index answering as before; inputs never change.
+/// Whether the label information of the C handle is `want` (trained with
+/// these parameters) or untrained (`None`), also through describe.
+fn label_info_is(h: *const lshk_index, want: Option<&LabelParams>) -> bool {
+    let (mut tr, mut lpo) = (9u32, lshk_label_params_default());
+    // SAFETY: a live handle; writable outputs.
+    let si = unsafe { lshk_index_label_info(h, &mut tr, &mut lpo) };
+    let info = describe(h);
+    si == LSHK_STATUS_OK
+        && info.is_some_and(|i| i.labelled == u32::from(want.is_some()))
+        && match want {
+            None => tr == 0,
+            Some(p) => tr == 1 && lpo.label_cap == p.label_cap && lpo.policy == p.policy as u32,
+        }
+}
+
+/// lshk_index_train_labels on a fresh small IVF-source index (int8 codes
+/// on a borrowed W or a copy, exact lists, or PQ4, which must refuse):
+/// mutated queries, stride, CSR labels, parameters, a second training. OK
+/// must give the lists that `Index::train_labels` gives the Rust mirror
+/// (the same queries afterwards, bit for bit, and the same
+/// lshk_index_label_info); a refusal must leave the index answering as
+/// before; inputs never change.
 pub(crate) fn fuzz_ivf_labels(c: &mut Ctx) {
     let r = &mut c.r;
     let mut v = Verdict::default();
@@ -89,46 +148,22 @@ pub(crate) fn fuzz_ivf_labels(c: &mut Ctx) {
         LSHK_IVF_CODES_PQ4,
         LSHK_IVF_CODES_PQ4_I8,
     ]);
-    let borrow = if codes == LSHK_IVF_CODES_NONE {
-        0
-    } else {
-        r.pick(&[0, 1])
-    };
+    let storage = r.pick(&[
+        LSHK_STORAGE_F32,
+        LSHK_STORAGE_BORROWED_F32,
+        LSHK_STORAGE_BF16,
+    ]);
     let w: Vec<f32> = (0..rows * dim).map(|_| r.f(-1.0, 1.0)).collect();
     let bias: Vec<f32> = (0..rows).map(|_| r.f(-0.5, 0.5)).collect();
-    let mut p = lshk_ivf_params_default();
-    p.nlist = 1 + r.u(6) as u32;
-    p.iters = 2;
-    p.codes = codes;
-    p.borrow = borrow;
-    p.threads = 1;
-    p.seed = r.0.next_u64();
-    let mut h: *mut lshk_ivf = null_mut();
-    // SAFETY: valid W, bias and params; a writable out.
-    let s0 = unsafe { lshk_ivf_build(w.as_ptr(), bias.as_ptr(), rows, dim, dim, &p, &mut h) };
+    let p = ivf_c_params(1 + r.u(6) as u32, 2, codes, storage, r.0.next_u64());
+    let mut h: *mut lshk_index = null_mut();
+    // SAFETY: valid W, bias and params; a writable out; W outlives h.
+    let s0 = unsafe { lshk_index_build(w.as_ptr(), bias.as_ptr(), rows, dim, dim, &p, &mut h) };
     assert_eq!(s0, LSHK_STATUS_OK, "{}", last_msg());
-    let ip = IvfParams {
-        nlist: p.nlist,
-        iters: p.iters,
-        codes: Codes::from_u32(codes).unwrap(),
-        threads: 1,
-        seed: p.seed,
-        ..Default::default()
-    };
-    // SAFETY: the layer outlives the index (borrowed or not).
-    let mut mirror = unsafe {
-        Ivf::build_isa(
-            lshk::isa::active(),
-            &w,
-            Some(&bias),
-            rows,
-            dim,
-            dim,
-            &ip,
-            borrow == 1,
-        )
-    }
-    .unwrap();
+    // SAFETY: W outlives the mirror (both dropped at the end).
+    let mut mirror =
+        unsafe { Index::build_borrowed(&w, Some(&bias), rows, dim, dim, &rust_params(&p), None) }
+            .unwrap();
     if codes == LSHK_IVF_CODES_PQ4 || codes == LSHK_IVF_CODES_PQ4_I8 {
         v.err("PQ4 lists cannot take labels");
     }
@@ -202,7 +237,7 @@ pub(crate) fn fuzz_ivf_labels(c: &mut Ctx) {
     if v.skip {
         c.skipped += 1;
         // SAFETY: a live handle.
-        unsafe { lshk_ivf_free(h) };
+        unsafe { lshk_index_free(h) };
         return;
     }
     let first = if lo.mode == Mode::Ok && lo.len() > nt {
@@ -257,33 +292,35 @@ pub(crate) fn fuzz_ivf_labels(c: &mut Ctx) {
             policy: LabelPolicy::from_u32(lp.policy).unwrap_or(LabelPolicy::Beside),
         }
     };
+    let mut trained_before = None;
     if twice && codes != LSHK_IVF_CODES_PQ4 && codes != LSHK_IVF_CODES_PQ4_I8 {
         // First a valid training with no queries (the lists stay as they
         // are, but the index counts as trained).
         let z = [0usize];
         // SAFETY: n = 0: one offset, no queries, no labels.
-        let s = unsafe { lshk_ivf_train_labels(h, null(), 0, dim, z.as_ptr(), null(), null()) };
+        let s = unsafe { lshk_index_train_labels(h, null(), 0, dim, z.as_ptr(), null(), null()) };
         assert_eq!(s, LSHK_STATUS_OK, "{}", last_msg());
         mirror
             .train_labels(&[], 0, dim, &z, &[], &LabelParams::default())
             .unwrap();
+        trained_before = Some(LabelParams::default());
         v.err("the index is already trained");
     }
     c.desc = format!(
-        "ivf train_labels rows {rows} dim {dim} codes {codes} borrow {borrow} nlist {} nt {nt} qs {q_stride} params {eff:?} pmode {pmode} twice {twice} muts {what:?}",
-        p.nlist
+        "ivf train_labels rows {rows} dim {dim} codes {codes} storage {storage} nlist {} nt {nt} qs {q_stride} params {eff:?} pmode {pmode} twice {twice} muts {what:?}",
+        p.ivf.nlist
     );
     let probe: Vec<f32> = (0..3 * dim).map(|i| w[i % (rows * dim)] + 0.25).collect();
     let (qp, op, yp) = (q.ptr(), lo.ptr(), labels.ptr());
     let i0 = (bits(&q.v), lo.v.clone(), labels.v.clone());
     // SAFETY: as in fuzz_matmul.
-    let st = c.call("lshk_ivf_train_labels", || unsafe {
-        lshk_ivf_train_labels(h, qp, nt, q_stride, op, yp, pp)
+    let st = c.call("lshk_index_train_labels", || unsafe {
+        lshk_index_train_labels(h, qp, nt, q_stride, op, yp, pp)
     });
     if (bits(&q.v), lo.v.clone(), labels.v.clone()) != i0 {
-        c.fail("lshk_ivf_train_labels changed an input".into());
+        c.fail("lshk_index_train_labels changed an input".into());
     }
-    if c.judge("lshk_ivf_train_labels", st, &v) {
+    if c.judge("lshk_index_train_labels", st, &v) {
         let ql = strided(nt, dim, q_stride).unwrap() as usize;
         let rr = mirror.train_labels(
             view(&q, ql),
@@ -293,55 +330,49 @@ pub(crate) fn fuzz_ivf_labels(c: &mut Ctx) {
             view(&labels, total as usize),
             &eff,
         );
-        let (mut tr, mut lpo) = (9u32, lshk_label_params_default());
-        // SAFETY: a live handle; writable outputs.
-        let si = unsafe { lshk_ivf_label_info(h, &mut tr, &mut lpo) };
         if rr.is_err()
-            || si != LSHK_STATUS_OK
-            || tr != 1
-            || lpo.label_cap != eff.label_cap
-            || lpo.policy != eff.policy as u32
+            || !label_info_is(h, Some(&eff))
             || !ivf_same_answers(h, &mirror, &probe, 3, dim)
         {
             c.fail(
-                "lshk_ivf_train_labels: lists or label info differ from Ivf::train_labels's".into(),
+                "lshk_index_train_labels: lists or label info differ from Index::train_labels's"
+                    .into(),
             );
         }
-    } else if st != LSHK_STATUS_OK && !ivf_same_answers(h, &mirror, &probe, 3, dim) {
+    } else if st != LSHK_STATUS_OK
+        && !(ivf_same_answers(h, &mirror, &probe, 3, dim)
+            && label_info_is(h, trained_before.as_ref()))
+    {
         c.fail(format!(
-            "lshk_ivf_train_labels failed with {st} but changed the index"
+            "lshk_index_train_labels failed with {st} but changed the index"
         ));
     }
     // SAFETY: a live handle.
-    unsafe { lshk_ivf_free(h) };
+    unsafe { lshk_index_free(h) };
+    drop(mirror);
 }
 
 pub(crate) fn build_ivfs() -> Vec<IvfX> {
-    // (codes, borrow, nlist)
+    // (codes, storage, nlist)
     let cfgs = [
-        (Codes::I8, 1u32, 9u32),
-        (Codes::I8, 0, 1),
-        (Codes::None, 0, 14),
-        (Codes::Pq4, 1, 5),
-        (Codes::Pq4I8, 1, 4),
+        (Codes::I8, Storage::BorrowedF32, 9u32),
+        (Codes::I8, Storage::F32, 1),
+        (Codes::None, Storage::F32, 14),
+        (Codes::Pq4, Storage::BorrowedF32, 5),
+        (Codes::Pq4I8, Storage::BorrowedF32, 4),
+        (Codes::I8, Storage::Bf16, 6),
     ];
     cfgs.iter()
         .enumerate()
-        .map(|(i, &(codes, borrow, nlist))| {
+        .map(|(i, &(codes, storage, nlist))| {
             let (rows, dim) = (180 + 50 * i, 7 + 5 * i);
             let layer = lshk::data::structured_layer(rows, dim, 6, 21 + i as u64);
-            let mut p = lshk_ivf_params_default();
-            p.nlist = nlist;
-            p.codes = codes as u32;
-            p.borrow = borrow;
-            p.iters = 4;
-            p.threads = 1;
-            p.seed = 5 + i as u64;
+            let p = ivf_c_params(nlist, 4, codes as u32, storage as u32, 5 + i as u64);
             let mut h = null_mut();
             // SAFETY: W and bias of the stated sizes (kept alive in IvfX:
             // the Vec's heap buffer does not move); writable out.
             let st = unsafe {
-                lshk_ivf_build(
+                lshk_index_build(
                     layer.w.as_ptr(),
                     layer.bias.as_ptr(),
                     rows,
@@ -352,15 +383,19 @@ pub(crate) fn build_ivfs() -> Vec<IvfX> {
                 )
             };
             assert_eq!(st, LSHK_STATUS_OK, "{}", last_msg());
-            let ip = IvfParams {
-                nlist,
-                iters: 4,
-                codes,
-                threads: 1,
-                seed: 5 + i as u64,
-                ..Default::default()
-            };
-            let mirror = Ivf::build(&layer.w, Some(&layer.bias), rows, dim, dim, &ip).unwrap();
+            // SAFETY: as above (the mirror is dropped before W).
+            let mirror = unsafe {
+                Index::build_borrowed(
+                    &layer.w,
+                    Some(&layer.bias),
+                    rows,
+                    dim,
+                    dim,
+                    &rust_params(&p),
+                    None,
+                )
+            }
+            .unwrap();
             IvfX {
                 h,
                 mirror,
@@ -370,22 +405,10 @@ pub(crate) fn build_ivfs() -> Vec<IvfX> {
                 w: layer.w,
                 bias: layer.bias,
                 codes,
+                storage,
             }
         })
         .collect()
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(crate) struct BigIvfSearch {
-    pub(crate) s: lshk_ivf_search,
-    pub(crate) tail: [u32; 5],
-}
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(crate) struct BigIvfStats {
-    pub(crate) s: lshk_ivf_stats,
-    pub(crate) tail: [u64; 2],
 }
 
 /// The exact top-k of query `qv` (f64 logits), for the brute-force oracle.
@@ -428,23 +451,31 @@ pub(crate) fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
         0.0f32,
     );
     let mut k = r.u(12) as u32;
-    let mut sp = lshk_ivf_search_default();
+    let mut sp = lshk_query_params_default();
     // A full search (every list, every candidate re-ranked) a third of the
     // time: then the brute force is the oracle too.
     if r.one_in(3) {
-        sp.nprobe = r.pick(&[ix.nlist as u32, u32::MAX]);
-        sp.rerank = r.pick(&[ix.rows as u32, u32::MAX]);
-        sp.reach = 0.0;
+        sp.ivf.nprobe = r.pick(&[ix.nlist as u32, u32::MAX]);
+        sp.ivf.rerank = r.pick(&[ix.rows as u32, u32::MAX]);
+        sp.ivf.reach = 0.0;
     } else {
-        sp.nprobe = 1 + r.u(ix.nlist + 2) as u32;
-        sp.rerank = r.pick(&[0, 1, 5, 64, 1000]);
-        sp.reach = r.pick(&[0.0, 0.5, 2.0, 50.0]);
+        sp.ivf.nprobe = 1 + r.u(ix.nlist + 2) as u32;
+        sp.ivf.rerank = r.pick(&[0, 1, 5, 64, 1000]);
+        sp.ivf.reach = r.pick(&[0.0, 0.5, 2.0, 50.0]);
+        sp.ivf.refine = r.pick(&[0, 3, 256, u32::MAX]);
+    }
+    // The other sources' knobs: an IVF source does not read them.
+    if r.one_in(4) {
+        sp.lsh.probes = u32::MAX;
+        sp.lsh.bits_per_table = 99;
+        sp.graph.ef = 0;
+        sp.forest.set_size = 0;
     }
     let mut smode = r.pick(&[0, 0, 1]); // 0 struct, 1 NULL, 2 big
     let mut use_scores = !r.one_in(4);
     let mut tmode = r.pick(&[0, 1, 1]); // 0 none, 1 stats, 2 big stats
-    let mut st_size = std::mem::size_of::<lshk_ivf_stats>() as u32;
-    let mut handle: *const lshk_ivf = ix.h;
+    let mut st_size = std::mem::size_of::<lshk_query_stats>() as u32;
+    let mut handle: *const lshk_index = ix.h;
     let mut foreign = [0u64; 8];
     let (mut oi_mode, mut os_mode) = (Mode::Ok, Mode::Ok);
     let mut what = Vec::new();
@@ -476,19 +507,19 @@ pub(crate) fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
             }
             6 => {
                 smode = 0;
-                let full = std::mem::size_of::<lshk_ivf_search>() as u32;
+                let full = std::mem::size_of::<lshk_query_params>() as u32;
                 sp.struct_size = r.pick(&[0, 4, full - 1]);
             }
             7 => smode = 2,
             8 => {
-                sp.nprobe = r.pick(&[0, 1, u32::MAX]);
-                sp.rerank = r.pick(&[0, u32::MAX, hv32]);
-                sp.reach = r.pick(&[0.0, 2.0, -1.0, -1e-30, f32::NAN, f32::INFINITY, 1e30]);
+                sp.ivf.nprobe = r.pick(&[0, 1, u32::MAX]);
+                sp.ivf.rerank = r.pick(&[0, u32::MAX, hv32]);
+                sp.ivf.reach = r.pick(&[0.0, 2.0, -1.0, -1e-30, f32::NAN, f32::INFINITY, 1e30]);
             }
             9 => {
                 tmode = r.pick(&[1, 2]);
                 if r.one_in(2) {
-                    let full = std::mem::size_of::<lshk_ivf_stats>() as u32;
+                    let full = std::mem::size_of::<lshk_query_stats>() as u32;
                     st_size = r.pick(&[0, 8, full - 1]);
                 }
             }
@@ -520,137 +551,173 @@ pub(crate) fn fuzz_ivf_query(c: &mut Ctx, ivfs: &[IvfX]) {
         v.err("q_stride < dim");
     }
     nonfinite_queries(&mut v, &q, nq, dim, q_stride);
-    let mut big = BigIvfSearch {
-        s: sp,
-        tail: [0x5a5a_5a5a; 5],
+    let mut big = BigQuery {
+        p: sp,
+        tail: [0x5a5a_5a5a; 4],
     };
-    if smode == 2 && sp.struct_size as usize == std::mem::size_of::<lshk_ivf_search>() {
-        big.s.struct_size = std::mem::size_of::<BigIvfSearch>() as u32;
+    if smode == 2 && sp.struct_size as usize == std::mem::size_of::<lshk_query_params>() {
+        big.p.struct_size = std::mem::size_of::<BigQuery>() as u32;
     }
-    if smode != 1 && (big.s.struct_size as usize) < std::mem::size_of::<lshk_ivf_search>() {
-        v.err("search struct_size too small");
+    if smode != 1 && (big.p.struct_size as usize) < std::mem::size_of::<lshk_query_params>() {
+        v.err("query params struct_size too small");
     }
     let eff = if smode == 1 {
-        lshk_ivf_search_default()
+        lshk_query_params_default()
     } else {
         sp
     };
-    if eff.nprobe == 0 {
+    if eff.ivf.nprobe == 0 {
         v.err("nprobe 0");
     }
-    if !(eff.reach.is_finite() && eff.reach >= 0.0) {
+    if !(eff.ivf.reach.is_finite() && eff.ivf.reach >= 0.0) {
         v.err("reach negative or not finite");
     }
-    let spp: *const lshk_ivf_search = match smode {
+    let spp: *const lshk_query_params = match smode {
         1 => null(),
-        2 => (&big as *const BigIvfSearch).cast(),
+        2 => (&big as *const BigQuery).cast(),
         _ => &sp,
     };
-    let mut bs = BigIvfStats {
-        s: lshk_ivf_stats {
-            struct_size: st_size,
-            reserved: 0xA5A5,
-            scanned: 0xA5A5,
-            reranked: 0xA5A5,
-            lists: 0xA5A5,
-        },
+    let mut bs = BigStats {
+        s: canary_stats(st_size),
         tail: [7, 7],
     };
-    if tmode == 2 && st_size as usize == std::mem::size_of::<lshk_ivf_stats>() {
-        bs.s.struct_size = std::mem::size_of::<BigIvfStats>() as u32;
+    if tmode == 2 && st_size as usize == std::mem::size_of::<lshk_query_stats>() {
+        bs.s.struct_size = std::mem::size_of::<BigStats>() as u32;
     }
-    if tmode != 0 && (bs.s.struct_size as usize) < std::mem::size_of::<lshk_ivf_stats>() {
+    if tmode != 0 && (bs.s.struct_size as usize) < std::mem::size_of::<lshk_query_stats>() {
         v.err("stats struct_size too small");
     }
-    let stp: *mut lshk_ivf_stats = if tmode == 0 {
+    let stp: *mut lshk_query_stats = if tmode == 0 {
         null_mut()
     } else {
-        (&mut bs as *mut BigIvfStats).cast()
+        (&mut bs as *mut BigStats).cast()
     };
     c.desc = format!(
-        "ivf query {:?} nlist {} nq {nq} qs {q_stride} k {k} nprobe {} rerank {} smode {smode} scores {use_scores} tmode {tmode} muts {what:?}",
-        ix.codes, ix.nlist, eff.nprobe, eff.rerank
+        "ivf query {:?}/{:?} nlist {} nq {nq} qs {q_stride} k {k} nprobe {} rerank {} reach {} refine {} smode {smode} scores {use_scores} tmode {tmode} muts {what:?}",
+        ix.codes, ix.storage, ix.nlist, eff.ivf.nprobe, eff.ivf.rerank, eff.ivf.reach, eff.ivf.refine
     );
     let q0 = bits(&q.v);
     let (oi0, os0) = (oi.v.clone(), bits(&os.v));
     let (qp, oip) = (q.ptr(), oi.mptr());
     let osp = if use_scores { os.mptr() } else { null_mut() };
     // SAFETY: as in fuzz_matmul.
-    let st = c.call("lshk_ivf_query", || unsafe {
-        lshk_ivf_query(handle, qp, nq, q_stride, k, spp, oip, osp, stp)
+    let st = c.call("lshk_index_query", || unsafe {
+        lshk_index_query(handle, qp, nq, q_stride, k, spp, oip, osp, stp)
     });
     if bits(&q.v) != q0 {
-        c.fail("lshk_ivf_query changed an input".into());
+        c.fail("lshk_index_query (IVF) changed an input".into());
     }
-    if !c.judge("lshk_ivf_query", st, &v) {
+    let rqp = lshk::index::QueryParams {
+        ivf: SearchParams {
+            nprobe: eff.ivf.nprobe,
+            rerank: eff.ivf.rerank,
+            reach: eff.ivf.reach,
+            refine: eff.ivf.refine,
+        },
+        ..Default::default()
+    };
+    let kk = k as usize;
+    let nk = nq.saturating_mul(kk);
+    let qd = view(
+        &q,
+        strided(nq, dim, q_stride).unwrap_or(0).min(q.len() as u128) as usize,
+    );
+    if !c.judge("lshk_index_query", st, &v) {
         if st != LSHK_STATUS_OK
-            && (oi.v != oi0
-                || bits(&os.v) != os0
-                || (bs.s.reserved, bs.s.scanned, bs.s.reranked, bs.s.lists)
-                    != (0xA5A5, 0xA5A5, 0xA5A5, 0xA5A5)
-                || bs.tail != [7, 7])
+            && (oi.v != oi0 || bits(&os.v) != os0 || !stats_untouched(&bs.s) || bs.tail != [7, 7])
         {
             c.fail(format!(
-                "lshk_ivf_query failed with {st} but wrote an output"
+                "lshk_index_query (IVF) failed with {st} but wrote an output"
             ));
+        }
+        // A call valid by every rule above is refused only where the Rust
+        // API refuses it too, with the same status.
+        if st != LSHK_STATUS_OK && v.expect_err.is_none() {
+            let (mut ri, mut rs) = (vec![0u32; nk], vec![0f32; nk]);
+            match ix
+                .mirror
+                .query_with(qd, nq, q_stride, k, &rqp, &mut ri, &mut rs, None)
+            {
+                Ok(()) => c.fail(format!(
+                    "lshk_index_query (IVF) refused a valid call with {st}: {}",
+                    last_msg()
+                )),
+                Err(e) if e.status as u32 != st => c.fail(format!(
+                    "lshk_index_query (IVF) returned {st}, the Rust API {:?}",
+                    e.status
+                )),
+                Err(_) => {}
+            }
         }
         return;
     }
-    let kk = k as usize;
-    let nk = nq * kk;
     if oi.v[nk] != CANARY
         || (use_scores && os.v[nk].to_bits() != CANARY)
         || bs.tail != [7, 7]
-        || bs.s.reserved != 0xA5A5
-        || (smode == 2 && big.tail != [0x5a5a_5a5a; 5])
+        || (tmode != 0 && bs.s.reserved != 0xA5A5)
+        || (smode == 2 && big.tail != [0x5a5a_5a5a; 4])
     {
-        c.fail("lshk_ivf_query wrote past its outputs".into());
+        c.fail("lshk_index_query (IVF) wrote past its outputs".into());
     }
-    // Reference 1: the safe Rust API on an identically built index (rerank
-    // above rows acts as rows, as documented).
-    let rsp = SearchParams {
-        nprobe: eff.nprobe,
-        rerank: eff.rerank.min(ix.rows as u32),
-        reach: eff.reach,
-        ..Default::default()
-    };
+    // Reference 1: the safe Rust API on an identically built index.
     let mut ri = vec![0u32; nk];
     let mut rs = vec![0f32; nk];
-    let mut rst = SearchStats::default();
+    let mut rst = lshk::index::QueryStats::default();
     let qd = &q.data()[..strided(nq, dim, q_stride).unwrap() as usize];
-    if let Err(e) = ix.mirror.search_stats(
-        lshk::isa::active(),
-        qd,
-        nq,
-        q_stride,
-        kk,
-        &rsp,
-        &mut ri,
-        &mut rs,
-        Some(&mut rst),
-    ) {
+    if let Err(e) =
+        ix.mirror
+            .query_with(qd, nq, q_stride, k, &rqp, &mut ri, &mut rs, Some(&mut rst))
+    {
         c.fail(format!(
-            "lshk_ivf_query returned OK, Ivf::search refused: {e}"
+            "lshk_index_query (IVF) returned OK, Index::query_with refused: {e}"
         ));
         return;
     }
     if oi.data()[..nk] != ri[..] || (use_scores && bits(&os.data()[..nk]) != bits(&rs)) {
         c.fail(format!(
-            "lshk_ivf_query: ids {:?} vs Rust {:?}",
+            "lshk_index_query (IVF): ids {:?} vs Rust {:?}",
             &oi.data()[..nk],
             ri
         ));
     }
-    if tmode != 0
-        && (bs.s.scanned, bs.s.reranked, bs.s.lists) != (rst.scanned, rst.reranked, rst.lists)
-    {
-        c.fail("lshk_ivf_query: stats differ from Ivf::search_stats".into());
+    if tmode != 0 && !stats_equal(&bs.s, &rst) {
+        c.fail("lshk_index_query (IVF): stats differ from Index::query_with".into());
     }
-    // Reference 2 (independent): a full search is the exact top-k up to
-    // ties within the f32 bound.
-    let full = eff.nprobe as usize >= ix.nlist
-        && eff.reach == 0.0
-        && (ix.codes == Codes::None || eff.rerank as usize >= ix.rows);
+    // Reference 2: where the lists' answers are final (f32 or borrowed W,
+    // an exact stage), they are the lists' own `Ivf::search_stats`,
+    // counts included.
+    let lists = ix.mirror.ivf().expect("an IVF-source index");
+    let exact_stage = eff.ivf.rerank > 0 || ix.codes == Codes::None;
+    if matches!(ix.storage, Storage::F32 | Storage::BorrowedF32) && exact_stage {
+        let (mut li, mut ls) = (vec![0u32; nk], vec![0f32; nk]);
+        let mut lst = SearchStats::default();
+        let ok = lists
+            .search_stats(
+                lshk::isa::active(),
+                qd,
+                nq,
+                q_stride,
+                kk,
+                &rqp.ivf,
+                &mut li,
+                &mut ls,
+                Some(&mut lst),
+            )
+            .is_ok();
+        if !ok
+            || li != ri
+            || bits(&ls) != bits(&rs)
+            || (rst.lists, rst.scanned, rst.reranked) != (lst.lists, lst.scanned, lst.reranked)
+        {
+            c.fail("lshk_index_query (IVF): differs from the lists' Ivf::search_stats".into());
+        }
+    }
+    // Reference 3 (independent): a full search is the exact top-k up to
+    // ties within the f32 bound (scores from the stored W: f32 storage).
+    let full = eff.ivf.nprobe as usize >= ix.nlist
+        && eff.ivf.reach == 0.0
+        && (ix.codes == Codes::None || eff.ivf.rerank as usize >= ix.rows)
+        && matches!(ix.storage, Storage::F32 | Storage::BorrowedF32);
     if full {
         for qi in 0..nq {
             let qv = &qd[qi * q_stride..qi * q_stride + dim];
@@ -697,28 +764,33 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
     let mut rows = 1 + r.u(60);
     let mut dim = 1 + r.u(12);
     let mut w_stride = dim + if r.one_in(3) { r.u(3) } else { 0 };
-    let mut p = lshk_ivf_params_default();
-    p.nlist = r.pick(&[0, 1, 2, 5]);
-    p.iters = 1 + r.u(3) as u32;
-    p.train_rows = r.pick(&[0, 0, 7, 30]);
-    p.codes = r.pick(&[
+    let mut p = lshk_index_params_default();
+    p.source = LSHK_SOURCE_IVF;
+    p.ivf.nlist = r.pick(&[0, 1, 2, 5]);
+    p.ivf.iters = 1 + r.u(3) as u32;
+    p.ivf.train_rows = r.pick(&[0, 0, 7, 30]);
+    p.ivf.codes = r.pick(&[
         LSHK_IVF_CODES_I8,
         LSHK_IVF_CODES_NONE,
         LSHK_IVF_CODES_PQ4,
         LSHK_IVF_CODES_PQ4_I8,
     ]);
-    p.borrow = if p.codes == LSHK_IVF_CODES_NONE {
-        0
-    } else {
-        r.pick(&[0, 1])
-    };
-    if p.codes == LSHK_IVF_CODES_PQ4 || p.codes == LSHK_IVF_CODES_PQ4_I8 {
+    p.storage = r.pick(&[
+        LSHK_STORAGE_BORROWED_F32,
+        LSHK_STORAGE_BORROWED_F32,
+        LSHK_STORAGE_F32,
+        LSHK_STORAGE_F32,
+        LSHK_STORAGE_BF16,
+        LSHK_STORAGE_F16,
+        LSHK_STORAGE_I8,
+    ]);
+    if p.ivf.codes == LSHK_IVF_CODES_PQ4 || p.ivf.codes == LSHK_IVF_CODES_PQ4_I8 {
         // A divisor of dim (checked below), or 0 = dim / 2.
-        p.pq_m = r.pick(&[0, 0, 1, 2, 3]);
+        p.ivf.pq_m = r.pick(&[0, 0, 1, 2, 3]);
         rows = rows.max(16);
     }
-    p.threads = r.pick(&[0, 1, 2]);
-    p.seed = r.0.next_u64();
+    p.build_threads = r.pick(&[0, 1, 2]);
+    p.ivf.seed = r.0.next_u64();
     let wl = (rows - 1) * w_stride + dim;
     let mut w = Arr::new((0..wl).map(|_| r.f(-1.0, 1.0)).collect(), 0.0f32);
     let mut bias = Arr::new((0..rows).map(|_| r.f(-0.5, 0.5)).collect(), 0.0f32);
@@ -726,8 +798,8 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
     let mut pmode = r.pick(&[0, 0, 0, 1, 2]); // 0 struct, 1 NULL, 2 big
     let mut out_mode = Mode::Ok;
     let mut what = Vec::new();
-    // lshk_ivf_build_weighted in a third of the builds: `rows` weights in
-    // [0, 3), some zero; mutated below (pointer, count, values).
+    // Row weights (p.ivf.row_weights) in a third of the builds: `rows`
+    // weights in [0, 3), some zero; mutated below (pointer, count, values).
     let weighted = r.one_in(3);
     let mut wts = Arr::new(
         (0..rows)
@@ -761,7 +833,7 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
         }
     }
     for _ in 0..r.u(4) {
-        let m = r.u(12);
+        let m = r.u(13);
         what.push(m);
         let (hv, hv32) = (r.pick(&HUGE), r.pick(&HUGE32));
         match m {
@@ -773,17 +845,20 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
             2 => rows = r.pick(&[0, rows.saturating_add(1), hv, rows.saturating_sub(1)]),
             3 => dim = r.pick(&[0, dim.saturating_add(1), hv]),
             4 => w_stride = r.pick(&[dim.saturating_sub(1), 0, hv, w_stride.saturating_add(1)]),
-            5 => p.nlist = r.pick(&[rows as u32, (rows as u32).wrapping_add(1), u32::MAX, hv32]),
-            6 => p.train_rows = r.pick(&[1, p.nlist.saturating_sub(1), u32::MAX]),
-            7 => match r.u(4) {
-                0 => p.codes = r.pick(&[2, 3, 4, u32::MAX]),
-                1 => p.borrow = r.pick(&[2, u32::MAX, 1]),
-                2 => p.pq_m = r.pick(&[1, 5, 13, u32::MAX]),
-                _ => p.iters = 0,
+            5 => {
+                p.ivf.nlist = r.pick(&[rows as u32, (rows as u32).wrapping_add(1), u32::MAX, hv32])
+            }
+            6 => p.ivf.train_rows = r.pick(&[1, p.ivf.nlist.saturating_sub(1), u32::MAX]),
+            7 => match r.u(5) {
+                0 => p.ivf.codes = r.pick(&[4, 5, u32::MAX]),
+                1 => p.storage = r.pick(&[5, u32::MAX, LSHK_STORAGE_BORROWED_F32]),
+                2 => p.ivf.pq_m = r.pick(&[1, 5, 13, u32::MAX]),
+                3 => p.ivf.reserved = r.pick(&[1, u32::MAX]),
+                _ => p.ivf.iters = 0,
             },
             8 => {
                 pmode = 0;
-                let full = std::mem::size_of::<lshk_ivf_params>() as u32;
+                let full = std::mem::size_of::<lshk_index_params>() as u32;
                 p.struct_size = r.pick(&[0, 8, full - 1]);
             }
             9 if w.len() > 0 => {
@@ -795,14 +870,27 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
                 let j = r.u(bias.len());
                 r.spoil(bias.data_mut(), j);
             }
+            11 => p.transform = r.pick(&[LSHK_TRANSFORM_BIAS_AUG, LSHK_TRANSFORM_MIPS, 3]),
             _ => out_mode = r.pick(&[Mode::Null, Mode::Mis]),
         }
     }
-    if pmode == 2 {
-        p.struct_size = std::mem::size_of::<BigIvfParams>() as u32;
+    if weighted {
+        p.ivf.row_weights = wts.ptr();
+        p.ivf.n_weights = n_wt;
     }
+    let big = BigIndexParams {
+        p: lshk_index_params {
+            struct_size: if pmode == 2 {
+                std::mem::size_of::<BigIndexParams>() as u32
+            } else {
+                p.struct_size
+            },
+            ..p
+        },
+        tail: [0xEE; 24],
+    };
     let eff = if pmode == 1 {
-        lshk_ivf_params_default()
+        lshk_index_params_default()
     } else {
         p
     };
@@ -810,17 +898,22 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
     if out_mode != Mode::Ok {
         v.err("bad out");
     }
-    if weighted {
-        wts.need(Some(n_wt as u128), &mut v, || 1.0);
-        if n_wt != rows {
-            v.err("n_weights != rows");
+    if pmode != 1 {
+        if weighted {
+            wts.need(Some(n_wt as u128), &mut v, || 1.0);
+        }
+        if (p.struct_size as usize) < std::mem::size_of::<lshk_index_params>() {
+            v.err("struct_size too small");
         }
     }
-    if pmode != 1 && (p.struct_size as usize) < std::mem::size_of::<lshk_ivf_params>() {
-        v.err("struct_size too small");
+    if eff.ivf.codes > 3 || eff.storage > LSHK_STORAGE_I8 || eff.ivf.reserved != 0 {
+        v.err("bad codes / storage / reserved");
     }
-    if eff.codes > 3 || eff.borrow > 1 || (eff.borrow == 1 && eff.codes == 0) {
-        v.err("bad codes / borrow");
+    if eff.transform > LSHK_TRANSFORM_MIPS {
+        v.err("not an LSHK_TRANSFORM_* value");
+    }
+    if eff.source == LSHK_SOURCE_IVF && eff.transform != 0 {
+        v.err("a transform on the IVF source");
     }
     if rows == 0 || dim == 0 {
         v.err("rows or dim 0");
@@ -839,49 +932,66 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
     if rows >= u32::MAX as usize {
         v.err("rows >= 2^32 - 1");
     }
-    if eff.iters == 0 {
-        v.err("iters 0");
-    }
-    if eff.codes == LSHK_IVF_CODES_PQ4 || eff.codes == LSHK_IVF_CODES_PQ4_I8 {
-        let m = if eff.pq_m == 0 {
-            lshk::ivf::default_pq_m(dim)
-        } else {
-            eff.pq_m as usize
-        };
-        if m > dim || !dim.is_multiple_of(m) {
-            v.err("pq_m does not divide dim");
+    let ivf = eff.source == LSHK_SOURCE_IVF;
+    if ivf {
+        if weighted && n_wt != rows {
+            v.err("n_weights != rows");
         }
-        if rows < 16 {
-            v.err("PQ4 needs 16 rows");
+        if eff.ivf.iters == 0 {
+            v.err("iters 0");
         }
-    } else if eff.codes <= 3 && eff.pq_m != 0 {
-        v.err("pq_m without PQ4");
+        if eff.ivf.codes == LSHK_IVF_CODES_PQ4 || eff.ivf.codes == LSHK_IVF_CODES_PQ4_I8 {
+            let m = if eff.ivf.pq_m == 0 {
+                lshk::ivf::default_pq_m(dim)
+            } else {
+                eff.ivf.pq_m as usize
+            };
+            if m > dim || !dim.is_multiple_of(m) {
+                v.err("pq_m does not divide dim");
+            }
+            if rows < 16 {
+                v.err("PQ4 needs 16 rows");
+            }
+        } else if eff.ivf.codes <= 3 && eff.ivf.pq_m != 0 {
+            v.err("pq_m without PQ4");
+        }
     }
     if v.expect_err.is_none() {
-        let nlist = if eff.nlist == 0 {
-            lshk::ivf::auto_nlist(rows)
-        } else {
-            eff.nlist as usize
-        };
-        let ntrain = if eff.train_rows == 0 {
-            rows.min(64 * nlist)
-        } else {
-            (eff.train_rows as usize).min(rows)
-        };
-        if nlist > rows || ntrain < nlist {
-            v.err("nlist > rows or train_rows < nlist");
+        if ivf {
+            let nlist = if eff.ivf.nlist == 0 {
+                lshk::ivf::auto_nlist(rows)
+            } else {
+                eff.ivf.nlist as usize
+            };
+            let ntrain = if eff.ivf.train_rows == 0 {
+                rows.min(64 * nlist)
+            } else {
+                (eff.ivf.train_rows as usize).min(rows)
+            };
+            if nlist > rows || ntrain < nlist {
+                v.err("nlist > rows or train_rows < nlist");
+            }
         }
         let wd = w.data();
-        let bad_w = (0..rows).any(|rr| {
-            wd[rr * w_stride..rr * w_stride + dim]
-                .iter()
-                .any(|x| !x.is_finite())
-        });
-        let bad_b = use_bias && bias.data()[..rows].iter().any(|x| !x.is_finite());
-        if bad_w || bad_b {
+        let bd = &bias.data()[..if use_bias { rows } else { 0 }];
+        let rowvals = || (0..rows).flat_map(|rr| wd[rr * w_stride..rr * w_stride + dim].iter());
+        if rowvals().chain(bd).any(|x| !x.is_finite()) {
             v.err("non-finite W or bias");
+        } else {
+            let a = rowvals().chain(bd).fold(0f32, |m, x| m.max(x.abs())) as f64;
+            let lim = if ivf {
+                lshk::error::row_value_limit(dim)
+            } else {
+                lshk::error::score_limit(dim)
+            };
+            if a > lim {
+                v.err("a value beyond the limit of the scores");
+            }
+            if eff.storage == LSHK_STORAGE_F16 && rowvals().any(|x| x.abs() > 65504.0) {
+                v.err("beyond the f16 range");
+            }
         }
-        if weighted {
+        if ivf && weighted {
             let wd = &wts.data()[..rows];
             if wd.iter().any(|x| !x.is_finite()) {
                 v.err("non-finite weight");
@@ -895,141 +1005,79 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
         }
     }
     c.desc = format!(
-        "ivf build rows {rows} dim {dim} stride {w_stride} nlist {} iters {} train {} codes {} pq_m {} borrow {} pmode {pmode} bias {use_bias} muts {what:?} weighted {weighted} n_wt {n_wt} wmut {wmut:?}",
-        eff.nlist, eff.iters, eff.train_rows, eff.codes, eff.pq_m, eff.borrow
+        "ivf build rows {rows} dim {dim} stride {w_stride} source {} nlist {} iters {} train {} codes {} pq_m {} storage {} transform {} pmode {pmode} bias {use_bias} muts {what:?} weighted {weighted} n_wt {n_wt} wmut {wmut:?}",
+        eff.source, eff.ivf.nlist, eff.ivf.iters, eff.ivf.train_rows, eff.ivf.codes, eff.ivf.pq_m, eff.storage, eff.transform
     );
-    let big = BigIvfParams {
-        p,
-        tail: [0xEE; 24],
-    };
-    let pp: *const lshk_ivf_params = match pmode {
+    let pp: *const lshk_index_params = match pmode {
         1 => null(),
-        2 => (&big as *const BigIvfParams).cast(),
+        2 => &big.p,
         _ => &p,
     };
-    let canary = 0xA5A5_A5A5_A5A5_A5A5usize as *mut lshk_ivf;
-    let mut outv: [*mut lshk_ivf; 2] = [canary, canary];
-    let outp: *mut *mut lshk_ivf = match out_mode {
+    let canary = 0xA5A5_A5A5_A5A5_A5A5usize as *mut lshk_index;
+    let mut outv: [*mut lshk_index; 2] = [canary, canary];
+    let outp: *mut *mut lshk_index = match out_mode {
         Mode::Ok => outv.as_mut_ptr(),
         Mode::Null => null_mut(),
         Mode::Mis => outv.as_mut_ptr().cast::<u8>().wrapping_add(1).cast(),
     };
     let (wp, bp) = (w.ptr(), if use_bias { bias.ptr() } else { null() });
     let (w0, b0, t0) = (bits(&w.v), bits(&bias.v), bits(&wts.v));
-    let fname = if weighted {
-        "lshk_ivf_build_weighted"
-    } else {
-        "lshk_ivf_build"
-    };
-    let tp = wts.ptr();
     // SAFETY: as in fuzz_matmul.
-    let st = c.call(fname, || unsafe {
-        if weighted {
-            lshk_ivf_build_weighted(wp, bp, rows, dim, w_stride, tp, n_wt, pp, outp)
-        } else {
-            lshk_ivf_build(wp, bp, rows, dim, w_stride, pp, outp)
-        }
+    let st = c.call("lshk_index_build", || unsafe {
+        lshk_index_build(wp, bp, rows, dim, w_stride, pp, outp)
     });
     if bits(&w.v) != w0 || bits(&bias.v) != b0 || bits(&wts.v) != t0 {
-        c.fail(format!("{fname} changed an input"));
+        c.fail("lshk_index_build (IVF) changed an input".into());
     }
-    if !c.judge(fname, st, &v) {
+    if !c.judge("lshk_index_build", st, &v) {
         if st != LSHK_STATUS_OK && outv != [canary, canary] {
-            c.fail(format!("{fname} failed but wrote *out"));
+            c.fail("lshk_index_build (IVF) failed but wrote *out".into());
         }
         return;
     }
     let h = outv[0];
     if outv[1] != canary {
-        c.fail("lshk_ivf_build wrote past *out".into());
+        c.fail("lshk_index_build (IVF) wrote past *out".into());
     }
     // Reference: the Rust build with the same parameters gives the same
-    // index, compared through its saved file (every section).
-    let ip = IvfParams {
-        nlist: eff.nlist,
-        iters: eff.iters,
-        train_rows: eff.train_rows,
-        codes: Codes::from_u32(eff.codes).unwrap(),
-        pq_m: eff.pq_m,
-        threads: 1,
-        seed: eff.seed,
-        ..Default::default()
-    };
+    // index (the same sizes and queries; every 16th build also the same
+    // saved file, which compares every section: a save syncs to disk).
+    let mut rp = rust_params(&eff);
+    rp.ivf_row_weights = (ivf && weighted).then(|| wts.data()[..rows].to_vec());
     let bs = use_bias.then(|| &bias.data()[..rows]);
     let wd = &w.data()[..strided(rows, dim, w_stride).unwrap() as usize];
-    // SAFETY: the layer outlives the index (borrowed or not).
-    let mirror = unsafe {
-        Ivf::build_weighted_with_centroids(
-            lshk::isa::active(),
-            wd,
-            bs,
-            rows,
-            dim,
-            w_stride,
-            weighted.then(|| &wts.data()[..rows]),
-            &ip,
-            eff.borrow == 1,
-        )
-    }
-    .unwrap()
-    .0;
-    // Through queries (every 16th build also through the saved files,
-    // which compare every section; a save syncs to disk, so not always):
-    // memory, shape, a full search and a one-list search without re-ranking
-    // (its scores come from the lists and codes), bit for bit.
-    let (mut sr, mut sd, mut sn, mut mem) = (0usize, 0usize, 0u32, 0usize);
-    // SAFETY: a live handle; writable outputs.
-    let s2 = unsafe {
-        lshk_ivf_shape(h, &mut sr, &mut sd, &mut sn) | lshk_ivf_memory_bytes(h, &mut mem)
+    // SAFETY: `w` outlives the mirror (dropped at the end of this function).
+    let mirror = match unsafe { Index::build_borrowed(wd, bs, rows, dim, w_stride, &rp, None) } {
+        Ok(m) => m,
+        Err(e) => {
+            c.fail(format!(
+                "lshk_index_build (IVF) returned OK, Index::build refused: {e}"
+            ));
+            // SAFETY: a live handle, freed once.
+            unsafe { lshk_index_free(h) };
+            return;
+        }
     };
+    let info = describe(h);
+    let mut mem = 0usize;
+    // SAFETY: a live handle; a writable output.
+    let s2 = unsafe { lshk_index_memory_bytes(h, &mut mem) };
+    let want_nlist = mirror.ivf().map_or(0, |l| l.nlist() as u32);
     if s2 != LSHK_STATUS_OK
-        || (sr, sd, sn as usize) != (rows, dim, mirror.nlist())
+        || info.is_none_or(|i| {
+            (i.rows, i.dim, i.source, i.storage, i.nlist)
+                != (rows, dim, eff.source, eff.storage, want_nlist)
+        })
         || mem != mirror.memory_bytes()
     {
-        c.fail("lshk_ivf_build: shape or memory differ from Ivf::build's".into());
+        c.fail("lshk_index_build (IVF): describe or memory differ from Index::build's".into());
     }
     let nq = 3;
     let qs: Vec<f32> = (0..nq * dim)
         .map(|i| wd[(i % dim) + (i / dim % rows) * w_stride] + 0.125)
         .collect();
-    let kk = 4;
-    for (nprobe, rerank, reach) in [(u32::MAX, u32::MAX, 0.0), (1, 0, 0.0), (u32::MAX, 40, 2.0)] {
-        let sp = lshk_ivf_search {
-            struct_size: std::mem::size_of::<lshk_ivf_search>() as u32,
-            nprobe,
-            rerank,
-            reach,
-        };
-        let (mut ci, mut cs) = (vec![0u32; nq * kk], vec![0f32; nq * kk]);
-        let (mut ri, mut rs) = (vec![0u32; nq * kk], vec![0f32; nq * kk]);
-        // SAFETY: nq queries of dim floats; outputs of nq * k.
-        let s3 = unsafe {
-            lshk_ivf_query(
-                h,
-                qs.as_ptr(),
-                nq,
-                dim,
-                kk as u32,
-                &sp,
-                ci.as_mut_ptr(),
-                cs.as_mut_ptr(),
-                null_mut(),
-            )
-        };
-        let rsp = SearchParams {
-            nprobe,
-            rerank: rerank.min(rows as u32),
-            reach,
-            ..Default::default()
-        };
-        let ok = mirror
-            .search(&qs, nq, dim, kk, &rsp, &mut ri, &mut rs)
-            .is_ok();
-        if s3 != LSHK_STATUS_OK || !ok || ci != ri || bits(&cs) != bits(&rs) {
-            c.fail(format!(
-                "lshk_ivf_build: search (nprobe {nprobe}, rerank {rerank}) differs from Ivf::build's: {ci:?} vs {ri:?}"
-            ));
-        }
+    if !ivf_same_answers(h, &mirror, &qs, nq, dim) {
+        c.fail("lshk_index_build (IVF): queries differ from Index::build's".into());
     }
     if c.r.one_in(16) {
         let dir = std::env::temp_dir();
@@ -1039,7 +1087,7 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
         );
         let cpa = std::ffi::CString::new(pa.to_str().unwrap()).unwrap();
         // SAFETY: a live handle and a NUL-terminated path.
-        let s1 = unsafe { lshk_ivf_save(h, cpa.as_ptr()) };
+        let s1 = unsafe { lshk_index_save(h, cpa.as_ptr()) };
         mirror.save(&pb).unwrap();
         let (fa, fb) = (
             std::fs::read(&pa).unwrap_or_default(),
@@ -1047,26 +1095,21 @@ pub(crate) fn fuzz_ivf_build(c: &mut Ctx) {
         );
         let _ = (std::fs::remove_file(&pa), std::fs::remove_file(&pb));
         if s1 != LSHK_STATUS_OK || fa != fb {
-            c.fail("lshk_ivf_build: the saved index differs from Ivf::build's".into());
+            c.fail("lshk_index_build (IVF): the saved index differs from Index::build's".into());
         }
     }
     // SAFETY: a live handle, freed once.
-    unsafe { lshk_ivf_free(h) };
+    unsafe { lshk_index_free(h) };
+    drop(mirror);
 }
 
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(crate) struct BigIvfParams {
-    pub(crate) p: lshk_ivf_params,
-    pub(crate) tail: [u8; 24],
-}
-
-/// lshk_ivf_calibrate: sample shapes, target, k, rerank, threads, the
+/// lshk_index_calibrate: sample shapes, target, k, rerank, threads, the
 /// output struct (NULL, misaligned, struct_size, larger, overlapping the
-/// queries), handles and query values; on OK every field equals
-/// `Ivf::calibrate` on the mirror (bit for bit) and the caller's tail is
-/// untouched; on failure nothing is written.
-pub(crate) fn fuzz_ivf_calibrate(c: &mut Ctx, ivfs: &[IvfX]) {
+/// queries), handles (NULL, foreign, another source: UNSUPPORTED) and
+/// query values; on OK every field equals `Index::calibrate` on the mirror
+/// (bit for bit), `query` is the default query parameters with its `ivf`,
+/// and the caller's tail is untouched; on failure nothing is written.
+pub(crate) fn fuzz_ivf_calibrate(c: &mut Ctx, ivfs: &[IvfX], others: &[*mut lshk_index]) {
     let ix = &ivfs[c.r.u(ivfs.len())];
     let r = &mut c.r;
     let mut v = Verdict::default();
@@ -1087,14 +1130,14 @@ pub(crate) fn fuzz_ivf_calibrate(c: &mut Ctx, ivfs: &[IvfX]) {
     let mut target = r.pick(&[0.5f32, 0.8, 0.9, 0.99, 1.0]);
     let mut rerank = r.pick(&[0u32, 4, 32, 1000, u32::MAX]);
     let mut threads = r.pick(&[0u32, 1, 2, 3]);
-    let size = std::mem::size_of::<lshk_ivf_calibration>() as u32;
+    let size = std::mem::size_of::<lshk_calibration>() as u32;
     let mut out_size = size;
     let mut omode = 0; // 0 plain, 1 NULL, 2 misaligned, 3 big, 4 overlapping q
-    let mut handle: *const lshk_ivf = ix.h;
+    let mut handle: *const lshk_index = ix.h;
     let mut foreign = [0u64; 8];
     let mut what = Vec::new();
     for _ in 0..r.u(4) {
-        let m = r.u(9);
+        let m = r.u(10);
         what.push(m);
         match m {
             0 => match r.u(2) {
@@ -1126,13 +1169,16 @@ pub(crate) fn fuzz_ivf_calibrate(c: &mut Ctx, ivfs: &[IvfX]) {
                     out_size = r.pick(&[0, 4, size - 1]);
                 }
             }
+            8 if !others.is_empty() => handle = r.pick(others).cast_const(),
             _ => {
                 foreign[0] = r.0.next_u64();
                 handle = r.pick(&[foreign.as_ptr().cast(), ivfs[0].h.cast_const()]);
             }
         }
     }
-    if !ivf_handle_verdict(&mut v, handle, &foreign, ix) {
+    // Another source: UNSUPPORTED, whatever the other arguments.
+    let other_source = others.iter().any(|&o| o.cast_const() == handle);
+    if !other_source && !ivf_handle_verdict(&mut v, handle, &foreign, ix) {
         c.skipped += 1;
         return;
     }
@@ -1164,9 +1210,12 @@ pub(crate) fn fuzz_ivf_calibrate(c: &mut Ctx, ivfs: &[IvfX]) {
         v.err("q_stride < dim");
     }
     nonfinite_queries(&mut v, &q, nq, dim, q_stride);
+    if other_source {
+        v.err("a source without lists");
+    }
     #[repr(C)]
     struct Big {
-        c: lshk_ivf_calibration,
+        c: lshk_calibration,
         tail: [u32; 6],
     }
     // SAFETY: all-zero is a valid value of these plain C structs.
@@ -1178,7 +1227,7 @@ pub(crate) fn fuzz_ivf_calibrate(c: &mut Ctx, ivfs: &[IvfX]) {
             std::ptr::write_bytes(
                 (b as *mut Big).cast::<u8>(),
                 0xA5,
-                std::mem::size_of::<lshk_ivf_calibration>(),
+                std::mem::size_of::<lshk_calibration>(),
             )
         };
         b.c.struct_size = s;
@@ -1192,35 +1241,40 @@ pub(crate) fn fuzz_ivf_calibrate(c: &mut Ctx, ivfs: &[IvfX]) {
         },
     );
     let before = bits_of(&big);
-    let outp: *mut lshk_ivf_calibration = match omode {
+    let outp: *mut lshk_calibration = match omode {
         1 => null_mut(),
-        2 => ((&mut big as *mut Big as usize) + 1) as *mut lshk_ivf_calibration,
+        2 => ((&mut big as *mut Big as usize) + 1) as *mut lshk_calibration,
         4 if q.len() > 0 => q.mptr().cast(),
         _ => &mut big.c,
     };
     c.desc = format!(
-        "ivf calibrate {:?} nlist {} nq {nq} qs {q_stride} k {k} target {target} rerank {rerank} threads {threads} omode {omode} muts {what:?}",
-        ix.codes, ix.nlist
+        "ivf calibrate {:?}/{:?} nlist {} nq {nq} qs {q_stride} k {k} target {target} rerank {rerank} threads {threads} omode {omode} other source {other_source} muts {what:?}",
+        ix.codes, ix.storage, ix.nlist
     );
     let q0 = bits(&q.v);
     let qp = q.ptr();
     // SAFETY: as in fuzz_matmul.
-    let st = c.call("lshk_ivf_calibrate", || unsafe {
-        lshk_ivf_calibrate(handle, qp, nq, q_stride, k, target, rerank, threads, outp)
+    let st = c.call("lshk_index_calibrate", || unsafe {
+        lshk_index_calibrate(handle, qp, nq, q_stride, k, target, rerank, threads, outp)
     });
     if bits(&q.v) != q0 {
-        c.fail("lshk_ivf_calibrate changed an input".into());
+        c.fail("lshk_index_calibrate changed an input".into());
     }
-    if !c.judge("lshk_ivf_calibrate", st, &v) {
+    if other_source && st != LSHK_STATUS_UNSUPPORTED {
+        c.fail(format!(
+            "lshk_index_calibrate on another source returned {st}, not UNSUPPORTED"
+        ));
+    }
+    if !c.judge("lshk_index_calibrate", st, &v) {
         if st != LSHK_STATUS_OK && bits_of(&big) != before {
             c.fail(format!(
-                "lshk_ivf_calibrate failed with {st} but wrote an output"
+                "lshk_index_calibrate failed with {st} but wrote an output"
             ));
         }
         return;
     }
     if big.tail != [0x5a5a_5a5a; 6] {
-        c.fail("lshk_ivf_calibrate wrote past its struct".into());
+        c.fail("lshk_index_calibrate wrote past its struct".into());
     }
     let qd = &q.data()[..strided(nq, dim, q_stride).unwrap() as usize];
     let want = match ix.mirror.calibrate(
@@ -1235,22 +1289,19 @@ pub(crate) fn fuzz_ivf_calibrate(c: &mut Ctx, ivfs: &[IvfX]) {
         Ok(w) => w,
         Err(e) => {
             c.fail(format!(
-                "lshk_ivf_calibrate returned OK, Ivf::calibrate refused: {e}"
+                "lshk_index_calibrate returned OK, Index::calibrate refused: {e}"
             ));
             return;
         }
     };
     let got = &big.c;
+    let mut want_query = lshk_query_params_default();
+    want_query.ivf.nprobe = want.params.nprobe;
+    want_query.ivf.rerank = want.params.rerank;
+    want_query.ivf.reach = want.params.reach;
+    want_query.ivf.refine = want.params.refine;
     let same = got.met == u32::from(want.met)
-        && (
-            got.search.nprobe,
-            got.search.rerank,
-            got.search.reach.to_bits(),
-        ) == (
-            want.params.nprobe,
-            want.params.rerank,
-            want.params.reach.to_bits(),
-        )
+        && bits_of(&got.query) == bits_of(&want_query)
         && got.recall.to_bits() == want.recall.to_bits()
         && got.scanned.to_bits() == want.scanned.to_bits()
         && (
@@ -1267,15 +1318,14 @@ pub(crate) fn fuzz_ivf_calibrate(c: &mut Ctx, ivfs: &[IvfX]) {
             want.adaptive.1.to_bits(),
             want.adaptive.2.to_bits(),
         )
-        && got.recall_lower.to_bits() == want.recall_lower.to_bits()
-        && got.search.struct_size as usize == std::mem::size_of::<lshk_ivf_search>();
+        && got.recall_lower.to_bits() == want.recall_lower.to_bits();
     if !same {
-        c.fail(format!("lshk_ivf_calibrate: {got:?} vs Rust {want:?}"));
+        c.fail(format!("lshk_index_calibrate: {got:?} vs Rust {want:?}"));
     }
 }
 
 /// The bytes of a plain struct (for "nothing was written" checks).
-fn bits_of<T>(x: &T) -> Vec<u8> {
+pub(crate) fn bits_of<T>(x: &T) -> Vec<u8> {
     // SAFETY: reads the struct's own bytes (plain C data, no padding
     // holes that matter for an equality of two snapshots of one value).
     unsafe { std::slice::from_raw_parts((x as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
@@ -1285,7 +1335,7 @@ fn bits_of<T>(x: &T) -> Vec<u8> {
 /// The verdict on a possibly mutated IVF handle: NULL and a foreign block
 /// are errors; false for another live IVF handle (valid, but of another
 /// shape: the caller skips the execution to keep its oracle simple).
-fn ivf_handle_verdict(v: &mut Verdict, h: *const lshk_ivf, foreign: &[u64], ix: &IvfX) -> bool {
+fn ivf_handle_verdict(v: &mut Verdict, h: *const lshk_index, foreign: &[u64], ix: &IvfX) -> bool {
     if h.is_null() {
         v.err("NULL handle");
     } else if h == foreign.as_ptr().cast() {

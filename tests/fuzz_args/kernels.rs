@@ -1,4 +1,5 @@
-//! The stateless kernels: the gathered matmul in every dtype, top-k and softmax.
+//! The stateless kernels: the gathered matmul in every storage (through
+//! an lshk_weights_view), the element conversions, top-k and softmax.
 
 use super::*;
 
@@ -66,11 +67,23 @@ pub(crate) fn fuzz_matmul(c: &mut Ctx) {
         f32::from_bits(CANARY),
     );
 
+    // The view: its storage (F32 or BORROWED_F32 for float rows, both
+    // read as f32) and, mutated below, its own fields and pointer.
+    let mut storage = match dt {
+        Dt::F32 => r.pick(&[LSHK_STORAGE_F32, LSHK_STORAGE_BORROWED_F32]),
+        Dt::Bf16 => LSHK_STORAGE_BF16,
+        Dt::F16 => LSHK_STORAGE_F16,
+        Dt::I8 => LSHK_STORAGE_I8,
+    };
+    let view_size = std::mem::size_of::<lshk_weights_view>() as u32;
+    let mut vsize = view_size;
+    let mut vmode = 0; // 0 plain, 1 NULL, 2 misaligned, 3 larger struct
+    let mut stray_scales = false;
     let nmut = r.u(4);
     let mut alias = false;
     let mut what = Vec::new();
     for _ in 0..nmut {
-        let k = r.u(15);
+        let k = r.u(16);
         what.push(k);
         #[allow(unused_variables)]
         let (hv, hv32) = (r.pick(&HUGE), r.pick(&HUGE32));
@@ -166,6 +179,12 @@ pub(crate) fn fuzz_matmul(c: &mut Ctx) {
                 out.shrink_to(out_len);
             }
             14 => alias = true,
+            15 => match r.u(4) {
+                0 => vmode = r.pick(&[1, 2, 3]),
+                1 => vsize = r.pick(&[0, 4, view_size - 1]),
+                2 => storage = r.pick(&[5, 6, u32::MAX]),
+                _ => stray_scales = dt != Dt::I8,
+            },
             _ => {
                 // Random f16/bf16 bit patterns, i8 extremes.
                 let j = r.u(wh.len());
@@ -199,6 +218,20 @@ pub(crate) fn fuzz_matmul(c: &mut Ctx) {
         return;
     }
     // Documented rejections the mutations may have caused.
+    match vmode {
+        1 => v.err("view NULL"),
+        2 => v.err("view misaligned"),
+        _ => {}
+    }
+    if vmode != 3 && vsize < view_size {
+        v.err("view struct_size too small");
+    }
+    if storage > LSHK_STORAGE_I8 {
+        v.err("view storage not an LSHK_STORAGE_* value");
+    }
+    if stray_scales {
+        v.err("scales without I8 storage");
+    }
     if dim == 0 {
         v.err("dim is 0");
     }
@@ -226,7 +259,7 @@ pub(crate) fn fuzz_matmul(c: &mut Ctx) {
     if alias {
         v.err("out overlaps q");
     }
-    c.desc = format!("matmul {dt:?} isa {isa:?} rows {rows} dim {dim} ws {w_stride} nq {nq} qs {q_stride} out_len {out_len} bias {use_bias} alias {alias} muts {what:?}");
+    c.desc = format!("matmul {dt:?} isa {isa:?} storage {storage} view {vmode}/{vsize}/{stray_scales} rows {rows} dim {dim} ws {w_stride} nq {nq} qs {q_stride} out_len {out_len} bias {use_bias} alias {alias} muts {what:?}");
 
     let (wf0, wh0, wi0, q0, ids0, offs0, sc0, b0) = (
         bits(wf.data()),
@@ -241,88 +274,60 @@ pub(crate) fn fuzz_matmul(c: &mut Ctx) {
     let out_before = bits(&out.v);
     let bp = if use_bias { bias.ptr() } else { null() };
     let (func, st) = {
-        let (wfp, whp, wip, sp, qp, ip, op) = (
-            wf.ptr(),
-            wh.ptr(),
-            wi.ptr(),
-            scales.ptr(),
-            q.ptr(),
-            ids.ptr(),
-            offs.ptr(),
-        );
+        let (qp, ip, op) = (q.ptr(), ids.ptr(), offs.ptr());
+        let wp: *const std::ffi::c_void = match dt {
+            Dt::F32 => wf.ptr().cast(),
+            Dt::Bf16 | Dt::F16 => wh.ptr().cast(),
+            Dt::I8 => wi.ptr().cast(),
+        };
+        let sp = if dt == Dt::I8 || stray_scales {
+            scales.ptr()
+        } else {
+            null()
+        };
+        #[repr(C)]
+        struct BigView {
+            v: lshk_weights_view,
+            tail: [u64; 3],
+        }
+        let big = BigView {
+            v: lshk_weights_view {
+                struct_size: if vmode == 3 {
+                    std::mem::size_of::<BigView>() as u32
+                } else {
+                    vsize
+                },
+                storage,
+                w: wp,
+                scales: sp,
+                bias: bp,
+                rows,
+                dim,
+                w_stride,
+            },
+            tail: [u64::MAX; 3],
+        };
+        let vp: *const lshk_weights_view = match vmode {
+            1 => null(),
+            2 => (&big as *const BigView).cast::<u8>().wrapping_add(1).cast(),
+            _ => &big.v,
+        };
         let outp = if alias { q.v.as_mut_ptr() } else { out.mptr() };
         // SAFETY: every pointer holds what its size arguments claim (or the
         // claim is impossible / the pointer NULL or misaligned, which the
         // library must reject before reading).
         unsafe {
-            match (dt, isa) {
-                (Dt::F32, None) => (
-                    "lshk_gathered_matmul_f32",
-                    c.call("lshk_gathered_matmul_f32", || {
-                        lshk_gathered_matmul_f32(
-                            wfp, rows, dim, w_stride, bp, qp, nq, q_stride, ip, op, outp, out_len,
-                        )
+            match isa {
+                None => (
+                    "lshk_gathered_matmul",
+                    c.call("lshk_gathered_matmul", || {
+                        lshk_gathered_matmul(vp, qp, nq, q_stride, ip, op, outp, out_len)
                     }),
                 ),
-                (Dt::F32, Some(t)) => (
-                    "lshk_gathered_matmul_f32_isa",
-                    c.call("lshk_gathered_matmul_f32_isa", || {
-                        lshk_gathered_matmul_f32_isa(
-                            t, wfp, rows, dim, w_stride, bp, qp, nq, q_stride, ip, op, outp,
-                            out_len,
-                        )
-                    }),
-                ),
-                (Dt::Bf16, None) => (
-                    "lshk_gathered_matmul_bf16",
-                    c.call("lshk_gathered_matmul_bf16", || {
-                        lshk_gathered_matmul_bf16(
-                            whp, rows, dim, w_stride, bp, qp, nq, q_stride, ip, op, outp, out_len,
-                        )
-                    }),
-                ),
-                (Dt::Bf16, Some(t)) => (
-                    "lshk_gathered_matmul_bf16_isa",
-                    c.call("lshk_gathered_matmul_bf16_isa", || {
-                        lshk_gathered_matmul_bf16_isa(
-                            t, whp, rows, dim, w_stride, bp, qp, nq, q_stride, ip, op, outp,
-                            out_len,
-                        )
-                    }),
-                ),
-                (Dt::F16, None) => (
-                    "lshk_gathered_matmul_f16",
-                    c.call("lshk_gathered_matmul_f16", || {
-                        lshk_gathered_matmul_f16(
-                            whp, rows, dim, w_stride, bp, qp, nq, q_stride, ip, op, outp, out_len,
-                        )
-                    }),
-                ),
-                (Dt::F16, Some(t)) => (
-                    "lshk_gathered_matmul_f16_isa",
-                    c.call("lshk_gathered_matmul_f16_isa", || {
-                        lshk_gathered_matmul_f16_isa(
-                            t, whp, rows, dim, w_stride, bp, qp, nq, q_stride, ip, op, outp,
-                            out_len,
-                        )
-                    }),
-                ),
-                (Dt::I8, None) => (
-                    "lshk_gathered_matmul_i8",
-                    c.call("lshk_gathered_matmul_i8", || {
-                        lshk_gathered_matmul_i8(
-                            wip, sp, rows, dim, w_stride, bp, qp, nq, q_stride, ip, op, outp,
-                            out_len,
-                        )
-                    }),
-                ),
-                (Dt::I8, Some(t)) => (
-                    "lshk_gathered_matmul_i8_isa",
-                    c.call("lshk_gathered_matmul_i8_isa", || {
-                        lshk_gathered_matmul_i8_isa(
-                            t, wip, sp, rows, dim, w_stride, bp, qp, nq, q_stride, ip, op, outp,
-                            out_len,
-                        )
+                Some(t) => (
+                    "lshk_gathered_matmul_isa",
+                    c.call("lshk_gathered_matmul_isa", || {
+                        lshk_gathered_matmul_isa(t, vp, qp, nq, q_stride, ip, op, outp, out_len)
                     }),
                 ),
             }
@@ -367,27 +372,41 @@ pub(crate) fn fuzz_matmul(c: &mut Ctx) {
     for qi in 0..nq {
         for j in o[qi]..o[qi + 1] {
             let id = ids.v[j] as usize;
-            let (mut s, mut a) = (0f64, 0f64);
+            // The sum, the sum of the magnitudes, and that of the finite
+            // terms' magnitudes only.
+            let (mut s, mut a, mut fin) = (0f64, 0f64, 0f64);
             for t in 0..dim {
                 let p = wval(id * w_stride + t) * q.v[qi * q_stride + t] as f64;
                 s += p;
                 a += p.abs();
+                if p.is_finite() {
+                    fin += p.abs();
+                }
             }
             // int8 rows are summed unscaled, then scaled (the header's
-            // lshk_gathered_matmul_i8): that sum can overflow on its own.
-            let unscaled_big = a >= f32::MAX as f64 / 2.0;
+            // lshk_gathered_matmul, I8 storage): that sum can overflow on
+            // its own.
+            let unscaled_big = fin >= f32::MAX as f64 / 2.0;
             if dt == Dt::I8 {
                 let sc = scales.v[id] as f64;
                 s *= sc;
                 a *= sc.abs();
+                fin *= sc.abs();
             }
             let b = if use_bias { bias.v[id] as f64 } else { 0.0 };
             s += b;
             a += b.abs();
+            if b.is_finite() {
+                fin += b.abs();
+            }
             let got = out.v[j] as f64;
             let bound = gamma(dim + 2) * a + (dim + 2) as f64 * 2f64.powi(-149);
             let good = if s.is_nan() {
                 got.is_nan()
+            } else if s.is_infinite() && (fin >= f32::MAX as f64 / 2.0 || unscaled_big) {
+                // An infinite term beside finite ones that overflow in f32
+                // (to either infinity): the f32 sum is that infinity or NaN.
+                got == s || got.is_nan()
             } else if s.is_infinite() {
                 got == s
             } else if a >= f32::MAX as f64 / 2.0 || unscaled_big {
@@ -442,6 +461,196 @@ pub(crate) fn half(x: f32) -> u16 {
         return sign | 0x7c00;
     }
     sign | ((ee << 10) as u16) | mi as u16
+}
+
+// ------------------------------------------------------------ conversions
+
+/// lshk_convert: the four pairs (and pairs that are none of them: other
+/// storage values, F32 to F32, BF16 to F16), sizes, NULL, misaligned and
+/// overlapping buffers, special values; an OK result equals the
+/// documented rounding computed here (bf16: round to nearest even by bit
+/// arithmetic; binary16: [`half`]; widening: exact), NaN for NaN with its
+/// sign, and nothing is written past `n`.
+pub(crate) fn fuzz_convert(c: &mut Ctx) {
+    let r = &mut c.r;
+    let mut v = Verdict::default();
+    let (f32_, bf16, f16) = (LSHK_STORAGE_F32, LSHK_STORAGE_BF16, LSHK_STORAGE_F16);
+    let (mut from, mut to) = r.pick(&[(f32_, bf16), (f32_, f16), (bf16, f32_), (f16, f32_)]);
+    let mut n = r.u(40);
+    let mut sf = Arr::new(
+        (0..n)
+            .map(|_| {
+                if r.one_in(6) {
+                    r.special()
+                } else {
+                    r.f(-7e4, 7e4) * r.f(0.0, 1.0)
+                }
+            })
+            .collect(),
+        0.0f32,
+    );
+    let mut sh = Arr::new(
+        (0..n)
+            .map(|_| {
+                if r.one_in(5) {
+                    r.pick(&[
+                        0x7c00u16, 0xfc00, 0x7e01, 0x7f80, 0xff81, 0x0001, 0x8000, 0x7bff,
+                    ])
+                } else {
+                    r.u32() as u16
+                }
+            })
+            .collect(),
+        0u16,
+    );
+    let cf = f32::from_bits(CANARY);
+    let mut df = Arr::new(vec![cf; n], cf);
+    let mut dh = Arr::new(vec![0xA5A5u16; n], 0xA5A5u16);
+    let mut alias = false;
+    let mut what = Vec::new();
+    for _ in 0..r.u(3) {
+        let m = r.u(6);
+        what.push(m);
+        match m {
+            0 | 1 => {
+                let mode = if m == 0 { Mode::Null } else { Mode::Mis };
+                if r.one_in(2) {
+                    sf.mode = mode;
+                    sh.mode = mode;
+                } else {
+                    df.mode = mode;
+                    dh.mode = mode;
+                }
+            }
+            2 => n = r.size(n),
+            3 => {
+                let bad = r.pick(&[LSHK_STORAGE_BORROWED_F32, LSHK_STORAGE_I8, 5, u32::MAX]);
+                match r.u(3) {
+                    0 => from = bad,
+                    1 => to = bad,
+                    _ => {
+                        (from, to) = r.pick(&[(f32_, f32_), (bf16, f16), (f16, bf16), (bf16, bf16)])
+                    }
+                }
+            }
+            4 => alias = true,
+            _ if sf.len() > 0 => {
+                let j = r.u(sf.len());
+                sf.data_mut()[j] = r.special();
+            }
+            _ => {}
+        }
+    }
+    let pair_ok = matches!((from, to), (1, 2) | (1, 3) | (2, 1) | (3, 1));
+    if !pair_ok {
+        v.err("not one of the four pairs");
+    }
+    let src_f32 = from == f32_;
+    let dst_f32 = to == f32_;
+    if pair_ok {
+        let claim = Some(n as u128);
+        if src_f32 {
+            sf.need(claim, &mut v, || 1.5);
+        } else {
+            sh.need(claim, &mut v, || 0x3c00);
+        }
+        if dst_f32 {
+            df.need(claim, &mut v, || cf);
+        } else {
+            dh.need(claim, &mut v, || 0xA5A5);
+        }
+    }
+    if v.skip {
+        c.skipped += 1;
+        return;
+    }
+    // The destination placed over the source: refused when both hold
+    // something (the source buffer holds n elements of at least 2 bytes).
+    let src_ok = if src_f32 { sf.mode } else { sh.mode } == Mode::Ok;
+    let dst_ok = if dst_f32 { df.mode } else { dh.mode } == Mode::Ok;
+    let alias = alias && pair_ok && n > 0 && src_ok && dst_ok && v.expect_err.is_none();
+    if alias {
+        v.err("dst overlaps src");
+    }
+    c.desc = format!("convert {from} -> {to} n {n} alias {alias} muts {what:?}");
+    let (sf0, sh0, df0, dh0) = (bits(&sf.v), sh.v.clone(), bits(&df.v), dh.v.clone());
+    let sp: *const std::ffi::c_void = if src_f32 {
+        sf.ptr().cast()
+    } else {
+        sh.ptr().cast()
+    };
+    let dp: *mut std::ffi::c_void = if alias {
+        sp.cast_mut()
+    } else if dst_f32 {
+        df.mptr().cast()
+    } else {
+        dh.mptr().cast()
+    };
+    // SAFETY: src and dst hold n elements of their types (or the claim is
+    // one the call must refuse before touching them).
+    let st = c.call("lshk_convert", || unsafe {
+        lshk_convert(from, sp, n, to, dp)
+    });
+    if bits(&sf.v) != sf0 || sh.v != sh0 {
+        c.fail("lshk_convert changed its source".into());
+    }
+    if !c.judge("lshk_convert", st, &v) {
+        if st != LSHK_STATUS_OK && (bits(&df.v) != df0 || dh.v != dh0) {
+            c.fail(format!("lshk_convert failed with {st} but wrote dst"));
+        }
+        return;
+    }
+    if (dst_f32 && df.v[n].to_bits() != CANARY) || (!dst_f32 && dh.v[n] != 0xA5A5) {
+        c.fail("lshk_convert wrote past n".into());
+    }
+    for j in 0..n {
+        let good = match (from, to) {
+            (1, 2) => {
+                let x = sf.v[j];
+                let got = dh.v[j];
+                if x.is_nan() {
+                    got & 0x7f80 == 0x7f80
+                        && got & 0x7f != 0
+                        && got >> 15 == (x.to_bits() >> 31) as u16
+                } else {
+                    let b = x.to_bits();
+                    let want = ((b as u64 + 0x7fff + ((b >> 16) & 1) as u64) >> 16) as u16;
+                    got == want
+                }
+            }
+            (1, 3) => {
+                let x = sf.v[j];
+                let got = dh.v[j];
+                if x.is_nan() {
+                    got & 0x7c00 == 0x7c00
+                        && got & 0x3ff != 0
+                        && got >> 15 == (x.to_bits() >> 31) as u16
+                } else {
+                    got == half(x)
+                }
+            }
+            (2, 1) => df.v[j].to_bits() == (sh.v[j] as u32) << 16,
+            _ => {
+                let want = f16_to_f64(sh.v[j]);
+                let got = df.v[j];
+                if want.is_nan() {
+                    got.is_nan() && got.is_sign_negative() == (sh.v[j] >> 15 == 1)
+                } else {
+                    got as f64 == want && got.is_sign_negative() == (sh.v[j] >> 15 == 1)
+                }
+            }
+        };
+        if !good {
+            c.fail(format!(
+                "lshk_convert {from} -> {to}: element {j} ({:#x} / {:#06x}) gave {:#x} / {:#06x}",
+                sf.v[j].to_bits(),
+                sh.v[j],
+                df.v[j].to_bits(),
+                dh.v[j]
+            ));
+            return;
+        }
+    }
 }
 
 // ------------------------------------------------------------ top-k

@@ -1,5 +1,5 @@
-//! Seeded mutation fuzzing of the gather / matmul / training / HRR / IUL argument space through
-//! the C ABI (issue 8, item 2). Every call goes through the
+//! Seeded mutation fuzzing of the gather / matmul / index / training /
+//! HRR / IUL argument space through the C ABI. Every call goes through the
 //! `pub extern "C"` functions of `lshk::ffi` exactly as a C caller makes
 //! it: raw pointers, sizes, strides, ids, k, enum values and parameter
 //! structs. Each execution starts from a valid call and mutates one to
@@ -35,11 +35,15 @@
 //!   `gamma(dim+2) * (sum|w q| + |bias|)` plus `(dim+2) * 2^-149` for
 //!   underflow, NaN/inf classes equal; softmax within
 //!   `(2|x-m| + 8) * 2^-24` relative; top-k bit-exact), or, where the
-//!   reference is the safe Rust API (multi-probe gather, index query,
-//!   label-aware tables, IVF build and query), equal to it bit for bit;
-//!   a full IVF search (every list, every candidate re-ranked) is also
-//!   the brute-force top-k up to ties within the f32 bound; inputs are
-//!   unchanged and no byte after the documented output length is written.
+//!   reference is the safe Rust API (multi-probe gather, the index of
+//!   every candidate source: build, query, candidate sets, calibration,
+//!   rebuild, label-aware tables and lists), equal to it bit for bit; a
+//!   full IVF search (every list, every candidate re-ranked) and a graph
+//!   pool of every row are also the brute-force top-k up to ties within
+//!   the f32 bound; inputs are unchanged and no byte after the documented
+//!   output length is written;
+//! * a call that only some candidate sources have returns exactly
+//!   UNSUPPORTED on the others, writing nothing.
 //!
 //! `LSHK_FUZZ_ITERS` sets the number of executions (default 50,000,
 //! ~15 s in the debug profile on the 2-core CI machine);
@@ -51,7 +55,8 @@
 //! One test binary, one file per section (`infra.rs` holds the shared
 //! mutator and verdict machinery); [`TARGETS`] below lists every target
 //! with its share of the executions: a new entry point adds its file and
-//! one line there.
+//! one line there, and its name in [`FUZZED`] (every function there must
+//! have been called, and have returned OK, in a default-length run).
 
 #![allow(clippy::too_many_arguments)]
 
@@ -69,11 +74,11 @@ mod forest;
 mod graph;
 mod hrr;
 mod index;
-mod index_graph;
 mod infra;
 mod iul;
 mod ivf;
 mod kernels;
+mod sources;
 mod tables;
 mod train;
 mod train_logq;
@@ -82,20 +87,18 @@ use forest::*;
 use graph::*;
 use hrr::*;
 use index::*;
-use index_graph::*;
 use infra::*;
 use iul::*;
 use ivf::*;
 use kernels::*;
+use sources::*;
 use tables::*;
 use train::*;
 use train_logq::*;
 
-use lshk::ffi::graph::*;
 use lshk::ffi::hrr::*;
 use lshk::ffi::index::*;
 use lshk::ffi::iul::*;
-use lshk::ffi::ivf::*;
 use lshk::ffi::labels::*;
 use lshk::ffi::matmul::*;
 use lshk::ffi::tables::*;
@@ -104,7 +107,7 @@ use lshk::ffi::*;
 use lshk::hrr::{Hrr, Inverse, Scratch as HrrScratch};
 use lshk::index::{Family, Index, IndexParams, Storage, Transform};
 use lshk::isa::Isa;
-use lshk::ivf::{Codes, Ivf, IvfParams, SearchParams, SearchStats};
+use lshk::ivf::{Codes, IvfParams, SearchParams, SearchStats};
 use lshk::labels::{LabelParams, LabelPolicy};
 use lshk::rng::SplitMix64;
 use lshk::tables::{fold_code, GatherInput, GatherParams, GatherResult, Tables};
@@ -182,15 +185,56 @@ fn regressions() {
 
 // ------------------------------------------------------------ the targets
 
-/// The long-lived objects the targets fuzz against (built once).
+/// The long-lived objects the targets fuzz against (built once): an
+/// index of every candidate source, and their saved files.
 struct Env {
     idx: Vec<Idx>,
     ivfs: Vec<IvfX>,
     hrrs: Vec<HrrX>,
     hrr_dead: *mut lshk_hrr,
     graphs: Vec<GraphX>,
-    gidx: Vec<GIdx>,
+    forests: Vec<ForestX>,
+    files: Vec<Saved>,
 }
+
+impl Env {
+    /// The live indexes of every source but IVF (for the IVF-only calls).
+    fn non_ivf(&self) -> Vec<*mut lshk_index> {
+        let mut v: Vec<_> = self.idx.iter().map(|x| x.h).collect();
+        v.extend(self.graphs.iter().map(|x| x.h));
+        v.extend(self.forests.iter().map(|x| x.h));
+        v
+    }
+}
+
+/// The entry points of the one index (every candidate source) and of the
+/// kernels that take an LSHK_STORAGE_* element type: each must be called,
+/// and return OK, in a run of the default length (so no rule of this test
+/// keeps a function from its valid calls).
+const FUZZED: &[&str] = &[
+    "lshk_index_build",
+    "lshk_index_query",
+    "lshk_index_candidates",
+    "lshk_index_union",
+    "lshk_index_rebuild",
+    "lshk_index_calibrate",
+    "lshk_index_train_labels",
+    "lshk_index_describe",
+    "lshk_index_memory_bytes",
+    "lshk_index_weights",
+    "lshk_index_load",
+    "lshk_index_simhash",
+    "lshk_index_dwta",
+    "lshk_index_tables",
+    "lshk_index_inclusion_prob",
+    "lshk_index_dirty_rows",
+    "lshk_gathered_matmul",
+    "lshk_gathered_matmul_isa",
+    "lshk_convert",
+    "lshk_gather_dq",
+    "lshk_gather_dq_isa",
+    "lshk_tables_memory_bytes",
+];
 
 /// One fuzz target: its share of the executions (out of the sum of the
 /// shares), and the call, which returns the name its time is reported
@@ -280,7 +324,8 @@ const TARGETS: &[Target] = &[
         "forest"
     }),
     (1, |c, e| {
-        fuzz_ivf_calibrate(c, &e.ivfs);
+        let others = e.non_ivf();
+        fuzz_ivf_calibrate(c, &e.ivfs, &others);
         "ivf calibrate"
     }),
     (1, |c, e| {
@@ -292,20 +337,38 @@ const TARGETS: &[Target] = &[
         "graph"
     }),
     (1, |c, e| {
-        fuzz_graph_query_ex(c, &e.graphs);
-        "graph query_ex"
+        fuzz_graph_walk(c, &e.graphs);
+        "graph walk"
     }),
     (1, |c, e| {
         if c.r.one_in(4) {
-            fuzz_index_graph_build(c);
+            fuzz_source_build(c);
         } else {
-            fuzz_index_graph_query(c, &e.gidx);
+            fuzz_source_query(c, e);
         }
-        "index graph"
+        "index sources"
     }),
     (1, |c, e| {
         fuzz_inclusion_prob(c, &e.idx);
         "inclusion prob"
+    }),
+    (1, |c, _| {
+        fuzz_convert(c);
+        "convert"
+    }),
+    (1, |c, e| {
+        if c.r.one_in(2) {
+            fuzz_unsupported(c, e);
+        } else {
+            fuzz_describe(c, e);
+        }
+        "unsupported / describe"
+    }),
+    (1, |c, e| {
+        let files = std::mem::take(&mut e.files);
+        fuzz_load(c, e, &files);
+        e.files = files;
+        "load"
     }),
 ];
 
@@ -351,8 +414,11 @@ fn fuzz_c_abi_arguments() {
         hrrs,
         hrr_dead,
         graphs: build_graphs(),
-        gidx: build_graph_indexes(),
+        forests: build_forests(),
+        files: Vec::new(),
     };
+    let dir = std::env::temp_dir().join(format!("lshk-fuzz-args-{}", std::process::id()));
+    env.files = save_indexes(&env, &dir);
     let mut c = Ctx {
         r: R(SplitMix64::new(seed)),
         seed,
@@ -378,6 +444,7 @@ fn fuzz_c_abi_arguments() {
     }
     DONE.store(true, Ordering::Relaxed);
     wd.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
     for (f, (n, ok, dt)) in &c.per_fn {
         println!(
             "  {f}: {n} calls, {ok} OK, {:.2} s in the calls",
@@ -403,17 +470,26 @@ fn fuzz_c_abi_arguments() {
         c.failures.len(),
         c.failures.join("\n")
     );
-    // Every lshk_graph_query_ex case ran (tests/fuzz_graph.rs, merged
-    // here, asserted the same); checked at the default length and above.
-    let ex: Vec<u64> = GRAPH_EX_CASES
+    // Every case of the graph's query options ran; checked at the default
+    // length and above.
+    let ex: Vec<u64> = GRAPH_WALK_CASES
         .iter()
         .map(|n| n.load(Ordering::Relaxed))
         .collect();
-    println!("  lshk_graph_query_ex cases (mutation 0-10, none): {ex:?}");
+    println!("  graph walk cases (mutation 0-11, none): {ex:?}");
     if iters >= 50_000 {
         assert!(
             ex.iter().all(|&n| n > 0),
-            "an lshk_graph_query_ex case never ran: {ex:?}"
+            "a case of the graph's query options never ran: {ex:?}"
+        );
+        let missing: Vec<&str> = FUZZED
+            .iter()
+            .copied()
+            .filter(|f| c.per_fn.get(f).is_none_or(|&(n, ok, _)| n == 0 || ok == 0))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "never called, or never OK, in {iters} executions: {missing:?}"
         );
     }
     // Which tiers the `_isa` calls ran (an OK call on that tier); under CI a

@@ -144,10 +144,11 @@ pub(crate) fn fuzz_xent(c: &mut Ctx) {
     }
 }
 
-/// `lshk_gather_dq_f32[_isa]` and `lshk_rows_update_sgd[_isa]`: the same
-/// argument block (W, ids, offsets, grad; q and lr for the update, dq for
-/// the product). OK results equal the Rust API (scalar tier, one thread)
-/// bit for bit; failures write nothing.
+/// `lshk_gather_dq[_isa]` (float rows: dtype F32 or BORROWED_F32; other
+/// dtypes mutated in) and `lshk_rows_update_sgd[_isa]`: the same argument
+/// block (W, ids, offsets, grad; q and lr for the update, dq for the
+/// product). OK results equal the Rust API (scalar tier, one thread) bit
+/// for bit; failures write nothing.
 pub(crate) fn fuzz_backward(c: &mut Ctx) {
     let r = &mut c.r;
     let mut v = Verdict::default();
@@ -185,9 +186,10 @@ pub(crate) fn fuzz_backward(c: &mut Ctx) {
     let mut dq = Arr::new(vec![cf; dql], cf);
     let mut lr = r.f(0.01, 1.0);
     let threads = r.pick(&[0u32, 1, 2, 3]);
+    let mut dtype = r.pick(&[LSHK_STORAGE_F32, LSHK_STORAGE_BORROWED_F32]);
     let mut what = Vec::new();
     for _ in 0..r.u(4) {
-        let m = r.u(12);
+        let m = r.u(13);
         what.push(m);
         let hv = r.pick(&HUGE);
         match m {
@@ -233,8 +235,12 @@ pub(crate) fn fuzz_backward(c: &mut Ctx) {
                 }
                 _ => lr = r.special(),
             },
+            11 if !upd => dtype = r.pick(&[LSHK_STORAGE_F16, LSHK_STORAGE_I8, 5, u32::MAX]),
             _ => {}
         }
+    }
+    if !upd && dtype > LSHK_STORAGE_BF16 {
+        v.err("dtype neither float nor bf16");
     }
     if dim == 0 || w_stride < dim || (upd && q_stride < dim) || (!upd && dq_stride < dim) {
         v.err("dim 0 or a stride < dim");
@@ -286,7 +292,7 @@ pub(crate) fn fuzz_backward(c: &mut Ctx) {
         }
     }
     c.desc = format!(
-        "{} isa {isa:?} rows {rows} dim {dim} w_stride {w_stride} nb {nb} n {n} threads {threads} muts {what:?}",
+        "{} isa {isa:?} dtype {dtype} rows {rows} dim {dim} w_stride {w_stride} nb {nb} n {n} threads {threads} muts {what:?}",
         if upd { "sgd" } else { "dq" }
     );
     let (w0, q0, i0, g0, o0, d0) = (
@@ -301,8 +307,8 @@ pub(crate) fn fuzz_backward(c: &mut Ctx) {
     let func = match (upd, isa.is_some()) {
         (true, true) => "lshk_rows_update_sgd_isa",
         (true, false) => "lshk_rows_update_sgd",
-        (false, true) => "lshk_gather_dq_f32_isa",
-        (false, false) => "lshk_gather_dq_f32",
+        (false, true) => "lshk_gather_dq_isa",
+        (false, false) => "lshk_gather_dq",
     };
     let wp = w.mptr();
     let dp = dq.mptr();
@@ -315,11 +321,34 @@ pub(crate) fn fuzz_backward(c: &mut Ctx) {
             (true, None) => lshk_rows_update_sgd(
                 wp, rows, dim, w_stride, qp, q_stride, gp, ip, op, nb, lr, threads,
             ),
-            (false, Some(t)) => lshk_gather_dq_f32_isa(
-                t, wp, rows, dim, w_stride, gp, ip, op, nb, threads, dp, dq_stride,
+            (false, Some(t)) => lshk_gather_dq_isa(
+                t,
+                dtype,
+                wp.cast_const().cast(),
+                rows,
+                dim,
+                w_stride,
+                gp,
+                ip,
+                op,
+                nb,
+                threads,
+                dp,
+                dq_stride,
             ),
-            (false, None) => lshk_gather_dq_f32(
-                wp, rows, dim, w_stride, gp, ip, op, nb, threads, dp, dq_stride,
+            (false, None) => lshk_gather_dq(
+                dtype,
+                wp.cast_const().cast(),
+                rows,
+                dim,
+                w_stride,
+                gp,
+                ip,
+                op,
+                nb,
+                threads,
+                dp,
+                dq_stride,
             ),
         }
     });

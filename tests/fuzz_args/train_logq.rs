@@ -1,4 +1,4 @@
-//! The LSH inclusion probabilities of a logQ correction (issue 14):
+//! The LSH inclusion probabilities of a logQ correction:
 //! lshk_index_inclusion_prob against `Index::inclusion_probabilities` on
 //! the identically built mirror index, bit for bit.
 
