@@ -1,6 +1,6 @@
 //! One buffer type for the large read-mostly arrays of an index (weights,
 //! int8 scales, table offsets and ids): owned, a view into a mapped file,
-//! or the caller's memory (issue 19, item 5).
+//! or the caller's memory.
 //!
 //! `Buf<T>` reads as a `&[T]` in all three cases. Its `Send`/`Sync` impls
 //! are the only ones the index needs: `Index`, `Tables`, the weight store

@@ -1,4 +1,4 @@
-//! The hashing forest (issue 14, item 4): a candidate generator for the
+//! The hashing forest: a candidate generator for the
 //! selective softmax, built from the class weights.
 //!
 //! # Build

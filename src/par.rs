@@ -1,4 +1,4 @@
-//! The crate's one way to run work on several threads (issue 19: the
+//! The crate's one way to run work on several threads (the
 //! thread-count rule and the spawn / join / panic code were written out at
 //! every parallel site).
 //!

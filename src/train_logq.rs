@@ -1,5 +1,5 @@
 //! Sampling probabilities of LSH negative sampling, for a logQ correction
-//! (issue 14: "report it per candidate for SimHash, so a caller can opt
+//! ("report it per candidate for SimHash, so a caller can opt
 //! into a logQ correction").
 //!
 //! A SimHash bit of a Gaussian plane `h` is `h . x > 0`. Two vectors at

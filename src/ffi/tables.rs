@@ -576,7 +576,7 @@ pub unsafe extern "C" fn lshk_tables_gather_isa(
     }
 }
 
-// ------------------------------------------------ budget rules (issue 14)
+// ------------------------------------------------ budget rules
 
 /// lshk_budget_params::rule: today's rule (lshk_tables_gather): tables in
 /// order, ids ascending in a bucket, the bucket that reaches the budget cut

@@ -1,4 +1,4 @@
-//! C entry points of the training kernels (issue 14, item 1):
+//! C entry points of the training kernels:
 //! `lshk_softmax_xent_csr[_isa]`, `lshk_gather_dq_{f32,bf16}[_isa]`,
 //! `lshk_rows_update_sgd[_isa]` and the lazy Adam state `lshk_adam_*`.
 //! The semantics are those of [`crate::train`] (docs/training.md).

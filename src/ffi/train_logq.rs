@@ -1,4 +1,4 @@
-//! C entry point of the LSH sampling probabilities (issue 14: the seed's
+//! C entry point of the LSH sampling probabilities (the seed's
 //! `p_i ∝ 1 - (1 - p^K)^L`, per candidate, for a logQ correction):
 //! `lshk_index_inclusion_prob`. The semantics are those of
 //! [`crate::train_logq`] (docs/training.md).

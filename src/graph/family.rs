@@ -1,4 +1,4 @@
-//! The graph as a family of [`crate::Index`] (issue 16, item 1): the FGD
+//! The graph as a family of [`crate::Index`]: the FGD
 //! graph is the index's candidate source ([`CandidateSource`]), registered
 //! with one line in [`crate::index::source::SOURCES`]. This file is all
 //! the index knows of it.

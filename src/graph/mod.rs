@@ -1,4 +1,4 @@
-//! FGD, the fast graph decoder (issue 16): a small-world graph over the
+//! FGD, the fast graph decoder: a small-world graph over the
 //! rows of an output layer, searched for the largest logits.
 //!
 //! # The transform

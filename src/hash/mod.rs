@@ -1,4 +1,4 @@
-//! Hash families behind one seam (issue 19, item 1).
+//! Hash families behind one seam.
 //!
 //! An [`Index`](crate::index::Index) knows its family only through the
 //! [`HashFamily`] trait (hash a batch, hash + project fused for probe

@@ -1,4 +1,4 @@
-//! The one query pipeline of an index (issue 19, item 3): check →
+//! The one query pipeline of an index: check →
 //! transform → hash (fused hash + project when probing) → gather → score.
 //! [`Index::query`], [`Index::candidates`], [`Index::candidates_budget`],
 //! [`Index::query_codes`] (and through it label training,
@@ -8,7 +8,7 @@
 //! * the gather parameters, multi-probing included: `resolve_gather`;
 //! * label CSR: [`crate::labels::check_labels`].
 //!
-//! The three seams of issue 19 meet here, each called once per block:
+//! The three seams meet here, each called once per block:
 //! * the hash family, [`crate::hash::HashFamily`] (a trait object chosen
 //!   at build / load from the registry);
 //! * the candidate source, `CandidateSource` (`source.rs`): the LSH

@@ -1,5 +1,4 @@
-//! Candidate-source families behind one seam (issue 19, item 1; issue 16,
-//! item 1).
+//! Candidate-source families behind one seam.
 //!
 //! An [`Index`] gets a query's candidates from one [`CandidateSource`]: the
 //! LSH tables over a hash family ([`super::lsh::Lsh`], the SimHash and DWTA

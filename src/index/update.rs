@@ -1,4 +1,4 @@
-//! A mutable index for training (issue 14, item 2): rows of W change in
+//! A mutable index for training: rows of W change in
 //! place and only those rows are rehashed into every table, on a schedule
 //! the caller sets ([`RehashSchedule`], with LNS's decaying schedule ready
 //! as [`RehashSchedule::lns`]).
@@ -560,8 +560,7 @@ impl Index {
 }
 
 impl Index {
-    /// The candidate sets of `nq` queries under a budget rule (issue 14,
-    /// item 3): as [`Index::candidates`], with `g.max_candidates` applied
+    /// The candidate sets of `nq` queries under a budget rule: as [`Index::candidates`], with `g.max_candidates` applied
     /// by `rule` (see [`crate::tables::BudgetRule`]), and optional forced
     /// ids per query (`forced = Some((offsets, ids))`, CSR of `nq + 1`
     /// offsets; e.g. the true labels in LSH negative sampling), which are

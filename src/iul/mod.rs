@@ -1,4 +1,4 @@
-//! Learned SimHash hyperplanes (IUL, the HALOS paper §3.5; issue 7 part 2).
+//! Learned SimHash hyperplanes (IUL, the HALOS paper §3.5).
 //!
 //! # The loss (this library's exact reading)
 //! Table `l` of a SimHash family owns the `K` planes `θ_l` (`K x dim`, rows

@@ -1,5 +1,5 @@
 //! Label-aware lists: HALOS's label-aware buckets on the k-means lists
-//! (issue 13, "composes with label-aware buckets").
+//! ("composes with label-aware buckets").
 //!
 //! [`Ivf::train_labels`] takes (query, labels) training pairs, finds the
 //! list each training query visits first (the best estimate `e_l`, exactly

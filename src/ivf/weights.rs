@@ -1,4 +1,4 @@
-//! Row weights for the k-means of [`Ivf::build_weighted`] (issue 13: the
+//! Row weights for the k-means of [`Ivf::build_weighted`] (the
 //! partition "optionally weighted by training queries, as HALOS uses
 //! them"), and a helper deriving them from training hits.
 

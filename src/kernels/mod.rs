@@ -4,7 +4,7 @@
 //! table that the dispatcher indexes once per call.
 
 /// A family's per-tier kernel tables and its `kernels(tier)` lookup, from
-/// one field list (issue 19: the tier -> function table was written out
+/// one field list (the tier -> function table was written out
 /// by hand in every family). `Kernels [name] { field: function, .. }`
 /// makes the statics `SCALAR`, `PORTABLE`, `AVX2` and `AVX512`, each taking
 /// `function` from the module of its tier (`scalar::function`, ...; a tier

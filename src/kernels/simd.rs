@@ -1,4 +1,4 @@
-//! The f32 vector tile of the x86 tiers (issue 19: per-tier plumbing
+//! The f32 vector tile of the x86 tiers (per-tier plumbing
 //! generated, not copied). Several families (dense, matmul, graph, train)
 //! write their row-block drivers, tails and prefetch loops once, generic
 //! over [`F32x`] (the vector operations of one instruction set) and

@@ -16,7 +16,7 @@
 //! `gamma(n) = n u / (1 - n u)` (`dim` roundings of the accumulation, one
 //! for the int8 scale, one for the bias), with no exception: the AVX-512
 //! tier widens bf16 W to f32 like the others and does not use `vdpbf16ps`,
-//! which would round Q to bf16 (see `kernels/matmul/avx512.rs`, issue 12).
+//! which would round Q to bf16 (see `kernels/matmul/avx512.rs`).
 //!
 //! The storage rounding is the caller's, done once by the conversions here:
 //! [`f32_to_bf16`] (relative error <= 2^-8 per element: 8 significand bits), [`f32_to_f16`]

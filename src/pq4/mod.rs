@@ -1,5 +1,5 @@
-//! 4-bit product quantisation with "fast-scan" scoring of contiguous runs
-//! (issue 13 item 3): the compact first scoring pass of an IVF probe, whose
+//! 4-bit product quantisation with "fast-scan" scoring of contiguous runs:
+//! the compact first scoring pass of an IVF probe, whose
 //! best candidates are then re-scored exactly by the caller. This module is
 //! the kernel family and its data structures; the IVF index uses it for
 //! [`crate::ivf::Codes::Pq4`] (residual codes, one table per query; see

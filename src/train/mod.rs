@@ -1,4 +1,4 @@
-//! The backward pass of a sublinear output layer (issue 14, item 1): the
+//! The backward pass of a sublinear output layer: the
 //! softmax cross-entropy over per-sample candidate segments, the
 //! transposed gathered product `dq`, and the SGD / lazy-Adam row updates.
 //! `docs/training.md` has the long form (semantics, determinism, bounds, C

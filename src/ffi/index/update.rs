@@ -1,5 +1,4 @@
-//! The mutable index: row updates, rehashes and the rehash schedule (issue 14;
-//! split out of ffi/index.rs, code unchanged).
+//! The mutable index: row updates, rehashes and the rehash schedule.
 
 use super::*;
 

@@ -1,6 +1,6 @@
 //! Gathered matmul, AVX-512 tier (avx512f + bw + dq + vl). The f32, f16 and
 //! int8 kernels were executed on two AVX-512 machines (AMD Zen 4, Intel
-//! Sapphire/Emerald Rapids; issue 12) and matched the oracle within the f32
+//! Sapphire/Emerald Rapids) and matched the oracle within the f32
 //! bound. The bf16 kernel (`dot_bf16`) has NOT been executed on AVX-512
 //! hardware yet: both machines have AVX-512 BF16, so they ran the removed
 //! `vdpbf16ps` kernel instead; it is the same `dot_simd` with the bf16 load
