@@ -77,10 +77,13 @@ impl Index {
     /// Errors: `Unsupported` (another source), `NonFinite`,
     /// `AllocationFailed`.
     pub fn rebuild(&mut self, seed: Option<u64>) -> Result<()> {
-        self.src
-            .as_any()
-            .downcast_ref::<Forest>()
-            .ok_or_else(|| self.unsupported("rebuild", "the forest source"))?;
+        let mut p = self
+            .forest()
+            .ok_or_else(|| self.unsupported("rebuild", "the forest source"))?
+            .params();
+        if let Some(s) = seed {
+            p.seed = s;
+        }
         let (rows, dim, st) = (self.rows, self.dim, self.weight_stride());
         let Weights::F32(w) = self.weights() else {
             unreachable!("a forest-source index keeps W as f32 (checked at build and load)")
@@ -92,19 +95,8 @@ impl Index {
                 w[r * st + j]
             );
         }
-        let b = self.bias.as_deref().unwrap_or(&[]);
-        let a = crate::error::max_abs_rows(w, rows, dim, st).max(crate::error::max_abs_rows(
-            b,
-            1,
-            b.len(),
-            b.len(),
-        ));
+        let a = self.value_max();
         crate::error::check_scorable(a, dim, "the rows' values")?;
-        let f = self.src.as_any().downcast_ref::<Forest>().expect("checked");
-        let mut p = f.params();
-        if let Some(s) = seed {
-            p.seed = s;
-        }
         let nf = Forest::build(w, rows, dim, st, &p)?;
         self.src = Box::new(nf);
         self.vmax = a;
@@ -127,12 +119,7 @@ impl Index {
         qp: &QueryParams,
         out: &mut GatherResult,
     ) -> Result<()> {
-        self.check_queries(q, nq, q_stride, "q")?;
-        let a = match self.p.storage {
-            Storage::I8 => self.vmax.max(127.0),
-            _ => self.vmax,
-        };
-        crate::error::check_query_range(q, nq, self.dim, q_stride, a, "q")?;
+        self.check_query_values(q, nq, q_stride)?;
         self.src.check_query(self, qp)?;
         out.ids.clear();
         out.counts.clear();

@@ -15,6 +15,18 @@ thread_local! {
 }
 
 impl Index {
+    /// The checks of a batch of queries every query path makes: shape and
+    /// finite values, then the range the stored rows can be scored in.
+    pub(crate) fn check_query_values(&self, q: &[f32], nq: usize, q_stride: usize) -> Result<()> {
+        self.check_queries(q, nq, q_stride, "q")?;
+        // int8 rows are summed as codes (up to 127) times q, then scaled.
+        let a = match self.p.storage {
+            Storage::I8 => self.vmax.max(127.0),
+            _ => self.vmax,
+        };
+        crate::error::check_query_range(q, nq, self.dim, q_stride, a, "q")
+    }
+
     /// The top `k` rows of each of `nq` queries (`q` row `i` at
     /// `i * q_stride`, `q_stride >= dim`) into `out_ids[i*k ..]` and
     /// `out_scores[i*k ..]` (both at least `nq * k` long): logits of the
@@ -75,13 +87,7 @@ impl Index {
         stats: Option<&mut QueryStats>,
     ) -> Result<()> {
         // ---- checks
-        self.check_queries(q, nq, q_stride, "q")?;
-        // int8 rows are summed as codes (up to 127) times q, then scaled.
-        let a = match self.p.storage {
-            Storage::I8 => self.vmax.max(127.0),
-            _ => self.vmax,
-        };
-        crate::error::check_query_range(q, nq, self.dim, q_stride, a, "q")?;
+        self.check_query_values(q, nq, q_stride)?;
         let kk = k as usize;
         let need = checked_mul(nq, kk, "nq * k")?;
         if out_ids.len() < need {

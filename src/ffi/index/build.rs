@@ -52,10 +52,10 @@ pub unsafe extern "C" fn lshk_index_build(
 ) -> lshk_status {
     boundary("lshk_index_build", || {
         check_out(out)?;
-        // SAFETY: forwarded caller contract.
-        let ip = unsafe { read_index_params(p)? };
-        // SAFETY: as above; read again only for the callback fields.
+        // SAFETY: forwarded caller contract (p NULL or a readable struct
+        // whose pointers hold their stated lengths).
         let cp = unsafe { read_param_struct(p, "p")? };
+        let ip = unsafe { read_index_params(&cp)? };
         if rows == 0 {
             bail!(InvalidArgument, "rows must be >= 1");
         }

@@ -671,15 +671,12 @@ pub(crate) unsafe fn read_query_params(
     })
 }
 
-/// Reads and checks a caller's build parameters (NULL = defaults) into the
-/// Rust form; the caller-given arrays are copied.
+/// Checks a caller's build parameters (as read_param_struct read them)
+/// and turns them into the Rust form; the caller-given arrays are copied.
 ///
 /// # Safety
-/// `p` is NULL or a readable lshk_index_params of its struct_size whose
-/// pointers hold their stated lengths.
-pub(crate) unsafe fn read_index_params(p: *const lshk_index_params) -> Result<IndexParams> {
-    // SAFETY: forwarded caller contract.
-    let cp = unsafe { read_param_struct(p, "p")? };
+/// The pointers in `cp` hold their stated lengths.
+pub(crate) unsafe fn read_index_params(cp: &lshk_index_params) -> Result<IndexParams> {
     let family = Family::from_u32(cp.source).ok_or_else(|| {
         Error::new(
             Status::InvalidArgument,
