@@ -201,6 +201,6 @@ mod tests {
         fn both<T: Send + Sync>() {}
         both::<Buf<u32>>();
         both::<crate::index::Index>();
-        both::<crate::tables::Tables>();
+        both::<crate::source::lsh::tables::Tables>();
     }
 }

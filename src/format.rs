@@ -49,9 +49,9 @@ use crate::error::{Error, Result, Status};
 pub const MAGIC: [u8; 8] = [0x89, b'L', b'S', b'H', b'K', 0x0D, 0x0A, 0x1A];
 pub const VERSION: u32 = 1;
 pub const KIND_INDEX: u32 = 1;
-/// An [`crate::ivf::Ivf`] file.
+/// An [`crate::source::ivf::Ivf`] file.
 pub const KIND_IVF: u32 = 2;
-/// A [`crate::graph::Graph`] file.
+/// A [`crate::source::graph::Graph`] file.
 pub const KIND_GRAPH: u32 = 3;
 pub const ALIGN: u64 = 64;
 const HEADER: usize = 64;

@@ -21,23 +21,13 @@ pub mod dense;
 /// cbindgen:ignore
 pub mod error;
 /// cbindgen:ignore
-pub mod forest;
-/// cbindgen:ignore
 pub mod format;
-/// cbindgen:ignore
-pub mod graph;
-/// cbindgen:ignore
-pub mod hash;
 /// cbindgen:ignore
 pub mod hrr;
 /// cbindgen:ignore
 pub mod index;
 /// cbindgen:ignore
 pub mod isa;
-/// cbindgen:ignore
-pub mod iul;
-/// cbindgen:ignore
-pub mod ivf;
 /// The per-ISA kernels under the safe API. Public only so that the per-tier
 /// tests and benches can call each tier against its scalar oracle; not part
 /// of the API (no stability promise), hence hidden from the docs.
@@ -46,27 +36,28 @@ pub mod ivf;
 #[doc(hidden)]
 pub mod kernels;
 /// cbindgen:ignore
-pub mod labels;
-/// cbindgen:ignore
 pub mod matmul;
+/// cbindgen:ignore
 mod par;
 /// cbindgen:ignore
-pub mod pq4;
-/// cbindgen:ignore
-pub mod qdot;
+pub mod quant;
 /// cbindgen:ignore
 pub mod rng;
 /// cbindgen:ignore
-pub mod tables;
+pub mod source;
 /// cbindgen:ignore
 pub mod train;
-/// cbindgen:ignore
-pub mod train_logq;
 
 pub mod ffi;
 
-/// The two hash families' historical paths (`lshk::simhash`, `lshk::dwta`):
-/// they live in `hash/` with their seam registration.
+/// The modules' public paths: the candidate sources live in `source/`
+/// (`lshk::ivf` is `lshk::source::ivf`, the LSH parts under
+/// `source::lsh`), the codes in `quant/`; the two hash families keep
+/// their paths `lshk::simhash` and `lshk::dwta`.
+pub use quant::{pq4, qdot};
+pub use source::lsh::{hash, iul, tables, train_logq};
+pub use source::{forest, graph, ivf, labels};
+
 pub use hash::{dwta, simhash};
 
 pub use dwta::Dwta;

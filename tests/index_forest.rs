@@ -1,5 +1,5 @@
 //! The hashing forest as the candidate source of the one `Index`
-//! (`Family::Forest`, src/forest/family.rs): a sample's candidates are the
+//! (`Family::Forest`, src/source/forest/family.rs): a sample's candidates are the
 //! forest's set `S(x)` of `max(set_size, k)` classes, and the index returns
 //! their top `k` by exact logit; files round-trip; what the family does not
 //! support is refused.

@@ -1,5 +1,5 @@
 //! The IVF lists as the candidate source of the one `Index`
-//! (`Family::Ivf`, src/ivf/family.rs): the index answers exactly what the
+//! (`Family::Ivf`, src/source/ivf/family.rs): the index answers exactly what the
 //! standalone `Ivf` answers (ids and score bits) with f32 or borrowed
 //! storage, on every code type and search setting with an exact stage, one
 //! query at a time and in batches (with `rerank = 0` the lists' top-k

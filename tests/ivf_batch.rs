@@ -1,4 +1,4 @@
-//! Batched IVF search (issue 13 item 4, `src/ivf/batch.rs`): a call with
+//! Batched IVF search (issue 13 item 4, `src/source/ivf/batch.rs`): a call with
 //! several queries shares its passes over the centroids and, with int8
 //! codes and fixed selection, over the lists (list by list). The answer of
 //! every query must be bit for bit what it gets alone: ids, scores and the

@@ -591,7 +591,8 @@ fn labels_record_parse() {
 /// labels (ties to the smaller id), beside or instead of the rows.
 #[test]
 fn standalone_tables_with_labels_match_the_oracle() {
-    use lshk::labels::{tables_with_labels, LabelParams, LabelPolicy};
+    use lshk::labels::{LabelParams, LabelPolicy};
+    use lshk::tables::tables_with_labels;
     use lshk::tables::Tables;
     use std::collections::{BTreeSet, HashMap};
     let (rows, l, rb) = (300usize, 3usize, 4u32);

@@ -3,7 +3,7 @@
 //! against an independent reference computed from the unpacked codes;
 //! extremes (all-255 tables, the u16 widening boundaries, the largest M);
 //! packing / encoding round trips; the approximate score against f64
-//! references within the bound derived in `src/pq4.rs`; a golden checksum
+//! references within the bound derived in `src/quant/pq4/mod.rs`; a golden checksum
 //! of a seeded training; argument errors.
 
 mod common;

@@ -3,7 +3,7 @@
 //! bit), the quantisation's properties and golden values, the derived
 //! error bound against f64, argument errors, and `TopR` against a full sort.
 //!
-//! The bounds are derived in `src/qdot.rs`: each stored element is within
+//! The bounds are derived in `src/quant/qdot/mod.rs`: each stored element is within
 //! `h = 1/2 + 2^-17` code units of the float (`|w - s c| <= s h`,
 //! `|q - t k| <= t h`), hence `|dot(w, q) - s t I| <= s t h (sum|c| +
 //! sum|k| + h dim)`, and the f32 score adds `gamma(4) (s t |I| + |b|)`.
@@ -526,7 +526,7 @@ fn golden_values() {
     }
 }
 
-/// The derived bound of `src/qdot.rs`, against f64 dot products, for
+/// The derived bound of `src/quant/qdot/mod.rs`, against f64 dot products, for
 /// several value distributions (including outliers, which make the scale
 /// coarse).
 #[test]

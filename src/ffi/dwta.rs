@@ -1,7 +1,7 @@
 //! C entry points of the DWTA family (`lshk_dwta_*`).
 
 use super::*;
-use crate::dwta::Dwta;
+use crate::source::lsh::hash::dwta::Dwta;
 
 /// A DWTA (densified winner-take-all) bin-max hash family: L tables of K
 /// bins, each bin B coordinates of the input (B a power of two in 2..=256,
@@ -108,7 +108,12 @@ pub unsafe extern "C" fn lshk_dwta_from_map(
 ) -> lshk_status {
     boundary("lshk_dwta_from_map", || {
         check_out(out)?;
-        crate::dwta::check_params(dim as usize, bins_per_table, tables, bin_size)?;
+        crate::source::lsh::hash::dwta::check_params(
+            dim as usize,
+            bins_per_table,
+            tables,
+            bin_size,
+        )?;
         // SAFETY: caller contract: `map` holds map_len u32.
         let m = unsafe { slice_in(map, map_len, "map")? };
         let h = Dwta::from_map(m, dim as usize, bins_per_table, tables, bin_size)?;

@@ -4,7 +4,7 @@
 use super::index::{lshk_index, IndexHandle};
 use super::*;
 use crate::bail;
-use crate::iul::{IulData, IulParams, IulReport, IulShape, Thresholds};
+use crate::source::lsh::iul::{IulData, IulParams, IulReport, IulShape, Thresholds};
 
 /// lshk_iul_params::flags: read `t1` / `t2` as rank cut-offs (whole
 /// numbers >= 0) instead of score values: a missed label is a positive when
@@ -470,7 +470,7 @@ pub unsafe extern "C" fn lshk_simhash_train_iul(
             label_offsets: offs,
             labels: labs,
         };
-        let (learned, reps) = crate::iul::train(pin, &shape, &data, &to_rust(&cp))?;
+        let (learned, reps) = crate::source::lsh::iul::train(pin, &shape, &data, &to_rust(&cp))?;
         pout[..learned.len()].copy_from_slice(&learned);
         for (o, r) in out.iter_mut().zip(&reps) {
             *o = report_to_c(r);

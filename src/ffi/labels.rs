@@ -3,8 +3,8 @@
 use super::index::{lshk_index, IndexHandle};
 use super::tables::lshk_tables;
 use super::*;
-use crate::labels::{LabelParams, LabelPolicy};
-use crate::tables::Tables;
+use crate::source::labels::{LabelParams, LabelPolicy};
+use crate::source::lsh::tables::Tables;
 
 /// Label policy: a trained bucket holds the rows hashed to it AND its top
 /// labels.
@@ -189,7 +189,7 @@ pub unsafe extern "C" fn lshk_index_label_info(
 /// `trained` NULL or writable; `params` NULL or a writable params struct
 /// holding its struct_size.
 pub(crate) unsafe fn write_label_info(
-    st: Option<crate::labels::LabelState>,
+    st: Option<crate::source::labels::LabelState>,
     trained: *mut u32,
     params: *mut lshk_label_params,
 ) -> Result<()> {
@@ -279,7 +279,7 @@ pub unsafe extern "C" fn lshk_tables_add_labels(
         }
         // SAFETY: label_offsets[n] labels, as promised.
         let ys = unsafe { slice_in(labels, off[n], "labels")? };
-        let merged = crate::labels::tables_with_labels(tab, c, n, off, ys, &lp, 0)?;
+        let merged = crate::source::lsh::tables::tables_with_labels(tab, c, n, off, ys, &lp, 0)?;
         *tab = merged;
         Ok(())
     })

@@ -1,7 +1,7 @@
 //! C entry points of the SimHash family (`lshk_simhash_*`).
 
 use super::*;
-use crate::simhash::SimHash;
+use crate::source::lsh::hash::simhash::SimHash;
 
 /// A SimHash family: L tables of K sign bits each, from K*L hyperplanes.
 /// Immutable once created.

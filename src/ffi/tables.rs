@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 
 use super::*;
-use crate::tables::{BudgetRule, GatherInput, GatherParams, GatherResult, Tables};
+use crate::source::lsh::tables::{BudgetRule, GatherInput, GatherParams, GatherResult, Tables};
 
 /// L LSH tables over n rows (flat CSR per table, ids ascending per bucket).
 /// The functions taking a non-const `lshk_tables *` (lshk_tables_update,

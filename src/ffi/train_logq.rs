@@ -1,7 +1,7 @@
 //! C entry point of the LSH sampling probabilities (the seed's
 //! `p_i ∝ 1 - (1 - p^K)^L`, per candidate, for a logQ correction):
 //! `lshk_index_inclusion_prob`. The semantics are those of
-//! [`crate::train_logq`] (docs/training.md).
+//! [`crate::source::lsh::train_logq`] (docs/training.md).
 
 use super::index::{index_ref, lshk_index};
 use super::*;

@@ -136,8 +136,8 @@ impl Index {
         // ---- the candidate source (its family's registration: hashes the
         // rows into tables, or builds the graph)
         let total = rows as u64;
-        let src = (source::source_registration(p.family).build)(
-            &source::BuildInput {
+        let src = (source_registration(p.family).build)(
+            &crate::source::BuildInput {
                 w,
                 bias: bias.as_deref(),
                 rows,

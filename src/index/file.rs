@@ -114,7 +114,7 @@ impl Index {
             format::KIND_INDEX,
             format::KIND_IVF,
             format::KIND_GRAPH,
-            crate::forest::KIND_FOREST,
+            crate::source::forest::KIND_FOREST,
         ];
         let (c, kind) = Container::open_any(path, &kinds)?;
         if kind == format::KIND_INDEX {
@@ -135,7 +135,7 @@ impl Index {
         let mut owned_w: Option<Vec<f32>> = None;
         match kind {
             format::KIND_IVF => {
-                let borrows = crate::ivf::Ivf::borrows_w_in(&c)?;
+                let borrows = crate::source::ivf::Ivf::borrows_w_in(&c)?;
                 let wv = if borrows {
                     if w.is_null() {
                         bail!(
@@ -159,8 +159,9 @@ impl Index {
                 };
                 // SAFETY: a given W is the caller's, alive and unchanged
                 // while the index lives (the contract above).
-                let ivf =
-                    unsafe { crate::ivf::Ivf::from_container(&c, wv.map(|v| (v, w_stride)))? };
+                let ivf = unsafe {
+                    crate::source::ivf::Ivf::from_container(&c, wv.map(|v| (v, w_stride)))?
+                };
                 (rows, dim) = (ivf.rows(), ivf.dim());
                 let (wid, b) = ivf.rows_by_id()?;
                 if !borrows {
@@ -171,14 +172,14 @@ impl Index {
                 src = Box::new(ivf);
             }
             format::KIND_GRAPH => {
-                let g = crate::graph::Graph::from_container(&c)?;
+                let g = crate::source::graph::Graph::from_container(&c)?;
                 (rows, dim) = (g.rows(), g.dim());
                 bias_of = g.exact_bias()?;
                 (family, seed, threads) = (Family::Graph, g.params().seed, g.params().threads);
                 src = Box::new(g);
             }
             _ => {
-                let f = crate::forest::Forest::from_container(&c)?;
+                let f = crate::source::forest::Forest::from_container(&c)?;
                 (rows, dim) = (f.rows(), f.dim());
                 bias_of = None;
                 (family, seed, threads) = (Family::Forest, f.params().seed, f.params().threads);
@@ -342,7 +343,7 @@ impl Index {
             )));
         }
         let label_state = match c.optional("LABELS") {
-            Some(r) => Some(crate::labels::LabelState::parse(r).map_err(bad)?),
+            Some(r) => Some(crate::source::labels::LabelState::parse(r).map_err(bad)?),
             None => None,
         };
         let given = flags & FLAG_GIVEN != 0;
@@ -496,13 +497,13 @@ impl Index {
                 }
                 Storage::BorrowedF32 => unreachable!(),
             }
-            let keep: crate::tables::KeepAlive = c.clone();
+            let keep: crate::source::lsh::tables::KeepAlive = c.clone();
             // SAFETY: `raw` and `scales` are sections of the mapped
             // container `c`, which `keep` owns; the mapping is read-only.
             unsafe { WStore::mapped(storage, raw, scales, dim, &keep)? }
         };
         // ---- the candidate source (its family's sections, all checked)
-        let src = (super::source::source_registration(family).load)(&super::source::LoadInput {
+        let src = (source_registration(family).load)(&crate::source::LoadInput {
             c: &c,
             rows,
             dim,
@@ -554,7 +555,7 @@ impl Index {
 /// # Safety
 /// `w` (non-NULL) points to that many floats.
 unsafe fn borrowed_slice<'a>(c: &Container, w: *const f32, w_stride: usize) -> Result<&'a [f32]> {
-    let (rows, dim) = crate::ivf::Ivf::shape_in(c)?;
+    let (rows, dim) = crate::source::ivf::Ivf::shape_in(c)?;
     if w_stride < dim {
         bail!(
             InvalidArgument,

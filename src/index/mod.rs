@@ -20,11 +20,11 @@
 //! # Families
 //! The candidates come from the family's candidate source
 //! ([`source`]): the LSH tables above for the hash families (SimHash,
-//! DWTA), the FGD graph ([`crate::graph`]) for [`Family::Graph`], built
+//! DWTA), the FGD graph ([`crate::source::graph`]) for [`Family::Graph`], built
 //! from the same rows and bias with [`IndexParams::graph`] and searched
-//! with [`QueryParams::graph`], or the IVF lists ([`crate::ivf`]) for
+//! with [`QueryParams::graph`], or the IVF lists ([`crate::source::ivf`]) for
 //! [`Family::Ivf`], with [`IndexParams::ivf`] and [`QueryParams::ivf`]
-//! (src/ivf/family.rs), or the hashing forest ([`crate::forest`]) for
+//! (src/ivf/family.rs), or the hashing forest ([`crate::source::forest`]) for
 //! [`Family::Forest`], with [`IndexParams::forest`] and
 //! [`QueryParams::forest`] (src/forest/family.rs). Everything after the candidates (exact logits of W
 //! per [`Storage`] and the bias, top-k) is the same for every family; a
@@ -39,7 +39,7 @@
 //! gets its own bucket when the code space is small; beyond about 2 buckets
 //! per row (and beyond 2^20 buckets, 4 MiB of offsets per table) more
 //! buckets would only be empty ones, so codes are folded (see
-//! [`crate::tables::fold_code`]) into that many buckets.
+//! [`crate::source::lsh::tables::fold_code`]) into that many buckets.
 //!
 //! # File format
 //! [`Index::save`] writes an lshk container ([`crate::format`], kind
@@ -58,7 +58,7 @@
 //!   row-to-bucket map is kept or stored, see [`Tables::freeze`].)
 //! * `BIAS` (optional): `rows` f32.
 //! * `LABELS` (optional): the label training of the index (see
-//!   [`crate::labels`]); with it the tables may hold a row in several
+//!   [`crate::source::labels`]); with it the tables may hold a row in several
 //!   buckets of a table.
 //! * `WEIGHTS` (absent for [`Storage::BorrowedF32`]): `rows x dim`, no row
 //!   padding, f32 / bf16 bits / f16 bits / i8; with int8 also `WSCALES`
@@ -77,191 +77,43 @@
 
 use std::cell::RefCell;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::bail;
-use crate::dwta::Dwta;
 use crate::error::{checked_mul, first_non_finite, strided_len, try_vec, Error, Result, Status};
 use crate::format::{self, cast_slice, Container, SectionOut};
-use crate::hash::{FamilyShape, HashFamily};
 use crate::matmul::{self, WeightMatrix, Weights};
-use crate::simhash::SimHash;
-use crate::tables::{GatherInput, GatherParams, GatherResult, Tables, U32s, MAX_ROWS};
+use crate::source::lsh::hash::dwta::Dwta;
+use crate::source::lsh::hash::simhash::SimHash;
+use crate::source::lsh::hash::{FamilyShape, HashFamily};
+use crate::source::lsh::tables::{GatherInput, GatherParams, GatherResult, Tables, MAX_ROWS};
 
 mod build;
 mod file;
+mod iul;
+mod labels;
 mod lsh;
 mod ops;
 mod pipeline;
 mod query;
-pub(crate) mod source;
+pub(crate) use crate::source::{transform_query, transform_row, CandidateSource, Resolved};
+pub use crate::source::{IndexParams, QueryParams, QueryStats, Storage, Transform};
 pub use pipeline::Scorer;
-pub(crate) use source::CandidateSource;
-pub use source::QueryParams;
 mod train;
+mod train_logq;
 mod update;
 mod weights;
 use weights::{WBuf, WStore};
 
 pub use update::{RehashClock, RehashSchedule, LNS_REHASH_LAMBDA, LNS_REHASH_PERIOD};
 
-pub use crate::hash::Family;
-
-/// How the index keeps W.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u32)]
-pub enum Storage {
-    /// The caller's f32 W is used in place (it must stay alive and
-    /// unchanged); only through [`Index::build_borrowed`] or the C API.
-    BorrowedF32 = 0,
-    /// A copy in f32.
-    F32 = 1,
-    /// bf16 (round to nearest even).
-    Bf16 = 2,
-    /// IEEE binary16 (round to nearest even; |w| > 65504 is refused).
-    F16 = 3,
-    /// Symmetric per-row int8 with one f32 scale per row.
-    I8 = 4,
-}
-
-/// Input transform applied before hashing (never to the logits).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u32)]
-pub enum Transform {
-    None = 0,
-    /// Rows `[w, b]` (b = 0 without a bias), queries `[q, 1]`: the hash sees
-    /// the logit's geometry including the bias (HALOS).
-    BiasAug = 1,
-    /// Neyshabur & Srebro's MIPS-to-cosine transform: rows
-    /// `[w/U, sqrt(max(0, 1 - |w/U|^2))]` with U the largest row norm,
-    /// queries `[q/|q|, 0]` (a zero query stays zero).
-    Mips = 2,
-}
-
-impl Storage {
-    pub fn from_u32(v: u32) -> Option<Storage> {
-        [
-            Storage::BorrowedF32,
-            Storage::F32,
-            Storage::Bf16,
-            Storage::F16,
-            Storage::I8,
-        ]
-        .get(v as usize)
-        .copied()
-    }
-    fn elem_bytes(self) -> usize {
-        match self {
-            Storage::BorrowedF32 | Storage::F32 => 4,
-            Storage::Bf16 | Storage::F16 => 2,
-            Storage::I8 => 1,
-        }
-    }
-}
-impl Transform {
-    pub fn from_u32(v: u32) -> Option<Transform> {
-        [Transform::None, Transform::BiasAug, Transform::Mips]
-            .get(v as usize)
-            .copied()
-    }
-}
-
-/// Build parameters (see the C `lshk_index_params` for each field).
-#[derive(Clone, Debug, PartialEq)]
-pub struct IndexParams {
-    pub family: Family,
-    /// K: bits per table (SimHash) or bins per table (DWTA).
-    pub bits: u32,
-    /// L.
-    pub tables: u32,
-    /// SimHash planes: 0 Gaussian, 1 ±1, s >= 2 sparse.
-    pub sparsity: u32,
-    /// DWTA bin size B.
-    pub bin_size: u32,
-    pub seed: u64,
-    /// 0: the default rule of the module documentation.
-    pub range_bits: u32,
-    /// 0: keep all ids.
-    pub bucket_cap: u32,
-    pub storage: Storage,
-    pub transform: Transform,
-    /// Build threads (0: every core).
-    pub threads: u32,
-    /// Caller-given SimHash planes, `K*L x dim'` (dim' = dim after the
-    /// transform).
-    pub planes: Option<Vec<f32>>,
-    /// Caller-given DWTA bin map, `K*L*B` coordinates `< dim'`.
-    pub dwta_map: Option<Vec<u32>>,
-    /// Graph family: the graph's build parameters (m, ef_construction,
-    /// the storage of its own rows, threads, seed); the graph is the one
-    /// [`crate::graph::Graph::build`] builds with them. The LSH fields
-    /// above are ignored, `storage` keeps W for the logits as for every
-    /// family, `transform` must be [`Transform::None`].
-    pub graph: crate::graph::GraphParams,
-    /// IVF family: the lists' build parameters (nlist, iters, codes, ...);
-    /// the lists are the ones [`crate::ivf::Ivf::build`] builds with them
-    /// (borrowing W when `storage` is [`Storage::BorrowedF32`], else on a
-    /// copy of their own). The LSH fields above are ignored, `transform`
-    /// must be [`Transform::None`].
-    pub ivf: crate::ivf::IvfParams,
-    /// IVF family: optional per-row weights steering the k-means (one
-    /// finite weight >= 0 per row, not all 0; [`crate::ivf::Ivf::build_weighted`]).
-    /// Other families refuse them (`InvalidArgument`).
-    pub ivf_row_weights: Option<Vec<f32>>,
-    /// Forest family: the trees' build parameters; the trees are the ones
-    /// [`crate::forest::Forest::build`] builds with them over the rows
-    /// (storage must be [`Storage::F32`] or [`Storage::BorrowedF32`]).
-    pub forest: crate::forest::ForestParams,
-}
-
-impl Default for IndexParams {
-    fn default() -> Self {
-        IndexParams {
-            family: Family::SimHash,
-            bits: 12,
-            tables: 50,
-            sparsity: 0,
-            bin_size: 8,
-            seed: 1,
-            range_bits: 0,
-            bucket_cap: 0,
-            storage: Storage::F32,
-            transform: Transform::None,
-            threads: 0,
-            planes: None,
-            dwta_map: None,
-            graph: crate::graph::GraphParams::default(),
-            ivf: crate::ivf::IvfParams::default(),
-            ivf_row_weights: None,
-            forest: crate::forest::ForestParams::default(),
-        }
-    }
-}
-
-/// Per-batch candidate statistics of [`Index::query`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QueryStats {
-    pub queries: u64,
-    /// Sum over the batch of the candidates per query.
-    pub candidates_total: u64,
-    /// 0 for an empty batch.
-    pub candidates_min: u64,
-    pub candidates_max: u64,
-    /// IVF source: lists visited, summed over the batch (0 otherwise).
-    pub lists: u64,
-    /// IVF source: rows scored in the visited lists, from their codes (or
-    /// exactly, without codes), summed over the batch (0 otherwise).
-    pub scanned: u64,
-    /// IVF source: rows re-scored exactly by the lists' re-rank stage,
-    /// summed over the batch (0 otherwise).
-    pub reranked: u64,
-}
+pub use crate::source::lsh::default_range_bits;
+use crate::source::lsh::BUILD_UNIT;
+pub use crate::source::Family;
+pub(crate) use crate::source::{norm, SourceRegistration};
 
 /// Queries processed together (bounds the per-thread scratch).
 pub const QUERY_BLOCK: usize = 64;
-/// Rows hashed per work unit during a build.
-const BUILD_UNIT: usize = 16384;
 
 /// Version of the `PARAMS` record this library writes and reads.
 pub const PARAMS_VERSION: u32 = 1;
@@ -283,24 +135,6 @@ pub const PARAMS_LEN: usize = 96;
 const FLAG_BIAS: u32 = 1;
 const FLAG_WEIGHTS: u32 = 2;
 const FLAG_GIVEN: u32 = 4;
-
-/// The resolved, validated parameters an index was built with (the
-/// `PARAMS` record; the LSH fields are 0 for the graph family).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Resolved {
-    pub(crate) family: Family,
-    pub(crate) bits: u32,
-    pub(crate) tables: u32,
-    pub(crate) sparsity: u32,
-    pub(crate) bin_size: u32,
-    pub(crate) seed: u64,
-    pub(crate) range_bits: u32,
-    pub(crate) bucket_cap: u32,
-    pub(crate) storage: Storage,
-    pub(crate) transform: Transform,
-    pub(crate) threads: u32,
-    pub(crate) given: bool,
-}
 
 impl Resolved {
     /// The family's shape over `hash_dim`.
@@ -328,8 +162,8 @@ pub struct Index {
     src: Box<dyn CandidateSource>,
     bias: Option<Vec<f32>>,
     w: WStore,
-    /// Label-aware training ([`crate::labels`]), if any.
-    pub(crate) labels: Option<crate::labels::LabelState>,
+    /// Label-aware training ([`crate::source::labels`]), if any.
+    pub(crate) labels: Option<crate::source::labels::LabelState>,
     /// Rows updated since their last rehash ([`Index::update_rows`]).
     dirty: update::Dirty,
     /// The largest |value| of the stored rows and bias (the `A` of
@@ -357,66 +191,6 @@ impl Index {
     }
 }
 
-fn ceil_log2(x: usize) -> u32 {
-    usize::BITS - (x.max(2) - 1).leading_zeros()
-}
-
-/// The default `range_bits` (module documentation).
-pub fn default_range_bits(family: Family, bits: u32, bin_size: u32, rows: usize) -> u32 {
-    let code_bits = (crate::hash::registration(family).code_bits)(bits, bin_size);
-    code_bits.min(20).min(ceil_log2(rows) + 1).max(1)
-}
-
-fn norm(v: &[f32]) -> f64 {
-    v.iter()
-        .map(|&x| (x as f64) * (x as f64))
-        .sum::<f64>()
-        .sqrt()
-}
-
-/// Writes the transformed row of `w` (bias `b`) into `out` (hash_dim long).
-#[inline]
-pub(crate) fn transform_row(t: Transform, w: &[f32], b: f32, inv_u: f64, out: &mut [f32]) {
-    let d = w.len();
-    match t {
-        Transform::None => out.copy_from_slice(w),
-        Transform::BiasAug => {
-            out[..d].copy_from_slice(w);
-            out[d] = b;
-        }
-        Transform::Mips => {
-            let mut s = 0f64;
-            for (o, &x) in out[..d].iter_mut().zip(w) {
-                let v = x as f64 * inv_u;
-                *o = v as f32;
-                s += v * v;
-            }
-            out[d] = (1.0 - s).max(0.0).sqrt() as f32;
-        }
-    }
-}
-
-/// Writes the transformed query into `out` (hash_dim long).
-#[inline]
-fn transform_query(t: Transform, q: &[f32], out: &mut [f32]) {
-    let d = q.len();
-    match t {
-        Transform::None => out.copy_from_slice(q),
-        Transform::BiasAug => {
-            out[..d].copy_from_slice(q);
-            out[d] = 1.0;
-        }
-        Transform::Mips => {
-            let n = norm(q);
-            let inv = if n > 0.0 { 1.0 / n } else { 0.0 };
-            for (o, &x) in out[..d].iter_mut().zip(q) {
-                *o = (x as f64 * inv) as f32;
-            }
-            out[d] = 0.0;
-        }
-    }
-}
-
 impl Index {
     /// The gather parameters a query of this index runs with: `g` with
     /// `bits_per_table` 0 resolved to K, and multi-probing checked (SimHash
@@ -424,39 +198,10 @@ impl Index {
     /// MAX_PROBES)`). The one check behind [`Index::query`] and
     /// [`Index::candidates`].
     pub(crate) fn resolve_gather(&self, g: &GatherParams) -> Result<GatherParams> {
-        let mut gp = *g;
-        if gp.probes > 0 {
-            if !self.lsh("multi-probing")?.fam.has_probe_order() {
-                bail!(
-                    InvalidArgument,
-                    "multi-probing (probes > 0) needs a family with a probe order (SimHash); \
-                     this index is {}",
-                    crate::hash::registration(self.p.family).name
-                );
-            }
-            if gp.bits_per_table == 0 {
-                gp.bits_per_table = self.p.bits;
-            } else if gp.bits_per_table != self.p.bits {
-                bail!(
-                    InvalidArgument,
-                    "gather bits_per_table is {} but the index has K = {} (pass 0 or K)",
-                    gp.bits_per_table,
-                    self.p.bits
-                );
-            }
-            let kb = self.p.bits;
-            let maxp = if kb >= 32 { u32::MAX } else { (1u32 << kb) - 1 };
-            if gp.probes > crate::tables::MAX_PROBES || gp.probes > maxp {
-                bail!(
-                    InvalidArgument,
-                    "probes is {}; at most min(2^K - 1, {}) = {}",
-                    gp.probes,
-                    crate::tables::MAX_PROBES,
-                    maxp.min(crate::tables::MAX_PROBES)
-                );
-            }
+        if g.probes == 0 {
+            return Ok(*g);
         }
-        Ok(gp)
+        self.lsh("multi-probing")?.resolve_gather(&self.p, g)
     }
 
     /// Builds an index over `rows` rows of `dim` floats of `w` (row `r` at
@@ -504,6 +249,18 @@ impl Index {
         progress: Option<&(dyn Fn(u64, u64) + Sync)>,
     ) -> Result<Index> {
         Self::build_impl(w, bias, rows, dim, w_stride, p, progress)
+    }
+
+    /// What the candidate source sees of the index (built per call).
+    pub(crate) fn view(&self) -> crate::source::IndexView<'_> {
+        crate::source::IndexView {
+            p: &self.p,
+            dim: self.dim,
+            hash_dim: self.hash_dim,
+            storage: self.storage(),
+            weights: self.weights(),
+            weight_stride: self.weight_stride(),
+        }
     }
 
     pub fn rows(&self) -> usize {
@@ -572,7 +329,7 @@ impl Index {
             .expect("Index::tables on a graph-family index (see Index::lsh_tables)")
     }
     /// The graph of a graph-family index.
-    pub fn graph(&self) -> Option<&crate::graph::Graph> {
+    pub fn graph(&self) -> Option<&crate::source::graph::Graph> {
         let s: &dyn CandidateSource = &*self.src;
         s.as_any().downcast_ref()
     }
@@ -580,9 +337,9 @@ impl Index {
     pub(crate) fn source_name(&self) -> &'static str {
         let f = self.p.family;
         if f.is_hash() {
-            crate::hash::registration(f).name
+            crate::source::lsh::hash::registration(f).name
         } else {
-            source::source_registration(f).name
+            source_registration(f).name
         }
     }
     pub fn bias(&self) -> Option<&[f32]> {
@@ -619,4 +376,20 @@ impl Index {
             + self.bias.as_ref().map_or(0, |b| b.len() * 4)
             + self.w.owned_bytes(self.rows)
     }
+}
+
+/// The registered candidate-source families (one line per family).
+pub(crate) static SOURCES: &[&SourceRegistration] = &[
+    &crate::source::lsh::REGISTRATION,
+    &crate::source::graph::family::REGISTRATION,
+    &crate::source::ivf::family::REGISTRATION,
+    &crate::source::forest::family::REGISTRATION,
+];
+
+/// The registration of family `f`.
+pub(crate) fn source_registration(f: Family) -> &'static SourceRegistration {
+    SOURCES
+        .iter()
+        .find(|r| (r.accepts)(f))
+        .expect("every Family variant has a candidate source")
 }

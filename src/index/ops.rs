@@ -4,8 +4,8 @@
 //! anything is read or written.
 
 use super::*;
-use crate::forest::Forest;
-use crate::ivf::{Calibration, Ivf};
+use crate::source::forest::Forest;
+use crate::source::ivf::{Calibration, Ivf};
 
 impl Index {
     fn unsupported(&self, what: &str, needs: &str) -> Error {
@@ -120,7 +120,7 @@ impl Index {
         out: &mut GatherResult,
     ) -> Result<()> {
         self.check_query_values(q, nq, q_stride)?;
-        self.src.check_query(self, qp)?;
+        self.src.check_query(&self.view(), qp)?;
         out.ids.clear();
         out.counts.clear();
         out.offsets.clear();
@@ -128,11 +128,12 @@ impl Index {
         let mut part = GatherResult::default();
         let mut scores = Vec::new();
         let mut st = QueryStats::default();
+        let view = self.view();
         let mut i0 = 0;
         while i0 < nq {
             let b = (nq - i0).min(QUERY_BLOCK);
             self.src.candidates(
-                self,
+                &view,
                 &q[i0 * q_stride..],
                 b,
                 q_stride,

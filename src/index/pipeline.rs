@@ -6,16 +6,16 @@
 //! these stages; each check exists once:
 //! * the queries' length and values: [`Index::check_queries`];
 //! * the gather parameters, multi-probing included: `resolve_gather`;
-//! * label CSR: [`crate::labels::check_labels`].
+//! * label CSR: [`crate::source::labels::check_labels`].
 //!
 //! The three seams meet here, each called once per block:
-//! * the hash family, [`crate::hash::HashFamily`] (a trait object chosen
+//! * the hash family, [`crate::source::lsh::hash::HashFamily`] (a trait object chosen
 //!   at build / load from the registry);
 //! * the candidate source, `CandidateSource` (`source.rs`): the LSH
 //!   tables over the hash family (`lsh.rs`: transform → hash → plain,
 //!   multi-probe and budgeted gathers; label-aware buckets are entries of
 //!   the same CSR after [`Index::train_labels`]) or the FGD graph
-//!   (`crate::graph`'s `family.rs`);
+//!   (`crate::source::graph`'s `family.rs`);
 //! * the scorer, [`Scorer`]: today the exact gathered matmul of
 //!   [`WeightMatrix`], which picks its kernel per storage (f32, bf16, f16,
 //!   int8) once per call.
@@ -27,7 +27,8 @@
 //! Every stage dispatches once per call or per block, never per element.
 
 use super::*;
-use crate::tables::BudgetRule;
+use crate::source::lsh::tables::BudgetRule;
+use crate::source::transform_queries;
 
 /// How gathered candidates get their logits (module documentation).
 pub trait Scorer: Send + Sync {
@@ -81,27 +82,25 @@ impl Index {
                 q.len()
             );
         }
-        crate::labels::check_finite(q, n, self.dim, q_stride)
+        crate::source::labels::check_finite(q, n, self.dim, q_stride)
     }
 
     /// The transform stage: the `n` transformed queries (`hash_dim` floats
     /// each, contiguous) of `q` into `out` (at least `n * hash_dim`).
     pub(crate) fn transform_queries(&self, q: &[f32], n: usize, q_stride: usize, out: &mut [f32]) {
-        let (dim, hd) = (self.dim, self.hash_dim);
-        for i in 0..n {
-            transform_query(
-                self.p.transform,
-                &q[i * q_stride..i * q_stride + dim],
-                &mut out[i * hd..(i + 1) * hd],
-            );
-        }
+        transform_queries(
+            self.p.transform,
+            self.dim,
+            self.hash_dim,
+            q,
+            n,
+            q_stride,
+            out,
+        );
     }
 
-    /// The transform and hash stages for `n` checked queries: codes
-    /// (`n x L`) into `codes`, and with `proj` the projections (`n x K*L`,
-    /// the probe order) from the same pass (fused hash + project). `tq` is
-    /// transform scratch of at least `n * hash_dim` floats (unused, may be
-    /// empty, without a transform). One call of the family per batch.
+    /// The transform and hash stages of the LSH source
+    /// ([`crate::source::lsh::Lsh::hash_queries`]) for `n` checked queries.
     pub(crate) fn hash_queries(
         &self,
         q: &[f32],
@@ -111,17 +110,8 @@ impl Index {
         codes: &mut [u32],
         proj: Option<&mut [f32]>,
     ) -> Result<()> {
-        let (x, xs): (&[f32], usize) = if self.p.transform == Transform::None {
-            (q, q_stride)
-        } else {
-            self.transform_queries(q, n, q_stride, tq);
-            (tq, self.hash_dim)
-        };
-        let fam = &self.lsh("hashing queries")?.fam;
-        match proj {
-            Some(p) => fam.hash_project(x, n, xs, codes, p),
-            None => fam.hash(x, n, xs, codes),
-        }
+        let lsh = self.lsh("hashing queries")?;
+        lsh.hash_queries(&self.view(), q, n, q_stride, tq, codes, proj)
     }
 
     /// Transform scratch for `n` queries (empty without a transform).

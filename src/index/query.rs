@@ -35,7 +35,7 @@ impl Index {
     /// or `nq = 0` writes nothing. Queries must be finite. `g.probes > 0`
     /// (SimHash only) multi-probes; `g.bits_per_table` may be 0 (then K) or
     /// must equal K. A graph-family index ignores `g` and searches with
-    /// the default [`crate::graph::SearchParams`] (see
+    /// the default [`crate::source::graph::SearchParams`] (see
     /// [`Index::query_with`]). Thread-safe; nothing is written on error.
     #[allow(clippy::too_many_arguments)]
     pub fn query(
@@ -106,7 +106,7 @@ impl Index {
                 );
             }
         }
-        self.src.check_query(self, qp)?;
+        self.src.check_query(&self.view(), qp)?;
         let mut st = QueryStats {
             queries: nq as u64,
             candidates_total: 0,
@@ -119,7 +119,8 @@ impl Index {
             // The pipeline's stages behind their seams (pipeline.rs and
             // source.rs), each dispatched once per block.
             let (source, scorer): (&dyn CandidateSource, &dyn Scorer) = (&*self.src, &wm);
-            let final_scores = source.final_scores(self, qp);
+            let view = self.view();
+            let final_scores = source.final_scores(&view, qp);
             QSCRATCH.with(|cell| -> Result<()> {
                 let mut guard = cell.borrow_mut();
                 let s = &mut *guard;
@@ -128,7 +129,7 @@ impl Index {
                     let b = (nq - i0).min(QUERY_BLOCK);
                     let qb = &q[i0 * q_stride..];
                     source.candidates(
-                        self,
+                        &view,
                         qb,
                         b,
                         q_stride,

@@ -22,7 +22,7 @@ impl Index {
 }
 
 // ------------------------------------------------------------ IUL support
-// (additive: used by `crate::iul`)
+// (additive: used by `crate::source::lsh::iul`)
 impl Index {
     /// The rows as the family hashes them: W decoded to f32 from its
     /// storage (bf16 / f16 / int8 as stored, i.e. dequantised) and

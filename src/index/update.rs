@@ -561,7 +561,7 @@ impl Index {
 
 impl Index {
     /// The candidate sets of `nq` queries under a budget rule: as [`Index::candidates`], with `g.max_candidates` applied
-    /// by `rule` (see [`crate::tables::BudgetRule`]), and optional forced
+    /// by `rule` (see [`crate::source::lsh::tables::BudgetRule`]), and optional forced
     /// ids per query (`forced = Some((offsets, ids))`, CSR of `nq + 1`
     /// offsets; e.g. the true labels in LSH negative sampling), which are
     /// always in the result and count toward the budget. Thread-safe.
@@ -572,7 +572,7 @@ impl Index {
         nq: usize,
         q_stride: usize,
         g: &GatherParams,
-        rule: crate::tables::BudgetRule,
+        rule: crate::source::lsh::tables::BudgetRule,
         forced: Option<(&[usize], &[u32])>,
         out: &mut GatherResult,
     ) -> Result<()> {

@@ -92,7 +92,7 @@ pub fn quantize_rows_i8(
         let row = &w[r * w_stride..r * w_stride + dim];
         let o = &mut out[r * out_stride..r * out_stride + dim];
         o.fill(0);
-        (scales[r], _) = crate::qdot::quantize_row(row, o);
+        (scales[r], _) = crate::quant::qdot::quantize_row(row, o);
     }
     Ok(())
 }

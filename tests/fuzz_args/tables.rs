@@ -962,7 +962,7 @@ pub(crate) fn fuzz_add_labels(c: &mut Ctx, idx: &[Idx]) {
         }
         return;
     }
-    let want = lshk::labels::tables_with_labels(
+    let want = lshk::tables::tables_with_labels(
         &tab.mirror,
         &codes.data()[..nt * l],
         nt,
@@ -976,7 +976,7 @@ pub(crate) fn fuzz_add_labels(c: &mut Ctx, idx: &[Idx]) {
     match want {
         Ok(t) if same_tables(tab.h, &t, &probe2) => {}
         Ok(_) => {
-            c.fail("lshk_tables_add_labels: tables differ from labels::tables_with_labels".into())
+            c.fail("lshk_tables_add_labels: tables differ from tables::tables_with_labels".into())
         }
         Err(e) => c.fail(format!(
             "lshk_tables_add_labels returned OK, the Rust API refused: {e}"

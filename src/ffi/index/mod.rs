@@ -17,13 +17,13 @@ use super::dwta::lshk_dwta;
 use super::simhash::lshk_simhash;
 use super::tables::lshk_tables;
 use super::*;
-use crate::dwta::Dwta;
-use crate::graph::Walk;
 use crate::index::{Family, Index, IndexParams, QueryParams, QueryStats, Storage, Transform};
-use crate::ivf::Codes;
 use crate::matmul::Weights;
-use crate::simhash::SimHash;
-use crate::tables::Tables;
+use crate::source::graph::Walk;
+use crate::source::ivf::Codes;
+use crate::source::lsh::hash::dwta::Dwta;
+use crate::source::lsh::hash::simhash::SimHash;
+use crate::source::lsh::tables::Tables;
 
 /// A built or loaded index: hash family, tables, weights and bias. The
 /// functions taking a non-const `lshk_index *` (lshk_index_train_labels,
@@ -116,7 +116,7 @@ const _: () = {
     assert!(LSHK_IVF_CODES_PQ4_I8 == Codes::Pq4I8 as u32);
     assert!(LSHK_GRAPH_WALK_EXACT == Walk::Exact as u32);
     assert!(LSHK_GRAPH_WALK_INT8 == Walk::Int8 as u32);
-    assert!(crate::ivf::DEFAULT_REFINE == 256);
+    assert!(crate::source::ivf::DEFAULT_REFINE == 256);
 };
 
 /// Build progress: `done` of `total` rows. Called on the thread that
@@ -502,8 +502,8 @@ unsafe impl ParamStruct for lshk_query_params {
 }
 
 /// The C number of a graph's row storage: the one LSHK_STORAGE_* enum.
-fn graph_storage_to_c(s: crate::graph::Storage) -> u32 {
-    use crate::graph::Storage as G;
+fn graph_storage_to_c(s: crate::source::graph::Storage) -> u32 {
+    use crate::source::graph::Storage as G;
     match s {
         G::F32 => LSHK_STORAGE_F32,
         G::Bf16 => LSHK_STORAGE_BF16,
@@ -511,8 +511,8 @@ fn graph_storage_to_c(s: crate::graph::Storage) -> u32 {
     }
 }
 
-fn graph_storage_from_c(v: u32) -> Result<crate::graph::Storage> {
-    use crate::graph::Storage as G;
+fn graph_storage_from_c(v: u32) -> Result<crate::source::graph::Storage> {
+    use crate::source::graph::Storage as G;
     Ok(match v {
         LSHK_STORAGE_F32 => G::F32,
         LSHK_STORAGE_BF16 => G::Bf16,
@@ -648,24 +648,24 @@ pub(crate) unsafe fn read_query_params(
         )
     })?;
     Ok(QueryParams {
-        gather: crate::tables::GatherParams {
+        gather: crate::source::lsh::tables::GatherParams {
             min_count: c.lsh.min_count,
             max_candidates: c.lsh.max_candidates,
             probes: c.lsh.probes,
             bits_per_table: c.lsh.bits_per_table,
         },
-        graph: crate::graph::SearchParams {
+        graph: crate::source::graph::SearchParams {
             ef: c.graph.ef as usize,
             walk,
             rerank: c.graph.rerank as usize,
         },
-        ivf: crate::ivf::SearchParams {
+        ivf: crate::source::ivf::SearchParams {
             nprobe: c.ivf.nprobe,
             rerank: c.ivf.rerank,
             reach: c.ivf.reach,
             refine: c.ivf.refine,
         },
-        forest: crate::forest::ForestQuery {
+        forest: crate::source::forest::ForestQuery {
             set_size: c.forest.set_size,
         },
     })
@@ -761,14 +761,14 @@ pub(crate) unsafe fn read_index_params(cp: &lshk_index_params) -> Result<IndexPa
         threads: t,
         planes,
         dwta_map,
-        graph: crate::graph::GraphParams {
+        graph: crate::source::graph::GraphParams {
             m: cp.graph.m,
             ef_construction: cp.graph.ef_construction,
             threads: t,
             storage: graph_storage,
             seed: cp.graph.seed,
         },
-        ivf: crate::ivf::IvfParams {
+        ivf: crate::source::ivf::IvfParams {
             nlist: cp.ivf.nlist,
             iters: cp.ivf.iters,
             train_rows: cp.ivf.train_rows,
@@ -779,7 +779,7 @@ pub(crate) unsafe fn read_index_params(cp: &lshk_index_params) -> Result<IndexPa
             ..Default::default()
         },
         ivf_row_weights: row_weights,
-        forest: crate::forest::ForestParams {
+        forest: crate::source::forest::ForestParams {
             trees: cp.forest.trees,
             leaf_size: cp.forest.leaf_size,
             seed: cp.forest.seed,

@@ -5,8 +5,8 @@
 use std::cell::RefCell;
 
 use super::*;
-use crate::ivf::Calibration;
-use crate::tables::GatherResult;
+use crate::source::ivf::Calibration;
+use crate::source::lsh::tables::GatherResult;
 
 /// What lshk_index_calibrate measured on the sample queries (the caller
 /// sets struct_size; lshk writes every other field).
@@ -297,7 +297,7 @@ pub unsafe extern "C" fn lshk_index_union(
             "out_counts",
         )?;
         let (mut u, mut c) = (Vec::new(), Vec::new());
-        crate::forest::union_capped(h.idx.rows(), ins, cap, seed, &mut u, &mut c)?;
+        crate::source::forest::union_capped(h.idx.rows(), ins, cap, seed, &mut u, &mut c)?;
         let need = u.len();
         let wr = if out_len < need { 0 } else { need };
         check_disjoint(

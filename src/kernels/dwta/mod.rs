@@ -1,5 +1,5 @@
 //! DWTA kernels: bin-max hashing of dense rows and of CSR rows (with
-//! densification), per tier. Semantics: [`crate::dwta`].
+//! densification), per tier. Semantics: [`crate::source::lsh::hash::dwta`].
 //!
 //! Dense tiers have two exact schemes, neither with horizontal work:
 //! * rows in lanes (batches, when [`use_row_blocks`]): a block of rows is
@@ -42,7 +42,7 @@ pub const PROBE_C: u64 = 0x0B58_476D_1CE4_E5B9;
 const _: () = assert!(PROBE_A > 0 && PROBE_A < PROBE_P && PROBE_C < PROBE_P);
 
 /// The donor bin probed by empty bin `j` at attempt `a` (1..=100) among
-/// `nbins` bins (see `crate::dwta`'s module documentation).
+/// `nbins` bins (see `crate::source::lsh::hash::dwta`'s module documentation).
 #[inline]
 pub fn probe(j: u32, a: u32, nbins: u32) -> u32 {
     let x = (j as u128) * 128 + a as u128;
@@ -61,7 +61,7 @@ pub fn filter_bit(c: u32, shift: u32) -> u32 {
 }
 
 /// A DWTA family as the kernels read it: plain slices and shape numbers
-/// (the kernels never see `crate::dwta::Dwta`). Constructed only through
+/// (the kernels never see `crate::source::lsh::hash::dwta::Dwta`). Constructed only through
 /// [`DwtaView::new`], whose contract the SIMD tiers rely on.
 #[derive(Clone, Copy, Debug)]
 pub struct DwtaView<'a> {
@@ -84,7 +84,7 @@ pub struct DwtaView<'a> {
 
 impl<'a> DwtaView<'a> {
     /// # Safety
-    /// The parts are those of a family built by `crate::dwta::Dwta` (its
+    /// The parts are those of a family built by `crate::source::lsh::hash::dwta::Dwta` (its
     /// only constructor of this type): `K*L*B` map coordinates, each
     /// `< dim`; `map_t` its transpose `[group][p][GROUP]` padded with
     /// coordinate 0; the inverse map (`inv_coord` ascending and non-empty,

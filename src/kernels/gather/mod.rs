@@ -8,7 +8,7 @@
 //! the set bits of `summary` (ascending), then of each such word (ascending),
 //! so its output is sorted without a sort, and it costs
 //! `O(n / 4096 + marked ids)`. In counting mode `cnt[id]` holds the number of
-//! table hits, with bit 31 ([`crate::tables`]'s forced flag) set for forced
+//! table hits, with bit 31 ([`crate::source::lsh::tables`]'s forced flag) set for forced
 //! ids; an id is kept when `cnt[id] >= min` as unsigned (so forced ids always
 //! pass since `min <= 2^31`) and its reported count is `cnt & 0x7fffffff`.
 

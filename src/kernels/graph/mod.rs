@@ -1,4 +1,4 @@
-//! Graph-search dot kernels (the FGD graph, [`crate::graph`]):
+//! Graph-search dot kernels (the FGD graph, [`crate::source::graph`]):
 //! `out[j] = dot(W[ids[j]], q)` over a short list of node ids (one node's
 //! unvisited neighbours), with rows stored as f32, bf16 or int8 (one f32
 //! scale per row), in a **tier-independent summation order** so that every
@@ -60,7 +60,7 @@ pub type DotFn<T> = unsafe fn(&Rows<'_, T>, &[f32], &[u32], &mut [f32]);
 /// Bytes the codes of a walk record are padded to (one zmm of bytes).
 pub const WALK_PAD: usize = 64;
 
-/// The compact walk records of the graph ([`crate::graph`]): record `r`
+/// The compact walk records of the graph ([`crate::source::graph`]): record `r`
 /// starts at byte `r * stride` of `base`; its first `dim` bytes are the
 /// row's codes as `u8` (an int8 code plus 128), `dim` a nonzero multiple
 /// of [`WALK_PAD`] (the padding is code 0, byte 128).

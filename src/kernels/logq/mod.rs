@@ -1,5 +1,5 @@
 //! The f64 dot products of the LSH inclusion probabilities
-//! ([`crate::train_logq`]): for one query `q'` (f64, `hd` values) and each
+//! ([`crate::source::lsh::train_logq`]): for one query `q'` (f64, `hd` values) and each
 //! candidate row `w'` (f32, read in place from W with the BiasAug extra
 //! coordinate when asked), `(q' . w', |w'|^2)`.
 //!

@@ -1,5 +1,5 @@
 //! 4-bit product-quantisation "fast-scan" scoring of contiguous runs: the
-//! integer kernels behind [`crate::pq4`] (see there for the quantisation of
+//! integer kernels behind [`crate::quant::pq4`] (see there for the quantisation of
 //! the look-up tables and the error bound).
 //!
 //! # Layout (shared by every tier)
@@ -68,7 +68,7 @@ pub const MAX_M: usize = 1 << 14;
 pub const FLUSH_STEPS: usize = 256;
 
 /// How far ahead of the block being scored the SIMD tiers prefetch, in
-/// bytes (the same distance as `qdot`'s [`crate::qdot::PREFETCH_BYTES`]).
+/// bytes (the same distance as `qdot`'s [`crate::quant::qdot::PREFETCH_BYTES`]).
 pub const PREFETCH_BYTES: usize = 8192;
 
 /// Bytes of one block of 32 rows.

@@ -1,6 +1,6 @@
 //! Quantised dot products of contiguous int8 rows with a 7-bit query: the
 //! first, approximate scoring pass of an inverted-file (IVF) probe, before
-//! the best candidates are re-scored exactly (see [`crate::qdot`] for the
+//! the best candidates are re-scored exactly (see [`crate::quant::qdot`] for the
 //! quantisation scheme and its error bound).
 //!
 //! The rows of a run are stored back to back, `dim_pad` bytes each

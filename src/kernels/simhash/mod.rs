@@ -3,7 +3,7 @@
 //! asked for), plus the raw projections.
 //!
 //! The kernels see a family through a [`Planes`] view (plain slices, like
-//! matmul's `Rows`), never through `crate::simhash::SimHash`: nothing here
+//! matmul's `Rows`), never through `crate::source::lsh::hash::simhash::SimHash`: nothing here
 //! imports the API above it. Dense families use the packed panels
 //! (`[panel][dim][16]`); sparse ±1 families use the index lists of a
 //! [`SparseView`] and only add and subtract.

@@ -1,0 +1,392 @@
+//! IVF: a data-aware partition index (k-means lists stored contiguously,
+//! int8 scoring, exact re-ranking).
+//!
+//! SimHash and DWTA pick candidates with random hyperplanes and then fetch
+//! every candidate row from wherever it lies in W: on a trained layer they
+//! need many candidates (tens of percent of the rows on w2v-gutenberg) and
+//! each costs a random memory access. [`Ivf`] instead
+//!
+//! 1. partitions the rows with k-means into `nlist` lists (Lloyd's algorithm
+//!    on `x_r = [w_r, b_r]`, assignment by Euclidean distance, trained on a
+//!    seeded sample of the rows);
+//! 2. stores each list **contiguously**: the rows' int8 codes (per-row
+//!    scale, [`crate::quant::qdot`]) and, unless W is borrowed, an f32 copy of the
+//!    rows in list order, so scoring a list is a sequential stream the
+//!    hardware prefetcher follows;
+//! 3. answers a query `q` by scoring the centroids (`<[q, 1], c>`, one small
+//!    GEMV on the dense kernels), visiting the `nprobe` best lists, scoring
+//!    every row of those lists from its int8 codes (the query quantised to 7
+//!    bits once per call), keeping the `rerank` best approximate scores, and
+//!    re-scoring those exactly in f32 (`w_r . q + b_r`, the gathered-matmul
+//!    kernels) before the final top-k.
+//!
+//! With [`Codes::None`] there are no codes: every row of the visited lists
+//! is scored exactly from the f32 copy (FAISS's IVFFlat). With
+//! [`Codes::Pq4`] the first pass reads 4-bit product-quantisation codes of
+//! the rows' residuals to their centroid (`dim / 2` codes = `dim / 4` bytes
+//! a row by default, against `dim + 12` for int8): one set of byte tables
+//! per query, a shuffle-based "fast-scan" kernel over each list's 32-row
+//! blocks (`src/ivf/pq.rs`, [`crate::quant::pq4`]), and the same exact re-rank;
+//! it needs a larger `rerank` than int8 for the same recall (docs/ivf.md).
+//! [`Codes::Pq4I8`] keeps both codes and adds a middle stage: the 4-bit
+//! pass picks the best `refine` candidates, their int8 codes re-score them
+//! (rows gathered by position, prefetched), and the best `rerank` of those
+//! are re-scored exactly. On wide rows (d = 384), where the int8 pass is
+//! bound by the `vpdpbusd` count per row, this reaches int8's recall at
+//! the 4-bit pass's cost (docs/ivf.md, "Two-stage codes").
+//!
+//! # Determinism
+//! The lists (centroids, membership, order) are a pure function of the
+//! inputs, the seed and the parameters: **bit-identical on every tier and
+//! for every thread count**. The SIMD assignment ([`crate::centroid`], a
+//! GEMM-shaped register-tiled kernel) computes the four best centroids of
+//! each row; whenever the best is not ahead of the others by more than
+//! twice the kernels' error bound, the decision is re-taken in f64 in a
+//! fixed order (plain Rust, identical on every platform), and the centroid
+//! means are summed in f64 in row order. Between iterations (and for the
+//! training rows in the final assignment) a row is not scanned again when
+//! bounds prove the outcome of a scan (Hamerly's bounds, and a re-decision
+//! from the row's last four best centroids; see `Track`): the skipped
+//! work could only have given the same centroid. A query's lists and
+//! candidates are tier-independent too (integer codes, and the same scalar
+//! scaling on every tier); only the last bits of the exact re-ranked scores
+//! depend on the tier, within the gathered matmul's bound.
+//!
+//! # Scores
+//! Returned scores are exact logits (within the f32 dot-product bound of
+//! [`crate::matmul`]) when `rerank > 0` or with [`Codes::None`]; with
+//! `rerank = 0` they are the approximations (int8; 4-bit with
+//! [`Codes::Pq4`]; int8 with [`Codes::Pq4I8`] and `refine > 0`).
+
+use std::cell::RefCell;
+use std::path::Path;
+
+use crate::bail;
+use crate::buf::Buf;
+use crate::centroid::Panels;
+use crate::error::{checked_mul, strided_len, Error, Result, Status};
+use crate::format::{self, SectionOut};
+use crate::isa::{self, Isa};
+use crate::kernels::centroid::TOP;
+use crate::kernels::dense as kd;
+use crate::kernels::matmul::{self as km, Rows};
+use crate::matmul::{topk_segment, topk_set, TopK, TOPK_PAD_ID};
+use crate::quant::pq4::Pq4Lut;
+use crate::quant::qdot::{self, QPanels, QQuery, QRows, Variant};
+use crate::rng::SplitMix64;
+use crate::source::labels::LabelState;
+
+pub use crate::source::params::ivf::*;
+
+mod batch;
+mod build;
+mod calibrate;
+pub(crate) mod family;
+mod file;
+mod kmeans;
+mod labels;
+mod pq;
+mod search;
+mod weights;
+pub use calibrate::Calibration;
+use kmeans::{assign, kmeans, list_spread, CentView, Points, NO_TRACK};
+pub use pq::{default_m as default_pq_m, TRAIN_ROWS as PQ_TRAIN_ROWS};
+use search::*;
+use weights::check_row_weights;
+pub use weights::row_weights_from_hits;
+
+/// Per-query counts from [`Ivf::search_stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SearchStats {
+    /// Rows scored from codes (or exactly, with [`Codes::None`]).
+    pub scanned: u64,
+    /// Rows re-scored exactly.
+    pub reranked: u64,
+    /// Lists visited.
+    pub lists: u64,
+    /// Rows re-scored from int8 codes after the 4-bit pass
+    /// ([`Codes::Pq4I8`]).
+    pub refined: u64,
+}
+
+/// `round(4 sqrt(rows))`, at least 1 and at most `rows`.
+pub fn auto_nlist(rows: usize) -> usize {
+    ((4.0 * (rows as f64).sqrt()).round() as usize).clamp(1, rows.max(1))
+}
+
+/// The rows used for exact scores.
+enum Exact {
+    /// f32 rows in list order (`rows * dim`, stride `dim`).
+    Owned(Vec<f32>),
+    /// The caller's W, by original id (kept alive by the caller: the
+    /// contract of [`Ivf::build_borrowed`] / [`Ivf::load_borrowed`]).
+    Borrowed { w: Buf<f32>, stride: usize },
+}
+
+/// A k-means partition index over an output layer (module docs).
+pub struct Ivf {
+    rows: usize,
+    dim: usize,
+    nlist: usize,
+    params: IvfParams,
+    /// The centroids' bias coordinate (zero without a bias).
+    cbias: Vec<f32>,
+    /// Per list, the expected reach of its best row beyond the centroid per
+    /// unit of |q| (see `list_spread`).
+    spread: Vec<f32>,
+    /// List `l` holds positions `offsets[l] .. offsets[l + 1]`.
+    offsets: Vec<u32>,
+    /// Original row id of each position.
+    ids: Vec<u32>,
+    /// Bias by position (empty without a bias).
+    bias_pos: Vec<f32>,
+    exact: Exact,
+    /// int8 codes by position ([`Codes::I8`], [`Codes::Pq4I8`]).
+    codes: Option<QRows>,
+    /// 4-bit residual codes by list ([`Codes::Pq4`], [`Codes::Pq4I8`]).
+    pq: Option<Box<pq::ListPq>>,
+    /// int8 codes of the centroids: the lists are chosen from these, and
+    /// they are all the index keeps of the centroids' `w` part (the f32
+    /// centroids are only needed while building; see `memory_bytes`).
+    cq: QRows,
+    /// The same codes as panels for the multi-query kernels (AVX-512:
+    /// [`QPanels`]), used by batches, with at least [`PANEL_MIN_LISTS`]
+    /// lists; derived from `cq`, never stored in the file.
+    cpan: Option<QPanels>,
+    /// Label training ([`Ivf::train_labels`]): lists then hold training
+    /// labels too, so a row may stand in several lists (positions outnumber
+    /// rows) and results are deduplicated by id.
+    labels: Option<Box<LabelState>>,
+    /// The largest |value| a query's arithmetic reads from the index (the
+    /// `A` of [`crate::error::score_limit`]); derived, never stored.
+    vmax: f32,
+}
+
+/// Lists from which the index keeps its centroid codes a second time, as
+/// panels ([`QPanels`]), for the AVX-512 multi-query kernels: a batch scores
+/// four queries per load of the codes, in under half the time per (centroid,
+/// query) (`benches/qdot.md`; one query alone gains nothing), which pays where the centroid pass is a large part of a query (many
+/// lists, few rows per list: 3,274 centroids against about 450 list rows
+/// at `nprobe` 1 on W1). Below it the pass is cheap beside the lists, and
+/// the copy (`4 / sqrt(rows)` of the codes at the default `nlist`) would
+/// break the memory rule of `memory_bytes` on small layers.
+pub const PANEL_MIN_LISTS: usize = 1024;
+
+/// [`Ivf::cpan`]: the panels of `cq` when it has [`PANEL_MIN_LISTS`] rows.
+fn centroid_panels(cq: &QRows) -> Result<Option<QPanels>> {
+    Ok(if cq.rows() >= PANEL_MIN_LISTS {
+        Some(QPanels::new(cq)?)
+    } else {
+        None
+    })
+}
+
+impl Ivf {
+    /// The largest |value| that scoring a query reads from the index: the
+    /// exact rows and biases, the list constants (centroid bias, spread),
+    /// the int8 code scales times 127 (the largest value each code row
+    /// stands for) and the PQ centroids.
+    fn value_max(&self) -> f32 {
+        use crate::error::max_abs_rows;
+        let all = |v: &[f32]| max_abs_rows(v, 1, v.len(), v.len());
+        let rows = match &self.exact {
+            Exact::Owned(v) => all(v),
+            Exact::Borrowed { w, stride } => max_abs_rows(w, self.rows, self.dim, *stride),
+        };
+        let scales = |q: &QRows| all(q.scales()) * 127.0;
+        rows.max(all(&self.bias_pos))
+            .max(all(&self.cbias))
+            .max(all(&self.spread))
+            .max(scales(&self.cq))
+            .max(self.codes.as_ref().map_or(0.0, scales))
+            .max(
+                self.pq
+                    .as_ref()
+                    .map_or(0.0, |p| all(p.codebook().centroids())),
+            )
+    }
+
+    /// `NonFinite` when a query of `q` could make this index's scores
+    /// overflow f32 ([`crate::error::score_limit`]).
+    pub(super) fn check_query_range(&self, q: &[f32], nq: usize, q_stride: usize) -> Result<()> {
+        crate::error::check_query_range(q, nq, self.dim, q_stride, self.vmax, "q")
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// Whether the rows have a bias (the lists score `[w, b]`).
+    pub fn has_bias(&self) -> bool {
+        !self.bias_pos.is_empty()
+    }
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    pub fn nlist(&self) -> usize {
+        self.nlist
+    }
+    /// The resolved build parameters (`nlist`, `train_rows` filled in).
+    pub fn params(&self) -> &IvfParams {
+        &self.params
+    }
+    /// The int8 codes of the centroids' `w` part (one row per list; a
+    /// centroid is `scale * codes`): the lists are ranked from these. The
+    /// f32 centroids are not kept ([`Ivf::build_with_centroids`] returns
+    /// them at build time).
+    pub fn centroid_codes(&self) -> &QRows {
+        &self.cq
+    }
+    /// List `l` is `list_ids()[list_offsets()[l] .. list_offsets()[l + 1]]`.
+    /// The centroids' bias coordinate, one per list (zeros without a bias).
+    pub fn centroid_bias(&self) -> &[f32] {
+        &self.cbias
+    }
+    /// Per list, the reach term of its estimate (`list_spread` in the
+    /// module): lists are ranked by `<q, c> + cb + |q| * spread`.
+    pub fn spread(&self) -> &[f32] {
+        &self.spread
+    }
+    pub fn list_offsets(&self) -> &[u32] {
+        &self.offsets
+    }
+    pub fn list_ids(&self) -> &[u32] {
+        &self.ids
+    }
+    /// Whether the exact scores read the caller's W.
+    /// The [`Codes::Pq4`] codebook's centroids (`16 * dim`, sub-space by
+    /// sub-space) and the packed codes (every list padded to whole 32-row
+    /// blocks, in list order); `None` with other codes.
+    pub fn pq_parts(&self) -> Option<(&[f32], &[u8])> {
+        self.pq
+            .as_ref()
+            .map(|p| (p.codebook().centroids(), p.packed()))
+    }
+    pub fn borrows_weights(&self) -> bool {
+        matches!(self.exact, Exact::Borrowed { .. })
+    }
+
+    /// Bytes the index owns (a borrowed W not counted).
+    pub fn memory_bytes(&self) -> usize {
+        let v = |n: usize, b: usize| n * b;
+        v(
+            self.cbias.len() + self.spread.len() + self.bias_pos.len(),
+            4,
+        ) + v(self.offsets.len() + self.ids.len(), 4)
+            + match &self.exact {
+                Exact::Owned(x) => x.len() * 4,
+                Exact::Borrowed { .. } => 0,
+            }
+            + self.codes.as_ref().map_or(0, |c| c.memory_bytes())
+            + self.pq.as_ref().map_or(0, |c| c.memory_bytes())
+            + self.cq.memory_bytes()
+            + self.cpan.as_ref().map_or(0, |p| p.memory_bytes())
+            + std::mem::size_of::<Ivf>()
+    }
+
+    /// W (`rows x dim`, compact) and the bias, by original row id, from
+    /// the exact rows (used to load an IVF file of lshk 0.2 as an index).
+    pub(crate) fn rows_by_id(&self) -> Result<(Vec<f32>, Option<Vec<f32>>)> {
+        let (n, d) = (self.rows, self.dim);
+        let mut w = crate::error::try_vec::<f32>(
+            crate::error::checked_mul(n, d, "rows * dim")?,
+            "rows by id",
+        )?;
+        let mut b = if self.has_bias() {
+            Some(vec![0.0f32; n])
+        } else {
+            None
+        };
+        let (ex, _) = self.exact_rows();
+        for (p, &id) in self.ids.iter().enumerate() {
+            let id = id as usize;
+            let src = match &self.exact {
+                Exact::Owned(_) => p * d,
+                Exact::Borrowed { .. } => id * ex.stride,
+            };
+            w[id * d..(id + 1) * d].copy_from_slice(&ex.w[src..src + d]);
+            if let Some(b) = &mut b {
+                b[id] = self.bias_pos[p];
+            }
+        }
+        Ok((w, b))
+    }
+
+    fn exact_rows(&self) -> (Rows<'_, f32>, bool) {
+        match &self.exact {
+            Exact::Owned(v) => (
+                Rows {
+                    w: v,
+                    stride: self.dim,
+                    dim: self.dim,
+                    scales: &[],
+                },
+                false,
+            ),
+            Exact::Borrowed { w, stride } => (
+                Rows {
+                    w,
+                    stride: *stride,
+                    dim: self.dim,
+                    scales: &[],
+                },
+                true,
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Ivf` is `Send + Sync` by derivation (its borrowed W is a
+    /// [`Buf`]), not by an `unsafe impl` of its own.
+    #[test]
+    fn ivf_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<Ivf>();
+    }
+
+    /// `rank_key` sorts as `by_rank` (finite scores, both zeros, ties), and
+    /// `argmax_first` finds the first maximum at every position and length.
+    #[test]
+    fn rank_key_orders_as_by_rank_and_argmax_takes_the_first() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let special = [0.0f32, -0.0, 1.0, -1.0, f32::MAX, f32::MIN, 1e-45, -1e-45];
+        for n in [1usize, 2, 15, 16, 17, 33, 200] {
+            let v: Vec<(f32, u32)> = (0..n)
+                .map(|i| {
+                    let r = next();
+                    let s = if r % 4 == 0 {
+                        special[(r >> 8) as usize % special.len()]
+                    } else {
+                        // A few distinct values, so that ties occur.
+                        ((r >> 16) % 7) as f32 * 0.5 - 1.5
+                    };
+                    (s, i as u32)
+                })
+                .collect();
+            let mut a = v.clone();
+            a.sort_unstable_by(by_rank);
+            let mut b: Vec<u64> = v.iter().map(|&(s, i)| rank_key(s, i)).collect();
+            b.sort_unstable();
+            let b: Vec<u32> = b.iter().map(|&k| k as u32).collect();
+            let a: Vec<u32> = a.iter().map(|e| e.1).collect();
+            assert_eq!(a, b, "n = {n}");
+            let scores: Vec<f32> = v.iter().map(|e| e.0).collect();
+            let want = (0..n)
+                .max_by(|&i, &j| scores[i].total_cmp(&scores[j]).then(j.cmp(&i)))
+                .unwrap();
+            let got = argmax_first(&scores);
+            // -0.0 == 0.0 for the argmax: the first of either.
+            assert_eq!(scores[got], scores[want], "n = {n}");
+            assert!(scores[..got].iter().all(|&s| s < scores[got]), "n = {n}");
+        }
+    }
+}
