@@ -118,10 +118,7 @@ fn strip(src: &str) -> String {
         }
     }
     // `#[cfg(test)] mod name { ... }`: test-only code may import anything.
-    loop {
-        let Some(a) = out.find("#[cfg(test)]") else {
-            break;
-        };
+    while let Some(a) = out.find("#[cfg(test)]") {
         let rest = &out[a..];
         let brace = rest.find('{');
         let semi = rest.find(';');
@@ -286,7 +283,11 @@ fn no_module_imports_a_module_that_imports_it_back() {
         };
         let (prefix, names): (Vec<String>, Vec<String>) = match u.find('{') {
             Some(b) => (
-                u[..b].trim_end_matches("::").split("::").map(String::from).collect(),
+                u[..b]
+                    .trim_end_matches("::")
+                    .split("::")
+                    .map(String::from)
+                    .collect(),
                 group_at(&u[b..]),
             ),
             None => {
@@ -373,7 +374,11 @@ fn no_module_imports_a_module_that_imports_it_back() {
     };
     assert!(out("index").contains("source::ivf"), "{:?}", out("index"));
     assert!(out("source::ivf").contains("source"));
-    assert!(out("kernels").iter().all(|n| n == "isa"), "kernels -> {:?}", out("kernels"));
+    assert!(
+        out("kernels").iter().all(|n| n == "isa"),
+        "kernels -> {:?}",
+        out("kernels")
+    );
 
     // Tarjan's strongly connected components.
     let nodes: Vec<String> = edges
