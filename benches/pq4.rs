@@ -18,7 +18,7 @@
 //! * `pq4_score_m32`: the f32 scores with M = 32, every tier.
 //! * `pq4_ivf_runs`: the IVF probe's pattern: 400,000 rows as 2,500 runs
 //!   of 160 rows in shuffled order, one `score_run` call per run, each
-//!   pushed into one `TopR` (R = 100); beside it the same with `qdot`.
+//!   pushed into one `matmul::TopK` (k = 100); beside it the same with `qdot`.
 //! * `pq4_lut`: building a query's tables (`Pq4Lut::set`, M = 64 and 32).
 //!
 //! With `LSHK_BENCH_CPU_TIME=1` the figures are the thread's CPU time
@@ -28,8 +28,9 @@ use std::hint::black_box;
 
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{BenchmarkId, Criterion, Throughput};
+use lshk::matmul::TopK;
 use lshk::pq4::{Codebook, Pq4Lut, Pq4Rows, KSUB};
-use lshk::qdot::{self, QQuery, QRows, TopR};
+use lshk::qdot::{self, QQuery, QRows};
 use lshk::rng::SplitMix64;
 use lshk::Isa;
 
@@ -152,29 +153,29 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
 
     // The IVF probe's access pattern: many short runs (lists of 160 rows,
     // 5 blocks) in a shuffled order, each scored with its own call and
-    // pushed into one TopR (R = 100).
+    // pushed into one TopK (k = 100).
     let mut g = c.benchmark_group("pq4_ivf_runs");
     g.sample_size(10);
     let run = 160;
     let rows = 400_000 / run * run;
     let mut starts: Vec<usize> = (0..rows / run).map(|i| i * run).collect();
     rng.shuffle(&mut starts);
-    let mut top = TopR::new(100);
+    let mut top = TopK::new();
     g.throughput(Throughput::Elements(rows as u64));
     for &tier in &tiers {
         g.bench_function(
-            BenchmarkId::new(tier.name(), "runs160_of_400k_rows+topr100"),
+            BenchmarkId::new(tier.name(), "runs160_of_400k_rows+topk100"),
             |b| {
                 b.iter(|| {
-                    top.reset(100);
+                    top.clear();
                     for &s in &starts {
                         let o = &mut out_f[..run];
                         rows64
                             .score_run_isa(tier, s, run, black_box(&lut64), Some(&bias[s..]), o)
                             .unwrap();
-                        top.push_run(o, s as u32);
+                        top.offer_run(o, s as u32, 100);
                     }
-                    black_box(top.finish().len());
+                    black_box(top.best(100).len());
                 })
             },
         );
@@ -182,18 +183,18 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
     g.bench_function(
         BenchmarkId::new(
             format!("qscore_u8i8/{}", qv.name()),
-            "runs160_of_400k_rows+topr100",
+            "runs160_of_400k_rows+topk100",
         ),
         |b| {
             b.iter(|| {
-                top.reset(100);
+                top.clear();
                 for &s in &starts {
                     let o = &mut out_f[..run];
                     qr.score_run_with(qv, s, run, black_box(&qq), Some(&bias[s..s + run]), o)
                         .unwrap();
-                    top.push_run(o, s as u32);
+                    top.offer_run(o, s as u32, 100);
                 }
-                black_box(top.finish().len());
+                black_box(top.best(100).len());
             })
         },
     );

@@ -18,11 +18,11 @@
 //!   panel kernels (`QPanels`, AVX-512: the codes loaded once for up to 4
 //!   queries, no horizontal sums); 3,264 rows (W1's 3,274 lists, 418 KB:
 //!   L2) and 32,768 rows (4 MB: L3). One element = one (row, query).
-//! * `topr`: `TopR::push_run` (R = 100) over the scores of the run, the
+//! * `topk`: `matmul::TopK::offer_run` (k = 100) over the scores of the run, the
 //!   selection cost per row that the IVF probe adds.
 //! * `ivf_runs`: the IVF probe's pattern: the 100,000 rows as 625 runs of
 //!   160 rows in shuffled order, one `score_run` call per run, each pushed
-//!   into one `TopR` (R = 100).
+//!   into one `matmul::TopK` (k = 100).
 //! * `quantize_rows`: quantising 100,000 rows of 128 floats, one thread.
 //!
 //! With `LSHK_BENCH_CPU_TIME=1` the figures are the thread's CPU time
@@ -35,7 +35,8 @@ use std::hint::black_box;
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use lshk::dense::DenseLayer;
-use lshk::qdot::{self, QQuery, TopR};
+use lshk::matmul::TopK;
+use lshk::qdot::{self, QQuery};
 use lshk::rng::SplitMix64;
 use lshk::Isa;
 
@@ -180,18 +181,18 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
     }
     g.finish();
 
-    let mut g = c.benchmark_group("topr");
+    let mut g = c.benchmark_group("topk");
     g.sample_size(10);
     qr.score_run(0, MAX_ROWS, &qq, Some(&bias), &mut out_f)
         .unwrap();
-    let mut top = TopR::new(100);
+    let mut top = TopK::new();
     for (rows, label) in REGIMES {
         g.throughput(Throughput::Elements(rows as u64));
-        g.bench_function(BenchmarkId::new("push_run_r100", label), |b| {
+        g.bench_function(BenchmarkId::new("offer_run_k100", label), |b| {
             b.iter(|| {
-                top.reset(100);
-                top.push_run(black_box(&out_f[..rows]), 0);
-                black_box(top.finish().len());
+                top.clear();
+                top.offer_run(black_box(&out_f[..rows]), 0, 100);
+                black_box(top.best(100).len());
             })
         });
     }
@@ -199,7 +200,7 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
 
     // The IVF probe's access pattern: many short runs (lists of 160 rows)
     // in a shuffled order, each scored with its own call and pushed into
-    // one TopR (R = 100): per-call overhead and short-run efficiency.
+    // one TopK (k = 100): per-call overhead and short-run efficiency.
     let mut g = c.benchmark_group("ivf_runs");
     g.sample_size(10);
     let run = 160;
@@ -210,17 +211,17 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
     for &tier in &tiers {
         let v = qdot::Variant::of(tier).unwrap();
         g.bench_function(
-            BenchmarkId::new(v.name(), "runs160_of_100k_rows+topr100"),
+            BenchmarkId::new(v.name(), "runs160_of_100k_rows+topk100"),
             |b| {
                 b.iter(|| {
-                    top.reset(100);
+                    top.clear();
                     for &s in &starts {
                         let o = &mut out_f[..run];
                         qr.score_run_with(v, s, run, black_box(&qq), Some(&bias[s..s + run]), o)
                             .unwrap();
-                        top.push_run(o, s as u32);
+                        top.offer_run(o, s as u32, 100);
                     }
-                    black_box(top.finish().len());
+                    black_box(top.best(100).len());
                 })
             },
         );

@@ -65,8 +65,8 @@ use std::time::Instant;
 use lshk::dense::DenseLayer;
 use lshk::hrr::{self, class_vectors, Hrr, Inverse, Scratch};
 use lshk::ivf::{Ivf, IvfParams, SearchParams};
+use lshk::matmul::TopK;
 use lshk::pq4::{Codebook, Pq4Lut, Pq4Rows, TrainParams};
-use lshk::qdot::TopR;
 use lshk::rng::SplitMix64;
 
 /// The unbinding step: the key and its plans.
@@ -118,7 +118,7 @@ struct Pq4Flat<'a> {
 struct Pq4Buf {
     lut: Pq4Lut,
     scores: Vec<f32>,
-    top: TopR,
+    top: TopK,
 }
 
 /// Rows scored per `score_run` call (a multiple of 32; 64 KiB of scores).
@@ -139,7 +139,7 @@ impl<'a> Pq4Flat<'a> {
         Pq4Buf {
             lut: Pq4Lut::new(self.cb.m()).unwrap(),
             scores: vec![0.0; PQ_CHUNK],
-            top: TopR::new(1),
+            top: TopK::new(),
         }
     }
 
@@ -161,19 +161,19 @@ impl<'a> Pq4Flat<'a> {
         for q in 0..n {
             let yq = &y[q * d..(q + 1) * d];
             b.lut.set(&self.cb, yq).expect("pq4 lut");
-            b.top.reset(rerank.max(k));
+            let r = rerank.max(k);
+            b.top.clear();
             for first in (0..rows).step_by(PQ_CHUNK) {
                 let nr = PQ_CHUNK.min(rows - first);
                 self.codes
                     .score_run(first, nr, &b.lut, None, &mut b.scores[..nr])
                     .expect("pq4 score");
-                b.top.push_run(&b.scores[..nr], first as u32);
+                b.top.offer_run(&b.scores[..nr], first as u32, r);
             }
             let mut exact: Vec<(f32, u32)> = b
                 .top
-                .finish()
-                .iter()
-                .map(|&(_, id)| {
+                .best(r)
+                .map(|(_, id)| {
                     let row = &self.w[id as usize * d..(id as usize + 1) * d];
                     let dot: f64 = row.iter().zip(yq).map(|(a, c)| *a as f64 * *c as f64).sum();
                     (dot as f32, id)

@@ -1,7 +1,8 @@
 //! Quantised int8 scoring (`lshk::qdot`): every kernel variant this CPU
 //! runs against the scalar oracle (exact: integers equal, scores bit for
 //! bit), the quantisation's properties and golden values, the derived
-//! error bound against f64, argument errors, and `TopR` against a full sort.
+//! error bound against f64, argument errors, and the streaming `matmul::TopK` (the
+//! re-rank shortlist) against a full sort.
 //!
 //! The bounds are derived in `src/quant/qdot/mod.rs`: each stored element is within
 //! `h = 1/2 + 2^-17` code units of the float (`|w - s c| <= s h`,
@@ -10,9 +11,10 @@
 
 mod common;
 
+use lshk::matmul::TopK;
 use lshk::qdot::{
     self, dim_pad_of, qdot_u8i8_with, qscore_u8i8_with, quantize_query, quantize_rows,
-    quantize_rows_with, QQuery, QRows, TopR, Variant, H, MAX_DIM_PAD,
+    quantize_rows_with, QQuery, QRows, Variant, H, MAX_DIM_PAD,
 };
 use lshk::rng::SplitMix64;
 use lshk::{Isa, Status};
@@ -817,9 +819,9 @@ fn same(a: &[(f32, u32)], b: &[(f32, u32)]) -> bool {
 
 #[test]
 #[allow(clippy::needless_range_loop)]
-fn topr_matches_full_sort() {
+fn topk_stream_matches_full_sort() {
     let mut rng = SplitMix64::new(7);
-    let mut t = TopR::new(0);
+    let mut t = TopK::new();
     for case in 0..400 {
         let n = rng.below(3000) as usize;
         let r = match case % 5 {
@@ -844,7 +846,7 @@ fn topr_matches_full_sort() {
         // Ids: runs of consecutive ids, in a shuffled run order.
         let first = rng.below(1000) as u32;
         let mut items = Vec::new();
-        t.reset(r);
+        t.clear();
         let mut pos = 0;
         let mut runs = Vec::new();
         while pos < n {
@@ -856,10 +858,10 @@ fn topr_matches_full_sort() {
         let mut thresholds_ok = true;
         for &(p, len) in &runs {
             if rng.below(2) == 0 {
-                t.push_run(&scores[p..p + len], first + p as u32);
+                t.offer_run(&scores[p..p + len], first + p as u32, r);
             } else {
                 for i in p..p + len {
-                    t.push(scores[i], first + i as u32);
+                    t.offer(scores[i], first + i as u32, r);
                 }
             }
             for i in p..p + len {
@@ -873,43 +875,53 @@ fn topr_matches_full_sort() {
         }
         assert!(thresholds_ok, "case {case}: threshold above the R-th best");
         let want = top_by_sort(&items, r);
-        let got = t.finish().to_vec();
+        let got: Vec<(f32, u32)> = t.best(r).collect();
         assert!(
             same(&got, &want),
             "case {case} n {n} r {r}: {got:?} vs {want:?}"
         );
-        // finish is repeatable and pushing afterwards still works.
-        assert!(same(t.finish(), &want));
-        t.push(f32::MAX, 0);
+        // best is repeatable and offering afterwards still works.
+        assert!(same(&t.best(r).collect::<Vec<_>>(), &want));
+        t.offer(f32::MAX, 0, r);
         items.push((f32::MAX, 0));
-        assert!(same(t.finish(), &top_by_sort(&items, r)));
+        assert!(same(
+            &t.best(r).collect::<Vec<_>>(),
+            &top_by_sort(&items, r)
+        ));
     }
 }
 
 #[test]
-fn topr_edges() {
-    let mut t = TopR::new(3);
-    assert!(t.finish().is_empty());
+fn topk_stream_edges() {
+    let best = |t: &mut TopK, k| t.best(k).collect::<Vec<_>>();
+    let mut t = TopK::new();
+    assert!(best(&mut t, 3).is_empty());
     assert_eq!(t.threshold(), f32::NEG_INFINITY);
-    t.push_run(&[f32::NAN; 20], 0);
-    assert!(t.finish().is_empty());
-    t.push_run(&[1.0, 1.0, 1.0, 1.0, 1.0], 10);
-    assert_eq!(t.finish(), &[(1.0, 10), (1.0, 11), (1.0, 12)]);
+    t.offer_run(&[f32::NAN; 20], 0, 3);
+    assert!(best(&mut t, 3).is_empty());
+    t.offer_run(&[1.0, 1.0, 1.0, 1.0, 1.0], 10, 3);
+    assert_eq!(best(&mut t, 3), [(1.0, 10), (1.0, 11), (1.0, 12)]);
     // The ids reach u32::MAX exactly.
-    t.reset(2);
-    t.push_run(&[5.0, 6.0, 7.0], u32::MAX - 2);
-    assert_eq!(t.finish(), &[(7.0, u32::MAX), (6.0, u32::MAX - 1)]);
-    let mut z = TopR::new(0);
-    z.push(f32::INFINITY, 0);
-    z.push_run(&[1.0; 9], 0);
-    assert!(z.finish().is_empty());
+    t.clear();
+    t.offer_run(&[5.0, 6.0, 7.0], u32::MAX - 2, 2);
+    assert_eq!(best(&mut t, 2), [(7.0, u32::MAX), (6.0, u32::MAX - 1)]);
+    // -0.0 ties with 0.0 (by id) and keeps its own bits.
+    t.clear();
+    t.offer_run(&[0.0, -0.0, 0.0], 4, 2);
+    let b = best(&mut t, 2);
+    assert_eq!((b[0].1, b[1].1), (4, 5));
+    assert_eq!(b[1].0.to_bits(), (-0.0f32).to_bits());
+    let mut z = TopK::new();
+    z.offer(f32::INFINITY, 0, 0);
+    z.offer_run(&[1.0; 9], 0, 0);
+    assert!(best(&mut z, 0).is_empty());
 }
 
 #[test]
 #[should_panic(expected = "overflow u32")]
-fn topr_id_overflow_panics() {
-    let mut t = TopR::new(2);
-    t.push_run(&[1.0, 2.0], u32::MAX);
+fn topk_stream_id_overflow_panics() {
+    let mut t = TopK::new();
+    t.offer_run(&[1.0, 2.0], u32::MAX, 2);
 }
 
 /// `QRows::score_rows_at` (the re-scoring stage of `ivf::Codes::Pq4I8`):

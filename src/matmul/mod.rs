@@ -80,8 +80,8 @@ pub use convert::{
     quantize_rows_i8,
 };
 pub use softmax::{softmax, softmax_in_place};
-pub(crate) use topk::{rank_key_total, topk_drain, topk_offer, topk_segment, topk_set, TopK};
-pub use topk::{topk, TOPK_PAD_ID};
+pub(crate) use topk::{rank_key_total, topk_drain, topk_offer, topk_segment, topk_set};
+pub use topk::{topk, TopK, TOPK_PAD_ID};
 
 use crate::kernels::matmul::{self as km, Rows};
 

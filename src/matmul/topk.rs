@@ -61,8 +61,14 @@ impl Entry {
     }
 }
 
-/// A running top-`k` over a stream offered in pieces ([`topk_offer`], then
-/// [`topk_drain`]): a buffer of candidates and a threshold, the score of
+/// The one running top-`k` of the crate: the best `k` `(score, id)` pairs
+/// of a stream offered in pieces, by score descending, equal scores by
+/// smaller id (`-0.0` ties with `0.0`), NaN never kept. Every top-k of
+/// lshk runs on it: [`topk`], the index's and the IVF lists' selections,
+/// their shortlists for re-ranking. Used from outside the crate as
+/// [`TopK::offer_run`] / [`TopK::offer`], then [`TopK::best`].
+///
+/// A buffer of candidates and a threshold, the score of
 /// the `k`-th best candidate kept at the last compaction (`-inf` before
 /// the first). A score below the threshold can never enter the top `k`,
 /// so only scores `>=` it are appended (8 lanes compared at a time); when
@@ -73,7 +79,7 @@ impl Entry {
 /// and ScaNN's selection). Ids need not be distinct: equal (score, id)
 /// pairs are interchangeable, so the result is the same set whatever the
 /// selection's internal order.
-pub(crate) struct TopK {
+pub struct TopK {
     /// Candidates (the best `k` of the stream so far are among them);
     /// unsorted between calls.
     buf: Vec<Entry>,
@@ -122,9 +128,51 @@ fn sample_floor(scores: &[f32], k: usize, sample: &mut Vec<f32>) -> f32 {
 }
 
 impl TopK {
+    /// An empty top-k (no allocation until offered).
+    pub fn new() -> TopK {
+        TopK::default()
+    }
+
+    /// Offers `scores[j]` with id `first_id + j`, for every `j`, to the
+    /// running top-`k` (the same `k` for every piece of a stream). Panics if
+    /// the ids would pass `u32::MAX`.
+    pub fn offer_run(&mut self, scores: &[f32], first_id: u32, k: usize) {
+        assert!(
+            scores.is_empty() || scores.len() - 1 <= (u32::MAX - first_id) as usize,
+            "offer_run: ids {first_id} + {} overflow u32",
+            scores.len()
+        );
+        topk_offer(scores, |j| first_id + j as u32, k, self);
+    }
+
+    /// Offers one `(score, id)` to the running top-`k`.
+    #[inline]
+    pub fn offer(&mut self, score: f32, id: u32, k: usize) {
+        topk_offer(std::slice::from_ref(&score), |_| id, k, self);
+    }
+
+    /// A score below this can no longer enter: the `k`-th best score kept
+    /// at the last compaction (`-inf` before the first), never above the
+    /// `k`-th best offered so far.
+    pub fn threshold(&self) -> f32 {
+        self.thr
+    }
+
+    /// The stream's `min(k, offered non-NaN)` best so far, best first
+    /// (offered with this `k`). More may be offered afterwards.
+    pub fn best(&mut self, k: usize) -> impl ExactSizeIterator<Item = (f32, u32)> + '_ {
+        if k > 0 {
+            self.compact(k);
+        } else {
+            self.buf.clear();
+        }
+        self.buf.sort_unstable_by_key(|e| e.key);
+        self.buf.iter().map(|e| (e.score, e.id()))
+    }
+
     /// Starts a new stream.
     #[inline]
-    pub(crate) fn clear(&mut self) {
+    pub fn clear(&mut self) {
         self.buf.clear();
         self.thr = f32::NEG_INFINITY;
     }
