@@ -340,9 +340,8 @@ typedef struct lshk_index_params {
   // LSHK_SOURCE_* (default SIMHASH).
   uint32_t source;
   // LSHK_STORAGE_* of W for the exact scores (default F32). IVF re-ranks
-  // from f32 rows: the caller's W (BORROWED_F32) or the index's (F32);
-  // with a 16-bit or int8 storage its lists keep their own f32 copy and
-  // the scorer ranks their candidates by the stored W.
+  // from the index's rows in this storage (W is held once); only lists
+  // with codes NONE on BF16, F16 or I8 keep an f32 copy to scan.
   uint32_t storage;
   // LSHK_TRANSFORM_* (default NONE; any other on LSH sources only).
   uint32_t transform;
@@ -1106,8 +1105,8 @@ lshk_status lshk_index_build(const float *w,
 // The top `k` rows of each of `nq` queries (query i at `q + i * q_stride`):
 // the source's candidates (LSH: hash -> gather; IVF: the lists' codes and
 // re-rank; graph: the walk; forest: the leaves' set) -> the logits of the
-// ORIGINAL W and bias for them (the stored W; with F32 or BORROWED_F32
-// storage IVF's exact re-rank scores pass through) -> top-k, into
+// ORIGINAL W and bias for them (the stored W; IVF's exact re-rank, which
+// reads the stored W, passes through) -> top-k, into
 // `out_ids[i*k .. i*k + k]` and `out_scores` (NULL = not wanted), nq*k
 // each: descending by score, ties to the smaller id, padded with
 // UINT32_MAX / -INFINITY. k = 0 or nq = 0 writes no ids or scores (stats

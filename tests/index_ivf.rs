@@ -3,8 +3,8 @@
 //! standalone `Ivf` answers (ids and score bits) with f32 or borrowed
 //! storage, on every code type and search setting with an exact stage, one
 //! query at a time and in batches (with `rerank = 0` the lists' top-k
-//! scored from the index's rows); other storages score the same candidates
-//! from their rows; files round-trip; what the family does not support is
+//! scored from the index's rows); other storages re-rank from the index's
+//! own rows, with no f32 copy; files round-trip; what the family does not support is
 //! refused.
 
 mod common;
@@ -94,38 +94,71 @@ fn answers_equal_the_standalone_ivf() {
     }
 }
 
+/// bf16, f16 and int8 storage: the lists hold no f32 copy (W is held once,
+/// in the index's storage) and re-rank from the index's rows with the
+/// scorer's kernels: every returned score is the index's own logit of
+/// that id, to the bit where the lists re-rank (ranked as the one top-k
+/// ranks), and with every list visited and every row re-ranked the answer
+/// is the exact top-k of the stored rows.
 #[test]
-fn other_storages_score_the_same_candidates_from_their_rows() {
+fn other_storages_rerank_from_the_index_rows() {
     let (w, b, q) = layer();
-    let exact = build(&w, &b, &params(Codes::I8, Storage::F32));
-    let (mut ie, mut se) = (vec![0u32; NQ * K], vec![0f32; NQ * K]);
-    let qp = QueryParams::default();
-    exact
-        .query_with(&q, NQ, DIM, K as u32, &qp, &mut ie, &mut se, None)
-        .unwrap();
+    let all = SearchParams::fixed(40, ROWS as u32);
     for storage in [Storage::Bf16, Storage::F16, Storage::I8] {
-        let idx = build(&w, &b, &params(Codes::I8, storage));
-        let (mut ids, mut sc) = (vec![0u32; NQ * K], vec![0f32; NQ * K]);
-        idx.query_with(&q, NQ, DIM, K as u32, &qp, &mut ids, &mut sc, None)
-            .unwrap();
-        // The same candidate sets, re-ranked by the stored rows' scores.
-        for i in 0..NQ {
-            let mut a = ids[i * K..(i + 1) * K].to_vec();
-            let mut e = ie[i * K..(i + 1) * K].to_vec();
-            a.sort_unstable();
-            e.sort_unstable();
-            assert_eq!(a, e, "{storage:?}: query {i}'s candidates");
+        for codes in [Codes::I8, Codes::Pq4, Codes::Pq4I8] {
+            let idx = build(&w, &b, &params(codes, storage));
+            let f32_bytes = build(&w, &b, &params(codes, Storage::F32)).memory_bytes();
+            // The f32 index holds W once in f32 (4 bytes per value); this
+            // one holds it in 1 or 2 bytes and has no other copy.
+            let saved = ROWS * DIM * 2;
+            assert!(
+                idx.memory_bytes() + saved <= f32_bytes,
+                "{storage:?} {codes:?}: {} bytes against {f32_bytes} for f32",
+                idx.memory_bytes()
+            );
+            let wm = lshk::matmul::WeightMatrix::new(idx.weights(), ROWS, DIM, idx.weight_stride())
+                .unwrap()
+                .with_bias(&b)
+                .unwrap();
+            for sp in [SearchParams::default(), all] {
+                let qp = QueryParams {
+                    ivf: sp,
+                    ..Default::default()
+                };
+                let (mut ids, mut sc) = (vec![0u32; NQ * K], vec![0f32; NQ * K]);
+                idx.query_with(&q, NQ, DIM, K as u32, &qp, &mut ids, &mut sc, None)
+                    .unwrap();
+                for i in 0..NQ {
+                    let qi = &q[i * DIM..(i + 1) * DIM];
+                    let (got, gs) = (&ids[i * K..(i + 1) * K], &sc[i * K..(i + 1) * K]);
+                    assert!(got.iter().all(|&id| id != TOPK_PAD_ID));
+                    // The index's own logits of the returned ids.
+                    let mut want = vec![0f32; K];
+                    wm.matmul(qi, 1, DIM, got, &[0, K], &mut want).unwrap();
+                    for t in 0..K {
+                        assert_eq!(
+                            gs[t].to_bits(),
+                            want[t].to_bits(),
+                            "{storage:?} {codes:?} {sp:?}: query {i} rank {t}"
+                        );
+                        if t > 0 {
+                            let (a, c) = ((gs[t - 1], got[t - 1]), (gs[t], got[t]));
+                            assert!(a.0 > c.0 || (a.0 == c.0 && a.1 < c.1), "rank order");
+                        }
+                    }
+                    if sp == all {
+                        // Every row re-ranked: the exact top-k of the
+                        // stored rows (as the index's scorer gives them).
+                        let every: Vec<u32> = (0..ROWS as u32).collect();
+                        let mut s = vec![0f32; ROWS];
+                        wm.matmul(qi, 1, DIM, &every, &[0, ROWS], &mut s).unwrap();
+                        let (mut ti, mut ts) = (vec![0u32; K], vec![0f32; K]);
+                        lshk::matmul::topk(&s, None, &[0, ROWS], K, &mut ti, &mut ts).unwrap();
+                        assert_eq!(got, &ti[..], "{storage:?} {codes:?}: query {i} exact top-k");
+                    }
+                }
+            }
         }
-        let mut worst = 0f64;
-        for (t, (&s, &id)) in sc.iter().zip(&ids).enumerate() {
-            let (r, qi) = (id as usize, t / K);
-            let e: f64 = (0..DIM)
-                .map(|d| f64::from(w[r * DIM + d]) * f64::from(q[qi * DIM + d]))
-                .sum::<f64>()
-                + f64::from(b[r]);
-            worst = worst.max((f64::from(s) - e).abs());
-        }
-        assert!(worst < 0.05, "{storage:?}: a score {worst} off its logit");
     }
 }
 
@@ -175,7 +208,12 @@ fn label_training_of_the_ivf_source() {
     let (w, b, q) = layer();
     let dir = std::env::temp_dir().join(format!("lshk-index-ivf-labels-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for storage in [Storage::F32, Storage::BorrowedF32] {
+    for storage in [
+        Storage::F32,
+        Storage::BorrowedF32,
+        Storage::Bf16,
+        Storage::I8,
+    ] {
         let mut idx = build(&w, &b, &params(Codes::I8, storage));
         assert!(idx.label_state().is_none());
         let offs: Vec<usize> = (0..=NQ).collect();

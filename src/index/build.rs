@@ -148,9 +148,9 @@ impl Index {
                 mips_u,
                 p,
                 progress,
-                own_f32: match (p.storage, wstore.weights(rows)) {
-                    (Storage::F32, Weights::F32(v)) => Some((v, wstore.stride)),
-                    _ => None,
+                own_rows: match p.storage {
+                    Storage::BorrowedF32 => None,
+                    _ => Some((wstore.weights(rows), wstore.stride)),
                 },
             },
             &mut resolved,

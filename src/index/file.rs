@@ -160,7 +160,10 @@ impl Index {
                 // SAFETY: a given W is the caller's, alive and unchanged
                 // while the index lives (the contract above).
                 let ivf = unsafe {
-                    crate::source::ivf::Ivf::from_container(&c, wv.map(|v| (v, w_stride)))?
+                    crate::source::ivf::Ivf::from_container(
+                        &c,
+                        wv.map(|v| crate::source::ivf::RowsIn::F32(v, w_stride)),
+                    )?
                 };
                 (rows, dim) = (ivf.rows(), ivf.dim());
                 let (wid, b) = ivf.rows_by_id()?;
@@ -511,10 +514,7 @@ impl Index {
             has_bias: flags & FLAG_BIAS != 0,
             p: &resolved,
             labelled: label_state.is_some(),
-            w: match w.weights(rows) {
-                Weights::F32(b) => Some((b, w.stride)),
-                _ => None,
-            },
+            w: Some((w.weights(rows), w.stride)),
             bad: &bad,
         })?;
         let mut idx = Index {

@@ -446,11 +446,12 @@ pub(crate) struct BuildInput<'a> {
     pub mips_u: f32,
     pub p: &'a IndexParams,
     pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
-    /// The index's own f32 copy of W (compact, at its stride) with
-    /// [`Storage::F32`]: a source that re-ranks from f32 rows borrows it
-    /// instead of keeping a copy of its own. It lives in the index beside
-    /// the source and is dropped after it.
-    pub own_f32: Option<(&'a [f32], usize)>,
+    /// The index's own rows (compact, at their stride) in its storage,
+    /// `None` with [`Storage::BorrowedF32`] (then `w` is the index's W): a
+    /// source that re-ranks from rows uses them instead of keeping a copy
+    /// of its own. They live in the index beside the source and are
+    /// dropped after it.
+    pub own_rows: Option<(Weights<'a>, usize)>,
 }
 
 /// What a family's load gets: the mapped file and the checked `PARAMS`.
@@ -464,10 +465,10 @@ pub(crate) struct LoadInput<'a> {
     pub p: &'a Resolved,
     /// A `LABELS` section is present (label-aware buckets).
     pub labelled: bool,
-    /// The index's f32 W (rows at its stride), checked: the borrowed W of
-    /// an index on [`Storage::BorrowedF32`], or the mapped f32 weights of
-    /// one on [`Storage::F32`]; `None` otherwise.
-    pub w: Option<(&'a [f32], usize)>,
+    /// The index's W (rows at its stride) in its storage, checked: the
+    /// borrowed W of an index on [`Storage::BorrowedF32`], or its stored
+    /// (mapped) weights.
+    pub w: Option<(Weights<'a>, usize)>,
     /// Words a `BadFileFormat` error (prefixed with the path).
     pub bad: &'a dyn Fn(String) -> Error,
 }

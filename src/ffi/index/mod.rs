@@ -241,9 +241,8 @@ pub struct lshk_index_params {
     /// LSHK_SOURCE_* (default SIMHASH).
     pub source: u32,
     /// LSHK_STORAGE_* of W for the exact scores (default F32). IVF re-ranks
-    /// from f32 rows: the caller's W (BORROWED_F32) or the index's (F32);
-    /// with a 16-bit or int8 storage its lists keep their own f32 copy and
-    /// the scorer ranks their candidates by the stored W.
+    /// from the index's rows in this storage (W is held once); only lists
+    /// with codes NONE on BF16, F16 or I8 keep an f32 copy to scan.
     pub storage: u32,
     /// LSHK_TRANSFORM_* (default NONE; any other on LSH sources only).
     pub transform: u32,

@@ -5,8 +5,8 @@ use super::*;
 /// The top `k` rows of each of `nq` queries (query i at `q + i * q_stride`):
 /// the source's candidates (LSH: hash -> gather; IVF: the lists' codes and
 /// re-rank; graph: the walk; forest: the leaves' set) -> the logits of the
-/// ORIGINAL W and bias for them (the stored W; with F32 or BORROWED_F32
-/// storage IVF's exact re-rank scores pass through) -> top-k, into
+/// ORIGINAL W and bias for them (the stored W; IVF's exact re-rank, which
+/// reads the stored W, passes through) -> top-k, into
 /// `out_ids[i*k .. i*k + k]` and `out_scores` (NULL = not wanted), nq*k
 /// each: descending by score, ties to the smaller id, padded with
 /// UINT32_MAX / -INFINITY. k = 0 or nq = 0 writes no ids or scores (stats

@@ -1,25 +1,27 @@
 //! The IVF lists as a candidate source of [`crate::Index`]
-//! ([`Family::Ivf`]), registered with one line in
-//! [`crate::index::source::SOURCES`]. This file is all the index knows of
-//! them.
+//! ([`Family::Ivf`]), registered with one line in the index's source
+//! registry. This file is all the index knows of them.
 //!
 //! * Build: the lists over the index's rows and bias with
 //!   [`crate::index::IndexParams`]'s `ivf` ([`super::IvfParams`]): the same lists
 //!   as [`Ivf::build`]. With codes other than NONE they re-rank from the
-//!   index's own f32 rows where it has them: the borrowed W
-//!   ([`Storage::BorrowedF32`]) or the index's copy ([`Storage::F32`]), so
-//!   W is held once; with a 16-bit or int8 storage (or without codes) they
-//!   keep an f32 copy of their own for their exact stage.
+//!   index's own rows in every storage: the borrowed W
+//!   ([`Storage::BorrowedF32`]), the index's f32 copy, or its bf16, f16 or
+//!   int8 rows (with the gathered matmul's kernel of that storage, the
+//!   index scorer's), so W is held once, in the index's storage. Without
+//!   codes the lists scan exact f32 rows: the index's f32 or borrowed W, or
+//!   on a narrower storage a copy of their own.
 //! * Query ([`crate::index::QueryParams::ivf`], [`super::SearchParams`]): the
 //!   candidates of a top-`k` query are the lists' own top-`k` (their codes
 //!   stage, the exact re-rank of the best `rerank`, the adaptive stop).
-//!   With f32 or borrowed storage and an exact stage (`rerank > 0`, or no
-//!   codes) their scores are the exact logits of the index's own values
-//!   and are kept as they are ([`CandidateSource::final_scores`]): the
-//!   index answers exactly what [`Ivf::search`] answers, ids and score
-//!   bits (tests/index_ivf.rs). Otherwise (bf16, f16 or int8 storage, or
-//!   `rerank = 0`) the index's scorer scores the candidates from its own
-//!   rows, so the returned scores are always logits of the stored W.
+//!   With an exact stage (`rerank > 0` with codes, in any storage; no
+//!   codes on f32 or borrowed storage) their scores are the exact logits
+//!   of the index's own rows and are kept as they are
+//!   ([`CandidateSource::final_scores`]): the index answers exactly what
+//!   the lists answer, ids and score bits (tests/index_ivf.rs). Otherwise
+//!   (`rerank = 0`, or no codes on a narrower storage) the index's scorer
+//!   scores the candidates from its own rows, so the returned scores are
+//!   always logits of the stored W.
 //! * File: the IVF sections (`IVFPARAM`, `CENTROID`, `CENTQ`, `CENTQS`,
 //!   `CBIAS`, `LSPREAD`, `LOFFS`, `LIDS`, `PBIAS`, `PROWS`, `QCODES`,
 //!   `QSCALES`, `PQCENT`, `PQCODES`; the IVF file's module) beside the
@@ -32,10 +34,10 @@
 
 use std::cell::RefCell;
 
-use super::{Codes, Ivf};
+use super::{Codes, Ivf, RowsIn};
 use crate::error::{Result, Status};
 use crate::format::SectionOut;
-use crate::matmul::TOPK_PAD_ID;
+use crate::matmul::{Weights, TOPK_PAD_ID};
 use crate::source::GatherResult;
 use crate::source::{
     non_lsh_build, BuildInput, CandidateSource, IndexView, LoadInput, QueryParams,
@@ -118,12 +120,15 @@ impl CandidateSource for Ivf {
         })
     }
 
-    /// The lists' scores are exact logits when they re-rank (`rerank > 0`,
-    /// or no codes) from f32 rows, which are the index's own values when
-    /// the index keeps W as f32 or borrows it.
+    /// The lists' scores are the index's exact logits when they re-rank
+    /// from the index's rows (`rerank > 0` with codes, any storage), or
+    /// scan without codes the f32 rows the index keeps or borrows.
     fn final_scores(&self, ix: &IndexView<'_>, qp: &QueryParams) -> bool {
-        matches!(ix.storage, Storage::F32 | Storage::BorrowedF32)
-            && (qp.ivf.rerank > 0 || self.params().codes == Codes::None)
+        let f32_rows = matches!(ix.storage, Storage::F32 | Storage::BorrowedF32);
+        match self.params().codes {
+            Codes::None => f32_rows,
+            _ => qp.ivf.rerank > 0,
+        }
     }
 
     fn sections<'a>(&'a self, keep: &'a mut Vec<Vec<u8>>) -> Vec<SectionOut<'a>> {
@@ -145,17 +150,22 @@ fn build(b: &BuildInput<'_>, r: &mut Resolved) -> Result<Box<dyn CandidateSource
         p.ivf.seed,
         p.ivf.threads,
     )?;
-    // The lists re-rank from the index's f32 rows where it has them (the
-    // caller's W, or the index's own copy), so W is held once.
-    let rerank_rows = match p.storage {
-        Storage::BorrowedF32 => Some((b.w, b.w_stride)),
-        Storage::F32 => b.own_f32,
-        _ => None,
+    // The lists re-rank from the index's rows (the caller's W, or the
+    // index's own rows in its storage), so W is held once. Lists without
+    // codes scan exact f32 rows: on a narrower storage they keep their own.
+    let codes = p.ivf.codes != Codes::None;
+    let (narrow, rerank_rows) = match (p.storage, b.own_rows) {
+        (Storage::BorrowedF32, _) => (None, Some((b.w, b.w_stride))),
+        (_, Some((Weights::F32(v), s))) => (None, Some((v, s))),
+        (_, Some((other, s))) if codes => (Some((other, s)), None),
+        _ => (None, None),
     };
-    let borrow = rerank_rows.is_some() && p.ivf.codes != Codes::None;
+    // With narrow rows the lists are built on the caller's W (alive for
+    // this call) and then re-rank from the index's rows (use_rows below).
+    let borrow = codes && (rerank_rows.is_some() || narrow.is_some());
     let (w, st) = rerank_rows.unwrap_or((b.w, b.w_stride));
     let (bias, rows, dim) = (b.bias, b.rows, b.dim);
-    let ivf = match (borrow, p.ivf_row_weights.as_deref()) {
+    let mut ivf = match (borrow, p.ivf_row_weights.as_deref()) {
         // SAFETY: the index borrows the same W under the same contract
         // (Storage::BorrowedF32): the caller keeps it alive and unchanged
         // while the index, and with it these lists, live.
@@ -167,6 +177,11 @@ fn build(b: &BuildInput<'_>, r: &mut Resolved) -> Result<Box<dyn CandidateSource
         (false, None) => Ivf::build(w, bias, rows, dim, st, &p.ivf)?,
         (false, Some(rw)) => Ivf::build_weighted(w, bias, rows, dim, st, rw, &p.ivf)?,
     };
+    if let Some((nw, ns)) = narrow {
+        // SAFETY: the index keeps its rows alive and unchanged while its
+        // source lives, and drops the source first.
+        unsafe { ivf.use_rows(RowsIn::Narrow(nw, ns)) }?;
+    }
     Ok(Box::new(ivf))
 }
 
@@ -186,12 +201,16 @@ fn load(l: &LoadInput<'_>) -> Result<Box<dyn CandidateSource>> {
     // rows (a mismatch is refused by the IVF loader: "this index was built
     // on a borrowed W" / "holds its own rows").
     let borrowed = Ivf::borrows_w_in(l.c).map_err(bad_file)?;
-    let w = if borrowed { l.w } else { None };
-    if borrowed && w.is_none() {
-        return Err(bad(
-            "IVFPARAM: lists on a borrowed W in an index without f32 rows".into(),
-        ));
-    }
+    let w = match (borrowed, l.w) {
+        (false, _) => None,
+        (true, Some((Weights::F32(v), s))) => Some(RowsIn::F32(v, s)),
+        (true, Some((other, s))) => Some(RowsIn::Narrow(other, s)),
+        (true, None) => {
+            return Err(bad(
+                "IVFPARAM: lists on the index's rows in an index without rows".into(),
+            ))
+        }
+    };
     // SAFETY: a given `w` is the index's borrowed W, kept alive and
     // unchanged by the caller while the index lives (its load contract).
     let ivf = unsafe { Ivf::from_container(l.c, w) }.map_err(bad_file)?;

@@ -119,7 +119,7 @@ impl Ivf {
     unsafe fn load_impl(path: &Path, w: Option<(&[f32], usize)>) -> Result<Ivf> {
         let c = format::Container::open(path, format::KIND_IVF)?;
         // SAFETY: forwarded (a given `w` outlives the index).
-        unsafe { Self::from_container(&c, w) }
+        unsafe { Self::from_container(&c, w.map(|(w, s)| RowsIn::F32(w, s))) }
     }
 
     /// Whether the lists of `c` were built on a borrowed W (the `IVFPARAM`
@@ -197,7 +197,7 @@ impl Ivf {
     /// A given `w` stays alive and unchanged while the index lives.
     pub(crate) unsafe fn from_container(
         c: &format::Container,
-        w: Option<(&[f32], usize)>,
+        w: Option<RowsIn<'_>>,
     ) -> Result<Ivf> {
         let rec = c.section("IVFPARAM")?;
         if rec.len() < 4 {
@@ -352,7 +352,14 @@ impl Ivf {
         } else {
             Vec::new()
         };
+        let (w, narrow) = match w {
+            Some(RowsIn::Narrow(n, s)) => (None, Some(RowsIn::Narrow(n, s))),
+            Some(RowsIn::F32(w, s)) => (Some((w, s)), None),
+            None => (None, None),
+        };
         let exact = match (borrowed == 1, w) {
+            // Attached below (Ivf::use_rows), once the lists are read.
+            (true, None) if narrow.is_some() => Exact::Owned(Vec::new()),
             (false, None) => Exact::Owned(f32s_in(
                 "PROWS",
                 checked_mul(npos, dim, "positions * dim")?,
@@ -431,6 +438,17 @@ impl Ivf {
             vmax: 0.0,
         };
         ix.vmax = ix.value_max();
+        if let Some(n) = narrow {
+            if borrowed != 1 {
+                bail!(
+                    InvalidArgument,
+                    "this index holds its own rows: load it without W"
+                );
+            }
+            // SAFETY: this function's contract (the index's rows outlive
+            // the lists).
+            unsafe { ix.use_rows(n) }?;
+        }
         // Code scales and centroids stand for row values.
         if f64::from(ix.vmax) > derived_lim {
             bail!(

@@ -187,8 +187,8 @@ impl Ivf {
         // The rows the codes and spreads are computed from, and which row
         // of them each new position is: the owned copy by old position, or
         // the borrowed W by id.
-        let (rows_src, by_id) = self.exact_rows();
-        let (wsrc, wrows, wstride) = (rows_src.w, rows_src.w.len(), rows_src.stride);
+        let (rows_src, wstride, by_id) = self.f32_rows()?;
+        let (wsrc, wrows) = (&rows_src[..], rows_src.len());
         let which: &[u32] = if by_id { &ids } else { &src };
         let wn = if by_id { self.rows } else { self.ids.len() };
         debug_assert!(wrows >= (wn - 1) * wstride + dim);
@@ -213,6 +213,10 @@ impl Ivf {
                 Exact::Owned(nv)
             }
             Exact::Borrowed { w, stride } => Exact::Borrowed {
+                w: w.clone(),
+                stride: *stride,
+            },
+            Exact::Narrow { w, stride } => Exact::Narrow {
                 w: w.clone(),
                 stride: *stride,
             },

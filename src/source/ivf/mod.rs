@@ -121,6 +121,31 @@ enum Exact {
     /// The caller's W, by original id (kept alive by the caller: the
     /// contract of [`Ivf::build_borrowed`] / [`Ivf::load_borrowed`]).
     Borrowed { w: Buf<f32>, stride: usize },
+    /// The rows of the index whose candidate source these lists are, in
+    /// its bf16, f16 or int8 storage, by original id: the re-rank scores
+    /// them with the gathered matmul's kernel of that storage, as the
+    /// index's scorer does, so W is held once, in the index's storage. The
+    /// index keeps them alive and drops them after its source.
+    Narrow { w: NarrowRows, stride: usize },
+}
+
+/// The index's rows behind [`Exact::Narrow`].
+#[derive(Clone)]
+enum NarrowRows {
+    /// bf16 bit patterns.
+    Bf16(Buf<u16>),
+    /// IEEE binary16 bit patterns.
+    F16(Buf<u16>),
+    /// Row `r` is `scales[r] * w[r]`.
+    I8 { w: Buf<i8>, scales: Buf<f32> },
+}
+
+/// Rows of the layer the lists re-rank from without owning them: the
+/// caller's (or the index's) f32 W, or the index's rows in a narrower
+/// storage ([`Exact::Narrow`]); each at its row stride.
+pub(crate) enum RowsIn<'a> {
+    F32(&'a [f32], usize),
+    Narrow(crate::matmul::Weights<'a>, usize),
 }
 
 /// A k-means partition index over an output layer (module docs).
@@ -192,6 +217,7 @@ impl Ivf {
         let rows = match &self.exact {
             Exact::Owned(v) => all(v),
             Exact::Borrowed { w, stride } => max_abs_rows(w, self.rows, self.dim, *stride),
+            Exact::Narrow { .. } => self.narrow_max(),
         };
         let scales = |q: &QRows| all(q.scales()) * 127.0;
         rows.max(all(&self.bias_pos))
@@ -262,7 +288,7 @@ impl Ivf {
             .map(|p| (p.codebook().centroids(), p.packed()))
     }
     pub fn borrows_weights(&self) -> bool {
-        matches!(self.exact, Exact::Borrowed { .. })
+        matches!(self.exact, Exact::Borrowed { .. } | Exact::Narrow { .. })
     }
 
     /// Bytes the index owns (a borrowed W not counted).
@@ -274,7 +300,7 @@ impl Ivf {
         ) + v(self.offsets.len() + self.ids.len(), 4)
             + match &self.exact {
                 Exact::Owned(x) => x.len() * 4,
-                Exact::Borrowed { .. } => 0,
+                Exact::Borrowed { .. } | Exact::Narrow { .. } => 0,
             }
             + self.codes.as_ref().map_or(0, |c| c.memory_bytes())
             + self.pq.as_ref().map_or(0, |c| c.memory_bytes())
@@ -296,14 +322,11 @@ impl Ivf {
         } else {
             None
         };
-        let (ex, _) = self.exact_rows();
+        let (ex, stride, by_id) = self.f32_rows()?;
         for (p, &id) in self.ids.iter().enumerate() {
             let id = id as usize;
-            let src = match &self.exact {
-                Exact::Owned(_) => p * d,
-                Exact::Borrowed { .. } => id * ex.stride,
-            };
-            w[id * d..(id + 1) * d].copy_from_slice(&ex.w[src..src + d]);
+            let src = if by_id { id * stride } else { p * d };
+            w[id * d..(id + 1) * d].copy_from_slice(&ex[src..src + d]);
             if let Some(b) = &mut b {
                 b[id] = self.bias_pos[p];
             }
@@ -311,27 +334,113 @@ impl Ivf {
         Ok((w, b))
     }
 
-    fn exact_rows(&self) -> (Rows<'_, f32>, bool) {
-        match &self.exact {
-            Exact::Owned(v) => (
-                Rows {
-                    w: v,
-                    stride: self.dim,
-                    dim: self.dim,
-                    scales: &[],
-                },
-                false,
-            ),
-            Exact::Borrowed { w, stride } => (
-                Rows {
-                    w,
-                    stride: *stride,
-                    dim: self.dim,
-                    scales: &[],
-                },
-                true,
-            ),
+    /// The exact rows as f32 (`rows`, their stride, whether they are by
+    /// original id rather than by position): the owned copy or borrowed W
+    /// in place, the index's narrower rows decoded (a temporary copy, for
+    /// label training and conversions, never on the query path).
+    pub(super) fn f32_rows(&self) -> Result<(std::borrow::Cow<'_, [f32]>, usize, bool)> {
+        use std::borrow::Cow;
+        Ok(match &self.exact {
+            Exact::Owned(v) => (Cow::Borrowed(&v[..]), self.dim, false),
+            Exact::Borrowed { w, stride } => (Cow::Borrowed(&w[..]), *stride, true),
+            Exact::Narrow { w, stride } => {
+                let (n, d) = (self.rows, self.dim);
+                let mut out = crate::error::try_vec::<f32>(
+                    crate::error::checked_mul(n, d, "rows * dim")?,
+                    "decoded rows",
+                )?;
+                for (r, o) in out.chunks_exact_mut(d).enumerate() {
+                    let at = r * stride;
+                    match w {
+                        NarrowRows::Bf16(v) => {
+                            for (x, &b) in o.iter_mut().zip(&v[at..at + d]) {
+                                *x = crate::matmul::bf16_to_f32(b);
+                            }
+                        }
+                        NarrowRows::F16(v) => {
+                            for (x, &b) in o.iter_mut().zip(&v[at..at + d]) {
+                                *x = crate::matmul::f16_to_f32(b);
+                            }
+                        }
+                        NarrowRows::I8 { w, scales } => {
+                            for (x, &b) in o.iter_mut().zip(&w[at..at + d]) {
+                                *x = scales[r] * b as f32;
+                            }
+                        }
+                    }
+                }
+                (Cow::Owned(out), d, true)
+            }
+        })
+    }
+
+    /// The largest |value| of the [`Exact::Narrow`] rows (0 otherwise).
+    fn narrow_max(&self) -> f32 {
+        let Exact::Narrow { w, stride } = &self.exact else {
+            return 0.0;
+        };
+        let (n, d) = (self.rows, self.dim);
+        let mut m = 0f32;
+        for r in 0..n {
+            let at = r * stride;
+            let rm = match w {
+                NarrowRows::Bf16(v) => v[at..at + d]
+                    .iter()
+                    .fold(0f32, |a, &b| a.max(crate::matmul::bf16_to_f32(b).abs())),
+                NarrowRows::F16(v) => v[at..at + d]
+                    .iter()
+                    .fold(0f32, |a, &b| a.max(crate::matmul::f16_to_f32(b).abs())),
+                NarrowRows::I8 { w, scales } => {
+                    let a = w[at..at + d]
+                        .iter()
+                        .fold(0i32, |a, &b| a.max((b as i32).abs()));
+                    scales[r].abs() * a as f32
+                }
+            };
+            m = m.max(rm);
         }
+        m
+    }
+
+    /// Re-ranks from the index's rows in `rows` instead of the f32 rows the
+    /// lists were built with (which need not outlive the call): the lists
+    /// of an index on bf16, f16 or int8 storage. Lists with
+    /// [`Codes::None`] scan exact f32 rows and keep their own.
+    ///
+    /// # Safety
+    /// `rows` (the index's weights) stay alive and unchanged while the
+    /// lists live.
+    pub(crate) unsafe fn use_rows(&mut self, rows: RowsIn<'_>) -> Result<()> {
+        use crate::matmul::Weights;
+        if self.codes.is_none() && self.pq.is_none() {
+            bail!(
+                InvalidArgument,
+                "lists without codes scan their own exact f32 rows"
+            );
+        }
+        let len = |stride: usize| strided_len(self.rows, self.dim, stride, "index rows");
+        // SAFETY (every Buf::borrowed below): this function's contract.
+        self.exact = match rows {
+            RowsIn::F32(w, stride) => Exact::Borrowed {
+                w: unsafe { Buf::borrowed(&w[..len(stride)?]) },
+                stride,
+            },
+            RowsIn::Narrow(w, stride) => {
+                let n = len(stride)?;
+                let w = match w {
+                    Weights::F32(_) => bail!(InvalidArgument, "f32 rows are not narrow"),
+                    Weights::Bf16(v) => NarrowRows::Bf16(unsafe { Buf::borrowed(&v[..n]) }),
+                    Weights::F16(v) => NarrowRows::F16(unsafe { Buf::borrowed(&v[..n]) }),
+                    Weights::I8 { w, scales } => NarrowRows::I8 {
+                        w: unsafe { Buf::borrowed(&w[..n]) },
+                        scales: unsafe { Buf::borrowed(&scales[..self.rows]) },
+                    },
+                };
+                Exact::Narrow { w, stride }
+            }
+        };
+        self.vmax = self.value_max();
+        Ok(())
     }
 }
 

@@ -910,19 +910,82 @@ impl Ivf {
     fn exact_scores(&self, tier: Isa, q: &[f32], m: usize, s: &mut Scratch) {
         grow(&mut s.cand_ids, m);
         grow(&mut s.exact, m);
-        let (rows, by_id) = self.exact_rows();
         for (d, &p) in s.cand_ids[..m].iter_mut().zip(&s.cand[..m]) {
             *d = self.ids[p as usize];
         }
-        let fetch = if by_id {
-            &s.cand_ids[..m]
-        } else {
-            &s.cand[..m]
-        };
-        // SAFETY: every id is a position < rows of the owned copy or an
-        // original id < rows of the borrowed W (which holds rows rows at its
-        // stride, checked at build); q holds dim floats; exact holds m.
-        unsafe { (km::kernels(tier).f32)(&rows, q, fetch, &mut s.exact[..m]) };
+        let ks = km::kernels(tier);
+        let (ids, pos, out) = (&s.cand_ids[..m], &s.cand[..m], &mut s.exact[..m]);
+        let dim = self.dim;
+        // SAFETY (every kernel call): each fetched index is a position <
+        // rows of the owned copy, or an original id < rows of the borrowed
+        // or index rows (which hold `rows` rows at their stride, checked
+        // when attached); q holds dim floats; out holds m; the tier is
+        // supported (checked by the caller).
+        match &self.exact {
+            Exact::Owned(v) => {
+                let r = Rows {
+                    w: v,
+                    stride: dim,
+                    dim,
+                    scales: &[],
+                };
+                unsafe { (ks.f32)(&r, q, pos, out) }
+            }
+            &Exact::Borrowed { ref w, stride } => unsafe {
+                (ks.f32)(
+                    &Rows {
+                        w,
+                        stride,
+                        dim,
+                        scales: &[],
+                    },
+                    q,
+                    ids,
+                    out,
+                )
+            },
+            &Exact::Narrow { ref w, stride } => match w {
+                NarrowRows::Bf16(w) => unsafe {
+                    (ks.bf16)(
+                        &Rows {
+                            w,
+                            stride,
+                            dim,
+                            scales: &[],
+                        },
+                        q,
+                        ids,
+                        out,
+                    )
+                },
+                NarrowRows::F16(w) => unsafe {
+                    (ks.f16)(
+                        &Rows {
+                            w,
+                            stride,
+                            dim,
+                            scales: &[],
+                        },
+                        q,
+                        ids,
+                        out,
+                    )
+                },
+                NarrowRows::I8 { w, scales } => unsafe {
+                    (ks.i8)(
+                        &Rows {
+                            w,
+                            stride,
+                            dim,
+                            scales,
+                        },
+                        q,
+                        ids,
+                        out,
+                    )
+                },
+            },
+        }
         if !self.bias_pos.is_empty() {
             for (e, &p) in s.exact[..m].iter_mut().zip(&s.cand[..m]) {
                 *e += self.bias_pos[p as usize];
