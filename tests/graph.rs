@@ -374,6 +374,7 @@ fn recall_on_a_structured_layer() {
         let want = match st {
             Storage::F32 | Storage::Bf16 => 0.95,
             Storage::I8 => 0.85,
+            Storage::BorrowedF32 | Storage::F16 => unreachable!("not a graph storage"),
         };
         assert!(recall >= want, "storage {st:?}: recall {recall}");
     }
@@ -625,4 +626,17 @@ fn in_section_mutations_with_valid_crcs_are_refused_or_safe() {
     }
     println!("in-section mutants: {loaded} loaded, {refused} refused");
     assert!(refused > 100 && loaded > 100);
+}
+
+/// The graph's rows use the one `Storage`; it keeps them as F32, Bf16 or
+/// I8 and refuses the others (its rows are transformed, never borrowed).
+#[test]
+fn storages_a_graph_does_not_keep_are_refused() {
+    let l = layer(64, 8, 1, 3);
+    for st in [Storage::BorrowedF32, Storage::F16] {
+        let e = Graph::build(&l.w, Some(&l.b), 64, 8, 8, &params(4, 16, 1, st))
+            .err()
+            .expect("refused");
+        assert_eq!(e.status, Status::InvalidArgument, "{st:?}: {e}");
+    }
 }

@@ -175,27 +175,12 @@ pub mod ivf {
 /// The FGD graph's build and query parameters (re-exported by
 /// [`crate::graph`]).
 pub mod graph {
-    /// How the transformed rows are stored.
-    #[repr(u32)]
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum Storage {
-        F32 = 0,
-        /// bf16 (round to nearest even): half the bytes of f32.
-        Bf16 = 1,
-        /// int8 with one f32 scale per row (`max |x| / 127`).
-        I8 = 2,
-    }
-
-    impl Storage {
-        pub fn from_u32(v: u32) -> Option<Storage> {
-            match v {
-                0 => Some(Storage::F32),
-                1 => Some(Storage::Bf16),
-                2 => Some(Storage::I8),
-                _ => None,
-            }
-        }
-    }
+    /// The graph's own (transformed) rows are kept in the one
+    /// [`Storage`](crate::source::Storage): `F32`, `Bf16` (half the bytes)
+    /// or `I8` (one f32 scale per row, `max |x| / 127`); the graph refuses
+    /// `BorrowedF32` (its rows are transformed, never the caller's) and
+    /// `F16`.
+    pub use crate::source::Storage;
 
     /// Build parameters. `Default` gives the documented defaults.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -501,26 +501,18 @@ unsafe impl ParamStruct for lshk_query_params {
 }
 
 /// The C number of a graph's row storage: the one LSHK_STORAGE_* enum.
-fn graph_storage_to_c(s: crate::source::graph::Storage) -> u32 {
-    use crate::source::graph::Storage as G;
-    match s {
-        G::F32 => LSHK_STORAGE_F32,
-        G::Bf16 => LSHK_STORAGE_BF16,
-        G::I8 => LSHK_STORAGE_I8,
-    }
+fn graph_storage_to_c(s: Storage) -> u32 {
+    s as u32
 }
 
-fn graph_storage_from_c(v: u32) -> Result<crate::source::graph::Storage> {
-    use crate::source::graph::Storage as G;
-    Ok(match v {
-        LSHK_STORAGE_F32 => G::F32,
-        LSHK_STORAGE_BF16 => G::Bf16,
-        LSHK_STORAGE_I8 => G::I8,
+fn graph_storage_from_c(v: u32) -> Result<Storage> {
+    match Storage::from_u32(v) {
+        Some(s @ (Storage::F32 | Storage::Bf16 | Storage::I8)) => Ok(s),
         _ => bail!(
             InvalidArgument,
             "graph.storage {v} is not LSHK_STORAGE_F32, _BF16 or _I8 (the graph's own rows)"
         ),
-    })
+    }
 }
 
 /// The defaults documented at each field of lshk_index_params and its knob

@@ -47,6 +47,13 @@ impl Graph {
         if p.ef_construction == 0 {
             bail!(InvalidArgument, "ef_construction must be >= 1");
         }
+        if file_code(p.storage).is_none() {
+            bail!(
+                InvalidArgument,
+                "graph storage {:?}: the graph keeps its own rows as F32, Bf16 or I8",
+                p.storage
+            );
+        }
         crate::error::check_finite_rows(w, rows, dim, w_stride, "w")?;
         if let Some(b) = bias {
             if let Some(r) = b[..rows].iter().position(|v| !v.is_finite()) {
@@ -505,7 +512,7 @@ impl Graph {
             return Ok(());
         };
         self.data = match st {
-            Storage::F32 => return Ok(()),
+            Storage::F32 | Storage::BorrowedF32 | Storage::F16 => return Ok(()),
             Storage::Bf16 => {
                 let mut v = try_vec::<u16>(xf.len(), "graph bf16 rows")?;
                 v.iter_mut().zip(xf).for_each(|(d, &s)| *d = f32_to_bf16(s));

@@ -41,7 +41,7 @@ impl Graph {
             self.sdim as u32,
             self.params.m,
             self.params.ef_construction,
-            self.params.storage as u32,
+            file_code(self.params.storage).expect("a graph's storage is F32, Bf16 or I8"),
             u32::from(self.has_bias),
             self.entry,
             self.max_level as u32,
@@ -102,7 +102,7 @@ impl Graph {
             bail!(BadFileFormat, "graph parameter record version {}", u(0));
         }
         let (rows, dim, sdim, m, efc) = (u(1) as usize, u(2) as usize, u(3) as usize, u(4), u(5));
-        let storage = Storage::from_u32(u(6))
+        let storage = storage_of_code(u(6))
             .ok_or_else(|| Error::new(Status::BadFileFormat, format!("storage value {}", u(6))))?;
         let (has_bias, entry, max_level) = (u(7), u(8), u(9) as usize);
         let unorm = f32::from_bits(u(10));
@@ -154,6 +154,7 @@ impl Graph {
                     .map(|x| u16::from_le_bytes(x.try_into().unwrap()))
                     .collect(),
             ),
+            Storage::BorrowedF32 | Storage::F16 => unreachable!("not a file code"),
             Storage::I8 => Data::I8 {
                 w: sized("GROWS", total, 1)?.iter().map(|&b| b as i8).collect(),
                 scales: f32s("GSCALES", rows)?,

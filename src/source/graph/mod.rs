@@ -66,6 +66,24 @@ use crate::rng::{ieee754_log, SplitMix64};
 
 pub use crate::source::params::graph::*;
 
+/// The `GPARAM` storage word of the graph's rows: 0 F32, 1 Bf16, 2 I8
+/// (`None` for the storages a graph refuses).
+pub(crate) fn file_code(s: Storage) -> Option<u32> {
+    match s {
+        Storage::F32 => Some(0),
+        Storage::Bf16 => Some(1),
+        Storage::I8 => Some(2),
+        Storage::BorrowedF32 | Storage::F16 => None,
+    }
+}
+
+/// The storage of a `GPARAM` storage word ([`file_code`]).
+pub(crate) fn storage_of_code(v: u32) -> Option<Storage> {
+    [Storage::F32, Storage::Bf16, Storage::I8]
+        .get(v as usize)
+        .copied()
+}
+
 mod build;
 pub(crate) mod family;
 mod file;
