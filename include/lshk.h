@@ -447,8 +447,9 @@ typedef struct lshk_query_stats {
   uint64_t candidates_max;
   // IVF: lists visited (0 for other sources).
   uint64_t lists;
-  // IVF: rows scored in the visited lists from their codes (exactly,
-  // without codes); 0 for other sources.
+  // Rows the source scored to find its candidates: IVF, the rows of the
+  // visited lists (from their codes; exactly, without codes); graph,
+  // the rows its walk scored (all levels); 0 for LSH and forest.
   uint64_t scanned;
   // IVF: rows re-scored exactly by the lists' re-rank (0 for others).
   uint64_t reranked;

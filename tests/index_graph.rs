@@ -301,6 +301,33 @@ fn ef_at_least_rows_is_the_exact_top_k_and_padding() {
     idx.query_with(&l.q, 1, l.dim, 5, &qp, &mut ids1, &mut sc1, Some(&mut st))
         .unwrap();
     assert_eq!((st.queries, st.candidates_total), (1, 60));
+    // `scanned` is the walk's rows scored: the standalone graph's
+    // distances for the same query.
+    let g = lshk::graph::Graph::build(
+        &l.w,
+        Some(&l.b),
+        l.rows,
+        l.dim,
+        l.dim,
+        &gparams(1, GStorage::Bf16),
+    )
+    .unwrap();
+    let mut gs = lshk::graph::GraphStats::default();
+    let (mut gi, mut gsc) = (vec![0u32; 5], vec![0f32; 5]);
+    g.search_stats(
+        lshk::isa::active(),
+        &l.q,
+        1,
+        l.dim,
+        5,
+        100,
+        &mut gi,
+        &mut gsc,
+        Some(&mut gs),
+    )
+    .unwrap();
+    assert!(gs.distances > 0);
+    assert_eq!(st.scanned, gs.distances);
     // The plain query (default search parameters, gather parameters
     // ignored) agrees with query_with's defaults.
     let mut ids2 = vec![0u32; 5];

@@ -259,8 +259,10 @@ pub struct QueryStats {
     pub candidates_max: u64,
     /// IVF source: lists visited, summed over the batch (0 otherwise).
     pub lists: u64,
-    /// IVF source: rows scored in the visited lists, from their codes (or
-    /// exactly, without codes), summed over the batch (0 otherwise).
+    /// Rows the source scored to find its candidates, summed over the
+    /// batch: IVF, the rows of the visited lists (from their codes, or
+    /// exactly without codes); graph, the rows its walk scored (all
+    /// levels); 0 for LSH and forest.
     pub scanned: u64,
     /// IVF source: rows re-scored exactly by the lists' re-rank stage,
     /// summed over the batch (0 otherwise).

@@ -360,8 +360,9 @@ pub struct lshk_query_stats {
     pub candidates_max: u64,
     /// IVF: lists visited (0 for other sources).
     pub lists: u64,
-    /// IVF: rows scored in the visited lists from their codes (exactly,
-    /// without codes); 0 for other sources.
+    /// Rows the source scored to find its candidates: IVF, the rows of the
+    /// visited lists (from their codes; exactly, without codes); graph,
+    /// the rows its walk scored (all levels); 0 for LSH and forest.
     pub scanned: u64,
     /// IVF: rows re-scored exactly by the lists' re-rank (0 for others).
     pub reranked: u64,

@@ -53,9 +53,11 @@ impl CandidateSource for Graph {
         qp: &QueryParams,
         out: &mut GatherResult,
         _scores: &mut Vec<f32>,
-        _st: &mut QueryStats,
+        st: &mut QueryStats,
     ) -> Result<()> {
-        self.candidates_into(crate::isa::active(), q, n, q_stride, k, &qp.graph, out)
+        st.scanned +=
+            self.candidates_into(crate::isa::active(), q, n, q_stride, k, &qp.graph, out)?;
+        Ok(())
     }
 
     fn sections<'a>(&'a self, keep: &'a mut Vec<Vec<u8>>) -> Vec<SectionOut<'a>> {

@@ -69,7 +69,8 @@ impl Graph {
     /// by the walk's own score ([`Walk::Exact`]: the stored rows';
     /// [`Walk::Int8`]: the int8 score), ids ascending, CSR in `out`. Exactly
     /// the rows [`Graph::search_with`] re-scores with [`Walk::Int8`], and
-    /// with [`Walk::Exact`] the pool its top-k comes from.
+    /// with [`Walk::Exact`] the pool its top-k comes from. Returns the rows
+    /// scored (`GraphStats::distances`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn candidates_into(
         &self,
@@ -80,7 +81,7 @@ impl Graph {
         k: usize,
         sp: &SearchParams,
         out: &mut crate::source::GatherResult,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         isa::check_supported(tier)?;
         self.check_search(sp)?;
         out.ids.clear();
@@ -88,9 +89,10 @@ impl Graph {
         out.offsets.clear();
         out.offsets.push(0);
         let ks = kg::kernels(tier);
-        SCRATCH.with(|s| {
+        let distances = SCRATCH.with(|s| {
             let s = &mut *s.borrow_mut();
             s.prepare(self.rows, self.sdim);
+            s.distances = 0;
             for i in 0..nq {
                 let h = &q[i * q_stride..i * q_stride + self.dim];
                 with_view!(self, ks, |v| match (sp.walk, &self.walk) {
@@ -103,8 +105,9 @@ impl Graph {
                 out.ids[at..].sort_unstable();
                 out.offsets.push(out.ids.len());
             }
+            s.distances
         });
-        Ok(())
+        Ok(distances)
     }
 }
 
