@@ -463,7 +463,7 @@ int main(void) {
   {
     lshk_query_params d = lshk_query_params_default();
     BI_EXPECT(lshk_query_params_default,
-              d.struct_size == sizeof(lshk_query_params) && d.reserved == 0 &&
+              d.struct_size == sizeof(lshk_query_params) && d.threads == 0 &&
                   d.graph.reserved == 0 && d.forest.reserved == 0);
     BI_EXPECT(lshk_query_params_default,
               d.lsh.min_count == 1 && d.lsh.probes == 0 &&
@@ -627,16 +627,17 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.st.struct_size = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
           a.st.struct_size = (uint32_t)sizeof(lshk_query_stats) - 1);
-  /* reserved fields and the walk enum, checked whatever the source */
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.reserved = 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.reserved = UINT32_MAX);
+  /* any thread count is accepted; reserved fields and the walk enum are
+     checked whatever the source */
+  BI_ACCEPT(FN, a.qpv.threads = 2);
+  BI_ACCEPT(FN, a.qpv.threads = LSHK_QUERY_THREADS_ALL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.graph.reserved = 1);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.reserved = 1);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.big.p.forest.reserved = 2;
           a.qp = &a.big.p);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.graph.walk = 2);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.reserved = 1; a.nq = 0;
-          a.q = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.graph.reserved = 1;
+          a.nq = 0; a.q = NULL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = FX->idx_dw); /* probes */
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.lsh.probes = 1u << IK);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.lsh.probes = UINT32_MAX);

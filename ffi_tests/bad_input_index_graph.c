@@ -503,7 +503,7 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.graph.walk = 2;
           a.idx = FX->idx); /* checked whatever the source */
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.graph.reserved = 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.reserved = 1);
+  BI_ACCEPT(FN, a.qpv.threads = 3);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.reserved = 1);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.struct_size = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,

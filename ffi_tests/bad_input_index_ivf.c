@@ -628,7 +628,7 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.st.struct_size = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
           a.st.struct_size = (uint32_t)sizeof(lshk_query_stats) - 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.reserved = 1);
+  BI_ACCEPT(FN, a.qpv.threads = 3);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.graph.reserved = 1);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.reserved = 1);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.graph.walk = UINT32_MAX);
@@ -688,7 +688,7 @@ int main(void) {
   BI_ACCEPT(FN, a.b.k = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.b.qpv.ivf.nprobe = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.b.qpv.ivf.reach = NAN);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.b.qpv.reserved = 1);
+  BI_ACCEPT(FN, a.b.qpv.threads = 3);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.b.q_stride = ID - 1);
   BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.b.qv[0] = NAN);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.b.q = NULL);
@@ -833,7 +833,7 @@ int main(void) {
               bi_call_lshk_index_calibrate(&a) == LSHK_STATUS_OK &&
                   a.cv.struct_size == sizeof a.cv &&
                   a.cv.query.struct_size == sizeof(lshk_query_params) &&
-                  a.cv.query.reserved == 0 && a.cv.query.ivf.nprobe >= 1);
+                  a.cv.query.threads == 0 && a.cv.query.ivf.nprobe >= 1);
   }
 
 #define FN lshk_index_describe

@@ -158,7 +158,7 @@ static void run_config(uint32_t graph_storage, uint32_t storage, int with_bias) 
   CHECK(matches_brute_force(ids, sc, with_bias));
   CHECK(st.queries == NQ && st.candidates_min == ROWS && st.candidates_max == ROWS &&
         st.candidates_total == (uint64_t)NQ * ROWS);
-  CHECK(st.lists == 0 && st.scanned == 0 && st.reranked == 0);
+  CHECK(st.lists == 0 && st.scanned > 0 && st.reranked == 0);
   CHECK(st.struct_size == sizeof st && st.reserved == 0xA5A5A5A5u);
   /* scores not wanted: the same ids */
   EXPECT_OK(lshk_index_query(g, q, NQ, QS, K, &all, ids2, NULL, NULL));

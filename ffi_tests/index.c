@@ -82,7 +82,7 @@ int main(void) {
         p.forest.seed == 1);
   {
     lshk_query_params qp = lshk_query_params_default();
-    CHECK(qp.struct_size == sizeof(lshk_query_params) && qp.reserved == 0);
+    CHECK(qp.struct_size == sizeof(lshk_query_params) && qp.threads == 0);
     CHECK(qp.lsh.min_count == 1 && qp.lsh.max_candidates == 0 &&
           qp.lsh.probes == 0 && qp.lsh.bits_per_table == 0);
     CHECK(qp.ivf.nprobe == UINT32_MAX && qp.ivf.rerank == 32 &&
@@ -227,7 +227,7 @@ int main(void) {
   EXPECT_STATUS(lshk_index_query(idx, q, NQ, DIM, K, &gbad, ids, sc, &st),
                 LSHK_STATUS_INVALID_ARGUMENT);
   gbad = g;
-  gbad.reserved = 1;
+  gbad.forest.reserved = 1;
   EXPECT_STATUS(lshk_index_query(idx, q, NQ, DIM, K, &gbad, ids, sc, &st),
                 LSHK_STATUS_INVALID_ARGUMENT);
   gbad = g;
@@ -279,6 +279,14 @@ int main(void) {
     other.ivf.nprobe = 1;
     other.graph.ef = 1;
     other.forest.set_size = 1;
+    EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, &other, ids3, sc3, NULL));
+    CHECK(memcmp(ids, ids3, sizeof ids) == 0 && memcmp(sc, sc3, sizeof sc) == 0);
+    /* a batch split over threads answers the same bits */
+    other = lshk_query_params_default();
+    other.threads = 3;
+    EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, &other, ids3, sc3, NULL));
+    CHECK(memcmp(ids, ids3, sizeof ids) == 0 && memcmp(sc, sc3, sizeof sc) == 0);
+    other.threads = LSHK_QUERY_THREADS_ALL;
     EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, &other, ids3, sc3, NULL));
     CHECK(memcmp(ids, ids3, sizeof ids) == 0 && memcmp(sc, sc3, sizeof sc) == 0);
   }

@@ -371,7 +371,7 @@ static void calibration(void) {
   CHECK(c1.fixed_nprobe >= 1 && c1.fixed_nprobe <= NLIST);
   CHECK(c1.adaptive_reach >= 0.0f && c1.adaptive_reach <= 16.0f);
   CHECK(c1.query.struct_size == sizeof(lshk_query_params) &&
-        c1.query.reserved == 0 && c1.query.ivf.rerank == 32);
+        c1.query.threads == 0 && c1.query.ivf.rerank == 32);
   /* the chosen point is the cheaper one */
   CHECK(c1.scanned == c1.fixed_scanned || c1.scanned == c1.adaptive_scanned);
   CHECK(c1.scanned <= (double)ROWS && c1.scanned > 0.0);

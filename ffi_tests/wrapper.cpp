@@ -922,7 +922,7 @@ void test_index() {
   EXPECT_THROW_STATUS((void)idx.query(lshk::span<const float>(q.data(), dim + 1), k),
                       LSHK_STATUS_INVALID_ARGUMENT, "not a whole number of rows");
   lshk::QueryParams badq;
-  badq.reserved = 1;
+  badq.graph.reserved = 1;
   EXPECT_THROW_STATUS((void)idx.query(q, k, badq), LSHK_STATUS_INVALID_ARGUMENT,
                       "lshk_index_query");
   std::vector<float> qnan = q;

@@ -43,6 +43,9 @@
 // projections; knobs in lshk_index_params::lsh).
 #define LSHK_SOURCE_SIMHASH 0
 
+// lshk_query_params::threads: every core the process may use.
+#define LSHK_QUERY_THREADS_ALL UINT32_MAX
+
 // Candidate source: LSH tables over DWTA codes (densified winner-take-all
 // bin maxima; knobs in lshk_index_params::lsh).
 #define LSHK_SOURCE_DWTA 1
@@ -423,8 +426,11 @@ typedef struct lshk_forest_query {
 typedef struct lshk_query_params {
   // sizeof(lshk_query_params) as the caller knows it.
   uint32_t struct_size;
-  // Must be 0.
-  uint32_t reserved;
+  // Threads lshk_index_query splits a batch over (contiguous ranges of
+  // queries; the same answers for every count): 0 (default) and 1 the
+  // calling thread, n up to n (at most nq), LSHK_QUERY_THREADS_ALL every
+  // core the process may use. Started per call.
+  uint32_t threads;
   struct lshk_lsh_query lsh;
   struct lshk_ivf_query ivf;
   struct lshk_graph_query graph;

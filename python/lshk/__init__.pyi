@@ -236,7 +236,7 @@ class Index:
         min_count: Optional[int] = None, max_candidates: Optional[int] = None, probes: Optional[int] = None,
         bits_per_table: Optional[int] = None, nprobe: Optional[int] = None, rerank: Optional[int] = None,
         reach: Optional[float] = None, refine: Optional[int] = None, ef: Optional[int] = None,
-        walk: Optional[Walk] = None, set_size: Optional[int] = None,
+        walk: Optional[Walk] = None, set_size: Optional[int] = None, threads: int = 0,
     ) -> Tuple[np.ndarray, np.ndarray]: ...
     @overload
     def query(
@@ -244,7 +244,7 @@ class Index:
         min_count: Optional[int] = None, max_candidates: Optional[int] = None, probes: Optional[int] = None,
         bits_per_table: Optional[int] = None, nprobe: Optional[int] = None, rerank: Optional[int] = None,
         reach: Optional[float] = None, refine: Optional[int] = None, ef: Optional[int] = None,
-        walk: Optional[Walk] = None, set_size: Optional[int] = None,
+        walk: Optional[Walk] = None, set_size: Optional[int] = None, threads: int = 0,
     ) -> Tuple[np.ndarray, np.ndarray, QueryStats]: ...
     def query(self, q: _F32, k: int = 10, **kw: object) -> tuple:  # type: ignore[misc]
         """lshk_index_query: the top k rows of W q + b among each query's
@@ -260,7 +260,9 @@ class Index:
         lists), rerank (exact re-scores; 0 = the top k by the codes, scored
         from the stored W), refine (pq4_i8's int8 stage); graph ef, walk
         ('exact', 'int8'), rerank (the pool's best that become candidates,
-        0 = the whole pool); forest set_size. Scores are exact logits of the
+        0 = the whole pool); forest set_size. threads: the batch split over
+        that many threads (0 and 1 the calling thread, 2**32-1 every core;
+        the same answers for every count). Scores are exact logits of the
         index's W (in its storage) and bias."""
     def candidates(
         self, q: _F32, k: int = 0, *,

@@ -578,7 +578,7 @@ impl Index {
     /// Top-k rows per query. See lshk/__init__.pyi.
     #[pyo3(signature = (q, k=10, *, stats=false, min_count=None, max_candidates=None,
         probes=None, bits_per_table=None, nprobe=None, rerank=None, reach=None, refine=None,
-        ef=None, walk=None, set_size=None))]
+        ef=None, walk=None, set_size=None, threads=0))]
     #[allow(clippy::too_many_arguments)]
     fn query<'py>(
         &self,
@@ -597,8 +597,9 @@ impl Index {
         ef: Option<u32>,
         walk: Option<Bound<'py, PyAny>>,
         set_size: Option<u32>,
+        threads: u32,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let qp = QueryKnobs {
+        let mut qp = QueryKnobs {
             min_count,
             max_candidates,
             probes,
@@ -612,6 +613,7 @@ impl Index {
             set_size,
         }
         .params(self.source)?;
+        qp.threads = threads;
         self.topk(py, q, k, &qp, stats)
     }
 

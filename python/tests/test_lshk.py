@@ -142,6 +142,21 @@ def test_ivf_holds_w_once(layer):
     assert own.memory_bytes() < 2 * w.nbytes
     same(own.query(q, 10), lent.query(q, 10))
     assert np.shares_memory(lent.weights()["w"], w)
+    # bf16 storage: the lists re-rank from the index's bf16 rows, with no
+    # f32 copy: half of W's bytes below the f32 index.
+    half = lshk.Index(w, b, source="ivf", storage="bf16")
+    assert own.memory_bytes() - half.memory_bytes() >= w.nbytes // 2
+
+
+@pytest.mark.parametrize("source", ["simhash", "ivf", "graph", "forest"])
+def test_query_threads_give_the_same_answers(layer, source):
+    """threads splits the batch over threads; the answers are the same bits
+    for every count."""
+    w, b, q = layer
+    ix = lshk.Index(w, b, source=source)
+    want = ix.query(q, 10)
+    for t in (1, 2, 3, 2**32 - 1):
+        same(ix.query(q, 10, threads=t), want)
 
 
 def test_ivf_row_weights_match_c_api(capi, layer):

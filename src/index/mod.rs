@@ -97,7 +97,9 @@ mod ops;
 mod pipeline;
 mod query;
 pub(crate) use crate::source::{transform_query, transform_row, CandidateSource, Resolved};
-pub use crate::source::{IndexParams, QueryParams, QueryStats, Storage, Transform};
+pub use crate::source::{
+    IndexParams, QueryParams, QueryStats, Storage, Transform, QUERY_THREADS_ALL,
+};
 pub use pipeline::Scorer;
 mod train;
 mod train_logq;

@@ -1,5 +1,5 @@
-//! Index queries: the pipeline's driver over blocks of queries (split out
-//! of index/mod.rs, code unchanged).
+//! Index queries: the pipeline's driver over blocks of queries, and the
+//! split of a batch over threads ([`QueryParams::threads`]).
 
 use super::*;
 
@@ -83,7 +83,7 @@ impl Index {
         k: u32,
         qp: &QueryParams,
         out_ids: &mut [u32],
-        mut out_scores: Option<&mut [f32]>,
+        out_scores: Option<&mut [f32]>,
         stats: Option<&mut QueryStats>,
     ) -> Result<()> {
         // ---- checks
@@ -115,72 +115,141 @@ impl Index {
             ..Default::default()
         };
         if nq > 0 {
-            let wm = self.weight_matrix();
-            // The pipeline's stages behind their seams (pipeline.rs and
-            // source.rs), each dispatched once per block.
-            let (source, scorer): (&dyn CandidateSource, &dyn Scorer) = (&*self.src, &wm);
-            let view = self.view();
-            let final_scores = source.final_scores(&view, qp);
-            QSCRATCH.with(|cell| -> Result<()> {
-                let mut guard = cell.borrow_mut();
-                let s = &mut *guard;
-                let mut i0 = 0;
-                while i0 < nq {
-                    let b = (nq - i0).min(QUERY_BLOCK);
-                    let qb = &q[i0 * q_stride..];
-                    source.candidates(
-                        &view,
-                        qb,
-                        b,
-                        q_stride,
-                        kk,
-                        qp,
-                        &mut s.gather,
-                        &mut s.scores,
-                        &mut st,
-                    )?;
-                    let cands = s.gather.ids.len();
-                    s.scores.resize(cands, 0.0);
-                    if !final_scores {
-                        scorer.score(
-                            qb,
-                            b,
-                            q_stride,
-                            &s.gather.ids,
-                            &s.gather.offsets,
-                            &mut s.scores,
-                        )?;
+            // Contiguous ranges of queries, one per thread: a query's answer
+            // does not depend on the queries beside it (each source's
+            // candidates are per query; the IVF's shared passes over a
+            // batch give each query what it gets alone), so every split
+            // answers the same bits.
+            let t = query_threads(qp.threads).min(nq);
+            let per = nq.div_ceil(t);
+            let mut jobs = Vec::with_capacity(t);
+            let mut rest_ids = &mut out_ids[..need];
+            let mut rest_sc = out_scores.map(|o| &mut o[..need]);
+            for i0 in (0..nq).step_by(per) {
+                let n = per.min(nq - i0);
+                let (oi, ri) = rest_ids.split_at_mut(n * kk);
+                rest_ids = ri;
+                let os = match rest_sc.take() {
+                    Some(r) => {
+                        let (a, b) = r.split_at_mut(n * kk);
+                        rest_sc = Some(b);
+                        Some(a)
                     }
-                    for w in s.gather.offsets.windows(2) {
-                        let c = (w[1] - w[0]) as u64;
-                        st.candidates_total += c;
-                        st.candidates_min = st.candidates_min.min(c);
-                        st.candidates_max = st.candidates_max.max(c);
-                    }
-                    let oi = &mut out_ids[i0 * kk..(i0 + b) * kk];
-                    let os: &mut [f32] = match out_scores.as_deref_mut() {
-                        Some(o) => &mut o[i0 * kk..(i0 + b) * kk],
-                        None => {
-                            s.out_scores.resize(b * kk, 0.0);
-                            &mut s.out_scores[..]
-                        }
-                    };
-                    matmul::topk(
-                        &s.scores,
-                        Some(&s.gather.ids),
-                        &s.gather.offsets,
-                        kk,
-                        oi,
-                        os,
-                    )?;
-                    i0 += b;
-                }
-                Ok(())
+                    None => None,
+                };
+                jobs.push((&q[i0 * q_stride..], n, oi, os));
+            }
+            let parts = crate::par::try_map(jobs, |(qr, n, oi, os)| {
+                let mut part = QueryStats::default();
+                self.query_range(qr, n, q_stride, kk, qp, oi, os, &mut part)
+                    .map(|()| part)
             })?;
+            for p in parts {
+                st.candidates_total += p.candidates_total;
+                st.candidates_min = st.candidates_min.min(p.candidates_min);
+                st.candidates_max = st.candidates_max.max(p.candidates_max);
+                st.lists += p.lists;
+                st.scanned += p.scanned;
+                st.reranked += p.reranked;
+            }
         }
         if let Some(out) = stats {
             *out = st;
         }
         Ok(())
+    }
+}
+
+/// The threads [`QueryParams::threads`] asks for: 0 and 1 the calling
+/// thread, [`QUERY_THREADS_ALL`] every core the process may use.
+fn query_threads(t: u32) -> usize {
+    match t {
+        0 => 1,
+        QUERY_THREADS_ALL => crate::par::threads(0),
+        t => t as usize,
+    }
+}
+
+impl Index {
+    /// The pipeline for `n` checked queries (`q` row `i` at
+    /// `i * q_stride`) on the calling thread, block after block: candidates
+    /// -> scores (unless the source's are final) -> top-k into `out_ids`
+    /// and `out_scores` (`n * k` each; `None`: scratch). Counts into `st`
+    /// (its `candidates_min` starts at `u64::MAX` here).
+    #[allow(clippy::too_many_arguments)]
+    fn query_range(
+        &self,
+        q: &[f32],
+        n: usize,
+        q_stride: usize,
+        kk: usize,
+        qp: &QueryParams,
+        out_ids: &mut [u32],
+        mut out_scores: Option<&mut [f32]>,
+        st: &mut QueryStats,
+    ) -> Result<()> {
+        st.candidates_min = u64::MAX;
+        let wm = self.weight_matrix();
+        // The pipeline's stages behind their seams (pipeline.rs and
+        // source/mod.rs), each dispatched once per block.
+        let (source, scorer): (&dyn CandidateSource, &dyn Scorer) = (&*self.src, &wm);
+        let view = self.view();
+        let final_scores = source.final_scores(&view, qp);
+        QSCRATCH.with(|cell| -> Result<()> {
+            let mut guard = cell.borrow_mut();
+            let s = &mut *guard;
+            let mut i0 = 0;
+            while i0 < n {
+                let b = (n - i0).min(QUERY_BLOCK);
+                let qb = &q[i0 * q_stride..];
+                source.candidates(
+                    &view,
+                    qb,
+                    b,
+                    q_stride,
+                    kk,
+                    qp,
+                    &mut s.gather,
+                    &mut s.scores,
+                    st,
+                )?;
+                let cands = s.gather.ids.len();
+                s.scores.resize(cands, 0.0);
+                if !final_scores {
+                    scorer.score(
+                        qb,
+                        b,
+                        q_stride,
+                        &s.gather.ids,
+                        &s.gather.offsets,
+                        &mut s.scores,
+                    )?;
+                }
+                for w in s.gather.offsets.windows(2) {
+                    let c = (w[1] - w[0]) as u64;
+                    st.candidates_total += c;
+                    st.candidates_min = st.candidates_min.min(c);
+                    st.candidates_max = st.candidates_max.max(c);
+                }
+                let oi = &mut out_ids[i0 * kk..(i0 + b) * kk];
+                let os: &mut [f32] = match out_scores.as_deref_mut() {
+                    Some(o) => &mut o[i0 * kk..(i0 + b) * kk],
+                    None => {
+                        s.out_scores.resize(b * kk, 0.0);
+                        &mut s.out_scores[..]
+                    }
+                };
+                matmul::topk(
+                    &s.scores,
+                    Some(&s.gather.ids),
+                    &s.gather.offsets,
+                    kk,
+                    oi,
+                    os,
+                )?;
+                i0 += b;
+            }
+            Ok(())
+        })
     }
 }

@@ -362,14 +362,24 @@ pub(crate) fn transform_query(t: Transform, q: &[f32], out: &mut [f32]) {
 /// The query options of an index, per family kind: `gather` applies to the
 /// LSH families (SimHash, DWTA), `graph` to the graph family, `ivf` to the
 /// IVF family, `forest` to the forest family; each family ignores the
-/// others'.
+/// others'. `threads` applies to every source.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct QueryParams {
     pub gather: GatherParams,
     pub graph: params::graph::SearchParams,
     pub ivf: params::ivf::SearchParams,
     pub forest: params::forest::ForestQuery,
+    /// Threads a batch is split over (contiguous ranges of queries, the
+    /// same answers to the bit for every count): 0 and 1 the calling
+    /// thread (the default), `n` up to `n` (never more than the batch
+    /// has queries), [`QUERY_THREADS_ALL`] every core the process may use.
+    /// Threads are started per call: a batch pays for them from a few
+    /// queries of tens of microseconds each.
+    pub threads: u32,
 }
+
+/// [`QueryParams::threads`]: every core the process may use.
+pub const QUERY_THREADS_ALL: u32 = u32::MAX;
 
 impl From<GatherParams> for QueryParams {
     fn from(gather: GatherParams) -> Self {

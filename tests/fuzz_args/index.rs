@@ -250,10 +250,11 @@ pub(crate) fn fuzz_query(c: &mut Ctx, idx: &[Idx]) {
             }
             12 => {
                 // Fields every source's query refuses: a reserved field
-                // not 0, a walk that is no LSHK_GRAPH_WALK_* value.
+                // not 0, a walk that is no LSHK_GRAPH_WALK_* value (and a
+                // thread count, which is never refused).
                 gmode = r.pick(&[0, 2]);
                 match r.u(4) {
-                    0 => qpar.reserved = r.pick(&[1, u32::MAX]),
+                    0 => qpar.threads = r.pick(&[2, 5, u32::MAX]),
                     1 => qpar.graph.reserved = 1,
                     2 => qpar.forest.reserved = 1,
                     _ => qpar.graph.walk = r.pick(&[2, u32::MAX]),
@@ -307,8 +308,7 @@ pub(crate) fn fuzz_query(c: &mut Ctx, idx: &[Idx]) {
         }
     };
     if gmode != 1
-        && (qpar.reserved != 0
-            || qpar.graph.reserved != 0
+        && (qpar.graph.reserved != 0
             || qpar.forest.reserved != 0
             || qpar.graph.walk > LSHK_GRAPH_WALK_INT8)
     {

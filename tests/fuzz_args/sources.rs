@@ -275,6 +275,7 @@ fn rust_query(p: &lshk_query_params) -> lshk::index::QueryParams {
         forest: lshk::forest::ForestQuery {
             set_size: p.forest.set_size,
         },
+        threads: p.threads,
     }
 }
 
@@ -317,7 +318,8 @@ pub(crate) fn fuzz_source_query(c: &mut Ctx, e: &Env) {
         let m = r.u(6);
         what.push(m);
         match m {
-            0 => p.reserved = 1,
+            // Any thread count is valid and answers the same.
+            0 => p.threads = r.pick(&[0, 1, 2, 3, 64, u32::MAX]),
             1 => p.graph.reserved = r.pick(&[1, u32::MAX]),
             2 => p.forest.reserved = r.pick(&[1, u32::MAX]),
             3 => p.graph.walk = r.pick(&[2, u32::MAX]),
@@ -338,7 +340,7 @@ pub(crate) fn fuzz_source_query(c: &mut Ctx, e: &Env) {
         if (p.struct_size as usize) < std::mem::size_of::<lshk_query_params>() {
             v.err("struct_size too small");
         }
-        if p.reserved != 0 || p.graph.reserved != 0 || p.forest.reserved != 0 {
+        if p.graph.reserved != 0 || p.forest.reserved != 0 {
             v.err("a reserved field not 0");
         }
         if p.graph.walk > LSHK_GRAPH_WALK_INT8 {

@@ -38,6 +38,10 @@ pub struct lshk_index {
 /// Candidate source: LSH tables over SimHash codes (signed random
 /// projections; knobs in lshk_index_params::lsh).
 pub const LSHK_SOURCE_SIMHASH: u32 = 0;
+
+/// lshk_query_params::threads: every core the process may use.
+pub const LSHK_QUERY_THREADS_ALL: u32 = u32::MAX;
+const _: () = assert!(LSHK_QUERY_THREADS_ALL == crate::source::QUERY_THREADS_ALL);
 /// Candidate source: LSH tables over DWTA codes (densified winner-take-all
 /// bin maxima; knobs in lshk_index_params::lsh).
 pub const LSHK_SOURCE_DWTA: u32 = 1;
@@ -334,8 +338,11 @@ pub struct lshk_forest_query {
 pub struct lshk_query_params {
     /// sizeof(lshk_query_params) as the caller knows it.
     pub struct_size: u32,
-    /// Must be 0.
-    pub reserved: u32,
+    /// Threads lshk_index_query splits a batch over (contiguous ranges of
+    /// queries; the same answers for every count): 0 (default) and 1 the
+    /// calling thread, n up to n (at most nq), LSHK_QUERY_THREADS_ALL every
+    /// core the process may use. Started per call.
+    pub threads: u32,
     pub lsh: lshk_lsh_query,
     pub ivf: lshk_ivf_query,
     pub graph: lshk_graph_query,
@@ -581,7 +588,7 @@ pub extern "C" fn lshk_query_params_default() -> lshk_query_params {
 pub(crate) fn query_params_to_c(q: &QueryParams) -> lshk_query_params {
     lshk_query_params {
         struct_size: std::mem::size_of::<lshk_query_params>() as u32,
-        reserved: 0,
+        threads: q.threads,
         lsh: lshk_lsh_query {
             min_count: q.gather.min_count,
             max_candidates: q.gather.max_candidates,
@@ -627,7 +634,6 @@ pub(crate) unsafe fn read_query_params(
 ) -> Result<QueryParams> {
     // SAFETY: forwarded caller contract.
     let c = unsafe { read_param_struct(p, arg)? };
-    reserved_zero(c.reserved, &format!("{arg}->reserved"))?;
     reserved_zero(c.graph.reserved, &format!("{arg}->graph.reserved"))?;
     reserved_zero(c.forest.reserved, &format!("{arg}->forest.reserved"))?;
     let walk = Walk::from_u32(c.graph.walk).ok_or_else(|| {
@@ -660,6 +666,7 @@ pub(crate) unsafe fn read_query_params(
         forest: crate::source::forest::ForestQuery {
             set_size: c.forest.set_size,
         },
+        threads: c.threads,
     })
 }
 

@@ -1,0 +1,53 @@
+//! `QueryParams::threads`: a batch split over threads answers the same ids,
+//! score bits and counts as on the calling thread, for every source and
+//! every thread count (more threads than queries included).
+
+use lshk::index::{
+    Family, Index, IndexParams, QueryParams, QueryStats, Storage, QUERY_THREADS_ALL,
+};
+
+const ROWS: usize = 2000;
+const DIM: usize = 24;
+const NQ: usize = 45;
+const K: usize = 7;
+
+fn answers(idx: &Index, q: &[f32], nq: usize, threads: u32) -> (Vec<u32>, Vec<u32>, QueryStats) {
+    let qp = QueryParams {
+        threads,
+        ..Default::default()
+    };
+    let (mut ids, mut sc) = (vec![0u32; nq * K], vec![0f32; nq * K]);
+    let mut st = QueryStats::default();
+    idx.query_with(q, nq, DIM, K as u32, &qp, &mut ids, &mut sc, Some(&mut st))
+        .unwrap();
+    (ids, sc.iter().map(|s| s.to_bits()).collect(), st)
+}
+
+#[test]
+fn every_thread_count_answers_the_same() {
+    let g = lshk::data::structured_layer(ROWS, DIM, 40, 5);
+    let (q, _) = lshk::data::queries_near_labels(&g.w, ROWS, DIM, NQ, 9);
+    for family in Family::ALL {
+        for storage in [Storage::F32, Storage::Bf16] {
+            if family == Family::Forest && storage != Storage::F32 {
+                continue;
+            }
+            let p = IndexParams {
+                family,
+                storage,
+                bits: 8,
+                tables: 12,
+                ..Default::default()
+            };
+            let idx = Index::build(&g.w, Some(&g.bias), ROWS, DIM, DIM, &p, None).unwrap();
+            for nq in [1, 2, NQ] {
+                let want = answers(&idx, &q, nq, 0);
+                assert_eq!(want.2.queries, nq as u64);
+                for t in [1, 2, 3, 8, 64, QUERY_THREADS_ALL] {
+                    let got = answers(&idx, &q, nq, t);
+                    assert_eq!(got, want, "{family:?} {storage:?} nq {nq} threads {t}");
+                }
+            }
+        }
+    }
+}
