@@ -67,7 +67,7 @@ class ForestQuery(ctypes.Structure):  # struct lshk_forest_query
 
 
 class QueryParams(ctypes.Structure):  # struct lshk_query_params
-    _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+    _fields_ = [("struct_size", ctypes.c_uint32), ("threads", ctypes.c_uint32),
                 ("lsh", LshQuery), ("ivf", IvfQuery), ("graph", GraphQuery), ("forest", ForestQuery)]
 
 
