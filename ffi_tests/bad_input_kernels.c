@@ -7,7 +7,8 @@
  * function of include/lshk.h is named in some bad_input_*.c):
  *   lshk_status_name lshk_last_error_message lshk_version lshk_isa_detected
  *   lshk_isa_active lshk_isa_set_max lshk_isa_name lshk_convert
- *   lshk_quantize_rows_i8 lshk_topk lshk_softmax lshk_gathered_matmul
+ *   lshk_quantize_rows_i8 lshk_topk lshk_topk_merge lshk_softmax
+ *   lshk_gathered_matmul
  *   lshk_gathered_matmul_isa */
 #include "bad_input.h"
 
@@ -155,6 +156,50 @@ static void bi_init_lshk_topk(bi_args_lshk_topk *a, bi_outs *o) {
 static lshk_status bi_call_lshk_topk(bi_args_lshk_topk *a) {
   return lshk_topk(a->scores, a->ids, a->offsets, a->nq, a->k, a->out_ids,
                    a->out_scores);
+}
+
+/* ---- lshk_topk_merge ---------------------------------------------------- */
+#define MK 3
+typedef struct {
+  uint32_t ida[2 * 2], idb[2 * 3];
+  float sca[2 * 2], scb[2 * 3];
+  lshk_shard_topk sh[2];
+  uint32_t oib[2 * MK];
+  float osb[2 * MK];
+  const lshk_shard_topk *shards;
+  size_t n_shards, nq, k;
+  uint32_t *out_ids;
+  float *out_scores;
+} bi_args_lshk_topk_merge;
+static void bi_init_lshk_topk_merge(bi_args_lshk_topk_merge *a, bi_outs *o) {
+  for (int i = 0; i < 4; i++) {
+    a->ida[i] = (uint32_t)i;
+    a->sca[i] = (float)(4 - i);
+  }
+  for (int i = 0; i < 6; i++) {
+    a->idb[i] = (uint32_t)(i % 3);
+    a->scb[i] = (float)(i % 4) - 0.5f;
+  }
+  a->sh[0].ids = a->ida;
+  a->sh[0].scores = a->sca;
+  a->sh[0].k = 2;
+  a->sh[0].first_row = 0;
+  a->sh[1].ids = a->idb;
+  a->sh[1].scores = a->scb;
+  a->sh[1].k = 3;
+  a->sh[1].first_row = 100;
+  a->shards = a->sh;
+  a->n_shards = 2;
+  a->nq = 2;
+  a->k = MK;
+  a->out_ids = a->oib;
+  a->out_scores = a->osb;
+  bi_out(o, a->oib, sizeof a->oib);
+  bi_out(o, a->osb, sizeof a->osb);
+}
+static lshk_status bi_call_lshk_topk_merge(bi_args_lshk_topk_merge *a) {
+  return lshk_topk_merge(a->shards, a->n_shards, a->nq, a->k, a->out_ids,
+                         a->out_scores);
 }
 
 /* ---- lshk_softmax ------------------------------------------------------- */
@@ -506,6 +551,42 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_OK, a.k = 0);
   BI_CASE(FN, LSHK_STATUS_OK, a.k = 0; a.out_ids = NULL; a.out_scores = NULL);
   BI_CASE(FN, LSHK_STATUS_OK, a.nq = 0);
+#undef FN
+
+#define FN lshk_topk_merge
+  BI_BASELINE(FN);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.shards = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.sh[1].ids = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.sh[0].scores = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out_ids = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out_scores = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.sh[1].reserved = 1);
+  BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE,
+          a.sh[1].first_row = UINT32_MAX - 2);
+  BI_CASE(FN, LSHK_STATUS_INDEX_OUT_OF_RANGE, a.ida[3] = UINT32_MAX - 1;
+          a.sh[0].first_row = 1);
+  BI_ACCEPT(FN, a.ida[3] = UINT32_MAX - 1); /* global UINT32_MAX - 1 */
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.nq = SIZE_MAX / 2);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.sh[0].k = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.k = SIZE_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.shards = BI_MISALIGN(const lshk_shard_topk, a.sh));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.sh[0].ids = BI_MISALIGN(const uint32_t, a.ida));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.sh[1].scores = BI_MISALIGN(const float, a.scb));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_ids = BI_MISALIGN(uint32_t, a.oib));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out_scores = a.scb);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out_ids = a.idb);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_ids = (uint32_t *)(void *)a.sh); /* over the shard array */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out_ids = (uint32_t *)(void *)a.osb); /* outputs overlap */
+  BI_CASE(FN, LSHK_STATUS_OK, a.k = 0; a.out_ids = NULL; a.out_scores = NULL);
+  BI_ACCEPT(FN, a.n_shards = 0; a.shards = NULL); /* all padding */
+  BI_CASE(FN, LSHK_STATUS_OK, a.nq = 0);
+  BI_ACCEPT(FN, a.sh[0].k = 0; a.sh[0].ids = NULL; a.sh[0].scores = NULL);
 #undef FN
 
 #define FN lshk_softmax

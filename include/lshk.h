@@ -629,6 +629,19 @@ typedef struct lshk_label_params {
   uint32_t policy;
 } lshk_label_params;
 
+// One shard's answers to the queries of lshk_topk_merge: `k` entries per
+// query (query i's at `i * k`) with the shard's own row ids (UINT32_MAX =
+// padding, skipped) and scores, as lshk_index_query writes them, and the
+// shard's first row in the whole layer.
+typedef struct lshk_shard_topk {
+  const uint32_t *ids;
+  const float *scores;
+  size_t k;
+  uint32_t first_row;
+  // Must be 0.
+  uint32_t reserved;
+} lshk_shard_topk;
+
 // Options of lshk_tables_gather (see lshk_gather_params_default).
 typedef struct lshk_gather_params {
   // sizeof(lshk_gather_params).
@@ -1758,6 +1771,29 @@ lshk_status lshk_topk(const float *scores,
                       uint32_t k,
                       uint32_t *out_ids,
                       float *out_scores);
+
+// A layer split into shards of consecutive rows: per query `i < nq`, the
+// `k` best entries over every shard's list into `out_ids[i*k ..]` and
+// `out_scores[i*k ..]`, ids made global (`first_row + id`): largest
+// score first, equal scores by the smaller global id, NaN never
+// selected, padded with UINT32_MAX / -INFINITY. Ranked as one index over
+// all rows ranks: with each shard's exact top-k_s (k_s >= k), the exact
+// top-k of the layer. Shards hold disjoint rows. Thread-safe.
+//
+// Errors: NULL_POINTER (`shards` with n_shards > 0, a shard's ids or
+// scores with nq * k_s > 0, an output with nq * k > 0), INVALID_ARGUMENT
+// (a reserved field not 0, misaligned, outputs overlapping inputs),
+// INDEX_OUT_OF_RANGE (first_row + id reaches UINT32_MAX), SIZE_OVERFLOW.
+//
+// # Safety
+// `shards` holds n_shards entries, each pointing to nq * k readable
+// values; the outputs hold nq * k.
+lshk_status lshk_topk_merge(const struct lshk_shard_topk *shards,
+                            size_t n_shards,
+                            size_t nq,
+                            size_t k,
+                            uint32_t *out_ids,
+                            float *out_scores);
 
 // Per query `i < nq`, the softmax of its candidate scores
 // `scores[offsets[i] .. offsets[i+1]]` into the same positions of `out`:

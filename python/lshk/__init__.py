@@ -14,7 +14,7 @@ candidate source "simhash" or "dwta" (LSH tables; label-aware buckets,
 IUL), "ivf" (k-means lists with int8 / 4-bit codes; calibration),
 "graph" (the FGD graph) or "forest" (the hashing forest; rebuild), each
 with its own knobs, and `query(q, k)` for every one of them.
-Kernels: `SimHash`, `Dwta`, `Tables`, `gathered_matmul`, `topk`,
+Kernels: `SimHash`, `Dwta`, `Tables`, `gathered_matmul`, `topk`, `merge_topk`,
 `softmax`, `quantize_rows_i8`, `to_bf16`.
 
 Arrays: float data must be float32 (a TypeError otherwise); integer arrays
@@ -34,6 +34,7 @@ from ._lshk import (  # noqa: F401
     __version__,
     gathered_matmul,
     isa_active,
+    merge_topk,
     quantize_rows_i8,
     softmax,
     to_bf16,
@@ -51,6 +52,7 @@ __all__ = [
     "__version__",
     "gathered_matmul",
     "isa_active",
+    "merge_topk",
     "quantize_rows_i8",
     "softmax",
     "to_bf16",

@@ -20,7 +20,7 @@ that memory (or raises MemoryError) before any work.
 """
 
 from os import PathLike
-from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, TypedDict, Union, overload
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, TypedDict, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -422,6 +422,14 @@ def topk(scores: _F32, k: int, offsets: Optional[_Int] = None, ids: Optional[_In
     without offsets); ids default to the position in the segment. A segment
     with fewer than k non-NaN scores (e.g. k > len(scores)) is padded with
     2**32-1 / -inf."""
+
+def merge_topk(parts: Sequence[Tuple[np.ndarray, np.ndarray, int]], k: int) -> Tuple[np.ndarray, np.ndarray]:
+    """lshk_topk_merge: the top k over shards' answers. parts: (ids,
+    scores, first_row) per shard, as Index.query returns them for the same
+    queries, with the shard's own row ids (2**32-1 = padding); returns
+    (ids, scores) of shape (nq, k) with global ids (first_row + id), ranked
+    as one index over all rows ranks (score descending, ties by the smaller
+    global id), padded with 2**32-1 / -inf."""
 
 @overload
 def softmax(scores: _F32, offsets: Optional[_Int] = None, *, return_lse: Literal[False] = False) -> np.ndarray: ...

@@ -771,6 +771,89 @@ fn topk<'py>(
     PyTuple::new(py, [oi.into_any(), os.into_any()])
 }
 
+/// The top k over shards' answers (lshk_topk_merge): `parts` is a sequence
+/// of (ids, scores, first_row), ids uint32 and scores float32 of shape
+/// (nq, k_s) (or (k_s,) for one query) as Index.query returns them, with
+/// the shard's own row ids; returns (ids, scores) of shape (nq, k) with
+/// global ids.
+#[pyfunction]
+#[pyo3(signature = (parts, k))]
+fn merge_topk<'py>(
+    py: Python<'py>,
+    parts: &Bound<'py, PyAny>,
+    k: usize,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let mut mats: Vec<(Mat<'py>, Mat<'py>, u32)> = Vec::new();
+    for item in parts.try_iter()? {
+        let (ids, sc, first): (Bound<'py, PyAny>, Bound<'py, PyAny>, u32) =
+            item?.extract().map_err(|_| {
+                PyTypeError::new_err("parts: each item must be (ids, scores, first_row)")
+            })?;
+        let im = mat(py, &ids, "ids", Dt::U32, Nd::OneOrTwo, true)?;
+        let sm = mat(py, &sc, "scores", Dt::F32, Nd::OneOrTwo, true)?;
+        if (im.rows, im.cols, im.one_d) != (sm.rows, sm.cols, sm.one_d) {
+            return Err(PyValueError::new_err(format!(
+                "parts[{}]: ids of shape ({}, {}) and scores of shape ({}, {})",
+                mats.len(),
+                im.rows,
+                im.cols,
+                sm.rows,
+                sm.cols
+            )));
+        }
+        if let Some((p, _, _)) = mats.first() {
+            if (p.rows, p.one_d) != (im.rows, im.one_d) {
+                return Err(PyValueError::new_err(format!(
+                    "parts[{}]: {} queries, parts[0] has {}",
+                    mats.len(),
+                    im.rows,
+                    p.rows
+                )));
+            }
+        }
+        mats.push((im, sm, first));
+    }
+    let Some((p0, _, _)) = mats.first() else {
+        return Err(PyValueError::new_err("parts: at least one shard"));
+    };
+    let (nq, one) = (p0.rows, p0.one_d);
+    let shape = out_shape(one, nq, k);
+    let oi = out_array::<u32>(py, &shape)?;
+    let os = out_array::<f32>(py, &shape)?;
+    let raw: Vec<(usize, usize, usize, u32)> = mats
+        .iter()
+        .map(|(i, s, f)| (i.ptr, s.ptr, i.cols, *f))
+        .collect();
+    let (oip, osp) = (out_ptr(&oi), out_ptr(&os));
+    py.detach(move || {
+        let sh: Vec<lshk::ffi::matmul::lshk_shard_topk> = raw
+            .iter()
+            .map(|&(i, s, ks, f)| lshk::ffi::matmul::lshk_shard_topk {
+                ids: i as *const u32,
+                scores: s as *const f32,
+                k: ks,
+                first_row: f,
+                reserved: 0,
+            })
+            .collect();
+        // SAFETY: each shard's arrays hold nq * k_s dense values (held by
+        // `mats`), the outputs nq * k.
+        check(unsafe {
+            c::matmul::lshk_topk_merge(
+                sh.as_ptr(),
+                sh.len(),
+                nq,
+                k,
+                oip as *mut u32,
+                osp as *mut f32,
+            )
+        })
+    })
+    .py_err(py)?;
+    drop(mats);
+    PyTuple::new(py, [oi.into_any(), os.into_any()])
+}
+
 /// Softmax per CSR segment; with return_lse=True also the log-sum-exps.
 #[pyfunction]
 #[pyo3(signature = (scores, offsets=None, *, return_lse=false))]
@@ -879,6 +962,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tables>()?;
     m.add_function(wrap_pyfunction!(gathered_matmul, m)?)?;
     m.add_function(wrap_pyfunction!(topk, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_topk, m)?)?;
     m.add_function(wrap_pyfunction!(softmax, m)?)?;
     m.add_function(wrap_pyfunction!(quantize_rows_i8, m)?)?;
     m.add_function(wrap_pyfunction!(to_bf16, m)?)?;

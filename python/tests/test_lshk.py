@@ -1199,3 +1199,26 @@ def test_fifo_is_refused_by_load_and_save(tmp_path, layer):
         assert e.value.status_name == "LSHK_STATUS_IO_ERROR"
         assert time.monotonic() - t0 < 5
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_merge_topk_of_shards_answers_as_one_index(layer):
+    """An index split into shards of consecutive rows, merged: with every
+    list visited and every row re-ranked, the answer of one index over all
+    rows, ids and score bits."""
+    w, b, q = layer
+    exact = dict(nprobe=2**32 - 1, reach=0.0, rerank=len(w))
+    want = lshk.Index(w, b, source="ivf").query(q, 10, **exact)
+    cut = [0, len(w) // 3, len(w) // 2, len(w)]
+    parts = []
+    for a, e in zip(cut, cut[1:]):
+        ids, sc = lshk.Index(w[a:e], b[a:e], source="ivf").query(q, 10, **exact)
+        parts.append((ids, sc, a))
+    same(lshk.merge_topk(parts, 10), want)
+    # One query (1-D), padding and a wider k.
+    ids, sc = lshk.merge_topk([(p[0][0], p[1][0], p[2]) for p in parts], 40)
+    assert ids.shape == (40,) and ids[-1] == 2**32 - 1 and sc[-1] == -np.inf
+    with pytest.raises(ValueError):
+        lshk.merge_topk([], 10)
+    with pytest.raises(lshk.LshkError):
+        lshk.merge_topk([(np.array([[5]], np.uint32), np.array([[1.0]], np.float32), 2**32 - 3)], 1)
+

@@ -1,6 +1,6 @@
 //! C entry points of the gathered matmul and its epilogues
 //! (`lshk_gathered_matmul_*`, `lshk_convert_*`, `lshk_quantize_rows_i8`,
-//! `lshk_topk`, `lshk_softmax`).
+//! `lshk_topk`, `lshk_topk_merge`, `lshk_softmax`).
 
 use super::index::lshk_weights_view;
 use super::*;
@@ -448,6 +448,91 @@ pub unsafe extern "C" fn lshk_topk(
         // SAFETY: as above.
         let os = unsafe { slice_out(out_scores, need, "out_scores")? };
         matmul::topk(s, idv, offs, k as usize, oi, os)
+    })
+}
+
+/// One shard's answers to the queries of lshk_topk_merge: `k` entries per
+/// query (query i's at `i * k`) with the shard's own row ids (UINT32_MAX =
+/// padding, skipped) and scores, as lshk_index_query writes them, and the
+/// shard's first row in the whole layer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct lshk_shard_topk {
+    pub ids: *const u32,
+    pub scores: *const f32,
+    pub k: usize,
+    pub first_row: u32,
+    /// Must be 0.
+    pub reserved: u32,
+}
+
+/// A layer split into shards of consecutive rows: per query `i < nq`, the
+/// `k` best entries over every shard's list into `out_ids[i*k ..]` and
+/// `out_scores[i*k ..]`, ids made global (`first_row + id`): largest
+/// score first, equal scores by the smaller global id, NaN never
+/// selected, padded with UINT32_MAX / -INFINITY. Ranked as one index over
+/// all rows ranks: with each shard's exact top-k_s (k_s >= k), the exact
+/// top-k of the layer. Shards hold disjoint rows. Thread-safe.
+///
+/// Errors: NULL_POINTER (`shards` with n_shards > 0, a shard's ids or
+/// scores with nq * k_s > 0, an output with nq * k > 0), INVALID_ARGUMENT
+/// (a reserved field not 0, misaligned, outputs overlapping inputs),
+/// INDEX_OUT_OF_RANGE (first_row + id reaches UINT32_MAX), SIZE_OVERFLOW.
+///
+/// # Safety
+/// `shards` holds n_shards entries, each pointing to nq * k readable
+/// values; the outputs hold nq * k.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_topk_merge(
+    shards: *const lshk_shard_topk,
+    n_shards: usize,
+    nq: usize,
+    k: usize,
+    out_ids: *mut u32,
+    out_scores: *mut f32,
+) -> lshk_status {
+    boundary("lshk_topk_merge", || {
+        // SAFETY: caller contract; the pointer is checked by slice_in.
+        let cs = unsafe { slice_in(shards, n_shards, "shards")? };
+        let mut parts = Vec::with_capacity(cs.len());
+        let mut ins = Vec::with_capacity(2 * cs.len());
+        for (s, c) in cs.iter().enumerate() {
+            if c.reserved != 0 {
+                crate::bail!(
+                    InvalidArgument,
+                    "shards[{s}].reserved is {}; it must be 0",
+                    c.reserved
+                );
+            }
+            let n = crate::error::checked_mul(nq, c.k, "nq * shard k")?;
+            // SAFETY: caller contract; every pointer checked by slice_in.
+            let ids = unsafe { slice_in(c.ids, n, "shards[].ids")? };
+            // SAFETY: as above.
+            let scores = unsafe { slice_in(c.scores, n, "shards[].scores")? };
+            ins.push(span_of(ids, "shards[].ids"));
+            ins.push(span_of(scores, "shards[].scores"));
+            parts.push(matmul::ShardTopK {
+                ids,
+                scores,
+                k: c.k,
+                first_row: c.first_row,
+            });
+        }
+        ins.push(span_of(cs, "shards"));
+        let need = crate::error::checked_mul(nq, k, "nq * k")?;
+        // Overlap checks on the raw ranges before any `&mut` exists.
+        check_disjoint(
+            &[
+                span(out_ids, need, "out_ids")?,
+                span(out_scores, need, "out_scores")?,
+            ],
+            &ins,
+        )?;
+        // SAFETY: as above; the outputs overlap nothing.
+        let oi = unsafe { slice_out(out_ids, need, "out_ids")? };
+        // SAFETY: as above.
+        let os = unsafe { slice_out(out_scores, need, "out_scores")? };
+        matmul::topk_merge(&parts, nq, k, oi, os)
     })
 }
 

@@ -72,6 +72,7 @@ use crate::isa::{self, Isa};
 use crate::kernels::dense as kd;
 
 mod convert;
+mod merge;
 mod softmax;
 mod topk;
 
@@ -79,6 +80,7 @@ pub use convert::{
     convert_bf16_to_f32, convert_f16_to_f32, convert_f32_to_bf16, convert_f32_to_f16,
     quantize_rows_i8,
 };
+pub use merge::{topk_merge, ShardTopK};
 pub use softmax::{softmax, softmax_in_place};
 pub(crate) use topk::{rank_key_total, topk_drain, topk_offer, topk_segment, topk_set};
 pub use topk::{topk, TopK, TOPK_PAD_ID};

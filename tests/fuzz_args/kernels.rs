@@ -1009,3 +1009,167 @@ pub(crate) fn fuzz_softmax(c: &mut Ctx) {
         }
     }
 }
+
+/// lshk_topk_merge: random shards (k_s 0..5, padding, NaN and tied scores,
+/// first rows near the id limit), mutated pointers, reserved words and
+/// sizes; a success must be the merge of the shards' entries by (score
+/// descending, global id ascending), and a failure writes nothing.
+pub(crate) fn fuzz_topk_merge(c: &mut Ctx) {
+    let r = &mut c.r;
+    let mut v = Verdict::default();
+    let ns = r.u(4);
+    let mut nq = r.u(4);
+    let mut k = r.u(6);
+    let mut ids: Vec<Vec<u32>> = Vec::new();
+    let mut scs: Vec<Vec<f32>> = Vec::new();
+    let mut sh: Vec<lshk_shard_topk> = Vec::new();
+    for _ in 0..ns {
+        let ks = r.u(5);
+        ids.push(
+            (0..nq * ks)
+                .map(|_| {
+                    if r.one_in(6) {
+                        u32::MAX
+                    } else {
+                        r.u(20) as u32
+                    }
+                })
+                .collect(),
+        );
+        scs.push(
+            (0..nq * ks)
+                .map(|_| match r.u(12) {
+                    0 => f32::NAN,
+                    1 => -0.0,
+                    _ => r.u(6) as f32,
+                })
+                .collect(),
+        );
+        let first_row = if r.one_in(8) {
+            u32::MAX - r.u(30) as u32
+        } else {
+            100 * r.u(5) as u32
+        };
+        sh.push(lshk_shard_topk {
+            ids: null(),
+            scores: null(),
+            k: ks,
+            first_row,
+            reserved: 0,
+        });
+    }
+    for s in 0..ns {
+        sh[s].ids = ids[s].as_ptr();
+        sh[s].scores = scs[s].as_ptr();
+    }
+    let (mut null_shards, mut null_oi, mut null_os) = (false, false, false);
+    let mut what = Vec::new();
+    for _ in 0..r.u(3) {
+        let m = r.u(7);
+        what.push(m);
+        match m {
+            0 => null_shards = true,
+            1 if ns > 0 => {
+                let s = r.u(ns);
+                if r.one_in(2) {
+                    sh[s].ids = null()
+                } else {
+                    sh[s].scores = null()
+                }
+            }
+            2 if ns > 0 => sh[r.u(ns)].reserved = r.pick(&[1, u32::MAX]),
+            3 => null_oi = true,
+            4 => null_os = true,
+            5 => k = r.pick(&[0, k.saturating_add(1), usize::MAX]),
+            6 => nq = r.pick(&[0, nq]),
+            _ => {}
+        }
+    }
+    // The expected verdict, in the entry point's order of checks.
+    let shards_ptr = if null_shards && ns > 0 {
+        null()
+    } else {
+        sh.as_ptr()
+    };
+    if null_shards && ns > 0 {
+        v.err("shards NULL");
+    }
+    for s in &sh {
+        if s.reserved != 0 {
+            v.err("a reserved word not 0");
+        }
+        if nq * s.k > 0 && (s.ids.is_null() || s.scores.is_null()) {
+            v.err("a shard's ids or scores NULL");
+        }
+    }
+    let need = nq.checked_mul(k);
+    match need {
+        None => v.err("nq * k overflows"),
+        Some(n) if n > 0 && (null_oi || null_os) => v.err("an output NULL"),
+        _ => {}
+    }
+    for (s, p) in sh.iter().enumerate() {
+        if p.ids.is_null() {
+            continue;
+        }
+        if ids[s][..nq * p.k]
+            .iter()
+            .any(|&id| id != u32::MAX && id as u64 + p.first_row as u64 >= u32::MAX as u64)
+        {
+            v.err("a global id reaches UINT32_MAX");
+        }
+    }
+    let n = need.unwrap_or(0).min(64);
+    let mut oi = vec![CANARY; n + 1];
+    let mut os = vec![f32::from_bits(CANARY); n + 1];
+    c.desc = format!("topk_merge shards {ns} nq {nq} k {k} muts {what:?}");
+    let (oip, osp) = (
+        if null_oi { null_mut() } else { oi.as_mut_ptr() },
+        if null_os { null_mut() } else { os.as_mut_ptr() },
+    );
+    if need.is_some_and(|n| n > 64) {
+        // A huge k with valid pointers would be read as a huge buffer.
+        c.skipped += 1;
+        return;
+    }
+    // SAFETY: every pointer holds the counts the call is given, except the
+    // NULLs and the mutated sizes the verdict expects to be refused first.
+    let st = c.call("lshk_topk_merge", || unsafe {
+        lshk_topk_merge(shards_ptr, ns, nq, k, oip, osp)
+    });
+    if !c.judge("lshk_topk_merge", st, &v) {
+        if st != LSHK_STATUS_OK
+            && (oi.iter().any(|&x| x != CANARY) || os.iter().any(|x| x.to_bits() != CANARY))
+        {
+            c.fail(format!(
+                "lshk_topk_merge failed with {st} but wrote an output"
+            ));
+        }
+        return;
+    }
+    if oi[n] != CANARY || os[n].to_bits() != CANARY {
+        c.fail("lshk_topk_merge wrote past nq * k".into());
+    }
+    for qi in 0..nq {
+        let mut all: Vec<(f32, u32)> = Vec::new();
+        for (s, p) in sh.iter().enumerate() {
+            for j in qi * p.k..(qi + 1) * p.k {
+                let (id, sc) = (ids[s][j], scs[s][j]);
+                if id != u32::MAX && !sc.is_nan() {
+                    all.push((sc, p.first_row + id));
+                }
+            }
+        }
+        all.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap().then(a.1.cmp(&b.1)));
+        for t in 0..k {
+            let (wi, ws) = all.get(t).copied().unwrap_or((f32::NEG_INFINITY, u32::MAX));
+            let (gi, gs) = (oi[qi * k + t], os[qi * k + t]);
+            if gi != ws || (gs != wi) {
+                c.fail(format!(
+                    "lshk_topk_merge query {qi} rank {t}: ({gi}, {gs}) instead of ({ws}, {wi})"
+                ));
+                return;
+            }
+        }
+    }
+}

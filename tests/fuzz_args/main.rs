@@ -370,6 +370,10 @@ const TARGETS: &[Target] = &[
         e.files = files;
         "load"
     }),
+    (1, |c, _| {
+        fuzz_topk_merge(c);
+        "topk merge"
+    }),
 ];
 
 /// Draws one target by its share and runs it.
