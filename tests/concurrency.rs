@@ -423,17 +423,27 @@ fn b1_queries_identical_to_single_thread() {
             full * 10 > nq * 9,
             "{name}: only {full}/{nq} queries with {K_TOP} candidates"
         );
-        // The IVF counts are part of what is compared: they must be there
-        // (and only there).
+        // The source's counts are part of what is compared: lists and
+        // rows scanned for the IVF, rows scanned (the walk) for the graph,
+        // none for the others.
         let scanned = want.cands.iter().all(|c| c[1] > 0 && c[2] > 0);
+        let walked = want
+            .cands
+            .iter()
+            .all(|c| c[1] == 0 && c[2] > 0 && c[3] == 0);
         let none = want.cands.iter().all(|c| c[1..] == [0; 3]);
         if p.source == LSHK_SOURCE_IVF {
             assert!(
                 scanned,
                 "{name}: an IVF query without lists or scanned rows"
             );
+        } else if p.source == LSHK_SOURCE_GRAPH {
+            assert!(
+                walked,
+                "{name}: a graph query without walked rows, or IVF counts"
+            );
         } else {
-            assert!(none, "{name}: IVF counts on another source");
+            assert!(none, "{name}: IVF or graph counts on another source");
         }
         check_threads_b1(idx, &l, &g, nt, &want, name);
         free(idx);

@@ -121,6 +121,25 @@ impl Index {
             // batch give each query what it gets alone), so every split
             // answers the same bits.
             let t = query_threads(qp.threads).min(nq);
+            if t == 1 {
+                // The calling thread: no job list, nothing allocated.
+                let mut part = QueryStats::default();
+                self.query_range(
+                    q,
+                    nq,
+                    q_stride,
+                    kk,
+                    qp,
+                    &mut out_ids[..need],
+                    out_scores,
+                    &mut part,
+                )?;
+                merge_stats(&mut st, &part);
+                if let Some(out) = stats {
+                    *out = st;
+                }
+                return Ok(());
+            }
             let per = nq.div_ceil(t);
             let mut jobs = Vec::with_capacity(t);
             let mut rest_ids = &mut out_ids[..need];
@@ -144,13 +163,8 @@ impl Index {
                 self.query_range(qr, n, q_stride, kk, qp, oi, os, &mut part)
                     .map(|()| part)
             })?;
-            for p in parts {
-                st.candidates_total += p.candidates_total;
-                st.candidates_min = st.candidates_min.min(p.candidates_min);
-                st.candidates_max = st.candidates_max.max(p.candidates_max);
-                st.lists += p.lists;
-                st.scanned += p.scanned;
-                st.reranked += p.reranked;
+            for p in &parts {
+                merge_stats(&mut st, p);
             }
         }
         if let Some(out) = stats {
@@ -158,6 +172,16 @@ impl Index {
         }
         Ok(())
     }
+}
+
+/// Adds a range's counts to the call's.
+fn merge_stats(st: &mut QueryStats, p: &QueryStats) {
+    st.candidates_total += p.candidates_total;
+    st.candidates_min = st.candidates_min.min(p.candidates_min);
+    st.candidates_max = st.candidates_max.max(p.candidates_max);
+    st.lists += p.lists;
+    st.scanned += p.scanned;
+    st.reranked += p.reranked;
 }
 
 /// The threads [`QueryParams::threads`] asks for: 0 and 1 the calling
