@@ -1,21 +1,22 @@
 //! Candidate-source families behind one seam.
 //!
-//! An index ([`crate::index::Index`]) gets a query's candidates from one [`CandidateSource`]: the
-//! LSH tables over a hash family ([`super::lsh::Lsh`], the SimHash and DWTA
-//! families) or the FGD graph ([`crate::source::graph::family`]). The index's
-//! build, query, save, load and `memory_bytes` look the family's
-//! [`SourceRegistration`] up once ([`source_registration`]) and call the
+//! An index ([`crate::index::Index`]) gets a query's candidates from one
+//! [`CandidateSource`]: the LSH tables over a hash family
+//! ([`lsh::Lsh`], the SimHash and DWTA families), the IVF lists, the FGD
+//! graph or the hashing forest. The index's build, query, save, load and
+//! `memory_bytes` look the family's [`SourceRegistration`] up once (the
+//! index's registry) and call the
 //! trait object; none of them `match`es on the family. Everything else of
 //! an index (the checks, the weights and bias, the exact scorer, the top-k,
 //! the `PARAMS` record, `BIAS` / `WEIGHTS` sections) is shared.
 //!
 //! # Adding a candidate-source family
-//! A folder with the family's own code (e.g. `src/graph/`), a file in it
+//! A folder with the family's own code (e.g. `src/source/graph/`), a file in it
 //! with `impl CandidateSource` and a `pub(crate) static REGISTRATION:
 //! SourceRegistration` (its build from the rows, its load from the file's
-//! sections), one line in [`SOURCES`] and one variant in
-//! [`crate::source::lsh::hash::Family`] with the next free id. docs/architecture.md
-//! lists the steps; the graph family (`src/graph/family.rs`) is the
+//! sections), one line in the index's `SOURCES` and one variant in
+//! [`Family`] with the next free id. docs/architecture.md
+//! lists the steps; the graph family (`src/source/graph/family.rs`) is the
 //! example.
 
 use std::any::Any;
@@ -68,9 +69,9 @@ pub const fn fold_code(code: u32, range_bits: u32) -> u32 {
 
 /// Family of an index (its id in the file's params record and in the C
 /// API's `lshk_index_params.family`): a hash family (registered in
-/// [`FAMILIES`], whose candidates come from LSH tables) or another
+/// `lsh::hash::FAMILIES`, whose candidates come from LSH tables) or another
 /// candidate-source family (registered in the index's
-/// `index::source::SOURCES`). Ids are never renumbered.
+/// `index::SOURCES`). Ids are never renumbered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Family {

@@ -1,6 +1,6 @@
 //! The hashing forest as a candidate source of [`crate::Index`]
 //! ([`Family::Forest`]), registered with one line in
-//! [`crate::index::source::SOURCES`]: the forest's candidate sets, scored
+//! the index's registry (`index::SOURCES`): the forest's candidate sets, scored
 //! by the index (exact logits of its W and bias) and cut to the top `k`.
 //!
 //! * Build: the forest over the index's rows with

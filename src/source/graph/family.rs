@@ -1,6 +1,6 @@
 //! The graph as a family of [`crate::Index`]: the FGD
 //! graph is the index's candidate source ([`CandidateSource`]), registered
-//! with one line in [`crate::index::source::SOURCES`]. This file is all
+//! with one line in the index's registry (`index::SOURCES`). This file is all
 //! the index knows of it.
 //!
 //! * Build: the graph over the index's rows and bias with
