@@ -9,7 +9,9 @@
 //! this `cargo test` built (`LSHK_LIB_DIR`, `target/<profile>`): the package
 //! must give the C API's results bit for bit, raise on bad inputs without
 //! changing anything, agree across threads, and share index files with a
-//! C++ program built on `include/lshk.hpp`.
+//! C++ program built on `include/lshk.hpp`. It also installs Ray (when pip
+//! can; otherwise it prints `skipped:` for it, in CI too) for the sharded
+//! serving test on a local Ray cluster (`python/tests/test_sharded.py`).
 //!
 //! Without python3, its `venv` module (Debian: python3-venv) or the network
 //! (pip, crates.io) the test prints `skipped: <why>`; with the environment
@@ -97,6 +99,17 @@ fn python_package() {
             return skip_or_fail(&format!(
                 "pip could not install maturin, numpy and pytest (no network?): {e}"
             ));
+        }
+    }
+    // Ray for the sharded-serving test (python/tests/test_sharded.py); where
+    // pip cannot install it, that test is skipped (pytest.importorskip) and
+    // this says so.
+    if run(Command::new(&vpy).args(["-c", "import ray"])).is_err() {
+        if let Err(e) = run(Command::new(&vpy)
+            .args(["-m", "pip", "install", "-q", "ray"])
+            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1"))
+        {
+            println!("skipped: the Ray test (pip could not install ray: {e})");
         }
     }
     let manifest = s.root.join("python").join("Cargo.toml");
