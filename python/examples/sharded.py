@@ -7,10 +7,11 @@ A killed actor is restarted by Ray from its file (max_restarts) and the
 batch's call to it is retried (max_task_retries), so no answer is lost.
 
     pip install ./python ray
-    python python/examples/sharded.py [--rows 400000] [--shards 1,2,4] [--workers 2]
+    python python/examples/sharded.py [--rows 400000] [--shards 1,2,4] [--workers 1,2]
 
-prints queries/s against shards (one actor per shard, the cluster's CPUs =
---workers) and the merge's cost per query. Figures: docs/scale.md.
+prints queries/s against shards and workers (actors per shard, batches kept
+in flight: two per worker) and the merge's cost per query. Figures:
+docs/scale.md.
 """
 
 import argparse
@@ -66,14 +67,22 @@ if ray is not None:
 
     class ShardedIndex:
         """The driver's view of a sharded layer: query() fans the batch out
-        to every shard's actor and merges their top-k."""
+        to one actor of every shard and merges their top-k. `replicas`
+        actors per shard (the workers) take the batches in turn, so that
+        batches in flight together run on different processes."""
 
-        def __init__(self, files):
-            self.actors = [ShardActor.remote(p, f) for p, f in files]
+        def __init__(self, files, replicas=1):
+            self.shards = [[ShardActor.remote(p, f) for _ in range(replicas)] for p, f in files]
+            self.actors = [reps[0] for reps in self.shards]
+            self.turn = 0
+
+        def submit(self, q, k=10, **knobs):
+            """The batch's calls, one per shard (Ray object refs)."""
+            t, self.turn = self.turn, self.turn + 1
+            return [reps[t % len(reps)].query.remote(q, k, knobs) for reps in self.shards]
 
         def query(self, q, k=10, **knobs):
-            parts = ray.get([a.query.remote(q, k, knobs) for a in self.actors])
-            return lshk.merge_topk(parts, k)
+            return lshk.merge_topk(ray.get(self.submit(q, k, **knobs)), k)
 
 
 def main():
@@ -81,7 +90,8 @@ def main():
     ap.add_argument("--rows", type=int, default=400_000)
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--shards", default="1,2,4")
-    ap.add_argument("--workers", type=int, default=os.cpu_count())
+    ap.add_argument("--workers", default="1,2", help="actors per shard (replicas)")
+    ap.add_argument("--cpus", type=int, default=os.cpu_count())
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--secs", type=float, default=3.0)
     a = ap.parse_args()
@@ -95,9 +105,9 @@ def main():
     b = (0.1 * rng.standard_normal(a.rows)).astype(np.float32)
     q = (centres[rng.integers(0, 1024, 4096)]
          + 0.5 * rng.standard_normal((4096, a.dim)).astype(np.float32))
-    ray.init(num_cpus=a.workers, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=a.cpus, include_dashboard=False, log_to_driver=False)
     print(f"layer {a.rows:,} x {a.dim} (IVF source, default knobs), batch {a.batch}, "
-          f"{a.workers} CPUs for the actors, lshk {lshk.__version__}, ray {ray.__version__}")
+          f"{a.cpus} CPUs, lshk {lshk.__version__}, ray {ray.__version__}")
     whole = lshk.Index(w, b, source="ivf")
     want, _ = whole.query(q[:512], 10)
     with tempfile.TemporaryDirectory() as d:
@@ -105,26 +115,35 @@ def main():
             sub = os.path.join(d, str(shards))
             os.makedirs(sub)
             files = save_shards(w, b, shards, sub, source="ivf")
-            si = ShardedIndex(files)
-            si.query(q[:a.batch])  # actors loaded
-            got, _ = si.query(q[:512])
-            rec = np.mean([len(set(got[i]) & set(want[i])) / 10 for i in range(512)])
-            n, t0 = 0, time.perf_counter()
-            while time.perf_counter() - t0 < a.secs:
-                s = (n // a.batch * a.batch) % (4096 - a.batch)
-                si.query(q[s:s + a.batch])
-                n += a.batch
-            qps = n / (time.perf_counter() - t0)
-            # The merge alone, on the shards' answers of one batch.
-            parts = ray.get([x.query.remote(q[:a.batch], 10, {}) for x in si.actors])
-            t1, reps = time.perf_counter(), 200
-            for _ in range(reps):
-                lshk.merge_topk(parts, 10)
-            merge_us = (time.perf_counter() - t1) / reps / a.batch * 1e6
-            print(f"  {shards} shard(s): {qps:,.0f} queries/s, merge {merge_us:.2f} us/query, "
-                  f"recall@10 against the one index {rec:.3f}")
-            for x in si.actors:
-                ray.kill(x)
+            for reps in [int(x) for x in a.workers.split(",")]:
+                si = ShardedIndex(files, reps)
+                for _ in range(reps):
+                    si.query(q[:a.batch])  # every replica loaded
+                got, _ = si.query(q[:512])
+                rec = np.mean([len(set(got[i]) & set(want[i])) / 10 for i in range(512)])
+                # 2 batches in flight per replica; the oldest is merged first.
+                inflight, n, s = [], 0, 0
+                t0 = time.perf_counter()
+                while time.perf_counter() - t0 < a.secs:
+                    while len(inflight) < 2 * reps:
+                        inflight.append(si.submit(q[s:s + a.batch]))
+                        s = (s + a.batch) % (4096 - a.batch)
+                    lshk.merge_topk(ray.get(inflight.pop(0)), 10)
+                    n += a.batch
+                qps = n / (time.perf_counter() - t0)
+                for refs in inflight:
+                    ray.get(refs)
+                # The merge alone, on the shards' answers of one batch.
+                parts = ray.get(si.submit(q[:a.batch]))
+                t1, nrep = time.perf_counter(), 200
+                for _ in range(nrep):
+                    lshk.merge_topk(parts, 10)
+                merge_us = (time.perf_counter() - t1) / nrep / a.batch * 1e6
+                print(f"  {shards} shard(s) x {reps} worker(s): {qps:,.0f} queries/s, "
+                      f"merge {merge_us:.2f} us/query, recall@10 against the one index {rec:.3f}")
+                for reps_ in si.shards:
+                    for x in reps_:
+                        ray.kill(x)
     ray.shutdown()
 
 
