@@ -559,6 +559,47 @@ void test_matmul() {
   EXPECT_OK(lshk_topk(scores.data(), nullptr, off.data(), nq, 4, tid2.data(), tsc2.data()));
   CHECK(tk.queries() == nq && tk.ids == tid2 && same_bits(tk.scores, tsc2));
   CHECK(tk.ids_of(0)[2] == UINT32_MAX && std::isinf(tk.scores_of(0)[2]));
+
+  // Top-k merge: a layer of 12 rows cut into shards of 5 and 7, each
+  // shard's top 4 merged, equals the top 4 of the whole layer (ids and
+  // score bits); rows 2 and 9 tie (and -0.0 at 0 ties 0.0 at 7: by id).
+  {
+    constexpr std::size_t lr = 12, cut = 5, mq = 2;
+    std::vector<float> all = normals(mq * lr, 8);
+    all[2] = all[9] = 5.0f;
+    all[lr + 0] = -0.0f;
+    all[lr + 7] = 0.0f;
+    for (std::size_t j = 1; j < lr; j++)
+      if (j != 7) all[lr + j] = -1.0f - float(j);
+    std::vector<float> lo, hi;
+    for (std::size_t i = 0; i < mq; i++) {
+      lo.insert(lo.end(), all.begin() + i * lr, all.begin() + i * lr + cut);
+      hi.insert(hi.end(), all.begin() + i * lr + cut, all.begin() + (i + 1) * lr);
+    }
+    std::vector<std::size_t> oa{0, lr, 2 * lr}, olo{0, cut, 2 * cut},
+        ohi{0, lr - cut, 2 * (lr - cut)};
+    lshk::TopK whole = lshk::topk(all, {}, oa, 4);
+    lshk::TopK a = lshk::topk(lo, {}, olo, 4), b = lshk::topk(hi, {}, ohi, 4);
+    std::vector<lshk::ShardTopK> parts{{a, 0}, {b, uint32_t(cut)}};
+    lshk::TopK merged = lshk::topk_merge(parts, mq, 4);
+    CHECK(merged.ids == whole.ids && same_bits(merged.scores, whole.scores));
+    CHECK(merged.ids_of(1)[0] == 0 && merged.ids_of(1)[1] == 7 &&
+          std::signbit(merged.scores_of(1)[0]));
+    std::vector<uint32_t> mi(mq * 10);
+    std::vector<float> ms(mq * 10);
+    lshk::topk_merge(parts, mq, 10, mi, ms);  // 8 entries a query: 2 padded
+    CHECK(mi[7] != UINT32_MAX && mi[8] == UINT32_MAX && mi[9] == UINT32_MAX &&
+          ms[9] == -INFINITY && mi[0] == merged.ids[0]);
+    EXPECT_THROW_STATUS(lshk::topk_merge(parts, mq, 4, lshk::span<uint32_t>(mi.data(), 7), ms),
+                        LSHK_STATUS_BUFFER_TOO_SMALL, "lshk::topk_merge: out_ids holds");
+    std::vector<lshk::ShardTopK> shortp{{lshk::span<const uint32_t>(a.ids.data(), 7), a.scores,
+                                         4, 0}};
+    EXPECT_THROW_STATUS((void)lshk::topk_merge(shortp, mq, 4), LSHK_STATUS_INVALID_ARGUMENT,
+                        "lshk::topk_merge: a shard's ids holds");
+    std::vector<lshk::ShardTopK> far{{b, UINT32_MAX - 3}};
+    EXPECT_THROW_STATUS((void)lshk::topk_merge(far, mq, 4), LSHK_STATUS_INDEX_OUT_OF_RANGE,
+                        "lshk_topk_merge");
+  }
   std::vector<float> sm(got.size()), sm2(got.size()), lse(nq), lse2(nq);
   lshk::softmax(got, off, sm, lse);
   EXPECT_OK(lshk_softmax(got.data(), off.data(), nq, sm2.data(), lse2.data()));

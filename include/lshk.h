@@ -1786,8 +1786,8 @@ lshk_status lshk_topk(const float *scores,
 // INDEX_OUT_OF_RANGE (first_row + id reaches UINT32_MAX), SIZE_OVERFLOW.
 //
 // # Safety
-// `shards` holds n_shards entries, each pointing to nq * k readable
-// values; the outputs hold nq * k.
+// `shards` holds n_shards entries, each shard's ids and scores nq * k_s
+// readable values (k_s its own `k`); the outputs hold nq * k.
 lshk_status lshk_topk_merge(const struct lshk_shard_topk *shards,
                             size_t n_shards,
                             size_t nq,

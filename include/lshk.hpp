@@ -24,7 +24,8 @@
  * as thread-safe, so a `const lshk::Index&` (or SimHash, Dwta, Tables) may be
  * shared by many threads. The wrapper itself keeps no global state and
  * allocates only in the functions that return std::vector (or grow a
- * caller-provided lshk::GatherResult / lshk::TopK).
+ * caller-provided lshk::GatherResult / lshk::TopK) and in lshk::topk_merge
+ * (its array of C shard descriptors).
  *
  * Build: C++17, any of g++/clang++ (`-std=c++17 -Wall -Wextra -Werror
  * -pedantic` clean), link with -llshk (pkg-config lshk).
@@ -1028,6 +1029,60 @@ inline TopK topk(span<const float> scores, span<const uint32_t> ids,
   r.ids.resize(n);
   r.scores.resize(n);
   topk(scores, ids, offsets, k, r.ids, r.scores);
+  return r;
+}
+
+/* One shard's answers for lshk::topk_merge: k ids (the shard's own rows)
+ * and scores per query, and the shard's first row in the whole layer. */
+struct ShardTopK {
+  span<const uint32_t> ids;
+  span<const float> scores;
+  std::size_t k = 0;
+  uint32_t first_row = 0;
+  ShardTopK() noexcept = default;
+  ShardTopK(span<const uint32_t> ids_, span<const float> scores_, std::size_t k_,
+            uint32_t first_row_) noexcept
+      : ids(ids_), scores(scores_), k(k_), first_row(first_row_) {}
+  /* A shard's Index::query answer (keep `t` alive while this is used). */
+  ShardTopK(const TopK &t, uint32_t first_row_) noexcept
+      : ids(t.ids), scores(t.scores), k(t.k), first_row(first_row_) {}
+  ShardTopK(TopK &&, uint32_t) = delete;  // would view a temporary
+};
+/* lshk_topk_merge: per query i < nq the k best over every shard's entries,
+ * ids made global (first_row + id), into out_ids / out_scores[i*k ..].
+ * Allocates the array of C shard descriptors. */
+inline void topk_merge(span<const ShardTopK> shards, std::size_t nq, uint32_t k,
+                       span<uint32_t> out_ids, span<float> out_scores) {
+  const char *where = "lshk::topk_merge";
+  std::vector<lshk_shard_topk> cs(shards.size());
+  for (std::size_t s = 0; s < shards.size(); s++) {
+    const ShardTopK &p = shards[s];
+    std::size_t n = 0;
+    if (detail::mul(nq, p.k, &n)) {
+      detail::need_in(where, "a shard's ids", p.ids.size(), n);
+      detail::need_in(where, "a shard's scores", p.scores.size(), n);
+    }
+    cs[s].ids = p.ids.data();
+    cs[s].scores = p.scores.data();
+    cs[s].k = p.k;
+    cs[s].first_row = p.first_row;
+  }
+  std::size_t outn = 0;
+  if (detail::mul(nq, k, &outn)) {
+    detail::need_out(where, "out_ids", out_ids.size(), outn);
+    detail::need_out(where, "out_scores", out_scores.size(), outn);
+  }
+  check(lshk_topk_merge(cs.data(), cs.size(), nq, k, out_ids.data(), out_scores.data()));
+}
+inline TopK topk_merge(span<const ShardTopK> shards, std::size_t nq, uint32_t k) {
+  TopK r;
+  r.k = k;
+  std::size_t n = 0;
+  if (!detail::mul(nq, k, &n))
+    detail::fail(LSHK_STATUS_SIZE_OVERFLOW, "lshk::topk_merge: nq * k overflows");
+  r.ids.resize(n);
+  r.scores.resize(n);
+  topk_merge(shards, nq, k, r.ids, r.scores);
   return r;
 }
 

@@ -480,8 +480,8 @@ pub struct lshk_shard_topk {
 /// INDEX_OUT_OF_RANGE (first_row + id reaches UINT32_MAX), SIZE_OVERFLOW.
 ///
 /// # Safety
-/// `shards` holds n_shards entries, each pointing to nq * k readable
-/// values; the outputs hold nq * k.
+/// `shards` holds n_shards entries, each shard's ids and scores nq * k_s
+/// readable values (k_s its own `k`); the outputs hold nq * k.
 #[no_mangle]
 pub unsafe extern "C" fn lshk_topk_merge(
     shards: *const lshk_shard_topk,
