@@ -135,36 +135,33 @@ impl Index {
                     &mut part,
                 )?;
                 merge_stats(&mut st, &part);
-                if let Some(out) = stats {
-                    *out = st;
+            } else {
+                let per = nq.div_ceil(t);
+                let mut jobs = Vec::with_capacity(t);
+                let mut rest_ids = &mut out_ids[..need];
+                let mut rest_sc = out_scores.map(|o| &mut o[..need]);
+                for i0 in (0..nq).step_by(per) {
+                    let n = per.min(nq - i0);
+                    let (oi, ri) = rest_ids.split_at_mut(n * kk);
+                    rest_ids = ri;
+                    let os = match rest_sc.take() {
+                        Some(r) => {
+                            let (a, b) = r.split_at_mut(n * kk);
+                            rest_sc = Some(b);
+                            Some(a)
+                        }
+                        None => None,
+                    };
+                    jobs.push((&q[i0 * q_stride..], n, oi, os));
                 }
-                return Ok(());
-            }
-            let per = nq.div_ceil(t);
-            let mut jobs = Vec::with_capacity(t);
-            let mut rest_ids = &mut out_ids[..need];
-            let mut rest_sc = out_scores.map(|o| &mut o[..need]);
-            for i0 in (0..nq).step_by(per) {
-                let n = per.min(nq - i0);
-                let (oi, ri) = rest_ids.split_at_mut(n * kk);
-                rest_ids = ri;
-                let os = match rest_sc.take() {
-                    Some(r) => {
-                        let (a, b) = r.split_at_mut(n * kk);
-                        rest_sc = Some(b);
-                        Some(a)
-                    }
-                    None => None,
-                };
-                jobs.push((&q[i0 * q_stride..], n, oi, os));
-            }
-            let parts = crate::par::try_map(jobs, |(qr, n, oi, os)| {
-                let mut part = QueryStats::default();
-                self.query_range(qr, n, q_stride, kk, qp, oi, os, &mut part)
-                    .map(|()| part)
-            })?;
-            for p in &parts {
-                merge_stats(&mut st, p);
+                let parts = crate::par::try_map(jobs, |(qr, n, oi, os)| {
+                    let mut part = QueryStats::default();
+                    self.query_range(qr, n, q_stride, kk, qp, oi, os, &mut part)
+                        .map(|()| part)
+                })?;
+                for p in &parts {
+                    merge_stats(&mut st, p);
+                }
             }
         }
         if let Some(out) = stats {

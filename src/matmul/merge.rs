@@ -4,12 +4,10 @@
 //! query the top `k` over all shards, ranked as one index over all rows
 //! ranks ([`super::topk`]'s order).
 
-use std::cell::RefCell;
-
 use crate::bail;
 use crate::error::{checked_mul, Result};
 
-use super::topk::{topk_drain, TopK};
+use super::topk::{topk_drain, TOP};
 use super::TOPK_PAD_ID;
 
 /// One shard's answers to the `nq` queries of a merge: `k` entries per
@@ -21,10 +19,6 @@ pub struct ShardTopK<'a> {
     pub scores: &'a [f32],
     pub k: usize,
     pub first_row: u32,
-}
-
-thread_local! {
-    static TOP: RefCell<TopK> = RefCell::new(TopK::default());
 }
 
 /// Per query `i < nq`, the `k` best entries over every shard's list into

@@ -13,7 +13,8 @@ use super::check_offsets;
 pub const TOPK_PAD_ID: u32 = u32::MAX;
 
 thread_local! {
-    static TOP: RefCell<TopK> = RefCell::new(TopK::default());
+    /// The calling thread's top-k buffer ([`topk`], [`super::topk_merge`]).
+    pub(super) static TOP: RefCell<TopK> = RefCell::new(TopK::default());
 }
 
 /// A sort key that orders `(score, id)` by score descending, then id
