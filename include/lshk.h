@@ -1575,13 +1575,14 @@ lshk_status lshk_simhash_train_iul(const float *planes_in,
 // sizeof(lshk_label_params).
 struct lshk_label_params lshk_label_params_default(void);
 
-// Label-aware buckets (HALOS): hashes `n` training queries (row i at
-// `queries + i * q_stride`) with the index's family (after its query
-// transform), counts per table and bucket how often each label occurs
-// with the queries falling there, and rebuilds the tables: every bucket
-// gains (policy BESIDE) or is replaced by (INSTEAD) its `label_cap` most
-// frequent labels (ties to the smaller id). An IVF source labels its lists
-// (docs/ivf.md, "Label-aware lists"). Query i's labels are
+// Label-aware buckets (lshk's extension; not HALOS's IUL): hashes `n`
+// training queries (row i at `queries + i * q_stride`) with the index's
+// family (after its query transform), counts per table and bucket how
+// often each label occurs with the queries falling there, and rebuilds
+// the tables: every bucket gains (policy BESIDE) or is replaced by
+// (INSTEAD) its `label_cap` most frequent labels (ties to the smaller
+// id). An IVF source labels its lists (docs/ivf.md, "Label-aware
+// lists"). Query i's labels are
 // `labels[label_offsets[i] .. label_offsets[i+1]]`, row ids < rows
 // (`label_offsets`: n + 1 non-decreasing entries; the first need not be 0,
 // so a window of a larger CSR array works). `p` NULL = defaults.

@@ -68,13 +68,14 @@ pub(crate) unsafe fn read_label_params(p: *const lshk_label_params) -> Result<La
     })
 }
 
-/// Label-aware buckets (HALOS): hashes `n` training queries (row i at
-/// `queries + i * q_stride`) with the index's family (after its query
-/// transform), counts per table and bucket how often each label occurs
-/// with the queries falling there, and rebuilds the tables: every bucket
-/// gains (policy BESIDE) or is replaced by (INSTEAD) its `label_cap` most
-/// frequent labels (ties to the smaller id). An IVF source labels its lists
-/// (docs/ivf.md, "Label-aware lists"). Query i's labels are
+/// Label-aware buckets (lshk's extension; not HALOS's IUL): hashes `n`
+/// training queries (row i at `queries + i * q_stride`) with the index's
+/// family (after its query transform), counts per table and bucket how
+/// often each label occurs with the queries falling there, and rebuilds
+/// the tables: every bucket gains (policy BESIDE) or is replaced by
+/// (INSTEAD) its `label_cap` most frequent labels (ties to the smaller
+/// id). An IVF source labels its lists (docs/ivf.md, "Label-aware
+/// lists"). Query i's labels are
 /// `labels[label_offsets[i] .. label_offsets[i+1]]`, row ids < rows
 /// (`label_offsets`: n + 1 non-decreasing entries; the first need not be 0,
 /// so a window of a larger CSR array works). `p` NULL = defaults.

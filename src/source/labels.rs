@@ -1,5 +1,6 @@
-//! Label-aware buckets (HALOS): the model's training data decide what each
-//! bucket holds.
+//! Label-aware buckets (lshk's extension of data-aware LSH; not in the
+//! HALOS paper, whose method is IUL): the model's training data decide
+//! what each bucket holds.
 //!
 //! Training data are `n` queries with their labels as CSR
 //! (`label_offsets`, `n + 1` non-decreasing entries, and `labels`, row ids

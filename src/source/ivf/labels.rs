@@ -1,5 +1,4 @@
-//! Label-aware lists: HALOS's label-aware buckets on the k-means lists
-//! ("composes with label-aware buckets").
+//! Label-aware lists: lshk's label-aware buckets on the k-means lists.
 //!
 //! [`Ivf::train_labels`] takes (query, labels) training pairs, finds the
 //! list each training query visits first (the best estimate `e_l`, exactly

@@ -40,7 +40,7 @@ pub(super) fn check_row_weights(wt: &[f32], rows: usize) -> Result<()> {
 /// where `n_r` counts how often row `r` occurs in `hits` and `N =
 /// hits.len()` (so the added term averages `alpha` over the rows; no hits
 /// gives all ones). `hits` are row ids (each `< rows`) that training
-/// queries should find: their labels (HALOS's use of training pairs), or
+/// queries should find: their labels (the training pairs), or
 /// their exact top-k rows. Computed in f64, rounded to f32 once.
 pub fn row_weights_from_hits(rows: usize, hits: &[u32], alpha: f32) -> Result<Vec<f32>> {
     if !(alpha.is_finite() && alpha >= 0.0) {
