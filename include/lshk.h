@@ -389,7 +389,7 @@ typedef struct lshk_ivf_query {
   // when it is not 0). 0 = no re-rank: the index's scorer ranks the
   // top k by the codes from the stored W. Default 32.
   uint32_t rerank;
-  // Adaptive stop (default 3.0; finite, >= 0; 0 = visit exactly the
+  // Adaptive stop (default 2.5; finite, >= 0; 0 = visit exactly the
   // `nprobe` best lists): after the best list, a list is scanned while
   // `<[q, 1], c> + reach |q| spread` is at least the k-th best score so
   // far (docs/ivf.md).

@@ -248,41 +248,41 @@ fn check(what: &str, got: &[(String, u64)], golden: &[(&str, u64)]) {
 }
 
 const DEMO_LAYER: &[(&str, u64)] = &[
-    ("ivf None borrow false, default", 0x47974bc6c7ba2c82),
+    ("ivf None borrow false, default", 0xb385d43f1390c11e),
     (
         "ivf None borrow false, nprobe 4 rerank 32",
-        0x0387471349a695e1,
+        0x0e3f113a5dc54714,
     ),
     (
         "ivf None borrow false, nprobe 4 rerank 0",
-        0x0387471349a695e1,
+        0x0e3f113a5dc54714,
     ),
-    ("ivf I8 borrow false, default", 0xbf7bc035002ed9d8),
+    ("ivf I8 borrow false, default", 0xa558cca15da4d5d5),
     (
         "ivf I8 borrow false, nprobe 4 rerank 32",
-        0x314b6f9075ce7006,
+        0x03ed2b5a739f7655,
     ),
-    ("ivf I8 borrow false, nprobe 4 rerank 0", 0x3e567b3851e0b8c8),
-    ("ivf I8 borrow true, default", 0xbf7bc035002ed9d8),
-    ("ivf I8 borrow true, nprobe 4 rerank 32", 0x314b6f9075ce7006),
-    ("ivf I8 borrow true, nprobe 4 rerank 0", 0x3e567b3851e0b8c8),
-    ("ivf Pq4 borrow false, default", 0x8ad3a64ba0b6b073),
+    ("ivf I8 borrow false, nprobe 4 rerank 0", 0x0c4b93d77bfe0c4f),
+    ("ivf I8 borrow true, default", 0xa558cca15da4d5d5),
+    ("ivf I8 borrow true, nprobe 4 rerank 32", 0x03ed2b5a739f7655),
+    ("ivf I8 borrow true, nprobe 4 rerank 0", 0x0c4b93d77bfe0c4f),
+    ("ivf Pq4 borrow false, default", 0xbc5b683c949c2f5d),
     (
         "ivf Pq4 borrow false, nprobe 4 rerank 32",
-        0xec38ed45ba4cddc9,
+        0x0cbe58c0d4270852,
     ),
     (
         "ivf Pq4 borrow false, nprobe 4 rerank 0",
-        0xf88ac1cd736b06ae,
+        0x1e3576efcbcd65e2,
     ),
-    ("ivf Pq4I8 borrow false, default", 0xbf7bc035002ed9d8),
+    ("ivf Pq4I8 borrow false, default", 0xb0621d23aed9c446),
     (
         "ivf Pq4I8 borrow false, nprobe 4 rerank 32",
-        0x314b6f9075ce7006,
+        0x03ed2b5a739f7655,
     ),
     (
         "ivf Pq4I8 borrow false, nprobe 4 rerank 0",
-        0x3e567b3851e0b8c8,
+        0x0c4b93d77bfe0c4f,
     ),
     ("index SimHash F32", 0xd7956e4eb8e8b282),
     ("index SimHash Bf16", 0xc344e38d415d07d9),
@@ -295,41 +295,41 @@ const DEMO_LAYER: &[(&str, u64)] = &[
 ];
 
 const W2V_GUTENBERG: &[(&str, u64)] = &[
-    ("ivf None borrow false, default", 0xc3f92a91bb0f210f),
+    ("ivf None borrow false, default", 0xfb694f85ebf10e83),
     (
         "ivf None borrow false, nprobe 4 rerank 32",
-        0xa3468455c62abc1b,
+        0xc46676635c6cfb64,
     ),
     (
         "ivf None borrow false, nprobe 4 rerank 0",
-        0xa3468455c62abc1b,
+        0xc46676635c6cfb64,
     ),
-    ("ivf I8 borrow false, default", 0xe3ee2229f212f8ba),
+    ("ivf I8 borrow false, default", 0x4082dd361f8b75ec),
     (
         "ivf I8 borrow false, nprobe 4 rerank 32",
-        0x97cb386121bf3a7b,
+        0xfb6f62054809782b,
     ),
-    ("ivf I8 borrow false, nprobe 4 rerank 0", 0x5e2134171207a417),
-    ("ivf I8 borrow true, default", 0xe3ee2229f212f8ba),
-    ("ivf I8 borrow true, nprobe 4 rerank 32", 0x97cb386121bf3a7b),
-    ("ivf I8 borrow true, nprobe 4 rerank 0", 0x5e2134171207a417),
-    ("ivf Pq4 borrow false, default", 0x4a1c65fc50b6cd7e),
+    ("ivf I8 borrow false, nprobe 4 rerank 0", 0xec82471e12741eea),
+    ("ivf I8 borrow true, default", 0x4082dd361f8b75ec),
+    ("ivf I8 borrow true, nprobe 4 rerank 32", 0xfb6f62054809782b),
+    ("ivf I8 borrow true, nprobe 4 rerank 0", 0xec82471e12741eea),
+    ("ivf Pq4 borrow false, default", 0x6e3c23fb44ecc03d),
     (
         "ivf Pq4 borrow false, nprobe 4 rerank 32",
-        0x089a3208660ed091,
+        0x7861ca37e6b13b35,
     ),
     (
         "ivf Pq4 borrow false, nprobe 4 rerank 0",
-        0x08d89f202d3458c0,
+        0x45086c28979be111,
     ),
-    ("ivf Pq4I8 borrow false, default", 0xec21d58480853450),
+    ("ivf Pq4I8 borrow false, default", 0x7de76e6e44f79f5f),
     (
         "ivf Pq4I8 borrow false, nprobe 4 rerank 32",
-        0x97cb386121bf3a7b,
+        0xfb6f62054809782b,
     ),
     (
         "ivf Pq4I8 borrow false, nprobe 4 rerank 0",
-        0x5e2134171207a417,
+        0xec82471e12741eea,
     ),
     ("index SimHash F32", 0xeda7b666f180fdd8),
     ("index SimHash Bf16", 0xe3726c71927cde38),

@@ -100,10 +100,11 @@ pub mod ivf {
     ///   answer sits in one tight cluster stops after a list or two, a query
     ///   between clusters (typical of real layers, whose queries are not drawn
     ///   from the rows) keeps going. Measured (docs/ivf.md, rerank 32):
-    ///   `reach = 3` (the default) gives recall@10 1.000 on the synthetic W1
-    ///   (1.1 lists of 3,274 per query) and 0.995 on w2v-gutenberg (314 of
-    ///   752 lists) alike, with no per-layer tuning; 2.5 gives 0.999 / 0.985,
-    ///   2 gives 0.999 / 0.930.
+    ///   `reach = 2.5` (the default) gives recall@10 0.999 on the synthetic
+    ///   W1 (1 list of 3,274 per query), 0.992 on w2v-gutenberg (236 of 752
+    ///   lists) and 1.000 on a heavy-tailed 50-dimension layer alike, with
+    ///   no per-layer tuning; 3 gives 0.999 / 0.999 / 1.000 at 1.35x the
+    ///   time on w2v, 2 gives 0.999 / 0.942 / 0.995.
     /// * **fixed** (`reach = 0`): the `nprobe` best lists by `e_l`, as FAISS's
     ///   IVF does.
     #[derive(Clone, Copy, Debug, PartialEq)]
@@ -130,7 +131,7 @@ pub mod ivf {
     pub const DEFAULT_REFINE: u32 = 256;
 
     /// The default adaptive margin of [`SearchParams::reach`].
-    pub const DEFAULT_REACH: f32 = 3.0;
+    pub const DEFAULT_REACH: f32 = 2.5;
 
     impl Default for SearchParams {
         fn default() -> Self {

@@ -436,16 +436,32 @@ pub(super) fn drift_tracks(
     }
 }
 
-/// Per list: `sqrt(2 ln n) * s`, `s^2 = mean |x - c|^2 / xdim`: the
-/// expected maximum of `n` Gaussian values of standard deviation `s`, i.e.
-/// how far the best of the list's rows reaches beyond its centroid along a
-/// random unit direction. Lists are ranked by `<[q, 1], c> + |q| spread`,
+/// Per list: `max(sqrt(2 ln n) * s, FAR_ROW_Z * f)`, with `s^2 = mean
+/// |x - c|^2 / xdim` and `f = max |x - c| / sqrt(xdim)`. The first term is
+/// the expected maximum of `n` Gaussian values of standard deviation `s`,
+/// i.e. how far the best of the list's rows reaches beyond its centroid
+/// along a random unit direction when the rows spread alike. The second is
+/// the list's farthest row alone, `FAR_ROW_Z` standard deviations of its
+/// own projection (`|x - c| / sqrt(xdim)`): a row far out of its list (a
+/// hub row of a heavy-tailed layer, whose norm is many times the others')
+/// moves the mean little, so the first term alone would let the adaptive
+/// stop skip the list that holds it at any `reach` (recall stays below 1
+/// while nearly every list is scanned); lists without such a row keep the
+/// first term (docs/ivf.md, "Lists with far rows").
+/// Lists are ranked by `<[q, 1], c> + |q| spread`,
 /// an estimate of the best score in the list: ranking by `<[q, 1], c>`
 /// alone penalises a list that merged several clusters (its centroid, a mean
 /// of several directions, is short), which k-means produces wherever the
 /// data have more clusters than `nlist` (W1 at 200,000 rows and 1,789 lists:
 /// recall@10 at nprobe 1 is 0.48 with the plain inner product and 0.97 with
 /// the spread term).
+/// Standard deviations of its own projection that a list's farthest row is
+/// taken to reach in [`list_spread`]. Measured (docs/ivf.md, "Lists with
+/// far rows"): 1.5 removes the recall ceiling of heavy-tailed layers and
+/// keeps the recall-time curve of w2v-gutenberg and W1; 2 and 2.5 do too,
+/// with a coarser `reach` scale.
+const FAR_ROW_Z: f64 = 1.5;
+
 #[allow(clippy::too_many_arguments)]
 pub(super) fn list_spread(
     w: &[f32],
@@ -465,21 +481,24 @@ pub(super) fn list_spread(
             if b == a {
                 return 0.0;
             }
-            let mut ss = 0.0f64;
+            let (mut ss, mut far) = (0.0f64, 0.0f64);
             for &r in &ids[a..b] {
                 let r = r as usize;
                 let row = &w[r * stride..r * stride + dim];
-                ss += row
+                let mut d2 = row
                     .iter()
                     .zip(c)
                     .map(|(&x, &m)| f64::from(x - m).powi(2))
                     .sum::<f64>();
                 if let Some(bb) = bias {
-                    ss += f64::from(bb[r] - c[dim]).powi(2);
+                    d2 += f64::from(bb[r] - c[dim]).powi(2);
                 }
+                ss += d2;
+                far = far.max(d2);
             }
-            let n = (b - a) as f64;
-            ((ss / n / xdim as f64).sqrt() * (2.0 * n.ln()).max(0.0).sqrt()) as f32
+            let (n, xd) = ((b - a) as f64, xdim as f64);
+            let bulk = (ss / n / xd).sqrt() * (2.0 * n.ln()).max(0.0).sqrt();
+            bulk.max(FAR_ROW_Z * (far / xd).sqrt()) as f32
         })
         .collect()
 }

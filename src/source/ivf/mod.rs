@@ -498,4 +498,33 @@ mod tests {
             assert!(scores[..got].iter().all(|&s| s < scores[got]), "n = {n}");
         }
     }
+
+    /// The spread of a list with one row far out (a hub) covers that row:
+    /// at least `FAR_ROW_Z` of its own projection's deviations, far above
+    /// what the mean residual gives; a list of rows alike keeps the
+    /// Gaussian extreme term, which is the larger there.
+    #[test]
+    fn list_spread_covers_the_farthest_row() {
+        let (dim, n) = (50usize, 47usize);
+        let cent = vec![0.0f32; dim];
+        // n rows of +-0.1 on every coordinate (|x| = 0.1 sqrt(dim)).
+        let mut w: Vec<f32> = (0..n * dim)
+            .map(|i| if (i * 7 + i / dim) % 2 == 0 { 0.1 } else { -0.1 })
+            .collect();
+        let ids: Vec<u32> = (0..n as u32).collect();
+        let offsets = [0u32, n as u32];
+        let alike = list_spread(&w, None, dim, dim, &cent, dim, &offsets, &ids)[0];
+        let bulk = (0.1f64 * (2.0 * (n as f64).ln()).sqrt()) as f32;
+        assert!((alike - bulk).abs() <= 1e-6, "{alike} vs {bulk}");
+        // One row 30 times farther out.
+        w[..dim].iter_mut().for_each(|x| *x *= 30.0);
+        let far = 3.0f32;
+        let hub = list_spread(&w, None, dim, dim, &cent, dim, &offsets, &ids)[0];
+        let mean_only = {
+            let ss = (n - 1) as f64 * 0.01 * dim as f64 + 9.0 * dim as f64;
+            ((ss / n as f64 / dim as f64).sqrt() * (2.0 * (n as f64).ln()).sqrt()) as f32
+        };
+        assert!(hub >= 1.5 * far * 0.999_999, "{hub} vs {}", 1.5 * far);
+        assert!(hub > 1.5 * mean_only, "{hub} vs the mean-only {mean_only}");
+    }
 }
