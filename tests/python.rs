@@ -11,7 +11,8 @@
 //! changing anything, agree across threads, and share index files with a
 //! C++ program built on `include/lshk.hpp`. It also installs Ray (when pip
 //! can; otherwise it prints `skipped:` for it, in CI too) for the sharded
-//! serving test on a local Ray cluster (`python/tests/test_sharded.py`).
+//! serving test on a local Ray cluster (`python/tests/test_sharded.py`),
+//! and PyTorch the same way for `lshk.torch` (`python/tests/test_torch.py`).
 //!
 //! Without python3, its `venv` module (Debian: python3-venv) or the network
 //! (pip, crates.io) the test prints `skipped: <why>`; with the environment
@@ -110,6 +111,17 @@ fn python_package() {
             .env("PIP_DISABLE_PIP_VERSION_CHECK", "1"))
         {
             println!("skipped: the Ray test (pip could not install ray: {e})");
+        }
+    }
+    // PyTorch for lshk.torch (python/tests/test_torch.py), an optional
+    // dependency of the package; where pip cannot install it, those tests
+    // are skipped (pytest.importorskip) and this says so.
+    if run(Command::new(&vpy).args(["-c", "import torch"])).is_err() {
+        if let Err(e) = run(Command::new(&vpy)
+            .args(["-m", "pip", "install", "-q", "torch"])
+            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1"))
+        {
+            println!("skipped: the torch tests (pip could not install torch: {e})");
         }
     }
     let manifest = s.root.join("python").join("Cargo.toml");

@@ -15,7 +15,13 @@ IUL), "ivf" (k-means lists with int8 / 4-bit codes; calibration),
 "graph" (the FGD graph) or "forest" (the hashing forest; rebuild), each
 with its own knobs, and `query(q, k)` for every one of them.
 Kernels: `SimHash`, `Dwta`, `Tables`, `gathered_matmul`, `topk`, `merge_topk`,
-`softmax`, `quantize_rows_i8`, `to_bf16`.
+`softmax`, `quantize_rows_i8`, `to_bf16`; training kernels:
+`softmax_xent_csr`, `gather_dq`, `rows_update_sgd`, `rehash_next`.
+
+`lshk.torch` (needs PyTorch: `pip install ./python[torch]`) has the
+PyTorch modules: `TopKHead` (top-k inference through an index) and
+`SampledSoftmax` (a sampled-softmax output layer trained on these
+kernels). `import lshk` itself does not import torch.
 
 Arrays: float data must be float32 (a TypeError otherwise); integer arrays
 of another integer dtype are converted (range-checked copy). Arrays whose
@@ -32,11 +38,15 @@ from ._lshk import (  # noqa: F401
     Tables,
     UnsupportedError,
     __version__,
+    gather_dq,
     gathered_matmul,
     isa_active,
     merge_topk,
     quantize_rows_i8,
+    rehash_next,
+    rows_update_sgd,
     softmax,
+    softmax_xent_csr,
     to_bf16,
     topk,
 )
@@ -50,11 +60,15 @@ __all__ = [
     "Tables",
     "UnsupportedError",
     "__version__",
+    "gather_dq",
     "gathered_matmul",
     "isa_active",
     "merge_topk",
     "quantize_rows_i8",
+    "rehash_next",
+    "rows_update_sgd",
     "softmax",
+    "softmax_xent_csr",
     "to_bf16",
     "topk",
 ]

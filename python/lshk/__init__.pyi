@@ -41,6 +41,7 @@ Codes = Union[Literal["none", "i8", "pq4", "pq4_i8"], int]
 Policy = Union[Literal["beside", "instead"], int]
 GraphStorage = Union[Literal["f32", "bf16", "i8"], int]
 Walk = Union[Literal["exact", "int8"], int]
+BudgetRule = Union[Literal["mid_bucket", "mid_bucket_rotated", "whole_buckets"], int]
 
 class LshkError(Exception):
     """A failed lshk call.
@@ -302,6 +303,23 @@ class Index:
         builds the trees again from the index's current W, e.g. after the
         caller changed a borrowed W in place (while no call used the index),
         with a new seed when given. On error the index is unchanged."""
+    def update_rows(self, ids: _Int, rows: Optional[_F32] = None, bias: Optional[_F32] = None) -> None:
+        """lshk_index_update_rows (LSH sources; UnsupportedError otherwise):
+        writes new values of rows `ids` of W (`rows`: one row of dim floats
+        per id) and of their bias (`bias`: one value per id, only for an
+        index with a bias) and marks them dirty; the tables keep the old
+        buckets until rehash_dirty. A borrowed W: change it in place and
+        pass rows=None (marks only). On error the index is unchanged."""
+    def rehash_rows(self, ids: _Int) -> int:
+        """lshk_index_rehash_rows (LSH sources): rehashes rows `ids` from
+        the current W into every table (their dirty marks cleared); returns
+        the number rehashed. Afterwards queries equal those of a fresh build
+        over the current W and bias (f32 and borrowed storage)."""
+    def rehash_dirty(self) -> int:
+        """lshk_index_rehash_dirty (LSH sources): rehashes every row marked
+        by update_rows since its last rehash; returns their number."""
+    def dirty_rows(self) -> int:
+        """lshk_index_dirty_rows: rows updated since their last rehash."""
     def memory_bytes(self) -> int:
         """lshk_index_memory_bytes (a borrowed W is not counted)."""
     def describe(self) -> Description:
@@ -402,10 +420,18 @@ class Tables:
         self, codes: _Int, *, min_count: Optional[int] = None, max_candidates: Optional[int] = None,
         probes: Optional[int] = None, bits_per_table: Optional[int] = None, projections: Optional[_F32] = None,
         forced_offsets: Optional[_Int] = None, forced_ids: Optional[_Int] = None, counts: bool = False,
+        rule: Optional[BudgetRule] = None, budget_seed: int = 0,
     ) -> tuple:
         """lshk_tables_gather: candidates of queries given by their codes
         (q, L), as CSR (ids uint32, offsets uint64 of q + 1), plus the
-        per-id table counts with counts=True."""
+        per-id table counts with counts=True. With `rule`,
+        lshk_tables_gather_budget: how max_candidates (forced ids included)
+        cuts a query's buckets: 'mid_bucket' (lshk_tables_gather's rule),
+        'mid_bucket_rotated' (tables from a per-query start, the cut bucket
+        read from a per-query position; `budget_seed` seeds both) or
+        'whole_buckets' (LSH negative sampling's rule: whole buckets, table
+        by table from the per-query start, stopping before the first table
+        that would pass the budget)."""
 
 def gathered_matmul(
     w: npt.ArrayLike, q: _F32, ids: _Int, offsets: Optional[_Int] = None, *, bias: Optional[_F32] = None,
@@ -440,5 +466,27 @@ def quantize_rows_i8(w: _F32) -> Tuple[np.ndarray, np.ndarray]:
 def to_bf16(x: _F32) -> np.ndarray:
     """lshk_convert(F32 -> BF16): bf16 bits as uint16, round to nearest
     even."""
+def softmax_xent_csr(logits: _F32, targets: _F32, offsets: _Int, *, threads: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+    """lshk_softmax_xent_csr: per CSR segment b (offsets nb + 1, ending at
+    len(logits)), with t = targets / sum(targets) over the segment,
+    loss[b] = log sum exp(z) - sum t z and grad[j] = softmax(z)_j - t_j:
+    (loss (nb,), grad (n,)) float32. A segment whose targets sum to 0 has
+    loss 0 and gradient 0. Same bits on every tier and thread count
+    (threads 0 = every core). Error bounds: docs/training.md."""
+def gather_dq(w: _F32, grad: _F32, ids: _Int, offsets: _Int, *, threads: int = 0) -> np.ndarray:
+    """lshk_gather_dq (f32 rows): dq[b] = sum over sample b's segment of
+    grad[j] * w[ids[j]], shape (nb, dim): the gradient in the inputs of
+    the gathered matmul."""
+def rows_update_sgd(w: np.ndarray, q: _F32, grad: _F32, ids: _Int, offsets: _Int, lr: float, *, threads: int = 0) -> None:
+    """lshk_rows_update_sgd, in place on w (a writable float32 array whose
+    rows are contiguous; anything that would need a copy raises
+    ValueError): for every position j in order, w[ids[j]] -= (lr *
+    grad[j]) * q[b(j)], b(j) the segment holding j (q: one row per
+    segment). lr = -1 on a zero w gives the rows' gradient sum_j grad_j
+    q_b(j)."""
+def rehash_next(t: int, initial_period: float = 50.0, lambda_: float = 1e-4) -> int:
+    """lshk_rehash_next: the iteration of the next rehash after one at t,
+    t + max(1, floor(initial_period * exp(lambda_ * t))); the defaults are
+    LNS's schedule (50, 100, 150, 200, 251, ...)."""
 def isa_active() -> str:
     """The SIMD tier lshk runs on: 'scalar', 'portable', 'avx2' or 'avx512'."""

@@ -48,6 +48,16 @@ pub(crate) const WALKS: Names = &[
     ("exact", c::index::LSHK_GRAPH_WALK_EXACT),
     ("int8", c::index::LSHK_GRAPH_WALK_INT8),
 ];
+/// How a gather's `max_candidates` cuts the union of a query's buckets
+/// (lshk_budget_params.rule).
+pub(crate) const BUDGET_RULES: Names = &[
+    ("mid_bucket", c::tables::LSHK_BUDGET_MID_BUCKET),
+    (
+        "mid_bucket_rotated",
+        c::tables::LSHK_BUDGET_MID_BUCKET_ROTATED,
+    ),
+    ("whole_buckets", c::tables::LSHK_BUDGET_WHOLE_BUCKETS),
+];
 pub(crate) const POLICIES: Names = &[
     ("beside", c::labels::LSHK_LABEL_POLICY_BESIDE),
     ("instead", c::labels::LSHK_LABEL_POLICY_INSTEAD),

@@ -1077,6 +1077,113 @@ impl Index {
         })
     }
 
+    /// LSH sources: new values of rows `ids` of W (and of their bias),
+    /// marked dirty for `rehash_dirty` (lshk_index_update_rows). `rows`
+    /// None only marks the ids (a borrowed W the caller changed in place).
+    #[pyo3(signature = (ids, rows=None, bias=None))]
+    fn update_rows<'py>(
+        &mut self,
+        py: Python<'py>,
+        ids: &Bound<'py, PyAny>,
+        rows: Option<&Bound<'py, PyAny>>,
+        bias: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<()> {
+        let im = vec1(py, ids, "ids", Dt::U32)?;
+        let n = im.len();
+        let rm = match rows {
+            Some(o) if !o.is_none() => {
+                let m = mat(py, o, "rows", Dt::F32, Nd::OneOrTwo, false)?;
+                need_cols(&m, "rows", self.dim)?;
+                if m.rows != n {
+                    return Err(PyValueError::new_err(format!(
+                        "rows: must have one row per id ({n}), got {}",
+                        m.rows
+                    )));
+                }
+                Some(m)
+            }
+            _ => None,
+        };
+        let bm = opt_vec1(py, bias, "bias", Dt::F32)?;
+        if let Some(b) = &bm {
+            expect_len(b, "bias", n, "one per id")?;
+        }
+        let (h, ip, rp, rs, bp) = (
+            self.h.0 as usize,
+            im.ptr,
+            ptr_or_null(&rm),
+            rm.as_ref().map_or(self.dim, |m| m.stride),
+            ptr_or_null(&bm),
+        );
+        py.detach(move || {
+            // SAFETY: ids holds n u32, rows (when given) n rows of dim
+            // floats at stride rs, bias (when given) n floats, all checked
+            // above and held by im, rm, bm; the index is borrowed
+            // exclusively through &mut self.
+            check(unsafe {
+                c::index::lshk_index_update_rows(
+                    h as *mut lshk_index,
+                    ip as *const u32,
+                    n,
+                    rp as *const f32,
+                    rs,
+                    bp as *const f32,
+                )
+            })
+        })
+        .py_err(py)?;
+        drop((im, rm, bm));
+        Ok(())
+    }
+
+    /// LSH sources: rehashes rows `ids` from the current W into every
+    /// table (lshk_index_rehash_rows); returns the number rehashed.
+    fn rehash_rows<'py>(&mut self, py: Python<'py>, ids: &Bound<'py, PyAny>) -> PyResult<usize> {
+        let im = vec1(py, ids, "ids", Dt::U32)?;
+        let (h, ip, n) = (self.h.0 as usize, im.ptr, im.len());
+        let done = py
+            .detach(move || -> CResult<usize> {
+                let mut out = 0usize;
+                // SAFETY: ids holds n u32 (held by im); the index is
+                // borrowed exclusively through &mut self.
+                check(unsafe {
+                    c::index::lshk_index_rehash_rows(
+                        h as *mut lshk_index,
+                        ip as *const u32,
+                        n,
+                        &mut out,
+                    )
+                })?;
+                Ok(out)
+            })
+            .py_err(py)?;
+        drop(im);
+        Ok(done)
+    }
+
+    /// LSH sources: rehashes every row marked by `update_rows` since its
+    /// last rehash (lshk_index_rehash_dirty); returns the number rehashed.
+    fn rehash_dirty(&mut self, py: Python<'_>) -> PyResult<usize> {
+        let h = self.h.0 as usize;
+        py.detach(move || -> CResult<usize> {
+            let mut out = 0usize;
+            // SAFETY: a live handle borrowed exclusively through &mut self;
+            // `out` lives in this closure.
+            check(unsafe { c::index::lshk_index_rehash_dirty(h as *mut lshk_index, &mut out) })?;
+            Ok(out)
+        })
+        .py_err(py)
+    }
+
+    /// The number of rows updated since their last rehash
+    /// (lshk_index_dirty_rows).
+    fn dirty_rows(&self, py: Python<'_>) -> PyResult<usize> {
+        let mut n = 0usize;
+        // SAFETY: live handle, writable output.
+        check(unsafe { c::index::lshk_index_dirty_rows(self.h.0, &mut n) }).py_err(py)?;
+        Ok(n)
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let v = self.info(py)?;
         let what = match v.source {

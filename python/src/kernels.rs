@@ -22,6 +22,7 @@ use crate::arrays::{
     offsets_or_one, opt_vec1, out_array, out_ptr, out_shape, ptr_or_null, try_vec, vec1, Dt, Mat,
     Nd,
 };
+use crate::enums::{enum_arg, BUDGET_RULES};
 use crate::errors::{check, last_error_message, lshk_error, CResult, Failure, Handle, IntoPy};
 
 /// lshk_gather_params with the given fields changed from the defaults.
@@ -495,7 +496,8 @@ impl Tables {
     /// Candidates (CSR) of queries given by their codes (q, L):
     /// returns (ids, offsets) or (ids, offsets, counts).
     #[pyo3(signature = (codes, *, min_count=None, max_candidates=None, probes=None,
-        bits_per_table=None, projections=None, forced_offsets=None, forced_ids=None, counts=false))]
+        bits_per_table=None, projections=None, forced_offsets=None, forced_ids=None, counts=false,
+        rule=None, budget_seed=0))]
     #[allow(clippy::too_many_arguments)]
     fn gather<'py>(
         &self,
@@ -509,7 +511,19 @@ impl Tables {
         forced_offsets: Option<&Bound<'py, PyAny>>,
         forced_ids: Option<&Bound<'py, PyAny>>,
         counts: bool,
+        rule: Option<&Bound<'py, PyAny>>,
+        budget_seed: u64,
     ) -> PyResult<Bound<'py, PyTuple>> {
+        // None: lshk_tables_gather itself; a rule: lshk_tables_gather_budget.
+        let budget = match rule {
+            Some(r) if !r.is_none() => {
+                let mut b = c::tables::lshk_budget_params_default();
+                b.rule = enum_arg(r, "rule", BUDGET_RULES)?;
+                b.seed = budget_seed;
+                Some(b)
+            }
+            _ => None,
+        };
         let (n, l, _) = self.shape(py)?;
         let cm = mat(py, codes, "codes", Dt::U32, Nd::OneOrTwo, true)?;
         if cm.cols != l as usize {
@@ -549,6 +563,7 @@ impl Tables {
             out_ptr(&offsets),
         );
         let gp = &g as *const _ as usize;
+        let bp = budget.as_ref().map_or(0, |b| b as *const _ as usize);
         loop {
             let mut ids = try_vec::<u32>(cap, "candidate ids")?;
             let mut cnt = try_vec::<u32>(if counts { cap } else { 0 }, "candidate counts")?;
@@ -558,25 +573,50 @@ impl Tables {
             );
             let r = py.detach(move || -> (u32, usize, String) {
                 let mut needed = 0usize;
-                // SAFETY: codes q*L u32, projections pl floats, forced
-                // arrays as checked; ids/counts hold `cap`, offsets q + 1.
-                let s = unsafe {
-                    c::tables::lshk_tables_gather(
-                        h as *const _,
-                        cp as *const u32,
-                        q,
-                        gp as *const c::tables::lshk_gather_params,
-                        pp as *const f32,
-                        pl,
-                        fop as *const usize,
-                        fip as *const u32,
-                        fil,
-                        ip as *mut u32,
-                        cap,
-                        op as *mut usize,
-                        cntp as *mut u32,
-                        &mut needed,
-                    )
+                let s = if bp == 0 {
+                    // SAFETY: codes q*L u32, projections pl floats, forced
+                    // arrays as checked; ids/counts hold `cap`, offsets
+                    // q + 1; g lives on the caller's frame.
+                    unsafe {
+                        c::tables::lshk_tables_gather(
+                            h as *const _,
+                            cp as *const u32,
+                            q,
+                            gp as *const c::tables::lshk_gather_params,
+                            pp as *const f32,
+                            pl,
+                            fop as *const usize,
+                            fip as *const u32,
+                            fil,
+                            ip as *mut u32,
+                            cap,
+                            op as *mut usize,
+                            cntp as *mut u32,
+                            &mut needed,
+                        )
+                    }
+                } else {
+                    // SAFETY: as above; the budget parameters live on the
+                    // caller's frame too.
+                    unsafe {
+                        c::tables::lshk_tables_gather_budget(
+                            h as *const _,
+                            cp as *const u32,
+                            q,
+                            gp as *const c::tables::lshk_gather_params,
+                            bp as *const c::tables::lshk_budget_params,
+                            pp as *const f32,
+                            pl,
+                            fop as *const usize,
+                            fip as *const u32,
+                            fil,
+                            ip as *mut u32,
+                            cap,
+                            op as *mut usize,
+                            cntp as *mut u32,
+                            &mut needed,
+                        )
+                    }
                 };
                 let msg = if s == c::LSHK_STATUS_OK {
                     String::new()

@@ -12,7 +12,8 @@
 //! handles), `enums` (the C enums by name), `files` (paths, the W a file
 //! records), `index` (`lshk.Index`, every candidate source), `training`
 //! (label training, IUL), `kernels` (hash families, tables, stateless
-//! kernels).
+//! kernels), `train` (the training kernels: softmax cross-entropy, dq, SGD
+//! row updates, the rehash schedule).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -22,6 +23,7 @@ mod errors;
 mod files;
 mod index;
 mod kernels;
+mod train;
 mod training;
 
 use std::ffi::CStr;
@@ -33,6 +35,7 @@ fn _lshk(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     index::register(m)?;
     kernels::register(m)?;
+    train::register(m)?;
     // SAFETY: static NUL-terminated string.
     let v = unsafe { CStr::from_ptr(lshk::ffi::lshk_version()) };
     m.add("__version__", v.to_string_lossy().into_owned())?;

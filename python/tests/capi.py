@@ -362,3 +362,34 @@ class CApi:
         self.check(self.lib.lshk_convert(u32(STORAGE[frm]), ptr(src), sz(src.size), u32(STORAGE[to]),
                                          ptr(dst)))
         return dst
+
+
+def _xent(api, logits, targets, offs, threads=0):
+    nb = offs.size - 1
+    loss = np.empty(nb, np.float32)
+    grad = np.empty_like(logits)
+    api.check(api.lib.lshk_softmax_xent_csr(ptr(logits), ptr(targets), ptr(offs), sz(nb), u32(threads),
+                                            ptr(loss), ptr(grad)))
+    return loss, grad
+
+
+def _gather_dq(api, w, grad, ids, offs, threads=0):
+    nb = offs.size - 1
+    dq = np.empty((nb, w.shape[1]), np.float32)
+    api.check(api.lib.lshk_gather_dq(u32(STORAGE["f32"]), ptr(w), sz(w.shape[0]), sz(w.shape[1]),
+                                     sz(stride(w)), ptr(grad), ptr(ids), ptr(offs), sz(nb), u32(threads),
+                                     ptr(dq), sz(w.shape[1])))
+    return dq
+
+
+def _rows_update_sgd(api, w, q, grad, ids, offs, lr, threads=0):
+    """In place on w, as the C call."""
+    nb = offs.size - 1
+    api.check(api.lib.lshk_rows_update_sgd(ptr(w), sz(w.shape[0]), sz(w.shape[1]), sz(stride(w)), ptr(q),
+                                           sz(stride(q)), ptr(grad), ptr(ids), ptr(offs), sz(nb), f32(lr),
+                                           u32(threads)))
+
+
+CApi.softmax_xent_csr = _xent
+CApi.gather_dq = _gather_dq
+CApi.rows_update_sgd = _rows_update_sgd
