@@ -103,7 +103,7 @@ pub mod ivf {
     ///   `reach = 2.5` (the default) gives recall@10 0.999 on the synthetic
     ///   W1 (1 list of 3,274 per query), 0.992 on w2v-gutenberg (236 of 752
     ///   lists) and 1.000 on a heavy-tailed 50-dimension layer alike, with
-    ///   no per-layer tuning; 3 gives 0.999 / 0.999 / 1.000 at 1.35x the
+    ///   no per-layer tuning; 3 gives 0.999 / 0.999 / 1.000 at 1.4x the
     ///   time on w2v, 2 gives 0.999 / 0.942 / 0.995.
     /// * **fixed** (`reach = 0`): the `nprobe` best lists by `e_l`, as FAISS's
     ///   IVF does.
