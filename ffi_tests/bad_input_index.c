@@ -10,7 +10,8 @@
  * Functions covered here:
  *   lshk_index_params_default lshk_query_params_default
  *   lshk_iul_params_default lshk_index_build lshk_index_query
- *   lshk_index_save lshk_index_load lshk_index_memory_bytes
+ *   lshk_index_save lshk_index_load lshk_index_load_borrowed
+ *   lshk_index_memory_bytes
  *   lshk_index_describe lshk_index_weights lshk_index_free
  *   lshk_index_simhash lshk_index_dwta lshk_index_tables
  *   lshk_index_train_iul lshk_index_train_labels lshk_index_label_info */
@@ -185,6 +186,33 @@ static void bi_init_lshk_index_load(bi_args_lshk_index_load *a, bi_outs *o) {
 static lshk_status bi_call_lshk_index_load(bi_args_lshk_index_load *a) {
   lshk_index *before = a->outv;
   lshk_status s = lshk_index_load(a->path, a->borrowed_w, a->w_stride, a->out);
+  if (s == LSHK_STATUS_OK && a->out != NULL && *a->out != before)
+    lshk_index_free(*a->out);
+  return s;
+}
+
+typedef struct {
+  const char *path;
+  const float *w;
+  size_t w_len;
+  size_t w_stride;
+  float wnan[IR * IWS];
+  lshk_index *outv;
+  lshk_index **out;
+} bi_args_lshk_index_load_borrowed;
+static void bi_init_lshk_index_load_borrowed(bi_args_lshk_index_load_borrowed *a,
+                                             bi_outs *o) {
+  memcpy(a->wnan, wb, sizeof wb);
+  a->path = path_borrowed;
+  a->w = wb;
+  a->w_len = IR * IWS;
+  a->w_stride = 0;
+  a->out = &a->outv;
+  bi_out(o, &a->outv, sizeof a->outv);
+}
+static lshk_status bi_call_lshk_index_load_borrowed(bi_args_lshk_index_load_borrowed *a) {
+  lshk_index *before = a->outv;
+  lshk_status s = lshk_index_load_borrowed(a->path, a->w, a->w_len, a->w_stride, a->out);
   if (s == LSHK_STATUS_OK && a->out != NULL && *a->out != before)
     lshk_index_free(*a->out);
   return s;
@@ -720,6 +748,33 @@ int main(void) {
           a.wnan[0] = -INFINITY; a.borrowed_w = a.wnan);
   BI_ACCEPT(FN, a.path = path_borrowed; a.wnan[IWS - 1] = NAN;
             a.borrowed_w = a.wnan); /* the stride gap is not W */
+#undef FN
+
+#define FN lshk_index_load_borrowed
+  /* W's length: (IR - 1) * IWS + ID floats are the file's shape */
+  BI_BASELINE(FN);
+  BI_ACCEPT(FN, a.w_len = (IR - 1) * IWS + ID);
+  BI_ACCEPT(FN, a.w_len = SIZE_MAX; a.w_stride = IWS);
+  BI_CASE(FN, LSHK_STATUS_BUFFER_TOO_SMALL, a.w_len = (IR - 1) * IWS + ID - 1);
+  BI_CASE(FN, LSHK_STATUS_BUFFER_TOO_SMALL, a.w_len = 0);
+  BI_CASE(FN, LSHK_STATUS_BUFFER_TOO_SMALL, a.w_len = ID);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.w = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.path = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.out = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.out = BI_MISALIGN(lshk_index *, &a.outv));
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = "");
+  BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_missing);
+  BI_CASE(FN, LSHK_STATUS_IO_ERROR, a.path = path_fifo); /* never blocks */
+  BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = path_truncated);
+  /* a file that stores its weights takes no W */
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = path_stored);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w_stride = IWS + 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w_stride = ID);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w = BI_MISALIGN(const float, wb));
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.wnan[(IR - 1) * IWS + ID - 1] = NAN;
+          a.w = a.wnan);
+  BI_ACCEPT(FN, a.wnan[IWS - 1] = NAN; a.w = a.wnan); /* the stride gap */
 #undef FN
 
 #define FN lshk_index_memory_bytes

@@ -20,7 +20,7 @@
  *   forest        Forest::build(W02), 2 trees, leaf size 8, seed 1.
  *
  * Functions covered here:
- *   lshk_index_load */
+ *   lshk_index_load lshk_index_load_borrowed */
 #define _POSIX_C_SOURCE 200809L
 #include "bad_input_files.h"
 
@@ -344,6 +344,33 @@ static lshk_status bi_call_lshk_index_load(bi_args_lshk_index_load *a) {
   return s;
 }
 
+typedef struct {
+  const char *path;
+  const float *w;
+  size_t w_len;
+  size_t w_stride;
+  float wv[LR * LWS];
+  lshk_index *outv;
+  lshk_index **out;
+} bi_args_lshk_index_load_borrowed;
+static void bi_init_lshk_index_load_borrowed(bi_args_lshk_index_load_borrowed *a,
+                                             bi_outs *o) {
+  memcpy(a->wv, w02, sizeof w02);
+  a->path = p_gf32;
+  a->w = a->wv;
+  a->w_len = LR * LWS;
+  a->w_stride = LWS;
+  a->out = &a->outv;
+  bi_out(o, &a->outv, sizeof a->outv);
+}
+static lshk_status bi_call_lshk_index_load_borrowed(bi_args_lshk_index_load_borrowed *a) {
+  lshk_index *before = a->outv;
+  lshk_status s = lshk_index_load_borrowed(a->path, a->w, a->w_len, a->w_stride, a->out);
+  if (s == LSHK_STATUS_OK && a->out != NULL && *a->out != before)
+    lshk_index_free(*a->out);
+  return s;
+}
+
 /* The loaded index of `path` (NULL when the load fails); describes it. */
 static lshk_index *load(const char *path, const float *w, size_t w_stride,
                         lshk_index_info *info) {
@@ -461,6 +488,29 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = p_ivfo; a.w_stride = 0);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.path = p_ivfo; a.w = NULL;
           a.out = NULL);
+#undef FN
+
+#define FN lshk_index_load_borrowed
+  /* W's length against each 0.2 file's shape: (LR - 1) * LWS + LD */
+  BI_BASELINE(FN);
+  BI_ACCEPT(FN, a.w_len = (LR - 1) * LWS + LD);
+  BI_ACCEPT(FN, a.path = p_forest; a.w_len = (LR - 1) * LWS + LD);
+  BI_ACCEPT(FN, a.path = p_ivfb; a.w_len = (LR - 1) * LWS + LD);
+  BI_CASE(FN, LSHK_STATUS_BUFFER_TOO_SMALL, a.w_len = (LR - 1) * LWS + LD - 1);
+  BI_CASE(FN, LSHK_STATUS_BUFFER_TOO_SMALL, a.path = p_forest;
+          a.w_len = (LR - 1) * LWS + LD - 1);
+  BI_CASE(FN, LSHK_STATUS_BUFFER_TOO_SMALL, a.path = p_ivfb;
+          a.w_len = (LR - 1) * LWS + LD - 1);
+  BI_CASE(FN, LSHK_STATUS_BUFFER_TOO_SMALL, a.path = p_ivfb; a.w_len = 0);
+  /* a longer stride needs a longer W */
+  BI_CASE(FN, LSHK_STATUS_BUFFER_TOO_SMALL, a.w_stride = LWS + 1);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.w = NULL);
+  BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.path = p_ivfo; a.w = NULL);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.path = p_ivfo);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.w_stride = LD - 1);
+  BI_CASE(FN, LSHK_STATUS_SIZE_OVERFLOW, a.w_stride = SIZE_MAX / 2);
+  BI_CASE(FN, LSHK_STATUS_NON_FINITE, a.path = p_forest; a.wv[2] = NAN);
+  BI_CASE(FN, LSHK_STATUS_BAD_FILE_FORMAT, a.path = p_corrupt);
 #undef FN
 
   /* What the loads give: an index of the file's source, usable. */

@@ -878,6 +878,11 @@ void test_index() {
     EXPECT_THROW_STATUS(lshk::Index::load(path), LSHK_STATUS_INVALID_ARGUMENT, "lshk_index_load");
     EXPECT_THROW_STATUS(lshk::Index::load(path, w.data(), dim + 1), LSHK_STATUS_INVALID_ARGUMENT,
                         "lshk_index_load");
+    // W as a span: its length checked against the file's shape.
+    CHECK(same_topk(lshk::Index::load(path, lshk::span<const float>(w)).query(q, k), plain.ids,
+                    plain.scores));
+    EXPECT_THROW_STATUS(lshk::Index::load(path, lshk::span<const float>(w.data(), w.size() - 1)),
+                        LSHK_STATUS_BUFFER_TOO_SMALL, "lshk_index_load_borrowed");
   }
   std::remove(path.c_str());
 

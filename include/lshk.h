@@ -1211,6 +1211,28 @@ lshk_status lshk_index_load(const char *path,
                             size_t w_stride,
                             struct lshk_index **out);
 
+// lshk_index_load for a file that needs W (saved from a BORROWED_F32
+// index, or a 0.2 file that does not hold W), with W's length checked:
+// `borrowed_w` holds `w_len` floats, and a file whose shape needs more,
+// `(rows - 1) * w_stride + dim`, is refused before W is read. Otherwise as
+// lshk_index_load with a non-NULL `borrowed_w` (the same W as at build
+// time, used in place, alive and unchanged until lshk_index_free;
+// `w_stride` 0 = the recorded stride). Prefer it to lshk_index_load
+// whenever W's length is known.
+//
+// Errors: as lshk_index_load; NULL_POINTER also for `borrowed_w`;
+// BUFFER_TOO_SMALL when `w_len` is below the file's shape;
+// INVALID_ARGUMENT for a file that stores its weights.
+//
+// # Safety
+// `path` must be a NUL-terminated string; `borrowed_w` must hold `w_len`
+// readable floats.
+lshk_status lshk_index_load_borrowed(const char *path,
+                                     const float *borrowed_w,
+                                     size_t w_len,
+                                     size_t w_stride,
+                                     struct lshk_index **out);
+
 // Bytes held by the index: family, tables, bias, and the weights it owns
 // or maps from its file (a borrowed W is the caller's and not counted).
 //

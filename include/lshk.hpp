@@ -1266,6 +1266,15 @@ class Index : public detail::Owner<Index, detail::IndexBase, lshk_index, lshk_in
     check(lshk_index_load(path.c_str(), w, w_stride, &h));
     return adopt_handle(h);
   }
+  /* lshk_index_load_borrowed: the same with W as a span, whose length the
+   * library checks against the file's shape before reading W (a file
+   * needing more throws LSHK_STATUS_BUFFER_TOO_SMALL). Prefer it whenever
+   * W's length is known. */
+  static Index load(const std::string &path, span<const float> w, std::size_t w_stride = 0) {
+    lshk_index *h = nullptr;
+    check(lshk_index_load_borrowed(path.c_str(), w.data(), w.size(), w_stride, &h));
+    return adopt_handle(h);
+  }
   /* lshk_index_save: written to a temporary file, then renamed. A borrowed
    * W is not stored (load takes it again). */
   void save(const std::string &path) const { check(lshk_index_save(h_, path.c_str())); }

@@ -219,9 +219,10 @@ fn mutated_index_files_never_crash_the_loader() {
 
 use lshk::ffi::index::{
     lshk_index, lshk_index_build, lshk_index_describe, lshk_index_free, lshk_index_info,
-    lshk_index_load, lshk_index_params_default, lshk_index_query, lshk_index_save,
-    lshk_query_params_default, LSHK_IVF_CODES_I8, LSHK_IVF_CODES_NONE, LSHK_IVF_CODES_PQ4,
-    LSHK_IVF_CODES_PQ4_I8, LSHK_SOURCE_IVF, LSHK_STORAGE_BORROWED_F32, LSHK_STORAGE_F32,
+    lshk_index_load, lshk_index_load_borrowed, lshk_index_params_default, lshk_index_query,
+    lshk_index_save, lshk_query_params_default, LSHK_IVF_CODES_I8, LSHK_IVF_CODES_NONE,
+    LSHK_IVF_CODES_PQ4, LSHK_IVF_CODES_PQ4_I8, LSHK_SOURCE_IVF, LSHK_STORAGE_BORROWED_F32,
+    LSHK_STORAGE_F32,
 };
 use lshk::ffi::labels::lshk_index_train_labels;
 use lshk::ffi::{lshk_isa_set_max, lshk_last_error_message, LSHK_STATUS_OK, LSHK_STATUS_PANIC};
@@ -669,6 +670,22 @@ fn ivf_load_via_c(
     q: &[f32],
     o: &mut Outcome,
 ) {
+    ivf_load_via_c_with(dir, bytes, w, false, expect, what, q, o)
+}
+
+/// [`ivf_load_via_c`], through lshk_index_load_borrowed (W's length given)
+/// when `checked`.
+#[allow(clippy::too_many_arguments)]
+fn ivf_load_via_c_with(
+    dir: &Path,
+    bytes: &[u8],
+    w: Option<(&[f32], usize)>,
+    checked: bool,
+    expect: Expect,
+    what: &str,
+    q: &[f32],
+    o: &mut Outcome,
+) {
     let path = dir.join("c-mutant.ivf");
     std::fs::write(&path, bytes).unwrap();
     if std::env::var_os("LSHK_FUZZ_TRACE").is_some() {
@@ -678,11 +695,23 @@ fn ivf_load_via_c(
     let canary = 0xA5A5_A5A5_A5A5_A5A5usize as *mut lshk_index;
     let mut out = canary;
     assert_ne!(lshk_isa_set_max(0xDEAD), LSHK_STATUS_OK); // a foreign message
-    let (wp, ws) = w.map_or((std::ptr::null(), 0), |(w, s)| (w.as_ptr(), s));
+    let (wp, wl, ws) = w.map_or((std::ptr::null(), 0, 0), |(w, s)| (w.as_ptr(), w.len(), s));
     let t0 = std::time::Instant::now();
-    // SAFETY: a NUL-terminated path; a W of the seed's shape or NULL; a
-    // writable out.
-    let st = unsafe { lshk_index_load(cpath.as_ptr(), wp, ws, &mut out) };
+    // SAFETY: a NUL-terminated path; a W of the seed's shape or NULL (with
+    // lshk_index_load_borrowed: `wl` readable floats); a writable out.
+    let (st, name) = unsafe {
+        if checked {
+            (
+                lshk_index_load_borrowed(cpath.as_ptr(), wp, wl, ws, &mut out),
+                "lshk_index_load_borrowed: ",
+            )
+        } else {
+            (
+                lshk_index_load(cpath.as_ptr(), wp, ws, &mut out),
+                "lshk_index_load: ",
+            )
+        }
+    };
     assert!(
         t0.elapsed().as_secs() < 10,
         "{what}: the load took {:?}",
@@ -693,7 +722,7 @@ fn ivf_load_via_c(
         assert_eq!(out, canary, "{what}: failed with {st} but wrote *out");
         let m = c_last_msg();
         assert!(
-            m.starts_with("lshk_index_load: ") && m.len() > 17,
+            m.starts_with(name) && m.len() > name.len(),
             "{what}: status {st} without a message ({m:?})"
         );
         o.refused += 1;
@@ -915,9 +944,17 @@ fn ivf_structural_mutations_through_the_c_abi() {
             if !(index_file && borrow) {
                 return ivf_load_via_c(&dir, b, w, expect, &what, &q, o);
             }
+            // With W's length given, a file claiming more than W holds
+            // is refused before W is read, whatever the mutation.
+            let claim = w_claim(b);
+            let over = matches!(claim, Some(None))
+                || matches!(claim, Some(Some(need)) if need > layer.w.len());
+            let e = if over { Expect::Refused } else { expect };
+            let checked = format!("{what} (W's length checked)");
+            ivf_load_via_c_with(&dir, b, w, true, e, &checked, &q, o);
             // A borrowed W is read in the shape the file's PARAMS claim:
             // the test keeps to the caller's side of that contract.
-            match w_claim(b) {
+            match claim {
                 Some(None) => ivf_load_via_c(&dir, b, w, Expect::Refused, &what, &q, o),
                 Some(Some(need)) if need > layer.w.len() => {
                     if need > 1 << 22 {
@@ -941,9 +978,11 @@ fn ivf_structural_mutations_through_the_c_abi() {
         }
         let before = o.loaded;
         load(&good, Expect::Either, "the unmodified file".into(), &mut o);
+        // Twice for a borrowed-W index file: with and without W's length.
+        let loads = if index_file && borrow { 2 } else { 1 };
         assert_eq!(
             o.loaded,
-            before + 1,
+            before + loads,
             "ivf seed {si} ({name}): the unmodified file did not load"
         );
         // The wrong W argument for the file, and a wrong stride for W (an

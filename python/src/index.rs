@@ -542,20 +542,35 @@ impl Index {
             };
         }
         let wp = ptr_or_null(&wm);
+        // The floats W's array holds from its first element: the library
+        // checks the file's shape against it too.
+        let wlen = wm
+            .as_ref()
+            .map_or(0, |m| m.rows.saturating_sub(1) * m.stride + m.cols);
         let pp = cpath.as_ptr() as usize;
         let h = py
             .detach(move || -> CResult<usize> {
                 let mut out: *mut lshk_index = ptr::null_mut();
                 // SAFETY: a NUL-terminated path alive in `cpath`; the W (if
-                // any) has the file's shape (check_w_shape) and is held by
-                // `wm`.
+                // any) has the file's shape (check_w_shape), holds `wlen`
+                // floats and is held by `wm`.
                 check(unsafe {
-                    c::index::lshk_index_load(
-                        pp as *const c_char,
-                        wp as *const f32,
-                        stride,
-                        &mut out,
-                    )
+                    if wp == 0 {
+                        c::index::lshk_index_load(
+                            pp as *const c_char,
+                            ptr::null(),
+                            stride,
+                            &mut out,
+                        )
+                    } else {
+                        c::index::lshk_index_load_borrowed(
+                            pp as *const c_char,
+                            wp as *const f32,
+                            wlen,
+                            stride,
+                            &mut out,
+                        )
+                    }
                 })?;
                 Ok(out as usize)
             })

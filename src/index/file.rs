@@ -96,7 +96,7 @@ impl Index {
         if w.is_null() {
             Self::load_impl(path, None, 0)
         } else {
-            Self::load_impl(path, Some(BorrowedW::Ptr(w)), 0)
+            Self::load_impl(path, Some(BorrowedW::Ptr(w, usize::MAX)), 0)
         }
     }
 
@@ -106,10 +106,20 @@ impl Index {
     /// as an index of that source (the C `lshk_index_load` documents the
     /// rules for `w` and `w_stride`).
     ///
+    /// `w_len` is the number of floats at `w` when the caller knows it
+    /// (`usize::MAX` when not): a file whose shape needs more is refused
+    /// with `BufferTooSmall` before W is read.
+    ///
     /// # Safety
-    /// A non-NULL `w` points to `(rows - 1) * stride + dim` floats (the
-    /// file's shape) that stay alive and unchanged while the index lives.
-    pub unsafe fn load_any(path: &Path, w: *const f32, w_stride: usize) -> Result<Index> {
+    /// A non-NULL `w` points to `w_len` readable floats or, with `w_len =
+    /// usize::MAX`, to `(rows - 1) * stride + dim` (the file's shape); they
+    /// stay alive and unchanged while the index lives.
+    pub unsafe fn load_any(
+        path: &Path,
+        w: *const f32,
+        w_len: usize,
+        w_stride: usize,
+    ) -> Result<Index> {
         let kinds = [
             format::KIND_INDEX,
             format::KIND_IVF,
@@ -119,7 +129,7 @@ impl Index {
         let (c, kind) = Container::open_any(path, &kinds)?;
         if kind == format::KIND_INDEX {
             drop(c);
-            let b = (!w.is_null()).then_some(BorrowedW::Ptr(w));
+            let b = (!w.is_null()).then_some(BorrowedW::Ptr(w, w_len));
             // The stride is compared before W is read.
             return Self::load_impl(path, b, w_stride);
         }
@@ -146,7 +156,7 @@ impl Index {
                     }
                     // SAFETY: forwarded caller contract; the shape is
                     // checked by the IVF loader against its record.
-                    Some(unsafe { borrowed_slice(&c, w, w_stride)? })
+                    Some(unsafe { borrowed_slice(&c, w, w_len, w_stride)? })
                 } else {
                     if !w.is_null() {
                         bail!(
@@ -207,11 +217,13 @@ impl Index {
                     );
                 }
                 let need = strided_len(rows, dim, w_stride, "borrowed_w")?;
+                check_w_len(need, w_len)?;
                 if !w.is_aligned() {
                     bail!(InvalidArgument, "`borrowed_w` is not aligned to 4 bytes");
                 }
                 // SAFETY: non-NULL, aligned; the caller promised the
-                // file's shape at w_stride (load_any's contract).
+                // file's shape at w_stride (load_any's contract), and
+                // `w_len` when given is not below it.
                 let ws = unsafe { std::slice::from_raw_parts(w, need) };
                 if let Some((r, j)) = first_non_finite(ws, rows, dim, w_stride) {
                     bail!(
@@ -407,7 +419,8 @@ impl Index {
             let need = strided_len(rows, dim, w_stride, "borrowed_w")?;
             let w: &[f32] = match w {
                 BorrowedW::Slice(w) => w,
-                BorrowedW::Ptr(p) => {
+                BorrowedW::Ptr(p, len) => {
+                    check_w_len(need, len)?;
                     if !(p as usize).is_multiple_of(std::mem::align_of::<f32>()) {
                         bail!(InvalidArgument, "`borrowed_w` is not aligned to 4 bytes");
                     }
@@ -554,7 +567,12 @@ impl Index {
 ///
 /// # Safety
 /// `w` (non-NULL) points to that many floats.
-unsafe fn borrowed_slice<'a>(c: &Container, w: *const f32, w_stride: usize) -> Result<&'a [f32]> {
+unsafe fn borrowed_slice<'a>(
+    c: &Container,
+    w: *const f32,
+    w_len: usize,
+    w_stride: usize,
+) -> Result<&'a [f32]> {
     let (rows, dim) = crate::source::ivf::Ivf::shape_in(c)?;
     if w_stride < dim {
         bail!(
@@ -566,6 +584,20 @@ unsafe fn borrowed_slice<'a>(c: &Container, w: *const f32, w_stride: usize) -> R
         bail!(InvalidArgument, "`borrowed_w` is not aligned to 4 bytes");
     }
     let need = strided_len(rows, dim, w_stride, "borrowed_w")?;
+    check_w_len(need, w_len)?;
     // SAFETY: non-NULL, aligned; the caller's contract gives `need` floats.
     Ok(unsafe { std::slice::from_raw_parts(w, need) })
+}
+
+/// Refuses a borrowed W the caller says is shorter than the file's shape
+/// needs (`have`: `usize::MAX` when the caller did not say).
+fn check_w_len(need: usize, have: usize) -> Result<()> {
+    if have < need {
+        bail!(
+            BufferTooSmall,
+            "borrowed_w holds {have} floats; the file's shape needs {need} \
+             ((rows - 1) * w_stride + dim)"
+        );
+    }
+    Ok(())
 }

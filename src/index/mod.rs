@@ -180,7 +180,9 @@ pub struct Index {
 /// The borrowed W given to a load.
 enum BorrowedW<'a> {
     Slice(&'a [f32]),
-    Ptr(*const f32),
+    /// A C pointer and the floats the caller says it holds (`usize::MAX`
+    /// when it did not say: the file's shape is then taken on trust).
+    Ptr(*const f32, usize),
 }
 
 impl Index {

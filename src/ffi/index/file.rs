@@ -72,7 +72,47 @@ pub unsafe extern "C" fn lshk_index_load(
         // SAFETY: forwarded caller contracts (borrowed_w holds the file's
         // shape at its stride).
         let p = unsafe { c_path(path)? };
-        let idx = unsafe { Index::load_any(p, borrowed_w, w_stride)? };
+        let idx = unsafe { Index::load_any(p, borrowed_w, usize::MAX, w_stride)? };
+        // SAFETY: `out` checked non-NULL and aligned above.
+        unsafe { *out = new_handle(idx) };
+        Ok(())
+    })
+}
+
+/// lshk_index_load for a file that needs W (saved from a BORROWED_F32
+/// index, or a 0.2 file that does not hold W), with W's length checked:
+/// `borrowed_w` holds `w_len` floats, and a file whose shape needs more,
+/// `(rows - 1) * w_stride + dim`, is refused before W is read. Otherwise as
+/// lshk_index_load with a non-NULL `borrowed_w` (the same W as at build
+/// time, used in place, alive and unchanged until lshk_index_free;
+/// `w_stride` 0 = the recorded stride). Prefer it to lshk_index_load
+/// whenever W's length is known.
+///
+/// Errors: as lshk_index_load; NULL_POINTER also for `borrowed_w`;
+/// BUFFER_TOO_SMALL when `w_len` is below the file's shape;
+/// INVALID_ARGUMENT for a file that stores its weights.
+///
+/// # Safety
+/// `path` must be a NUL-terminated string; `borrowed_w` must hold `w_len`
+/// readable floats.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_index_load_borrowed(
+    path: *const libc::c_char,
+    borrowed_w: *const f32,
+    w_len: usize,
+    w_stride: usize,
+    out: *mut *mut lshk_index,
+) -> lshk_status {
+    boundary("lshk_index_load_borrowed", || {
+        check_out(out)?;
+        if borrowed_w.is_null() {
+            bail!(NullPointer, "`borrowed_w` is NULL");
+        }
+        // SAFETY: forwarded caller contracts (borrowed_w holds w_len
+        // floats; the loader reads no more than the file's shape and
+        // refuses a shape above w_len).
+        let p = unsafe { c_path(path)? };
+        let idx = unsafe { Index::load_any(p, borrowed_w, w_len, w_stride)? };
         // SAFETY: `out` checked non-NULL and aligned above.
         unsafe { *out = new_handle(idx) };
         Ok(())

@@ -509,7 +509,13 @@ mod tests {
         let cent = vec![0.0f32; dim];
         // n rows of +-0.1 on every coordinate (|x| = 0.1 sqrt(dim)).
         let mut w: Vec<f32> = (0..n * dim)
-            .map(|i| if (i * 7 + i / dim) % 2 == 0 { 0.1 } else { -0.1 })
+            .map(|i| {
+                if (i * 7 + i / dim) % 2 == 0 {
+                    0.1
+                } else {
+                    -0.1
+                }
+            })
             .collect();
         let ids: Vec<u32> = (0..n as u32).collect();
         let offsets = [0u32, n as u32];
