@@ -33,12 +33,32 @@
 //!   - `uniform`, `unigram`: the label plus S - 1 distinct negatives drawn
 //!     uniformly / from counts^0.75 of train_pairs' contexts (alias table),
 //!     by rejection of repeats and of the label;
-//!   - `lsh-emb`, `lsh-label`: a SimHash `lshk::index::Index` (K, L by
-//!     `--k`, `--l`; BiasAug transform, so rows `[w, b]`) over the current
-//!     W, queried with `[e_x, 1]` (embedding) or `[w_y, 1]` (label); the
-//!     label, then whole buckets table by table (from a random first table
-//!     per sample, cyclically) while the union stays within S, stopping at
-//!     the first table whose bucket would overflow it (the seed's rule);
+//!   - `lsh-emb`, `lsh-label`: a `lshk::index::Index` over the current W,
+//!     SimHash by default or DWTA with `--hash dwta` (K, L by `--k`,
+//!     `--l`: bits per table for SimHash, bins per table for DWTA, whose
+//!     bins hold `--bin-size` B coordinates; the library accepts B a power
+//!     of two in 2..=256, K log2(B) <= 32 and K L <= 2^20, checked before
+//!     the data are read; codes wider than the default range bits,
+//!     `min(code bits, 20, ceil(log2(rows)) + 1)`, are folded into that
+//!     many buckets; `--range-bits R` sets 2^R buckets per table instead:
+//!     a rehash splices or re-sorts every table one of its rows moved in,
+//!     at a cost that grows with the rows plus 2^R per table). What the
+//!     index hashes (`--lsh-rows`): `biasaug` (the default) rows `[w, b]`
+//!     (BiasAug transform), queried with `[e_x, 1]` (embedding) or
+//!     `[w_y, 1]` (label); `plain` rows `w`, queries `e_x`
+//!     or `w_y` (no transform: the bias is not hashed); `centred` rows
+//!     `w - mu`, `mu` the mean of W's rows at the last build or rehash,
+//!     queries `e_x` or `w_y - mu`; `centred-aug` rows `[w - mu, b - mu_b]`
+//!     (`mu_b` the mean bias, BiasAug transform), queries `[e_x, 1]` or
+//!     `[w_y - mu, 1]`. Centring keeps each query's order of the rows by
+//!     logit (`e_x . (w - mu)` is `e_x . w` less one constant per query)
+//!     but takes out the direction every row shares, which otherwise
+//!     decides the rows' codes (see `LshDiag`). The active set:
+//!     the label, then whole buckets table by table (from a random first
+//!     table per sample, cyclically) while the union stays within S,
+//!     stopping at the first table whose bucket would overflow it (the
+//!     seed's rule); with `--walk fill` that bucket gives a uniform
+//!     random part of its new rows that fills the set to exactly S;
 //!   - `hf`: a `lshk::forest::Forest` over the rows `[w, b]` (`--hf-trees`
 //!     L, default 4; `--hf-leaf` B, default 16), rebuilt from the current W
 //!     every `--hf-rebuild` T steps (default 100); per sample S(x) with set
@@ -81,7 +101,10 @@
 //!     here).
 //!
 //!   `q_j` is floored at 1e-30 (never reached in the runs measured).
-//!   `full` and `hf` have no sampling distribution and run without.
+//!   `full` and `hf` have no sampling distribution and run without. The
+//!   LSH inclusion probability is SimHash's, so `--logq on` refuses
+//!   `--hash dwta`, and `--walk fill` (whose partly taken bucket it does
+//!   not model).
 //! * Rehashing (LSH methods): by default (`--rehash rebuild`) the index is
 //!   rebuilt from the current W (an owned copy: never a borrowed W across
 //!   updates) after 50 steps, then each interval is 1.25x the previous one
@@ -92,7 +115,9 @@
 //!   (`RehashSchedule { initial_period: 50, lambda }`, `--lambda`, default
 //!   1e-4: rehashes at 50, 100, 150, 200, 251, ...) their new values and
 //!   biases go to `Index::update_rows` and `Index::rehash_dirty` moves only
-//!   them (counted in the training time, as "rebuilds").
+//!   them (counted in the training time, as "rebuilds"). With `--lsh-rows
+//!   centred` each incremental rehash recomputes `mu` and updates every
+//!   row, since a new mean moves them all (also `centred-aug`).
 //! * Evaluation (not timed): held-out pairs (`--heldout N`, the first N of
 //!   `heldout_pairs.i32`) grouped by centre; P@1 / P@5 of the full layer's
 //!   exact top-5 (`DenseLayer::topk_threads`) against the centre's set of
@@ -115,7 +140,12 @@
 //! `--heldout N`, `--methods a,b,..`, `--progress N` (steps between lines),
 //! `--rehash rebuild|incremental`, `--lambda X`, `--threads a,b,..`,
 //! `--opt sgd|adam`, `--adam-lr X`, `--hf-trees L`, `--hf-leaf B`,
-//! `--hf-q Q`, `--hf-rebuild T`, `--synthetic N`, `--planted C`,
+//! `--hf-q Q`, `--hf-rebuild T`, `--hash simhash|dwta`, `--bin-size B`
+//! (DWTA, default 8), `--range-bits R` (0: the library's default),
+//! `--lsh-rows biasaug|plain|centred|centred-aug`, `--walk stop|fill`,
+//! `--lsh-diag N` (every N steps, the LSH methods' active
+//! sets, rows and buckets: see `LshDiag`; its time is left out of the
+//! training time), `--synthetic N`, `--planted C`,
 //! `--seeds a,b,..` (one run per seed; with more than one, a table of
 //! means ± standard deviations over the seeds follows; seed 0 gives the
 //! streams of the single-seed runs before this option: see `seeded`),
@@ -133,7 +163,7 @@ use std::time::Instant;
 
 use lshk::dense::DenseLayer;
 use lshk::forest::{union_capped, Forest, ForestParams, ForestResult};
-use lshk::index::{Index, IndexParams, RehashClock, RehashSchedule, Storage, Transform};
+use lshk::index::{Family, Index, IndexParams, RehashClock, RehashSchedule, Storage, Transform};
 use lshk::isa::Isa;
 use lshk::kernels::train::{scalar::adam_one, AdamCoef};
 use lshk::matmul::{WeightMatrix, Weights};
@@ -180,6 +210,53 @@ struct Opts {
     /// `--logq`: the runs without (false) and / or with (true) the logQ
     /// correction.
     logq: Vec<bool>,
+    /// `--hash`: the LSH methods' family (SimHash or DWTA).
+    family: Family,
+    /// `--bin-size`: DWTA's bin size B.
+    bin_size: u32,
+    /// `--range-bits`: buckets per table 2^R (0: the library's default).
+    range_bits: u32,
+    /// `--lsh-rows`: what the LSH index hashes (see `LshRows`).
+    lsh_rows: LshRows,
+    /// `--walk fill`: the overflowing bucket contributes a random part of
+    /// its new rows up to S instead of being dropped.
+    walk_fill: bool,
+    /// `--lsh-diag N`: every N steps, what the LSH active sets and the
+    /// rows look like (see `LshDiag`); 0 = off.
+    lsh_diag: usize,
+}
+
+/// What the LSH methods' index hashes, and what their queries are.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum LshRows {
+    /// Rows `[w, b]`, queries `[q, 1]` (`Transform::BiasAug`).
+    BiasAug,
+    /// Rows `w`, queries `q` (`Transform::None`): the bias is not hashed.
+    Plain,
+    /// Rows `w - mu`, `mu` the mean of W's rows when the index is built or
+    /// rehashed, queries `q` (`w_y - mu` for `lsh-label`), no transform.
+    /// For a fixed query, `q . (w - mu)` differs from `q . w` by the same
+    /// constant for every row, so the rows' order by logit is unchanged;
+    /// only the directions SimHash / DWTA see are. `mu` changes with W, so
+    /// every rehash moves every row (an incremental rehash updates all
+    /// rows with the new `mu`).
+    Centred,
+    /// `Centred` with the bias: rows `[w - mu, b - mu_b]`, `mu_b` the mean
+    /// bias, queries `[q, 1]` (`[w_y - mu, 1]` for `lsh-label`), BiasAug
+    /// transform. `[q, 1] . [w - mu, b - mu_b]` is the logit less one
+    /// constant per query, so the order by logit is kept here too.
+    CentredAug,
+}
+
+impl LshRows {
+    /// Whether the index hashes `[row, bias]` (BiasAug transform).
+    fn aug(self) -> bool {
+        matches!(self, LshRows::BiasAug | LshRows::CentredAug)
+    }
+    /// Whether the hashed rows are centred.
+    fn centred(self) -> bool {
+        matches!(self, LshRows::Centred | LshRows::CentredAug)
+    }
 }
 
 fn opts() -> Opts {
@@ -212,6 +289,12 @@ fn opts() -> Opts {
         planted: 4096,
         seeds: vec![0],
         logq: vec![false],
+        family: Family::SimHash,
+        bin_size: 8,
+        range_bits: 0,
+        lsh_rows: LshRows::BiasAug,
+        walk_fill: false,
+        lsh_diag: 0,
     };
     let a: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -275,6 +358,32 @@ fn opts() -> Opts {
                     x => panic!("--logq {x}: off, on or both"),
                 }
             }
+            "--hash" => {
+                o.family = match v.as_str() {
+                    "simhash" => Family::SimHash,
+                    "dwta" => Family::Dwta,
+                    x => panic!("--hash {x}: simhash or dwta"),
+                }
+            }
+            "--bin-size" => o.bin_size = n() as u32,
+            "--range-bits" => o.range_bits = n() as u32,
+            "--lsh-rows" => {
+                o.lsh_rows = match v.as_str() {
+                    "biasaug" => LshRows::BiasAug,
+                    "plain" => LshRows::Plain,
+                    "centred" => LshRows::Centred,
+                    "centred-aug" => LshRows::CentredAug,
+                    x => panic!("--lsh-rows {x}: biasaug, plain, centred or centred-aug"),
+                }
+            }
+            "--walk" => {
+                o.walk_fill = match v.as_str() {
+                    "stop" => false,
+                    "fill" => true,
+                    x => panic!("--walk {x}: stop or fill"),
+                }
+            }
+            "--lsh-diag" => o.lsh_diag = n(),
             x => panic!("unknown option {x} (see the header of examples/lns_train.rs)"),
         }
         i += 2;
@@ -282,6 +391,26 @@ fn opts() -> Opts {
     if o.progress == 0 {
         o.progress = (o.steps / 5).max(1);
     }
+    if o.family == Family::Dwta {
+        // The library's rule (K * log2(B) <= 32, B a power of two in
+        // 2..=256, K * L <= 2^20 bins), checked before any data is read.
+        let dim = if o.lsh_rows.aug() { DA } else { D };
+        if let Err(e) = lshk::dwta::check_params(dim, o.k, o.l, o.bin_size) {
+            panic!(
+                "--hash dwta --k {} --l {} --bin-size {}: {e}",
+                o.k, o.l, o.bin_size
+            );
+        }
+        // The logQ correction's inclusion probabilities are SimHash's.
+        assert!(
+            !o.logq.contains(&true),
+            "--logq on needs --hash simhash (inclusion probabilities are SimHash's)"
+        );
+    }
+    assert!(
+        !(o.walk_fill && o.logq.contains(&true)),
+        "--walk fill has no inclusion probability for the partly taken bucket: use --logq off"
+    );
     o
 }
 
@@ -440,20 +569,80 @@ fn fill_inputs(sh: &Shared, batch: &[(u32, u32)], xq: &mut [f32]) {
     }
 }
 
-fn build_index(sh: &Shared, w: &[f32], bias: &mut [f32], threads: usize, seed: u64) -> Index {
-    for (r, b) in bias.iter_mut().enumerate() {
-        *b = w[r * ST + D];
+/// The mean of W's rows (`D` weights and the bias) into `mu` (`DA`).
+fn row_mean(w: &[f32], rows: usize, mu: &mut Vec<f32>) {
+    let mut acc = vec![0f64; DA];
+    for r in 0..rows {
+        for (a, &v) in acc.iter_mut().zip(&w[r * ST..r * ST + DA]) {
+            *a += v as f64;
+        }
     }
+    mu.clear();
+    mu.extend(acc.iter().map(|&a| (a / rows as f64) as f32));
+}
+
+/// `--lsh-rows centred[-aug]`: `buf` (stride ST) = W's rows and biases
+/// minus their means, which go to `mu`.
+fn centred_rows(w: &[f32], rows: usize, mu: &mut Vec<f32>, buf: &mut Vec<f32>) {
+    row_mean(w, rows, mu);
+    buf.resize(rows * ST, 0.0);
+    for r in 0..rows {
+        let (src, dst) = (&w[r * ST..r * ST + DA], &mut buf[r * ST..r * ST + DA]);
+        for ((d, &v), &m) in dst.iter_mut().zip(src).zip(mu.iter()) {
+            *d = v - m;
+        }
+    }
+}
+
+/// The LSH methods' index over the current W, in the form `--lsh-rows`
+/// says (`mu` and `cbuf` are `centred_rows`' outputs when centred).
+fn build_index(
+    sh: &Shared,
+    w: &[f32],
+    bias: &mut [f32],
+    mu: &mut Vec<f32>,
+    cbuf: &mut Vec<f32>,
+    threads: usize,
+    seed: u64,
+) -> Index {
+    let o = sh.o;
     let p = IndexParams {
-        bits: sh.o.k,
-        tables: sh.o.l,
+        family: o.family,
+        bits: o.k,
+        tables: o.l,
+        bin_size: o.bin_size,
+        range_bits: o.range_bits,
         seed: seeded(11, seed),
         storage: Storage::F32,
-        transform: Transform::BiasAug,
+        transform: if o.lsh_rows.aug() {
+            Transform::BiasAug
+        } else {
+            Transform::None
+        },
         threads: threads as u32,
         ..IndexParams::default()
     };
-    Index::build(w, Some(bias), sh.rows, D, ST, &p, None).expect("index")
+    let built = match o.lsh_rows {
+        LshRows::BiasAug => {
+            for (r, b) in bias.iter_mut().enumerate() {
+                *b = w[r * ST + D];
+            }
+            Index::build(w, Some(bias), sh.rows, D, ST, &p, None)
+        }
+        LshRows::Plain => Index::build(w, None, sh.rows, D, ST, &p, None),
+        LshRows::Centred => {
+            centred_rows(w, sh.rows, mu, cbuf);
+            Index::build(cbuf, None, sh.rows, D, ST, &p, None)
+        }
+        LshRows::CentredAug => {
+            centred_rows(w, sh.rows, mu, cbuf);
+            for (r, b) in bias.iter_mut().enumerate() {
+                *b = cbuf[r * ST + D];
+            }
+            Index::build(cbuf, Some(bias), sh.rows, D, ST, &p, None)
+        }
+    };
+    built.unwrap_or_else(|e| panic!("index ({:?} K {} L {}): {e}", o.family, o.k, o.l))
 }
 
 const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -566,10 +755,24 @@ fn candidates(c: &Cands, b0: usize, b1: usize, s: &mut Scratch) {
                         }
                     }
                     if ids.len() - start > cap {
-                        for &r in &ids[mark..] {
+                        // `--walk fill`: a uniform random part of the
+                        // bucket's new rows (partial Fisher-Yates) fills
+                        // the set to exactly S; otherwise none of them.
+                        let keep = if sh.o.walk_fill {
+                            let need = cap - (mark - start);
+                            let new = &mut ids[mark..];
+                            for i in 0..need {
+                                let k = i + rng.below((new.len() - i) as u64) as usize;
+                                new.swap(i, k);
+                            }
+                            need
+                        } else {
+                            0
+                        };
+                        for &r in &ids[mark + keep..] {
                             stamp[r as usize] = u32::MAX;
                         }
-                        ids.truncate(mark);
+                        ids.truncate(mark + keep);
                         draws = j as u32;
                         break;
                     }
@@ -634,6 +837,10 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
     let mut scratch: Vec<Scratch> = (0..th).map(|_| Scratch::new(rows)).collect();
     let mut codes = vec![0u32; nb * o.l as usize];
     let mut bias = vec![0f32; rows];
+    // --lsh-rows centred: the rows' mean and the centred rows.
+    let (mut mu, mut cbuf): (Vec<f32>, Vec<f32>) = (Vec::new(), Vec::new());
+    let lsh = matches!(m, Method::LshEmb | Method::LshLabel);
+    let mut diag = (lsh && o.lsh_diag > 0).then(|| LshDiag::new(sh, &w));
     let mut forest: Option<Forest> = None;
     let mut hf_parts: Vec<ForestResult> = (0..th).map(|_| ForestResult::default()).collect();
     let (mut hf_ids, mut hf_all, mut hf_counts) = (Vec::new(), Vec::new(), Vec::new());
@@ -675,6 +882,8 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
     // hashing the batch (within candidates).
     let mut phase = [0f64; 7];
     let mut cursor = 0usize;
+    // --lsh-diag's own time, left out of the training time.
+    let mut diag_s = 0f64;
     let t0 = Instant::now();
     for step in 0..o.steps {
         // ---- the batch
@@ -763,22 +972,33 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
             active_sum += (rows * nb) as f64;
         } else {
             // ---- rehash / rebuild
-            let lsh = matches!(m, Method::LshEmb | Method::LshLabel);
             let built = index.is_some();
             if lsh && o.incremental && built && clock.due(step as u64) {
                 let t = Instant::now();
                 rbuf.clear();
                 rbias.clear();
                 dirty_ids.clear();
+                let centred = o.lsh_rows.centred();
+                if centred {
+                    // A new mean moves every row.
+                    row_mean(&w, rows, &mut mu);
+                }
                 for (r, d) in dirty.iter_mut().enumerate() {
-                    if std::mem::take(d) {
+                    if std::mem::take(d) || centred {
                         dirty_ids.push(r as u32);
-                        rbuf.extend_from_slice(&w[r * ST..r * ST + D]);
-                        rbias.push(w[r * ST + D]);
+                        let wr = &w[r * ST..r * ST + D];
+                        if centred {
+                            rbuf.extend(wr.iter().zip(&mu).map(|(&v, &m)| v - m));
+                            rbias.push(w[r * ST + D] - mu[D]);
+                        } else {
+                            rbuf.extend_from_slice(wr);
+                            rbias.push(w[r * ST + D]);
+                        }
                     }
                 }
                 let idx = index.as_mut().expect("index");
-                idx.update_rows(&dirty_ids, Some((&rbuf, D)), Some(&rbias))
+                let b = o.lsh_rows.aug().then_some(&rbias[..]);
+                idx.update_rows(&dirty_ids, Some((&rbuf, D)), b)
                     .expect("update_rows");
                 rehashed_rows += idx.rehash_dirty().expect("rehash");
                 rebuild_s += t.elapsed().as_secs_f64();
@@ -786,7 +1006,7 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
             } else if lsh && (!o.incremental || !built) && step >= next_rebuild {
                 let t = Instant::now();
                 drop(index.take());
-                index = Some(build_index(sh, &w, &mut bias, th, seed));
+                index = Some(build_index(sh, &w, &mut bias, &mut mu, &mut cbuf, th, seed));
                 rebuild_s += t.elapsed().as_secs_f64();
                 rebuilds += 1;
                 next_rebuild = step + interval.round() as usize;
@@ -822,16 +1042,18 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
                 } else {
                     for (b, &(_, y)) in batch.iter().enumerate() {
                         let y = y as usize;
-                        lq[b * ST..b * ST + D].copy_from_slice(&w[y * ST..y * ST + D]);
-                        lq[b * ST + D] = 1.0;
+                        let q = &mut lq[b * ST..b * ST + DA];
+                        q[..D].copy_from_slice(&w[y * ST..y * ST + D]);
+                        if o.lsh_rows.centred() {
+                            q[..D].iter_mut().zip(&mu).for_each(|(v, &m)| *v -= m);
+                        }
+                        // Read by the BiasAug transform only.
+                        q[D] = 1.0;
                     }
                     &lq
                 };
                 let th0 = Instant::now();
-                idx.simhash()
-                    .expect("SimHash")
-                    .hash(q, nb, ST, &mut codes)
-                    .expect("hash");
+                idx.hash_family().hash(q, nb, ST, &mut codes).expect("hash");
                 phase[5] += th0.elapsed().as_secs_f64();
             }
             if let Some(f) = &forest {
@@ -903,6 +1125,15 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
             }
             active_sum += ids.len() as f64;
             phase[0] += tp.elapsed().as_secs_f64();
+            if let Some(dg) = diag.as_mut() {
+                dg.observe(&ids, &offsets, &draws);
+                if step % o.lsh_diag == 0 || step + 1 == o.steps {
+                    let td = Instant::now();
+                    let idx = index.as_ref().expect("index");
+                    dg.report(sh, step, idx, &w, &mu, &codes);
+                    diag_s += td.elapsed().as_secs_f64();
+                }
+            }
             // ---- forward, loss, update
             let tp = Instant::now();
             logits.resize(ids.len(), 0.0);
@@ -1021,7 +1252,7 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
             (loss_sum, loss_n) = (0.0, 0);
         }
     }
-    let train_s = t0.elapsed().as_secs_f64();
+    let train_s = t0.elapsed().as_secs_f64() - diag_s;
     let ms = |x: f64| x * 1e3 / o.steps as f64;
     if !full {
         println!(
@@ -1093,6 +1324,313 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
         p1,
         p5,
         ll,
+    }
+}
+
+/// `--lsh-diag N`: what the LSH methods' active sets and rows look like,
+/// printed at step 0, every N steps and at the last step (not timed: its
+/// time is left out of the training time). Per report:
+/// * `sets`: since the last report, the mean active set per sample, the
+///   share of samples whose set is the label alone (the first table's
+///   bucket overflowed S, or every bucket was empty), the mean number of
+///   tables the walk took, the
+///   distinct rows in the sets; and the rows ever in a set so far.
+/// * `rows`: for the rows ever sampled (`ever`) and the others (`never`):
+///   their number, mean |w|, mean b and mean |b| / |[w, b]| (the bias's
+///   share of what BiasAug hashes).
+/// * `direction`: `m` = the mean of the ever-sampled rows' w; |m| over
+///   their mean |w| (1: identical rows, ~0: no common direction); the mean
+///   cosine of each ever / never row with `m`; the cosine of `m` with the
+///   mean input `e` (over the training pairs' centres).
+/// * `moves`: since the last report, over the rows in a set meanwhile:
+///   the mean |w_now - w_then|, the mean change of b, the coherence of the
+///   moves (|mean move| / mean |move|) and the cosine of the mean move
+///   with `e`.
+/// * `buckets`: what the batch's queries hit, per (sample, table): the
+///   mean bucket size and the share of buckets of at least S rows, in the
+///   index's tables (`stored`) and in tables of the current rows hashed
+///   now (`fresh`, the same family and folding); the mean over tables of
+///   the largest bucket (stored / fresh); and the staleness: the rows
+///   whose stored copy differs from the current form, and the share of
+///   (row, table) codes that differ.
+struct LshDiag {
+    ever: Vec<bool>,
+    touched: Vec<bool>,
+    n_touched: usize,
+    samples: usize,
+    active: usize,
+    label_only: usize,
+    tables: u64,
+    /// W at the last report.
+    w_prev: Vec<f32>,
+    /// The mean input over the training pairs' centres.
+    e_mean: Vec<f64>,
+    buf: Vec<f32>,
+    fresh: Vec<u32>,
+    stored: Vec<u32>,
+    count: Vec<u32>,
+}
+
+fn norm64(v: &[f64]) -> f64 {
+    v.iter().map(|x| x * x).sum::<f64>().sqrt()
+}
+
+/// Cosine of an f32 row with an f64 vector (0 for a zero vector).
+fn cos_f(a: &[f32], b: &[f64], nb: f64) -> f64 {
+    let (mut d, mut na) = (0f64, 0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        d += x as f64 * y;
+        na += x as f64 * x as f64;
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        d / (na.sqrt() * nb)
+    }
+}
+
+impl LshDiag {
+    fn new(sh: &Shared, w: &[f32]) -> LshDiag {
+        let mut e_mean = vec![0f64; D];
+        let n = sh.train.len().min(200_000);
+        for &(c, _) in &sh.train[..n] {
+            let e = &sh.emb[c as usize * D..(c as usize + 1) * D];
+            e_mean.iter_mut().zip(e).for_each(|(a, &v)| *a += v as f64);
+        }
+        e_mean.iter_mut().for_each(|a| *a /= n as f64);
+        let mean_e = sh.train[..n]
+            .iter()
+            .map(|&(c, _)| {
+                let e = &sh.emb[c as usize * D..(c as usize + 1) * D];
+                e.iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt()
+            })
+            .sum::<f64>()
+            / n as f64;
+        println!(
+            "  lsh-diag: inputs: mean |e_x| {mean_e:.3}, |mean e| {:.3} (over {n} training centres)",
+            norm64(&e_mean)
+        );
+        LshDiag {
+            ever: vec![false; sh.rows],
+            touched: vec![false; sh.rows],
+            n_touched: 0,
+            samples: 0,
+            active: 0,
+            label_only: 0,
+            tables: 0,
+            w_prev: w.to_vec(),
+            e_mean,
+            buf: Vec::new(),
+            fresh: Vec::new(),
+            stored: Vec::new(),
+            count: Vec::new(),
+        }
+    }
+
+    fn observe(&mut self, ids: &[u32], offsets: &[usize], draws: &[u32]) {
+        for &r in ids {
+            let r = r as usize;
+            self.ever[r] = true;
+            if !self.touched[r] {
+                self.touched[r] = true;
+                self.n_touched += 1;
+            }
+        }
+        for (b, w) in offsets.windows(2).enumerate() {
+            self.samples += 1;
+            self.active += w[1] - w[0];
+            self.label_only += (w[1] - w[0] == 1) as usize;
+            self.tables += draws[b] as u64;
+        }
+    }
+
+    fn report(
+        &mut self,
+        sh: &Shared,
+        step: usize,
+        idx: &Index,
+        w: &[f32],
+        mu: &[f32],
+        qcodes: &[u32],
+    ) {
+        let (o, rows) = (sh.o, sh.rows);
+        let (l, cap, nb) = (o.l as usize, o.s, o.batch);
+        let n_ever = self.ever.iter().filter(|&&e| e).count();
+        let ns = self.samples.max(1) as f64;
+        println!(
+            "  lsh-diag step {step}: sets: {:.1} active / sample, {:.1} % label only, {:.1} tables taken, \
+             {} distinct rows since the last report; {n_ever} rows ever sampled",
+            self.active as f64 / ns,
+            100.0 * self.label_only as f64 / ns,
+            self.tables as f64 / ns,
+            self.n_touched
+        );
+        // Rows, ever vs never sampled.
+        let row = |r: usize| &w[r * ST..r * ST + D];
+        let nrm = |v: &[f32]| v.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
+        let mut m = vec![0f64; D];
+        let mut g = [[0f64; 4]; 2]; // count, sum |w|, sum b, sum |b| / |[w, b]|
+        for r in 0..rows {
+            let (wr, b) = (row(r), w[r * ST + D] as f64);
+            let n = nrm(wr);
+            let k = (!self.ever[r]) as usize;
+            g[k][0] += 1.0;
+            g[k][1] += n;
+            g[k][2] += b;
+            g[k][3] += b.abs() / (n * n + b * b).sqrt().max(1e-30);
+            if k == 0 {
+                m.iter_mut().zip(wr).for_each(|(a, &v)| *a += v as f64);
+            }
+        }
+        m.iter_mut().for_each(|a| *a /= g[0][0].max(1.0));
+        let nm = norm64(&m);
+        let (mut cos_e, mut cos_n) = (0f64, 0f64);
+        for r in 0..rows {
+            let c = cos_f(row(r), &m, nm);
+            if self.ever[r] {
+                cos_e += c;
+            } else {
+                cos_n += c;
+            }
+        }
+        let ne = norm64(&self.e_mean);
+        let cme =
+            m.iter().zip(&self.e_mean).map(|(a, b)| a * b).sum::<f64>() / (nm * ne).max(1e-30);
+        let f = |k: usize, j: usize| g[k][j] / g[k][0].max(1.0);
+        println!(
+            "    rows: ever {:.0}: |w| {:.3}, b {:+.3}, |b|/|[w,b]| {:.3}; never {:.0}: |w| {:.3}, b {:+.3}, |b|/|[w,b]| {:.3}",
+            g[0][0], f(0, 1), f(0, 2), f(0, 3), g[1][0], f(1, 1), f(1, 2), f(1, 3)
+        );
+        println!(
+            "    direction: |m| / mean |w| (ever) {:.3}; mean cos(w, m) ever {:.3} never {:.3}; cos(m, e) {:+.3}",
+            nm / f(0, 1).max(1e-30),
+            cos_e / g[0][0].max(1.0),
+            cos_n / g[1][0].max(1.0),
+            cme
+        );
+        // Moves since the last report.
+        let mut dm = vec![0f64; D];
+        let (mut dn, mut db, mut nt) = (0f64, 0f64, 0f64);
+        for r in 0..rows {
+            if !self.touched[r] {
+                continue;
+            }
+            let (a, p) = (row(r), &self.w_prev[r * ST..r * ST + D]);
+            let mut s2 = 0f64;
+            for ((d, &x), &y) in dm.iter_mut().zip(a).zip(p) {
+                let v = x as f64 - y as f64;
+                *d += v;
+                s2 += v * v;
+            }
+            dn += s2.sqrt();
+            db += w[r * ST + D] as f64 - self.w_prev[r * ST + D] as f64;
+            nt += 1.0;
+        }
+        if nt > 0.0 {
+            dm.iter_mut().for_each(|a| *a /= nt);
+            let ndm = norm64(&dm);
+            let c = dm.iter().zip(&self.e_mean).map(|(a, b)| a * b).sum::<f64>()
+                / (ndm * ne).max(1e-30);
+            println!(
+                "    moves ({nt:.0} rows): mean |dw| {:.4}, mean db {:+.4}, coherence {:.3}, cos(mean dw, e) {:+.3}",
+                dn / nt,
+                db / nt,
+                ndm / (dn / nt).max(1e-30),
+                c
+            );
+        }
+        // Buckets: stored tables, and the current rows hashed now.
+        let tabs = idx.tables();
+        let rb = tabs.range_bits();
+        let fam = idx.hash_family();
+        let hd = idx.hash_dim();
+        let (mut hit_s, mut big_s, mut max_s) = (0f64, 0usize, 0f64);
+        for t in 0..l {
+            let (offs, _) = tabs.csr(t);
+            max_s += offs.windows(2).map(|x| x[1] - x[0]).max().unwrap_or(0) as f64;
+            for b in 0..nb {
+                let n = tabs.bucket(t, fold_code(qcodes[b * l + t], rb)).len();
+                hit_s += n as f64;
+                big_s += (n >= cap) as usize;
+            }
+        }
+        // The current rows in the form the index hashes.
+        self.buf.resize(rows * ST, 0.0);
+        for r in 0..rows {
+            let dst = &mut self.buf[r * ST..r * ST + DA];
+            dst.copy_from_slice(&w[r * ST..r * ST + DA]);
+            if o.lsh_rows.centred() {
+                dst.iter_mut().zip(mu).for_each(|(v, &m)| *v -= m);
+            }
+        }
+        self.fresh.resize(rows * l, 0);
+        fam.hash(&self.buf, rows, ST, &mut self.fresh)
+            .expect("hash");
+        // The stored rows (and bias) as the index holds them.
+        let Weights::F32(sw) = idx.weights() else {
+            unreachable!("F32 storage")
+        };
+        let ws = idx.weight_stride();
+        let mut stale = 0usize;
+        for r in 0..rows {
+            let dst = &mut self.buf[r * ST..r * ST + DA];
+            let mut diff = false;
+            for (d, &v) in dst[..D].iter_mut().zip(&sw[r * ws..r * ws + D]) {
+                diff |= *d != v;
+                *d = v;
+            }
+            if let Some(b) = idx.bias() {
+                diff |= dst[D] != b[r];
+                dst[D] = b[r];
+            }
+            stale += diff as usize;
+        }
+        debug_assert!(hd <= DA);
+        self.stored.resize(rows * l, 0);
+        fam.hash(&self.buf, rows, ST, &mut self.stored)
+            .expect("hash");
+        let changed = self
+            .fresh
+            .iter()
+            .zip(&self.stored)
+            .filter(|(a, b)| a != b)
+            .count();
+        let (mut hit_f, mut big_f, mut max_f) = (0f64, 0usize, 0f64);
+        self.count.resize(1 << rb, 0);
+        for t in 0..l {
+            self.count.fill(0);
+            for r in 0..rows {
+                self.count[fold_code(self.fresh[r * l + t], rb) as usize] += 1;
+            }
+            max_f += *self.count.iter().max().unwrap_or(&0) as f64;
+            for b in 0..nb {
+                let n = self.count[fold_code(qcodes[b * l + t], rb) as usize] as usize;
+                hit_f += n as f64;
+                big_f += (n >= cap) as usize;
+            }
+        }
+        let pairs = (nb * l) as f64;
+        println!(
+            "    buckets hit by the batch: stored mean {:.0}, {:.1} % >= S; fresh mean {:.0}, {:.1} % >= S; \
+             largest per table (mean) stored {:.0} fresh {:.0}; stale rows {stale} ({:.1} %), codes changed {:.1} %",
+            hit_s / pairs,
+            100.0 * big_s as f64 / pairs,
+            hit_f / pairs,
+            100.0 * big_f as f64 / pairs,
+            max_s / l as f64,
+            max_f / l as f64,
+            100.0 * stale as f64 / rows as f64,
+            100.0 * changed as f64 / (rows * l) as f64
+        );
+        self.w_prev.copy_from_slice(w);
+        self.touched.fill(false);
+        (
+            self.n_touched,
+            self.samples,
+            self.active,
+            self.label_only,
+            self.tables,
+        ) = (0, 0, 0, 0, 0);
     }
 }
 
@@ -1390,7 +1928,7 @@ fn main() {
     println!(
         "{}: {rows} classes x {D} (+ bias); {} training pairs used (shuffled, seed 99 ^ seed), \
          {} steps of B = {}, {}; held-out: {} pairs -> {} centres; S = {} ({:.1} % of the classes); \
-         LSH SimHash K = {} L = {} (BiasAug), {}; \
+         LSH {:?} K = {} L = {}{} (rows {:?}, walk {}), {}; \
          tier {tier:?}, threads {:?}, seeds {:?}, logQ {:?}; data in {:.1} s",
         task.name,
         task.train.len().min(o.pairs.max(1)),
@@ -1405,8 +1943,16 @@ fn main() {
         held.len(),
         o.s,
         100.0 * o.s as f64 / rows as f64,
+        o.family,
         o.k,
         o.l,
+        if o.family == Family::Dwta {
+            format!(" B = {}", o.bin_size)
+        } else {
+            String::new()
+        },
+        o.lsh_rows,
+        if o.walk_fill { "fill" } else { "stop" },
         if o.incremental {
             format!(
                 "built at step 0, then incremental rehashes of the updated rows on LNS's \
