@@ -16,12 +16,14 @@ IUL), "ivf" (k-means lists with int8 / 4-bit codes; calibration),
 with its own knobs, and `query(q, k)` for every one of them.
 Kernels: `SimHash`, `Dwta`, `Tables`, `gathered_matmul`, `topk`, `merge_topk`,
 `softmax`, `quantize_rows_i8`, `to_bf16`; training kernels:
-`softmax_xent_csr`, `gather_dq`, `rows_update_sgd`, `rehash_next`.
+`softmax_xent_csr`, `gather_dq`, `rows_update_sgd`, `rehash_next`;
+holographic reduced representations: `Hrr` (bind, unbind, projection by
+FFT) and `hrr_class_vectors`.
 
 `lshk.torch` (needs PyTorch: `pip install ./python[torch]`) has the
 PyTorch modules: `TopKHead` (top-k inference through an index) and
 `SampledSoftmax` (a sampled-softmax output layer trained on these
-kernels). `import lshk` itself does not import torch.
+kernels) and `HrrOutput` (the HRR output layer). `import lshk` itself does not import torch.
 
 Arrays: float data must be float32 (a TypeError otherwise); integer arrays
 of another integer dtype are converted (range-checked copy). Arrays whose
@@ -32,6 +34,7 @@ layouts are copied first. Queries and builds release the GIL.
 from ._lshk import (  # noqa: F401
     STATUS,
     Dwta,
+    Hrr,
     Index,
     LshkError,
     SimHash,
@@ -40,6 +43,7 @@ from ._lshk import (  # noqa: F401
     __version__,
     gather_dq,
     gathered_matmul,
+    hrr_class_vectors,
     isa_active,
     merge_topk,
     quantize_rows_i8,
@@ -54,6 +58,7 @@ from ._lshk import (  # noqa: F401
 __all__ = [
     "STATUS",
     "Dwta",
+    "Hrr",
     "Index",
     "LshkError",
     "SimHash",
@@ -62,6 +67,7 @@ __all__ = [
     "__version__",
     "gather_dq",
     "gathered_matmul",
+    "hrr_class_vectors",
     "isa_active",
     "merge_topk",
     "quantize_rows_i8",

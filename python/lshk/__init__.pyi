@@ -346,7 +346,7 @@ class Index:
         """lshk_index_train_labels: query i's labels are
         labels[label_offsets[i]:label_offsets[i+1]]. LSH sources: every
         bucket gains ('beside') or is replaced by ('instead') its label_cap
-        most frequent labels (HALOS label-aware buckets); IVF: the same for
+        most frequent labels (label-aware buckets, lshk's extension; not HALOS's IUL); IVF: the same for
         each list, from the queries that visit it first (not with codes
         'pq4' / 'pq4_i8'). UnsupportedError for the graph and the forest.
         Once per index; on error the index is unchanged."""
@@ -432,6 +432,30 @@ class Tables:
         'whole_buckets' (LSH negative sampling's rule: whole buckets, table
         by table from the per-query start, stopping before the first table
         that would pass the budget)."""
+
+class Hrr:
+    """FFT plans and buffers for vectors of `dim` floats (lshk_hrr_*). The C
+    handle serves one thread at a time: each object has its own lock, so
+    calls from several threads on one object run one after another (use
+    one object per thread for parallel calls)."""
+
+    def __init__(self, dim: int, *, isa: Optional[Union[str, int]] = None) -> None:
+        """lshk_hrr_new (lshk_hrr_new_isa with `isa`: "scalar", "portable",
+        "avx2", "avx512"); 1 <= dim <= 2^24."""
+    @property
+    def dim(self) -> int: ...
+    def bind(self, x: _F32, y: _F32) -> np.ndarray:
+        """lshk_hrr_bind: x[r] ⊛ y[r], the circular convolution; y (n, dim) or
+        (dim,), x 1 row or n. Returns y's shape."""
+    def unbind(self, key: _F32, s: _F32, inverse: Optional[Union[str, int]] = None) -> np.ndarray:
+        """lshk_hrr_unbind: key[r]† ⊛ s[r]; inverse "approx" (default: the
+        circular correlation with key) or "exact" (ifft(fft(s) / fft(key)))."""
+    def project(self, x: _F32) -> np.ndarray:
+        """lshk_hrr_project: real(ifft(fft(x) / (|fft(x)| + 1e-5))) row by row."""
+
+def hrr_class_vectors(seed: int, dim: int, m: int, *, first: int = 0, threads: int = 0) -> np.ndarray:
+    """lshk_hrr_class_vectors: rows first..first+m of the projected class
+    vectors of (seed, dim), (m, dim) float32; frozen bits."""
 
 def gathered_matmul(
     w: npt.ArrayLike, q: _F32, ids: _Int, offsets: Optional[_Int] = None, *, bias: Optional[_F32] = None,

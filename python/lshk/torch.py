@@ -15,6 +15,13 @@ output layer for training, both on lshk's kernels (docs/torch.md).
   `sparse=True` gives sparse COO gradients for W and the bias, as
   `nn.Embedding(sparse=True)` does, for `torch.optim.SGD` and
   `torch.optim.SparseAdam`.
+* `HrrOutput`: the HRR output layer (Ganesan et al., NeurIPS 2021): fixed
+  seeded class vectors, a present and an absent vector; `forward(s,
+  labels)` is the J_p + J_n loss of the network's prediction s (forward
+  on lshk's unbind and gathered matmul, backward on gather_dq and bind),
+  `predict(s, k)` the top-k labels through an `lshk.Index` over the class
+  vectors; `hrr_loss` is its loss as a function (float64: the reference
+  path for gradcheck).
 * `sampled_softmax_loss`: the loss of `SampledSoftmax` for given candidate
   sets (CSR), as a function. float32 tensors run on lshk's kernels;
   float64 tensors run the same formulas (forward and hand-written
@@ -35,7 +42,7 @@ from torch import nn
 
 import lshk as _lshk
 
-__all__ = ["TopKHead", "SampledSoftmax", "sampled_softmax_loss", "SAMPLERS"]
+__all__ = ["TopKHead", "SampledSoftmax", "sampled_softmax_loss", "SAMPLERS", "HrrOutput", "hrr_loss"]
 
 SAMPLERS = ("full", "uniform", "unigram", "lsh-embedding", "lsh-label", "forest")
 
@@ -797,3 +804,472 @@ class SampledSoftmax(nn.Module):
         evaluation."""
         z = h @ self.weight.T
         return z if self.bias is None else z + self.bias
+
+
+# ---------------------------------------------------------------------------
+# HrrOutput: the HRR output layer (Ganesan et al., "Learning with
+# Holographic Reduced Representations", NeurIPS 2021)
+
+_HRR_EPS = 1e-8  # the normalisation's epsilon, as lshk's hrr::normalize
+_HRRS: Dict[int, Any] = {}
+
+
+def _hrr(dim: int) -> Any:
+    """A shared `lshk.Hrr` for vectors of `dim` floats (its calls are
+    serialised by the object's own lock)."""
+    h = _HRRS.get(dim)
+    if h is None:
+        h = _HRRS.setdefault(dim, _lshk.Hrr(dim))
+    return h
+
+
+def _hrr_terms(pos_ids, pos_off, neg_ids, neg_off, absent):
+    """The loss terms as CSR over 2 nb query rows: row b is sample b's
+    estimate unbound with p (its positives, then its sampled negatives),
+    row nb + b the one unbound with the absent vector m (its positives when
+    `absent`, else nothing). Returns (ids uint32, offsets uint64, w) with
+    w = -1 for a positive under p (loss 1 - |z|, or 1 - z when signs
+    count) and +1 otherwise (loss |z|)."""
+    nb = len(pos_off) - 1
+    np_ = np.diff(pos_off).astype(np.int64)
+    nn_ = np.diff(neg_off).astype(np.int64)
+    seg_p = np.repeat(np.arange(nb), np_)
+    seg_n = np.repeat(np.arange(nb), nn_)
+    # row b: positives, then negatives (stable sort by row keeps each order)
+    rows = np.concatenate([seg_p, seg_n])
+    ids = np.concatenate([pos_ids, neg_ids]).astype(np.uint32)
+    w = np.concatenate([-np.ones(len(pos_ids)), np.ones(len(neg_ids))])
+    order = np.argsort(rows, kind="stable")
+    ids, w = ids[order], w[order]
+    cnt = np.concatenate([np_ + nn_, np_ if absent else np.zeros(nb, np.int64)])
+    if absent:
+        ids = np.concatenate([ids, pos_ids.astype(np.uint32)])
+        w = np.concatenate([w, np.ones(len(pos_ids))])
+    off = np.zeros(2 * nb + 1, np.uint64)
+    np.cumsum(cnt, out=off[1:])
+    return ids, off, w
+
+
+class _HrrLshk(torch.autograd.Function):
+    """float32: unbinding (forward) and binding (backward) on lshk's HRR
+    kernels, the class vectors' dot products on its gathered matmul and
+    their gradient on gather_dq."""
+
+    @staticmethod
+    def forward(ctx, s, classes, present, absent, ids, offsets, w, absolute, threads):
+        nb, dim = s.shape
+        hrr = _hrr(dim)
+        sn = _np(s.contiguous())
+        pn, mn = _np(present), _np(absent)
+        # rows nb.. (the absent vector's) hold no term without J_n's m part
+        has_m = int(offsets[2 * nb]) > int(offsets[nb])
+        ym = hrr.unbind(mn, sn) if has_m else np.zeros_like(sn)
+        y = np.concatenate([hrr.unbind(pn, sn), ym]).astype(np.float64)
+        n = np.sqrt((y * y).sum(1))
+        yhat = (y / (n + _HRR_EPS)[:, None]).astype(np.float32)
+        z = _lshk.gathered_matmul(_np(classes), yhat, ids, offsets)
+        z64 = z.astype(np.float64)
+        az = np.abs(z64)
+        loss = np.where(w < 0, 1.0 - (az if absolute else z64), az).sum() / max(nb, 1)
+        ctx.save_for_backward(classes, present, absent)
+        ctx.y, ctx.n, ctx.z = y, n, z
+        ctx.ids, ctx.offsets, ctx.w, ctx.threads = ids, offsets, w, threads
+        ctx.absolute, ctx.has_m = absolute, has_m
+        return s.new_tensor(loss)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):
+        classes, present, absent = ctx.saved_tensors
+        if not ctx.needs_input_grad[0]:
+            return (None,) * 9
+        y, n = ctx.y, ctx.n
+        nb2, dim = y.shape
+        nb = nb2 // 2
+        # dL/dz_j = w_j sign(z_j) / nb (a signed positive term: -1 / nb)
+        sg = np.sign(ctx.z).astype(np.float64)
+        if not ctx.absolute:
+            sg = np.where(ctx.w < 0, 1.0, sg)
+        g = (ctx.w * sg * (float(grad_out) / max(nb, 1))).astype(np.float32)
+        gq = _lshk.gather_dq(_np(classes), g, ctx.ids, ctx.offsets, threads=ctx.threads)
+        gq = gq.astype(np.float64)
+        # through yhat = y / (|y| + eps):
+        # dL/dy = G / (n + eps) - y (y . G) / (n (n + eps)^2)
+        ne = n + _HRR_EPS
+        safe = np.where(n > 0, n, 1.0)
+        dy = gq / ne[:, None] - y * ((y * gq).sum(1) / (safe * ne * ne))[:, None]
+        dy = dy.astype(np.float32)
+        # the adjoint of the correlation key† ⊛ s is the convolution key ⊛ .
+        hrr = _hrr(dim)
+        ds = hrr.bind(_np(present), dy[:nb]).astype(np.float64)
+        if ctx.has_m:
+            ds += hrr.bind(_np(absent), dy[nb:])
+        return (torch.from_numpy(ds.astype(np.float32)),) + (None,) * 8
+
+
+def _unbind_torch(key: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    d = s.shape[-1]
+    return torch.fft.irfft(torch.conj(torch.fft.rfft(key)) * torch.fft.rfft(s), n=d)
+
+
+def _bind_torch(key: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    d = v.shape[-1]
+    return torch.fft.irfft(torch.fft.rfft(key) * torch.fft.rfft(v), n=d)
+
+
+class _HrrTorch(torch.autograd.Function):
+    """float64 reference: the same formulas with torch.fft, the backward
+    written out as in `_HrrLshk` (checked by gradcheck)."""
+
+    @staticmethod
+    def forward(ctx, s, classes, present, absent, ids, offsets, w, absolute, threads):
+        nb, dim = s.shape
+        y = torch.cat([_unbind_torch(present, s), _unbind_torch(absent, s)])
+        n = y.norm(dim=1)
+        yhat = y / (n + _HRR_EPS)[:, None]
+        seg = torch.from_numpy(_segments(offsets))
+        idt = torch.from_numpy(ids.astype(np.int64))
+        wt = torch.from_numpy(w).to(s.dtype)
+        z = (classes[idt] * yhat[seg]).sum(1)
+        loss = torch.where(wt < 0, 1 - (z.abs() if absolute else z), z.abs()).sum() / max(nb, 1)
+        ctx.save_for_backward(classes, present, absent, y, n, z, seg, idt, wt)
+        ctx.absolute = absolute
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        classes, present, absent, y, n, z, seg, idt, wt = ctx.saved_tensors
+        nb = y.shape[0] // 2
+        ds = None
+        if ctx.needs_input_grad[0]:
+            sg = torch.sign(z)
+            if not ctx.absolute:
+                sg = torch.where(wt < 0, torch.ones_like(sg), sg)
+            g = wt * sg * (grad_out / max(nb, 1))
+            gq = torch.zeros_like(y).index_add(0, seg, g[:, None] * classes[idt])
+            ne = n + _HRR_EPS
+            safe = torch.where(n > 0, n, torch.ones_like(n))
+            dy = gq / ne[:, None] - y * ((y * gq).sum(1) / (safe * ne * ne))[:, None]
+            ds = _bind_torch(present, dy[:nb]) + _bind_torch(absent, dy[nb:])
+        return (ds,) + (None,) * 8
+
+
+def _multi_labels(labels: Any, offsets: Any, nb: int, classes: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Each sample's positive labels as CSR (ids uint32, offsets uint64),
+    from a 1-D tensor with `offsets` (CSR), a 1-D tensor of one label per
+    sample, or a 2-D (nb, L) tensor padded with -1. Checked: integer, in
+    range, no label twice in a sample."""
+    if not isinstance(labels, torch.Tensor):
+        raise TypeError(f"labels: must be a torch.Tensor, got {type(labels).__name__}")
+    if labels.device.type != "cpu":
+        raise ValueError(f"labels: must be on the CPU, got device {labels.device}")
+    if labels.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
+        raise TypeError(f"labels: must be an integer tensor, got {labels.dtype}")
+    lab = labels.detach().numpy().astype(np.int64)
+    if offsets is not None:
+        off = np.asarray(offsets.numpy() if isinstance(offsets, torch.Tensor) else offsets)
+        if lab.ndim != 1 or off.ndim != 1 or not np.issubdtype(off.dtype, np.integer):
+            raise ValueError("labels with offsets: both must be 1-D, offsets integer (CSR)")
+        if len(off) != nb + 1:
+            raise ValueError(f"offsets: must hold nb + 1 = {nb + 1} values, got {len(off)}")
+        if off[0] != 0 or np.any(np.diff(off) < 0) or off[-1] != len(lab):
+            raise ValueError("offsets: must start at 0, not decrease and end at len(labels)")
+        ids, off = lab, off.astype(np.int64)
+    elif lab.ndim == 1:
+        if len(lab) != nb:
+            raise ValueError(f"labels: must hold one label per sample ({nb}), got {len(lab)}")
+        ids, off = lab, np.arange(nb + 1, dtype=np.int64)
+    elif lab.ndim == 2:
+        if lab.shape[0] != nb:
+            raise ValueError(f"labels: must have one row per sample ({nb}), got {tuple(lab.shape)}")
+        keep = lab != -1
+        ids = lab[keep]
+        off = np.zeros(nb + 1, np.int64)
+        np.cumsum(keep.sum(1), out=off[1:])
+    else:
+        raise ValueError(f"labels: must be 1-D or 2-D, got shape {tuple(lab.shape)}")
+    if len(ids) and (ids.min() < 0 or ids.max() >= classes):
+        raise ValueError(
+            f"labels: must lie in 0..{classes - 1} (-1 pads a 2-D tensor), "
+            f"got min {int(ids.min())}, max {int(ids.max())}"
+        )
+    seg = np.repeat(np.arange(nb), np.diff(off))
+    key = np.sort(seg * classes + ids)
+    if len(key) > 1 and np.any(key[1:] == key[:-1]):
+        raise ValueError("labels: a sample holds the same label twice")
+    return ids.astype(np.uint32), off.astype(np.uint64)
+
+
+def hrr_loss(
+    s: torch.Tensor,
+    classes: torch.Tensor,
+    present: torch.Tensor,
+    absent: Optional[torch.Tensor],
+    pos_ids: Any,
+    pos_offsets: Any,
+    neg_ids: Any = None,
+    neg_offsets: Any = None,
+    *,
+    absolute: bool = True,
+    threads: int = 0,
+) -> torch.Tensor:
+    """The HRR output layer's loss J_p + J_n, the mean over the samples.
+
+    For sample b with positive labels Y_b (`pos_ids[pos_offsets[b]:
+    pos_offsets[b+1]]`, CSR) and negatives N_b (`neg_ids`, `neg_offsets`,
+    or none): y_p = p† ⊛ s_b and y_m = m† ⊛ s_b (the approximate inverse:
+    circular correlation), normalised as y / (|y| + 1e-8), and with unit
+    class vectors c
+
+        J_p = sum_{y in Y_b} (1 - |c_y . y_p|)
+        J_n = sum_{y in Y_b} |c_y . y_m| + sum_{n in N_b} |c_n . y_p|
+
+    (the m term only when `absent` is given; `absolute=False`: J_p's terms
+    are 1 - c_y . y_p, the sign counts). float32 tensors run on lshk's
+    kernels (unbind, gathered matmul; backward: gather_dq, bind); float64
+    ones run the same formulas in PyTorch with torch.fft (the reference
+    path for gradcheck). Gradients flow to s only: the class vectors, p
+    and m are fixed."""
+    _check_tensor(s, "s", (torch.float32, torch.float64))
+    dt = s.dtype
+    _check_tensor(classes, "classes", (dt,))
+    if s.dim() != 2 or classes.dim() != 2 or s.shape[1] != classes.shape[1]:
+        raise ValueError(
+            f"s (nb x dim) and classes (m x dim): shapes {tuple(s.shape)} and "
+            f"{tuple(classes.shape)} do not match"
+        )
+    nb, dim = s.shape
+    m = classes.shape[0]
+    _check_tensor(present, "present", (dt,))
+    if tuple(present.shape) != (dim,):
+        raise ValueError(f"present: must have shape ({dim},), got {tuple(present.shape)}")
+    use_absent = absent is not None
+    if use_absent:
+        _check_tensor(absent, "absent", (dt,))
+        if tuple(absent.shape) != (dim,):
+            raise ValueError(f"absent: must have shape ({dim},), got {tuple(absent.shape)}")
+    else:
+        absent = torch.zeros_like(present)
+    pid, poff = _csr(pos_ids, pos_offsets, nb, m)
+    if neg_ids is None:
+        nid, noff = np.zeros(0, np.uint32), np.zeros(nb + 1, np.uint64)
+    else:
+        nid, noff = _csr(neg_ids, neg_offsets, nb, m)
+    if not torch.isfinite(s).all():
+        raise ValueError("s: holds NaN or infinite values")
+    ids, off, w = _hrr_terms(pid, poff, nid, noff, use_absent)
+    fn = _HrrLshk if dt == torch.float32 else _HrrTorch
+    if dt == torch.float32:
+        present, absent = present.contiguous(), absent.contiguous()
+    return fn.apply(s, classes, present, absent, ids, off, w, bool(absolute), int(threads))
+
+
+class HrrOutput(nn.Module):
+    """The HRR output layer (Ganesan et al., NeurIPS 2021): `classes`
+    labels, each a fixed d-dimensional class vector; the network below
+    predicts one vector s of `dim` floats instead of one logit per label.
+
+    The class vectors are rows 0..classes-1 of lshk's projected class
+    vectors of (`seed`, dim) (`lshk.hrr_class_vectors`: unit vectors, unit
+    magnitude at every frequency, the same bits everywhere); the present
+    vector p and the absent vector m are rows `classes` and `classes + 1`.
+    All are fixed buffers (no parameters).
+
+    `forward(s, labels, offsets=None)`: s (..., dim) float32 (or float64:
+    the reference path); labels the positives of each sample: a 1-D
+    integer tensor with `offsets` (CSR), a 1-D tensor of one label per
+    sample, or a 2-D (nb, L) tensor padded with -1. Returns the mean over
+    the samples of J_p + J_n (`hrr_loss`):
+
+        J_p = sum_{y in Y} (1 - |c_y . p†⊛s / |p†⊛s||)
+        J_n = sum_{y in Y} |c_y . m†⊛s / |m†⊛s||          (absent=True)
+            + sum_{n in N} |c_n . p†⊛s / |p†⊛s||          (num_negatives)
+
+    This is the form of the authors' code (absent=True, num_negatives=0,
+    absolute=True): the positives must be found under p and not under m,
+    with absolute cosines in both terms, so a label may be encoded with
+    either sign. `num_negatives` > 0 adds that many negatives of each
+    sample's own, uniform over the classes outside its positives (without
+    replacement, seeded by `seed` and the step). `absolute=False`: J_p's
+    terms are 1 - c_y . p†⊛s / |p†⊛s| (the sign counts).
+
+    `predict(s, k)`: the top-k labels: y = p† ⊛ s normalised, then the
+    largest |c . y| (absolute=True: the index is queried with y and -y and
+    the answers merged) or c . y (absolute=False) over the class vectors,
+    through an `lshk.Index` (`source`, `index_knobs`, `query` as for
+    `TopKHead`; `source=None`: exact dense scores in PyTorch). Returns
+    (ids int64, scores float32: |c . y| or c . y) of shape (..., k), best
+    first, ties by the smaller id.
+    """
+
+    def __init__(
+        self,
+        classes: int,
+        dim: int,
+        *,
+        seed: int = 0,
+        absent: bool = True,
+        num_negatives: int = 0,
+        absolute: bool = True,
+        source: Optional[str] = "ivf",
+        query: Optional[Dict[str, Any]] = None,
+        threads: int = 0,
+        **index_knobs: Any,
+    ) -> None:
+        super().__init__()
+        if classes < 1 or dim < 1:
+            raise ValueError(f"classes and dim: must be >= 1, got {classes} and {dim}")
+        if num_negatives < 0:
+            raise ValueError(f"num_negatives: must be >= 0, got {num_negatives}")
+        if not absent and num_negatives == 0:
+            raise ValueError("absent=False needs num_negatives > 0 (else J_n is empty)")
+        self.classes, self.dim = int(classes), int(dim)
+        self.seed = int(seed)
+        self.use_absent = bool(absent)
+        self.absolute = bool(absolute)
+        self.num_negatives = int(min(num_negatives, max(classes - 1, 0)))
+        self.threads = int(threads)
+        self.source = source
+        self.query_knobs = dict(query or {})
+        self.index_knobs = dict(index_knobs)
+        c = _lshk.hrr_class_vectors(self.seed, self.dim, self.classes + 2, threads=self.threads)
+        cv = torch.from_numpy(c)
+        self.register_buffer("class_vectors", cv[: self.classes], persistent=False)
+        self.register_buffer("present", cv[self.classes].clone(), persistent=False)
+        self.register_buffer("absent", cv[self.classes + 1].clone(), persistent=False)
+        self.index: Optional[_lshk.Index] = None
+        self.step = 0
+
+    def extra_repr(self) -> str:
+        return (
+            f"classes={self.classes}, dim={self.dim}, seed={self.seed}, "
+            f"absent={self.use_absent}, num_negatives={self.num_negatives}, "
+            f"absolute={self.absolute}, source={self.source!r}"
+        )
+
+    def _check_s(self, s: torch.Tensor, dtypes) -> torch.Tensor:
+        _check_tensor(s, "s", dtypes)
+        if s.dim() < 1 or s.shape[-1] != self.dim:
+            raise ValueError(f"s: must have shape (..., {self.dim}), got {tuple(s.shape)}")
+        s2 = s.reshape(-1, self.dim)
+        if not torch.isfinite(s2).all():
+            raise ValueError("s: holds NaN or infinite values")
+        return s2
+
+    def negatives(self, pos_ids: np.ndarray, pos_off: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """`num_negatives` distinct labels per sample outside its positives,
+        uniform, drawn from the generator of (seed, step) (CSR)."""
+        nb = len(pos_off) - 1
+        k = self.num_negatives
+        if k == 0:
+            return np.zeros(0, np.uint32), np.zeros(nb + 1, np.uint64)
+        rng = np.random.default_rng([self.seed, self.step, 0x4852])
+        m = self.classes
+        lens = np.diff(pos_off).astype(np.int64)
+        if np.any(m - lens < k):
+            raise ValueError(
+                f"num_negatives: {k} labels outside a sample's positives are needed, "
+                f"but a sample has {int(lens.max())} of {m} classes as positives"
+            )
+        seg = np.repeat(np.arange(nb), lens)
+        pos_keys = seg * m + pos_ids.astype(np.int64)
+        out = np.empty((nb, k), np.int64)
+        # draws in order, repeats and positives rejected; a row still short
+        # after 2k + 8 draws (only with few classes) is finished from the
+        # labels left, in random order
+        draw = rng.integers(0, m, size=(nb, 2 * k + 8))
+        bad = np.isin(np.arange(nb)[:, None] * m + draw, pos_keys)
+        for b in range(nb):
+            row = draw[b][~bad[b]]
+            _, first = np.unique(row, return_index=True)
+            row = row[np.sort(first)][:k]
+            if len(row) < k:
+                taken = np.union1d(row, pos_ids[pos_off[b]:pos_off[b + 1]])
+                free = np.setdiff1d(np.arange(m), taken)
+                row = np.concatenate([row, rng.permutation(free)[: k - len(row)]])
+            out[b] = row
+        return out.reshape(-1).astype(np.uint32), (np.arange(nb + 1) * k).astype(np.uint64)
+
+    def forward(self, s: torch.Tensor, labels: torch.Tensor, offsets: Any = None) -> torch.Tensor:
+        s2 = self._check_s(s, (torch.float32, torch.float64))
+        nb = s2.shape[0]
+        pid, poff = _multi_labels(labels, offsets, nb, self.classes)
+        nid, noff = self.negatives(pid, poff)
+        dt = s2.dtype
+        cls, p, m = self.class_vectors, self.present, self.absent
+        if dt == torch.float64:
+            cls, p, m = cls.double(), p.double(), m.double()
+        loss = hrr_loss(
+            s2, cls, p, m if self.use_absent else None, pid, poff,
+            nid if self.num_negatives else None, noff if self.num_negatives else None,
+            absolute=self.absolute, threads=self.threads,
+        )
+        if self.training and torch.is_grad_enabled():
+            self.step += 1
+        return loss
+
+    def unbind(self, s: torch.Tensor) -> torch.Tensor:
+        """p† ⊛ s normalised (y / (|y| + 1e-8)) on lshk's kernel: the
+        estimate of the label superposition, (..., dim) float32."""
+        s2 = self._check_s(s, (torch.float32,))
+        y = _hrr(self.dim).unbind(_np(self.present), _np(s2.contiguous())).astype(np.float64)
+        y /= (np.sqrt((y * y).sum(1)) + _HRR_EPS)[:, None]
+        return torch.from_numpy(y.astype(np.float32)).reshape(s.shape)
+
+    def build_index(self) -> None:
+        """Builds the lshk index over the class vectors (borrowed: they are
+        held once, by this module); `predict` does it on first use."""
+        if self.source is not None:
+            self.index = _lshk.Index(
+                _np(self.class_vectors), None, source=self.source, storage="borrowed",
+                **self.index_knobs,
+            )
+
+    def predict(self, s: torch.Tensor, k: int = 5) -> Tuple[torch.Tensor, torch.Tensor]:
+        if k < 1:
+            raise ValueError(f"k: must be >= 1, got {k}")
+        y = self.unbind(s).reshape(-1, self.dim)
+        lead = tuple(s.shape[:-1])
+        nq = y.shape[0]
+        if self.source is None:
+            sc = y @ self.class_vectors.T
+            if self.absolute:
+                sc = sc.abs()
+            # best first, ties by the smaller id (a stable descending sort)
+            order = torch.sort(sc, dim=1, descending=True, stable=True).indices[:, :k]
+            kk = order.shape[1]
+            ids = torch.full((nq, k), -1, dtype=torch.int64)
+            scores = torch.full((nq, k), -math.inf)
+            ids[:, :kk], scores[:, :kk] = order, sc.gather(1, order)
+            return ids.reshape(*lead, k), scores.reshape(*lead, k)
+        if self.index is None:
+            self.build_index()
+        q = y.numpy()
+        if self.absolute:
+            # max |c . y| = the better of max c . y and max c . (-y)
+            ids, scores = self.index.query(np.concatenate([q, -q]), k, **self.query_knobs)
+            ids = np.concatenate([ids[:nq], ids[nq:]], axis=1)
+            scores = np.concatenate([scores[:nq], scores[nq:]], axis=1)
+            order = np.lexsort((ids, -scores.astype(np.float64)), axis=1)
+            ids = np.take_along_axis(ids, order, 1)
+            scores = np.take_along_axis(scores, order, 1)
+            # a class in both answers (only where k nears the class count):
+            # keep its better entry, the first after the sort
+            by_id = np.argsort(ids, axis=1, kind="stable")
+            sid = np.take_along_axis(ids, by_id, 1)
+            dup = np.zeros(ids.shape, bool)
+            np.put_along_axis(dup, by_id[:, 1:], (sid[:, 1:] == sid[:, :-1]) & (sid[:, 1:] != _PAD_ID), 1)
+            if dup.any():
+                ids[dup], scores[dup] = _PAD_ID, -np.inf
+                order = np.lexsort((ids, -scores.astype(np.float64)), axis=1)
+                ids = np.take_along_axis(ids, order, 1)
+                scores = np.take_along_axis(scores, order, 1)
+            ids, scores = ids[:, :k], scores[:, :k]
+        else:
+            ids, scores = self.index.query(q, k, **self.query_knobs)
+        ids64 = ids.astype(np.int64)
+        ids64[ids == _PAD_ID] = -1
+        return (
+            torch.from_numpy(ids64).reshape(*lead, k),
+            torch.from_numpy(np.ascontiguousarray(scores)).reshape(*lead, k),
+        )

@@ -13,7 +13,8 @@
 //! records), `index` (`lshk.Index`, every candidate source), `training`
 //! (label training, IUL), `kernels` (hash families, tables, stateless
 //! kernels), `train` (the training kernels: softmax cross-entropy, dq, SGD
-//! row updates, the rehash schedule).
+//! row updates, the rehash schedule), `hrr` (holographic reduced
+//! representations: bind, unbind, projection, class vectors).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -21,6 +22,7 @@ mod arrays;
 mod enums;
 mod errors;
 mod files;
+mod hrr;
 mod index;
 mod kernels;
 mod train;
@@ -36,6 +38,7 @@ fn _lshk(m: &Bound<'_, PyModule>) -> PyResult<()> {
     index::register(m)?;
     kernels::register(m)?;
     train::register(m)?;
+    hrr::register(m)?;
     // SAFETY: static NUL-terminated string.
     let v = unsafe { CStr::from_ptr(lshk::ffi::lshk_version()) };
     m.add("__version__", v.to_string_lossy().into_owned())?;

@@ -393,3 +393,53 @@ def _rows_update_sgd(api, w, q, grad, ids, offs, lr, threads=0):
 CApi.softmax_xent_csr = _xent
 CApi.gather_dq = _gather_dq
 CApi.rows_update_sgd = _rows_update_sgd
+
+
+# ---- holographic reduced representations (lshk_hrr_*)
+
+def _hrr_new(api, d, isa=None):
+    h = vp()
+    if isa is None:
+        api.check(api.lib.lshk_hrr_new(sz(d), C.byref(h)))
+    else:
+        api.check(api.lib.lshk_hrr_new_isa(sz(d), u32(isa), C.byref(h)))
+    return h
+
+
+def _hrr_free(api, h):
+    api.check(api.lib.lshk_hrr_free(h))
+
+
+def _hrr_bind(api, h, x, y):
+    """x: (1 or n, d), y: (n, d), both C-contiguous float32."""
+    out = np.empty_like(y)
+    api.check(api.lib.lshk_hrr_bind(h, ptr(x), sz(x.shape[0]), ptr(y), sz(y.shape[0]), ptr(out)))
+    return out
+
+
+def _hrr_unbind(api, h, key, s, inverse=0):
+    out = np.empty_like(s)
+    api.check(api.lib.lshk_hrr_unbind(h, u32(inverse), ptr(key), sz(key.shape[0]), ptr(s),
+                                      sz(s.shape[0]), ptr(out)))
+    return out
+
+
+def _hrr_project(api, h, x):
+    out = np.empty_like(x)
+    api.check(api.lib.lshk_hrr_project(h, ptr(x), sz(x.shape[0]), ptr(out)))
+    return out
+
+
+def _hrr_class_vectors(api, seed, d, m, first=0, threads=0):
+    out = np.empty((m, d), np.float32)
+    api.check(api.lib.lshk_hrr_class_vectors(u64(seed), sz(d), u64(first), sz(m), u32(threads),
+                                             ptr(out)))
+    return out
+
+
+CApi.hrr_new = _hrr_new
+CApi.hrr_free = _hrr_free
+CApi.hrr_bind = _hrr_bind
+CApi.hrr_unbind = _hrr_unbind
+CApi.hrr_project = _hrr_project
+CApi.hrr_class_vectors = _hrr_class_vectors
