@@ -458,7 +458,17 @@ class SampledSoftmax(nn.Module):
       decaying schedule (`rehash_period`, `rehash_lambda`: rehashes at
       steps 50, 100, 150, 200, 251, ... by default), the rows whose weight
       or bias changed since the last rehash are written to the index and
-      rehashed (only those).
+      rehashed (only those). `centre_rows` (default True): the index holds
+      the rows minus their mean, [w - mean w, b - mean b] (the label query
+      likewise); a shift shared by every row changes every logit of a
+      query alike, so the ranking the hash approximates is the same, but
+      without centring such a shift dominates the rows' directions: Adam
+      moves every row by about lr per coordinate along one shared
+      direction, the rows end up in a few huge buckets and the queries in
+      empty ones (examples/lns_train.md: active sets of ~50 classes
+      instead of 1,024 on w2v-gutenberg; centred, 920). The mean is
+      recomputed at each rehash; when it has moved by more than 5 % of
+      the centred rows' rms norm the index is rebuilt around the new one.
     * "forest": the hashing forest over the rows [w, b]
       (`forest_trees`, `forest_leaf`, unit rows with `forest_normalize`),
       rebuilt from the current W every `forest_rebuild` steps; each sample
@@ -496,6 +506,7 @@ class SampledSoftmax(nn.Module):
         forest_set_size: int = 32,
         forest_rebuild: int = 100,
         forest_normalize: bool = True,
+        centre_rows: bool = True,
         shared_negatives: bool = False,
         init_std: float = 0.01,
         seed: int = 0,
@@ -537,6 +548,9 @@ class SampledSoftmax(nn.Module):
             leaf_size=int(forest_leaf),
             normalize_rows=bool(forest_normalize),
         )
+        self.centre_rows = bool(centre_rows)
+        self._mu: Optional[np.ndarray] = None
+        self._mub = 0.0
         self.forest_set_size = int(forest_set_size)
         self.forest_rebuild = int(forest_rebuild)
         self.index: Optional[_lshk.Index] = None
@@ -644,18 +658,47 @@ class SampledSoftmax(nn.Module):
         self._aug[:, self.dim] = 0.0 if self.bias is None else _np(self.bias)
         return self._aug
 
+    def _lsh_rows(self, w: np.ndarray, b: Optional[np.ndarray]) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+        """The rows the LSH index holds: w and b, less their means when
+        centred (the means of the last (re)build)."""
+        if not self.centre_rows:
+            return w, b
+        wc = (w - self._mu).astype(np.float32)
+        return wc, None if b is None else (b - np.float32(self._mub)).astype(np.float32)
+
+    def _build_lsh(self, w: np.ndarray, b: Optional[np.ndarray]) -> None:
+        if self.centre_rows:
+            self._mu = w.mean(axis=0, dtype=np.float64).astype(np.float32)
+            self._mub = 0.0 if b is None else float(b.mean(dtype=np.float64))
+        wc, bc = self._lsh_rows(w, b)
+        self.index = _lshk.Index(
+            wc, bc, source="simhash", transform="bias_aug", storage="f32",
+            seed=self.seed + 1, **self.lsh,
+        )
+        self._views = (self.index.simhash(), self.index.tables())
+
+    def _recentre_due(self, w: np.ndarray) -> bool:
+        """Whether the rows' mean moved by more than 5 % of the centred
+        rows' rms norm since the index was built around it."""
+        if not self.centre_rows:
+            return False
+        mu = w.mean(axis=0, dtype=np.float64)
+        rms = math.sqrt(float(np.mean(np.sum((w - mu) ** 2, axis=1, dtype=np.float64))))
+        return float(np.linalg.norm(mu - self._mu)) > 0.05 * rms
+
     def _sync_lsh(self) -> None:
         """Build the SimHash index, or on the schedule write the rows that
-        changed since the last rehash to it and rehash them."""
-        w = _np(self.weight)
-        b = None if self.bias is None else _np(self.bias)
+        changed since the last rehash to it and rehash them (rebuild it
+        around the new mean when that has moved, with centre_rows)."""
+        w0 = _np(self.weight)
+        b0 = None if self.bias is None else _np(self.bias)
         if self.index is None:
-            self.index = _lshk.Index(
-                w, b, source="simhash", transform="bias_aug", storage="f32",
-                seed=self.seed + 1, **self.lsh,
-            )
-            self._views = (self.index.simhash(), self.index.tables())
+            self._build_lsh(w0, b0)
+        elif self.step >= self._next_sync and self._recentre_due(w0):
+            self._build_lsh(w0, b0)
+            self.rehashed_rows += self.rows
         elif self.step >= self._next_sync:
+            w, b = self._lsh_rows(w0, b0)
             held = self.index.weights()
             changed = np.any(w != held["w"], axis=1)
             if b is not None:
@@ -711,8 +754,8 @@ class SampledSoftmax(nn.Module):
             if self.sampler == "lsh-embedding":
                 q = np.hstack([hn, ones])
             else:
-                w = _np(self.weight)
-                q = np.hstack([w[lab], ones])
+                w, _ = self._lsh_rows(_np(self.weight)[lab], None)
+                q = np.hstack([w, ones])
             sh, tabs = self._views
             codes = sh.hash(q)
             return tabs.gather(

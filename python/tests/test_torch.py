@@ -512,18 +512,59 @@ def test_lsh_index_follows_w_on_the_schedule():
     ids, off = m.candidates(h, y)  # step 5 again (m.step == 6): due now
     assert m.rehashed_rows > 0
     held = m.index.weights()
-    assert np.array_equal(held["w"], m.weight.detach().numpy())
-    assert np.array_equal(held["bias"], m.bias.detach().numpy())
+    # the index holds the centred rows (centre_rows, the default)
+    wc = (m.weight.detach().numpy() - m._mu).astype(np.float32)
+    bc = (m.bias.detach().numpy() - np.float32(m._mub)).astype(np.float32)
+    assert np.array_equal(held["w"], wc)
+    assert np.array_equal(held["bias"], bc)
     assert m.index.dirty_rows() == 0
-    # the rehashed index gives the candidate sets of a fresh build over W
+    # the rehashed index gives the candidate sets of a fresh build over them
     fresh = lshk.Index(
-        m.weight.detach().numpy(), m.bias.detach().numpy(), source="simhash",
+        wc, bc, source="simhash",
         transform="bias_aug", seed=m.seed + 1, bits_per_table=6, tables=8,
     )
     q = np.hstack([h.numpy(), np.ones((NB, 1), np.float32)])
     c1 = m.index.tables().gather(m.index.simhash().hash(q))
     c2 = fresh.tables().gather(fresh.simhash().hash(q))
     assert all(np.array_equal(a, b) for a, b in zip(c1, c2))
+
+
+def _mean_set_size(m, h, y):
+    ids, off = m.candidates(h, y)
+    return float(np.mean(np.diff(off.astype(np.int64))))
+
+
+@pytest.mark.parametrize("sampler", ["lsh-embedding", "lsh-label"])
+def test_centred_lsh_rows_ignore_a_shift_shared_by_every_row(sampler):
+    """A shift shared by every row (what Adam's normalised steps build up)
+    changes every logit of a query alike. With centre_rows the index is
+    rebuilt around the new mean at the next rehash and the candidate sets
+    stay those of the unshifted rows (up to hash bits flipped by the
+    shift's rounding); without it the rows pile into a few buckets that the
+    queries miss, and the sets shrink to little more than the label."""
+    h, y = batch(3)
+    split = lambda c: np.split(c[0], c[1][1:-1].astype(np.int64))  # noqa: E731
+    size = lambda c: float(np.mean(np.diff(c[1].astype(np.int64))))  # noqa: E731
+    for centre in (True, False):
+        plain = make(sampler, centre_rows=centre, rehash_period=2.0, rehash_lambda=0.0)
+        moved = make(sampler, centre_rows=centre, rehash_period=2.0, rehash_lambda=0.0)
+        plain.candidates(h, y)  # both indexes built at step 0
+        moved.candidates(h, y)
+        with torch.no_grad():
+            v = -h.mean(0)  # against the queries, as Adam's drift was
+            moved.weight.add_(v / v.norm() * 20.0 * moved.weight.norm(dim=1).mean())
+        plain.step = moved.step = 2  # the next rehash is due
+        a, b = plain.candidates(h, y), moved.candidates(h, y)
+        if centre:
+            assert moved.rehashed_rows == ROWS  # rebuilt around the new mean
+            same = np.mean([
+                len(np.intersect1d(x, z)) / len(np.union1d(x, z))
+                for x, z in zip(split(a), split(b))
+            ])
+            assert same >= 0.9, same
+            assert size(b) >= 0.9 * size(a), (size(a), size(b))
+        else:
+            assert size(b) <= 0.5 * size(a), (size(a), size(b))
 
 
 def test_forest_rebuilt_every_t_steps():
