@@ -2,7 +2,9 @@
 //! the batched f32 gradient against the f64 oracle, pair collection
 //! against a set-based oracle, balancing, determinism, the loss going
 //! down, the index-level training (save/load of the trained planes), and
-//! bad inputs.
+//! bad inputs; the same checks for the collision loss, `train_with`'s
+//! options (defaults = `train`, the per-epoch hook, the convergence
+//! tolerance).
 
 use std::collections::HashSet;
 
@@ -888,5 +890,355 @@ fn rank_thresholds_bad_inputs() {
             },
         )
         .unwrap();
+    }
+}
+
+/// Smallest relaxed bit agreement `c_k = (1 + a_k b_k) / 2` and smallest
+/// `1 − p` (`p = Π_k c_k`) over every (pair, table): the collision loss's
+/// derivatives grow as `1 / c` and `1 / (1 − p)`, so the tolerances below
+/// scale with them.
+fn collision_margins(
+    planes: &[f64],
+    dim: usize,
+    bits: usize,
+    tables: usize,
+    xq: &[f64],
+    xw: &[f64],
+) -> (f64, f64) {
+    let (mut cmin, mut qmin) = (1f64, 1f64);
+    for i in 0..xq.len() / dim {
+        let (q, w) = (&xq[i * dim..(i + 1) * dim], &xw[i * dim..(i + 1) * dim]);
+        for l in 0..tables {
+            let mut p = 1f64;
+            for k in 0..bits {
+                let th = &planes[(l * bits + k) * dim..(l * bits + k + 1) * dim];
+                let a = th.iter().zip(q).map(|(t, x)| t * x).sum::<f64>().tanh();
+                let b = th.iter().zip(w).map(|(t, x)| t * x).sum::<f64>().tanh();
+                let c = (1.0 + a * b) / 2.0;
+                cmin = cmin.min(c);
+                p *= c;
+            }
+            qmin = qmin.min(1.0 - p);
+        }
+    }
+    (cmin, qmin)
+}
+
+/// The collision loss's f64 gradient against central finite differences.
+/// Tolerance as for the dot loss, with the third derivative of
+/// `ln c` (at most `2 / c³` per unit of `u`) and of `ln(1 − p)` (at most
+/// `2 / (1 − p)³` times K³ unit factors) in place of softplus's bound 2:
+/// `|f'''| <= 8 (4 x_max)³ · 2 K³ / m³` with `m = min(c_min, (1 − p)_min)`.
+#[test]
+fn collision_gradient_matches_finite_differences_f64() {
+    let mut r = SplitMix64::new(17);
+    let (dim, bits, tables, n) = (5usize, 3usize, 2usize, 8usize);
+    let planes = normals(bits * tables * dim, 0.3, &mut r);
+    let xq = normals(n * dim, 1.0, &mut r);
+    let xw = normals(n * dim, 1.0, &mut r);
+    let y: Vec<f64> = (0..n).map(|i| (i % 2) as f64).collect();
+    let kind = iul::IulLoss::Collision;
+    let (f0, g) = iul::loss_grad_f64_with(kind, &planes, dim, bits, tables, &xq, &xw, &y);
+    let (cmin, qmin) = collision_margins(&planes, dim, bits, tables, &xq, &xw);
+    assert!(cmin > 1e-3 && qmin > 1e-3, "fixture too close to the floor");
+    let m = cmin.min(qmin);
+    let xmax = xq.iter().chain(&xw).fold(0f64, |a, v| a.max(v.abs()));
+    let h = 1e-6;
+    let k3 = (bits * bits * bits) as f64;
+    let tol = h * h / 6.0 * 8.0 * (4.0 * xmax).powi(3) * 2.0 * k3 / m.powi(3)
+        + 4.0 * f64::EPSILON * f0.abs() / h;
+    for j in 0..planes.len() {
+        let mut p = planes.clone();
+        p[j] = planes[j] + h;
+        let fp = iul::loss_grad_f64_with(kind, &p, dim, bits, tables, &xq, &xw, &y).0;
+        p[j] = planes[j] - h;
+        let fm = iul::loss_grad_f64_with(kind, &p, dim, bits, tables, &xq, &xw, &y).0;
+        let fd = (fp - fm) / (2.0 * h);
+        assert!(
+            (fd - g[j]).abs() <= tol,
+            "coordinate {j}: analytic {} vs FD {fd} (tol {tol})",
+            g[j]
+        );
+    }
+    let gmax = g.iter().fold(0f64, |m, v| m.max(v.abs()));
+    println!("max |g| {gmax:.3e}, tol {tol:.3e}, c_min {cmin:.3}, (1-p)_min {qmin:.3}");
+    assert!(gmax > 10.0 * tol);
+    // The dot loss is unchanged by the new entry point.
+    let dot = iul::loss_grad_f64_with(iul::IulLoss::Dot, &planes, dim, bits, tables, &xq, &xw, &y);
+    assert_eq!(
+        dot,
+        iul::loss_grad_f64(&planes, dim, bits, tables, &xq, &xw, &y)
+    );
+}
+
+/// The batched f32 collision loss and gradient against the f64 oracle.
+/// Tolerance: the dot loss's bound (see
+/// `batched_f32_gradient_matches_f64_oracle`) times the sensitivity of
+/// `∂ℓ/∂u` to an error in `u`, at most `1 / (c_min² (1 − p)_min²)`
+/// relative to the dot loss's (whose `σ' <= 1/4`), and K for the sum of
+/// K logs in the loss.
+#[test]
+fn batched_f32_collision_gradient_matches_f64_oracle() {
+    let mut r = SplitMix64::new(23);
+    for &(dim, bits, tables, n) in &[(1usize, 1u32, 1u32, 2usize), (9, 3, 2, 6), (33, 4, 5, 40)] {
+        let k = bits as usize * tables as usize;
+        let planes: Vec<f32> = (0..k * dim)
+            .map(|_| (r.next_normal() * 0.2) as f32)
+            .collect();
+        let xq: Vec<f32> = (0..n * dim).map(|_| r.next_normal() as f32).collect();
+        let xw: Vec<f32> = (0..n * dim).map(|_| r.next_normal() as f32).collect();
+        let y: Vec<f32> = (0..n).map(|i| (i % 2) as f32).collect();
+        let kind = iul::IulLoss::Collision;
+        let mut g = vec![0f32; k * dim];
+        let l =
+            iul::loss_grad_with(kind, &planes, dim, bits, tables, &xq, &xw, &y, &mut g).unwrap();
+        let d = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
+        let (p64, q64, w64) = (d(&planes), d(&xq), d(&xw));
+        let (l64, g64) = iul::loss_grad_f64_with(
+            kind,
+            &p64,
+            dim,
+            bits as usize,
+            tables as usize,
+            &q64,
+            &w64,
+            &d(&y),
+        );
+        let (cmin, qmin) = collision_margins(&p64, dim, bits as usize, tables as usize, &q64, &w64);
+        let amp = 1.0 / (cmin * cmin * qmin * qmin);
+        let u = f32::EPSILON as f64 / 2.0;
+        let xmax = xq.iter().chain(&xw).fold(0f32, |m, v| m.max(v.abs())) as f64;
+        let th1 = planes
+            .chunks(dim)
+            .map(|p| p.iter().map(|v| v.abs() as f64).sum::<f64>())
+            .fold(0f64, f64::max);
+        let c = 1.0 + th1 * xmax;
+        let loss_tol = (dim + bits as usize + 16) as f64 * u * c * k as f64 * amp;
+        assert!((l - l64).abs() <= loss_tol, "loss {l} vs {l64}");
+        for p in 0..k {
+            for j in 0..dim {
+                let s: f64 = (0..n)
+                    .map(|i| (xq[i * dim + j].abs() + xw[i * dim + j].abs()) as f64)
+                    .sum();
+                let tol = (dim + bits as usize + 2 * n + 16) as f64 * u * s * c * amp / n as f64;
+                let (a, b) = (g[p * dim + j] as f64, g64[p * dim + j]);
+                assert!(
+                    (a - b).abs() <= tol,
+                    "shape {dim}/{bits}/{tables}/{n} grad[{p},{j}] {a} vs {b} tol {tol}"
+                );
+            }
+        }
+    }
+}
+
+/// Fraction of pairs `i` in `range` whose codes agree in a table.
+fn pair_collisions(fam: &SimHash, xq: &[f32], xw: &[f32], dim: usize, pos: bool) -> f64 {
+    let n = xq.len() / dim;
+    let l = fam.tables() as usize;
+    let (mut a, mut b) = (vec![0u32; n * l], vec![0u32; n * l]);
+    fam.hash(xq, n, dim, &mut a).unwrap();
+    fam.hash(xw, n, dim, &mut b).unwrap();
+    let (mut same, mut tot) = (0usize, 0usize);
+    for i in (0..n).filter(|i| (i % 2 == 0) == pos) {
+        for t in 0..l {
+            tot += 1;
+            same += (a[i * l + t] == b[i * l + t]) as usize;
+        }
+    }
+    same as f64 / tot as f64
+}
+
+/// Adam on the collision loss: the loss falls, positives collide more
+/// and negatives less than before (the toy pairs of
+/// `loss_decreases_over_epochs`).
+#[test]
+fn collision_loss_raises_positive_collisions() {
+    let mut r = SplitMix64::new(3);
+    let (dim, bits, tables, n) = (16usize, 6u32, 4u32, 600usize);
+    let (mut xq, mut xw, mut y) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..n {
+        let q: Vec<f32> = (0..dim).map(|_| r.next_normal() as f32).collect();
+        if i % 2 == 0 {
+            xw.extend(q.iter().map(|v| v + 0.8 * r.next_normal() as f32));
+            y.push(1.0);
+        } else {
+            xw.extend(q.iter().map(|v| 0.3 * v + r.next_normal() as f32));
+            y.push(0.0);
+        }
+        xq.extend(q);
+    }
+    let start: Vec<f32> = SimHash::new(dim, bits, tables, 0, 5)
+        .unwrap()
+        .planes()
+        .to_vec();
+    let fam0 = SimHash::from_planes(&start, dim, bits, tables).unwrap();
+    let (pos0, neg0) = (
+        pair_collisions(&fam0, &xq, &xw, dim, true),
+        pair_collisions(&fam0, &xq, &xw, dim, false),
+    );
+    let mut planes = start.clone();
+    let fit = iul::AdamFit {
+        loss: iul::IulLoss::Collision,
+        tolerance: 0.0,
+        lr: 0.02,
+        max_epochs: 10,
+        batch: 64,
+    };
+    let mut seen = Vec::new();
+    let losses = iul::adam_fit_with(
+        &mut planes,
+        dim,
+        bits,
+        tables,
+        &xq,
+        &xw,
+        &y,
+        &fit,
+        &mut SplitMix64::new(9),
+        &mut |e, _, l| seen.push((e, l)),
+    )
+    .unwrap();
+    assert_eq!(losses.len(), 11);
+    assert_eq!(seen.len(), 11);
+    assert!(seen
+        .iter()
+        .enumerate()
+        .all(|(i, &(e, l))| e as usize == i && l == losses[i]));
+    assert!(losses[10] < 0.8 * losses[0], "{losses:?}");
+    let fam = SimHash::from_planes(&planes, dim, bits, tables).unwrap();
+    let (pos1, neg1) = (
+        pair_collisions(&fam, &xq, &xw, dim, true),
+        pair_collisions(&fam, &xq, &xw, dim, false),
+    );
+    println!("positives {pos0:.3} -> {pos1:.3}, negatives {neg0:.3} -> {neg1:.3}");
+    assert!(pos1 > pos0 && neg1 <= neg0);
+}
+
+/// `train_with` with default options is `train`, bit for bit, also with a
+/// hook attached; the hook sees epochs 0..=E of every round with the
+/// round's pairs; a tolerance stops a round once the loss stops falling
+/// (never later than `epochs`); a bad tolerance is rejected.
+#[test]
+fn train_with_options_hook_and_tolerance() {
+    let t = toy(31, 200, 300, 12);
+    let sh = shape(t.dim);
+    let planes = SimHash::new(t.dim, sh.bits, sh.tables, 0, 8)
+        .unwrap()
+        .planes()
+        .to_vec();
+    let p = IulParams {
+        rounds: 2,
+        epochs: 3,
+        batch: 32,
+        validation_fraction: 0.2,
+        ..Default::default()
+    };
+    let (a, ra) = iul::train(&planes, &sh, &t.data(), &p).unwrap();
+    let (b, rb) = iul::train_with(&planes, &sh, &t.data(), &p, &mut Default::default()).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(format!("{ra:?}"), format!("{rb:?}"));
+    let mut seen: Vec<(u32, u32, f64, usize, usize)> = Vec::new();
+    let mut hook = |v: &iul::EpochView<'_>| {
+        assert_eq!(v.xq.len(), (v.positives + v.negatives) * t.dim);
+        assert_eq!(v.xw.len(), v.xq.len());
+        seen.push((v.round, v.epoch, v.loss, v.positives, v.negatives));
+    };
+    let mut o = iul::IulOptions {
+        on_epoch: Some(&mut hook),
+        ..Default::default()
+    };
+    let (c, rc) = iul::train_with(&planes, &sh, &t.data(), &p, &mut o).unwrap();
+    assert_eq!(a, c);
+    assert_eq!(format!("{ra:?}"), format!("{rc:?}"));
+    let trained: Vec<&IulReport> = ra.iter().filter(|r| r.positives > 0).collect();
+    assert_eq!(seen.len(), trained.len() * 4);
+    for (i, r) in trained.iter().enumerate() {
+        let s = &seen[i * 4..(i + 1) * 4];
+        for (e, x) in s.iter().enumerate() {
+            assert_eq!((x.0, x.1), (r.round, e as u32));
+            assert_eq!((x.3 as u64, x.4 as u64), (r.positives, r.negatives));
+        }
+        assert_eq!(s[0].2, r.loss_before);
+        assert_eq!(s[3].2, r.loss_after);
+    }
+    // Tolerance: epochs is the most; the stop rule holds where it stopped.
+    let pl = IulParams { epochs: 200, ..p };
+    let mut per_round: Vec<Vec<f64>> = vec![Vec::new(); 2];
+    let mut hook = |v: &iul::EpochView<'_>| per_round[v.round as usize].push(v.loss);
+    let tol = 0.05;
+    let mut o = iul::IulOptions {
+        tolerance: tol,
+        on_epoch: Some(&mut hook),
+        ..Default::default()
+    };
+    iul::train_with(&planes, &sh, &t.data(), &pl, &mut o).unwrap();
+    for ls in per_round.iter().filter(|l| !l.is_empty()) {
+        let e = ls.len() - 1;
+        assert!((1..=200).contains(&e), "{ls:?}");
+        for w in ls[..e].windows(2) {
+            assert!(w[0] - w[1] >= tol * w[0], "stopped late: {ls:?}");
+        }
+        if e < 200 {
+            assert!(ls[e - 1] - ls[e] < tol * ls[e - 1], "stopped early: {ls:?}");
+        }
+    }
+    for bad in [-0.1, f64::NAN, f64::INFINITY] {
+        let mut o = iul::IulOptions {
+            tolerance: bad,
+            ..Default::default()
+        };
+        let e = iul::train_with(&planes, &sh, &t.data(), &p, &mut o).unwrap_err();
+        assert_eq!(e.status, Status::InvalidArgument);
+    }
+}
+
+/// `adam_fit_with` rejects a zero batch and a bad tolerance before
+/// touching the planes.
+#[test]
+fn adam_fit_with_bad_inputs() {
+    let (dim, bits, tables) = (4usize, 2u32, 1u32);
+    let start = SimHash::new(dim, bits, tables, 0, 3)
+        .unwrap()
+        .planes()
+        .to_vec();
+    let (xq, xw, y) = (
+        vec![0.5f32; 2 * dim],
+        vec![-0.5f32; 2 * dim],
+        vec![1f32, 0.0],
+    );
+    let ok = iul::AdamFit {
+        loss: iul::IulLoss::Dot,
+        tolerance: 0.0,
+        lr: 0.01,
+        max_epochs: 2,
+        batch: 1,
+    };
+    for fit in [
+        iul::AdamFit { batch: 0, ..ok },
+        iul::AdamFit {
+            tolerance: -1.0,
+            ..ok
+        },
+        iul::AdamFit {
+            tolerance: f64::NAN,
+            ..ok
+        },
+    ] {
+        let mut planes = start.clone();
+        let e = iul::adam_fit_with(
+            &mut planes,
+            dim,
+            bits,
+            tables,
+            &xq,
+            &xw,
+            &y,
+            &fit,
+            &mut SplitMix64::new(1),
+            &mut |_, _, _| {},
+        )
+        .unwrap_err();
+        assert_eq!(e.status, Status::InvalidArgument);
+        assert_eq!(planes, start);
     }
 }

@@ -8,7 +8,7 @@ use crate::error::{checked_mul, try_vec, Result};
 use crate::rng::SplitMix64;
 use crate::source::lsh::hash::simhash::SimHash;
 
-use super::{BETA1, BETA2, EPS};
+use super::{IulLoss, BETA1, BETA2, COLLISION_FLOOR, EPS};
 
 /// f32 dot with 8 independent lanes (deterministic order).
 #[inline]
@@ -61,8 +61,23 @@ fn sigmoid(s: f64) -> f64 {
 
 /// Reference loss and gradient in f64 (plain loops): `planes` `K*L x dim`,
 /// `xq`, `xw` `n x dim`, `y` n labels (1 or 0). Returns `Σ_l L_l` and its
-/// gradient (`K*L x dim`).
+/// gradient (`K*L x dim`). The dot-product loss ([`IulLoss::Dot`]).
 pub fn loss_grad_f64(
+    planes: &[f64],
+    dim: usize,
+    bits: usize,
+    tables: usize,
+    xq: &[f64],
+    xw: &[f64],
+    y: &[f64],
+) -> (f64, Vec<f64>) {
+    loss_grad_f64_with(IulLoss::Dot, planes, dim, bits, tables, xq, xw, y)
+}
+
+/// [`loss_grad_f64`] for either loss form (see [`IulLoss`]).
+#[allow(clippy::too_many_arguments)]
+pub fn loss_grad_f64_with(
+    loss_kind: IulLoss,
     planes: &[f64],
     dim: usize,
     bits: usize,
@@ -74,6 +89,7 @@ pub fn loss_grad_f64(
     let n = y.len();
     let mut grad = vec![0f64; planes.len()];
     let mut loss = 0f64;
+    let mut gu = vec![0f64; bits];
     for i in 0..n {
         let (q, w) = (&xq[i * dim..(i + 1) * dim], &xw[i * dim..(i + 1) * dim]);
         for l in 0..tables {
@@ -84,10 +100,20 @@ pub fn loss_grad_f64(
                 a[k] = th.iter().zip(q).map(|(t, x)| t * x).sum::<f64>().tanh();
                 b[k] = th.iter().zip(w).map(|(t, x)| t * x).sum::<f64>().tanh();
             }
-            let s: f64 = a.iter().zip(&b).map(|(x, z)| x * z).sum();
-            loss += (softplus(s) - y[i] * s) / n as f64;
-            let g = (sigmoid(s) - y[i]) / n as f64;
+            // gu[k] = ∂ℓ/∂(a_k b_k), divided by n below.
+            match loss_kind {
+                IulLoss::Dot => {
+                    let s: f64 = a.iter().zip(&b).map(|(x, z)| x * z).sum();
+                    loss += (softplus(s) - y[i] * s) / n as f64;
+                    gu.fill(sigmoid(s) - y[i]);
+                }
+                IulLoss::Collision => {
+                    let u: Vec<f64> = a.iter().zip(&b).map(|(x, z)| x * z).collect();
+                    loss += collision_terms(&u, y[i], &mut gu) / n as f64;
+                }
+            }
             for k in 0..bits {
+                let g = gu[k] / n as f64;
                 let gq = g * b[k] * (1.0 - a[k] * a[k]);
                 let gw = g * a[k] * (1.0 - b[k] * b[k]);
                 let row = &mut grad[(l * bits + k) * dim..(l * bits + k + 1) * dim];
@@ -100,6 +126,31 @@ pub fn loss_grad_f64(
     (loss, grad)
 }
 
+/// The collision loss of one (pair, table) from the bit agreements
+/// `u_k = tanh(θ_k q) tanh(θ_k w)`: with `c_k = max((1 + u_k) / 2,
+/// COLLISION_FLOOR)` and `p = Π_k c_k` (the relaxed probability that all K
+/// bits agree), returns `−y ln p − (1 − y) ln(1 − p)` and writes
+/// `∂ℓ/∂u_k` into `gu` (`−1 / (2 c_k)` for a positive, `p / (2 c_k (1 − p))`
+/// for a negative; the floor's kink is ignored). `1 − p` is floored at
+/// `1e-12` (p = 1 only when every bit agrees exactly).
+pub(super) fn collision_terms(u: &[f64], y: f64, gu: &mut [f64]) -> f64 {
+    let c = |v: f64| ((1.0 + v) * 0.5).max(COLLISION_FLOOR);
+    let lnp: f64 = u.iter().map(|&v| c(v).ln()).sum();
+    let p = lnp.exp();
+    if y > 0.5 {
+        for (g, &v) in gu.iter_mut().zip(u) {
+            *g = -0.5 / c(v);
+        }
+        -lnp
+    } else {
+        let q = (1.0 - p).max(1e-12);
+        for (g, &v) in gu.iter_mut().zip(u) {
+            *g = 0.5 * p / (c(v) * q);
+        }
+        -q.ln()
+    }
+}
+
 /// Scratch for the batched f32 loss/gradient.
 #[derive(Default)]
 struct Batch {
@@ -107,12 +158,15 @@ struct Batch {
     pw: Vec<f32>,
     gq: Vec<f32>,
     gw: Vec<f32>,
+    u: Vec<f64>,
+    gu: Vec<f64>,
 }
 
 /// Batched f32 loss and gradient: `Σ_l L_l` (accumulated in f64) and, when
 /// `grad` is given, its gradient (overwritten). `xq`, `xw`: `n x dim`
 /// contiguous. Projections through `fam` (built from `planes`).
 fn loss_grad_f32(
+    loss_kind: IulLoss,
     fam: &SimHash,
     xq: &[f32],
     xw: &[f32],
@@ -141,6 +195,19 @@ fn loss_grad_f32(
         pw.iter_mut().for_each(|v| *v = v.tanh());
         for t in 0..l {
             let (a, b) = (&pq[t * k..(t + 1) * k], &pw[t * k..(t + 1) * k]);
+            if loss_kind == IulLoss::Collision {
+                s.u.clear();
+                s.u.extend(a.iter().zip(b).map(|(x, z)| (*x as f64) * (*z as f64)));
+                s.gu.resize(k, 0.0);
+                loss += collision_terms(&s.u, y[i] as f64, &mut s.gu) * inv_n;
+                for kk in 0..k {
+                    let g = (s.gu[kk] * inv_n) as f32;
+                    let p = i * np + t * k + kk;
+                    s.gq[p] = g * b[kk] * (1.0 - a[kk] * a[kk]);
+                    s.gw[p] = g * a[kk] * (1.0 - b[kk] * b[kk]);
+                }
+                continue;
+            }
             let sv: f64 = a
                 .iter()
                 .zip(b)
@@ -212,6 +279,7 @@ impl Adam {
 /// contiguous): `epochs` epochs, pair order shuffled by `rng` each epoch.
 /// Returns the full-data loss (per table, per pair) before training and
 /// after each epoch (`epochs + 1` values). `planes` is updated in place.
+/// The dot-product loss; [`adam_fit_with`] for the other options.
 #[allow(clippy::too_many_arguments)]
 pub fn adam_fit(
     planes: &mut [f32],
@@ -226,10 +294,77 @@ pub fn adam_fit(
     batch: usize,
     rng: &mut SplitMix64,
 ) -> Result<Vec<f64>> {
+    let fit = AdamFit {
+        loss: IulLoss::Dot,
+        tolerance: 0.0,
+        lr,
+        max_epochs: epochs,
+        batch,
+    };
+    adam_fit_with(
+        planes,
+        dim,
+        bits,
+        tables,
+        xq,
+        xw,
+        y,
+        &fit,
+        rng,
+        &mut |_, _, _| {},
+    )
+}
+
+/// How [`adam_fit_with`] trains.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamFit {
+    /// Loss form.
+    pub loss: IulLoss,
+    /// 0: exactly `max_epochs` epochs. > 0: stop after the first epoch
+    /// whose full-data loss fell by less than `tolerance` times the loss
+    /// before it (a rise stops too), or after `max_epochs`.
+    pub tolerance: f64,
+    /// Adam learning rate.
+    pub lr: f32,
+    /// Epochs (the most epochs with a tolerance).
+    pub max_epochs: u32,
+    /// Pairs per Adam step (>= 1).
+    pub batch: usize,
+}
+
+/// [`adam_fit`] with a loss form, a convergence tolerance and a hook:
+/// `on_epoch(epoch, planes, loss)` runs before training (epoch 0) and
+/// after each epoch, with the planes and their full-data loss. Returns
+/// the losses (one per call of the hook). Errors: `InvalidArgument` for
+/// `batch` 0 or a tolerance that is negative or not finite.
+#[allow(clippy::too_many_arguments)]
+pub fn adam_fit_with(
+    planes: &mut [f32],
+    dim: usize,
+    bits: u32,
+    tables: u32,
+    xq: &[f32],
+    xw: &[f32],
+    y: &[f32],
+    fit: &AdamFit,
+    rng: &mut SplitMix64,
+    on_epoch: &mut dyn FnMut(u32, &[f32], f64),
+) -> Result<Vec<f64>> {
+    if fit.batch == 0 {
+        bail!(InvalidArgument, "batch must be >= 1");
+    }
+    if !(fit.tolerance.is_finite() && fit.tolerance >= 0.0) {
+        bail!(
+            InvalidArgument,
+            "tolerance is {}; it must be finite and >= 0",
+            fit.tolerance
+        );
+    }
     let n = y.len();
     let lf = tables as f64;
+    let loss_kind = fit.loss;
     let mut s = Batch::default();
-    let mut losses = Vec::with_capacity(epochs as usize + 1);
+    let mut losses = Vec::with_capacity(fit.max_epochs as usize + 1);
     let full = |planes: &[f32], s: &mut Batch| -> Result<f64> {
         let fam = SimHash::from_planes(planes, dim, bits, tables)?;
         let mut tot = 0f64;
@@ -237,6 +372,7 @@ pub fn adam_fit(
         while i < n {
             let b = (n - i).min(4096);
             tot += loss_grad_f32(
+                loss_kind,
                 &fam,
                 &xq[i * dim..(i + b) * dim],
                 &xw[i * dim..(i + b) * dim],
@@ -249,16 +385,17 @@ pub fn adam_fit(
         Ok(if n == 0 { 0.0 } else { tot / n as f64 / lf })
     };
     losses.push(full(planes, &mut s)?);
+    on_epoch(0, planes, losses[0]);
     if n == 0 {
         return Ok(losses);
     }
-    let mut adam = Adam::new(planes.len(), lr)?;
+    let mut adam = Adam::new(planes.len(), fit.lr)?;
     let mut grad = try_vec::<f32>(planes.len(), "IUL gradient")?;
     let mut order: Vec<u32> = (0..n as u32).collect();
     let (mut bq, mut bw, mut by) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..epochs {
+    for epoch in 1..=fit.max_epochs {
         rng.shuffle(&mut order);
-        for chunk in order.chunks(batch) {
+        for chunk in order.chunks(fit.batch) {
             bq.clear();
             bw.clear();
             by.clear();
@@ -269,19 +406,41 @@ pub fn adam_fit(
                 by.push(y[i]);
             }
             let fam = SimHash::from_planes(planes, dim, bits, tables)?;
-            loss_grad_f32(&fam, &bq, &bw, &by, Some(&mut grad), &mut s)?;
+            loss_grad_f32(loss_kind, &fam, &bq, &bw, &by, Some(&mut grad), &mut s)?;
             adam.step(planes, &grad);
         }
-        losses.push(full(planes, &mut s)?);
+        let l = full(planes, &mut s)?;
+        losses.push(l);
+        on_epoch(epoch, planes, l);
+        let prev = losses[losses.len() - 2];
+        if fit.tolerance > 0.0 && prev - l < fit.tolerance * prev {
+            break;
+        }
     }
     Ok(losses)
 }
 
 /// The batched f32 loss `Σ_l L_l` and its gradient (into `grad`,
 /// `K*L x dim`), for tests and callers: `xq`, `xw` `n x dim` contiguous,
-/// `y` n labels (1 or 0).
+/// `y` n labels (1 or 0). The dot-product loss.
 #[allow(clippy::too_many_arguments)]
 pub fn loss_grad(
+    planes: &[f32],
+    dim: usize,
+    bits: u32,
+    tables: u32,
+    xq: &[f32],
+    xw: &[f32],
+    y: &[f32],
+    grad: &mut [f32],
+) -> Result<f64> {
+    loss_grad_with(IulLoss::Dot, planes, dim, bits, tables, xq, xw, y, grad)
+}
+
+/// [`loss_grad`] for either loss form (see [`IulLoss`]).
+#[allow(clippy::too_many_arguments)]
+pub fn loss_grad_with(
+    loss_kind: IulLoss,
     planes: &[f32],
     dim: usize,
     bits: u32,
@@ -304,6 +463,7 @@ pub fn loss_grad(
         return Ok(0.0);
     }
     loss_grad_f32(
+        loss_kind,
         &fam,
         &xq[..n * dim],
         &xw[..n * dim],

@@ -19,6 +19,11 @@
 //! one Adam state per plane coordinate, which equals L separate per-table
 //! optimisations. Reported losses are `Σ_l L_l / L` (per table, per pair).
 //!
+//! [`IulLoss::Collision`] (through [`train_with`]) replaces `ℓ` by the log
+//! loss on `p = Π_k (1 + a_k b_k) / 2`, the relaxed probability that all K
+//! bits of the table agree; the gradient below keeps its form, with
+//! `σ(s_i) − y_i` replaced per bit by `∂ℓ/∂(a_k b_k)`.
+//!
 //! # Gradient (analytic, batched)
 //! With `g_i = (σ(s_i) − y_i) / n`, `Gq[i,k] = g_i b_ik (1 − a_ik²)`,
 //! `Gw[i,k] = g_i a_ik (1 − b_ik²)`: `∂L_l/∂θ_l = Gqᵀ Xq + Gwᵀ Xw`. The
@@ -47,8 +52,9 @@
 //!    probes); collect pairs ([`collect_pairs`]): positives `(q, w_y)` for
 //!    labels `y ∉ S` with `q·w_y > t1`, negatives `(q, w_j)` for `j ∈ S`,
 //!    `j` not a label, with `q·w_j < t2` (dots in f32 in the hashed space);
-//!    balance them; `epochs` epochs of minibatch Adam; rebuild the tables
-//!    with the new planes; report ([`IulReport`]).
+//!    balance them; `epochs` epochs of minibatch Adam (with
+//!    [`IulOptions::tolerance`], until the loss stops falling); rebuild
+//!    the tables with the new planes; report ([`IulReport`]).
 //! 3. A round with no positive or no negative pair leaves the planes as
 //!    they are (its report says 0 pairs).
 //! 4. With [`Thresholds::Rank`], `t1` / `t2` are rank cut-offs turned into
@@ -59,6 +65,10 @@
 //!    recall are returned (the starting planes when no round beats them;
 //!    that round's report says `kept`); rounds still chain from the last
 //!    round's planes.
+//! 5. [`train_with`] adds the options of [`IulOptions`]: the loss form
+//!    ([`IulLoss::Collision`] relaxes the K-bit collision itself), the
+//!    convergence tolerance and a per-epoch hook; its defaults are
+//!    [`train`].
 
 use crate::bail;
 use crate::error::{checked_mul, strided_len, Result, Status};
@@ -67,8 +77,10 @@ mod grad;
 mod rounds;
 
 use grad::dot;
-pub use grad::{adam_fit, loss_grad, loss_grad_f64};
-pub use rounds::{balance, collect_pairs, collect_pairs_with, train};
+pub use grad::{
+    adam_fit, adam_fit_with, loss_grad, loss_grad_f64, loss_grad_f64_with, loss_grad_with, AdamFit,
+};
+pub use rounds::{balance, collect_pairs, collect_pairs_with, train, train_with};
 
 /// Adam β1.
 pub const BETA1: f64 = 0.9;
@@ -76,6 +88,60 @@ pub const BETA1: f64 = 0.9;
 pub const BETA2: f64 = 0.999;
 /// Adam ε.
 pub const EPS: f64 = 1e-8;
+
+/// Lower bound of a relaxed bit agreement `(1 + a_k b_k) / 2` in the
+/// collision loss (keeps `ln` finite when a bit disagrees completely).
+pub const COLLISION_FLOOR: f64 = 1e-6;
+
+/// The loss form of the training (`a = tanh(θ_l q)`, `b = tanh(θ_l w)`,
+/// K-vectors, per table).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IulLoss {
+    /// `ℓ = softplus(s) − y s` with `s = a · b` (the module documentation):
+    /// the logistic loss on the relaxed code similarity. A positive's loss
+    /// is small once most bits agree; it does not ask for all K.
+    #[default]
+    Dot,
+    /// The relaxed collision probability `p = Π_k (1 + a_k b_k) / 2`
+    /// (with saturated tanh, 1 when all K bits agree, else 0) under the
+    /// log loss `ℓ = −y ln p − (1 − y) ln(1 − p)`: a positive is only
+    /// satisfied when every bit of its table agrees, a negative as soon as
+    /// one bit differs. Each factor is floored at [`COLLISION_FLOOR`].
+    Collision,
+}
+
+/// Options of [`train_with`] beyond [`IulParams`] (the defaults give
+/// [`train`]).
+#[derive(Default)]
+pub struct IulOptions<'a> {
+    /// Loss form (default [`IulLoss::Dot`]).
+    pub loss: IulLoss,
+    /// 0 (default): exactly `epochs` Adam epochs per round. > 0: train
+    /// each round to convergence: stop after the first epoch whose
+    /// full-data loss on the round's pairs fell by less than `tolerance`
+    /// times the loss before it, `epochs` being the most (finite, >= 0).
+    pub tolerance: f64,
+    /// Called before each round's first epoch (epoch 0) and after each
+    /// epoch, with the round's balanced pairs and the current planes.
+    pub on_epoch: Option<&'a mut dyn FnMut(&EpochView<'_>)>,
+}
+
+/// What [`IulOptions::on_epoch`] sees.
+pub struct EpochView<'a> {
+    pub round: u32,
+    /// 0 before training, then 1, 2, ...
+    pub epoch: u32,
+    /// Full-data loss on the round's pairs (per table, per pair).
+    pub loss: f64,
+    /// The planes (`K*L x dim`).
+    pub planes: &'a [f32],
+    /// The round's pairs in the hashed space, positives first:
+    /// `xq`, `xw` are `(positives + negatives) x dim`.
+    pub xq: &'a [f32],
+    pub xw: &'a [f32],
+    pub positives: usize,
+    pub negatives: usize,
+}
 
 /// How [`IulParams::t1`] / [`IulParams::t2`] are read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

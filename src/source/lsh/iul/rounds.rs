@@ -182,7 +182,35 @@ pub fn train(
     d: &IulData<'_>,
     p: &IulParams,
 ) -> Result<(Vec<f32>, Vec<IulReport>)> {
+    train_with(planes, shape, d, p, &mut IulOptions::default())
+}
+
+/// [`train`] with the options of [`IulOptions`] (loss form, convergence
+/// tolerance, per-epoch hook). `IulOptions::default()` gives [`train`]
+/// exactly. Errors as [`train`], and `InvalidArgument` for a tolerance
+/// that is negative or not finite.
+pub fn train_with(
+    planes: &[f32],
+    shape: &IulShape,
+    d: &IulData<'_>,
+    p: &IulParams,
+    opts: &mut IulOptions<'_>,
+) -> Result<(Vec<f32>, Vec<IulReport>)> {
     validate(planes, shape, d, p)?;
+    if !(opts.tolerance.is_finite() && opts.tolerance >= 0.0) {
+        crate::bail!(
+            InvalidArgument,
+            "tolerance is {}; it must be finite and >= 0",
+            opts.tolerance
+        );
+    }
+    let fit = AdamFit {
+        loss: opts.loss,
+        tolerance: opts.tolerance,
+        lr: p.learning_rate,
+        max_epochs: p.epochs,
+        batch: p.batch as usize,
+    };
     let dim = shape.dim;
     let mut rng = SplitMix64::new(p.seed);
     let mut perm: Vec<u32> = (0..d.n_queries as u32).collect();
@@ -232,7 +260,21 @@ pub fn train(
         let losses = if np == 0 || nn == 0 {
             vec![f64::NAN]
         } else {
-            adam_fit(
+            let mut hook = |epoch: u32, planes: &[f32], loss: f64| {
+                if let Some(f) = opts.on_epoch.as_mut() {
+                    f(&EpochView {
+                        round,
+                        epoch,
+                        loss,
+                        planes,
+                        xq: &xq,
+                        xw: &xw,
+                        positives: np,
+                        negatives: nn,
+                    });
+                }
+            };
+            adam_fit_with(
                 &mut cur,
                 dim,
                 shape.bits,
@@ -240,10 +282,9 @@ pub fn train(
                 &xq,
                 &xw,
                 &y,
-                p.learning_rate,
-                p.epochs,
-                p.batch as usize,
+                &fit,
                 &mut rng,
+                &mut hook,
             )?
         };
         fam = SimHash::from_planes(&cur, dim, shape.bits, shape.tables)?;
