@@ -613,6 +613,8 @@ int main(void) {
   BI_ACCEPT(FN, a.p = &a.big.p);
   BI_ACCEPT(FN, a.p = NULL; a.reports = NULL; a.reports_len = 0);
   BI_ACCEPT(FN, a.reports_len = 3);
+  BI_ACCEPT(FN, a.pv.flags = LSHK_IUL_TO_CONVERGENCE);
+  BI_ACCEPT(FN, a.pv.flags = LSHK_IUL_COLLISION_LOSS);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.planes_in = NULL);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.rows = NULL);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.queries = NULL);
@@ -640,7 +642,7 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.struct_size = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
           a.pv.struct_size = (uint32_t)sizeof(lshk_iul_params) - 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.flags = 4);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.flags = 16);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.flags = LSHK_IUL_RANK_THRESHOLDS;
           a.pv.t1 = 0.5f);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.batch = 0);

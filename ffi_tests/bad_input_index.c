@@ -887,6 +887,8 @@ int main(void) {
   BI_ACCEPT(FN, a.idx = FX->idx_pool[1];
             a.pv.flags = LSHK_IUL_RANK_THRESHOLDS | LSHK_IUL_KEEP_BEST;
             a.pv.t1 = 4.0f; a.pv.t2 = 10.0f);
+  BI_ACCEPT(FN, a.idx = FX->idx_pool[1];
+            a.pv.flags = LSHK_IUL_TO_CONVERGENCE | LSHK_IUL_COLLISION_LOSS);
   BI_INDEX_CASES(FN, idx, lshk_index);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = FX->idx_dw);
   BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_ivf);
@@ -906,7 +908,7 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.struct_size = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
           a.pv.struct_size = (uint32_t)sizeof(lshk_iul_params) - 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.flags = 7);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.flags = 16 | LSHK_IUL_KEEP_BEST);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.flags = LSHK_IUL_RANK_THRESHOLDS;
           a.pv.t2 = -3.0f);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.pv.batch = 0);

@@ -144,6 +144,13 @@
 // kept, as without the flag.
 #define LSHK_IUL_KEEP_BEST 2
 
+// lshk_iul_params::flags: Adam epochs until one lowers the round's loss
+// by < 0.1 %, at most `epochs` (examples/iul_eval.md).
+#define LSHK_IUL_TO_CONVERGENCE 4
+
+// lshk_iul_params::flags: log loss on the relaxed all-K-bits collision.
+#define LSHK_IUL_COLLISION_LOSS 8
+
 // Label policy: a trained bucket holds the rows hashed to it AND its top
 // labels.
 #define LSHK_LABEL_POLICY_BESIDE 0

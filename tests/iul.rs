@@ -1242,3 +1242,92 @@ fn adam_fit_with_bad_inputs() {
         assert_eq!(planes, start);
     }
 }
+
+/// The C flags LSHK_IUL_TO_CONVERGENCE and LSHK_IUL_COLLISION_LOSS select
+/// `train_with`'s options (tolerance 1e-3, the collision loss): the planes
+/// of lshk_simhash_train_iul equal Rust's bit for bit, and differ from the
+/// default training's.
+#[test]
+fn c_flags_select_convergence_and_the_collision_loss() {
+    use lshk::ffi::iul::{
+        lshk_iul_params_default, lshk_simhash_train_iul, LSHK_IUL_COLLISION_LOSS,
+        LSHK_IUL_TO_CONVERGENCE,
+    };
+    let t = toy(41, 200, 300, 12);
+    let sh = IulShape {
+        bucket_cap: 0,
+        table_seed: 0,
+        ..shape(t.dim)
+    };
+    let planes = SimHash::new(t.dim, sh.bits, sh.tables, 0, 8)
+        .unwrap()
+        .planes()
+        .to_vec();
+    let c_train = |flags: u32| -> Vec<f32> {
+        let mut cp = lshk_iul_params_default();
+        (cp.rounds, cp.epochs, cp.batch, cp.flags) = (2, 300, 32, flags);
+        let mut out = vec![0f32; planes.len()];
+        // SAFETY: every array holds what its length says; no reports.
+        let st = unsafe {
+            lshk_simhash_train_iul(
+                planes.as_ptr(),
+                planes.len(),
+                t.dim,
+                sh.bits,
+                sh.tables,
+                sh.range_bits,
+                t.rows.as_ptr(),
+                t.n_rows,
+                t.dim,
+                t.queries.as_ptr(),
+                t.n_q,
+                t.dim,
+                t.offs.as_ptr(),
+                t.labels.as_ptr(),
+                &cp,
+                out.as_mut_ptr(),
+                out.len(),
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        assert_eq!(st, 0, "flags {flags}");
+        out
+    };
+    let p = {
+        let cp = lshk_iul_params_default();
+        IulParams {
+            rounds: 2,
+            epochs: 300,
+            batch: 32,
+            t1: cp.t1,
+            t2: cp.t2,
+            learning_rate: cp.learning_rate,
+            validation_fraction: cp.validation_fraction,
+            max_pairs: cp.max_pairs,
+            seed: cp.seed,
+            ..Default::default()
+        }
+    };
+    let rust = |loss: iul::IulLoss, tolerance: f64| {
+        let mut o = iul::IulOptions {
+            loss,
+            tolerance,
+            on_epoch: None,
+        };
+        iul::train_with(&planes, &sh, &t.data(), &p, &mut o)
+            .unwrap()
+            .0
+    };
+    let plain = c_train(0);
+    assert_ne!(plain, planes, "the default training moved the planes");
+    assert_eq!(plain, rust(iul::IulLoss::Dot, 0.0));
+    let conv = c_train(LSHK_IUL_TO_CONVERGENCE);
+    assert_eq!(conv, rust(iul::IulLoss::Dot, 1e-3));
+    let coll = c_train(LSHK_IUL_COLLISION_LOSS);
+    assert_eq!(coll, rust(iul::IulLoss::Collision, 0.0));
+    let both = c_train(LSHK_IUL_TO_CONVERGENCE | LSHK_IUL_COLLISION_LOSS);
+    assert_eq!(both, rust(iul::IulLoss::Collision, 1e-3));
+    assert_ne!(plain, conv, "300 epochs run past the 1e-3 tolerance");
+    assert_ne!(plain, coll);
+}

@@ -356,11 +356,15 @@ class Index:
         self, queries: _F32, label_offsets: _Int, labels: _Int, *, rounds: int = 3, epochs: int = 4,
         batch: int = 256, t1: float = 0.0, t2: float = 0.0, learning_rate: float = 0.01,
         validation_fraction: float = 0.1, max_pairs: int = 0, rank_thresholds: bool = False,
-        keep_best: bool = False, seed: int = 1,
+        keep_best: bool = False, to_convergence: bool = False, collision_loss: bool = False,
+        seed: int = 1,
     ) -> List[IulReport]:
         """lshk_index_train_iul (learned SimHash planes; UnsupportedError
         without LSH tables); one report per round. On error the index is
-        unchanged."""
+        unchanged. to_convergence: Adam epochs until the round's loss falls
+        by < 0.1 % (epochs the most); collision_loss: the log loss on the
+        relaxed all-K-bits collision (LSHK_IUL_TO_CONVERGENCE,
+        LSHK_IUL_COLLISION_LOSS)."""
     def simhash(self) -> Optional["SimHash"]:
         """The index's SimHash family (lshk_index_simhash), a view that keeps
         the index alive; None for another source."""

@@ -1004,7 +1004,8 @@ impl Index {
     /// IUL plane learning (lshk_index_train_iul); returns one dict per round.
     #[pyo3(signature = (queries, label_offsets, labels, *, rounds=None, epochs=None, batch=None,
         t1=None, t2=None, learning_rate=None, validation_fraction=None, max_pairs=None,
-        rank_thresholds=false, keep_best=false, seed=None))]
+        rank_thresholds=false, keep_best=false, to_convergence=false, collision_loss=false,
+        seed=None))]
     #[allow(clippy::too_many_arguments)]
     fn train_iul<'py>(
         &mut self,
@@ -1022,6 +1023,8 @@ impl Index {
         max_pairs: Option<u32>,
         rank_thresholds: bool,
         keep_best: bool,
+        to_convergence: bool,
+        collision_loss: bool,
         seed: Option<u64>,
     ) -> PyResult<Vec<Bound<'py, PyDict>>> {
         let mut p = c::iul::lshk_iul_params_default();
@@ -1044,6 +1047,12 @@ impl Index {
         }
         if keep_best {
             p.flags |= c::iul::LSHK_IUL_KEEP_BEST;
+        }
+        if to_convergence {
+            p.flags |= c::iul::LSHK_IUL_TO_CONVERGENCE;
+        }
+        if collision_loss {
+            p.flags |= c::iul::LSHK_IUL_COLLISION_LOSS;
         }
         training::train_iul(py, &self.h, self.dim, queries, label_offsets, labels, &p)
     }

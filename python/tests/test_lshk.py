@@ -727,6 +727,13 @@ def test_train_labels_and_iul_match_c_api(capi, layer, tmp_path):
     assert len(reports) == 2 and reports[0]["round"] == 0
     same(idx.query(q, 10), capi.index_query(h, q, 10))
     capi.index_free(h)
+    # the training-to-convergence and collision-loss flags, as in C
+    idx = lshk.Index(w, b, bits_per_table=10, tables=8)
+    h = capi.index_build(w, b, bits_per_table=10, tables=8)
+    idx.train_iul(tq, offs, labs, rounds=2, epochs=20, to_convergence=True, collision_loss=True)
+    capi.train_iul(h, tq, offs, labs, rounds=2, epochs=20, flags=4 | 8)
+    same(idx.query(q, 10), capi.index_query(h, q, 10))
+    capi.index_free(h)
 
 
 @pytest.mark.parametrize("policy", ["beside", "instead"])

@@ -4,7 +4,9 @@
 use super::index::{lshk_index, IndexHandle};
 use super::*;
 use crate::bail;
-use crate::source::lsh::iul::{IulData, IulParams, IulReport, IulShape, Thresholds};
+use crate::source::lsh::iul::{
+    IulData, IulLoss, IulOptions, IulParams, IulReport, IulShape, Thresholds,
+};
 
 /// lshk_iul_params::flags: read `t1` / `t2` as rank cut-offs (whole
 /// numbers >= 0) instead of score values: a missed label is a positive when
@@ -19,7 +21,17 @@ pub const LSHK_IUL_RANK_THRESHOLDS: u32 = 1;
 /// (validation_fraction > 0); without one the last round's planes are
 /// kept, as without the flag.
 pub const LSHK_IUL_KEEP_BEST: u32 = 2;
-const IUL_FLAGS: u32 = LSHK_IUL_RANK_THRESHOLDS | LSHK_IUL_KEEP_BEST;
+/// lshk_iul_params::flags: Adam epochs until one lowers the round's loss
+/// by < 0.1 %, at most `epochs` (examples/iul_eval.md).
+pub const LSHK_IUL_TO_CONVERGENCE: u32 = 4;
+/// lshk_iul_params::flags: log loss on the relaxed all-K-bits collision.
+pub const LSHK_IUL_COLLISION_LOSS: u32 = 8;
+const IUL_FLAGS: u32 = LSHK_IUL_RANK_THRESHOLDS
+    | LSHK_IUL_KEEP_BEST
+    | LSHK_IUL_TO_CONVERGENCE
+    | LSHK_IUL_COLLISION_LOSS;
+/// The loss decrease below which LSHK_IUL_TO_CONVERGENCE stops a round.
+const CONVERGENCE_TOLERANCE: f64 = 1e-3;
 
 /// Parameters of lshk_index_train_iul, from lshk_iul_params_default(); a
 /// struct_size above sizeof(lshk_iul_params) (newer header) is accepted.
@@ -134,8 +146,8 @@ fn check_flags(cp: &lshk_iul_params) -> Result<()> {
     if cp.flags & !IUL_FLAGS != 0 {
         bail!(
             InvalidArgument,
-            "p->flags is {:#x}; only LSHK_IUL_RANK_THRESHOLDS (1) and LSHK_IUL_KEEP_BEST (2) \
-             are defined",
+            "p->flags is {:#x}; only LSHK_IUL_RANK_THRESHOLDS (1), LSHK_IUL_KEEP_BEST (2), \
+             LSHK_IUL_TO_CONVERGENCE (4) and LSHK_IUL_COLLISION_LOSS (8) are defined",
             cp.flags
         );
     }
@@ -159,6 +171,23 @@ fn to_rust(cp: &lshk_iul_params) -> IulParams {
             Thresholds::Score
         },
         keep_best: cp.flags & LSHK_IUL_KEEP_BEST != 0,
+    }
+}
+
+/// The training options the flags select.
+fn options(cp: &lshk_iul_params) -> IulOptions<'static> {
+    IulOptions {
+        loss: if cp.flags & LSHK_IUL_COLLISION_LOSS != 0 {
+            IulLoss::Collision
+        } else {
+            IulLoss::Dot
+        },
+        tolerance: if cp.flags & LSHK_IUL_TO_CONVERGENCE != 0 {
+            CONVERGENCE_TOLERANCE
+        } else {
+            0.0
+        },
+        on_epoch: None,
     }
 }
 
@@ -340,7 +369,9 @@ pub unsafe extern "C" fn lshk_index_train_iul(
         // for NULL/alignment before any work.
         let out = unsafe { slice_out(reports, reports_len, "reports")? };
         let rp = to_rust(&cp);
-        let reps = h.idx.train_iul(q, n, q_stride, offs, labs, &rp)?;
+        let reps = h
+            .idx
+            .train_iul_with(q, n, q_stride, offs, labs, &rp, &mut options(&cp))?;
         for (o, r) in out.iter_mut().zip(&reps) {
             *o = report_to_c(r);
         }
@@ -470,7 +501,13 @@ pub unsafe extern "C" fn lshk_simhash_train_iul(
             label_offsets: offs,
             labels: labs,
         };
-        let (learned, reps) = crate::source::lsh::iul::train(pin, &shape, &data, &to_rust(&cp))?;
+        let (learned, reps) = crate::source::lsh::iul::train_with(
+            pin,
+            &shape,
+            &data,
+            &to_rust(&cp),
+            &mut options(&cp),
+        )?;
         pout[..learned.len()].copy_from_slice(&learned);
         for (o, r) in out.iter_mut().zip(&reps) {
             *o = report_to_c(r);

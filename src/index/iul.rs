@@ -27,6 +27,30 @@ impl Index {
         labels: &[u32],
         p: &IulParams,
     ) -> Result<Vec<IulReport>> {
+        self.train_iul_with(
+            queries,
+            n,
+            q_stride,
+            label_offsets,
+            labels,
+            p,
+            &mut IulOptions::default(),
+        )
+    }
+
+    /// [`Index::train_iul`] with the options of [`IulOptions`] (loss form,
+    /// training to convergence, a per-epoch hook; [`train_with`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn train_iul_with(
+        &mut self,
+        queries: &[f32],
+        n: usize,
+        q_stride: usize,
+        label_offsets: &[usize],
+        labels: &[u32],
+        p: &IulParams,
+        opts: &mut IulOptions<'_>,
+    ) -> Result<Vec<IulReport>> {
         // The one LSH-only check first, so a graph-family index is named
         // as such (not reported as DWTA).
         self.lsh("train_iul")?;
@@ -59,7 +83,7 @@ impl Index {
             label_offsets,
             labels,
         };
-        let (planes, reports) = train(fam.planes(), &shape, &data, p)?;
+        let (planes, reports) = train_with(fam.planes(), &shape, &data, p, opts)?;
         if p.rounds > 0 {
             self.set_simhash_planes(&planes, &rows)?;
         }
