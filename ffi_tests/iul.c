@@ -99,7 +99,7 @@ int main(void) {
     BAD(lshk_index_train_iul(idx, q, NQ, DIM, offs, labels, &b, rep, 3),
         LSHK_STATUS_INVALID_ARGUMENT);
     b = p;
-    b.flags = 4; /* not an LSHK_IUL_* bit */
+    b.flags = 16; /* not an LSHK_IUL_* bit */
     BAD(lshk_index_train_iul(idx, q, NQ, DIM, offs, labels, &b, rep, 3),
         LSHK_STATUS_INVALID_ARGUMENT);
     b = p;

@@ -20,7 +20,8 @@ pub(crate) fn fuzz_iul(c: &mut Ctx) {
     p.rounds = r.u(3) as u32;
     p.epochs = 1 + r.u(2) as u32;
     p.batch = r.pick(&[1, 4, 256]);
-    p.flags = r.pick(&[0, LSHK_IUL_RANK_THRESHOLDS, LSHK_IUL_KEEP_BEST, 3]);
+    p.flags = r.pick(&[0, LSHK_IUL_RANK_THRESHOLDS, LSHK_IUL_KEEP_BEST, 3])
+        | r.pick(&[0, 0, LSHK_IUL_TO_CONVERGENCE, LSHK_IUL_COLLISION_LOSS]);
     if p.flags & LSHK_IUL_RANK_THRESHOLDS != 0 {
         p.t1 = r.u(12) as f32;
         p.t2 = r.u(40) as f32;
@@ -87,7 +88,7 @@ pub(crate) fn fuzz_iul(c: &mut Ctx) {
                 labels.data_mut()[j] = r.pick(&[n_rows as u32, u32::MAX]);
             }
             12 => match r.u(7) {
-                0 => p.flags = r.pick(&[4, 8, u32::MAX]),
+                0 => p.flags = r.pick(&[16, 0x8000_0000, u32::MAX]),
                 1 => p.t1 = r.special(),
                 2 => {
                     p.flags |= LSHK_IUL_RANK_THRESHOLDS;
@@ -119,7 +120,7 @@ pub(crate) fn fuzz_iul(c: &mut Ctx) {
     if pmode == 0 && (p.struct_size as usize) < std::mem::size_of::<lshk_iul_params>() {
         v.err("struct_size too small");
     }
-    if eff.flags & !3 != 0 {
+    if eff.flags & !15 != 0 {
         v.err("unknown flags");
     }
     planes.need(Some(planes_len as u128), &mut v, || 0.5);
@@ -294,7 +295,20 @@ pub(crate) fn fuzz_iul(c: &mut Ctx) {
         label_offsets: &lo.data()[..n + 1],
         labels: labels.data(),
     };
-    match lshk::iul::train(&planes.data()[..planes_len], &shape, &data, &ip) {
+    let mut opts = lshk::iul::IulOptions {
+        loss: if eff.flags & LSHK_IUL_COLLISION_LOSS != 0 {
+            lshk::iul::IulLoss::Collision
+        } else {
+            lshk::iul::IulLoss::Dot
+        },
+        tolerance: if eff.flags & LSHK_IUL_TO_CONVERGENCE != 0 {
+            1e-3
+        } else {
+            0.0
+        },
+        on_epoch: None,
+    };
+    match lshk::iul::train_with(&planes.data()[..planes_len], &shape, &data, &ip, &mut opts) {
         Err(e) => c.fail(format!(
             "iul::train refused what the C call took: {}",
             e.message
