@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::ivf::{check_exact_topk, fingerprint, fingerprint_f32, layer, randn, tmp};
+use common::ivf::{check_exact_topk, fingerprint, fingerprint_f32, layer, randn, recall_at_k, tmp};
 use common::tiers::for_this_test as tiers;
 use lshk::data::{queries_near_labels, structured_layer};
 use lshk::dense::DenseLayer;
@@ -209,15 +209,7 @@ fn pq4_recall_on_a_structured_layer() {
         };
         let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
         ivf.search(&q, nq, dim, k, &sp, &mut ids, &mut sc).unwrap();
-        let mut hit = 0;
-        for i in 0..nq {
-            let e = &ex[i * k..(i + 1) * k];
-            hit += ids[i * k..(i + 1) * k]
-                .iter()
-                .filter(|x| e.contains(x))
-                .count();
-        }
-        let recall = hit as f64 / (nq * k) as f64;
+        let recall = recall_at_k(&ex, &ids, k);
         println!("pq_m {m} eta {eta}: recall@10 {recall:.3}");
         assert!(
             recall >= min_recall,
@@ -469,15 +461,7 @@ fn recall_on_a_structured_layer() {
         Some(&mut st),
     )
     .unwrap();
-    let mut hit = 0;
-    for i in 0..nq {
-        let e = &ex[i * k..(i + 1) * k];
-        hit += ids[i * k..(i + 1) * k]
-            .iter()
-            .filter(|x| e.contains(x))
-            .count();
-    }
-    let recall = hit as f64 / (nq * k) as f64;
+    let recall = recall_at_k(&ex, &ids, k);
     let frac = st.scanned as f64 / (nq * rows) as f64;
     println!(
         "recall@10 {recall:.3} scanning {:.2} % of the rows",
@@ -957,17 +941,8 @@ fn adaptive_recalls(w: &[f32], dim: usize, q: &[f32], reaches: &[f32]) -> Vec<(f
                 Some(&mut st),
             )
             .unwrap();
-            let hit: usize = (0..nq)
-                .map(|i| {
-                    let e = &ex[i * k..(i + 1) * k];
-                    ids[i * k..(i + 1) * k]
-                        .iter()
-                        .filter(|x| e.contains(x))
-                        .count()
-                })
-                .sum();
             let (rc, frac) = (
-                hit as f64 / (nq * k) as f64,
+                recall_at_k(&ex, &ids, k),
                 st.scanned as f64 / (nq * rows) as f64,
             );
             println!(

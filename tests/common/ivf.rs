@@ -117,3 +117,15 @@ pub fn fingerprint(ivf: &Ivf) -> u32 {
     }
     c
 }
+
+/// recall@k of `ids` against the exact top-k `ex` (`nq * k` each): the
+/// share of exact ids each query's answer holds, over all queries.
+pub fn recall_at_k(ex: &[u32], ids: &[u32], k: usize) -> f64 {
+    let nq = ex.len() / k;
+    let hit: usize = ex
+        .chunks_exact(k)
+        .zip(ids.chunks_exact(k))
+        .map(|(e, got)| got.iter().filter(|x| e.contains(x)).count())
+        .sum();
+    hit as f64 / (nq * k) as f64
+}
