@@ -666,9 +666,15 @@ class SampledSoftmax(nn.Module):
         wc = (w - self._mu).astype(np.float32)
         return wc, None if b is None else (b - np.float32(self._mub)).astype(np.float32)
 
-    def _build_lsh(self, w: np.ndarray, b: Optional[np.ndarray]) -> None:
+    def _build_lsh(
+        self, w: np.ndarray, b: Optional[np.ndarray], mu: Optional[np.ndarray] = None
+    ) -> None:
+        """Builds the index over the rows (centred: around their mean `mu`,
+        in float64, computed here when not given)."""
         if self.centre_rows:
-            self._mu = w.mean(axis=0, dtype=np.float64).astype(np.float32)
+            if mu is None:
+                mu = w.mean(axis=0, dtype=np.float64)
+            self._mu = mu.astype(np.float32)
             self._mub = 0.0 if b is None else float(b.mean(dtype=np.float64))
         wc, bc = self._lsh_rows(w, b)
         self.index = _lshk.Index(
@@ -677,14 +683,15 @@ class SampledSoftmax(nn.Module):
         )
         self._views = (self.index.simhash(), self.index.tables())
 
-    def _recentre_due(self, w: np.ndarray) -> bool:
-        """Whether the rows' mean moved by more than 5 % of the centred
-        rows' rms norm since the index was built around it."""
+    def _recentre_due(self, w: np.ndarray) -> Optional[np.ndarray]:
+        """The rows' new mean (float64) when it moved by more than 5 % of
+        the centred rows' rms norm since the index was built around the
+        old one, else None."""
         if not self.centre_rows:
-            return False
+            return None
         mu = w.mean(axis=0, dtype=np.float64)
         rms = math.sqrt(float(np.mean(np.sum((w - mu) ** 2, axis=1, dtype=np.float64))))
-        return float(np.linalg.norm(mu - self._mu)) > 0.05 * rms
+        return mu if float(np.linalg.norm(mu - self._mu)) > 0.05 * rms else None
 
     def _sync_lsh(self) -> None:
         """Build the SimHash index, or on the schedule write the rows that
@@ -692,12 +699,14 @@ class SampledSoftmax(nn.Module):
         around the new mean when that has moved, with centre_rows)."""
         w0 = _np(self.weight)
         b0 = None if self.bias is None else _np(self.bias)
+        due = self.index is not None and self.step >= self._next_sync
+        mu = self._recentre_due(w0) if due else None
         if self.index is None:
             self._build_lsh(w0, b0)
-        elif self.step >= self._next_sync and self._recentre_due(w0):
-            self._build_lsh(w0, b0)
+        elif mu is not None:
+            self._build_lsh(w0, b0, mu)
             self.rehashed_rows += self.rows
-        elif self.step >= self._next_sync:
+        elif due:
             w, b = self._lsh_rows(w0, b0)
             held = self.index.weights()
             changed = np.any(w != held["w"], axis=1)
