@@ -343,14 +343,20 @@ fn shape(dim: usize) -> IulShape {
     }
 }
 
+/// The starting planes of the training tests: a dense Gaussian SimHash
+/// family of `sh`'s shape, seed 8.
+fn seed_planes(sh: &IulShape) -> Vec<f32> {
+    SimHash::new(sh.dim, sh.bits, sh.tables, 0, 8)
+        .unwrap()
+        .planes()
+        .to_vec()
+}
+
 #[test]
 fn train_is_deterministic_and_reports() {
     let t = toy(31, 200, 300, 12);
     let sh = shape(t.dim);
-    let planes = SimHash::new(t.dim, sh.bits, sh.tables, 0, 8)
-        .unwrap()
-        .planes()
-        .to_vec();
+    let planes = seed_planes(&sh);
     let p = IulParams {
         rounds: 2,
         epochs: 3,
@@ -390,10 +396,7 @@ fn train_is_deterministic_and_reports() {
 fn train_bad_inputs() {
     let t = toy(41, 50, 40, 6);
     let sh = shape(t.dim);
-    let planes = SimHash::new(t.dim, sh.bits, sh.tables, 0, 8)
-        .unwrap()
-        .planes()
-        .to_vec();
+    let planes = seed_planes(&sh);
     let p = IulParams::default();
     let st = |pl: &[f32], s: &IulShape, d: &IulData<'_>, p: &IulParams| {
         iul::train(pl, s, d, p).unwrap_err().status
@@ -781,10 +784,7 @@ fn rank_thresholds_match_rank_oracle() {
 fn keep_best_returns_the_best_round() {
     let t = toy(33, 200, 300, 12);
     let sh = shape(t.dim);
-    let planes = SimHash::new(t.dim, sh.bits, sh.tables, 0, 8)
-        .unwrap()
-        .planes()
-        .to_vec();
+    let planes = seed_planes(&sh);
     for (thresholds, t1, t2, lr) in [
         (iul::Thresholds::Score, 0.0, 0.0, 0.05),
         (iul::Thresholds::Score, 0.0, 0.0, 0.5),
@@ -858,10 +858,7 @@ fn keep_best_returns_the_best_round() {
 fn rank_thresholds_bad_inputs() {
     let t = toy(41, 50, 40, 6);
     let sh = shape(t.dim);
-    let planes = SimHash::new(t.dim, sh.bits, sh.tables, 0, 8)
-        .unwrap()
-        .planes()
-        .to_vec();
+    let planes = seed_planes(&sh);
     let p = IulParams {
         thresholds: iul::Thresholds::Rank,
         ..Default::default()
@@ -1122,10 +1119,7 @@ fn collision_loss_raises_positive_collisions() {
 fn train_with_options_hook_and_tolerance() {
     let t = toy(31, 200, 300, 12);
     let sh = shape(t.dim);
-    let planes = SimHash::new(t.dim, sh.bits, sh.tables, 0, 8)
-        .unwrap()
-        .planes()
-        .to_vec();
+    let planes = seed_planes(&sh);
     let p = IulParams {
         rounds: 2,
         epochs: 3,
@@ -1259,10 +1253,7 @@ fn c_flags_select_convergence_and_the_collision_loss() {
         table_seed: 0,
         ..shape(t.dim)
     };
-    let planes = SimHash::new(t.dim, sh.bits, sh.tables, 0, 8)
-        .unwrap()
-        .planes()
-        .to_vec();
+    let planes = seed_planes(&sh);
     let c_train = |flags: u32| -> Vec<f32> {
         let mut cp = lshk_iul_params_default();
         (cp.rounds, cp.epochs, cp.batch, cp.flags) = (2, 300, 32, flags);
