@@ -315,6 +315,18 @@ pub fn adam_fit(
     )
 }
 
+/// Refuses a convergence tolerance that is negative or not finite
+/// (`InvalidArgument`).
+pub(super) fn check_tolerance(tolerance: f64) -> Result<()> {
+    if !(tolerance.is_finite() && tolerance >= 0.0) {
+        bail!(
+            InvalidArgument,
+            "tolerance is {tolerance}; it must be finite and >= 0"
+        );
+    }
+    Ok(())
+}
+
 /// How [`adam_fit_with`] trains.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdamFit {
@@ -353,13 +365,7 @@ pub fn adam_fit_with(
     if fit.batch == 0 {
         bail!(InvalidArgument, "batch must be >= 1");
     }
-    if !(fit.tolerance.is_finite() && fit.tolerance >= 0.0) {
-        bail!(
-            InvalidArgument,
-            "tolerance is {}; it must be finite and >= 0",
-            fit.tolerance
-        );
-    }
+    check_tolerance(fit.tolerance)?;
     let n = y.len();
     let lf = tables as f64;
     let loss_kind = fit.loss;

@@ -197,13 +197,7 @@ pub fn train_with(
     opts: &mut IulOptions<'_>,
 ) -> Result<(Vec<f32>, Vec<IulReport>)> {
     validate(planes, shape, d, p)?;
-    if !(opts.tolerance.is_finite() && opts.tolerance >= 0.0) {
-        crate::bail!(
-            InvalidArgument,
-            "tolerance is {}; it must be finite and >= 0",
-            opts.tolerance
-        );
-    }
+    super::grad::check_tolerance(opts.tolerance)?;
     let fit = AdamFit {
         loss: opts.loss,
         tolerance: opts.tolerance,
