@@ -68,15 +68,33 @@ pub unsafe extern "C" fn lshk_index_load(
     out: *mut *mut lshk_index,
 ) -> lshk_status {
     boundary("lshk_index_load", || {
-        check_out(out)?;
         // SAFETY: forwarded caller contracts (borrowed_w holds the file's
         // shape at its stride).
-        let p = unsafe { c_path(path)? };
-        let idx = unsafe { Index::load_any(p, borrowed_w, usize::MAX, w_stride)? };
-        // SAFETY: `out` checked non-NULL and aligned above.
-        unsafe { *out = new_handle(idx) };
-        Ok(())
+        unsafe { load_into(path, borrowed_w, usize::MAX, w_stride, out) }
     })
+}
+
+/// The load of lshk_index_load and lshk_index_load_borrowed: checks
+/// `out`, loads (`w_len` = `usize::MAX` when W's length is not known) and
+/// writes the new handle.
+///
+/// # Safety
+/// As the two callers: `path` NUL-terminated; a non-NULL `w` holds `w_len`
+/// floats or, with `usize::MAX`, the file's shape at its stride.
+unsafe fn load_into(
+    path: *const libc::c_char,
+    w: *const f32,
+    w_len: usize,
+    w_stride: usize,
+    out: *mut *mut lshk_index,
+) -> Result<()> {
+    check_out(out)?;
+    // SAFETY: forwarded caller contracts.
+    let p = unsafe { c_path(path)? };
+    let idx = unsafe { Index::load_any(p, w, w_len, w_stride)? };
+    // SAFETY: `out` checked non-NULL and aligned above.
+    unsafe { *out = new_handle(idx) };
+    Ok(())
 }
 
 /// lshk_index_load for a file that needs W (saved from a BORROWED_F32
@@ -104,17 +122,13 @@ pub unsafe extern "C" fn lshk_index_load_borrowed(
     out: *mut *mut lshk_index,
 ) -> lshk_status {
     boundary("lshk_index_load_borrowed", || {
-        check_out(out)?;
         if borrowed_w.is_null() {
+            check_out(out)?;
             bail!(NullPointer, "`borrowed_w` is NULL");
         }
         // SAFETY: forwarded caller contracts (borrowed_w holds w_len
         // floats; the loader reads no more than the file's shape and
         // refuses a shape above w_len).
-        let p = unsafe { c_path(path)? };
-        let idx = unsafe { Index::load_any(p, borrowed_w, w_len, w_stride)? };
-        // SAFETY: `out` checked non-NULL and aligned above.
-        unsafe { *out = new_handle(idx) };
-        Ok(())
+        unsafe { load_into(path, borrowed_w, w_len, w_stride, out) }
     })
 }
