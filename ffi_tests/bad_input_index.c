@@ -492,7 +492,7 @@ int main(void) {
     lshk_query_params d = lshk_query_params_default();
     BI_EXPECT(lshk_query_params_default,
               d.struct_size == sizeof(lshk_query_params) && d.threads == 0 &&
-                  d.graph.reserved == 0 && d.forest.reserved == 0);
+                  d.graph.reserved == 0 && d.forest.confidence == 0.0f);
     BI_EXPECT(lshk_query_params_default,
               d.lsh.min_count == 1 && d.lsh.probes == 0 &&
                   d.ivf.nprobe == UINT32_MAX && d.ivf.rerank == 32 &&
@@ -655,14 +655,15 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.st.struct_size = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
           a.st.struct_size = (uint32_t)sizeof(lshk_query_stats) - 1);
-  /* any thread count is accepted; reserved fields and the walk enum are
-     checked whatever the source */
+  /* any thread count is accepted; reserved fields, the walk enum and the
+     forest's confidence are checked whatever the source */
   BI_ACCEPT(FN, a.qpv.threads = 2);
   BI_ACCEPT(FN, a.qpv.threads = LSHK_QUERY_THREADS_ALL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.graph.reserved = 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.reserved = 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.big.p.forest.reserved = 2;
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.confidence = 2.0f);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.big.p.forest.confidence = NAN;
           a.qp = &a.big.p);
+  BI_ACCEPT(FN, a.qpv.forest.confidence = 0.75f); /* read by a forest only */
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.graph.walk = 2);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.graph.reserved = 1;
           a.nq = 0; a.q = NULL);

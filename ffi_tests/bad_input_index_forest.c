@@ -450,7 +450,13 @@ int main(void) {
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.ids = NULL);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.offsets = NULL);
   BI_CASE(FN, LSHK_STATUS_NULL_POINTER, a.needed = NULL);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.reserved = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.confidence = 1.5f);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.confidence = -0.25f);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.confidence = NAN);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
+          a.qpv.forest.confidence = INFINITY);
+  BI_ACCEPT(FN, a.qpv.forest.confidence = 1.0f);
+  BI_ACCEPT(FN, a.qpv.forest.confidence = 0.5f);
   BI_ACCEPT(FN, a.qpv.threads = 3);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.struct_size = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
@@ -481,8 +487,9 @@ int main(void) {
   BI_ACCEPT(FN, a.qp = NULL);
   BI_ACCEPT(FN, a.idx = own);
   BI_FOREST_CASES(FN, idx, const lshk_index);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.reserved = 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.reserved = UINT32_MAX;
+  BI_ACCEPT(FN, a.qpv.forest.confidence = 0.9f);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.confidence = 1.0001f);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.confidence = -NAN;
           a.nq = 0; a.q = NULL);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.q_stride = FD - 1);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.out_scores = a.qv);

@@ -504,7 +504,7 @@ int main(void) {
           a.idx = FX->idx); /* checked whatever the source */
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.graph.reserved = 1);
   BI_ACCEPT(FN, a.qpv.threads = 3);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.reserved = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.confidence = -0.5f);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.struct_size = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT,
           a.qpv.struct_size = (uint32_t)sizeof(lshk_query_params) - 1);

@@ -630,7 +630,7 @@ int main(void) {
           a.st.struct_size = (uint32_t)sizeof(lshk_query_stats) - 1);
   BI_ACCEPT(FN, a.qpv.threads = 3);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.graph.reserved = 1);
-  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.reserved = 1);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.forest.confidence = -0.5f);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.graph.walk = UINT32_MAX);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.ivf.nprobe = 0);
   BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.qpv.ivf.nprobe = 0; a.nq = 0;

@@ -78,7 +78,7 @@ int main(void) {
     lshk_query_params dq = lshk_query_params_default();
     CHECK(d.forest.trees == 8 && d.forest.leaf_size == 64 &&
           d.forest.normalize_rows == 0 && d.forest.seed == 1);
-    CHECK(dq.forest.set_size == 256 && dq.forest.reserved == 0);
+    CHECK(dq.forest.set_size == 256 && dq.forest.confidence == 0.0f);
   }
   EXPECT_OK(lshk_index_build(w, NULL, ROWS, DIM, DIM, &p, &f));
   if (f == NULL) return lshk_test_summary("forest");
@@ -113,7 +113,7 @@ int main(void) {
   CHECK(need2 == need && lshk_canary_intact(ids2, sizeof ids2) &&
         lshk_canary_intact(offs2, sizeof offs2));
   /* a bad forest knob */
-  qp.forest.reserved = 1;
+  qp.forest.confidence = 2.0f;
   EXPECT_STATUS(lshk_index_candidates(f, x, NX, DIM, 0, &qp, ids2, NX * 32, offs2, &need2),
                 LSHK_STATUS_INVALID_ARGUMENT);
   qp = set_of(Q);

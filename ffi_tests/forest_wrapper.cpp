@@ -108,6 +108,21 @@ int main() {
       ascending = ascending && std::is_sorted(cand[i].begin(), cand[i].end()) &&
                   std::adjacent_find(cand[i].begin(), cand[i].end()) == cand[i].end();
     CHECK(ascending);
+    {
+      // HF-A's confidence: the wrapper's params reach the C call; each
+      // set shrinks to a subset of the whole one, never below k.
+      const lshk::QueryParams qc = lshk::QueryParams::for_forest(q, 0.5f);
+      CHECK(qc.forest.confidence == 0.5f && qc.forest.set_size == q);
+      lshk::GatherResult trimmed;
+      f.candidates(x, nx, stride, 2, trimmed, qc);
+      bool subset = trimmed.queries() == nx;
+      for (std::size_t i = 0; subset && i < nx; i++) {
+        subset = trimmed[i].size() >= 2 && trimmed[i].size() <= cand[i].size();
+        for (uint32_t id : trimmed[i])
+          subset = subset && std::binary_search(cand[i].begin(), cand[i].end(), id);
+      }
+      CHECK(subset);
+    }
     // A set is never smaller than k.
     lshk::GatherResult wide;
     f.candidates(x, nx, stride, 2 * q, wide, qs);
@@ -230,7 +245,7 @@ int main() {
     CHECK(status_of([&] { f.candidates(x, nx, stride - 3, 0, r, qs); }) ==
           LSHK_STATUS_INVALID_ARGUMENT);
     lshk::QueryParams bad_q = qs;
-    bad_q.forest.reserved = 1;
+    bad_q.forest.confidence = 1.5f;
     CHECK(status_of([&] { f.candidates(x, nx, stride, 0, r, bad_q); }) ==
           LSHK_STATUS_INVALID_ARGUMENT);
     std::vector<uint32_t> bad = {1, 2, uint32_t(rows)};

@@ -89,7 +89,7 @@ int main(void) {
           qp.ivf.reach == 2.5f && qp.ivf.refine == 256);
     CHECK(qp.graph.walk == LSHK_GRAPH_WALK_EXACT && qp.graph.ef == 100 &&
           qp.graph.rerank == 0 && qp.graph.reserved == 0);
-    CHECK(qp.forest.set_size == 256 && qp.forest.reserved == 0);
+    CHECK(qp.forest.set_size == 256 && qp.forest.confidence == 0.0f);
   }
   p.lsh.bits_per_table = 6;
   p.lsh.tables = 10;
@@ -227,7 +227,7 @@ int main(void) {
   EXPECT_STATUS(lshk_index_query(idx, q, NQ, DIM, K, &gbad, ids, sc, &st),
                 LSHK_STATUS_INVALID_ARGUMENT);
   gbad = g;
-  gbad.forest.reserved = 1;
+  gbad.forest.confidence = -1.0f;
   EXPECT_STATUS(lshk_index_query(idx, q, NQ, DIM, K, &gbad, ids, sc, &st),
                 LSHK_STATUS_INVALID_ARGUMENT);
   gbad = g;

@@ -424,8 +424,9 @@ typedef struct lshk_graph_query {
 typedef struct lshk_forest_query {
   // Q, the candidate set size (at least k is used); default 256.
   uint32_t set_size;
-  // Must be 0.
-  uint32_t reserved;
+  // HF-A's tau_cp in [0, 1] (0 = off, the default): keep the fewest of
+  // the Q classes, by logit, whose softmax mass in the set reaches it.
+  float confidence;
 } lshk_forest_query;
 
 // Query parameters of lshk_index_query and _candidates: each source's
@@ -1000,8 +1001,7 @@ lshk_status lshk_hrr_new_isa(size_t d,
 // Releases a handle.
 //
 // # Safety
-// `h` is NULL or a handle from lshk_hrr_new[_isa] that no other thread is
-// using.
+// `h` is NULL or a handle from lshk_hrr_new[_isa] no other thread uses.
 lshk_status lshk_hrr_free(struct lshk_hrr *h);
 
 // Binds row by row: `out_r = x_r ⊛ y_r`, the circular convolution

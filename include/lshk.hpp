@@ -1170,10 +1170,12 @@ struct QueryParams : lshk_query_params {
     p.graph.rerank = rerank;
     return p;
   }
-  /* Forest: candidate sets of max(set_size, k) classes. */
-  static QueryParams for_forest(uint32_t set_size) noexcept {
+  /* Forest: candidate sets of max(set_size, k) classes, trimmed by
+     HF-A's confidence threshold (0 = not trimmed). */
+  static QueryParams for_forest(uint32_t set_size, float confidence = 0.0f) noexcept {
     QueryParams p;
     p.forest.set_size = set_size;
+    p.forest.confidence = confidence;
     return p;
   }
 };

@@ -715,3 +715,150 @@ fn forest_files_old_and_new_versions() {
     assert!(!Forest::load(&m).unwrap().params().normalize_rows);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// HF-A's adaptive allocation, written plainly from the module
+/// documentation: the set of `oracle_query`, ranked by logit (dot + bias),
+/// cut to the shortest prefix whose exp-sum reaches `tau` of the whole and
+/// holds at least `min_keep`; ascending.
+#[allow(clippy::too_many_arguments)]
+fn oracle_trim(
+    f: &Forest,
+    w: &[f32],
+    stride: usize,
+    bias: Option<&[f32]>,
+    x: &[f32],
+    q: usize,
+    tau: f32,
+    min_keep: usize,
+) -> Vec<u32> {
+    let dim = f.dim();
+    let set = oracle_query(f, w, stride, x, q);
+    if tau == 0.0 {
+        return set;
+    }
+    let mut z: Vec<(f64, u32)> = set
+        .iter()
+        .map(|&id| {
+            let r = &w[id as usize * stride..id as usize * stride + dim];
+            let dot: f64 = r.iter().zip(x).map(|(&a, &b)| a as f64 * b as f64).sum();
+            (dot + bias.map_or(0.0, |b| b[id as usize] as f64), id)
+        })
+        .collect();
+    z.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let e: Vec<f64> = z.iter().map(|p| (p.0 - z[0].0).exp()).collect();
+    let total: f64 = e.iter().sum();
+    let mut keep = z.len();
+    let mut acc = 0.0;
+    for (i, v) in e.iter().enumerate() {
+        acc += v;
+        if i + 1 >= min_keep && acc >= tau as f64 * total {
+            keep = i + 1;
+            break;
+        }
+    }
+    let mut ids: Vec<u32> = z[..keep].iter().map(|p| p.1).collect();
+    ids.sort_unstable();
+    ids
+}
+
+#[test]
+fn adaptive_allocation_equals_its_oracle_and_nests() {
+    let (n, dim, stride) = (3000, 24, 25);
+    // Rows scaled up so that the logits are peaked enough to trim.
+    let w: Vec<f32> = layer(n, dim, stride, 11).iter().map(|v| v * 6.0).collect();
+    let mut r = SplitMix64::new(5);
+    let bias: Vec<f32> = (0..n).map(|_| r.next_normal() as f32).collect();
+    let f = Forest::build(
+        &w,
+        n,
+        dim,
+        stride,
+        &ForestParams {
+            trees: 4,
+            leaf_size: 16,
+            seed: 9,
+            threads: 1,
+            normalize_rows: true,
+        },
+    )
+    .unwrap();
+    let nx = 24;
+    let x: Vec<f32> = (0..nx * dim).map(|_| r.next_normal() as f32).collect();
+    let q = 200u32;
+    let mut full = ForestResult::default();
+    f.query(&w, stride, &x, nx, dim, q, &mut full).unwrap();
+    let (mut sizes_lo, mut sizes_hi) = (0usize, 0usize);
+    for bias in [None, Some(&bias[..])] {
+        let mut prev: Option<ForestResult> = None;
+        for tau in [0.0f32, 0.5, 0.9, 0.99, 1.0] {
+            for min_keep in [1u32, 10] {
+                let mut out = ForestResult::default();
+                f.query_confident(&w, stride, bias, &x, nx, dim, q, tau, min_keep, &mut out)
+                    .unwrap();
+                for i in 0..nx {
+                    let got = &out.ids[out.offsets[i]..out.offsets[i + 1]];
+                    let xi = &x[i * dim..(i + 1) * dim];
+                    let want =
+                        oracle_trim(&f, &w, stride, bias, xi, q as usize, tau, min_keep as usize);
+                    assert_eq!(got, &want[..], "tau {tau} min_keep {min_keep} sample {i}");
+                    assert!(got.len() >= (min_keep as usize).min(q as usize));
+                    // every trimmed set is a subset of the whole set
+                    let whole = &full.ids[full.offsets[i]..full.offsets[i + 1]];
+                    assert!(got.iter().all(|id| whole.binary_search(id).is_ok()));
+                    if tau == 0.0 {
+                        assert_eq!(got, whole);
+                    }
+                }
+                if min_keep == 1 {
+                    // a larger tau never keeps fewer classes (nested prefixes)
+                    if let Some(p) = &prev {
+                        for i in 0..nx {
+                            let (a, b) = (
+                                &p.ids[p.offsets[i]..p.offsets[i + 1]],
+                                &out.ids[out.offsets[i]..out.offsets[i + 1]],
+                            );
+                            assert!(a.iter().all(|id| b.binary_search(id).is_ok()));
+                        }
+                    }
+                    if tau == 0.5 {
+                        sizes_lo += out.ids.len();
+                    }
+                    if tau == 0.99 {
+                        sizes_hi += out.ids.len();
+                    }
+                    if tau > 0.0 {
+                        prev = Some(out);
+                    }
+                }
+            }
+        }
+    }
+    // The layer is peaked enough that the trim does something.
+    assert!(
+        sizes_lo < sizes_hi && sizes_hi < 2 * full.ids.len(),
+        "{sizes_lo} {sizes_hi}"
+    );
+    // Out-of-domain thresholds are refused.
+    let mut out = ForestResult::default();
+    for bad in [-0.1f32, 1.01, f32::NAN, f32::INFINITY] {
+        let e = f
+            .query_confident(&w, stride, None, &x, nx, dim, q, bad, 1, &mut out)
+            .unwrap_err();
+        assert_eq!(e.status, Status::InvalidArgument);
+    }
+    let e = f
+        .query_confident(
+            &w,
+            stride,
+            Some(&bias[..n - 1]),
+            &x,
+            nx,
+            dim,
+            q,
+            0.5,
+            1,
+            &mut out,
+        )
+        .unwrap_err();
+    assert_eq!(e.status, Status::BufferTooSmall);
+}

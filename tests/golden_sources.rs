@@ -206,7 +206,10 @@ fn answers(l: &Layer) -> Vec<(String, u64)> {
     isa::set_max(Isa::Scalar);
     let mut sets = lshk::tables::GatherResult::default();
     let qp = QueryParams {
-        forest: lshk::forest::ForestQuery { set_size: 32 },
+        forest: lshk::forest::ForestQuery {
+            set_size: 32,
+            ..Default::default()
+        },
         ..Default::default()
     };
     fx.candidate_sets(q, nq, dim, 0, &qp, &mut sets).unwrap();

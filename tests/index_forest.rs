@@ -56,7 +56,10 @@ fn the_top_k_of_the_forests_sets() {
         let forest = Forest::build(&w, ROWS, DIM, DIM, &p.forest).unwrap();
         for set_size in [4u32, 64, 256] {
             let qp = QueryParams {
-                forest: ForestQuery { set_size },
+                forest: ForestQuery {
+                    set_size,
+                    ..Default::default()
+                },
                 ..Default::default()
             };
             let (mut ids, mut sc) = (vec![0u32; NQ * K], vec![0f32; NQ * K]);
@@ -153,4 +156,76 @@ fn what_the_family_does_not_support_is_refused() {
     assert!(idx
         .train_labels(&q, NQ, DIM, &offs, &labels, &Default::default())
         .is_err());
+}
+
+/// HF-A's confidence threshold through the index: each sample's
+/// candidates are the standalone forest's trimmed set, ranked by the
+/// index's logits (bias included), never fewer than k; the top k of the
+/// query come from them.
+#[test]
+fn confidence_trims_the_sets_with_the_bias_and_keeps_k() {
+    let (w, b, q) = layer();
+    // Peaked logits, so that a threshold below 1 trims.
+    let w: Vec<f32> = w.iter().map(|v| v * 8.0).collect();
+    let p = params(Storage::BorrowedF32);
+    let idx = build(&w, &b, &p);
+    let forest = Forest::build(&w, ROWS, DIM, DIM, &p.forest).unwrap();
+    let mut trimmed = false;
+    for confidence in [0.5f32, 0.9, 1.0] {
+        let qp = QueryParams {
+            forest: ForestQuery {
+                set_size: 128,
+                confidence,
+            },
+            ..Default::default()
+        };
+        let mut got = lshk::source::GatherResult::default();
+        idx.candidate_sets(&q, NQ, DIM, K as u32, &qp, &mut got)
+            .unwrap();
+        let mut want = ForestResult::default();
+        forest
+            .query_confident(
+                &w,
+                DIM,
+                Some(&b),
+                &q,
+                NQ,
+                DIM,
+                128,
+                confidence,
+                K as u32,
+                &mut want,
+            )
+            .unwrap();
+        assert_eq!(got.ids, want.ids, "confidence {confidence}");
+        assert_eq!(got.offsets, want.offsets, "confidence {confidence}");
+        for i in 0..NQ {
+            let n = got.offsets[i + 1] - got.offsets[i];
+            assert!(n >= K, "confidence {confidence} query {i}: {n} < k");
+            trimmed |= n < 128;
+        }
+        let (mut ids, mut sc) = (vec![0u32; NQ * K], vec![0f32; NQ * K]);
+        idx.query_with(&q, NQ, DIM, K as u32, &qp, &mut ids, &mut sc, None)
+            .unwrap();
+        for i in 0..NQ {
+            let s = &got.ids[got.offsets[i]..got.offsets[i + 1]];
+            assert!(ids[i * K..(i + 1) * K].iter().all(|id| s.contains(id)));
+        }
+    }
+    assert!(
+        trimmed,
+        "no set was trimmed: the test layer is not peaked enough"
+    );
+    let bad = QueryParams {
+        forest: ForestQuery {
+            set_size: 128,
+            confidence: f32::NAN,
+        },
+        ..Default::default()
+    };
+    let (mut ids, mut sc) = (vec![0u32; NQ * K], vec![0f32; NQ * K]);
+    let e = idx
+        .query_with(&q, NQ, DIM, K as u32, &bad, &mut ids, &mut sc, None)
+        .unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
 }

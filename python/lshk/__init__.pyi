@@ -237,7 +237,8 @@ class Index:
         min_count: Optional[int] = None, max_candidates: Optional[int] = None, probes: Optional[int] = None,
         bits_per_table: Optional[int] = None, nprobe: Optional[int] = None, rerank: Optional[int] = None,
         reach: Optional[float] = None, refine: Optional[int] = None, ef: Optional[int] = None,
-        walk: Optional[Walk] = None, set_size: Optional[int] = None, threads: int = 0,
+        walk: Optional[Walk] = None, set_size: Optional[int] = None,
+        confidence: Optional[float] = None, threads: int = 0,
     ) -> Tuple[np.ndarray, np.ndarray]: ...
     @overload
     def query(
@@ -245,7 +246,8 @@ class Index:
         min_count: Optional[int] = None, max_candidates: Optional[int] = None, probes: Optional[int] = None,
         bits_per_table: Optional[int] = None, nprobe: Optional[int] = None, rerank: Optional[int] = None,
         reach: Optional[float] = None, refine: Optional[int] = None, ef: Optional[int] = None,
-        walk: Optional[Walk] = None, set_size: Optional[int] = None, threads: int = 0,
+        walk: Optional[Walk] = None, set_size: Optional[int] = None,
+        confidence: Optional[float] = None, threads: int = 0,
     ) -> Tuple[np.ndarray, np.ndarray, QueryStats]: ...
     def query(self, q: _F32, k: int = 10, **kw: object) -> tuple:  # type: ignore[misc]
         """lshk_index_query: the top k rows of W q + b among each query's
@@ -261,7 +263,9 @@ class Index:
         lists), rerank (exact re-scores; 0 = the top k by the codes, scored
         from the stored W), refine (pq4_i8's int8 stage); graph ef, walk
         ('exact', 'int8'), rerank (the pool's best that become candidates,
-        0 = the whole pool); forest set_size. threads: the batch split over
+        0 = the whole pool); forest set_size, confidence (HF-A's tau_cp in
+        [0, 1]: each sample keeps the fewest of its set, by logit, whose
+        softmax mass in the set reaches it, at least k; 0 = all). threads: the batch split over
         that many threads (0 and 1 the calling thread, 2**32-1 every core;
         the same answers for every count). Scores are exact logits of the
         index's W (in its storage) and bias."""
@@ -271,6 +275,7 @@ class Index:
         bits_per_table: Optional[int] = None, nprobe: Optional[int] = None, rerank: Optional[int] = None,
         reach: Optional[float] = None, refine: Optional[int] = None, ef: Optional[int] = None,
         walk: Optional[Walk] = None, set_size: Optional[int] = None,
+        confidence: Optional[float] = None,
     ) -> Tuple[np.ndarray, np.ndarray]:
         """lshk_index_candidates: the candidate sets the source hands the
         scorer for a top-k query with these knobs, unscored, as CSR: query

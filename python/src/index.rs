@@ -103,6 +103,7 @@ struct QueryKnobs<'py> {
     ef: Option<u32>,
     walk: Option<Bound<'py, PyAny>>,
     set_size: Option<u32>,
+    confidence: Option<f32>,
 }
 
 impl QueryKnobs<'_> {
@@ -123,6 +124,7 @@ impl QueryKnobs<'_> {
                 ("ef", self.ef.is_some(), &[GRAPH]),
                 ("walk", self.walk.is_some(), &[GRAPH]),
                 ("set_size", self.set_size.is_some(), &[FOREST]),
+                ("confidence", self.confidence.is_some(), &[FOREST]),
             ],
         )?;
         let mut p = c::index::lshk_query_params_default();
@@ -141,6 +143,7 @@ impl QueryKnobs<'_> {
             refine => ivf.refine,
             ef => graph.ef,
             set_size => forest.set_size,
+            confidence => forest.confidence,
         );
         if let Some(v) = self.rerank {
             if source == GRAPH {
@@ -593,7 +596,7 @@ impl Index {
     /// Top-k rows per query. See lshk/__init__.pyi.
     #[pyo3(signature = (q, k=10, *, stats=false, min_count=None, max_candidates=None,
         probes=None, bits_per_table=None, nprobe=None, rerank=None, reach=None, refine=None,
-        ef=None, walk=None, set_size=None, threads=0))]
+        ef=None, walk=None, set_size=None, confidence=None, threads=0))]
     #[allow(clippy::too_many_arguments)]
     fn query<'py>(
         &self,
@@ -612,6 +615,7 @@ impl Index {
         ef: Option<u32>,
         walk: Option<Bound<'py, PyAny>>,
         set_size: Option<u32>,
+        confidence: Option<f32>,
         threads: u32,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let mut qp = QueryKnobs {
@@ -626,6 +630,7 @@ impl Index {
             ef,
             walk,
             set_size,
+            confidence,
         }
         .params(self.source)?;
         qp.threads = threads;
@@ -636,7 +641,7 @@ impl Index {
     /// (lshk_index_candidates). See lshk/__init__.pyi.
     #[pyo3(signature = (q, k=0, *, min_count=None, max_candidates=None, probes=None,
         bits_per_table=None, nprobe=None, rerank=None, reach=None, refine=None, ef=None,
-        walk=None, set_size=None))]
+        walk=None, set_size=None, confidence=None))]
     #[allow(clippy::too_many_arguments)]
     fn candidates<'py>(
         &self,
@@ -654,6 +659,7 @@ impl Index {
         ef: Option<u32>,
         walk: Option<Bound<'py, PyAny>>,
         set_size: Option<u32>,
+        confidence: Option<f32>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let qp = QueryKnobs {
             min_count,
@@ -667,6 +673,7 @@ impl Index {
             ef,
             walk,
             set_size,
+            confidence,
         }
         .params(self.source)?;
         let qm = mat(py, q, "q", Dt::F32, Nd::OneOrTwo, false)?;

@@ -68,7 +68,7 @@ class GraphQuery(C.Structure):  # lshk_graph_query
 
 
 class ForestQuery(C.Structure):  # lshk_forest_query
-    _fields_ = [("set_size", u32), ("reserved", u32)]
+    _fields_ = [("set_size", u32), ("confidence", C.c_float)]
 
 
 class QueryParams(C.Structure):  # lshk_query_params
@@ -141,6 +141,7 @@ QUERY_KNOBS = {
     "probes": ("lsh", "probes"), "bits_per_table": ("lsh", "bits_per_table"),
     "nprobe": ("ivf", "nprobe"), "reach": ("ivf", "reach"), "refine": ("ivf", "refine"),
     "ef": ("graph", "ef"), "walk": ("graph", "walk"), "set_size": ("forest", "set_size"),
+    "confidence": ("forest", "confidence"),
 }
 SEED_OF = {0: "lsh", 1: "lsh", 2: "graph", 3: "ivf", 4: "forest"}
 

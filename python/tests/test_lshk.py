@@ -224,6 +224,19 @@ def test_forest_matches_c_api_and_rebuilds(capi, layer):
             di, do = capi.index_candidates(h, q, 10, **kw)
             assert np.array_equal(ci, di) and np.array_equal(co, do)
             assert np.all(np.diff(co) == max(kw.get("set_size", 256), 10))
+        # HF-A's confidence threshold trims each set (never below k), as in C
+        for conf in (0.5, 0.99, 1.0):
+            kw = dict(set_size=200, confidence=conf)
+            same(idx.query(q, 10, **kw), capi.index_query(h, q, 10, **kw))
+            ci, co = idx.candidates(q, 10, **kw)
+            di, do = capi.index_candidates(h, q, 10, **kw)
+            assert np.array_equal(ci, di) and np.array_equal(co, do)
+            assert np.all(np.diff(co) >= 10) and np.all(np.diff(co) <= 200)
+        with pytest.raises(lshk.LshkError) as e:
+            idx.query(q, 10, confidence=1.5)
+        assert e.value.status_name == "LSHK_STATUS_INVALID_ARGUMENT"
+        with pytest.raises(ValueError):
+            lshk.Index(w0, b, source="ivf", nlist=8).query(q, 10, confidence=0.5)
         # training changes W in place, then rebuilds the trees
         w[::3] *= np.float32(-1.5)
         idx.rebuild()

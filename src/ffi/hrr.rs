@@ -85,8 +85,7 @@ pub extern "C" fn lshk_hrr_new_isa(
 /// Releases a handle.
 ///
 /// # Safety
-/// `h` is NULL or a handle from lshk_hrr_new[_isa] that no other thread is
-/// using.
+/// `h` is NULL or a handle from lshk_hrr_new[_isa] no other thread uses.
 #[no_mangle]
 pub unsafe extern "C" fn lshk_hrr_free(h: *mut lshk_hrr) -> lshk_status {
     boundary("lshk_hrr_free", || {

@@ -264,6 +264,7 @@ impl Index {
             storage: self.storage(),
             weights: self.weights(),
             weight_stride: self.weight_stride(),
+            bias: self.bias(),
         }
     }
 

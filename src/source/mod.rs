@@ -409,6 +409,8 @@ pub(crate) struct IndexView<'a> {
     pub weights: Weights<'a>,
     /// Elements between rows of `weights`.
     pub weight_stride: usize,
+    /// The index's bias (finite, one per row), if it has one.
+    pub bias: Option<&'a [f32]>,
 }
 
 pub(crate) trait CandidateSource: AsAny + Send + Sync {

@@ -285,16 +285,23 @@ pub mod forest {
         }
     }
 
-    /// The forest family's query option.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    /// The forest family's query options.
+    #[derive(Clone, Copy, Debug, PartialEq)]
     pub struct ForestQuery {
         /// The set size `Q` of a sample's candidates (at least `k` is used).
         pub set_size: u32,
+        /// HF-A's confidence threshold `τcp` in [0, 1]: each sample keeps
+        /// the fewest of its `Q` classes, by logit, whose softmax mass
+        /// within the set reaches it (at least `k`); 0 (default) keeps all.
+        pub confidence: f32,
     }
 
     impl Default for ForestQuery {
         fn default() -> Self {
-            ForestQuery { set_size: 256 }
+            ForestQuery {
+                set_size: 256,
+                confidence: 0.0,
+            }
         }
     }
 }

@@ -179,6 +179,15 @@ pub(crate) fn fuzz_forest(c: &mut Ctx) {
     let mut offs = Arr::new(vec![CANARY as usize; nx + 1], CANARY as usize);
     let mut handle = h.cast_const();
     let mut qmode = 0; // 0 struct, 1 NULL (set_size 256), 2 struct_size too small
+                       // HF-A's confidence: mostly off, sometimes a valid trim, sometimes out
+                       // of its domain.
+    let conf: f32 = match r.u(8) {
+        0 => 0.5,
+        1 => 0.95,
+        2 => 1.0,
+        3 => r.pick(&[-0.1f32, 1.5, f32::NAN, f32::INFINITY]),
+        _ => 0.0,
+    };
     let mut what = Vec::new();
     for _ in 0..r.u(4) {
         let m = r.u(10);
@@ -216,6 +225,10 @@ pub(crate) fn fuzz_forest(c: &mut Ctx) {
     if qmode == 2 {
         v.err("query params struct_size too small");
     }
+    if qmode == 0 && !(0.0..=1.0).contains(&conf) {
+        v.err("forest.confidence outside [0, 1]");
+    }
+    let conf_used = if qmode == 0 { conf } else { 0.0 };
     x.need(strided(nx, dim, xs), &mut v, || 0.5);
     offs.need(nx.checked_add(1).map(|v| v as u128), &mut v, || {
         CANARY as usize
@@ -241,7 +254,10 @@ pub(crate) fn fuzz_forest(c: &mut Ctx) {
     let mut want = GatherResult::default();
     if v.expect_err.is_none() {
         let qpar = lshk::index::QueryParams {
-            forest: lshk::forest::ForestQuery { set_size: set },
+            forest: lshk::forest::ForestQuery {
+                set_size: set,
+                confidence: conf_used,
+            },
             ..Default::default()
         };
         match mirror.candidate_sets(
@@ -261,11 +277,12 @@ pub(crate) fn fuzz_forest(c: &mut Ctx) {
         }
     }
     c.desc = format!(
-        "forest rows {rows} dim {dim} storage {} L {} B {} nx {nx} xs {xs} set {set} k {k} qmode {qmode} ids_len {ids_len} muts {what:?}",
+        "forest rows {rows} dim {dim} storage {} L {} B {} nx {nx} xs {xs} set {set} conf {conf} k {k} qmode {qmode} ids_len {ids_len} muts {what:?}",
         p.storage, p.forest.trees, p.forest.leaf_size
     );
     let mut qp = lshk_query_params_default();
     qp.forest.set_size = q;
+    qp.forest.confidence = conf;
     if qmode == 2 {
         qp.struct_size = r.pick(&[0, 4, std::mem::size_of::<lshk_query_params>() as u32 - 1]);
     }
@@ -285,11 +302,14 @@ pub(crate) fn fuzz_forest(c: &mut Ctx) {
         if needed != m || ids.v[..m] != want.ids[..] || offs.v[..nx + 1] != want.offsets[..] {
             c.fail("lshk_index_candidates differs from Index::candidate_sets".into());
         }
-        // The standalone forest's sets of the same size.
+        // The standalone forest's sets of the same size (and trim).
         let mut fr = ForestResult::default();
         let size = set.max(k).max(1);
         let xd = &x.data()[..strided(nx, dim, xs).unwrap() as usize];
-        if twin.query(&w, dim, xd, nx, xs, size, &mut fr).is_err()
+        let b = use_bias.then_some(&bias[..]);
+        if twin
+            .query_confident(&w, dim, b, xd, nx, xs, size, conf_used, k.max(1), &mut fr)
+            .is_err()
             || fr.ids != want.ids
             || fr.offsets != want.offsets
         {

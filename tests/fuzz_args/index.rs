@@ -256,7 +256,7 @@ pub(crate) fn fuzz_query(c: &mut Ctx, idx: &[Idx]) {
                 match r.u(4) {
                     0 => qpar.threads = r.pick(&[2, 5, u32::MAX]),
                     1 => qpar.graph.reserved = 1,
-                    2 => qpar.forest.reserved = 1,
+                    2 => qpar.forest.confidence = r.pick(&[-0.5, 1.5, f32::NAN]),
                     _ => qpar.graph.walk = r.pick(&[2, u32::MAX]),
                 }
             }
@@ -309,7 +309,7 @@ pub(crate) fn fuzz_query(c: &mut Ctx, idx: &[Idx]) {
     };
     if gmode != 1
         && (qpar.graph.reserved != 0
-            || qpar.forest.reserved != 0
+            || !(0.0..=1.0).contains(&qpar.forest.confidence)
             || qpar.graph.walk > LSHK_GRAPH_WALK_INT8)
     {
         v.err("a reserved field or the walk out of its domain");

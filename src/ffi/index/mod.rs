@@ -327,8 +327,9 @@ pub struct lshk_graph_query {
 pub struct lshk_forest_query {
     /// Q, the candidate set size (at least k is used); default 256.
     pub set_size: u32,
-    /// Must be 0.
-    pub reserved: u32,
+    /// HF-A's tau_cp in [0, 1] (0 = off, the default): keep the fewest of
+    /// the Q classes, by logit, whose softmax mass in the set reaches it.
+    pub confidence: f32,
 }
 
 /// Query parameters of lshk_index_query and _candidates: each source's
@@ -609,7 +610,7 @@ pub(crate) fn query_params_to_c(q: &QueryParams) -> lshk_query_params {
         },
         forest: lshk_forest_query {
             set_size: q.forest.set_size,
-            reserved: 0,
+            confidence: q.forest.confidence,
         },
     }
 }
@@ -635,7 +636,10 @@ pub(crate) unsafe fn read_query_params(
     // SAFETY: forwarded caller contract.
     let c = unsafe { read_param_struct(p, arg)? };
     reserved_zero(c.graph.reserved, &format!("{arg}->graph.reserved"))?;
-    reserved_zero(c.forest.reserved, &format!("{arg}->forest.reserved"))?;
+    crate::source::forest::check_confidence(
+        c.forest.confidence,
+        &format!("{arg}->forest.confidence"),
+    )?;
     let walk = Walk::from_u32(c.graph.walk).ok_or_else(|| {
         Error::new(
             Status::InvalidArgument,
@@ -665,6 +669,7 @@ pub(crate) unsafe fn read_query_params(
         },
         forest: crate::source::forest::ForestQuery {
             set_size: c.forest.set_size,
+            confidence: c.forest.confidence,
         },
         threads: c.threads,
     })

@@ -12,8 +12,10 @@
 //!   refused).
 //! * Query ([`crate::index::QueryParams::forest`], [`ForestQuery`]): the
 //!   candidates of a sample are its set `S(x)` of `max(set_size, k)`
-//!   classes (module documentation of [`super`]); the index scores them
-//!   and keeps the top `k`.
+//!   classes (module documentation of [`super`]), trimmed by
+//!   `confidence` (HF-A's `τcp`; the logits include the index's bias, and
+//!   at least `k` classes stay); the index scores them and keeps the top
+//!   `k`.
 //! * File: the forest's sections (`FPARAMS`, `FCOUNTS`, `FNODES`, `FPERM`,
 //!   `FPLANEOF`, `FPLANES`, `FOFFS`) beside the index's `PARAMS`, `BIAS`
 //!   and `WEIGHTS`, checked as in a forest file and against `PARAMS`.
@@ -47,8 +49,8 @@ thread_local! {
 }
 
 impl CandidateSource for Forest {
-    fn check_query(&self, _ix: &IndexView<'_>, _qp: &QueryParams) -> Result<()> {
-        Ok(())
+    fn check_query(&self, _ix: &IndexView<'_>, qp: &QueryParams) -> Result<()> {
+        super::check_confidence(qp.forest.confidence, "forest.confidence")
     }
 
     fn candidates(
@@ -70,7 +72,19 @@ impl CandidateSource for Forest {
         let set = u32::try_from(set).unwrap_or(u32::MAX);
         SETS.with(|cell| -> Result<()> {
             let r = &mut *cell.borrow_mut();
-            self.query_finite_w(w, ix.weight_stride, q, n, q_stride, set, r)?;
+            let min_keep = u32::try_from(k.max(1)).unwrap_or(u32::MAX);
+            self.query_finite_w(
+                w,
+                ix.weight_stride,
+                ix.bias,
+                q,
+                n,
+                q_stride,
+                set,
+                qp.forest.confidence,
+                min_keep,
+                r,
+            )?;
             // The sets are the CSR candidates: swap the buffers (each side
             // keeps a buffer to reuse) instead of copying.
             std::mem::swap(&mut out.ids, &mut r.ids);

@@ -47,6 +47,18 @@
 //! forest was built on (training moves W between rebuilds); only its shape
 //! must match.
 //!
+//! # Adaptive allocation (the confidence threshold `τcp` of HF-A)
+//! With a confidence `τcp` in (0, 1] ([`ForestQuery::confidence`]; 0 =
+//! off), a sample keeps fewer of its `Q` classes where the model is sure:
+//! the `Q` classes are ranked by logit `z_j = w_j . x (+ b_j` when a bias
+//! is given`)` (the dot product of the cosine, f64, coordinate order;
+//! ties: smaller id), `e_j = exp(z_j - z_max)` (f64) is summed in that
+//! order, and the set is the shortest prefix of the ranking whose sum
+//! reaches `τcp` times the whole sum (its softmax mass within the set),
+//! and at least `min_keep` classes (1; an index query keeps at least `k`).
+//! `τcp = 1` keeps every class whose `e_j` is not 0. The set is then
+//! returned ascending, as without it.
+//!
 //! # Union with a cap
 //! `S(X) = ∪ S(x)` over a batch, each class with its count `c_j` (the
 //! samples whose `S(x)` holds it). When `|S(X)| > cap`, `cap` classes are
@@ -135,6 +147,51 @@ pub type NodeInfo = (u32, u32, u32, u32);
 pub struct ForestResult {
     pub ids: Vec<u32>,
     pub offsets: Vec<usize>,
+}
+
+/// Checks a confidence threshold: finite and in [0, 1].
+pub(crate) fn check_confidence(c: f32, what: &str) -> Result<()> {
+    if !(0.0..=1.0).contains(&c) {
+        bail!(
+            InvalidArgument,
+            "{what} is {c}; it must be in [0, 1] (0 = keep the whole set)"
+        );
+    }
+    Ok(())
+}
+
+/// The adaptive allocation's trim of one sample's set (module
+/// documentation): `set` holds (cosine, dot, id); it is left holding the
+/// shortest prefix, by logit, whose `exp(z - z_max)` sum reaches
+/// `confidence` of the whole, and at least `min_keep` entries.
+fn trim_to_mass(
+    set: &mut Vec<(f64, f64, u32)>,
+    exps: &mut Vec<f64>,
+    bias: Option<&[f32]>,
+    confidence: f32,
+    min_keep: usize,
+) {
+    if let Some(b) = bias {
+        for e in set.iter_mut() {
+            e.1 += b[e.2 as usize] as f64;
+        }
+    }
+    set.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
+    let zmax = set[0].1;
+    exps.clear();
+    exps.extend(set.iter().map(|e| (e.1 - zmax).exp()));
+    let total: f64 = exps.iter().sum();
+    let target = confidence as f64 * total;
+    let mut acc = 0f64;
+    let mut keep = set.len();
+    for (i, &e) in exps.iter().enumerate() {
+        acc += e;
+        if i + 1 >= min_keep && acc >= target {
+            keep = i + 1;
+            break;
+        }
+    }
+    set.truncate(keep);
 }
 
 #[inline]
@@ -479,24 +536,80 @@ impl Forest {
             bail!(InvalidArgument, "q (the set size) must be >= 1");
         }
         check_w(w, self.n, self.dim, w_stride)?;
-        self.query_finite_w(w, w_stride, x, nx, x_stride, q, out)
+        self.query_finite_w(w, w_stride, None, x, nx, x_stride, q, 0.0, 1, out)
     }
 
-    /// [`Forest::query`] for a `w` known to be finite and long enough (an
-    /// index's own rows, checked when they were stored): without the scan
-    /// of all of `w`, which costs more than the query itself. `q >= 1`.
+    /// [`Forest::query`] with the adaptive allocation of the module
+    /// documentation: each sample keeps the fewest of its `q` classes,
+    /// ranked by logit `w_j . x + bias_j` (`bias`: `rows` finite floats,
+    /// or None for 0), whose softmax mass within the set reaches
+    /// `confidence` (in [0, 1]; 0 keeps all `q`), and at least `min_keep`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn query_confident(
+        &self,
+        w: &[f32],
+        w_stride: usize,
+        bias: Option<&[f32]>,
+        x: &[f32],
+        nx: usize,
+        x_stride: usize,
+        q: u32,
+        confidence: f32,
+        min_keep: u32,
+        out: &mut ForestResult,
+    ) -> Result<()> {
+        if q == 0 {
+            bail!(InvalidArgument, "q (the set size) must be >= 1");
+        }
+        check_confidence(confidence, "confidence")?;
+        check_w(w, self.n, self.dim, w_stride)?;
+        if let Some(b) = bias {
+            if b.len() < self.n {
+                bail!(
+                    BufferTooSmall,
+                    "`bias` holds {} floats; the forest has {} rows",
+                    b.len(),
+                    self.n
+                );
+            }
+            if let Some(i) = b[..self.n].iter().position(|v| !v.is_finite()) {
+                bail!(NonFinite, "bias[{i}] is {}", b[i]);
+            }
+        }
+        self.query_finite_w(
+            w,
+            w_stride,
+            bias,
+            x,
+            nx,
+            x_stride,
+            q,
+            confidence,
+            min_keep.max(1),
+            out,
+        )
+    }
+
+    /// [`Forest::query_confident`] for a `w` (and `bias`) known to be
+    /// finite and long enough (an index's own rows, checked when they were
+    /// stored): without the scan of all of `w`, which costs more than the
+    /// query itself. `q >= 1`, `min_keep >= 1`, `confidence` in [0, 1].
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn query_finite_w(
         &self,
         w: &[f32],
         w_stride: usize,
+        bias: Option<&[f32]>,
         x: &[f32],
         nx: usize,
         x_stride: usize,
         q: u32,
+        confidence: f32,
+        min_keep: u32,
         out: &mut ForestResult,
     ) -> Result<()> {
         debug_assert!(q >= 1 && w.len() >= strided_len(self.n, self.dim, w_stride, "w")?);
+        debug_assert!(min_keep >= 1 && (0.0..=1.0).contains(&confidence));
         let xl = strided_len(nx, self.dim, x_stride, "x")?;
         if x.len() < xl {
             bail!(
@@ -511,7 +624,9 @@ impl Forest {
         let (n, dim) = (self.n, self.dim);
         let mut seen = try_vec::<u64>(n.div_ceil(64), "pool bitmap")?;
         let mut pool: Vec<u32> = Vec::new();
-        let mut scored: Vec<(f64, u32)> = Vec::new();
+        // (cosine, dot product, id) of the pool; `exps` the trim's e_j.
+        let mut scored: Vec<(f64, f64, u32)> = Vec::new();
+        let mut exps: Vec<f64> = Vec::new();
         out.ids.clear();
         out.offsets.clear();
         out.offsets.push(0);
@@ -550,7 +665,7 @@ impl Forest {
                     }
                 }
                 for l in 0..4 {
-                    scored.push((cos(d[l], nn[l]), c[l]));
+                    scored.push((cos(d[l], nn[l]), d[l], c[l]));
                 }
             }
             for &id in quads.remainder() {
@@ -559,16 +674,20 @@ impl Forest {
                     dot += a as f64 * b as f64;
                     nn += a as f64 * a as f64;
                 }
-                scored.push((cos(dot, nn), id));
+                scored.push((cos(dot, nn), dot, id));
             }
             let keep = qq.min(scored.len());
-            let cmp = |a: &(f64, u32), b: &(f64, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+            let cmp =
+                |a: &(f64, f64, u32), b: &(f64, f64, u32)| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2));
             if keep < scored.len() {
                 scored.select_nth_unstable_by(keep, cmp);
                 scored.truncate(keep);
             }
+            if confidence > 0.0 && scored.len() > min_keep as usize {
+                trim_to_mass(&mut scored, &mut exps, bias, confidence, min_keep as usize);
+            }
             let s0 = out.ids.len();
-            out.ids.extend(scored.iter().map(|p| p.1));
+            out.ids.extend(scored.iter().map(|p| p.2));
             out.ids[s0..].sort_unstable();
             out.offsets.push(out.ids.len());
         }
