@@ -67,6 +67,21 @@
 //!     the step), and each sample's active set is its label plus S(X)
 //!     (shared by the batch, as in the seed's selective softmax).
 //!
+//!   - `hf-a`: HF-A, the hashing forest with adaptive allocation: as `hf`,
+//!     but (1) each sample keeps the fewest of its Q classes, ranked by
+//!     logit `[w_j, b_j] . [e_x, 1]`, whose softmax mass within its set
+//!     reaches `--hfa-tau` (the confidence threshold `τcp`, default 0.9;
+//!     `Forest::query_confident`, C `qp.forest.confidence`), so confident
+//!     samples bring fewer classes to the union; (2) the number of trees L
+//!     starts at `--hfa-trees L0:LMAX` (default 2:8) and doubles at every
+//!     rebuild up to LMAX; (3) the rebuild interval T starts at
+//!     `--hfa-rebuild T0:G` (default 50:1.5) and is multiplied by G after
+//!     every rebuild (50, 75, 112, ...). Early, W moves fast: frequent,
+//!     cheap rebuilds with few trees; later W settles: rarer rebuilds, more
+//!     trees for a more precise set. The trees are built over the unit
+//!     rows (`normalize_rows`). The paper's exact schedule constants were
+//!     not available here; these are lshk's reading of its rule.
+//!
 //!   Sampled methods: gathered logits (`matmul::WeightMatrix::matmul`),
 //!   `softmax_xent_in_place` over C u {y} (no correction unless
 //!   `--logq`), and `train::rows_update_sgd` on those rows only.
@@ -154,7 +169,8 @@
 //! trees over the unit rows `[w, b] / |[w, b]|`, the library's
 //! `ForestParams::normalize_rows`: the bisector of two unit rows passes
 //! through the origin, so a row's norm no longer decides its side; the
-//! pool is still ranked by cosine with the real rows).
+//! pool is still ranked by cosine with the real rows), `--hfa-tau X`,
+//! `--hfa-trees L0:LMAX`, `--hfa-rebuild T0:G` (HF-A, above).
 //!
 //! Prints `skipped: ../shared/data not found` when the data are absent.
 
@@ -203,6 +219,12 @@ struct Opts {
     hf_diag: bool,
     /// `--hf-norm`: build the trees over the unit rows.
     hf_norm: bool,
+    /// HF-A: the confidence threshold `τcp`.
+    hfa_tau: f32,
+    /// HF-A: the first and the largest number of trees.
+    hfa_trees: (u32, u32),
+    /// HF-A: the first rebuild interval and its growth factor.
+    hfa_rebuild: (f64, f64),
     synthetic: usize,
     planted: usize,
     /// `--seeds`: one run per seed of every method (see `seeded`).
@@ -285,6 +307,9 @@ fn opts() -> Opts {
         hf_rebuild: 100,
         hf_diag: false,
         hf_norm: false,
+        hfa_tau: 0.9,
+        hfa_trees: (2, 8),
+        hfa_rebuild: (50.0, 1.5),
         synthetic: 0,
         planted: 4096,
         seeds: vec![0],
@@ -342,6 +367,15 @@ fn opts() -> Opts {
             "--hf-rebuild" => o.hf_rebuild = n().max(1),
             "--hf-diag" => o.hf_diag = v == "on",
             "--hf-norm" => o.hf_norm = v == "on",
+            "--hfa-tau" => o.hfa_tau = v.parse().expect("--hfa-tau X"),
+            "--hfa-trees" => {
+                let (a, b) = v.split_once(':').expect("--hfa-trees L0:LMAX");
+                o.hfa_trees = (a.parse().expect("L0"), b.parse().expect("LMAX"));
+            }
+            "--hfa-rebuild" => {
+                let (a, b) = v.split_once(':').expect("--hfa-rebuild T0:G");
+                o.hfa_rebuild = (a.parse().expect("T0"), b.parse().expect("G"));
+            }
             "--synthetic" => o.synthetic = n(),
             "--planted" => o.planted = n().max(1),
             "--seeds" => {
@@ -458,6 +492,7 @@ enum Method {
     LshEmb,
     LshLabel,
     Hf,
+    HfA,
 }
 
 fn method(s: &str) -> Method {
@@ -468,6 +503,7 @@ fn method(s: &str) -> Method {
         "lsh-emb" => Method::LshEmb,
         "lsh-label" => Method::LshLabel,
         "hf" => Method::Hf,
+        "hf-a" => Method::HfA,
         x => panic!("unknown method {x}"),
     }
 }
@@ -735,7 +771,7 @@ fn candidates(c: &Cands, b0: usize, b1: usize, s: &mut Scratch) {
                     }
                 }
             }
-            Method::Hf => ids.extend(c.hf.iter().filter(|&&r| r != y)),
+            Method::Hf | Method::HfA => ids.extend(c.hf.iter().filter(|&&r| r != y)),
             Method::LshEmb | Method::LshLabel => {
                 let tabs = c.index.expect("index").tables();
                 let rb = tabs.range_bits();
@@ -799,7 +835,7 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
     let m = method(name);
     // The logQ correction applies to the sampled methods with a sampling
     // distribution (not to the full softmax, nor to HF).
-    let logq = logq && !matches!(m, Method::Full | Method::Hf);
+    let logq = logq && !matches!(m, Method::Full | Method::Hf | Method::HfA);
     let (rows, nb, tier) = (sh.rows, o.batch, sh.tier);
     let mut rng = SplitMix64::new(seeded(1234, seed));
     let mut w = vec![0f32; rows * ST];
@@ -842,6 +878,9 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
     let lsh = matches!(m, Method::LshEmb | Method::LshLabel);
     let mut diag = (lsh && o.lsh_diag > 0).then(|| LshDiag::new(sh, &w));
     let mut forest: Option<Forest> = None;
+    // HF-A's schedule: the next rebuild step, the interval, the trees.
+    let (mut hfa_next, mut hfa_t, mut hfa_l) = (0usize, o.hfa_rebuild.0.max(1.0), o.hfa_trees.0);
+    let mut hf_set_sum = 0f64;
     let mut hf_parts: Vec<ForestResult> = (0..th).map(|_| ForestResult::default()).collect();
     let (mut hf_ids, mut hf_all, mut hf_counts) = (Vec::new(), Vec::new(), Vec::new());
     let mut hf_union_sum = 0f64;
@@ -1013,6 +1052,23 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
                 if step > 0 {
                     interval *= 1.25;
                 }
+            } else if m == Method::HfA && step >= hfa_next {
+                // HF-A: a fresh forest of the scheduled size over the unit
+                // rows; then L doubles (up to LMAX) and T grows by G.
+                let t = Instant::now();
+                let p = ForestParams {
+                    trees: hfa_l,
+                    leaf_size: o.hf_leaf,
+                    seed: seeded(7, seed),
+                    threads: th as u32,
+                    normalize_rows: true,
+                };
+                forest = Some(Forest::build(&w, rows, DA, ST, &p).expect("forest"));
+                rebuild_s += t.elapsed().as_secs_f64();
+                rebuilds += 1;
+                hfa_next = step + hfa_t.round() as usize;
+                hfa_t *= o.hfa_rebuild.1;
+                hfa_l = (hfa_l * 2).min(o.hfa_trees.1);
             } else if m == Method::Hf && step % o.hf_rebuild == 0 {
                 let t = Instant::now();
                 // --hf-norm on: the library builds the trees over the unit
@@ -1064,9 +1120,13 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
                     hf_parts.chunks_mut(1).collect::<Vec<_>>();
                 parts.truncate(th);
                 let tq = Instant::now();
+                // HF-A trims each sample's set by its confidence (the bias
+                // is column D of the rows, the query's 1 picks it up).
+                let tau = if m == Method::HfA { o.hfa_tau } else { 0.0 };
                 par_parts(parts, |k, r| {
                     let (b0, b1) = (bcuts[k], bcuts[k + 1]);
-                    f.query(wr, ST, &xr[b0 * ST..], b1 - b0, ST, o.hf_q, &mut r[0])
+                    let x = &xr[b0 * ST..];
+                    f.query_confident(wr, ST, None, x, b1 - b0, ST, o.hf_q, tau, 1, &mut r[0])
                         .expect("forest query");
                 });
                 let tq = tq.elapsed().as_secs_f64();
@@ -1078,6 +1138,7 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
                 for p in &hf_parts {
                     hf_all.extend_from_slice(&p.ids);
                 }
+                hf_set_sum += hf_all.len() as f64 / nb as f64;
                 let useed = seeded(step as u64, seed);
                 union_capped(rows, &hf_all, o.s - 1, useed, &mut hf_ids, &mut hf_counts)
                     .expect("union");
@@ -1202,7 +1263,7 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
                             }
                         }
                     }
-                    Method::Full | Method::Hf => unreachable!(),
+                    Method::Full | Method::Hf | Method::HfA => unreachable!(),
                 }
                 phase[6] += tp.elapsed().as_secs_f64();
             }
@@ -1287,7 +1348,25 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
             o.hf_rebuild
         );
     }
-    if o.incremental && rebuilds > 1 && m != Method::Hf {
+    if m == Method::HfA {
+        println!(
+            "  hf-a: mean |S(x)| {:.1} of Q {}, mean |S(X)| before the cap {:.0} (cap {}), tau {}, \
+             trees {} -> {}, leaf size {}, {} rebuilds (T from {} by x{}), last interval {:.0}",
+            hf_set_sum / o.steps as f64,
+            o.hf_q,
+            hf_union_sum / o.steps as f64,
+            o.s - 1,
+            o.hfa_tau,
+            o.hfa_trees.0,
+            forest.as_ref().map_or(0, |f| f.params().trees),
+            o.hf_leaf,
+            rebuilds,
+            o.hfa_rebuild.0,
+            o.hfa_rebuild.1,
+            hfa_t / o.hfa_rebuild.1
+        );
+    }
+    if o.incremental && rebuilds > 1 && !matches!(m, Method::Hf | Method::HfA) {
         println!(
             "  {name} incremental rehashes: {} after the build, {:.0} rows each on average \
              ({:.1} % of the classes), {:.1} ms each",
@@ -1986,7 +2065,7 @@ fn main() {
         for &th in &o.threads {
             for &lq in &o.logq {
                 for name in &o.methods {
-                    if lq && matches!(name.as_str(), "full" | "hf") && o.logq.len() > 1 {
+                    if lq && matches!(name.as_str(), "full" | "hf" | "hf-a") && o.logq.len() > 1 {
                         continue; // no sampling distribution: once, without
                     }
                     let r = run(&sh, name, th, seed, lq);

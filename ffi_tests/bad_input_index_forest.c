@@ -332,7 +332,7 @@ int main(void) {
     lshk_forest_params d = lshk_index_params_default().forest;
     BI_EXPECT(lshk_index_params_default,
               d.trees == 8 && d.leaf_size == 64 && d.seed == 1 &&
-                  d.normalize_rows == 0 && d.reserved == 0);
+                  d.normalize_rows == 1 && d.reserved == 0);
   }
 
 #define FN lshk_index_build
@@ -340,9 +340,9 @@ int main(void) {
   BI_ACCEPT(FN, a.pv.forest = lshk_index_params_default().forest);
   BI_ACCEPT(FN, a.p = &a.big.p);
   BI_ACCEPT(FN, a.rows = 2; a.pv.forest.leaf_size = 2);
-  BI_ACCEPT(FN, a.pv.forest.normalize_rows = 1);
+  BI_ACCEPT(FN, a.pv.forest.normalize_rows = 0); /* raw rows */
   BI_ACCEPT(FN, a.rows = 2; a.pv.forest.leaf_size = 2;
-            a.pv.forest.normalize_rows = 1);
+            a.pv.forest.normalize_rows = 0);
   BI_ACCEPT(FN, a.pv.storage = LSHK_STORAGE_F32);
   BI_ACCEPT(FN, a.bias = a.bv); /* ignored by the sets, scored by the index */
   BI_ACCEPT(FN, a.pv.forest.trees = 4096; a.rows = 2;

@@ -77,7 +77,7 @@ int main(void) {
     lshk_index_params d = lshk_index_params_default();
     lshk_query_params dq = lshk_query_params_default();
     CHECK(d.forest.trees == 8 && d.forest.leaf_size == 64 &&
-          d.forest.normalize_rows == 0 && d.forest.seed == 1);
+          d.forest.normalize_rows == 1 && d.forest.seed == 1);
     CHECK(dq.forest.set_size == 256 && dq.forest.confidence == 0.0f);
   }
   EXPECT_OK(lshk_index_build(w, NULL, ROWS, DIM, DIM, &p, &f));

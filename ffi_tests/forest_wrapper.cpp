@@ -76,7 +76,7 @@ int main() {
 
     lshk::IndexParams p(LSHK_SOURCE_FOREST);
     CHECK(p.source == LSHK_SOURCE_FOREST && p.forest.trees == 8 && p.forest.leaf_size == 64 &&
-          p.forest.normalize_rows == 0 && p.forest.reserved == 0);
+          p.forest.normalize_rows == 1 && p.forest.reserved == 0);
     p.forest.trees = 4;
     p.forest.leaf_size = 16;
     p.build_threads = 1;
@@ -191,11 +191,12 @@ int main() {
           g.describe().source == LSHK_SOURCE_FOREST);
     CHECK(sets_at(g) == after);
 
-    // Unit rows (normalize_rows = 1) on an F32 copy: the C build's sets,
-    // kept by save / load (no W to give); a bad value throws.
+    // Raw rows (normalize_rows = 0; unit rows are the default) on an F32
+    // copy: the C build's sets, kept by save / load (no W to give); a bad
+    // value throws.
     {
       lshk::IndexParams pu = p;
-      pu.forest.normalize_rows = 1;
+      pu.forest.normalize_rows = 0;
       pu.storage = LSHK_STORAGE_F32;
       lshk::Index fu(w, bias, rows, dim, stride, pu);
       lshk_index *rawu = nullptr;
@@ -204,7 +205,7 @@ int main() {
       lshk::GatherResult su;
       fu.candidates(x, nx, stride, 0, su, qs);
       CHECK(sets_of(su) == c_sets(rawu, x, nx, stride, q));
-      std::string upath = "forest_wrapper_unit.lshk";
+      std::string upath = "forest_wrapper_raw.lshk";
       fu.save(upath);
       lshk::Index gu = lshk::Index::load(upath);
       std::remove(upath.c_str());

@@ -78,7 +78,7 @@ int main(void) {
   CHECK(p.graph.m == 16 && p.graph.ef_construction == 200 &&
         p.graph.storage == LSHK_STORAGE_F32 && p.graph.reserved == 0);
   CHECK(p.forest.trees == 8 && p.forest.leaf_size == 64 &&
-        p.forest.normalize_rows == 0 && p.forest.reserved == 0 &&
+        p.forest.normalize_rows == 1 && p.forest.reserved == 0 &&
         p.forest.seed == 1);
   {
     lshk_query_params qp = lshk_query_params_default();

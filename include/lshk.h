@@ -323,8 +323,8 @@ typedef struct lshk_forest_params {
   // B: a node holding at least this many classes is split, >= 2
   // (default 64).
   uint32_t leaf_size;
-  // 1: split by direction only (over w / |w|; stays balanced when a few
-  // row norms grow during training); 0: over the rows (default).
+  // 1 (default): split by direction only (over w / |w|; stays balanced
+  // when a few row norms grow during training); 0: over the rows.
   uint32_t normalize_rows;
   // Must be 0.
   uint32_t reserved;

@@ -101,6 +101,12 @@ fn answers(l: &Layer) -> Vec<(String, u64)> {
         idxs.push((format!("index {family:?} {storage:?}"), ix));
     }
     let graph = Graph::build(w, b, rows, dim, dim, &GraphParams::default()).unwrap();
+    // Raw-row trees (the default before unit rows) and the default.
+    let raw = ForestParams {
+        normalize_rows: false,
+        ..Default::default()
+    };
+    let forest_raw = Forest::build(w, rows, dim, dim, &raw).unwrap();
     let forest = Forest::build(w, rows, dim, dim, &ForestParams::default()).unwrap();
 
     let (mut ids, mut sc) = (vec![0u32; nq * K], vec![0f32; nq * K]);
@@ -185,15 +191,17 @@ fn answers(l: &Layer) -> Vec<(String, u64)> {
         out.push((format!("graph ef {ef}"), answer_hash(&ids, &sc)));
     }
     let mut fr = ForestResult::default();
-    forest.query(w, dim, q, nq, dim, 32, &mut fr).unwrap();
-    out.push((
-        "forest q 32".into(),
+    let sets_hash = |fr: &ForestResult| {
         fnv(fr
             .ids
             .iter()
             .copied()
-            .chain(fr.offsets.iter().map(|&o| o as u32))),
-    ));
+            .chain(fr.offsets.iter().map(|&o| o as u32)))
+    };
+    forest_raw.query(w, dim, q, nq, dim, 32, &mut fr).unwrap();
+    out.push(("forest q 32".into(), sets_hash(&fr)));
+    forest.query(w, dim, q, nq, dim, 32, &mut fr).unwrap();
+    out.push(("forest unit rows q 32".into(), sets_hash(&fr)));
     // The forest as the one index's source hands the scorer the same sets.
     let fp = IndexParams {
         family: Family::Forest,
@@ -295,6 +303,7 @@ const DEMO_LAYER: &[(&str, u64)] = &[
     ("graph ef 10", 0x4c556323dcf43473),
     ("graph ef 64", 0x0baba41161b78dd1),
     ("forest q 32", 0xdcda09dfdd8bd170),
+    ("forest unit rows q 32", 0x4421f6aa9af79a45),
 ];
 
 const W2V_GUTENBERG: &[(&str, u64)] = &[
@@ -342,6 +351,7 @@ const W2V_GUTENBERG: &[(&str, u64)] = &[
     ("graph ef 10", 0x68ead6624d7ab63d),
     ("graph ef 64", 0x020c8653afedceb0),
     ("forest q 32", 0x575ac886d41c18ad),
+    ("forest unit rows q 32", 0x63b4144719f9a712),
 ];
 
 /// The demo's generator at 20,000 rows (the demo runs 670,091), its

@@ -184,7 +184,7 @@ class Index:
         # 'forest'
         trees: int = 8,
         leaf_size: int = 64,
-        normalize_rows: bool = False,
+        normalize_rows: bool = True,
     ) -> None:
         """lshk_index_build over W (rows x dim float32) and an optional bias
         b (rows float32). Knobs as lshk_index_params (None or left out = the

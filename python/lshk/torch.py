@@ -472,7 +472,9 @@ class SampledSoftmax(nn.Module):
     * "forest": the hashing forest over the rows [w, b]
       (`forest_trees`, `forest_leaf`, unit rows with `forest_normalize`),
       rebuilt from the current W every `forest_rebuild` steps; each sample
-      finds its `forest_set_size` nearest classes to [h, 1], the batch's
+      finds its `forest_set_size` nearest classes to [h, 1] (with
+      `forest_confidence` > 0, HF-A's threshold: only the fewest of them,
+      by logit, holding that share of their softmax mass), the batch's
       union is capped at num_samples - 1 classes (drawn by their counts),
       and each sample's set is its label plus that union.
 
@@ -506,6 +508,7 @@ class SampledSoftmax(nn.Module):
         forest_set_size: int = 32,
         forest_rebuild: int = 100,
         forest_normalize: bool = True,
+        forest_confidence: float = 0.0,
         centre_rows: bool = True,
         shared_negatives: bool = False,
         init_std: float = 0.01,
@@ -519,6 +522,8 @@ class SampledSoftmax(nn.Module):
             raise ValueError(f"rows and dim: must be >= 1, got {rows} and {dim}")
         if num_samples < 1:
             raise ValueError(f"num_samples: must be >= 1, got {num_samples}")
+        if not 0.0 <= forest_confidence <= 1.0:
+            raise ValueError(f"forest_confidence: must be in [0, 1], got {forest_confidence}")
         gen = torch.Generator().manual_seed(int(seed))
         self.weight = nn.Parameter(torch.randn(rows, dim, generator=gen) * init_std)
         self.bias = nn.Parameter(torch.zeros(rows)) if bias else None
@@ -552,6 +557,7 @@ class SampledSoftmax(nn.Module):
         self._mu: Optional[np.ndarray] = None
         self._mub = 0.0
         self.forest_set_size = int(forest_set_size)
+        self.forest_confidence = float(forest_confidence)
         self.forest_rebuild = int(forest_rebuild)
         self.index: Optional[_lshk.Index] = None
         self._next_sync = 0
@@ -777,7 +783,11 @@ class SampledSoftmax(nn.Module):
             )
         # forest
         self._sync_forest()
-        cids, _ = self.index.candidates(np.hstack([hn, ones]), set_size=self.forest_set_size)
+        cids, _ = self.index.candidates(
+            np.hstack([hn, ones]),
+            set_size=self.forest_set_size,
+            confidence=self.forest_confidence,
+        )
         shared = self.index.union(cids, cap=max(s - 1, 1), seed=(self.seed << 32) ^ self.step)
         return self._with_label(shared.astype(np.uint32), lab, s)
 

@@ -585,6 +585,25 @@ def test_forest_rebuilt_every_t_steps():
     assert np.array_equal(aug[:, DIM], m.bias.detach().numpy())
 
 
+def test_forest_confidence_shrinks_the_sets():
+    """HF-A's threshold: each sample keeps fewer of its forest classes, so
+    the batch's union (before the label) is no larger than without it."""
+    sizes = {}
+    for conf in (0.0, 0.5):
+        m = make("forest", forest_set_size=32, forest_confidence=conf)
+        h, y = batch(0)
+        hn = h.detach().numpy().astype(np.float32)
+        m._sync_forest()
+        ones = np.ones((hn.shape[0], 1), np.float32)
+        _, offs = m.index.candidates(np.hstack([hn, ones]), set_size=32, confidence=conf)
+        sizes[conf] = np.diff(offs)
+        m(h, y)
+    assert np.all(sizes[0.0] == 32)
+    assert np.all(sizes[0.5] >= 1) and sizes[0.5].mean() < 24
+    with pytest.raises(ValueError, match="forest_confidence"):
+        make("forest", forest_confidence=1.5)
+
+
 def test_sampled_softmax_refuses_bad_input_and_changes_nothing():
     m = make("lsh-embedding")
     h, y = batch(1)

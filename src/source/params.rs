@@ -268,8 +268,9 @@ pub mod forest {
         pub seed: u64,
         /// Build threads (0: every core); the result does not depend on it.
         pub threads: u32,
-        /// Build the trees over the unit rows `w / |w|` (module docs): splits
-        /// by direction only, so trees stay balanced when row norms spread.
+        /// Build the trees over the unit rows `w / |w|` (module docs; the
+        /// default): splits by direction only, so trees stay balanced when
+        /// row norms spread. `false` splits the rows themselves.
         pub normalize_rows: bool,
     }
 
@@ -280,7 +281,7 @@ pub mod forest {
                 leaf_size: 64,
                 seed: 1,
                 threads: 0,
-                normalize_rows: false,
+                normalize_rows: true,
             }
         }
     }

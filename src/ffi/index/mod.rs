@@ -225,8 +225,8 @@ pub struct lshk_forest_params {
     /// B: a node holding at least this many classes is split, >= 2
     /// (default 64).
     pub leaf_size: u32,
-    /// 1: split by direction only (over w / |w|; stays balanced when a few
-    /// row norms grow during training); 0: over the rows (default).
+    /// 1 (default): split by direction only (over w / |w|; stays balanced
+    /// when a few row norms grow during training); 0: over the rows.
     pub normalize_rows: u32,
     /// Must be 0.
     pub reserved: u32,

@@ -16,7 +16,7 @@
 //! tried; then the node is split in the middle of its class list (first
 //! half left), so every leaf holds fewer than `B` classes.
 //!
-//! **Unit rows** (`normalize_rows`, off by default): the trees are built
+//! **Unit rows** (`normalize_rows`, the default): the trees are built
 //! over the unit rows `u = w / |w|` (`|w|` in f64, coordinate order; a
 //! zero row stays zero) instead of the rows themselves. The split plane of
 //! `a`, `b` is then the bisector of two unit vectors, which passes through
