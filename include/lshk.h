@@ -392,9 +392,9 @@ typedef struct lshk_ivf_query {
   // exactly this many when `reach` is 0, at most this many otherwise
   // (default UINT32_MAX: no cap).
   uint32_t nprobe;
-  // Approximate candidates re-scored exactly per query (at least k are
-  // when it is not 0). 0 = no re-rank: the index's scorer ranks the
-  // top k by the codes from the stored W. Default 32.
+  // Approximate candidates re-scored exactly per query (at least k;
+  // CODES_PQ4: at least 1/64 of the rows scanned). 0 = no re-rank: the
+  // top k by the codes, scored from the stored W. Default 32.
   uint32_t rerank;
   // Adaptive stop (default 2.5; finite, >= 0; 0 = visit exactly the
   // `nprobe` best lists): after the best list, a list is scanned while
@@ -402,8 +402,8 @@ typedef struct lshk_ivf_query {
   // far (docs/ivf.md).
   float reach;
   // CODES_PQ4_I8 only: the best max(refine, rerank, k) of the 4-bit
-  // pass are re-scored from their int8 codes before the exact re-rank;
-  // 0 = no int8 stage. Default 256.
+  // pass (docs/ivf.md, "No ceilings") get int8 scores before the exact
+  // re-rank; 0 = no int8 stage. Default 256.
   uint32_t refine;
 } lshk_ivf_query;
 

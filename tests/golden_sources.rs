@@ -277,10 +277,10 @@ const DEMO_LAYER: &[(&str, u64)] = &[
     ("ivf I8 borrow true, default", 0xa558cca15da4d5d5),
     ("ivf I8 borrow true, nprobe 4 rerank 32", 0x03ed2b5a739f7655),
     ("ivf I8 borrow true, nprobe 4 rerank 0", 0x0c4b93d77bfe0c4f),
-    ("ivf Pq4 borrow false, default", 0xbc5b683c949c2f5d),
+    ("ivf Pq4 borrow false, default", 0xb0621d23aed9c446),
     (
         "ivf Pq4 borrow false, nprobe 4 rerank 32",
-        0x0cbe58c0d4270852,
+        0x478aa15cbac6c28a,
     ),
     (
         "ivf Pq4 borrow false, nprobe 4 rerank 0",
@@ -325,16 +325,16 @@ const W2V_GUTENBERG: &[(&str, u64)] = &[
     ("ivf I8 borrow true, default", 0x4082dd361f8b75ec),
     ("ivf I8 borrow true, nprobe 4 rerank 32", 0xfb6f62054809782b),
     ("ivf I8 borrow true, nprobe 4 rerank 0", 0xec82471e12741eea),
-    ("ivf Pq4 borrow false, default", 0x6e3c23fb44ecc03d),
+    ("ivf Pq4 borrow false, default", 0x7e630d72d282660e),
     (
         "ivf Pq4 borrow false, nprobe 4 rerank 32",
-        0x7861ca37e6b13b35,
+        0xc1d88f682dfbcfc9,
     ),
     (
         "ivf Pq4 borrow false, nprobe 4 rerank 0",
         0x45086c28979be111,
     ),
-    ("ivf Pq4I8 borrow false, default", 0x7de76e6e44f79f5f),
+    ("ivf Pq4I8 borrow false, default", 0xc7ff0195a8f07557),
     (
         "ivf Pq4I8 borrow false, nprobe 4 rerank 32",
         0xfb6f62054809782b,

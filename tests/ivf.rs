@@ -1001,3 +1001,171 @@ fn adaptive_recall_has_no_ceiling_on_heavy_tailed_layers() {
         "w2v, Zipf norms: recall@10 {rc} at reach 6 ({frac} of the rows)"
     );
 }
+
+/// recall@10 of `codes` with every list visited (`nprobe` = all, `reach`
+/// 0) at the default rerank and refine, on `w` (no bias), and the rows
+/// re-scored exactly per query.
+fn recall_all_lists(w: &[f32], dim: usize, q: &[f32], codes: Codes) -> (f64, f64) {
+    let (rows, nq, k) = (w.len() / dim, q.len() / dim, 10);
+    let dense = DenseLayer::new(w, rows, dim, dim, None).unwrap();
+    let (mut ex, mut es) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+    dense.topk(q, nq, dim, k, &mut ex, &mut es).unwrap();
+    let p = IvfParams {
+        codes,
+        ..Default::default()
+    };
+    let ivf = Ivf::build(w, None, rows, dim, dim, &p).unwrap();
+    let sp = SearchParams {
+        nprobe: u32::MAX,
+        reach: 0.0,
+        ..SearchParams::default()
+    };
+    let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+    let mut st = SearchStats::default();
+    ivf.search_stats(
+        lshk::isa::active(),
+        q,
+        nq,
+        dim,
+        k,
+        &sp,
+        &mut ids,
+        &mut sc,
+        Some(&mut st),
+    )
+    .unwrap();
+    assert_eq!(st.scanned, (nq * rows) as u64, "every list visited");
+    (recall_at_k(&ex, &ids, k), st.reranked as f64 / nq as f64)
+}
+
+/// The 4-bit codes' shortlists grow with the scan, so the largest budget
+/// (every list) reaches recall@10 0.999 with `Codes::Pq4` and
+/// `Codes::Pq4I8` at their default rerank / refine: on a random Gaussian
+/// layer, on a random layer with Zipf row norms, and (where present) on
+/// w2v-gutenberg cut to 50 dimensions with Zipf norms. With fixed
+/// shortlists (refine 256, rerank 32) the Zipf layers stopped short.
+#[test]
+fn pq4_codes_reach_recall_one_at_the_largest_budget() {
+    let dim = 50;
+    let plain = randn(12_000 * dim, 91);
+    let mut zipf = randn(12_000 * dim, 77);
+    zipf_norms(&mut zipf, dim, 5);
+    let q = randn(300 * dim, 78);
+    let mut layers = vec![("gaussian", plain, q.clone()), ("zipf", zipf, q)];
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/w2v-gutenberg");
+    if dir.join("output_layer.f32").exists() {
+        let (full, _) = lshk::data::read_raw_f32(&dir.join("output_layer.f32"), 128).unwrap();
+        let (emb, _) = lshk::data::read_raw_f32(&dir.join("input_embeddings.f32"), 128).unwrap();
+        let pairs = lshk::data::read_raw_i32(&dir.join("heldout_pairs.i32")).unwrap();
+        let mut w: Vec<f32> = full
+            .chunks_exact(128)
+            .flat_map(|r| r[..dim].to_vec())
+            .collect();
+        zipf_norms(&mut w, dim, 50);
+        let q: Vec<f32> = pairs
+            .chunks_exact(2)
+            .take(500)
+            .flat_map(|p| emb[p[0] as usize * 128..p[0] as usize * 128 + dim].to_vec())
+            .collect();
+        layers.push(("w2v-zipf", w, q));
+    } else {
+        println!("skipped: ../shared/data not found (the w2v-gutenberg layer with Zipf norms)");
+    }
+    for (name, w, q) in &layers {
+        for codes in [Codes::Pq4, Codes::Pq4I8] {
+            let (rc, exact) = recall_all_lists(w, dim, q, codes);
+            println!(
+                "{name} {codes:?}: recall@10 {rc:.4} at every list, {exact:.0} rows exact / query"
+            );
+            assert!(
+                rc >= 0.999,
+                "{name} {codes:?}: recall@10 {rc} with every list visited"
+            );
+        }
+    }
+}
+
+/// The rows' 4-bit coding errors (`PQERR`) are saved and loaded with the
+/// index (the same answers after a round trip). A file without them (as
+/// written before they were kept) still loads; it answers by the 4-bit
+/// scores alone, so with every list visited its recall is the fixed
+/// shortlists' (lower on a heavy-tailed layer). A negative or non-finite
+/// error is refused as a bad file.
+#[test]
+fn pq4_coding_errors_round_trip_and_old_files_still_load() {
+    let dim = 50;
+    let mut w = randn(12_000 * dim, 77);
+    zipf_norms(&mut w, dim, 5);
+    let q = randn(300 * dim, 78);
+    let (rows, nq, k) = (w.len() / dim, q.len() / dim, 10);
+    let dense = DenseLayer::new(&w, rows, dim, dim, None).unwrap();
+    let (mut ex, mut es) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+    dense.topk(&q, nq, dim, k, &mut ex, &mut es).unwrap();
+    let sp = SearchParams {
+        nprobe: u32::MAX,
+        reach: 0.0,
+        ..SearchParams::default()
+    };
+    let run = |ivf: &Ivf| {
+        let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+        ivf.search(&q, nq, dim, k, &sp, &mut ids, &mut sc).unwrap();
+        (ids, sc.iter().map(|s| s.to_bits()).collect::<Vec<_>>())
+    };
+    for codes in [Codes::Pq4, Codes::Pq4I8] {
+        let p = IvfParams {
+            codes,
+            ..Default::default()
+        };
+        let a = Ivf::build(&w, None, rows, dim, dim, &p).unwrap();
+        let path = tmp(&format!("pqerr-{codes:?}.lshk"));
+        a.save(&path).unwrap();
+        let back = Ivf::load(&path).unwrap();
+        assert_eq!(run(&back), run(&a), "{codes:?}: round trip");
+        assert_eq!(back.memory_bytes(), a.memory_bytes());
+        // Without PQERR: loads, and recall falls back to the fixed lists'.
+        let c = lshk::format::Container::open(&path, lshk::format::KIND_IVF).unwrap();
+        let tags = c.tags();
+        assert!(tags.iter().any(|t| t == "PQERR"));
+        let secs: Vec<lshk::format::SectionOut> = tags
+            .iter()
+            .filter(|t| *t != "PQERR")
+            .map(|t| lshk::format::SectionOut::new(t, vec![c.section(t).unwrap()]))
+            .collect();
+        let old_path = tmp(&format!("pqerr-old-{codes:?}.lshk"));
+        lshk::format::write_file(&old_path, lshk::format::KIND_IVF, &secs).unwrap();
+        let old = Ivf::load(&old_path).unwrap();
+        assert_eq!(old.memory_bytes() + rows * 4, a.memory_bytes());
+        let (rc_new, rc_old) = (
+            recall_at_k(&ex, &run(&a).0, k),
+            recall_at_k(&ex, &run(&old).0, k),
+        );
+        println!(
+            "{codes:?}: every list, recall@10 {rc_new:.4} with the errors, {rc_old:.4} without"
+        );
+        assert!(
+            rc_new >= 0.999 && rc_old < rc_new,
+            "{codes:?}: {rc_new} vs {rc_old}"
+        );
+        // A bad error value is a bad file.
+        let mut b = std::fs::read(&path).unwrap();
+        let s = common::container::sections(&b)
+            .into_iter()
+            .find(|s| s.tag == "PQERR")
+            .unwrap();
+        for bad in [-1.0f32, f32::NAN] {
+            b[s.off + 8..s.off + 12].copy_from_slice(&bad.to_le_bytes());
+            common::container::fix_crcs(&mut b);
+            let bad_path = tmp(&format!("pqerr-bad-{codes:?}.lshk"));
+            std::fs::write(&bad_path, &b).unwrap();
+            let Err(e) = Ivf::load(&bad_path) else {
+                panic!("{codes:?} {bad}: a bad PQERR loaded");
+            };
+            assert_eq!(
+                e.status,
+                Status::BadFileFormat,
+                "{codes:?} {bad}: {}",
+                e.message
+            );
+        }
+    }
+}

@@ -291,9 +291,9 @@ pub struct lshk_ivf_query {
     /// exactly this many when `reach` is 0, at most this many otherwise
     /// (default UINT32_MAX: no cap).
     pub nprobe: u32,
-    /// Approximate candidates re-scored exactly per query (at least k are
-    /// when it is not 0). 0 = no re-rank: the index's scorer ranks the
-    /// top k by the codes from the stored W. Default 32.
+    /// Approximate candidates re-scored exactly per query (at least k;
+    /// CODES_PQ4: at least 1/64 of the rows scanned). 0 = no re-rank: the
+    /// top k by the codes, scored from the stored W. Default 32.
     pub rerank: u32,
     /// Adaptive stop (default 2.5; finite, >= 0; 0 = visit exactly the
     /// `nprobe` best lists): after the best list, a list is scanned while
@@ -301,8 +301,8 @@ pub struct lshk_ivf_query {
     /// far (docs/ivf.md).
     pub reach: f32,
     /// CODES_PQ4_I8 only: the best max(refine, rerank, k) of the 4-bit
-    /// pass are re-scored from their int8 codes before the exact re-rank;
-    /// 0 = no int8 stage. Default 256.
+    /// pass (docs/ivf.md, "No ceilings") get int8 scores before the exact
+    /// re-rank; 0 = no int8 stage. Default 256.
     pub refine: u32,
 }
 

@@ -64,6 +64,12 @@ impl Ivf {
                 vec![format::as_bytes(pq.codebook().centroids())],
             ));
             secs.push(SectionOut::new("PQCODES", vec![pq.packed()]));
+            if !pq.errors().is_empty() {
+                secs.push(SectionOut::new(
+                    "PQERR",
+                    vec![format::as_bytes(pq.errors())],
+                ));
+            }
         }
         secs
     }
@@ -388,13 +394,22 @@ impl Ivf {
         };
         let pq = if codes.has_pq() {
             let cent = f32s("PQCENT", checked_mul(16, dim, "16 * dim")?)?;
-            Some(Box::new(pq::ListPq::from_parts(
-                dim,
-                pq_m as usize,
-                &cent,
-                c.section("PQCODES")?,
-                &offsets,
-            )?))
+            let mut lp =
+                pq::ListPq::from_parts(dim, pq_m as usize, &cent, c.section("PQCODES")?, &offsets)?;
+            // The rows' coding errors (files written before they were
+            // kept have none: their shortlists rank by the 4-bit scores).
+            if c.optional("PQERR").is_some() {
+                let err = f32s("PQERR", npos)?;
+                if let Some(i) = err.iter().position(|&e| e < 0.0) {
+                    bail!(
+                        BadFileFormat,
+                        "PQERR[{i}] is {:e}: an error norm is >= 0",
+                        err[i]
+                    );
+                }
+                lp.set_errors(err);
+            }
+            Some(Box::new(lp))
         } else {
             None
         };

@@ -27,7 +27,9 @@
 //! a row by default, against `dim + 12` for int8): one set of byte tables
 //! per query, a shuffle-based "fast-scan" kernel over each list's 32-row
 //! blocks (`src/ivf/pq.rs`, [`crate::quant::pq4`]), and the same exact re-rank;
-//! it needs a larger `rerank` than int8 for the same recall (docs/ivf.md).
+//! its shortlists are chosen by an optimistic key that allows for each
+//! row's coding error, and its exact re-rank grows with the scan, so that
+//! a larger budget drives recall to 1 (`search::PQ4_I8_KEY_G`).
 //! [`Codes::Pq4I8`] keeps both codes and adds a middle stage: the 4-bit
 //! pass picks the best `refine` candidates, their int8 codes re-score them
 //! (rows gathered by position, prefetched), and the best `rerank` of those

@@ -77,6 +77,9 @@ pub(super) struct ListPq {
     cb: Codebook,
     codes: Pq4Rows,
     boff: Vec<u32>,
+    /// Per position, the coding error `|r - r̂|` of the row's residual
+    /// (f64 sum, stored f32); empty for a file written before it was kept.
+    err: Vec<f32>,
 }
 
 /// What [`ListPq::build`] encodes: the rows by position (`row(p)` gives the
@@ -161,7 +164,9 @@ impl ListPq {
         };
         let work = |p0: usize, p1: usize| {
             let mut x = vec![0f32; dim];
+            let mut xh = vec![0f32; dim];
             let mut codes = Vec::with_capacity((p1 - p0) * m);
+            let mut errs = Vec::with_capacity(p1 - p0);
             for p in p0..p1 {
                 residual(p, &mut x);
                 let at = codes.len();
@@ -172,17 +177,27 @@ impl ListPq {
                         cb.encode_row_anisotropic_along(&x, (src.row)(p), a, &mut codes[at..])
                     }
                 }
+                cb.decode_row(&codes[at..], &mut xh);
+                let e: f64 = x
+                    .iter()
+                    .zip(&xh)
+                    .map(|(&a, &b)| ((a - b) as f64).powi(2))
+                    .sum();
+                errs.push(e.sqrt() as f32);
             }
-            codes
+            (codes, errs)
         };
         let threads = threads.clamp(1, rows.div_ceil(4096).max(1));
         let per = rows.div_ceil(threads);
-        let parts: Vec<Vec<u8>> = if threads == 1 {
+        let parts: Vec<(Vec<u8>, Vec<f32>)> = if threads == 1 {
             vec![work(0, rows)]
         } else {
             crate::par::map(0..threads, |t| work(t * per, ((t + 1) * per).min(rows)))
         };
-        for (t, part) in parts.iter().enumerate() {
+        let mut err = try_vec::<f32>(rows, "PQ coding errors")?;
+        err.clear();
+        for (t, (part, e)) in parts.iter().enumerate() {
+            err.extend_from_slice(e);
             for (i, c) in part.chunks_exact(m).enumerate() {
                 let d = pad_of(t * per + i);
                 raw[d * m..(d + 1) * m].copy_from_slice(c);
@@ -190,7 +205,12 @@ impl ListPq {
         }
         drop(parts);
         let codes = Pq4Rows::from_codes(&raw, prows, m)?;
-        Ok(ListPq { cb, codes, boff })
+        Ok(ListPq {
+            cb,
+            codes,
+            boff,
+            err,
+        })
     }
 
     /// Rebuilds from a file's sections (errors are `BadFileFormat`).
@@ -208,11 +228,24 @@ impl ListPq {
         let boff = block_offsets(offsets).map_err(|e| bad("LOFFS", e))?;
         let prows = *boff.last().expect("nlist + 1 offsets") as usize;
         let codes = Pq4Rows::from_packed(packed, prows, m).map_err(|e| bad("PQCODES", e))?;
-        Ok(ListPq { cb, codes, boff })
+        Ok(ListPq {
+            cb,
+            codes,
+            boff,
+            err: Vec::new(),
+        })
     }
 
     pub fn m(&self) -> usize {
         self.cb.m()
+    }
+    /// The coding errors by position (empty: not known).
+    pub fn errors(&self) -> &[f32] {
+        &self.err
+    }
+    /// Sets the coding errors read from a file (`rows` finite values >= 0).
+    pub fn set_errors(&mut self, err: Vec<f32>) {
+        self.err = err;
     }
     pub fn codebook(&self) -> &Codebook {
         &self.cb
@@ -222,7 +255,10 @@ impl ListPq {
             .expect("sized at construction")]
     }
     pub fn memory_bytes(&self) -> usize {
-        self.codes.memory_bytes() + self.boff.len() * 4 + self.cb.centroids().len() * 4 * 2
+        self.codes.memory_bytes()
+            + self.boff.len() * 4
+            + self.cb.centroids().len() * 4 * 2
+            + self.err.len() * 4
     }
 
     /// Approximate scores of list `l`'s `out.len()` rows: `f32(acc) Delta +

@@ -34,6 +34,8 @@ pub(super) struct Scratch {
     lut: Option<Pq4Lut>,
     /// `<[q, 1], c_l>` per list before the spread term ([`Codes::Pq4`]).
     cbase: Vec<f32>,
+    /// The 4-bit scores' optimistic keys ([`Ivf::pq4_keys`]).
+    keys: Vec<f32>,
     /// The scratch of [`Ivf::search_batch`] (taken out while it runs).
     pub(super) batch: super::batch::Batch,
 }
@@ -102,6 +104,30 @@ pub(super) fn query_slot(qq: &mut Option<QQuery>, dp: usize) -> &mut QQuery {
 pub(super) fn rerank_len(sp: &SearchParams, k: usize, n: usize) -> usize {
     (sp.rerank as usize).max(k).min(n.max(k))
 }
+
+/// The 4-bit codes' shortlists are chosen by an optimistic key, not by
+/// the approximate score alone. A row's 4-bit score misses its exact one
+/// by `<q, r - r̂>` (`r̂` its coded residual), at most `|q| e` with `e =
+/// |r - r̂|` the row's coding error, and of spread about `|q| e /
+/// sqrt(dim)` in a random direction. That error is not of one size: a row
+/// far out of its list (a hub row of a heavy-tailed layer, often a true
+/// top-k row) is coded worst, scores too low and drops out of a shortlist
+/// of fixed length however many lists are visited: a recall ceiling. The
+/// key `approx + G |q| e / sqrt(dim)` ranks such a row by what it may be
+/// worth, so the shortlist keeps it. `G` is 3.5 for `Codes::Pq4I8`'s int8
+/// stage (256 rows whose int8 scores then sort the rest out) and 2 for
+/// `Codes::Pq4`'s exact re-rank, where a larger `G` would crowd out rows
+/// whose approximate score alone is right (measured: docs/ivf.md, "No
+/// ceilings").
+pub(super) const PQ4_I8_KEY_G: f32 = 3.5;
+/// See [`PQ4_I8_KEY_G`].
+pub(super) const PQ4_KEY_G: f32 = 2.0;
+/// `Codes::Pq4`'s exact re-rank keeps at least `n / PQ4_RERANK_PER` of the
+/// `n` rows scanned: without an int8 stage, rows whose approximate
+/// scores all lie within the 4-bit error of the k-th (a layer with no
+/// hub rows) are a fixed fraction of the scan, and a fixed `rerank`
+/// would again stop recall short of 1 as the scan grows.
+pub(super) const PQ4_RERANK_PER: usize = 64;
 
 /// `|q|`, summed in order in f32 (the same expression for every path).
 pub(super) fn norm(q: &[f32]) -> f32 {
@@ -435,18 +461,50 @@ impl Ivf {
             }
             return;
         }
-        let r = rerank_len(sp, k, n);
+        let mut r = rerank_len(sp, k, n);
+        let mut keyed = false;
+        if self.pq.is_some() {
+            // 4-bit scores: the shortlist grows with the scan and is
+            // chosen by the optimistic keys.
+            r = r.max(n / PQ4_RERANK_PER).min(n.max(k));
+            keyed = self.pq4_keys(q, PQ4_KEY_G, approx, pos, s);
+        }
+        let keys = std::mem::take(&mut s.keys);
         grow(&mut s.cand, r);
         grow(&mut s.cand_sc, r);
         topk_segment(
-            approx,
+            if keyed { &keys[..n] } else { approx },
             Some(pos),
             r,
             &mut s.top,
             &mut s.cand[..r],
             &mut s.cand_sc[..r],
         );
+        s.keys = keys;
         self.rerank(tier, q, k, r, s, out_ids, out_scores, st);
+    }
+
+    /// The optimistic keys ([`PQ4_I8_KEY_G`]) of the 4-bit scores `approx`
+    /// of the rows at positions `pos` into `s.keys`, with `g` the constant;
+    /// false (and nothing written) when the index holds no coding errors
+    /// (a file written before them: its shortlists rank by `approx`).
+    fn pq4_keys(&self, q: &[f32], g: f32, approx: &[f32], pos: &[u32], s: &mut Scratch) -> bool {
+        let Some(pq) = self.pq.as_ref() else {
+            return false;
+        };
+        let err = pq.errors();
+        if err.is_empty() {
+            return false;
+        }
+        let c = g * norm(q) / (self.dim as f32).sqrt();
+        s.keys.clear();
+        s.keys.extend(
+            approx
+                .iter()
+                .zip(pos)
+                .map(|(&a, &p)| a + c * err[p as usize]),
+        );
+        true
     }
 
     /// [`Codes::Pq4I8`]'s stages after the 4-bit pass (`approx` at
@@ -472,14 +530,17 @@ impl Ivf {
         let r1 = (sp.refine as usize).max(r).min(n.max(k));
         grow(&mut s.cand, r1);
         grow(&mut s.cand_sc, r1);
+        let keyed = self.pq4_keys(q, PQ4_I8_KEY_G, approx, pos, s);
+        let keys = std::mem::take(&mut s.keys);
         topk_set(
-            approx,
+            if keyed { &keys[..n] } else { approx },
             Some(pos),
             r1,
             &mut s.top,
             &mut s.cand[..r1],
             &mut s.cand_sc[..r1],
         );
+        s.keys = keys;
         let m = s.cand[..r1]
             .iter()
             .take_while(|&&p| p != TOPK_PAD_ID)
