@@ -910,13 +910,35 @@ fn zipf_norms(w: &mut [f32], dim: usize, seed: u64) {
     }
 }
 
+/// recall@10 of `ivf` (built on `dense`'s rows) against the exact top 10
+/// of `q`, searched with `sp`, and the search's counts.
+fn recall_of(dense: &DenseLayer, ivf: &Ivf, q: &[f32], sp: &SearchParams) -> (f64, SearchStats) {
+    let (dim, k) = (dense.dim(), 10);
+    let nq = q.len() / dim;
+    let (mut ex, mut es) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+    dense.topk(q, nq, dim, k, &mut ex, &mut es).unwrap();
+    let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+    let mut st = SearchStats::default();
+    ivf.search_stats(
+        lshk::isa::active(),
+        q,
+        nq,
+        dim,
+        k,
+        sp,
+        &mut ids,
+        &mut sc,
+        Some(&mut st),
+    )
+    .unwrap();
+    (recall_at_k(&ex, &ids, k), st)
+}
+
 /// recall@10 of the adaptive stop at each `reach` (no cap, rerank 64) on
 /// `w` (no bias) against the exact top 10, with the share of rows scanned.
 fn adaptive_recalls(w: &[f32], dim: usize, q: &[f32], reaches: &[f32]) -> Vec<(f64, f64)> {
-    let (rows, nq, k) = (w.len() / dim, q.len() / dim, 10);
+    let (rows, nq) = (w.len() / dim, q.len() / dim);
     let dense = DenseLayer::new(w, rows, dim, dim, None).unwrap();
-    let (mut ex, mut es) = (vec![0u32; nq * k], vec![0f32; nq * k]);
-    dense.topk(q, nq, dim, k, &mut ex, &mut es).unwrap();
     let ivf = Ivf::build(w, None, rows, dim, dim, &IvfParams::default()).unwrap();
     reaches
         .iter()
@@ -927,24 +949,8 @@ fn adaptive_recalls(w: &[f32], dim: usize, q: &[f32], reaches: &[f32]) -> Vec<(f
                 reach,
                 ..SearchParams::default()
             };
-            let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
-            let mut st = SearchStats::default();
-            ivf.search_stats(
-                lshk::isa::active(),
-                q,
-                nq,
-                dim,
-                k,
-                &sp,
-                &mut ids,
-                &mut sc,
-                Some(&mut st),
-            )
-            .unwrap();
-            let (rc, frac) = (
-                recall_at_k(&ex, &ids, k),
-                st.scanned as f64 / (nq * rows) as f64,
-            );
+            let (rc, st) = recall_of(&dense, &ivf, q, &sp);
+            let frac = st.scanned as f64 / (nq * rows) as f64;
             println!(
                 "reach {reach}: recall@10 {rc:.4} scanning {:.1} % of the rows",
                 100.0 * frac
@@ -952,6 +958,31 @@ fn adaptive_recalls(w: &[f32], dim: usize, q: &[f32], reaches: &[f32]) -> Vec<(f
             (rc, frac)
         })
         .collect()
+}
+
+/// w2v-gutenberg's output rows cut to `dim` columns with Zipf norms
+/// (`zipf_norms` seed 50) and 500 held-out centres' input embeddings cut
+/// likewise as queries; None (printing `skipped`) without `../shared`.
+fn w2v_zipf(dim: usize) -> Option<(Vec<f32>, Vec<f32>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/w2v-gutenberg");
+    if !dir.join("output_layer.f32").exists() {
+        println!("skipped: ../shared/data not found (the w2v-gutenberg layer with Zipf norms)");
+        return None;
+    }
+    let (full, _) = lshk::data::read_raw_f32(&dir.join("output_layer.f32"), 128).unwrap();
+    let (emb, _) = lshk::data::read_raw_f32(&dir.join("input_embeddings.f32"), 128).unwrap();
+    let pairs = lshk::data::read_raw_i32(&dir.join("heldout_pairs.i32")).unwrap();
+    let mut w: Vec<f32> = full
+        .chunks_exact(128)
+        .flat_map(|r| r[..dim].to_vec())
+        .collect();
+    zipf_norms(&mut w, dim, 50);
+    let q: Vec<f32> = pairs
+        .chunks_exact(2)
+        .take(500)
+        .flat_map(|p| emb[p[0] as usize * 128..p[0] as usize * 128 + dim].to_vec())
+        .collect();
+    Some((w, q))
 }
 
 /// Heavy-tailed layers (row norms Zipf-distributed, a few hub rows far out
@@ -973,27 +1004,9 @@ fn adaptive_recall_has_no_ceiling_on_heavy_tailed_layers() {
         rc >= 0.999,
         "random layer: recall@10 {rc} at reach 6 ({frac} of the rows)"
     );
-
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/w2v-gutenberg");
-    if !dir.join("output_layer.f32").exists() {
-        println!("skipped: ../shared/data not found (the w2v-gutenberg layer with Zipf norms)");
+    let Some((w, q)) = w2v_zipf(dim) else {
         return;
-    }
-    let (full, _) = lshk::data::read_raw_f32(&dir.join("output_layer.f32"), 128).unwrap();
-    let (emb, _) = lshk::data::read_raw_f32(&dir.join("input_embeddings.f32"), 128).unwrap();
-    let pairs = lshk::data::read_raw_i32(&dir.join("heldout_pairs.i32")).unwrap();
-    let cut = |m: &[f32]| -> Vec<f32> {
-        m.chunks_exact(128)
-            .flat_map(|r| r[..dim].to_vec())
-            .collect()
     };
-    let mut w = cut(&full);
-    zipf_norms(&mut w, dim, 50);
-    let q: Vec<f32> = pairs
-        .chunks_exact(2)
-        .take(500)
-        .flat_map(|p| emb[p[0] as usize * 128..p[0] as usize * 128 + dim].to_vec())
-        .collect();
     let got = adaptive_recalls(&w, dim, &q, &[2.5, 6.0]);
     let (rc, frac) = *got.last().unwrap();
     assert!(
@@ -1002,48 +1015,12 @@ fn adaptive_recall_has_no_ceiling_on_heavy_tailed_layers() {
     );
 }
 
-/// recall@10 of `codes` with every list visited (`nprobe` = all, `reach`
-/// 0) at the default rerank and refine, on `w` (no bias), and the rows
-/// re-scored exactly per query.
-fn recall_all_lists(w: &[f32], dim: usize, q: &[f32], codes: Codes) -> (f64, f64) {
-    let (rows, nq, k) = (w.len() / dim, q.len() / dim, 10);
-    let dense = DenseLayer::new(w, rows, dim, dim, None).unwrap();
-    let (mut ex, mut es) = (vec![0u32; nq * k], vec![0f32; nq * k]);
-    dense.topk(q, nq, dim, k, &mut ex, &mut es).unwrap();
-    let p = IvfParams {
-        codes,
-        ..Default::default()
-    };
-    let ivf = Ivf::build(w, None, rows, dim, dim, &p).unwrap();
-    let sp = SearchParams {
-        nprobe: u32::MAX,
-        reach: 0.0,
-        ..SearchParams::default()
-    };
-    let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
-    let mut st = SearchStats::default();
-    ivf.search_stats(
-        lshk::isa::active(),
-        q,
-        nq,
-        dim,
-        k,
-        &sp,
-        &mut ids,
-        &mut sc,
-        Some(&mut st),
-    )
-    .unwrap();
-    assert_eq!(st.scanned, (nq * rows) as u64, "every list visited");
-    (recall_at_k(&ex, &ids, k), st.reranked as f64 / nq as f64)
-}
-
 /// The 4-bit codes' shortlists grow with the scan, so the largest budget
 /// (every list) reaches recall@10 0.999 with `Codes::Pq4` and
 /// `Codes::Pq4I8` at their default rerank / refine: on a random Gaussian
 /// layer, on a random layer with Zipf row norms, and (where present) on
 /// w2v-gutenberg cut to 50 dimensions with Zipf norms. With fixed
-/// shortlists (refine 256, rerank 32) the Zipf layers stopped short.
+/// shortlists ranked by the 4-bit scores the Zipf layers stopped short.
 #[test]
 fn pq4_codes_reach_recall_one_at_the_largest_budget() {
     let dim = 50;
@@ -1052,30 +1029,29 @@ fn pq4_codes_reach_recall_one_at_the_largest_budget() {
     zipf_norms(&mut zipf, dim, 5);
     let q = randn(300 * dim, 78);
     let mut layers = vec![("gaussian", plain, q.clone()), ("zipf", zipf, q)];
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/w2v-gutenberg");
-    if dir.join("output_layer.f32").exists() {
-        let (full, _) = lshk::data::read_raw_f32(&dir.join("output_layer.f32"), 128).unwrap();
-        let (emb, _) = lshk::data::read_raw_f32(&dir.join("input_embeddings.f32"), 128).unwrap();
-        let pairs = lshk::data::read_raw_i32(&dir.join("heldout_pairs.i32")).unwrap();
-        let mut w: Vec<f32> = full
-            .chunks_exact(128)
-            .flat_map(|r| r[..dim].to_vec())
-            .collect();
-        zipf_norms(&mut w, dim, 50);
-        let q: Vec<f32> = pairs
-            .chunks_exact(2)
-            .take(500)
-            .flat_map(|p| emb[p[0] as usize * 128..p[0] as usize * 128 + dim].to_vec())
-            .collect();
+    if let Some((w, q)) = w2v_zipf(dim) {
         layers.push(("w2v-zipf", w, q));
-    } else {
-        println!("skipped: ../shared/data not found (the w2v-gutenberg layer with Zipf norms)");
     }
+    let sp = SearchParams {
+        nprobe: u32::MAX,
+        reach: 0.0,
+        ..SearchParams::default()
+    };
     for (name, w, q) in &layers {
+        let rows = w.len() / dim;
+        let dense = DenseLayer::new(w, rows, dim, dim, None).unwrap();
         for codes in [Codes::Pq4, Codes::Pq4I8] {
-            let (rc, exact) = recall_all_lists(w, dim, q, codes);
+            let p = IvfParams {
+                codes,
+                ..Default::default()
+            };
+            let ivf = Ivf::build(w, None, rows, dim, dim, &p).unwrap();
+            let (rc, st) = recall_of(&dense, &ivf, q, &sp);
+            let nq = (q.len() / dim) as u64;
+            assert_eq!(st.scanned, nq * rows as u64, "every list visited");
             println!(
-                "{name} {codes:?}: recall@10 {rc:.4} at every list, {exact:.0} rows exact / query"
+                "{name} {codes:?}: recall@10 {rc:.4} at every list, {} rows exact / query",
+                st.reranked / nq
             );
             assert!(
                 rc >= 0.999,

@@ -532,11 +532,7 @@ impl Forest {
         q: u32,
         out: &mut ForestResult,
     ) -> Result<()> {
-        if q == 0 {
-            bail!(InvalidArgument, "q (the set size) must be >= 1");
-        }
-        check_w(w, self.n, self.dim, w_stride)?;
-        self.query_finite_w(w, w_stride, None, x, nx, x_stride, q, 0.0, 1, out)
+        self.query_confident(w, w_stride, None, x, nx, x_stride, q, 0.0, 1, out)
     }
 
     /// [`Forest::query`] with the adaptive allocation of the module
