@@ -36,6 +36,9 @@ pub(super) struct Scratch {
     cbase: Vec<f32>,
     /// The 4-bit scores' optimistic keys ([`Ivf::pq4_keys`]).
     keys: Vec<f32>,
+    /// The coding errors of the scanned rows, beside `approx` (copied per
+    /// list by [`Ivf::scan_lists`]: one contiguous run a list).
+    errs: Vec<f32>,
     /// The scratch of [`Ivf::search_batch`] (taken out while it runs).
     pub(super) batch: super::batch::Batch,
 }
@@ -467,7 +470,7 @@ impl Ivf {
             // 4-bit scores: the shortlist grows with the scan and is
             // chosen by the optimistic keys.
             r = r.max(n / PQ4_RERANK_PER).min(n.max(k));
-            keyed = self.pq4_keys(q, PQ4_KEY_G, approx, pos, s);
+            keyed = self.pq4_keys(q, PQ4_KEY_G, approx, s);
         }
         let keys = std::mem::take(&mut s.keys);
         grow(&mut s.cand, r);
@@ -488,12 +491,8 @@ impl Ivf {
     /// of the rows at positions `pos` into `s.keys`, with `g` the constant;
     /// false (and nothing written) when the index holds no coding errors
     /// (a file written before them: its shortlists rank by `approx`).
-    fn pq4_keys(&self, q: &[f32], g: f32, approx: &[f32], pos: &[u32], s: &mut Scratch) -> bool {
-        let Some(pq) = self.pq.as_ref() else {
-            return false;
-        };
-        let err = pq.errors();
-        if err.is_empty() {
+    fn pq4_keys(&self, q: &[f32], g: f32, approx: &[f32], s: &mut Scratch) -> bool {
+        if self.pq.as_ref().is_none_or(|pq| pq.errors().is_empty()) {
             return false;
         }
         let c = g * norm(q) / (self.dim as f32).sqrt();
@@ -501,8 +500,8 @@ impl Ivf {
         s.keys.extend(
             approx
                 .iter()
-                .zip(pos)
-                .map(|(&a, &p)| a + c * err[p as usize]),
+                .zip(&s.errs[..approx.len()])
+                .map(|(&a, &e)| a + c * e),
         );
         true
     }
@@ -530,7 +529,7 @@ impl Ivf {
         let r1 = (sp.refine as usize).max(r).min(n.max(k));
         grow(&mut s.cand, r1);
         grow(&mut s.cand_sc, r1);
-        let keyed = self.pq4_keys(q, PQ4_I8_KEY_G, approx, pos, s);
+        let keyed = self.pq4_keys(q, PQ4_I8_KEY_G, approx, s);
         let keys = std::mem::take(&mut s.keys);
         topk_set(
             if keyed { &keys[..n] } else { approx },
@@ -711,6 +710,11 @@ impl Ivf {
                         bias.map(|x| &x[la..lb]),
                         &mut out[la..lb],
                     );
+                }
+                let err = pq.errors();
+                if !err.is_empty() {
+                    grow(&mut s.errs, n + len);
+                    s.errs[n..n + len].copy_from_slice(&err[a..b]);
                 }
             }
             _ => self.score_rows(tier, v, q, s.qq.as_ref(), a, b, out),
