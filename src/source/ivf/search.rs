@@ -472,23 +472,22 @@ impl Ivf {
             r = r.max(n / PQ4_RERANK_PER).min(n.max(k));
             keyed = self.pq4_keys(q, PQ4_KEY_G, approx, s);
         }
-        let keys = std::mem::take(&mut s.keys);
         grow(&mut s.cand, r);
         grow(&mut s.cand_sc, r);
         topk_segment(
-            if keyed { &keys[..n] } else { approx },
+            if keyed { &s.keys[..n] } else { approx },
             Some(pos),
             r,
             &mut s.top,
             &mut s.cand[..r],
             &mut s.cand_sc[..r],
         );
-        s.keys = keys;
         self.rerank(tier, q, k, r, s, out_ids, out_scores, st);
     }
 
     /// The optimistic keys ([`PQ4_I8_KEY_G`]) of the 4-bit scores `approx`
-    /// of the rows at positions `pos` into `s.keys`, with `g` the constant;
+    /// (the rows' errors beside them in `s.errs`) into `s.keys`, with `g`
+    /// the constant;
     /// false (and nothing written) when the index holds no coding errors
     /// (a file written before them: its shortlists rank by `approx`).
     fn pq4_keys(&self, q: &[f32], g: f32, approx: &[f32], s: &mut Scratch) -> bool {
@@ -530,16 +529,14 @@ impl Ivf {
         grow(&mut s.cand, r1);
         grow(&mut s.cand_sc, r1);
         let keyed = self.pq4_keys(q, PQ4_I8_KEY_G, approx, s);
-        let keys = std::mem::take(&mut s.keys);
         topk_set(
-            if keyed { &keys[..n] } else { approx },
+            if keyed { &s.keys[..n] } else { approx },
             Some(pos),
             r1,
             &mut s.top,
             &mut s.cand[..r1],
             &mut s.cand_sc[..r1],
         );
-        s.keys = keys;
         let m = s.cand[..r1]
             .iter()
             .take_while(|&&p| p != TOPK_PAD_ID)
