@@ -878,6 +878,14 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
     let lsh = matches!(m, Method::LshEmb | Method::LshLabel);
     let mut diag = (lsh && o.lsh_diag > 0).then(|| LshDiag::new(sh, &w));
     let mut forest: Option<Forest> = None;
+    // The forest of `hf` and `hf-a` with `trees` trees.
+    let forest_params = |trees: u32, normalize_rows: bool| ForestParams {
+        trees,
+        leaf_size: o.hf_leaf,
+        seed: seeded(7, seed),
+        threads: th as u32,
+        normalize_rows,
+    };
     // HF-A's schedule: the next rebuild step, the interval, the trees.
     let (mut hfa_next, mut hfa_t, mut hfa_l) = (0usize, o.hfa_rebuild.0.max(1.0), o.hfa_trees.0);
     let mut hf_set_sum = 0f64;
@@ -1056,13 +1064,7 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
                 // HF-A: a fresh forest of the scheduled size over the unit
                 // rows; then L doubles (up to LMAX) and T grows by G.
                 let t = Instant::now();
-                let p = ForestParams {
-                    trees: hfa_l,
-                    leaf_size: o.hf_leaf,
-                    seed: seeded(7, seed),
-                    threads: th as u32,
-                    normalize_rows: true,
-                };
+                let p = forest_params(hfa_l, true);
                 forest = Some(Forest::build(&w, rows, DA, ST, &p).expect("forest"));
                 rebuild_s += t.elapsed().as_secs_f64();
                 rebuilds += 1;
@@ -1076,13 +1078,7 @@ fn run(sh: &Shared, name: &str, th: usize, seed: u64, logq: bool) -> Result_ {
                 // queries still rank the pool by cosine with the real W).
                 match forest.as_mut() {
                     None => {
-                        let p = ForestParams {
-                            trees: o.hf_trees,
-                            leaf_size: o.hf_leaf,
-                            seed: seeded(7, seed),
-                            threads: th as u32,
-                            normalize_rows: o.hf_norm,
-                        };
+                        let p = forest_params(o.hf_trees, o.hf_norm);
                         forest = Some(Forest::build(&w, rows, DA, ST, &p).expect("forest"));
                     }
                     Some(f) => f.rebuild(&w, ST, None).expect("forest rebuild"),
