@@ -69,6 +69,20 @@ def _check_tensor(t: Any, name: str, dtypes=(torch.float32,)) -> torch.Tensor:
     return t
 
 
+def _check_batch_and_rows(x: Any, xname: str, rows: Any, rname: str, rdim: str) -> torch.dtype:
+    """Checks a float32/float64 batch `x` (nb x dim) and a matrix `rows`
+    (rdim x dim) of the same dtype and width; returns the dtype."""
+    _check_tensor(x, xname, (torch.float32, torch.float64))
+    dt = x.dtype
+    _check_tensor(rows, rname, (dt,))
+    if x.dim() != 2 or rows.dim() != 2 or x.shape[1] != rows.shape[1]:
+        raise ValueError(
+            f"{xname} (nb x dim) and {rname} ({rdim} x dim): shapes {tuple(x.shape)} and "
+            f"{tuple(rows.shape)} do not match"
+        )
+    return dt
+
+
 def _np(t: torch.Tensor) -> np.ndarray:
     """A numpy view of a CPU tensor's memory (no copy)."""
     return t.detach().numpy()
@@ -399,14 +413,7 @@ def sampled_softmax_loss(
     and bias; `sparse=True` makes those of weight and bias sparse COO
     tensors over the touched rows. `threads`: for lshk's kernels (0 =
     every core; the results do not depend on it)."""
-    _check_tensor(h, "h", (torch.float32, torch.float64))
-    dt = h.dtype
-    _check_tensor(weight, "weight", (dt,))
-    if h.dim() != 2 or weight.dim() != 2 or h.shape[1] != weight.shape[1]:
-        raise ValueError(
-            f"h (nb x dim) and weight (rows x dim): shapes {tuple(h.shape)} and "
-            f"{tuple(weight.shape)} do not match"
-        )
+    dt = _check_batch_and_rows(h, "h", weight, "weight", "rows")
     rows = weight.shape[0]
     if bias is not None:
         _check_tensor(bias, "bias", (dt,))
@@ -1092,14 +1099,7 @@ def hrr_loss(
     ones run the same formulas in PyTorch with torch.fft (the reference
     path for gradcheck). Gradients flow to s only: the class vectors, p
     and m are fixed."""
-    _check_tensor(s, "s", (torch.float32, torch.float64))
-    dt = s.dtype
-    _check_tensor(classes, "classes", (dt,))
-    if s.dim() != 2 or classes.dim() != 2 or s.shape[1] != classes.shape[1]:
-        raise ValueError(
-            f"s (nb x dim) and classes (m x dim): shapes {tuple(s.shape)} and "
-            f"{tuple(classes.shape)} do not match"
-        )
+    dt = _check_batch_and_rows(s, "s", classes, "classes", "m")
     nb, dim = s.shape
     m = classes.shape[0]
     _check_tensor(present, "present", (dt,))
