@@ -458,6 +458,44 @@ mod tests {
         check::<Ivf>();
     }
 
+    /// `sort_rank_keys` gives `sort_unstable`'s order for keys pushed in
+    /// ascending id order: ties, both zeros, the extremes, scores sharing
+    /// some of their bytes (skipped digits) and every size around the
+    /// cut-over to the radix passes.
+    #[test]
+    fn sort_rank_keys_is_sort_unstable_for_ascending_ids() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let special = [0.0f32, -0.0, 1.0, -1.0, f32::MAX, f32::MIN, 1e-45, -1e-45];
+        let mut tmp = Vec::new();
+        for n in [0usize, 1, 63, 64, 65, 200, 777, 3000] {
+            for kind in 0..4 {
+                let keys: Vec<u64> = (0..n)
+                    .map(|i| {
+                        let r = next();
+                        let s = match kind {
+                            0 => ((r >> 16) % 7) as f32 * 0.5 - 1.5,
+                            1 => special[(r >> 8) as usize % special.len()],
+                            2 => 1.0 + ((r >> 20) % 256) as f32 / 1024.0,
+                            _ => f32::from_bits((r >> 33) as u32) - 0.5,
+                        };
+                        rank_key(s, i as u32 * 3 + (r % 3) as u32)
+                    })
+                    .collect();
+                let mut want = keys.clone();
+                want.sort_unstable();
+                let mut got = keys;
+                sort_rank_keys(&mut got, &mut tmp);
+                assert_eq!(got, want, "n = {n}, kind = {kind}");
+            }
+        }
+    }
+
     /// `rank_key` sorts as `by_rank` (finite scores, both zeros, ties), and
     /// `argmax_first` finds the first maximum at every position and length.
     #[test]
