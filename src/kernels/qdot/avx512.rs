@@ -245,3 +245,68 @@ pub unsafe fn panel_vnni(
     // SAFETY: forwarded preconditions and features.
     unsafe { panel_impl::<true>(panels, dim_pad, npanels, sums, scales, q, sq, nq, out) }
 }
+
+// ------------------------------------------------------------ re-lay
+
+/// The 16 x 16 transpose of 32-bit elements: `r[i]` lane `j` goes to
+/// `r[j]` lane `i` (unpack 32 and 64 within 128-bit lanes, then two
+/// `vshufi32x4` stages across them: 64 shuffles for 16 registers).
+#[inline(always)]
+unsafe fn transpose16(r: &mut [__m512i; 16]) {
+    // SAFETY: register-only avx512f operations.
+    unsafe {
+        let mut t = [_mm512_setzero_si512(); 16];
+        for i in 0..8 {
+            t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+            t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+        }
+        for i in 0..4 {
+            let b = 4 * i;
+            r[b] = _mm512_unpacklo_epi64(t[b], t[b + 2]);
+            r[b + 1] = _mm512_unpackhi_epi64(t[b], t[b + 2]);
+            r[b + 2] = _mm512_unpacklo_epi64(t[b + 1], t[b + 3]);
+            r[b + 3] = _mm512_unpackhi_epi64(t[b + 1], t[b + 3]);
+        }
+        for h in 0..2 {
+            let b = 8 * h;
+            for j in 0..4 {
+                t[b + j] = _mm512_shuffle_i32x4::<0x88>(r[b + j], r[b + j + 4]);
+                t[b + j + 4] = _mm512_shuffle_i32x4::<0xdd>(r[b + j], r[b + j + 4]);
+            }
+        }
+        for j in 0..8 {
+            r[j] = _mm512_shuffle_i32x4::<0x88>(t[j], t[j + 8]);
+            r[j + 8] = _mm512_shuffle_i32x4::<0xdd>(t[j], t[j + 8]);
+        }
+    }
+}
+
+/// See [`super::RelayFn`]: 16 rows x 64 bytes at a time, loaded (rows past
+/// `nrows` as zeros), transposed as 16 x 16 32-bit elements, and stored as
+/// 16 groups of the panel.
+///
+/// # Safety
+/// The preconditions of [`super::RelayFn`]; the CPU supports avx512f.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn relay(src: *const i8, dim_pad: usize, nrows: usize, dst: *mut i8) {
+    // SAFETY: rows < nrows are read within src (nrows * dim_pad bytes);
+    // the panels written are within dst (ceil(nrows / 16) * 16 * dim_pad
+    // bytes); dim_pad is a multiple of 64 (RelayFn).
+    unsafe {
+        let npanels = nrows.div_ceil(16);
+        for p in 0..npanels {
+            let rows = (nrows - 16 * p).min(16);
+            let base = dst.add(p * 16 * dim_pad);
+            for c in 0..dim_pad / 64 {
+                let mut r = [_mm512_setzero_si512(); 16];
+                for (i, x) in r.iter_mut().enumerate().take(rows) {
+                    *x = _mm512_loadu_si512(src.add((16 * p + i) * dim_pad + 64 * c).cast());
+                }
+                transpose16(&mut r);
+                for (g, x) in r.iter().enumerate() {
+                    _mm512_storeu_si512(base.add(64 * (16 * c + g)).cast(), *x);
+                }
+            }
+        }
+    }
+}

@@ -132,6 +132,45 @@ pub fn panel_kernel(tier: Isa) -> Option<PanelFn> {
     panel_for(tier, kernels(tier))
 }
 
+/// `relay(src, dim_pad, nrows, dst)`: the `nrows` row-major rows at `src`
+/// (`dim_pad` bytes each) re-laid as the panels of [`PanelFn`] at `dst`,
+/// `ceil(nrows / 16)` panels, the rows past `nrows` in the last one zero:
+/// byte `64 g + 4 r + b` of panel `p` is byte `4 g + b` of row `16 p + r`.
+/// Pure data movement: [`relay_scalar`] is its oracle, bit for bit.
+///
+/// # Safety
+/// `dim_pad` is a non-zero multiple of [`PAD`]; `src` holds `nrows *
+/// dim_pad` readable bytes and `dst` `ceil(nrows / 16) * 16 * dim_pad`
+/// writable ones, not overlapping; the CPU supports the function's tier.
+pub type RelayFn = unsafe fn(*const i8, usize, usize, *mut i8);
+
+/// [`RelayFn`] in plain Rust (the oracle, and the re-lay of the panels that
+/// are built once).
+pub fn relay_scalar(src: &[i8], dim_pad: usize, nrows: usize, dst: &mut [i8]) {
+    let padded = nrows.div_ceil(PANEL) * PANEL;
+    for row in 0..padded {
+        let (p, i) = (row / PANEL, row % PANEL);
+        let base = p * PANEL * dim_pad;
+        for g in 0..dim_pad / 4 {
+            let o = base + 64 * g + 4 * i;
+            if row < nrows {
+                dst[o..o + 4].copy_from_slice(&src[row * dim_pad + 4 * g..][..4]);
+            } else {
+                dst[o..o + 4].fill(0);
+            }
+        }
+    }
+}
+
+/// The vector re-lay of `tier`, where it has panel kernels (AVX-512).
+pub fn relay_for(tier: Isa) -> Option<RelayFn> {
+    match tier {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => Some(avx512::relay),
+        _ => None,
+    }
+}
+
 /// The panel kernel of the row-major variant `k` of `tier` (its flavour:
 /// `vpdpbusd` for [`Kernels`] `"avx512vnni"`, `vpmaddubsw` for the plain
 /// AVX-512 ones), if the tier has panel kernels. The caller holds `k` for

@@ -15,7 +15,7 @@ use crate::kernels::qdot as kq;
 /// (scale 0, sum 0), whose scores are 0 and which callers ignore. Derived
 /// from the rows (never stored in a file); its scores are bit for bit
 /// those of [`QRows::score_run_with`] without bias.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct QPanels {
     lines: Vec<Line>,
     scales: Vec<f32>,
@@ -27,31 +27,59 @@ pub struct QPanels {
 impl QPanels {
     /// The panels of `r`.
     pub fn new(r: &QRows) -> Result<QPanels> {
+        let mut p = QPanels::default();
+        p.set_rows(None, r, 0, r.rows)?;
+        Ok(p)
+    }
+
+    /// Re-lays rows `first .. first + n` of `r` as these panels (row 0 of
+    /// the panels is row `first`), reusing the buffers: a batch's scratch
+    /// copy of one IVF list that several of its queries score. With `v`
+    /// an AVX-512 variant the vector re-lay moves the bytes (16 x 16
+    /// transposes of 32-bit groups), otherwise the scalar one; both write
+    /// the same bytes.
+    pub fn set_rows(
+        &mut self,
+        v: Option<Variant>,
+        r: &QRows,
+        first: usize,
+        n: usize,
+    ) -> Result<()> {
         let dp = r.dim_pad;
-        let padded = r.rows.div_ceil(2 * PANEL) * 2 * PANEL;
-        let bytes = checked_mul(padded, dp, "rows * dim_pad")?;
-        let mut lines: Vec<Line> = try_vec(bytes / PAD, "panels")?;
-        let dst = lines_as_bytes_mut(&mut lines);
-        let src = r.codes();
-        for row in 0..r.rows {
-            let (p, i) = (row / PANEL, row % PANEL);
-            let base = p * PANEL * dp;
-            for (g, c) in src[row * dp..(row + 1) * dp].chunks_exact(4).enumerate() {
-                let o = base + 64 * g + 4 * i;
-                dst[o..o + 4].copy_from_slice(c);
-            }
+        if first.checked_add(n).is_none_or(|e| e > r.rows) {
+            bail!(
+                InvalidArgument,
+                "rows {first} + {n}: beyond the {} rows",
+                r.rows
+            );
         }
-        let mut scales: Vec<f32> = try_vec(padded, "scales")?;
-        let mut sums: Vec<i32> = try_vec(padded, "sums")?;
-        scales[..r.rows].copy_from_slice(&r.scales);
-        sums[..r.rows].copy_from_slice(&r.sums);
-        Ok(QPanels {
-            lines,
-            scales,
-            sums,
-            rows: r.rows,
-            dim_pad: dp,
-        })
+        let padded = n.div_ceil(2 * PANEL) * 2 * PANEL;
+        let bytes = checked_mul(padded, dp, "rows * dim_pad")?;
+        if self.lines.capacity() < bytes / PAD {
+            self.lines = try_vec(bytes / PAD, "panels")?;
+        }
+        self.lines.resize(bytes / PAD, Line::default());
+        let dst = lines_as_bytes_mut(&mut self.lines);
+        let src = &r.codes()[first * dp..(first + n) * dp];
+        // The last pair's second panel when the rows end in the first.
+        let whole = n.div_ceil(PANEL) * PANEL;
+        dst[whole * dp..].fill(0);
+        match v.and_then(|v| kq::relay_for(v.tier)) {
+            // SAFETY: dim_pad is a valid multiple of PAD (from QRows); src
+            // holds n * dp bytes and dst padded * dp >= ceil(n / 16) * 16 *
+            // dp (distinct buffers); the tier's CPU support is proven by `v`.
+            Some(f) if n > 0 => unsafe { f(src.as_ptr(), dp, n, dst.as_mut_ptr()) },
+            _ => kq::relay_scalar(src, dp, n, dst),
+        }
+        self.scales.clear();
+        self.scales.extend_from_slice(&r.scales[first..first + n]);
+        self.scales.resize(padded, 0.0);
+        self.sums.clear();
+        self.sums.extend_from_slice(&r.sums[first..first + n]);
+        self.sums.resize(padded, 0);
+        self.rows = n;
+        self.dim_pad = dp;
+        Ok(())
     }
 
     /// Rows (without the padding).

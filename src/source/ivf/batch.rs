@@ -39,6 +39,11 @@ use crate::quant::qdot::PANEL_QUERIES;
 /// Queries answered together.
 pub(super) const BATCH: usize = 64;
 
+/// A list that at least this many queries of a batch visit is re-laid as
+/// panels and scored four queries per load of its codes (where the tier
+/// has panel kernels); fewer share too little to pay for the re-lay.
+pub(super) const LIST_PANEL_MIN_QUERIES: usize = 4;
+
 /// Bytes of centroid codes scored by every query of a batch before the next
 /// block is read.
 pub(super) const CENT_BLOCK_BYTES: usize = 16384;
@@ -66,9 +71,24 @@ pub(crate) struct Batch {
     tops: Vec<TopK>,
     /// One list's scores.
     tmp: Vec<f32>,
+    /// One list's rows as panels (shared pass, panel kernels).
+    lpan: QPanels,
+    /// Their scores, [`PANEL_QUERIES`] queries at the panels' padded rows.
+    ptmp: Vec<f32>,
 }
 
 impl Ivf {
+    /// Offers the scores `sc` of the rows at positions `a ..` to a query's
+    /// running top: `r` by position for the re-rank (the query scans `n`
+    /// rows), or `k` by id without one.
+    fn offer(&self, sp: &SearchParams, k: usize, a: usize, n: usize, sc: &[f32], top: &mut TopK) {
+        if sp.rerank > 0 {
+            topk_offer(sc, |j| (a + j) as u32, rerank_len(sp, k, n), top);
+        } else {
+            topk_offer(sc, |j| self.ids[a + j], k, top);
+        }
+    }
+
     /// The top `k` of `nb` (`>= 1`) checked queries (`q` at `q_stride`),
     /// into `out_ids` / `out_scores` (`nb * k` each, `k >= 1`), bit for bit
     /// what [`Ivf::search_stats`] gives them one at a time.
@@ -216,17 +236,52 @@ impl Ivf {
             }
             grow(&mut b.tmp, longest);
             let rerank = sp.rerank > 0;
-            for &pr in &b.pairs {
-                let (l, i) = ((pr >> 32) as usize, pr as u32 as usize);
+            let codes = self.codes.as_ref().expect("int8 codes (shared pass)");
+            let panels = QPanels::has_kernel(v);
+            let mut p0 = 0;
+            while p0 < b.pairs.len() {
+                let l = (b.pairs[p0] >> 32) as usize;
+                let p1 = p0 + b.pairs[p0..].partition_point(|&x| (x >> 32) as usize == l);
                 let (a, e) = (self.offsets[l] as usize, self.offsets[l + 1] as usize);
-                let sc = &mut b.tmp[..e - a];
-                self.score_rows(tier, v, query(i), Some(&b.qq[i]), a, e, sc);
-                if rerank {
-                    let r = rerank_len(sp, k, b.n[i]);
-                    topk_offer(sc, |j| (a + j) as u32, r, &mut b.tops[i]);
+                let len = e - a;
+                if panels && p1 - p0 >= LIST_PANEL_MIN_QUERIES && len > 0 {
+                    // Many queries on this list: its rows re-laid as panels
+                    // once, then scored four queries per load of the codes
+                    // (the same bits as the row-major kernel; the bias
+                    // added after, as that kernel's epilogue does).
+                    b.lpan
+                        .set_rows(Some(v), codes, a, len)
+                        .expect("list rows within the codes");
+                    let pr = b.lpan.padded_rows();
+                    grow(&mut b.ptmp, PANEL_QUERIES * pr);
+                    for c in b.pairs[p0..p1].chunks(PANEL_QUERIES) {
+                        let mut qs = [&b.qq[0]; PANEL_QUERIES];
+                        for (t, &x) in c.iter().enumerate() {
+                            qs[t] = &b.qq[x as u32 as usize];
+                        }
+                        b.lpan
+                            .score(v, 0, pr, &qs[..c.len()], &mut b.ptmp, pr)
+                            .expect("list panels");
+                        for (t, &x) in c.iter().enumerate() {
+                            let i = x as u32 as usize;
+                            let sc = &mut b.ptmp[t * pr..t * pr + len];
+                            if !self.bias_pos.is_empty() {
+                                for (o, &bb) in sc.iter_mut().zip(&self.bias_pos[a..e]) {
+                                    *o += bb;
+                                }
+                            }
+                            self.offer(sp, k, a, b.n[i], sc, &mut b.tops[i]);
+                        }
+                    }
                 } else {
-                    topk_offer(sc, |j| self.ids[a + j], k, &mut b.tops[i]);
+                    for &x in &b.pairs[p0..p1] {
+                        let i = x as u32 as usize;
+                        let sc = &mut b.tmp[..len];
+                        self.score_rows(tier, v, query(i), Some(&b.qq[i]), a, e, sc);
+                        self.offer(sp, k, a, b.n[i], sc, &mut b.tops[i]);
+                    }
                 }
+                p0 = p1;
             }
             // 3. Per query: re-rank and top k.
             for i in 0..nb {

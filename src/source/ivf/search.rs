@@ -24,11 +24,10 @@ pub(super) struct Scratch {
     cand_ids: Vec<u32>,
     exact: Vec<f32>,
     top: TopK,
-    /// (score, list) pairs of [`Ivf::select_fixed`]'s linear-time selection.
-    pairs: Vec<(f32, u32)>,
     /// Min-heap of the k best approximate scores (adaptive selection).
     theta: Vec<f32>,
-    /// Lists still to visit, as [`rank_key`]s (adaptive selection).
+    /// Lists still to visit, as [`rank_key`]s (adaptive selection), or
+    /// every list's key ([`Ivf::select_fixed`]'s linear-time selection).
     order: Vec<u64>,
     /// The other buffer of [`sort_rank_keys`].
     order_tmp: Vec<u64>,
@@ -139,7 +138,9 @@ pub(super) fn norm(q: &[f32]) -> f32 {
     q.iter().map(|&v| v * v).sum::<f32>().sqrt()
 }
 
-/// Larger score first, then smaller id (list ranking).
+/// Larger score first, then smaller id (list ranking; the oracle of
+/// [`rank_key`] in the tests).
+#[cfg(test)]
 pub(super) fn by_rank(a: &(f32, u32), b: &(f32, u32)) -> std::cmp::Ordering {
     b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
 }
@@ -868,15 +869,20 @@ impl Ivf {
             );
         } else {
             // Many lists: a linear-time selection of the same set (the
-            // nprobe best by score, ties by smaller id; scores are finite).
-            s.pairs.clear();
-            s.pairs
-                .extend(s.cscore[..nlist].iter().zip(0u32..).map(|(&c, l)| (c, l)));
+            // nprobe best by score, ties by smaller id; scores are finite)
+            // on integer keys (`rank_key`: no comparator calls).
+            s.order.clear();
+            s.order.extend(
+                s.cscore[..nlist]
+                    .iter()
+                    .zip(0u32..)
+                    .map(|(&c, l)| rank_key(c, l)),
+            );
             if nprobe < nlist {
-                s.pairs.select_nth_unstable_by(nprobe - 1, by_rank);
+                s.order.select_nth_unstable(nprobe - 1);
             }
-            for (d, e) in s.lists[..nprobe].iter_mut().zip(&s.pairs[..nprobe]) {
-                *d = e.1;
+            for (d, &e) in s.lists[..nprobe].iter_mut().zip(&s.order[..nprobe]) {
+                *d = e as u32;
             }
         }
         s.lists[..nprobe].sort_unstable();
