@@ -92,6 +92,26 @@ fn selections() -> Vec<(&'static str, SearchParams)> {
                 ..Default::default()
             },
         ),
+        // Wide reach: most of the 40 lists, so a batch's adaptive rounds
+        // run past one round of proposals, and a cap that ends mid-round.
+        (
+            "adaptive reach 6",
+            SearchParams {
+                nprobe: u32::MAX,
+                rerank: 16,
+                reach: 6.0,
+                ..Default::default()
+            },
+        ),
+        (
+            "adaptive reach 6 cap 35",
+            SearchParams {
+                nprobe: 35,
+                rerank: 32,
+                reach: 6.0,
+                ..Default::default()
+            },
+        ),
     ]
 }
 

@@ -18,10 +18,17 @@
 //!    per-row buffer: its working set is one list's codes plus 64 small
 //!    buffers.
 //!
-//! Then each query re-ranks and selects its top `k` as alone. Adaptive
-//! selection (`reach > 0`: which list comes next depends on the scores of
-//! the lists before it) and 4-bit or exact first passes share the centroid
-//! pass only.
+//! 3. **Adaptive selection** (`reach > 0`, int8 codes, lists not
+//!    label-trained): which list comes next depends on the scores of the
+//!    lists before it, so the lists are shared in rounds
+//!    ([`Ivf::adaptive_rounds`]): each query proposes its next lists that
+//!    pass its k-th score as it stands, the round scores them list by
+//!    list, and each query then keeps, in its order, those that still pass.
+//!
+//! A list that several queries score in one pass is re-laid as panels
+//! and scored four queries per load of its codes where the tier has panel
+//! kernels. Then each query re-ranks and selects its top `k` as alone.
+//! 4-bit or exact first passes share the centroid pass only.
 //!
 //! **Results are bit-identical to answering the queries one at a time**:
 //! every row's int8 score is the same integer dot product and the same f32
@@ -43,6 +50,19 @@ pub(super) const BATCH: usize = 64;
 /// panels and scored four queries per load of its codes (where the tier
 /// has panel kernels); fewer share too little to pay for the re-lay.
 pub(super) const LIST_PANEL_MIN_QUERIES: usize = 4;
+
+/// Adaptive selection in a batch: the lists each query may take into one
+/// round (those that pass its running k-th score when the round starts).
+/// More share more (a list is re-laid as panels once for the queries that
+/// propose it in the same round), fewer waste less (a proposal that fails
+/// at its turn was scored for nothing); 32, 64, 128, 192 and all at once
+/// were measured, and 128-192 were fastest on the real layers of
+/// docs/ivf.md. Rounds start at [`FIRST_ROUND_LISTS`] and double up to it.
+pub(super) const ROUND_LISTS: usize = 128;
+
+/// The lists each query may propose in the first round after its best
+/// list; the rounds after double it, up to [`ROUND_LISTS`].
+pub(super) const FIRST_ROUND_LISTS: usize = 4;
 
 /// Bytes of centroid codes scored by every query of a batch before the next
 /// block is read.
@@ -71,6 +91,23 @@ pub(crate) struct Batch {
     tops: Vec<TopK>,
     /// One list's scores.
     tmp: Vec<f32>,
+    /// Adaptive rounds: each query's list estimates (`nlist` each).
+    est: Vec<f32>,
+    /// Each query's running k best approximate scores (its k-th decides).
+    theta: Vec<Vec<f32>>,
+    /// Each query's candidate lists after its first ([`rank_key`]s, best
+    /// estimate first), at `ord_off[i] .. ord_off[i + 1]`.
+    ord: Vec<u64>,
+    ord_off: Vec<usize>,
+    /// Each query's next candidate, lists visited, `(reach - 1) |q|`.
+    cur: Vec<usize>,
+    vis: Vec<usize>,
+    extra: Vec<f32>,
+    /// The round's proposals `(query, list, offset of its scores in seg)`,
+    /// in each query's order.
+    props: Vec<(u32, u32, usize)>,
+    /// Their scores.
+    seg: Vec<f32>,
     /// One list's rows as panels (shared pass, panel kernels).
     lpan: QPanels,
     /// Their scores, [`PANEL_QUERIES`] queries at the panels' padded rows.
@@ -78,6 +115,222 @@ pub(crate) struct Batch {
 }
 
 impl Ivf {
+    /// Adaptive selection for the `nb` queries of a batch whose estimates
+    /// are in `b.est`, bit for bit [`Ivf::visit_and_finish`]'s answers.
+    ///
+    /// Rounds: each query proposes its next lists in order that pass its
+    /// k-th score as it stands (at most [`ROUND_LISTS`], and no more than
+    /// its `nprobe` cap leaves); the round's lists are scored list by list
+    /// for every query that proposed them (as panels when several do);
+    /// then each query takes its proposals in order and keeps those that
+    /// still pass its k-th score at their turn, exactly the test of the
+    /// single-query loop (the k-th score only grows, so a list skipped at
+    /// the proposal would be skipped at its turn too). A proposal that
+    /// fails at its turn was scored for nothing: the price of sharing.
+    /// Round 0 is each query's best list, visited unconditionally.
+    #[allow(clippy::too_many_arguments)]
+    fn adaptive_rounds(
+        &self,
+        tier: Isa,
+        v: Variant,
+        q: &[f32],
+        nb: usize,
+        q_stride: usize,
+        k: usize,
+        sp: &SearchParams,
+        s: &mut Scratch,
+        b: &mut Batch,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+        st: &mut SearchStats,
+    ) {
+        let (nlist, dim) = (self.nlist, self.dim);
+        let query = |i: usize| &q[i * q_stride..i * q_stride + dim];
+        let cap = (sp.nprobe as usize).min(nlist);
+        // Offered to each running top: the most a query can re-rank.
+        let big_r = (sp.rerank as usize).max(k);
+        let len = |l: usize| (self.offsets[l + 1] - self.offsets[l]) as usize;
+        while b.theta.len() < nb {
+            b.theta.push(Vec::new());
+        }
+        while b.tops.len() < nb {
+            b.tops.push(TopK::default());
+        }
+        grow(&mut b.n, nb);
+        grow(&mut b.cur, nb);
+        grow(&mut b.vis, nb);
+        grow(&mut b.extra, nb);
+        b.props.clear();
+        let mut seg = 0;
+        for i in 0..nb {
+            b.theta[i].clear();
+            b.tops[i].clear();
+            (b.n[i], b.vis[i], b.cur[i]) = (0, 0, 0);
+            b.extra[i] = (sp.reach - 1.0) * b.qn[i];
+            let first = argmax_first(&b.est[i * nlist..(i + 1) * nlist]);
+            b.props.push((i as u32, first as u32, seg));
+            seg += len(first);
+        }
+        let mut round = 0;
+        loop {
+            self.score_props(tier, v, q, q_stride, seg, b);
+            // Each query's proposals in order, each kept if it passes now.
+            for &(i, l, off) in &b.props {
+                let (i, l) = (i as usize, l as usize);
+                let th = theta_of(&b.theta[i], k);
+                if round > 0
+                    && (b.vis[i] >= cap || b.est[i * nlist + l] + b.extra[i] * self.spread[l] < th)
+                {
+                    continue;
+                }
+                let a = self.offsets[l] as usize;
+                let sc = &b.seg[off..off + len(l)];
+                theta_update(&mut b.theta[i], k, sc, false);
+                if sp.rerank > 0 {
+                    topk_offer(sc, |j| (a + j) as u32, big_r, &mut b.tops[i]);
+                } else {
+                    topk_offer(sc, |j| self.ids[a + j], k, &mut b.tops[i]);
+                }
+                b.n[i] += sc.len();
+                b.vis[i] += 1;
+            }
+            if round == 0 {
+                // The candidates after the first list, as the single query
+                // orders them.
+                b.ord.clear();
+                b.ord_off.clear();
+                b.ord_off.push(0);
+                for i in 0..nb {
+                    let first = b.props[i].1 as usize;
+                    let th = theta_of(&b.theta[i], k);
+                    self.adaptive_order(
+                        &b.est[i * nlist..(i + 1) * nlist],
+                        b.extra[i],
+                        th,
+                        first,
+                        cap,
+                        &mut s.order,
+                        &mut s.order_tmp,
+                    );
+                    b.ord.extend_from_slice(&s.order);
+                    b.ord_off.push(b.ord.len());
+                }
+            }
+            round += 1;
+            // The next round's proposals: a few at first, doubling up to
+            // ROUND_LISTS, so that a query whose k-th score jumps after its
+            // first lists stops proposing before it wastes many.
+            let round_lists = (FIRST_ROUND_LISTS << (round - 1).min(16)).min(ROUND_LISTS);
+            b.props.clear();
+            seg = 0;
+            for i in 0..nb {
+                let ord = &b.ord[b.ord_off[i]..b.ord_off[i + 1]];
+                let th = theta_of(&b.theta[i], k);
+                let room = cap.saturating_sub(b.vis[i]).min(round_lists);
+                let mut taken = 0;
+                while taken < room && b.cur[i] < ord.len() {
+                    let l = ord[b.cur[i]] as u32 as usize;
+                    b.cur[i] += 1;
+                    if b.est[i * nlist + l] + b.extra[i] * self.spread[l] < th {
+                        continue;
+                    }
+                    b.props.push((i as u32, l as u32, seg));
+                    seg += len(l);
+                    taken += 1;
+                }
+            }
+            if b.props.is_empty() {
+                break;
+            }
+        }
+        // Per query: re-rank and top k, as alone.
+        for i in 0..nb {
+            st.lists += b.vis[i] as u64;
+            st.scanned += b.n[i] as u64;
+            let (oi, os) = (
+                &mut out_ids[i * k..(i + 1) * k],
+                &mut out_scores[i * k..(i + 1) * k],
+            );
+            if sp.rerank > 0 {
+                let r = rerank_len(sp, k, b.n[i]);
+                grow(&mut s.cand, r);
+                grow(&mut s.cand_sc, r);
+                topk_drain(&mut b.tops[i], r, &mut s.cand[..r], &mut s.cand_sc[..r]);
+                self.rerank(tier, query(i), k, r, s, oi, os, st);
+            } else {
+                topk_drain(&mut b.tops[i], k, oi, os);
+            }
+        }
+    }
+
+    /// Scores the rows of every proposal of `b.props` (`seg` scores in all)
+    /// into `b.seg` at its offset: list by list, the lists that several
+    /// queries proposed as panels where the tier has panel kernels.
+    fn score_props(
+        &self,
+        tier: Isa,
+        v: Variant,
+        q: &[f32],
+        q_stride: usize,
+        seg: usize,
+        b: &mut Batch,
+    ) {
+        let dim = self.dim;
+        let codes = self.codes.as_ref().expect("int8 codes (adaptive rounds)");
+        grow(&mut b.seg, seg);
+        b.pairs.clear();
+        b.pairs.extend(
+            b.props
+                .iter()
+                .enumerate()
+                .map(|(j, &(_, l, _))| (u64::from(l) << 32) | j as u64),
+        );
+        b.pairs.sort_unstable();
+        let panels = QPanels::has_kernel(v);
+        let mut p0 = 0;
+        while p0 < b.pairs.len() {
+            let l = (b.pairs[p0] >> 32) as usize;
+            let p1 = p0 + b.pairs[p0..].partition_point(|&x| (x >> 32) as usize == l);
+            let (a, e) = (self.offsets[l] as usize, self.offsets[l + 1] as usize);
+            let len = e - a;
+            if panels && p1 - p0 >= LIST_PANEL_MIN_QUERIES && len > 0 {
+                b.lpan
+                    .set_rows(Some(v), codes, a, len)
+                    .expect("list rows within the codes");
+                let pr = b.lpan.padded_rows();
+                grow(&mut b.ptmp, PANEL_QUERIES * pr);
+                for c in b.pairs[p0..p1].chunks(PANEL_QUERIES) {
+                    let mut qs = [&b.qq[0]; PANEL_QUERIES];
+                    for (t, &x) in c.iter().enumerate() {
+                        qs[t] = &b.qq[b.props[x as u32 as usize].0 as usize];
+                    }
+                    b.lpan
+                        .score(v, 0, pr, &qs[..c.len()], &mut b.ptmp, pr)
+                        .expect("list panels");
+                    for (t, &x) in c.iter().enumerate() {
+                        let off = b.props[x as u32 as usize].2;
+                        let d = &mut b.seg[off..off + len];
+                        d.copy_from_slice(&b.ptmp[t * pr..t * pr + len]);
+                        if !self.bias_pos.is_empty() {
+                            for (o, &bb) in d.iter_mut().zip(&self.bias_pos[a..e]) {
+                                *o += bb;
+                            }
+                        }
+                    }
+                }
+            } else {
+                for &x in &b.pairs[p0..p1] {
+                    let (i, _, off) = b.props[x as u32 as usize];
+                    let i = i as usize;
+                    let qi = &q[i * q_stride..i * q_stride + dim];
+                    let d = &mut b.seg[off..off + len];
+                    self.score_rows(tier, v, qi, Some(&b.qq[i]), a, e, d);
+                }
+            }
+            p0 = p1;
+        }
+    }
+
     /// Offers the scores `sc` of the rows at positions `a ..` to a query's
     /// running top: `r` by position for the re-rank (the query scans `n`
     /// rows), or `k` by id without one.
@@ -171,6 +424,13 @@ impl Ivf {
             && self.codes.is_some()
             && self.pq.is_none()
             && !(self.labels.is_some() && sp.rerank == 0);
+        // Adaptive selection shares its list passes in rounds (below): int8
+        // codes, no label-trained lists (whose k-th score skips repeats).
+        let adaptive =
+            sp.reach > 0.0 && self.codes.is_some() && self.pq.is_none() && self.labels.is_none();
+        if adaptive {
+            grow(&mut b.est, nb * nlist);
+        }
         let nprobe = (sp.nprobe as usize).min(nlist);
         query_slot(&mut s.qq, dp);
         grow(&mut s.cscore, nlist);
@@ -188,6 +448,8 @@ impl Ivf {
                 let ns = self.select_fixed(nprobe, s);
                 b.lists[i * nprobe..i * nprobe + ns].copy_from_slice(&s.lists[..ns]);
                 b.nsel[i] = ns;
+            } else if adaptive {
+                b.est[i * nlist..(i + 1) * nlist].copy_from_slice(&s.cscore[..nlist]);
             } else {
                 self.visit_and_finish(
                     tier,
@@ -205,6 +467,11 @@ impl Ivf {
             std::mem::swap(s.qq.as_mut().expect("set above"), &mut b.qq[i]);
         }
 
+        if adaptive {
+            self.adaptive_rounds(
+                tier, v, q, nb, q_stride, k, sp, s, &mut b, out_ids, out_scores, st,
+            );
+        }
         if shared {
             // 2. The list rows, list by list, each query's scores offered
             // to its running top `r` (re-rank candidates by position) or

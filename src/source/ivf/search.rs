@@ -28,9 +28,9 @@ pub(super) struct Scratch {
     theta: Vec<f32>,
     /// Lists still to visit, as [`rank_key`]s (adaptive selection), or
     /// every list's key ([`Ivf::select_fixed`]'s linear-time selection).
-    order: Vec<u64>,
+    pub(super) order: Vec<u64>,
     /// The other buffer of [`sort_rank_keys`].
-    order_tmp: Vec<u64>,
+    pub(super) order_tmp: Vec<u64>,
     /// The query's PQ tables ([`Codes::Pq4`]).
     lut: Option<Pq4Lut>,
     /// `<[q, 1], c_l>` per list before the spread term ([`Codes::Pq4`]).
@@ -204,6 +204,29 @@ pub(super) fn sort_rank_keys(keys: &mut Vec<u64>, tmp: &mut Vec<u64>) {
             start[b] += 1;
         }
         std::mem::swap(keys, tmp);
+    }
+}
+
+/// Adds the scores `sc` of a visited list to the `k` best of `heap`
+/// (adaptive selection's running k-th score). Only a score above the
+/// current k-th changes it: 16 rows at a time a branch-free compare first
+/// (vectorised), the rows one by one only in the few chunks that beat it.
+/// With `multi` (label-trained lists) a score already held is skipped: a
+/// row in two lists has the same int8 score in both and counts once (a
+/// distinct row with exactly the same score is skipped too, which only
+/// lowers the bound).
+pub(super) fn theta_update(heap: &mut Vec<f32>, k: usize, sc: &[f32], multi: bool) {
+    let mut th = theta_of(heap, k);
+    for c in sc.chunks(16) {
+        if !c.iter().fold(false, |a, &x| a | (x > th)) {
+            continue;
+        }
+        for &x in c {
+            if x > th && !(multi && heap.contains(&x)) {
+                theta_push(heap, k, x);
+                th = theta_of(heap, k);
+            }
+        }
     }
 }
 
@@ -921,26 +944,7 @@ impl Ivf {
         let mut n = 0;
         let visit = |s: &mut Scratch, l: usize, n: &mut usize| {
             let m = self.scan_lists(tier, v, q, l, l + 1, s, *n);
-            // Only a score above the current k-th best changes it: one
-            // compare per row, the heap only for the few that pass.
-            let mut th = theta_of(&s.theta, k);
-            // 16 rows at a time: a branch-free compare first (vectorised),
-            // the rows one by one only in the few chunks that beat the k-th.
-            for c in s.approx[*n..*n + m].chunks(16) {
-                if !c.iter().fold(false, |a, &x| a | (x > th)) {
-                    continue;
-                }
-                for &x in c {
-                    // A row in two label-trained lists has the same int8
-                    // score in both: counted once (a distinct row with
-                    // exactly the same score is skipped too, which only
-                    // lowers the bound).
-                    if x > th && !(multi && s.theta.contains(&x)) {
-                        theta_push(&mut s.theta, k, x);
-                        th = theta_of(&s.theta, k);
-                    }
-                }
-            }
+            theta_update(&mut s.theta, k, &s.approx[*n..*n + m], multi);
             *n += m;
         };
         visit(s, first, &mut n);
@@ -959,32 +963,16 @@ impl Ivf {
         // Every other list that can still pass; the k-th score only grows,
         // so a list that fails now never passes later.
         let th = theta_of(&s.theta, k).max(floor);
-        // Sorted best estimate first (ties by smaller id) as one u64 key per
-        // list: the high half orders the (finite) score descending, the low
-        // half the id ascending; an integer sort, no comparator calls.
-        s.order.clear();
-        if cap > 1 {
-            // 16 lists at a time: a vectorised compare into a bit mask, then
-            // only the passing lists (few on a clustered layer) are pushed.
-            let cs = &s.cscore[..nlist];
-            let sp = &self.spread[..nlist];
-            for (c0, (cc, ss)) in cs.chunks(16).zip(sp.chunks(16)).enumerate() {
-                let mut mask = 0u32;
-                for (j, (&c, &x)) in cc.iter().zip(ss).enumerate() {
-                    mask |= u32::from(c + extra * x >= th) << j;
-                }
-                while mask != 0 {
-                    let j = mask.trailing_zeros() as usize;
-                    mask &= mask - 1;
-                    let l = c0 * 16 + j;
-                    if l != first {
-                        s.order.push(rank_key(cs[l], l as u32));
-                    }
-                }
-            }
-        }
-        sort_rank_keys(&mut s.order, &mut s.order_tmp);
-        let order = std::mem::take(&mut s.order);
+        let mut order = std::mem::take(&mut s.order);
+        self.adaptive_order(
+            &s.cscore[..nlist],
+            extra,
+            th,
+            first,
+            cap,
+            &mut order,
+            &mut s.order_tmp,
+        );
         for &key in &order {
             if visited >= cap {
                 break;
@@ -999,6 +987,47 @@ impl Ivf {
         s.order = order;
         st.lists += visited as u64;
         n
+    }
+
+    /// The lists adaptive selection may visit after its first list `first`:
+    /// those whose optimistic estimate `cs[l] + extra spread_l` reaches `th`
+    /// (the k-th score after the first list), into `order` as [`rank_key`]s
+    /// sorted best estimate first, ties by smaller id (none when `cap` is
+    /// 1). `tmp` is [`sort_rank_keys`]'s other buffer.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn adaptive_order(
+        &self,
+        cs: &[f32],
+        extra: f32,
+        th: f32,
+        first: usize,
+        cap: usize,
+        order: &mut Vec<u64>,
+        tmp: &mut Vec<u64>,
+    ) {
+        order.clear();
+        if cap > 1 {
+            // 16 lists at a time: a vectorised compare into a bit mask, then
+            // only the passing lists (few on a clustered layer) are pushed.
+            let sp = &self.spread[..cs.len()];
+            for (c0, (cc, ss)) in cs.chunks(16).zip(sp.chunks(16)).enumerate() {
+                let mut mask = 0u32;
+                for (j, (&c, &x)) in cc.iter().zip(ss).enumerate() {
+                    mask |= u32::from(c + extra * x >= th) << j;
+                }
+                while mask != 0 {
+                    let j = mask.trailing_zeros() as usize;
+                    mask &= mask - 1;
+                    let l = c0 * 16 + j;
+                    if l != first {
+                        order.push(rank_key(cs[l], l as u32));
+                    }
+                }
+            }
+        }
+        // One u64 key per list: the high half orders the (finite) score
+        // descending, the low half the id ascending; no comparator calls.
+        sort_rank_keys(order, tmp);
     }
 
     /// The k-th best exact score among the `k` best approximate candidates
