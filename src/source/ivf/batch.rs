@@ -83,8 +83,10 @@ pub(crate) struct Batch {
     lists: Vec<u32>,
     /// How many of each query's slots are used.
     nsel: Vec<usize>,
-    /// `(list << 32) | query`, sorted: the shared pass's order.
+    /// `(list << 32) | query` (or `| proposal`), sorted: the shared
+    /// pass's order; `pairs_tmp` the radix sort's other buffer.
     pairs: Vec<u64>,
+    pairs_tmp: Vec<u64>,
     /// Rows each query scans.
     n: Vec<usize>,
     /// Each query's running top `r` (or `k`) ([`topk_offer`]).
@@ -95,17 +97,17 @@ pub(crate) struct Batch {
     est: Vec<f32>,
     /// Each query's running k best approximate scores (its k-th decides).
     theta: Vec<Vec<f32>>,
-    /// Each query's candidate lists after its first ([`rank_key`]s, best
-    /// estimate first), at `ord_off[i] .. ord_off[i + 1]`.
-    ord: Vec<u64>,
+    /// Each query's candidate lists after its first, best estimate first,
+    /// with their optimistic estimates, at `ord_off[i] .. ord_off[i + 1]`.
+    ord: Vec<(u32, f32)>,
     ord_off: Vec<usize>,
     /// Each query's next candidate, lists visited, `(reach - 1) |q|`.
     cur: Vec<usize>,
     vis: Vec<usize>,
     extra: Vec<f32>,
-    /// The round's proposals `(query, list, offset of its scores in seg)`,
-    /// in each query's order.
-    props: Vec<(u32, u32, usize)>,
+    /// The round's proposals `(query, list, offset of its scores in seg,
+    /// optimistic estimate)`, in each query's order.
+    props: Vec<(u32, u32, usize, f32)>,
     /// Their scores.
     seg: Vec<f32>,
     /// One list's rows as panels (shared pass, panel kernels).
@@ -168,19 +170,16 @@ impl Ivf {
             (b.n[i], b.vis[i], b.cur[i]) = (0, 0, 0);
             b.extra[i] = (sp.reach - 1.0) * b.qn[i];
             let first = argmax_first(&b.est[i * nlist..(i + 1) * nlist]);
-            b.props.push((i as u32, first as u32, seg));
+            b.props.push((i as u32, first as u32, seg, f32::INFINITY));
             seg += len(first);
         }
         let mut round = 0;
         loop {
             self.score_props(tier, v, q, q_stride, seg, b);
             // Each query's proposals in order, each kept if it passes now.
-            for &(i, l, off) in &b.props {
+            for &(i, l, off, opt) in &b.props {
                 let (i, l) = (i as usize, l as usize);
-                let th = theta_of(&b.theta[i], k);
-                if round > 0
-                    && (b.vis[i] >= cap || b.est[i * nlist + l] + b.extra[i] * self.spread[l] < th)
-                {
+                if round > 0 && (b.vis[i] >= cap || opt < theta_of(&b.theta[i], k)) {
                     continue;
                 }
                 let a = self.offsets[l] as usize;
@@ -212,7 +211,11 @@ impl Ivf {
                         &mut s.order,
                         &mut s.order_tmp,
                     );
-                    b.ord.extend_from_slice(&s.order);
+                    let (est, x) = (&b.est[i * nlist..(i + 1) * nlist], b.extra[i]);
+                    b.ord.extend(s.order.iter().map(|&key| {
+                        let l = key as u32;
+                        (l, est[l as usize] + x * self.spread[l as usize])
+                    }));
                     b.ord_off.push(b.ord.len());
                 }
             }
@@ -229,13 +232,13 @@ impl Ivf {
                 let room = cap.saturating_sub(b.vis[i]).min(round_lists);
                 let mut taken = 0;
                 while taken < room && b.cur[i] < ord.len() {
-                    let l = ord[b.cur[i]] as u32 as usize;
+                    let (l, opt) = ord[b.cur[i]];
                     b.cur[i] += 1;
-                    if b.est[i * nlist + l] + b.extra[i] * self.spread[l] < th {
+                    if opt < th {
                         continue;
                     }
-                    b.props.push((i as u32, l as u32, seg));
-                    seg += len(l);
+                    b.props.push((i as u32, l, seg, opt));
+                    seg += len(l as usize);
                     taken += 1;
                 }
             }
@@ -283,9 +286,11 @@ impl Ivf {
             b.props
                 .iter()
                 .enumerate()
-                .map(|(j, &(_, l, _))| (u64::from(l) << 32) | j as u64),
+                .map(|(j, &(_, l, _, _))| (u64::from(l) << 32) | j as u64),
         );
-        b.pairs.sort_unstable();
+        // By list, then proposal: the keys come in proposal order, so the
+        // stable radix sort on their high half gives the sorted order.
+        sort_rank_keys(&mut b.pairs, &mut b.pairs_tmp);
         let panels = QPanels::has_kernel(v);
         let mut p0 = 0;
         while p0 < b.pairs.len() {
@@ -320,7 +325,7 @@ impl Ivf {
                 }
             } else {
                 for &x in &b.pairs[p0..p1] {
-                    let (i, _, off) = b.props[x as u32 as usize];
+                    let (i, _, off, _) = b.props[x as u32 as usize];
                     let i = i as usize;
                     let qi = &q[i * q_stride..i * q_stride + dim];
                     let d = &mut b.seg[off..off + len];
@@ -494,7 +499,9 @@ impl Ivf {
                 st.lists += b.nsel[i] as u64;
                 st.scanned += n as u64;
             }
-            b.pairs.sort_unstable();
+            // Pushed query by query, so a list's queries come in order: the
+            // stable radix sort on the list half gives the sorted order.
+            sort_rank_keys(&mut b.pairs, &mut b.pairs_tmp);
             while b.tops.len() < nb {
                 b.tops.push(TopK::default());
             }
