@@ -18,24 +18,36 @@ pub(crate) fn threads(requested: usize) -> usize {
     }
 }
 
-/// Runs `f` on every job, one scoped thread per job (a single job runs on
-/// the calling thread), and returns the results in job order. Every thread
-/// is joined explicitly (pthread_join: an unjoined scoped thread may still
-/// be exiting after the scope returns); a job's panic is resumed here.
+/// Runs `f` on every job, the first on the calling thread and each other
+/// on a scoped thread of its own, and returns the results in job order.
+/// The calling thread keeps its warm thread-local scratch (a query's
+/// buffers), which a new thread would allocate and fault in again. Every
+/// thread is joined explicitly (pthread_join: an unjoined scoped thread may
+/// still be exiting after the scope returns); a job's panic is resumed
+/// here, after every thread has finished.
 pub(crate) fn map<J: Send, R: Send>(
     jobs: impl IntoIterator<Item = J>,
     f: impl Fn(J) -> R + Sync,
 ) -> Vec<R> {
-    let mut jobs: Vec<J> = jobs.into_iter().collect();
-    if jobs.len() <= 1 {
-        return jobs.pop().map(&f).into_iter().collect();
+    let mut jobs = jobs.into_iter();
+    let Some(first) = jobs.next() else {
+        return Vec::new();
+    };
+    let rest: Vec<J> = jobs.collect();
+    if rest.is_empty() {
+        return vec![f(first)];
     }
     let f = &f;
     std::thread::scope(|s| {
-        let hs: Vec<_> = jobs.into_iter().map(|j| s.spawn(move || f(j))).collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
+        let hs: Vec<_> = rest.into_iter().map(|j| s.spawn(move || f(j))).collect();
+        let mine = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(first)));
+        let others: Vec<_> = hs.into_iter().map(|h| h.join()).collect();
+        let mut out = Vec::with_capacity(others.len() + 1);
+        out.push(mine.unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        for r in others {
+            out.push(r.unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        }
+        out
     })
 }
 

@@ -93,8 +93,6 @@ pub(crate) struct Batch {
     tops: Vec<TopK>,
     /// One list's scores.
     tmp: Vec<f32>,
-    /// Adaptive rounds: each query's list estimates (`nlist` each).
-    est: Vec<f32>,
     /// Each query's running k best approximate scores (its k-th decides).
     theta: Vec<Vec<f32>>,
     /// Each query's candidate lists after its first, best estimate first,
@@ -117,19 +115,78 @@ pub(crate) struct Batch {
 }
 
 impl Ivf {
-    /// Adaptive selection for the `nb` queries of a batch whose estimates
-    /// are in `b.est`, bit for bit [`Ivf::visit_and_finish`]'s answers.
+    /// Adaptive selection's start for query `i` of a batch (its estimates
+    /// in `s.cscore`, its quantised form in `s.qq`, as
+    /// [`Ivf::visit_and_finish`] finds them): its best list, visited and
+    /// offered as the single-query loop does, then its candidates in order
+    /// with their optimistic estimates into `b.ord` (their range pushed
+    /// onto `b.ord_off`, which the caller starts with 0). The rounds of
+    /// [`Ivf::adaptive_rounds`] do the rest.
+    #[allow(clippy::too_many_arguments)]
+    fn adaptive_first(
+        &self,
+        tier: Isa,
+        v: Variant,
+        qi: &[f32],
+        i: usize,
+        k: usize,
+        sp: &SearchParams,
+        s: &mut Scratch,
+        b: &mut Batch,
+    ) {
+        let nlist = self.nlist;
+        let cap = (sp.nprobe as usize).min(nlist);
+        while b.theta.len() <= i {
+            b.theta.push(Vec::new());
+        }
+        while b.tops.len() <= i {
+            b.tops.push(TopK::default());
+        }
+        for x in [&mut b.n, &mut b.cur, &mut b.vis] {
+            grow(x, i + 1);
+        }
+        grow(&mut b.extra, i + 1);
+        b.theta[i].clear();
+        b.tops[i].clear();
+        let extra = (sp.reach - 1.0) * b.qn[i];
+        b.extra[i] = extra;
+        let cs = &s.cscore[..nlist];
+        let first = argmax_first(cs);
+        let (a, e) = (
+            self.offsets[first] as usize,
+            self.offsets[first + 1] as usize,
+        );
+        grow(&mut b.tmp, e - a);
+        let sc = &mut b.tmp[..e - a];
+        self.score_rows(tier, v, qi, s.qq.as_ref(), a, e, sc);
+        theta_update(&mut b.theta[i], k, sc, false);
+        self.offer(sp, k, a, usize::MAX, sc, &mut b.tops[i]);
+        (b.n[i], b.vis[i], b.cur[i]) = (e - a, 1, 0);
+        let th = theta_of(&b.theta[i], k);
+        self.adaptive_order(cs, extra, th, first, cap, &mut s.order, &mut s.order_tmp);
+        b.ord.extend(s.order.iter().map(|&key| {
+            let l = key as u32;
+            (l, cs[l as usize] + extra * self.spread[l as usize])
+        }));
+        b.ord_off.push(b.ord.len());
+    }
+
+    /// Adaptive selection for the `nb` queries of a batch once
+    /// [`Ivf::adaptive_first`] has started each: bit for bit
+    /// [`Ivf::visit_and_finish`]'s answers.
     ///
     /// Rounds: each query proposes its next lists in order that pass its
-    /// k-th score as it stands (at most [`ROUND_LISTS`], and no more than
-    /// its `nprobe` cap leaves); the round's lists are scored list by list
-    /// for every query that proposed them (as panels when several do);
-    /// then each query takes its proposals in order and keeps those that
-    /// still pass its k-th score at their turn, exactly the test of the
+    /// k-th score as it stands (at most [`FIRST_ROUND_LISTS`] in the first
+    /// round, doubling up to [`ROUND_LISTS`], and no more than its
+    /// `nprobe` cap leaves); the round's lists are scored list by list for
+    /// every query that proposed them (as panels when several do); then
+    /// each query takes its proposals in order and keeps those that still
+    /// pass its k-th score at their turn, exactly the test of the
     /// single-query loop (the k-th score only grows, so a list skipped at
     /// the proposal would be skipped at its turn too). A proposal that
-    /// fails at its turn was scored for nothing: the price of sharing.
-    /// Round 0 is each query's best list, visited unconditionally.
+    /// fails at its turn was scored for nothing: the price of sharing, kept
+    /// small by the short first rounds (a query whose k-th score jumps
+    /// after its first lists stops proposing early).
     #[allow(clippy::too_many_arguments)]
     fn adaptive_rounds(
         &self,
@@ -149,83 +206,12 @@ impl Ivf {
         let (nlist, dim) = (self.nlist, self.dim);
         let query = |i: usize| &q[i * q_stride..i * q_stride + dim];
         let cap = (sp.nprobe as usize).min(nlist);
-        // Offered to each running top: the most a query can re-rank.
-        let big_r = (sp.rerank as usize).max(k);
         let len = |l: usize| (self.offsets[l + 1] - self.offsets[l]) as usize;
-        while b.theta.len() < nb {
-            b.theta.push(Vec::new());
-        }
-        while b.tops.len() < nb {
-            b.tops.push(TopK::default());
-        }
-        grow(&mut b.n, nb);
-        grow(&mut b.cur, nb);
-        grow(&mut b.vis, nb);
-        grow(&mut b.extra, nb);
-        b.props.clear();
-        let mut seg = 0;
-        for i in 0..nb {
-            b.theta[i].clear();
-            b.tops[i].clear();
-            (b.n[i], b.vis[i], b.cur[i]) = (0, 0, 0);
-            b.extra[i] = (sp.reach - 1.0) * b.qn[i];
-            let first = argmax_first(&b.est[i * nlist..(i + 1) * nlist]);
-            b.props.push((i as u32, first as u32, seg, f32::INFINITY));
-            seg += len(first);
-        }
-        let mut round = 0;
+        let mut round_lists = FIRST_ROUND_LISTS;
         loop {
-            self.score_props(tier, v, q, q_stride, seg, b);
-            // Each query's proposals in order, each kept if it passes now.
-            for &(i, l, off, opt) in &b.props {
-                let (i, l) = (i as usize, l as usize);
-                if round > 0 && (b.vis[i] >= cap || opt < theta_of(&b.theta[i], k)) {
-                    continue;
-                }
-                let a = self.offsets[l] as usize;
-                let sc = &b.seg[off..off + len(l)];
-                theta_update(&mut b.theta[i], k, sc, false);
-                if sp.rerank > 0 {
-                    topk_offer(sc, |j| (a + j) as u32, big_r, &mut b.tops[i]);
-                } else {
-                    topk_offer(sc, |j| self.ids[a + j], k, &mut b.tops[i]);
-                }
-                b.n[i] += sc.len();
-                b.vis[i] += 1;
-            }
-            if round == 0 {
-                // The candidates after the first list, as the single query
-                // orders them.
-                b.ord.clear();
-                b.ord_off.clear();
-                b.ord_off.push(0);
-                for i in 0..nb {
-                    let first = b.props[i].1 as usize;
-                    let th = theta_of(&b.theta[i], k);
-                    self.adaptive_order(
-                        &b.est[i * nlist..(i + 1) * nlist],
-                        b.extra[i],
-                        th,
-                        first,
-                        cap,
-                        &mut s.order,
-                        &mut s.order_tmp,
-                    );
-                    let (est, x) = (&b.est[i * nlist..(i + 1) * nlist], b.extra[i]);
-                    b.ord.extend(s.order.iter().map(|&key| {
-                        let l = key as u32;
-                        (l, est[l as usize] + x * self.spread[l as usize])
-                    }));
-                    b.ord_off.push(b.ord.len());
-                }
-            }
-            round += 1;
-            // The next round's proposals: a few at first, doubling up to
-            // ROUND_LISTS, so that a query whose k-th score jumps after its
-            // first lists stops proposing before it wastes many.
-            let round_lists = (FIRST_ROUND_LISTS << (round - 1).min(16)).min(ROUND_LISTS);
+            // The round's proposals.
             b.props.clear();
-            seg = 0;
+            let mut seg = 0;
             for i in 0..nb {
                 let ord = &b.ord[b.ord_off[i]..b.ord_off[i + 1]];
                 let th = theta_of(&b.theta[i], k);
@@ -244,6 +230,21 @@ impl Ivf {
             }
             if b.props.is_empty() {
                 break;
+            }
+            round_lists = (2 * round_lists).min(ROUND_LISTS);
+            self.score_props(tier, v, q, q_stride, seg, b);
+            // Each query's proposals in order, each kept if it passes now.
+            for &(i, l, off, opt) in &b.props {
+                let (i, l) = (i as usize, l as usize);
+                if b.vis[i] >= cap || opt < theta_of(&b.theta[i], k) {
+                    continue;
+                }
+                let a = self.offsets[l] as usize;
+                let sc = &b.seg[off..off + len(l)];
+                theta_update(&mut b.theta[i], k, sc, false);
+                self.offer(sp, k, a, usize::MAX, sc, &mut b.tops[i]);
+                b.n[i] += sc.len();
+                b.vis[i] += 1;
             }
         }
         // Per query: re-rank and top k, as alone.
@@ -338,7 +339,9 @@ impl Ivf {
 
     /// Offers the scores `sc` of the rows at positions `a ..` to a query's
     /// running top: `r` by position for the re-rank (the query scans `n`
-    /// rows), or `k` by id without one.
+    /// rows; `usize::MAX` when that is not known yet: then the most it can
+    /// re-rank, and the drain cuts to its `r` at the end), or `k` by id
+    /// without one.
     fn offer(&self, sp: &SearchParams, k: usize, a: usize, n: usize, sc: &[f32], top: &mut TopK) {
         if sp.rerank > 0 {
             topk_offer(sc, |j| (a + j) as u32, rerank_len(sp, k, n), top);
@@ -434,7 +437,9 @@ impl Ivf {
         let adaptive =
             sp.reach > 0.0 && self.codes.is_some() && self.pq.is_none() && self.labels.is_none();
         if adaptive {
-            grow(&mut b.est, nb * nlist);
+            b.ord.clear();
+            b.ord_off.clear();
+            b.ord_off.push(0);
         }
         let nprobe = (sp.nprobe as usize).min(nlist);
         query_slot(&mut s.qq, dp);
@@ -454,7 +459,7 @@ impl Ivf {
                 b.lists[i * nprobe..i * nprobe + ns].copy_from_slice(&s.lists[..ns]);
                 b.nsel[i] = ns;
             } else if adaptive {
-                b.est[i * nlist..(i + 1) * nlist].copy_from_slice(&s.cscore[..nlist]);
+                self.adaptive_first(tier, v, query(i), i, k, sp, s, &mut b);
             } else {
                 self.visit_and_finish(
                     tier,
