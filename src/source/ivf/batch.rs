@@ -114,6 +114,20 @@ pub(crate) struct Batch {
     ptmp: Vec<f32>,
 }
 
+/// One batch call's queries and search: `nb` checked queries at
+/// `q_stride` in `q`, their top `k` under `sp`, on `tier` (`v` its int8
+/// kernels).
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    tier: Isa,
+    v: Variant,
+    q: &'a [f32],
+    nb: usize,
+    q_stride: usize,
+    k: usize,
+    sp: &'a SearchParams,
+}
+
 impl Ivf {
     /// Adaptive selection's start for query `i` of a batch (its estimates
     /// in `s.cscore`, its quantised form in `s.qq`, as
@@ -122,18 +136,8 @@ impl Ivf {
     /// with their optimistic estimates into `b.ord` (their range pushed
     /// onto `b.ord_off`, which the caller starts with 0). The rounds of
     /// [`Ivf::adaptive_rounds`] do the rest.
-    #[allow(clippy::too_many_arguments)]
-    fn adaptive_first(
-        &self,
-        tier: Isa,
-        v: Variant,
-        qi: &[f32],
-        i: usize,
-        k: usize,
-        sp: &SearchParams,
-        s: &mut Scratch,
-        b: &mut Batch,
-    ) {
+    fn adaptive_first(&self, c: &Call, qi: &[f32], i: usize, s: &mut Scratch, b: &mut Batch) {
+        let Call { tier, v, k, sp, .. } = *c;
         let nlist = self.nlist;
         let cap = (sp.nprobe as usize).min(nlist);
         while b.theta.len() <= i {
@@ -187,24 +191,17 @@ impl Ivf {
     /// fails at its turn was scored for nothing: the price of sharing, kept
     /// small by the short first rounds (a query whose k-th score jumps
     /// after its first lists stops proposing early).
-    #[allow(clippy::too_many_arguments)]
     fn adaptive_rounds(
         &self,
-        tier: Isa,
-        v: Variant,
-        q: &[f32],
-        nb: usize,
-        q_stride: usize,
-        k: usize,
-        sp: &SearchParams,
+        c: &Call,
         s: &mut Scratch,
         b: &mut Batch,
         out_ids: &mut [u32],
         out_scores: &mut [f32],
         st: &mut SearchStats,
     ) {
-        let (nlist, dim) = (self.nlist, self.dim);
-        let query = |i: usize| &q[i * q_stride..i * q_stride + dim];
+        let Call { nb, k, sp, .. } = *c;
+        let nlist = self.nlist;
         let cap = (sp.nprobe as usize).min(nlist);
         let len = |l: usize| (self.offsets[l + 1] - self.offsets[l]) as usize;
         let mut round_lists = FIRST_ROUND_LISTS;
@@ -232,7 +229,7 @@ impl Ivf {
                 break;
             }
             round_lists = (2 * round_lists).min(ROUND_LISTS);
-            self.score_props(tier, v, q, q_stride, seg, b);
+            self.score_props(c, seg, b);
             // Each query's proposals in order, each kept if it passes now.
             for &(i, l, off, opt) in &b.props {
                 let (i, l) = (i as usize, l as usize);
@@ -247,10 +244,36 @@ impl Ivf {
                 b.vis[i] += 1;
             }
         }
-        // Per query: re-rank and top k, as alone.
         for i in 0..nb {
             st.lists += b.vis[i] as u64;
             st.scanned += b.n[i] as u64;
+        }
+        self.drain_batch(c, s, b, out_ids, out_scores, st);
+    }
+
+    /// The end of a batch's shared pass: per query, its running top
+    /// (`b.tops`, `b.n` rows scanned) re-ranked exactly into its top `k`,
+    /// or drained as its top `k` without a re-rank, as alone.
+    fn drain_batch(
+        &self,
+        c: &Call,
+        s: &mut Scratch,
+        b: &mut Batch,
+        out_ids: &mut [u32],
+        out_scores: &mut [f32],
+        st: &mut SearchStats,
+    ) {
+        let Call {
+            tier,
+            q,
+            nb,
+            q_stride,
+            k,
+            sp,
+            ..
+        } = *c;
+        let dim = self.dim;
+        for i in 0..nb {
             let (oi, os) = (
                 &mut out_ids[i * k..(i + 1) * k],
                 &mut out_scores[i * k..(i + 1) * k],
@@ -260,7 +283,8 @@ impl Ivf {
                 grow(&mut s.cand, r);
                 grow(&mut s.cand_sc, r);
                 topk_drain(&mut b.tops[i], r, &mut s.cand[..r], &mut s.cand_sc[..r]);
-                self.rerank(tier, query(i), k, r, s, oi, os, st);
+                let qi = &q[i * q_stride..i * q_stride + dim];
+                self.rerank(tier, qi, k, r, s, oi, os, st);
             } else {
                 topk_drain(&mut b.tops[i], k, oi, os);
             }
@@ -268,19 +292,9 @@ impl Ivf {
     }
 
     /// Scores the rows of every proposal of `b.props` (`seg` scores in all)
-    /// into `b.seg` at its offset: list by list, the lists that several
-    /// queries proposed as panels where the tier has panel kernels.
-    fn score_props(
-        &self,
-        tier: Isa,
-        v: Variant,
-        q: &[f32],
-        q_stride: usize,
-        seg: usize,
-        b: &mut Batch,
-    ) {
-        let dim = self.dim;
-        let codes = self.codes.as_ref().expect("int8 codes (adaptive rounds)");
+    /// into `b.seg` at its offset ([`Ivf::score_pairs`]).
+    fn score_props(&self, c: &Call, seg: usize, b: &mut Batch) {
+        let Call { .. } = *c;
         grow(&mut b.seg, seg);
         b.pairs.clear();
         b.pairs.extend(
@@ -292,45 +306,92 @@ impl Ivf {
         // By list, then proposal: the keys come in proposal order, so the
         // stable radix sort on their high half gives the sorted order.
         sort_rank_keys(&mut b.pairs, &mut b.pairs_tmp);
+        let (props, out) = (&b.props, &mut b.seg);
+        self.score_pairs(
+            c,
+            &b.pairs,
+            &b.qq,
+            (&mut b.lpan, &mut b.ptmp, &mut b.tmp),
+            |x| props[x as u32 as usize].0 as usize,
+            |x, _, sc| {
+                let off = props[x as u32 as usize].2;
+                out[off..off + sc.len()].copy_from_slice(sc);
+            },
+        );
+    }
+
+    /// The list-major pass of a batch: for the `(list << 32) | x` keys of
+    /// `pairs` (sorted by list), the rows of each list scored for the
+    /// query `query_of(x)` of every key, and handed to `sink(x, a, scores)`
+    /// (`a` the list's first position; the scores include the bias). A
+    /// list that [`LIST_PANEL_MIN_QUERIES`] or more keys share is re-laid
+    /// as panels once and scored four queries per load of its codes where
+    /// the tier has panel kernels (the same bits as the row-major kernel;
+    /// the bias added after, as that kernel's epilogue does); the others
+    /// row-major. `scratch`: the panels, their scores and one list's scores.
+    fn score_pairs(
+        &self,
+        c: &Call,
+        pairs: &[u64],
+        qq: &[QQuery],
+        scratch: (&mut QPanels, &mut Vec<f32>, &mut Vec<f32>),
+        query_of: impl Fn(u64) -> usize,
+        mut sink: impl FnMut(u64, usize, &mut [f32]),
+    ) {
+        let Call {
+            tier,
+            v,
+            q,
+            q_stride,
+            ..
+        } = *c;
+        let (lpan, ptmp, tmp) = scratch;
+        let dim = self.dim;
+        let codes = self.codes.as_ref().expect("int8 codes (shared passes)");
         let panels = QPanels::has_kernel(v);
         let mut p0 = 0;
-        while p0 < b.pairs.len() {
-            let l = (b.pairs[p0] >> 32) as usize;
-            let p1 = p0 + b.pairs[p0..].partition_point(|&x| (x >> 32) as usize == l);
+        while p0 < pairs.len() {
+            let l = (pairs[p0] >> 32) as usize;
+            let p1 = p0 + pairs[p0..].partition_point(|&x| (x >> 32) as usize == l);
             let (a, e) = (self.offsets[l] as usize, self.offsets[l + 1] as usize);
             let len = e - a;
             if panels && p1 - p0 >= LIST_PANEL_MIN_QUERIES && len > 0 {
-                b.lpan
-                    .set_rows(Some(v), codes, a, len)
+                lpan.set_rows(Some(v), codes, a, len)
                     .expect("list rows within the codes");
-                let pr = b.lpan.padded_rows();
-                grow(&mut b.ptmp, PANEL_QUERIES * pr);
-                for c in b.pairs[p0..p1].chunks(PANEL_QUERIES) {
-                    let mut qs = [&b.qq[0]; PANEL_QUERIES];
+                let pr = lpan.padded_rows();
+                grow(ptmp, PANEL_QUERIES * pr);
+                for c in pairs[p0..p1].chunks(PANEL_QUERIES) {
+                    let mut qs = [&qq[0]; PANEL_QUERIES];
                     for (t, &x) in c.iter().enumerate() {
-                        qs[t] = &b.qq[b.props[x as u32 as usize].0 as usize];
+                        qs[t] = &qq[query_of(x)];
                     }
-                    b.lpan
-                        .score(v, 0, pr, &qs[..c.len()], &mut b.ptmp, pr)
+                    lpan.score(v, 0, pr, &qs[..c.len()], ptmp, pr)
                         .expect("list panels");
                     for (t, &x) in c.iter().enumerate() {
-                        let off = b.props[x as u32 as usize].2;
-                        let d = &mut b.seg[off..off + len];
-                        d.copy_from_slice(&b.ptmp[t * pr..t * pr + len]);
+                        let sc = &mut ptmp[t * pr..t * pr + len];
                         if !self.bias_pos.is_empty() {
-                            for (o, &bb) in d.iter_mut().zip(&self.bias_pos[a..e]) {
+                            for (o, &bb) in sc.iter_mut().zip(&self.bias_pos[a..e]) {
                                 *o += bb;
                             }
                         }
+                        sink(x, a, sc);
                     }
                 }
             } else {
-                for &x in &b.pairs[p0..p1] {
-                    let (i, _, off, _) = b.props[x as u32 as usize];
-                    let i = i as usize;
-                    let qi = &q[i * q_stride..i * q_stride + dim];
-                    let d = &mut b.seg[off..off + len];
-                    self.score_rows(tier, v, qi, Some(&b.qq[i]), a, e, d);
+                grow(tmp, len);
+                for &x in &pairs[p0..p1] {
+                    let i = query_of(x);
+                    let sc = &mut tmp[..len];
+                    self.score_rows(
+                        tier,
+                        v,
+                        &q[i * q_stride..i * q_stride + dim],
+                        Some(&qq[i]),
+                        a,
+                        e,
+                        sc,
+                    );
+                    sink(x, a, sc);
                 }
             }
             p0 = p1;
@@ -368,6 +429,15 @@ impl Ivf {
         st: &mut SearchStats,
     ) {
         let v = Variant::of(tier).expect("tier checked");
+        let c = Call {
+            tier,
+            v,
+            q,
+            nb,
+            q_stride,
+            k,
+            sp,
+        };
         let (nlist, dim, dp) = (self.nlist, self.dim, self.cq.dim_pad());
         let query = |i: usize| &q[i * q_stride..i * q_stride + dim];
         let mut b = std::mem::take(&mut s.batch);
@@ -459,7 +529,7 @@ impl Ivf {
                 b.lists[i * nprobe..i * nprobe + ns].copy_from_slice(&s.lists[..ns]);
                 b.nsel[i] = ns;
             } else if adaptive {
-                self.adaptive_first(tier, v, query(i), i, k, sp, s, &mut b);
+                self.adaptive_first(&c, query(i), i, s, &mut b);
             } else {
                 self.visit_and_finish(
                     tier,
@@ -478,9 +548,7 @@ impl Ivf {
         }
 
         if adaptive {
-            self.adaptive_rounds(
-                tier, v, q, nb, q_stride, k, sp, s, &mut b, out_ids, out_scores, st,
-            );
+            self.adaptive_rounds(&c, s, &mut b, out_ids, out_scores, st);
         }
         if shared {
             // 2. The list rows, list by list, each query's scores offered
@@ -490,14 +558,12 @@ impl Ivf {
             // from all of them.
             b.pairs.clear();
             grow(&mut b.n, nb);
-            let mut longest = 0;
             for i in 0..nb {
                 let mut n = 0;
                 for &l in &b.lists[i * nprobe..i * nprobe + b.nsel[i]] {
                     let l = l as usize;
                     let len = (self.offsets[l + 1] - self.offsets[l]) as usize;
                     n += len;
-                    longest = longest.max(len);
                     b.pairs.push(((l as u64) << 32) | i as u64);
                 }
                 b.n[i] = n;
@@ -513,71 +579,20 @@ impl Ivf {
             for h in &mut b.tops[..nb] {
                 h.clear();
             }
-            grow(&mut b.tmp, longest);
-            let rerank = sp.rerank > 0;
-            let codes = self.codes.as_ref().expect("int8 codes (shared pass)");
-            let panels = QPanels::has_kernel(v);
-            let mut p0 = 0;
-            while p0 < b.pairs.len() {
-                let l = (b.pairs[p0] >> 32) as usize;
-                let p1 = p0 + b.pairs[p0..].partition_point(|&x| (x >> 32) as usize == l);
-                let (a, e) = (self.offsets[l] as usize, self.offsets[l + 1] as usize);
-                let len = e - a;
-                if panels && p1 - p0 >= LIST_PANEL_MIN_QUERIES && len > 0 {
-                    // Many queries on this list: its rows re-laid as panels
-                    // once, then scored four queries per load of the codes
-                    // (the same bits as the row-major kernel; the bias
-                    // added after, as that kernel's epilogue does).
-                    b.lpan
-                        .set_rows(Some(v), codes, a, len)
-                        .expect("list rows within the codes");
-                    let pr = b.lpan.padded_rows();
-                    grow(&mut b.ptmp, PANEL_QUERIES * pr);
-                    for c in b.pairs[p0..p1].chunks(PANEL_QUERIES) {
-                        let mut qs = [&b.qq[0]; PANEL_QUERIES];
-                        for (t, &x) in c.iter().enumerate() {
-                            qs[t] = &b.qq[x as u32 as usize];
-                        }
-                        b.lpan
-                            .score(v, 0, pr, &qs[..c.len()], &mut b.ptmp, pr)
-                            .expect("list panels");
-                        for (t, &x) in c.iter().enumerate() {
-                            let i = x as u32 as usize;
-                            let sc = &mut b.ptmp[t * pr..t * pr + len];
-                            if !self.bias_pos.is_empty() {
-                                for (o, &bb) in sc.iter_mut().zip(&self.bias_pos[a..e]) {
-                                    *o += bb;
-                                }
-                            }
-                            self.offer(sp, k, a, b.n[i], sc, &mut b.tops[i]);
-                        }
-                    }
-                } else {
-                    for &x in &b.pairs[p0..p1] {
-                        let i = x as u32 as usize;
-                        let sc = &mut b.tmp[..len];
-                        self.score_rows(tier, v, query(i), Some(&b.qq[i]), a, e, sc);
-                        self.offer(sp, k, a, b.n[i], sc, &mut b.tops[i]);
-                    }
-                }
-                p0 = p1;
-            }
+            let (n, tops) = (&b.n, &mut b.tops);
+            self.score_pairs(
+                &c,
+                &b.pairs,
+                &b.qq,
+                (&mut b.lpan, &mut b.ptmp, &mut b.tmp),
+                |x| x as u32 as usize,
+                |x, a, sc| {
+                    let i = x as u32 as usize;
+                    self.offer(sp, k, a, n[i], sc, &mut tops[i]);
+                },
+            );
             // 3. Per query: re-rank and top k.
-            for i in 0..nb {
-                let (oi, os) = (
-                    &mut out_ids[i * k..(i + 1) * k],
-                    &mut out_scores[i * k..(i + 1) * k],
-                );
-                if rerank {
-                    let r = rerank_len(sp, k, b.n[i]);
-                    grow(&mut s.cand, r);
-                    grow(&mut s.cand_sc, r);
-                    topk_drain(&mut b.tops[i], r, &mut s.cand[..r], &mut s.cand_sc[..r]);
-                    self.rerank(tier, query(i), k, r, s, oi, os, st);
-                } else {
-                    topk_drain(&mut b.tops[i], k, oi, os);
-                }
-            }
+            self.drain_batch(&c, s, &mut b, out_ids, out_scores, st);
         }
         s.batch = b;
     }
