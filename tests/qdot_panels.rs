@@ -57,8 +57,8 @@ fn oracle(r: &QRows, q: &QQuery) -> Vec<f32> {
 fn check(r: &QRows, qs: &[QQuery], what: &str) {
     let p = QPanels::new(r).unwrap();
     let (rows, pr) = (r.rows(), p.padded_rows());
-    assert_eq!(pr % 32, 0);
-    assert!(pr >= rows && pr < rows + 32);
+    assert_eq!(pr % 16, 0);
+    assert!(pr >= rows && pr < rows + 16);
     let want: Vec<Vec<f32>> = qs.iter().map(|q| oracle(r, q)).collect();
     for chunk in qs.chunks(PANEL_QUERIES).zip(want.chunks(PANEL_QUERIES)) {
         let (qc, wc) = chunk;
@@ -87,13 +87,21 @@ fn check(r: &QRows, qs: &[QQuery], what: &str) {
                     .iter()
                     .all(|x| x.is_nan()));
             }
-            // A run in the middle (whole pairs of panels).
+            // A run in the middle (whole panels: a pair, and one alone).
             if pr >= 64 {
                 let mut mid = vec![0f32; qc.len() * 32];
                 assert!(p.score(v, 32, 32, &refs, &mut mid, 32).unwrap());
                 for (i, w) in wc.iter().enumerate() {
                     let e = rows.min(64);
                     assert_eq!(bits(&mid[i * 32..i * 32 + e - 32]), bits(&w[32..e]));
+                }
+            }
+            if pr >= 32 {
+                let mut one = vec![0f32; qc.len() * 16];
+                assert!(p.score(v, 16, 16, &refs, &mut one, 16).unwrap());
+                for (i, w) in wc.iter().enumerate() {
+                    let e = rows.min(32);
+                    assert_eq!(bits(&one[i * 16..i * 16 + e - 16]), bits(&w[16..e]));
                 }
             }
         }
@@ -123,7 +131,7 @@ fn check(r: &QRows, qs: &[QQuery], what: &str) {
                 )
                 .unwrap());
             // SAFETY: the panels, sums and scales come from `p` (whole,
-            // an even number of panels); every query holds dim_pad bytes;
+            // any number of panels, odd ones included); every query holds dim_pad bytes;
             // outs[i] holds pr floats.
             unsafe {
                 let (pp, ps, psc) = p.raw_parts();
@@ -186,8 +194,8 @@ fn panels_argument_checks() {
     let r = rows_random(&mut rng, 70, 128);
     let p = QPanels::new(&r).unwrap();
     assert_eq!(p.rows(), 70);
-    assert_eq!(p.padded_rows(), 96);
-    assert!(p.memory_bytes() >= 96 * 128);
+    assert_eq!(p.padded_rows(), 80);
+    assert!(p.memory_bytes() >= 80 * 128);
     let q = query_random(&mut rng, 128, 128);
     let Some(v) = Variant::all().into_iter().find(|v| QPanels::has_kernel(*v)) else {
         println!("no panel kernel on this CPU: argument checks of the AVX-512 path skipped");
@@ -195,22 +203,22 @@ fn panels_argument_checks() {
     };
     let mut out = vec![7f32; 4 * 96];
     let st = |e: lshk::Error| e.status;
-    // Not whole pairs of panels, beyond the rows, no or too many queries,
+    // Not whole panels, beyond the rows, no or too many queries,
     // another dim_pad, too small an output: refused, nothing written.
     assert_eq!(
-        st(p.score(v, 16, 32, &[&q], &mut out, 96).unwrap_err()),
+        st(p.score(v, 8, 16, &[&q], &mut out, 96).unwrap_err()),
         Status::InvalidArgument
     );
     assert_eq!(
-        st(p.score(v, 0, 48, &[&q], &mut out, 96).unwrap_err()),
+        st(p.score(v, 0, 40, &[&q], &mut out, 96).unwrap_err()),
         Status::InvalidArgument
     );
     assert_eq!(
-        st(p.score(v, 64, 64, &[&q], &mut out, 96).unwrap_err()),
+        st(p.score(v, 64, 32, &[&q], &mut out, 96).unwrap_err()),
         Status::InvalidArgument
     );
     assert_eq!(
-        st(p.score(v, 0, 96, &[], &mut out, 96).unwrap_err()),
+        st(p.score(v, 0, 80, &[], &mut out, 96).unwrap_err()),
         Status::InvalidArgument
     );
     let five = [&q, &q, &q, &q, &q];
@@ -224,17 +232,17 @@ fn panels_argument_checks() {
         Status::InvalidArgument
     );
     assert_eq!(
-        st(p.score(v, 0, 96, &[&q, &q], &mut out[..191], 96)
+        st(p.score(v, 0, 80, &[&q, &q], &mut out[..175], 96)
             .unwrap_err()),
         Status::BufferTooSmall
     );
     assert_eq!(
-        st(p.score(v, 0, 96, &[&q, &q], &mut out, 95).unwrap_err()),
+        st(p.score(v, 0, 80, &[&q, &q], &mut out, 79).unwrap_err()),
         Status::BufferTooSmall
     );
     assert!(out.iter().all(|&x| x == 7.0));
     // n = 0 is a valid empty call.
-    assert!(p.score(v, 96, 0, &[&q], &mut out, 0).unwrap());
+    assert!(p.score(v, 80, 0, &[&q], &mut out, 0).unwrap());
     assert!(out.iter().all(|&x| x == 7.0));
 }
 
@@ -307,7 +315,7 @@ fn relay_and_set_rows_equal_the_oracle() {
             p.set_rows(Some(v), &r, first, n).unwrap();
             assert_eq!(p.rows(), n);
             let pr = p.padded_rows();
-            assert_eq!(pr, n.div_ceil(32) * 32);
+            assert_eq!(pr, n.div_ceil(16) * 16);
             if !QPanels::has_kernel(v) {
                 continue;
             }

@@ -115,14 +115,15 @@ unsafe fn bcast4(q: *const u8, g: usize) -> __m512i {
     unsafe { _mm512_set1_epi32(std::ptr::read_unaligned(q.add(4 * g).cast::<i32>())) }
 }
 
-/// Two panels (32 rows) for `QB` queries: `KS` interleaved partial sums
-/// per (panel, query) over the groups (so that at least eight independent
-/// `vpdpbusd` chains hide its latency), added at the end (exact: wrapping
-/// i32 addition is associative), then the correction and the epilogue of
+/// `NP` panels (16 or 32 rows) for `QB` queries: `KS` interleaved partial
+/// sums per (panel, query) over the groups (so that at least eight
+/// independent `vpdpbusd` chains hide its latency where the panels and
+/// queries allow), added at the end (exact: wrapping i32 addition is
+/// associative), then the correction and the epilogue of
 /// [`super::score_of`], 16 rows per store.
 #[inline(always)]
 #[allow(clippy::needless_range_loop, clippy::too_many_arguments)]
-unsafe fn panel_pair<const VNNI: bool, const QB: usize, const KS: usize>(
+unsafe fn panel_block<const VNNI: bool, const NP: usize, const QB: usize, const KS: usize>(
     p: *const i8,
     dim_pad: usize,
     sums: *const i32,
@@ -132,28 +133,31 @@ unsafe fn panel_pair<const VNNI: bool, const QB: usize, const KS: usize>(
     out: &[*mut f32; super::PANEL_QUERIES],
     row0: usize,
 ) {
-    // SAFETY: the two panels at p hold 2 * 16 * dim_pad bytes, sums and
-    // scales 32 values from row0, q[..QB] dim_pad bytes, out[..QB] 32
-    // floats from row0 (caller); features enabled by the enclosing function.
+    // SAFETY: the NP panels at p hold NP * 16 * dim_pad bytes, sums and
+    // scales 16 NP values from row0, q[..QB] dim_pad bytes, out[..QB]
+    // 16 NP floats from row0 (caller); features enabled by the enclosing
+    // function.
     unsafe {
         let ones = _mm512_set1_epi16(1);
         let groups = dim_pad / 4;
-        let p1 = p.add(16 * dim_pad);
-        let mut acc = [[[_mm512_setzero_si512(); QB]; 2]; KS];
+        let mut acc = [[[_mm512_setzero_si512(); QB]; NP]; KS];
         let mut g = 0;
         while g < groups {
             for ks in 0..KS {
-                let c0 = _mm512_loadu_si512(p.add(64 * (g + ks)).cast());
-                let c1 = _mm512_loadu_si512(p1.add(64 * (g + ks)).cast());
+                let mut c = [_mm512_setzero_si512(); NP];
+                for (h, ch) in c.iter_mut().enumerate() {
+                    *ch = _mm512_loadu_si512(p.add(h * 16 * dim_pad + 64 * (g + ks)).cast());
+                }
                 for t in 0..QB {
                     let u = bcast4(q[t], g + ks);
-                    acc[ks][0][t] = step::<VNNI>(acc[ks][0][t], u, c0, ones);
-                    acc[ks][1][t] = step::<VNNI>(acc[ks][1][t], u, c1, ones);
+                    for h in 0..NP {
+                        acc[ks][h][t] = step::<VNNI>(acc[ks][h][t], u, c[h], ones);
+                    }
                 }
             }
             g += KS;
         }
-        for h in 0..2 {
+        for h in 0..NP {
             let r = row0 + 16 * h;
             let corr = _mm512_slli_epi32::<6>(_mm512_loadu_si512(sums.add(r).cast()));
             let sc = _mm512_loadu_ps(scales.add(r));
@@ -185,20 +189,31 @@ unsafe fn panel_impl<const VNNI: bool>(
     nq: usize,
     out: &[*mut f32; super::PANEL_QUERIES],
 ) {
-    // SAFETY: the PanelFn preconditions (npanels even; dim_pad a multiple
-    // of 64, so the group count is a multiple of 16 and of every KS used);
-    // features enabled by the enclosing function.
+    // SAFETY: the PanelFn preconditions (dim_pad a multiple of 64, so the
+    // group count is a multiple of 16 and of every KS used); features
+    // enabled by the enclosing function.
     unsafe {
         let mut p = 0;
-        while p < npanels {
+        // Pairs of panels, then a last single panel when npanels is odd
+        // (an IVF list of 33-48 rows computes 48 rows, not 64).
+        while p + 2 <= npanels {
             let (pp, r0) = (panels.add(p * 16 * dim_pad), 16 * p);
             match nq {
-                1 => panel_pair::<VNNI, 1, 4>(pp, dim_pad, sums, scales, q, sq, out, r0),
-                2 => panel_pair::<VNNI, 2, 2>(pp, dim_pad, sums, scales, q, sq, out, r0),
-                3 => panel_pair::<VNNI, 3, 2>(pp, dim_pad, sums, scales, q, sq, out, r0),
-                _ => panel_pair::<VNNI, 4, 1>(pp, dim_pad, sums, scales, q, sq, out, r0),
+                1 => panel_block::<VNNI, 2, 1, 4>(pp, dim_pad, sums, scales, q, sq, out, r0),
+                2 => panel_block::<VNNI, 2, 2, 2>(pp, dim_pad, sums, scales, q, sq, out, r0),
+                3 => panel_block::<VNNI, 2, 3, 2>(pp, dim_pad, sums, scales, q, sq, out, r0),
+                _ => panel_block::<VNNI, 2, 4, 1>(pp, dim_pad, sums, scales, q, sq, out, r0),
             }
             p += 2;
+        }
+        if p < npanels {
+            let (pp, r0) = (panels.add(p * 16 * dim_pad), 16 * p);
+            match nq {
+                1 => panel_block::<VNNI, 1, 1, 8>(pp, dim_pad, sums, scales, q, sq, out, r0),
+                2 => panel_block::<VNNI, 1, 2, 4>(pp, dim_pad, sums, scales, q, sq, out, r0),
+                3 => panel_block::<VNNI, 1, 3, 2>(pp, dim_pad, sums, scales, q, sq, out, r0),
+                _ => panel_block::<VNNI, 1, 4, 2>(pp, dim_pad, sums, scales, q, sq, out, r0),
+            }
         }
     }
 }

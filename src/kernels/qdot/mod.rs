@@ -107,7 +107,7 @@ pub const PANEL_QUERIES: usize = 4;
 ///
 /// # Safety
 /// `dim_pad` is a non-zero multiple of [`PAD`], at most [`MAX_DIM_PAD`];
-/// `npanels` is even; `panels` holds `npanels * 16 * dim_pad` readable
+/// `npanels >= 1`; `panels` holds `npanels * 16 * dim_pad` readable
 /// bytes, `sums` and `scales` `16 * npanels` values; for `i < nq`
 /// (`1 <= nq <= 4`), `q[i]` holds `dim_pad` readable bytes `<= 127` and
 /// `out[i]` `16 * npanels` writable floats, not overlapping the inputs;

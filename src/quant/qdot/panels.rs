@@ -11,7 +11,7 @@ use crate::kernels::qdot as kq;
 /// [`QRows`] re-laid as panels of [`PANEL`] rows for the multi-query
 /// kernels ([`crate::kernels::qdot::PanelFn`]: one 64-byte load of a panel
 /// feeds 16 rows' dot products for up to four queries, with no horizontal
-/// sums). The row count is padded to a multiple of 32 with all-zero rows
+/// sums). The row count is padded to a multiple of 16 with all-zero rows
 /// (scale 0, sum 0), whose scores are 0 and which callers ignore. Derived
 /// from the rows (never stored in a file); its scores are bit for bit
 /// those of [`QRows::score_run_with`] without bias.
@@ -53,7 +53,7 @@ impl QPanels {
                 r.rows
             );
         }
-        let padded = n.div_ceil(2 * PANEL) * 2 * PANEL;
+        let padded = n.div_ceil(PANEL) * PANEL;
         let bytes = checked_mul(padded, dp, "rows * dim_pad")?;
         if self.lines.capacity() < bytes / PAD {
             self.lines = try_vec(bytes / PAD, "panels")?;
@@ -61,9 +61,6 @@ impl QPanels {
         self.lines.resize(bytes / PAD, Line::default());
         let dst = lines_as_bytes_mut(&mut self.lines);
         let src = &r.codes()[first * dp..(first + n) * dp];
-        // The last pair's second panel when the rows end in the first.
-        let whole = n.div_ceil(PANEL) * PANEL;
-        dst[whole * dp..].fill(0);
         match v.and_then(|v| kq::relay_for(v.tier)) {
             // SAFETY: dim_pad is a valid multiple of PAD (from QRows); src
             // holds n * dp bytes and dst padded * dp >= ceil(n / 16) * 16 *
@@ -89,7 +86,7 @@ impl QPanels {
     pub fn dim_pad(&self) -> usize {
         self.dim_pad
     }
-    /// Rows including the zero padding: a multiple of 32, the length of
+    /// Rows including the zero padding: a multiple of 16, the length of
     /// [`QPanels::score`]'s output per query.
     pub fn padded_rows(&self) -> usize {
         self.scales.len()
@@ -117,7 +114,7 @@ impl QPanels {
         kq::panel_for(v.tier, v.k).is_some()
     }
 
-    /// Scores rows `first .. first + n` (`first` and `n` multiples of 32,
+    /// Scores rows `first .. first + n` (`first` and `n` multiples of 16,
     /// within [`QPanels::padded_rows`]) for every query of `qs` (at most
     /// [`PANEL_QUERIES`]), query `i` into `out[i * stride ..][..n]`.
     /// Returns `Ok(false)` and writes nothing when `v` has no panel kernel.
@@ -142,13 +139,13 @@ impl QPanels {
                 "{nq} queries; 1 to {PANEL_QUERIES} allowed"
             );
         }
-        if !first.is_multiple_of(2 * PANEL)
-            || !n.is_multiple_of(2 * PANEL)
+        if !first.is_multiple_of(PANEL)
+            || !n.is_multiple_of(PANEL)
             || first.checked_add(n).is_none_or(|e| e > self.padded_rows())
         {
             bail!(
                 InvalidArgument,
-                "rows {first} + {n}: whole pairs of panels within {} needed",
+                "rows {first} + {n}: whole panels within {} needed",
                 self.padded_rows()
             );
         }
@@ -181,7 +178,7 @@ impl QPanels {
             op[i] = unsafe { base.add(i * stride) };
         }
         // SAFETY: the PanelFn preconditions: dim_pad valid (from QRows),
-        // `n / 16` panels (even) from panel `first / 16`, with their sums
+        // `n / 16` panels from panel `first / 16`, with their sums
         // and scales from row `first`; every query holds dim_pad bytes
         // <= 127 (QQuery); out[i] .. + n is within `out` (checked) and
         // distinct per query (stride >= n); the tier's CPU support is
