@@ -99,10 +99,9 @@ pub(crate) struct Batch {
     /// with their optimistic estimates, at `ord_off[i] .. ord_off[i + 1]`.
     ord: Vec<(u32, f32)>,
     ord_off: Vec<usize>,
-    /// Each query's next candidate, lists visited, `(reach - 1) |q|`.
+    /// Each query's next candidate, and lists visited.
     cur: Vec<usize>,
     vis: Vec<usize>,
-    extra: Vec<f32>,
     /// The round's proposals `(query, list, offset of its scores in seg,
     /// optimistic estimate)`, in each query's order.
     props: Vec<(u32, u32, usize, f32)>,
@@ -149,11 +148,9 @@ impl Ivf {
         for x in [&mut b.n, &mut b.cur, &mut b.vis] {
             grow(x, i + 1);
         }
-        grow(&mut b.extra, i + 1);
         b.theta[i].clear();
         b.tops[i].clear();
         let extra = (sp.reach - 1.0) * b.qn[i];
-        b.extra[i] = extra;
         let cs = &s.cscore[..nlist];
         let first = argmax_first(cs);
         let (a, e) = (
@@ -170,7 +167,10 @@ impl Ivf {
         self.adaptive_order(cs, extra, th, first, cap, &mut s.order, &mut s.order_tmp);
         b.ord.extend(s.order.iter().map(|&key| {
             let l = key as u32;
-            (l, cs[l as usize] + extra * self.spread[l as usize])
+            (
+                l,
+                optimistic(cs[l as usize], extra, self.spread[l as usize]),
+            )
         }));
         b.ord_off.push(b.ord.len());
     }
@@ -190,16 +190,10 @@ impl Ivf {
     /// the proposal would be skipped at its turn too). A proposal that
     /// fails at its turn was scored for nothing: the price of sharing, kept
     /// small by the short first rounds (a query whose k-th score jumps
-    /// after its first lists stops proposing early).
-    fn adaptive_rounds(
-        &self,
-        c: &Call,
-        s: &mut Scratch,
-        b: &mut Batch,
-        out_ids: &mut [u32],
-        out_scores: &mut [f32],
-        st: &mut SearchStats,
-    ) {
+    /// after its first lists stops proposing early). Leaves each query's
+    /// running top in `b.tops` and its rows scanned in `b.n` for
+    /// [`Ivf::drain_batch`].
+    fn adaptive_rounds(&self, c: &Call, b: &mut Batch, st: &mut SearchStats) {
         let Call { nb, k, sp, .. } = *c;
         let nlist = self.nlist;
         let cap = (sp.nprobe as usize).min(nlist);
@@ -248,7 +242,6 @@ impl Ivf {
             st.lists += b.vis[i] as u64;
             st.scanned += b.n[i] as u64;
         }
-        self.drain_batch(c, s, b, out_ids, out_scores, st);
     }
 
     /// The end of a batch's shared pass: per query, its running top
@@ -294,7 +287,6 @@ impl Ivf {
     /// Scores the rows of every proposal of `b.props` (`seg` scores in all)
     /// into `b.seg` at its offset ([`Ivf::score_pairs`]).
     fn score_props(&self, c: &Call, seg: usize, b: &mut Batch) {
-        let Call { .. } = *c;
         grow(&mut b.seg, seg);
         b.pairs.clear();
         b.pairs.extend(
@@ -548,7 +540,8 @@ impl Ivf {
         }
 
         if adaptive {
-            self.adaptive_rounds(&c, s, &mut b, out_ids, out_scores, st);
+            self.adaptive_rounds(&c, &mut b, st);
+            self.drain_batch(&c, s, &mut b, out_ids, out_scores, st);
         }
         if shared {
             // 2. The list rows, list by list, each query's scores offered

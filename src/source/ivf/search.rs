@@ -167,12 +167,14 @@ pub(super) fn argmax_first(v: &[f32]) -> usize {
 /// descending, then id ascending) for finite scores.
 pub(super) use crate::matmul::rank_key_total as rank_key;
 
-/// Sorts `keys` ([`rank_key`]s pushed in ascending id order) ascending,
-/// as `sort_unstable` does: a stable radix sort on the score half (8-bit
-/// digits, least significant first, skipping a digit that every key
-/// shares), which leaves equal scores in the id order they came in. No
-/// comparisons, so no mispredicted branches on the few hundred keys of an
-/// adaptive query. `tmp` is the other buffer.
+/// Sorts `keys` ascending, as `sort_unstable` does, when keys with the
+/// same high half come in ascending order of their low half (the
+/// [`rank_key`]s of lists pushed in id order; a batch's `(list << 32) |
+/// query` pairs pushed query by query): a stable radix sort on the high
+/// half (8-bit digits, least significant first, skipping a digit that
+/// every key shares), which leaves equal high halves in the order they
+/// came in. No comparisons, so no mispredicted branches on the few hundred
+/// keys of an adaptive query. `tmp` is the other buffer.
 pub(super) fn sort_rank_keys(keys: &mut Vec<u64>, tmp: &mut Vec<u64>) {
     let n = keys.len();
     if n < 64 {
@@ -228,6 +230,15 @@ pub(super) fn theta_update(heap: &mut Vec<f32>, k: usize, sc: &[f32], multi: boo
             }
         }
     }
+}
+
+/// A list's optimistic estimate, `e_l + (reach - 1) |q| spread_l`, from its
+/// estimate `e`, `extra = (reach - 1) |q|` and its spread: the one
+/// expression every adaptive path compares with the k-th score, so that a
+/// batch and a query alone decide on the same bits.
+#[inline(always)]
+pub(super) fn optimistic(e: f32, extra: f32, spread: f32) -> f32 {
+    e + extra * spread
 }
 
 /// The k-th best score pushed so far (`-inf` before `k` scores).
@@ -938,7 +949,7 @@ impl Ivf {
         let first = argmax_first(cs);
         // Optimistic estimate of list l: e_l + (reach - 1) |q| spread_l.
         let extra = (reach - 1.0) * qn;
-        let opt = |cs: &[f32], l: usize| cs[l] + extra * self.spread[l];
+        let opt = |cs: &[f32], l: usize| optimistic(cs[l], extra, self.spread[l]);
         s.theta.clear();
         let multi = self.labels.is_some();
         let mut n = 0;
@@ -1013,7 +1024,7 @@ impl Ivf {
             for (c0, (cc, ss)) in cs.chunks(16).zip(sp.chunks(16)).enumerate() {
                 let mut mask = 0u32;
                 for (j, (&c, &x)) in cc.iter().zip(ss).enumerate() {
-                    mask |= u32::from(c + extra * x >= th) << j;
+                    mask |= u32::from(optimistic(c, extra, x) >= th) << j;
                 }
                 while mask != 0 {
                     let j = mask.trailing_zeros() as usize;
