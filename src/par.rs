@@ -18,6 +18,72 @@ pub(crate) fn threads(requested: usize) -> usize {
     }
 }
 
+/// Scratch values that threads left behind when they exited, for the next
+/// new thread of the process ([`Warm`]): a thread [`map`] starts then gets
+/// buffers already allocated and faulted in, sized by earlier queries, and
+/// does not grow them again from nothing. At most [`SPARE_MAX`] are kept;
+/// the rest are freed.
+pub(crate) struct Spare<T> {
+    held: std::sync::Mutex<Vec<T>>,
+}
+
+impl<T> Spare<T> {
+    pub(crate) const fn new() -> Self {
+        Self {
+            held: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<T>> {
+        // A panic cannot leave the list half-changed (push and pop only).
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The most values a [`Spare`] keeps (a constant: the core count would
+/// cost a query of the system at every thread exit).
+const SPARE_MAX: usize = 64;
+
+/// A thread-local scratch value (`thread_local!` holds it) that starts from
+/// a [`Spare`] one when there is one, and is left in the spares when its
+/// thread exits. The lock is taken once per thread, never per query.
+pub(crate) struct Warm<T: Default + 'static> {
+    cell: std::cell::RefCell<T>,
+    spare: &'static Spare<T>,
+}
+
+impl<T: Default + 'static> Warm<T> {
+    pub(crate) fn new(spare: &'static Spare<T>) -> Self {
+        let v = spare.lock().pop().unwrap_or_default();
+        Self {
+            cell: std::cell::RefCell::new(v),
+            spare,
+        }
+    }
+}
+
+impl<T: Default + 'static> std::ops::Deref for Warm<T> {
+    type Target = std::cell::RefCell<T>;
+    fn deref(&self) -> &Self::Target {
+        &self.cell
+    }
+}
+
+impl<T: Default + 'static> Drop for Warm<T> {
+    fn drop(&mut self) {
+        // A value still borrowed (a thread unwinding out of a query) is
+        // dropped, not kept.
+        let Ok(mut v) = self.cell.try_borrow_mut() else {
+            return;
+        };
+        let v = std::mem::take(&mut *v);
+        let mut held = self.spare.lock();
+        if held.len() < SPARE_MAX {
+            held.push(v);
+        }
+    }
+}
+
 /// Runs `f` on every job, the first on the calling thread and each other
 /// on a scoped thread of its own, and returns the results in job order.
 /// The calling thread keeps its warm thread-local scratch (a query's
@@ -49,6 +115,255 @@ pub(crate) fn map<J: Send, R: Send>(
         }
         out
     })
+}
+
+/// Worker threads that an owner (an index) keeps between calls, so that a
+/// batch split over threads pays neither a thread start (tens of µs) nor a
+/// cold thread-local scratch per call. The workers are started by the first
+/// call that needs them, sleep between calls, and are joined when the pool
+/// is dropped: nothing outlives its owner. One call uses the pool at a
+/// time; a call that finds it busy (another thread querying the same
+/// index) runs on scoped threads instead ([`map`]), with the same results.
+#[derive(Default)]
+pub(crate) struct Pool {
+    workers: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>,
+    shared: std::sync::Arc<PoolShared>,
+}
+
+/// A job the caller lends the workers, its lifetime erased: the caller
+/// does not return before every worker is done with it ([`Pool::map`]).
+type ErasedJob = &'static (dyn Fn(usize) + Sync);
+
+#[derive(Default)]
+struct PoolShared {
+    state: std::sync::Mutex<PoolState>,
+    /// Workers wait here for a new job (or the quit flag).
+    go: std::sync::Condvar,
+    /// The caller waits here for the last job to finish.
+    done: std::sync::Condvar,
+    /// Calls posted so far, read without the lock by spinning workers.
+    posted: std::sync::atomic::AtomicU64,
+    /// `remaining`, read without the lock by the spinning caller.
+    left: std::sync::atomic::AtomicUsize,
+}
+
+/// How long a worker looks for the next call, and the caller for the last
+/// job's end, before sleeping on a condition variable. Waking a sleeping
+/// thread costs tens of µs on a virtual machine (an interprocessor
+/// interrupt through the hypervisor), as much as a small batch's share of
+/// work; a back-to-back caller finds its workers awake. OpenMP runtimes
+/// spin likewise (GOMP_SPINCOUNT, KMP_BLOCKTIME), for longer.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(100);
+
+/// Spins until `ready()` or [`SPIN`] has passed; whether it became ready.
+fn spin_until(ready: impl Fn() -> bool) -> bool {
+    let t0 = std::time::Instant::now();
+    loop {
+        for _ in 0..64 {
+            if ready() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if t0.elapsed() >= SPIN {
+            return ready();
+        }
+    }
+}
+
+#[derive(Default)]
+struct PoolState {
+    job: Option<ErasedJob>,
+    /// The next job to take, of `n`.
+    next: usize,
+    n: usize,
+    /// Jobs taken or not, still unfinished.
+    remaining: usize,
+    panic: Option<Box<dyn std::any::Any + Send>>,
+    quit: bool,
+}
+
+impl PoolShared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
+        // Jobs run outside the lock and their panics are caught, so the
+        // state is never left half-changed.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs the posted call's jobs from the counter until none is left
+    /// (taken with the lock held, run without it); returns the lock.
+    fn take_jobs<'a>(
+        &'a self,
+        mut st: std::sync::MutexGuard<'a, PoolState>,
+    ) -> std::sync::MutexGuard<'a, PoolState> {
+        while st.next < st.n {
+            let i = st.next;
+            st.next += 1;
+            let Some(job) = st.job else {
+                unreachable!("a call with jobs left has its job set")
+            };
+            drop(st);
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(i)));
+            st = self.lock();
+            if let Err(p) = r {
+                st.panic.get_or_insert(p);
+            }
+            st.remaining -= 1;
+            self.left
+                .store(st.remaining, std::sync::atomic::Ordering::Release);
+            if st.remaining == 0 {
+                self.done.notify_all();
+            }
+        }
+        st
+    }
+
+    fn worker(&self) {
+        use std::sync::atomic::Ordering;
+        let mut st = self.lock();
+        loop {
+            if !st.quit && st.next >= st.n {
+                let seen = self.posted.load(Ordering::Acquire);
+                drop(st);
+                spin_until(|| self.posted.load(Ordering::Acquire) != seen);
+                st = self.lock();
+            }
+            while !st.quit && st.next >= st.n {
+                st = self.go.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            if st.quit {
+                return;
+            }
+            st = self.take_jobs(st);
+        }
+    }
+}
+
+impl Pool {
+    /// [`map`] on up to `threads` threads: the calling thread and the
+    /// pool's workers (started on first use, `threads - 1` of them) take
+    /// the jobs in order from a shared counter, so that more jobs than
+    /// threads even out jobs of uneven cost. The results come in job order.
+    pub(crate) fn map<J: Send, R: Send>(
+        &self,
+        threads: usize,
+        jobs: Vec<J>,
+        f: impl Fn(J) -> R + Sync,
+    ) -> Vec<R> {
+        use std::sync::atomic::Ordering;
+        let n = jobs.len();
+        let threads = threads.clamp(1, n.max(1));
+        if threads == 1 {
+            return jobs.into_iter().map(f).collect();
+        }
+        let slots: Vec<std::sync::Mutex<(Option<J>, Option<R>)>> = jobs
+            .into_iter()
+            .map(|j| std::sync::Mutex::new((Some(j), None)))
+            .collect();
+        let run = |i: usize| {
+            let lock = |i: usize| slots[i].lock().unwrap_or_else(|e| e.into_inner());
+            let Some(j) = lock(i).0.take() else {
+                unreachable!("each job is run once")
+            };
+            let r = f(j);
+            lock(i).1 = Some(r);
+        };
+        let results = |slots: Vec<std::sync::Mutex<(Option<J>, Option<R>)>>| -> Vec<R> {
+            slots
+                .into_iter()
+                .map(|m| {
+                    let (_, r) = m.into_inner().unwrap_or_else(|e| e.into_inner());
+                    let Some(r) = r else {
+                        unreachable!("every job ran without a panic")
+                    };
+                    r
+                })
+                .collect()
+        };
+        // Busy (another call on this pool) or no thread to be had: scoped
+        // threads, which report a failed start as std does.
+        let scoped = |run: &(dyn Fn(usize) + Sync)| {
+            map_indexed(n, threads, || (), |_, i| run(i));
+        };
+        let Ok(mut workers) = self.workers.try_lock() else {
+            scoped(&run);
+            return results(slots);
+        };
+        while workers.len() < threads - 1 {
+            let sh = std::sync::Arc::clone(&self.shared);
+            match std::thread::Builder::new()
+                .name("lshk-query".into())
+                .spawn(move || sh.worker())
+            {
+                Ok(h) => workers.push(h),
+                Err(_) => {
+                    drop(workers);
+                    scoped(&run);
+                    return results(slots);
+                }
+            }
+        }
+        let job: &(dyn Fn(usize) + Sync) = &run;
+        // SAFETY: the reference is erased to 'static only to pass it to the
+        // workers through the shared state. This function does not return,
+        // nor unwind, before `remaining` is 0, i.e. before every job has
+        // returned (panics are caught and resumed only after that wait),
+        // and the state's copy is cleared before `run` and `slots` go out
+        // of scope.
+        let job: ErasedJob =
+            unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), ErasedJob>(job) };
+        {
+            let mut st = self.shared.lock();
+            st.job = Some(job);
+            st.next = 0;
+            st.n = n;
+            st.remaining = n;
+            st.panic = None;
+            self.shared.left.store(n, Ordering::Release);
+            self.shared.posted.fetch_add(1, Ordering::Release);
+        }
+        self.shared.go.notify_all();
+        // The caller takes jobs like a worker until none is left.
+        drop(self.shared.take_jobs(self.shared.lock()));
+        spin_until(|| self.shared.left.load(Ordering::Acquire) == 0);
+        let panic = {
+            let mut st = self.shared.lock();
+            while st.remaining > 0 {
+                st = self.shared.done.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            st.job = None;
+            st.n = 0;
+            st.next = 0;
+            st.panic.take()
+        };
+        drop(workers);
+        if let Some(p) = panic {
+            std::panic::resume_unwind(p);
+        }
+        results(slots)
+    }
+
+    /// [`Pool::map`] for jobs that return a `Result` ([`try_map`]).
+    pub(crate) fn try_map<J: Send, R: Send, E: Send>(
+        &self,
+        threads: usize,
+        jobs: Vec<J>,
+        f: impl Fn(J) -> Result<R, E> + Sync,
+    ) -> Result<Vec<R>, E> {
+        self.map(threads, jobs, f).into_iter().collect()
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.shared.lock().quit = true;
+        self.shared.go.notify_all();
+        let workers = std::mem::take(self.workers.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for h in workers {
+            // A worker's job panics are caught; a join error cannot carry one.
+            let _ = h.join();
+        }
+    }
 }
 
 /// [`map`] for jobs that return a `Result`: the first error in job order,
@@ -113,5 +428,135 @@ mod tests {
         }
         assert!(threads(0) >= 1);
         assert_eq!(threads(3), 3);
+    }
+
+    #[test]
+    fn pool_answers_in_job_order_on_any_thread_count_and_reuses_its_workers() {
+        let pool = Pool::default();
+        for round in 0..3 {
+            for (t, n) in [
+                (1usize, 5usize),
+                (2, 2),
+                (2, 7),
+                (3, 3),
+                (3, 10),
+                (8, 4),
+                (2, 0),
+            ] {
+                let v = pool.map(t, (0..n).collect(), |j| j * 10 + round);
+                assert_eq!(v, (0..n).map(|j| j * 10 + round).collect::<Vec<_>>());
+            }
+        }
+        // Up to `threads - 1` workers, never one per job: 8 threads asked
+        // for 4 jobs start 3.
+        assert_eq!(pool.workers.lock().unwrap().len(), 3);
+        assert_eq!(
+            pool.try_map(2, (0..5).collect(), |j| if j == 3 { Err(j) } else { Ok(j) }),
+            Err(3)
+        );
+    }
+
+    #[test]
+    fn pool_resumes_a_jobs_panic_after_every_job_and_stays_usable() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let pool = Pool::default();
+        for bad in [0usize, 3] {
+            let finished = AtomicUsize::new(0);
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                pool.map(2, (0..6).collect(), |j| {
+                    assert_ne!(j, bad, "job {bad}");
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    finished.fetch_add(1, Ordering::Relaxed);
+                })
+            }));
+            assert!(r.is_err());
+            // Every other job ran to its end before the panic came back.
+            assert_eq!(finished.load(Ordering::Relaxed), 5);
+            assert_eq!(pool.map(2, vec![1, 2, 3], |j| j + 1), [2, 3, 4]);
+        }
+    }
+
+    #[test]
+    fn a_busy_pool_runs_the_second_call_on_scoped_threads() {
+        let pool = Pool::default();
+        let barrier = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            let calls: Vec<_> = (0..2usize)
+                .map(|c| {
+                    let (pool, barrier) = (&pool, &barrier);
+                    s.spawn(move || {
+                        barrier.wait();
+                        let mut all = Vec::new();
+                        for r in 0..50 {
+                            all.push(pool.map(2, (0..4).collect(), |j| c * 1000 + r * 10 + j));
+                        }
+                        all
+                    })
+                })
+                .collect();
+            for (c, h) in calls.into_iter().enumerate() {
+                for (r, v) in h.join().unwrap().into_iter().enumerate() {
+                    assert_eq!(v, (0..4).map(|j| c * 1000 + r * 10 + j).collect::<Vec<_>>());
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn dropping_a_pool_joins_its_workers() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static EXITED: AtomicUsize = AtomicUsize::new(0);
+        struct OnExit;
+        impl Drop for OnExit {
+            fn drop(&mut self) {
+                EXITED.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        thread_local! {
+            static GUARD: OnExit = const { OnExit };
+        }
+        let pool = Pool::default();
+        let me = std::thread::current().id();
+        // The three jobs meet at a barrier, so each runs on its own thread:
+        // the caller and both workers.
+        let all = std::sync::Barrier::new(3);
+        pool.map(3, (0..3).collect(), |_| {
+            all.wait();
+            if std::thread::current().id() != me {
+                GUARD.with(|_| ());
+            }
+        });
+        let workers = pool.workers.lock().unwrap().len();
+        assert_eq!(workers, 2);
+        let before = EXITED.load(Ordering::SeqCst);
+        drop(pool);
+        // Both workers have run their thread-local destructors, i.e.
+        // exited, before drop returned.
+        assert_eq!(EXITED.load(Ordering::SeqCst), before + 2);
+    }
+
+    #[test]
+    fn a_new_thread_starts_from_the_scratch_an_exited_one_left() {
+        static SPARE: Spare<Vec<u8>> = Spare::new();
+        thread_local! {
+            static BUF: Warm<Vec<u8>> = Warm::new(&SPARE);
+        }
+        std::thread::spawn(|| BUF.with(|b| b.borrow_mut().reserve(1 << 20)))
+            .join()
+            .unwrap();
+        let cap = std::thread::spawn(|| BUF.with(|b| b.borrow().capacity()))
+            .join()
+            .unwrap();
+        assert!(cap >= 1 << 20, "capacity {cap}");
+        // At most SPARE_MAX values are kept.
+        for _ in 0..SPARE_MAX + 5 {
+            SPARE.lock().pop();
+        }
+        std::thread::scope(|s| {
+            for _ in 0..SPARE_MAX + 5 {
+                s.spawn(|| BUF.with(|b| b.borrow_mut().push(1)));
+            }
+        });
+        assert!(SPARE.lock().len() <= SPARE_MAX);
     }
 }

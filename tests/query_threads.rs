@@ -51,3 +51,35 @@ fn every_thread_count_answers_the_same() {
         }
     }
 }
+
+/// The index keeps its query threads between calls; callers on several
+/// threads at once share one index, and the calls that find its threads
+/// busy run on threads of their own: every call still answers the same.
+#[test]
+fn concurrent_threaded_calls_on_one_index_answer_the_same() {
+    let g = lshk::data::structured_layer(ROWS, DIM, 40, 5);
+    let (q, _) = lshk::data::queries_near_labels(&g.w, ROWS, DIM, NQ, 9);
+    for family in [Family::Ivf, Family::SimHash] {
+        let p = IndexParams {
+            family,
+            bits: 8,
+            tables: 12,
+            ..Default::default()
+        };
+        let idx = Index::build(&g.w, Some(&g.bias), ROWS, DIM, DIM, &p, None).unwrap();
+        let want = answers(&idx, &q, NQ, 0);
+        std::thread::scope(|s| {
+            for c in 0..3u32 {
+                let (idx, q, want) = (&idx, &q, &want);
+                s.spawn(move || {
+                    for r in 0..20u32 {
+                        let got = answers(idx, q, NQ, 2 + (c + r) % 3);
+                        assert_eq!(&got, want, "{family:?} caller {c} call {r}");
+                    }
+                });
+            }
+        });
+        // Dropping the index joins the threads it kept.
+        drop(idx);
+    }
+}

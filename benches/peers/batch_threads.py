@@ -134,6 +134,7 @@ def main():
     a.add_argument("--reps", type=int, default=3)
     a.add_argument("--secs", type=float, default=0.5)
     a.add_argument("--threads", type=int, default=2)
+    a.add_argument("--libs", default="lshk,faiss,scann", help="which libraries, comma-separated")
     args = a.parse_args()
     import faiss
     import scann
@@ -153,7 +154,10 @@ def main():
     for wl in wls:
         wl.gt = ap.exact_topk(wl)
         n = wl.nq
-        for make, mod in ((lshk_lib, lib), (faiss_lib, faiss), (scann_lib, scann)):
+        for key, make, mod in (("lshk", lshk_lib, lib), ("faiss", faiss_lib, faiss),
+                               ("scann", scann_lib, scann)):
+            if key not in args.libs.split(","):
+                continue
             name, grid, knob, setter, threads, batch = make(wl, mod)
             threads(1)
             chosen = None

@@ -168,6 +168,7 @@ impl Index {
             labels: None,
             dirty: Default::default(),
             vmax: 0.0,
+            pool: Default::default(),
         };
         idx.vmax = idx.value_max();
         if let Some(cb) = progress {

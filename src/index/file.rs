@@ -265,6 +265,7 @@ impl Index {
             labels: None,
             dirty: Default::default(),
             vmax: 0.0,
+            pool: Default::default(),
         };
         idx.vmax = idx.value_max();
         crate::error::check_scorable(idx.vmax, dim, "the rows' values")?;
@@ -547,6 +548,7 @@ impl Index {
             },
             dirty: Default::default(),
             vmax: 0.0,
+            pool: Default::default(),
         };
         idx.vmax = idx.value_max();
         // The rows a build refuses (no query could be scored against them)

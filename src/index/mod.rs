@@ -75,7 +75,6 @@
 //! offsets that decrease, unknown enum values, non-finite weights, ...)
 //! is `BadFileFormat` with a message naming what is wrong.
 
-use std::cell::RefCell;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -172,6 +171,9 @@ pub struct Index {
     /// [`crate::error::score_limit`]): set at build and load, raised by
     /// row updates and rehashes; derived, never stored.
     pub(crate) vmax: f32,
+    /// The workers a batch is split over ([`QueryParams::threads`]), kept
+    /// between calls and joined when the index is dropped.
+    pub(crate) pool: crate::par::Pool,
 }
 
 // Send + Sync are derived: the weight and table arrays are `crate::buf::Buf`s

@@ -10,9 +10,13 @@ struct QueryScratch {
     out_scores: Vec<f32>,
 }
 
+use crate::par::{Spare, Warm};
+
 thread_local! {
-    static QSCRATCH: RefCell<QueryScratch> = RefCell::new(QueryScratch::default());
+    static QSCRATCH: Warm<QueryScratch> = Warm::new(&SPARE_QSCRATCH);
 }
+
+static SPARE_QSCRATCH: Spare<QueryScratch> = Spare::new();
 
 impl Index {
     /// The checks of a batch of queries every query path makes: shape and
@@ -136,6 +140,8 @@ impl Index {
                 )?;
                 merge_stats(&mut st, &part);
             } else {
+                // One contiguous range per thread: smaller ranges would
+                // even out uneven queries but share fewer IVF list scans.
                 let per = nq.div_ceil(t);
                 let mut jobs = Vec::with_capacity(t);
                 let mut rest_ids = &mut out_ids[..need];
@@ -154,7 +160,7 @@ impl Index {
                     };
                     jobs.push((&q[i0 * q_stride..], n, oi, os));
                 }
-                let parts = crate::par::try_map(jobs, |(qr, n, oi, os)| {
+                let parts = self.pool.try_map(t, jobs, |(qr, n, oi, os)| {
                     let mut part = QueryStats::default();
                     self.query_range(qr, n, q_stride, kk, qp, oi, os, &mut part)
                         .map(|()| part)

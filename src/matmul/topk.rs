@@ -1,7 +1,5 @@
 //! The top-k epilogue ([`topk`]).
 
-use std::cell::RefCell;
-
 use wide::f32x8;
 
 use crate::bail;
@@ -12,10 +10,14 @@ use super::check_offsets;
 /// Padding id of [`topk`] when a query has fewer than k candidates.
 pub const TOPK_PAD_ID: u32 = u32::MAX;
 
+use crate::par::{Spare, Warm};
+
 thread_local! {
     /// The calling thread's top-k buffer ([`topk`], [`super::topk_merge`]).
-    pub(super) static TOP: RefCell<TopK> = RefCell::new(TopK::default());
+    pub(super) static TOP: Warm<TopK> = Warm::new(&SPARE_TOP);
 }
+
+static SPARE_TOP: Spare<TopK> = Spare::new();
 
 /// A sort key that orders `(score, id)` by score descending, then id
 /// ascending, as `f32::total_cmp` orders finite scores (so `-0.0` after

@@ -374,8 +374,9 @@ pub struct QueryParams {
     /// same answers to the bit for every count): 0 and 1 the calling
     /// thread (the default), `n` up to `n` (never more than the batch
     /// has queries), [`QUERY_THREADS_ALL`] every core the process may use.
-    /// Threads are started per call: a batch pays for them from a few
-    /// queries of tens of microseconds each.
+    /// The index keeps the threads between calls (started by the first
+    /// call that asks, joined when it is dropped); a call that finds them
+    /// busy with another thread's call starts its own.
     pub threads: u32,
 }
 

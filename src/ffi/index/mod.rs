@@ -342,7 +342,7 @@ pub struct lshk_query_params {
     /// Threads lshk_index_query splits a batch over (contiguous ranges of
     /// queries; the same answers for every count): 0 (default) and 1 the
     /// calling thread, n up to n (at most nq), LSHK_QUERY_THREADS_ALL every
-    /// core the process may use. Started per call.
+    /// core the process may use. The index keeps them between calls.
     pub threads: u32,
     pub lsh: lshk_lsh_query,
     pub ivf: lshk_ivf_query,

@@ -32,8 +32,6 @@
 //! * Refused: a transform other than NONE, caller-given planes or maps,
 //!   row updates (as for the graph family).
 
-use std::cell::RefCell;
-
 use super::{Codes, Ivf, RowsIn};
 use crate::error::{Result, Status};
 use crate::format::SectionOut;
@@ -53,10 +51,14 @@ pub(crate) static REGISTRATION: SourceRegistration = SourceRegistration {
     load,
 };
 
+use crate::par::{Spare, Warm};
+
 thread_local! {
     /// A block's top-k ids and scores from the lists (reused per thread).
-    static TOPK: RefCell<(Vec<u32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    static TOPK: Warm<(Vec<u32>, Vec<f32>)> = Warm::new(&SPARE_TOPK);
 }
+
+static SPARE_TOPK: Spare<(Vec<u32>, Vec<f32>)> = Spare::new();
 
 impl CandidateSource for Ivf {
     fn check_query(&self, _ix: &IndexView<'_>, qp: &QueryParams) -> Result<()> {

@@ -60,7 +60,6 @@
 //! `rerank = 0` they are the approximations (int8; 4-bit with
 //! [`Codes::Pq4`]; int8 with [`Codes::Pq4I8`] and `refine > 0`).
 
-use std::cell::RefCell;
 use std::path::Path;
 
 use crate::bail;

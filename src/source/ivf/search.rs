@@ -44,9 +44,13 @@ pub(super) struct Scratch {
     pub(super) batch: super::batch::Batch,
 }
 
+use crate::par::{Spare, Warm};
+
 thread_local! {
-    pub(super) static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+    pub(super) static SCRATCH: Warm<Scratch> = Warm::new(&SPARE_SCRATCH);
 }
+
+static SPARE_SCRATCH: Spare<Scratch> = Spare::new();
 
 /// Up to this many lists are chosen with a heap (cheap when few lists
 /// beat the running threshold), more with a linear-time selection.
