@@ -97,6 +97,7 @@ pub mod logq;
 pub mod matmul;
 pub mod pq4;
 pub mod qdot;
+pub mod select;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod simd;
 pub mod simhash;

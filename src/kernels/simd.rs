@@ -85,6 +85,8 @@ pub(crate) trait F32x {
     unsafe fn keep(m: Self::M, v: Self::V) -> Self::V;
     /// Bit `l` set where `a[l] > b[l]` (ordered, quiet).
     unsafe fn gt_bits(a: Self::V, b: Self::V) -> u32;
+    /// Bit `l` set where `a[l] >= b[l]` (ordered, quiet).
+    unsafe fn ge_bits(a: Self::V, b: Self::V) -> u32;
     /// `res` with +0 in the lanes where `x < lim` (ordered, quiet).
     unsafe fn zero_below(x: Self::V, lim: Self::V, res: Self::V) -> Self::V;
     /// `2^n` for lanes holding integers `n` in the normal range: the
@@ -369,6 +371,11 @@ impl F32x for Avx2 {
         unsafe { _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(a, b)) as u32 }
     }
     #[inline(always)]
+    unsafe fn ge_bits(a: __m256, b: __m256) -> u32 {
+        // SAFETY: register-only (`vcmpps` + `vmovmskps`).
+        unsafe { _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(a, b)) as u32 }
+    }
+    #[inline(always)]
     unsafe fn zero_below(x: __m256, lim: __m256, res: __m256) -> __m256 {
         // SAFETY: register-only.
         unsafe { _mm256_andnot_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(x, lim), res) }
@@ -613,6 +620,11 @@ impl F32x for Avx512 {
     unsafe fn gt_bits(a: __m512, b: __m512) -> u32 {
         // SAFETY: register-only (`vcmpps` into a mask register).
         unsafe { u32::from(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(a, b)) }
+    }
+    #[inline(always)]
+    unsafe fn ge_bits(a: __m512, b: __m512) -> u32 {
+        // SAFETY: register-only (`vcmpps` into a mask register).
+        unsafe { u32::from(_mm512_cmp_ps_mask::<_CMP_GE_OQ>(a, b)) }
     }
     #[inline(always)]
     unsafe fn zero_below(x: __m512, lim: __m512, res: __m512) -> __m512 {

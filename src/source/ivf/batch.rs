@@ -95,6 +95,8 @@ pub(crate) struct Batch {
     tmp: Vec<f32>,
     /// Each query's running k best approximate scores (its k-th decides).
     theta: Vec<Vec<f32>>,
+    /// A visited list's selection masks ([`theta_update`]).
+    masks: Vec<u64>,
     /// Each query's candidate lists after its first, best estimate first,
     /// with their optimistic estimates, at `ord_off[i] .. ord_off[i + 1]`.
     ord: Vec<(u32, f32)>,
@@ -160,11 +162,22 @@ impl Ivf {
         grow(&mut b.tmp, e - a);
         let sc = &mut b.tmp[..e - a];
         self.score_rows(tier, v, qi, s.qq.as_ref(), a, e, sc);
-        theta_update(&mut b.theta[i], k, sc, false);
+        let sel = crate::kernels::select::kernels(tier);
+        theta_update(&mut b.theta[i], k, sc, false, sel, &mut s.masks);
         self.offer(sp, k, a, usize::MAX, sc, &mut b.tops[i]);
         (b.n[i], b.vis[i], b.cur[i]) = (e - a, 1, 0);
         let th = theta_of(&b.theta[i], k);
-        self.adaptive_order(cs, extra, th, first, cap, &mut s.order, &mut s.order_tmp);
+        self.adaptive_order(
+            sel,
+            cs,
+            extra,
+            th,
+            first,
+            cap,
+            &mut s.order,
+            &mut s.order_tmp,
+            &mut s.masks,
+        );
         b.ord.extend(s.order.iter().map(|&key| {
             let l = key as u32;
             (
@@ -194,10 +207,13 @@ impl Ivf {
     /// running top in `b.tops` and its rows scanned in `b.n` for
     /// [`Ivf::drain_batch`].
     fn adaptive_rounds(&self, c: &Call, b: &mut Batch, st: &mut SearchStats) {
-        let Call { nb, k, sp, .. } = *c;
+        let Call {
+            tier, nb, k, sp, ..
+        } = *c;
         let nlist = self.nlist;
         let cap = (sp.nprobe as usize).min(nlist);
         let len = |l: usize| (self.offsets[l + 1] - self.offsets[l]) as usize;
+        let sel = crate::kernels::select::kernels(tier);
         let mut round_lists = FIRST_ROUND_LISTS;
         loop {
             // The round's proposals.
@@ -232,7 +248,7 @@ impl Ivf {
                 }
                 let a = self.offsets[l] as usize;
                 let sc = &b.seg[off..off + len(l)];
-                theta_update(&mut b.theta[i], k, sc, false);
+                theta_update(&mut b.theta[i], k, sc, false, sel, &mut b.masks);
                 self.offer(sp, k, a, usize::MAX, sc, &mut b.tops[i]);
                 b.n[i] += sc.len();
                 b.vis[i] += 1;

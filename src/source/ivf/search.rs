@@ -10,6 +10,7 @@
 
 use super::batch::BATCH;
 use super::*;
+use crate::kernels::select;
 
 #[derive(Default)]
 pub(super) struct Scratch {
@@ -40,6 +41,8 @@ pub(super) struct Scratch {
     /// The coding errors of the scanned rows, beside `approx` (copied per
     /// list by [`Ivf::scan_lists`]: one contiguous run a list).
     errs: Vec<f32>,
+    /// The selection masks ([`theta_update`], [`Ivf::adaptive_order`]).
+    pub(super) masks: Vec<u64>,
     /// The scratch of [`Ivf::search_batch`] (taken out while it runs).
     pub(super) batch: super::batch::Batch,
 }
@@ -215,19 +218,30 @@ pub(super) fn sort_rank_keys(keys: &mut Vec<u64>, tmp: &mut Vec<u64>) {
 
 /// Adds the scores `sc` of a visited list to the `k` best of `heap`
 /// (adaptive selection's running k-th score). Only a score above the
-/// current k-th changes it: 16 rows at a time a branch-free compare first
-/// (vectorised), the rows one by one only in the few chunks that beat it.
-/// With `multi` (label-trained lists) a score already held is skipped: a
-/// row in two lists has the same int8 score in both and counts once (a
-/// distinct row with exactly the same score is skipped too, which only
-/// lowers the bound).
-pub(super) fn theta_update(heap: &mut Vec<f32>, k: usize, sc: &[f32], multi: bool) {
+/// current k-th changes it: one vector compare of every row against the
+/// k-th score at entry (`kernels::select`, bits into `masks`), then only
+/// the rows whose bit is set, one by one against the k-th score as it
+/// rises. With `multi` (label-trained lists) a score already held is
+/// skipped: a row in two lists has the same int8 score in both and counts
+/// once (a distinct row with exactly the same score is skipped too, which
+/// only lowers the bound).
+pub(super) fn theta_update(
+    heap: &mut Vec<f32>,
+    k: usize,
+    sc: &[f32],
+    multi: bool,
+    sel: &select::Kernels,
+    masks: &mut Vec<u64>,
+) {
     let mut th = theta_of(heap, k);
-    for c in sc.chunks(16) {
-        if !c.iter().fold(false, |a, &x| a | (x > th)) {
-            continue;
-        }
-        for &x in c {
+    let nw = select::words(sc.len());
+    grow(masks, nw);
+    (sel.gt_masks)(sc, th, &mut masks[..nw]);
+    for (w, &word) in masks[..nw].iter().enumerate() {
+        let mut m = word;
+        while m != 0 {
+            let x = sc[w * 64 + m.trailing_zeros() as usize];
+            m &= m - 1;
             if x > th && !(multi && heap.contains(&x)) {
                 theta_push(heap, k, x);
                 th = theta_of(heap, k);
@@ -951,6 +965,7 @@ impl Ivf {
         // (vectorised), then the first list that holds it.
         let cs = &s.cscore[..nlist];
         let first = argmax_first(cs);
+        let sel = select::kernels(tier);
         // Optimistic estimate of list l: e_l + (reach - 1) |q| spread_l.
         let extra = (reach - 1.0) * qn;
         let opt = |cs: &[f32], l: usize| optimistic(cs[l], extra, self.spread[l]);
@@ -959,7 +974,14 @@ impl Ivf {
         let mut n = 0;
         let visit = |s: &mut Scratch, l: usize, n: &mut usize| {
             let m = self.scan_lists(tier, v, q, l, l + 1, s, *n);
-            theta_update(&mut s.theta, k, &s.approx[*n..*n + m], multi);
+            theta_update(
+                &mut s.theta,
+                k,
+                &s.approx[*n..*n + m],
+                multi,
+                sel,
+                &mut s.masks,
+            );
             *n += m;
         };
         visit(s, first, &mut n);
@@ -980,6 +1002,7 @@ impl Ivf {
         let th = theta_of(&s.theta, k).max(floor);
         let mut order = std::mem::take(&mut s.order);
         self.adaptive_order(
+            sel,
             &s.cscore[..nlist],
             extra,
             th,
@@ -987,6 +1010,7 @@ impl Ivf {
             cap,
             &mut order,
             &mut s.order_tmp,
+            &mut s.masks,
         );
         for &key in &order {
             if visited >= cap {
@@ -1012,6 +1036,7 @@ impl Ivf {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn adaptive_order(
         &self,
+        sel: &select::Kernels,
         cs: &[f32],
         extra: f32,
         th: f32,
@@ -1019,21 +1044,21 @@ impl Ivf {
         cap: usize,
         order: &mut Vec<u64>,
         tmp: &mut Vec<u64>,
+        masks: &mut Vec<u64>,
     ) {
         order.clear();
         if cap > 1 {
-            // 16 lists at a time: a vectorised compare into a bit mask, then
-            // only the passing lists (few on a clustered layer) are pushed.
-            let sp = &self.spread[..cs.len()];
-            for (c0, (cc, ss)) in cs.chunks(16).zip(sp.chunks(16)).enumerate() {
-                let mut mask = 0u32;
-                for (j, (&c, &x)) in cc.iter().zip(ss).enumerate() {
-                    mask |= u32::from(optimistic(c, extra, x) >= th) << j;
-                }
-                while mask != 0 {
-                    let j = mask.trailing_zeros() as usize;
-                    mask &= mask - 1;
-                    let l = c0 * 16 + j;
+            // Every list's test at once, as bits (one vector compare per
+            // 8 or 16 lists); then only the passing lists (few on a
+            // clustered layer) are pushed.
+            let nw = select::words(cs.len());
+            grow(masks, nw);
+            (sel.opt_masks)(cs, &self.spread[..cs.len()], extra, th, &mut masks[..nw]);
+            for (w, &word) in masks[..nw].iter().enumerate() {
+                let mut m = word;
+                while m != 0 {
+                    let l = w * 64 + m.trailing_zeros() as usize;
+                    m &= m - 1;
                     if l != first {
                         order.push(rank_key(cs[l], l as u32));
                     }

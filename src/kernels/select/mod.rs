@@ -1,0 +1,148 @@
+//! The bit masks of the IVF's adaptive list selection
+//! (`crate::source::ivf`): which lists' optimistic estimates
+//! `e_l + extra * spread_l` reach the running k-th score, and which scored
+//! rows beat it. One call covers every list of the index (or every row of
+//! a visited list); the caller then walks the set bits, so the per-list
+//! and per-row compares are vector compares and not a branch each.
+//!
+//! # Every tier returns the same bits
+//! The optimistic estimate is one product and one sum, two roundings
+//! (`vmulps` then `vaddps`, never an FMA: the batch path compares the
+//! same expression, `source::ivf::search::optimistic`, and must decide
+//! alike), and the compares are ordered (`>=`, `>`: false for NaN). Element
+//! `i` is bit `i % 64` of word `i / 64`; the bits past the last element are
+//! 0. Tested against the scalar oracle on every tier (`tests/select.rs`).
+
+#[cfg(target_arch = "x86_64")]
+pub mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512;
+pub mod portable;
+pub mod scalar;
+
+/// `out[i / 64]` bit `i % 64` set iff `e[i] + extra * spread[i] >= th`,
+/// for every `i < e.len()` (`spread` at least as long; `out` at least
+/// `e.len().div_ceil(64)` words, each written).
+pub type OptMasks = fn(e: &[f32], spread: &[f32], extra: f32, th: f32, out: &mut [u64]);
+
+/// `out[i / 64]` bit `i % 64` set iff `v[i] > th`, for every
+/// `i < v.len()` (`out` at least `v.len().div_ceil(64)` words).
+pub type GtMasks = fn(v: &[f32], th: f32, out: &mut [u64]);
+
+/// The kernel table of a tier.
+pub struct Kernels {
+    pub opt_masks: OptMasks,
+    pub gt_masks: GtMasks,
+}
+
+crate::kernels::tier_table! {
+    /// The kernel table of a tier (the caller has checked that the CPU
+    /// supports it).
+    Kernels {
+        opt_masks: opt_masks,
+        gt_masks: gt_masks,
+    }
+}
+
+/// Words of the masks of `n` elements.
+pub fn words(n: usize) -> usize {
+    n.div_ceil(64)
+}
+
+/// The checks every tier makes (slices too short panic, as indexing
+/// would; never a read or write out of bounds).
+#[inline(always)]
+fn check(n: usize, spread: Option<usize>, out: usize) {
+    assert!(out >= words(n), "mask words {out} < {}", words(n));
+    if let Some(s) = spread {
+        assert!(s >= n, "spread holds {s} < {n}");
+    }
+}
+
+/// The SIMD tiers' [`OptMasks`]: `S::LANES` lists per compare, the last
+/// partial block by masked loads.
+///
+/// # Safety
+/// The caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn opt_masks_simd<S: crate::kernels::simd::F32x>(
+    e: &[f32],
+    spread: &[f32],
+    extra: f32,
+    th: f32,
+    out: &mut [u64],
+) {
+    let n = e.len();
+    check(n, Some(spread.len()), out.len());
+    let lanes = S::LANES;
+    let full = n - n % lanes;
+    // SAFETY: register-only splats (the caller's features).
+    let (x, t) = unsafe { (S::splat(extra), S::splat(th)) };
+    out[..words(n)].fill(0);
+    let mut i = 0;
+    while i < full {
+        // SAFETY: `i + lanes <= full <= n <= spread.len()`: both loads are
+        // in bounds.
+        let bits = unsafe {
+            let o = S::add(
+                S::loadu(e.as_ptr().add(i)),
+                S::mul(x, S::loadu(spread.as_ptr().add(i))),
+            );
+            S::ge_bits(o, t)
+        };
+        // LANES divides 64, so a block never straddles two words.
+        out[i / 64] |= u64::from(bits) << (i % 64);
+        i += lanes;
+    }
+    if full < n {
+        // The tail by masked loads; the lanes past `n` are NaN (read
+        // nowhere), whose ordered compare is false.
+        // SAFETY: the mask covers `n - full < lanes` lanes from `full`,
+        // inside both slices; masked-off lanes are never read.
+        let bits = unsafe {
+            let (m, nan) = (S::tail(n - full), S::splat(f32::NAN));
+            let o = S::add(
+                S::ld_or(m, e.as_ptr().add(full), nan),
+                S::mul(x, S::ld_or(m, spread.as_ptr().add(full), nan)),
+            );
+            S::ge_bits(o, t)
+        };
+        out[full / 64] |= u64::from(bits) << (full % 64);
+    }
+}
+
+/// The SIMD tiers' [`GtMasks`].
+///
+/// # Safety
+/// The caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn gt_masks_simd<S: crate::kernels::simd::F32x>(
+    v: &[f32],
+    th: f32,
+    out: &mut [u64],
+) {
+    let n = v.len();
+    check(n, None, out.len());
+    let lanes = S::LANES;
+    let full = n - n % lanes;
+    // SAFETY: a register-only splat.
+    let t = unsafe { S::splat(th) };
+    out[..words(n)].fill(0);
+    let mut i = 0;
+    while i < full {
+        // SAFETY: `i + lanes <= full <= n`: the load is in bounds.
+        let bits = unsafe { S::gt_bits(S::loadu(v.as_ptr().add(i)), t) };
+        out[i / 64] |= u64::from(bits) << (i % 64);
+        i += lanes;
+    }
+    if full < n {
+        // SAFETY: as in `opt_masks_simd`'s tail.
+        let bits = unsafe {
+            let m = S::tail(n - full);
+            S::gt_bits(S::ld_or(m, v.as_ptr().add(full), S::splat(f32::NAN)), t)
+        };
+        out[full / 64] |= u64::from(bits) << (full % 64);
+    }
+}
