@@ -34,9 +34,17 @@ impl<T> Spare<T> {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<T>> {
-        // A panic cannot leave the list half-changed (push and pop only).
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    /// The list, unless another thread holds it: then nothing is taken
+    /// or kept (a thread starts cold, or its scratch is freed) and no
+    /// thread ever waits here, not even a child forked while the lock was
+    /// held. A panic cannot leave the list half-changed (push and pop
+    /// only).
+    fn try_lock(&self) -> Option<std::sync::MutexGuard<'_, Vec<T>>> {
+        match self.held.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
     }
 }
 
@@ -54,7 +62,10 @@ pub(crate) struct Warm<T: Default + 'static> {
 
 impl<T: Default + 'static> Warm<T> {
     pub(crate) fn new(spare: &'static Spare<T>) -> Self {
-        let v = spare.lock().pop().unwrap_or_default();
+        let v = spare
+            .try_lock()
+            .and_then(|mut h| h.pop())
+            .unwrap_or_default();
         Self {
             cell: std::cell::RefCell::new(v),
             spare,
@@ -77,9 +88,10 @@ impl<T: Default + 'static> Drop for Warm<T> {
             return;
         };
         let v = std::mem::take(&mut *v);
-        let mut held = self.spare.lock();
-        if held.len() < SPARE_MAX {
-            held.push(v);
+        if let Some(mut held) = self.spare.try_lock() {
+            if held.len() < SPARE_MAX {
+                held.push(v);
+            }
         }
     }
 }
@@ -126,8 +138,36 @@ pub(crate) fn map<J: Send, R: Send>(
 /// index) runs on scoped threads instead ([`map`]), with the same results.
 #[derive(Default)]
 pub(crate) struct Pool {
-    workers: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>,
+    workers: std::sync::Mutex<Workers>,
+}
+
+/// The workers of a [`Pool`] and the state they share, in the process
+/// that started them.
+#[derive(Default)]
+struct Workers {
+    handles: Vec<std::thread::JoinHandle<()>>,
     shared: std::sync::Arc<PoolShared>,
+    /// The process that started the workers: a child forked from it has
+    /// none of them (fork copies only the calling thread), and its copy
+    /// of the shared state may hold a lock taken by one; the child then
+    /// forgets both and starts its own.
+    pid: u32,
+}
+
+impl Workers {
+    /// Forgets workers started by another process (module docs of
+    /// [`Workers::pid`]): never joined nor detached, as the threads they
+    /// name do not exist here.
+    fn own(&mut self) {
+        let pid = std::process::id();
+        if self.pid != pid {
+            for h in self.handles.drain(..) {
+                std::mem::forget(h);
+            }
+            self.shared = Default::default();
+            self.pid = pid;
+        }
+    }
 }
 
 /// A job the caller lends the workers, its lifetime erased: the caller
@@ -285,17 +325,22 @@ impl Pool {
         let scoped = |run: &(dyn Fn(usize) + Sync)| {
             map_indexed(n, threads, || (), |_, i| run(i));
         };
-        let Ok(mut workers) = self.workers.try_lock() else {
-            scoped(&run);
-            return results(slots);
+        let mut workers = match self.workers.try_lock() {
+            Ok(w) => w,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                scoped(&run);
+                return results(slots);
+            }
         };
-        while workers.len() < threads - 1 {
-            let sh = std::sync::Arc::clone(&self.shared);
+        workers.own();
+        while workers.handles.len() < threads - 1 {
+            let sh = std::sync::Arc::clone(&workers.shared);
             match std::thread::Builder::new()
                 .name("lshk-query".into())
                 .spawn(move || sh.worker())
             {
-                Ok(h) => workers.push(h),
+                Ok(h) => workers.handles.push(h),
                 Err(_) => {
                     drop(workers);
                     scoped(&run);
@@ -303,6 +348,7 @@ impl Pool {
                 }
             }
         }
+        let shared = std::sync::Arc::clone(&workers.shared);
         let job: &(dyn Fn(usize) + Sync) = &run;
         // SAFETY: the reference is erased to 'static only to pass it to the
         // workers through the shared state. This function does not return,
@@ -313,23 +359,23 @@ impl Pool {
         let job: ErasedJob =
             unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), ErasedJob>(job) };
         {
-            let mut st = self.shared.lock();
+            let mut st = shared.lock();
             st.job = Some(job);
             st.next = 0;
             st.n = n;
             st.remaining = n;
             st.panic = None;
-            self.shared.left.store(n, Ordering::Release);
-            self.shared.posted.fetch_add(1, Ordering::Release);
+            shared.left.store(n, Ordering::Release);
+            shared.posted.fetch_add(1, Ordering::Release);
         }
-        self.shared.go.notify_all();
+        shared.go.notify_all();
         // The caller takes jobs like a worker until none is left.
-        drop(self.shared.take_jobs(self.shared.lock()));
-        spin_until(|| self.shared.left.load(Ordering::Acquire) == 0);
+        drop(shared.take_jobs(shared.lock()));
+        spin_until(|| shared.left.load(Ordering::Acquire) == 0);
         let panic = {
-            let mut st = self.shared.lock();
+            let mut st = shared.lock();
             while st.remaining > 0 {
-                st = self.shared.done.wait(st).unwrap_or_else(|e| e.into_inner());
+                st = shared.done.wait(st).unwrap_or_else(|e| e.into_inner());
             }
             st.job = None;
             st.n = 0;
@@ -356,10 +402,11 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        self.shared.lock().quit = true;
-        self.shared.go.notify_all();
-        let workers = std::mem::take(self.workers.get_mut().unwrap_or_else(|e| e.into_inner()));
-        for h in workers {
+        let w = self.workers.get_mut().unwrap_or_else(|e| e.into_inner());
+        w.own();
+        w.shared.lock().quit = true;
+        w.shared.go.notify_all();
+        for h in w.handles.drain(..) {
             // A worker's job panics are caught; a join error cannot carry one.
             let _ = h.join();
         }
@@ -449,7 +496,7 @@ mod tests {
         }
         // Up to `threads - 1` workers, never one per job: 8 threads asked
         // for 4 jobs start 3.
-        assert_eq!(pool.workers.lock().unwrap().len(), 3);
+        assert_eq!(pool.workers.lock().unwrap().handles.len(), 3);
         assert_eq!(
             pool.try_map(2, (0..5).collect(), |j| if j == 3 { Err(j) } else { Ok(j) }),
             Err(3)
@@ -526,7 +573,7 @@ mod tests {
                 GUARD.with(|_| ());
             }
         });
-        let workers = pool.workers.lock().unwrap().len();
+        let workers = pool.workers.lock().unwrap().handles.len();
         assert_eq!(workers, 2);
         let before = EXITED.load(Ordering::SeqCst);
         drop(pool);
@@ -550,13 +597,38 @@ mod tests {
         assert!(cap >= 1 << 20, "capacity {cap}");
         // At most SPARE_MAX values are kept.
         for _ in 0..SPARE_MAX + 5 {
-            SPARE.lock().pop();
+            SPARE.try_lock().unwrap().pop();
         }
         std::thread::scope(|s| {
             for _ in 0..SPARE_MAX + 5 {
                 s.spawn(|| BUF.with(|b| b.borrow_mut().push(1)));
             }
         });
-        assert!(SPARE.lock().len() <= SPARE_MAX);
+        assert!(SPARE.try_lock().unwrap().len() <= SPARE_MAX);
+    }
+
+    #[test]
+    fn a_pool_from_another_process_is_forgotten_not_waited_for() {
+        // What a forked child sees: workers started by the parent (gone
+        // here) and their shared state locked by one of them at the fork.
+        let pool = Pool::default();
+        assert_eq!(pool.map(3, (0..6).collect(), |j| j + 1), [1, 2, 3, 4, 5, 6]);
+        {
+            let mut w = pool.workers.lock().unwrap();
+            let stale = std::sync::Arc::clone(&w.shared);
+            std::mem::forget(stale.state.lock().unwrap());
+            w.pid = w.pid.wrapping_add(1);
+            drop(stale);
+            // This process's two workers now block on that lock for good;
+            // they end with the test process (as the parent's stay alive
+            // in the parent).
+        }
+        // The stale state's lock is never taken: new workers, same answers.
+        assert_eq!(
+            pool.map(3, (0..6).collect(), |j| j * 2),
+            [0, 2, 4, 6, 8, 10]
+        );
+        assert_eq!(pool.workers.lock().unwrap().handles.len(), 2);
+        drop(pool);
     }
 }
