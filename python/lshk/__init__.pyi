@@ -267,7 +267,8 @@ class Index:
         [0, 1]: each sample keeps the fewest of its set, by logit, whose
         softmax mass in the set reaches it, at least k; 0 = all). threads: the batch split over
         that many threads (0 and 1 the calling thread, 2**32-1 every core;
-        the same answers for every count). Scores are exact logits of the
+        the same answers for every count; the index keeps the threads
+        between calls until it is freed). Scores are exact logits of the
         index's W (in its storage) and bias."""
     def candidates(
         self, q: _F32, k: int = 0, *,
