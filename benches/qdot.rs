@@ -24,6 +24,12 @@
 //!   160 rows in shuffled order, one `score_run` call per run, each pushed
 //!   into one `matmul::TopK` (k = 100).
 //! * `quantize_rows`: quantising 100,000 rows of 128 floats, one thread.
+//! * `select_masks`: the IVF adaptive selection's masks
+//!   (`lshk::kernels::select`) on every tier: `opt_masks` over 752 and
+//!   3,274 lists (w2v's and W1's), `gt_masks` over 47 and 475 rows (a
+//!   w2v list, a W1 list), beside `loop16`: the loop they replaced (16
+//!   lists a chunk, one compare and shift each, compiled for baseline
+//!   x86-64). One element = one list or row.
 //!
 //! With `LSHK_BENCH_CPU_TIME=1` the figures are the thread's CPU time
 //! (`CLOCK_THREAD_CPUTIME_ID`) instead of wall time: on a shared, loaded
@@ -225,6 +231,61 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
                 })
             },
         );
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("select_masks");
+    let es: Vec<f32> = (0..3_274).map(|_| rng.next_normal() as f32).collect();
+    let sp: Vec<f32> = (0..3_274)
+        .map(|_| rng.next_normal().abs() as f32 * 0.1)
+        .collect();
+    let mut masks = vec![0u64; 3_274usize.div_ceil(64)];
+    for n in [752usize, 3_274] {
+        g.throughput(Throughput::Elements(n as u64));
+        for &tier in &tiers {
+            let k = lshk::kernels::select::kernels(tier);
+            g.bench_function(BenchmarkId::new(format!("opt_{}", tier.name()), n), |b| {
+                b.iter(|| {
+                    (k.opt_masks)(black_box(&es[..n]), &sp[..n], 1.5, 1.0, &mut masks);
+                    black_box(&masks);
+                })
+            });
+        }
+        g.bench_function(BenchmarkId::new("opt_loop16", n), |b| {
+            b.iter(|| {
+                let (e, s) = (black_box(&es[..n]), &sp[..n]);
+                let mut count = 0u32;
+                for (cc, ss) in e.chunks(16).zip(s.chunks(16)) {
+                    let mut mask = 0u32;
+                    for (j, (&x, &y)) in cc.iter().zip(ss).enumerate() {
+                        mask |= u32::from(x + 1.5 * y >= 1.0) << j;
+                    }
+                    count += mask.count_ones();
+                }
+                black_box(count)
+            })
+        });
+    }
+    for n in [47usize, 475] {
+        g.throughput(Throughput::Elements(n as u64));
+        for &tier in &tiers {
+            let k = lshk::kernels::select::kernels(tier);
+            g.bench_function(BenchmarkId::new(format!("gt_{}", tier.name()), n), |b| {
+                b.iter(|| {
+                    (k.gt_masks)(black_box(&es[..n]), 1.0, &mut masks);
+                    black_box(&masks);
+                })
+            });
+        }
+        g.bench_function(BenchmarkId::new("gt_loop16", n), |b| {
+            b.iter(|| {
+                let mut any = 0u32;
+                for c in black_box(&es[..n]).chunks(16) {
+                    any += u32::from(c.iter().fold(false, |a, &x| a | (x > 1.0)));
+                }
+                black_box(any)
+            })
+        });
     }
     g.finish();
 

@@ -457,6 +457,60 @@ mod tests {
         check::<Ivf>();
     }
 
+    /// `theta_update` keeps what pushing every score above the running
+    /// k-th one by one keeps, on both of its paths (short lists inline,
+    /// long ones through the selection masks of every tier), with and
+    /// without skipping scores already held, from an empty or a full heap.
+    /// (A pre-filter one step too strict fails it.)
+    #[test]
+    fn theta_update_equals_one_push_per_passing_score() {
+        use search::{theta_of, theta_push, theta_update};
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Coarse values near 0, so that ties, repeated scores and
+            // scores just above the k-th occur.
+            ((x >> 40) % 40) as f32 * 0.25 - 5.0
+        };
+        for len in [0usize, 1, 15, 16, 17, 63, 127, 128, 129, 300, 1000] {
+            for k in [1usize, 10, 64] {
+                for multi in [false, true] {
+                    // Empty; k random scores; k zeros (the k-th score then
+                    // stays at 0 while the first k positive scores come in,
+                    // so every score just above it matters).
+                    for prefill in 0..3 {
+                        let start: Vec<f32> = {
+                            let mut h = Vec::new();
+                            for _ in 0..[0, k, k][prefill] {
+                                let v = if prefill == 2 { 0.0 } else { next() };
+                                theta_push(&mut h, k, v);
+                            }
+                            h
+                        };
+                        let sc: Vec<f32> = (0..len).map(|_| next()).collect();
+                        let mut want = start.clone();
+                        for &v in &sc {
+                            if v > theta_of(&want, k) && !(multi && want.contains(&v)) {
+                                theta_push(&mut want, k, v);
+                            }
+                        }
+                        let mut want_sorted = want.clone();
+                        want_sorted.sort_by(f32::total_cmp);
+                        for tier in crate::isa::Isa::supported() {
+                            let sel = crate::kernels::select::kernels(tier);
+                            let (mut got, mut masks) = (start.clone(), Vec::new());
+                            theta_update(&mut got, k, &sc, multi, sel, &mut masks);
+                            got.sort_by(f32::total_cmp);
+                            assert_eq!(got, want_sorted, "{tier:?} len {len} k {k} multi {multi}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// `sort_rank_keys` gives `sort_unstable`'s order for keys pushed in
     /// ascending id order: ties, both zeros, the extremes, scores sharing
     /// some of their bytes (skipped digits) and every size around the

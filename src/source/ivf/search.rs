@@ -216,15 +216,23 @@ pub(super) fn sort_rank_keys(keys: &mut Vec<u64>, tmp: &mut Vec<u64>) {
     }
 }
 
+/// A visited list of at least this many rows has its rows tested by the
+/// [`select`] kernel; a shorter one by chunks of 16 inline, which costs
+/// less than the kernel's call on a few dozen rows (`benches/qdot.md`,
+/// "select_masks": 47 rows 5 ns inline against 9 ns AVX-512, 475 rows 37
+/// against 24).
+const GT_KERNEL_MIN_ROWS: usize = 128;
+
 /// Adds the scores `sc` of a visited list to the `k` best of `heap`
 /// (adaptive selection's running k-th score). Only a score above the
-/// current k-th changes it: one vector compare of every row against the
-/// k-th score at entry (`kernels::select`, bits into `masks`), then only
-/// the rows whose bit is set, one by one against the k-th score as it
-/// rises. With `multi` (label-trained lists) a score already held is
-/// skipped: a row in two lists has the same int8 score in both and counts
-/// once (a distinct row with exactly the same score is skipped too, which
-/// only lowers the bound).
+/// current k-th changes it: a vector compare of the rows against the k-th
+/// score first (16 rows at a time inline on short lists, the whole list
+/// as bits by `kernels::select` into `masks` on long ones), then only the
+/// rows that pass it, one by one against the k-th score as it rises. With
+/// `multi` (label-trained lists) a score already held is skipped: a row
+/// in two lists has the same int8 score in both and counts once (a
+/// distinct row with exactly the same score is skipped too, which only
+/// lowers the bound).
 pub(super) fn theta_update(
     heap: &mut Vec<f32>,
     k: usize,
@@ -234,6 +242,22 @@ pub(super) fn theta_update(
     masks: &mut Vec<u64>,
 ) {
     let mut th = theta_of(heap, k);
+    let mut push = |x: f32, th: &mut f32| {
+        if x > *th && !(multi && heap.contains(&x)) {
+            theta_push(heap, k, x);
+            *th = theta_of(heap, k);
+        }
+    };
+    if sc.len() < GT_KERNEL_MIN_ROWS {
+        for c in sc.chunks(16) {
+            if c.iter().fold(false, |a, &x| a | (x > th)) {
+                for &x in c {
+                    push(x, &mut th);
+                }
+            }
+        }
+        return;
+    }
     let nw = select::words(sc.len());
     grow(masks, nw);
     (sel.gt_masks)(sc, th, &mut masks[..nw]);
@@ -242,10 +266,7 @@ pub(super) fn theta_update(
         while m != 0 {
             let x = sc[w * 64 + m.trailing_zeros() as usize];
             m &= m - 1;
-            if x > th && !(multi && heap.contains(&x)) {
-                theta_push(heap, k, x);
-                th = theta_of(heap, k);
-            }
+            push(x, &mut th);
         }
     }
 }
