@@ -155,9 +155,9 @@ struct Workers {
 }
 
 impl Workers {
-    /// Forgets workers started by another process (module docs of
-    /// [`Workers::pid`]): never joined nor detached, as the threads they
-    /// name do not exist here.
+    /// Forgets workers started by another process (see [`Workers::pid`]):
+    /// never joined nor detached, as the threads they name do not exist
+    /// here.
     fn own(&mut self) {
         let pid = std::process::id();
         if self.pid != pid {
@@ -195,18 +195,16 @@ struct PoolShared {
 /// spin likewise (GOMP_SPINCOUNT, KMP_BLOCKTIME), for longer.
 const SPIN: std::time::Duration = std::time::Duration::from_micros(100);
 
-/// Spins until `ready()` or [`SPIN`] has passed; whether it became ready.
-fn spin_until(ready: impl Fn() -> bool) -> bool {
+/// Spins until `ready()` or [`SPIN`] has passed (the caller checks its
+/// condition again under the lock either way).
+fn spin_until(ready: impl Fn() -> bool) {
     let t0 = std::time::Instant::now();
-    loop {
+    while t0.elapsed() < SPIN {
         for _ in 0..64 {
             if ready() {
-                return true;
+                return;
             }
             std::hint::spin_loop();
-        }
-        if t0.elapsed() >= SPIN {
-            return ready();
         }
     }
 }

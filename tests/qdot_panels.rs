@@ -88,20 +88,14 @@ fn check(r: &QRows, qs: &[QQuery], what: &str) {
                     .all(|x| x.is_nan()));
             }
             // A run in the middle (whole panels: a pair, and one alone).
-            if pr >= 64 {
-                let mut mid = vec![0f32; qc.len() * 32];
-                assert!(p.score(v, 32, 32, &refs, &mut mid, 32).unwrap());
-                for (i, w) in wc.iter().enumerate() {
-                    let e = rows.min(64);
-                    assert_eq!(bits(&mid[i * 32..i * 32 + e - 32]), bits(&w[32..e]));
-                }
-            }
-            if pr >= 32 {
-                let mut one = vec![0f32; qc.len() * 16];
-                assert!(p.score(v, 16, 16, &refs, &mut one, 16).unwrap());
-                for (i, w) in wc.iter().enumerate() {
-                    let e = rows.min(32);
-                    assert_eq!(bits(&one[i * 16..i * 16 + e - 16]), bits(&w[16..e]));
+            for (first, n) in [(32usize, 32usize), (16, 16)] {
+                if pr >= first + n {
+                    let mut mid = vec![0f32; qc.len() * n];
+                    assert!(p.score(v, first, n, &refs, &mut mid, n).unwrap());
+                    for (i, w) in wc.iter().enumerate() {
+                        let e = rows.min(first + n);
+                        assert_eq!(bits(&mid[i * n..i * n + e - first]), bits(&w[first..e]));
+                    }
                 }
             }
         }

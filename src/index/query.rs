@@ -2,6 +2,7 @@
 //! split of a batch over threads ([`QueryParams::threads`]).
 
 use super::*;
+use crate::par::{Spare, Warm};
 
 #[derive(Default)]
 struct QueryScratch {
@@ -9,8 +10,6 @@ struct QueryScratch {
     scores: Vec<f32>,
     out_scores: Vec<f32>,
 }
-
-use crate::par::{Spare, Warm};
 
 thread_local! {
     static QSCRATCH: Warm<QueryScratch> = Warm::new(&SPARE_QSCRATCH);

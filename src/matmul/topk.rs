@@ -6,11 +6,10 @@ use crate::bail;
 use crate::error::{checked_mul, Result};
 
 use super::check_offsets;
+use crate::par::{Spare, Warm};
 
 /// Padding id of [`topk`] when a query has fewer than k candidates.
 pub const TOPK_PAD_ID: u32 = u32::MAX;
-
-use crate::par::{Spare, Warm};
 
 thread_local! {
     /// The calling thread's top-k buffer ([`topk`], [`super::topk_merge`]).

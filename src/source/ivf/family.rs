@@ -36,6 +36,7 @@ use super::{Codes, Ivf, RowsIn};
 use crate::error::{Result, Status};
 use crate::format::SectionOut;
 use crate::matmul::{Weights, TOPK_PAD_ID};
+use crate::par::{Spare, Warm};
 use crate::source::GatherResult;
 use crate::source::{
     non_lsh_build, BuildInput, CandidateSource, IndexView, LoadInput, QueryParams,
@@ -50,8 +51,6 @@ pub(crate) static REGISTRATION: SourceRegistration = SourceRegistration {
     build,
     load,
 };
-
-use crate::par::{Spare, Warm};
 
 thread_local! {
     /// A block's top-k ids and scores from the lists (reused per thread).

@@ -11,6 +11,7 @@
 use super::batch::BATCH;
 use super::*;
 use crate::kernels::select;
+use crate::par::{Spare, Warm};
 
 #[derive(Default)]
 pub(super) struct Scratch {
@@ -46,8 +47,6 @@ pub(super) struct Scratch {
     /// The scratch of [`Ivf::search_batch`] (taken out while it runs).
     pub(super) batch: super::batch::Batch,
 }
-
-use crate::par::{Spare, Warm};
 
 thread_local! {
     pub(super) static SCRATCH: Warm<Scratch> = Warm::new(&SPARE_SCRATCH);
