@@ -133,8 +133,8 @@ pub unsafe extern "C" fn lshk_simhash_shape(
     boundary("lshk_simhash_shape", || {
         // SAFETY: forwarded caller contract.
         let h = unsafe { simhash_ref(h)? };
-        // Every output is checked before any is written (a misaligned
-        // pointer used to be dereferenced: UB, an abort in debug builds).
+        // Every output is checked before any is written: a misaligned
+        // pointer must never be dereferenced (UB, an abort in debug builds).
         // SAFETY: non-NULL outputs are writable (caller contract).
         unsafe {
             write_u32_outs(&[

@@ -166,8 +166,8 @@ pub unsafe extern "C" fn lshk_tables_shape(
     boundary("lshk_tables_shape", || {
         // SAFETY: forwarded caller contract.
         let t = unsafe { tables_ref(t)? };
-        // Every output is checked before any is written (a misaligned
-        // pointer used to be dereferenced: UB, an abort in debug builds).
+        // Every output is checked before any is written: a misaligned
+        // pointer must never be dereferenced (UB, an abort in debug builds).
         if !(n as usize).is_multiple_of(std::mem::align_of::<usize>()) {
             bail!(InvalidArgument, "`n` is misaligned");
         }

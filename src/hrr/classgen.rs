@@ -33,9 +33,8 @@
 //! reduction to the first octant with integer arithmetic. No platform
 //! libm and no FFT library is involved, so the bits are the same
 //! everywhere; `tests/hrr.rs` checks a golden checksum. The cost is
-//! O(d sum of the prime factors) per row: about 17 us per row at d = 400
-//! and 44 us at d = 800 on Zen 4 (670,091 rows on two threads: 5.7 s and
-//! 14.9 s).
+//! O(d sum of the prime factors) per row (timings: docs/hrr.md, "The
+//! class-vector generator").
 
 use crate::bail;
 use crate::error::{checked_mul, try_vec, Result};

@@ -1,6 +1,5 @@
 //! Support for the training paths (IUL, full rehash): tables from codes,
-//! hashed rows, replacing SimHash planes (split out of index/mod.rs, code
-//! unchanged).
+//! hashed rows, replacing SimHash planes.
 
 use super::*;
 

@@ -15,9 +15,10 @@
 //!   tails (masked lanes never fault and are never written); reductions
 //!   folded to 256 bits (`vextractf32x8`) into the AVX2 trees.
 //!
-//! Every operation is the one the tier used before this module existed (the
-//! same instruction, operand order, FMA or not, and reduction tree), so the
-//! results are bit-identical to the hand-written kernels they replace.
+//! Every operation is one fixed instruction sequence per tier (the
+//! instruction, operand order, FMA or not, and reduction tree that the
+//! kernels' module docs name), so writing a kernel once over these types
+//! does not change its bits on any tier.
 
 use std::arch::x86_64::*;
 
@@ -192,8 +193,9 @@ pub(crate) struct Avx2;
 
 /// The lanes of one 8-float block: all of them (`full`: plain `vmovups`)
 /// or the first few (a tail: `vmaskmovps`, whose store is slow on AMD
-/// cores, so full blocks never use it: the L3 row updates of training ran
-/// 2.4-2.9x slower on Zen 4 with it on every block, benches/train.md).
+/// cores, so full blocks never use it: on every block it makes training's
+/// L3 row updates much slower on Zen 4, benches/train.md, "`vmaskmovps`
+/// stores").
 /// `full` is a constant wherever the mask is made by `all` or `tail`, so
 /// the branch folds away.
 #[derive(Clone, Copy)]

@@ -47,21 +47,22 @@
 //! # Epilogues
 //! [`topk`] (per query the k largest, descending, ties to the smaller id,
 //! NaN never selected, padded with `u32::MAX` / `-inf`) and [`softmax`]
-//! (max-subtracted, optional log-sum-exp). A fused matmul -> top-k path
-//! was not added because it cannot measurably help: top-k (k = 10) over
-//! 10,000 scores takes ~2.6 us, the matmul producing those scores ~1 ms
-//! (~100 ns per DRAM-resident row), so fusing could save < 0.3 %.
+//! (max-subtracted, optional log-sum-exp). There is no fused matmul ->
+//! top-k path because it cannot measurably help: the top-k pass over the
+//! scores costs a tiny fraction of the matmul that produces them, which
+//! fetches a DRAM-resident row per score (`benches/gathered_matmul.md`,
+//! "Epilogues").
 //!
 //! # The "small GEMM over the union" ([`Schedule::Union`]): opt-in only
 //! When the queries of a batch share candidates, [`Schedule::Union`] sorts
 //! the batch's (id, position) pairs, fetches every distinct row once and
 //! multiplies it by all the queries that asked for it (the tier's f32 kernel
-//! with W and Q swapped), within the same error bound. Measured on W1 with
-//! B = 64, k = 4,096 (`benches/gathered_matmul.md`) it was never faster than
-//! the per-query schedule, not even with all 64 queries drawing from one
-//! pool of 4,096 rows (43 vs 38 ns per output): the sort of the 262,144
-//! pairs costs more than the re-fetches it saves, which hit L2/L3 when the
-//! pool is small. So the automatic rule is simply: per query, always
+//! with W and Q swapped), within the same error bound. On W1 with B = 64,
+//! k = 4,096 it is not faster than the per-query schedule, not even with
+//! all 64 queries drawing from one pool of 4,096 rows
+//! (`benches/gathered_matmul.md`, "Shared candidates"): the sort of the
+//! 262,144 pairs costs more than the re-fetches it saves, which hit L2/L3
+//! when the pool is small. So the automatic rule is simply: per query, always
 //! ([`Schedule::Auto`]); the union schedule stays available explicitly.
 
 use std::cell::RefCell;

@@ -101,7 +101,7 @@ impl AdamParams {
     /// The coefficients of a row's `t`-th update (`t >= 1`): the bias
     /// corrections `1 / (1 - beta^t)` in f64 (`beta^t` by repeated
     /// squaring, [`crate::kernels::train::pow_int2`]: a few multiplications
-    /// where `powf` took most of a row's time in the L3 regime), rounded to
+    /// instead of a `powf` call per row, costly in the L3 regime), rounded to
     /// f32 ([`AdamCoef::new`]; the kernels call [`AdamCoef::at_step`] per row).
     pub fn coef(&self, t: u32) -> AdamCoef {
         AdamCoef::new(self.lr, self.beta1, self.beta2, self.eps, t)

@@ -44,8 +44,8 @@ struct Group {
 /// Positions `0..ids.len()` ordered by row id, equal ids in increasing
 /// position: a stable LSD counting sort on the id, 11 bits per pass, as
 /// many passes as the largest id needs (2 below 2^22 rows). The order is
-/// exactly that of sorting the unique keys `id << 32 | position` (which
-/// the first version did with `sort_unstable`, 1.5-2x slower here).
+/// exactly that of sorting the unique keys `id << 32 | position`, which
+/// `sort_unstable` does more slowly (benches/train.md, "Grouping by row").
 /// `order` and `tmp` have room for the positions (reserved by the caller).
 fn order_by_row(ids: &[u32], order: &mut Vec<u32>, tmp: &mut Vec<u32>) {
     const BITS: u32 = 11;
@@ -81,11 +81,12 @@ fn order_by_row(ids: &[u32], order: &mut Vec<u32>, tmp: &mut Vec<u32>) {
 
 /// [`update_rows`] groups by one counting sort keyed by the whole row id
 /// ([`group_direct`]) when `rows <= 4 n + 65,536` for `n` positions, else
-/// by [`order_by_row`]'s radix passes over the positions. Measured on Zen 4
-/// (grouping alone, per position): 16,384 rows and n = 4,096, direct 4.7
-/// ns, radix 8.3; 670,091 rows and n = 65,536, direct 11.5 (its counters,
-/// 2.7 MB, are no longer in L2), radix 9.0. The direct one keeps a counter
-/// and a byte per row in the thread's scratch, hence the bound in `n`.
+/// by [`order_by_row`]'s radix passes over the positions. The direct sort
+/// wins while its counters stay in L2; with many more rows than positions
+/// (670,091 rows, n = 65,536: 2.7 MB of counters, no longer in L2) the
+/// radix passes win (benches/train.md, "Grouping by row"). The direct one
+/// keeps a counter and a byte per row in the thread's scratch, hence the
+/// bound in `n`.
 const DIRECT_GROUP_ROWS_PER_POS: usize = 4;
 const DIRECT_GROUP_MIN_ROWS: usize = 65_536;
 
@@ -120,7 +121,7 @@ fn group(b: &Batch, rows: usize, g: &mut Group, direct: bool) -> Result<()> {
 /// The grouping of [`update_rows`] in one counting sort keyed by the whole
 /// row id, in time `O(n + rows / 8)`: per position the row's counter is
 /// incremented and its byte set in a byte map of the rows (plain stores:
-/// a bitmap's read-modify-write of one word by neighbouring ids was a
+/// a bitmap's read-modify-write of one word by neighbouring ids is a
 /// chain of store-to-load forwards); the map, read 8 bytes at a time and
 /// cleared, gives the touched rows in ascending order, hence `rowid`,
 /// `starts` and each row's first slot; one scatter of every position's
@@ -128,8 +129,9 @@ fn group(b: &Batch, rows: usize, g: &mut Group, direct: bool) -> Result<()> {
 /// positions: exactly the order of [`order_by_row`]); then the touched
 /// counters are reset. `hist` (one counter a row) and `seen` (one byte a
 /// row, padded to 8) are zero between calls, so nothing of size `rows` is
-/// cleared (the first version's 64 KiB memset and its branch per row over
-/// every counter were a quarter of an L3 SGD update).
+/// cleared: a memset of the counters and a branch per row over them would
+/// be a large share of an L3 SGD update (benches/train.md, "Grouping by
+/// row").
 fn group_direct(b: &Batch, rows: usize, g: &mut Group) -> Result<()> {
     let n = b.ids.len();
     grow_zeroed(&mut g.hist, rows)?;
@@ -484,11 +486,10 @@ pub fn rows_update_sgd(
 /// Whether [`rows_update_sgd`] groups the batch by row first: when
 /// `2 n >= rows` for `n` positions (uniform ids would then repeat at a
 /// fifth of the positions or more, and each repeat saves a row's read and
-/// write). Measured on Zen 4: w2v-gutenberg's training step (131,072
-/// positions over 35,388 rows) takes 1.9-2.1 ms grouped against 3.74 ms
-/// position by position; 4,096 positions over 16,384 rows take 70 µs
-/// position by position against about 80 µs grouped (the grouped
-/// sum-first update of that commit).
+/// write): grouping pays on w2v-gutenberg's training step (131,072
+/// positions over 35,388 rows) and costs on the L3 benchmark's batch
+/// (4,096 positions over 16,384 rows) (benches/train.md, "Grouping by
+/// row").
 fn sgd_grouped(rows: usize, n: usize) -> bool {
     n.saturating_mul(2) >= rows
 }
@@ -604,9 +605,10 @@ pub(crate) fn sgd_with(
     })
 }
 
-/// [`rows_update_sgd`] gives each thread at least this many positions
-/// (threads are spawned per call: at 1,024 a thread, the L3 benchmark's
-/// 4,096 positions took 186-191 µs on 2 threads against 72-74 µs on one).
+/// [`rows_update_sgd`] gives each thread at least this many positions:
+/// threads are spawned per call, which costs more than a small batch's
+/// update takes (the L3 benchmark's 4,096 positions are slower on 2 threads
+/// than on one: benches/train.md, "Threads:").
 const SGD_MIN_POSITIONS_PER_THREAD: usize = 16_384;
 
 #[cfg(test)]

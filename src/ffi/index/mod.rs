@@ -808,9 +808,9 @@ unsafe impl OutStruct for lshk_index_info {
     const C_NAME: &'static str = "lshk_index_info";
 }
 
-// Declared in the file's old order, so cbindgen writes the header in the
-// same order as before the split (it emits this file's items, then each
-// submodule's in declaration order; blank lines keep rustfmt from sorting).
+// Declared in this order so that cbindgen keeps the header's item order (it
+// emits this file's items, then each submodule's in declaration order;
+// blank lines keep rustfmt from sorting).
 mod build;
 
 mod query;

@@ -1,6 +1,5 @@
 //! Read-only views of an index: memory, shape, weights, the borrowed
-//! family/tables handles, and lshk_index_free (split out of ffi/index.rs,
-//! code unchanged).
+//! family/tables handles, and lshk_index_free.
 
 use super::*;
 

@@ -5,8 +5,9 @@
 //!   eight independent accumulator chains (covering the 4-cycle FMA
 //!   latency at two FMAs per cycle) for six 256-bit loads per eight FMAs.
 //! * `vmovups`: rows and queries need no alignment.
-//! * `prefetcht0` of the rows 16 ahead during the first pass over a tile
-//!   (measured ~20 % faster at B = 1 on Zen 3; the stream is memory bound).
+//! * `prefetcht0` of the rows 16 ahead during the first pass over a tile:
+//!   the B = 1 stream is memory bound, and the hardware prefetcher alone
+//!   keeps fewer lines in flight (`benches/dense.md`).
 //! * `vhaddps` + `vextractf128`: the four rows of a block are reduced
 //!   together at the end of a dot product (three `vhaddps` and one add give
 //!   four logits); the `dim % 8` tail is added in scalar (a fused

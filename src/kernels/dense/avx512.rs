@@ -6,15 +6,15 @@
 //!   latency at two FMAs per cycle) for six 512-bit loads per eight FMAs.
 //! * `vmovups`: rows and queries need no alignment.
 //! * `prefetcht0` of the rows 32 ahead during the first pass over a tile
-//!   (the B = 1 stream is memory bound). Measured on Zen 4, B = 1: no
-//!   prefetch 18.6-18.9 M logits/s from DRAM, 16 rows ahead 29.3-30.5,
-//!   32 ahead 31.0-32.9, 64 ahead 30.8-31.2.
+//!   (the B = 1 stream is memory bound): on Zen 4 the best of the
+//!   distances tried, well ahead of no prefetch (`benches/dense.md`,
+//!   "AVX-512 on Zen 4").
 //! * The four rows of a block are reduced together: each 512-bit
 //!   accumulator is folded to 256 bits (`vextractf32x8` + `vaddps`), then
 //!   three `vhaddps` and one add give the four logits. A separate
-//!   `_mm512_reduce_add_ps` per output (the first version) cost about as
-//!   many instructions as the FMAs at d = 128 and left this tier slower
-//!   than AVX2 at B = 1 on Zen 4. The `dim % 16` tail is added in scalar
+//!   `_mm512_reduce_add_ps` per output costs about as many instructions as
+//!   the FMAs at d = 128, and would leave this tier slower than AVX2 at
+//!   B = 1 on Zen 4 (same section). The `dim % 16` tail is added in scalar
 //!   (a fused multiply-add per element, `f32::mul_add` compiles to `vfmadd`
 //!   here).
 //!

@@ -12,24 +12,23 @@
 //!   `vpcmpgtd` (strictly greater: ties keep the earlier position; NaN =
 //!   `i32::MIN` never beats the initial `i32::MIN`), `vpmaxsd` for the
 //!   running max and `vpblendvb` for its position. Keys are packed in
-//!   registers (`vpslld` + `vpor`). No gathers: at 64 rows this measured
-//!   0.17 µs per row on Zen 3, against 1.29 µs for bins in lanes with
-//!   `vgatherdps` and 0.91 µs with the scalar-load gather below (see
-//!   `benches/dwta.md`).
+//!   registers (`vpslld` + `vpor`). No gathers: at 64 rows per call this
+//!   beats bins in lanes per row, with `vgatherdps` or with the scalar-load
+//!   gather below (`benches/dwta.md`, "Dense schemes measured").
 //! * Bins in lanes (one row, or huge `dim`): a group of 16 bins is two ymm of
 //!   8 bins, processed as two independent chains. For each position p, the
 //!   transposed map gives the p-th coordinates of the 16 bins contiguously;
 //!   the row's values there are loaded one by one into two ymm. That is a
-//!   gather, but not `vgatherdps`: on Zen 3, 2,400 elements took 1.40 µs
-//!   with `vgatherdps` ymm, 1.75 µs with xmm gathers and 0.86 µs with 8
-//!   scalar loads + inserts (min of 30, same process), and this kernel went
-//!   from 1.35 to 0.95 µs per row. A lane wins when `vcmpps` with
-//!   `_CMP_NLE_UQ` (not `v <= max`: true when v is larger or the running max
-//!   is still NaN = "no winner yet") AND `_CMP_ORD_Q(v, v)` (v is not NaN):
-//!   NaN never wins, equal values (including -0/+0) keep the earlier
-//!   position, a NaN-only prefix is skipped. Two `vblendvps` carry the
-//!   running max and its position. (Gathering precomputed integer keys
-//!   instead measured the same: the loads bound this loop.)
+//!   gather, but not `vgatherdps`: Zen 3's ymm and xmm gathers are slower
+//!   than 8 scalar loads + inserts, alone and in this kernel
+//!   (`benches/dwta.md`, "Dense schemes measured"). A lane wins when
+//!   `vcmpps` with `_CMP_NLE_UQ` (not `v <= max`: true when v is larger or
+//!   the running max is still NaN = "no winner yet") AND
+//!   `_CMP_ORD_Q(v, v)` (v is not NaN): NaN never wins, equal values
+//!   (including -0/+0) keep the earlier position, a NaN-only prefix is
+//!   skipped. Two `vblendvps` carry the running max and its position.
+//!   (Gathering precomputed integer keys instead gains nothing: the loads
+//!   bound this loop.)
 //!
 //! Sparse: 8 entries at a time, `vpmulld` + `vpsrld` hash the indices to
 //! coordinate-filter bits, `vpgatherdd` fetches the filter words, `vpsrlvd`
@@ -183,7 +182,7 @@ unsafe fn group_avx2(row: *const f32, base: *const i32, bs: usize, out: *mut u32
             let pv = _mm256_castsi256_ps(_mm256_set1_epi32(p as i32));
             // The p-th coordinates of the 16 bins, loaded one by one and
             // inserted (`vmovss`/`vinsertps`/`vinsertf128`): on Zen 3 this
-            // measured 1.4x faster than `vgatherdps` (see the module doc).
+            // beats `vgatherdps` (see the module doc).
             let b = base.add(p * GROUP);
             let ld = |u: usize| *row.add(*b.add(u) as usize);
             let v0 = _mm256_setr_ps(ld(0), ld(1), ld(2), ld(3), ld(4), ld(5), ld(6), ld(7));

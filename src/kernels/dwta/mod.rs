@@ -247,9 +247,8 @@ crate::kernels::tier_table! {
 /// per row (bins in lanes). The block costs `O(dim)` per row to build and
 /// `4 * dim * 32` bytes of scratch, so only when every coordinate is used
 /// about once or more (`dim <= K*L*B`) and the block stays in L2
-/// (`dim <= 2048`, 256 KiB). Measured on Zen 3 with K*L*B = 2,400, per row
-/// at batch 64 vs one row per call: dim 128 0.16 vs 0.91 µs, 1024 0.39 vs
-/// 0.92, 2048 0.68 vs 0.99, but 4096 1.44 vs 1.16.
+/// (`dim <= 2048`, 256 KiB): beyond that, blocks lose to one row per call
+/// on Zen 3 (`benches/dwta.md`, "Dense schemes measured").
 #[inline]
 pub fn use_row_blocks(h: &DwtaView<'_>) -> bool {
     h.dim() <= h.map().len() && h.dim() <= 2048

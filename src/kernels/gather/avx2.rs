@@ -5,8 +5,9 @@
 //! among this tier's target features, which are avx2, popcnt and bmi1) plus
 //! one of its summary word. A variant computing 8 word indices and 64-bit
 //! masks at once (`vpsrld`, `vpmovzxdq` + `vpsllvq`) and then doing the
-//! scalar ORs measured slower (1.75 vs 1.50 ns per id, W1-sized bitmap), so
-//! the plain loop is used. Counting adds 1 per id with scalar increments.
+//! scalar ORs is slower on a W1-sized bitmap (`benches/gather.md`, "What
+//! the measurements decided"), so the plain loop is used. Counting adds 1
+//! per id with scalar increments.
 //!
 //! Extraction walks the summary's set bits. Words with at most 4 set bits
 //! (the common case at ~1.5 % density) take four branch-free
@@ -16,7 +17,8 @@
 //! base row (`vpaddd`), stored as 8 lanes (`vmovdqu`), the cursor advancing by
 //! `popcnt`. The counting filter then runs over the decoded ids with scalar
 //! counter loads and a branch-free compaction (`vpgatherdd` + `vpermd`
-//! compaction measured 1.4x slower than the scalar tier on this Zen 3).
+//! compaction is slower than the scalar tier on Zen 3, whose gathers are
+//! microcoded: `benches/gather.md`).
 
 use std::arch::x86_64::*;
 

@@ -1,13 +1,13 @@
-//! Gather kernels, AVX-512 tier (F/BW/DQ/VL). Written for completeness:
-//! the development machine has no AVX-512, so this tier is compiled but has
-//! never been executed there.
+//! Gather kernels, AVX-512 tier (F/BW/DQ/VL). Compiled everywhere, run
+//! only where the CPU has AVX-512; the tests that reach it and the machines
+//! that have executed it: docs/avx512.md.
 //!
 //! Counting uses `vpgatherdd` + `vpaddd` + `vpscatterdd` over 16 ids at a
 //! time. A `vpconflictd` pass is not needed: the ids handed to one call are
 //! one bucket's ids, which are distinct, so no two lanes hit the same
 //! counter. Bitmap marking (16 word indices and 64-bit masks computed with
 //! `vpsrld` / `vpsllvq`) ORs into the bitmap with scalar stores, because
-//! distinct ids can share a 64-bit word (on AVX2 the scalar loop was
+//! distinct ids can share a 64-bit word (on AVX2 the scalar loop is
 //! faster; this tier keeps the vector index math, unmeasured). Extraction
 //! decodes words with more than 4 set bits 16 bits at a time with
 //! `vpcompressd` (`kmov` of the 16 mask bits, iota + base row), sparser

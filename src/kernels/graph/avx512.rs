@@ -1,5 +1,5 @@
-//! Graph-search dot kernels, AVX-512 tier (avx512f + bw + dq + vl). Runs on
-//! the development machine (AMD Zen 4); see docs/avx512.md.
+//! Graph-search dot kernels, AVX-512 tier (avx512f + bw + dq + vl). Where
+//! they have run: docs/avx512.md.
 //!
 //! Instructions and why:
 //! * `vmulps zmm` + `vaddps zmm` (not `vfmadd`): the fixed summation order

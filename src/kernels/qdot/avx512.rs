@@ -1,9 +1,9 @@
 //! Quantised dot products, AVX-512 tier (avx512f + bw + dq + vl, and
 //! `vpdpbusd` when the CPU has AVX-512 VNNI): the same structure as the
 //! AVX2 tier with 64-byte chunks, plus the panel kernels
-//! ([`super::PanelFn`], at the end of the file). Both flavours were
-//! executed by the tests on AMD Zen 4 (AVX-512 VNNI, no FP16); the tests
-//! run them wherever the CPU has AVX-512.
+//! ([`super::PanelFn`], at the end of the file). The tests run both
+//! flavours wherever the CPU has AVX-512; where they have run:
+//! docs/avx512.md.
 //!
 //! Instructions and why:
 //! * `vpdpbusd` (VNNI flavour, `dot_vnni` / `score_vnni`): 64 u8 x i8

@@ -95,8 +95,8 @@ impl<const BIAS: bool> Sink for ScoreSink<BIAS> {
 }
 
 /// `[sum(a), sum(b), sum(c), sum(d)]` (wrapping): a 4x4 transpose-and-add
-/// per 128-bit lane with `vpunpck{l,h}{dq,qdq}` (measured ~7 % faster per
-/// row than three `vphaddd` on Zen 3), then the two lanes added.
+/// per 128-bit lane with `vpunpck{l,h}{dq,qdq}` (faster per row than three
+/// `vphaddd` on Zen 3: `benches/qdot.md`), then the two lanes added.
 #[inline(always)]
 pub(super) unsafe fn hsum4(a: __m256i, b: __m256i, c: __m256i, d: __m256i) -> __m128i {
     // SAFETY: register-only AVX2 operations; the caller enables avx2.

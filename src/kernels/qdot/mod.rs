@@ -41,9 +41,9 @@ pub mod scalar;
 pub const PAD: usize = 64;
 
 /// How far ahead of the block being scored the SIMD tiers prefetch, in
-/// bytes (64 rows of d = 128). Measured on Zen 3 with `benches/qdot.rs`:
-/// 16-32 rows ahead did not help an L3-resident run, 64 halved its time,
-/// 128-256 were no better.
+/// bytes (64 rows of d = 128): on Zen 3, shorter distances help an
+/// L3-resident run less and longer ones no more (`benches/qdot.md`,
+/// "Software prefetch").
 pub const PREFETCH_BYTES: usize = 8192;
 
 /// The largest `dim_pad` the kernels accept: `127 * 127 * 2^17 < 2^31`, so

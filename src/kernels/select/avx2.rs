@@ -1,8 +1,8 @@
 //! AVX2 tier of the selection masks (avx2 + fma, the tier's features;
 //! no FMA is used): `vmulps` then `vaddps`, `vcmpps` (ordered `>=` / `>`)
 //! and `vmovmskps`, eight lists or rows per compare; the tail by
-//! `vmaskmovps` loads. Executed on AMD Zen 5 (`tests/select.rs` with
-//! every supported tier: the scalar oracle's bits).
+//! `vmaskmovps` loads. `tests/select.rs` checks every supported tier
+//! against the scalar oracle's bits.
 
 use crate::kernels::simd::{entries, Avx2};
 

@@ -1,8 +1,8 @@
 //! AVX-512 tier of the selection masks (avx512f + bw + dq + vl):
 //! `vmulps` then `vaddps` (no FMA), `vcmpps` straight into a mask
 //! register (ordered `>=` / `>`), sixteen lists or rows per compare; the
-//! tail by `{k}` masked loads.
-//! Executed on AMD Zen 5 (`tests/select.rs`: the scalar oracle's bits).
+//! tail by `{k}` masked loads. `tests/select.rs` checks it against the
+//! scalar oracle's bits; where it has run: docs/avx512.md.
 
 use crate::kernels::simd::{entries, Avx512};
 

@@ -15,8 +15,8 @@
 //! * `vmaskmovps` loads and stores for the `n % 16` (segments) and
 //!   `dim % 8` (rows) tails only: masked lanes are never touched. Full
 //!   blocks use `vmovups` (`M8`): a `vmaskmovps` store is slow on AMD
-//!   cores (the L3 row updates ran 2.4-2.9x slower on Zen 4 with it on
-//!   every block, benches/train.md).
+//!   cores (on every block it makes the L3 row updates much slower on
+//!   Zen 4: benches/train.md, "`vmaskmovps` stores").
 //! * `vdivps` and `vsqrtps` (correctly rounded) in Adam.
 //! * `prefetcht0` of the rows `PREFETCH_ROWS` candidates ahead in the
 //!   transposed product, as in the forward gathered matmul.

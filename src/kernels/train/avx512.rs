@@ -1,6 +1,6 @@
-//! Training kernels, AVX-512 tier (avx512f + bw + dq + vl). Executed on AMD
-//! Zen 4 (`tests/train.rs`, every kernel bit-identical to the scalar
-//! oracle; see docs/avx512.md).
+//! Training kernels, AVX-512 tier (avx512f + bw + dq + vl). `tests/train.rs`
+//! checks every kernel bit-identical to the scalar oracle; where it has
+//! run: docs/avx512.md.
 //!
 //! Instructions and why:
 //! * `vmulps` + `vaddps`/`vsubps` on zmm, never `vfmadd`: the oracle's

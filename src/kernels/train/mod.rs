@@ -149,7 +149,7 @@ pub struct AdamCoef {
 /// compiler-rt's `__powidf2` (what `f64::powi` called on x86-64; Rust
 /// leaves `powi`'s precision unspecified), written out so that the bits
 /// are the same on every platform and no call is made per row: the call
-/// was 16 % of an Adam step in the L3 regime.
+/// is a visible share of an Adam step in the L3 regime (benches/train.md).
 #[inline(always)]
 pub fn pow_int2(a: f64, b: f64, t: u32) -> (f64, f64) {
     let mut e = t.min(i32::MAX as u32);
@@ -406,8 +406,9 @@ unsafe fn exp_simd<S: F32x>(x: S::V) -> S::V {
 /// tail is skipped); vector `x` of each block is accumulated into partial
 /// sum vector `x`, and the macro yields their [`F32x::sum16`]. A macro, not
 /// a closure: a closure is compiled without the enclosing function's
-/// `target_feature`s, so the intrinsics in it would not be inlined
-/// (measured: 10x slower).
+/// `target_feature`s, so the intrinsics in it would not be inlined but
+/// called, one call per intrinsic (benches/train.md, "Closures around
+/// intrinsics").
 #[cfg(target_arch = "x86_64")]
 macro_rules! lanes {
     ($S:ty, $n:expr, |$j:ident, $mk:ident| $body:expr) => {{
@@ -1017,9 +1018,9 @@ pub(crate) unsafe fn sgd_rows_simd<S: F32x>(
 /// of the current sample's `q` stay in registers while its positions are
 /// walked (reloaded when the sample changes); the rest is read per
 /// position. Same operations either way, so the same bits: holding `q` only
-/// removes loads, which made the L3 benchmark 1.25-1.3x faster (Zen 4,
-/// 68-70 -> 54-55 µs for 4,096 positions of 128 columns: the loads of `q`
-/// after the stores to W stalled the loop) and put it at the memory floor.
+/// removes loads, but the loads of `q` after the stores to W stall the
+/// loop, and without them the L3 update runs at the memory floor
+/// (benches/train.md, "q held in registers in batch-order SGD").
 ///
 /// # Safety
 /// [`SgdSeqFn`]; the caller enables `S`'s features.

@@ -63,8 +63,8 @@
 //! # Tiers
 //! Scalar (the oracle), portable (`wide`, i16 widening + `pmaddwd`), AVX2
 //! (`vpmaddubsw` + `vpmaddwd`), AVX-512 (`vpdpbusd` with VNNI, else
-//! `vpmaddubsw` + `vpmaddwd` on zmm; not executed on the development
-//! machine). All return identical results (integers exactly, scores bit for
+//! `vpmaddubsw` + `vpmaddwd` on zmm; where it has run: docs/avx512.md).
+//! All return identical results (integers exactly, scores bit for
 //! bit). See `src/kernels/qdot/` and `benches/qdot.md`.
 //!
 //! # Errors

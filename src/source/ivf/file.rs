@@ -418,9 +418,9 @@ impl Ivf {
         } else {
             None
         };
-        // Files written since the f32 centroids are no longer kept hold the
-        // int8 codes the lists were ranked by (CENTQ, CENTQS); older files
-        // only the f32 centroids, quantised here exactly as the build did.
+        // A file with CENTQ holds the int8 codes the lists were ranked by
+        // (CENTQ, CENTQS); a file without it (an older writer's) holds only
+        // the f32 centroids, quantised here exactly as the build did.
         let cq = if c.optional("CENTQ").is_some() {
             qrows("CENTQ", "CENTQS", nlist)?
         } else {

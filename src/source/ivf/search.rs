@@ -217,9 +217,8 @@ pub(super) fn sort_rank_keys(keys: &mut Vec<u64>, tmp: &mut Vec<u64>) {
 
 /// A visited list of at least this many rows has its rows tested by the
 /// [`select`] kernel; a shorter one by chunks of 16 inline, which costs
-/// less than the kernel's call on a few dozen rows (`benches/qdot.md`,
-/// "select_masks": 47 rows 5 ns inline against 9 ns AVX-512, 475 rows 37
-/// against 24).
+/// less than the kernel's call on a few dozen rows, while the kernel wins
+/// on a list of hundreds (`benches/qdot.md`, "The selection masks").
 const GT_KERNEL_MIN_ROWS: usize = 128;
 
 /// Adds the scores `sc` of a visited list to the `k` best of `heap`
