@@ -1,13 +1,14 @@
 /* Bad-input matrix (issue 8) for the mutable index (issue 14, item 2):
  * lshk_index_update_rows, lshk_index_rehash_rows, lshk_index_rehash_dirty,
- * lshk_index_dirty_rows and lshk_rehash_next. See bad_input.h for what a
- * case asserts; refused updates must also leave the index as it was (its
- * query results and dirty count). Row updates and rehashes are LSH-only:
- * the other sources refuse them (UNSUPPORTED).
+ * lshk_index_dirty_rows, lshk_rehash_next, and the scorer's row codes
+ * (lshk_index_set_codes). See bad_input.h for what a case asserts; refused
+ * updates must also leave the index as it was (its query results and dirty
+ * count). Row updates and rehashes are LSH-only: the other sources refuse
+ * them (UNSUPPORTED); row codes are refused by the IVF source only.
  *
  * Functions covered here:
  *   lshk_index_update_rows lshk_index_rehash_rows lshk_index_rehash_dirty
- *   lshk_index_dirty_rows lshk_rehash_next */
+ *   lshk_index_dirty_rows lshk_rehash_next lshk_index_set_codes */
 #include "bad_input.h"
 
 #define FX bi_fx()
@@ -16,7 +17,7 @@
 #define UN 3
 #define US 10 /* row stride of the new rows, > dim */
 
-static lshk_index *nobias, *labelled, *half, *bor;
+static lshk_index *nobias, *labelled, *half, *bor, *coded, *int8;
 static float wbor[IR * ID];
 
 static lshk_index *make(uint32_t storage, const float *w, const float *bias) {
@@ -152,6 +153,23 @@ static lshk_status bi_call_lshk_rehash_next(bi_args_lshk_rehash_next *a) {
   return lshk_rehash_next(a->p0, a->lambda, a->t, a->out);
 }
 
+/* ---- lshk_index_set_codes ------------------------------------------------ */
+typedef struct {
+  lshk_index *idx;
+  uint32_t codes;
+  uint32_t rerank;
+} bi_args_lshk_index_set_codes;
+static void bi_init_lshk_index_set_codes(bi_args_lshk_index_set_codes *a,
+                                         bi_outs *o) {
+  (void)o;
+  a->idx = coded;
+  a->codes = LSHK_IVF_CODES_I8;
+  a->rerank = 8;
+}
+static lshk_status bi_call_lshk_index_set_codes(bi_args_lshk_index_set_codes *a) {
+  return lshk_index_set_codes(a->idx, a->codes, a->rerank);
+}
+
 int main(void) {
   uint64_t fp;
   size_t n = 0;
@@ -285,6 +303,43 @@ int main(void) {
               lshk_rehash_next(50.0, 1e-4, 200, &next) == LSHK_STATUS_OK && next == 251);
   }
 
+#define FN lshk_index_set_codes
+  coded = make(LSHK_STORAGE_F32, FX->w, FX->bias);
+  int8 = make(LSHK_STORAGE_I8, FX->w, FX->bias);
+  BI_BASELINE(FN);
+  fp = fingerprint(coded);
+  BI_INDEX_CASES(FN, idx, lshk_index);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_ivf);
+  BI_CASE(FN, LSHK_STATUS_UNSUPPORTED, a.idx = FX->idx_ivf; a.codes = LSHK_IVF_CODES_NONE);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.codes = LSHK_IVF_CODES_PQ4);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.codes = LSHK_IVF_CODES_PQ4_I8);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.codes = 4);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.codes = UINT32_MAX);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.rerank = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = nobias; a.rerank = 0);
+  BI_CASE(FN, LSHK_STATUS_INVALID_ARGUMENT, a.idx = int8); /* rows are int8 */
+  /* refused calls leave the index (its codes and answers) as it was */
+  BI_EXPECT(FN, fingerprint(coded) == fp);
+  BI_ACCEPT(FN, a.rerank = UINT32_MAX);
+  BI_ACCEPT(FN, a.idx = int8; a.codes = LSHK_IVF_CODES_NONE; a.rerank = 0);
+  BI_ACCEPT(FN, a.idx = half);
+  BI_ACCEPT(FN, a.idx = bor);
+  BI_ACCEPT(FN, a.idx = labelled);
+  BI_ACCEPT(FN, a.idx = FX->idx_dw);
+  BI_ACCEPT(FN, a.idx = FX->idx_graph);
+  BI_ACCEPT(FN, a.idx = FX->idx_forest);
+  BI_ACCEPT(FN, a.codes = LSHK_IVF_CODES_NONE; a.rerank = 0);
+  BI_ACCEPT(FN, a.codes = LSHK_IVF_CODES_NONE; a.rerank = 7);
+  {
+    lshk_index_info info = {.struct_size = sizeof info};
+    BI_EXPECT(FN, lshk_index_describe(half, &info) == LSHK_STATUS_OK &&
+                      info.codes == LSHK_IVF_CODES_I8);
+    BI_EXPECT(FN, lshk_index_describe(coded, &info) == LSHK_STATUS_OK &&
+                      info.codes == LSHK_IVF_CODES_NONE);
+  }
+#undef FN
+  bi_fx_need(lshk_index_free(coded), "lshk_index_free");
+  bi_fx_need(lshk_index_free(int8), "lshk_index_free");
   bi_fx_need(lshk_index_free(nobias), "lshk_index_free");
   bi_fx_need(lshk_index_free(half), "lshk_index_free");
   bi_fx_need(lshk_index_free(bor), "lshk_index_free");

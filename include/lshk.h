@@ -215,10 +215,10 @@ typedef struct lshk_hrr lshk_hrr;
 
 // A built or loaded index: hash family, tables, weights and bias. The
 // functions taking a non-const `lshk_index *` (lshk_index_train_labels,
-// _train_iul, _update_rows, _rehash_rows, _rehash_dirty, _rebuild, _free)
-// need EXCLUSIVE access: no other call may use the index or its borrowed
-// family/tables handles meanwhile (e.g. a reader-writer lock: queries
-// shared, training exclusive); later queries see the changed index.
+// _train_iul, _update_rows, _rehash_rows, _rehash_dirty, _rebuild,
+// _set_codes, _free) need EXCLUSIVE access: no other call may use it or
+// its borrowed family/tables handles meanwhile (e.g. a reader-writer
+// lock: queries shared, training exclusive); later ones see the change.
 typedef struct lshk_index lshk_index;
 
 // A SimHash family: L tables of K sign bits each, from K*L hyperplanes.
@@ -489,7 +489,7 @@ typedef struct lshk_index_info {
   uint32_t tables;
   // IVF: lists; 0 for other sources.
   uint32_t nlist;
-  // IVF: LSHK_IVF_CODES_*; 0 for other sources.
+  // LSHK_IVF_CODES_*: IVF, its lists'; others, lshk_index_set_codes'.
   uint32_t codes;
   // 1 when trained with labels (lshk_index_train_labels), else 0.
   uint32_t labelled;
@@ -1065,12 +1065,9 @@ lshk_status lshk_hrr_project(struct lshk_hrr *h,
 // vector whose spectrum has magnitude 1 at every frequency, with uniform
 // random phases (the distribution of projected Gaussian vectors). The
 // generator is frozen: the same arguments give the same bits in every
-// version, on every tier and platform (SplitMix64 per row, seeded with
-// output first + r + 1 of SplitMix64(seed); phases by Marsaglia's polar
-// rejection; a fixed f64 inverse DFT with fdlibm's sine and cosine
-// polynomials; docs/hrr.md has the details). Needs no handle. Costs
-// O(d * (sum of the prime factors of d)) per row: a d with a large prime
-// factor is slow.
+// version, on every tier and platform (docs/hrr.md defines it). Needs no
+// handle. Costs O(d * (sum of the prime factors of d)) per row: a d with
+// a large prime factor is slow.
 //
 // Errors: NULL_POINTER (`out` with m > 0), INVALID_ARGUMENT (d 0 or above
 // 2^24, a misaligned `out`), SIZE_OVERFLOW (m * d, or first + m above
@@ -1133,7 +1130,8 @@ lshk_status lshk_index_build(const float *w,
 // the source's candidates (LSH: hash -> gather; IVF: the lists' codes and
 // re-rank; graph: the walk; forest: the leaves' set) -> the logits of the
 // ORIGINAL W and bias for them (the stored W; IVF's exact re-rank, which
-// reads the stored W, passes through) -> top-k, into
+// reads the stored W, passes through; with lshk_index_set_codes, for the
+// best `rerank` by the codes) -> top-k, into
 // `out_ids[i*k .. i*k + k]` and `out_scores` (NULL = not wanted), nq*k
 // each: descending by score, ties to the smaller id, padded with
 // UINT32_MAX / -INFINITY. k = 0 or nq = 0 writes no ids or scores (stats
@@ -1198,10 +1196,7 @@ lshk_status lshk_index_save(const struct lshk_index *idx,
 // then W's stride (>= dim).
 //
 // 0.2 files load as an index of their source (docs/migration-0.3.md,
-// "Files"): an lshk_index file as it is; an IVF file as an IVF source
-// (borrowed_w as its lshk_ivf_load took it, else F32 storage); a forest or
-// graph file as that source on BORROWED_F32 storage, given the W it was
-// built from (a graph with a bias only when its rows are f32).
+// "Files"); forest and graph files on BORROWED_F32 storage, given their W.
 //
 // Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or map; not a
 // regular file, refused without blocking, as by every lshk load),
@@ -1451,6 +1446,20 @@ lshk_status lshk_index_calibrate(const struct lshk_index *idx,
 // readable.
 lshk_status lshk_index_rebuild(struct lshk_index *idx,
                                const uint64_t *new_seed);
+
+// LSH, graph, forest: codes LSHK_IVF_CODES_I8 scores all candidates from
+// int8 codes of the rows (rows x dim bytes, as LSHK_STORAGE_I8's), then
+// the best max(rerank, k) of each query exactly from W; NONE (a build's):
+// all exactly. Codes follow row updates, rehashes and rebuilds and are
+// saved; I8 again changes only rerank. EXCLUSIVE access. Errors:
+// NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (IVF), INVALID_ARGUMENT (codes
+// not NONE or I8, rerank 0 with I8, I8 storage), ALLOCATION_FAILED.
+//
+// # Safety
+// `idx` NULL or a live handle no other thread uses.
+lshk_status lshk_index_set_codes(struct lshk_index *idx,
+                                 uint32_t codes,
+                                 uint32_t rerank);
 
 // The candidate sets of `nq` queries (query i at `q + i * q_stride`) the
 // source hands the scorer for a top-`k` query with `qp` (NULL =
@@ -1998,20 +2007,11 @@ struct lshk_gather_params lshk_gather_params_default(void);
 // (`codes[i * L + t]` = row i's code in table t, e.g. from
 // lshk_simhash_hash). Free them with lshk_tables_free.
 //
-// Each table has 2^range_bits buckets (1 <= range_bits <= 24). A code
-// `c < 2^range_bits` is its own bucket; any other code goes to bucket
-// `mix32(c) >> (32 - range_bits)`, where mix32 is the lowbias32 hash:
-// `x ^= x >> 16; x *= 0x7feb352d; x ^= x >> 15; x *= 0x846ca68b;
-// x ^= x >> 16` (32-bit wrapping). Ids are ascending within a bucket.
-//
-// `bucket_cap` 0 keeps every id. Otherwise a bucket with c > bucket_cap
-// members keeps a uniform sample of bucket_cap of them, still ascending:
-// Algorithm R over the members in ascending order (the first bucket_cap
-// fill the reservoir; member i >= bucket_cap draws j = below(i + 1) and
-// replaces slot j when j < bucket_cap), with the generator of lshk's seeds
-// (SplitMix64, integers below m by Lemire's multiply-shift with rejection;
-// see lshk_simhash_new) seeded with `seed ^ ((t << 32) | bucket)` for
-// bucket `bucket` of table `t`.
+// Each table has 2^range_bits buckets (1 <= range_bits <= 24): a code
+// `c < 2^range_bits` is its own bucket, others are folded by the lowbias32
+// hash; `bucket_cap` > 0 keeps a seeded uniform sample of that many ids of
+// a larger bucket (both fixed for ever: docs/c-api.md, "Tables"). Ids are
+// ascending within a bucket.
 //
 // `threads`: 0 = all cores; the result is the same for every count.
 // Memory: about 4 * (L * (2^range_bits + 1) + 2 * n * L) bytes (bucket

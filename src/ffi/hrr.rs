@@ -248,12 +248,9 @@ pub unsafe extern "C" fn lshk_hrr_project(
 /// vector whose spectrum has magnitude 1 at every frequency, with uniform
 /// random phases (the distribution of projected Gaussian vectors). The
 /// generator is frozen: the same arguments give the same bits in every
-/// version, on every tier and platform (SplitMix64 per row, seeded with
-/// output first + r + 1 of SplitMix64(seed); phases by Marsaglia's polar
-/// rejection; a fixed f64 inverse DFT with fdlibm's sine and cosine
-/// polynomials; docs/hrr.md has the details). Needs no handle. Costs
-/// O(d * (sum of the prime factors of d)) per row: a d with a large prime
-/// factor is slow.
+/// version, on every tier and platform (docs/hrr.md defines it). Needs no
+/// handle. Costs O(d * (sum of the prime factors of d)) per row: a d with
+/// a large prime factor is slow.
 ///
 /// Errors: NULL_POINTER (`out` with m > 0), INVALID_ARGUMENT (d 0 or above
 /// 2^24, a misaligned `out`), SIZE_OVERFLOW (m * d, or first + m above

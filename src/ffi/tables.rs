@@ -78,20 +78,11 @@ pub extern "C" fn lshk_gather_params_default() -> lshk_gather_params {
 /// (`codes[i * L + t]` = row i's code in table t, e.g. from
 /// lshk_simhash_hash). Free them with lshk_tables_free.
 ///
-/// Each table has 2^range_bits buckets (1 <= range_bits <= 24). A code
-/// `c < 2^range_bits` is its own bucket; any other code goes to bucket
-/// `mix32(c) >> (32 - range_bits)`, where mix32 is the lowbias32 hash:
-/// `x ^= x >> 16; x *= 0x7feb352d; x ^= x >> 15; x *= 0x846ca68b;
-/// x ^= x >> 16` (32-bit wrapping). Ids are ascending within a bucket.
-///
-/// `bucket_cap` 0 keeps every id. Otherwise a bucket with c > bucket_cap
-/// members keeps a uniform sample of bucket_cap of them, still ascending:
-/// Algorithm R over the members in ascending order (the first bucket_cap
-/// fill the reservoir; member i >= bucket_cap draws j = below(i + 1) and
-/// replaces slot j when j < bucket_cap), with the generator of lshk's seeds
-/// (SplitMix64, integers below m by Lemire's multiply-shift with rejection;
-/// see lshk_simhash_new) seeded with `seed ^ ((t << 32) | bucket)` for
-/// bucket `bucket` of table `t`.
+/// Each table has 2^range_bits buckets (1 <= range_bits <= 24): a code
+/// `c < 2^range_bits` is its own bucket, others are folded by the lowbias32
+/// hash; `bucket_cap` > 0 keeps a seeded uniform sample of that many ids of
+/// a larger bucket (both fixed for ever: docs/c-api.md, "Tables"). Ids are
+/// ascending within a bucket.
 ///
 /// `threads`: 0 = all cores; the result is the same for every count.
 /// Memory: about 4 * (L * (2^range_bits + 1) + 2 * n * L) bytes (bucket

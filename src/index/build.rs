@@ -165,6 +165,7 @@ impl Index {
             src,
             bias,
             w: wstore,
+            codes: None,
             labels: None,
             dirty: Default::default(),
             vmax: 0.0,

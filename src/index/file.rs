@@ -32,9 +32,11 @@ impl Index {
             } else {
                 0
             }
-            | if p.given { FLAG_GIVEN } else { 0 };
+            | if p.given { FLAG_GIVEN } else { 0 }
+            | if self.codes.is_some() { FLAG_CODES } else { 0 };
         u32s(&mut r, flags);
-        u64s(&mut r, 0);
+        u32s(&mut r, self.codes.as_ref().map_or(0, |c| c.rerank));
+        u32s(&mut r, 0);
         debug_assert_eq!(r.len(), PARAMS_LEN);
         r
     }
@@ -62,6 +64,11 @@ impl Index {
                 let s = self.w.scales();
                 secs.push(SectionOut::new("WSCALES", vec![format::as_bytes(s)]));
             }
+        }
+        if let Some(rc) = &self.codes {
+            secs.push(SectionOut::new("CODES", vec![rc.w.bytes()]));
+            let sc = format::as_bytes(rc.w.scales());
+            secs.push(SectionOut::new("CSCALES", vec![sc]));
         }
         format::write_file(path, format::KIND_INDEX, &secs)
     }
@@ -262,6 +269,7 @@ impl Index {
             src,
             bias: bias_of,
             w: wstore,
+            codes: None,
             labels: None,
             dirty: Default::default(),
             vmax: 0.0,
@@ -327,8 +335,15 @@ impl Index {
         let hash_dim = to_usize(u64_at(72), "hash dim")?;
         let mips_u = f32::from_bits(u32_at(80));
         let flags = u32_at(84);
-        if u64_at(88) != 0 || flags & !(FLAG_BIAS | FLAG_WEIGHTS | FLAG_GIVEN) != 0 {
+        if u32_at(92) != 0 || flags & !(FLAG_BIAS | FLAG_WEIGHTS | FLAG_GIVEN | FLAG_CODES) != 0 {
             return Err(bad("params: reserved bits are not zero".into()));
+        }
+        let code_rerank = u32_at(88);
+        if (flags & FLAG_CODES != 0) != (code_rerank != 0) {
+            return Err(bad(format!(
+                "params: row codes flag {} with rerank {code_rerank}",
+                flags & FLAG_CODES != 0
+            )));
         }
         if rows == 0 || rows > MAX_ROWS || dim == 0 {
             return Err(bad(format!("params: rows {rows} or dim {dim} is invalid")));
@@ -531,6 +546,52 @@ impl Index {
             w: Some((w.weights(rows), w.stride)),
             bad: &bad,
         })?;
+        // ---- row codes (the scorer's code stage)
+        let codes = if code_rerank == 0 {
+            if c.optional("CODES").is_some() || c.optional("CSCALES").is_some() {
+                return Err(bad("CODES or CSCALES without the row codes flag".into()));
+            }
+            None
+        } else {
+            if family == Family::Ivf || storage == Storage::I8 {
+                return Err(bad(format!(
+                    "row codes on an index of family {family:?} and storage {storage:?}"
+                )));
+            }
+            let raw = c.section("CODES")?;
+            if raw.len() != cnt {
+                return Err(bad(format!(
+                    "CODES holds {} bytes, rows * dim = {cnt} expected",
+                    raw.len()
+                )));
+            }
+            // The kernels' bound takes |code| <= 127, as quantisation makes.
+            if let Some(i) = raw.iter().position(|&b| b == 0x80) {
+                return Err(bad(format!(
+                    "CODES row {} column {} is -128",
+                    i / dim,
+                    i % dim
+                )));
+            }
+            let s: &[f32] = cast_slice(c.section("CSCALES")?, "CSCALES")?;
+            if s.len() != rows {
+                return Err(bad(format!(
+                    "CSCALES holds {} values, rows = {rows}",
+                    s.len()
+                )));
+            }
+            if let Some(i) = s.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
+                return Err(bad(format!("CSCALES[{i}] is {}", s[i])));
+            }
+            let keep: crate::source::lsh::tables::KeepAlive = c.clone();
+            // SAFETY: `raw` and `s` are sections of the mapped container
+            // `c`, which `keep` owns; the mapping is read-only.
+            let w = unsafe { WStore::mapped(Storage::I8, raw, s, dim, &keep)? };
+            Some(codes::RowCodes {
+                w,
+                rerank: code_rerank,
+            })
+        };
         let mut idx = Index {
             rows,
             dim,
@@ -540,6 +601,7 @@ impl Index {
             src,
             bias,
             w,
+            codes,
             // The IVF lists own their LABELS section (read by their loader).
             labels: if family == Family::Ivf {
                 None

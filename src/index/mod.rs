@@ -63,6 +63,8 @@
 //! * `WEIGHTS` (absent for [`Storage::BorrowedF32`]): `rows x dim`, no row
 //!   padding, f32 / bf16 bits / f16 bits / i8; with int8 also `WSCALES`
 //!   (`rows` f32).
+//! * `CODES` and `CSCALES` (with row codes, [`Index::set_codes`]): the
+//!   rows' int8 codes (`rows x dim`) and their `rows` f32 scales.
 //!
 //! [`Index::load`] maps the file; the weights and the tables (bucket
 //! offsets and ids) are used IN PLACE from the mapping (zero copy: the
@@ -88,6 +90,7 @@ use crate::source::lsh::hash::{FamilyShape, HashFamily};
 use crate::source::lsh::tables::{GatherInput, GatherParams, GatherResult, Tables, MAX_ROWS};
 
 mod build;
+mod codes;
 mod file;
 mod iul;
 mod labels;
@@ -126,8 +129,9 @@ pub const PARAMS_VERSION: u32 = 1;
 /// 40 u32 storage                44 u32 transform    48 u64 rows
 /// 56 u64 dim                    64 u64 w_stride     72 u64 dim' (hash dim)
 /// 80 f32 MIPS U (1 otherwise)   84 u32 flags: bit 0 bias stored, bit 1
-///                                  weights stored, bit 2 caller-given family
-/// 88 u64 reserved, 0
+///                                  weights stored, bit 2 caller-given family,
+///                                  bit 3 row codes stored
+/// 88 u32 row codes' rerank (0 without codes)   92 u32 reserved, 0
 /// ```
 /// A record longer than 96 bytes is accepted when its version is known
 /// (later versions append fields).
@@ -136,6 +140,7 @@ pub const PARAMS_LEN: usize = 96;
 const FLAG_BIAS: u32 = 1;
 const FLAG_WEIGHTS: u32 = 2;
 const FLAG_GIVEN: u32 = 4;
+const FLAG_CODES: u32 = 8;
 
 impl Resolved {
     /// The family's shape over `hash_dim`.
@@ -163,6 +168,8 @@ pub struct Index {
     src: Box<dyn CandidateSource>,
     bias: Option<Vec<f32>>,
     w: WStore,
+    /// The scorer's code stage ([`Index::set_codes`]), if any.
+    codes: Option<codes::RowCodes>,
     /// Label-aware training ([`crate::source::labels`]), if any.
     pub(crate) labels: Option<crate::source::labels::LabelState>,
     /// Rows updated since their last rehash ([`Index::update_rows`]).
@@ -382,6 +389,10 @@ impl Index {
             + self.src.memory_bytes()
             + self.bias.as_ref().map_or(0, |b| b.len() * 4)
             + self.w.owned_bytes(self.rows)
+            + self
+                .codes
+                .as_ref()
+                .map_or(0, |c| c.w.owned_bytes(self.rows))
     }
 }
 

@@ -8,7 +8,7 @@ use crate::source::forest::Forest;
 use crate::source::ivf::{Calibration, Ivf};
 
 impl Index {
-    fn unsupported(&self, what: &str, needs: &str) -> Error {
+    pub(super) fn unsupported(&self, what: &str, needs: &str) -> Error {
         Error::new(
             Status::Unsupported,
             format!(
@@ -98,6 +98,7 @@ impl Index {
         let a = self.value_max();
         crate::error::check_scorable(a, dim, "the rows' values")?;
         let nf = Forest::build(w, rows, dim, st, &p)?;
+        self.refresh_codes(None)?;
         self.src = Box::new(nf);
         self.vmax = a;
         Ok(())

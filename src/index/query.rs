@@ -9,6 +9,7 @@ struct QueryScratch {
     gather: GatherResult,
     scores: Vec<f32>,
     out_scores: Vec<f32>,
+    codes: super::codes::CodeScratch,
 }
 
 thread_local! {
@@ -22,10 +23,12 @@ impl Index {
     /// finite values, then the range the stored rows can be scored in.
     pub(crate) fn check_query_values(&self, q: &[f32], nq: usize, q_stride: usize) -> Result<()> {
         self.check_queries(q, nq, q_stride, "q")?;
-        // int8 rows are summed as codes (up to 127) times q, then scaled.
-        let a = match self.p.storage {
-            Storage::I8 => self.vmax.max(127.0),
-            _ => self.vmax,
+        // int8 rows (and row codes) are summed as codes (up to 127) times
+        // q, then scaled.
+        let a = if self.p.storage == Storage::I8 || self.codes.is_some() {
+            self.vmax.max(127.0)
+        } else {
+            self.vmax
         };
         crate::error::check_query_range(q, nq, self.dim, q_stride, a, "q")
     }
@@ -221,6 +224,15 @@ impl Index {
         let (source, scorer): (&dyn CandidateSource, &dyn Scorer) = (&*self.src, &wm);
         let view = self.view();
         let final_scores = source.final_scores(&view, qp);
+        // The code stage: code scores of every candidate, exact ones of
+        // each query's best `shortlist` (none when the source's scores are
+        // final: the IVF's).
+        let cm = match &self.codes {
+            Some(rc) if !final_scores && kk > 0 => Some((self.code_matrix(rc), rc.rerank)),
+            _ => None,
+        };
+        let code_stage: Option<&dyn Scorer> = cm.as_ref().map(|c| &c.0 as &dyn Scorer);
+        let shortlist = cm.as_ref().map_or(0, |c| (c.1 as usize).max(kk));
         QSCRATCH.with(|cell| -> Result<()> {
             let mut guard = cell.borrow_mut();
             let s = &mut *guard;
@@ -241,7 +253,17 @@ impl Index {
                 )?;
                 let cands = s.gather.ids.len();
                 s.scores.resize(cands, 0.0);
-                if !final_scores {
+                if let Some(c) = code_stage {
+                    // Code scores now, exact ones for the shortlists below.
+                    c.score(
+                        qb,
+                        b,
+                        q_stride,
+                        &s.gather.ids,
+                        &s.gather.offsets,
+                        &mut s.scores,
+                    )?;
+                } else if !final_scores {
                     scorer.score(
                         qb,
                         b,
@@ -265,14 +287,30 @@ impl Index {
                         &mut s.out_scores[..]
                     }
                 };
-                matmul::topk(
-                    &s.scores,
-                    Some(&s.gather.ids),
-                    &s.gather.offsets,
-                    kk,
-                    oi,
-                    os,
-                )?;
+                if code_stage.is_some() {
+                    st.reranked += self.code_stage(
+                        qb,
+                        b,
+                        q_stride,
+                        kk,
+                        shortlist,
+                        &s.gather.ids,
+                        &s.gather.offsets,
+                        &s.scores,
+                        &mut s.codes,
+                        oi,
+                        os,
+                    )?;
+                } else {
+                    matmul::topk(
+                        &s.scores,
+                        Some(&s.gather.ids),
+                        &s.gather.offsets,
+                        kk,
+                        oi,
+                        os,
+                    )?;
+                }
                 i0 += b;
             }
             Ok(())

@@ -289,6 +289,10 @@ impl Index {
             // (int8: 127 * scale is the row's largest |value|).
             self.vmax = self.vmax.max(wmax * (1.0 + 1.0 / 128.0));
         }
+        if rows.is_some() || self.p.storage == Storage::BorrowedF32 {
+            // The row codes follow the rows (a borrowed W changed in place).
+            self.refresh_codes(Some(ids))?;
+        }
         if let (Some(b), Some(mine)) = (bias, self.bias.as_mut()) {
             for (j, &id) in ids.iter().enumerate() {
                 mine[id as usize] = b[j];
@@ -382,9 +386,11 @@ impl Index {
                     m = crate::error::max_abs_rows(row, 1, dim, dim).max(m);
                 }
             }
-            // The caller changed these rows in place: the range follows.
+            // The caller changed these rows in place: the range and the row
+            // codes follow.
             crate::error::check_scorable(m, dim, "w rows")?;
             self.vmax = self.vmax.max(m);
+            self.refresh_codes(Some(&ids))?;
         }
         let codes = self.codes_of_rows(&ids, new_u)?;
         if full {
@@ -410,7 +416,7 @@ impl Index {
     }
 
     /// Row `r` of the stored W decoded to f32 into `out` (`dim` long).
-    fn decode_row(&self, w: &Weights<'_>, r: usize, out: &mut [f32]) {
+    pub(super) fn decode_row(&self, w: &Weights<'_>, r: usize, out: &mut [f32]) {
         let (st, dim) = (self.w.stride, self.dim);
         let src = r * st..r * st + dim;
         match w {

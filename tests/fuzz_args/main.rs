@@ -217,6 +217,7 @@ const FUZZED: &[&str] = &[
     "lshk_index_candidates",
     "lshk_index_union",
     "lshk_index_rebuild",
+    "lshk_index_set_codes",
     "lshk_index_calibrate",
     "lshk_index_train_labels",
     "lshk_index_describe",

@@ -893,8 +893,112 @@ pub(crate) fn fuzz_source_build(c: &mut Ctx) {
             p.transform
         )),
     }
+    if c.r.one_in(2) {
+        fuzz_set_codes(c, h, &layer, rows, dim, &p);
+    }
     // SAFETY: a live handle from the build.
     unsafe { lshk_index_free(h) };
+}
+
+/// lshk_index_set_codes on a freshly built index of any source, with one
+/// of: a NULL handle, an unknown or 4-bit codes value, rerank 0; each with
+/// its documented status and the index unchanged (its answers and
+/// describe) on a refusal; OK answers equal those of the Rust mirror given
+/// the same codes, bit for bit, and describe reports the codes.
+fn fuzz_set_codes(
+    c: &mut Ctx,
+    h: *mut lshk_index,
+    layer: &lshk::data::Layer,
+    rows: usize,
+    dim: usize,
+    p: &lshk_index_params,
+) {
+    let r = &mut c.r;
+    let codes = r.pick(&[
+        LSHK_IVF_CODES_I8,
+        LSHK_IVF_CODES_I8,
+        LSHK_IVF_CODES_NONE,
+        LSHK_IVF_CODES_PQ4,
+        LSHK_IVF_CODES_PQ4_I8,
+        4,
+        u32::MAX,
+    ]);
+    let rerank = r.pick(&[0u32, 1, 3, 8, u32::MAX]);
+    let null = r.one_in(8);
+    let probe: Vec<f32> = (0..2 * dim).map(|_| r.f(-1.0, 1.0)).collect();
+    let want = if null {
+        LSHK_STATUS_NULL_POINTER
+    } else if codes > LSHK_IVF_CODES_PQ4_I8 {
+        LSHK_STATUS_INVALID_ARGUMENT
+    } else if p.source == LSHK_SOURCE_IVF {
+        LSHK_STATUS_UNSUPPORTED
+    } else if codes != LSHK_IVF_CODES_NONE
+        && (codes != LSHK_IVF_CODES_I8 || rerank == 0 || p.storage == LSHK_STORAGE_I8)
+    {
+        LSHK_STATUS_INVALID_ARGUMENT
+    } else {
+        LSHK_STATUS_OK
+    };
+    let mut v = Verdict::default();
+    if want != LSHK_STATUS_OK {
+        v.err("a documented refusal");
+    }
+    c.desc = format!(
+        "set_codes source {} storage {} codes {codes} rerank {rerank} null {null}",
+        p.source, p.storage
+    );
+    let before = (answers(h, &probe, 2, dim), describe(h).map(|i| bits_of(&i)));
+    let hh = if null { null_mut() } else { h };
+    // SAFETY: a live handle used by no other call, or NULL (refused).
+    let st = c.call("lshk_index_set_codes", || unsafe {
+        lshk_index_set_codes(hh, codes, rerank)
+    });
+    if st != want {
+        c.fail(format!(
+            "lshk_index_set_codes returned {st}, expected {want}: {}",
+            last_msg()
+        ));
+    }
+    if !c.judge("lshk_index_set_codes", st, &v) {
+        let after = (answers(h, &probe, 2, dim), describe(h).map(|i| bits_of(&i)));
+        if st != LSHK_STATUS_OK && after != before {
+            c.fail(format!(
+                "lshk_index_set_codes failed with {st} but changed the index"
+            ));
+        }
+        return;
+    }
+    // SAFETY: the layer outlives the mirror (dropped at the end).
+    let mut mirror = unsafe {
+        Index::build_borrowed(
+            &layer.w,
+            Some(&layer.bias),
+            rows,
+            dim,
+            dim,
+            &rust_params(p),
+            None,
+        )
+    }
+    .unwrap();
+    mirror
+        .set_codes(Codes::from_u32(codes).unwrap(), rerank)
+        .unwrap();
+    let (mut ids, mut sc) = (vec![0u32; 10], vec![0f32; 10]);
+    let qp = lshk::index::QueryParams::default();
+    mirror
+        .query_with(&probe, 2, dim, 5, &qp, &mut ids, &mut sc, None)
+        .unwrap();
+    ids.extend(bits(&sc));
+    match answers(h, &probe, 2, dim) {
+        Ok(got) if got == ids => {}
+        got => c.fail(format!(
+            "lshk_index_set_codes({codes}, {rerank}): answers {got:?}, the mirror's {ids:?}"
+        )),
+    }
+    if describe(h).map(|i| i.codes) != Some(codes) {
+        c.fail(format!("describe does not report row codes {codes}"));
+    }
 }
 
 /// lshk_index_describe, lshk_index_memory_bytes, lshk_index_weights (and,

@@ -45,10 +45,7 @@ pub unsafe extern "C" fn lshk_index_save(
 /// then W's stride (>= dim).
 ///
 /// 0.2 files load as an index of their source (docs/migration-0.3.md,
-/// "Files"): an lshk_index file as it is; an IVF file as an IVF source
-/// (borrowed_w as its lshk_ivf_load took it, else F32 storage); a forest or
-/// graph file as that source on BORROWED_F32 storage, given the W it was
-/// built from (a graph with a bias only when its rows are f32).
+/// "Files"); forest and graph files on BORROWED_F32 storage, given their W.
 ///
 /// Errors: NULL_POINTER (`path`, `out`), IO_ERROR (cannot open or map; not a
 /// regular file, refused without blocking, as by every lshk load),

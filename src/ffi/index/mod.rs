@@ -27,10 +27,10 @@ use crate::source::lsh::tables::Tables;
 
 /// A built or loaded index: hash family, tables, weights and bias. The
 /// functions taking a non-const `lshk_index *` (lshk_index_train_labels,
-/// _train_iul, _update_rows, _rehash_rows, _rehash_dirty, _rebuild, _free)
-/// need EXCLUSIVE access: no other call may use the index or its borrowed
-/// family/tables handles meanwhile (e.g. a reader-writer lock: queries
-/// shared, training exclusive); later queries see the changed index.
+/// _train_iul, _update_rows, _rehash_rows, _rehash_dirty, _rebuild,
+/// _set_codes, _free) need EXCLUSIVE access: no other call may use it or
+/// its borrowed family/tables handles meanwhile (e.g. a reader-writer
+/// lock: queries shared, training exclusive); later ones see the change.
 pub struct lshk_index {
     _private: [u8; 0],
 }
@@ -398,7 +398,7 @@ pub struct lshk_index_info {
     pub tables: u32,
     /// IVF: lists; 0 for other sources.
     pub nlist: u32,
-    /// IVF: LSHK_IVF_CODES_*; 0 for other sources.
+    /// LSHK_IVF_CODES_*: IVF, its lists'; others, lshk_index_set_codes'.
     pub codes: u32,
     /// 1 when trained with labels (lshk_index_train_labels), else 0.
     pub labelled: u32,

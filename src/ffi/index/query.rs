@@ -6,7 +6,8 @@ use super::*;
 /// the source's candidates (LSH: hash -> gather; IVF: the lists' codes and
 /// re-rank; graph: the walk; forest: the leaves' set) -> the logits of the
 /// ORIGINAL W and bias for them (the stored W; IVF's exact re-rank, which
-/// reads the stored W, passes through) -> top-k, into
+/// reads the stored W, passes through; with lshk_index_set_codes, for the
+/// best `rerank` by the codes) -> top-k, into
 /// `out_ids[i*k .. i*k + k]` and `out_scores` (NULL = not wanted), nq*k
 /// each: descending by score, ties to the smaller id, padded with
 /// UINT32_MAX / -INFINITY. k = 0 or nq = 0 writes no ids or scores (stats

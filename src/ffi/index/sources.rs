@@ -158,6 +158,31 @@ pub unsafe extern "C" fn lshk_index_rebuild(
     })
 }
 
+/// LSH, graph, forest: codes LSHK_IVF_CODES_I8 scores all candidates from
+/// int8 codes of the rows (rows x dim bytes, as LSHK_STORAGE_I8's), then
+/// the best max(rerank, k) of each query exactly from W; NONE (a build's):
+/// all exactly. Codes follow row updates, rehashes and rebuilds and are
+/// saved; I8 again changes only rerank. EXCLUSIVE access. Errors:
+/// NULL_POINTER, INVALID_HANDLE, UNSUPPORTED (IVF), INVALID_ARGUMENT (codes
+/// not NONE or I8, rerank 0 with I8, I8 storage), ALLOCATION_FAILED.
+///
+/// # Safety
+/// `idx` NULL or a live handle no other thread uses.
+#[no_mangle]
+pub unsafe extern "C" fn lshk_index_set_codes(
+    idx: *mut lshk_index,
+    codes: u32,
+    rerank: u32,
+) -> lshk_status {
+    boundary("lshk_index_set_codes", || {
+        // SAFETY: forwarded caller contract (exclusive access).
+        let h = unsafe { handle_mut::<IndexHandle>(slot_mut(idx), "idx")? };
+        let c = Codes::from_u32(codes)
+            .ok_or_else(|| Error::new(Status::InvalidArgument, format!("unknown codes {codes}")))?;
+        h.idx.set_codes(c, rerank)
+    })
+}
+
 thread_local! {
     /// lshk_index_candidates' sets (reused per thread).
     static SETS: RefCell<GatherResult> = RefCell::new(GatherResult::default());

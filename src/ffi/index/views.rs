@@ -45,9 +45,9 @@ pub unsafe extern "C" fn lshk_index_describe(
             bail!(NullPointer, "`out` is NULL");
         };
         let i = &h.idx;
-        let (nlist, codes) = i
-            .ivf()
-            .map_or((0, 0), |v| (v.nlist() as u32, v.params().codes as u32));
+        let (nlist, codes) = i.ivf().map_or((0, i.codes().0 as u32), |v| {
+            (v.nlist() as u32, v.params().codes as u32)
+        });
         let tables = match i.forest() {
             Some(f) => f.params().trees,
             None => i.num_tables(),
