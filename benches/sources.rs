@@ -17,7 +17,10 @@
 //! borrowed), `index/graph` (the graph family), `graph` (ef 64), `forest` (candidate
 //! lists of 256, default forest; no top-k: its figure is the candidate
 //! query alone), `index/forest` (the forest family of the one index: the
-//! same sets scored and cut to the top 10).
+//! same sets scored and cut to the top 10); `+codes` beside the LSH, graph
+//! and forest sources: the same index with row codes
+//! (`Index::set_codes(I8, 32)`: int8 scores of every candidate, the best
+//! 32 exact), whose top-10 overlap with the plain index's is printed first.
 //!
 //! `LSHK_SOURCES_ROWS` changes the row count.
 
@@ -97,6 +100,18 @@ fn main() {
         family(Family::Ivf),
         family(Family::Forest),
     );
+    // The same indexes with row codes.
+    let coded = |mut ix: Index| {
+        ix.set_codes(Codes::I8, 32).unwrap();
+        ix
+    };
+    let simhash_c = coded(index(IndexParams {
+        family: Family::SimHash,
+        bits: 16,
+        tables: 24,
+        ..Default::default()
+    }));
+    let (gfam_c, ffam_c) = (coded(family(Family::Graph)), coded(family(Family::Forest)));
     let graph = Graph::build(w, b, rows, DIM, DIM, &GraphParams::default()).unwrap();
     let forest = Forest::build(w, rows, DIM, DIM, &ForestParams::default()).unwrap();
     let dense = DenseLayer::new(w, rows, DIM, DIM, b).unwrap();
@@ -106,6 +121,34 @@ fn main() {
         probes: 4,
         ..Default::default()
     });
+    let qd = QueryParams::default();
+    for (name, plain, codes, qp) in [
+        ("simhash", &simhash, &simhash_c, &probes),
+        ("graph", &gfam, &gfam_c, &qd),
+        ("forest", &ffam, &ffam_c, &qd),
+    ] {
+        let mut a = (vec![0u32; POOL * K], vec![0f32; POOL * K]);
+        let mut c = a.clone();
+        plain
+            .query_with(&q, POOL, DIM, K as u32, qp, &mut a.0, &mut a.1, None)
+            .unwrap();
+        codes
+            .query_with(&q, POOL, DIM, K as u32, qp, &mut c.0, &mut c.1, None)
+            .unwrap();
+        let same: usize = (0..POOL)
+            .map(|i| {
+                let r = &a.0[i * K..(i + 1) * K];
+                c.0[i * K..(i + 1) * K]
+                    .iter()
+                    .filter(|x| r.contains(x))
+                    .count()
+            })
+            .sum();
+        eprintln!(
+            "index/{name}+codes: top-10 overlap with index/{name} {:.4} over {POOL} queries",
+            same as f64 / (POOL * K) as f64
+        );
+    }
     let runs: Vec<(&str, Run)> = vec![
         (
             "dense (exact)",
@@ -136,6 +179,14 @@ fn main() {
             }),
         ),
         (
+            "index/simhash+codes",
+            Box::new(|q, n, i, s| {
+                simhash_c
+                    .query_with(q, n, DIM, K as u32, &probes, i, s, None)
+                    .unwrap()
+            }),
+        ),
+        (
             "index/ivf",
             Box::new(|q, n, i, s| {
                 ifam.query_with(q, n, DIM, K as u32, &QueryParams::default(), i, s, None)
@@ -150,6 +201,14 @@ fn main() {
             }),
         ),
         (
+            "index/graph+codes",
+            Box::new(|q, n, i, s| {
+                gfam_c
+                    .query_with(q, n, DIM, K as u32, &QueryParams::default(), i, s, None)
+                    .unwrap()
+            }),
+        ),
+        (
             "graph",
             Box::new(|q, n, i, s| graph.search(q, n, DIM, K, 64, i, s).unwrap()),
         ),
@@ -157,6 +216,14 @@ fn main() {
             "index/forest",
             Box::new(|q, n, i, s| {
                 ffam.query_with(q, n, DIM, K as u32, &QueryParams::default(), i, s, None)
+                    .unwrap()
+            }),
+        ),
+        (
+            "index/forest+codes",
+            Box::new(|q, n, i, s| {
+                ffam_c
+                    .query_with(q, n, DIM, K as u32, &QueryParams::default(), i, s, None)
                     .unwrap()
             }),
         ),
