@@ -79,7 +79,14 @@ fn main() {
     }
 }
 
-fn run(d: &common::Data, nq: usize, p: &IndexParams, qp: &QueryParams, reranks: &[u32], reps: usize) {
+fn run(
+    d: &common::Data,
+    nq: usize,
+    p: &IndexParams,
+    qp: &QueryParams,
+    reranks: &[u32],
+    reps: usize,
+) {
     println!(
         "{} ({} x {}), {nq} queries, SimHash K {} L {} probes {}, W borrowed, tier {:?}",
         d.name,
@@ -92,10 +99,9 @@ fn run(d: &common::Data, nq: usize, p: &IndexParams, qp: &QueryParams, reranks: 
     );
     let (exact, _, _) = common::exact_topk(d, nq, K);
     // SAFETY: `d.w` outlives the index (dropped at the end of this function).
-    let mut ix = unsafe {
-        Index::build_borrowed(&d.w, d.bias.as_deref(), d.rows, d.dim, d.dim, p, None)
-    }
-    .expect("build");
+    let mut ix =
+        unsafe { Index::build_borrowed(&d.w, d.bias.as_deref(), d.rows, d.dim, d.dim, p, None) }
+            .expect("build");
     println!("| scorer | candidates / q | exact / q | recall@10 | us/q B = 1 | us/q B = 64 |");
     println!("|---|---:|---:|---:|---:|---:|");
     let mut settings = vec![None];
@@ -107,15 +113,33 @@ fn run(d: &common::Data, nq: usize, p: &IndexParams, qp: &QueryParams, reranks: 
         }
         let (mut ids, mut sc) = (vec![0u32; nq * K], vec![0f32; nq * K]);
         let mut st = QueryStats::default();
-        ix.query_with(&d.q, nq, d.dim, K as u32, qp, &mut ids, &mut sc, Some(&mut st))
-            .unwrap();
+        ix.query_with(
+            &d.q,
+            nq,
+            d.dim,
+            K as u32,
+            qp,
+            &mut ids,
+            &mut sc,
+            Some(&mut st),
+        )
+        .unwrap();
         let rec = common::recall(&ids, &exact, K, nq, None);
         let (mut b1, mut b64) = (f64::MAX, f64::MAX);
         for _ in 0..reps {
             let t = cpu();
             for i in 0..nq {
-                ix.query_with(d.query(i), 1, d.dim, K as u32, qp, &mut ids[..K], &mut sc[..K], None)
-                    .unwrap();
+                ix.query_with(
+                    d.query(i),
+                    1,
+                    d.dim,
+                    K as u32,
+                    qp,
+                    &mut ids[..K],
+                    &mut sc[..K],
+                    None,
+                )
+                .unwrap();
             }
             b1 = b1.min((cpu() - t) / nq as f64);
             let t = cpu();
@@ -131,7 +155,11 @@ fn run(d: &common::Data, nq: usize, p: &IndexParams, qp: &QueryParams, reranks: 
             None => "exact".to_string(),
             Some(r) => format!("int8 codes, rerank {r}"),
         };
-        let exact_per_q = if s.is_some() { st.reranked } else { st.candidates_total };
+        let exact_per_q = if s.is_some() {
+            st.reranked
+        } else {
+            st.candidates_total
+        };
         println!(
             "| {name} | {:.0} | {:.0} | {:.4} | {:.1} | {:.1} |",
             st.candidates_total as f64 / nq as f64,
