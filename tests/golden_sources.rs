@@ -100,6 +100,10 @@ fn answers(l: &Layer) -> Vec<(String, u64)> {
         let ix = Index::build(w, b, rows, dim, dim, &p, None).unwrap();
         idxs.push((format!("index {family:?} {storage:?}"), ix));
     }
+    // The scorer's code stage (row codes, a shortlist of 16).
+    let mut ix = Index::build(w, b, rows, dim, dim, &idxs_params(), None).unwrap();
+    ix.set_codes(Codes::I8, 16).unwrap();
+    idxs.push(("index SimHash F32 row codes rerank 16".into(), ix));
     let graph = Graph::build(w, b, rows, dim, dim, &GraphParams::default()).unwrap();
     // Raw-row trees (the default before unit rows) and the default.
     let raw = ForestParams {
@@ -230,6 +234,17 @@ fn answers(l: &Layer) -> Vec<(String, u64)> {
     out
 }
 
+/// The SimHash F32 index of the golden table, as built above.
+fn idxs_params() -> IndexParams {
+    IndexParams {
+        family: Family::SimHash,
+        storage: Storage::F32,
+        bits: 12,
+        tables: 16,
+        ..Default::default()
+    }
+}
+
 /// Compares with the golden table, or prints it (`LSHK_GOLDEN_PRINT`).
 fn check(what: &str, got: &[(String, u64)], golden: &[(&str, u64)]) {
     if std::env::var_os("LSHK_GOLDEN_PRINT").is_some() {
@@ -300,6 +315,8 @@ const DEMO_LAYER: &[(&str, u64)] = &[
     ("index SimHash I8", 0x5b68057c7cc00474),
     ("index Dwta F32", 0xba0e0488d059130f),
     ("index Graph F32", 0xd88432984b4d7c28),
+    // The plain SimHash F32 answers, to the bit.
+    ("index SimHash F32 row codes rerank 16", 0xd7956e4eb8e8b282),
     ("graph ef 10", 0x4c556323dcf43473),
     ("graph ef 64", 0x0baba41161b78dd1),
     ("forest q 32", 0xdcda09dfdd8bd170),
@@ -348,6 +365,8 @@ const W2V_GUTENBERG: &[(&str, u64)] = &[
     ("index SimHash I8", 0x1f6462739aee7bec),
     ("index Dwta F32", 0xfbd2b44973d7272c),
     ("index Graph F32", 0xf49764674c1b5fda),
+    // The plain SimHash F32 answers, to the bit.
+    ("index SimHash F32 row codes rerank 16", 0xeda7b666f180fdd8),
     ("graph ef 10", 0x68ead6624d7ab63d),
     ("graph ef 64", 0x020c8653afedceb0),
     ("forest q 32", 0x575ac886d41c18ad),
