@@ -2,8 +2,9 @@
  * parameter defaults of every source, bad inputs with canaries, queries
  * against the exact logits of the returned ids, lshk_index_describe,
  * lshk_index_candidates and lshk_index_union, save/load (stored and
- * borrowed weights, w_stride), the borrowed family/tables handles, and the
- * calls of other sources refused with UNSUPPORTED. */
+ * borrowed weights, w_stride), the borrowed family/tables handles, the
+ * calls of other sources refused with UNSUPPORTED, and the int8 row codes
+ * of lshk_index_set_codes. */
 #include <math.h>
 
 #include "lshk_test.h"
@@ -55,6 +56,83 @@ static int check_results(const uint32_t *ids, const float *sc) {
     }
   }
   return 1;
+}
+
+/* lshk_index_set_codes on a SimHash index with a bias: int8 codes pick a
+ * shortlist of RERANK per query, re-scored exactly (every answer is its
+ * exact logit); the codes are saved and loaded (the same bits); NONE
+ * answers as before the codes; what cannot take codes is refused. */
+#define RERANK 8
+static void test_codes(const char *path) {
+  lshk_index_params p = lshk_index_params_default();
+  p.lsh.bits_per_table = 4;
+  p.lsh.tables = 8;
+  p.build_threads = 1;
+  lshk_index *idx = NULL, *back = NULL;
+  EXPECT_OK(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &p, &idx));
+  uint32_t ids0[NQ * K], ids[NQ * K], ids2[NQ * K];
+  float sc0[NQ * K], sc[NQ * K], sc2[NQ * K];
+  EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, NULL, ids0, sc0, NULL));
+
+  EXPECT_OK(lshk_index_set_codes(idx, LSHK_IVF_CODES_I8, RERANK));
+  lshk_index_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  EXPECT_OK(lshk_index_describe(idx, &info));
+  CHECK(info.codes == LSHK_IVF_CODES_I8);
+  lshk_query_stats st;
+  memset(&st, 0, sizeof st);
+  st.struct_size = sizeof st;
+  EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, NULL, ids, sc, &st));
+  CHECK(check_results(ids, sc));
+  /* the shortlist is shorter than the candidates: the codes chose it */
+  CHECK(st.reranked > 0 && st.reranked <= NQ * RERANK &&
+        st.reranked < st.candidates_total);
+
+  EXPECT_OK(lshk_index_save(idx, path));
+  EXPECT_OK(lshk_index_load(path, NULL, 0, &back));
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  EXPECT_OK(lshk_index_describe(back, &info));
+  CHECK(info.codes == LSHK_IVF_CODES_I8);
+  EXPECT_OK(lshk_index_query(back, q, NQ, DIM, K, NULL, ids2, sc2, NULL));
+  CHECK(memcmp(ids, ids2, sizeof ids) == 0 && memcmp(sc, sc2, sizeof sc) == 0);
+
+  EXPECT_OK(lshk_index_set_codes(back, LSHK_IVF_CODES_NONE, 0));
+  memset(&info, 0xA5, sizeof info);
+  info.struct_size = sizeof info;
+  EXPECT_OK(lshk_index_describe(back, &info));
+  CHECK(info.codes == LSHK_IVF_CODES_NONE);
+  EXPECT_OK(lshk_index_query(back, q, NQ, DIM, K, NULL, ids2, sc2, NULL));
+  CHECK(memcmp(ids0, ids2, sizeof ids0) == 0 && memcmp(sc0, sc2, sizeof sc0) == 0);
+
+  /* refused, the index unchanged */
+  EXPECT_STATUS(lshk_index_set_codes(NULL, LSHK_IVF_CODES_I8, RERANK),
+                LSHK_STATUS_NULL_POINTER);
+  EXPECT_STATUS(lshk_index_set_codes(idx, LSHK_IVF_CODES_I8, 0),
+                LSHK_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(lshk_index_set_codes(idx, LSHK_IVF_CODES_PQ4, RERANK),
+                LSHK_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(lshk_index_set_codes(idx, 9, RERANK),
+                LSHK_STATUS_INVALID_ARGUMENT);
+  EXPECT_OK(lshk_index_query(idx, q, NQ, DIM, K, NULL, ids2, sc2, NULL));
+  CHECK(memcmp(ids, ids2, sizeof ids) == 0 && memcmp(sc, sc2, sizeof sc) == 0);
+  EXPECT_OK(lshk_index_free(back));
+  EXPECT_OK(lshk_index_free(idx));
+
+  p.storage = LSHK_STORAGE_I8;
+  EXPECT_OK(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &p, &idx));
+  EXPECT_STATUS(lshk_index_set_codes(idx, LSHK_IVF_CODES_I8, RERANK),
+                LSHK_STATUS_INVALID_ARGUMENT);
+  EXPECT_OK(lshk_index_free(idx));
+  p = lshk_index_params_default();
+  p.source = LSHK_SOURCE_IVF;
+  p.ivf.nlist = 8;
+  p.build_threads = 1;
+  EXPECT_OK(lshk_index_build(w, bias, ROWS, DIM, STRIDE, &p, &idx));
+  EXPECT_STATUS(lshk_index_set_codes(idx, LSHK_IVF_CODES_I8, RERANK),
+                LSHK_STATUS_UNSUPPORTED);
+  EXPECT_OK(lshk_index_free(idx));
 }
 
 int main(void) {
@@ -492,6 +570,8 @@ int main(void) {
   }
   EXPECT_OK(lshk_index_free(back));
   EXPECT_OK(lshk_index_free(idx));
+
+  test_codes(path);
   remove(path);
 
   return lshk_test_summary("index");

@@ -1103,6 +1103,57 @@ void test_index_weights() {
   EXPECT_THROW_STATUS(empty.weights(), LSHK_STATUS_NULL_POINTER, "lshk_index_weights");
 }
 
+// Index::set_codes: with int8 row codes every returned score is still the
+// exact logit (the shortlist is re-scored from W), describe() reports the
+// codes, NONE gives back the answers without codes, and the IVF source
+// refuses them.
+void test_index_codes() {
+  constexpr std::size_t rows = 2000, dim = 32, nq = 20;
+  constexpr uint32_t k = 8;
+  std::vector<float> w = normals(rows * dim, 31), bias = normals(rows, 32),
+                     q = normals(nq * dim, 33);
+  lshk::IndexParams p;
+  p.lsh.bits_per_table = 6;
+  p.lsh.tables = 8;
+  p.build_threads = 1;
+  lshk::Index idx(w, bias, rows, dim, dim, p);
+  CHECK(idx.describe().codes == LSHK_IVF_CODES_NONE);
+  const lshk::TopK plain = idx.query(q, k);
+  idx.set_codes(LSHK_IVF_CODES_I8, 32);
+  CHECK(idx.describe().codes == LSHK_IVF_CODES_I8);
+  const lshk::TopK coded = idx.query(q, k);
+  bool exact = true;
+  std::size_t answered = 0;
+  for (std::size_t i = 0; i < nq * k; i++) {
+    const uint32_t r = coded.ids[i];
+    if (r == UINT32_MAX) {
+      exact = exact && coded.scores[i] == -INFINITY;
+      continue;
+    }
+    answered++;
+    double e = bias[r];
+    for (std::size_t t = 0; t < dim; t++) e += double(w[r * dim + t]) * q[(i / k) * dim + t];
+    exact = exact && std::fabs(double(coded.scores[i]) - e) <= 1e-4 * std::max(1.0, std::fabs(e));
+    if (i % k != 0) exact = exact && coded.scores[i - 1] >= coded.scores[i];
+  }
+  CHECK(exact && answered > 0);
+  idx.set_codes(LSHK_IVF_CODES_NONE);
+  CHECK(idx.describe().codes == LSHK_IVF_CODES_NONE);
+  CHECK(same_topk(idx.query(q, k), plain.ids, plain.scores));
+  EXPECT_THROW_STATUS(idx.set_codes(LSHK_IVF_CODES_I8, 0), LSHK_STATUS_INVALID_ARGUMENT,
+                      "lshk_index_set_codes");
+
+  lshk::IndexParams pi(LSHK_SOURCE_IVF);
+  pi.ivf.nlist = 16;
+  pi.build_threads = 1;
+  lshk::Index ivf(w, bias, rows, dim, dim, pi);
+  EXPECT_THROW_STATUS(ivf.set_codes(LSHK_IVF_CODES_I8, 32), LSHK_STATUS_UNSUPPORTED,
+                      "lshk_index_set_codes");
+  lshk::Index empty;
+  EXPECT_THROW_STATUS(empty.set_codes(LSHK_IVF_CODES_I8), LSHK_STATUS_NULL_POINTER,
+                      "lshk_index_set_codes");
+}
+
 // lshk::Index with the IVF source against the same calls through the C
 // API: build (borrowed and copied W), queries bit for bit with stats,
 // calibration, candidates, strided queries, moves, release/adopt,
@@ -1373,6 +1424,7 @@ int main() {
     test_index();
     test_tables_labels();
     test_index_weights();
+    test_index_codes();
     test_ivf();
   } catch (const std::exception &e) {
     std::fprintf(stderr, "unexpected exception: %s\n", e.what());

@@ -1407,6 +1407,16 @@ class Index : public detail::Owner<Index, detail::IndexBase, lshk_index, lshk_in
   void rebuild() { check(lshk_index_rebuild(get(), nullptr)); }
   void rebuild(uint64_t new_seed) { check(lshk_index_rebuild(get(), &new_seed)); }
 
+  /* lshk_index_set_codes (LSH, graph and forest sources): with
+   * LSHK_IVF_CODES_I8 every candidate is scored from int8 codes of the
+   * rows and the best max(rerank, k) of each query again exactly from W
+   * (those answer); LSHK_IVF_CODES_NONE scores every candidate exactly.
+   * The codes follow row updates, rehashes and rebuilds and are saved;
+   * describe().codes reports them. EXCLUSIVE. */
+  void set_codes(uint32_t codes, uint32_t rerank = 32) {
+    check(lshk_index_set_codes(get(), codes, rerank));
+  }
+
   /* lshk_index_train_labels (LSH and IVF sources): label-aware buckets or
    * lists from n training queries (row i at q[i * q_stride]) with CSR
    * labels (label_offsets: n + 1 non-decreasing values; labels: at least
