@@ -88,7 +88,8 @@ class Description(TypedDict):
     nlist: int
     """IVF: lists; 0 for other sources."""
     codes: Optional[str]
-    """IVF: the codes; None for other sources."""
+    """IVF: the lists' codes; other sources: 'i8' with row codes
+    (set_codes), else None."""
     labelled: bool
 
 class IvfQuery(TypedDict):
@@ -145,8 +146,8 @@ class Index:
     and query knobs; a knob of another source raises ValueError. A call the
     source lacks raises UnsupportedError.
 
-    Queries are thread-safe and release the GIL; train_labels, train_iul and
-    rebuild need exclusive access (a concurrent query makes them raise
+    Queries are thread-safe and release the GIL; train_labels, train_iul,
+    rebuild and set_codes need exclusive access (a concurrent query makes them raise
     RuntimeError).
     """
 
@@ -309,6 +310,15 @@ class Index:
         builds the trees again from the index's current W, e.g. after the
         caller changed a borrowed W in place (while no call used the index),
         with a new seed when given. On error the index is unchanged."""
+    def set_codes(self, codes: Union[str, int, None] = None, rerank: int = 32) -> None:
+        """lshk_index_set_codes (LSH, graph and forest sources;
+        UnsupportedError on IVF, whose lists have codes): 'i8' (the default)
+        scores every candidate from int8 codes of the rows (rows x dim bytes
+        more), then the best max(rerank, k) of each query exactly from W,
+        which answer; 'none' scores every candidate exactly. The codes
+        follow update_rows, rehashes and rebuild, and are saved. Exclusive
+        access. ValueError: an unknown name; LshkError: 4-bit codes, rerank
+        0 with 'i8', storage 'i8'."""
     def update_rows(self, ids: _Int, rows: Optional[_F32] = None, bias: Optional[_F32] = None) -> None:
         """lshk_index_update_rows (LSH sources; UnsupportedError otherwise):
         writes new values of rows `ids` of W (`rows`: one row of dim floats

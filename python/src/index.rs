@@ -877,6 +877,29 @@ impl Index {
         .py_err(py)
     }
 
+    /// LSH, graph and forest sources: the scorer's row codes
+    /// (lshk_index_set_codes). "i8" (the default) scores every candidate
+    /// from int8 codes of the rows, then the best max(rerank, k) of each
+    /// query exactly from W; "none" scores every candidate exactly.
+    #[pyo3(signature = (codes=None, rerank=32))]
+    fn set_codes(
+        &mut self,
+        py: Python<'_>,
+        codes: Option<&Bound<'_, PyAny>>,
+        rerank: u32,
+    ) -> PyResult<()> {
+        let codes = match codes {
+            Some(v) => enum_arg(v, "codes", CODES)?,
+            None => c::index::LSHK_IVF_CODES_I8,
+        };
+        let h = self.h.0 as usize;
+        py.detach(move || {
+            // SAFETY: a live handle, held exclusively through &mut self.
+            check(unsafe { c::index::lshk_index_set_codes(h as *mut lshk_index, codes, rerank) })
+        })
+        .py_err(py)
+    }
+
     /// Bytes held by the index (lshk_index_memory_bytes).
     fn memory_bytes(&self, py: Python<'_>) -> PyResult<usize> {
         let mut n = 0usize;
@@ -897,7 +920,10 @@ impl Index {
         d.set_item("bits_per_table", v.bits_per_table)?;
         d.set_item("tables", v.tables)?;
         d.set_item("nlist", v.nlist)?;
-        d.set_item("codes", (v.source == IVF).then(|| name_of(CODES, v.codes)))?;
+        // IVF: its lists' codes; other sources: their row codes, None
+        // without (as before row codes existed).
+        let coded = v.source == IVF || v.codes != c::index::LSHK_IVF_CODES_NONE;
+        d.set_item("codes", coded.then(|| name_of(CODES, v.codes)))?;
         d.set_item("labelled", v.labelled != 0)?;
         Ok(d)
     }

@@ -269,6 +269,9 @@ class CApi:
     def index_rebuild(self, h, seed=None):
         self.check(self.lib.lshk_index_rebuild(h, None if seed is None else C.byref(u64(seed))))
 
+    def index_set_codes(self, h, codes, rerank):
+        self.check(self.lib.lshk_index_set_codes(h, u32(codes), u32(rerank)))
+
     def index_describe(self, h):
         info = IndexInfo(struct_size=C.sizeof(IndexInfo))
         self.check(self.lib.lshk_index_describe(h, C.byref(info)))

@@ -265,6 +265,60 @@ def test_forest_matches_c_api_and_rebuilds(capi, layer):
     same(idx.query(q, 10), ref)
 
 
+# ---------------------------------------------------------------- row codes
+
+@pytest.mark.parametrize("cfg", [dict(), dict(source="graph", m=8), dict(source="forest", trees=4),
+                                 dict(storage="borrowed", bits_per_table=8, tables=24)], ids=cfg_id)
+def test_row_codes_match_c_api(capi, tmp_path, layer, cfg):
+    """set_codes: the same answers as the C API's lshk_index_set_codes, bit
+    for bit; every answer is its exact logit; describe and files keep the
+    codes; 'none' answers as before them."""
+    w, b, q = layer
+    idx = lshk.Index(w, b, **cfg)
+    h = capi.index_build(w, b, **cfg)
+    try:
+        plain = idx.query(q, 10)
+        assert idx.describe()["codes"] is None
+        idx.set_codes("i8", rerank=16)
+        capi.index_set_codes(h, 1, 16)  # LSHK_IVF_CODES_I8
+        got = idx.query(q, 10)
+        same(got, capi.index_query(h, q, 10))
+        assert idx.describe()["codes"] == "i8"
+        ids, sc = got
+        ok = ids != np.uint32(0xFFFFFFFF)
+        exact = np.einsum("qd,qkd->qk", q.astype(np.float64), w[np.where(ok, ids, 0)].astype(np.float64))
+        exact += b[np.where(ok, ids, 0)]
+        assert np.allclose(sc[ok], exact[ok], rtol=1e-5, atol=1e-5)
+        _, _, st = idx.query(q, 10, stats=True)
+        assert 0 < st["reranked"] <= 16 * len(q)
+        path = str(tmp_path / "codes.lshk")
+        idx.save(path)
+        back = lshk.Index.load(path, w=w if cfg.get("storage") == "borrowed" else None)
+        assert back.describe()["codes"] == "i8"
+        same(back.query(q, 10), got)
+        idx.set_codes("none")
+        assert idx.describe()["codes"] is None
+        same(idx.query(q, 10), plain)
+    finally:
+        capi.index_free(h)
+
+
+def test_row_codes_refusals(layer):
+    w, b, q = layer
+    idx = lshk.Index(w, b)
+    with pytest.raises(ValueError):
+        idx.set_codes("int8")
+    for kw in (dict(codes="pq4"), dict(codes="i8", rerank=0)):
+        with pytest.raises(lshk.LshkError) as e:
+            idx.set_codes(**kw)
+        assert e.value.status_name == "LSHK_STATUS_INVALID_ARGUMENT"
+    with pytest.raises(lshk.LshkError):
+        lshk.Index(w, b, storage="i8").set_codes()
+    with pytest.raises(lshk.UnsupportedError):
+        lshk.Index(w, b, source="ivf", nlist=8).set_codes()
+    assert idx.describe()["codes"] is None
+
+
 def test_union_matches_c_api(capi, layer):
     w, b, q = layer
     idx = lshk.Index(w, b, source="forest", trees=4)
