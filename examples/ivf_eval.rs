@@ -92,13 +92,7 @@ fn main() {
         )
     };
     if let Some(dir) = npy {
-        let b = dir.join("b.npy");
-        let d = common::npy(
-            &dir.join("W.npy"),
-            b.exists().then_some(b.as_path()),
-            &dir.join("Q.npy"),
-        )
-        .expect("npy layer");
+        let d = common::npy_dir(&dir).expect("npy layer");
         let d = common::Data {
             nq: d.nq.min(nq + cal),
             ..d

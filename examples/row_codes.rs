@@ -58,14 +58,7 @@ fn main() {
     });
     let run = |d: &common::Data| run(d, nq.min(d.nq), &p, &qp, &reranks, reps);
     if let Some(dir) = npy {
-        let b = dir.join("b.npy");
-        let d = common::npy(
-            &dir.join("W.npy"),
-            b.exists().then_some(b.as_path()),
-            &dir.join("Q.npy"),
-        )
-        .expect("npy layer");
-        run(&d);
+        run(&common::npy_dir(&dir).expect("npy layer"));
         return;
     }
     if only.as_deref() != Some("w2v") {

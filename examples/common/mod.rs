@@ -122,6 +122,17 @@ pub fn npy(weights: &Path, bias: Option<&Path>, queries: &Path) -> lshk::Result<
     })
 }
 
+/// The layer of a directory: `DIR/W.npy`, `DIR/Q.npy` and, if present,
+/// `DIR/b.npy` (e.g. what `benches/peers/minilm_export.py` writes).
+pub fn npy_dir(dir: &Path) -> lshk::Result<Data> {
+    let b = dir.join("b.npy");
+    npy(
+        &dir.join("W.npy"),
+        b.exists().then_some(b.as_path()),
+        &dir.join("Q.npy"),
+    )
+}
+
 /// Exact top-k of the first `nq` queries (all cores), and the seconds it took.
 pub fn exact_topk(d: &Data, nq: usize, k: usize) -> (Vec<u32>, Vec<f32>, f64) {
     let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);

@@ -16,14 +16,15 @@
 //!   multi-probe and budgeted gathers; label-aware buckets are entries of
 //!   the same CSR after [`Index::train_labels`]) or the FGD graph
 //!   (`crate::source::graph`'s `family.rs`);
-//! * the scorer, [`Scorer`]: today the exact gathered matmul of
-//!   [`WeightMatrix`], which picks its kernel per storage (f32, bf16, f16,
-//!   int8) once per call.
+//! * the scorer, [`Scorer`]: the exact gathered matmul of [`WeightMatrix`],
+//!   which picks its kernel per storage (f32, bf16, f16, int8) once per
+//!   call; with row codes ([`Index::set_codes`], `codes.rs`) the same
+//!   trait over the int8 codes scores every candidate first, and the
+//!   index's rows only each query's shortlist.
 //!
 //! The index's fields keep the concrete source and scorer types because
 //! the public API hands them out (`Index::tables`, `Index::weights`, the C
-//! API's borrowed table handle); the pipeline only sees the traits, so a
-//! partition source or a quantized scorer with re-rank plugs in here.
+//! API's borrowed table handle); the pipeline only sees the traits.
 //! Every stage dispatches once per call or per block, never per element.
 
 use super::*;

@@ -231,8 +231,13 @@ impl Index {
             Some(rc) if !final_scores && kk > 0 => Some((self.code_matrix(rc), rc.rerank)),
             _ => None,
         };
-        let code_stage: Option<&dyn Scorer> = cm.as_ref().map(|c| &c.0 as &dyn Scorer);
         let shortlist = cm.as_ref().map_or(0, |c| (c.1 as usize).max(kk));
+        // The candidates' first scores: the codes' (exact ones follow for
+        // the shortlists), the exact ones, or none (the source's are final).
+        let first: Option<&dyn Scorer> = match &cm {
+            Some(c) => Some(&c.0),
+            None => (!final_scores).then_some(scorer),
+        };
         QSCRATCH.with(|cell| -> Result<()> {
             let mut guard = cell.borrow_mut();
             let s = &mut *guard;
@@ -253,18 +258,8 @@ impl Index {
                 )?;
                 let cands = s.gather.ids.len();
                 s.scores.resize(cands, 0.0);
-                if let Some(c) = code_stage {
-                    // Code scores now, exact ones for the shortlists below.
-                    c.score(
-                        qb,
-                        b,
-                        q_stride,
-                        &s.gather.ids,
-                        &s.gather.offsets,
-                        &mut s.scores,
-                    )?;
-                } else if !final_scores {
-                    scorer.score(
+                if let Some(sc) = first {
+                    sc.score(
                         qb,
                         b,
                         q_stride,
@@ -287,7 +282,7 @@ impl Index {
                         &mut s.out_scores[..]
                     }
                 };
-                if code_stage.is_some() {
+                if cm.is_some() {
                     st.reranked += self.code_stage(
                         qb,
                         b,
