@@ -75,6 +75,7 @@ fn seed_index(
     storage: Storage,
     transform: Transform,
     labels: bool,
+    codes: bool,
 ) -> (Index, usize, usize) {
     let (rows, dim) = (400usize, 12usize);
     let layer = lshk::data::structured_layer(rows, dim, 9, 5);
@@ -106,6 +107,9 @@ fn seed_index(
         idx.train_labels(&q, 50, dim, &offs, &y, &Default::default())
             .unwrap();
     }
+    if codes {
+        idx.set_codes(lshk::ivf::Codes::I8, 9).unwrap();
+    }
     (idx, rows, dim)
 }
 
@@ -121,22 +125,32 @@ fn mutated_index_files_never_crash_the_loader() {
     let dir = std::env::temp_dir().join(format!("lshk-fuzz-load-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let seeds = [
-        (Family::SimHash, Storage::F32, Transform::None, false),
-        (Family::SimHash, Storage::Bf16, Transform::Mips, true),
-        (Family::Dwta, Storage::I8, Transform::BiasAug, false),
-        (Family::SimHash, Storage::F16, Transform::None, true),
+        (Family::SimHash, Storage::F32, Transform::None, false, false),
+        (Family::SimHash, Storage::Bf16, Transform::Mips, true, false),
+        (Family::Dwta, Storage::I8, Transform::BiasAug, false, false),
+        (Family::SimHash, Storage::F16, Transform::None, true, false),
         // The graph family: its GPARAM / GROWS / GLEVELS /
         // GLINKS0 / GUPPER sections beside the index's.
-        (Family::Graph, Storage::F32, Transform::None, false),
-        (Family::Graph, Storage::I8, Transform::None, false),
+        (Family::Graph, Storage::F32, Transform::None, false, false),
+        (Family::Graph, Storage::I8, Transform::None, false, false),
         // The IVF and forest families: their sections beside the index's.
-        (Family::Ivf, Storage::F32, Transform::None, false),
-        (Family::Forest, Storage::F32, Transform::None, false),
+        (Family::Ivf, Storage::F32, Transform::None, false, false),
+        (Family::Forest, Storage::F32, Transform::None, false, false),
+        // Row codes (CODES / CSCALES, the rerank in PARAMS) on an LSH and
+        // a forest index.
+        (
+            Family::SimHash,
+            Storage::F32,
+            Transform::BiasAug,
+            false,
+            true,
+        ),
+        (Family::Forest, Storage::F32, Transform::None, false, true),
     ];
     let (mut total, mut loaded, mut rejected) = (0usize, 0usize, 0usize);
     let mut r = SplitMix64::new(0x5eed);
-    for (si, &(f, s, t, lab)) in seeds.iter().enumerate() {
-        let (idx, rows, dim) = seed_index(f, s, t, lab);
+    for (si, &(f, s, t, lab, codes)) in seeds.iter().enumerate() {
+        let (idx, rows, dim) = seed_index(f, s, t, lab, codes);
         let path = dir.join(format!("seed{si}.lshk"));
         idx.save(&path).unwrap();
         let good = std::fs::read(&path).unwrap();
@@ -352,18 +366,28 @@ fn structural_mutations_through_the_c_abi() {
     let dir = std::env::temp_dir().join(format!("lshk-fuzz-load-c-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let seeds = [
-        (Family::SimHash, Storage::F32, Transform::None, false),
-        (Family::SimHash, Storage::Bf16, Transform::Mips, true),
-        (Family::Dwta, Storage::I8, Transform::BiasAug, false),
-        (Family::SimHash, Storage::F16, Transform::None, true),
+        (Family::SimHash, Storage::F32, Transform::None, false, false),
+        (Family::SimHash, Storage::Bf16, Transform::Mips, true, false),
+        (Family::Dwta, Storage::I8, Transform::BiasAug, false, false),
+        (Family::SimHash, Storage::F16, Transform::None, true, false),
         // The graph family: its GPARAM / GROWS / GLEVELS /
         // GLINKS0 / GUPPER sections beside the index's.
-        (Family::Graph, Storage::F32, Transform::None, false),
-        (Family::Graph, Storage::I8, Transform::None, false),
+        (Family::Graph, Storage::F32, Transform::None, false, false),
+        (Family::Graph, Storage::I8, Transform::None, false, false),
         // The IVF and forest families (built from Rust; lshk_index_load
         // reads them).
-        (Family::Ivf, Storage::F32, Transform::None, false),
-        (Family::Forest, Storage::F32, Transform::None, false),
+        (Family::Ivf, Storage::F32, Transform::None, false, false),
+        (Family::Forest, Storage::F32, Transform::None, false, false),
+        // Row codes (CODES / CSCALES, the rerank in PARAMS) on an LSH and
+        // a forest index.
+        (
+            Family::SimHash,
+            Storage::F32,
+            Transform::BiasAug,
+            false,
+            true,
+        ),
+        (Family::Forest, Storage::F32, Transform::None, false, true),
     ];
     let flips = (iters() / 2).max(50);
     let mut o = Outcome {
@@ -372,8 +396,8 @@ fn structural_mutations_through_the_c_abi() {
         skipped: 0,
     };
     let mut r = SplitMix64::new(0xf11e);
-    for (si, &(f, s, t, lab)) in seeds.iter().enumerate() {
-        let (idx, _rows, dim) = seed_index(f, s, t, lab);
+    for (si, &(f, s, t, lab, codes)) in seeds.iter().enumerate() {
+        let (idx, _rows, dim) = seed_index(f, s, t, lab, codes);
         let path = dir.join(format!("seed{si}.lshk"));
         idx.save(&path).unwrap();
         let good = std::fs::read(&path).unwrap();
@@ -1438,18 +1462,34 @@ fn float_seeds(dir: &Path) -> Vec<FloatSeed> {
     }
 
     // Index: LSH families on every storage, the graph family, labels.
-    for (family, storage, transform, labels) in [
-        (Family::SimHash, Storage::F32, Transform::None, false),
-        (Family::SimHash, Storage::Bf16, Transform::Mips, false),
-        (Family::Dwta, Storage::F16, Transform::None, false),
-        (Family::SimHash, Storage::I8, Transform::None, true),
-        (Family::Graph, Storage::F32, Transform::None, false),
-        (Family::Graph, Storage::I8, Transform::None, false),
-        (Family::Ivf, Storage::F32, Transform::None, false),
-        (Family::Ivf, Storage::Bf16, Transform::None, false),
-        (Family::Forest, Storage::F32, Transform::None, false),
+    for (family, storage, transform, labels, codes) in [
+        (Family::SimHash, Storage::F32, Transform::None, false, false),
+        (
+            Family::SimHash,
+            Storage::Bf16,
+            Transform::Mips,
+            false,
+            false,
+        ),
+        (Family::Dwta, Storage::F16, Transform::None, false, false),
+        (Family::SimHash, Storage::I8, Transform::None, true, false),
+        (Family::Graph, Storage::F32, Transform::None, false, false),
+        (Family::Graph, Storage::I8, Transform::None, false, false),
+        (Family::Ivf, Storage::F32, Transform::None, false, false),
+        (Family::Ivf, Storage::Bf16, Transform::None, false, false),
+        (Family::Forest, Storage::F32, Transform::None, false, false),
+        // Row codes (CODES / CSCALES, the rerank in PARAMS) on an LSH and
+        // a forest index.
+        (
+            Family::SimHash,
+            Storage::F32,
+            Transform::BiasAug,
+            false,
+            true,
+        ),
+        (Family::Forest, Storage::F32, Transform::None, false, true),
     ] {
-        let (idx, rows, dim) = seed_index(family, storage, transform, labels);
+        let (idx, rows, dim) = seed_index(family, storage, transform, labels, codes);
         let wi = lshk::data::structured_layer(rows, dim, 9, 5).w;
         let bytes = save("seed.lshk", &|p| idx.save(p));
         drop(idx);
