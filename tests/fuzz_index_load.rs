@@ -113,6 +113,33 @@ fn seed_index(
     (idx, rows, dim)
 }
 
+/// The seed files of the two mutation fuzzers below: (family, storage,
+/// transform, label-trained, row codes).
+const SEEDS: &[(Family, Storage, Transform, bool, bool)] = &[
+    (Family::SimHash, Storage::F32, Transform::None, false, false),
+    (Family::SimHash, Storage::Bf16, Transform::Mips, true, false),
+    (Family::Dwta, Storage::I8, Transform::BiasAug, false, false),
+    (Family::SimHash, Storage::F16, Transform::None, true, false),
+    // The graph family: its GPARAM / GROWS / GLEVELS / GLINKS0 / GUPPER
+    // sections beside the index's.
+    (Family::Graph, Storage::F32, Transform::None, false, false),
+    (Family::Graph, Storage::I8, Transform::None, false, false),
+    // The IVF and forest families: their sections beside the index's
+    // (built from Rust; lshk_index_load reads them too).
+    (Family::Ivf, Storage::F32, Transform::None, false, false),
+    (Family::Forest, Storage::F32, Transform::None, false, false),
+    // Row codes (CODES / CSCALES, the rerank in PARAMS) on an LSH and a
+    // forest index.
+    (
+        Family::SimHash,
+        Storage::F32,
+        Transform::BiasAug,
+        false,
+        true,
+    ),
+    (Family::Forest, Storage::F32, Transform::None, false, true),
+];
+
 fn iters() -> usize {
     std::env::var("LSHK_FUZZ_ITERS")
         .ok()
@@ -124,29 +151,7 @@ fn iters() -> usize {
 fn mutated_index_files_never_crash_the_loader() {
     let dir = std::env::temp_dir().join(format!("lshk-fuzz-load-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let seeds = [
-        (Family::SimHash, Storage::F32, Transform::None, false, false),
-        (Family::SimHash, Storage::Bf16, Transform::Mips, true, false),
-        (Family::Dwta, Storage::I8, Transform::BiasAug, false, false),
-        (Family::SimHash, Storage::F16, Transform::None, true, false),
-        // The graph family: its GPARAM / GROWS / GLEVELS /
-        // GLINKS0 / GUPPER sections beside the index's.
-        (Family::Graph, Storage::F32, Transform::None, false, false),
-        (Family::Graph, Storage::I8, Transform::None, false, false),
-        // The IVF and forest families: their sections beside the index's.
-        (Family::Ivf, Storage::F32, Transform::None, false, false),
-        (Family::Forest, Storage::F32, Transform::None, false, false),
-        // Row codes (CODES / CSCALES, the rerank in PARAMS) on an LSH and
-        // a forest index.
-        (
-            Family::SimHash,
-            Storage::F32,
-            Transform::BiasAug,
-            false,
-            true,
-        ),
-        (Family::Forest, Storage::F32, Transform::None, false, true),
-    ];
+    let seeds = SEEDS;
     let (mut total, mut loaded, mut rejected) = (0usize, 0usize, 0usize);
     let mut r = SplitMix64::new(0x5eed);
     for (si, &(f, s, t, lab, codes)) in seeds.iter().enumerate() {
@@ -365,30 +370,7 @@ fn load_via_c(dir: &Path, bytes: &[u8], expect: Expect, what: &str, q: &[f32], o
 fn structural_mutations_through_the_c_abi() {
     let dir = std::env::temp_dir().join(format!("lshk-fuzz-load-c-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let seeds = [
-        (Family::SimHash, Storage::F32, Transform::None, false, false),
-        (Family::SimHash, Storage::Bf16, Transform::Mips, true, false),
-        (Family::Dwta, Storage::I8, Transform::BiasAug, false, false),
-        (Family::SimHash, Storage::F16, Transform::None, true, false),
-        // The graph family: its GPARAM / GROWS / GLEVELS /
-        // GLINKS0 / GUPPER sections beside the index's.
-        (Family::Graph, Storage::F32, Transform::None, false, false),
-        (Family::Graph, Storage::I8, Transform::None, false, false),
-        // The IVF and forest families (built from Rust; lshk_index_load
-        // reads them).
-        (Family::Ivf, Storage::F32, Transform::None, false, false),
-        (Family::Forest, Storage::F32, Transform::None, false, false),
-        // Row codes (CODES / CSCALES, the rerank in PARAMS) on an LSH and
-        // a forest index.
-        (
-            Family::SimHash,
-            Storage::F32,
-            Transform::BiasAug,
-            false,
-            true,
-        ),
-        (Family::Forest, Storage::F32, Transform::None, false, true),
-    ];
+    let seeds = SEEDS;
     let flips = (iters() / 2).max(50);
     let mut o = Outcome {
         refused: 0,
