@@ -465,7 +465,7 @@ typedef struct lshk_query_stats {
   // visited lists (from their codes; exactly, without codes); graph,
   // the rows its walk scored (all levels); 0 for LSH and forest.
   uint64_t scanned;
-  // IVF: rows re-scored exactly by the lists' re-rank (0 for others).
+  // Rows re-scored exactly after codes: IVF's re-rank, row codes' shortlists.
   uint64_t reranked;
 } lshk_query_stats;
 

@@ -265,8 +265,9 @@ pub struct QueryStats {
     /// exactly without codes); graph, the rows its walk scored (all
     /// levels); 0 for LSH and forest.
     pub scanned: u64,
-    /// IVF source: rows re-scored exactly by the lists' re-rank stage,
-    /// summed over the batch (0 otherwise).
+    /// Rows re-scored exactly after their codes, summed over the batch:
+    /// the IVF lists' re-rank, or the shortlists of row codes
+    /// ([`crate::index::Index::set_codes`]); 0 otherwise.
     pub reranked: u64,
 }
 

@@ -372,7 +372,7 @@ pub struct lshk_query_stats {
     /// visited lists (from their codes; exactly, without codes); graph,
     /// the rows its walk scored (all levels); 0 for LSH and forest.
     pub scanned: u64,
-    /// IVF: rows re-scored exactly by the lists' re-rank (0 for others).
+    /// Rows re-scored exactly after codes: IVF's re-rank, row codes' shortlists.
     pub reranked: u64,
 }
 
