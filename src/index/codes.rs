@@ -76,15 +76,9 @@ impl Index {
         let n = checked_mul(self.rows, self.dim, "rows * dim")?;
         let v = try_vec::<i8>(n, "row codes")?;
         let s = try_vec::<f32>(self.rows, "row code scales")?;
-        let mut rc = RowCodes {
-            w: WStore::from_vec_i8(v, s, self.dim),
-            rerank,
-        };
-        let mut row = try_vec::<f32>(self.dim, "row")?;
-        for r in 0..self.rows {
-            self.code_row(&mut rc.w, r, &mut row);
-        }
-        self.codes = Some(rc);
+        let mut w = WStore::from_vec_i8(v, s, self.dim);
+        self.code_rows(&mut w, None)?;
+        self.codes = Some(RowCodes { w, rerank });
         // Queries are now summed as int8 codes (up to 127) times q.
         Ok(())
     }
@@ -95,6 +89,25 @@ impl Index {
             Some(c) => (Codes::I8, c.rerank),
             None => (Codes::None, 0),
         }
+    }
+
+    /// Quantises the rows `ids` (every row when `None`) as stored now into
+    /// `codes`; nothing changes when the row scratch cannot be allocated.
+    fn code_rows(&self, codes: &mut WStore, ids: Option<&[u32]>) -> Result<()> {
+        let mut row = try_vec::<f32>(self.dim, "row")?;
+        match ids {
+            Some(ids) => {
+                for &r in ids {
+                    self.code_row(codes, r as usize, &mut row);
+                }
+            }
+            None => {
+                for r in 0..self.rows {
+                    self.code_row(codes, r, &mut row);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Quantises row `r` as stored now into `codes` (owned; `row`: `dim`
@@ -123,27 +136,9 @@ impl Index {
         let Some(mut rc) = self.codes.take() else {
             return Ok(());
         };
-        let mut row = match try_vec::<f32>(self.dim, "row") {
-            Ok(v) => v,
-            Err(e) => {
-                self.codes = Some(rc);
-                return Err(e);
-            }
-        };
-        match ids {
-            Some(ids) => {
-                for &r in ids {
-                    self.code_row(&mut rc.w, r as usize, &mut row);
-                }
-            }
-            None => {
-                for r in 0..self.rows {
-                    self.code_row(&mut rc.w, r, &mut row);
-                }
-            }
-        }
+        let done = self.code_rows(&mut rc.w, ids);
         self.codes = Some(rc);
-        Ok(())
+        done
     }
 
     /// The code matrix (with the bias) of the code stage.
@@ -169,8 +164,8 @@ impl Index {
     /// The code stage for a block of `b` queries: `approx` holds the code
     /// scores of the candidates `ids` (CSR `offsets`); the shortlists (the
     /// best `r` of each query, `r >= k`) are scored exactly and their top
-    /// `k` written to `out_ids` / `out_scores` (`b * k` each). Returns the
-    /// candidates scored exactly.
+    /// `k` written to `out_ids` / `out_scores` (`b * k` each) by `exact`
+    /// (the index's rows). Returns the candidates scored exactly.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn code_stage(
         &self,
@@ -182,6 +177,7 @@ impl Index {
         ids: &[u32],
         offsets: &[usize],
         approx: &[f32],
+        exact: &dyn Scorer,
         s: &mut CodeScratch,
         out_ids: &mut [u32],
         out_scores: &mut [f32],
@@ -207,8 +203,7 @@ impl Index {
             }
             s.offsets.push(m);
         }
-        self.weight_matrix()
-            .matmul(q, b, q_stride, &s.ids[..m], &s.offsets, &mut s.scores[..m])?;
+        exact.score(q, b, q_stride, &s.ids[..m], &s.offsets, &mut s.scores[..m])?;
         matmul::topk(
             &s.scores[..m],
             Some(&s.ids[..m]),

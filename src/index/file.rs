@@ -515,17 +515,7 @@ impl Index {
                     }
                 }
                 Storage::I8 => {
-                    let s: &[f32] = cast_slice(c.section("WSCALES")?, "WSCALES")?;
-                    if s.len() != rows {
-                        return Err(bad(format!(
-                            "WSCALES holds {} values, rows = {rows}",
-                            s.len()
-                        )));
-                    }
-                    if let Some(i) = s.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
-                        return Err(bad(format!("WSCALES[{i}] is {}", s[i])));
-                    }
-                    scales = s;
+                    scales = row_scales(&c, "WSCALES", rows, &bad)?;
                 }
                 Storage::BorrowedF32 => unreachable!(),
             }
@@ -573,16 +563,7 @@ impl Index {
                     i % dim
                 )));
             }
-            let s: &[f32] = cast_slice(c.section("CSCALES")?, "CSCALES")?;
-            if s.len() != rows {
-                return Err(bad(format!(
-                    "CSCALES holds {} values, rows = {rows}",
-                    s.len()
-                )));
-            }
-            if let Some(i) = s.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
-                return Err(bad(format!("CSCALES[{i}] is {}", s[i])));
-            }
+            let s = row_scales(&c, "CSCALES", rows, &bad)?;
             let keep: crate::source::lsh::tables::KeepAlive = c.clone();
             // SAFETY: `raw` and `s` are sections of the mapped container
             // `c`, which `keep` owns; the mapping is read-only.
@@ -624,6 +605,27 @@ impl Index {
         })?;
         Ok(idx)
     }
+}
+
+/// The section `name` of `rows` int8 row scales (`WSCALES`, `CSCALES`),
+/// each finite and >= 0 (`bad` otherwise).
+fn row_scales<'c>(
+    c: &'c Container,
+    name: &str,
+    rows: usize,
+    bad: &dyn Fn(String) -> Error,
+) -> Result<&'c [f32]> {
+    let s: &[f32] = cast_slice(c.section(name)?, name)?;
+    if s.len() != rows {
+        return Err(bad(format!(
+            "{name} holds {} values, rows = {rows}",
+            s.len()
+        )));
+    }
+    if let Some(i) = s.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
+        return Err(bad(format!("{name}[{i}] is {}", s[i])));
+    }
+    Ok(s)
 }
 
 /// The caller's W for a 0.2 IVF file that borrowed it: `(rows - 1) *

@@ -292,6 +292,7 @@ impl Index {
                         &s.gather.ids,
                         &s.gather.offsets,
                         &s.scores,
+                        scorer,
                         &mut s.codes,
                         oi,
                         os,
