@@ -90,6 +90,8 @@ pub struct TopK {
     thr: f32,
     /// [`topk_segment`]'s sample of a long segment ([`sample_floor`]).
     sample: Vec<f32>,
+    /// [`topk_offer_masked`]'s bit masks.
+    masks: Vec<u64>,
 }
 
 impl Default for TopK {
@@ -98,6 +100,7 @@ impl Default for TopK {
             buf: Vec::new(),
             thr: f32::NEG_INFINITY,
             sample: Vec::new(),
+            masks: Vec::new(),
         }
     }
 }
@@ -229,7 +232,7 @@ fn topk_segment_in(
     sorted: bool,
 ) {
     top.clear();
-    if k > 0 && scores.len() >= 16 * SAMPLE && scores.len() >= 32 * k {
+    if k > 0 && scores.len() >= 16 * SAMPLE && scores.len() >= 8 * k {
         // A long segment: start from a sampled floor instead of -inf, so
         // that the buffer fills with contenders only. If at least k scores
         // reach the floor, the k-th best does too, so every entry of the
@@ -237,8 +240,8 @@ fn topk_segment_in(
         let floor = sample_floor(scores, k, &mut top.sample);
         top.thr = floor;
         match ids {
-            Some(ids) => topk_offer(scores, |j| ids[j], k, top),
-            None => topk_offer(scores, |j| j as u32, k, top),
+            Some(ids) => topk_offer_masked(scores, |j| ids[j], k, top),
+            None => topk_offer_masked(scores, |j| j as u32, k, top),
         }
         if top.buf.len() >= k {
             drain(top, k, out_ids, out_scores, sorted);
@@ -293,6 +296,47 @@ pub(crate) fn topk_offer(scores: &[f32], id_of: impl Fn(usize) -> u32, k: usize,
         }
         j += 1;
     }
+}
+
+/// [`topk_offer`] of a long segment once the threshold is a sampled floor:
+/// which scores reach it, as bits from the active tier's vector compare
+/// (`kernels::select`, one call for the whole segment), then only those
+/// are offered, each against the threshold as it rises. The same entries
+/// as [`topk_offer`] reach the buffer's top `k` (a score below the
+/// threshold never can), without a compare-and-branch per block of 8.
+fn topk_offer_masked(scores: &[f32], id_of: impl Fn(usize) -> u32, k: usize, top: &mut TopK) {
+    if k == 0 || top.thr == f32::NEG_INFINITY || top.thr.is_nan() {
+        // The bits test `>`, and `>= -inf` has no strict equivalent.
+        topk_offer(scores, id_of, k, top);
+        return;
+    }
+    let cap = k + k.max(32);
+    let nw = crate::kernels::select::words(scores.len());
+    let mut masks = std::mem::take(&mut top.masks);
+    masks.clear();
+    masks.resize(nw, 0);
+    // `x >= thr` is `x > next_down(thr)` for every non-NaN `x` (the two
+    // zeros included: `-0.0 > next_down(0.0)`), and false for NaN alike.
+    (crate::kernels::select::kernels(crate::isa::active()).gt_masks)(
+        scores,
+        top.thr.next_down(),
+        &mut masks,
+    );
+    for (w, &word) in masks.iter().enumerate() {
+        let mut m = word;
+        while m != 0 {
+            let j = w * 64 + m.trailing_zeros() as usize;
+            m &= m - 1;
+            let x = scores[j];
+            if x >= top.thr {
+                top.buf.push(Entry::new(x, id_of(j)));
+                if top.buf.len() >= cap {
+                    top.compact(k);
+                }
+            }
+        }
+    }
+    top.masks = masks;
 }
 
 /// Ends a stream of [`topk_offer`] (offered with this `k`): its `k` best
@@ -461,10 +505,12 @@ mod tests {
                     // The best packed into one run the stride may miss.
                     5 if (n / 2..n / 2 + 40).contains(&j) => 100.0 + j as f32,
                     5 => rng.next_normal() as f32,
-                    6 => match rng.below(4) {
+                    6 => match rng.below(6) {
                         0 => f32::NAN,
                         1 => -0.0,
                         2 => 0.0,
+                        3 if rng.below(50) == 0 => f32::INFINITY,
+                        4 if rng.below(50) == 0 => f32::NEG_INFINITY,
                         _ => rng.next_normal() as f32,
                     },
                     // Clusters, as IVF lists: a level per block of 64.

@@ -240,31 +240,50 @@ pub(super) fn theta_update(
     masks: &mut Vec<u64>,
 ) {
     let mut th = theta_of(heap, k);
+    let full = heap.len() >= k;
     let mut push = |x: f32, th: &mut f32| {
         if x > *th && !(multi && heap.contains(&x)) {
             theta_push(heap, k, x);
             *th = theta_of(heap, k);
         }
     };
-    if sc.len() < GT_KERNEL_MIN_ROWS {
-        for c in sc.chunks(16) {
-            if c.iter().fold(false, |a, &x| a | (x > th)) {
+    let mut inline = |part: &[f32], th: &mut f32| {
+        for c in part.chunks(16) {
+            if c.iter().fold(false, |a, &x| a | (x > *th)) {
                 for &x in c {
-                    push(x, &mut th);
+                    if x > *th {
+                        push(x, th);
+                    }
                 }
             }
         }
+    };
+    // Before k scores are held every row passes, and the kernel tests the
+    // whole list against one threshold: a first list would push each of
+    // its rows. Its first rows go inline instead, the k-th score rising
+    // chunk by chunk, so that the masks of the rest pass only contenders.
+    let head = if full {
+        0
+    } else {
+        sc.len().min(GT_KERNEL_MIN_ROWS)
+    };
+    inline(&sc[..head], &mut th);
+    let rest = &sc[head..];
+    if rest.len() < GT_KERNEL_MIN_ROWS {
+        inline(rest, &mut th);
         return;
     }
-    let nw = select::words(sc.len());
+    let nw = select::words(rest.len());
     grow(masks, nw);
-    (sel.gt_masks)(sc, th, &mut masks[..nw]);
+    (sel.gt_masks)(rest, th, &mut masks[..nw]);
     for (w, &word) in masks[..nw].iter().enumerate() {
         let mut m = word;
         while m != 0 {
-            let x = sc[w * 64 + m.trailing_zeros() as usize];
+            let x = rest[w * 64 + m.trailing_zeros() as usize];
             m &= m - 1;
-            push(x, &mut th);
+            if x > th {
+                push(x, &mut th);
+            }
         }
     }
 }
