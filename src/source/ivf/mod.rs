@@ -474,7 +474,9 @@ mod tests {
             // scores just above the k-th occur.
             ((x >> 40) % 40) as f32 * 0.25 - 5.0
         };
-        for len in [0usize, 1, 15, 16, 17, 63, 127, 128, 129, 300, 1000] {
+        for len in [
+            0usize, 1, 15, 16, 17, 63, 127, 128, 129, 160, 300, 1000, 1100,
+        ] {
             for k in [1usize, 10, 64] {
                 for multi in [false, true] {
                     // Empty; k random scores; k zeros (the k-th score then

@@ -221,6 +221,10 @@ pub(super) fn sort_rank_keys(keys: &mut Vec<u64>, tmp: &mut Vec<u64>) {
 /// on a list of hundreds (`benches/qdot.md`, "The selection masks").
 const GT_KERNEL_MIN_ROWS: usize = 128;
 
+/// The most chunk maxima [`theta_update`] takes its floor from (and so the
+/// largest `k` it does that for).
+const FLOOR_CHUNKS: usize = 64;
+
 /// Adds the scores `sc` of a visited list to the `k` best of `heap`
 /// (adaptive selection's running k-th score). Only a score above the
 /// current k-th changes it: a vector compare of the rows against the k-th
@@ -260,8 +264,48 @@ pub(super) fn theta_update(
     };
     // Before k scores are held every row passes, and the kernel tests the
     // whole list against one threshold: a first list would push each of
-    // its rows. Its first rows go inline instead, the k-th score rising
-    // chunk by chunk, so that the masks of the rest pass only contenders.
+    // its rows. A floor instead, where the list has room for it: the k-th
+    // largest of its chunks' maxima (at most FLOOR_CHUNKS of them). k
+    // distinct rows reach it, so the k best of heap and list all do, and
+    // a row below it never enters; a row at it may (ties), so the masks
+    // test `> next_down(floor)`, which is `>= floor`. Not with `multi`:
+    // its skipped duplicates could leave fewer than k distinct scores.
+    if !full
+        && !multi
+        && (1..=FLOOR_CHUNKS).contains(&k)
+        && sc.len() >= GT_KERNEL_MIN_ROWS.max(16 * k)
+    {
+        let chunk = sc.len().div_ceil(FLOOR_CHUNKS).next_multiple_of(16);
+        let mut maxima = [f32::NEG_INFINITY; FLOOR_CHUNKS];
+        let nc = sc.len().div_ceil(chunk);
+        for (m, c) in maxima.iter_mut().zip(sc.chunks(chunk)) {
+            *m = c
+                .iter()
+                .fold(f32::NEG_INFINITY, |a, &x| if x > a { x } else { a });
+        }
+        if nc >= k {
+            let (_, &mut floor, _) =
+                maxima[..nc].select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+            if floor > f32::NEG_INFINITY {
+                let nw = select::words(sc.len());
+                grow(masks, nw);
+                (sel.gt_masks)(sc, floor.next_down(), &mut masks[..nw]);
+                for (w, &word) in masks[..nw].iter().enumerate() {
+                    let mut m = word;
+                    while m != 0 {
+                        let x = sc[w * 64 + m.trailing_zeros() as usize];
+                        m &= m - 1;
+                        if x > th {
+                            push(x, &mut th);
+                        }
+                    }
+                }
+                return;
+            }
+        }
+    }
+    // Otherwise the first rows go inline, the k-th score rising chunk by
+    // chunk, so that the masks of the rest pass only contenders.
     let head = if full {
         0
     } else {
