@@ -85,3 +85,46 @@ fn short_slices_panic_on_every_tier() {
         assert!(r.is_err(), "{isa:?} short out");
     }
 }
+
+/// The argmax: every tier gives the scalar oracle's position, which is the
+/// first element reaching the largest non-NaN value (0 when none), with
+/// the maximum placed anywhere (every block and tail position), ties,
+/// signed zeros, infinities and NaN.
+#[test]
+fn every_tier_returns_the_oracles_argmax() {
+    let mut rng = SplitMix64::new(23);
+    for &n in &LENS {
+        for trial in 0..40 {
+            let mut v = values(&mut rng, n, 0.5);
+            if n > 0 && trial % 4 == 1 {
+                // One clear maximum at a chosen position.
+                let at = trial / 4 % n;
+                v[at] = 1e30;
+            }
+            if trial == 2 {
+                v.fill(f32::NAN);
+            }
+            if trial == 3 {
+                v.fill(f32::NEG_INFINITY);
+            }
+            if trial == 5 {
+                v.iter_mut()
+                    .for_each(|x| *x = if rng.below(2) == 0 { 0.0 } else { -0.0 });
+            }
+            let want = (kernels(Isa::Scalar).argmax)(&v);
+            let best = v
+                .iter()
+                .filter(|x| !x.is_nan())
+                .fold(f32::NEG_INFINITY, |a, &x| a.max(x));
+            let first = v.iter().position(|&x| x >= best).unwrap_or(0);
+            assert_eq!(want, first, "oracle n {n} trial {trial}");
+            for isa in Isa::supported() {
+                assert_eq!(
+                    (kernels(isa).argmax)(&v),
+                    want,
+                    "{isa:?} n {n} trial {trial}"
+                );
+            }
+        }
+    }
+}

@@ -83,7 +83,9 @@ pub use convert::{
 };
 pub use merge::{topk_merge, ShardTopK};
 pub use softmax::{softmax, softmax_in_place};
-pub(crate) use topk::{rank_key_total, topk_drain, topk_offer, topk_segment, topk_set};
+pub(crate) use topk::{
+    chunk_floor, rank_key_total, topk_drain, topk_offer, topk_segment, topk_set,
+};
 pub use topk::{topk, TopK, TOPK_PAD_ID};
 
 use crate::kernels::matmul::{self as km, Rows};

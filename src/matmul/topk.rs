@@ -248,12 +248,56 @@ fn topk_segment_in(
             return;
         }
         top.clear();
+    } else if let Some(floor) = chunk_floor(scores, k) {
+        // A shorter one: the floor of its chunks' maxima, which at least k
+        // scores reach (so the same result without a restart; the check
+        // stays as a guard).
+        top.thr = floor;
+        match ids {
+            Some(ids) => topk_offer_masked(scores, |j| ids[j], k, top),
+            None => topk_offer_masked(scores, |j| j as u32, k, top),
+        }
+        if top.buf.len() >= k {
+            drain(top, k, out_ids, out_scores, sorted);
+            return;
+        }
+        top.clear();
     }
     match ids {
         Some(ids) => topk_offer(scores, |j| ids[j], k, top),
         None => topk_offer(scores, |j| j as u32, k, top),
     }
     drain(top, k, out_ids, out_scores, sorted);
+}
+
+/// The most chunk maxima [`chunk_floor`] takes (and so its largest `k`).
+pub(crate) const FLOOR_CHUNKS: usize = 64;
+
+/// A score that at least `k` distinct elements of `v` reach: the `k`-th
+/// largest of the maxima of at most [`FLOOR_CHUNKS`] chunks (of a multiple
+/// of 16 elements each), so the `k`-th best of `v` reaches it too, and an
+/// element below it is never among the best `k`. `None` when it would not
+/// pay or not hold: `k` is 0 or above [`FLOOR_CHUNKS`], `v` has fewer than
+/// `max(16 k, 128)` elements, fewer than `k` chunks, or the floor is
+/// `-inf` (NaN is never a maximum). One pass of vector maxima and a
+/// selection among at most 64 values.
+pub(crate) fn chunk_floor(v: &[f32], k: usize) -> Option<f32> {
+    if !(1..=FLOOR_CHUNKS).contains(&k) || v.len() < (16 * k).max(128) {
+        return None;
+    }
+    let chunk = v.len().div_ceil(FLOOR_CHUNKS).next_multiple_of(16);
+    let mut maxima = [f32::NEG_INFINITY; FLOOR_CHUNKS];
+    let nc = v.len().div_ceil(chunk);
+    if nc < k {
+        return None;
+    }
+    for (m, c) in maxima.iter_mut().zip(v.chunks(chunk)) {
+        *m = c
+            .iter()
+            .fold(f32::NEG_INFINITY, |a, &x| if x > a { x } else { a });
+    }
+    let (_, &mut floor, _) = maxima[..nc].select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+    (floor > f32::NEG_INFINITY).then_some(floor)
 }
 
 /// Offers `scores[j]` with id `id_of(j)`, for every `j`, to the running

@@ -12,6 +12,8 @@ entries! { "avx512f,avx512bw,avx512dq,avx512vl";
         => super::opt_masks_simd::<Avx512>;
     /// `super::gt_masks_simd` on this tier.
     fn gt_masks_512(v: &[f32], th: f32, out: &mut [u64]) => super::gt_masks_simd::<Avx512>;
+    /// `super::argmax_simd` on this tier.
+    fn argmax_512(v: &[f32]) -> usize => super::argmax_simd::<Avx512>;
 }
 
 pub fn opt_masks(e: &[f32], spread: &[f32], extra: f32, th: f32, out: &mut [u64]) {
@@ -24,4 +26,9 @@ pub fn opt_masks(e: &[f32], spread: &[f32], extra: f32, th: f32, out: &mut [u64]
 pub fn gt_masks(v: &[f32], th: f32, out: &mut [u64]) {
     // SAFETY: as `opt_masks`.
     unsafe { gt_masks_512(v, th, out) }
+}
+
+pub fn argmax(v: &[f32]) -> usize {
+    // SAFETY: as `opt_masks`.
+    unsafe { argmax_512(v) }
 }

@@ -29,10 +29,17 @@ pub type OptMasks = fn(e: &[f32], spread: &[f32], extra: f32, th: f32, out: &mut
 /// `i < v.len()` (`out` at least `v.len().div_ceil(64)` words).
 pub type GtMasks = fn(v: &[f32], th: f32, out: &mut [u64]);
 
+/// `argmax(v)`: the first position `i` with `v[i] >= m`, where `m` is the
+/// largest value of `v` that is not NaN (`-inf` if none); 0 when no
+/// position qualifies (`v` empty or all NaN). Equal values: the first of
+/// them (`-0.0` and `0.0` are equal). The IVF's first list to visit.
+pub type Argmax = fn(v: &[f32]) -> usize;
+
 /// The kernel table of a tier.
 pub struct Kernels {
     pub opt_masks: OptMasks,
     pub gt_masks: GtMasks,
+    pub argmax: Argmax,
 }
 
 crate::kernels::tier_table! {
@@ -41,6 +48,7 @@ crate::kernels::tier_table! {
     Kernels {
         opt_masks: opt_masks,
         gt_masks: gt_masks,
+        argmax: argmax,
     }
 }
 
@@ -144,5 +152,60 @@ pub(crate) unsafe fn gt_masks_simd<S: crate::kernels::simd::F32x>(
             S::gt_bits(S::ld_or(m, v.as_ptr().add(full), S::splat(f32::NAN)), t)
         };
         out[full / 64] |= u64::from(bits) << (full % 64);
+    }
+}
+
+/// The SIMD tiers' [`Argmax`]: the lanes' maxima (`vmaxps` with the
+/// running maximum as its second operand, so a NaN element leaves it as
+/// it is; the tail filled with `-inf`), their largest, then the first
+/// block whose `>=` compare against it has a bit set.
+///
+/// # Safety
+/// The caller enables `S`'s features.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn argmax_simd<S: crate::kernels::simd::F32x>(v: &[f32]) -> usize {
+    let n = v.len();
+    let lanes = S::LANES;
+    let full = n - n % lanes;
+    let p = v.as_ptr();
+    // SAFETY: every load below reads `lanes` floats at `i + lanes <= full
+    // <= n`, or the tail's `n - full` lanes by mask from `full`; the lane
+    // store writes at most 16 floats into a 16-float array (LANES <= 16).
+    unsafe {
+        let ninf = S::splat(f32::NEG_INFINITY);
+        let mut m = ninf;
+        let mut i = 0;
+        while i < full {
+            m = S::max(S::loadu(p.add(i)), m);
+            i += lanes;
+        }
+        if full < n {
+            m = S::max(S::ld_or(S::tail(n - full), p.add(full), ninf), m);
+        }
+        let mut lane = [f32::NEG_INFINITY; 16];
+        S::storeu(lane.as_mut_ptr(), m);
+        let best = lane[..lanes]
+            .iter()
+            .fold(f32::NEG_INFINITY, |a, &x| if x > a { x } else { a });
+        let t = S::splat(best);
+        i = 0;
+        while i < full {
+            let bits = S::ge_bits(S::loadu(p.add(i)), t);
+            if bits != 0 {
+                return i + bits.trailing_zeros() as usize;
+            }
+            i += lanes;
+        }
+        if full < n {
+            let bits = S::ge_bits(
+                S::ld_or(S::tail(n - full), p.add(full), S::splat(f32::NAN)),
+                t,
+            );
+            if bits != 0 {
+                return full + bits.trailing_zeros() as usize;
+            }
+        }
+        0
     }
 }

@@ -1,6 +1,7 @@
 //! Portable tier of the selection masks (`wide::f32x8`): eight compares
 //! into a bit mask (`to_bitmask`), product then sum (no FMA), so the
-//! oracle's bits; the last partial block element by element.
+//! oracle's bits; the last partial block element by element. The argmax:
+//! eight running maxima by compare and blend, then the first position.
 
 use wide::f32x8;
 
@@ -38,4 +39,22 @@ pub fn gt_masks(v: &[f32], th: f32, out: &mut [u64]) {
     for j in full..n {
         out[j / 64] |= u64::from(v[j] > th) << (j % 64);
     }
+}
+
+pub fn argmax(v: &[f32]) -> usize {
+    // Eight running maxima (`wide`'s `max` keeps the running value where
+    // an element is NaN, as `vmaxps` with it second does), then the first
+    // element that reaches the largest.
+    let mut m = f32x8::splat(f32::NEG_INFINITY);
+    let mut chunks = v.chunks_exact(8);
+    for c in &mut chunks {
+        let x = load(c);
+        m = x.simd_gt(m).select(x, m);
+    }
+    let best = m
+        .to_array()
+        .iter()
+        .chain(chunks.remainder())
+        .fold(f32::NEG_INFINITY, |a, &x| if x > a { x } else { a });
+    v.iter().position(|&x| x >= best).unwrap_or(0)
 }

@@ -16,3 +16,10 @@ pub fn gt_masks(v: &[f32], th: f32, out: &mut [u64]) {
         out[i / 64] |= u64::from(x > th) << (i % 64);
     }
 }
+
+pub fn argmax(v: &[f32]) -> usize {
+    let best = v
+        .iter()
+        .fold(f32::NEG_INFINITY, |a, &x| if x > a { x } else { a });
+    v.iter().position(|&x| x >= best).unwrap_or(0)
+}

@@ -154,7 +154,7 @@ impl Ivf {
         b.tops[i].clear();
         let extra = (sp.reach - 1.0) * b.qn[i];
         let cs = &s.cscore[..nlist];
-        let first = argmax_first(cs);
+        let first = argmax_first(crate::kernels::select::kernels(tier), cs);
         let (a, e) = (
             self.offsets[first] as usize,
             self.offsets[first + 1] as usize,

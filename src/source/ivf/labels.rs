@@ -113,7 +113,7 @@ impl Ivf {
             for (i, f) in first.iter_mut().enumerate() {
                 let q = &queries[i * q_stride..i * q_stride + dim];
                 self.list_estimates(v, q, &mut s);
-                *f = argmax_first(&s.cscore[..nlist]) as u32;
+                *f = argmax_first(crate::kernels::select::kernels(tier), &s.cscore[..nlist]) as u32;
             }
         });
         let lab = count_labels(

@@ -563,7 +563,7 @@ mod tests {
             x
         };
         let special = [0.0f32, -0.0, 1.0, -1.0, f32::MAX, f32::MIN, 1e-45, -1e-45];
-        for n in [1usize, 2, 15, 16, 17, 33, 200] {
+        for n in [1usize, 2, 15, 16, 17, 33, 200, 1000, 3275] {
             let v: Vec<(f32, u32)> = (0..n)
                 .map(|i| {
                     let r = next();
@@ -587,10 +587,15 @@ mod tests {
             let want = (0..n)
                 .max_by(|&i, &j| scores[i].total_cmp(&scores[j]).then(j.cmp(&i)))
                 .unwrap();
-            let got = argmax_first(&scores);
-            // -0.0 == 0.0 for the argmax: the first of either.
-            assert_eq!(scores[got], scores[want], "n = {n}");
-            assert!(scores[..got].iter().all(|&s| s < scores[got]), "n = {n}");
+            for tier in crate::isa::Isa::supported() {
+                let got = argmax_first(crate::kernels::select::kernels(tier), &scores);
+                // -0.0 == 0.0 for the argmax: the first of either.
+                assert_eq!(scores[got], scores[want], "{tier:?} n = {n}");
+                assert!(
+                    scores[..got].iter().all(|&s| s < scores[got]),
+                    "{tier:?} n = {n}"
+                );
+            }
         }
     }
 

@@ -11,6 +11,7 @@
 use super::batch::BATCH;
 use super::*;
 use crate::kernels::select;
+use crate::matmul::chunk_floor;
 use crate::par::{Spare, Warm};
 
 #[derive(Default)]
@@ -151,22 +152,11 @@ pub(super) fn by_rank(a: &(f32, u32), b: &(f32, u32)) -> std::cmp::Ordering {
     b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
 }
 
-/// The index of the largest value (the first one on ties; values are
-/// finite): 16 running maxima (vectorised), then the first position that
-/// holds the maximum.
-pub(super) fn argmax_first(v: &[f32]) -> usize {
-    let mut lanes = [f32::NEG_INFINITY; 16];
-    let mut chunks = v.chunks_exact(16);
-    for c in &mut chunks {
-        for (m, &x) in lanes.iter_mut().zip(c) {
-            *m = if x > *m { x } else { *m };
-        }
-    }
-    let mut best = f32::NEG_INFINITY;
-    for &x in lanes.iter().chain(chunks.remainder()) {
-        best = if x > best { x } else { best };
-    }
-    v.iter().position(|&x| x == best).unwrap_or(0)
+/// The index of the largest value (the first one on ties; the estimates
+/// are finite), by the tier's kernel (`kernels::select`).
+#[inline]
+pub(super) fn argmax_first(sel: &select::Kernels, v: &[f32]) -> usize {
+    (sel.argmax)(v)
 }
 
 /// A sort key that orders `(score, id)` as [`by_rank`] does (score
@@ -221,10 +211,6 @@ pub(super) fn sort_rank_keys(keys: &mut Vec<u64>, tmp: &mut Vec<u64>) {
 /// on a list of hundreds (`benches/qdot.md`, "The selection masks").
 const GT_KERNEL_MIN_ROWS: usize = 128;
 
-/// The most chunk maxima [`theta_update`] takes its floor from (and so the
-/// largest `k` it does that for).
-const FLOOR_CHUNKS: usize = 64;
-
 /// Adds the scores `sc` of a visited list to the `k` best of `heap`
 /// (adaptive selection's running k-th score). Only a score above the
 /// current k-th changes it: a vector compare of the rows against the k-th
@@ -264,45 +250,27 @@ pub(super) fn theta_update(
     };
     // Before k scores are held every row passes, and the kernel tests the
     // whole list against one threshold: a first list would push each of
-    // its rows. A floor instead, where the list has room for it: the k-th
-    // largest of its chunks' maxima (at most FLOOR_CHUNKS of them). k
-    // distinct rows reach it, so the k best of heap and list all do, and
-    // a row below it never enters; a row at it may (ties), so the masks
-    // test `> next_down(floor)`, which is `>= floor`. Not with `multi`:
-    // its skipped duplicates could leave fewer than k distinct scores.
-    if !full
-        && !multi
-        && (1..=FLOOR_CHUNKS).contains(&k)
-        && sc.len() >= GT_KERNEL_MIN_ROWS.max(16 * k)
-    {
-        let chunk = sc.len().div_ceil(FLOOR_CHUNKS).next_multiple_of(16);
-        let mut maxima = [f32::NEG_INFINITY; FLOOR_CHUNKS];
-        let nc = sc.len().div_ceil(chunk);
-        for (m, c) in maxima.iter_mut().zip(sc.chunks(chunk)) {
-            *m = c
-                .iter()
-                .fold(f32::NEG_INFINITY, |a, &x| if x > a { x } else { a });
-        }
-        if nc >= k {
-            let (_, &mut floor, _) =
-                maxima[..nc].select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
-            if floor > f32::NEG_INFINITY {
-                let nw = select::words(sc.len());
-                grow(masks, nw);
-                (sel.gt_masks)(sc, floor.next_down(), &mut masks[..nw]);
-                for (w, &word) in masks[..nw].iter().enumerate() {
-                    let mut m = word;
-                    while m != 0 {
-                        let x = sc[w * 64 + m.trailing_zeros() as usize];
-                        m &= m - 1;
-                        if x > th {
-                            push(x, &mut th);
-                        }
-                    }
+    // its rows. A floor instead, where the list has room for it
+    // (`chunk_floor`: k distinct rows reach it, so the k best of heap and
+    // list all do, and a row below it never enters); a row at it may
+    // (ties), so the masks test `> next_down(floor)`, which is `>= floor`.
+    // Not with `multi`: its skipped duplicates could leave fewer than k
+    // distinct scores.
+    if let Some(floor) = (!full && !multi).then(|| chunk_floor(sc, k)).flatten() {
+        let nw = select::words(sc.len());
+        grow(masks, nw);
+        (sel.gt_masks)(sc, floor.next_down(), &mut masks[..nw]);
+        for (w, &word) in masks[..nw].iter().enumerate() {
+            let mut m = word;
+            while m != 0 {
+                let x = sc[w * 64 + m.trailing_zeros() as usize];
+                m &= m - 1;
+                if x > th {
+                    push(x, &mut th);
                 }
-                return;
             }
         }
+        return;
     }
     // Otherwise the first rows go inline, the k-th score rising chunk by
     // chunk, so that the masks of the rest pass only contenders.
@@ -1043,11 +1011,10 @@ impl Ivf {
         st: &mut SearchStats,
     ) -> usize {
         let nlist = self.nlist;
-        // The best list by estimate (ties by smaller id): a branch-free max
-        // (vectorised), then the first list that holds it.
+        // The best list by estimate (ties by smaller id).
         let cs = &s.cscore[..nlist];
-        let first = argmax_first(cs);
         let sel = select::kernels(tier);
+        let first = argmax_first(sel, cs);
         // Optimistic estimate of list l: e_l + (reach - 1) |q| spread_l.
         let extra = (reach - 1.0) * qn;
         let opt = |cs: &[f32], l: usize| optimistic(cs[l], extra, self.spread[l]);
