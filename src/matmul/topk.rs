@@ -292,8 +292,18 @@ pub(crate) fn chunk_floor(v: &[f32], k: usize) -> Option<f32> {
         return None;
     }
     for (m, c) in maxima.iter_mut().zip(v.chunks(chunk)) {
-        *m = c
+        // Sixteen running maxima (selects, so the loop vectorises; a
+        // serial fold would wait on each compare), then their largest.
+        let mut lanes = [f32::NEG_INFINITY; 16];
+        let mut blocks = c.chunks_exact(16);
+        for b in &mut blocks {
+            for (l, &x) in lanes.iter_mut().zip(b) {
+                *l = if x > *l { x } else { *l };
+            }
+        }
+        *m = lanes
             .iter()
+            .chain(blocks.remainder())
             .fold(f32::NEG_INFINITY, |a, &x| if x > a { x } else { a });
     }
     let (_, &mut floor, _) = maxima[..nc].select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
