@@ -232,26 +232,18 @@ fn topk_segment_in(
     sorted: bool,
 ) {
     top.clear();
-    if k > 0 && scores.len() >= 16 * SAMPLE && scores.len() >= 8 * k {
-        // A long segment: start from a sampled floor instead of -inf, so
-        // that the buffer fills with contenders only. If at least k scores
-        // reach the floor, the k-th best does too, so every entry of the
-        // top k was offered: the same result. Otherwise start again.
-        let floor = sample_floor(scores, k, &mut top.sample);
-        top.thr = floor;
-        match ids {
-            Some(ids) => topk_offer_masked(scores, |j| ids[j], k, top),
-            None => topk_offer_masked(scores, |j| j as u32, k, top),
-        }
-        if top.buf.len() >= k {
-            drain(top, k, out_ids, out_scores, sorted);
-            return;
-        }
-        top.clear();
-    } else if let Some(floor) = chunk_floor(scores, k) {
-        // A shorter one: the floor of its chunks' maxima, which at least k
-        // scores reach (so the same result without a restart; the check
-        // stays as a guard).
+    // A floor instead of -inf, so that the buffer fills with contenders
+    // only: on a long segment a sampled guess, on a shorter one the floor
+    // of its chunks' maxima (which at least k scores reach by
+    // construction). If at least k scores reach the floor, the k-th best
+    // does too, so every entry of the top k was offered: the same result.
+    // Otherwise (a sampled guess too high) start again.
+    let floor = if k > 0 && scores.len() >= 16 * SAMPLE && scores.len() >= 8 * k {
+        Some(sample_floor(scores, k, &mut top.sample))
+    } else {
+        chunk_floor(scores, k)
+    };
+    if let Some(floor) = floor {
         top.thr = floor;
         match ids {
             Some(ids) => topk_offer_masked(scores, |j| ids[j], k, top),

@@ -256,42 +256,31 @@ pub(super) fn theta_update(
     // (ties), so the masks test `> next_down(floor)`, which is `>= floor`.
     // Not with `multi`: its skipped duplicates could leave fewer than k
     // distinct scores.
-    if let Some(floor) = (!full && !multi).then(|| chunk_floor(sc, k)).flatten() {
-        let nw = select::words(sc.len());
-        grow(masks, nw);
-        (sel.gt_masks)(sc, floor.next_down(), &mut masks[..nw]);
-        for (w, &word) in masks[..nw].iter().enumerate() {
-            let mut m = word;
-            while m != 0 {
-                let x = sc[w * 64 + m.trailing_zeros() as usize];
-                m &= m - 1;
-                if x > th {
-                    push(x, &mut th);
-                }
-            }
-        }
-        return;
-    }
-    // Otherwise the first rows go inline, the k-th score rising chunk by
-    // chunk, so that the masks of the rest pass only contenders.
-    let head = if full {
-        0
+    let (part, cut) = if let Some(floor) = (!full && !multi).then(|| chunk_floor(sc, k)).flatten() {
+        (sc, floor.next_down())
     } else {
-        sc.len().min(GT_KERNEL_MIN_ROWS)
+        // Otherwise the first rows go inline, the k-th score rising chunk
+        // by chunk, so that the masks of the rest pass only contenders.
+        let head = if full {
+            0
+        } else {
+            sc.len().min(GT_KERNEL_MIN_ROWS)
+        };
+        inline(&sc[..head], &mut th);
+        let rest = &sc[head..];
+        if rest.len() < GT_KERNEL_MIN_ROWS {
+            inline(rest, &mut th);
+            return;
+        }
+        (rest, th)
     };
-    inline(&sc[..head], &mut th);
-    let rest = &sc[head..];
-    if rest.len() < GT_KERNEL_MIN_ROWS {
-        inline(rest, &mut th);
-        return;
-    }
-    let nw = select::words(rest.len());
+    let nw = select::words(part.len());
     grow(masks, nw);
-    (sel.gt_masks)(rest, th, &mut masks[..nw]);
+    (sel.gt_masks)(part, cut, &mut masks[..nw]);
     for (w, &word) in masks[..nw].iter().enumerate() {
         let mut m = word;
         while m != 0 {
-            let x = rest[w * 64 + m.trailing_zeros() as usize];
+            let x = part[w * 64 + m.trailing_zeros() as usize];
             m &= m - 1;
             if x > th {
                 push(x, &mut th);
