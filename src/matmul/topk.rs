@@ -344,8 +344,8 @@ pub(crate) fn topk_offer(scores: &[f32], id_of: impl Fn(usize) -> u32, k: usize,
     }
 }
 
-/// [`topk_offer`] of a long segment once the threshold is a sampled floor:
-/// which scores reach it, as bits from the active tier's vector compare
+/// [`topk_offer`] of a segment once the threshold is a floor (sampled, or
+/// [`chunk_floor`]'s): which scores reach it, as bits from the active tier's vector compare
 /// (`kernels::select`, one call for the whole segment), then only those
 /// are offered, each against the threshold as it rises. The same entries
 /// as [`topk_offer`] reach the buffer's top `k` (a score below the

@@ -42,9 +42,9 @@ pub fn gt_masks(v: &[f32], th: f32, out: &mut [u64]) {
 }
 
 pub fn argmax(v: &[f32]) -> usize {
-    // Eight running maxima (`wide`'s `max` keeps the running value where
-    // an element is NaN, as `vmaxps` with it second does), then the first
-    // element that reaches the largest.
+    // Eight running maxima (compare `>` and select: a NaN element fails
+    // the compare and leaves the running value, as `vmaxps` with it second
+    // does), then the first element that reaches the largest.
     let mut m = f32x8::splat(f32::NEG_INFINITY);
     let mut chunks = v.chunks_exact(8);
     for c in &mut chunks {

@@ -154,7 +154,8 @@ impl Ivf {
         b.tops[i].clear();
         let extra = (sp.reach - 1.0) * b.qn[i];
         let cs = &s.cscore[..nlist];
-        let first = argmax_first(crate::kernels::select::kernels(tier), cs);
+        let sel = crate::kernels::select::kernels(tier);
+        let first = argmax_first(sel, cs);
         let (a, e) = (
             self.offsets[first] as usize,
             self.offsets[first + 1] as usize,
@@ -162,7 +163,6 @@ impl Ivf {
         grow(&mut b.tmp, e - a);
         let sc = &mut b.tmp[..e - a];
         self.score_rows(tier, v, qi, s.qq.as_ref(), a, e, sc);
-        let sel = crate::kernels::select::kernels(tier);
         theta_update(&mut b.theta[i], k, sc, false, sel, &mut s.masks);
         self.offer(sp, k, a, usize::MAX, sc, &mut b.tops[i]);
         (b.n[i], b.vis[i], b.cur[i]) = (e - a, 1, 0);
