@@ -166,7 +166,7 @@ fn parse() -> Opts {
         sweep: false,
         family: "ivf".into(),
         nlist: 0,
-        // The library's defaults: adaptive lists (reach 2.5, no cap), 32
+        // The library's defaults: adaptive lists (reach 2, no cap), 32
         // candidates re-ranked.
         nprobe: SearchParams::default().nprobe,
         rerank: SearchParams::default().rerank,

@@ -164,7 +164,7 @@ int main(void) {
     CHECK(qp.lsh.min_count == 1 && qp.lsh.max_candidates == 0 &&
           qp.lsh.probes == 0 && qp.lsh.bits_per_table == 0);
     CHECK(qp.ivf.nprobe == UINT32_MAX && qp.ivf.rerank == 32 &&
-          qp.ivf.reach == 2.5f && qp.ivf.refine == 256);
+          qp.ivf.reach == 2.0f && qp.ivf.refine == 256);
     CHECK(qp.graph.walk == LSHK_GRAPH_WALK_EXACT && qp.graph.ef == 100 &&
           qp.graph.rerank == 0 && qp.graph.reserved == 0);
     CHECK(qp.forest.set_size == 256 && qp.forest.confidence == 0.0f);

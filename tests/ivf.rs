@@ -131,6 +131,170 @@ fn lists_are_bit_identical_on_every_tier_and_thread_count() {
 
 const GOLDEN_LISTS: u32 = 293_504_414;
 
+/// A checksum of the lists' shapes (codes, scales, rest and far terms).
+fn shape_sum(ivf: &Ivf) -> u32 {
+    let (d, kappa, far) = ivf.list_shapes().expect("shapes");
+    let mut c = lshk::crc32c::crc32c(0, lshk::format::as_bytes(d.codes()));
+    for v in d.scales().iter().chain(kappa).chain(far) {
+        c = lshk::crc32c::crc32c(c, &v.to_bits().to_le_bytes());
+    }
+    c
+}
+
+/// The lists' shapes are bit-identical on every tier and for 1, 2 and 3
+/// build threads and equal a golden checksum; a saved index loads to the
+/// same shapes and answers; a file without them (an older writer's) loads
+/// without them and answers with the plain spreads; a shape term that is
+/// negative or not finite is refused.
+#[test]
+fn list_shapes_are_bit_identical_and_stored() {
+    let (rows, dim) = (6000, 40);
+    let lay = structured_layer(rows, dim, 64, 77);
+    let build = |tier, threads| {
+        let p = IvfParams {
+            nlist: 50,
+            threads,
+            iters: 6,
+            ..Default::default()
+        };
+        // SAFETY: not borrowed (the index copies the layer).
+        unsafe {
+            Ivf::build_with_centroids(tier, &lay.w, Some(&lay.bias), rows, dim, dim, &p, false)
+        }
+        .unwrap()
+        .0
+    };
+    let mut want = None;
+    for tier in tiers() {
+        for threads in [1, 2, 3] {
+            let f = shape_sum(&build(tier, threads));
+            match want {
+                None => want = Some(f),
+                Some(w) => assert_eq!(f, w, "{} with {threads} threads", tier.name()),
+            }
+        }
+    }
+    assert_eq!(want, Some(GOLDEN_SHAPES), "golden checksum of the shapes");
+
+    let a = build(lshk::isa::active(), 0);
+    let nq = 64;
+    let (q, _) = queries_near_labels(&lay.w, rows, dim, nq, 9);
+    let (k, sp) = (10, SearchParams::default());
+    let run = |ivf: &Ivf| {
+        let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+        let mut st = SearchStats::default();
+        ivf.search_stats(
+            lshk::isa::active(),
+            &q,
+            nq,
+            dim,
+            k,
+            &sp,
+            &mut ids,
+            &mut sc,
+            Some(&mut st),
+        )
+        .unwrap();
+        (ids, st.scanned)
+    };
+    let path = tmp("shapes.lshk");
+    a.save(&path).unwrap();
+    let back = Ivf::load(&path).unwrap();
+    assert_eq!(shape_sum(&back), shape_sum(&a));
+    assert_eq!(run(&back), run(&a));
+
+    let c = lshk::format::Container::open(&path, lshk::format::KIND_IVF).unwrap();
+    let tags = c.tags();
+    for t in ["LDIRQ", "LDIRQS", "LSHAPE"] {
+        assert!(tags.iter().any(|x| x == t), "{t} saved");
+    }
+    let rewrite = |name: &str, lshape: Option<&[u8]>| {
+        let secs: Vec<lshk::format::SectionOut> = tags
+            .iter()
+            .filter(|t| lshape.is_some() || (!t.starts_with("LDIRQ") && *t != "LSHAPE"))
+            .map(|t| {
+                let b = match (t.as_str(), lshape) {
+                    ("LSHAPE", Some(b)) => b,
+                    _ => c.section(t).unwrap(),
+                };
+                lshk::format::SectionOut::new(t, vec![b])
+            })
+            .collect();
+        let out = tmp(name);
+        lshk::format::write_file(&out, lshk::format::KIND_IVF, &secs).unwrap();
+        out
+    };
+    let old = Ivf::load(&rewrite("shapes-old.lshk", None)).unwrap();
+    assert!(old.list_shapes().is_none());
+    assert_eq!(old.list_ids(), a.list_ids());
+    assert_eq!(run(&old).0.len(), nq * k);
+    for bad in [-1.0f32, f32::NAN, f32::INFINITY] {
+        let mut terms = c.section("LSHAPE").unwrap().to_vec();
+        terms[4..8].copy_from_slice(&bad.to_le_bytes());
+        let e = Ivf::load(&rewrite("shapes-bad.lshk", Some(&terms)))
+            .err()
+            .expect("refused");
+        assert_eq!(e.status, Status::BadFileFormat, "{bad}: {}", e.message);
+    }
+}
+
+const GOLDEN_SHAPES: u32 = 3_029_722_028;
+
+/// On a layer whose clusters stretch along their own directions (as a
+/// trained layer's lists do) the shaped spreads reach recall@10 0.99 with
+/// fewer rows scanned than the plain ones (the same index without its
+/// shapes, as an older file loads), each at its smallest `reach` in steps
+/// of 0.25 that gets there.
+#[test]
+fn shapes_scan_fewer_rows_for_the_same_recall() {
+    let (rows, dim, clusters, nq) = (12_000, 48, 96, 200);
+    let g = randn((2 * clusters + rows + nq) * dim + rows, 41);
+    let at = |i: usize| &g[i * dim..(i + 1) * dim];
+    let mut w = vec![0f32; rows * dim];
+    let stretch = 12.0 / (dim as f32).sqrt();
+    for (r, row) in w.chunks_exact_mut(dim).enumerate() {
+        let c = r % clusters;
+        let (ctr, dir, noise) = (at(c), at(clusters + c), at(2 * clusters + r));
+        let t = g[(2 * clusters + rows + nq) * dim + r];
+        for j in 0..dim {
+            row[j] = ctr[j] + t * stretch * dir[j] + 0.3 * noise[j];
+        }
+    }
+    let q = g[(2 * clusters + rows) * dim..(2 * clusters + rows + nq) * dim].to_vec();
+    let dense = DenseLayer::new(&w, rows, dim, dim, None).unwrap();
+    let a = Ivf::build(&w, None, rows, dim, dim, &IvfParams::default()).unwrap();
+    let path = tmp("shapes-anis.lshk");
+    a.save(&path).unwrap();
+    let c = lshk::format::Container::open(&path, lshk::format::KIND_IVF).unwrap();
+    let secs: Vec<lshk::format::SectionOut> = c
+        .tags()
+        .iter()
+        .filter(|t| !t.starts_with("LDIRQ") && *t != "LSHAPE")
+        .map(|t| lshk::format::SectionOut::new(t, vec![c.section(t).unwrap()]))
+        .collect();
+    let out = tmp("shapes-anis-plain.lshk");
+    lshk::format::write_file(&out, lshk::format::KIND_IVF, &secs).unwrap();
+    let plain = Ivf::load(&out).unwrap();
+    assert!(plain.list_shapes().is_none());
+    let best = |ivf: &Ivf| {
+        (1..=24)
+            .map(|i| i as f32 * 0.25)
+            .map(|reach| {
+                let sp = SearchParams {
+                    reach,
+                    ..Default::default()
+                };
+                recall_of(&dense, ivf, &q, &sp)
+            })
+            .find(|(r, _)| *r >= 0.99)
+            .map(|(_, st)| st.scanned)
+            .expect("recall 0.99 within reach 6")
+    };
+    let (shaped, flat) = (best(&a), best(&plain));
+    println!("rows scanned for recall@10 0.99: shaped {shaped}, plain {flat}");
+    assert!(shaped < flat, "shaped {shaped} rows, plain {flat}");
+}
+
 /// The PQ4 codebook and codes are bit-identical on every tier and for 1,
 /// 2 and 3 build threads, plain and score-aware, and equal golden
 /// checksums (the same on every platform).
@@ -793,10 +957,11 @@ fn files_without_centroid_codes_load_to_the_same_index() {
 }
 
 /// Index memory (`memory_bytes`) against what it must hold, the int8 codes
-/// (codes, scales, sums) and, unless W is borrowed, the f32 rows: at most
-/// 1.1x for d >= 128 and a few thousand rows or more (docs/ivf.md gives
-/// the rule: ids add 4 / (d_pad + 8) per row, the centroid codes about
-/// 4 / sqrt(rows) at the default nlist).
+/// (codes, scales, sums), the lists' shapes (`LIST_DIRS` int8 rows and two
+/// floats per list) and, unless W is borrowed, the f32 rows: at most 1.1x
+/// for d >= 128 and a few thousand rows or more (docs/ivf.md gives the
+/// rule: ids add 4 / (d_pad + 8) per row, the centroid codes about
+/// 4 / sqrt(rows) at the default nlist, the shapes four times that).
 #[test]
 fn index_memory_is_within_a_tenth_of_rows_and_codes() {
     for (rows, dim) in [(6000, 128), (4000, 384), (20_000, 128)] {
@@ -808,7 +973,8 @@ fn index_memory_is_within_a_tenth_of_rows_and_codes() {
         // SAFETY: w outlives the index (dropped in this iteration).
         let b = unsafe { Ivf::build_borrowed(&w, None, rows, dim, dim, &p) }.unwrap();
         let o = Ivf::build(&w, None, rows, dim, dim, &p).unwrap();
-        let codes = (dim.div_ceil(64) * 64 + 8) * rows;
+        let nlist = b.nlist();
+        let codes = (dim.div_ceil(64) * 64 + 8) * (rows + lshk::ivf::LIST_DIRS * nlist) + 8 * nlist;
         let rb = b.memory_bytes() as f64 / codes as f64;
         let ro = o.memory_bytes() as f64 / (codes + rows * dim * 4) as f64;
         println!("{rows} x {dim}: borrowed {rb:.4}, owned {ro:.4}");

@@ -99,12 +99,15 @@ pub mod ivf {
     ///   short of the running k-th score and still be visited: a query whose
     ///   answer sits in one tight cluster stops after a list or two, a query
     ///   between clusters (typical of real layers, whose queries are not drawn
-    ///   from the rows) keeps going. Measured (docs/ivf.md, rerank 32):
-    ///   `reach = 2.5` (the default) gives recall@10 0.999 on the synthetic
-    ///   W1 (1 list of 3,274 per query), 0.992 on w2v-gutenberg (236 of 752
-    ///   lists) and 1.000 on a heavy-tailed 50-dimension layer alike, with
-    ///   no per-layer tuning; 3 gives 0.999 / 0.999 / 1.000 at 1.4x the
-    ///   time on w2v, 2 gives 0.999 / 0.942 / 0.995.
+    ///   from the rows) keeps going. After the second list, an index with
+    ///   the lists' shapes (built since lshk 0.3.1) takes `spread_l` along
+    ///   `q`: larger where the list's rows spread along the query, smaller
+    ///   across it (docs/ivf.md, "Lists with a shape"). Measured there
+    ///   (rerank 32): `reach = 2` (the default) gives recall@10 0.999 on
+    ///   the synthetic W1 (1 list of 3,274 per query), 0.996 on
+    ///   w2v-gutenberg (159 of 752 lists), 0.999 on a heavy-tailed
+    ///   50-dimension layer and 1.000 on the MiniLM vocabulary, with no
+    ///   per-layer tuning; 1.75 gives 0.999 / 0.979 / 0.997 / 0.998.
     /// * **fixed** (`reach = 0`): the `nprobe` best lists by `e_l`, as FAISS's
     ///   IVF does.
     #[derive(Clone, Copy, Debug, PartialEq)]
@@ -131,7 +134,7 @@ pub mod ivf {
     pub const DEFAULT_REFINE: u32 = 256;
 
     /// The default adaptive margin of [`SearchParams::reach`].
-    pub const DEFAULT_REACH: f32 = 2.5;
+    pub const DEFAULT_REACH: f32 = 2.0;
 
     impl Default for SearchParams {
         fn default() -> Self {

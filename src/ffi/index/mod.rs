@@ -295,10 +295,10 @@ pub struct lshk_ivf_query {
     /// CODES_PQ4: at least 1/64 of the rows scanned). 0 = no re-rank: the
     /// top k by the codes, scored from the stored W. Default 32.
     pub rerank: u32,
-    /// Adaptive stop (default 2.5; finite, >= 0; 0 = visit exactly the
+    /// Adaptive stop (default 2; finite, >= 0; 0 = visit exactly the
     /// `nprobe` best lists): after the best list, a list is scanned while
-    /// `<[q, 1], c> + reach |q| spread` is at least the k-th best score so
-    /// far (docs/ivf.md).
+    /// `<[q, 1], c> + reach |q| spread` (a spread along q after two lists)
+    /// is at least the k-th best score so far (docs/ivf.md).
     pub reach: f32,
     /// CODES_PQ4_I8 only: the best max(refine, rerank, k) of the 4-bit
     /// pass (docs/ivf.md, "No ceilings") get int8 scores before the exact

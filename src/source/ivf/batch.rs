@@ -167,23 +167,29 @@ impl Ivf {
         self.offer(sp, k, a, usize::MAX, sc, &mut b.tops[i]);
         (b.n[i], b.vis[i], b.cur[i]) = (e - a, 1, 0);
         let th = theta_of(&b.theta[i], k);
-        self.adaptive_order(
-            sel,
-            cs,
-            extra,
-            th,
-            first,
-            cap,
-            &mut s.order,
-            &mut s.order_tmp,
-            &mut s.masks,
+        // The second list and the rest, as the single-query loop chooses
+        // them.
+        let mut shaped = false;
+        s.order.clear();
+        if let Some(l) = self.adaptive_second(sel, extra, th, first, cap, s) {
+            let (a, e) = (self.offsets[l] as usize, self.offsets[l + 1] as usize);
+            grow(&mut b.tmp, e - a);
+            let sc = &mut b.tmp[..e - a];
+            self.score_rows(tier, v, qi, s.qq.as_ref(), a, e, sc);
+            theta_update(&mut b.theta[i], k, sc, false, sel, &mut s.masks);
+            self.offer(sp, k, a, usize::MAX, sc, &mut b.tops[i]);
+            b.n[i] += e - a;
+            b.vis[i] = 2;
+            let th2 = theta_of(&b.theta[i], k);
+            shaped = self.adaptive_rest(tier, v, b.qn[i], extra, th2, [first, l], s);
+        }
+        let (cs, spread) = (
+            &s.cscore[..nlist],
+            if shaped { &s.qspread } else { &self.spread },
         );
         b.ord.extend(s.order.iter().map(|&key| {
             let l = key as u32;
-            (
-                l,
-                optimistic(cs[l as usize], extra, self.spread[l as usize]),
-            )
+            (l, optimistic(cs[l as usize], extra, spread[l as usize]))
         }));
         b.ord_off.push(b.ord.len());
     }

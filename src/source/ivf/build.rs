@@ -367,6 +367,13 @@ impl Ivf {
             None => Vec::new(),
         };
         let spread = list_spread(w, bias, dim, w_stride, &cent, xdim, &offsets, &ids);
+        let (dirs, kappa, far) =
+            list_shapes(w, bias, dim, w_stride, &cent, xdim, &offsets, &ids, threads);
+        let shape = Some(Box::new(Shape {
+            dirs: qdot::quantize_rows(&dirs, nlist * LIST_DIRS, dim, dim)?,
+            kappa,
+            far,
+        }));
         let mut centroids = vec![0f32; nlist * dim];
         let mut cbias = vec![0f32; nlist];
         for c in 0..nlist {
@@ -447,6 +454,7 @@ impl Ivf {
             bias_pos,
             exact,
             codes,
+            shape,
             labels: None,
             vmax: 0.0,
         };

@@ -54,6 +54,20 @@ impl Ivf {
                 vec![format::as_bytes(c.scales())],
             ));
         }
+        if let Some(sh) = &self.shape {
+            secs.push(SectionOut::new(
+                "LDIRQ",
+                vec![format::as_bytes(sh.dirs.codes())],
+            ));
+            secs.push(SectionOut::new(
+                "LDIRQS",
+                vec![format::as_bytes(sh.dirs.scales())],
+            ));
+            secs.push(SectionOut::new(
+                "LSHAPE",
+                vec![format::as_bytes(&sh.kappa), format::as_bytes(&sh.far)],
+            ));
+        }
         if self.labels.is_some() {
             secs.push(SectionOut::new("LABELS", vec![&keep[base + 2]]));
             secs.push(SectionOut::new("LHOME", vec![&keep[base + 3]]));
@@ -431,6 +445,27 @@ impl Ivf {
                 Error::new(Status::BadFileFormat, format!("CENTROID: {}", e.message))
             })?
         };
+        // The lists' shapes (files written before them have none: their
+        // queries rank lists by LSPREAD alone).
+        let shape = if c.optional("LSHAPE").is_some() {
+            let nd = checked_mul(nlist, LIST_DIRS, "nlist * LIST_DIRS")?;
+            let dirs = qrows("LDIRQ", "LDIRQS", nd)?;
+            let ks = f32s("LSHAPE", checked_mul(2, nlist, "2 * nlist")?)?;
+            if let Some(i) = ks.iter().position(|&e| !(e >= 0.0 && e.is_finite())) {
+                bail!(
+                    BadFileFormat,
+                    "LSHAPE[{i}] is {:e}: a list's shape terms are finite and >= 0",
+                    ks[i]
+                );
+            }
+            Some(Box::new(Shape {
+                dirs,
+                kappa: ks[..nlist].to_vec(),
+                far: ks[nlist..].to_vec(),
+            }))
+        } else {
+            None
+        };
         if codes.is_none() && pq.is_none() && matches!(exact, Exact::Borrowed { .. }) {
             bail!(BadFileFormat, "a borrowed IVF index must have codes");
         }
@@ -449,6 +484,7 @@ impl Ivf {
             bias_pos,
             exact,
             codes,
+            shape,
             labels,
             vmax: 0.0,
         };

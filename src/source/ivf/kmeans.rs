@@ -503,6 +503,195 @@ pub(super) fn list_spread(
         .collect()
 }
 
+/// Directions of a list's rows that [`list_shapes`] keeps: the
+/// query-dependent spread of a list is `sqrt(sum_j <q, g_j>^2 + kappa
+/// |q|^2)` over these. Four capture a third of the residual variance of
+/// w2v-gutenberg's lists (an isotropic list would hold 4 / 128 of it);
+/// docs/ivf.md, "Lists with a shape".
+pub const LIST_DIRS: usize = 4;
+/// Subspace iterations of [`list_shapes`] (from a fixed start; the
+/// spreads only rank lists, so the directions need not converge fully).
+const SHAPE_ITERS: usize = 6;
+/// At most this many rows of a list (its first positions) feed the
+/// subspace iteration; the total variance and the farthest row use all.
+const SHAPE_MAX_ROWS: usize = 512;
+
+/// The lists' shapes (module docs of `ivf`, "Lists with a shape"): per list
+/// `LIST_DIRS` scaled directions `g_j = sqrt(2 ln n (lambda_j - rho)) u_j`
+/// (`dim` floats each; `u_j` the top eigenvectors of the covariance of the
+/// rows' `w` residuals, `lambda_j` their variances, `rho` the mean
+/// variance of the other `xdim - LIST_DIRS` coordinates), then per list
+/// `kappa = 2 ln n rho` and the far-row term of [`list_spread`]. A query's
+/// spread of list `l` is `max(sqrt(sum_j <q, g_j>^2 + kappa |q|^2) / |q|,
+/// far)`: [`list_spread`]'s value where the rows spread alike in every
+/// direction (then `lambda_j = rho = s^2`), larger along the directions in
+/// which the list's rows spread most. Plain f32 loops with fixed
+/// accumulator order and a fixed start: the same bits on every tier and
+/// thread count.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn list_shapes(
+    w: &[f32],
+    bias: Option<&[f32]>,
+    dim: usize,
+    stride: usize,
+    cent: &[f32],
+    xdim: usize,
+    offsets: &[u32],
+    ids: &[u32],
+    threads: usize,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let nlist = offsets.len() - 1;
+    let jobs = threads.clamp(1, nlist.max(1));
+    let per = nlist.div_ceil(jobs);
+    let parts = crate::par::map(0..jobs, |j| {
+        let (l0, l1) = ((j * per).min(nlist), ((j + 1) * per).min(nlist));
+        let mut dirs = vec![0f32; (l1 - l0) * LIST_DIRS * dim];
+        let mut kappa = vec![0f32; l1 - l0];
+        let mut far = vec![0f32; l1 - l0];
+        let mut x = Vec::new();
+        for l in l0..l1 {
+            let c = &cent[l * xdim..(l + 1) * xdim];
+            let (a, b) = (offsets[l] as usize, offsets[l + 1] as usize);
+            let (mut ss, mut f2) = (0.0f64, 0.0f64);
+            x.clear();
+            for (i, &r) in ids[a..b].iter().enumerate() {
+                let r = r as usize;
+                let row = &w[r * stride..r * stride + dim];
+                let mut d2 = 0.0f64;
+                for (&v, &m) in row.iter().zip(c) {
+                    d2 += f64::from(v - m).powi(2);
+                    if i < SHAPE_MAX_ROWS {
+                        x.push(v - m);
+                    }
+                }
+                if let Some(bb) = bias {
+                    d2 += f64::from(bb[r] - c[dim]).powi(2);
+                }
+                ss += d2;
+                f2 = f2.max(d2);
+            }
+            let n = b - a;
+            let xd = xdim as f64;
+            far[l - l0] = (FAR_ROW_Z * (f2 / xd).sqrt()) as f32;
+            if n < 2 {
+                continue;
+            }
+            let g = &mut dirs[(l - l0) * LIST_DIRS * dim..(l - l0 + 1) * LIST_DIRS * dim];
+            let lam = top_directions(&x, dim, g);
+            let used: f64 = lam.iter().sum();
+            let rest = if xdim > LIST_DIRS {
+                ((ss / n as f64 - used).max(0.0)) / (xd - LIST_DIRS as f64)
+            } else {
+                0.0
+            };
+            // fdlibm's log: the same bits on every platform.
+            let ln2 = (2.0 * crate::rng::ieee754_log(n as f64)).max(0.0);
+            for (j, &lj) in lam.iter().enumerate() {
+                let f = (ln2 * (lj - rest).max(0.0)).sqrt() as f32;
+                for v in &mut g[j * dim..(j + 1) * dim] {
+                    *v *= f;
+                }
+            }
+            kappa[l - l0] = (ln2 * rest) as f32;
+        }
+        (dirs, kappa, far)
+    });
+    let (mut dirs, mut kappa, mut far) = (Vec::new(), Vec::new(), Vec::new());
+    for (d, k, f) in parts {
+        dirs.extend(d);
+        kappa.extend(k);
+        far.extend(f);
+    }
+    (dirs, kappa, far)
+}
+
+/// `<a, b>` with eight partial sums in a fixed order (vectorisable, and
+/// the same bits everywhere).
+fn dot8(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    for (i, (x, y)) in ra.iter().zip(rb).enumerate() {
+        acc[i] += x * y;
+    }
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
+}
+
+/// The top [`LIST_DIRS`] eigenvectors of `X^T X / m` (`x`: `m` rows of
+/// `dim`) by subspace iteration from a fixed sign pattern, orthonormal,
+/// into `g` (`LIST_DIRS * dim`; a direction the rows do not span stays
+/// zero); returns their variances `|X u_j|^2 / m`, largest first.
+fn top_directions(x: &[f32], dim: usize, g: &mut [f32]) -> [f64; LIST_DIRS] {
+    let m = x.len() / dim;
+    let mut y = vec![0f32; LIST_DIRS * dim];
+    let mut h = 0x9e37_79b9_7f4a_7c15u64;
+    for v in g.iter_mut() {
+        h ^= h >> 29;
+        h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        *v = if h >> 63 == 0 { 1.0 } else { -1.0 };
+    }
+    let mut lam = [0f64; LIST_DIRS];
+    for it in 0..=SHAPE_ITERS {
+        y.fill(0.0);
+        lam = [0.0; LIST_DIRS];
+        for row in x.chunks_exact(dim) {
+            for j in 0..LIST_DIRS {
+                let t = dot8(row, &g[j * dim..(j + 1) * dim]);
+                lam[j] += f64::from(t) * f64::from(t);
+                for (yv, &xv) in y[j * dim..(j + 1) * dim].iter_mut().zip(row) {
+                    *yv += t * xv;
+                }
+            }
+        }
+        if it == SHAPE_ITERS {
+            break;
+        }
+        // Gram-Schmidt (modified) of y into g.
+        for j in 0..LIST_DIRS {
+            let (done, rest) = y.split_at_mut(j * dim);
+            let yj = &mut rest[..dim];
+            for i in 0..j {
+                let gi = &done[i * dim..(i + 1) * dim];
+                let p = dot8(yj, gi);
+                for (a, &b) in yj.iter_mut().zip(gi) {
+                    *a -= p * b;
+                }
+            }
+            let nn = dot8(yj, yj).sqrt();
+            let gj = &mut g[j * dim..(j + 1) * dim];
+            if nn > 1e-30 && nn.is_finite() {
+                for (o, &a) in gj.iter_mut().zip(yj.iter()) {
+                    *o = a / nn;
+                }
+                for (a, &b) in yj.iter_mut().zip(gj.iter()) {
+                    *a = b;
+                }
+            } else {
+                gj.fill(0.0);
+                yj.fill(0.0);
+            }
+        }
+    }
+    for v in &mut lam {
+        *v /= m as f64;
+    }
+    // Largest first (stable: ties keep their order).
+    let mut idx: [usize; LIST_DIRS] = std::array::from_fn(|i| i);
+    idx.sort_by(|&a, &b| lam[b].total_cmp(&lam[a]));
+    let old = g.to_vec();
+    let mut out = [0f64; LIST_DIRS];
+    for (k, &i) in idx.iter().enumerate() {
+        g[k * dim..(k + 1) * dim].copy_from_slice(&old[i * dim..(i + 1) * dim]);
+        out[k] = lam[i];
+    }
+    out
+}
+
 /// Lloyd's k-means; returns the `nlist * xdim` centroids, and the last
 /// assignment of the points with their bounds moved to those centroids
 /// (for the final assignment).

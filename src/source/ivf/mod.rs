@@ -37,6 +37,20 @@
 //! bound by the `vpdpbusd` count per row, this reaches int8's recall at
 //! the 4-bit pass's cost (docs/ivf.md, "Two-stage codes").
 //!
+//! # Lists with a shape
+//! Adaptive selection (`SearchParams::reach`) ranks a list by how far its
+//! best row may reach beyond the centroid along the query, `|q| spread_l`.
+//! A plain spread is the same in every direction; a trained layer's lists
+//! are not round (on w2v-gutenberg four directions hold a third of a list's
+//! residual variance, against 4 / 128 for a round one). The build keeps
+//! per list the `LIST_DIRS` top principal directions of its rows'
+//! residuals, scaled by their excess variance, as int8 rows
+//! (`kmeans::list_shapes`), and from a query's second list on the spread
+//! is `sqrt(sum_j <q, g_j>^2 + kappa |q|^2) / |q|` (at least the far-row
+//! floor): one int8 pass over `LIST_DIRS * nlist` short rows buys a test
+//! that admits the lists whose rows stretch towards the query and skips
+//! those that stretch across it (docs/ivf.md, "Lists with a shape").
+//!
 //! # Determinism
 //! The lists (centroids, membership, order) are a pure function of the
 //! inputs, the seed and the parameters: **bit-identical on every tier and
@@ -90,7 +104,8 @@ mod pq;
 mod search;
 mod weights;
 pub use calibrate::Calibration;
-use kmeans::{assign, kmeans, list_spread, CentView, Points, NO_TRACK};
+pub use kmeans::LIST_DIRS;
+use kmeans::{assign, kmeans, list_shapes, list_spread, CentView, Points, NO_TRACK};
 pub use pq::{default_m as default_pq_m, TRAIN_ROWS as PQ_TRAIN_ROWS};
 use search::*;
 use weights::check_row_weights;
@@ -179,6 +194,9 @@ pub struct Ivf {
     /// [`QPanels`]), used by batches, with at least [`PANEL_MIN_LISTS`]
     /// lists; derived from `cq`, never stored in the file.
     cpan: Option<QPanels>,
+    /// The lists' shapes ([`Shape`]); `None` in files written before them
+    /// (their queries rank lists by `spread` alone).
+    shape: Option<Box<Shape>>,
     /// Label training ([`Ivf::train_labels`]): lists then hold training
     /// labels too, so a row may stand in several lists (positions outnumber
     /// rows) and results are deduplicated by id.
@@ -186,6 +204,24 @@ pub struct Ivf {
     /// The largest |value| a query's arithmetic reads from the index (the
     /// `A` of [`crate::error::score_limit`]); derived, never stored.
     vmax: f32,
+}
+
+/// The lists' shapes (`kmeans::list_shapes`; module docs, "Lists with a
+/// shape"): the adaptive selection's query-dependent spreads.
+pub(super) struct Shape {
+    /// `LIST_DIRS` scaled directions per list, as int8 rows (scored with
+    /// the centroid pass's quantised query).
+    dirs: QRows,
+    /// Per list, the isotropic rest `2 ln n rho` of its squared spread.
+    kappa: Vec<f32>,
+    /// Per list, the far-row floor of its spread (per unit of |q|).
+    far: Vec<f32>,
+}
+
+impl Shape {
+    fn memory_bytes(&self) -> usize {
+        self.dirs.memory_bytes() + 4 * (self.kappa.len() + self.far.len())
+    }
 }
 
 /// Lists from which the index keeps its centroid codes a second time, as
@@ -226,6 +262,11 @@ impl Ivf {
             .max(all(&self.spread))
             .max(scales(&self.cq))
             .max(self.codes.as_ref().map_or(0.0, scales))
+            .max(self.shape.as_ref().map_or(0.0, |sh| {
+                scales(&sh.dirs)
+                    .max(all(&sh.far))
+                    .max(all(&sh.kappa).sqrt())
+            }))
             .max(
                 self.pq
                     .as_ref()
@@ -268,6 +309,17 @@ impl Ivf {
     pub fn centroid_bias(&self) -> &[f32] {
         &self.cbias
     }
+    /// The lists' shapes (module docs, "Lists with a shape"): the
+    /// `LIST_DIRS` scaled directions of every list as int8 rows (list `l`'s
+    /// at rows `l * LIST_DIRS ..`), and per list its isotropic rest `kappa`
+    /// and far-row floor; `None` for an index loaded from a file written
+    /// before them.
+    pub fn list_shapes(&self) -> Option<(&QRows, &[f32], &[f32])> {
+        self.shape
+            .as_ref()
+            .map(|s| (&s.dirs, &s.kappa[..], &s.far[..]))
+    }
+
     /// Per list, the reach term of its estimate (`list_spread` in the
     /// module): lists are ranked by `<q, c> + cb + |q| * spread`.
     pub fn spread(&self) -> &[f32] {
@@ -307,6 +359,7 @@ impl Ivf {
             + self.pq.as_ref().map_or(0, |c| c.memory_bytes())
             + self.cq.memory_bytes()
             + self.cpan.as_ref().map_or(0, |p| p.memory_bytes())
+            + self.shape.as_ref().map_or(0, |p| p.memory_bytes())
             + std::mem::size_of::<Ivf>()
     }
 

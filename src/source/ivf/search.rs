@@ -47,7 +47,22 @@ pub(super) struct Scratch {
     pub(super) masks: Vec<u64>,
     /// The scratch of [`Ivf::search_batch`] (taken out while it runs).
     pub(super) batch: super::batch::Batch,
+    /// The query's list spreads from the lists' shapes
+    /// ([`Ivf::adaptive_order`]), and the projections they come from.
+    pub(super) qspread: Vec<f32>,
+    proj: Vec<f32>,
 }
+
+/// With the lists' shapes, adaptive selection computes a list's shaped
+/// spread only where the plain test passes at this many times the reach
+/// (the projections cost `LIST_DIRS` int8 dot products a list): on
+/// w2v-gutenberg about half the lists, and the recall of the shaped rule
+/// within 0.001 of computing them all (docs/ivf.md, "Lists with a shape").
+const SHAPE_PREFILTER: f32 = 1.75;
+/// One pass over every list's shape directions when at least
+/// `1 / SHAPE_GATHER` of the lists are candidates, else a short run per
+/// candidate (whose call costs more than its rows).
+const SHAPE_GATHER: usize = 8;
 
 thread_local! {
     pub(super) static SCRATCH: Warm<Scratch> = Warm::new(&SPARE_SCRATCH);
@@ -1006,7 +1021,6 @@ impl Ivf {
         let first = argmax_first(sel, cs);
         // Optimistic estimate of list l: e_l + (reach - 1) |q| spread_l.
         let extra = (reach - 1.0) * qn;
-        let opt = |cs: &[f32], l: usize| optimistic(cs[l], extra, self.spread[l]);
         s.theta.clear();
         let multi = self.labels.is_some();
         let mut n = 0;
@@ -1038,74 +1052,203 @@ impl Ivf {
         // Every other list that can still pass; the k-th score only grows,
         // so a list that fails now never passes later.
         let th = theta_of(&s.theta, k).max(floor);
-        let mut order = std::mem::take(&mut s.order);
-        self.adaptive_order(
-            sel,
-            &s.cscore[..nlist],
-            extra,
-            th,
-            first,
-            cap,
-            &mut order,
-            &mut s.order_tmp,
-            &mut s.masks,
-        );
+        let mut shaped = false;
+        s.order.clear();
+        if let Some(second) = self.adaptive_second(sel, extra, th, first, cap, s) {
+            visit(s, second, &mut n);
+            visited += 1;
+            let th2 = theta_of(&s.theta, k).max(floor);
+            shaped = self.adaptive_rest(tier, v, qn, extra, th2, [first, second], s);
+        }
+        let order = std::mem::take(&mut s.order);
+        let qspread = std::mem::take(&mut s.qspread);
+        let spread = if shaped { &qspread } else { &self.spread };
         for &key in &order {
             if visited >= cap {
                 break;
             }
             let l = key as u32 as usize;
-            if opt(&s.cscore, l) < theta_of(&s.theta, k).max(floor) {
+            if optimistic(s.cscore[l], extra, spread[l]) < theta_of(&s.theta, k).max(floor) {
                 continue;
             }
             visit(s, l, &mut n);
             visited += 1;
         }
         s.order = order;
+        s.qspread = qspread;
         st.lists += visited as u64;
         n
     }
 
-    /// The lists adaptive selection may visit after its first list `first`:
-    /// those whose optimistic estimate `cs[l] + extra spread_l` reaches `th`
-    /// (the k-th score after the first list), into `order` as [`rank_key`]s
-    /// sorted best estimate first, ties by smaller id (none when `cap` is
-    /// 1). `tmp` is [`sort_rank_keys`]'s other buffer.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn adaptive_order(
+    /// Adaptive selection's second list: of the lists (but `first`) whose
+    /// optimistic estimate `cs[l] + extra spread_l` reaches `th` (the k-th
+    /// score after the first list), the best estimate, ties by smaller id;
+    /// none when `cap` is 1 or no list passes. Leaves the test's bits in
+    /// `s.masks`.
+    pub(super) fn adaptive_second(
         &self,
         sel: &select::Kernels,
-        cs: &[f32],
         extra: f32,
         th: f32,
         first: usize,
         cap: usize,
-        order: &mut Vec<u64>,
-        tmp: &mut Vec<u64>,
-        masks: &mut Vec<u64>,
-    ) {
-        order.clear();
-        if cap > 1 {
-            // Every list's test at once, as bits (one vector compare per
-            // 8 or 16 lists); then only the passing lists (few on a
-            // clustered layer) are pushed.
-            let nw = select::words(cs.len());
-            grow(masks, nw);
-            (sel.opt_masks)(cs, &self.spread[..cs.len()], extra, th, &mut masks[..nw]);
-            for (w, &word) in masks[..nw].iter().enumerate() {
+        s: &mut Scratch,
+    ) -> Option<usize> {
+        if cap < 2 {
+            return None;
+        }
+        let nlist = self.nlist;
+        // Every list's test at once, as bits (one vector compare per 8 or
+        // 16 lists); then only the passing lists are read.
+        let nw = select::words(nlist);
+        grow(&mut s.masks, nw);
+        (sel.opt_masks)(
+            &s.cscore[..nlist],
+            &self.spread[..nlist],
+            extra,
+            th,
+            &mut s.masks[..nw],
+        );
+        let cs = &s.cscore[..nlist];
+        let mut best = u64::MAX;
+        for (w, &word) in s.masks[..nw].iter().enumerate() {
+            let mut m = word;
+            while m != 0 {
+                let l = w * 64 + m.trailing_zeros() as usize;
+                m &= m - 1;
+                if l != first {
+                    best = best.min(rank_key(cs[l], l as u32));
+                }
+            }
+        }
+        (best != u64::MAX).then_some(best as u32 as usize)
+    }
+
+    /// The lists adaptive selection may visit after its first two (`seen`),
+    /// with `th` the k-th score after them, into `s.order` as
+    /// [`rank_key`]s of `cs = s.cscore` sorted best estimate first, ties by
+    /// smaller id; returns whether their test is the shaped one.
+    ///
+    /// The plain test is `cs[l] + extra spread_l >= th`. When the index has
+    /// the lists' shapes (and no label training) the test takes the
+    /// query's shaped spreads instead, for the lists that pass the plain
+    /// test at [`SHAPE_PREFILTER`] times the reach ([`Ivf::shaped_order`]):
+    /// then their spreads are in `s.qspread` and their estimates in
+    /// `s.cscore` are the shaped ones. A query whose first two lists leave
+    /// nothing to test (most of W1's) never computes a projection. `s.qq`
+    /// holds the query's quantised form, `qn` its norm.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn adaptive_rest(
+        &self,
+        tier: Isa,
+        v: Variant,
+        qn: f32,
+        extra: f32,
+        th: f32,
+        seen: [usize; 2],
+        s: &mut Scratch,
+    ) -> bool {
+        let nlist = self.nlist;
+        let sel = select::kernels(tier);
+        let nw = select::words(nlist);
+        grow(&mut s.masks, nw);
+        let shaped = self.shape.is_some() && self.labels.is_none() && qn > 0.0;
+        let ex = if shaped {
+            SHAPE_PREFILTER * (extra + qn) - qn
+        } else {
+            extra
+        };
+        (sel.opt_masks)(
+            &s.cscore[..nlist],
+            &self.spread[..nlist],
+            ex,
+            th,
+            &mut s.masks[..nw],
+        );
+        for l in seen {
+            s.masks[l / 64] &= !(1u64 << (l % 64));
+        }
+        s.order.clear();
+        if shaped {
+            self.shaped_order(v, qn, extra, th, nw, s);
+        } else {
+            let cs = &s.cscore[..nlist];
+            for (w, &word) in s.masks[..nw].iter().enumerate() {
                 let mut m = word;
                 while m != 0 {
                     let l = w * 64 + m.trailing_zeros() as usize;
                     m &= m - 1;
-                    if l != first {
-                        order.push(rank_key(cs[l], l as u32));
-                    }
+                    s.order.push(rank_key(cs[l], l as u32));
                 }
             }
         }
         // One u64 key per list: the high half orders the (finite) score
         // descending, the low half the id ascending; no comparator calls.
-        sort_rank_keys(order, tmp);
+        sort_rank_keys(&mut s.order, &mut s.order_tmp);
+        shaped
+    }
+
+    /// [`Ivf::adaptive_rest`]'s shaped order, once `s.masks[..nw]` holds the
+    /// prefilter's candidates: each candidate's shaped spread into
+    /// `s.qspread` and its estimate in `s.cscore` moved to it, and those
+    /// whose optimistic estimate reaches `th` pushed onto `s.order`. The projections are one int8 pass over every list's
+    /// directions when at least `1 / SHAPE_GATHER` of the lists are
+    /// candidates, else a run of `LIST_DIRS` rows per candidate (the same
+    /// bits either way).
+    #[allow(clippy::too_many_arguments)]
+    fn shaped_order(&self, v: Variant, qn: f32, extra: f32, th: f32, nw: usize, s: &mut Scratch) {
+        let sh = self.shape.as_ref().expect("the index has shapes");
+        let (nlist, nd) = (self.nlist, self.nlist * LIST_DIRS);
+        grow(&mut s.proj, nd);
+        grow(&mut s.qspread, nlist);
+        let qq = s.qq.as_ref().unwrap();
+        let nc: usize = s.masks[..nw].iter().map(|w| w.count_ones() as usize).sum();
+        let whole = nc * SHAPE_GATHER >= nlist;
+        // f64 for the squares (no overflow for any f32 projection), one
+        // multiply by 1 / |q| in place of a division per list.
+        let (q2, inv) = (f64::from(qn) * f64::from(qn), 1.0 / f64::from(qn));
+        let spread_of = |p: &[f32], kappa: f32, far: f32| -> f32 {
+            let mut var = f64::from(kappa) * q2;
+            for &x in p {
+                var += f64::from(x) * f64::from(x);
+            }
+            ((var.sqrt() * inv) as f32).max(far)
+        };
+        if whole {
+            // Every list's projections and spread in two branch-free
+            // passes (vectorised), then only the candidates are read.
+            sh.dirs
+                .score_run_with(v, 0, nd, qq, None, &mut s.proj[..nd])
+                .expect("shape run");
+            for (((o, p), &kappa), &far) in s.qspread[..nlist]
+                .iter_mut()
+                .zip(s.proj[..nd].chunks_exact(LIST_DIRS))
+                .zip(&sh.kappa[..nlist])
+                .zip(&sh.far[..nlist])
+            {
+                *o = spread_of(p, kappa, far);
+            }
+        }
+        for (w, &word) in s.masks[..nw].iter().enumerate() {
+            let mut m = word;
+            while m != 0 {
+                let l = w * 64 + m.trailing_zeros() as usize;
+                m &= m - 1;
+                if !whole {
+                    let p = &mut s.proj[l * LIST_DIRS..(l + 1) * LIST_DIRS];
+                    sh.dirs
+                        .score_run_with(v, l * LIST_DIRS, LIST_DIRS, qq, None, p)
+                        .expect("shape run");
+                    s.qspread[l] = spread_of(p, sh.kappa[l], sh.far[l]);
+                }
+                let sq = s.qspread[l];
+                let c = &mut s.cscore[l];
+                *c += qn * (sq - self.spread[l]);
+                if optimistic(*c, extra, sq) >= th {
+                    s.order.push(rank_key(*c, l as u32));
+                }
+            }
+        }
     }
 
     /// The k-th best exact score among the `k` best approximate candidates
