@@ -100,9 +100,10 @@ pub mod ivf {
     ///   answer sits in one tight cluster stops after a list or two, a query
     ///   between clusters (typical of real layers, whose queries are not drawn
     ///   from the rows) keeps going. After the second list, an index with
-    ///   the lists' shapes (built since lshk 0.3.1) takes `spread_l` along
-    ///   `q`: larger where the list's rows spread along the query, smaller
-    ///   across it (docs/ivf.md, "Lists with a shape"). Measured there
+    ///   the lists' shapes (every build; a file written before them has
+    ///   none) takes `spread_l` along `q`: larger where the list's rows
+    ///   spread along the query, smaller across it (docs/ivf.md, "Lists
+    ///   with a shape"). Measured there
     ///   (rerank 32): `reach = 2` (the default) gives recall@10 0.999 on
     ///   the synthetic W1 (1 list of 3,274 per query), 0.996 on
     ///   w2v-gutenberg (159 of 752 lists), 0.999 on a heavy-tailed
