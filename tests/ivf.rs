@@ -181,20 +181,7 @@ fn list_shapes_are_bit_identical_and_stored() {
     let (q, _) = queries_near_labels(&lay.w, rows, dim, nq, 9);
     let (k, sp) = (10, SearchParams::default());
     let run = |ivf: &Ivf| {
-        let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
-        let mut st = SearchStats::default();
-        ivf.search_stats(
-            lshk::isa::active(),
-            &q,
-            nq,
-            dim,
-            k,
-            &sp,
-            &mut ids,
-            &mut sc,
-            Some(&mut st),
-        )
-        .unwrap();
+        let (ids, st) = search_counted(ivf, &q, dim, k, &sp);
         (ids, st.scanned)
     };
     let path = tmp("shapes.lshk");
@@ -610,21 +597,7 @@ fn recall_on_a_structured_layer() {
         &IvfParams::default(),
     )
     .unwrap();
-    let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
-    let sp = SearchParams::fixed(4, 64);
-    let mut st = SearchStats::default();
-    ivf.search_stats(
-        lshk::isa::active(),
-        &q,
-        nq,
-        dim,
-        k,
-        &sp,
-        &mut ids,
-        &mut sc,
-        Some(&mut st),
-    )
-    .unwrap();
+    let (ids, st) = search_counted(&ivf, &q, dim, k, &SearchParams::fixed(4, 64));
     let recall = recall_at_k(&ex, &ids, k);
     let frac = st.scanned as f64 / (nq * rows) as f64;
     println!(
@@ -1083,6 +1056,20 @@ fn recall_of(dense: &DenseLayer, ivf: &Ivf, q: &[f32], sp: &SearchParams) -> (f6
     let nq = q.len() / dim;
     let (mut ex, mut es) = (vec![0u32; nq * k], vec![0f32; nq * k]);
     dense.topk(q, nq, dim, k, &mut ex, &mut es).unwrap();
+    let (ids, st) = search_counted(ivf, q, dim, k, sp);
+    (recall_at_k(&ex, &ids, k), st)
+}
+
+/// The top `k` ids of the queries `q` (`dim` floats each) on the active
+/// tier, and the search's counts.
+fn search_counted(
+    ivf: &Ivf,
+    q: &[f32],
+    dim: usize,
+    k: usize,
+    sp: &SearchParams,
+) -> (Vec<u32>, SearchStats) {
+    let nq = q.len() / dim;
     let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
     let mut st = SearchStats::default();
     ivf.search_stats(
@@ -1097,7 +1084,7 @@ fn recall_of(dense: &DenseLayer, ivf: &Ivf, q: &[f32], sp: &SearchParams) -> (f6
         Some(&mut st),
     )
     .unwrap();
-    (recall_at_k(&ex, &ids, k), st)
+    (ids, st)
 }
 
 /// recall@10 of the adaptive stop at each `reach` (no cap, rerank 64) on

@@ -720,7 +720,7 @@ def run_lshk_ivf(h, lib, build_threads):
             try:
                 h.sweep("lshk IVF", f"{cfg} rerank={rr} adaptive",
                         [(f"reach={r:g}", setr(r))
-                         for r in [1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0]],
+                         for r in [1.0, 1.25, 1.5, 1.75, 1.875, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 5.0]],
                         lambda: (one, batch, extra))
             except RuntimeError as e:
                 log(f"  lshk IVF {cfg} rerank={rr} adaptive: sweep ended: {e}")

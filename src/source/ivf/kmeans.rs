@@ -481,26 +481,48 @@ pub(super) fn list_spread(
             if b == a {
                 return 0.0;
             }
-            let (mut ss, mut far) = (0.0f64, 0.0f64);
-            for &r in &ids[a..b] {
-                let r = r as usize;
-                let row = &w[r * stride..r * stride + dim];
-                let mut d2 = row
-                    .iter()
-                    .zip(c)
-                    .map(|(&x, &m)| f64::from(x - m).powi(2))
-                    .sum::<f64>();
-                if let Some(bb) = bias {
-                    d2 += f64::from(bb[r] - c[dim]).powi(2);
-                }
-                ss += d2;
-                far = far.max(d2);
-            }
+            let (ss, far) = residuals(w, bias, dim, stride, c, &ids[a..b], None);
             let (n, xd) = ((b - a) as f64, xdim as f64);
             let bulk = (ss / n / xd).sqrt() * (2.0 * n.ln()).max(0.0).sqrt();
             bulk.max(FAR_ROW_Z * (far / xd).sqrt()) as f32
         })
         .collect()
+}
+
+/// Over the rows `ids` of a list with centroid `c` (`xdim` floats, the
+/// bias coordinate last): the sum and the largest of their squared
+/// residuals `|x - c|^2` in `[w, b]` space (f64, in row order); with
+/// `keep = (x, m)`, the `w` residuals of the first `m` rows pushed onto `x`.
+#[allow(clippy::too_many_arguments)]
+fn residuals(
+    w: &[f32],
+    bias: Option<&[f32]>,
+    dim: usize,
+    stride: usize,
+    c: &[f32],
+    ids: &[u32],
+    mut keep: Option<(&mut Vec<f32>, usize)>,
+) -> (f64, f64) {
+    let (mut ss, mut far) = (0.0f64, 0.0f64);
+    for (i, &r) in ids.iter().enumerate() {
+        let r = r as usize;
+        let row = &w[r * stride..r * stride + dim];
+        let mut d2 = 0.0f64;
+        for (&x, &m) in row.iter().zip(c) {
+            d2 += f64::from(x - m).powi(2);
+        }
+        if let Some((x, m)) = keep.as_mut() {
+            if i < *m {
+                x.extend(row.iter().zip(c).map(|(&v, &m)| v - m));
+            }
+        }
+        if let Some(bb) = bias {
+            d2 += f64::from(bb[r] - c[dim]).powi(2);
+        }
+        ss += d2;
+        far = far.max(d2);
+    }
+    (ss, far)
 }
 
 /// Directions of a list's rows that [`list_shapes`] keeps: the
@@ -552,24 +574,9 @@ pub(super) fn list_shapes(
         for l in l0..l1 {
             let c = &cent[l * xdim..(l + 1) * xdim];
             let (a, b) = (offsets[l] as usize, offsets[l + 1] as usize);
-            let (mut ss, mut f2) = (0.0f64, 0.0f64);
             x.clear();
-            for (i, &r) in ids[a..b].iter().enumerate() {
-                let r = r as usize;
-                let row = &w[r * stride..r * stride + dim];
-                let mut d2 = 0.0f64;
-                for (&v, &m) in row.iter().zip(c) {
-                    d2 += f64::from(v - m).powi(2);
-                    if i < SHAPE_MAX_ROWS {
-                        x.push(v - m);
-                    }
-                }
-                if let Some(bb) = bias {
-                    d2 += f64::from(bb[r] - c[dim]).powi(2);
-                }
-                ss += d2;
-                f2 = f2.max(d2);
-            }
+            let keep = Some((&mut x, SHAPE_MAX_ROWS));
+            let (ss, f2) = residuals(w, bias, dim, stride, c, &ids[a..b], keep);
             let n = b - a;
             let xd = xdim as f64;
             far[l - l0] = (FAR_ROW_Z * (f2 / xd).sqrt()) as f32;
