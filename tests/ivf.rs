@@ -191,36 +191,24 @@ fn list_shapes_are_bit_identical_and_stored() {
     assert_eq!(run(&back), run(&a));
 
     let c = lshk::format::Container::open(&path, lshk::format::KIND_IVF).unwrap();
-    let tags = c.tags();
     for t in ["LDIRQ", "LDIRQS", "LSHAPE"] {
-        assert!(tags.iter().any(|x| x == t), "{t} saved");
+        assert!(c.tags().iter().any(|x| x == t), "{t} saved");
     }
-    let rewrite = |name: &str, lshape: Option<&[u8]>| {
-        let secs: Vec<lshk::format::SectionOut> = tags
-            .iter()
-            .filter(|t| lshape.is_some() || (!t.starts_with("LDIRQ") && *t != "LSHAPE"))
-            .map(|t| {
-                let b = match (t.as_str(), lshape) {
-                    ("LSHAPE", Some(b)) => b,
-                    _ => c.section(t).unwrap(),
-                };
-                lshk::format::SectionOut::new(t, vec![b])
-            })
-            .collect();
-        let out = tmp(name);
-        lshk::format::write_file(&out, lshk::format::KIND_IVF, &secs).unwrap();
-        out
-    };
-    let old = Ivf::load(&rewrite("shapes-old.lshk", None)).unwrap();
+    let no_shape = |t: &str| !t.starts_with("LDIRQ") && t != "LSHAPE";
+    let old = Ivf::load(&rewrite_ivf(&path, "shapes-old.lshk", no_shape, |_| None)).unwrap();
     assert!(old.list_shapes().is_none());
     assert_eq!(old.list_ids(), a.list_ids());
     assert_eq!(run(&old).0.len(), nq * k);
     for bad in [-1.0f32, f32::NAN, f32::INFINITY] {
         let mut terms = c.section("LSHAPE").unwrap().to_vec();
         terms[4..8].copy_from_slice(&bad.to_le_bytes());
-        let e = Ivf::load(&rewrite("shapes-bad.lshk", Some(&terms)))
-            .err()
-            .expect("refused");
+        let bad_file = rewrite_ivf(
+            &path,
+            "shapes-bad.lshk",
+            |_| true,
+            |t| (t == "LSHAPE").then(|| terms.clone()),
+        );
+        let e = Ivf::load(&bad_file).err().expect("refused");
         assert_eq!(e.status, Status::BadFileFormat, "{bad}: {}", e.message);
     }
 }
@@ -252,15 +240,12 @@ fn shapes_scan_fewer_rows_for_the_same_recall() {
     let a = Ivf::build(&w, None, rows, dim, dim, &IvfParams::default()).unwrap();
     let path = tmp("shapes-anis.lshk");
     a.save(&path).unwrap();
-    let c = lshk::format::Container::open(&path, lshk::format::KIND_IVF).unwrap();
-    let secs: Vec<lshk::format::SectionOut> = c
-        .tags()
-        .iter()
-        .filter(|t| !t.starts_with("LDIRQ") && *t != "LSHAPE")
-        .map(|t| lshk::format::SectionOut::new(t, vec![c.section(t).unwrap()]))
-        .collect();
-    let out = tmp("shapes-anis-plain.lshk");
-    lshk::format::write_file(&out, lshk::format::KIND_IVF, &secs).unwrap();
+    let out = rewrite_ivf(
+        &path,
+        "shapes-anis-plain.lshk",
+        |t| !t.starts_with("LDIRQ") && t != "LSHAPE",
+        |_| None,
+    );
     let plain = Ivf::load(&out).unwrap();
     assert!(plain.list_shapes().is_none());
     let best = |ivf: &Ivf| {
@@ -895,24 +880,20 @@ fn files_without_centroid_codes_load_to_the_same_index() {
     let path = tmp("centq-new.lshk");
     a.save(&path).unwrap();
     // Rewrites the file without CENTQ / CENTQS, CENTROID as given.
+    let tags = lshk::format::Container::open(&path, lshk::format::KIND_IVF)
+        .unwrap()
+        .tags();
+    assert!(tags.iter().any(|t| t == "CENTQ") && tags.iter().any(|t| t == "CENTQS"));
     let rewrite = |name: &str, centroid: Option<&[f32]>| {
-        let c = lshk::format::Container::open(&path, lshk::format::KIND_IVF).unwrap();
-        let tags = c.tags();
-        assert!(tags.iter().any(|t| t == "CENTQ") && tags.iter().any(|t| t == "CENTQS"));
-        let secs: Vec<lshk::format::SectionOut> = tags
-            .iter()
-            .filter(|t| *t != "CENTQ" && *t != "CENTQS")
-            .map(|t| {
-                let b = match (t.as_str(), centroid) {
-                    ("CENTROID", Some(f)) => lshk::format::as_bytes(f),
-                    _ => c.section(t).unwrap(),
-                };
-                lshk::format::SectionOut::new(t, vec![b])
-            })
-            .collect();
-        let out = tmp(name);
-        lshk::format::write_file(&out, lshk::format::KIND_IVF, &secs).unwrap();
-        out
+        rewrite_ivf(
+            &path,
+            name,
+            |t| t != "CENTQ" && t != "CENTQS",
+            |t| match (t, centroid) {
+                ("CENTROID", Some(f)) => Some(lshk::format::as_bytes(f).to_vec()),
+                _ => None,
+            },
+        )
     };
     let old = Ivf::load(&rewrite("centq-old.lshk", Some(&cent))).unwrap();
     assert_eq!(fingerprint(&old), fingerprint(&a));
@@ -1297,4 +1278,30 @@ fn pq4_coding_errors_round_trip_and_old_files_still_load() {
             );
         }
     }
+}
+
+/// The IVF file `src` written again as `name` (in the tests' directory):
+/// the sections `keep` accepts, each with the bytes `with` gives for it or
+/// else its own.
+fn rewrite_ivf(
+    src: &std::path::Path,
+    name: &str,
+    keep: impl Fn(&str) -> bool,
+    with: impl Fn(&str) -> Option<Vec<u8>>,
+) -> std::path::PathBuf {
+    let c = lshk::format::Container::open(src, lshk::format::KIND_IVF).unwrap();
+    let tags = c.tags();
+    let own: Vec<Vec<u8>> = tags
+        .iter()
+        .map(|t| with(t).unwrap_or_else(|| c.section(t).unwrap().to_vec()))
+        .collect();
+    let secs: Vec<lshk::format::SectionOut> = tags
+        .iter()
+        .zip(&own)
+        .filter(|(t, _)| keep(t))
+        .map(|(t, b)| lshk::format::SectionOut::new(t, vec![&b[..]]))
+        .collect();
+    let out = tmp(name);
+    lshk::format::write_file(&out, lshk::format::KIND_IVF, &secs).unwrap();
+    out
 }

@@ -366,9 +366,18 @@ impl Ivf {
             Some(b) => ids.iter().map(|&r| b[r as usize]).collect(),
             None => Vec::new(),
         };
-        let spread = list_spread(w, bias, dim, w_stride, &cent, xdim, &offsets, &ids);
-        let (dirs, kappa, far) =
-            list_shapes(w, bias, dim, w_stride, &cent, xdim, &offsets, &ids, threads);
+        let lr = ListRows {
+            w,
+            bias,
+            dim,
+            stride: w_stride,
+            cent: &cent,
+            xdim,
+            offsets: &offsets,
+            ids: &ids,
+        };
+        let spread = list_spread(&lr);
+        let (dirs, kappa, far) = list_shapes(&lr, threads);
         let shape = Some(Box::new(Shape {
             dirs: qdot::quantize_rows(&dirs, nlist * LIST_DIRS, dim, dim)?,
             kappa,

@@ -462,67 +462,70 @@ pub(super) fn drift_tracks(
 /// with a coarser `reach` scale.
 const FAR_ROW_Z: f64 = 1.5;
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn list_spread(
-    w: &[f32],
-    bias: Option<&[f32]>,
-    dim: usize,
-    stride: usize,
-    cent: &[f32],
-    xdim: usize,
-    offsets: &[u32],
-    ids: &[u32],
-) -> Vec<f32> {
-    let nlist = offsets.len() - 1;
-    (0..nlist)
+/// The rows of built lists, for [`list_spread`] and [`list_shapes`]: W
+/// (`dim` floats at `stride`) and the bias, the `xdim`-float centroids
+/// (`[w, b]`), and list `l` at positions `offsets[l] .. offsets[l + 1]` of
+/// the row ids `ids`.
+pub(super) struct ListRows<'a> {
+    pub(super) w: &'a [f32],
+    pub(super) bias: Option<&'a [f32]>,
+    pub(super) dim: usize,
+    pub(super) stride: usize,
+    pub(super) cent: &'a [f32],
+    pub(super) xdim: usize,
+    pub(super) offsets: &'a [u32],
+    pub(super) ids: &'a [u32],
+}
+
+impl ListRows<'_> {
+    /// Lists.
+    fn nlist(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// List `l`'s rows, and the sum and the largest of their squared
+    /// residuals `|x - c|^2` in `[w, b]` space (f64, in row order); with
+    /// `keep = (x, m)`, the `w` residuals of its first `m` rows pushed onto
+    /// `x`.
+    fn residuals(&self, l: usize, mut keep: Option<(&mut Vec<f32>, usize)>) -> (usize, f64, f64) {
+        let (dim, stride) = (self.dim, self.stride);
+        let c = &self.cent[l * self.xdim..(l + 1) * self.xdim];
+        let ids = &self.ids[self.offsets[l] as usize..self.offsets[l + 1] as usize];
+        let (mut ss, mut far) = (0.0f64, 0.0f64);
+        for (i, &r) in ids.iter().enumerate() {
+            let r = r as usize;
+            let row = &self.w[r * stride..r * stride + dim];
+            let mut d2 = 0.0f64;
+            for (&x, &m) in row.iter().zip(c) {
+                d2 += f64::from(x - m).powi(2);
+            }
+            if let Some((x, m)) = keep.as_mut() {
+                if i < *m {
+                    x.extend(row.iter().zip(c).map(|(&v, &m)| v - m));
+                }
+            }
+            if let Some(bb) = self.bias {
+                d2 += f64::from(bb[r] - c[dim]).powi(2);
+            }
+            ss += d2;
+            far = far.max(d2);
+        }
+        (ids.len(), ss, far)
+    }
+}
+
+pub(super) fn list_spread(lr: &ListRows) -> Vec<f32> {
+    (0..lr.nlist())
         .map(|l| {
-            let c = &cent[l * xdim..(l + 1) * xdim];
-            let (a, b) = (offsets[l] as usize, offsets[l + 1] as usize);
-            if b == a {
+            let (n, ss, far) = lr.residuals(l, None);
+            if n == 0 {
                 return 0.0;
             }
-            let (ss, far) = residuals(w, bias, dim, stride, c, &ids[a..b], None);
-            let (n, xd) = ((b - a) as f64, xdim as f64);
+            let (n, xd) = (n as f64, lr.xdim as f64);
             let bulk = (ss / n / xd).sqrt() * (2.0 * n.ln()).max(0.0).sqrt();
             bulk.max(FAR_ROW_Z * (far / xd).sqrt()) as f32
         })
         .collect()
-}
-
-/// Over the rows `ids` of a list with centroid `c` (`xdim` floats, the
-/// bias coordinate last): the sum and the largest of their squared
-/// residuals `|x - c|^2` in `[w, b]` space (f64, in row order); with
-/// `keep = (x, m)`, the `w` residuals of the first `m` rows pushed onto `x`.
-#[allow(clippy::too_many_arguments)]
-fn residuals(
-    w: &[f32],
-    bias: Option<&[f32]>,
-    dim: usize,
-    stride: usize,
-    c: &[f32],
-    ids: &[u32],
-    mut keep: Option<(&mut Vec<f32>, usize)>,
-) -> (f64, f64) {
-    let (mut ss, mut far) = (0.0f64, 0.0f64);
-    for (i, &r) in ids.iter().enumerate() {
-        let r = r as usize;
-        let row = &w[r * stride..r * stride + dim];
-        let mut d2 = 0.0f64;
-        for (&x, &m) in row.iter().zip(c) {
-            d2 += f64::from(x - m).powi(2);
-        }
-        if let Some((x, m)) = keep.as_mut() {
-            if i < *m {
-                x.extend(row.iter().zip(c).map(|(&v, &m)| v - m));
-            }
-        }
-        if let Some(bb) = bias {
-            d2 += f64::from(bb[r] - c[dim]).powi(2);
-        }
-        ss += d2;
-        far = far.max(d2);
-    }
-    (ss, far)
 }
 
 /// Directions of a list's rows that [`list_shapes`] keeps: the
@@ -550,19 +553,8 @@ const SHAPE_MAX_ROWS: usize = 512;
 /// which the list's rows spread most. Plain f32 loops with fixed
 /// accumulator order and a fixed start: the same bits on every tier and
 /// thread count.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn list_shapes(
-    w: &[f32],
-    bias: Option<&[f32]>,
-    dim: usize,
-    stride: usize,
-    cent: &[f32],
-    xdim: usize,
-    offsets: &[u32],
-    ids: &[u32],
-    threads: usize,
-) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-    let nlist = offsets.len() - 1;
+pub(super) fn list_shapes(lr: &ListRows, threads: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let (nlist, dim, xdim) = (lr.nlist(), lr.dim, lr.xdim);
     let jobs = threads.clamp(1, nlist.max(1));
     let per = nlist.div_ceil(jobs);
     let parts = crate::par::map(0..jobs, |j| {
@@ -572,12 +564,8 @@ pub(super) fn list_shapes(
         let mut far = vec![0f32; l1 - l0];
         let mut x = Vec::new();
         for l in l0..l1 {
-            let c = &cent[l * xdim..(l + 1) * xdim];
-            let (a, b) = (offsets[l] as usize, offsets[l + 1] as usize);
             x.clear();
-            let keep = Some((&mut x, SHAPE_MAX_ROWS));
-            let (ss, f2) = residuals(w, bias, dim, stride, c, &ids[a..b], keep);
-            let n = b - a;
+            let (n, ss, f2) = lr.residuals(l, Some((&mut x, SHAPE_MAX_ROWS)));
             let xd = xdim as f64;
             far[l - l0] = (FAR_ROW_Z * (f2 / xd).sqrt()) as f32;
             if n < 2 {

@@ -105,7 +105,7 @@ mod search;
 mod weights;
 pub use calibrate::Calibration;
 pub use kmeans::LIST_DIRS;
-use kmeans::{assign, kmeans, list_shapes, list_spread, CentView, Points, NO_TRACK};
+use kmeans::{assign, kmeans, list_shapes, list_spread, CentView, ListRows, Points, NO_TRACK};
 pub use pq::{default_m as default_pq_m, TRAIN_ROWS as PQ_TRAIN_ROWS};
 use search::*;
 use weights::check_row_weights;
@@ -672,18 +672,75 @@ mod tests {
             .collect();
         let ids: Vec<u32> = (0..n as u32).collect();
         let offsets = [0u32, n as u32];
-        let alike = list_spread(&w, None, dim, dim, &cent, dim, &offsets, &ids)[0];
+        let alike = list_spread(&rows_of(&w, &cent, &offsets, &ids))[0];
         let bulk = (0.1f64 * (2.0 * (n as f64).ln()).sqrt()) as f32;
         assert!((alike - bulk).abs() <= 1e-6, "{alike} vs {bulk}");
         // One row 30 times farther out.
         w[..dim].iter_mut().for_each(|x| *x *= 30.0);
         let far = 3.0f32;
-        let hub = list_spread(&w, None, dim, dim, &cent, dim, &offsets, &ids)[0];
+        let hub = list_spread(&rows_of(&w, &cent, &offsets, &ids))[0];
         let mean_only = {
             let ss = (n - 1) as f64 * 0.01 * dim as f64 + 9.0 * dim as f64;
             ((ss / n as f64 / dim as f64).sqrt() * (2.0 * (n as f64).ln()).sqrt()) as f32
         };
         assert!(hub >= 1.5 * far * 0.999_999, "{hub} vs {}", 1.5 * far);
         assert!(hub > 1.5 * mean_only, "{hub} vs the mean-only {mean_only}");
+    }
+
+    /// One list's rows (no bias) for `list_spread` / `list_shapes`.
+    fn rows_of<'a>(
+        w: &'a [f32],
+        cent: &'a [f32],
+        offsets: &'a [u32],
+        ids: &'a [u32],
+    ) -> ListRows<'a> {
+        let dim = cent.len() / (offsets.len() - 1);
+        ListRows {
+            w,
+            bias: None,
+            dim,
+            stride: dim,
+            cent,
+            xdim: dim,
+            offsets,
+            ids,
+        }
+    }
+
+    /// The shaped spread of a list whose rows stretch along one axis (3x,
+    /// so that the far-row floor stays below both) is larger than the
+    /// plain spread along that axis and smaller across it; for a round
+    /// list it is within 20 % of the plain spread.
+    #[test]
+    fn list_shapes_follow_the_rows() {
+        let (dim, n) = (32usize, 400usize);
+        let mut r = SplitMix64::new(5);
+        let shaped = |w: &[f32], q: &[f32]| {
+            let ids: Vec<u32> = (0..n as u32).collect();
+            let (offsets, cent) = ([0u32, n as u32], vec![0.0f32; dim]);
+            let lr = rows_of(w, &cent, &offsets, &ids);
+            let plain = list_spread(&lr)[0];
+            let (g, kappa, far) = list_shapes(&lr, 2);
+            let qn = q.iter().map(|x| x * x).sum::<f32>().sqrt();
+            let mut v = kappa[0] * qn * qn;
+            for gj in g.chunks_exact(dim) {
+                let p: f32 = gj.iter().zip(q).map(|(a, b)| a * b).sum();
+                v += p * p;
+            }
+            ((v.sqrt() / qn).max(far[0]), plain)
+        };
+        let round: Vec<f32> = (0..n * dim).map(|_| r.next_normal() as f32).collect();
+        let axis =
+            |j: usize| -> Vec<f32> { (0..dim).map(|i| f32::from(u8::from(i == j))).collect() };
+        let (s, p) = shaped(&round, &axis(3));
+        assert!((s / p - 1.0).abs() < 0.2, "round: shaped {s}, plain {p}");
+        let mut long = round.clone();
+        for row in long.chunks_exact_mut(dim) {
+            row[0] *= 3.0;
+        }
+        let (along, p) = shaped(&long, &axis(0));
+        let (across, _) = shaped(&long, &axis(5));
+        assert!(along > 1.5 * p, "along: shaped {along}, plain {p}");
+        assert!(across < 0.95 * p, "across: shaped {across}, plain {p}");
     }
 }
