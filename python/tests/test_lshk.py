@@ -1251,7 +1251,7 @@ def test_values_that_overflow_f32_get_non_finite(tmp_path, layer):
             idx.query(q[0] * np.float32(1e37), k=10)
         assert e.value.status_name == "LSHK_STATUS_NON_FINITE"
     lshk.Index(w, b, source="ivf", codes="pq4").save(tmp_path / "good.lshk")
-    for tag in ("CBIAS", "LSPREAD", "PQCENT"):
+    for tag in ("CBIAS", "LSPREAD", "LSHAPE", "PQCENT"):
         path = tmp_path / f"{tag}.lshk"
         path.write_bytes((tmp_path / "good.lshk").read_bytes())
         patch_section(path, tag, lambda d: d.__setitem__(slice(0, 4), np.float32(np.nan).tobytes()))
