@@ -181,7 +181,7 @@ impl Ivf {
             b.n[i] += e - a;
             b.vis[i] = 2;
             let th2 = theta_of(&b.theta[i], k);
-            shaped = self.adaptive_rest(tier, v, b.qn[i], extra, th2, [first, l], s);
+            shaped = self.adaptive_rest(sel, v, b.qn[i], extra, th2, [first, l], s);
         }
         let (cs, spread) = (
             &s.cscore[..nlist],

@@ -48,7 +48,7 @@ pub(super) struct Scratch {
     /// The scratch of [`Ivf::search_batch`] (taken out while it runs).
     pub(super) batch: super::batch::Batch,
     /// The query's list spreads from the lists' shapes
-    /// ([`Ivf::adaptive_order`]), and the projections they come from.
+    /// ([`Ivf::adaptive_rest`]), and the projections they come from.
     pub(super) qspread: Vec<f32>,
     proj: Vec<f32>,
 }
@@ -78,6 +78,21 @@ pub(super) fn grow<T: Clone + Default>(v: &mut Vec<T>, n: usize) {
     if v.len() < n {
         v.resize(n, T::default());
     }
+}
+
+/// The positions of the set bits of the selection masks `masks` (bit `i`
+/// of word `w` is position `64 w + i`), ascending.
+fn set_bits(masks: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    masks.iter().enumerate().flat_map(|(w, &word)| {
+        let mut m = word;
+        std::iter::from_fn(move || {
+            (m != 0).then(|| {
+                let b = m.trailing_zeros() as usize;
+                m &= m - 1;
+                64 * w + b
+            })
+        })
+    })
 }
 
 /// Keeps, in order, the first of the entries of `cand` (with their scores
@@ -292,14 +307,10 @@ pub(super) fn theta_update(
     let nw = select::words(part.len());
     grow(masks, nw);
     (sel.gt_masks)(part, cut, &mut masks[..nw]);
-    for (w, &word) in masks[..nw].iter().enumerate() {
-        let mut m = word;
-        while m != 0 {
-            let x = part[w * 64 + m.trailing_zeros() as usize];
-            m &= m - 1;
-            if x > th {
-                push(x, &mut th);
-            }
+    for j in set_bits(&masks[..nw]) {
+        let x = part[j];
+        if x > th {
+            push(x, &mut th);
         }
     }
 }
@@ -1058,7 +1069,7 @@ impl Ivf {
             visit(s, second, &mut n);
             visited += 1;
             let th2 = theta_of(&s.theta, k).max(floor);
-            shaped = self.adaptive_rest(tier, v, qn, extra, th2, [first, second], s);
+            shaped = self.adaptive_rest(sel, v, qn, extra, th2, [first, second], s);
         }
         let order = std::mem::take(&mut s.order);
         let qspread = std::mem::take(&mut s.qspread);
@@ -1097,9 +1108,20 @@ impl Ivf {
         if cap < 2 {
             return None;
         }
+        let nw = self.plain_masks(sel, extra, th, s);
+        let cs = &s.cscore[..self.nlist];
+        set_bits(&s.masks[..nw])
+            .filter(|&l| l != first)
+            .map(|l| rank_key(cs[l], l as u32))
+            .min()
+            .map(|key| key as u32 as usize)
+    }
+
+    /// The plain test of every list, `s.cscore[l] + extra spread_l >= th`,
+    /// as bits into `s.masks` (one vector compare per 8 or 16 lists, so
+    /// that only the passing lists are read); returns the words written.
+    fn plain_masks(&self, sel: &select::Kernels, extra: f32, th: f32, s: &mut Scratch) -> usize {
         let nlist = self.nlist;
-        // Every list's test at once, as bits (one vector compare per 8 or
-        // 16 lists); then only the passing lists are read.
         let nw = select::words(nlist);
         grow(&mut s.masks, nw);
         (sel.opt_masks)(
@@ -1109,19 +1131,7 @@ impl Ivf {
             th,
             &mut s.masks[..nw],
         );
-        let cs = &s.cscore[..nlist];
-        let mut best = u64::MAX;
-        for (w, &word) in s.masks[..nw].iter().enumerate() {
-            let mut m = word;
-            while m != 0 {
-                let l = w * 64 + m.trailing_zeros() as usize;
-                m &= m - 1;
-                if l != first {
-                    best = best.min(rank_key(cs[l], l as u32));
-                }
-            }
-        }
-        (best != u64::MAX).then_some(best as u32 as usize)
+        nw
     }
 
     /// The lists adaptive selection may visit after its first two (`seen`),
@@ -1140,7 +1150,7 @@ impl Ivf {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn adaptive_rest(
         &self,
-        tier: Isa,
+        sel: &select::Kernels,
         v: Variant,
         qn: f32,
         extra: f32,
@@ -1148,23 +1158,13 @@ impl Ivf {
         seen: [usize; 2],
         s: &mut Scratch,
     ) -> bool {
-        let nlist = self.nlist;
-        let sel = select::kernels(tier);
-        let nw = select::words(nlist);
-        grow(&mut s.masks, nw);
         let shaped = self.shape.is_some() && self.labels.is_none() && qn > 0.0;
         let ex = if shaped {
             SHAPE_PREFILTER * (extra + qn) - qn
         } else {
             extra
         };
-        (sel.opt_masks)(
-            &s.cscore[..nlist],
-            &self.spread[..nlist],
-            ex,
-            th,
-            &mut s.masks[..nw],
-        );
+        let nw = self.plain_masks(sel, ex, th, s);
         for l in seen {
             s.masks[l / 64] &= !(1u64 << (l % 64));
         }
@@ -1172,15 +1172,9 @@ impl Ivf {
         if shaped {
             self.shaped_order(v, qn, extra, th, nw, s);
         } else {
-            let cs = &s.cscore[..nlist];
-            for (w, &word) in s.masks[..nw].iter().enumerate() {
-                let mut m = word;
-                while m != 0 {
-                    let l = w * 64 + m.trailing_zeros() as usize;
-                    m &= m - 1;
-                    s.order.push(rank_key(cs[l], l as u32));
-                }
-            }
+            let cs = &s.cscore[..self.nlist];
+            s.order
+                .extend(set_bits(&s.masks[..nw]).map(|l| rank_key(cs[l], l as u32)));
         }
         // One u64 key per list: the high half orders the (finite) score
         // descending, the low half the id ascending; no comparator calls.
@@ -1191,11 +1185,10 @@ impl Ivf {
     /// [`Ivf::adaptive_rest`]'s shaped order, once `s.masks[..nw]` holds the
     /// prefilter's candidates: each candidate's shaped spread into
     /// `s.qspread` and its estimate in `s.cscore` moved to it, and those
-    /// whose optimistic estimate reaches `th` pushed onto `s.order`. The projections are one int8 pass over every list's
-    /// directions when at least `1 / SHAPE_GATHER` of the lists are
-    /// candidates, else a run of `LIST_DIRS` rows per candidate (the same
-    /// bits either way).
-    #[allow(clippy::too_many_arguments)]
+    /// whose optimistic estimate reaches `th` pushed onto `s.order`. The
+    /// projections are one int8 pass over every list's directions when at
+    /// least `1 / SHAPE_GATHER` of the lists are candidates, else a run of
+    /// `LIST_DIRS` rows per candidate (the same bits either way).
     fn shaped_order(&self, v: Variant, qn: f32, extra: f32, th: f32, nw: usize, s: &mut Scratch) {
         let sh = self.shape.as_ref().expect("the index has shapes");
         let (nlist, nd) = (self.nlist, self.nlist * LIST_DIRS);
@@ -1229,24 +1222,19 @@ impl Ivf {
                 *o = spread_of(p, kappa, far);
             }
         }
-        for (w, &word) in s.masks[..nw].iter().enumerate() {
-            let mut m = word;
-            while m != 0 {
-                let l = w * 64 + m.trailing_zeros() as usize;
-                m &= m - 1;
-                if !whole {
-                    let p = &mut s.proj[l * LIST_DIRS..(l + 1) * LIST_DIRS];
-                    sh.dirs
-                        .score_run_with(v, l * LIST_DIRS, LIST_DIRS, qq, None, p)
-                        .expect("shape run");
-                    s.qspread[l] = spread_of(p, sh.kappa[l], sh.far[l]);
-                }
-                let sq = s.qspread[l];
-                let c = &mut s.cscore[l];
-                *c += qn * (sq - self.spread[l]);
-                if optimistic(*c, extra, sq) >= th {
-                    s.order.push(rank_key(*c, l as u32));
-                }
+        for l in set_bits(&s.masks[..nw]) {
+            if !whole {
+                let p = &mut s.proj[l * LIST_DIRS..(l + 1) * LIST_DIRS];
+                sh.dirs
+                    .score_run_with(v, l * LIST_DIRS, LIST_DIRS, qq, None, p)
+                    .expect("shape run");
+                s.qspread[l] = spread_of(p, sh.kappa[l], sh.far[l]);
+            }
+            let sq = s.qspread[l];
+            let c = &mut s.cscore[l];
+            *c += qn * (sq - self.spread[l]);
+            if optimistic(*c, extra, sq) >= th {
+                s.order.push(rank_key(*c, l as u32));
             }
         }
     }
