@@ -632,18 +632,22 @@ fn top_directions(x: &[f32], dim: usize, g: &mut [f32]) -> [f64; LIST_DIRS] {
     }
     let mut lam = [0f64; LIST_DIRS];
     for it in 0..=SHAPE_ITERS {
+        // The last pass only measures the variances along g.
+        let last = it == SHAPE_ITERS;
         y.fill(0.0);
         lam = [0.0; LIST_DIRS];
         for row in x.chunks_exact(dim) {
             for j in 0..LIST_DIRS {
                 let t = dot8(row, &g[j * dim..(j + 1) * dim]);
                 lam[j] += f64::from(t) * f64::from(t);
-                for (yv, &xv) in y[j * dim..(j + 1) * dim].iter_mut().zip(row) {
-                    *yv += t * xv;
+                if !last {
+                    for (yv, &xv) in y[j * dim..(j + 1) * dim].iter_mut().zip(row) {
+                        *yv += t * xv;
+                    }
                 }
             }
         }
-        if it == SHAPE_ITERS {
+        if last {
             break;
         }
         // Gram-Schmidt (modified) of y into g.
