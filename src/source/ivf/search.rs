@@ -1198,13 +1198,13 @@ impl Ivf {
         let nc: usize = s.masks[..nw].iter().map(|w| w.count_ones() as usize).sum();
         let whole = nc * SHAPE_GATHER >= nlist;
         // f64 for the squares (no overflow for any f32 projection), one
-        // multiply by 1 / |q| in place of a division per list.
+        // multiply by 1 / |q| in place of a division per list, the terms
+        // summed in one fixed order (`kappa |q|^2` first, then the
+        // directions in turn).
         let (q2, inv) = (f64::from(qn) * f64::from(qn), 1.0 / f64::from(qn));
         let spread_of = |p: &[f32], kappa: f32, far: f32| -> f32 {
-            let mut var = f64::from(kappa) * q2;
-            for &x in p {
-                var += f64::from(x) * f64::from(x);
-            }
+            let sq = |x: f32| f64::from(x) * f64::from(x);
+            let var = f64::from(kappa) * q2 + sq(p[0]) + sq(p[1]) + sq(p[2]) + sq(p[3]);
             ((var.sqrt() * inv) as f32).max(far)
         };
         if whole {
@@ -1213,15 +1213,17 @@ impl Ivf {
             sh.dirs
                 .score_run_with(v, 0, nd, qq, None, &mut s.proj[..nd])
                 .expect("shape run");
-            for (((o, p), &kappa), &far) in s.qspread[..nlist]
-                .iter_mut()
-                .zip(s.proj[..nd].chunks_exact(LIST_DIRS))
-                .zip(&sh.kappa[..nlist])
-                .zip(&sh.far[..nlist])
-            {
-                *o = spread_of(p, kappa, far);
+            let (proj, out) = (&s.proj[..nd], &mut s.qspread[..nlist]);
+            let (kappa, far) = (&sh.kappa[..nlist], &sh.far[..nlist]);
+            for l in 0..nlist {
+                out[l] = spread_of(&proj[l * LIST_DIRS..][..LIST_DIRS], kappa[l], far[l]);
             }
         }
+        // The candidates' shaped estimates; each that passes is written at
+        // the end of `s.order` and kept by advancing its length (no branch
+        // on the test, which passes about half the time).
+        grow(&mut s.order, nlist);
+        let mut n = 0;
         for l in set_bits(&s.masks[..nw]) {
             if !whole {
                 let p = &mut s.proj[l * LIST_DIRS..(l + 1) * LIST_DIRS];
@@ -1233,10 +1235,10 @@ impl Ivf {
             let sq = s.qspread[l];
             let c = &mut s.cscore[l];
             *c += qn * (sq - self.spread[l]);
-            if optimistic(*c, extra, sq) >= th {
-                s.order.push(rank_key(*c, l as u32));
-            }
+            s.order[n] = rank_key(*c, l as u32);
+            n += usize::from(optimistic(*c, extra, sq) >= th);
         }
+        s.order.truncate(n);
     }
 
     /// The k-th best exact score among the `k` best approximate candidates
