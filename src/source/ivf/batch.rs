@@ -24,6 +24,12 @@
 //!    ([`Ivf::adaptive_rounds`]): each query proposes its next lists that
 //!    pass its k-th score as it stands, the round scores them list by
 //!    list, and each query then keeps, in its order, those that still pass.
+//!    Before the rounds each query visits its first two lists as alone;
+//!    the queries whose order then projects them onto every list's shape
+//!    directions ([`Ivf::projects_all`]) share that pass too, where the
+//!    tier has panel kernels and at least [`LIST_PANEL_MIN_QUERIES`] of
+//!    them do: the directions are re-laid as panels once per call
+//!    ([`Ivf::project_group`]) and scored four queries per load.
 //!
 //! A list that several queries score in one pass is re-laid as panels
 //! and scored four queries per load of its codes where the tier has panel
@@ -113,6 +119,17 @@ pub(crate) struct Batch {
     lpan: QPanels,
     /// Their scores, [`PANEL_QUERIES`] queries at the panels' padded rows.
     ptmp: Vec<f32>,
+    /// Adaptive selection: each query's first two lists and the k-th score
+    /// after them ([`Ivf::adaptive_start`]), and whether its order
+    /// projects it onto every list's directions ([`Ivf::projects_all`]).
+    start: Vec<Option<([usize; 2], f32)>>,
+    whole: Vec<bool>,
+    /// The lists' directions as panels (re-laid once per call that shares
+    /// their pass), the queries whose projections `gproj` holds, and those
+    /// projections ([`Ivf::project_group`]).
+    dpan: QPanels,
+    group: Vec<usize>,
+    gproj: Vec<f32>,
 }
 
 /// One batch call's queries and search: `nb` checked queries at
@@ -132,12 +149,19 @@ struct Call<'a> {
 impl Ivf {
     /// Adaptive selection's start for query `i` of a batch (its estimates
     /// in `s.cscore`, its quantised form in `s.qq`, as
-    /// [`Ivf::visit_and_finish`] finds them): its best list, visited and
-    /// offered as the single-query loop does, then its candidates in order
-    /// with their optimistic estimates into `b.ord` (their range pushed
-    /// onto `b.ord_off`, which the caller starts with 0). The rounds of
-    /// [`Ivf::adaptive_rounds`] do the rest.
-    fn adaptive_first(&self, c: &Call, qi: &[f32], i: usize, s: &mut Scratch, b: &mut Batch) {
+    /// [`Ivf::visit_and_finish`] finds them): its best list, then its
+    /// second, visited and offered as the single-query loop does. Returns
+    /// the two lists and the k-th score after them when there is a second
+    /// list (the rest is then [`Ivf::adaptive_order`]'s), `None` when the
+    /// query has no more lists to consider.
+    fn adaptive_start(
+        &self,
+        c: &Call,
+        qi: &[f32],
+        i: usize,
+        s: &mut Scratch,
+        b: &mut Batch,
+    ) -> Option<([usize; 2], f32)> {
         let Call { tier, v, k, sp, .. } = *c;
         let nlist = self.nlist;
         let cap = (sp.nprobe as usize).min(nlist);
@@ -167,24 +191,45 @@ impl Ivf {
         self.offer(sp, k, a, usize::MAX, sc, &mut b.tops[i]);
         (b.n[i], b.vis[i], b.cur[i]) = (e - a, 1, 0);
         let th = theta_of(&b.theta[i], k);
-        // The second list and the rest, as the single-query loop chooses
-        // them.
-        let mut shaped = false;
+        // The second list, as the single-query loop chooses it.
+        let l = self.adaptive_second(sel, extra, th, first, cap, s)?;
+        let (a, e) = (self.offsets[l] as usize, self.offsets[l + 1] as usize);
+        grow(&mut b.tmp, e - a);
+        let sc = &mut b.tmp[..e - a];
+        self.score_rows(tier, v, qi, s.qq.as_ref(), a, e, sc);
+        theta_update(&mut b.theta[i], k, sc, false, sel, &mut s.masks);
+        self.offer(sp, k, a, usize::MAX, sc, &mut b.tops[i]);
+        b.n[i] += e - a;
+        b.vis[i] = 2;
+        Some(([first, l], theta_of(&b.theta[i], k)))
+    }
+
+    /// Adaptive selection's order for query `i` of a batch once
+    /// [`Ivf::adaptive_start`] has visited its first lists (`start`; its
+    /// estimates in `s.cscore`, its quantised form in `s.qq`): its
+    /// candidates in order with their optimistic estimates into `b.ord`
+    /// (their range pushed onto `b.ord_off`, which the caller starts with
+    /// 0), as the single-query loop orders them; `proj` its projections
+    /// onto the lists' directions where the batch has scored them. The
+    /// rounds of [`Ivf::adaptive_rounds`] do the rest.
+    fn adaptive_order(
+        &self,
+        c: &Call,
+        i: usize,
+        start: Option<([usize; 2], f32)>,
+        proj: Option<&[f32]>,
+        s: &mut Scratch,
+        b: &mut Batch,
+    ) {
+        let Call { tier, v, sp, .. } = *c;
+        let extra = (sp.reach - 1.0) * b.qn[i];
+        let sel = crate::kernels::select::kernels(tier);
         s.order.clear();
-        if let Some(l) = self.adaptive_second(sel, extra, th, first, cap, s) {
-            let (a, e) = (self.offsets[l] as usize, self.offsets[l + 1] as usize);
-            grow(&mut b.tmp, e - a);
-            let sc = &mut b.tmp[..e - a];
-            self.score_rows(tier, v, qi, s.qq.as_ref(), a, e, sc);
-            theta_update(&mut b.theta[i], k, sc, false, sel, &mut s.masks);
-            self.offer(sp, k, a, usize::MAX, sc, &mut b.tops[i]);
-            b.n[i] += e - a;
-            b.vis[i] = 2;
-            let th2 = theta_of(&b.theta[i], k);
-            shaped = self.adaptive_rest(sel, v, b.qn[i], extra, th2, [first, l], s);
-        }
+        let shaped = start.is_some_and(|(seen, th2)| {
+            self.adaptive_rest(sel, v, b.qn[i], extra, th2, seen, proj, s)
+        });
         let (cs, spread) = (
-            &s.cscore[..nlist],
+            &s.cscore[..self.nlist],
             if shaped { &s.qspread } else { &self.spread },
         );
         b.ord.extend(s.order.iter().map(|&key| {
@@ -194,8 +239,34 @@ impl Ivf {
         b.ord_off.push(b.ord.len());
     }
 
+    /// The projections of a batch's queries onto every list's directions,
+    /// shared: the queries from `i` on whose order projects onto them all
+    /// (`b.whole`), up to [`PANEL_QUERIES`] of them, scored per load of the
+    /// directions' panels (`b.dpan`) into `b.gproj` (query `b.group[t]` at
+    /// `t * stride`, `stride` the panels' padded rows).
+    fn project_group(&self, v: Variant, i: usize, b: &mut Batch) {
+        b.group.clear();
+        b.group.extend(
+            (i..b.whole.len())
+                .filter(|&j| b.whole[j])
+                .take(PANEL_QUERIES),
+        );
+        let rows = b.dpan.padded_rows();
+        grow(&mut b.gproj, PANEL_QUERIES * rows);
+        let mut qs = [&b.qq[i]; PANEL_QUERIES];
+        for (t, &j) in b.group.iter().enumerate() {
+            qs[t] = &b.qq[j];
+        }
+        let ng = b.group.len();
+        let ok = b
+            .dpan
+            .score(v, 0, rows, &qs[..ng], &mut b.gproj[..ng * rows], rows)
+            .expect("direction panels");
+        debug_assert!(ok, "the caller checked for a panel kernel");
+    }
+
     /// Adaptive selection for the `nb` queries of a batch once
-    /// [`Ivf::adaptive_first`] has started each: bit for bit
+    /// [`Ivf::adaptive_start`] and [`Ivf::adaptive_order`] have started each: bit for bit
     /// [`Ivf::visit_and_finish`]'s answers.
     ///
     /// Rounds: each query proposes its next lists in order that pass its
@@ -532,6 +603,7 @@ impl Ivf {
             grow(&mut b.lists, nb * nprobe);
             grow(&mut b.nsel, nb);
         }
+        grow(&mut b.whole, nb);
         for i in 0..nb {
             s.cscore[..nlist].copy_from_slice(&b.raw[i * cs..i * cs + nlist]);
             // The query's codes where the single-query code looks for them
@@ -543,7 +615,14 @@ impl Ivf {
                 b.lists[i * nprobe..i * nprobe + ns].copy_from_slice(&s.lists[..ns]);
                 b.nsel[i] = ns;
             } else if adaptive {
-                self.adaptive_first(&c, query(i), i, s, &mut b);
+                let start = self.adaptive_start(&c, query(i), i, s, &mut b);
+                grow(&mut b.start, i + 1);
+                b.start[i] = start;
+                let extra = (sp.reach - 1.0) * b.qn[i];
+                let sel = crate::kernels::select::kernels(tier);
+                b.whole[i] = start.is_some_and(|(seen, th2)| {
+                    self.projects_all(sel, b.qn[i], extra, th2, seen, s)
+                });
             } else {
                 self.visit_and_finish(
                     tier,
@@ -562,6 +641,39 @@ impl Ivf {
         }
 
         if adaptive {
+            // Each query's order. The queries that project onto every
+            // list's directions share that pass where the tier has panel
+            // kernels and enough of them do: the directions re-laid as
+            // panels once per call, then scored four queries per load.
+            let dirs = self.shape_dirs().filter(|_| QPanels::has_kernel(v));
+            let share = dirs.is_some_and(|d| {
+                b.whole[..nb].iter().filter(|&&w| w).count() >= LIST_PANEL_MIN_QUERIES
+                    && b.dpan.set_rows(Some(v), d, 0, d.rows()).is_ok()
+            });
+            b.whole.truncate(nb);
+            b.group.clear();
+            for i in 0..nb {
+                s.cscore[..nlist].copy_from_slice(&b.raw[i * cs..i * cs + nlist]);
+                std::mem::swap(s.qq.as_mut().expect("set above"), &mut b.qq[i]);
+                self.finish_estimates(query(i), b.qn[i], s);
+                let start = b.start[i];
+                if share && b.whole[i] {
+                    if !b.group.contains(&i) {
+                        std::mem::swap(s.qq.as_mut().expect("set above"), &mut b.qq[i]);
+                        self.project_group(v, i, &mut b);
+                        std::mem::swap(s.qq.as_mut().expect("set above"), &mut b.qq[i]);
+                    }
+                    let t = b.group.iter().position(|&j| j == i).expect("in the group");
+                    let rows = b.dpan.padded_rows();
+                    let gproj = std::mem::take(&mut b.gproj);
+                    let p = &gproj[t * rows..(t + 1) * rows];
+                    self.adaptive_order(&c, i, start, Some(p), s, &mut b);
+                    b.gproj = gproj;
+                } else {
+                    self.adaptive_order(&c, i, start, None, s, &mut b);
+                }
+                std::mem::swap(s.qq.as_mut().expect("set above"), &mut b.qq[i]);
+            }
             self.adaptive_rounds(&c, &mut b, st);
             self.drain_batch(&c, s, &mut b, out_ids, out_scores, st);
         }

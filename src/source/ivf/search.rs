@@ -64,6 +64,13 @@ const SHAPE_PREFILTER: f32 = 1.75;
 /// candidate (whose call costs more than its rows).
 const SHAPE_GATHER: usize = 8;
 
+/// Whether the prefilter's candidates `masks` (of `nlist` lists) are enough
+/// for one pass over every list's directions (see [`SHAPE_GATHER`]).
+fn projects_all_of(masks: &[u64], nlist: usize) -> bool {
+    let nc: usize = masks.iter().map(|w| w.count_ones() as usize).sum();
+    nc * SHAPE_GATHER >= nlist
+}
+
 thread_local! {
     pub(super) static SCRATCH: Warm<Scratch> = Warm::new(&SPARE_SCRATCH);
 }
@@ -1069,7 +1076,7 @@ impl Ivf {
             visit(s, second, &mut n);
             visited += 1;
             let th2 = theta_of(&s.theta, k).max(floor);
-            shaped = self.adaptive_rest(sel, v, qn, extra, th2, [first, second], s);
+            shaped = self.adaptive_rest(sel, v, qn, extra, th2, [first, second], None, s);
         }
         let order = std::mem::take(&mut s.order);
         let qspread = std::mem::take(&mut s.qspread);
@@ -1146,7 +1153,10 @@ impl Ivf {
     /// then their spreads are in `s.qspread` and their estimates in
     /// `s.cscore` are the shaped ones. A query whose first two lists leave
     /// nothing to test (most of W1's) never computes a projection. `s.qq`
-    /// holds the query's quantised form, `qn` its norm.
+    /// holds the query's quantised form, `qn` its norm. `proj`: the query's
+    /// projections onto every list's directions, where a batch has scored
+    /// them already (used only where [`Ivf::projects_all`] holds; the same
+    /// bits as scoring them here).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn adaptive_rest(
         &self,
@@ -1156,21 +1166,13 @@ impl Ivf {
         extra: f32,
         th: f32,
         seen: [usize; 2],
+        proj: Option<&[f32]>,
         s: &mut Scratch,
     ) -> bool {
-        let shaped = self.shape.is_some() && self.labels.is_none() && qn > 0.0;
-        let ex = if shaped {
-            SHAPE_PREFILTER * (extra + qn) - qn
-        } else {
-            extra
-        };
-        let nw = self.plain_masks(sel, ex, th, s);
-        for l in seen {
-            s.masks[l / 64] &= !(1u64 << (l % 64));
-        }
+        let (shaped, nw) = self.rest_masks(sel, qn, extra, th, seen, s);
         s.order.clear();
         if shaped {
-            self.shaped_order(v, qn, extra, th, nw, s);
+            self.shaped_order(v, qn, extra, th, nw, proj, s);
         } else {
             let cs = &s.cscore[..self.nlist];
             s.order
@@ -1182,21 +1184,83 @@ impl Ivf {
         shaped
     }
 
+    /// [`Ivf::adaptive_rest`]'s candidates: the plain test's bits into
+    /// `s.masks` (at [`SHAPE_PREFILTER`] times the reach where the test is
+    /// the shaped one), `seen` cleared; returns whether it is shaped and
+    /// the words written.
+    fn rest_masks(
+        &self,
+        sel: &select::Kernels,
+        qn: f32,
+        extra: f32,
+        th: f32,
+        seen: [usize; 2],
+        s: &mut Scratch,
+    ) -> (bool, usize) {
+        let shaped = self.shape.is_some() && self.labels.is_none() && qn > 0.0;
+        let ex = if shaped {
+            SHAPE_PREFILTER * (extra + qn) - qn
+        } else {
+            extra
+        };
+        let nw = self.plain_masks(sel, ex, th, s);
+        for l in seen {
+            s.masks[l / 64] &= !(1u64 << (l % 64));
+        }
+        (shaped, nw)
+    }
+
+    /// Whether [`Ivf::adaptive_rest`] with these arguments projects the
+    /// query onto every list's directions in one pass (its test is the
+    /// shaped one and at least `1 / SHAPE_GATHER` of the lists are
+    /// candidates): a batch then scores those projections for several
+    /// queries per load of the directions. Leaves `s.masks` as
+    /// [`Ivf::adaptive_rest`] would.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn projects_all(
+        &self,
+        sel: &select::Kernels,
+        qn: f32,
+        extra: f32,
+        th: f32,
+        seen: [usize; 2],
+        s: &mut Scratch,
+    ) -> bool {
+        let (shaped, nw) = self.rest_masks(sel, qn, extra, th, seen, s);
+        shaped && projects_all_of(&s.masks[..nw], self.nlist)
+    }
+
+    /// The directions of the lists' shapes, if the index has them (row
+    /// `LIST_DIRS l + j` is list `l`'s direction `j`).
+    pub(super) fn shape_dirs(&self) -> Option<&QRows> {
+        self.shape.as_ref().map(|sh| &sh.dirs)
+    }
+
     /// [`Ivf::adaptive_rest`]'s shaped order, once `s.masks[..nw]` holds the
     /// prefilter's candidates: each candidate's shaped spread into
     /// `s.qspread` and its estimate in `s.cscore` moved to it, and those
     /// whose optimistic estimate reaches `th` pushed onto `s.order`. The
     /// projections are one int8 pass over every list's directions when at
-    /// least `1 / SHAPE_GATHER` of the lists are candidates, else a run of
-    /// `LIST_DIRS` rows per candidate (the same bits either way).
-    fn shaped_order(&self, v: Variant, qn: f32, extra: f32, th: f32, nw: usize, s: &mut Scratch) {
+    /// least `1 / SHAPE_GATHER` of the lists are candidates (or `proj`,
+    /// where a batch has made that pass), else a run of `LIST_DIRS` rows
+    /// per candidate (the same bits either way).
+    #[allow(clippy::too_many_arguments)]
+    fn shaped_order(
+        &self,
+        v: Variant,
+        qn: f32,
+        extra: f32,
+        th: f32,
+        nw: usize,
+        proj: Option<&[f32]>,
+        s: &mut Scratch,
+    ) {
         let sh = self.shape.as_ref().expect("the index has shapes");
         let (nlist, nd) = (self.nlist, self.nlist * LIST_DIRS);
         grow(&mut s.proj, nd);
         grow(&mut s.qspread, nlist);
         let qq = s.qq.as_ref().unwrap();
-        let nc: usize = s.masks[..nw].iter().map(|w| w.count_ones() as usize).sum();
-        let whole = nc * SHAPE_GATHER >= nlist;
+        let whole = projects_all_of(&s.masks[..nw], nlist);
         // f64 for the squares (no overflow for any f32 projection), one
         // multiply by 1 / |q| in place of a division per list, the terms
         // summed in one fixed order (`kappa |q|^2` first, then the
@@ -1209,11 +1273,17 @@ impl Ivf {
         };
         if whole {
             // Every list's projections and spread in two branch-free
-            // passes (vectorised), then only the candidates are read.
-            sh.dirs
-                .score_run_with(v, 0, nd, qq, None, &mut s.proj[..nd])
-                .expect("shape run");
-            let (proj, out) = (&s.proj[..nd], &mut s.qspread[..nlist]);
+            // passes, then only the candidates are read.
+            let proj = match proj {
+                Some(p) => &p[..nd],
+                None => {
+                    sh.dirs
+                        .score_run_with(v, 0, nd, qq, None, &mut s.proj[..nd])
+                        .expect("shape run");
+                    &s.proj[..nd]
+                }
+            };
+            let out = &mut s.qspread[..nlist];
             let (kappa, far) = (&sh.kappa[..nlist], &sh.far[..nlist]);
             for l in 0..nlist {
                 out[l] = spread_of(&proj[l * LIST_DIRS..][..LIST_DIRS], kappa[l], far[l]);
