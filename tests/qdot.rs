@@ -949,7 +949,7 @@ fn gathered_rows_score_as_their_runs() {
         pos.extend([0, rows as u32 - 1, 7, 7]);
         for &v in &vs {
             for b in [None, Some(&bias[..])] {
-                for p in [&pos[..], &pos[..3], &[][..]] {
+                for p in [&pos[..], &pos[..3], &pos[..4], &pos[..7], &[][..]] {
                     let mut got = vec![f32::NAN; p.len()];
                     qr.score_rows_at(v, p, &qq, b, &mut got).unwrap();
                     for (i, &r) in p.iter().enumerate() {

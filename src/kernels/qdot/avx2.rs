@@ -78,4 +78,7 @@ entries! {
     /// See [`super::ScoreFn`].
     #[target_feature(enable = "avx2")]
     pub unsafe fn score = score(Avx2);
+    /// See [`super::GatherFn`].
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn gather = gather(Avx2);
 }

@@ -104,6 +104,12 @@ entries! {
     /// See [`super::ScoreFn`] (`vpdpbusd`).
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2")]
     pub unsafe fn score_vnni = score(Avx512<true>);
+    /// See [`super::GatherFn`] (`vpmaddubsw` + `vpmaddwd`).
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2")]
+    pub unsafe fn gather = gather(Avx512<false>);
+    /// See [`super::GatherFn`] (`vpdpbusd`).
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2")]
+    pub unsafe fn gather_vnni = gather(Avx512<true>);
 }
 
 // ------------------------------------------------------------ panels

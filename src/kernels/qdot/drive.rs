@@ -9,7 +9,7 @@
 use std::arch::x86_64::*;
 
 use super::{correct, score_of, Epilogue, PREFETCH_BYTES};
-use crate::kernels::simd::prefetch_ahead;
+use crate::kernels::simd::{prefetch_ahead, prefetch_lines};
 
 /// A SIMD tier's vector of code bytes: all that an ISA file provides.
 pub(super) trait Chunk {
@@ -129,7 +129,6 @@ pub(super) unsafe fn hsum1(a: __m256i) -> i32 {
 /// `dim_pad == C::BYTES * N` and the query is `qv`; with `N == 0` it is
 /// read from `q` per chunk.
 #[inline(always)]
-#[allow(clippy::needless_range_loop)]
 unsafe fn block<C: Chunk, const N: usize, const R: usize>(
     p: *const i8,
     dim_pad: usize,
@@ -137,15 +136,33 @@ unsafe fn block<C: Chunk, const N: usize, const R: usize>(
     qv: &[C::V; N],
     ones: C::V,
 ) -> [C::V; R] {
+    // SAFETY: forwarded (rows 0..R from p are row r at p + r * dim_pad).
+    unsafe {
+        let rows: [*const i8; R] = std::array::from_fn(|r| p.wrapping_add(r * dim_pad));
+        block_at::<C, N, R>(&rows, dim_pad, q, qv, ones)
+    }
+}
+
+/// Accumulators of the `R` rows at `rows` (each `dim_pad` bytes), as
+/// [`block`].
+#[inline(always)]
+#[allow(clippy::needless_range_loop)]
+unsafe fn block_at<C: Chunk, const N: usize, const R: usize>(
+    rows: &[*const i8; R],
+    dim_pad: usize,
+    q: *const u8,
+    qv: &[C::V; N],
+    ones: C::V,
+) -> [C::V; R] {
     let w = C::BYTES;
-    // SAFETY: rows 0..R from p hold dim_pad readable bytes, q holds dim_pad
+    // SAFETY: each row holds dim_pad readable bytes, q holds dim_pad
     // (caller); the enclosing function enables the features.
     unsafe {
         let mut acc = [C::zero(); R];
         if N > 0 {
             for k in 0..N {
                 for r in 0..R {
-                    let c = C::loadu(p.add(r * w * N + w * k).cast());
+                    let c = C::loadu(rows[r].add(w * k).cast());
                     acc[r] = C::step(acc[r], qv[k], c, ones);
                 }
             }
@@ -154,7 +171,7 @@ unsafe fn block<C: Chunk, const N: usize, const R: usize>(
             while j < dim_pad {
                 let u = C::loadu(q.add(j));
                 for r in 0..R {
-                    let c = C::loadu(p.add(r * dim_pad + j).cast());
+                    let c = C::loadu(rows[r].add(j).cast());
                     acc[r] = C::step(acc[r], u, c, ones);
                 }
                 j += w;
@@ -234,6 +251,117 @@ unsafe fn dispatch<C: Chunk, S: Sink>(
     }
 }
 
+/// The gather ([`super::GatherFn`]): four positions at a time as a block
+/// of four rows (their sums, scales and biases loaded lane by lane), then
+/// single positions; the rows `GATHER_AHEAD` positions ahead prefetched.
+#[inline(always)]
+unsafe fn gather_run<C: Chunk, const N: usize, const BIAS: bool>(
+    codes: &[i8],
+    dim_pad: usize,
+    pos: &[u32],
+    q: &[u8],
+    sums: &[i32],
+    epi: &Epilogue<'_>,
+    out: &mut [f32],
+) {
+    let (cp, qp) = (codes.as_ptr(), q.as_ptr());
+    let (sp, scp, op) = (sums.as_ptr(), epi.scales.as_ptr(), out.as_mut_ptr());
+    let bp = epi.bias.map_or(std::ptr::null(), |b| b.as_ptr());
+    let m = pos.len();
+    // SAFETY: every position is a row of codes, sums, scales (and bias)
+    // and out holds m values (the kernel preconditions); dim_pad ==
+    // C::BYTES * N when N > 0; features enabled by the enclosing function.
+    // The prefetch is a hint and never faults.
+    unsafe {
+        let ones = C::ones();
+        let qv: [C::V; N] = std::array::from_fn(|k| C::loadu(qp.add(C::BYTES * k)));
+        let sq = _mm_set1_ps(epi.scale_q);
+        let ahead = |i: usize| {
+            if let Some(&a) = pos.get(i + super::GATHER_AHEAD) {
+                prefetch_lines(cp.wrapping_add(a as usize * dim_pad).cast(), dim_pad);
+            }
+        };
+        let mut i = 0;
+        while i + 4 <= m {
+            for t in 0..4 {
+                ahead(i + t);
+            }
+            let p: [usize; 4] = std::array::from_fn(|t| *pos.get_unchecked(i + t) as usize);
+            let rows = p.map(|r| cp.add(r * dim_pad));
+            let [a, b, c, d] = block_at::<C, N, 4>(&rows, dim_pad, qp, &qv, ones);
+            let raw = C::reduce4(a, b, c, d);
+            let at = |x: *const i32| {
+                _mm_setr_epi32(*x.add(p[0]), *x.add(p[1]), *x.add(p[2]), *x.add(p[3]))
+            };
+            let atf =
+                |x: *const f32| _mm_setr_ps(*x.add(p[0]), *x.add(p[1]), *x.add(p[2]), *x.add(p[3]));
+            let dv = _mm_sub_epi32(raw, _mm_slli_epi32::<6>(at(sp)));
+            let mut v = _mm_mul_ps(_mm_cvtepi32_ps(dv), _mm_mul_ps(atf(scp), sq));
+            if BIAS {
+                v = _mm_add_ps(v, atf(bp));
+            }
+            _mm_storeu_ps(op.add(i), v);
+            i += 4;
+        }
+        while i < m {
+            ahead(i);
+            let p = *pos.get_unchecked(i) as usize;
+            let [a] = block_at::<C, N, 1>(&[cp.add(p * dim_pad)], dim_pad, qp, &qv, ones);
+            let b = if BIAS { Some(*bp.add(p)) } else { None };
+            *op.add(i) = score_of(
+                correct(C::reduce1(a), *sp.add(p)),
+                *scp.add(p),
+                epi.scale_q,
+                b,
+            );
+            i += 1;
+        }
+    }
+}
+
+/// [`super::GatherFn`] over the chunk `C`: the register-resident query
+/// chosen as for a run.
+///
+/// # Safety
+/// The preconditions of [`super::GatherFn`]; the caller enables `C`'s
+/// features.
+#[inline(always)]
+pub(super) unsafe fn gather<C: Chunk>(
+    codes: &[i8],
+    dim_pad: usize,
+    pos: &[u32],
+    q: &[u8],
+    sums: &[i32],
+    epi: &Epilogue<'_>,
+    out: &mut [f32],
+) {
+    macro_rules! go {
+        ($n:expr) => {
+            if epi.bias.is_some() {
+                gather_run::<C, $n, true>(codes, dim_pad, pos, q, sums, epi, out)
+            } else {
+                gather_run::<C, $n, false>(codes, dim_pad, pos, q, sums, epi, out)
+            }
+        };
+    }
+    let ymm = C::BYTES == 32;
+    // SAFETY: forwarded kernel preconditions; N matches dim_pad as in
+    // `dispatch`.
+    unsafe {
+        match dim_pad {
+            64 if ymm => go!(2),
+            128 if ymm => go!(4),
+            192 if ymm => go!(6),
+            256 if ymm => go!(8),
+            64 => go!(1),
+            128 => go!(2),
+            192 => go!(3),
+            256 => go!(4),
+            _ => go!(0),
+        }
+    }
+}
+
 /// [`super::DotFn`] over the chunk `C`.
 ///
 /// # Safety
@@ -296,11 +424,12 @@ pub(super) unsafe fn score<C: Chunk>(
     }
 }
 
-/// A tier's `dot` and `score` entry points, each written at the call as
-/// its attributes (the `#[target_feature]` among them, so that the
+/// A tier's `dot`, `score` and `gather` entry points, each written at the
+/// call as its attributes (the `#[target_feature]` among them, so that the
 /// function and its features stand literally in the ISA file) and
-/// `pub unsafe fn NAME = dot(CHUNK);` or `= score(CHUNK);`: the body
-/// monomorphises [`dot`] or [`score`] over the chunk.
+/// `pub unsafe fn NAME = dot(CHUNK);`, `= score(CHUNK);` or
+/// `= gather(CHUNK);`: the body monomorphises [`dot`], [`score`] or
+/// [`gather`] over the chunk.
 macro_rules! entries {
     () => {};
     ($(#[$m:meta])* pub unsafe fn $name:ident = dot($chunk:ty); $($rest:tt)*) => {
@@ -340,6 +469,26 @@ macro_rules! entries {
         ) {
             // SAFETY: as above.
             unsafe { super::drive::score::<$chunk>(codes, dim_pad, nrows, q, sums, epi, out) }
+        }
+        entries!($($rest)*);
+    };
+    ($(#[$m:meta])* pub unsafe fn $name:ident = gather($chunk:ty); $($rest:tt)*) => {
+        $(#[$m])*
+        ///
+        /// # Safety
+        /// The preconditions of [`super::GatherFn`]; the CPU supports the
+        /// function's target features.
+        pub unsafe fn $name(
+            codes: &[i8],
+            dim_pad: usize,
+            pos: &[u32],
+            q: &[u8],
+            sums: &[i32],
+            epi: &super::Epilogue<'_>,
+            out: &mut [f32],
+        ) {
+            // SAFETY: as above.
+            unsafe { super::drive::gather::<$chunk>(codes, dim_pad, pos, q, sums, epi, out) }
         }
         entries!($($rest)*);
     };

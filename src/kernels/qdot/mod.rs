@@ -82,6 +82,28 @@ pub type DotFn = unsafe fn(&[i8], usize, usize, &[u8], &[i32], &mut [i32]);
 /// hold at least `nrows` values.
 pub type ScoreFn = unsafe fn(&[i8], usize, usize, &[u8], &[i32], &Epilogue<'_>, &mut [f32]);
 
+/// `gather(codes, dim_pad, pos, q, sums, epi, out)`: the rows at positions
+/// `pos` (any order, repeats allowed; row `p` at byte `p * dim_pad` of
+/// `codes`): `out[i]` is, bit for bit, what [`ScoreFn`] gives the one-row
+/// run `pos[i]` (`sums`, `epi.scales` and `epi.bias` indexed by row). The
+/// SIMD tiers score four positions at a time, as a run's block of four
+/// rows, and prefetch the codes of the rows [`GATHER_AHEAD`] positions
+/// ahead, so that a gather costs about what a run of as many rows does
+/// instead of a call per row.
+///
+/// # Safety
+/// `dim_pad` as for [`DotFn`]; every `pos[i] < rows`, where `codes` holds
+/// `rows * dim_pad` bytes and `sums`, `epi.scales` (and `epi.bias`, if
+/// any) `rows` values; `q` holds `dim_pad` bytes (`<= 127` for the
+/// results of [`DotFn`]); `out.len() >= pos.len()`; the CPU supports the
+/// tier (and the extra features) of the function.
+pub type GatherFn = unsafe fn(&[i8], usize, &[u32], &[u8], &[i32], &Epilogue<'_>, &mut [f32]);
+
+/// How many positions ahead a [`GatherFn`] prefetches a row's codes
+/// (scattered rows: each is a few L3 or DRAM lines, so several are kept
+/// in flight).
+pub const GATHER_AHEAD: usize = 6;
+
 /// Rows per panel of the transposed layout ([`PanelFn`]).
 pub const PANEL: usize = 16;
 
@@ -210,6 +232,7 @@ pub struct Kernels {
     pub name: &'static str,
     pub dot: DotFn,
     pub score: ScoreFn,
+    pub gather: GatherFn,
 }
 
 /// `raw - 64 * sum` in wrapping i32 arithmetic (what `vpslld 6` +
@@ -236,13 +259,14 @@ static AVX512_VNNI: Kernels = Kernels {
     name: "avx512vnni",
     dot: avx512::dot_vnni,
     score: avx512::score_vnni,
+    gather: avx512::gather_vnni,
 };
 
 crate::kernels::tier_table! {
     /// The kernels of `tier` on this CPU: the AVX-512 tier uses `vpdpbusd`
     /// when the CPU has AVX-512 VNNI. The caller has checked that the CPU
     /// supports `tier`; the extra feature is looked up here, once per call.
-    Kernels [name] { dot: dot, score: score }
+    Kernels [name] { dot: dot, score: score, gather: gather }
     avx512 => |t| if isa::extras().avx512vnni { &AVX512_VNNI } else { t };
 }
 

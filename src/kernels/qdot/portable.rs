@@ -101,3 +101,29 @@ pub unsafe fn score(
         out[r] = score_of(d, epi.scales[r], epi.scale_q, epi.bias.map(|b| b[r]));
     });
 }
+
+/// See [`super::GatherFn`]: each position as its one-row run.
+///
+/// # Safety
+/// The preconditions of [`super::GatherFn`] (bounds-checked here).
+pub unsafe fn gather(
+    codes: &[i8],
+    dim_pad: usize,
+    pos: &[u32],
+    q: &[u8],
+    sums: &[i32],
+    epi: &Epilogue<'_>,
+    out: &mut [f32],
+) {
+    let q = &q[..dim_pad];
+    for (o, &p) in out.iter_mut().zip(pos) {
+        let p = p as usize;
+        let [v] = raw_block::<1>(codes, dim_pad, p, q);
+        *o = score_of(
+            correct(v, sums[p]),
+            epi.scales[p],
+            epi.scale_q,
+            epi.bias.map(|b| b[p]),
+        );
+    }
+}

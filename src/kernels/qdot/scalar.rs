@@ -51,3 +51,24 @@ pub unsafe fn score(
         out[r] = score_of(d, epi.scales[r], epi.scale_q, epi.bias.map(|b| b[r]));
     }
 }
+
+/// See [`super::GatherFn`]: each position as its one-row run.
+///
+/// # Safety
+/// The preconditions of [`super::GatherFn`] (bounds-checked here anyway).
+pub unsafe fn gather(
+    codes: &[i8],
+    dim_pad: usize,
+    pos: &[u32],
+    q: &[u8],
+    sums: &[i32],
+    epi: &Epilogue<'_>,
+    out: &mut [f32],
+) {
+    let q = &q[..dim_pad];
+    for (o, &p) in out.iter_mut().zip(pos) {
+        let p = p as usize;
+        let d = correct(raw_dot(&codes[p * dim_pad..(p + 1) * dim_pad], q), sums[p]);
+        *o = score_of(d, epi.scales[p], epi.scale_q, epi.bias.map(|b| b[p]));
+    }
+}

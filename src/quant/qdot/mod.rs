@@ -78,12 +78,9 @@ use crate::error::{checked_mul, strided_len, try_vec, Error, Result, Status};
 use crate::isa::{self, Isa};
 use crate::kernels::qdot::{self as kq, Epilogue, Kernels};
 
-pub use crate::kernels::qdot::{MAX_DIM_PAD, PAD, PANEL, PANEL_QUERIES, PREFETCH_BYTES};
-
-/// How many positions ahead [`QRows::score_rows_at`] prefetches a row's
-/// codes (scattered rows: each is a few L3 or DRAM lines, so several are
-/// kept in flight).
-pub const GATHER_AHEAD: usize = 6;
+pub use crate::kernels::qdot::{
+    GATHER_AHEAD, MAX_DIM_PAD, PAD, PANEL, PANEL_QUERIES, PREFETCH_BYTES,
+};
 
 mod panels;
 pub use panels::QPanels;
@@ -662,9 +659,10 @@ impl QRows {
     /// repeats allowed) into `out[..pos.len()]`: `out[i]` is, bit for bit,
     /// what [`Self::score_run_with`] gives the one-row run `pos[i]`, with
     /// `bias[pos[i]]` added when `bias` is given (indexed by row: at least
-    /// `rows` values). The rows are gathered one at a time, and the codes
-    /// of the row [`GATHER_AHEAD`] entries ahead are prefetched (the
-    /// re-scoring stage of `ivf::Codes::Pq4I8`).
+    /// `rows` values). One kernel call ([`crate::kernels::qdot::GatherFn`]:
+    /// four positions at a time, the codes of the row [`GATHER_AHEAD`]
+    /// entries ahead prefetched); the re-scoring stage of
+    /// `ivf::Codes::Pq4I8` and the lists' shape projections.
     pub fn score_rows_at(
         &self,
         v: Variant,
@@ -687,35 +685,27 @@ impl QRows {
                 self.rows
             );
         }
-        let dp = self.dim_pad;
-        let codes = self.codes();
-        let prefetch = crate::kernels::matmul::kernels(v.tier).prefetch;
-        for (i, &p) in pos.iter().enumerate() {
-            if let Some(&a) = pos.get(i + GATHER_AHEAD) {
-                prefetch(codes[a as usize * dp..].as_ptr().cast(), dp);
-            }
-            let p = p as usize;
-            let epi = Epilogue {
-                scales: &self.scales[p..],
-                scale_q: q.scale(),
-                bias: bias.map(|b| &b[p..p + 1]),
-            };
-            // SAFETY: row p < rows (checked), so codes holds dim_pad bytes
-            // and sums, scales (and bias) a value from p; q holds dim_pad
-            // bytes <= 127 (QQuery's invariant) and matches (checked); out
-            // holds a value at i < m (checked); the variant is supported.
-            unsafe {
-                (v.k.score)(
-                    &codes[p * dp..],
-                    dp,
-                    1,
-                    q.codes(),
-                    &self.sums[p..],
-                    &epi,
-                    &mut out[i..i + 1],
-                )
-            };
-        }
+        let epi = Epilogue {
+            scales: &self.scales,
+            scale_q: q.scale(),
+            bias,
+        };
+        // SAFETY: every position < rows (checked), so codes holds its
+        // dim_pad bytes and sums, scales (and bias: at least rows values,
+        // checked) a value at it; q holds dim_pad bytes <= 127 (QQuery's
+        // invariant) and matches (checked); out holds m values (checked);
+        // the variant is supported.
+        unsafe {
+            (v.k.gather)(
+                self.codes(),
+                self.dim_pad,
+                pos,
+                q.codes(),
+                &self.sums,
+                &epi,
+                &mut out[..m],
+            )
+        };
         Ok(())
     }
 

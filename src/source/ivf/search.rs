@@ -48,24 +48,35 @@ pub(super) struct Scratch {
     /// The scratch of [`Ivf::search_batch`] (taken out while it runs).
     pub(super) batch: super::batch::Batch,
     /// The query's list spreads from the lists' shapes
-    /// ([`Ivf::adaptive_rest`]), and the projections they come from.
+    /// ([`Ivf::adaptive_rest`]).
     pub(super) qspread: Vec<f32>,
-    proj: Vec<f32>,
+    /// The candidates' direction rows and their projections, when the
+    /// shaped order gathers them ([`Ivf::shaped_order`]).
+    dpos: Vec<u32>,
+    dproj: Vec<f32>,
 }
 
 /// With the lists' shapes, adaptive selection computes a list's shaped
 /// spread only where the plain test passes at this many times the reach
 /// (the projections cost `LIST_DIRS` int8 dot products a list): on
-/// w2v-gutenberg about half the lists, and the recall of the shaped rule
+/// w2v-gutenberg about 60 % of the lists, and the recall of the shaped rule
 /// within 0.001 of computing them all (docs/ivf.md, "Lists with a shape").
 const SHAPE_PREFILTER: f32 = 1.75;
-/// One pass over every list's shape directions when at least
-/// `1 / SHAPE_GATHER` of the lists are candidates, else a short run per
-/// candidate (whose call costs more than its rows).
+/// A batch shares one pass over every list's shape directions among the
+/// queries with at least `1 / SHAPE_GATHER` of the lists as candidates
+/// (four queries per load of the directions); a query alone, and the
+/// others, gather their candidates' directions (the same bits either way).
 const SHAPE_GATHER: usize = 8;
 
+/// What gathering a row of int8 codes costs beyond reading it, in bytes
+/// of a run: the shaped order scores every list's directions in one run
+/// rather than gather its candidates' where the gather would cost as much
+/// (its sum and scale are loaded alone, its start is scattered).
+const GATHER_ROW_BYTES: usize = 64;
+
 /// Whether the prefilter's candidates `masks` (of `nlist` lists) are enough
-/// for one pass over every list's directions (see [`SHAPE_GATHER`]).
+/// for a batch to share one pass over every list's directions (see
+/// [`SHAPE_GATHER`]).
 fn projects_all_of(masks: &[u64], nlist: usize) -> bool {
     let nc: usize = masks.iter().map(|w| w.count_ones() as usize).sum();
     nc * SHAPE_GATHER >= nlist
@@ -1210,12 +1221,12 @@ impl Ivf {
         (shaped, nw)
     }
 
-    /// Whether [`Ivf::adaptive_rest`] with these arguments projects the
-    /// query onto every list's directions in one pass (its test is the
+    /// Whether [`Ivf::adaptive_rest`] with these arguments would gain from
+    /// the projections onto every list's directions (its test is the
     /// shaped one and at least `1 / SHAPE_GATHER` of the lists are
-    /// candidates): a batch then scores those projections for several
-    /// queries per load of the directions. Leaves `s.masks` as
-    /// [`Ivf::adaptive_rest`] would.
+    /// candidates): a batch then scores them for several such queries per
+    /// load of the directions. Leaves `s.masks` as [`Ivf::adaptive_rest`]
+    /// would.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn projects_all(
         &self,
@@ -1240,10 +1251,9 @@ impl Ivf {
     /// prefilter's candidates: each candidate's shaped spread into
     /// `s.qspread` and its estimate in `s.cscore` moved to it, and those
     /// whose optimistic estimate reaches `th` pushed onto `s.order`. The
-    /// projections are one int8 pass over every list's directions when at
-    /// least `1 / SHAPE_GATHER` of the lists are candidates (or `proj`,
-    /// where a batch has made that pass), else a run of `LIST_DIRS` rows
-    /// per candidate (the same bits either way).
+    /// projections are `proj` where a batch has scored every list's (a
+    /// shared pass), else the candidates' direction rows gathered in one
+    /// call (the same bits either way).
     #[allow(clippy::too_many_arguments)]
     fn shaped_order(
         &self,
@@ -1256,11 +1266,8 @@ impl Ivf {
         s: &mut Scratch,
     ) {
         let sh = self.shape.as_ref().expect("the index has shapes");
-        let (nlist, nd) = (self.nlist, self.nlist * LIST_DIRS);
-        grow(&mut s.proj, nd);
+        let nlist = self.nlist;
         grow(&mut s.qspread, nlist);
-        let qq = s.qq.as_ref().unwrap();
-        let whole = projects_all_of(&s.masks[..nw], nlist);
         // f64 for the squares (no overflow for any f32 projection), one
         // multiply by 1 / |q| in place of a division per list, the terms
         // summed in one fixed order (`kappa |q|^2` first, then the
@@ -1271,22 +1278,51 @@ impl Ivf {
             let var = f64::from(kappa) * q2 + sq(p[0]) + sq(p[1]) + sq(p[2]) + sq(p[3]);
             ((var.sqrt() * inv) as f32).max(far)
         };
-        if whole {
-            // Every list's projections and spread in two branch-free
-            // passes, then only the candidates are read.
-            let proj = match proj {
-                Some(p) => &p[..nd],
-                None => {
-                    sh.dirs
-                        .score_run_with(v, 0, nd, qq, None, &mut s.proj[..nd])
-                        .expect("shape run");
-                    &s.proj[..nd]
-                }
-            };
+        // One pass over every list's rows where the candidates' gather
+        // would read about as many bytes: a gathered row costs about
+        // `GATHER_ROW_BYTES` more than its codes (its sum and scale
+        // loaded alone, a scattered start).
+        let dp = sh.dirs.dim_pad();
+        let nc: usize = s.masks[..nw].iter().map(|w| w.count_ones() as usize).sum();
+        if proj.is_none() && nc * (dp + GATHER_ROW_BYTES) >= nlist * dp {
+            let nd = nlist * LIST_DIRS;
+            grow(&mut s.dproj, nd);
+            let qq = s.qq.as_ref().expect("the query is quantised");
+            sh.dirs
+                .score_run_with(v, 0, nd, qq, None, &mut s.dproj[..nd])
+                .expect("shape run");
+        }
+        let all = proj.is_some() || nc * (dp + GATHER_ROW_BYTES) >= nlist * dp;
+        if all {
+            let dproj = std::mem::take(&mut s.dproj);
+            let proj = proj.unwrap_or(&dproj);
+            // Every list's spread in one branch-free pass, then only the
+            // candidates are read.
             let out = &mut s.qspread[..nlist];
             let (kappa, far) = (&sh.kappa[..nlist], &sh.far[..nlist]);
             for l in 0..nlist {
                 out[l] = spread_of(&proj[l * LIST_DIRS..][..LIST_DIRS], kappa[l], far[l]);
+            }
+            s.dproj = dproj;
+        } else {
+            // The candidates' direction rows in one gathered call.
+            s.dpos.clear();
+            for l in set_bits(&s.masks[..nw]) {
+                s.dpos
+                    .extend((0..LIST_DIRS as u32).map(|j| (l * LIST_DIRS) as u32 + j));
+            }
+            let m = s.dpos.len();
+            grow(&mut s.dproj, m);
+            let qq = s.qq.as_ref().expect("the query is quantised");
+            sh.dirs
+                .score_rows_at(v, &s.dpos, qq, None, &mut s.dproj[..m])
+                .expect("shape rows");
+            for (p, &r) in s.dproj[..m]
+                .chunks_exact(LIST_DIRS)
+                .zip(s.dpos.iter().step_by(LIST_DIRS))
+            {
+                let l = r as usize / LIST_DIRS;
+                s.qspread[l] = spread_of(p, sh.kappa[l], sh.far[l]);
             }
         }
         // The candidates' shaped estimates; each that passes is written at
@@ -1295,13 +1331,6 @@ impl Ivf {
         grow(&mut s.order, nlist);
         let mut n = 0;
         for l in set_bits(&s.masks[..nw]) {
-            if !whole {
-                let p = &mut s.proj[l * LIST_DIRS..(l + 1) * LIST_DIRS];
-                sh.dirs
-                    .score_run_with(v, l * LIST_DIRS, LIST_DIRS, qq, None, p)
-                    .expect("shape run");
-                s.qspread[l] = spread_of(p, sh.kappa[l], sh.far[l]);
-            }
             let sq = s.qspread[l];
             let c = &mut s.cscore[l];
             *c += qn * (sq - self.spread[l]);
