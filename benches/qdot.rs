@@ -23,6 +23,11 @@
 //! * `ivf_runs`: the IVF probe's pattern: the 100,000 rows as 625 runs of
 //!   160 rows in shuffled order, one `score_run` call per run, each pushed
 //!   into one `matmul::TopK` (k = 100).
+//! * `gather`: `QRows::score_rows_at` over 3,000 positions (750 shuffled
+//!   groups of 4 consecutive rows of the 100,000: the IVF shape
+//!   projections' pattern; their 384 KB stay L2-resident across
+//!   iterations), every tier, beside one one-row `score_run` call per
+//!   position.
 //! * `quantize_rows`: quantising 100,000 rows of 128 floats, one thread.
 //! * `select_masks`: the IVF adaptive selection's masks
 //!   (`lshk::kernels::select`) on every tier: `opt_masks` over 752 and
@@ -199,6 +204,43 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
                 top.clear();
                 top.offer_run(black_box(&out_f[..rows]), 0, 100);
                 black_box(top.best(100).len());
+            })
+        });
+    }
+    g.finish();
+
+    // Gathered rows (`QRows::score_rows_at`: the shape projections' 4-row
+    // groups, the two-stage codes' refine): 3,000 positions, 4 consecutive
+    // rows at each of 750 shuffled groups of the 100,000 (384 KB, which
+    // stay in L2 from one iteration to the next), one gather
+    // call, against one one-row `score_run` call per position (what
+    // `score_rows_at` did before the gather kernels). Element = one row.
+    let mut g = c.benchmark_group("gather");
+    g.sample_size(10);
+    let mut groups: Vec<u32> = (0..100_000u32 / 4).collect();
+    rng.shuffle(&mut groups);
+    let pos: Vec<u32> = groups[..750]
+        .iter()
+        .flat_map(|&gr| (0..4).map(move |j| 4 * gr + j))
+        .collect();
+    g.throughput(Throughput::Elements(pos.len() as u64));
+    for &tier in &tiers {
+        let v = qdot::Variant::of(tier).unwrap();
+        g.bench_function(BenchmarkId::new(v.name(), "gather_3000_of_100k"), |b| {
+            b.iter(|| {
+                qr.score_rows_at(v, black_box(&pos), &qq, None, &mut out_f[..pos.len()])
+                    .unwrap();
+                black_box(&out_f);
+            })
+        });
+        g.bench_function(BenchmarkId::new(v.name(), "runs1_3000_of_100k"), |b| {
+            b.iter(|| {
+                for (i, &p) in pos.iter().enumerate() {
+                    let p = p as usize;
+                    qr.score_run_with(v, p, 1, black_box(&qq), None, &mut out_f[i..i + 1])
+                        .unwrap();
+                }
+                black_box(&out_f);
             })
         });
     }
