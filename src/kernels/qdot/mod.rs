@@ -254,6 +254,23 @@ pub fn score_of(d: i32, scale: f32, scale_q: f32, bias: Option<f32>) -> f32 {
     }
 }
 
+/// The scalar and portable tiers' [`GatherFn`]: each position as its
+/// one-row run, `raw(p)` giving row `p`'s `sum_j u_j c_pj` (wrapping).
+#[inline(always)]
+fn gather_each(
+    pos: &[u32],
+    sums: &[i32],
+    epi: &Epilogue<'_>,
+    out: &mut [f32],
+    mut raw: impl FnMut(usize) -> i32,
+) {
+    for (o, &p) in out.iter_mut().zip(pos) {
+        let p = p as usize;
+        let b = epi.bias.map(|b| b[p]);
+        *o = score_of(correct(raw(p), sums[p]), epi.scales[p], epi.scale_q, b);
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 static AVX512_VNNI: Kernels = Kernels {
     name: "avx512vnni",

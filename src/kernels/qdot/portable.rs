@@ -116,14 +116,8 @@ pub unsafe fn gather(
     out: &mut [f32],
 ) {
     let q = &q[..dim_pad];
-    for (o, &p) in out.iter_mut().zip(pos) {
-        let p = p as usize;
+    super::gather_each(pos, sums, epi, out, |p| {
         let [v] = raw_block::<1>(codes, dim_pad, p, q);
-        *o = score_of(
-            correct(v, sums[p]),
-            epi.scales[p],
-            epi.scale_q,
-            epi.bias.map(|b| b[p]),
-        );
-    }
+        v
+    });
 }

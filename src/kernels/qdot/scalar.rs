@@ -66,9 +66,7 @@ pub unsafe fn gather(
     out: &mut [f32],
 ) {
     let q = &q[..dim_pad];
-    for (o, &p) in out.iter_mut().zip(pos) {
-        let p = p as usize;
-        let d = correct(raw_dot(&codes[p * dim_pad..(p + 1) * dim_pad], q), sums[p]);
-        *o = score_of(d, epi.scales[p], epi.scale_q, epi.bias.map(|b| b[p]));
-    }
+    super::gather_each(pos, sums, epi, out, |p| {
+        raw_dot(&codes[p * dim_pad..(p + 1) * dim_pad], q)
+    });
 }

@@ -104,9 +104,10 @@ pub(crate) struct Batch {
     /// A visited list's selection masks ([`theta_update`]).
     masks: Vec<u64>,
     /// Each query's candidate lists after its first, best estimate first,
-    /// with their optimistic estimates, at `ord_off[i] .. ord_off[i + 1]`.
+    /// with their optimistic estimates, at `ord_rng[i].0 .. ord_rng[i].1`
+    /// (ranges filled as the queries' orders are made, not in query order).
     ord: Vec<(u32, f32)>,
-    ord_off: Vec<usize>,
+    ord_rng: Vec<(usize, usize)>,
     /// Each query's next candidate, and lists visited.
     cur: Vec<usize>,
     vis: Vec<usize>,
@@ -208,8 +209,8 @@ impl Ivf {
     /// [`Ivf::adaptive_start`] has visited its first lists (`start`; its
     /// estimates in `s.cscore`, its quantised form in `s.qq`): its
     /// candidates in order with their optimistic estimates into `b.ord`
-    /// (their range pushed onto `b.ord_off`, which the caller starts with
-    /// 0), as the single-query loop orders them; `proj` its projections
+    /// (their range into `b.ord_rng[i]`), as the single-query loop orders
+    /// them; `proj` its projections
     /// onto the lists' directions where the batch has scored them. The
     /// rounds of [`Ivf::adaptive_rounds`] do the rest.
     fn adaptive_order(
@@ -232,11 +233,12 @@ impl Ivf {
             &s.cscore[..self.nlist],
             if shaped { &s.qspread } else { &self.spread },
         );
+        let a = b.ord.len();
         b.ord.extend(s.order.iter().map(|&key| {
             let l = key as u32;
             (l, optimistic(cs[l as usize], extra, spread[l as usize]))
         }));
-        b.ord_off.push(b.ord.len());
+        b.ord_rng[i] = (a, b.ord.len());
     }
 
     /// The projections of a batch's queries onto every list's directions,
@@ -297,7 +299,7 @@ impl Ivf {
             b.props.clear();
             let mut seg = 0;
             for i in 0..nb {
-                let ord = &b.ord[b.ord_off[i]..b.ord_off[i + 1]];
+                let ord = &b.ord[b.ord_rng[i].0..b.ord_rng[i].1];
                 let th = theta_of(&b.theta[i], k);
                 let room = cap.saturating_sub(b.vis[i]).min(round_lists);
                 let mut taken = 0;
@@ -593,8 +595,8 @@ impl Ivf {
             sp.reach > 0.0 && self.codes.is_some() && self.pq.is_none() && self.labels.is_none();
         if adaptive {
             b.ord.clear();
-            b.ord_off.clear();
-            b.ord_off.push(0);
+            b.ord_rng.clear();
+            b.ord_rng.resize(nb, (0, 0));
         }
         let nprobe = (sp.nprobe as usize).min(nlist);
         query_slot(&mut s.qq, dp);
@@ -604,6 +606,7 @@ impl Ivf {
             grow(&mut b.nsel, nb);
         }
         grow(&mut b.whole, nb);
+        let can_share = self.shape_dirs().is_some() && QPanels::has_kernel(v);
         for i in 0..nb {
             s.cscore[..nlist].copy_from_slice(&b.raw[i * cs..i * cs + nlist]);
             // The query's codes where the single-query code looks for them
@@ -615,14 +618,20 @@ impl Ivf {
                 b.lists[i * nprobe..i * nprobe + ns].copy_from_slice(&s.lists[..ns]);
                 b.nsel[i] = ns;
             } else if adaptive {
+                // The query's order now, unless it may share the pass
+                // over every list's directions (then after this loop).
                 let start = self.adaptive_start(&c, query(i), i, s, &mut b);
                 grow(&mut b.start, i + 1);
                 b.start[i] = start;
                 let extra = (sp.reach - 1.0) * b.qn[i];
                 let sel = crate::kernels::select::kernels(tier);
-                b.whole[i] = start.is_some_and(|(seen, th2)| {
-                    self.projects_all(sel, b.qn[i], extra, th2, seen, s)
-                });
+                b.whole[i] = can_share
+                    && start.is_some_and(|(seen, th2)| {
+                        self.projects_all(sel, b.qn[i], extra, th2, seen, s)
+                    });
+                if !b.whole[i] {
+                    self.adaptive_order(&c, i, start, None, s, &mut b);
+                }
             } else {
                 self.visit_and_finish(
                     tier,
@@ -641,23 +650,25 @@ impl Ivf {
         }
 
         if adaptive {
-            // Each query's order. The queries that project onto every
-            // list's directions share that pass where the tier has panel
-            // kernels and enough of them do: the directions re-laid as
-            // panels once per call, then scored four queries per load.
-            let dirs = self.shape_dirs().filter(|_| QPanels::has_kernel(v));
-            let share = dirs.is_some_and(|d| {
-                b.whole[..nb].iter().filter(|&&w| w).count() >= LIST_PANEL_MIN_QUERIES
-                    && b.dpan.set_rows(Some(v), d, 0, d.rows()).is_ok()
-            });
+            // The orders of the queries that project onto every list's
+            // directions: where 4 or more do, that pass is shared (the
+            // directions re-laid as panels once per call, then scored four
+            // queries per load); else each gathers its candidates' rows.
             b.whole.truncate(nb);
+            let share = b.whole.iter().filter(|&&w| w).count() >= LIST_PANEL_MIN_QUERIES
+                && self
+                    .shape_dirs()
+                    .is_some_and(|d| b.dpan.set_rows(Some(v), d, 0, d.rows()).is_ok());
             b.group.clear();
             for i in 0..nb {
+                if !b.whole[i] {
+                    continue;
+                }
                 s.cscore[..nlist].copy_from_slice(&b.raw[i * cs..i * cs + nlist]);
                 std::mem::swap(s.qq.as_mut().expect("set above"), &mut b.qq[i]);
                 self.finish_estimates(query(i), b.qn[i], s);
                 let start = b.start[i];
-                if share && b.whole[i] {
+                if share {
                     if !b.group.contains(&i) {
                         std::mem::swap(s.qq.as_mut().expect("set above"), &mut b.qq[i]);
                         self.project_group(v, i, &mut b);
