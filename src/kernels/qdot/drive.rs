@@ -222,8 +222,29 @@ unsafe fn run<C: Chunk, const N: usize, S: Sink>(
     }
 }
 
-/// Chooses the register-resident query for `dim_pad` of 64, 128, 192 or
-/// 256 (`N = dim_pad / C::BYTES`: 2, 4, 6, 8 ymm or 1..4 zmm).
+/// Expands to `$go!(N)` with the register-resident query's chunk count
+/// for `dim_pad` of 64, 128, 192 or 256 (`N = dim_pad / C::BYTES`: 2, 4,
+/// 6, 8 ymm or 1..4 zmm), else `$go!(0)` (the query read per chunk). The
+/// branches on `ymm` fold at compile time (`C::BYTES` is 32 or 64). The
+/// run and the gather both choose `N` this way.
+macro_rules! with_query_chunks {
+    ($C:ty, $dim_pad:expr, $go:ident) => {{
+        let ymm = <$C as Chunk>::BYTES == 32;
+        match $dim_pad {
+            64 if ymm => $go!(2),
+            128 if ymm => $go!(4),
+            192 if ymm => $go!(6),
+            256 if ymm => $go!(8),
+            64 => $go!(1),
+            128 => $go!(2),
+            192 => $go!(3),
+            256 => $go!(4),
+            _ => $go!(0),
+        }
+    }};
+}
+
+/// Chooses the register-resident query for `dim_pad` (`with_query_chunks!`).
 #[inline(always)]
 unsafe fn dispatch<C: Chunk, S: Sink>(
     codes: &[i8],
@@ -233,22 +254,13 @@ unsafe fn dispatch<C: Chunk, S: Sink>(
     sums: &[i32],
     sink: &mut S,
 ) {
-    let ymm = C::BYTES == 32;
-    // SAFETY: forwarded kernel preconditions; N matches dim_pad (C::BYTES
-    // is 32 or 64, the branches on `ymm` fold at compile time).
-    unsafe {
-        match dim_pad {
-            64 if ymm => run::<C, 2, S>(codes, dim_pad, nrows, q, sums, sink),
-            128 if ymm => run::<C, 4, S>(codes, dim_pad, nrows, q, sums, sink),
-            192 if ymm => run::<C, 6, S>(codes, dim_pad, nrows, q, sums, sink),
-            256 if ymm => run::<C, 8, S>(codes, dim_pad, nrows, q, sums, sink),
-            64 => run::<C, 1, S>(codes, dim_pad, nrows, q, sums, sink),
-            128 => run::<C, 2, S>(codes, dim_pad, nrows, q, sums, sink),
-            192 => run::<C, 3, S>(codes, dim_pad, nrows, q, sums, sink),
-            256 => run::<C, 4, S>(codes, dim_pad, nrows, q, sums, sink),
-            _ => run::<C, 0, S>(codes, dim_pad, nrows, q, sums, sink),
-        }
+    macro_rules! go {
+        ($n:expr) => {
+            run::<C, $n, S>(codes, dim_pad, nrows, q, sums, sink)
+        };
     }
+    // SAFETY: forwarded kernel preconditions; N matches dim_pad.
+    unsafe { with_query_chunks!(C, dim_pad, go) }
 }
 
 /// The gather ([`super::GatherFn`]): four positions at a time as a block
@@ -320,7 +332,7 @@ unsafe fn gather_run<C: Chunk, const N: usize, const BIAS: bool>(
 }
 
 /// [`super::GatherFn`] over the chunk `C`: the register-resident query
-/// chosen as for a run.
+/// chosen as for a run (`with_query_chunks!`).
 ///
 /// # Safety
 /// The preconditions of [`super::GatherFn`]; the caller enables `C`'s
@@ -344,22 +356,9 @@ pub(super) unsafe fn gather<C: Chunk>(
             }
         };
     }
-    let ymm = C::BYTES == 32;
-    // SAFETY: forwarded kernel preconditions; N matches dim_pad as in
-    // `dispatch`.
-    unsafe {
-        match dim_pad {
-            64 if ymm => go!(2),
-            128 if ymm => go!(4),
-            192 if ymm => go!(6),
-            256 if ymm => go!(8),
-            64 => go!(1),
-            128 => go!(2),
-            192 => go!(3),
-            256 => go!(4),
-            _ => go!(0),
-        }
-    }
+    // SAFETY: forwarded kernel preconditions; N matches dim_pad
+    // (`with_query_chunks!`).
+    unsafe { with_query_chunks!(C, dim_pad, go) }
 }
 
 /// [`super::DotFn`] over the chunk `C`.
