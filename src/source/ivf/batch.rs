@@ -26,7 +26,7 @@
 //!    list, and each query then keeps, in its order, those that still pass.
 //!    Before the rounds each query visits its first two lists as alone;
 //!    the queries whose order then projects them onto every list's shape
-//!    directions ([`Ivf::projects_all`]) share that pass too, where the
+//!    directions ([`Ivf::shares_projections`]) share that pass too, where the
 //!    tier has panel kernels and at least [`LIST_PANEL_MIN_QUERIES`] of
 //!    them do: the directions are re-laid as panels once per call
 //!    ([`Ivf::project_group`]) and scored four queries per load.
@@ -122,7 +122,7 @@ pub(crate) struct Batch {
     ptmp: Vec<f32>,
     /// Adaptive selection: each query's first two lists and the k-th score
     /// after them ([`Ivf::adaptive_start`]), and whether its order
-    /// projects it onto every list's directions ([`Ivf::projects_all`]).
+    /// projects it onto every list's directions ([`Ivf::shares_projections`]).
     start: Vec<Option<([usize; 2], f32)>>,
     whole: Vec<bool>,
     /// The lists' directions as panels (re-laid once per call that shares
@@ -206,29 +206,28 @@ impl Ivf {
     }
 
     /// Adaptive selection's order for query `i` of a batch once
-    /// [`Ivf::adaptive_start`] has visited its first lists (`start`; its
-    /// estimates in `s.cscore`, its quantised form in `s.qq`): its
-    /// candidates in order with their optimistic estimates into `b.ord`
-    /// (their range into `b.ord_rng[i]`), as the single-query loop orders
-    /// them; `proj` its projections
-    /// onto the lists' directions where the batch has scored them. The
-    /// rounds of [`Ivf::adaptive_rounds`] do the rest.
+    /// [`Ivf::adaptive_start`] has visited its first lists (`rest`: the
+    /// k-th score after them and the candidates in `s.masks`
+    /// ([`Ivf::rest_masks`]), `None` without a second list; its estimates
+    /// in `s.cscore`, its quantised form in `s.qq`): its candidates in
+    /// order with their optimistic estimates into `b.ord` (their range into
+    /// `b.ord_rng[i]`), as the single-query loop orders them; `proj` its
+    /// projections onto the lists' directions where the batch has scored
+    /// them. The rounds of [`Ivf::adaptive_rounds`] do the rest.
     fn adaptive_order(
         &self,
         c: &Call,
         i: usize,
-        start: Option<([usize; 2], f32)>,
+        rest: Option<(f32, RestMasks)>,
         proj: Option<&[f32]>,
         s: &mut Scratch,
         b: &mut Batch,
     ) {
-        let Call { tier, v, sp, .. } = *c;
+        let Call { v, sp, .. } = *c;
         let extra = (sp.reach - 1.0) * b.qn[i];
-        let sel = crate::kernels::select::kernels(tier);
         s.order.clear();
-        let shaped = start.is_some_and(|(seen, th2)| {
-            self.adaptive_rest(sel, v, b.qn[i], extra, th2, seen, proj, s)
-        });
+        let shaped =
+            rest.is_some_and(|(th2, rm)| self.adaptive_rest(v, b.qn[i], extra, th2, rm, proj, s));
         let (cs, spread) = (
             &s.cscore[..self.nlist],
             if shaped { &s.qspread } else { &self.spread },
@@ -607,6 +606,7 @@ impl Ivf {
         }
         grow(&mut b.whole, nb);
         let can_share = self.shape_dirs().is_some() && QPanels::has_kernel(v);
+        let sel = crate::kernels::select::kernels(tier);
         for i in 0..nb {
             s.cscore[..nlist].copy_from_slice(&b.raw[i * cs..i * cs + nlist]);
             // The query's codes where the single-query code looks for them
@@ -624,13 +624,12 @@ impl Ivf {
                 grow(&mut b.start, i + 1);
                 b.start[i] = start;
                 let extra = (sp.reach - 1.0) * b.qn[i];
-                let sel = crate::kernels::select::kernels(tier);
-                b.whole[i] = can_share
-                    && start.is_some_and(|(seen, th2)| {
-                        self.projects_all(sel, b.qn[i], extra, th2, seen, s)
-                    });
+                let rest = start
+                    .map(|(seen, th2)| (th2, self.rest_masks(sel, b.qn[i], extra, th2, seen, s)));
+                b.whole[i] =
+                    can_share && rest.is_some_and(|(_, rm)| self.shares_projections(rm, s));
                 if !b.whole[i] {
-                    self.adaptive_order(&c, i, start, None, s, &mut b);
+                    self.adaptive_order(&c, i, rest, None, s, &mut b);
                 }
             } else {
                 self.visit_and_finish(
@@ -664,24 +663,26 @@ impl Ivf {
                 if !b.whole[i] {
                     continue;
                 }
+                if share && !b.group.contains(&i) {
+                    self.project_group(v, i, &mut b);
+                }
+                // The query's estimates and candidates again (the scratch
+                // has served the queries after it since).
                 s.cscore[..nlist].copy_from_slice(&b.raw[i * cs..i * cs + nlist]);
                 std::mem::swap(s.qq.as_mut().expect("set above"), &mut b.qq[i]);
                 self.finish_estimates(query(i), b.qn[i], s);
-                let start = b.start[i];
+                let (seen, th2) = b.start[i].expect("a query that projects has a second list");
+                let extra = (sp.reach - 1.0) * b.qn[i];
+                let rest = Some((th2, self.rest_masks(sel, b.qn[i], extra, th2, seen, s)));
                 if share {
-                    if !b.group.contains(&i) {
-                        std::mem::swap(s.qq.as_mut().expect("set above"), &mut b.qq[i]);
-                        self.project_group(v, i, &mut b);
-                        std::mem::swap(s.qq.as_mut().expect("set above"), &mut b.qq[i]);
-                    }
                     let t = b.group.iter().position(|&j| j == i).expect("in the group");
                     let rows = b.dpan.padded_rows();
                     let gproj = std::mem::take(&mut b.gproj);
                     let p = &gproj[t * rows..(t + 1) * rows];
-                    self.adaptive_order(&c, i, start, Some(p), s, &mut b);
+                    self.adaptive_order(&c, i, rest, Some(p), s, &mut b);
                     b.gproj = gproj;
                 } else {
-                    self.adaptive_order(&c, i, start, None, s, &mut b);
+                    self.adaptive_order(&c, i, rest, None, s, &mut b);
                 }
                 std::mem::swap(s.qq.as_mut().expect("set above"), &mut b.qq[i]);
             }

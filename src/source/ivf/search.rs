@@ -74,12 +74,18 @@ const SHAPE_GATHER: usize = 8;
 /// (its sum and scale are loaded alone, its start is scattered).
 const GATHER_ROW_BYTES: usize = 64;
 
-/// Whether the prefilter's candidates `masks` (of `nlist` lists) are enough
-/// for a batch to share one pass over every list's directions (see
-/// [`SHAPE_GATHER`]).
-fn projects_all_of(masks: &[u64], nlist: usize) -> bool {
-    let nc: usize = masks.iter().map(|w| w.count_ones() as usize).sum();
-    nc * SHAPE_GATHER >= nlist
+/// The lists adaptive selection tests after its first two
+/// ([`Ivf::rest_masks`]): their bits in `s.masks[..nw]`, and whether the
+/// test is the shaped one.
+#[derive(Clone, Copy)]
+pub(super) struct RestMasks {
+    shaped: bool,
+    nw: usize,
+}
+
+/// How many bits of `masks` are set.
+fn count_set(masks: &[u64]) -> usize {
+    masks.iter().map(|w| w.count_ones() as usize).sum()
 }
 
 thread_local! {
@@ -1087,7 +1093,8 @@ impl Ivf {
             visit(s, second, &mut n);
             visited += 1;
             let th2 = theta_of(&s.theta, k).max(floor);
-            shaped = self.adaptive_rest(sel, v, qn, extra, th2, [first, second], None, s);
+            let rm = self.rest_masks(sel, qn, extra, th2, [first, second], s);
+            shaped = self.adaptive_rest(v, qn, extra, th2, rm, None, s);
         }
         let order = std::mem::take(&mut s.order);
         let qspread = std::mem::take(&mut s.qspread);
@@ -1152,10 +1159,11 @@ impl Ivf {
         nw
     }
 
-    /// The lists adaptive selection may visit after its first two (`seen`),
-    /// with `th` the k-th score after them, into `s.order` as
-    /// [`rank_key`]s of `cs = s.cscore` sorted best estimate first, ties by
-    /// smaller id; returns whether their test is the shaped one.
+    /// The lists adaptive selection may visit after its first two, with
+    /// `th` the k-th score after them and `rm` their candidates
+    /// ([`Ivf::rest_masks`]), into `s.order` as [`rank_key`]s of `cs =
+    /// s.cscore` sorted best estimate first, ties by smaller id; returns
+    /// whether their test is the shaped one.
     ///
     /// The plain test is `cs[l] + extra spread_l >= th`. When the index has
     /// the lists' shapes (and no label training) the test takes the
@@ -1166,40 +1174,38 @@ impl Ivf {
     /// nothing to test (most of W1's) never computes a projection. `s.qq`
     /// holds the query's quantised form, `qn` its norm. `proj`: the query's
     /// projections onto every list's directions, where a batch has scored
-    /// them already (used only where [`Ivf::projects_all`] holds; the same
+    /// them already (where [`Ivf::shares_projections`] holds; the same
     /// bits as scoring them here).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn adaptive_rest(
         &self,
-        sel: &select::Kernels,
         v: Variant,
         qn: f32,
         extra: f32,
         th: f32,
-        seen: [usize; 2],
+        rm: RestMasks,
         proj: Option<&[f32]>,
         s: &mut Scratch,
     ) -> bool {
-        let (shaped, nw) = self.rest_masks(sel, qn, extra, th, seen, s);
         s.order.clear();
-        if shaped {
-            self.shaped_order(v, qn, extra, th, nw, proj, s);
+        if rm.shaped {
+            self.shaped_order(v, qn, extra, th, rm.nw, proj, s);
         } else {
             let cs = &s.cscore[..self.nlist];
             s.order
-                .extend(set_bits(&s.masks[..nw]).map(|l| rank_key(cs[l], l as u32)));
+                .extend(set_bits(&s.masks[..rm.nw]).map(|l| rank_key(cs[l], l as u32)));
         }
         // One u64 key per list: the high half orders the (finite) score
         // descending, the low half the id ascending; no comparator calls.
         sort_rank_keys(&mut s.order, &mut s.order_tmp);
-        shaped
+        rm.shaped
     }
 
-    /// [`Ivf::adaptive_rest`]'s candidates: the plain test's bits into
-    /// `s.masks` (at [`SHAPE_PREFILTER`] times the reach where the test is
-    /// the shaped one), `seen` cleared; returns whether it is shaped and
-    /// the words written.
-    fn rest_masks(
+    /// [`Ivf::adaptive_rest`]'s candidates after the first two lists
+    /// (`seen`): the plain test's bits into `s.masks` (at
+    /// [`SHAPE_PREFILTER`] times the reach where the test is the shaped
+    /// one), `seen` cleared.
+    pub(super) fn rest_masks(
         &self,
         sel: &select::Kernels,
         qn: f32,
@@ -1207,7 +1213,7 @@ impl Ivf {
         th: f32,
         seen: [usize; 2],
         s: &mut Scratch,
-    ) -> (bool, usize) {
+    ) -> RestMasks {
         let shaped = self.shape.is_some() && self.labels.is_none() && qn > 0.0;
         let ex = if shaped {
             SHAPE_PREFILTER * (extra + qn) - qn
@@ -1218,27 +1224,15 @@ impl Ivf {
         for l in seen {
             s.masks[l / 64] &= !(1u64 << (l % 64));
         }
-        (shaped, nw)
+        RestMasks { shaped, nw }
     }
 
-    /// Whether [`Ivf::adaptive_rest`] with these arguments would gain from
-    /// the projections onto every list's directions (its test is the
-    /// shaped one and at least `1 / SHAPE_GATHER` of the lists are
-    /// candidates): a batch then scores them for several such queries per
-    /// load of the directions. Leaves `s.masks` as [`Ivf::adaptive_rest`]
-    /// would.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn projects_all(
-        &self,
-        sel: &select::Kernels,
-        qn: f32,
-        extra: f32,
-        th: f32,
-        seen: [usize; 2],
-        s: &mut Scratch,
-    ) -> bool {
-        let (shaped, nw) = self.rest_masks(sel, qn, extra, th, seen, s);
-        shaped && projects_all_of(&s.masks[..nw], self.nlist)
+    /// Whether a batch should share the projections onto every list's
+    /// directions with the query whose candidates `rm` are in `s.masks`:
+    /// its test is the shaped one and at least `1 / SHAPE_GATHER` of the
+    /// lists are candidates.
+    pub(super) fn shares_projections(&self, rm: RestMasks, s: &Scratch) -> bool {
+        rm.shaped && count_set(&s.masks[..rm.nw]) * SHAPE_GATHER >= self.nlist
     }
 
     /// The directions of the lists' shapes, if the index has them (row
@@ -1278,24 +1272,26 @@ impl Ivf {
             let var = f64::from(kappa) * q2 + sq(p[0]) + sq(p[1]) + sq(p[2]) + sq(p[3]);
             ((var.sqrt() * inv) as f32).max(far)
         };
-        // One pass over every list's rows where the candidates' gather
-        // would read about as many bytes: a gathered row costs about
-        // `GATHER_ROW_BYTES` more than its codes (its sum and scale
-        // loaded alone, a scattered start).
+        // One pass over every list's rows (or the batch's `proj`) where the
+        // candidates' gather would read about as many bytes: a gathered row
+        // costs about `GATHER_ROW_BYTES` more than its codes (its sum and
+        // scale loaded alone, a scattered start).
         let dp = sh.dirs.dim_pad();
-        let nc: usize = s.masks[..nw].iter().map(|w| w.count_ones() as usize).sum();
-        if proj.is_none() && nc * (dp + GATHER_ROW_BYTES) >= nlist * dp {
-            let nd = nlist * LIST_DIRS;
-            grow(&mut s.dproj, nd);
-            let qq = s.qq.as_ref().expect("the query is quantised");
-            sh.dirs
-                .score_run_with(v, 0, nd, qq, None, &mut s.dproj[..nd])
-                .expect("shape run");
-        }
-        let all = proj.is_some() || nc * (dp + GATHER_ROW_BYTES) >= nlist * dp;
-        if all {
-            let dproj = std::mem::take(&mut s.dproj);
-            let proj = proj.unwrap_or(&dproj);
+        let nc = count_set(&s.masks[..nw]);
+        let qq = s.qq.as_ref().expect("the query is quantised");
+        if proj.is_some() || nc * (dp + GATHER_ROW_BYTES) >= nlist * dp {
+            let mut own = std::mem::take(&mut s.dproj);
+            let proj = match proj {
+                Some(p) => p,
+                None => {
+                    let nd = nlist * LIST_DIRS;
+                    grow(&mut own, nd);
+                    sh.dirs
+                        .score_run_with(v, 0, nd, qq, None, &mut own[..nd])
+                        .expect("shape run");
+                    &own[..nd]
+                }
+            };
             // Every list's spread in one branch-free pass, then only the
             // candidates are read.
             let out = &mut s.qspread[..nlist];
@@ -1303,7 +1299,7 @@ impl Ivf {
             for l in 0..nlist {
                 out[l] = spread_of(&proj[l * LIST_DIRS..][..LIST_DIRS], kappa[l], far[l]);
             }
-            s.dproj = dproj;
+            s.dproj = own;
         } else {
             // The candidates' direction rows in one gathered call.
             s.dpos.clear();
@@ -1313,7 +1309,6 @@ impl Ivf {
             }
             let m = s.dpos.len();
             grow(&mut s.dproj, m);
-            let qq = s.qq.as_ref().expect("the query is quantised");
             sh.dirs
                 .score_rows_at(v, &s.dpos, qq, None, &mut s.dproj[..m])
                 .expect("shape rows");
@@ -1328,7 +1323,7 @@ impl Ivf {
         // The candidates' shaped estimates; each that passes is written at
         // the end of `s.order` and kept by advancing its length (no branch
         // on the test, which passes about half the time).
-        grow(&mut s.order, nlist);
+        s.order.resize(nc, 0);
         let mut n = 0;
         for l in set_bits(&s.masks[..nw]) {
             let sq = s.qspread[l];
