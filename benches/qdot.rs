@@ -135,7 +135,8 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
 
     // The IVF centroid pass: every centroid scored for 1 and 4 queries,
     // row-major on every tier (one call per query) against the panels
-    // (AVX-512: one call for up to 4 queries). Element = one (row, query).
+    // (AVX-512: one call for up to 4 queries), and the 4-bit bounds of one
+    // query (AVX-512). Element = one (row, query).
     let mut g = c.benchmark_group("centroid_pass");
     g.sample_size(10);
     let qs4: Vec<QQuery> = (0..4)
@@ -150,6 +151,7 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
         let cw = &w[..rows * DIM];
         let cr = qdot::quantize_rows_with(cw, rows, DIM, DIM, None, 0).unwrap();
         let cp = qdot::QPanels::new(&cr).unwrap();
+        let cn = qdot::NibPanels::new(&cr, &vec![0.5; rows], &vec![0.25; rows]).unwrap();
         for nq in [1usize, 4] {
             g.throughput(Throughput::Elements((rows * nq) as u64));
             for &tier in &tiers {
@@ -173,6 +175,20 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
                         })
                     },
                 );
+                if nq == 1 && qdot::NibPanels::has_kernel(v) {
+                    // The 4-bit bounds of every row (one query).
+                    let pr = cn.padded_rows();
+                    g.bench_function(
+                        BenchmarkId::new(format!("nib_bounds_q1/{}", v.name()), label),
+                        |b| {
+                            b.iter(|| {
+                                cn.bounds(v, black_box(&qs4[0]), 1.0, &mut out_f[..pr])
+                                    .unwrap();
+                                black_box(&out_f);
+                            })
+                        },
+                    );
+                }
                 if qdot::QPanels::has_kernel(v) {
                     let refs: Vec<&QQuery> = qs4[..nq].iter().collect();
                     let pr = cp.padded_rows();

@@ -267,6 +267,133 @@ pub unsafe fn panel_vnni(
     unsafe { panel_impl::<true>(panels, dim_pad, npanels, sums, scales, q, sq, nq, out) }
 }
 
+// ------------------------------------------------------------ 4-bit panels
+
+/// One 4-bit panel ([`super::NibFn`]): per 64-byte group the low nibbles
+/// (`vpandd`) and the high ones (`vpsrlw 4` + `vpandd`) are the unsigned
+/// operands of two steps against the broadcast query bytes of their
+/// dimensions (signed operand: `u <= 127`; without VNNI a `vpmaddubsw`
+/// pair is at most `2 * 15 * 127`, far from saturating), into two
+/// accumulators, added at the end (exact: wrapping i32 addition is
+/// associative); then the correction and the affine epilogue in the
+/// scalar oracle's order. One panel at a time: sharing the broadcasts
+/// between two or four panels was no faster from L2 and up to 1.4x slower
+/// from L3 (benches/qdot.md, "The centroid pass in 4 bits").
+#[inline(always)]
+unsafe fn nib_panel<const VNNI: bool>(
+    p: *const u8,
+    dim_pad: usize,
+    q: *const u8,
+    nsums: *const i32,
+    c: *const f32,
+    qc: &[f32; 4],
+    out: *mut f32,
+) {
+    // SAFETY: the panel at p holds 8 dim_pad bytes, q dim_pad bytes,
+    // nsums and out 16 values, c five arrays of 16 (caller); features
+    // enabled by the caller.
+    unsafe {
+        let ones = _mm512_set1_epi16(1);
+        let mask = _mm512_set1_epi8(0x0f);
+        let groups = dim_pad / 8;
+        let (mut lo_acc, mut hi_acc) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+        for g in 0..groups {
+            let x = _mm512_loadu_si512(p.add(64 * g).cast());
+            let lo = _mm512_and_si512(x, mask);
+            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(x), mask);
+            lo_acc = step::<VNNI>(lo_acc, lo, bcast4(q, g), ones);
+            hi_acc = step::<VNNI>(hi_acc, hi, bcast4(q, groups + g), ones);
+        }
+        let raw = _mm512_add_epi32(lo_acc, hi_acc);
+        let m = _mm512_sub_epi32(
+            raw,
+            _mm512_slli_epi32::<6>(_mm512_loadu_si512(nsums.cast())),
+        );
+        // ((f32(m) * (a * qc0) + b * qc1) + e * qc2) + (f + qc3 * g), each
+        // step rounded.
+        let k = |i: usize| _mm512_loadu_ps(c.add(16 * i));
+        let sa = _mm512_mul_ps(k(0), _mm512_set1_ps(qc[0]));
+        let sb = _mm512_mul_ps(k(1), _mm512_set1_ps(qc[1]));
+        let se = _mm512_mul_ps(k(2), _mm512_set1_ps(qc[2]));
+        let v = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(m), sa), sb);
+        let v = _mm512_add_ps(v, se);
+        let t = _mm512_add_ps(k(3), _mm512_mul_ps(_mm512_set1_ps(qc[3]), k(4)));
+        _mm512_storeu_ps(out, _mm512_add_ps(v, t));
+    }
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn nib_impl<const VNNI: bool>(
+    panels: *const u8,
+    dim_pad: usize,
+    npanels: usize,
+    nsums: *const i32,
+    consts: *const f32,
+    q: *const u8,
+    qc: &[f32; 4],
+    out: *mut f32,
+) {
+    // SAFETY: the NibFn preconditions: panel i, its 16 sums and outputs
+    // and its 80 constants are in bounds for i < npanels; features enabled
+    // by the caller.
+    unsafe {
+        for i in 0..npanels {
+            let r = 16 * i;
+            nib_panel::<VNNI>(
+                panels.add(i * 8 * dim_pad),
+                dim_pad,
+                q,
+                nsums.add(r),
+                consts.add(super::NIB_CONSTS * r),
+                qc,
+                out.add(r),
+            );
+        }
+    }
+}
+
+/// See [`super::NibFn`] (`vpmaddubsw` + `vpmaddwd`).
+///
+/// # Safety
+/// The preconditions of [`super::NibFn`]; the CPU supports avx512f/bw/dq/vl.
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn nib(
+    panels: *const u8,
+    dim_pad: usize,
+    npanels: usize,
+    nsums: *const i32,
+    consts: *const f32,
+    q: *const u8,
+    qc: &[f32; 4],
+    out: *mut f32,
+) {
+    // SAFETY: forwarded preconditions and features.
+    unsafe { nib_impl::<false>(panels, dim_pad, npanels, nsums, consts, q, qc, out) }
+}
+
+/// See [`super::NibFn`] (`vpdpbusd`).
+///
+/// # Safety
+/// The preconditions of [`super::NibFn`]; the CPU supports
+/// avx512f/bw/dq/vl and avx512vnni.
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn nib_vnni(
+    panels: *const u8,
+    dim_pad: usize,
+    npanels: usize,
+    nsums: *const i32,
+    consts: *const f32,
+    q: *const u8,
+    qc: &[f32; 4],
+    out: *mut f32,
+) {
+    // SAFETY: forwarded preconditions and features.
+    unsafe { nib_impl::<true>(panels, dim_pad, npanels, nsums, consts, q, qc, out) }
+}
+
 // ------------------------------------------------------------ re-lay
 
 /// The 16 x 16 transpose of 32-bit elements: `r[i]` lane `j` goes to

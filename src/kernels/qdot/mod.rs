@@ -225,6 +225,75 @@ pub fn panel_variants() -> Vec<(&'static str, PanelFn)> {
     v
 }
 
+/// `nib(panels, dim_pad, npanels, nsums, a, b, e, q, qc, out)`: rows of
+/// **4-bit codes** `n_rj` in `0..=15`, stored as panels of [`PANEL`] rows
+/// of `dim_pad / 2` bytes: byte `64 g + 4 r + b` of panel `p` (`g <
+/// dim_pad / 8`) holds row `16 p + r`'s code of dimension `4 g + b` in its
+/// low nibble and that of dimension `dim_pad / 2 + 4 g + b` in its high
+/// nibble. One 64-byte load gives two `vpdpbusd` operands (the nibbles
+/// masked, and shifted then masked) for 16 rows against broadcasts of
+/// four query bytes: half the bytes of the int8 panels per row.
+///
+/// For row `r < 16 npanels`, with `u` the query's bytes (`<= 127`, the
+/// signed operand), `m = sum_j u_j n_rj - 64 nsums[r]` (wrapping i32,
+/// `= sum_j (u_j - 64) n_rj` when `nsums[r] = sum_j n_rj`) and the row's
+/// five constants `a, b, e, f, g` (layout below):
+/// `out[r] = ((f32(m) * (a * qc[0]) + b * qc[1]) + e * qc[2]) +
+/// (f + qc[3] * g)`, each operation rounded in f32 in that order (never
+/// fused), so every implementation returns the same bits. The IVF uses it
+/// for an upper bound of each list's estimate
+/// (`crate::quant::qdot::NibPanels`: the first three terms bound the
+/// centroid's int8 score, the last adds the list's bias and spread terms
+/// as its estimate does).
+///
+/// # Safety
+/// `dim_pad` is a non-zero multiple of [`PAD`], at most [`MAX_DIM_PAD`];
+/// `npanels >= 1`; `panels` holds `npanels * 16 * dim_pad / 2` readable
+/// bytes, `nsums` `16 * npanels` values and `consts` `16 * npanels`
+/// blocks (panel `p`'s five arrays of 16 floats, `a`, `b`, `e`, `f`, `g`,
+/// at float `80 p`), `q` `dim_pad` bytes `<= 127`, `out` `16 * npanels`
+/// writable floats not overlapping the inputs; the CPU supports the tier
+/// (and the extra features) of the function.
+pub type NibFn =
+    unsafe fn(*const u8, usize, usize, *const i32, *const f32, *const u8, &[f32; 4], *mut f32);
+
+/// The number of f32 constants per row of [`NibFn`] (`a`, `b`, `e`, `f`,
+/// `g`), stored per panel as five arrays of 16.
+pub const NIB_CONSTS: usize = 5;
+
+/// The 4-bit panel kernel of the row-major variant `k` of `tier`, if the
+/// tier has one (AVX-512: `vpdpbusd` for [`Kernels`] `"avx512vnni"`,
+/// `vpmaddubsw` for the plain ones). Other tiers have none: their IVF
+/// scores its centroids' int8 codes, and [`scalar::nib`] is the oracle of
+/// these (`tests/qdot_panels.rs`).
+pub fn nib_for(tier: Isa, k: &Kernels) -> Option<NibFn> {
+    match tier {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => Some(if std::ptr::eq(k, &AVX512_VNNI) {
+            avx512::nib_vnni
+        } else {
+            avx512::nib
+        }),
+        _ => {
+            let _ = k;
+            None
+        }
+    }
+}
+
+/// Every 4-bit panel kernel this CPU can run, with its name (tests).
+pub fn nib_variants() -> Vec<(&'static str, NibFn)> {
+    let mut v: Vec<(&'static str, NibFn)> = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    if Isa::supported().any(|t| t == Isa::Avx512) {
+        v.push(("avx512", avx512::nib));
+        if isa::extras().avx512vnni {
+            v.push(("avx512vnni", avx512::nib_vnni));
+        }
+    }
+    v
+}
+
 /// The entry points of one kernel variant.
 pub struct Kernels {
     /// Variant name (`"avx512vnni"` for the VNNI flavour of the AVX-512

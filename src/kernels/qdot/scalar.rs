@@ -70,3 +70,53 @@ pub unsafe fn gather(
         raw_dot(&codes[p * dim_pad..(p + 1) * dim_pad], q)
     });
 }
+
+/// See [`super::NibFn`]: the oracle of the 4-bit panel kernels, one row
+/// at a time in plain Rust.
+///
+/// # Safety
+/// The preconditions of [`super::NibFn`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn nib(
+    panels: *const u8,
+    dim_pad: usize,
+    npanels: usize,
+    nsums: *const i32,
+    consts: *const f32,
+    q: *const u8,
+    qc: &[f32; 4],
+    out: *mut f32,
+) {
+    let rows = 16 * npanels;
+    const NC: usize = super::NIB_CONSTS;
+    // SAFETY: the NibFn preconditions give these lengths; `out` does not
+    // overlap the inputs.
+    let (panels, q, nsums, consts, out) = unsafe {
+        (
+            std::slice::from_raw_parts(panels, rows * dim_pad / 2),
+            std::slice::from_raw_parts(q, dim_pad),
+            std::slice::from_raw_parts(nsums, rows),
+            std::slice::from_raw_parts(consts, rows * NC),
+            std::slice::from_raw_parts_mut(out, rows),
+        )
+    };
+    let half = dim_pad / 2;
+    for row in 0..rows {
+        let (p, r) = (row / 16, row % 16);
+        let base = p * 8 * dim_pad;
+        let mut raw = 0i32;
+        for g in 0..dim_pad / 8 {
+            for k in 0..4 {
+                let byte = panels[base + 64 * g + 4 * r + k];
+                let (lo, hi) = ((byte & 15) as i32, (byte >> 4) as i32);
+                raw = raw
+                    .wrapping_add(q[4 * g + k] as i32 * lo)
+                    .wrapping_add(q[half + 4 * g + k] as i32 * hi);
+            }
+        }
+        let m = super::correct(raw, nsums[row]);
+        let c = |i: usize| consts[p * 16 * NC + 16 * i + r];
+        let v = (m as f32 * (c(0) * qc[0]) + c(1) * qc[1]) + c(2) * qc[2];
+        out[row] = v + (c(3) + qc[3] * c(4));
+    }
+}

@@ -82,7 +82,9 @@ pub use crate::kernels::qdot::{
     GATHER_AHEAD, MAX_DIM_PAD, PAD, PANEL, PANEL_QUERIES, PREFETCH_BYTES,
 };
 
+mod nib;
 mod panels;
+pub use nib::NibPanels;
 pub use panels::QPanels;
 
 /// `dim` rounded up to a multiple of [`PAD`] (64): the stored row length

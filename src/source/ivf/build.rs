@@ -445,6 +445,7 @@ impl Ivf {
         let cq = qdot::quantize_rows(&centroids, nlist, dim, dim)?;
         let mut ix = Ivf {
             cpan: centroid_panels(&cq)?,
+            cnib: centroid_nibbles(&cq, &cbias, &spread)?,
             cq,
             pq,
             rows,

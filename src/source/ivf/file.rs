@@ -471,6 +471,7 @@ impl Ivf {
         }
         let mut ix = Ivf {
             cpan: centroid_panels(&cq)?,
+            cnib: centroid_nibbles(&cq, &cbias, &spread)?,
             cq,
             pq,
             rows,

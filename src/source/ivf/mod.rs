@@ -87,7 +87,7 @@ use crate::kernels::dense as kd;
 use crate::kernels::matmul::{self as km, Rows};
 use crate::matmul::{topk_segment, topk_set, TopK, TOPK_PAD_ID};
 use crate::quant::pq4::Pq4Lut;
-use crate::quant::qdot::{self, QPanels, QQuery, QRows, Variant};
+use crate::quant::qdot::{self, NibPanels, QPanels, QQuery, QRows, Variant};
 use crate::rng::SplitMix64;
 use crate::source::labels::LabelState;
 
@@ -194,6 +194,13 @@ pub struct Ivf {
     /// [`QPanels`]), used by batches, with at least [`PANEL_MIN_LISTS`]
     /// lists; derived from `cq`, never stored in the file.
     cpan: Option<QPanels>,
+    /// The same codes as 4-bit panels with an error bound
+    /// ([`NibPanels`]), with at least [`PANEL_MIN_LISTS`] lists: one
+    /// query's adaptive selection bounds every list's estimate from them
+    /// and scores from `cq` only the lists the bound cannot set aside
+    /// (docs/ivf.md, "The centroid pass in 4 bits"); derived from `cq`,
+    /// never stored in the file.
+    cnib: Option<NibPanels>,
     /// The lists' shapes ([`Shape`]); `None` in files written before them
     /// (their queries rank lists by `spread` alone).
     shape: Option<Box<Shape>>,
@@ -233,6 +240,18 @@ impl Shape {
 /// the copy (`4 / sqrt(rows)` of the codes at the default `nlist`) would
 /// break the memory rule of `memory_bytes` on small layers.
 pub const PANEL_MIN_LISTS: usize = 1024;
+
+/// [`Ivf::cnib`]: the 4-bit panels of `cq` when it has [`PANEL_MIN_LISTS`]
+/// rows (below it the int8 pass is a small part of a query), with the
+/// lists' bias and spread as the row terms: their bounds are bounds of the
+/// list estimates (`search.rs`, `finish_estimates`).
+fn centroid_nibbles(cq: &QRows, cbias: &[f32], spread: &[f32]) -> Result<Option<NibPanels>> {
+    Ok(if cq.rows() >= PANEL_MIN_LISTS {
+        Some(NibPanels::new(cq, cbias, spread)?)
+    } else {
+        None
+    })
+}
 
 /// [`Ivf::cpan`]: the panels of `cq` when it has [`PANEL_MIN_LISTS`] rows.
 fn centroid_panels(cq: &QRows) -> Result<Option<QPanels>> {
@@ -359,6 +378,7 @@ impl Ivf {
             + self.pq.as_ref().map_or(0, |c| c.memory_bytes())
             + self.cq.memory_bytes()
             + self.cpan.as_ref().map_or(0, |p| p.memory_bytes())
+            + self.cnib.as_ref().map_or(0, |p| p.memory_bytes())
             + self.shape.as_ref().map_or(0, |p| p.memory_bytes())
             + std::mem::size_of::<Ivf>()
     }
@@ -508,6 +528,83 @@ mod tests {
     fn ivf_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<Ivf>();
+    }
+
+    /// The 4-bit centroid pass (`search.rs`, `list_bounds`): on every
+    /// variant with a 4-bit kernel, every list's bounded estimate is at
+    /// least its exact one (`list_estimates`), the first list found from
+    /// the bounds is the exact estimates' best (ties by smaller id), and a
+    /// list made exact has the exact estimate's bits. Queries: random,
+    /// the layer's rows (a centroid's own direction, where the 4-bit and
+    /// int8 scores differ most), their negatives, zero, and huge and tiny
+    /// scales.
+    #[test]
+    fn centroid_bounds_hold_and_the_first_list_is_exact() {
+        use crate::rng::SplitMix64;
+        use search::{argmax_first, Scratch};
+        let nlist = PANEL_MIN_LISTS + 29;
+        let (rows, dim) = (6 * nlist, 40);
+        let mut rng = SplitMix64::new(5);
+        let w: Vec<f32> = (0..rows * dim).map(|_| rng.next_normal() as f32).collect();
+        let b: Vec<f32> = (0..rows).map(|_| rng.next_normal() as f32).collect();
+        let p = IvfParams {
+            nlist: nlist as u32,
+            iters: 1,
+            ..Default::default()
+        };
+        let ivf = Ivf::build(&w, Some(&b), rows, dim, dim, &p).unwrap();
+        assert!(ivf.cnib.is_some());
+        let mut queries: Vec<Vec<f32>> = (0..40)
+            .map(|_| (0..dim).map(|_| rng.next_normal() as f32).collect())
+            .collect();
+        for r in 0..20 {
+            let row = w[r * dim..(r + 1) * dim].to_vec();
+            queries.push(row.iter().map(|x| -x).collect());
+            queries.push(row.iter().map(|x| x * 1e6).collect());
+            queries.push(row.iter().map(|x| x * 1e-6).collect());
+            queries.push(row);
+        }
+        queries.push(vec![0.0; dim]);
+        let mut ran = 0;
+        for v in Variant::all() {
+            let (mut sb, mut se) = (Scratch::default(), Scratch::default());
+            let sel = crate::kernels::select::kernels(v.tier());
+            for (qi, q) in queries.iter().enumerate() {
+                if !ivf.list_bounds(v, q, &mut sb) {
+                    continue;
+                }
+                ran += 1;
+                let qn = ivf.list_estimates(v, q, &mut se);
+                let (ub, ex) = (&sb.cscore[..nlist], &se.cscore[..nlist]);
+                for l in 0..nlist {
+                    assert!(
+                        ub[l] >= ex[l],
+                        "{v:?} query {qi} list {l}: {} < {}",
+                        ub[l],
+                        ex[l]
+                    );
+                }
+                let first = ivf.first_exact(v, sel, qn, &mut sb);
+                assert_eq!(first, argmax_first(sel, ex), "{v:?} query {qi}: first list");
+                // Every list made exact: the estimates' bits.
+                sb.rlist.clear();
+                sb.rlist.extend(
+                    (0..nlist as u32)
+                        .filter(|&l| sb.known[l as usize / 64] & (1u64 << (l % 64)) == 0),
+                );
+                ivf.refine_lists(v, qn, &mut sb);
+                let bits = |x: &[f32]| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&sb.cscore[..nlist]),
+                    bits(ex),
+                    "{v:?} query {qi}: refined"
+                );
+            }
+        }
+        if Variant::all().into_iter().any(NibPanels::has_kernel) {
+            assert_eq!(ran % queries.len(), 0);
+            assert!(ran > 0);
+        }
     }
 
     /// `theta_update` keeps what pushing every score above the running

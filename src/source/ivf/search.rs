@@ -54,6 +54,17 @@ pub(super) struct Scratch {
     /// shaped order gathers them ([`Ivf::shaped_order`]).
     dpos: Vec<u32>,
     dproj: Vec<f32>,
+    /// Where `cscore` holds the 4-bit upper bounds of the lists not in
+    /// `known` ([`Ivf::list_bounds`]): the variant and the query's norm
+    /// that make them exact; `None` where every estimate is exact.
+    bounded: Option<(Variant, f32)>,
+    /// The lists whose estimate in `cscore` is exact (bits), when
+    /// `bounded`.
+    pub(super) known: Vec<u64>,
+    /// The lists to score exactly, and their int8 scores
+    /// ([`Ivf::refine_lists`]).
+    pub(super) rlist: Vec<u32>,
+    rscore: Vec<f32>,
 }
 
 /// With the lists' shapes, adaptive selection computes a list's shaped
@@ -566,8 +577,122 @@ impl Ivf {
         st: &mut SearchStats,
     ) {
         let v = Variant::of(tier).expect("tier checked");
-        let qn = self.list_estimates(v, q, s);
+        let qn = if sp.reach > 0.0 && self.pq.is_none() && self.list_bounds(v, q, s) {
+            norm(q)
+        } else {
+            self.list_estimates(v, q, s)
+        };
         self.visit_and_finish(tier, v, q, qn, k, sp, s, out_ids, out_scores, st);
+        s.bounded = None;
+    }
+
+    /// Adaptive selection's start from the 4-bit centroids ([`Ivf::cnib`],
+    /// where the index has them and `v` a kernel for them): every list's
+    /// estimate in `s.cscore` is then an upper bound of what
+    /// [`Ivf::list_estimates`] gives (the same `cbias` and spread terms
+    /// added in the same order to a bound of the int8 score, and f32
+    /// addition is monotone), none known exact yet (`s.bounded`). The
+    /// selection scores from the int8 codes each list whose bound reaches a
+    /// test ([`Ivf::first_exact`], [`Ivf::refine_passing`]), so it visits
+    /// the lists it would from the exact estimates: a list whose bound fails
+    /// a test fails it exactly, the tests only grow stricter, and the
+    /// lists that pass are compared by exact estimates. Returns false
+    /// (nothing done) without the 4-bit centroids.
+    pub(super) fn list_bounds(&self, v: Variant, q: &[f32], s: &mut Scratch) -> bool {
+        let Some(nib) = self.cnib.as_ref().filter(|_| NibPanels::has_kernel(v)) else {
+            return false;
+        };
+        query_slot(&mut s.qq, self.cq.dim_pad())
+            .set(q)
+            .expect("queries are checked finite");
+        let qn = norm(q);
+        grow(&mut s.cscore, nib.padded_rows());
+        nib.bounds(v, s.qq.as_ref().unwrap(), qn, &mut s.cscore)
+            .expect("centroid bounds");
+        let nw = select::words(self.nlist);
+        s.known.clear();
+        s.known.resize(nw, 0);
+        s.bounded = Some((v, qn));
+        true
+    }
+
+    /// Makes exact ([`Ivf::list_estimates`]' value) the estimates of the
+    /// lists in `s.rlist` (each not yet in `s.known`), from one gather of
+    /// their int8 centroid codes; marks them known.
+    pub(super) fn refine_lists(&self, v: Variant, qn: f32, s: &mut Scratch) {
+        let m = s.rlist.len();
+        if m == 0 {
+            return;
+        }
+        grow(&mut s.rscore, m);
+        self.cq
+            .score_rows_at(
+                v,
+                &s.rlist,
+                s.qq.as_ref().unwrap(),
+                None,
+                &mut s.rscore[..m],
+            )
+            .expect("centroid rows");
+        for (&l, &c) in s.rlist.iter().zip(&s.rscore[..m]) {
+            let l = l as usize;
+            // The expression of `finish_estimates`, bit for bit.
+            s.cscore[l] = c + (self.cbias[l] + qn * self.spread[l]);
+            s.known[l / 64] |= 1u64 << (l % 64);
+        }
+    }
+
+    /// The first list of adaptive selection from bounded estimates: the
+    /// best bound's list is scored exactly, then every list whose bound
+    /// reaches that exact estimate; the best of those that still reach it
+    /// (ties by smaller id) is the best exact estimate of all, since every
+    /// other list's is below its bound, below that estimate.
+    pub(super) fn first_exact(
+        &self,
+        v: Variant,
+        sel: &select::Kernels,
+        qn: f32,
+        s: &mut Scratch,
+    ) -> usize {
+        let top = argmax_first(sel, &s.cscore[..self.nlist]);
+        s.rlist.clear();
+        s.rlist.push(top as u32);
+        self.refine_lists(v, qn, s);
+        let nw = self.plain_masks(sel, 0.0, s.cscore[top], s);
+        let cs = &s.cscore[..self.nlist];
+        set_bits(&s.masks[..nw])
+            .map(|l| rank_key(cs[l], l as u32))
+            .min()
+            .map_or(top, |key| key as u32 as usize)
+    }
+
+    /// With `s.masks[..nw]` the plain test `s.cscore[l] + extra spread_l >=
+    /// th` of every list, where some estimates are bounds (`s.bounded`):
+    /// scores exactly ([`Ivf::refine_lists`]) the passing lists not yet
+    /// known, and clears the bits of those whose exact estimate fails, so
+    /// that the masks are the test of the exact estimates. Nothing to do
+    /// when every estimate is exact.
+    fn refine_masks(&self, extra: f32, th: f32, nw: usize, s: &mut Scratch) {
+        let Some((v, qn)) = s.bounded else {
+            return;
+        };
+        s.rlist.clear();
+        for (w, (&m, &k)) in s.masks[..nw].iter().zip(&s.known[..nw]).enumerate() {
+            let mut bits = m & !k;
+            while bits != 0 {
+                s.rlist
+                    .push((64 * w + bits.trailing_zeros() as usize) as u32);
+                bits &= bits - 1;
+            }
+        }
+        self.refine_lists(v, qn, s);
+        for &l in &s.rlist {
+            let l = l as usize;
+            // The test of the `opt_masks` kernels, bit for bit.
+            if optimistic(s.cscore[l], extra, self.spread[l]) < th {
+                s.masks[l / 64] &= !(1u64 << (l % 64));
+            }
+        }
     }
 
     /// With the list estimates of `q` in `s` ([`Ivf::list_estimates`]):
@@ -1051,9 +1176,12 @@ impl Ivf {
     ) -> usize {
         let nlist = self.nlist;
         // The best list by estimate (ties by smaller id).
-        let cs = &s.cscore[..nlist];
         let sel = select::kernels(tier);
-        let first = argmax_first(sel, cs);
+        let first = if s.bounded.is_some() {
+            self.first_exact(v, sel, qn, s)
+        } else {
+            argmax_first(sel, &s.cscore[..nlist])
+        };
         // Optimistic estimate of list l: e_l + (reach - 1) |q| spread_l.
         let extra = (reach - 1.0) * qn;
         s.theta.clear();
@@ -1156,6 +1284,7 @@ impl Ivf {
             th,
             &mut s.masks[..nw],
         );
+        self.refine_masks(extra, th, nw, s);
         nw
     }
 
