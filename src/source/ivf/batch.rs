@@ -514,6 +514,8 @@ impl Ivf {
         out_scores: &mut [f32],
         st: &mut SearchStats,
     ) {
+        // Every estimate of a batch is exact (no 4-bit bounds).
+        s.bounded = None;
         let v = Variant::of(tier).expect("tier checked");
         let c = Call {
             tier,

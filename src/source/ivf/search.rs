@@ -57,7 +57,7 @@ pub(super) struct Scratch {
     /// Where `cscore` holds the 4-bit upper bounds of the lists not in
     /// `known` ([`Ivf::list_bounds`]): the variant and the query's norm
     /// that make them exact; `None` where every estimate is exact.
-    bounded: Option<(Variant, f32)>,
+    pub(super) bounded: Option<(Variant, f32)>,
     /// The lists whose estimate in `cscore` is exact (bits), when
     /// `bounded`.
     pub(super) known: Vec<u64>,
@@ -577,6 +577,7 @@ impl Ivf {
         st: &mut SearchStats,
     ) {
         let v = Variant::of(tier).expect("tier checked");
+        s.bounded = None;
         let qn = if sp.reach > 0.0 && self.pq.is_none() && self.list_bounds(v, q, s) {
             norm(q)
         } else {
@@ -593,7 +594,7 @@ impl Ivf {
     /// added in the same order to a bound of the int8 score, and f32
     /// addition is monotone), none known exact yet (`s.bounded`). The
     /// selection scores from the int8 codes each list whose bound reaches a
-    /// test ([`Ivf::first_exact`], [`Ivf::refine_passing`]), so it visits
+    /// test ([`Ivf::first_exact`], [`Ivf::plain_masks`]), so it visits
     /// the lists it would from the exact estimates: a list whose bound fails
     /// a test fails it exactly, the tests only grow stricter, and the
     /// lists that pass are compared by exact estimates. Returns false
@@ -1273,6 +1274,9 @@ impl Ivf {
     /// The plain test of every list, `s.cscore[l] + extra spread_l >= th`,
     /// as bits into `s.masks` (one vector compare per 8 or 16 lists, so
     /// that only the passing lists are read); returns the words written.
+    /// Where some estimates are still bounds (`s.bounded`), the lists whose
+    /// bound passes are made exact and tested again
+    /// ([`Ivf::refine_masks`]): the bits are those of the exact estimates.
     fn plain_masks(&self, sel: &select::Kernels, extra: f32, th: f32, s: &mut Scratch) -> usize {
         let nlist = self.nlist;
         let nw = select::words(nlist);
