@@ -6,24 +6,12 @@
 //! without bias, scalar tier), on random rows, rows of one value, rows
 //! with extreme codes, all-zero rows and queries equal to the rows.
 
+mod common;
+
+use common::qdot::scalar_scores as int8_scores;
 use lshk::kernels::qdot::{nib_variants, scalar};
 use lshk::qdot::{quantize_rows, NibPanels, QQuery, QRows, Variant};
 use lshk::rng::SplitMix64;
-use lshk::Isa;
-
-fn int8_scores(r: &QRows, q: &QQuery) -> Vec<f32> {
-    let mut out = vec![0f32; r.rows()];
-    r.score_run_with(
-        Variant::of(Isa::Scalar).unwrap(),
-        0,
-        r.rows(),
-        q,
-        None,
-        &mut out,
-    )
-    .unwrap();
-    out
-}
 
 /// Rows of several kinds (module docs), `dim` floats each.
 fn rows_mixed(rng: &mut SplitMix64, rows: usize, dim: usize) -> (Vec<f32>, QRows) {

@@ -7,6 +7,9 @@
 //! that fill and that do not fill the 64-byte padding, and the extreme
 //! codes; then the argument checks of `QPanels::score`.
 
+mod common;
+
+use common::qdot::scalar_scores as oracle;
 use lshk::kernels::qdot::{panel_variants, PANEL_QUERIES};
 use lshk::qdot::{quantize_rows, QPanels, QQuery, QRows, Variant};
 use lshk::rng::SplitMix64;
@@ -35,21 +38,6 @@ fn query_random(rng: &mut SplitMix64, dim: usize, dim_pad: usize) -> QQuery {
     let mut qq = QQuery::new(dim_pad).unwrap();
     qq.set(&q).unwrap();
     qq
-}
-
-/// The oracle: the scalar row-major scores of every row for `q`.
-fn oracle(r: &QRows, q: &QQuery) -> Vec<f32> {
-    let mut out = vec![0f32; r.rows()];
-    r.score_run_with(
-        Variant::of(Isa::Scalar).unwrap(),
-        0,
-        r.rows(),
-        q,
-        None,
-        &mut out,
-    )
-    .unwrap();
-    out
 }
 
 /// Every panel kernel, called directly, and `QPanels::score` on every

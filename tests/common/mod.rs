@@ -4,4 +4,5 @@
 
 pub mod container;
 pub mod ivf;
+pub mod qdot;
 pub mod tiers;
