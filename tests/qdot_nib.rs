@@ -198,3 +198,36 @@ fn bad_row_terms_are_refused() {
         assert!(p.bounds(v, &other, 0.0, &mut out).is_err());
     }
 }
+
+#[test]
+fn zero_and_tiny_queries_and_rows_get_no_bound() {
+    // Where a row scale times the query scale is under 2^-100 the f32
+    // products may leave the normal range: no bound is computed (the IVF
+    // then scores its centroids from int8), and nothing is written.
+    let mut rng = SplitMix64::new(9);
+    let (_, r) = rows_mixed(&mut rng, 40, 64);
+    let tiny_rows: Vec<f32> = (0..40 * 64)
+        .map(|_| rng.next_normal() as f32 * 1e-33)
+        .collect();
+    let rt = quantize_rows(&tiny_rows, 40, 64, 64).unwrap();
+    let zeros = vec![0f32; 40];
+    let normal: Vec<f32> = (0..64).map(|_| rng.next_normal() as f32).collect();
+    let tiny: Vec<f32> = normal.iter().map(|x| x * 1e-33).collect();
+    for v in Variant::all()
+        .into_iter()
+        .filter(|&v| NibPanels::has_kernel(v))
+    {
+        for (rows, qv, want) in [
+            (&r, &normal, true),
+            (&r, &vec![0.0; 64], false),
+            (&r, &tiny, false),
+            (&rt, &normal, false),
+        ] {
+            let p = NibPanels::new(rows, &zeros, &zeros).unwrap();
+            let mut out = vec![f32::NAN; p.padded_rows()];
+            let got = p.bounds(v, &query(qv, 64), 0.0, &mut out).unwrap();
+            assert_eq!(got, want, "{v:?}");
+            assert_eq!(out.iter().all(|x| x.is_nan()), !want, "{v:?}: written");
+        }
+    }
+}

@@ -21,8 +21,10 @@
 //! margin of 3x). `E` is rounded up to f32, `|k|` too.
 //!
 //! So [`NibPanels::bounds`] never falls below [`QRows::score_run_with`]
-//! without bias, for any query: `tests/qdot_panels.rs` checks it on
-//! random, adversarial and real-shaped rows. A row far from the query is
+//! without bias, for any query whose scale times every row scale is at
+//! least [`NIB_MIN_SCALE_PRODUCT`] (it computes no bound for the others):
+//! `tests/qdot_nib.rs` checks it on random, adversarial and real-shaped
+//! rows. A row far from the query is
 //! then set aside from 64 bytes per 128 dimensions instead of 128, and
 //! only the rows whose bound reaches a threshold are scored from their
 //! int8 codes (the IVF's adaptive selection, docs/ivf.md).
@@ -46,7 +48,16 @@ pub struct NibPanels {
     consts: Vec<f32>,
     rows: usize,
     dim_pad: usize,
+    /// The smallest non-zero row scale (`+inf` without one).
+    min_scale: f32,
 }
+
+/// The bound is computed only where every product of a row scale and the
+/// query scale is at least this (`2^-100`): then every intermediate value
+/// of the score and of the bound is a normal f32 (or exactly 0), so each
+/// rounding is relative, as the margin assumes. Below it (rows or queries
+/// with values under about `1e-30`) the caller scores the rows instead.
+pub const NIB_MIN_SCALE_PRODUCT: f32 = f32::from_bits(27 << 23); // 2^-100
 
 /// `x` rounded up to an f32 (`x` finite and non-negative).
 fn f32_up(x: f64) -> f32 {
@@ -129,6 +140,11 @@ impl NibPanels {
             consts,
             rows,
             dim_pad: dp,
+            min_scale: r
+                .scales()
+                .iter()
+                .filter(|&&s| s > 0.0)
+                .fold(f32::INFINITY, |m, &s| m.min(s)),
         })
     }
 
@@ -182,11 +198,17 @@ impl NibPanels {
     /// without bias for `q` (module docs), plus the row term: `U_r + (f_r
     /// + x g_r)` in f32 (so at least the score plus that term computed
     /// the same way, f32 addition being monotone). Returns `Ok(false)` and
-    /// writes nothing when `v` has no 4-bit kernel.
+    /// writes nothing when `v` has no 4-bit kernel, or when the query's
+    /// scale is 0 or its product with a row scale falls below
+    /// [`NIB_MIN_SCALE_PRODUCT`] (score the rows then).
     pub fn bounds(&self, v: Variant, q: &QQuery, x: f32, out: &mut [f32]) -> Result<bool> {
         let Some(f) = kq::nib_for(v.tier, v.k) else {
             return Ok(false);
         };
+        let t = q.scale();
+        if !(t > 0.0 && t * self.min_scale >= NIB_MIN_SCALE_PRODUCT) {
+            return Ok(false);
+        }
         if q.dim_pad() != self.dim_pad {
             bail!(
                 InvalidArgument,

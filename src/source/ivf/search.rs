@@ -598,7 +598,9 @@ impl Ivf {
     /// the lists it would from the exact estimates: a list whose bound fails
     /// a test fails it exactly, the tests only grow stricter, and the
     /// lists that pass are compared by exact estimates. Returns false
-    /// (nothing done) without the 4-bit centroids.
+    /// (the estimates still to compute) without the 4-bit centroids, or
+    /// where the bound is not computed (a zero or tiny query:
+    /// [`NibPanels::bounds`]).
     pub(super) fn list_bounds(&self, v: Variant, q: &[f32], s: &mut Scratch) -> bool {
         let Some(nib) = self.cnib.as_ref().filter(|_| NibPanels::has_kernel(v)) else {
             return false;
@@ -608,8 +610,13 @@ impl Ivf {
             .expect("queries are checked finite");
         let qn = norm(q);
         grow(&mut s.cscore, nib.padded_rows());
-        nib.bounds(v, s.qq.as_ref().unwrap(), qn, &mut s.cscore)
-            .expect("centroid bounds");
+        if !nib
+            .bounds(v, s.qq.as_ref().unwrap(), qn, &mut s.cscore)
+            .expect("centroid bounds")
+        {
+            // A zero or tiny query: the int8 pass.
+            return false;
+        }
         let nw = select::words(self.nlist);
         s.known.clear();
         s.known.resize(nw, 0);
