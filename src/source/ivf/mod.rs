@@ -533,8 +533,9 @@ mod tests {
     /// The 4-bit centroid pass (`search.rs`, `list_bounds`): on every
     /// variant with a 4-bit kernel, every list's bounded estimate is at
     /// least its exact one (`list_estimates`), the first list found from
-    /// the bounds is the exact estimates' best (ties by smaller id), and a
-    /// list made exact has the exact estimate's bits. Queries: random,
+    /// the bounds is the exact estimates' best (ties by smaller id) and the
+    /// list a fixed selection of one picks, and a list made exact has the
+    /// exact estimate's bits. Queries: random,
     /// the layer's rows (a centroid's own direction, where the 4-bit and
     /// int8 scores differ most), their negatives, zero, and huge and tiny
     /// scales.
@@ -584,7 +585,8 @@ mod tests {
                 }
                 ran += 1;
                 let qn = ivf.list_estimates(v, q, &mut se);
-                let (ub, ex) = (&sb.cscore[..nlist], &se.cscore[..nlist]);
+                let ex = se.cscore[..nlist].to_vec();
+                let (ub, ex) = (&sb.cscore[..nlist], &ex[..]);
                 for l in 0..nlist {
                     assert!(
                         ub[l] >= ex[l],
@@ -595,6 +597,10 @@ mod tests {
                 }
                 let first = ivf.first_exact(v, sel, qn, &mut sb);
                 assert_eq!(first, argmax_first(sel, ex), "{v:?} query {qi}: first list");
+                // The fixed selection of one list picks the same (its ties
+                // by smaller id too).
+                assert_eq!(ivf.select_fixed(1, &mut se), 1);
+                assert_eq!(se.lists[0] as usize, first, "{v:?} query {qi}: nprobe 1");
                 // Every list made exact: the estimates' bits.
                 sb.rlist.clear();
                 sb.rlist.extend(

@@ -578,7 +578,8 @@ impl Ivf {
     ) {
         let v = Variant::of(tier).expect("tier checked");
         s.bounded = None;
-        let qn = if sp.reach > 0.0 && self.pq.is_none() && self.list_bounds(v, q, s) {
+        let bounds = sp.reach > 0.0 || sp.nprobe == 1;
+        let qn = if self.pq.is_none() && bounds && self.list_bounds(v, q, s) {
             norm(q)
         } else {
             self.list_estimates(v, q, s)
@@ -587,8 +588,12 @@ impl Ivf {
         s.bounded = None;
     }
 
-    /// Adaptive selection's start from the 4-bit centroids ([`Ivf::cnib`],
-    /// where the index has them and `v` a kernel for them): every list's
+    /// A single query's start from the 4-bit centroids ([`Ivf::cnib`],
+    /// where the index has them and `v` a kernel for them), for adaptive
+    /// selection and for a fixed one of one list (with `nprobe` 2 or more
+    /// the lists whose bound reaches the `nprobe`-th exact estimate are
+    /// many, and scoring them again costs more than the pass saves:
+    /// docs/ivf.md, "The centroid pass in 4 bits"): every list's
     /// estimate in `s.cscore` is then an upper bound of what
     /// [`Ivf::list_estimates`] gives (the same `cbias` and spread terms
     /// added in the same order to a bound of the int8 score, and f32
@@ -1110,7 +1115,17 @@ impl Ivf {
         s: &mut Scratch,
         st: &mut SearchStats,
     ) -> usize {
-        let nsel = self.select_fixed(nprobe, s);
+        let nsel = match s.bounded {
+            // One list from bounded estimates (search_one bounds a fixed
+            // selection only for nprobe 1): the best exact estimate.
+            Some((_, qn)) => {
+                let first = self.first_exact(v, select::kernels(tier), qn, s);
+                grow(&mut s.lists, 1);
+                s.lists[0] = first as u32;
+                1
+            }
+            None => self.select_fixed(nprobe, s),
+        };
         let mut n = 0;
         let mut i = 0;
         while i < nsel {
