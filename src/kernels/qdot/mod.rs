@@ -198,34 +198,54 @@ pub fn relay_for(tier: Isa) -> Option<RelayFn> {
 /// AVX-512 ones), if the tier has panel kernels. The caller holds `k` for
 /// `tier` from this module's tables (a `qdot::Variant`), so the CPU runs it.
 pub fn panel_for(tier: Isa, k: &Kernels) -> Option<PanelFn> {
-    match tier {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => Some(if std::ptr::eq(k, &AVX512_VNNI) {
-            avx512::panel_vnni
-        } else {
-            avx512::panel
-        }),
-        _ => {
-            let _ = k;
-            None
-        }
+    #[cfg(target_arch = "x86_64")]
+    return avx512_flavour(tier, k, avx512::panel, avx512::panel_vnni);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (tier, k);
+        None
     }
 }
 
 /// Every panel kernel this CPU can run, with its name (tests).
 pub fn panel_variants() -> Vec<(&'static str, PanelFn)> {
-    let mut v: Vec<(&'static str, PanelFn)> = Vec::new();
     #[cfg(target_arch = "x86_64")]
+    return avx512_flavours(avx512::panel, avx512::panel_vnni);
+    #[cfg(not(target_arch = "x86_64"))]
+    Vec::new()
+}
+
+/// Of the two AVX-512 flavours of a kernel family that exists on that tier
+/// only (panels, 4-bit panels), the one of the row-major variant `k`:
+/// `vnni` (`vpdpbusd`) for [`Kernels`] `"avx512vnni"`, `plain`
+/// (`vpmaddubsw`) for the plain ones; none on other tiers. The caller
+/// holds `k` for `tier` from this module's tables (a `qdot::Variant`), so
+/// the CPU runs it.
+#[cfg(target_arch = "x86_64")]
+fn avx512_flavour<F>(tier: Isa, k: &Kernels, plain: F, vnni: F) -> Option<F> {
+    (tier == Isa::Avx512).then(|| {
+        if std::ptr::eq(k, &AVX512_VNNI) {
+            vnni
+        } else {
+            plain
+        }
+    })
+}
+
+/// Both flavours of such a family that this CPU can run, named (tests).
+#[cfg(target_arch = "x86_64")]
+fn avx512_flavours<F>(plain: F, vnni: F) -> Vec<(&'static str, F)> {
+    let mut v = Vec::new();
     if Isa::supported().any(|t| t == Isa::Avx512) {
-        v.push(("avx512", avx512::panel));
+        v.push(("avx512", plain));
         if isa::extras().avx512vnni {
-            v.push(("avx512vnni", avx512::panel_vnni));
+            v.push(("avx512vnni", vnni));
         }
     }
     v
 }
 
-/// `nib(panels, dim_pad, npanels, nsums, a, b, e, q, qc, out)`: rows of
+/// `nib(panels, dim_pad, npanels, nsums, consts, q, qc, out)`: rows of
 /// **4-bit codes** `n_rj` in `0..=15`, stored as panels of [`PANEL`] rows
 /// of `dim_pad / 2` bytes: byte `64 g + 4 r + b` of panel `p` (`g <
 /// dim_pad / 8`) holds row `16 p + r`'s code of dimension `4 g + b` in its
@@ -265,33 +285,23 @@ pub const NIB_CONSTS: usize = 5;
 /// tier has one (AVX-512: `vpdpbusd` for [`Kernels`] `"avx512vnni"`,
 /// `vpmaddubsw` for the plain ones). Other tiers have none: their IVF
 /// scores its centroids' int8 codes, and [`scalar::nib`] is the oracle of
-/// these (`tests/qdot_panels.rs`).
+/// these (`tests/qdot_nib.rs`).
 pub fn nib_for(tier: Isa, k: &Kernels) -> Option<NibFn> {
-    match tier {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => Some(if std::ptr::eq(k, &AVX512_VNNI) {
-            avx512::nib_vnni
-        } else {
-            avx512::nib
-        }),
-        _ => {
-            let _ = k;
-            None
-        }
+    #[cfg(target_arch = "x86_64")]
+    return avx512_flavour(tier, k, avx512::nib, avx512::nib_vnni);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (tier, k);
+        None
     }
 }
 
 /// Every 4-bit panel kernel this CPU can run, with its name (tests).
 pub fn nib_variants() -> Vec<(&'static str, NibFn)> {
-    let mut v: Vec<(&'static str, NibFn)> = Vec::new();
     #[cfg(target_arch = "x86_64")]
-    if Isa::supported().any(|t| t == Isa::Avx512) {
-        v.push(("avx512", avx512::nib));
-        if isa::extras().avx512vnni {
-            v.push(("avx512vnni", avx512::nib_vnni));
-        }
-    }
-    v
+    return avx512_flavours(avx512::nib, avx512::nib_vnni);
+    #[cfg(not(target_arch = "x86_64"))]
+    Vec::new()
 }
 
 /// The entry points of one kernel variant.

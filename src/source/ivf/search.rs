@@ -79,6 +79,14 @@ const SHAPE_PREFILTER: f32 = 1.75;
 /// others, gather their candidates' directions (the same bits either way).
 const SHAPE_GATHER: usize = 8;
 
+/// A list's estimate from its centroid's int8 score `c`: `c + (bias + |q|
+/// spread)`, in this order (the 4-bit bounds add the same term in the same
+/// order, and a list made exact must get these bits).
+#[inline(always)]
+fn estimate_of(c: f32, bias: f32, qn: f32, spread: f32) -> f32 {
+    c + (bias + qn * spread)
+}
+
 /// What gathering a row of int8 codes costs beyond reading it, in bytes
 /// of a run: the shaped order scores every list's directions in one run
 /// rather than gather its candidates' where the gather would cost as much
@@ -118,7 +126,13 @@ pub(super) fn grow<T: Clone + Default>(v: &mut Vec<T>, n: usize) {
 /// The positions of the set bits of the selection masks `masks` (bit `i`
 /// of word `w` is position `64 w + i`), ascending.
 fn set_bits(masks: &[u64]) -> impl Iterator<Item = usize> + '_ {
-    masks.iter().enumerate().flat_map(|(w, &word)| {
+    set_bits_in(masks.iter().copied())
+}
+
+/// [`set_bits`] of mask words given one by one (e.g. combined from two
+/// masks).
+fn set_bits_in(words: impl Iterator<Item = u64>) -> impl Iterator<Item = usize> {
+    words.enumerate().flat_map(|(w, word)| {
         let mut m = word;
         std::iter::from_fn(move || {
             (m != 0).then(|| {
@@ -560,7 +574,7 @@ impl Ivf {
         }
         let cs = &mut s.cscore[..nlist];
         for ((c, b), t) in cs.iter_mut().zip(&self.cbias).zip(&self.spread) {
-            *c += b + qn * t;
+            *c = estimate_of(*c, *b, qn, *t);
         }
     }
 
@@ -578,14 +592,12 @@ impl Ivf {
     ) {
         let v = Variant::of(tier).expect("tier checked");
         s.bounded = None;
-        let bounds = sp.reach > 0.0 || sp.nprobe == 1;
-        let qn = if self.pq.is_none() && bounds && self.list_bounds(v, q, s) {
-            norm(q)
-        } else {
-            self.list_estimates(v, q, s)
+        let bounds = self.pq.is_none() && (sp.reach > 0.0 || sp.nprobe == 1);
+        let qn = match bounds.then(|| self.list_bounds(v, q, s)).flatten() {
+            Some(qn) => qn,
+            None => self.list_estimates(v, q, s),
         };
         self.visit_and_finish(tier, v, q, qn, k, sp, s, out_ids, out_scores, st);
-        s.bounded = None;
     }
 
     /// A single query's start from the 4-bit centroids ([`Ivf::cnib`],
@@ -602,14 +614,12 @@ impl Ivf {
     /// test ([`Ivf::first_exact`], [`Ivf::plain_masks`]), so it visits
     /// the lists it would from the exact estimates: a list whose bound fails
     /// a test fails it exactly, the tests only grow stricter, and the
-    /// lists that pass are compared by exact estimates. Returns false
-    /// (the estimates still to compute) without the 4-bit centroids, or
-    /// where the bound is not computed (a zero or tiny query:
-    /// [`NibPanels::bounds`]).
-    pub(super) fn list_bounds(&self, v: Variant, q: &[f32], s: &mut Scratch) -> bool {
-        let Some(nib) = self.cnib.as_ref().filter(|_| NibPanels::has_kernel(v)) else {
-            return false;
-        };
+    /// lists that pass are compared by exact estimates. Returns the
+    /// query's norm; `None` (the estimates still to compute) without the
+    /// 4-bit centroids, or where the bound is not computed (a zero or tiny
+    /// query: [`NibPanels::bounds`]).
+    pub(super) fn list_bounds(&self, v: Variant, q: &[f32], s: &mut Scratch) -> Option<f32> {
+        let nib = self.cnib.as_ref().filter(|_| NibPanels::has_kernel(v))?;
         query_slot(&mut s.qq, self.cq.dim_pad())
             .set(q)
             .expect("queries are checked finite");
@@ -620,13 +630,13 @@ impl Ivf {
             .expect("centroid bounds")
         {
             // A zero or tiny query: the int8 pass.
-            return false;
+            return None;
         }
         let nw = select::words(self.nlist);
         s.known.clear();
         s.known.resize(nw, 0);
         s.bounded = Some((v, qn));
-        true
+        Some(qn)
     }
 
     /// Makes exact ([`Ivf::list_estimates`]' value) the estimates of the
@@ -650,7 +660,7 @@ impl Ivf {
         for (&l, &c) in s.rlist.iter().zip(&s.rscore[..m]) {
             let l = l as usize;
             // The expression of `finish_estimates`, bit for bit.
-            s.cscore[l] = c + (self.cbias[l] + qn * self.spread[l]);
+            s.cscore[l] = estimate_of(c, self.cbias[l], qn, self.spread[l]);
             s.known[l / 64] |= 1u64 << (l % 64);
         }
     }
@@ -690,14 +700,11 @@ impl Ivf {
             return;
         };
         s.rlist.clear();
-        for (w, (&m, &k)) in s.masks[..nw].iter().zip(&s.known[..nw]).enumerate() {
-            let mut bits = m & !k;
-            while bits != 0 {
-                s.rlist
-                    .push((64 * w + bits.trailing_zeros() as usize) as u32);
-                bits &= bits - 1;
-            }
-        }
+        let unknown = s.masks[..nw]
+            .iter()
+            .zip(&s.known[..nw])
+            .map(|(&m, &k)| m & !k);
+        s.rlist.extend(set_bits_in(unknown).map(|l| l as u32));
         self.refine_lists(v, qn, s);
         for &l in &s.rlist {
             let l = l as usize;
