@@ -368,22 +368,44 @@ fn topk_offer_masked(scores: &[f32], id_of: impl Fn(usize) -> u32, k: usize, top
         top.thr.next_down(),
         &mut masks,
     );
-    for (w, &word) in masks.iter().enumerate() {
-        let mut m = word;
-        while m != 0 {
-            let j = w * 64 + m.trailing_zeros() as usize;
-            m &= m - 1;
-            let x = scores[j];
-            if x >= top.thr {
-                top.buf.push(Entry::new(x, id_of(j)));
-                if top.buf.len() >= cap {
-                    top.compact(k);
+    let passing: usize = masks.iter().map(|w| w.count_ones() as usize).sum();
+    if top.buf.len() + passing <= ALL_AT_ONCE * cap {
+        // Few enough to hold: every passing score goes in, and the one
+        // selection of the drain replaces the compactions (each a
+        // selection over the buffer) and the compare per entry.
+        top.buf.reserve(passing);
+        for (w, &word) in masks.iter().enumerate() {
+            let mut m = word;
+            while m != 0 {
+                let j = w * 64 + m.trailing_zeros() as usize;
+                m &= m - 1;
+                top.buf.push(Entry::new(scores[j], id_of(j)));
+            }
+        }
+    } else {
+        for (w, &word) in masks.iter().enumerate() {
+            let mut m = word;
+            while m != 0 {
+                let j = w * 64 + m.trailing_zeros() as usize;
+                m &= m - 1;
+                let x = scores[j];
+                if x >= top.thr {
+                    top.buf.push(Entry::new(x, id_of(j)));
+                    if top.buf.len() >= cap {
+                        top.compact(k);
+                    }
                 }
             }
         }
     }
     top.masks = masks;
 }
+
+/// [`topk_offer_masked`] takes every score that passes its floor without
+/// compacting when they number at most this many times the buffer's
+/// compaction size (`2 k` or `k + 32`): the buffer then holds at most
+/// twice what the compacting path lets it reach.
+const ALL_AT_ONCE: usize = 2;
 
 /// Ends a stream of [`topk_offer`] (offered with this `k`): its `k` best
 /// entries, best first, into `out_ids` / `out_scores`, padded with
@@ -534,7 +556,9 @@ mod tests {
     /// Long segments, where [`topk_segment`] starts from a sampled floor:
     /// the same result as sorting, whether the floor holds or fails (too
     /// few scores reach it: all-equal scores, the best scores packed where
-    /// the sample does not look, NaN), and [`topk_set`] the same set.
+    /// the sample does not look, NaN), and [`topk_set`] the same set; the
+    /// scores that pass the floor taken all at once (a spread-out shape)
+    /// or, when more pass (ties at the floor), compacted as they come.
     #[test]
     fn long_segments_from_a_sampled_floor() {
         let mut rng = SplitMix64::new(11);
