@@ -187,9 +187,9 @@ class Harness:
         def run64(n):
             return [batch(i, min(i + BATCH, n)) for i in range(0, n, BATCH)]
 
-        one(0)  # warm-up
         if extra_fn is not None:
-            extra_fn(reset=True)
+            extra_fn(reset=True)  # before the warm-up: it also takes the point's knobs
+        one(0)  # warm-up
         r1, us1, p1 = self._timed(run1, n)
         ids1 = np.concatenate([topk_rows(r) for r in r1])
         rec1 = recall10(ids1, gt)
@@ -511,25 +511,69 @@ load_lshk = lc.load_lshk
 lshk_check = lc.check
 
 
-def lshk_query_fns(call, Q):
-    """call(qptr, nq, ids_ptr, sc_ptr) -> status."""
+# The Python package (`pip install ./python`), through which lshk's queries
+# are timed as a user of lshk in Python calls them (lshk.Index.query, as
+# FAISS, ScaNN and hnswlib are called through theirs); None = ctypes over
+# liblshk.so for the timed calls too (--lshk-api ctypes, or no package).
+PKG = None
+
+
+def lshk_pkg_index(W, b, **kw):
+    """The Python package's lshk.Index over W and b, built with the keyword
+    arguments kw: the same index as the C API's build with the same knobs
+    (seeded; lshk_query_fns checks that both answer alike). Built, not
+    loaded from the C API's file, so that its buffers are allocated as a
+    user's are (a loaded index maps the file). None without the package."""
+    return None if PKG is None else PKG.Index(W, b, **kw)
+
+
+def lshk_query_fns(call, Q, pidx=None, knobs=None, collecting=lambda: False):
+    """call(qptr, nq, ids_ptr, sc_ptr) -> status, through ctypes. With
+    pidx (lshk_pkg_index) the calls go through the package instead, with
+    the knobs() (keyword arguments of lshk.Index.query) read at refresh()
+    (Harness.point's reset, before each point), except while collecting()
+    (the untimed pass that reads lshk_query_stats through ctypes). Returns
+    one, batch, refresh."""
     d = Q.shape[1]
     ids = np.empty((BATCH, K), np.uint32)
     sc = np.empty((BATCH, K), np.float32)
     base, step = Q.ctypes.data, d * 4
     ip, sp = ids.ctypes.data, sc.ctypes.data
 
-    def one(i):
+    def c_one(i):
         call(base + i * step, 1, ip, sp)
         return ids[0].copy()
 
-    one.keep = (ids, sc, Q)  # the pointers above point into these
-
-    def batch(i0, i1):
+    def c_batch(i0, i1):
         call(base + i0 * step, i1 - i0, ip, sp)
         return ids[:i1 - i0].astype(np.int64)
 
-    return one, batch
+    if pidx is None:
+        c_one.keep = (ids, sc, Q)  # the pointers above point into these
+        return c_one, c_batch, lambda: None
+    kw = {}
+    rows = [Q[i] for i in range(len(Q))]
+    query = pidx.query
+
+    def refresh():
+        kw.clear()
+        kw.update(knobs())
+        # Both paths run the same code: check that they agree.
+        a = query(Q[:BATCH], K, **kw)[0]
+        b = c_batch(0, min(BATCH, len(Q)))
+        if not np.array_equal(a.astype(np.int64), b):
+            raise RuntimeError(f"lshk package and ctypes answers differ at {kw}")
+
+    def one(i):
+        if collecting():
+            return c_one(i)
+        return query(rows[i], K, **kw)[0]
+
+    def batch(i0, i1):
+        return query(Q[i0:i1], K, **kw)[0].astype(np.int64)
+
+    one.keep = (ids, sc, Q, rows, pidx)
+    return one, batch, refresh
 
 
 def simhash_grid(wl):
@@ -575,7 +619,11 @@ def run_lshk_simhash(h, lib, build_threads):
             if on[0]:
                 cands.append(st.candidates_total / max(st.queries, 1))
 
-        one, batch = lshk_query_fns(call, Q)
+        pidx = lshk_pkg_index(W, b, source="simhash", bits_per_table=kb, tables=L,
+                              storage="borrowed" if storage == "f32" else storage,
+                              build_threads=build_threads)
+        one, batch, refresh = lshk_query_fns(call, Q, pidx, lambda: dict(probes=g.probes),
+                                             lambda: on[0])
 
         def setp(pr):
             def f():
@@ -585,6 +633,8 @@ def run_lshk_simhash(h, lib, build_threads):
             if reset or collect:
                 cands.clear()
                 on[0] = collect
+                if reset:
+                    refresh()
                 return ""
             on[0] = False
             return f"{np.mean(cands):.0f} cand/q ({100 * np.mean(cands) / wl.rows:.1f} % of rows)"
@@ -613,7 +663,7 @@ def lshk_ivf_index_params(lib, build_threads):
     return p
 
 
-def lshk_ivf_query_fns(lib, h_, wl):
+def lshk_ivf_query_fns(lib, h_, wl, pidx=None):
     """The IVF query knobs of index h_ (set them before a point; a view into
     the lshk_query_params passed to every call) and its one/batch/extra
     functions for Harness.point: lshk_index_query on the evaluated queries,
@@ -637,12 +687,17 @@ def lshk_ivf_query_fns(lib, h_, wl):
         if reset or collect:
             counts.clear()
             on[0] = collect
+            if reset:
+                refresh()
             return ""
         on[0] = False
         c = np.mean(counts, axis=0)
         return f"{c[2]:.1f} lists/q, {c[0]:.0f} scanned/q, {c[1]:.0f} re-ranked/q"
 
-    one, batch = lshk_query_fns(call, wl.Q)
+    def knobs():
+        return dict(nprobe=s.nprobe, rerank=s.rerank, reach=s.reach, refine=s.refine)
+
+    one, batch, refresh = lshk_query_fns(call, wl.Q, pidx, knobs, lambda: on[0])
     one.keep = one.keep + (qpar, st)
     return s, one, batch, extra
 
@@ -699,7 +754,10 @@ def run_lshk_ivf(h, lib, build_threads):
                    3: "4-bit PQ codes (pq_m = dim / 2) and int8 codes, refine 256, "}.get(
                        codes, "defaults: int8 codes, ")
                 + f"{p.ivf.iters} k-means iterations, train_rows {p.ivf.train_rows or 'min(rows, 64 nlist)'}")
-        s, one, batch, extra = lshk_ivf_query_fns(lib, h_, wl)
+        pidx = lshk_pkg_index(W, b, source="ivf", storage="borrowed", nlist=nlist,
+                              codes={1: "i8", 2: "pq4", 3: "pq4_i8"}[codes],
+                              build_threads=build_threads)
+        s, one, batch, extra = lshk_ivf_query_fns(lib, h_, wl, pidx)
         # The default: adaptive list selection (reach), no nprobe cap; the
         # sweep is over reach, the one recall knob. Then the fixed-nprobe
         # sweep (reach 0) as FAISS's IVFFlat is run.
@@ -784,7 +842,9 @@ def run_lshk_ivf_weighted(h, lib, build_threads):
     h.build("lshk IVF weighted", cfg, secs, m.value,
             f"lshk_index_memory_bytes (+ W borrowed); int8 codes; weights 1 + {ALPHA:g} rows n_r / N from the "
             f"exact top-10 of {len(wl.Qtrain):,} training queries (numpy, {hsecs:.1f} s, not counted)")
-    s, one, batch, extra = lshk_ivf_query_fns(lib, h_, wl)
+    pidx = lshk_pkg_index(wl.W, wl.b, source="ivf", storage="borrowed", row_weights=weights,
+                          build_threads=build_threads)
+    s, one, batch, extra = lshk_ivf_query_fns(lib, h_, wl, pidx)
     if wl.Qcal is not None:
         for target in (0.95, 0.99):
             c = lshk_calibrate(lib, h_, wl, target, build_threads)
@@ -839,6 +899,9 @@ def call_overheads(mods, lib):
         ids, sc = np.empty(K, np.uint32), np.empty(K, np.float32)
         args = (h_, q.ctypes.data, 1, 128, K, ctypes.byref(g), ids.ctypes.data, sc.ctypes.data, None)
         fns["lshk_index_query (ctypes)"] = lambda: lib.lshk_index_query(*args)
+        if PKG is not None:
+            pi = lshk_pkg_index(X, None, bits_per_table=4, tables=1, build_threads=1)
+            fns["lshk.Index.query (package)"] = lambda: pi.query(q[0], K)
     out = []
     for name, f in fns.items():
         f()
@@ -944,6 +1007,9 @@ def main():
                     help="FAISS IVF k-means sample: at most this many rows per list (default 64)")
     ap.add_argument("--hnswlib-efc", type=int, default=64,
                     help="hnswlib ef_construction (default 64; 100 took 3-5x FAISS HNSW's build on W1)")
+    ap.add_argument("--lshk-api", choices=["package", "ctypes"], default="package",
+                    help="how lshk's queries are timed: through its Python package (lshk.Index.query; "
+                         "ctypes when the package is not importable) or ctypes over --lib")
     ap.add_argument("--only", default="", help="comma list of peers to run: exact,faiss,hnswlib,scann,lshk")
     ap.add_argument("--out", default="", help="also write the markdown here")
     a = ap.parse_args()
@@ -971,6 +1037,14 @@ def main():
         if os.path.exists(a.lib):
             lib = load_lshk(a.lib)
             versions["lshk"] = lib.lshk_version().decode()
+            if a.lshk_api == "package":
+                global PKG
+                try:
+                    import lshk as pkg
+                    PKG = pkg
+                    versions["lshk package"] = pkg.__version__
+                except Exception as e:  # noqa: BLE001
+                    log(f"lshk: timed through ctypes (the Python package is not importable: {e})")
         else:
             log(f"skipped: lshk ({a.lib} not found; run cargo build --release)")
 
@@ -985,7 +1059,10 @@ def main():
             f"{a.build_threads} threads for every library",
             f"- time per query: median of {a.passes} passes over the queries, time.perf_counter "
             "around the Python loop (B = 1: one call per query; B = 64: one call per 64 queries), so "
-            "every figure includes the Python call overhead of its binding (ctypes for lshk); "
+            "every figure includes the Python call overhead of its binding ("
+            + ("lshk: its Python package, lshk.Index.query, over indexes built through the C API and "
+               "loaded with lshk.Index.load" if PKG is not None else "lshk: ctypes over liblshk.so")
+            + "); "
             "lshk's per-query counts (lists, scanned, candidates) come from one more untimed pass",
             "- sweeps stop at the first point with recall >= 0.999 or slower than exact brute force, or "
             "after 3 points without a 0.001 gain",

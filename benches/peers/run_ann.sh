@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # lshk against FAISS, ScaNN and hnswlib (recall@10 vs us per query, one
 # thread): makes a venv with the pinned peers, builds liblshk.so and the W1
-# export (release), and runs ann_peers.py. Not run by cargo test.
+# export (release) and lshk's Python package (into the venv), and runs
+# ann_peers.py. Not run by cargo test.
 #
 #   benches/peers/run_ann.sh [ann_peers.py options, e.g. --nq 500 --only faiss,lshk]
 #
@@ -27,6 +28,11 @@ fi
     || { echo "skipped: pip install -r benches/peers/requirements.txt failed"; exit 0; }
 
 cargo build --release --lib --example export_npy || exit 1
+# lshk's queries are timed through its Python package, built from this
+# checkout (ann_peers.py --lshk-api ctypes, or a failed install, times
+# them through ctypes over liblshk.so instead).
+"$VENV/bin/python" -m pip install -q ./python \
+    || echo "lshk's Python package did not install: its queries are timed through ctypes"
 if [ ! -f "$W1_DIR/W.npy" ]; then
     target/release/examples/export_npy --out "$W1_DIR" || exit 1
 fi
