@@ -521,9 +521,8 @@ PKG = None
 def lshk_pkg_index(W, b, **kw):
     """The Python package's lshk.Index over W and b, built with the keyword
     arguments kw: the same index as the C API's build with the same knobs
-    (seeded; lshk_query_fns checks that both answer alike). Built, not
-    loaded from the C API's file, so that its buffers are allocated as a
-    user's are (a loaded index maps the file). None without the package."""
+    (seeded; lshk_query_fns checks that both answer alike), as a user of
+    the package builds it. None without the package."""
     return None if PKG is None else PKG.Index(W, b, **kw)
 
 
