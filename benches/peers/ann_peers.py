@@ -217,7 +217,7 @@ class Harness:
     def sweep(self, peer, config, knobs, make, stop=0.999, nq=None, plateau=False):
         """knobs: list of (label, setter); make() -> (one, batch, extra_fn).
         Stops at recall >= stop, when slower than exact brute force, when
-        three points in a row gained < 0.001 over the best before them (a
+        five points in a row (the grids step by 1.2-1.33x) gained < 0.001 over the best before them (a
         recall ceiling, e.g. no re-ranking), or (plateau=True) at the first
         point that gained < 0.001."""
         recs = []
@@ -231,7 +231,7 @@ class Harness:
     def stop_here(self, recs, rec, us, stop=0.999):
         """The sweeps' stop rule (see sweep); appends rec to recs."""
         recs.append(rec)
-        stalled = len(recs) > 3 and max(recs[-3:]) < max(recs[:-3]) + 0.001
+        stalled = len(recs) > 5 and max(recs[-5:]) < max(recs[:-5]) + 0.001
         return rec >= stop or bool(self.limit_us and us > self.limit_us) or stalled
 
     def build(self, peer, config, secs, mem, how):
@@ -300,12 +300,12 @@ def faiss_search_fns(idx, QX):
     return one, batch
 
 
-GRID = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,
-        1536, 2048, 3072, 4096, 6144, 8192]
+GRID = [1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 320,
+        384, 512, 640, 768, 1024, 1280, 1536, 2048, 2560, 3072, 4096, 5120, 6144, 8192]
 
 
 def probe_list(nlist):
-    """Probes 1, 2, 3, 4, 6, 8, ... (steps of about 1.5x) up to nlist; the
+    """Probes 1, 2, 3, 4, 6, 8, 10, 12, ... (steps of 1.2-1.33x from 8 on) up to nlist; the
     sweeps stop at recall 0.999 or once slower than exact brute force (w2v
     needs hundreds of lists)."""
     return [g for g in GRID if g <= nlist]
@@ -392,7 +392,7 @@ def run_faiss(h, faiss, nlists, pq_nlist, build_threads, train_per_list):
 
     def setef(e):
         return lambda: setattr(idx.hnsw, "efSearch", e)
-    h.sweep("FAISS HNSW", "M=32", [(f"efSearch={e}", setef(e)) for e in probe_list(768)[6:]],
+    h.sweep("FAISS HNSW", "M=32", [(f"efSearch={e}", setef(e)) for e in probe_list(768) if e >= 12],
             lambda: (one, batch, None))
     del idx, one, batch
     gc.collect()
@@ -425,7 +425,7 @@ def run_hnswlib(h, hnswlib, build_threads, efc):
 
     def setef(e):
         return lambda: idx.set_ef(e)
-    h.sweep("hnswlib", "M=32", [(f"ef={e}", setef(e)) for e in [10] + probe_list(768)[7:]],
+    h.sweep("hnswlib", "M=32", [(f"ef={e}", setef(e)) for e in [10] + [g for g in probe_list(768) if g >= 16]],
             lambda: (one, batch, None))
     del idx
     gc.collect()
@@ -458,7 +458,9 @@ def run_scann(h, scann, build_threads):
     s.set_num_threads(1)
     h.build("ScaNN AH brute", f"AH 2 dims/block, reorder<={rmax}", secs, mem_of(s), "serialize() dir size")
     recs = []
-    for r in [20, 30, 50, 75, 100, 150, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 4000]:
+    # Steps of 1.2-1.33x, as probe_list's and lshk's reach grid.
+    for r in [20, 25, 30, 40, 50, 60, 75, 100, 125, 150, 200, 250, 300, 400, 500, 625, 750, 1000,
+              1250, 1500, 2000, 2500, 3000, 4000]:
         def one(i, r=r):
             return s.search(rows[i], final_num_neighbors=K, pre_reorder_num_neighbors=r)[0]
 
@@ -791,7 +793,8 @@ def run_lshk_ivf(h, lib, build_threads):
             try:
                 h.sweep("lshk IVF", f"{cfg} rerank={rr} adaptive",
                         [(f"reach={r:g}", setr(r))
-                         for r in [1.0, 1.25, 1.5, 1.75, 1.875, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 5.0]],
+                         for r in [1.0, 1.125, 1.25, 1.375, 1.5, 1.625, 1.75, 1.875, 2.0, 2.25, 2.5,
+                                   3.0, 3.5, 4.0, 5.0]],
                         lambda: (one, batch, extra))
             except RuntimeError as e:
                 log(f"  lshk IVF {cfg} rerank={rr} adaptive: sweep ended: {e}")
@@ -1064,7 +1067,7 @@ def main():
             + "); "
             "lshk's per-query counts (lists, scanned, candidates) come from one more untimed pass",
             "- sweeps stop at the first point with recall >= 0.999 or slower than exact brute force, or "
-            "after 3 points without a 0.001 gain",
+            "after 5 points without a 0.001 gain",
             "- per-call floor (B = 1 on a 64-row index: binding overhead + trivial search): "
             + ", ".join(call_overheads(mods, lib)), ""]
     body = []
