@@ -1062,8 +1062,9 @@ def main():
             f"- time per query: median of {a.passes} passes over the queries, time.perf_counter "
             "around the Python loop (B = 1: one call per query; B = 64: one call per 64 queries), so "
             "every figure includes the Python call overhead of its binding ("
-            + ("lshk: its Python package, lshk.Index.query, over indexes built through the C API and "
-               "loaded with lshk.Index.load" if PKG is not None else "lshk: ctypes over liblshk.so")
+            + ("lshk: its Python package, lshk.Index.query, on indexes the package builds with the "
+               "knobs of the C API's (each point checks that both answer alike)"
+               if PKG is not None else "lshk: ctypes over liblshk.so")
             + "); "
             "lshk's per-query counts (lists, scanned, candidates) come from one more untimed pass",
             "- sweeps stop at the first point with recall >= 0.999 or slower than exact brute force, or "
