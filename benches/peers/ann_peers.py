@@ -726,7 +726,7 @@ def run_lshk_ivf(h, lib, build_threads):
     # nlist 0 = automatic (round(4 sqrt(rows))), and a 4x coarser variant;
     # int8 codes (the default), then 4-bit PQ codes (LSHK_IVF_CODES_PQ4 = 2,
     # pq_m = dim / 2), which need a longer re-rank.
-    configs = [(1, nl_, [16, 32, 64, 128], [0, 32, 64, 128, 256])
+    configs = [(1, nl_, [12, 16, 32, 64, 128], [0, 32, 64, 128, 256])
                for nl_ in [0, int(round(math.sqrt(wl.rows)))]]
     if os.environ.get("LSHK_PQ4", "1") != "0":  # LSHK_PQ4=0 skips them
         configs.append((2, 0, [64, 128, 256, 512], [128, 256, 512]))
