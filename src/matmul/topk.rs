@@ -4,6 +4,7 @@ use wide::f32x8;
 
 use crate::bail;
 use crate::error::{checked_mul, Result};
+use crate::kernels::select::set_bits;
 
 use super::check_offsets;
 use crate::par::{Spare, Warm};
@@ -374,26 +375,15 @@ fn topk_offer_masked(scores: &[f32], id_of: impl Fn(usize) -> u32, k: usize, top
         // selection of the drain replaces the compactions (each a
         // selection over the buffer) and the compare per entry.
         top.buf.reserve(passing);
-        for (w, &word) in masks.iter().enumerate() {
-            let mut m = word;
-            while m != 0 {
-                let j = w * 64 + m.trailing_zeros() as usize;
-                m &= m - 1;
-                top.buf.push(Entry::new(scores[j], id_of(j)));
-            }
-        }
+        top.buf
+            .extend(set_bits(&masks).map(|j| Entry::new(scores[j], id_of(j))));
     } else {
-        for (w, &word) in masks.iter().enumerate() {
-            let mut m = word;
-            while m != 0 {
-                let j = w * 64 + m.trailing_zeros() as usize;
-                m &= m - 1;
-                let x = scores[j];
-                if x >= top.thr {
-                    top.buf.push(Entry::new(x, id_of(j)));
-                    if top.buf.len() >= cap {
-                        top.compact(k);
-                    }
+        for j in set_bits(&masks) {
+            let x = scores[j];
+            if x >= top.thr {
+                top.buf.push(Entry::new(x, id_of(j)));
+                if top.buf.len() >= cap {
+                    top.compact(k);
                 }
             }
         }

@@ -57,6 +57,72 @@ pub fn words(n: usize) -> usize {
     n.div_ceil(64)
 }
 
+/// The positions of the set bits of masks `masks` (bit `i` of word `w` is
+/// position `64 w + i`), ascending.
+pub(crate) fn set_bits(masks: &[u64]) -> SetBits<std::iter::Copied<std::slice::Iter<'_, u64>>> {
+    set_bits_in(masks.iter().copied())
+}
+
+/// [`set_bits`] of mask words given one by one (e.g. combined from two
+/// masks).
+pub(crate) fn set_bits_in<I: Iterator<Item = u64>>(words: I) -> SetBits<I> {
+    SetBits {
+        words,
+        next_base: 0,
+        base: 0,
+        m: 0,
+    }
+}
+
+/// The iterator of [`set_bits_in`]: a plain loop over the words and their
+/// bits (no nested iterator state), as the selections' hot loops need.
+pub(crate) struct SetBits<I> {
+    words: I,
+    /// Position of bit 0 of the next word.
+    next_base: usize,
+    /// Position of bit 0 of the word in `m`.
+    base: usize,
+    /// The current word's bits not yet returned.
+    m: u64,
+}
+
+impl<I: Iterator<Item = u64>> Iterator for SetBits<I> {
+    type Item = usize;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<usize> {
+        while self.m == 0 {
+            self.m = self.words.next()?;
+            self.base = self.next_base;
+            self.next_base += 64;
+        }
+        let b = self.m.trailing_zeros() as usize;
+        self.m &= self.m - 1;
+        Some(self.base + b)
+    }
+
+    /// Two plain nested loops (words, then bits) for the consumers that
+    /// fold (`extend`, `min`, `for_each`).
+    #[inline(always)]
+    fn fold<B, F: FnMut(B, usize) -> B>(self, init: B, mut f: F) -> B {
+        let mut acc = init;
+        let mut m = self.m;
+        while m != 0 {
+            acc = f(acc, self.base + m.trailing_zeros() as usize);
+            m &= m - 1;
+        }
+        let mut base = self.next_base;
+        for mut m in self.words {
+            while m != 0 {
+                acc = f(acc, base + m.trailing_zeros() as usize);
+                m &= m - 1;
+            }
+            base += 64;
+        }
+        acc
+    }
+}
+
 /// The checks every tier makes (slices too short panic, as indexing
 /// would; never a read or write out of bounds).
 #[inline(always)]
@@ -207,5 +273,30 @@ pub(crate) unsafe fn argmax_simd<S: crate::kernels::simd::F32x>(v: &[f32]) -> us
             }
         }
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`set_bits`] against a test of every bit: empty words, the first and
+    /// last bit of a word, full words, and a trailing empty word.
+    #[test]
+    fn set_bits_walks_every_set_bit_in_order() {
+        let masks = [0u64, 1, 1 << 63, u64::MAX, 0x8000_0000_0000_0001, 0];
+        let want: Vec<usize> = (0..64 * masks.len())
+            .filter(|&i| masks[i / 64] >> (i % 64) & 1 == 1)
+            .collect();
+        assert_eq!(set_bits(&masks).collect::<Vec<_>>(), want);
+        assert_eq!(set_bits(&[]).count(), 0);
+        let other = [u64::MAX, 0, 0, 0, 1, 1];
+        let both: Vec<usize> = want
+            .iter()
+            .copied()
+            .filter(|&i| other[i / 64] >> (i % 64) & 1 == 0)
+            .collect();
+        let combined = masks.iter().zip(&other).map(|(&m, &o)| m & !o);
+        assert_eq!(set_bits_in(combined).collect::<Vec<_>>(), both);
     }
 }

@@ -10,7 +10,7 @@
 
 use super::batch::BATCH;
 use super::*;
-use crate::kernels::select;
+use crate::kernels::select::{self, set_bits, set_bits_in};
 use crate::matmul::chunk_floor;
 use crate::par::{Spare, Warm};
 
@@ -121,27 +121,6 @@ pub(super) fn grow<T: Clone + Default>(v: &mut Vec<T>, n: usize) {
     if v.len() < n {
         v.resize(n, T::default());
     }
-}
-
-/// The positions of the set bits of the selection masks `masks` (bit `i`
-/// of word `w` is position `64 w + i`), ascending.
-fn set_bits(masks: &[u64]) -> impl Iterator<Item = usize> + '_ {
-    set_bits_in(masks.iter().copied())
-}
-
-/// [`set_bits`] of mask words given one by one (e.g. combined from two
-/// masks).
-fn set_bits_in(words: impl Iterator<Item = u64>) -> impl Iterator<Item = usize> {
-    words.enumerate().flat_map(|(w, word)| {
-        let mut m = word;
-        std::iter::from_fn(move || {
-            (m != 0).then(|| {
-                let b = m.trailing_zeros() as usize;
-                m &= m - 1;
-                64 * w + b
-            })
-        })
-    })
 }
 
 /// Keeps, in order, the first of the entries of `cand` (with their scores
