@@ -293,11 +293,27 @@ pub(crate) fn first_non_finite(
     stride: usize,
 ) -> Option<(usize, usize)> {
     (0..n).find_map(|r| {
-        x[r * stride..r * stride + dim]
-            .iter()
-            .position(|v| !v.is_finite())
-            .map(|j| (r, j))
+        let row = &x[r * stride..r * stride + dim];
+        if all_finite(row) {
+            return None;
+        }
+        row.iter().position(|v| !v.is_finite()).map(|j| (r, j))
     })
+}
+
+/// Whether every value of `v` is finite: `x * 0` is +-0 for a finite `x` and
+/// NaN otherwise, summed over sixteen running lanes (the loop vectorises;
+/// a sum of zeros is exact in any order).
+pub(crate) fn all_finite(v: &[f32]) -> bool {
+    let mut lanes = [0f32; 16];
+    let mut chunks = v.chunks_exact(16);
+    for c in &mut chunks {
+        for (l, &x) in lanes.iter_mut().zip(c) {
+            *l += x * 0.0;
+        }
+    }
+    let tail = chunks.remainder().iter().fold(0f32, |m, &x| m + x * 0.0);
+    lanes.iter().fold(tail, |m, &x| m + x) == 0.0
 }
 
 // ---------------------------------------------------------------------------
@@ -348,7 +364,7 @@ pub(crate) fn max_abs_rows(x: &[f32], n: usize, dim: usize, stride: usize) -> f3
 /// vector max instructions (one chain of `f32::max`, which must order its
 /// NaN cases, does not vectorise); the maximum of finite values is exact in
 /// any order, so the result is the same.
-fn max_abs(v: &[f32]) -> f32 {
+pub(crate) fn max_abs(v: &[f32]) -> f32 {
     let bigger = |m: f32, x: f32| if x.abs() > m { x.abs() } else { m };
     let mut lanes = [0f32; 16];
     let mut chunks = v.chunks_exact(16);
@@ -472,4 +488,45 @@ pub fn check_fits_memory(bytes: u128, what: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first non-finite value is found at every position, across and
+    /// inside the sixteen-value chunks of `all_finite`, and in a later row
+    /// of strided rows; finite rows (with -0, subnormals and f32::MAX) pass.
+    #[test]
+    fn first_non_finite_finds_every_position() {
+        let (n, dim, stride) = (3usize, 37usize, 40usize);
+        let base: Vec<f32> = (0..n * stride)
+            .map(|i| match i % 5 {
+                0 => -0.0,
+                1 => f32::MIN_POSITIVE / 4.0,
+                2 => f32::MAX,
+                3 => -f32::MAX,
+                _ => i as f32 * 0.25,
+            })
+            .collect();
+        assert_eq!(first_non_finite(&base, n, dim, stride), None);
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            for r in 0..n {
+                for j in 0..dim {
+                    let mut x = base.clone();
+                    x[r * stride + j] = bad;
+                    // A second one later in the same row is not reported.
+                    if j + 1 < dim {
+                        x[r * stride + j + 1] = f32::NAN;
+                    }
+                    assert_eq!(first_non_finite(&x, n, dim, stride), Some((r, j)));
+                    assert!(!all_finite(&x[r * stride..r * stride + dim]));
+                }
+                // Outside the rows' `dim` values (the stride's gap): not read.
+                let mut x = base.clone();
+                x[r * stride + dim] = bad;
+                assert_eq!(first_non_finite(&x, n, dim, stride), None);
+            }
+        }
+    }
 }

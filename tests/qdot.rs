@@ -494,6 +494,63 @@ fn quantize_query_properties() {
     assert!(u.iter().all(|&b| b == 64));
 }
 
+/// The query's bytes are, value by value, `round_ties_even(v / t)` clamped
+/// to +-63 plus 64 with `t = max |v| / 63` (a true division): the
+/// vectorised quantiser against that definition, on random queries, on
+/// values at exact ties, with subnormal and huge scales, at every length
+/// around the 16-value chunks; and a non-finite value anywhere is refused
+/// with nothing written.
+#[test]
+fn quantize_query_matches_its_definition() {
+    let reference = |q: &[f32], dp: usize| -> (f32, Vec<u8>) {
+        let max = q.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let t = max / 63.0;
+        let mut u = vec![64u8; dp];
+        if t != 0.0 {
+            for (d, &v) in u.iter_mut().zip(q) {
+                *d = ((v / t).round_ties_even().clamp(-63.0, 63.0) as i32 + 64) as u8;
+            }
+        }
+        (t, u)
+    };
+    let mut rng = SplitMix64::new(17);
+    for dim in (1usize..=70).chain([127, 128, 129, 384, 1000]) {
+        let dp = dim_pad_of(dim);
+        for case in 0..6 {
+            let q: Vec<f32> = (0..dim)
+                .map(|j| {
+                    let x = rng.next_normal() as f32;
+                    match case {
+                        // Exact halves of the scale 1: every value a tie.
+                        1 => ((x * 20.0).round() + 0.5).clamp(-62.5, 62.5),
+                        2 => x * 1e-41,
+                        3 => x * 1e37,
+                        4 if j == 0 => 63.0,
+                        4 => (x * 30.0).round() / 2.0,
+                        5 => -0.0,
+                        _ => x,
+                    }
+                })
+                .collect();
+            let mut u = vec![0u8; dp];
+            let t = quantize_query(&q, dp, &mut u).unwrap();
+            let (rt, ru) = reference(&q, dp);
+            assert_eq!(t.to_bits(), rt.to_bits(), "dim {dim} case {case}");
+            assert_eq!(u, ru, "dim {dim} case {case}");
+        }
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut q: Vec<f32> = (0..dim).map(|_| rng.next_normal() as f32).collect();
+            let at = dim / 2;
+            q[at] = bad;
+            let mut u = vec![7u8; dp];
+            let e = quantize_query(&q, dp, &mut u).unwrap_err();
+            assert_eq!(e.status, Status::NonFinite);
+            assert!(e.message.contains(&format!("q[{at}]")), "{}", e.message);
+            assert!(u.iter().all(|&b| b == 7), "written on error");
+        }
+    }
+}
+
 /// A tiny input worked out by hand (scales of exactly 1 and 2, ties to
 /// even).
 #[test]

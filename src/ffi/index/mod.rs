@@ -615,7 +615,7 @@ pub(crate) fn query_params_to_c(q: &QueryParams) -> lshk_query_params {
     }
 }
 
-fn reserved_zero(v: u32, what: &str) -> Result<()> {
+fn reserved_zero(v: u32, what: impl std::fmt::Display) -> Result<()> {
     if v != 0 {
         bail!(InvalidArgument, "{what} is {v}; it must be 0");
     }
@@ -635,10 +635,12 @@ pub(crate) unsafe fn read_query_params(
 ) -> Result<QueryParams> {
     // SAFETY: forwarded caller contract.
     let c = unsafe { read_param_struct(p, arg)? };
-    reserved_zero(c.graph.reserved, &format!("{arg}->graph.reserved"))?;
+    // The argument's name is formatted into a message only on an error:
+    // this runs on every query call.
+    reserved_zero(c.graph.reserved, format_args!("{arg}->graph.reserved"))?;
     crate::source::forest::check_confidence(
         c.forest.confidence,
-        &format!("{arg}->forest.confidence"),
+        format_args!("{arg}->forest.confidence"),
     )?;
     let walk = Walk::from_u32(c.graph.walk).ok_or_else(|| {
         Error::new(

@@ -74,7 +74,7 @@
 //! [`QRows`] methods skip that check), non-finite inputs (`NonFinite`).
 
 use crate::bail;
-use crate::error::{checked_mul, strided_len, try_vec, Error, Result, Status};
+use crate::error::{all_finite, checked_mul, max_abs, strided_len, try_vec, Error, Result, Status};
 use crate::isa::{self, Isa};
 use crate::kernels::qdot::{self as kq, Epilogue, Kernels};
 
@@ -779,21 +779,40 @@ pub fn quantize_query(q: &[f32], dim_pad: usize, out: &mut [u8]) -> Result<f32> 
         );
     }
     check_len(out.len(), dim_pad, "out")?;
-    if let Some(j) = q.iter().position(|v| !v.is_finite()) {
+    if !all_finite(q) {
+        let j = q.iter().position(|v| !v.is_finite()).unwrap_or(0);
         bail!(NonFinite, "q[{j}] is {} (finite values needed)", q[j]);
     }
-    let max = q.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    let scale = max / 63.0;
+    let scale = max_abs(q) / 63.0;
     let out = &mut out[..dim_pad];
     if scale == 0.0 {
         out.fill(64);
         return Ok(0.0);
     }
-    for (d, &v) in out.iter_mut().zip(q) {
-        let k = rne_small(v / scale).clamp(-63.0, 63.0) as i32;
-        *d = (k + 64) as u8;
+    // A true division per value (not a multiply by 1 / scale, which rounds
+    // differently): the codes are the documented ones on every machine.
+    // `rne_small`'s sum `v / scale + M` is the rounded code plus M exactly
+    // (|v / scale| stays far below 2^22), so it is clamped where it is and
+    // its bits less M's are the code: only float adds, min/max and integer
+    // adds on fixed chunks, which compile to vector instructions on the
+    // x86-64 baseline (a float-to-int conversion there does not).
+    const M: f32 = 12_582_912.0; // 1.5 * 2^23, as rne_small
+    let code = |v: f32| {
+        let t = (v / scale + M).clamp(M - 63.0, M + 63.0);
+        (t.to_bits().wrapping_sub(M.to_bits()) as i32 + 64) as u8
+    };
+    let (head, pad) = out.split_at_mut(q.len());
+    let mut dc = head.chunks_exact_mut(16);
+    let mut qc = q.chunks_exact(16);
+    for (d, v) in (&mut dc).zip(&mut qc) {
+        for (d, &v) in d.iter_mut().zip(v) {
+            *d = code(v);
+        }
     }
-    out[q.len()..].fill(64);
+    for (d, &v) in dc.into_remainder().iter_mut().zip(qc.remainder()) {
+        *d = code(v);
+    }
+    pad.fill(64);
     Ok(scale)
 }
 

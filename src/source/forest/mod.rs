@@ -150,7 +150,7 @@ pub struct ForestResult {
 }
 
 /// Checks a confidence threshold: finite and in [0, 1].
-pub(crate) fn check_confidence(c: f32, what: &str) -> Result<()> {
+pub(crate) fn check_confidence(c: f32, what: impl std::fmt::Display) -> Result<()> {
     if !(0.0..=1.0).contains(&c) {
         bail!(
             InvalidArgument,
