@@ -110,3 +110,101 @@ fn queries_do_not_allocate_after_warm_up() {
          batches of {nq})"
     );
 }
+
+/// The same through the C ABI: `lshk_index_query` (its parameter and
+/// bounds checks included) on the IVF source with int8 and 4-bit + int8
+/// codes (the adaptive default and a fixed `nprobe`), on the graph and on
+/// the forest, one query and a batch, with and without scores, allocates
+/// nothing after warm-up.
+#[test]
+fn c_abi_queries_do_not_allocate_after_warm_up() {
+    use lshk::ffi::index::*;
+    use lshk::ffi::*;
+    let (rows, dim) = (6000usize, 32usize);
+    let mut r = SplitMix64::new(2);
+    let w: Vec<f32> = (0..rows * dim).map(|_| r.next_normal() as f32).collect();
+    let bias: Vec<f32> = (0..rows).map(|_| r.next_normal() as f32).collect();
+    let nq = 16;
+    let q: Vec<f32> = (0..nq * dim).map(|_| r.next_normal() as f32).collect();
+    let k = 10u32;
+    let mut configs = 0;
+    let cases = [
+        (LSHK_SOURCE_IVF, LSHK_IVF_CODES_I8),
+        (LSHK_SOURCE_IVF, LSHK_IVF_CODES_PQ4_I8),
+        (LSHK_SOURCE_GRAPH, 0),
+        (LSHK_SOURCE_FOREST, 0),
+    ];
+    for (source, codes) in cases {
+        let mut p = lshk_index_params_default();
+        p.source = source;
+        p.storage = LSHK_STORAGE_BORROWED_F32;
+        if source == LSHK_SOURCE_IVF {
+            p.ivf.codes = codes;
+        }
+        p.build_threads = 1;
+        let mut idx = std::ptr::null_mut();
+        // SAFETY: w holds rows * dim floats and bias rows; p and idx are
+        // valid; w outlives the index (freed below).
+        let s =
+            unsafe { lshk_index_build(w.as_ptr(), bias.as_ptr(), rows, dim, dim, &p, &mut idx) };
+        assert_eq!(s, LSHK_STATUS_OK);
+        let reaches: &[Option<f32>] = if source == LSHK_SOURCE_IVF {
+            &[None, Some(0.0)]
+        } else {
+            &[None]
+        };
+        for &reach in reaches {
+            let mut qp = lshk_query_params_default();
+            qp.threads = 1;
+            if let Some(x) = reach {
+                qp.ivf.reach = x;
+                qp.ivf.nprobe = 4;
+            }
+            for b in [1usize, nq] {
+                let mut ids = vec![0u32; b * k as usize];
+                let mut sc = vec![0f32; b * k as usize];
+                let mut run = |i: usize, scores: bool| {
+                    let qs = &q[(i % (nq / b)) * b * dim..];
+                    let sp = if scores {
+                        sc.as_mut_ptr()
+                    } else {
+                        std::ptr::null_mut()
+                    };
+                    // SAFETY: qs holds b rows of dim floats; the outputs b * k
+                    // values each; qp valid; idx live.
+                    let s = unsafe {
+                        lshk_index_query(
+                            idx,
+                            qs.as_ptr(),
+                            b,
+                            dim,
+                            k,
+                            &qp,
+                            ids.as_mut_ptr(),
+                            sp,
+                            std::ptr::null_mut(),
+                        )
+                    };
+                    assert_eq!(s, LSHK_STATUS_OK);
+                };
+                for i in 0..nq {
+                    run(i, true);
+                    run(i, false);
+                }
+                let before = count();
+                for i in 0..100 {
+                    run(i, i % 2 == 0);
+                }
+                let n = count() - before;
+                assert_eq!(
+                    n, 0,
+                    "{n} allocations in 100 calls (source {source}, codes {codes}, reach {reach:?}, B = {b})"
+                );
+                configs += 1;
+            }
+        }
+        // SAFETY: idx came from lshk_index_build and is freed once.
+        assert_eq!(unsafe { lshk_index_free(idx) }, LSHK_STATUS_OK);
+    }
+    println!("0 allocations per lshk_index_query call after warm-up ({configs} configurations)");
+}

@@ -149,6 +149,23 @@ pub struct ForestResult {
     pub offsets: Vec<usize>,
 }
 
+/// A query's buffers, kept per thread so that a query allocates nothing
+/// once they have grown: the pool's bitmap over the rows (all zero between
+/// samples: each sample clears the bits it set), the pool, its scored
+/// entries (cosine, dot product, id) and the trim's `e_j`.
+#[derive(Default)]
+struct ForestScratch {
+    seen: Vec<u64>,
+    pool: Vec<u32>,
+    scored: Vec<(f64, f64, u32)>,
+    exps: Vec<f64>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<ForestScratch> =
+        std::cell::RefCell::new(ForestScratch::default());
+}
+
 /// Checks a confidence threshold: finite and in [0, 1].
 pub(crate) fn check_confidence(c: f32, what: impl std::fmt::Display) -> Result<()> {
     if !(0.0..=1.0).contains(&c) {
@@ -618,11 +635,19 @@ impl Forest {
             bail!(NonFinite, "x row {r} column {j} is {}", x[r * x_stride + j]);
         }
         let (n, dim) = (self.n, self.dim);
-        let mut seen = try_vec::<u64>(n.div_ceil(64), "pool bitmap")?;
-        let mut pool: Vec<u32> = Vec::new();
-        // (cosine, dot product, id) of the pool; `exps` the trim's e_j.
-        let mut scored: Vec<(f64, f64, u32)> = Vec::new();
-        let mut exps: Vec<f64> = Vec::new();
+        // The thread's buffers, taken out of their cell for the call (a
+        // panic drops them rather than leaving a half-cleared bitmap for
+        // the next call) and put back after it.
+        let mut sc = SCRATCH.with(|c| c.take());
+        if sc.seen.len() < n.div_ceil(64) {
+            sc.seen = try_vec::<u64>(n.div_ceil(64), "pool bitmap")?;
+        }
+        let ForestScratch {
+            seen,
+            pool,
+            scored,
+            exps,
+        } = &mut sc;
         out.ids.clear();
         out.offsets.clear();
         out.offsets.push(0);
@@ -640,7 +665,7 @@ impl Forest {
                 }
             }
             scored.clear();
-            for &id in &pool {
+            for &id in pool.iter() {
                 seen[id as usize >> 6] = 0;
             }
             let row = |id: u32| &w[id as usize * w_stride..id as usize * w_stride + dim];
@@ -680,13 +705,14 @@ impl Forest {
                 scored.truncate(keep);
             }
             if confidence > 0.0 && scored.len() > min_keep as usize {
-                trim_to_mass(&mut scored, &mut exps, bias, confidence, min_keep as usize);
+                trim_to_mass(scored, exps, bias, confidence, min_keep as usize);
             }
             let s0 = out.ids.len();
             out.ids.extend(scored.iter().map(|p| p.2));
             out.ids[s0..].sort_unstable();
             out.offsets.push(out.ids.len());
         }
+        SCRATCH.with(|c| *c.borrow_mut() = sc);
         Ok(())
     }
 
