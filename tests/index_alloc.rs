@@ -114,8 +114,8 @@ fn queries_do_not_allocate_after_warm_up() {
 /// The same through the C ABI: `lshk_index_query` (its parameter and
 /// bounds checks included) on the IVF source with int8 and 4-bit + int8
 /// codes (the adaptive default and a fixed `nprobe`), on the graph and on
-/// the forest, one query and a batch, with and without scores, allocates
-/// nothing after warm-up.
+/// the forest, one query and a batch, with and without scores and
+/// statistics, allocates nothing after warm-up.
 #[test]
 fn c_abi_queries_do_not_allocate_after_warm_up() {
     use lshk::ffi::index::*;
@@ -163,10 +163,20 @@ fn c_abi_queries_do_not_allocate_after_warm_up() {
             for b in [1usize, nq] {
                 let mut ids = vec![0u32; b * k as usize];
                 let mut sc = vec![0f32; b * k as usize];
+                let mut st = lshk_query_stats {
+                    struct_size: std::mem::size_of::<lshk_query_stats>() as u32,
+                    ..Default::default()
+                };
                 let mut run = |i: usize, scores: bool| {
                     let qs = &q[(i % (nq / b)) * b * dim..];
                     let sp = if scores {
                         sc.as_mut_ptr()
+                    } else {
+                        std::ptr::null_mut()
+                    };
+                    // Statistics on every third call.
+                    let stp: *mut lshk_query_stats = if i.is_multiple_of(3) {
+                        &mut st
                     } else {
                         std::ptr::null_mut()
                     };
@@ -182,7 +192,7 @@ fn c_abi_queries_do_not_allocate_after_warm_up() {
                             &qp,
                             ids.as_mut_ptr(),
                             sp,
-                            std::ptr::null_mut(),
+                            stp,
                         )
                     };
                     assert_eq!(s, LSHK_STATUS_OK);
