@@ -218,3 +218,166 @@ fn c_abi_queries_do_not_allocate_after_warm_up() {
     }
     println!("0 allocations per lshk_index_query call after warm-up ({configs} configurations)");
 }
+
+/// The per-batch C calls of a serving loop allocate nothing after warm-up
+/// either: the candidate sets of an index (IVF, forest, SimHash), the
+/// gathered matmul over them, top-k, softmax, and the merge of shards'
+/// top-k lists.
+#[test]
+fn c_abi_serving_calls_do_not_allocate_after_warm_up() {
+    use lshk::ffi::index::*;
+    use lshk::ffi::matmul::*;
+    use lshk::ffi::*;
+    let (rows, dim) = (6000usize, 32usize);
+    let mut r = SplitMix64::new(3);
+    let w: Vec<f32> = (0..rows * dim).map(|_| r.next_normal() as f32).collect();
+    let bias: Vec<f32> = (0..rows).map(|_| r.next_normal() as f32).collect();
+    let nq = 8;
+    let q: Vec<f32> = (0..nq * dim).map(|_| r.next_normal() as f32).collect();
+    let k = 10u32;
+    let ok = |s: lshk_status, what: &str| assert_eq!(s, LSHK_STATUS_OK, "{what}");
+    let measure = |what: &str, f: &mut dyn FnMut()| {
+        for _ in 0..8 {
+            f();
+        }
+        let before = count();
+        for _ in 0..50 {
+            f();
+        }
+        let n = count() - before;
+        assert_eq!(n, 0, "{n} allocations in 50 calls of {what}");
+    };
+    for source in [LSHK_SOURCE_IVF, LSHK_SOURCE_FOREST, LSHK_SOURCE_SIMHASH] {
+        let mut p = lshk_index_params_default();
+        p.source = source;
+        p.storage = LSHK_STORAGE_BORROWED_F32;
+        p.build_threads = 1;
+        let mut idx = std::ptr::null_mut();
+        // SAFETY: w holds rows * dim floats and bias rows; w outlives idx.
+        ok(
+            unsafe { lshk_index_build(w.as_ptr(), bias.as_ptr(), rows, dim, dim, &p, &mut idx) },
+            "build",
+        );
+        let mut qp = lshk_query_params_default();
+        qp.threads = 1;
+        let cap = nq * rows;
+        let mut ids = vec![0u32; cap];
+        let mut offs = vec![0usize; nq + 1];
+        let mut needed = 0usize;
+        let mut cand = || {
+            // SAFETY: q holds nq rows; ids cap values, offs nq + 1.
+            let s = unsafe {
+                lshk_index_candidates(
+                    idx,
+                    q.as_ptr(),
+                    nq,
+                    dim,
+                    k,
+                    &qp,
+                    ids.as_mut_ptr(),
+                    cap,
+                    offs.as_mut_ptr(),
+                    &mut needed,
+                )
+            };
+            ok(s, "lshk_index_candidates");
+        };
+        measure(
+            &format!("lshk_index_candidates (source {source})"),
+            &mut cand,
+        );
+        cand();
+        let total = offs[nq];
+        let view = lshk_weights_view {
+            struct_size: std::mem::size_of::<lshk_weights_view>() as u32,
+            storage: LSHK_STORAGE_BORROWED_F32,
+            w: w.as_ptr().cast(),
+            scales: std::ptr::null(),
+            bias: bias.as_ptr(),
+            rows,
+            dim,
+            w_stride: dim,
+        };
+        let mut logits = vec![0f32; total.max(1)];
+        measure("lshk_gathered_matmul", &mut || {
+            // SAFETY: the CSR candidates above, ids < rows; out total floats.
+            let s = unsafe {
+                lshk_gathered_matmul(
+                    &view,
+                    q.as_ptr(),
+                    nq,
+                    dim,
+                    ids.as_ptr(),
+                    offs.as_ptr(),
+                    logits.as_mut_ptr(),
+                    total,
+                )
+            };
+            ok(s, "lshk_gathered_matmul");
+        });
+        let (mut tid, mut tsc) = (vec![0u32; nq * k as usize], vec![0f32; nq * k as usize]);
+        measure("lshk_topk", &mut || {
+            // SAFETY: scores / ids in CSR by offs; outputs nq * k.
+            let s = unsafe {
+                lshk_topk(
+                    logits.as_ptr(),
+                    ids.as_ptr(),
+                    offs.as_ptr(),
+                    nq,
+                    k,
+                    tid.as_mut_ptr(),
+                    tsc.as_mut_ptr(),
+                )
+            };
+            ok(s, "lshk_topk");
+        });
+        let mut probs = vec![0f32; total.max(1)];
+        let mut lse = vec![0f32; nq];
+        measure("lshk_softmax", &mut || {
+            // SAFETY: scores in CSR by offs; out total floats, lse nq.
+            let s = unsafe {
+                lshk_softmax(
+                    logits.as_ptr(),
+                    offs.as_ptr(),
+                    nq,
+                    probs.as_mut_ptr(),
+                    lse.as_mut_ptr(),
+                )
+            };
+            ok(s, "lshk_softmax");
+        });
+        let shards = [
+            lshk_shard_topk {
+                ids: tid.as_ptr(),
+                scores: tsc.as_ptr(),
+                k: k as usize,
+                first_row: 0,
+                reserved: 0,
+            },
+            lshk_shard_topk {
+                ids: tid.as_ptr(),
+                scores: tsc.as_ptr(),
+                k: k as usize,
+                first_row: rows as u32,
+                reserved: 0,
+            },
+        ];
+        let (mut mid, mut msc) = (vec![0u32; nq * k as usize], vec![0f32; nq * k as usize]);
+        measure("lshk_topk_merge", &mut || {
+            // SAFETY: two shards of nq * k entries each; outputs nq * k.
+            let s = unsafe {
+                lshk_topk_merge(
+                    shards.as_ptr(),
+                    2,
+                    nq,
+                    k as usize,
+                    mid.as_mut_ptr(),
+                    msc.as_mut_ptr(),
+                )
+            };
+            ok(s, "lshk_topk_merge");
+        });
+        // SAFETY: idx came from lshk_index_build and is freed once.
+        ok(unsafe { lshk_index_free(idx) }, "free");
+    }
+}

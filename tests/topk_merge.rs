@@ -161,3 +161,88 @@ fn recall(got: &[u32], want: &[u32]) -> f64 {
     }
     hit as f64 / (NQ * K) as f64
 }
+
+/// `lshk_topk_merge` with 1 to 40 shards (its slices on the stack up to 32,
+/// on the heap beyond) answers what `topk_merge` answers, ids and score
+/// bits, with padded and tied entries, and an output overlapping a later
+/// shard's list is refused with nothing written.
+#[test]
+fn c_merge_of_many_shards_matches_the_rust_merge() {
+    let (nq, ks, k) = (3usize, 4usize, 6usize);
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for n in [1usize, 2, 31, 32, 33, 40] {
+        let lists: Vec<(Vec<u32>, Vec<f32>)> = (0..n)
+            .map(|_| {
+                let ids = (0..nq * ks)
+                    .map(|j| {
+                        if j % ks == ks - 1 {
+                            u32::MAX
+                        } else {
+                            (next() % 50) as u32
+                        }
+                    })
+                    .collect();
+                // Scores on a coarse grid, so that shards tie.
+                let sc = (0..nq * ks)
+                    .map(|j| {
+                        if j % ks == ks - 1 {
+                            f32::NEG_INFINITY
+                        } else {
+                            (next() % 8) as f32
+                        }
+                    })
+                    .collect();
+                (ids, sc)
+            })
+            .collect();
+        let parts: Vec<ShardTopK> = lists
+            .iter()
+            .enumerate()
+            .map(|(s, (i, sc))| ShardTopK {
+                ids: i,
+                scores: sc,
+                k: ks,
+                first_row: 100 * s as u32,
+            })
+            .collect();
+        let (mut mi, mut ms) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+        topk_merge(&parts, nq, k, &mut mi, &mut ms).unwrap();
+        let cparts: Vec<lshk_shard_topk> = parts
+            .iter()
+            .map(|p| lshk_shard_topk {
+                ids: p.ids.as_ptr(),
+                scores: p.scores.as_ptr(),
+                k: p.k,
+                first_row: p.first_row,
+                reserved: 0,
+            })
+            .collect();
+        let (mut ci, mut cs) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+        // SAFETY: every shard holds nq * ks values; the outputs nq * k.
+        let st =
+            unsafe { lshk_topk_merge(cparts.as_ptr(), n, nq, k, ci.as_mut_ptr(), cs.as_mut_ptr()) };
+        assert_eq!(st, 0, "{n} shards");
+        assert_eq!((&ci, bits(&cs)), (&mi, bits(&ms)), "{n} shards");
+        // The last shard's scores as the output scores: refused, nothing written.
+        // Room for the nq * k outputs, the shard's nq * ks scores first.
+        let mut own = lists[n - 1].1.clone();
+        own.resize(nq * k.max(ks), 0.0);
+        let mut c2 = cparts.clone();
+        c2[n - 1].scores = own.as_ptr();
+        let before = own.clone();
+        let mut oi = vec![7u32; nq * k];
+        // SAFETY: as above; out_scores aliases a shard's list on purpose
+        // (own holds nq * k floats, the shard reads its first nq * ks).
+        let st =
+            unsafe { lshk_topk_merge(c2.as_ptr(), n, nq, k, oi.as_mut_ptr(), own.as_mut_ptr()) };
+        assert_ne!(st, 0, "{n} shards: overlap accepted");
+        assert!(oi.iter().all(|&v| v == 7), "{n} shards: written on error");
+        assert_eq!(bits(&own), bits(&before));
+    }
+}

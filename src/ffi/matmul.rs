@@ -494,8 +494,16 @@ pub unsafe extern "C" fn lshk_topk_merge(
     boundary("lshk_topk_merge", || {
         // SAFETY: caller contract; the pointer is checked by slice_in.
         let cs = unsafe { slice_in(shards, n_shards, "shards")? };
-        let mut parts = Vec::with_capacity(cs.len());
-        let mut ins = Vec::with_capacity(2 * cs.len());
+        // The shards' slices on the stack (a heap buffer only for more than
+        // MERGE_STACK_SHARDS shards): a per-batch call allocates nothing.
+        let mut on_stack = [matmul::ShardTopK::default(); MERGE_STACK_SHARDS];
+        let mut on_heap: Vec<matmul::ShardTopK<'_>>;
+        let parts: &mut [matmul::ShardTopK<'_>] = if cs.len() <= MERGE_STACK_SHARDS {
+            &mut on_stack[..cs.len()]
+        } else {
+            on_heap = crate::error::try_vec(cs.len(), "shards")?;
+            &mut on_heap[..]
+        };
         for (s, c) in cs.iter().enumerate() {
             if c.reserved != 0 {
                 crate::bail!(
@@ -509,32 +517,41 @@ pub unsafe extern "C" fn lshk_topk_merge(
             let ids = unsafe { slice_in(c.ids, n, "shards[].ids")? };
             // SAFETY: as above.
             let scores = unsafe { slice_in(c.scores, n, "shards[].scores")? };
-            ins.push(span_of(ids, "shards[].ids"));
-            ins.push(span_of(scores, "shards[].scores"));
-            parts.push(matmul::ShardTopK {
+            parts[s] = matmul::ShardTopK {
                 ids,
                 scores,
                 k: c.k,
                 first_row: c.first_row,
-            });
+            };
         }
-        ins.push(span_of(cs, "shards"));
         let need = crate::error::checked_mul(nq, k, "nq * k")?;
-        // Overlap checks on the raw ranges before any `&mut` exists.
-        check_disjoint(
-            &[
-                span(out_ids, need, "out_ids")?,
-                span(out_scores, need, "out_scores")?,
-            ],
-            &ins,
-        )?;
+        // Overlap checks on the raw ranges before any `&mut` exists: the
+        // outputs against each other and `shards`, then against each
+        // shard's lists.
+        let outs = [
+            span(out_ids, need, "out_ids")?,
+            span(out_scores, need, "out_scores")?,
+        ];
+        check_disjoint(&outs, &[span_of(cs, "shards")])?;
+        for p in parts.iter() {
+            check_disjoint(
+                &outs,
+                &[
+                    span_of(p.ids, "shards[].ids"),
+                    span_of(p.scores, "shards[].scores"),
+                ],
+            )?;
+        }
         // SAFETY: as above; the outputs overlap nothing.
         let oi = unsafe { slice_out(out_ids, need, "out_ids")? };
         // SAFETY: as above.
         let os = unsafe { slice_out(out_scores, need, "out_scores")? };
-        matmul::topk_merge(&parts, nq, k, oi, os)
+        matmul::topk_merge(parts, nq, k, oi, os)
     })
 }
+
+/// Shards whose slices lshk_topk_merge keeps on the stack.
+const MERGE_STACK_SHARDS: usize = 32;
 
 /// Per query `i < nq`, the softmax of its candidate scores
 /// `scores[offsets[i] .. offsets[i+1]]` into the same positions of `out`:

@@ -126,30 +126,34 @@ impl Index {
         out.counts.clear();
         out.offsets.clear();
         out.offsets.push(0);
-        let mut part = GatherResult::default();
-        let mut scores = Vec::new();
         let mut st = QueryStats::default();
         let view = self.view();
-        let mut i0 = 0;
-        while i0 < nq {
-            let b = (nq - i0).min(QUERY_BLOCK);
-            self.src.candidates(
-                &view,
-                &q[i0 * q_stride..],
-                b,
-                q_stride,
-                k as usize,
-                qp,
-                &mut part,
-                &mut scores,
-                &mut st,
-            )?;
-            let base = out.ids.len();
-            out.ids.extend_from_slice(&part.ids);
-            out.offsets
-                .extend(part.offsets[1..=b].iter().map(|&o| base + o));
-            i0 += b;
-        }
-        Ok(())
+        // The thread's query buffers, as the queries use them (nothing is
+        // allocated once they have grown).
+        super::query::QSCRATCH.with(|cell| -> Result<()> {
+            let mut guard = cell.borrow_mut();
+            let s = &mut *guard;
+            let mut i0 = 0;
+            while i0 < nq {
+                let b = (nq - i0).min(QUERY_BLOCK);
+                self.src.candidates(
+                    &view,
+                    &q[i0 * q_stride..],
+                    b,
+                    q_stride,
+                    k as usize,
+                    qp,
+                    &mut s.gather,
+                    &mut s.scores,
+                    &mut st,
+                )?;
+                let base = out.ids.len();
+                out.ids.extend_from_slice(&s.gather.ids);
+                out.offsets
+                    .extend(s.gather.offsets[1..=b].iter().map(|&o| base + o));
+                i0 += b;
+            }
+            Ok(())
+        })
     }
 }

@@ -5,15 +5,16 @@ use super::*;
 use crate::par::{Spare, Warm};
 
 #[derive(Default)]
-struct QueryScratch {
-    gather: GatherResult,
-    scores: Vec<f32>,
+pub(super) struct QueryScratch {
+    pub(super) gather: GatherResult,
+    pub(super) scores: Vec<f32>,
     out_scores: Vec<f32>,
     codes: super::codes::CodeScratch,
 }
 
 thread_local! {
-    static QSCRATCH: Warm<QueryScratch> = Warm::new(&SPARE_QSCRATCH);
+    /// The calling thread's query buffers (queries and candidate sets).
+    pub(super) static QSCRATCH: Warm<QueryScratch> = Warm::new(&SPARE_QSCRATCH);
 }
 
 static SPARE_QSCRATCH: Spare<QueryScratch> = Spare::new();

@@ -13,7 +13,7 @@ use super::TOPK_PAD_ID;
 /// One shard's answers to the `nq` queries of a merge: `k` entries per
 /// query (query `i`'s at `i * k`), ids local to the shard (padding
 /// [`TOPK_PAD_ID`], skipped), and the shard's first global row.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct ShardTopK<'a> {
     pub ids: &'a [u32],
     pub scores: &'a [f32],
