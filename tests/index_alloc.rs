@@ -381,3 +381,150 @@ fn c_abi_serving_calls_do_not_allocate_after_warm_up() {
         ok(unsafe { lshk_index_free(idx) }, "free");
     }
 }
+
+/// The training step's C calls (cross-entropy over the candidates'
+/// logits, the query gradient, and an SGD update position by position and grouped by row, or a lazy Adam update
+/// of the rows), on one thread, allocate nothing after warm-up.
+#[test]
+fn c_abi_training_calls_do_not_allocate_after_warm_up() {
+    use lshk::ffi::index::*;
+    use lshk::ffi::train::*;
+    use lshk::ffi::*;
+    let (rows, dim, nb, per) = (3000usize, 32usize, 8usize, 40usize);
+    let mut r = SplitMix64::new(4);
+    let mut w: Vec<f32> = (0..rows * dim)
+        .map(|_| r.next_normal() as f32 * 0.1)
+        .collect();
+    let q: Vec<f32> = (0..nb * dim).map(|_| r.next_normal() as f32).collect();
+    let ids: Vec<u32> = (0..nb * per)
+        .map(|_| (r.next_u64() % rows as u64) as u32)
+        .collect();
+    let offs: Vec<usize> = (0..=nb).map(|b| b * per).collect();
+    let targets: Vec<f32> = (0..nb * per)
+        .map(|j| if j % per == 0 { 1.0 } else { 0.0 })
+        .collect();
+    let grad: Vec<f32> = (0..nb * per)
+        .map(|_| r.next_normal() as f32 * 0.01)
+        .collect();
+    let mut g2 = vec![0f32; nb * per];
+    let mut loss = vec![0f32; nb];
+    let mut dq = vec![0f32; nb * dim];
+    let ok = |s: lshk_status, what: &str| assert_eq!(s, LSHK_STATUS_OK, "{what}");
+    let measure = |what: &str, f: &mut dyn FnMut()| {
+        for _ in 0..8 {
+            f();
+        }
+        let before = count();
+        for _ in 0..50 {
+            f();
+        }
+        let n = count() - before;
+        assert_eq!(n, 0, "{n} allocations in 50 calls of {what}");
+    };
+    measure("lshk_softmax_xent_csr", &mut || {
+        // SAFETY: every buffer holds the counts the call reads and writes.
+        let s = unsafe {
+            lshk_softmax_xent_csr(
+                grad.as_ptr(),
+                targets.as_ptr(),
+                offs.as_ptr(),
+                nb,
+                1,
+                loss.as_mut_ptr(),
+                g2.as_mut_ptr(),
+            )
+        };
+        ok(s, "lshk_softmax_xent_csr");
+    });
+    measure("lshk_gather_dq", &mut || {
+        // SAFETY: as above.
+        let s = unsafe {
+            lshk_gather_dq(
+                LSHK_STORAGE_F32,
+                w.as_ptr().cast(),
+                rows,
+                dim,
+                dim,
+                grad.as_ptr(),
+                ids.as_ptr(),
+                offs.as_ptr(),
+                nb,
+                1,
+                dq.as_mut_ptr(),
+                dim,
+            )
+        };
+        ok(s, "lshk_gather_dq");
+    });
+    measure("lshk_rows_update_sgd", &mut || {
+        // SAFETY: as above; w is not aliased by the inputs.
+        let s = unsafe {
+            lshk_rows_update_sgd(
+                w.as_mut_ptr(),
+                rows,
+                dim,
+                dim,
+                q.as_ptr(),
+                dim,
+                grad.as_ptr(),
+                ids.as_ptr(),
+                offs.as_ptr(),
+                nb,
+                1e-3,
+                1,
+            )
+        };
+        ok(s, "lshk_rows_update_sgd");
+    });
+    // A batch covering many of few rows (2 n >= rows): SGD groups by row.
+    let few = 400usize;
+    let ids_few: Vec<u32> = ids.iter().map(|&i| i % few as u32).collect();
+    measure("lshk_rows_update_sgd (grouped by row)", &mut || {
+        // SAFETY: as above, on the first `few` rows of w.
+        let s = unsafe {
+            lshk_rows_update_sgd(
+                w.as_mut_ptr(),
+                few,
+                dim,
+                dim,
+                q.as_ptr(),
+                dim,
+                grad.as_ptr(),
+                ids_few.as_ptr(),
+                offs.as_ptr(),
+                nb,
+                1e-3,
+                1,
+            )
+        };
+        ok(s, "lshk_rows_update_sgd");
+    });
+    let mut adam = std::ptr::null_mut();
+    // SAFETY: NULL parameters take the defaults; adam is written.
+    ok(
+        unsafe { lshk_adam_new(rows, dim, std::ptr::null(), &mut adam) },
+        "lshk_adam_new",
+    );
+    measure("lshk_adam_step", &mut || {
+        // SAFETY: as above; the state is used by this thread only.
+        let s = unsafe {
+            lshk_adam_step(
+                adam,
+                w.as_mut_ptr(),
+                rows,
+                dim,
+                dim,
+                q.as_ptr(),
+                dim,
+                grad.as_ptr(),
+                ids.as_ptr(),
+                offs.as_ptr(),
+                nb,
+                1,
+            )
+        };
+        ok(s, "lshk_adam_step");
+    });
+    // SAFETY: created above, freed once.
+    ok(unsafe { lshk_adam_free(adam) }, "lshk_adam_free");
+}

@@ -548,10 +548,30 @@ pub(crate) fn sgd_with(
         reserve(&mut sc.pos, n)?;
         fill_samples(batch.offsets, &mut sc.sample);
         let th = threads_for(threads, n.div_ceil(SGD_MIN_POSITIONS_PER_THREAD));
-        let (cuts, start) = if th == 1 {
+        // Thread k's positions pos[a..b] with rows from row0 in `mine`.
+        let run = |pos: &[u32], row0: usize, mine: &mut [f32]| {
+            let sq = kt::SgdSeq {
+                pos,
+                ids: batch.ids,
+                grad: batch.grad,
+                sample: &sc.sample,
+                row0,
+            };
+            // SAFETY: the positions `pos` have ids in row0 .. row0 + the
+            // rows of `mine` (one thread: every position and all of W;
+            // several: W split at the cuts the positions were partitioned
+            // by), each row holding dim = q.dim values; every index is < n
+            // = ids.len() = grad.len() = sample.len(); samples are < nb and
+            // q spans nb strided rows (checked); tier supported (checked).
+            unsafe { f(mine, w_stride, &sq, &q, lr) }
+        };
+        if th == 1 {
+            // The identity order, without the split's buffers.
             sc.pos.extend(0..n as u32);
-            (vec![0, rows], vec![0, n])
-        } else {
+            run(&sc.pos, 0, w);
+            return Ok(());
+        }
+        let (cuts, start) = {
             let cuts = row_cuts(batch.ids, rows, th, &mut sc.quantiles);
             // Stable partition of the positions by owning thread.
             let owner = |id: u32| cuts[1..th].partition_point(|&c| c <= id as usize);
@@ -583,24 +603,10 @@ pub(crate) fn sgd_with(
             rest = r;
             jobs.push((k, mine, start[k], start[k + 1]));
         }
-        let (pos, sample) = (&sc.pos, &sc.sample);
-        // One job runs on the calling thread.
-        crate::par::map(jobs, |(k, mine, a, b)| {
-            let sq = kt::SgdSeq {
-                pos: &pos[a..b],
-                ids: batch.ids,
-                grad: batch.grad,
-                sample,
-                row0: cuts[k],
-            };
-            // SAFETY: the positions of thread k have ids in cuts[k]..cuts[k
-            // + 1] (every id is < rows, checked), rows of `mine` (W split at
-            // those rows), each holding dim = q.dim values; every index is
-            // < n = ids.len() = grad.len() = sample.len(); samples are < nb
-            // and q spans nb strided rows (checked); tier supported
-            // (checked).
-            unsafe { f(mine, w_stride, &sq, &q, lr) }
-        });
+        let pos = &sc.pos;
+        // One job runs on the calling thread. Thread k's positions have
+        // ids in cuts[k] .. cuts[k + 1], the rows of `mine`.
+        crate::par::map(jobs, |(k, mine, a, b)| run(&pos[a..b], cuts[k], mine));
         Ok(())
     })
 }
