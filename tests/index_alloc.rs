@@ -528,3 +528,201 @@ fn c_abi_training_calls_do_not_allocate_after_warm_up() {
     // SAFETY: created above, freed once.
     ok(unsafe { lshk_adam_free(adam) }, "lshk_adam_free");
 }
+
+/// The hashing and decoding C calls allocate nothing after warm-up either:
+/// SimHash and DWTA codes, a gather from tables, the union of a batch's
+/// candidate sets, the sampling probabilities of a SimHash index, and HRR
+/// projection, binding and unbinding.
+#[test]
+fn c_abi_hashing_and_decoding_calls_do_not_allocate_after_warm_up() {
+    use lshk::ffi::dwta::*;
+    use lshk::ffi::hrr::*;
+    use lshk::ffi::index::*;
+    use lshk::ffi::simhash::*;
+    use lshk::ffi::tables::*;
+    use lshk::ffi::train_logq::*;
+    use lshk::ffi::*;
+    let (rows, dim, nq) = (4000usize, 32usize, 8usize);
+    let (kb, l) = (8u32, 6u32);
+    let mut r = SplitMix64::new(5);
+    let w: Vec<f32> = (0..rows * dim).map(|_| r.next_normal() as f32).collect();
+    let q: Vec<f32> = (0..nq * dim).map(|_| r.next_normal() as f32).collect();
+    let ok = |s: lshk_status, what: &str| assert_eq!(s, LSHK_STATUS_OK, "{what}");
+    let measure = |what: &str, f: &mut dyn FnMut()| {
+        for _ in 0..8 {
+            f();
+        }
+        let before = count();
+        for _ in 0..50 {
+            f();
+        }
+        let n = count() - before;
+        assert_eq!(n, 0, "{n} allocations in 50 calls of {what}");
+    };
+    // SimHash codes of the rows (tables) and of the queries (gathers).
+    let mut sh = std::ptr::null_mut();
+    ok(
+        lshk_simhash_new(dim as u32, kb, l, 0, 7, &mut sh),
+        "lshk_simhash_new",
+    );
+    let mut row_codes = vec![0u32; rows * l as usize];
+    // SAFETY: w holds rows rows of dim; row_codes rows * L.
+    ok(
+        unsafe {
+            lshk_simhash_hash(
+                sh,
+                w.as_ptr(),
+                rows,
+                dim,
+                row_codes.as_mut_ptr(),
+                row_codes.len(),
+            )
+        },
+        "lshk_simhash_hash",
+    );
+    let mut qc = vec![0u32; nq * l as usize];
+    measure("lshk_simhash_hash", &mut || {
+        // SAFETY: q holds nq rows; qc nq * L.
+        let s = unsafe { lshk_simhash_hash(sh, q.as_ptr(), nq, dim, qc.as_mut_ptr(), qc.len()) };
+        ok(s, "lshk_simhash_hash");
+    });
+    let mut dw = std::ptr::null_mut();
+    ok(
+        lshk_dwta_new(dim as u32, 4, l, 8, 7, &mut dw),
+        "lshk_dwta_new",
+    );
+    let mut dc = vec![0u32; nq * l as usize];
+    measure("lshk_dwta_hash_dense", &mut || {
+        // SAFETY: as above.
+        let s = unsafe { lshk_dwta_hash_dense(dw, q.as_ptr(), nq, dim, dc.as_mut_ptr(), dc.len()) };
+        ok(s, "lshk_dwta_hash_dense");
+    });
+    let mut t = std::ptr::null_mut();
+    // SAFETY: row_codes holds rows * L codes.
+    ok(
+        unsafe { lshk_tables_build(row_codes.as_ptr(), rows, l, kb, 0, 7, 1, &mut t) },
+        "lshk_tables_build",
+    );
+    let gp = lshk_gather_params_default();
+    let cap = nq * rows;
+    let (mut ids, mut offs, mut counts) = (vec![0u32; cap], vec![0usize; nq + 1], vec![0u32; cap]);
+    let mut needed = 0usize;
+    measure("lshk_tables_gather", &mut || {
+        // SAFETY: qc holds nq * L codes; ids / counts cap, offs nq + 1.
+        let s = unsafe {
+            lshk_tables_gather(
+                t,
+                qc.as_ptr(),
+                nq,
+                &gp,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+                std::ptr::null(),
+                0,
+                ids.as_mut_ptr(),
+                cap,
+                offs.as_mut_ptr(),
+                counts.as_mut_ptr(),
+                &mut needed,
+            )
+        };
+        ok(s, "lshk_tables_gather");
+    });
+    let total = offs[nq];
+    // An index over the same rows: the union and the inclusion
+    // probabilities of its candidate sets.
+    let mut p = lshk_index_params_default();
+    p.source = LSHK_SOURCE_SIMHASH;
+    p.storage = LSHK_STORAGE_BORROWED_F32;
+    p.lsh.bits_per_table = kb;
+    p.lsh.tables = l;
+    p.build_threads = 1;
+    let mut idx = std::ptr::null_mut();
+    // SAFETY: w holds rows * dim floats and outlives idx.
+    ok(
+        unsafe { lshk_index_build(w.as_ptr(), std::ptr::null(), rows, dim, dim, &p, &mut idx) },
+        "lshk_index_build",
+    );
+    let (mut uids, mut ucounts) = (vec![0u32; rows], vec![0u32; rows]);
+    measure("lshk_index_union", &mut || {
+        // SAFETY: ids holds total (< rows each) ids; outputs rows values.
+        let s = unsafe {
+            lshk_index_union(
+                idx,
+                ids.as_ptr(),
+                total,
+                64,
+                9,
+                uids.as_mut_ptr(),
+                ucounts.as_mut_ptr(),
+                rows,
+                &mut needed,
+            )
+        };
+        ok(s, "lshk_index_union");
+    });
+    let mut prob = vec![0f64; total.max(1)];
+    measure("lshk_index_inclusion_prob", &mut || {
+        // SAFETY: q holds nq rows; ids / offs the CSR above; prob total.
+        let s = unsafe {
+            lshk_index_inclusion_prob(
+                idx,
+                q.as_ptr(),
+                nq,
+                dim,
+                ids.as_ptr(),
+                offs.as_ptr(),
+                std::ptr::null(),
+                prob.as_mut_ptr(),
+            )
+        };
+        ok(s, "lshk_index_inclusion_prob");
+    });
+    // HRR on d = 64 (a power of two) and d = 48.
+    for d in [64usize, 48] {
+        let mut h = std::ptr::null_mut();
+        ok(lshk_hrr_new(d, &mut h), "lshk_hrr_new");
+        let x: Vec<f32> = (0..nq * d).map(|_| r.next_normal() as f32).collect();
+        let y: Vec<f32> = (0..nq * d).map(|_| r.next_normal() as f32).collect();
+        let mut out = vec![0f32; nq * d];
+        measure("lshk_hrr_project", &mut || {
+            // SAFETY: x holds nq rows of d; out as many.
+            ok(
+                unsafe { lshk_hrr_project(h, x.as_ptr(), nq, out.as_mut_ptr()) },
+                "project",
+            );
+        });
+        measure("lshk_hrr_bind", &mut || {
+            // SAFETY: x and y hold nq rows of d; out as many.
+            ok(
+                unsafe { lshk_hrr_bind(h, x.as_ptr(), nq, y.as_ptr(), nq, out.as_mut_ptr()) },
+                "bind",
+            );
+        });
+        measure("lshk_hrr_unbind", &mut || {
+            // SAFETY: as above.
+            let s = unsafe {
+                lshk_hrr_unbind(
+                    h,
+                    LSHK_HRR_INVERSE_APPROX,
+                    x.as_ptr(),
+                    nq,
+                    y.as_ptr(),
+                    nq,
+                    out.as_mut_ptr(),
+                )
+            };
+            ok(s, "unbind");
+        });
+        // SAFETY: created above, freed once.
+        ok(unsafe { lshk_hrr_free(h) }, "lshk_hrr_free");
+    }
+    // SAFETY: each created above, freed once.
+    unsafe {
+        ok(lshk_index_free(idx), "lshk_index_free");
+        ok(lshk_tables_free(t), "lshk_tables_free");
+        ok(lshk_dwta_free(dw), "lshk_dwta_free");
+        ok(lshk_simhash_free(sh), "lshk_simhash_free");
+    }
+}

@@ -321,37 +321,44 @@ pub unsafe extern "C" fn lshk_index_union(
             if out_counts.is_null() { 0 } else { out_len },
             "out_counts",
         )?;
-        let (mut u, mut c) = (Vec::new(), Vec::new());
-        crate::source::forest::union_capped(h.idx.rows(), ins, cap, seed, &mut u, &mut c)?;
-        let need = u.len();
-        let wr = if out_len < need { 0 } else { need };
-        check_disjoint(
-            &[
-                span(out_ids, wr, "out_ids")?,
-                span(
-                    out_counts,
-                    if out_counts.is_null() { 0 } else { wr },
-                    "out_counts",
-                )?,
-                span(needed, 1, "needed")?,
-            ],
-            &[span_of(ins, "ids")],
-        )?;
-        // SAFETY: `needed` checked non-NULL and aligned.
-        unsafe { *needed = need };
-        if out_len < need {
-            bail!(
-                BufferTooSmall,
-                "out_len is {out_len}, the union holds {need} classes (reported in *needed)"
-            );
-        }
-        // SAFETY: caller contract for the outputs (lengths checked).
-        unsafe {
-            slice_out(out_ids, need, "out_ids")?.copy_from_slice(&u);
-            if !out_counts.is_null() {
-                slice_out(out_counts, need, "out_counts")?.copy_from_slice(&c);
+        UNION_OUT.with(|cell| {
+            let (u, c) = &mut *cell.borrow_mut();
+            crate::source::forest::union_capped(h.idx.rows(), ins, cap, seed, u, c)?;
+            let need = u.len();
+            let wr = if out_len < need { 0 } else { need };
+            check_disjoint(
+                &[
+                    span(out_ids, wr, "out_ids")?,
+                    span(
+                        out_counts,
+                        if out_counts.is_null() { 0 } else { wr },
+                        "out_counts",
+                    )?,
+                    span(needed, 1, "needed")?,
+                ],
+                &[span_of(ins, "ids")],
+            )?;
+            // SAFETY: `needed` checked non-NULL and aligned.
+            unsafe { *needed = need };
+            if out_len < need {
+                bail!(
+                    BufferTooSmall,
+                    "out_len is {out_len}, the union holds {need} classes (reported in *needed)"
+                );
             }
-        }
-        Ok(())
+            // SAFETY: caller contract for the outputs (lengths checked).
+            unsafe {
+                slice_out(out_ids, need, "out_ids")?.copy_from_slice(u);
+                if !out_counts.is_null() {
+                    slice_out(out_counts, need, "out_counts")?.copy_from_slice(c);
+                }
+            }
+            Ok(())
+        })
     })
+}
+
+thread_local! {
+    /// lshk_index_union's result before it is copied out (reused).
+    static UNION_OUT: RefCell<(Vec<u32>, Vec<u32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }

@@ -1004,30 +1004,53 @@ pub fn union_capped(
             ids[j]
         );
     }
-    let mut cnt = try_vec::<u32>(n, "class counts")?;
-    let mut uniq = Vec::new();
+    // The thread's buffers, taken out of their cell for the call (as the
+    // forest's query does); the counters are all zero between calls.
+    let mut sc = UNION.with(|c| c.take());
+    if sc.cnt.len() < n {
+        sc.cnt = try_vec::<u32>(n, "class counts")?;
+    }
+    let UnionScratch { cnt, uniq, keyed } = &mut sc;
+    uniq.clear();
     for &i in ids {
         if cnt[i as usize] == 0 {
             uniq.push(i);
         }
         cnt[i as usize] += 1;
     }
-    if cap > 0 && uniq.len() > cap {
-        let mut keyed: Vec<(f64, u32)> = uniq
-            .iter()
-            .map(|&j| {
-                let u = SplitMix64::new(seed ^ (j as u64 + 1).wrapping_mul(GOLDEN)).next_f64_open();
-                (u.ln() / cnt[j as usize] as f64, j)
-            })
-            .collect();
-        keyed.select_nth_unstable_by(cap, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        keyed.truncate(cap);
-        uniq = keyed.into_iter().map(|p| p.1).collect();
-    }
-    uniq.sort_unstable();
     out.clear();
     counts.clear();
-    out.extend_from_slice(&uniq);
-    counts.extend(uniq.iter().map(|&j| cnt[j as usize]));
+    if cap > 0 && uniq.len() > cap {
+        keyed.clear();
+        keyed.extend(uniq.iter().map(|&j| {
+            let u = SplitMix64::new(seed ^ (j as u64 + 1).wrapping_mul(GOLDEN)).next_f64_open();
+            (u.ln() / cnt[j as usize] as f64, j)
+        }));
+        keyed.select_nth_unstable_by(cap, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        out.extend(keyed[..cap].iter().map(|p| p.1));
+    } else {
+        out.extend_from_slice(uniq);
+    }
+    out.sort_unstable();
+    counts.extend(out.iter().map(|&j| cnt[j as usize]));
+    for &j in uniq.iter() {
+        cnt[j as usize] = 0;
+    }
+    UNION.with(|c| *c.borrow_mut() = sc);
     Ok(())
+}
+
+/// [`union_capped`]'s buffers: a counter per class (zero between calls:
+/// each call clears the ones it raised), the distinct ids in order of
+/// first occurrence, and the capped draw's keys.
+#[derive(Default)]
+struct UnionScratch {
+    cnt: Vec<u32>,
+    uniq: Vec<u32>,
+    keyed: Vec<(f64, u32)>,
+}
+
+thread_local! {
+    static UNION: std::cell::RefCell<UnionScratch> =
+        std::cell::RefCell::new(UnionScratch::default());
 }
