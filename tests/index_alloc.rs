@@ -1,7 +1,11 @@
 //! After warm-up, a query allocates nothing: a counting global allocator
-//! counts the allocations made on the querying thread across 100 queries
-//! (every family, storage and transform, with multi-probing on SimHash, with
-//! and without scores).
+//! counts the allocations made on the calling thread across repeated calls.
+//! The Rust queries of every LSH family, storage and transform (with
+//! multi-probing on SimHash, with and without scores), and through the C
+//! ABI every per-batch call of serving, decoding and training: queries and
+//! candidate sets of every source, the gathered matmul, top-k, softmax,
+//! the shard merge, hashing and gathers, the union and the sampling
+//! probabilities, HRR, cross-entropy, the query gradient, SGD and Adam.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
