@@ -115,6 +115,79 @@ fn queries_do_not_allocate_after_warm_up() {
     );
 }
 
+// ------------------------------------------------------------ the C ABI
+
+use lshk::ffi::index::{
+    lshk_index, lshk_index_build, lshk_index_free, lshk_index_params_default,
+    LSHK_STORAGE_BORROWED_F32,
+};
+use lshk::ffi::{lshk_status, LSHK_STATUS_OK};
+
+/// A random layer of `rows` x `dim` with a bias, and `nq` queries.
+fn layer(seed: u64, rows: usize, dim: usize, nq: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let mut r = SplitMix64::new(seed);
+    let w = (0..rows * dim).map(|_| r.next_normal() as f32).collect();
+    let bias = (0..rows).map(|_| r.next_normal() as f32).collect();
+    let q = (0..nq * dim).map(|_| r.next_normal() as f32).collect();
+    (w, bias, q)
+}
+
+fn ok(s: lshk_status, what: &str) {
+    assert_eq!(s, LSHK_STATUS_OK, "{what}");
+}
+
+/// Asserts that `f` allocates nothing on this thread in 50 calls after 8
+/// warm-up calls.
+fn no_allocations(what: &str, f: &mut dyn FnMut()) {
+    for _ in 0..8 {
+        f();
+    }
+    let before = count();
+    for _ in 0..50 {
+        f();
+    }
+    let n = count() - before;
+    assert_eq!(n, 0, "{n} allocations in 50 calls of {what}");
+}
+
+/// An index of `source` (IVF with `codes`) over the borrowed `w` (rows x
+/// dim) and `bias` (None: no bias), built on one thread; free it with
+/// lshk_index_free before `w` goes.
+fn c_index(
+    w: &[f32],
+    bias: Option<&[f32]>,
+    rows: usize,
+    dim: usize,
+    source: u32,
+    codes: u32,
+) -> *mut lshk_index {
+    let mut p = lshk_index_params_default();
+    p.source = source;
+    p.storage = LSHK_STORAGE_BORROWED_F32;
+    if source == lshk::ffi::index::LSHK_SOURCE_IVF {
+        p.ivf.codes = codes;
+    }
+    if source == lshk::ffi::index::LSHK_SOURCE_SIMHASH {
+        p.lsh.bits_per_table = 8;
+        p.lsh.tables = 6;
+    }
+    p.build_threads = 1;
+    let mut idx = std::ptr::null_mut();
+    let b = bias.map_or(std::ptr::null(), |b| b.as_ptr());
+    // SAFETY: w holds rows * dim floats and bias (when given) rows; p and
+    // idx are valid; the caller keeps w alive until the index is freed.
+    ok(
+        unsafe { lshk_index_build(w.as_ptr(), b, rows, dim, dim, &p, &mut idx) },
+        "lshk_index_build",
+    );
+    idx
+}
+
+fn free_index(idx: *mut lshk_index) {
+    // SAFETY: idx came from lshk_index_build and is freed once.
+    ok(unsafe { lshk_index_free(idx) }, "lshk_index_free");
+}
+
 /// The same through the C ABI: `lshk_index_query` (its parameter and
 /// bounds checks included) on the IVF source with int8 and 4-bit + int8
 /// codes (the adaptive default and a fixed `nprobe`), on the graph and on
@@ -123,13 +196,8 @@ fn queries_do_not_allocate_after_warm_up() {
 #[test]
 fn c_abi_queries_do_not_allocate_after_warm_up() {
     use lshk::ffi::index::*;
-    use lshk::ffi::*;
-    let (rows, dim) = (6000usize, 32usize);
-    let mut r = SplitMix64::new(2);
-    let w: Vec<f32> = (0..rows * dim).map(|_| r.next_normal() as f32).collect();
-    let bias: Vec<f32> = (0..rows).map(|_| r.next_normal() as f32).collect();
-    let nq = 16;
-    let q: Vec<f32> = (0..nq * dim).map(|_| r.next_normal() as f32).collect();
+    let (rows, dim, nq) = (6000usize, 32usize, 16usize);
+    let (w, bias, q) = layer(2, rows, dim, nq);
     let k = 10u32;
     let mut configs = 0;
     let cases = [
@@ -139,19 +207,7 @@ fn c_abi_queries_do_not_allocate_after_warm_up() {
         (LSHK_SOURCE_FOREST, 0),
     ];
     for (source, codes) in cases {
-        let mut p = lshk_index_params_default();
-        p.source = source;
-        p.storage = LSHK_STORAGE_BORROWED_F32;
-        if source == LSHK_SOURCE_IVF {
-            p.ivf.codes = codes;
-        }
-        p.build_threads = 1;
-        let mut idx = std::ptr::null_mut();
-        // SAFETY: w holds rows * dim floats and bias rows; p and idx are
-        // valid; w outlives the index (freed below).
-        let s =
-            unsafe { lshk_index_build(w.as_ptr(), bias.as_ptr(), rows, dim, dim, &p, &mut idx) };
-        assert_eq!(s, LSHK_STATUS_OK);
+        let idx = c_index(&w, Some(&bias), rows, dim, source, codes);
         let reaches: &[Option<f32>] = if source == LSHK_SOURCE_IVF {
             &[None, Some(0.0)]
         } else {
@@ -199,26 +255,26 @@ fn c_abi_queries_do_not_allocate_after_warm_up() {
                             stp,
                         )
                     };
-                    assert_eq!(s, LSHK_STATUS_OK);
+                    ok(s, "lshk_index_query");
                 };
+                // Warm-up on every query (a query that visits more lists
+                // than any before may grow the thread's buffers).
                 for i in 0..nq {
                     run(i, true);
                     run(i, false);
                 }
-                let before = count();
-                for i in 0..100 {
-                    run(i, i % 2 == 0);
-                }
-                let n = count() - before;
-                assert_eq!(
-                    n, 0,
-                    "{n} allocations in 100 calls (source {source}, codes {codes}, reach {reach:?}, B = {b})"
+                let mut i = 0;
+                no_allocations(
+                    &format!("lshk_index_query (source {source}, codes {codes}, reach {reach:?}, B = {b})"),
+                    &mut || {
+                        run(i, i % 2 == 0);
+                        i += 1;
+                    },
                 );
                 configs += 1;
             }
         }
-        // SAFETY: idx came from lshk_index_build and is freed once.
-        assert_eq!(unsafe { lshk_index_free(idx) }, LSHK_STATUS_OK);
+        free_index(idx);
     }
     println!("0 allocations per lshk_index_query call after warm-up ({configs} configurations)");
 }
@@ -231,37 +287,12 @@ fn c_abi_queries_do_not_allocate_after_warm_up() {
 fn c_abi_serving_calls_do_not_allocate_after_warm_up() {
     use lshk::ffi::index::*;
     use lshk::ffi::matmul::*;
-    use lshk::ffi::*;
-    let (rows, dim) = (6000usize, 32usize);
-    let mut r = SplitMix64::new(3);
-    let w: Vec<f32> = (0..rows * dim).map(|_| r.next_normal() as f32).collect();
-    let bias: Vec<f32> = (0..rows).map(|_| r.next_normal() as f32).collect();
-    let nq = 8;
-    let q: Vec<f32> = (0..nq * dim).map(|_| r.next_normal() as f32).collect();
+    let (rows, dim, nq) = (6000usize, 32usize, 8usize);
+    let (w, bias, q) = layer(3, rows, dim, nq);
     let k = 10u32;
-    let ok = |s: lshk_status, what: &str| assert_eq!(s, LSHK_STATUS_OK, "{what}");
-    let measure = |what: &str, f: &mut dyn FnMut()| {
-        for _ in 0..8 {
-            f();
-        }
-        let before = count();
-        for _ in 0..50 {
-            f();
-        }
-        let n = count() - before;
-        assert_eq!(n, 0, "{n} allocations in 50 calls of {what}");
-    };
+    let measure = no_allocations;
     for source in [LSHK_SOURCE_IVF, LSHK_SOURCE_FOREST, LSHK_SOURCE_SIMHASH] {
-        let mut p = lshk_index_params_default();
-        p.source = source;
-        p.storage = LSHK_STORAGE_BORROWED_F32;
-        p.build_threads = 1;
-        let mut idx = std::ptr::null_mut();
-        // SAFETY: w holds rows * dim floats and bias rows; w outlives idx.
-        ok(
-            unsafe { lshk_index_build(w.as_ptr(), bias.as_ptr(), rows, dim, dim, &p, &mut idx) },
-            "build",
-        );
+        let idx = c_index(&w, Some(&bias), rows, dim, source, LSHK_IVF_CODES_I8);
         let mut qp = lshk_query_params_default();
         qp.threads = 1;
         let cap = nq * rows;
@@ -381,8 +412,7 @@ fn c_abi_serving_calls_do_not_allocate_after_warm_up() {
             };
             ok(s, "lshk_topk_merge");
         });
-        // SAFETY: idx came from lshk_index_build and is freed once.
-        ok(unsafe { lshk_index_free(idx) }, "free");
+        free_index(idx);
     }
 }
 
@@ -393,7 +423,6 @@ fn c_abi_serving_calls_do_not_allocate_after_warm_up() {
 fn c_abi_training_calls_do_not_allocate_after_warm_up() {
     use lshk::ffi::index::*;
     use lshk::ffi::train::*;
-    use lshk::ffi::*;
     let (rows, dim, nb, per) = (3000usize, 32usize, 8usize, 40usize);
     let mut r = SplitMix64::new(4);
     let mut w: Vec<f32> = (0..rows * dim)
@@ -413,18 +442,7 @@ fn c_abi_training_calls_do_not_allocate_after_warm_up() {
     let mut g2 = vec![0f32; nb * per];
     let mut loss = vec![0f32; nb];
     let mut dq = vec![0f32; nb * dim];
-    let ok = |s: lshk_status, what: &str| assert_eq!(s, LSHK_STATUS_OK, "{what}");
-    let measure = |what: &str, f: &mut dyn FnMut()| {
-        for _ in 0..8 {
-            f();
-        }
-        let before = count();
-        for _ in 0..50 {
-            f();
-        }
-        let n = count() - before;
-        assert_eq!(n, 0, "{n} allocations in 50 calls of {what}");
-    };
+    let measure = no_allocations;
     measure("lshk_softmax_xent_csr", &mut || {
         // SAFETY: every buffer holds the counts the call reads and writes.
         let s = unsafe {
@@ -460,49 +478,36 @@ fn c_abi_training_calls_do_not_allocate_after_warm_up() {
         };
         ok(s, "lshk_gather_dq");
     });
-    measure("lshk_rows_update_sgd", &mut || {
-        // SAFETY: as above; w is not aliased by the inputs.
-        let s = unsafe {
-            lshk_rows_update_sgd(
-                w.as_mut_ptr(),
-                rows,
-                dim,
-                dim,
-                q.as_ptr(),
-                dim,
-                grad.as_ptr(),
-                ids.as_ptr(),
-                offs.as_ptr(),
-                nb,
-                1e-3,
-                1,
-            )
-        };
-        ok(s, "lshk_rows_update_sgd");
-    });
-    // A batch covering many of few rows (2 n >= rows): SGD groups by row.
+    // All rows (SGD position by position), then a batch covering many of
+    // few rows (2 n >= rows: grouped by row).
     let few = 400usize;
     let ids_few: Vec<u32> = ids.iter().map(|&i| i % few as u32).collect();
-    measure("lshk_rows_update_sgd (grouped by row)", &mut || {
-        // SAFETY: as above, on the first `few` rows of w.
-        let s = unsafe {
-            lshk_rows_update_sgd(
-                w.as_mut_ptr(),
-                few,
-                dim,
-                dim,
-                q.as_ptr(),
-                dim,
-                grad.as_ptr(),
-                ids_few.as_ptr(),
-                offs.as_ptr(),
-                nb,
-                1e-3,
-                1,
-            )
-        };
-        ok(s, "lshk_rows_update_sgd");
-    });
+    for (n_rows, ids_b, what) in [
+        (rows, &ids, "lshk_rows_update_sgd"),
+        (few, &ids_few, "lshk_rows_update_sgd (grouped by row)"),
+    ] {
+        measure(what, &mut || {
+            // SAFETY: the first n_rows rows of w, every id below n_rows;
+            // w is not aliased by the inputs.
+            let s = unsafe {
+                lshk_rows_update_sgd(
+                    w.as_mut_ptr(),
+                    n_rows,
+                    dim,
+                    dim,
+                    q.as_ptr(),
+                    dim,
+                    grad.as_ptr(),
+                    ids_b.as_ptr(),
+                    offs.as_ptr(),
+                    nb,
+                    1e-3,
+                    1,
+                )
+            };
+            ok(s, what);
+        });
+    }
     let mut adam = std::ptr::null_mut();
     // SAFETY: NULL parameters take the defaults; adam is written.
     ok(
@@ -545,24 +550,11 @@ fn c_abi_hashing_and_decoding_calls_do_not_allocate_after_warm_up() {
     use lshk::ffi::simhash::*;
     use lshk::ffi::tables::*;
     use lshk::ffi::train_logq::*;
-    use lshk::ffi::*;
     let (rows, dim, nq) = (4000usize, 32usize, 8usize);
     let (kb, l) = (8u32, 6u32);
-    let mut r = SplitMix64::new(5);
-    let w: Vec<f32> = (0..rows * dim).map(|_| r.next_normal() as f32).collect();
-    let q: Vec<f32> = (0..nq * dim).map(|_| r.next_normal() as f32).collect();
-    let ok = |s: lshk_status, what: &str| assert_eq!(s, LSHK_STATUS_OK, "{what}");
-    let measure = |what: &str, f: &mut dyn FnMut()| {
-        for _ in 0..8 {
-            f();
-        }
-        let before = count();
-        for _ in 0..50 {
-            f();
-        }
-        let n = count() - before;
-        assert_eq!(n, 0, "{n} allocations in 50 calls of {what}");
-    };
+    let (w, _, q) = layer(5, rows, dim, nq);
+    let mut r = SplitMix64::new(6);
+    let measure = no_allocations;
     // SimHash codes of the rows (tables) and of the queries (gathers).
     let mut sh = std::ptr::null_mut();
     ok(
@@ -636,18 +628,8 @@ fn c_abi_hashing_and_decoding_calls_do_not_allocate_after_warm_up() {
     let total = offs[nq];
     // An index over the same rows: the union and the inclusion
     // probabilities of its candidate sets.
-    let mut p = lshk_index_params_default();
-    p.source = LSHK_SOURCE_SIMHASH;
-    p.storage = LSHK_STORAGE_BORROWED_F32;
-    p.lsh.bits_per_table = kb;
-    p.lsh.tables = l;
-    p.build_threads = 1;
-    let mut idx = std::ptr::null_mut();
-    // SAFETY: w holds rows * dim floats and outlives idx.
-    ok(
-        unsafe { lshk_index_build(w.as_ptr(), std::ptr::null(), rows, dim, dim, &p, &mut idx) },
-        "lshk_index_build",
-    );
+    // (c_index's SimHash index has K = kb, L = l.)
+    let idx = c_index(&w, None, rows, dim, LSHK_SOURCE_SIMHASH, 0);
     let (mut uids, mut ucounts) = (vec![0u32; rows], vec![0u32; rows]);
     measure("lshk_index_union", &mut || {
         // SAFETY: ids holds total (< rows each) ids; outputs rows values.
@@ -722,9 +704,9 @@ fn c_abi_hashing_and_decoding_calls_do_not_allocate_after_warm_up() {
         // SAFETY: created above, freed once.
         ok(unsafe { lshk_hrr_free(h) }, "lshk_hrr_free");
     }
+    free_index(idx);
     // SAFETY: each created above, freed once.
     unsafe {
-        ok(lshk_index_free(idx), "lshk_index_free");
         ok(lshk_tables_free(t), "lshk_tables_free");
         ok(lshk_dwta_free(dw), "lshk_dwta_free");
         ok(lshk_simhash_free(sh), "lshk_simhash_free");

@@ -105,29 +105,7 @@ fn shards_merged_answer_as_one_index() {
             let (mut mi, mut ms) = (vec![0u32; NQ * K], vec![0f32; NQ * K]);
             topk_merge(&parts, NQ, K, &mut mi, &mut ms).unwrap();
             // The C entry point answers the same.
-            let cparts: Vec<lshk_shard_topk> = parts
-                .iter()
-                .map(|p| lshk_shard_topk {
-                    ids: p.ids.as_ptr(),
-                    scores: p.scores.as_ptr(),
-                    k: p.k,
-                    first_row: p.first_row,
-                    reserved: 0,
-                })
-                .collect();
-            let (mut ci, mut cs) = (vec![0u32; NQ * K], vec![0f32; NQ * K]);
-            // SAFETY: every pointer holds NQ * K values.
-            let st = unsafe {
-                lshk_topk_merge(
-                    cparts.as_ptr(),
-                    cparts.len(),
-                    NQ,
-                    K,
-                    ci.as_mut_ptr(),
-                    cs.as_mut_ptr(),
-                )
-            };
-            assert_eq!(st, 0);
+            let (ci, cs) = c_merge(&c_shards(&parts), NQ, K);
             assert_eq!((&ci, bits(&cs)), (&mi, bits(&ms)));
             if name == "exact" {
                 assert_eq!(mi, wi, "{bounds:?}: ids");
@@ -144,6 +122,40 @@ fn shards_merged_answer_as_one_index() {
     }
     // The ties did reach the answers: some query has two equal scores.
     assert!((0..NQ).any(|i| ws[i * K..(i + 1) * K].windows(2).any(|p| p[0] == p[1])));
+}
+
+/// The C form of the shards' lists.
+fn c_shards(parts: &[ShardTopK]) -> Vec<lshk_shard_topk> {
+    parts
+        .iter()
+        .map(|p| lshk_shard_topk {
+            ids: p.ids.as_ptr(),
+            scores: p.scores.as_ptr(),
+            k: p.k,
+            first_row: p.first_row,
+            reserved: 0,
+        })
+        .collect()
+}
+
+/// `lshk_topk_merge` of `cparts` (each holding `nq * k_s` entries), which
+/// must succeed: the merged ids and scores.
+fn c_merge(cparts: &[lshk_shard_topk], nq: usize, k: usize) -> (Vec<u32>, Vec<f32>) {
+    let (mut ci, mut cs) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+    // SAFETY: every shard's lists hold nq * its k values (the caller's
+    // slices); the outputs nq * k.
+    let st = unsafe {
+        lshk_topk_merge(
+            cparts.as_ptr(),
+            cparts.len(),
+            nq,
+            k,
+            ci.as_mut_ptr(),
+            cs.as_mut_ptr(),
+        )
+    };
+    assert_eq!(st, 0, "{} shards", cparts.len());
+    (ci, cs)
 }
 
 fn bits(v: &[f32]) -> Vec<u32> {
@@ -213,21 +225,8 @@ fn c_merge_of_many_shards_matches_the_rust_merge() {
             .collect();
         let (mut mi, mut ms) = (vec![0u32; nq * k], vec![0f32; nq * k]);
         topk_merge(&parts, nq, k, &mut mi, &mut ms).unwrap();
-        let cparts: Vec<lshk_shard_topk> = parts
-            .iter()
-            .map(|p| lshk_shard_topk {
-                ids: p.ids.as_ptr(),
-                scores: p.scores.as_ptr(),
-                k: p.k,
-                first_row: p.first_row,
-                reserved: 0,
-            })
-            .collect();
-        let (mut ci, mut cs) = (vec![0u32; nq * k], vec![0f32; nq * k]);
-        // SAFETY: every shard holds nq * ks values; the outputs nq * k.
-        let st =
-            unsafe { lshk_topk_merge(cparts.as_ptr(), n, nq, k, ci.as_mut_ptr(), cs.as_mut_ptr()) };
-        assert_eq!(st, 0, "{n} shards");
+        let cparts = c_shards(&parts);
+        let (ci, cs) = c_merge(&cparts, nq, k);
         assert_eq!((&ci, bits(&cs)), (&mi, bits(&ms)), "{n} shards");
         // The last shard's scores as the output scores: refused, nothing written.
         // Room for the nq * k outputs, the shard's nq * ks scores first.
