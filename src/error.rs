@@ -304,7 +304,7 @@ pub(crate) fn first_non_finite(
 /// Whether every value of `v` is finite: `x * 0` is +-0 for a finite `x` and
 /// NaN otherwise, summed over sixteen running lanes (the loop vectorises;
 /// a sum of zeros is exact in any order).
-pub(crate) fn all_finite(v: &[f32]) -> bool {
+fn all_finite(v: &[f32]) -> bool {
     let mut lanes = [0f32; 16];
     let mut chunks = v.chunks_exact(16);
     for c in &mut chunks {

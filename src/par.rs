@@ -96,6 +96,21 @@ impl<T: Default + 'static> Drop for Warm<T> {
     }
 }
 
+/// Runs `f` on the calling thread's scratch value in `key`, taken out of its
+/// cell for the call and put back after it (also when `f` returns an
+/// error): a panic inside `f` drops the value rather than leaving it
+/// half-updated for the next call (a bitmap or counters kept all zero
+/// between calls), and no borrow of the cell is held while `f` runs.
+pub(crate) fn with_taken<T: Default, R>(
+    key: &'static std::thread::LocalKey<std::cell::RefCell<T>>,
+    f: impl FnOnce(&mut T) -> R,
+) -> R {
+    let mut v = key.with(|c| c.take());
+    let r = f(&mut v);
+    key.with(|c| *c.borrow_mut() = v);
+    r
+}
+
 /// Runs `f` on every job, the first on the calling thread and each other
 /// on a scoped thread of its own, and returns the results in job order.
 /// The calling thread keeps its warm thread-local scratch (a query's

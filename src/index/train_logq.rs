@@ -89,80 +89,80 @@ impl Index {
         let bias = self.bias();
         let st = self.weight_stride();
         let w = self.weights();
-        // The thread's buffers (the query and a row transformed, in f32 and
-        // f64), taken out of their cell for the call and put back after it.
-        let mut sc = LOGQ.with(|c| c.take());
-        let LogqScratch { tq, tq64, row, tw } = &mut sc;
-        for (v, n) in [(&mut *tq, hd), (&mut *row, dim), (&mut *tw, hd)] {
-            v.clear();
-            v.resize(n, 0.0);
-        }
-        tq64.clear();
-        tq64.resize(hd, 0.0);
-        // The rows read in place (f32 storage, no transform or BiasAug): the
-        // dot products of a block of candidates by the tier's kernel, which
-        // returns the scalar lanes' bits (crate::kernels::logq).
-        let kern = crate::kernels::logq::kernels(crate::isa::active());
-        let in_place = match (&w, transform) {
-            (Weights::F32(s), Transform::None | Transform::BiasAug) => {
-                Some(crate::kernels::logq::AugRows {
-                    w: s,
-                    stride: st,
-                    dim,
-                    aug: transform == Transform::BiasAug,
-                    bias,
-                })
+        // The thread's buffers: the query and a row transformed, in f32 and
+        // f64.
+        crate::par::with_taken(&LOGQ, |sc| -> Result<()> {
+            let LogqScratch { tq, tq64, row, tw } = sc;
+            for (v, n) in [(&mut *tq, hd), (&mut *row, dim), (&mut *tw, hd)] {
+                v.clear();
+                v.resize(n, 0.0);
             }
-            _ => None,
-        };
-        const BLOCK: usize = 128;
-        let (mut dots, mut nrms) = ([0f64; BLOCK], [0f64; BLOCK]);
-        for i in 0..nq {
-            self.transform_query(&q[i * q_stride..i * q_stride + dim], tq);
-            for (d, &s) in tq64.iter_mut().zip(tq.iter()) {
-                *d = s as f64;
-            }
-            let (_, qn) = dot_norm(tq64, tq);
-            let l = tables.map_or(l_max, |t| t[i]);
-            if let Some(rows) = &in_place {
-                let mut j0 = offsets[i];
-                while j0 < offsets[i + 1] {
-                    let j1 = (j0 + BLOCK).min(offsets[i + 1]);
-                    (kern.dot_norms)(tq64, rows, &ids[j0..j1], &mut dots, &mut nrms);
-                    for j in j0..j1 {
-                        out[j] = probability(dots[j - j0], qn * nrms[j - j0], k, l);
-                    }
-                    j0 = j1;
+            tq64.clear();
+            tq64.resize(hd, 0.0);
+            // The rows read in place (f32 storage, no transform or BiasAug): the
+            // dot products of a block of candidates by the tier's kernel, which
+            // returns the scalar lanes' bits (crate::kernels::logq).
+            let kern = crate::kernels::logq::kernels(crate::isa::active());
+            let in_place = match (&w, transform) {
+                (Weights::F32(s), Transform::None | Transform::BiasAug) => {
+                    Some(crate::kernels::logq::AugRows {
+                        w: s,
+                        stride: st,
+                        dim,
+                        aug: transform == Transform::BiasAug,
+                        bias,
+                    })
                 }
-                continue;
-            }
-            for j in offsets[i]..offsets[i + 1] {
-                let r = ids[j] as usize;
-                let wr: &[f32] = match &w {
-                    Weights::F32(s) => &s[r * st..r * st + dim],
-                    Weights::Bf16(s) => {
-                        matmul::convert_bf16_to_f32(&s[r * st..r * st + dim], row)?;
-                        &row[..]
-                    }
-                    Weights::F16(s) => {
-                        matmul::convert_f16_to_f32(&s[r * st..r * st + dim], row)?;
-                        &row[..]
-                    }
-                    Weights::I8 { w, scales } => {
-                        for (o, &x) in row.iter_mut().zip(&w[r * st..r * st + dim]) {
-                            *o = x as f32 * scales[r];
+                _ => None,
+            };
+            const BLOCK: usize = 128;
+            let (mut dots, mut nrms) = ([0f64; BLOCK], [0f64; BLOCK]);
+            for i in 0..nq {
+                self.transform_query(&q[i * q_stride..i * q_stride + dim], tq);
+                for (d, &s) in tq64.iter_mut().zip(tq.iter()) {
+                    *d = s as f64;
+                }
+                let (_, qn) = dot_norm(tq64, tq);
+                let l = tables.map_or(l_max, |t| t[i]);
+                if let Some(rows) = &in_place {
+                    let mut j0 = offsets[i];
+                    while j0 < offsets[i + 1] {
+                        let j1 = (j0 + BLOCK).min(offsets[i + 1]);
+                        (kern.dot_norms)(tq64, rows, &ids[j0..j1], &mut dots, &mut nrms);
+                        for j in j0..j1 {
+                            out[j] = probability(dots[j - j0], qn * nrms[j - j0], k, l);
                         }
-                        &row[..]
+                        j0 = j1;
                     }
-                };
-                let b = bias.map_or(0.0, |b| b[r]);
-                crate::index::transform_row(transform, wr, b, inv_u, tw);
-                let (dot, wn) = dot_norm(tq64, tw);
-                out[j] = probability(dot, qn * wn, k, l);
+                    continue;
+                }
+                for j in offsets[i]..offsets[i + 1] {
+                    let r = ids[j] as usize;
+                    let wr: &[f32] = match &w {
+                        Weights::F32(s) => &s[r * st..r * st + dim],
+                        Weights::Bf16(s) => {
+                            matmul::convert_bf16_to_f32(&s[r * st..r * st + dim], row)?;
+                            &row[..]
+                        }
+                        Weights::F16(s) => {
+                            matmul::convert_f16_to_f32(&s[r * st..r * st + dim], row)?;
+                            &row[..]
+                        }
+                        Weights::I8 { w, scales } => {
+                            for (o, &x) in row.iter_mut().zip(&w[r * st..r * st + dim]) {
+                                *o = x as f32 * scales[r];
+                            }
+                            &row[..]
+                        }
+                    };
+                    let b = bias.map_or(0.0, |b| b[r]);
+                    crate::index::transform_row(transform, wr, b, inv_u, tw);
+                    let (dot, wn) = dot_norm(tq64, tw);
+                    out[j] = probability(dot, qn * wn, k, l);
+                }
             }
-        }
-        LOGQ.with(|c| *c.borrow_mut() = sc);
-        Ok(())
+            Ok(())
+        })
     }
 }
 

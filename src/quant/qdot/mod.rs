@@ -74,7 +74,9 @@
 //! [`QRows`] methods skip that check), non-finite inputs (`NonFinite`).
 
 use crate::bail;
-use crate::error::{all_finite, checked_mul, max_abs, strided_len, try_vec, Error, Result, Status};
+use crate::error::{
+    checked_mul, first_non_finite, max_abs, strided_len, try_vec, Error, Result, Status,
+};
 use crate::isa::{self, Isa};
 use crate::kernels::qdot::{self as kq, Epilogue, Kernels};
 
@@ -382,9 +384,12 @@ fn lines_as_bytes_mut(l: &mut [Line]) -> &mut [i8] {
 /// x86-64 baseline) it vectorises; quantised values are within +-128 here.
 #[inline(always)]
 fn rne_small(x: f32) -> f32 {
-    const M: f32 = 12_582_912.0; // 1.5 * 2^23
-    (x + M) - M
+    (x + RNE_MAGIC) - RNE_MAGIC
 }
+
+/// [`rne_small`]'s constant, 1.5 * 2^23: below 2^22 in magnitude, `x +
+/// RNE_MAGIC` is `RNE_MAGIC` plus `x` rounded to an integer, exactly.
+const RNE_MAGIC: f32 = 12_582_912.0;
 
 /// Quantises one row into `dst` (zeroed, at least `row.len()` bytes):
 /// returns `(scale, sum of codes)`, `scale = max |x| / 127`, codes
@@ -779,8 +784,7 @@ pub fn quantize_query(q: &[f32], dim_pad: usize, out: &mut [u8]) -> Result<f32> 
         );
     }
     check_len(out.len(), dim_pad, "out")?;
-    if !all_finite(q) {
-        let j = q.iter().position(|v| !v.is_finite()).unwrap_or(0);
+    if let Some((_, j)) = first_non_finite(q, 1, q.len(), q.len()) {
         bail!(NonFinite, "q[{j}] is {} (finite values needed)", q[j]);
     }
     let scale = max_abs(q) / 63.0;
@@ -796,7 +800,7 @@ pub fn quantize_query(q: &[f32], dim_pad: usize, out: &mut [u8]) -> Result<f32> 
     // its bits less M's are the code: only float adds, min/max and integer
     // adds on fixed chunks, which compile to vector instructions on the
     // x86-64 baseline (a float-to-int conversion there does not).
-    const M: f32 = 12_582_912.0; // 1.5 * 2^23, as rne_small
+    const M: f32 = RNE_MAGIC;
     let code = |v: f32| {
         let t = (v / scale + M).clamp(M - 63.0, M + 63.0);
         (t.to_bits().wrapping_sub(M.to_bits()) as i32 + 64) as u8

@@ -635,85 +635,85 @@ impl Forest {
             bail!(NonFinite, "x row {r} column {j} is {}", x[r * x_stride + j]);
         }
         let (n, dim) = (self.n, self.dim);
-        // The thread's buffers, taken out of their cell for the call (a
-        // panic drops them rather than leaving a half-cleared bitmap for
-        // the next call) and put back after it.
-        let mut sc = SCRATCH.with(|c| c.take());
-        if sc.seen.len() < n.div_ceil(64) {
-            sc.seen = try_vec::<u64>(n.div_ceil(64), "pool bitmap")?;
-        }
-        let ForestScratch {
-            seen,
-            pool,
-            scored,
-            exps,
-        } = &mut sc;
-        out.ids.clear();
-        out.offsets.clear();
-        out.offsets.push(0);
-        let qq = q as usize;
-        for i in 0..nx {
-            let xi = &x[i * x_stride..i * x_stride + dim];
-            pool.clear();
-            for t in 0..self.trees.len() {
-                for &id in self.walk(t, xi, qq) {
-                    let (wd, bit) = (id as usize >> 6, 1u64 << (id & 63));
-                    if seen[wd] & bit == 0 {
-                        seen[wd] |= bit;
-                        pool.push(id);
+        // The thread's buffers (a panic inside drops them rather than
+        // leaving a half-cleared bitmap for the next call).
+        crate::par::with_taken(&SCRATCH, |sc| -> Result<()> {
+            if sc.seen.len() < n.div_ceil(64) {
+                sc.seen = try_vec::<u64>(n.div_ceil(64), "pool bitmap")?;
+            }
+            let ForestScratch {
+                seen,
+                pool,
+                scored,
+                exps,
+            } = sc;
+            out.ids.clear();
+            out.offsets.clear();
+            out.offsets.push(0);
+            let qq = q as usize;
+            for i in 0..nx {
+                let xi = &x[i * x_stride..i * x_stride + dim];
+                pool.clear();
+                for t in 0..self.trees.len() {
+                    for &id in self.walk(t, xi, qq) {
+                        let (wd, bit) = (id as usize >> 6, 1u64 << (id & 63));
+                        if seen[wd] & bit == 0 {
+                            seen[wd] |= bit;
+                            pool.push(id);
+                        }
                     }
                 }
-            }
-            scored.clear();
-            for &id in pool.iter() {
-                seen[id as usize >> 6] = 0;
-            }
-            let row = |id: u32| &w[id as usize * w_stride..id as usize * w_stride + dim];
-            let cos = |dot: f64, nn: f64| if nn > 0.0 { dot / nn.sqrt() } else { 0.0 };
-            // Four candidates at a time: eight independent f64 chains
-            // (each still summed in coordinate order, so the same bits as
-            // one at a time) instead of two latency-bound ones.
-            let mut quads = pool.chunks_exact(4);
-            for c in &mut quads {
-                let (r0, r1, r2, r3) = (row(c[0]), row(c[1]), row(c[2]), row(c[3]));
-                let (mut d, mut nn) = ([0f64; 4], [0f64; 4]);
-                for k in 0..dim {
-                    let x = xi[k] as f64;
-                    let a = [r0[k] as f64, r1[k] as f64, r2[k] as f64, r3[k] as f64];
+                scored.clear();
+                for &id in pool.iter() {
+                    seen[id as usize >> 6] = 0;
+                }
+                let row = |id: u32| &w[id as usize * w_stride..id as usize * w_stride + dim];
+                let cos = |dot: f64, nn: f64| if nn > 0.0 { dot / nn.sqrt() } else { 0.0 };
+                // Four candidates at a time: eight independent f64 chains
+                // (each still summed in coordinate order, so the same bits as
+                // one at a time) instead of two latency-bound ones.
+                let mut quads = pool.chunks_exact(4);
+                for c in &mut quads {
+                    let (r0, r1, r2, r3) = (row(c[0]), row(c[1]), row(c[2]), row(c[3]));
+                    let (mut d, mut nn) = ([0f64; 4], [0f64; 4]);
+                    for k in 0..dim {
+                        let x = xi[k] as f64;
+                        let a = [r0[k] as f64, r1[k] as f64, r2[k] as f64, r3[k] as f64];
+                        for l in 0..4 {
+                            d[l] += a[l] * x;
+                            nn[l] += a[l] * a[l];
+                        }
+                    }
                     for l in 0..4 {
-                        d[l] += a[l] * x;
-                        nn[l] += a[l] * a[l];
+                        scored.push((cos(d[l], nn[l]), d[l], c[l]));
                     }
                 }
-                for l in 0..4 {
-                    scored.push((cos(d[l], nn[l]), d[l], c[l]));
+                for &id in quads.remainder() {
+                    let (mut dot, mut nn) = (0f64, 0f64);
+                    for (&a, &b) in row(id).iter().zip(xi) {
+                        dot += a as f64 * b as f64;
+                        nn += a as f64 * a as f64;
+                    }
+                    scored.push((cos(dot, nn), dot, id));
                 }
-            }
-            for &id in quads.remainder() {
-                let (mut dot, mut nn) = (0f64, 0f64);
-                for (&a, &b) in row(id).iter().zip(xi) {
-                    dot += a as f64 * b as f64;
-                    nn += a as f64 * a as f64;
+                let keep = qq.min(scored.len());
+                let cmp = |a: &(f64, f64, u32), b: &(f64, f64, u32)| {
+                    b.0.total_cmp(&a.0).then(a.2.cmp(&b.2))
+                };
+                if keep < scored.len() {
+                    scored.select_nth_unstable_by(keep, cmp);
+                    scored.truncate(keep);
                 }
-                scored.push((cos(dot, nn), dot, id));
+                if confidence > 0.0 && scored.len() > min_keep as usize {
+                    trim_to_mass(scored, exps, bias, confidence, min_keep as usize);
+                }
+                let s0 = out.ids.len();
+                out.ids.extend(scored.iter().map(|p| p.2));
+                out.ids[s0..].sort_unstable();
+                out.offsets.push(out.ids.len());
             }
-            let keep = qq.min(scored.len());
-            let cmp =
-                |a: &(f64, f64, u32), b: &(f64, f64, u32)| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2));
-            if keep < scored.len() {
-                scored.select_nth_unstable_by(keep, cmp);
-                scored.truncate(keep);
-            }
-            if confidence > 0.0 && scored.len() > min_keep as usize {
-                trim_to_mass(scored, exps, bias, confidence, min_keep as usize);
-            }
-            let s0 = out.ids.len();
-            out.ids.extend(scored.iter().map(|p| p.2));
-            out.ids[s0..].sort_unstable();
-            out.offsets.push(out.ids.len());
-        }
-        SCRATCH.with(|c| *c.borrow_mut() = sc);
-        Ok(())
+            Ok(())
+        })
     }
 
     /// `S(X)`: the union of the per-sample sets in `r` (ids `< rows`),
@@ -1004,40 +1004,39 @@ pub fn union_capped(
             ids[j]
         );
     }
-    // The thread's buffers, taken out of their cell for the call (as the
-    // forest's query does); the counters are all zero between calls.
-    let mut sc = UNION.with(|c| c.take());
-    if sc.cnt.len() < n {
-        sc.cnt = try_vec::<u32>(n, "class counts")?;
-    }
-    let UnionScratch { cnt, uniq, keyed } = &mut sc;
-    uniq.clear();
-    for &i in ids {
-        if cnt[i as usize] == 0 {
-            uniq.push(i);
+    // The thread's buffers; the counters are all zero between calls.
+    crate::par::with_taken(&UNION, |sc| -> Result<()> {
+        if sc.cnt.len() < n {
+            sc.cnt = try_vec::<u32>(n, "class counts")?;
         }
-        cnt[i as usize] += 1;
-    }
-    out.clear();
-    counts.clear();
-    if cap > 0 && uniq.len() > cap {
-        keyed.clear();
-        keyed.extend(uniq.iter().map(|&j| {
-            let u = SplitMix64::new(seed ^ (j as u64 + 1).wrapping_mul(GOLDEN)).next_f64_open();
-            (u.ln() / cnt[j as usize] as f64, j)
-        }));
-        keyed.select_nth_unstable_by(cap, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        out.extend(keyed[..cap].iter().map(|p| p.1));
-    } else {
-        out.extend_from_slice(uniq);
-    }
-    out.sort_unstable();
-    counts.extend(out.iter().map(|&j| cnt[j as usize]));
-    for &j in uniq.iter() {
-        cnt[j as usize] = 0;
-    }
-    UNION.with(|c| *c.borrow_mut() = sc);
-    Ok(())
+        let UnionScratch { cnt, uniq, keyed } = sc;
+        uniq.clear();
+        for &i in ids {
+            if cnt[i as usize] == 0 {
+                uniq.push(i);
+            }
+            cnt[i as usize] += 1;
+        }
+        out.clear();
+        counts.clear();
+        if cap > 0 && uniq.len() > cap {
+            keyed.clear();
+            keyed.extend(uniq.iter().map(|&j| {
+                let u = SplitMix64::new(seed ^ (j as u64 + 1).wrapping_mul(GOLDEN)).next_f64_open();
+                (u.ln() / cnt[j as usize] as f64, j)
+            }));
+            keyed.select_nth_unstable_by(cap, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            out.extend(keyed[..cap].iter().map(|p| p.1));
+        } else {
+            out.extend_from_slice(uniq);
+        }
+        out.sort_unstable();
+        counts.extend(out.iter().map(|&j| cnt[j as usize]));
+        for &j in uniq.iter() {
+            cnt[j as usize] = 0;
+        }
+        Ok(())
+    })
 }
 
 /// [`union_capped`]'s buffers: a counter per class (zero between calls:
