@@ -270,15 +270,16 @@ pub unsafe fn panel_vnni(
 // ------------------------------------------------------------ 4-bit panels
 
 /// One 4-bit panel ([`super::NibFn`]): per 64-byte group the low nibbles
-/// (`vpandd`) and the high ones (`vpsrlw 4` + `vpandd`) are the unsigned
-/// operands of two steps against the broadcast query bytes of their
-/// dimensions (signed operand: `u <= 127`; without VNNI a `vpmaddubsw`
-/// pair is at most `2 * 15 * 127`, far from saturating), into two
-/// accumulators, added at the end (exact: wrapping i32 addition is
+/// (`vpandd`) and the high ones are the unsigned operands of two steps
+/// against the broadcast query bytes of their dimensions (signed operand:
+/// `u <= 127`), into four accumulators (low and high, even and odd
+/// groups), added at the end (exact: wrapping i32 addition is
 /// associative); then the correction and the affine epilogue in the
-/// scalar oracle's order. One panel at a time: sharing the broadcasts
-/// between two or four panels was no faster from L2 and up to 1.4x slower
-/// from L3 (benches/qdot.md, "The centroid pass in 4 bits").
+/// scalar oracle's order. The high nibbles are masked in place with VNNI
+/// and shifted down per group without it (see the body). One panel at a
+/// time: sharing the broadcasts between two or four panels was no faster
+/// from L2 and up to 1.4x slower from L3 (benches/qdot.md, "The centroid
+/// pass in 4 bits").
 #[inline(always)]
 unsafe fn nib_panel<const VNNI: bool>(
     p: *const u8,
@@ -296,15 +297,36 @@ unsafe fn nib_panel<const VNNI: bool>(
         let ones = _mm512_set1_epi16(1);
         let mask = _mm512_set1_epi8(0x0f);
         let groups = dim_pad / 8;
-        let (mut lo_acc, mut hi_acc) = (_mm512_setzero_si512(), _mm512_setzero_si512());
-        for g in 0..groups {
-            let x = _mm512_loadu_si512(p.add(64 * g).cast());
-            let lo = _mm512_and_si512(x, mask);
-            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(x), mask);
-            lo_acc = step::<VNNI>(lo_acc, lo, bcast4(q, g), ones);
-            hi_acc = step::<VNNI>(hi_acc, hi, bcast4(q, groups + g), ones);
+        // High nibbles: with VNNI they stay in place (`x & 0xf0`, 16 times
+        // the code; a `vpdpbusd` step is at most 4 * 240 * 127 and the sum
+        // over a row at most 16 * 15 * 127 * dim_pad / 2, far from i32's
+        // limit), and the sum, a multiple of 16, is shifted down once per
+        // panel: exact, and one shift a group fewer on the shift ports.
+        // `vpmaddubsw` would saturate at 2 * 240 * 127, so without VNNI
+        // they are shifted down per group.
+        let hi_of = |x: __m512i| {
+            if VNNI {
+                _mm512_andnot_si512(mask, x)
+            } else {
+                _mm512_and_si512(_mm512_srli_epi16::<4>(x), mask)
+            }
+        };
+        // Two accumulators per nibble half (even and odd groups): the
+        // `vpdpbusd` chains of a panel are half as long. `groups` is even
+        // (`dim_pad` is a multiple of 64).
+        let mut acc = [_mm512_setzero_si512(); 4];
+        for g in (0..groups).step_by(2) {
+            for j in 0..2 {
+                let x = _mm512_loadu_si512(p.add(64 * (g + j)).cast());
+                let lo = _mm512_and_si512(x, mask);
+                acc[2 * j] = step::<VNNI>(acc[2 * j], lo, bcast4(q, g + j), ones);
+                acc[2 * j + 1] =
+                    step::<VNNI>(acc[2 * j + 1], hi_of(x), bcast4(q, groups + g + j), ones);
+            }
         }
-        let raw = _mm512_add_epi32(lo_acc, hi_acc);
+        let hi = _mm512_add_epi32(acc[1], acc[3]);
+        let hi = if VNNI { _mm512_srai_epi32::<4>(hi) } else { hi };
+        let raw = _mm512_add_epi32(_mm512_add_epi32(acc[0], acc[2]), hi);
         let m = _mm512_sub_epi32(
             raw,
             _mm512_slli_epi32::<6>(_mm512_loadu_si512(nsums.cast())),
