@@ -464,9 +464,23 @@ pub unsafe fn relay(src: *const i8, dim_pad: usize, nrows: usize, dst: *mut i8) 
     // bytes); dim_pad is a multiple of 64 (RelayFn).
     unsafe {
         let npanels = nrows.div_ceil(16);
+        // The re-lay of a batch's lists reads their codes from L3 or DRAM
+        // once, bound by memory: its loads walk 16 rows a chunk at a time,
+        // a stride the hardware prefetcher follows late, so the panel
+        // `AHEAD` panels on (16 contiguous rows) is prefetched while this
+        // one is transposed, and the first ones before the loop. Only rows
+        // of this run: a batch's next list is elsewhere.
+        const AHEAD: usize = 4;
+        crate::kernels::simd::prefetch_lines(src.cast(), (16 * AHEAD).min(nrows) * dim_pad);
         for p in 0..npanels {
             let rows = (nrows - 16 * p).min(16);
             let base = dst.add(p * 16 * dim_pad);
+            let next = (16 * (p + AHEAD)).min(nrows);
+            let ahead = (16 * (p + AHEAD + 1)).min(nrows);
+            crate::kernels::simd::prefetch_lines(
+                src.wrapping_add(next * dim_pad).cast(),
+                (ahead - next) * dim_pad,
+            );
             for c in 0..dim_pad / 64 {
                 let mut r = [_mm512_setzero_si512(); 16];
                 for (i, x) in r.iter_mut().enumerate().take(rows) {
