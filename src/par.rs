@@ -7,14 +7,32 @@
 //! results in job order, so a result is the same for 1, 2 or 64 threads.
 
 /// The thread-count rule: 0 = every core the process may use
-/// (`available_parallelism`, 1 if unknown), otherwise the number given.
+/// ([`cores`]), otherwise the number given.
 pub(crate) fn threads(requested: usize) -> usize {
     if requested == 0 {
-        std::thread::available_parallelism()
-            .map(|v| v.get())
-            .unwrap_or(1)
+        cores()
     } else {
         requested
+    }
+}
+
+/// The cores the process may use (`available_parallelism`, 1 if unknown),
+/// read on first use and kept: on Linux `available_parallelism` reads the
+/// affinity mask and the cgroup's CPU quota files on every call (about
+/// twenty system calls and a few allocations, tens of µs), which a query
+/// or a training step that asks for every core would pay per call. A
+/// later change of the process's affinity or quota is not seen (OpenMP
+/// runtimes read theirs once too); ask for a count to override it.
+pub(crate) fn cores() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static CORES: AtomicUsize = AtomicUsize::new(0);
+    match CORES.load(Ordering::Relaxed) {
+        0 => {
+            let c = std::thread::available_parallelism().map_or(1, |v| v.get());
+            CORES.store(c, Ordering::Relaxed);
+            c
+        }
+        c => c,
     }
 }
 

@@ -215,12 +215,14 @@ fn c_abi_queries_do_not_allocate_after_warm_up() {
         };
         for &reach in reaches {
             let mut qp = lshk_query_params_default();
-            qp.threads = 1;
             if let Some(x) = reach {
                 qp.ivf.reach = x;
                 qp.ivf.nprobe = 4;
             }
-            for b in [1usize, nq] {
+            // B = 1 also with every core asked for: one query stays on the
+            // calling thread, and the core count is not read again.
+            for (b, threads) in [(1usize, 1u32), (1, LSHK_QUERY_THREADS_ALL), (nq, 1)] {
+                qp.threads = threads;
                 let mut ids = vec![0u32; b * k as usize];
                 let mut sc = vec![0f32; b * k as usize];
                 let mut st = lshk_query_stats {
@@ -265,7 +267,10 @@ fn c_abi_queries_do_not_allocate_after_warm_up() {
                 }
                 let mut i = 0;
                 no_allocations(
-                    &format!("lshk_index_query (source {source}, codes {codes}, reach {reach:?}, B = {b})"),
+                    &format!(
+                        "lshk_index_query (source {source}, codes {codes}, reach {reach:?}, \
+                         B = {b}, threads {threads})"
+                    ),
                     &mut || {
                         run(i, i % 2 == 0);
                         i += 1;
@@ -452,6 +457,23 @@ fn c_abi_training_calls_do_not_allocate_after_warm_up() {
                 offs.as_ptr(),
                 nb,
                 1,
+                loss.as_mut_ptr(),
+                g2.as_mut_ptr(),
+            )
+        };
+        ok(s, "lshk_softmax_xent_csr");
+    });
+    // One sample with every core asked for (threads 0): the work caps the
+    // threads at one, and the core count is not read again.
+    measure("lshk_softmax_xent_csr (one sample, threads 0)", &mut || {
+        // SAFETY: the first sample of the buffers above.
+        let s = unsafe {
+            lshk_softmax_xent_csr(
+                grad.as_ptr(),
+                targets.as_ptr(),
+                offs.as_ptr(),
+                1,
+                0,
                 loss.as_mut_ptr(),
                 g2.as_mut_ptr(),
             )

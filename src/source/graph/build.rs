@@ -131,10 +131,7 @@ impl Graph {
             walk: None,
         };
         g.max_level = g.levels[0] as usize;
-        let threads = match p.threads {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            t => t as usize,
-        };
+        let threads = crate::par::threads(p.threads as usize);
         g.insert_all(tier, threads);
         g.repair_reachability(tier);
         g.convert_storage(p.storage)?;

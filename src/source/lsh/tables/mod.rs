@@ -29,7 +29,7 @@
 //! result is identical for every thread count, and an update followed by a
 //! gather equals a rebuild from the new codes.
 //!
-//! **Threads**: `threads = 0` uses every core (`available_parallelism`);
+//! **Threads**: `threads = 0` uses every core (`crate::par::cores`);
 //! tables are split into contiguous ranges, one per thread
 //! (`std::thread::scope`); each table is built by exactly one thread with the
 //! same code, so the result does not depend on the thread count.
