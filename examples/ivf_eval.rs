@@ -6,11 +6,13 @@
 //! `cargo run --release --example ivf_eval [-- --rows N] [--w2v DIR] [--nq N]
 //! [--nlist N] [--iters N] [--train N] [--codes i8|pq4|pq4i8|none] [--pq-m M] [--only w1|w2v]
 //! [--nprobe 1,2,4,...] [--rerank 16,32,...] [--refine 256,...] [--reach 0,1.5,2,...]
-//! [--npy DIR] [--calibrate 0.95,0.99] [--cal-nq N] [--reps N]`
+//! [--npy DIR] [--calibrate 0.95,0.99] [--cal-nq N] [--reps N] [--batch 1|64]`
 //!
 //! Times are the best of `--reps` (default 3) passes, B = 1 and B = 64
 //! interleaved; the CPU columns are the thread's CPU time per query (steadier
-//! than wall time when other jobs share the cores).
+//! than wall time when other jobs share the cores). `--batch 1` or `64`
+//! times only that batch size (the other's columns read `inf`), e.g. to
+//! profile one of them.
 //!
 //! `--calibrate T,...` also runs [`Ivf::calibrate`] for each recall target
 //! on `--cal-nq` (default 500) further queries of the same workload, which
@@ -49,6 +51,7 @@ fn main() {
     let mut targets: Vec<f32> = Vec::new();
     let mut cal_nq = 500usize;
     let mut reps = 3usize;
+    let mut batch = None::<usize>;
     let list = |s: String| -> Vec<u32> { s.split(',').map(|x| x.parse().expect("list")).collect() };
     let mut a = std::env::args().skip(1);
     while let Some(x) = a.next() {
@@ -79,6 +82,7 @@ fn main() {
             "--calibrate" => targets = v().split(',').map(|x| x.parse().expect("target")).collect(),
             "--cal-nq" => cal_nq = v().parse().expect("cal-nq"),
             "--reps" => reps = v().parse().expect("reps"),
+            "--batch" => batch = Some(v().parse().expect("batch 1 or 64")),
             other => panic!("unknown option {other}"),
         }
     }
@@ -88,7 +92,7 @@ fn main() {
         // The calibration sample is the queries after the evaluated ones.
         let n_eval = d.nq.saturating_sub(cal).min(nq);
         run(
-            d, n_eval, &p, &nprobes, &reranks, &refines, &reaches, &targets, reps,
+            d, n_eval, &p, &nprobes, &reranks, &refines, &reaches, &targets, reps, batch,
         )
     };
     if let Some(dir) = npy {
@@ -147,7 +151,9 @@ fn run(
     reaches: &[f32],
     targets: &[f32],
     reps: usize,
+    batch: Option<usize>,
 ) {
+    let (time1, time64) = (batch != Some(64), batch != Some(1));
     let k = 10;
     println!("{}", d.name);
     let (exact, _, _) = common::exact_topk(d, nq, k);
@@ -215,7 +221,7 @@ fn run(
         );
         for _ in 0..reps {
             let (t, c) = (Instant::now(), thread_cpu_seconds());
-            for i in 0..nq {
+            for i in 0..if time1 { nq } else { 0 } {
                 ivf.search(
                     d.query(i),
                     1,
@@ -227,9 +233,14 @@ fn run(
                 )
                 .unwrap();
             }
-            assert!(ids == batched, "B = 1 and batched results differ");
-            b1.0 = b1.0.min(t.elapsed().as_secs_f64() / nq as f64);
-            b1.1 = b1.1.min((thread_cpu_seconds() - c) / nq as f64);
+            if time1 {
+                assert!(ids == batched, "B = 1 and batched results differ");
+                b1.0 = b1.0.min(t.elapsed().as_secs_f64() / nq as f64);
+                b1.1 = b1.1.min((thread_cpu_seconds() - c) / nq as f64);
+            }
+            if !time64 {
+                continue;
+            }
             let (t, c) = (Instant::now(), thread_cpu_seconds());
             for c in (0..nq).step_by(64) {
                 let n = 64.min(nq - c);
