@@ -269,6 +269,9 @@ pub unsafe fn panel_vnni(
 
 // ------------------------------------------------------------ 4-bit panels
 
+// The high-nibble sums of `nib_panel` with VNNI never wrap.
+const _: () = assert!(16 * 15 * 127 * (super::MAX_DIM_PAD / 2) < i32::MAX as usize);
+
 /// One 4-bit panel ([`super::NibFn`]): per 64-byte group the low nibbles
 /// (`vpandd`) and the high ones are the unsigned operands of two steps
 /// against the broadcast query bytes of their dimensions (signed operand:
@@ -298,10 +301,11 @@ unsafe fn nib_panel<const VNNI: bool>(
         let mask = _mm512_set1_epi8(0x0f);
         let groups = dim_pad / 8;
         // High nibbles: with VNNI they stay in place (`x & 0xf0`, 16 times
-        // the code; a `vpdpbusd` step is at most 4 * 240 * 127 and the sum
-        // over a row at most 16 * 15 * 127 * dim_pad / 2, far from i32's
-        // limit), and the sum, a multiple of 16, is shifted down once per
-        // panel: exact, and one shift a group fewer on the shift ports.
+        // the code; the sum over a row's dim_pad / 2 high dimensions is at
+        // most 16 * 15 * 127 * dim_pad / 2 < 2^31 in magnitude, checked
+        // below for MAX_DIM_PAD, so it never wraps), and the sum, a
+        // multiple of 16, is shifted down once per panel: exact, and one
+        // shift a group fewer on the shift ports.
         // `vpmaddubsw` would saturate at 2 * 240 * 127, so without VNNI
         // they are shifted down per group.
         let hi_of = |x: __m512i| {
