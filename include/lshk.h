@@ -2244,7 +2244,9 @@ struct lshk_adam_params lshk_adam_params_default(void);
 // segment has loss 0. `grad == logits` (in place) is allowed; any other
 // overlap is not. The exponential is lshk's own (relative error <= 2^-19,
 // plus 2^-125); error bounds in docs/training.md. Same bits on every tier
-// and thread count (`threads`: 0 = every core; samples are split into
+// and thread count (`threads`: 0 = every core, as many as the work pays
+// for: at least 2^18 logits a thread, so a small batch stays on the
+// calling thread; an explicit count is kept; samples are split into
 // contiguous ranges). Stateless and thread-safe.
 //
 // Errors: NULL_POINTER, INVALID_ARGUMENT (bad offsets, misaligned,
@@ -2283,7 +2285,9 @@ lshk_status lshk_softmax_xent_csr_isa(lshk_isa isa,
 // its segment `offsets[b] .. offsets[b+1]` (empty: zeros; a repeated id
 // counts each time). Each element is summed in position order from 0,
 // product and sum rounded separately: the same bits on every tier and
-// thread count (`threads`: 0 = every core), within
+// thread count (`threads`: 0 = every core, as many as the work pays for:
+// at least 2^20 gathered coordinates, ids x dim, a thread; an explicit
+// count is kept), within
 // `gamma(n_b + 1) * sum_j |grad_j w_jk|` of the exact value (bf16 rows
 // are widened exactly; the bound holds for the stored values). Stateless,
 // thread-safe.

@@ -516,11 +516,14 @@ def softmax_xent_csr(logits: _F32, targets: _F32, offsets: _Int, *, threads: int
     loss[b] = log sum exp(z) - sum t z and grad[j] = softmax(z)_j - t_j:
     (loss (nb,), grad (n,)) float32. A segment whose targets sum to 0 has
     loss 0 and gradient 0. Same bits on every tier and thread count
-    (threads 0 = every core). Error bounds: docs/training.md."""
+    (threads 0 = every core, as many as the work pays for: at least 2**18
+    logits a thread, so a small batch stays on the calling thread). Error
+    bounds: docs/training.md."""
 def gather_dq(w: _F32, grad: _F32, ids: _Int, offsets: _Int, *, threads: int = 0) -> np.ndarray:
     """lshk_gather_dq (f32 rows): dq[b] = sum over sample b's segment of
     grad[j] * w[ids[j]], shape (nb, dim): the gradient in the inputs of
-    the gathered matmul."""
+    the gathered matmul (threads 0 = every core, as many as the work pays
+    for: at least 2**20 gathered coordinates, ids x dim, a thread)."""
 def rows_update_sgd(w: np.ndarray, q: _F32, grad: _F32, ids: _Int, offsets: _Int, lr: float, *, threads: int = 0) -> None:
     """lshk_rows_update_sgd, in place on w (a writable float32 array whose
     rows are contiguous; anything that would need a copy raises

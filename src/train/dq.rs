@@ -6,7 +6,7 @@ use crate::isa::{self, Isa};
 use crate::kernels::train::{self as kt, Rows};
 use crate::matmul::check_offsets;
 
-use super::{segment_cuts, threads_for};
+use super::{segment_cuts, threads_auto};
 
 /// The rows of W for [`gather_dq`]: f32, or bf16 bit patterns (widened to
 /// f32 exactly).
@@ -42,12 +42,21 @@ pub(super) fn check_ids(ids: &[u32], rows: usize, offsets: &[usize]) -> Result<(
     ))
 }
 
+/// Gathered coordinates (`ids x dim`) a thread gets at least when the
+/// caller asks for every core (`threads = 0`): 2^20, 8,192 ids of 128
+/// floats, about 0.15 ms of work. Measured on a 2-core Zen 4 VM
+/// (benches/train.md): two threads broke even at 8,192 ids and gained
+/// 1.3x at 16,384.
+const DQ_MIN_WORK_PER_THREAD: usize = 1 << 20;
+
 /// The transposed gathered product: for each sample `b < nb`
 /// (`nb = offsets.len() - 1`), `dq[b * dq_stride .. + dim] =
 /// sum_j grad[j] * W[ids[j]]` over its segment, each element summed in
 /// position order from +0 (an empty segment gives 0). W: `rows` rows of
-/// `dim` elements at stride `w_stride`. Every tier and thread count gives
-/// the same bits; against exact arithmetic each element is within
+/// `dim` elements at stride `w_stride`. `threads`: 0 = every core, as many
+/// as the work pays for (at least 2^20 gathered coordinates a thread); an
+/// explicit count is kept. Every tier and thread count gives the same
+/// bits; against exact arithmetic each element is within
 /// `gamma(n) * sum_j |g_j w_jk|` (`n` the segment length; one more
 /// rounding per product: `gamma(n + 1)`).
 #[allow(clippy::too_many_arguments)]
@@ -99,7 +108,7 @@ pub fn gather_dq(
     }
     check_ids(ids, rows, offsets)?;
     let ks = kt::kernels(tier);
-    let t = threads_for(threads, nb);
+    let t = threads_auto(threads, nb, ids.len() * dim, DQ_MIN_WORK_PER_THREAD);
     let run = |b0: usize, b1: usize, out: &mut [f32]| {
         for b in b0..b1 {
             let (s, e) = (offsets[b], offsets[b + 1]);

@@ -6,7 +6,7 @@ use crate::isa::{self, Isa};
 use crate::kernels::train as kt;
 use crate::matmul::check_offsets;
 
-use super::{segment_cuts, threads_for};
+use super::{segment_cuts, threads_auto};
 
 fn check_xent(
     n: usize,
@@ -66,8 +66,9 @@ fn check_finite_logits(x: &[f32]) -> Result<()> {
 /// `y = targets[segment]` (see the module docs; `grad` may not alias
 /// `logits`, use [`softmax_xent_in_place`]). Logits must be finite
 /// (`NonFinite`), targets finite and `>= 0`. Runs on `tier` with `threads`
-/// threads (0 = every core); the result is the same for every tier and
-/// thread count. Error bounds: [`XentBound`](super::XentBound).
+/// threads (0 = every core, as many as the work pays for: at least 2^18
+/// logits a thread; an explicit count is kept); the result is the same for
+/// every tier and thread count. Error bounds: [`XentBound`](super::XentBound).
 pub fn softmax_xent(
     tier: Isa,
     threads: usize,
@@ -122,6 +123,12 @@ fn xent_segments(
     }
 }
 
+/// Logits a thread gets at least when the caller asks for every core
+/// (`threads = 0`): 2^18, about 0.5 ms of work. Measured on a 2-core Zen 4
+/// VM (benches/train.md): two threads lost below 1M logits and gained
+/// 1.17x at 4M.
+const XENT_MIN_LOGITS_PER_THREAD: usize = 1 << 18;
+
 fn xent_run(
     tier: Isa,
     threads: usize,
@@ -132,7 +139,7 @@ fn xent_run(
 ) {
     let f = kt::kernels(tier).xent;
     let nb = offsets.len() - 1;
-    let t = threads_for(threads, nb);
+    let t = threads_auto(threads, nb, x.len(), XENT_MIN_LOGITS_PER_THREAD);
     if t == 1 {
         xent_segments(f, x, y, offsets, 0, &mut loss[..nb]);
         return;
