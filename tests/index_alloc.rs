@@ -448,58 +448,51 @@ fn c_abi_training_calls_do_not_allocate_after_warm_up() {
     let mut loss = vec![0f32; nb];
     let mut dq = vec![0f32; nb * dim];
     let measure = no_allocations;
-    measure("lshk_softmax_xent_csr", &mut || {
-        // SAFETY: every buffer holds the counts the call reads and writes.
-        let s = unsafe {
-            lshk_softmax_xent_csr(
-                grad.as_ptr(),
-                targets.as_ptr(),
-                offs.as_ptr(),
-                nb,
-                1,
-                loss.as_mut_ptr(),
-                g2.as_mut_ptr(),
-            )
-        };
-        ok(s, "lshk_softmax_xent_csr");
-    });
-    // One sample with every core asked for (threads 0): the work caps the
-    // threads at one, and the core count is not read again.
-    measure("lshk_softmax_xent_csr (one sample, threads 0)", &mut || {
-        // SAFETY: the first sample of the buffers above.
-        let s = unsafe {
-            lshk_softmax_xent_csr(
-                grad.as_ptr(),
-                targets.as_ptr(),
-                offs.as_ptr(),
-                1,
-                0,
-                loss.as_mut_ptr(),
-                g2.as_mut_ptr(),
-            )
-        };
-        ok(s, "lshk_softmax_xent_csr");
-    });
-    measure("lshk_gather_dq", &mut || {
-        // SAFETY: as above.
-        let s = unsafe {
-            lshk_gather_dq(
-                LSHK_STORAGE_F32,
-                w.as_ptr().cast(),
-                rows,
-                dim,
-                dim,
-                grad.as_ptr(),
-                ids.as_ptr(),
-                offs.as_ptr(),
-                nb,
-                1,
-                dq.as_mut_ptr(),
-                dim,
-            )
-        };
-        ok(s, "lshk_gather_dq");
-    });
+    // threads 0 (every core) too: the batch is too small for a second
+    // thread, so the call stays on this one, and the core count is not
+    // read again.
+    for threads in [1u32, 0] {
+        measure(
+            &format!("lshk_softmax_xent_csr (threads {threads})"),
+            &mut || {
+                // SAFETY: every buffer holds the counts the call reads and writes.
+                let s = unsafe {
+                    lshk_softmax_xent_csr(
+                        grad.as_ptr(),
+                        targets.as_ptr(),
+                        offs.as_ptr(),
+                        nb,
+                        threads,
+                        loss.as_mut_ptr(),
+                        g2.as_mut_ptr(),
+                    )
+                };
+                ok(s, "lshk_softmax_xent_csr");
+            },
+        );
+    }
+    for threads in [1u32, 0] {
+        measure(&format!("lshk_gather_dq (threads {threads})"), &mut || {
+            // SAFETY: as above.
+            let s = unsafe {
+                lshk_gather_dq(
+                    LSHK_STORAGE_F32,
+                    w.as_ptr().cast(),
+                    rows,
+                    dim,
+                    dim,
+                    grad.as_ptr(),
+                    ids.as_ptr(),
+                    offs.as_ptr(),
+                    nb,
+                    threads,
+                    dq.as_mut_ptr(),
+                    dim,
+                )
+            };
+            ok(s, "lshk_gather_dq");
+        });
+    }
     // All rows (SGD position by position), then a batch covering many of
     // few rows (2 n >= rows: grouped by row).
     let few = 400usize;
