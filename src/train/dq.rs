@@ -43,10 +43,9 @@ pub(super) fn check_ids(ids: &[u32], rows: usize, offsets: &[usize]) -> Result<(
 }
 
 /// Gathered coordinates (`ids x dim`) a thread gets at least when the
-/// caller asks for every core (`threads = 0`): 2^20, 8,192 ids of 128
-/// floats, about 0.15 ms of work. Measured on a 2-core Zen 4 VM
-/// (benches/train.md): two threads broke even at 8,192 ids and gained
-/// 1.3x at 16,384.
+/// caller asks for every core (`threads = 0`): 2^20 (8,192 ids of 128
+/// floats), where a second thread started per call begins to pay
+/// (benches/train.md, "Every core for xent and dq").
 const DQ_MIN_WORK_PER_THREAD: usize = 1 << 20;
 
 /// The transposed gathered product: for each sample `b < nb`

@@ -99,9 +99,9 @@ fn threads_for(threads: usize, work: usize) -> usize {
 /// [`threads_for`], where `threads = 0` (every core, the library's
 /// choice) also gives each thread at least `min_per_thread` of the call's
 /// `elems` elements: these calls start their threads per call
-/// ([`crate::par::map`]), which costs 50-100 µs on the 2-core VMs measured
-/// (benches/train.md), more than a small batch's whole work, so a small
-/// call stays on the calling thread. An explicit count is kept as given.
+/// ([`crate::par::map`]), which costs more than a small batch's whole work
+/// (benches/train.md), so a small call stays on the calling thread. An
+/// explicit count is kept as given.
 fn threads_auto(threads: usize, work: usize, elems: usize, min_per_thread: usize) -> usize {
     let t = threads_for(threads, work);
     if threads == 0 {

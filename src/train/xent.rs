@@ -124,9 +124,8 @@ fn xent_segments(
 }
 
 /// Logits a thread gets at least when the caller asks for every core
-/// (`threads = 0`): 2^18, about 0.5 ms of work. Measured on a 2-core Zen 4
-/// VM (benches/train.md): two threads lost below 1M logits and gained
-/// 1.17x at 4M.
+/// (`threads = 0`): 2^18, where a second thread started per call begins
+/// to pay (benches/train.md, "Every core for xent and dq").
 const XENT_MIN_LOGITS_PER_THREAD: usize = 1 << 18;
 
 fn xent_run(
