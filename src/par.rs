@@ -21,9 +21,9 @@ pub(crate) fn threads(requested: usize) -> usize {
 /// affinity mask and the cgroup's CPU quota files on every call (about
 /// twenty system calls and a few allocations: more than a small query
 /// costs, docs/c-api.md), which a query or a training step that asks for
-/// every core would pay per call. A
-/// later change of the process's affinity or quota is not seen (OpenMP
-/// runtimes read theirs once too); ask for a count to override it.
+/// every core would pay per call. A later change of the process's
+/// affinity or quota is not seen (OpenMP runtimes read theirs once too);
+/// ask for a count to override it.
 pub(crate) fn cores() -> usize {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static CORES: AtomicUsize = AtomicUsize::new(0);

@@ -107,7 +107,12 @@ pub fn gather_dq(
     }
     check_ids(ids, rows, offsets)?;
     let ks = kt::kernels(tier);
-    let t = threads_auto(threads, nb, ids.len() * dim, DQ_MIN_WORK_PER_THREAD);
+    let t = threads_auto(
+        threads,
+        nb,
+        ids.len().saturating_mul(dim),
+        DQ_MIN_WORK_PER_THREAD,
+    );
     let run = |b0: usize, b1: usize, out: &mut [f32]| {
         for b in b0..b1 {
             let (s, e) = (offsets[b], offsets[b + 1]);

@@ -302,8 +302,8 @@ unsafe fn nib_panel<const VNNI: bool>(
         let groups = dim_pad / 8;
         // High nibbles: with VNNI they stay in place (`x & 0xf0`, 16 times
         // the code; the sum over a row's dim_pad / 2 high dimensions is at
-        // most 16 * 15 * 127 * dim_pad / 2 < 2^31 in magnitude, checked
-        // below for MAX_DIM_PAD, so it never wraps), and the sum, a
+        // most 16 * 15 * 127 * dim_pad / 2 < 2^31 in magnitude, checked at
+        // compile time for MAX_DIM_PAD, so it never wraps), and the sum, a
         // multiple of 16, is shifted down once per panel: exact, and one
         // shift a group fewer on the shift ports.
         // `vpmaddubsw` would saturate at 2 * 240 * 127, so without VNNI
