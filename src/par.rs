@@ -25,16 +25,8 @@ pub(crate) fn threads(requested: usize) -> usize {
 /// affinity or quota is not seen (OpenMP runtimes read theirs once too);
 /// ask for a count to override it.
 pub(crate) fn cores() -> usize {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static CORES: AtomicUsize = AtomicUsize::new(0);
-    match CORES.load(Ordering::Relaxed) {
-        0 => {
-            let c = std::thread::available_parallelism().map_or(1, |v| v.get());
-            CORES.store(c, Ordering::Relaxed);
-            c
-        }
-        c => c,
-    }
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |v| v.get()))
 }
 
 /// Scratch values that threads left behind when they exited, for the next
