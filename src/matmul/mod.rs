@@ -84,7 +84,7 @@ pub use convert::{
 pub use merge::{topk_merge, ShardTopK};
 pub use softmax::{softmax, softmax_in_place};
 pub(crate) use topk::{
-    chunk_floor, rank_key_total, topk_drain, topk_offer, topk_segment, topk_set,
+    chunk_floor, rank_key_total, topk_drain, topk_offer_floored, topk_segment, topk_set,
 };
 pub use topk::{topk, TopK, TOPK_PAD_ID};
 

@@ -263,43 +263,45 @@ fn topk_segment_in(
     drain(top, k, out_ids, out_scores, sorted);
 }
 
-/// The most chunk maxima [`chunk_floor`] takes (and so its largest `k`).
-pub(crate) const FLOOR_CHUNKS: usize = 64;
+/// The most groups whose maxima [`chunk_floor`] takes (16 lanes of 8
+/// blocks); its largest `k` is half of it.
+pub(crate) const FLOOR_CHUNKS: usize = 128;
 
 /// A score that at least `k` distinct elements of `v` reach: the `k`-th
-/// largest of the maxima of at most [`FLOOR_CHUNKS`] chunks (of a multiple
-/// of 16 elements each), so the `k`-th best of `v` reaches it too, and an
-/// element below it is never among the best `k`. `None` when it would not
-/// pay or not hold: `k` is 0 or above [`FLOOR_CHUNKS`], `v` has fewer than
-/// `max(16 k, 128)` elements, fewer than `k` chunks, or the floor is
-/// `-inf` (NaN is never a maximum). One pass of vector maxima and a
-/// selection among at most 64 values.
+/// largest of the maxima of 64 disjoint groups of `v` (128 for `k` above
+/// 32), so the `k`-th best of `v` reaches it too, and an element below it
+/// is never among the best `k`. The groups are the 16 lanes of each of
+/// four (eight) contiguous blocks, a block a multiple of 16 elements
+/// long and lane `l` its elements `16 i + l`: the maxima are one pass of
+/// 16-lane vector maxima whatever the length, and a segment of a few
+/// hundred scores still has its 64 groups. `None` when it would not pay or
+/// not hold: `k` is 0 or above [`FLOOR_CHUNKS`] / 2 (with fewer than two
+/// groups per wanted element the floor passes most of a segment), `v` has
+/// fewer than `max(8 k, 128)` elements, or the floor is `-inf` (a group
+/// that is empty or all NaN: NaN is never a maximum). One pass and a
+/// selection among 64 (128) values.
 pub(crate) fn chunk_floor(v: &[f32], k: usize) -> Option<f32> {
-    if !(1..=FLOOR_CHUNKS).contains(&k) || v.len() < (16 * k).max(128) {
+    if !(1..=FLOOR_CHUNKS / 2).contains(&k) || v.len() < (8 * k).max(128) {
         return None;
     }
-    let chunk = v.len().div_ceil(FLOOR_CHUNKS).next_multiple_of(16);
+    let groups = if k <= 32 { 64 } else { FLOOR_CHUNKS };
+    let block = v.len().div_ceil(groups / 16).next_multiple_of(16);
     let mut maxima = [f32::NEG_INFINITY; FLOOR_CHUNKS];
-    let nc = v.len().div_ceil(chunk);
-    if nc < k {
-        return None;
-    }
-    for (m, c) in maxima.iter_mut().zip(v.chunks(chunk)) {
-        // Sixteen running maxima (selects, so the loop vectorises; a
-        // serial fold would wait on each compare), then their largest.
-        let mut lanes = [f32::NEG_INFINITY; 16];
-        let mut blocks = c.chunks_exact(16);
-        for b in &mut blocks {
+    for (lanes, c) in maxima[..groups].chunks_exact_mut(16).zip(v.chunks(block)) {
+        // Selects, so the loop vectorises (a serial fold would wait on
+        // each compare).
+        let mut rows = c.chunks_exact(16);
+        for b in &mut rows {
             for (l, &x) in lanes.iter_mut().zip(b) {
                 *l = if x > *l { x } else { *l };
             }
         }
-        *m = lanes
-            .iter()
-            .chain(blocks.remainder())
-            .fold(f32::NEG_INFINITY, |a, &x| if x > a { x } else { a });
+        for (l, &x) in lanes.iter_mut().zip(rows.remainder()) {
+            *l = if x > *l { x } else { *l };
+        }
     }
-    let (_, &mut floor, _) = maxima[..nc].select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+    let (_, &mut floor, _) =
+        maxima[..groups].select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
     (floor > f32::NEG_INFINITY).then_some(floor)
 }
 
@@ -343,6 +345,28 @@ pub(crate) fn topk_offer(scores: &[f32], id_of: impl Fn(usize) -> u32, k: usize,
         }
         j += 1;
     }
+}
+
+/// [`topk_offer`], where the stream has no threshold yet (`-inf`: fewer
+/// than `k` entries kept so far) starting it from the piece's
+/// [`chunk_floor`]: `k` of its scores reach the floor, so the stream's
+/// `k`-th best does too and nothing below it could enter. The buffer then
+/// fills with contenders only instead of being cut back every `max(k, 32)`
+/// entries from `-inf`. The same entries reach the top `k`.
+pub(crate) fn topk_offer_floored(
+    scores: &[f32],
+    id_of: impl Fn(usize) -> u32,
+    k: usize,
+    top: &mut TopK,
+) {
+    if top.thr == f32::NEG_INFINITY {
+        if let Some(floor) = chunk_floor(scores, k) {
+            top.thr = floor;
+            topk_offer_masked(scores, id_of, k, top);
+            return;
+        }
+    }
+    topk_offer(scores, id_of, k, top);
 }
 
 /// [`topk_offer`] of a segment once the threshold is a floor (sampled, or
@@ -543,6 +567,88 @@ mod tests {
         }
     }
 
+    /// `n` scores of one of eight shapes that stress a floor: normal,
+    /// ascending (the best last), descending (the best first), all tied,
+    /// few distinct values, the best packed into one run a stride may
+    /// miss, NaN / signed zeros / infinities, and clusters as IVF lists.
+    fn shaped_scores(rng: &mut SplitMix64, n: usize, shape: usize) -> Vec<f32> {
+        (0..n)
+            .map(|j| match shape {
+                0 => rng.next_normal() as f32,
+                1 => j as f32,
+                2 => -(j as f32),
+                3 => 1.0,
+                4 => rng.below(3) as f32,
+                5 if (n / 2..n / 2 + 40).contains(&j) => 100.0 + j as f32,
+                5 => rng.next_normal() as f32,
+                6 => match rng.below(6) {
+                    0 => f32::NAN,
+                    1 => -0.0,
+                    2 => 0.0,
+                    3 if rng.below(50) == 0 => f32::INFINITY,
+                    4 if rng.below(50) == 0 => f32::NEG_INFINITY,
+                    _ => rng.next_normal() as f32,
+                },
+                // A level per block of 64.
+                _ => (j / 64 % 17) as f32 + 0.01 * rng.next_normal() as f32,
+            })
+            .collect()
+    }
+
+    /// The ids of the `k` best by sorting (-0.0 and 0.0 tie, then by id;
+    /// NaN never), padded.
+    fn sorted_top_ids(scores: &[f32], k: usize) -> Vec<u32> {
+        let mut r: Vec<(f32, u32)> = scores
+            .iter()
+            .zip(0u32..)
+            .filter(|e| !e.0.is_nan())
+            .map(|(&s, i)| (if s == 0.0 { 0.0 } else { s }, i))
+            .collect();
+        r.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap().then(a.1.cmp(&b.1)));
+        r.resize(k.max(r.len()), (f32::NEG_INFINITY, TOPK_PAD_ID));
+        r[..k].iter().map(|e| e.1).collect()
+    }
+
+    /// Segments of a few hundred to a few thousand scores, where the
+    /// selections start from [`chunk_floor`]: at least `k` non-NaN scores
+    /// reach the floor (so the `k`-th best does), and [`topk_segment`] and
+    /// a stream of [`topk_offer_floored`] pieces (each may start the
+    /// threshold) select what sorting does.
+    #[test]
+    fn short_segments_from_the_chunk_floor() {
+        let mut rng = SplitMix64::new(12);
+        let mut floored = 0;
+        for trial in 0..600 {
+            let n = rng.below(4096) as usize;
+            let shape = trial % 8;
+            let scores = shaped_scores(&mut rng, n, shape);
+            let k = 1 + rng.below(70) as usize;
+            if let Some(f) = chunk_floor(&scores, k) {
+                floored += 1;
+                let reach = scores.iter().filter(|&&x| x >= f).count();
+                assert!(reach >= k, "trial {trial}: {reach} of {k} reach {f}");
+            }
+            let ri = sorted_top_ids(&scores, k);
+            let mut top = TopK::default();
+            let (mut wi, mut ws) = (vec![0u32; k], vec![0f32; k]);
+            topk_segment(&scores, None, k, &mut top, &mut wi, &mut ws);
+            assert_eq!(wi, ri, "trial {trial} shape {shape} n {n} k {k}");
+            top.clear();
+            let mut a = 0;
+            while a < n {
+                let e = (a + 1 + rng.below(900) as usize).min(n);
+                topk_offer_floored(&scores[a..e], |j| (a + j) as u32, k, &mut top);
+                a = e;
+            }
+            let (mut gi, mut gs) = (vec![0u32; k], vec![0f32; k]);
+            topk_drain(&mut top, k, &mut gi, &mut gs);
+            assert_eq!(gi, wi, "trial {trial}: floored pieces");
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&gs), bits(&ws));
+        }
+        assert!(floored > 300, "the floor was taken in {floored} trials");
+    }
+
     /// Long segments, where [`topk_segment`] starts from a sampled floor:
     /// the same result as sorting, whether the floor holds or fails (too
     /// few scores reach it: all-equal scores, the best scores packed where
@@ -555,38 +661,9 @@ mod tests {
         for trial in 0..120 {
             let n = 4096 + rng.below(30_000) as usize;
             let shape = trial % 8;
-            let scores: Vec<f32> = (0..n)
-                .map(|j| match shape {
-                    0 => rng.next_normal() as f32,
-                    1 => j as f32,            // ascending: the best last
-                    2 => -(j as f32),         // descending: the best first
-                    3 => 1.0,                 // all tied
-                    4 => rng.below(3) as f32, // few distinct values
-                    // The best packed into one run the stride may miss.
-                    5 if (n / 2..n / 2 + 40).contains(&j) => 100.0 + j as f32,
-                    5 => rng.next_normal() as f32,
-                    6 => match rng.below(6) {
-                        0 => f32::NAN,
-                        1 => -0.0,
-                        2 => 0.0,
-                        3 if rng.below(50) == 0 => f32::INFINITY,
-                        4 if rng.below(50) == 0 => f32::NEG_INFINITY,
-                        _ => rng.next_normal() as f32,
-                    },
-                    // Clusters, as IVF lists: a level per block of 64.
-                    _ => (j / 64 % 17) as f32 + 0.01 * rng.next_normal() as f32,
-                })
-                .collect();
+            let scores = shaped_scores(&mut rng, n, shape);
             let k = [1, 10, 32, 100, 256, 600, 1000][rng.below(7) as usize];
-            let mut r: Vec<(f32, u32)> = scores
-                .iter()
-                .zip(0u32..)
-                .filter(|e| !e.0.is_nan())
-                .map(|(&s, i)| (if s == 0.0 { 0.0 } else { s }, i))
-                .collect();
-            r.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap().then(a.1.cmp(&b.1)));
-            r.resize(k.max(r.len()), (f32::NEG_INFINITY, TOPK_PAD_ID));
-            let ri: Vec<u32> = r[..k].iter().map(|e| e.1).collect();
+            let ri = sorted_top_ids(&scores, k);
             let mut top = TopK::default();
             let (mut wi, mut ws) = (vec![0u32; k], vec![0f32; k]);
             topk_segment(&scores, None, k, &mut top, &mut wi, &mut ws);

@@ -46,7 +46,7 @@
 //! every code kind, selection and label-trained lists.
 
 use super::*;
-use crate::matmul::{topk_drain, topk_offer, TopK};
+use crate::matmul::{topk_drain, topk_offer_floored, TopK};
 use crate::quant::qdot::PANEL_QUERIES;
 
 /// Queries answered together.
@@ -491,9 +491,9 @@ impl Ivf {
     /// without one.
     fn offer(&self, sp: &SearchParams, k: usize, a: usize, n: usize, sc: &[f32], top: &mut TopK) {
         if sp.rerank > 0 {
-            topk_offer(sc, |j| (a + j) as u32, rerank_len(sp, k, n), top);
+            topk_offer_floored(sc, |j| (a + j) as u32, rerank_len(sp, k, n), top);
         } else {
-            topk_offer(sc, |j| self.ids[a + j], k, top);
+            topk_offer_floored(sc, |j| self.ids[a + j], k, top);
         }
     }
 
