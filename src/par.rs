@@ -197,7 +197,7 @@ impl Workers {
 }
 
 /// A job the caller lends the workers, its lifetime erased: the caller
-/// does not return before every worker is done with it ([`Pool::map`]).
+/// does not return before every worker is done with it ([`Pool::for_each`]).
 type ErasedJob = &'static (dyn Fn(usize) + Sync);
 
 #[derive(Default)]
@@ -304,57 +304,69 @@ impl PoolShared {
 }
 
 impl Pool {
-    /// [`map`] on up to `threads` threads: the calling thread and the
-    /// pool's workers (started on first use, `threads - 1` of them) take
-    /// the jobs in order from a shared counter, so that more jobs than
-    /// threads even out jobs of uneven cost. The results come in job order.
+    /// [`map`] on up to `threads` threads ([`Pool::for_each`] over the
+    /// jobs' slots): the results in job order. The tests drive the pool
+    /// through it.
+    #[cfg(test)]
     pub(crate) fn map<J: Send, R: Send>(
         &self,
         threads: usize,
         jobs: Vec<J>,
         f: impl Fn(J) -> R + Sync,
     ) -> Vec<R> {
-        use std::sync::atomic::Ordering;
         let n = jobs.len();
-        let threads = threads.clamp(1, n.max(1));
-        if threads == 1 {
+        if threads.clamp(1, n.max(1)) == 1 {
             return jobs.into_iter().map(f).collect();
         }
         let slots: Vec<std::sync::Mutex<(Option<J>, Option<R>)>> = jobs
             .into_iter()
             .map(|j| std::sync::Mutex::new((Some(j), None)))
             .collect();
-        let run = |i: usize| {
+        self.for_each(threads, n, |i| {
             let lock = |i: usize| slots[i].lock().unwrap_or_else(|e| e.into_inner());
             let Some(j) = lock(i).0.take() else {
                 unreachable!("each job is run once")
             };
             let r = f(j);
             lock(i).1 = Some(r);
-        };
-        let results = |slots: Vec<std::sync::Mutex<(Option<J>, Option<R>)>>| -> Vec<R> {
-            slots
-                .into_iter()
-                .map(|m| {
-                    let (_, r) = m.into_inner().unwrap_or_else(|e| e.into_inner());
-                    let Some(r) = r else {
-                        unreachable!("every job ran without a panic")
-                    };
-                    r
-                })
-                .collect()
-        };
+        });
+        slots
+            .into_iter()
+            .map(|m| {
+                let (_, r) = m.into_inner().unwrap_or_else(|e| e.into_inner());
+                let Some(r) = r else {
+                    unreachable!("every job ran without a panic")
+                };
+                r
+            })
+            .collect()
+    }
+
+    /// `f(i)` for every `i < n`, once each, on up to `threads` threads:
+    /// the calling thread and the pool's workers take the indices in order
+    /// from a shared counter. Returns when every call has returned; the
+    /// first panic is resumed then. Once the workers are started this
+    /// allocates nothing (the job is lent to them by reference); a call
+    /// that finds the pool busy, or cannot start a worker, runs on scoped
+    /// threads instead ([`map_indexed`]), which do allocate.
+    pub(crate) fn for_each(&self, threads: usize, n: usize, f: impl Fn(usize) + Sync) {
+        use std::sync::atomic::Ordering;
+        let threads = threads.clamp(1, n.max(1));
+        if threads == 1 {
+            (0..n).for_each(f);
+            return;
+        }
         // Busy (another call on this pool) or no thread to be had: scoped
         // threads, which report a failed start as std does.
-        let scoped = |run: &(dyn Fn(usize) + Sync)| {
-            map_indexed(n, threads, || (), |_, i| run(i));
+        let scoped = |f: &(dyn Fn(usize) + Sync)| {
+            map_indexed(n, threads, || (), |_, i| f(i));
         };
         let mut workers = match self.workers.try_lock() {
             Ok(w) => w,
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => {
-                scoped(&run);
-                return results(slots);
+                scoped(&f);
+                return;
             }
         };
         workers.own();
@@ -367,19 +379,18 @@ impl Pool {
                 Ok(h) => workers.handles.push(h),
                 Err(_) => {
                     drop(workers);
-                    scoped(&run);
-                    return results(slots);
+                    scoped(&f);
+                    return;
                 }
             }
         }
-        let shared = std::sync::Arc::clone(&workers.shared);
-        let job: &(dyn Fn(usize) + Sync) = &run;
+        let shared: &PoolShared = &workers.shared;
+        let job: &(dyn Fn(usize) + Sync) = &f;
         // SAFETY: the reference is erased to 'static only to pass it to the
         // workers through the shared state. This function does not return,
         // nor unwind, before `remaining` is 0, i.e. before every job has
         // returned (panics are caught and resumed only after that wait),
-        // and the state's copy is cleared before `run` and `slots` go out
-        // of scope.
+        // and the state's copy is cleared before `f` goes out of scope.
         let job: ErasedJob =
             unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), ErasedJob>(job) };
         {
@@ -410,17 +421,6 @@ impl Pool {
         if let Some(p) = panic {
             std::panic::resume_unwind(p);
         }
-        results(slots)
-    }
-
-    /// [`Pool::map`] for jobs that return a `Result` ([`try_map`]).
-    pub(crate) fn try_map<J: Send, R: Send, E: Send>(
-        &self,
-        threads: usize,
-        jobs: Vec<J>,
-        f: impl Fn(J) -> Result<R, E> + Sync,
-    ) -> Result<Vec<R>, E> {
-        self.map(threads, jobs, f).into_iter().collect()
     }
 }
 
@@ -521,10 +521,13 @@ mod tests {
         // Up to `threads - 1` workers, never one per job: 8 threads asked
         // for 4 jobs start 3.
         assert_eq!(pool.workers.lock().unwrap().handles.len(), 3);
-        assert_eq!(
-            pool.try_map(2, (0..5).collect(), |j| if j == 3 { Err(j) } else { Ok(j) }),
-            Err(3)
-        );
+        // for_each: every index once, on the started workers.
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let hits: Vec<AtomicUsize> = (0..9).map(|_| AtomicUsize::new(0)).collect();
+        pool.for_each(3, 9, |i| {
+            hits[i].fetch_add(1, Ordering::Relaxed);
+        });
+        assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
     }
 
     #[test]

@@ -220,8 +220,16 @@ fn c_abi_queries_do_not_allocate_after_warm_up() {
                 qp.ivf.nprobe = 4;
             }
             // B = 1 also with every core asked for: one query stays on the
-            // calling thread, and the core count is not read again.
-            for (b, threads) in [(1usize, 1u32), (1, LSHK_QUERY_THREADS_ALL), (nq, 1)] {
+            // calling thread, and the core count is not read again. A
+            // batch split over two threads runs on the index's workers,
+            // started in the warm-up: the call lends them its ranges and
+            // allocates nothing either.
+            for (b, threads) in [
+                (1usize, 1u32),
+                (1, LSHK_QUERY_THREADS_ALL),
+                (nq, 1),
+                (nq, 2),
+            ] {
                 qp.threads = threads;
                 let mut ids = vec![0u32; b * k as usize];
                 let mut sc = vec![0f32; b * k as usize];

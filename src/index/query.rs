@@ -145,38 +145,81 @@ impl Index {
             } else {
                 // One contiguous range per thread: smaller ranges would
                 // even out uneven queries but share fewer IVF list scans.
+                // The ranges' outputs are carved from the caller's by
+                // index, their counts merged under a lock and the first
+                // error (in range order) kept, so that a call on the
+                // index's started workers allocates nothing.
                 let per = nq.div_ceil(t);
-                let mut jobs = Vec::with_capacity(t);
-                let mut rest_ids = &mut out_ids[..need];
-                let mut rest_sc = out_scores.map(|o| &mut o[..need]);
-                for i0 in (0..nq).step_by(per) {
-                    let n = per.min(nq - i0);
-                    let (oi, ri) = rest_ids.split_at_mut(n * kk);
-                    rest_ids = ri;
-                    let os = match rest_sc.take() {
-                        Some(r) => {
-                            let (a, b) = r.split_at_mut(n * kk);
-                            rest_sc = Some(b);
-                            Some(a)
-                        }
-                        None => None,
+                let ranges = nq.div_ceil(per);
+                let ids = SendPtr(out_ids.as_mut_ptr());
+                let sc = out_scores.map(|o| SendPtr(o.as_mut_ptr()));
+                let merged = std::sync::Mutex::new((st, None::<(usize, Error)>));
+                self.pool.for_each(t, ranges, |r| {
+                    let (i0, n) = (r * per, per.min(nq - r * per));
+                    // SAFETY: range r's outputs are elements
+                    // [i0 kk, (i0 + n) kk) of out_ids and out_scores (each
+                    // at least need = nq kk long, checked above), disjoint
+                    // from every other range's, and `for_each` runs each
+                    // range once and returns only after all have returned,
+                    // while the caller's borrows are still held.
+                    let (oi, os) = unsafe {
+                        (
+                            std::slice::from_raw_parts_mut(ids.get().add(i0 * kk), n * kk),
+                            sc.map(|p| {
+                                std::slice::from_raw_parts_mut(p.get().add(i0 * kk), n * kk)
+                            }),
+                        )
                     };
-                    jobs.push((&q[i0 * q_stride..], n, oi, os));
-                }
-                let parts = self.pool.try_map(t, jobs, |(qr, n, oi, os)| {
                     let mut part = QueryStats::default();
-                    self.query_range(qr, n, q_stride, kk, qp, oi, os, &mut part)
-                        .map(|()| part)
-                })?;
-                for p in &parts {
-                    merge_stats(&mut st, p);
+                    let res = self.query_range(
+                        &q[i0 * q_stride..],
+                        n,
+                        q_stride,
+                        kk,
+                        qp,
+                        oi,
+                        os,
+                        &mut part,
+                    );
+                    let mut m = merged.lock().unwrap_or_else(|e| e.into_inner());
+                    match res {
+                        Ok(()) => merge_stats(&mut m.0, &part),
+                        Err(e) => {
+                            if m.1.as_ref().is_none_or(|(r0, _)| r < *r0) {
+                                m.1 = Some((r, e));
+                            }
+                        }
+                    }
+                });
+                let (all, err) = merged.into_inner().unwrap_or_else(|e| e.into_inner());
+                if let Some((_, e)) = err {
+                    return Err(e);
                 }
+                st = all;
             }
         }
         if let Some(out) = stats {
             *out = st;
         }
         Ok(())
+    }
+}
+
+/// A pointer into the caller's output, lent to the ranges of a threaded
+/// query (each writes only its own elements).
+#[derive(Clone, Copy)]
+struct SendPtr<T>(*mut T);
+
+// SAFETY: the ranges that share it write disjoint elements (see the use).
+unsafe impl<T: Send> Send for SendPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for SendPtr<T> {}
+
+impl<T> SendPtr<T> {
+    /// The pointer (a method, so that a closure captures the wrapper,
+    /// which is `Sync`, not the raw field).
+    fn get(self) -> *mut T {
+        self.0
     }
 }
 

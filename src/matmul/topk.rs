@@ -300,8 +300,7 @@ pub(crate) fn chunk_floor(v: &[f32], k: usize) -> Option<f32> {
             *l = if x > *l { x } else { *l };
         }
     }
-    let (_, &mut floor, _) =
-        maxima[..groups].select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+    let (_, &mut floor, _) = maxima[..groups].select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
     (floor > f32::NEG_INFINITY).then_some(floor)
 }
 
