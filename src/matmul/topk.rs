@@ -346,6 +346,11 @@ pub(crate) fn topk_offer(scores: &[f32], id_of: impl Fn(usize) -> u32, k: usize,
     }
 }
 
+/// [`topk_offer_floored`] tests a piece of at least this many scores
+/// against a threshold it already has by the tier's compare kernel (16
+/// lanes, one call) rather than 8 lanes and a branch per block.
+const MASKED_MIN: usize = 64;
+
 /// [`topk_offer`], where the stream has no threshold yet (`-inf`: fewer
 /// than `k` entries kept so far) starting it from the piece's
 /// [`chunk_floor`]: `k` of its scores reach the floor, so the stream's
@@ -364,6 +369,9 @@ pub(crate) fn topk_offer_floored(
             topk_offer_masked(scores, id_of, k, top);
             return;
         }
+    } else if scores.len() >= MASKED_MIN {
+        topk_offer_masked(scores, id_of, k, top);
+        return;
     }
     topk_offer(scores, id_of, k, top);
 }
