@@ -295,6 +295,10 @@ fn run(
             }
         }
     }
+    println!(
+        "memory after the sweep {:.1} MiB (with the lists its batches keep as panels)",
+        ivf.memory_bytes() as f64 / 1048576.0
+    );
     if targets.is_empty() {
         return;
     }

@@ -166,6 +166,49 @@ fn clustered_queries_share_lists_and_answers_stay_the_same() {
     }
 }
 
+/// A list that a batch shares is kept as panels for the next batches: the
+/// index's memory grows by at most the lists' codes again (padded to 16
+/// rows, with their scales and sums) and only where the tier has panel
+/// kernels, and a batch that reads kept panels answers as the one that
+/// re-laid them, as single queries, and (int8 scores, no re-rank: exact
+/// integer arithmetic) as the scalar tier.
+#[test]
+fn lists_kept_as_panels_answer_the_same() {
+    let (rows, dim) = (6000, 128);
+    let lay = structured_layer(rows, dim, 32, 5);
+    let nq = 64;
+    let (q, _) = queries_near_labels(&lay.w, rows, dim, nq, 6);
+    let k = 10;
+    for tier in tiers() {
+        let ivf = Ivf::build(&lay.w, None, rows, dim, dim, &IvfParams::default()).unwrap();
+        let nlist = ivf.nlist();
+        let m0 = ivf.memory_bytes();
+        let sp = SearchParams::fixed(8, 0);
+        let run = |ivf: &Ivf, tier| {
+            let (mut ids, mut sc) = (vec![0u32; nq * k], vec![0f32; nq * k]);
+            ivf.search_stats(tier, &q, nq, dim, k, &sp, &mut ids, &mut sc, None)
+                .unwrap();
+            (ids, sc.iter().map(|s| s.to_bits()).collect::<Vec<_>>())
+        };
+        let first = run(&ivf, tier);
+        let m1 = ivf.memory_bytes();
+        let second = run(&ivf, tier);
+        assert_eq!(first, second, "{}", tier.name());
+        assert_eq!(ivf.memory_bytes(), m1, "{}: kept once", tier.name());
+        let panels = lshk::kernels::qdot::panel_kernel(tier).is_some();
+        let bound = (rows + 16 * nlist) * (dim.div_ceil(64) * 64 + 8) + 256 * nlist;
+        assert!(
+            if panels { m1 > m0 } else { m1 == m0 },
+            "{}: {m0} -> {m1}",
+            tier.name()
+        );
+        assert!(m1 - m0 <= bound, "{}: {m0} -> {m1}", tier.name());
+        let fresh = Ivf::build(&lay.w, None, rows, dim, dim, &IvfParams::default()).unwrap();
+        assert_eq!(first, run(&fresh, Isa::Scalar), "{} = scalar", tier.name());
+        check_batch_equals_single(&ivf, tier, &q, nq, dim, k, &sp, tier.name());
+    }
+}
+
 /// Label-trained lists hold a row in several lists: the batch's shared
 /// pass scores it once per list and the answer keeps it once, as alone.
 /// `k` larger than what few lists hold pads the same way.

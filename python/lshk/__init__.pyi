@@ -337,7 +337,9 @@ class Index:
     def dirty_rows(self) -> int:
         """lshk_index_dirty_rows: rows updated since their last rehash."""
     def memory_bytes(self) -> int:
-        """lshk_index_memory_bytes (a borrowed W is not counted)."""
+        """lshk_index_memory_bytes (a borrowed W is not counted; an IVF
+        index grows by the lists its batches share, kept as panels, up to
+        its int8 codes again)."""
     def describe(self) -> Description:
         """lshk_index_describe."""
     @property

@@ -384,6 +384,10 @@ impl Index {
 
     /// Bytes held by the index: family, tables, bias, and the weights it
     /// owns or maps (borrowed weights are the caller's and not counted).
+    /// An IVF index with int8 codes also keeps, as panels, the lists that
+    /// AVX-512 batches have shared: this grows with such batches, by at
+    /// most the lists' int8 codes again (docs/ivf.md, "Lists kept as
+    /// panels").
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.src.memory_bytes()

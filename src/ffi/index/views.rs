@@ -5,6 +5,9 @@ use super::*;
 
 /// Bytes held by the index: family, tables, bias, and the weights it owns
 /// or maps from its file (a borrowed W is the caller's and not counted).
+/// An IVF index with int8 codes also keeps, as panels, the lists that
+/// AVX-512 batches have shared: this grows with such batches, by at most
+/// the lists' int8 codes again (docs/ivf.md, "Lists kept as panels").
 ///
 /// Errors: NULL_POINTER, INVALID_HANDLE.
 ///

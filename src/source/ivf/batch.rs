@@ -442,16 +442,22 @@ impl Ivf {
             let (a, e) = (self.offsets[l] as usize, self.offsets[l + 1] as usize);
             let len = e - a;
             if panels && p1 - p0 >= LIST_PANEL_MIN_QUERIES && len > 0 {
-                lpan.set_rows(Some(v), codes, a, len)
-                    .expect("list rows within the codes");
-                let pr = lpan.padded_rows();
+                let pan = match self.lpan.get(l) {
+                    Some(p) => p,
+                    None => {
+                        lpan.set_rows(Some(v), codes, a, len)
+                            .expect("list rows within the codes");
+                        self.lpan.keep(l, lpan)
+                    }
+                };
+                let pr = pan.padded_rows();
                 grow(ptmp, PANEL_QUERIES * pr);
                 for c in pairs[p0..p1].chunks(PANEL_QUERIES) {
                     let mut qs = [&qq[0]; PANEL_QUERIES];
                     for (t, &x) in c.iter().enumerate() {
                         qs[t] = &qq[query_of(x)];
                     }
-                    lpan.score(v, 0, pr, &qs[..c.len()], ptmp, pr)
+                    pan.score(v, 0, pr, &qs[..c.len()], ptmp, pr)
                         .expect("list panels");
                     for (t, &x) in c.iter().enumerate() {
                         let sc = &mut ptmp[t * pr..t * pr + len];

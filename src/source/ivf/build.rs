@@ -444,6 +444,7 @@ impl Ivf {
         };
         let cq = qdot::quantize_rows(&centroids, nlist, dim, dim)?;
         let mut ix = Ivf {
+            lpan: ListPanels::new(nlist, codes.is_some()),
             cpan: centroid_panels(&cq)?,
             cnib: centroid_nibbles(&cq, &cbias, &spread)?,
             cq,

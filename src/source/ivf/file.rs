@@ -470,6 +470,7 @@ impl Ivf {
             bail!(BadFileFormat, "a borrowed IVF index must have codes");
         }
         let mut ix = Ivf {
+            lpan: ListPanels::new(nlist, codes.is_some()),
             cpan: centroid_panels(&cq)?,
             cnib: centroid_nibbles(&cq, &cbias, &spread)?,
             cq,

@@ -221,6 +221,8 @@ impl Ivf {
             },
         };
         self.offsets = offsets;
+        // The lists changed: none of the kept panels holds one of them.
+        self.lpan = ListPanels::new(self.nlist, codes.is_some());
         self.ids = ids;
         self.bias_pos = bias_pos;
         self.codes = codes;

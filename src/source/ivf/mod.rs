@@ -204,6 +204,9 @@ pub struct Ivf {
     /// The lists' shapes ([`Shape`]); `None` in files written before them
     /// (their queries rank lists by `spread` alone).
     shape: Option<Box<Shape>>,
+    /// The int8 codes of the lists that batches have shared, as panels
+    /// ([`ListPanels`]); never stored in the file.
+    lpan: ListPanels,
     /// Label training ([`Ivf::train_labels`]): lists then hold training
     /// labels too, so a row may stand in several lists (positions outnumber
     /// rows) and results are deduplicated by id.
@@ -211,6 +214,65 @@ pub struct Ivf {
     /// The largest |value| a query's arithmetic reads from the index (the
     /// `A` of [`crate::error::score_limit`]); derived, never stored.
     vmax: f32,
+}
+
+/// The int8 codes of each list as panels ([`QPanels`]: the AVX-512
+/// multi-query kernels' layout), kept once a batch has re-laid them. A
+/// batch scores a list that four or more of its queries visit from
+/// panels, four queries per load of its codes; re-laying the list for
+/// every batch is a transposing copy from L3 or DRAM that the multiply
+/// does not hide, on wide rows a large part of the batch (docs/ivf.md,
+/// "Lists kept as panels"). A list is kept
+/// only once a batch shares it, so an index whose batches rarely share
+/// their lists (one list a query among thousands, as W1) keeps few; at
+/// most every list's codes a second time, plus 8 bytes a row and the
+/// padding of each list to 16 rows. The bytes are the re-lay's, on
+/// every tier and thread (the vector re-lay is tested bit for bit
+/// against the scalar one); a query reads a list without a lock once it
+/// is kept, and two threads that re-lay the same list at once keep the
+/// first.
+pub(super) struct ListPanels(Vec<std::sync::OnceLock<Box<QPanels>>>);
+
+impl ListPanels {
+    /// No list kept yet: room for `nlist` where the lists have int8 codes
+    /// (none otherwise: only their shared passes read panels).
+    fn new(nlist: usize, codes: bool) -> Self {
+        Self(if codes {
+            (0..nlist).map(|_| std::sync::OnceLock::new()).collect()
+        } else {
+            Vec::new()
+        })
+    }
+
+    /// List `l`'s panels, if kept.
+    pub(super) fn get(&self, l: usize) -> Option<&QPanels> {
+        self.0.get(l).and_then(|c| c.get()).map(|b| &**b)
+    }
+
+    /// Keeps `p` (list `l` just re-laid) unless another thread kept the
+    /// list first, and returns the kept panels; `p` is left with the
+    /// panels that were not kept (empty when it was taken).
+    pub(super) fn keep<'a>(&'a self, l: usize, p: &'a mut QPanels) -> &'a QPanels {
+        match self.0.get(l) {
+            Some(c) => match c.set(Box::new(std::mem::take(p))) {
+                Ok(()) => c.get().expect("just kept"),
+                Err(back) => {
+                    *p = *back;
+                    c.get().expect("kept by another thread")
+                }
+            },
+            None => p,
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.0
+            .iter()
+            .filter_map(|c| c.get())
+            .map(|p| p.memory_bytes() + std::mem::size_of::<QPanels>())
+            .sum::<usize>()
+            + self.0.len() * std::mem::size_of::<std::sync::OnceLock<Box<QPanels>>>()
+    }
 }
 
 /// The lists' shapes (`kmeans::list_shapes`; module docs, "Lists with a
@@ -380,6 +442,7 @@ impl Ivf {
             + self.cpan.as_ref().map_or(0, |p| p.memory_bytes())
             + self.cnib.as_ref().map_or(0, |p| p.memory_bytes())
             + self.shape.as_ref().map_or(0, |p| p.memory_bytes())
+            + self.lpan.memory_bytes()
             + std::mem::size_of::<Ivf>()
     }
 
