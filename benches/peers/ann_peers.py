@@ -810,6 +810,11 @@ def run_lshk_ivf(h, lib, build_threads):
                         lambda: (one, batch, extra))
             except RuntimeError as e:
                 log(f"  lshk IVF {cfg} rerank={rr}: sweep ended: {e}")
+        # The memory after the sweeps: the lists the package's batches
+        # shared are kept as panels (docs/ivf.md, "Lists kept as panels").
+        if pidx is not None:
+            rec = next(x for x in reversed(h.builds) if x["peer"] == "lshk IVF" and x["config"] == cfg)
+            rec["how"] += f"; {pidx.memory_bytes() / 2**20:.1f} MiB after the queries (lists kept as panels)"
         lshk_check(lib, lib.lshk_index_free(h_), "lshk_index_free")
         gc.collect()
 
