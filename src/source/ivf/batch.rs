@@ -33,7 +33,8 @@
 //!
 //! A list that several queries score in one pass is re-laid as panels
 //! and scored four queries per load of its codes where the tier has panel
-//! kernels. Then each query re-ranks and selects its top `k` as alone.
+//! kernels; the index keeps the panels for later batches ([`ListPanels`]).
+//! Then each query re-ranks and selects its top `k` as alone.
 //! 4-bit or exact first passes share the centroid pass only.
 //!
 //! **Results are bit-identical to answering the queries one at a time**:

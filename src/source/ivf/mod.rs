@@ -222,15 +222,14 @@ pub struct Ivf {
 /// panels, four queries per load of its codes; re-laying the list for
 /// every batch is a transposing copy from L3 or DRAM that the multiply
 /// does not hide, on wide rows a large part of the batch (docs/ivf.md,
-/// "Lists kept as panels"). A list is kept
-/// only once a batch shares it, so an index whose batches rarely share
-/// their lists (one list a query among thousands, as W1) keeps few; at
-/// most every list's codes a second time, plus 8 bytes a row and the
-/// padding of each list to 16 rows. The bytes are the re-lay's, on
-/// every tier and thread (the vector re-lay is tested bit for bit
-/// against the scalar one); a query reads a list without a lock once it
-/// is kept, and two threads that re-lay the same list at once keep the
-/// first.
+/// "Lists kept as panels"). Only a list a batch shares is kept, so an
+/// index whose batches rarely share their lists (one list a query among
+/// thousands, as W1) keeps few; at most every list's codes a second
+/// time, plus 8 bytes a row and the padding of each list to 16 rows.
+/// The bytes are the re-lay's on every tier and thread (the vector
+/// re-lay is tested bit for bit against the scalar one); a query reads a
+/// kept list without a lock, and of two threads that re-lay the same
+/// list at once the first to finish keeps it.
 pub(super) struct ListPanels(Vec<std::sync::OnceLock<Box<QPanels>>>);
 
 impl ListPanels {
