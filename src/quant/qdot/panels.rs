@@ -68,10 +68,14 @@ impl QPanels {
             Some(f) if n > 0 => unsafe { f(src.as_ptr(), dp, n, dst.as_mut_ptr()) },
             _ => kq::relay_scalar(src, dp, n, dst),
         }
+        // Exactly `padded` on a first use (a list an IVF index keeps);
+        // a reused buffer keeps its capacity.
         self.scales.clear();
+        self.scales.reserve_exact(padded);
         self.scales.extend_from_slice(&r.scales[first..first + n]);
         self.scales.resize(padded, 0.0);
         self.sums.clear();
+        self.sums.reserve_exact(padded);
         self.sums.extend_from_slice(&r.sums[first..first + n]);
         self.sums.resize(padded, 0);
         self.rows = n;

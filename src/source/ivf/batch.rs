@@ -117,8 +117,6 @@ pub(crate) struct Batch {
     props: Vec<(u32, u32, usize, f32)>,
     /// Their scores.
     seg: Vec<f32>,
-    /// One list's rows as panels (shared pass, panel kernels).
-    lpan: QPanels,
     /// Their scores, [`PANEL_QUERIES`] queries at the panels' padded rows.
     ptmp: Vec<f32>,
     /// Adaptive selection: each query's first two lists and the k-th score
@@ -398,7 +396,7 @@ impl Ivf {
             c,
             &b.pairs,
             &b.qq,
-            (&mut b.lpan, &mut b.ptmp, &mut b.tmp),
+            (&mut b.ptmp, &mut b.tmp),
             |x| props[x as u32 as usize].0 as usize,
             |x, _, sc| {
                 let off = props[x as u32 as usize].2;
@@ -421,7 +419,7 @@ impl Ivf {
         c: &Call,
         pairs: &[u64],
         qq: &[QQuery],
-        scratch: (&mut QPanels, &mut Vec<f32>, &mut Vec<f32>),
+        scratch: (&mut Vec<f32>, &mut Vec<f32>),
         query_of: impl Fn(u64) -> usize,
         mut sink: impl FnMut(u64, usize, &mut [f32]),
     ) {
@@ -432,7 +430,7 @@ impl Ivf {
             q_stride,
             ..
         } = *c;
-        let (lpan, ptmp, tmp) = scratch;
+        let (ptmp, tmp) = scratch;
         let dim = self.dim;
         let codes = self.codes.as_ref().expect("int8 codes (shared passes)");
         let panels = QPanels::has_kernel(v);
@@ -443,14 +441,12 @@ impl Ivf {
             let (a, e) = (self.offsets[l] as usize, self.offsets[l + 1] as usize);
             let len = e - a;
             if panels && p1 - p0 >= LIST_PANEL_MIN_QUERIES && len > 0 {
-                let pan = match self.lpan.get(l) {
-                    Some(p) => p,
-                    None => {
-                        lpan.set_rows(Some(v), codes, a, len)
-                            .expect("list rows within the codes");
-                        self.lpan.keep(l, lpan)
-                    }
-                };
+                let pan = self.lpan.get_or_relay(l, || {
+                    let mut p = QPanels::default();
+                    p.set_rows(Some(v), codes, a, len)
+                        .expect("list rows within the codes");
+                    p
+                });
                 let pr = pan.padded_rows();
                 grow(ptmp, PANEL_QUERIES * pr);
                 for c in pairs[p0..p1].chunks(PANEL_QUERIES) {
@@ -732,7 +728,7 @@ impl Ivf {
                 &c,
                 &b.pairs,
                 &b.qq,
-                (&mut b.lpan, &mut b.ptmp, &mut b.tmp),
+                (&mut b.ptmp, &mut b.tmp),
                 |x| x as u32 as usize,
                 |x, a, sc| {
                     let i = x as u32 as usize;

@@ -229,7 +229,8 @@ pub struct Ivf {
 /// The bytes are the re-lay's on every tier and thread (the vector
 /// re-lay is tested bit for bit against the scalar one); a query reads a
 /// kept list without a lock, and of two threads that re-lay the same
-/// list at once the first to finish keeps it.
+/// list at once the first to finish keeps it. Each kept list is re-laid
+/// into buffers of its own size, not a batch's scratch.
 pub(super) struct ListPanels(Vec<std::sync::OnceLock<Box<QPanels>>>);
 
 impl ListPanels {
@@ -243,25 +244,16 @@ impl ListPanels {
         })
     }
 
-    /// List `l`'s panels, if kept.
-    pub(super) fn get(&self, l: usize) -> Option<&QPanels> {
-        self.0.get(l).and_then(|c| c.get()).map(|b| &**b)
-    }
-
-    /// Keeps `p` (list `l` just re-laid) unless another thread kept the
-    /// list first, and returns the kept panels; `p` is left with the
-    /// panels that were not kept (empty when it was taken).
-    pub(super) fn keep<'a>(&'a self, l: usize, p: &'a mut QPanels) -> &'a QPanels {
-        match self.0.get(l) {
-            Some(c) => match c.set(Box::new(std::mem::take(p))) {
-                Ok(()) => c.get().expect("just kept"),
-                Err(back) => {
-                    *p = *back;
-                    c.get().expect("kept by another thread")
-                }
-            },
-            None => p,
+    /// List `l`'s panels: the kept ones, else `relay()`'s, kept (if
+    /// another thread keeps its own first, the same bytes, this call's are
+    /// dropped). The lists have int8 codes.
+    pub(super) fn get_or_relay(&self, l: usize, relay: impl FnOnce() -> QPanels) -> &QPanels {
+        let c = &self.0[l];
+        if let Some(p) = c.get() {
+            return p;
         }
+        let _ = c.set(Box::new(relay()));
+        c.get().expect("kept")
     }
 
     fn memory_bytes(&self) -> usize {
