@@ -146,16 +146,26 @@ fn batches_equal_single_queries_for_every_code_and_selection() {
     }
 }
 
+/// The clustered layer's shape ([`clustered`]).
+const CLUSTERED: (usize, usize) = (6000, 128);
+
+/// A clustered layer of [`CLUSTERED`] shape (32 clusters, no bias) and
+/// `nq` queries near its rows: W and the queries.
+fn clustered(nq: usize) -> (Vec<f32>, Vec<f32>) {
+    let (rows, dim) = CLUSTERED;
+    let lay = structured_layer(rows, dim, 32, 5);
+    let (q, _) = queries_near_labels(&lay.w, rows, dim, nq, 6);
+    (lay.w, q)
+}
+
 /// A clustered layer with queries near its rows (many queries share
 /// lists, so the list-by-list pass really shares), no bias, dim = 128 (the
 /// register-resident kernel), and batch sizes around the 64-query block.
 #[test]
 fn clustered_queries_share_lists_and_answers_stay_the_same() {
-    let (rows, dim) = (6000, 128);
-    let lay = structured_layer(rows, dim, 32, 5);
-    let nq = 130;
-    let (q, _) = queries_near_labels(&lay.w, rows, dim, nq, 6);
-    let ivf = Ivf::build(&lay.w, None, rows, dim, dim, &IvfParams::default()).unwrap();
+    let (w, q) = clustered(130);
+    let (rows, dim) = CLUSTERED;
+    let ivf = Ivf::build(&w, None, rows, dim, dim, &IvfParams::default()).unwrap();
     for tier in tiers() {
         for nb in [2, 63, 64, 65, 130] {
             for (name, sp) in selections() {
@@ -174,13 +184,12 @@ fn clustered_queries_share_lists_and_answers_stay_the_same() {
 /// integer arithmetic) as the scalar tier.
 #[test]
 fn lists_kept_as_panels_answer_the_same() {
-    let (rows, dim) = (6000, 128);
-    let lay = structured_layer(rows, dim, 32, 5);
     let nq = 64;
-    let (q, _) = queries_near_labels(&lay.w, rows, dim, nq, 6);
+    let (w, q) = clustered(nq);
+    let (rows, dim) = CLUSTERED;
     let k = 10;
     for tier in tiers() {
-        let ivf = Ivf::build(&lay.w, None, rows, dim, dim, &IvfParams::default()).unwrap();
+        let ivf = Ivf::build(&w, None, rows, dim, dim, &IvfParams::default()).unwrap();
         let nlist = ivf.nlist();
         let m0 = ivf.memory_bytes();
         let sp = SearchParams::fixed(8, 0);
@@ -203,7 +212,7 @@ fn lists_kept_as_panels_answer_the_same() {
             tier.name()
         );
         assert!(m1 - m0 <= bound, "{}: {m0} -> {m1}", tier.name());
-        let fresh = Ivf::build(&lay.w, None, rows, dim, dim, &IvfParams::default()).unwrap();
+        let fresh = Ivf::build(&w, None, rows, dim, dim, &IvfParams::default()).unwrap();
         assert_eq!(first, run(&fresh, Isa::Scalar), "{} = scalar", tier.name());
         check_batch_equals_single(&ivf, tier, &q, nq, dim, k, &sp, tier.name());
     }
