@@ -477,7 +477,9 @@ class Hrr:
 
 def hrr_class_vectors(seed: int, dim: int, m: int, *, first: int = 0, threads: int = 0) -> np.ndarray:
     """lshk_hrr_class_vectors: rows first..first+m of the projected class
-    vectors of (seed, dim), (m, dim) float32; frozen bits."""
+    vectors of (seed, dim), (m, dim) float32; frozen bits. threads 0:
+    every core the work pays for (at least 4,096 coordinates, m * dim,
+    a thread)."""
 
 def gathered_matmul(
     w: npt.ArrayLike, q: _F32, ids: _Int, offsets: Optional[_Int] = None, *, bias: Optional[_F32] = None,

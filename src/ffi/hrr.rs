@@ -244,7 +244,8 @@ pub unsafe extern "C" fn lshk_hrr_project(
 
 /// Writes rows `first .. first + m` of the projected class vectors of
 /// `(seed, d)` into `out` (m rows of d floats), on `threads` threads (0 =
-/// every core; the result does not depend on it). Each row is a unit
+/// every core, as many as the work pays for: each thread at least 4,096
+/// coordinates, m * d; the result does not depend on it). Each row is a unit
 /// vector whose spectrum has magnitude 1 at every frequency, with uniform
 /// random phases (the distribution of projected Gaussian vectors). The
 /// generator is frozen: the same arguments give the same bits in every

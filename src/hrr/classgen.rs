@@ -298,10 +298,28 @@ impl ClassGen {
     }
 }
 
+/// With `threads` 0, [`class_vectors`] gives each thread at least this
+/// many coordinates (rows x d): it starts its threads per call, and below
+/// that a second thread costs more than it takes over (benches/hrr.md).
+const MIN_COORDS_PER_THREAD: usize = 4096;
+
+/// The threads [`class_vectors`] starts for `m` rows of `d` (`threads` as
+/// asked): 0 takes every core the work pays for
+/// ([`MIN_COORDS_PER_THREAD`]); never more than one per row, at least one.
+fn class_threads(threads: u32, m: usize, d: usize) -> usize {
+    if threads == 0 {
+        crate::par::cores().min(m.saturating_mul(d) / MIN_COORDS_PER_THREAD)
+    } else {
+        threads as usize
+    }
+    .clamp(1, m.max(1))
+}
+
 /// Fills `out` with rows `first, first + 1, ...` (`out.len() / d` of them)
 /// of the projected class vectors of `(seed, d)` (see the module
-/// documentation), on `threads` threads (0 = every core; the result does
-/// not depend on it). Errors: `InvalidArgument` (d outside `1..=MAX_DIM`,
+/// documentation), on `threads` threads (0 = every core, as many as the
+/// work pays for: each at least [`MIN_COORDS_PER_THREAD`] coordinates; the
+/// result does not depend on it). Errors: `InvalidArgument` (d outside `1..=MAX_DIM`,
 /// `out` not whole rows), `SizeOverflow` (row numbers past 2^64),
 /// `AllocationFailed`; nothing is written on error.
 pub fn class_vectors(seed: u64, d: usize, first: u64, out: &mut [f32], threads: u32) -> Result<()> {
@@ -321,7 +339,7 @@ pub fn class_vectors(seed: u64, d: usize, first: u64, out: &mut [f32], threads: 
         );
     }
     checked_mul(m, d, "m * d")?;
-    let threads = crate::par::threads(threads as usize).clamp(1, m.max(1));
+    let threads = class_threads(threads, m, d);
     let per = m.div_ceil(threads).max(1);
     let mut bufs = Vec::with_capacity(threads);
     for _ in 0..threads {
@@ -343,6 +361,22 @@ pub fn class_vectors(seed: u64, d: usize, first: u64, out: &mut [f32], threads: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn threads_zero_starts_only_what_the_work_pays_for() {
+        let cores = crate::par::cores();
+        // Small calls stay on the calling thread.
+        assert_eq!(class_threads(0, 2, 64), 1);
+        assert_eq!(class_threads(0, 64, 64), 1);
+        assert_eq!(class_threads(0, 4, 1024), 1);
+        // Large ones take every core, up to one per MIN_COORDS_PER_THREAD.
+        assert_eq!(class_threads(0, 8, 1024), cores.min(2));
+        assert_eq!(class_threads(0, 1 << 20, 1024), cores);
+        // An explicit count is kept, at most one thread per row.
+        assert_eq!(class_threads(3, 2, 64), 2);
+        assert_eq!(class_threads(3, 100, 64), 3);
+        assert_eq!(class_threads(1, 0, 64), 1);
+    }
 
     #[test]
     fn trig_matches_libm() {
