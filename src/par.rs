@@ -16,6 +16,27 @@ pub(crate) fn threads(requested: usize) -> usize {
     }
 }
 
+/// The threads a call of `work` units starts (never more than one per
+/// unit, at least one) where `requested` 0 (every core, the library's
+/// choice) also gives each thread at least `min_per_thread` of the call's
+/// `elems` elements: calls without a [`Pool`] start their threads per
+/// call ([`map`]), which costs more than a small call's whole work
+/// (benches/train.md, benches/hrr.md), so a small call stays on the
+/// calling thread. An explicit count is kept as given.
+pub(crate) fn threads_auto(
+    requested: usize,
+    work: usize,
+    elems: usize,
+    min_per_thread: usize,
+) -> usize {
+    let t = threads(requested).min(work).max(1);
+    if requested == 0 {
+        t.min(elems / min_per_thread).max(1)
+    } else {
+        t
+    }
+}
+
 /// The cores the process may use (`available_parallelism`, 1 if unknown),
 /// read on first use and kept: on Linux `available_parallelism` reads the
 /// affinity mask and the cgroup's CPU quota files on every call (about
@@ -477,6 +498,19 @@ pub(crate) fn map_indexed<S, R: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_core_gives_each_thread_its_minimum_and_an_explicit_count_is_kept() {
+        let cores = cores();
+        // Every core: at most one thread per `min` elements, at least one.
+        assert_eq!(threads_auto(0, 1000, 0, 64), 1);
+        assert_eq!(threads_auto(0, 1000, 63, 64), 1);
+        assert_eq!(threads_auto(0, 1000, 3 * 64, 64), cores.min(3));
+        assert_eq!(threads_auto(0, 2, 1 << 30, 64), cores.min(2));
+        // An explicit count: capped by the work units only.
+        assert_eq!(threads_auto(3, 1000, 0, 64), 3);
+        assert_eq!(threads_auto(3, 2, 0, 64), 2);
+    }
 
     #[test]
     fn results_come_in_job_order_and_panics_propagate() {

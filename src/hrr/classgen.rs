@@ -307,12 +307,12 @@ const MIN_COORDS_PER_THREAD: usize = 4096;
 /// asked): 0 takes every core the work pays for
 /// ([`MIN_COORDS_PER_THREAD`]); never more than one per row, at least one.
 fn class_threads(threads: u32, m: usize, d: usize) -> usize {
-    if threads == 0 {
-        crate::par::cores().min(m.saturating_mul(d) / MIN_COORDS_PER_THREAD)
-    } else {
-        threads as usize
-    }
-    .clamp(1, m.max(1))
+    crate::par::threads_auto(
+        threads as usize,
+        m,
+        m.saturating_mul(d),
+        MIN_COORDS_PER_THREAD,
+    )
 }
 
 /// Fills `out` with rows `first, first + 1, ...` (`out.len() / d` of them)

@@ -6,7 +6,8 @@ use crate::isa::{self, Isa};
 use crate::kernels::train::{self as kt, Rows};
 use crate::matmul::check_offsets;
 
-use super::{segment_cuts, threads_auto};
+use super::segment_cuts;
+use crate::par::threads_auto;
 
 /// The rows of W for [`gather_dq`]: f32, or bf16 bit patterns (widened to
 /// f32 exactly).

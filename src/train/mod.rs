@@ -96,21 +96,6 @@ fn threads_for(threads: usize, work: usize) -> usize {
     crate::par::threads(threads).min(work).max(1)
 }
 
-/// [`threads_for`], where `threads = 0` (every core, the library's
-/// choice) also gives each thread at least `min_per_thread` of the call's
-/// `elems` elements: these calls start their threads per call
-/// ([`crate::par::map`]), which costs more than a small batch's whole work
-/// (benches/train.md), so a small call stays on the calling thread. An
-/// explicit count is kept as given.
-fn threads_auto(threads: usize, work: usize, elems: usize, min_per_thread: usize) -> usize {
-    let t = threads_for(threads, work);
-    if threads == 0 {
-        t.min(elems / min_per_thread).max(1)
-    } else {
-        t
-    }
-}
-
 /// Splits the segments into `t` contiguous ranges of about equal element
 /// counts: `cuts[k] .. cuts[k + 1]` for thread `k` (`cuts` has `t + 1`
 /// entries, the first 0, the last `nb`).
@@ -126,22 +111,4 @@ fn segment_cuts(offsets: &[usize], t: usize) -> Vec<usize> {
     }
     cuts.push(nb);
     cuts
-}
-
-#[cfg(test)]
-mod tests {
-    use super::threads_auto;
-
-    #[test]
-    fn every_core_gives_each_thread_its_minimum_and_an_explicit_count_is_kept() {
-        let cores = crate::par::cores();
-        // Every core: at most one thread per `min` elements, at least one.
-        assert_eq!(threads_auto(0, 1000, 0, 64), 1);
-        assert_eq!(threads_auto(0, 1000, 63, 64), 1);
-        assert_eq!(threads_auto(0, 1000, 3 * 64, 64), cores.min(3));
-        assert_eq!(threads_auto(0, 2, 1 << 30, 64), cores.min(2));
-        // An explicit count: capped by the work units only.
-        assert_eq!(threads_auto(3, 1000, 0, 64), 3);
-        assert_eq!(threads_auto(3, 2, 0, 64), 2);
-    }
 }

@@ -6,7 +6,8 @@ use crate::isa::{self, Isa};
 use crate::kernels::train as kt;
 use crate::matmul::check_offsets;
 
-use super::{segment_cuts, threads_auto};
+use super::segment_cuts;
+use crate::par::threads_auto;
 
 fn check_xent(
     n: usize,
