@@ -265,7 +265,7 @@ fn topk_segment_in(
 
 /// The most groups whose maxima [`chunk_floor`] takes (16 lanes of 8
 /// blocks); its largest `k` is half of it.
-pub(crate) const FLOOR_CHUNKS: usize = 128;
+pub(crate) const FLOOR_GROUPS: usize = 128;
 
 /// A score that at least `k` distinct elements of `v` reach: the `k`-th
 /// largest of the maxima of 64 disjoint groups of `v` (128 for `k` above
@@ -275,18 +275,22 @@ pub(crate) const FLOOR_CHUNKS: usize = 128;
 /// long and lane `l` its elements `16 i + l`: the maxima are one pass of
 /// 16-lane vector maxima whatever the length, and a segment of a few
 /// hundred scores still has its 64 groups. `None` when it would not pay or
-/// not hold: `k` is 0 or above [`FLOOR_CHUNKS`] / 2 (with fewer than two
+/// not hold: `k` is 0 or above [`FLOOR_GROUPS`] / 2 (with fewer than two
 /// groups per wanted element the floor passes most of a segment), `v` has
 /// fewer than `max(8 k, 128)` elements, or the floor is `-inf` (a group
 /// that is empty or all NaN: NaN is never a maximum). One pass and a
 /// selection among 64 (128) values.
 pub(crate) fn chunk_floor(v: &[f32], k: usize) -> Option<f32> {
-    if !(1..=FLOOR_CHUNKS / 2).contains(&k) || v.len() < (8 * k).max(128) {
+    if !(1..=FLOOR_GROUPS / 2).contains(&k) || v.len() < (8 * k).max(128) {
         return None;
     }
-    let groups = if k <= 32 { 64 } else { FLOOR_CHUNKS };
+    let groups = if 2 * k <= FLOOR_GROUPS / 2 {
+        FLOOR_GROUPS / 2
+    } else {
+        FLOOR_GROUPS
+    };
     let block = v.len().div_ceil(groups / 16).next_multiple_of(16);
-    let mut maxima = [f32::NEG_INFINITY; FLOOR_CHUNKS];
+    let mut maxima = [f32::NEG_INFINITY; FLOOR_GROUPS];
     for (lanes, c) in maxima[..groups].chunks_exact_mut(16).zip(v.chunks(block)) {
         // Selects, so the loop vectorises (a serial fold would wait on
         // each compare).
