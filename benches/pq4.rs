@@ -10,12 +10,15 @@
 //! rows/s (ns per row = 1e9 / rate).
 //!
 //! Groups:
-//! * `pq4_acc_m64`: the u32 accumulators, every tier.
+//! * `pq4_acc_m64`: the u32 accumulators, every kernel variant (each tier,
+//!   and on CPUs with AVX-512 VBMI and VNNI both AVX-512 flavours: the
+//!   `vpshufb` one as `avx512`, the `vpermb` + `vpdpbusd` one as
+//!   `avx512vbmi`, which the AVX-512 tier runs there).
 //! * `pq4_score_m64`: the f32 scores (`f32(acc) * Delta + O + bias`), every
-//!   tier, and beside them the int8 alternative at the same row count:
+//!   variant, and beside them the int8 alternative at the same row count:
 //!   `qscore_u8i8/<best variant>` (`lshk::qdot`, 128 bytes per row, so 4x
 //!   the footprint: its "L3" run of 51 MB is in DRAM).
-//! * `pq4_score_m32`: the f32 scores with M = 32, every tier.
+//! * `pq4_score_m32`: the f32 scores with M = 32, every variant.
 //! * `pq4_ivf_runs`: the IVF probe's pattern: 400,000 rows as 2,500 runs
 //!   of 160 rows in shuffled order, one `score_run` call per run, each
 //!   pushed into one `matmul::TopK` (k = 100); beside it the same with `qdot`.
@@ -28,8 +31,9 @@ use std::hint::black_box;
 
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{BenchmarkId, Criterion, Throughput};
+use lshk::kernels::pq4::{supported_variants, Epilogue, Kernels};
 use lshk::matmul::TopK;
-use lshk::pq4::{Codebook, Pq4Lut, Pq4Rows, KSUB};
+use lshk::pq4::{pack_codes, run_bytes, Codebook, Pq4Lut, KSUB};
 use lshk::qdot::{self, QQuery, QRows};
 use lshk::rng::SplitMix64;
 use lshk::Isa;
@@ -43,19 +47,38 @@ const REGIMES: [(usize, &str); 4] = [
 ];
 const MAX_ROWS: usize = 2_000_000;
 
-fn tiers() -> Vec<Isa> {
+/// Every kernel variant this CPU runs (the tiers' tables and, on AVX-512
+/// CPUs with VBMI and VNNI, the plain AVX-512 flavour too).
+fn variants() -> Vec<&'static Kernels> {
     let t: Vec<Isa> = Isa::supported().collect();
     for i in Isa::ALL {
         if !t.contains(&i) {
             println!("skipped: {} tier (CPU lacks it)", i.name());
         }
     }
-    t
+    supported_variants().into_iter().map(|(_, k)| k).collect()
 }
 
-fn random_rows(rng: &mut SplitMix64, rows: usize, m: usize) -> Pq4Rows {
+/// `rows` rows of `m` random codes, packed in the kernels' layout.
+fn random_rows(rng: &mut SplitMix64, rows: usize, m: usize) -> Vec<u8> {
     let codes: Vec<u8> = (0..rows * m).map(|_| rng.below(16) as u8).collect();
-    Pq4Rows::from_codes(&codes, rows, m).unwrap()
+    let mut packed = vec![0u8; run_bytes(m, rows).unwrap()];
+    pack_codes(&codes, rows, m, &mut packed).unwrap();
+    packed
+}
+
+/// Row `r`'s block offset in a packed run (`r` a multiple of 32).
+fn at(m: usize, r: usize) -> usize {
+    run_bytes(m, r).unwrap()
+}
+
+/// The f32 epilogue of `lut`, with `bias`.
+fn epi<'a>(lut: &Pq4Lut, bias: &'a [f32]) -> Epilogue<'a> {
+    Epilogue {
+        delta: lut.delta(),
+        offset: lut.offset(),
+        bias: Some(bias),
+    }
 }
 
 fn random_lut(rng: &mut SplitMix64, m: usize) -> Pq4Lut {
@@ -67,7 +90,7 @@ fn random_lut(rng: &mut SplitMix64, m: usize) -> Pq4Lut {
 
 fn bench<M: Measurement>(c: &mut Criterion<M>) {
     let mut rng = SplitMix64::new(13);
-    let tiers = tiers();
+    let variants = variants();
     let rows64 = random_rows(&mut rng, MAX_ROWS, 64);
     let rows32 = random_rows(&mut rng, MAX_ROWS, 32);
     let lut64 = random_lut(&mut rng, 64);
@@ -82,12 +105,13 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
     g.sample_size(10);
     for (rows, label) in REGIMES {
         g.throughput(Throughput::Elements(rows as u64));
-        for &tier in &tiers {
-            g.bench_function(BenchmarkId::new(tier.name(), label), |b| {
+        for &k in &variants {
+            g.bench_function(BenchmarkId::new(k.name, label), |b| {
                 b.iter(|| {
-                    rows64
-                        .acc_run_isa(tier, 0, rows, black_box(&lut64), &mut out_u)
-                        .unwrap();
+                    // SAFETY: the packed run holds `rows` rows of M = 64,
+                    // the table 16 * 64 bytes, `out_u` `rows` slots; the
+                    // variant runs on this CPU.
+                    unsafe { (k.acc)(&rows64, 64, rows, black_box(lut64.bytes()), &mut out_u) };
                     black_box(&out_u);
                 })
             });
@@ -111,12 +135,14 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
     g.sample_size(10);
     for (rows, label) in REGIMES {
         g.throughput(Throughput::Elements(rows as u64));
-        for &tier in &tiers {
-            g.bench_function(BenchmarkId::new(tier.name(), label), |b| {
+        for &k in &variants {
+            let e = epi(&lut64, &bias);
+            g.bench_function(BenchmarkId::new(k.name, label), |b| {
                 b.iter(|| {
-                    rows64
-                        .score_run_isa(tier, 0, rows, black_box(&lut64), Some(&bias), &mut out_f)
-                        .unwrap();
+                    // SAFETY: as above; `bias` holds MAX_ROWS values.
+                    unsafe {
+                        (k.score)(&rows64, 64, rows, black_box(lut64.bytes()), &e, &mut out_f)
+                    };
                     black_box(&out_f);
                 })
             });
@@ -138,12 +164,14 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
     g.sample_size(10);
     for (rows, label) in REGIMES {
         g.throughput(Throughput::Elements(rows as u64));
-        for &tier in &tiers {
-            g.bench_function(BenchmarkId::new(tier.name(), label), |b| {
+        for &k in &variants {
+            let e = epi(&lut32, &bias);
+            g.bench_function(BenchmarkId::new(k.name, label), |b| {
                 b.iter(|| {
-                    rows32
-                        .score_run_isa(tier, 0, rows, black_box(&lut32), Some(&bias), &mut out_f)
-                        .unwrap();
+                    // SAFETY: as above, M = 32.
+                    unsafe {
+                        (k.score)(&rows32, 32, rows, black_box(lut32.bytes()), &e, &mut out_f)
+                    };
                     black_box(&out_f);
                 })
             });
@@ -162,17 +190,19 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
     rng.shuffle(&mut starts);
     let mut top = TopK::new();
     g.throughput(Throughput::Elements(rows as u64));
-    for &tier in &tiers {
+    for &k in &variants {
         g.bench_function(
-            BenchmarkId::new(tier.name(), "runs160_of_400k_rows+topk100"),
+            BenchmarkId::new(k.name, "runs160_of_400k_rows+topk100"),
             |b| {
                 b.iter(|| {
                     top.clear();
                     for &s in &starts {
                         let o = &mut out_f[..run];
-                        rows64
-                            .score_run_isa(tier, s, run, black_box(&lut64), Some(&bias[s..]), o)
-                            .unwrap();
+                        let e = epi(&lut64, &bias[s..]);
+                        let c = &rows64[at(64, s)..];
+                        // SAFETY: as above, the run of 160 rows at `s` (a
+                        // multiple of 32).
+                        unsafe { (k.score)(c, 64, run, black_box(lut64.bytes()), &e, o) };
                         top.offer_run(o, s as u32, 100);
                     }
                     black_box(top.best(100).len());

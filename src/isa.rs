@@ -62,12 +62,15 @@ impl Isa {
 }
 
 /// Extra CPU features on top of the tier: F16C (f16 kernels of the AVX2
-/// tier) and AVX-512 VNNI (the int8 scoring of `qdot`) are used; BF16 and
-/// FP16 are detected and reported only (the tier line of the tests).
+/// tier), AVX-512 VNNI (the int8 scoring of `qdot`) and VBMI with VNNI
+/// (the 4-bit fast-scan of `pq4`) are used; BF16 and FP16 are detected
+/// and reported only (the tier line of the tests).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Extras {
     /// AVX-512 VNNI (`vpdpbusd`).
     pub avx512vnni: bool,
+    /// AVX-512 VBMI (`vpermb`: 64-entry byte tables).
+    pub avx512vbmi: bool,
     /// AVX-512 BF16 (`vdpbf16ps`). Reported only: no kernel uses it (the
     /// bf16 matmul widens to f32 to keep the f32 bound; see
     /// `kernels/matmul/avx512.rs`).
@@ -110,6 +113,7 @@ fn detect() -> Detected {
             isa,
             extras: Extras {
                 avx512vnni: avx512 && is_x86_feature_detected!("avx512vnni"),
+                avx512vbmi: avx512 && is_x86_feature_detected!("avx512vbmi"),
                 avx512bf16: avx512 && is_x86_feature_detected!("avx512bf16"),
                 avx512fp16: avx512 && is_x86_feature_detected!("avx512fp16"),
                 f16c: is_x86_feature_detected!("f16c"),

@@ -125,6 +125,38 @@ fn check_all(
             );
         }
     }
+    // Every kernel variant of those tiers (both AVX-512 flavours where the
+    // CPU has VBMI and VNNI), called directly.
+    for (t, k) in lshk::kernels::pq4::supported_variants() {
+        if !tiers.contains(&t) {
+            continue;
+        }
+        let name = k.name;
+        let mut acc = vec![0xdead_beefu32; nrows + 1];
+        // SAFETY: the arguments the checked entry points accepted above;
+        // the variant runs on this CPU (supported_variants).
+        unsafe { (k.acc)(codes, m_pad, nrows, lut, &mut acc) };
+        assert_eq!(&acc[..nrows], &ref_acc[..], "{name} acc: {what}");
+        assert_eq!(acc[nrows], 0xdead_beef, "{name} wrote past the run: {what}");
+        for (bias, want) in [(None, &ref_s), (Some(bias), &ref_sb)] {
+            let mut s = vec![f32::NAN; nrows + 1];
+            let epi = lshk::kernels::pq4::Epilogue {
+                delta,
+                offset,
+                bias,
+            };
+            // SAFETY: as above (bias, when given, holds nrows values).
+            unsafe { (k.score)(codes, m_pad, nrows, lut, &epi, &mut s) };
+            for r in 0..nrows {
+                assert_eq!(
+                    s[r].to_bits(),
+                    want[r].to_bits(),
+                    "{name} score row {r}: {what}"
+                );
+            }
+            assert!(s[nrows].is_nan(), "{name} score wrote past the run: {what}");
+        }
+    }
 }
 
 const MS: [usize; 22] = [

@@ -144,9 +144,10 @@ pub fn machine_line() -> String {
     }
     let e = lshk::isa::extras();
     s.push_str(&format!(
-        "; extras: f16c {}, avx512vnni {}, avx512bf16 {} (not used by any kernel), avx512fp16 {} (not used by any kernel)",
+        "; extras: f16c {}, avx512vnni {}, avx512vbmi {}, avx512bf16 {} (not used by any kernel), avx512fp16 {} (not used by any kernel)",
         yes(e.f16c),
         yes(e.avx512vnni),
+        yes(e.avx512vbmi),
         yes(e.avx512bf16),
         yes(e.avx512fp16)
     ));

@@ -36,7 +36,8 @@
 //! returns the same bits.
 //!
 //! # No u16 overflow
-//! The SIMD tiers sum looked-up bytes in u16 lanes. A u16 lane receives
+//! The SIMD tiers sum looked-up bytes in u16 lanes (all but the AVX-512
+//! tier's VBMI + VNNI flavour, which sums into u32 lanes with `vpdpbusd`). A u16 lane receives
 //! at most one byte (<= 255) per step, and the lanes are widened into u32
 //! accumulators at least every [`FLUSH_STEPS`] = 256 steps:
 //! `256 * 255 = 65,280 <= 65,535`. (A step is one sub-quantiser pair on
@@ -147,16 +148,49 @@ pub type AccFn = unsafe fn(&[u8], usize, usize, &[u8], &mut [u32]);
 /// `nrows` values.
 pub type ScoreFn = unsafe fn(&[u8], usize, usize, &[u8], &Epilogue<'_>, &mut [f32]);
 
-/// The entry points of one tier.
+/// The entry points of one kernel variant.
 pub struct Kernels {
+    /// Variant name (`"avx512vbmi"` for the VBMI + VNNI flavour of the
+    /// AVX-512 tier, otherwise the tier's name).
     pub name: &'static str,
     pub acc: AccFn,
     pub score: ScoreFn,
 }
 
+#[cfg(target_arch = "x86_64")]
+static AVX512_VBMI: Kernels = Kernels {
+    name: "avx512vbmi",
+    acc: avx512::acc_vbmi,
+    score: avx512::score_vbmi,
+};
+
+/// Whether this CPU runs the AVX-512 tier's VBMI + VNNI flavour.
+#[cfg(target_arch = "x86_64")]
+fn has_vbmi() -> bool {
+    let e = crate::isa::extras();
+    e.avx512vbmi && e.avx512vnni
+}
+
 crate::kernels::tier_table! {
-    /// The kernels of `tier` (the caller has checked that the CPU supports it).
+    /// The kernels of `tier` (the caller has checked that the CPU supports
+    /// it): the AVX-512 tier sums with `vpermb` and `vpdpbusd` when the CPU
+    /// has AVX-512 VBMI and VNNI (looked up here, once per call).
     Kernels [name] { acc: acc, score: score }
+    avx512 => |t| if has_vbmi() { &AVX512_VBMI } else { t };
+}
+
+/// Every kernel variant this CPU can run, lowest tier first (on AVX-512
+/// CPUs with VBMI and VNNI both AVX-512 flavours, so tests reach each).
+pub fn supported_variants() -> Vec<(crate::isa::Isa, &'static Kernels)> {
+    let mut v = Vec::new();
+    for t in crate::isa::Isa::supported() {
+        #[cfg(target_arch = "x86_64")]
+        if t == crate::isa::Isa::Avx512 && has_vbmi() {
+            v.push((t, &AVX512));
+        }
+        v.push((t, kernels(t)));
+    }
+    v
 }
 
 /// Runs `block(b, &mut [u32; 32])` for each block of the run and hands the
