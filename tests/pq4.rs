@@ -602,6 +602,9 @@ fn lut_quantisation_properties() {
                     (tc - lo - delta * b as f64).abs() <= delta * H,
                     "m {m} {j} {c}"
                 );
+                // exactly the rounding of the module documentation
+                let want = (((tc - lo) * (1.0 / delta) + 0.5) as u32).min(255);
+                assert_eq!(b as u32, want, "m {m} {j} {c}");
                 // the minimum of each sub-space is byte 0
                 if tc == lo {
                     assert_eq!(b, 0);

@@ -123,13 +123,22 @@ impl Pq4Lut {
         } else {
             1.0 / delta as f64
         };
+        // `as i32`: the value is at least 1/2, so its truncation is the
+        // same integer as through u32, with one vector conversion
+        // (`cvttpd2dq`) where u32 would take a scalar one per entry.
         for ((t, b), &lo) in tables
             .chunks_exact(KSUB)
             .zip(self.bytes.chunks_exact_mut(KSUB))
             .zip(lows.iter())
         {
-            for (&v, o) in t.iter().zip(b.iter_mut()) {
-                *o = (((v - lo) * inv + 0.5) as u32).min(255) as u8;
+            let t: &[f64; KSUB] = t.try_into().expect("KSUB entries");
+            // SAFETY: finite and in 1/2 ..= 256 (above), so representable
+            // in i32: the unchecked truncation is the same integer as
+            // `as`, without the saturating checks that keep `as` scalar.
+            let x: [i32; KSUB] =
+                std::array::from_fn(|c| unsafe { ((t[c] - lo) * inv + 0.5).to_int_unchecked() });
+            for (o, &x) in b.iter_mut().zip(&x) {
+                *o = x.min(255) as u8;
             }
         }
         self.delta = delta;
@@ -164,15 +173,21 @@ impl Pq4Lut {
         // T[j][c] = sum_k q_k C_j[c]_k, summed over k in order from 0.0
         // (the transposed centroids make the 16 sums of a sub-space one
         // vectorisable loop per k; the order per entry is unchanged).
+        // The 16 sums of a sub-space are held in a local array (registers),
+        // so the loop over k compiles to vector multiplies and adds instead
+        // of loads and stores of the table per term.
         for (j, t) in tables.chunks_exact_mut(KSUB).enumerate() {
-            t.fill(0.0);
+            let mut acc = [0.0f64; KSUB];
             for k in 0..ds {
                 let qk = q[j * ds + k] as f64;
-                let ct = &cb.transposed[(j * ds + k) * KSUB..][..KSUB];
-                for (o, &cv) in t.iter_mut().zip(ct) {
+                let ct: &[f32; KSUB] = cb.transposed[(j * ds + k) * KSUB..][..KSUB]
+                    .try_into()
+                    .expect("KSUB centroids");
+                for (o, &cv) in acc.iter_mut().zip(ct) {
                     *o += qk * cv as f64;
                 }
             }
+            t.copy_from_slice(&acc);
         }
         // Finite: f32 products and sums of dsub terms cannot overflow f64.
         let mut lows = std::mem::take(&mut self.lows);
