@@ -735,7 +735,7 @@ def run_lshk_ivf(h, lib, build_threads):
     # for wide rows, where the int8 pass costs more per row than the 4-bit
     # one. LSHK_PQ4I8=0 skips them.
     if os.environ.get("LSHK_PQ4I8", "1") != "0":
-        configs += [(3, nl_, [32], [32]) for nl_ in [0, int(round(math.sqrt(wl.rows)))]]
+        configs += [(3, nl_, [16, 32], [16, 32]) for nl_ in [0, int(round(math.sqrt(wl.rows)))]]
     for codes, nlist, adaptive_reranks, fixed_reranks in configs:
         p = lshk_ivf_index_params(lib, build_threads)
         p.ivf.codes = codes
