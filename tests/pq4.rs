@@ -89,40 +89,16 @@ fn check_all(
         &mut ref_sb,
     )
     .unwrap();
+    // One extra slot in every output: the kernel must not write past nrows.
     for &t in tiers {
-        // one extra slot: the kernel must not write past nrows
+        let label = format!("{t:?}");
         let mut acc = vec![0xdead_beefu32; nrows + 1];
         pq4::accumulate_isa(t, codes, m_pad, nrows, lut, &mut acc).unwrap();
-        assert_eq!(&acc[..nrows], &ref_acc[..], "{t:?} acc: {what}");
-        assert_eq!(acc[nrows], 0xdead_beef, "{t:?} wrote past the run: {what}");
-        let mut s = vec![f32::NAN; nrows + 1];
-        pq4::score_isa(t, codes, m_pad, nrows, lut, delta, offset, None, &mut s).unwrap();
-        for r in 0..nrows {
-            assert_eq!(
-                s[r].to_bits(),
-                ref_s[r].to_bits(),
-                "{t:?} score row {r}: {what}"
-            );
-        }
-        assert!(s[nrows].is_nan(), "{t:?} score wrote past the run: {what}");
-        pq4::score_isa(
-            t,
-            codes,
-            m_pad,
-            nrows,
-            lut,
-            delta,
-            offset,
-            Some(bias),
-            &mut s,
-        )
-        .unwrap();
-        for r in 0..nrows {
-            assert_eq!(
-                s[r].to_bits(),
-                ref_sb[r].to_bits(),
-                "{t:?} score+bias row {r}: {what}"
-            );
+        same_acc(&acc, &ref_acc, &label, what);
+        for (bias, want) in [(None, &ref_s), (Some(bias), &ref_sb)] {
+            let mut s = vec![f32::NAN; nrows + 1];
+            pq4::score_isa(t, codes, m_pad, nrows, lut, delta, offset, bias, &mut s).unwrap();
+            same_scores(&s, want, &label, what);
         }
     }
     // Every kernel variant of those tiers (both AVX-512 flavours where the
@@ -131,13 +107,11 @@ fn check_all(
         if !tiers.contains(&t) {
             continue;
         }
-        let name = k.name;
         let mut acc = vec![0xdead_beefu32; nrows + 1];
         // SAFETY: the arguments the checked entry points accepted above;
         // the variant runs on this CPU (supported_variants).
         unsafe { (k.acc)(codes, m_pad, nrows, lut, &mut acc) };
-        assert_eq!(&acc[..nrows], &ref_acc[..], "{name} acc: {what}");
-        assert_eq!(acc[nrows], 0xdead_beef, "{name} wrote past the run: {what}");
+        same_acc(&acc, &ref_acc, k.name, what);
         for (bias, want) in [(None, &ref_s), (Some(bias), &ref_sb)] {
             let mut s = vec![f32::NAN; nrows + 1];
             let epi = lshk::kernels::pq4::Epilogue {
@@ -147,16 +121,31 @@ fn check_all(
             };
             // SAFETY: as above (bias, when given, holds nrows values).
             unsafe { (k.score)(codes, m_pad, nrows, lut, &epi, &mut s) };
-            for r in 0..nrows {
-                assert_eq!(
-                    s[r].to_bits(),
-                    want[r].to_bits(),
-                    "{name} score row {r}: {what}"
-                );
-            }
-            assert!(s[nrows].is_nan(), "{name} score wrote past the run: {what}");
+            same_scores(&s, want, k.name, what);
         }
     }
+}
+
+/// `got` (one slot longer than `want`) holds `want`, and its last slot
+/// was not written.
+fn same_acc(got: &[u32], want: &[u32], label: &str, what: &str) {
+    let n = want.len();
+    assert_eq!(&got[..n], want, "{label} acc: {what}");
+    assert_eq!(got[n], 0xdead_beef, "{label} wrote past the run: {what}");
+}
+
+/// `got` (one slot longer than `want`) holds `want`'s bits, and its last
+/// slot is still NaN.
+fn same_scores(got: &[f32], want: &[f32], label: &str, what: &str) {
+    let n = want.len();
+    for r in 0..n {
+        assert_eq!(
+            got[r].to_bits(),
+            want[r].to_bits(),
+            "{label} score row {r}: {what}"
+        );
+    }
+    assert!(got[n].is_nan(), "{label} score wrote past the run: {what}");
 }
 
 const MS: [usize; 22] = [
