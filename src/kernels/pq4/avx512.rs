@@ -28,10 +28,10 @@
 //!
 //! # The VBMI + VNNI flavour ([`Vbmi`], `acc_vbmi` / `score_vbmi`)
 //!
-//! On CPUs with AVX-512 VBMI and VNNI the same layout is scored with half
-//! the accumulation work. Two thirds of the kernel above go to summing
-//! bytes in u16 lanes (four `vpaddw` and two shifts a step), because a
-//! 32-bit lane of the layout holds four *rows* of one sub-quantiser. This
+//! On CPUs with AVX-512 VBMI and VNNI the same layout is scored with fewer
+//! operations. Six of the eleven vector operations of a step above sum
+//! bytes in u16 lanes (four `vpaddw` and two shifts), because a 32-bit
+//! lane of the layout holds four *rows* of one sub-quantiser. This
 //! flavour first turns each step's 64 bytes so that a 32-bit lane holds
 //! one row's four sub-quantisers, then sums each lane's four looked-up
 //! bytes into u32 with one `vpdpbusd` against all-ones bytes:
