@@ -52,7 +52,7 @@ struct Avx2;
 
 impl Scan for Avx2 {
     #[inline(always)]
-    unsafe fn block(p: *const u8, m_pad: usize, lut: *const u8) -> [__m256i; 4] {
+    unsafe fn block<const LOW: bool>(p: *const u8, m_pad: usize, lut: *const u8) -> [__m256i; 4] {
         // SAFETY: the block holds 16 * m_pad readable bytes and lut as many
         // (caller); avx2 enabled by the enclosing function.
         unsafe {
@@ -70,13 +70,15 @@ impl Scan for Avx2 {
                     let c = _mm256_loadu_si256(p.add(32 * k).cast());
                     let t = _mm256_loadu_si256(lut.add(32 * k).cast());
                     let lo = _mm256_and_si256(c, mask);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(c), mask);
                     let r0 = _mm256_shuffle_epi8(t, lo);
-                    let r1 = _mm256_shuffle_epi8(t, hi);
                     a0 = _mm256_add_epi16(a0, r0);
                     a1 = _mm256_add_epi16(a1, _mm256_srli_epi16::<8>(r0));
-                    a2 = _mm256_add_epi16(a2, r1);
-                    a3 = _mm256_add_epi16(a3, _mm256_srli_epi16::<8>(r1));
+                    if !LOW {
+                        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(c), mask);
+                        let r1 = _mm256_shuffle_epi8(t, hi);
+                        a2 = _mm256_add_epi16(a2, r1);
+                        a3 = _mm256_add_epi16(a3, _mm256_srli_epi16::<8>(r1));
+                    }
                 }
                 a0 = _mm256_sub_epi16(a0, _mm256_slli_epi16::<8>(a1));
                 a2 = _mm256_sub_epi16(a2, _mm256_slli_epi16::<8>(a3));

@@ -83,7 +83,7 @@ struct Avx512;
 
 impl Scan for Avx512 {
     #[inline(always)]
-    unsafe fn block(p: *const u8, m_pad: usize, lut: *const u8) -> [__m256i; 4] {
+    unsafe fn block<const LOW: bool>(p: *const u8, m_pad: usize, lut: *const u8) -> [__m256i; 4] {
         // SAFETY: the block holds 16 * m_pad readable bytes and lut as many
         // (caller): full steps read 64 bytes at 64 q < 16 * m_pad - 63, the
         // half step 32 bytes at 16 * m_pad - 32. Features enabled by the
@@ -113,13 +113,15 @@ impl Scan for Avx512 {
                         )
                     };
                     let lo = _mm512_and_si512(c, mask);
-                    let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(c), mask);
                     let r0 = _mm512_shuffle_epi8(t, lo);
-                    let r1 = _mm512_shuffle_epi8(t, hi);
                     a0 = _mm512_add_epi16(a0, r0);
                     a1 = _mm512_add_epi16(a1, _mm512_srli_epi16::<8>(r0));
-                    a2 = _mm512_add_epi16(a2, r1);
-                    a3 = _mm512_add_epi16(a3, _mm512_srli_epi16::<8>(r1));
+                    if !LOW {
+                        let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(c), mask);
+                        let r1 = _mm512_shuffle_epi8(t, hi);
+                        a2 = _mm512_add_epi16(a2, r1);
+                        a3 = _mm512_add_epi16(a3, _mm512_srli_epi16::<8>(r1));
+                    }
                 }
                 a0 = _mm512_sub_epi16(a0, _mm512_slli_epi16::<8>(a1));
                 a2 = _mm512_sub_epi16(a2, _mm512_slli_epi16::<8>(a3));
@@ -168,10 +170,10 @@ const TABLE_OF: [u8; 64] = {
 struct Vbmi;
 
 /// One step of [`Vbmi`]: the 64 code bytes `c` and tables `t` of four
-/// sub-quantisers, added to the u32 sums of rows `0..16` (`lo`) and
-/// `16..32` (`hi`).
+/// sub-quantisers, added to the u32 sums of rows `0..16` (`lo`) and,
+/// unless `LOW`, `16..32` (`hi`).
 #[inline(always)]
-unsafe fn vbmi_step(
+unsafe fn vbmi_step<const LOW: bool>(
     c: __m512i,
     t: __m512i,
     tr: __m512i,
@@ -187,15 +189,17 @@ unsafe fn vbmi_step(
         let c = _mm512_permutexvar_epi8(tr, c);
         // 0xEA: (a & b) | c.
         let il = _mm512_ternarylogic_epi32::<0xEA>(c, mask, of);
-        let ih = _mm512_ternarylogic_epi32::<0xEA>(_mm512_srli_epi16::<4>(c), mask, of);
         *lo = _mm512_dpbusd_epi32(*lo, _mm512_permutexvar_epi8(il, t), ones);
-        *hi = _mm512_dpbusd_epi32(*hi, _mm512_permutexvar_epi8(ih, t), ones);
+        if !LOW {
+            let ih = _mm512_ternarylogic_epi32::<0xEA>(_mm512_srli_epi16::<4>(c), mask, of);
+            *hi = _mm512_dpbusd_epi32(*hi, _mm512_permutexvar_epi8(ih, t), ones);
+        }
     }
 }
 
 impl Scan for Vbmi {
     #[inline(always)]
-    unsafe fn block(p: *const u8, m_pad: usize, lut: *const u8) -> [__m256i; 4] {
+    unsafe fn block<const LOW: bool>(p: *const u8, m_pad: usize, lut: *const u8) -> [__m256i; 4] {
         // SAFETY: as Avx512::block (the same loads); the constants are
         // 64-byte arrays. Features enabled by the enclosing function.
         unsafe {
@@ -213,21 +217,21 @@ impl Scan for Vbmi {
             let mut k = 0;
             while k + 2 <= full {
                 let (c, t) = load(k);
-                vbmi_step(c, t, tr, of, &mut lo[0], &mut hi[0]);
+                vbmi_step::<LOW>(c, t, tr, of, &mut lo[0], &mut hi[0]);
                 let (c, t) = load(k + 1);
-                vbmi_step(c, t, tr, of, &mut lo[1], &mut hi[1]);
+                vbmi_step::<LOW>(c, t, tr, of, &mut lo[1], &mut hi[1]);
                 k += 2;
             }
             if k < full {
                 let (c, t) = load(k);
-                vbmi_step(c, t, tr, of, &mut lo[0], &mut hi[0]);
+                vbmi_step::<LOW>(c, t, tr, of, &mut lo[0], &mut hi[0]);
             }
             if full * 4 < m_pad {
                 // The last pair alone: lanes 2 and 3 read code 0 in an
                 // all-zero table.
                 let c = _mm512_zextsi256_si512(_mm256_loadu_si256(p.add(64 * full).cast()));
                 let t = _mm512_zextsi256_si512(_mm256_loadu_si256(lut.add(64 * full).cast()));
-                vbmi_step(c, t, tr, of, &mut lo[1], &mut hi[1]);
+                vbmi_step::<LOW>(c, t, tr, of, &mut lo[1], &mut hi[1]);
             }
             let lo = _mm512_add_epi32(lo[0], lo[1]);
             let hi = _mm512_add_epi32(hi[0], hi[1]);

@@ -13,12 +13,14 @@ use crate::kernels::simd::prefetch_ahead;
 /// A SIMD tier's block kernel: all that an ISA file provides.
 pub(super) trait Scan {
     /// The 32 sums of the block at `p`, as four ymm of eight rows each
-    /// (rows `0..8`, `8..16`, `16..24`, `24..32`).
+    /// (rows `0..8`, `8..16`, `16..24`, `24..32`). With `LOW` only rows
+    /// `0..16` are summed (their codes are the low nibbles) and the last two
+    /// ymm are not to be read: a run's last block holding 16 rows or fewer.
     ///
     /// # Safety
     /// The block holds `16 * m_pad` readable bytes and `lut` as many; the
     /// caller enables the tier's features.
-    unsafe fn block(p: *const u8, m_pad: usize, lut: *const u8) -> [__m256i; 4];
+    unsafe fn block<const LOW: bool>(p: *const u8, m_pad: usize, lut: *const u8) -> [__m256i; 4];
 }
 
 /// Where the 32 sums of a block go.
@@ -125,8 +127,15 @@ unsafe fn run<K: Scan, S: Sink>(
     unsafe {
         for b in 0..nblocks {
             prefetch_ahead(cp, b * bb, bb, end, PREFETCH_BYTES);
-            let t = K::block(cp.add(b * bb), m_pad, lp);
-            put_block(sink, b * BLOCK, (nrows - b * BLOCK).min(BLOCK), t);
+            let n = (nrows - b * BLOCK).min(BLOCK);
+            // A last block of at most 16 rows has them all in its low
+            // nibbles: the high ones are not looked up.
+            let t = if n <= BLOCK / 2 {
+                K::block::<true>(cp.add(b * bb), m_pad, lp)
+            } else {
+                K::block::<false>(cp.add(b * bb), m_pad, lp)
+            };
+            put_block(sink, b * BLOCK, n, t);
         }
     }
 }

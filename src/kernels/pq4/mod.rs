@@ -23,6 +23,10 @@
 //! sum the bytes in u16 lanes without unpacking and still store the rows in
 //! order.
 //!
+//! A run's last block holding 16 rows or fewer has all of them in its
+//! low nibbles (`rho(j) < 16`), so the SIMD tiers look up only those there
+//! (`drive::Scan::block::<LOW>`).
+//!
 //! # The look-up table
 //! `lut` holds `16 * m_pad` bytes: entry `c` of sub-quantiser `m` at
 //! `16 m + c` (so pair `p` is the 32 bytes at `32 p`, and the four tables
