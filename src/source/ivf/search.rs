@@ -38,11 +38,11 @@ pub(super) struct Scratch {
     lut: Option<Pq4Lut>,
     /// `<[q, 1], c_l>` per list before the spread term ([`Codes::Pq4`]).
     cbase: Vec<f32>,
-    /// The 4-bit scores' optimistic keys ([`Ivf::pq4_keys`]).
-    keys: Vec<f32>,
-    /// The coding errors of the scanned rows, beside `approx` (copied per
+    /// The 4-bit scores' optimistic keys, beside `approx` (written per
     /// list by [`Ivf::scan_lists`]: one contiguous run a list).
-    errs: Vec<f32>,
+    keys: Vec<f32>,
+    /// The keys' factor on a row's coding error ([`Ivf::key_factor`]).
+    key_c: f32,
     /// The selection masks ([`theta_update`], [`Ivf::adaptive_order`]).
     pub(super) masks: Vec<u64>,
     /// The scratch of [`Ivf::search_batch`] (taken out while it runs).
@@ -711,6 +711,9 @@ impl Ivf {
         st: &mut SearchStats,
     ) {
         let nprobe = (sp.nprobe as usize).min(self.nlist);
+        if self.pq.is_some() {
+            s.key_c = self.key_factor(q, sp);
+        }
         let n = if sp.reach > 0.0 {
             self.visit_adaptive(tier, v, q, qn, k, nprobe, sp.reach, s, st)
         } else {
@@ -778,7 +781,7 @@ impl Ivf {
             // 4-bit scores: the shortlist grows with the scan and is
             // chosen by the optimistic keys.
             r = r.max(n / PQ4_RERANK_PER).min(n.max(k));
-            keyed = self.pq4_keys(q, PQ4_KEY_G, approx, s);
+            keyed = self.pq4_keys();
         }
         grow(&mut s.cand, r);
         grow(&mut s.cand_sc, r);
@@ -793,24 +796,26 @@ impl Ivf {
         self.rerank(tier, q, k, r, s, out_ids, out_scores, st);
     }
 
-    /// The optimistic keys ([`PQ4_I8_KEY_G`]) of the 4-bit scores `approx`
-    /// (the rows' errors beside them in `s.errs`) into `s.keys`, with `g`
-    /// the constant;
-    /// false (and nothing written) when the index holds no coding errors
-    /// (a file written before them: its shortlists rank by `approx`).
-    fn pq4_keys(&self, q: &[f32], g: f32, approx: &[f32], s: &mut Scratch) -> bool {
-        if self.pq.as_ref().is_none_or(|pq| pq.errors().is_empty()) {
-            return false;
-        }
-        let c = g * norm(q) / (self.dim as f32).sqrt();
-        s.keys.clear();
-        s.keys.extend(
-            approx
-                .iter()
-                .zip(&s.errs[..approx.len()])
-                .map(|(&a, &e)| a + c * e),
-        );
-        true
+    /// The factor `g |q| / sqrt(dim)` of a row's coding error in its
+    /// optimistic key, `g` [`PQ4_I8_KEY_G`] where the int8 stage follows
+    /// (`Codes::Pq4I8` with `refine > 0`: [`Ivf::finish`]'s choice) and
+    /// [`PQ4_KEY_G`] where the exact re-rank does.
+    fn key_factor(&self, q: &[f32], sp: &SearchParams) -> f32 {
+        let g = if self.codes.is_some() && sp.refine > 0 {
+            PQ4_I8_KEY_G
+        } else {
+            PQ4_KEY_G
+        };
+        g * norm(q) / (self.dim as f32).sqrt()
+    }
+
+    /// Whether `s.keys[..n]` holds the optimistic keys `approx + c e` of the
+    /// 4-bit scores `s.approx[..n]` (`c` [`Ivf::key_factor`], `e` the row's
+    /// coding error), which [`Ivf::scan_lists`] writes beside them; false
+    /// when the index holds no coding errors (a file written before them:
+    /// its shortlists rank by the scores).
+    fn pq4_keys(&self) -> bool {
+        self.pq.as_ref().is_some_and(|pq| !pq.errors().is_empty())
     }
 
     /// [`Codes::Pq4I8`]'s stages after the 4-bit pass (`approx` at
@@ -836,7 +841,7 @@ impl Ivf {
         let r1 = (sp.refine as usize).max(r).min(n.max(k));
         grow(&mut s.cand, r1);
         grow(&mut s.cand_sc, r1);
-        let keyed = self.pq4_keys(q, PQ4_I8_KEY_G, approx, s);
+        let keyed = self.pq4_keys();
         topk_set(
             if keyed { &s.keys[..n] } else { approx },
             Some(pos),
@@ -1016,10 +1021,15 @@ impl Ivf {
                         &mut out[la..lb],
                     );
                 }
+                // The optimistic keys as the scores come (`pq4_keys`).
                 let err = pq.errors();
                 if !err.is_empty() {
-                    grow(&mut s.errs, n + len);
-                    s.errs[n..n + len].copy_from_slice(&err[a..b]);
+                    grow(&mut s.keys, n + len);
+                    let c = s.key_c;
+                    for ((key, &x), &e) in s.keys[n..n + len].iter_mut().zip(&*out).zip(&err[a..b])
+                    {
+                        *key = x + c * e;
+                    }
                 }
             }
             _ => self.score_rows(tier, v, q, s.qq.as_ref(), a, b, out),
