@@ -58,6 +58,25 @@ macro_rules! tier_table {
 }
 pub(crate) use tier_table;
 
+/// Every kernel variant this CPU can run, lowest tier first: each
+/// supported tier's table as `kernels` dispatches it, and before the
+/// AVX-512 one the plain AVX-512 table `plain` when the tier dispatches to
+/// an extra flavour on this CPU (so tests and benches reach both). A
+/// family's `supported_variants` passes its own tables.
+pub(crate) fn variants_of<K>(
+    kernels: fn(crate::isa::Isa) -> &'static K,
+    plain: Option<&'static K>,
+) -> Vec<(crate::isa::Isa, &'static K)> {
+    let mut v = Vec::new();
+    for t in crate::isa::Isa::supported() {
+        if let (crate::isa::Isa::Avx512, Some(p)) = (t, plain) {
+            v.push((t, p));
+        }
+        v.push((t, kernels(t)));
+    }
+    v
+}
+
 /// Hints that `bytes` bytes at `p` are needed soon (`prefetcht0` of each
 /// 64-byte line on x86-64; nothing elsewhere). Never faults.
 #[inline(always)]

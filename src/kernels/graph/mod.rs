@@ -115,15 +115,11 @@ crate::kernels::tier_table! {
 /// Every kernel variant this CPU can run, lowest tier first (on AVX-512
 /// CPUs with VNNI both AVX-512 flavours, so tests reach each).
 pub fn supported_variants() -> Vec<(crate::isa::Isa, &'static Kernels)> {
-    let mut v = Vec::new();
-    for t in crate::isa::Isa::supported() {
-        #[cfg(target_arch = "x86_64")]
-        if t == crate::isa::Isa::Avx512 && crate::isa::extras().avx512vnni {
-            v.push((t, &AVX512));
-        }
-        v.push((t, kernels(t)));
-    }
-    v
+    #[cfg(target_arch = "x86_64")]
+    let plain = crate::isa::extras().avx512vnni.then_some(&AVX512);
+    #[cfg(not(target_arch = "x86_64"))]
+    let plain = None;
+    crate::kernels::variants_of(kernels, plain)
 }
 
 #[cfg(target_arch = "x86_64")]

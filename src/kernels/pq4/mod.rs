@@ -186,15 +186,11 @@ crate::kernels::tier_table! {
 /// Every kernel variant this CPU can run, lowest tier first (on AVX-512
 /// CPUs with VBMI and VNNI both AVX-512 flavours, so tests reach each).
 pub fn supported_variants() -> Vec<(crate::isa::Isa, &'static Kernels)> {
-    let mut v = Vec::new();
-    for t in crate::isa::Isa::supported() {
-        #[cfg(target_arch = "x86_64")]
-        if t == crate::isa::Isa::Avx512 && has_vbmi() {
-            v.push((t, &AVX512));
-        }
-        v.push((t, kernels(t)));
-    }
-    v
+    #[cfg(target_arch = "x86_64")]
+    let plain = has_vbmi().then_some(&AVX512);
+    #[cfg(not(target_arch = "x86_64"))]
+    let plain = None;
+    crate::kernels::variants_of(kernels, plain)
 }
 
 /// Runs `block(b, &mut [u32; 32])` for each block of the run and hands the

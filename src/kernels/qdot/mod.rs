@@ -370,13 +370,9 @@ crate::kernels::tier_table! {
 /// [`Isa::supported`], and on AVX-512 CPUs with VNNI both AVX-512 flavours
 /// (so tests reach the plain `vpmaddubsw` one there too).
 pub fn supported_variants() -> Vec<(Isa, &'static Kernels)> {
-    let mut v = Vec::new();
-    for t in Isa::supported() {
-        #[cfg(target_arch = "x86_64")]
-        if t == Isa::Avx512 && isa::extras().avx512vnni {
-            v.push((t, &AVX512));
-        }
-        v.push((t, kernels(t)));
-    }
-    v
+    #[cfg(target_arch = "x86_64")]
+    let plain = isa::extras().avx512vnni.then_some(&AVX512);
+    #[cfg(not(target_arch = "x86_64"))]
+    let plain = None;
+    crate::kernels::variants_of(kernels, plain)
 }
