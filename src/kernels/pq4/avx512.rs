@@ -78,6 +78,33 @@ unsafe fn fold(a: __m512i) -> __m256i {
     unsafe { _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64::<1>(a)) }
 }
 
+/// Step `k`'s 64 code bytes and 64 table bytes (four sub-quantisers), or,
+/// with `half` (the last step when `m_pad` is not a multiple of 4), its 32
+/// bytes of each zero-extended: lanes 2 and 3 then read code 0 in an
+/// all-zero table and add nothing.
+///
+/// # Safety
+/// A full step reads 64 bytes at `64 k < 16 * m_pad - 63`, the half step 32
+/// at `16 * m_pad - 32`: the block and the table hold `16 * m_pad` bytes
+/// (caller); avx512f enabled.
+#[inline(always)]
+unsafe fn step_bytes(p: *const u8, lut: *const u8, k: usize, half: bool) -> (__m512i, __m512i) {
+    // SAFETY: as above.
+    unsafe {
+        if !half {
+            (
+                _mm512_loadu_si512(p.add(64 * k).cast()),
+                _mm512_loadu_si512(lut.add(64 * k).cast()),
+            )
+        } else {
+            (
+                _mm512_zextsi256_si512(_mm256_loadu_si256(p.add(64 * k).cast())),
+                _mm512_zextsi256_si512(_mm256_loadu_si256(lut.add(64 * k).cast())),
+            )
+        }
+    }
+}
+
 /// This tier's block kernel for [`super::drive`].
 struct Avx512;
 
@@ -101,17 +128,7 @@ impl Scan for Avx512 {
                 let mut a2 = _mm512_setzero_si512();
                 let mut a3 = _mm512_setzero_si512();
                 for k in s0..s1 {
-                    let (c, t) = if k < full {
-                        (
-                            _mm512_loadu_si512(p.add(64 * k).cast()),
-                            _mm512_loadu_si512(lut.add(64 * k).cast()),
-                        )
-                    } else {
-                        (
-                            _mm512_zextsi256_si512(_mm256_loadu_si256(p.add(64 * k).cast())),
-                            _mm512_zextsi256_si512(_mm256_loadu_si256(lut.add(64 * k).cast())),
-                        )
-                    };
+                    let (c, t) = step_bytes(p, lut, k, k == full);
                     let lo = _mm512_and_si512(c, mask);
                     let r0 = _mm512_shuffle_epi8(t, lo);
                     a0 = _mm512_add_epi16(a0, r0);
@@ -205,33 +222,22 @@ impl Scan for Vbmi {
         unsafe {
             let tr = _mm512_loadu_si512(TRANSPOSE.as_ptr().cast());
             let of = _mm512_loadu_si512(TABLE_OF.as_ptr().cast());
-            let full = m_pad / 4;
-            let load = |k: usize| {
-                (
-                    _mm512_loadu_si512(p.add(64 * k).cast()),
-                    _mm512_loadu_si512(lut.add(64 * k).cast()),
-                )
-            };
+            let (steps, full) = (m_pad.div_ceil(4), m_pad / 4);
             let mut lo = [_mm512_setzero_si512(); 2];
             let mut hi = [_mm512_setzero_si512(); 2];
             let mut k = 0;
             while k + 2 <= full {
-                let (c, t) = load(k);
+                let (c, t) = step_bytes(p, lut, k, false);
                 vbmi_step::<LOW>(c, t, tr, of, &mut lo[0], &mut hi[0]);
-                let (c, t) = load(k + 1);
+                let (c, t) = step_bytes(p, lut, k + 1, false);
                 vbmi_step::<LOW>(c, t, tr, of, &mut lo[1], &mut hi[1]);
                 k += 2;
             }
-            if k < full {
-                let (c, t) = load(k);
+            // At most a full step and the half one are left.
+            while k < steps {
+                let (c, t) = step_bytes(p, lut, k, k == full);
                 vbmi_step::<LOW>(c, t, tr, of, &mut lo[0], &mut hi[0]);
-            }
-            if full * 4 < m_pad {
-                // The last pair alone: lanes 2 and 3 read code 0 in an
-                // all-zero table.
-                let c = _mm512_zextsi256_si512(_mm256_loadu_si256(p.add(64 * full).cast()));
-                let t = _mm512_zextsi256_si512(_mm256_loadu_si256(lut.add(64 * full).cast()));
-                vbmi_step::<LOW>(c, t, tr, of, &mut lo[1], &mut hi[1]);
+                k += 1;
             }
             let lo = _mm512_add_epi32(lo[0], lo[1]);
             let hi = _mm512_add_epi32(hi[0], hi[1]);
