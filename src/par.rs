@@ -16,8 +16,13 @@ pub(crate) fn threads(requested: usize) -> usize {
     }
 }
 
-/// The threads a call of `work` units starts (never more than one per
-/// unit, at least one) where `requested` 0 (every core, the library's
+/// The threads for `work` units of a call asking for `requested` (0 =
+/// every core): never more than one per unit, at least one.
+pub(crate) fn threads_for(requested: usize, work: usize) -> usize {
+    threads(requested).min(work).max(1)
+}
+
+/// [`threads_for`], where `requested` 0 (every core, the library's
 /// choice) also gives each thread at least `min_per_thread` of the call's
 /// `elems` elements: calls without a [`Pool`] start their threads per
 /// call ([`map`]), which costs more than a small call's whole work
@@ -29,7 +34,7 @@ pub(crate) fn threads_auto(
     elems: usize,
     min_per_thread: usize,
 ) -> usize {
-    let t = threads(requested).min(work).max(1);
+    let t = threads_for(requested, work);
     if requested == 0 {
         t.min(elems / min_per_thread).max(1)
     } else {

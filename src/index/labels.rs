@@ -2,7 +2,8 @@
 //! codes they count by, their training and the candidates they serve.
 
 use super::*;
-use crate::source::labels::{check_labels, count_labels, threads_for, LabelParams, LabelState};
+use crate::par::threads_for;
+use crate::source::labels::{check_labels, count_labels, LabelParams, LabelState};
 use crate::source::lsh::tables::merge_tables;
 
 /// Queries hashed per block in [`Index::query_codes`].

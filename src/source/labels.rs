@@ -234,10 +234,6 @@ pub(crate) fn check_label_csr(
     Ok(())
 }
 
-pub(crate) fn threads_for(threads: u32, jobs: usize) -> usize {
-    crate::par::threads(threads as usize).clamp(1, jobs.max(1))
-}
-
 /// Counts and caps the labels of every bucket (module documentation).
 /// `codes` are the queries' raw codes, `n x L` row-major; the labels must
 /// already be valid ([`check_labels`]; labels are not range-checked here).
@@ -278,7 +274,7 @@ pub fn count_labels(
         );
     }
     let mut out: Vec<BucketLabels> = (0..l).map(|_| BucketLabels::default()).collect();
-    let nthreads = threads_for(threads, l);
+    let nthreads = crate::par::threads_for(threads as usize, l);
     let per = l.div_ceil(nthreads);
     let mut keys_per_thread = Vec::with_capacity(nthreads);
     for _ in 0..nthreads {

@@ -91,11 +91,6 @@ impl XentBound {
     }
 }
 
-/// Resolves a thread count (0 = every core) and caps it at `work` units.
-fn threads_for(threads: usize, work: usize) -> usize {
-    crate::par::threads(threads).min(work).max(1)
-}
-
 /// Splits the segments into `t` contiguous ranges of about equal element
 /// counts: `cuts[k] .. cuts[k + 1]` for thread `k` (`cuts` has `t + 1`
 /// entries, the first 0, the last `nb`).

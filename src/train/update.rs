@@ -11,7 +11,7 @@ use crate::kernels::train::{self as kt, Rows};
 use crate::matmul::check_offsets;
 
 use super::dq::check_ids;
-use super::threads_for;
+use crate::par::threads_for;
 
 /// One batch of a row update: the inputs `q` (`nb` rows of `dim` at
 /// stride `q_stride`), and per position `j` of the CSR `offsets` the row

@@ -41,9 +41,10 @@
 //!
 //! # No u16 overflow
 //! The SIMD tiers sum looked-up bytes in u16 lanes (all but the AVX-512
-//! tier's VBMI + VNNI flavour, which sums into u32 lanes with `vpdpbusd`). A u16 lane receives
-//! at most one byte (<= 255) per step, and the lanes are widened into u32
-//! accumulators at least every [`FLUSH_STEPS`] = 256 steps:
+//! tier's VBMI + VNNI flavour, which sums into u32 lanes with `vpdpbusd`).
+//! A u16 lane receives at most one byte (<= 255) per step, and the lanes
+//! are widened into u32 accumulators at least every [`FLUSH_STEPS`] = 256
+//! steps:
 //! `256 * 255 = 65,280 <= 65,535`. (A step is one sub-quantiser pair on
 //! AVX2, two pairs on AVX-512, half a pair on the portable tier, which adds
 //! two bytes per lane per pair and so flushes every 128 pairs.) For `m_pad`

@@ -123,9 +123,6 @@ impl Pq4Lut {
         } else {
             1.0 / delta as f64
         };
-        // `as i32`: the value is at least 1/2, so its truncation is the
-        // same integer as through u32, with one vector conversion
-        // (`cvttpd2dq`) where u32 would take a scalar one per entry.
         for ((t, b), &lo) in tables
             .chunks_exact(KSUB)
             .zip(self.bytes.chunks_exact_mut(KSUB))
@@ -133,8 +130,9 @@ impl Pq4Lut {
         {
             let t: &[f64; KSUB] = t.try_into().expect("KSUB entries");
             // SAFETY: finite and in 1/2 ..= 256 (above), so representable
-            // in i32: the unchecked truncation is the same integer as
-            // `as`, without the saturating checks that keep `as` scalar.
+            // in i32: the unchecked truncation is the integer `as u32`
+            // gives, and vectorises (`cvttpd2dq`), where `as` keeps its
+            // saturating checks and one scalar conversion per entry.
             let x: [i32; KSUB] =
                 std::array::from_fn(|c| unsafe { ((t[c] - lo) * inv + 0.5).to_int_unchecked() });
             for (o, &x) in b.iter_mut().zip(&x) {
@@ -170,12 +168,10 @@ impl Pq4Lut {
         }
         let ds = cb.dsub;
         let mut tables = std::mem::take(&mut self.tables);
-        // T[j][c] = sum_k q_k C_j[c]_k, summed over k in order from 0.0
-        // (the transposed centroids make the 16 sums of a sub-space one
-        // vectorisable loop per k; the order per entry is unchanged).
-        // The 16 sums of a sub-space are held in a local array (registers),
-        // so the loop over k compiles to vector multiplies and adds instead
-        // of loads and stores of the table per term.
+        // T[j][c] = sum_k q_k C_j[c]_k, summed over k in order from 0.0:
+        // the transposed centroids make the 16 sums of a sub-space one
+        // vectorisable loop per k, into a local array (registers, not a
+        // load and store of the table per term).
         for (j, t) in tables.chunks_exact_mut(KSUB).enumerate() {
             let mut acc = [0.0f64; KSUB];
             for k in 0..ds {
