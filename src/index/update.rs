@@ -456,7 +456,7 @@ impl Index {
         let (l, hd, dim) = (self.p.tables as usize, self.hash_dim, self.dim);
         let mut codes = try_vec::<u32>(checked_mul(ids.len(), l, "rows * L")?, "row codes")?;
         let units = ids.len().div_ceil(BUILD_UNIT);
-        let nthreads = crate::par::threads(self.p.threads as usize).clamp(1, units.max(1));
+        let nthreads = crate::par::threads_for(self.p.threads as usize, units);
         let per = units.div_ceil(nthreads) * BUILD_UNIT;
         let mut bufs = Vec::with_capacity(nthreads);
         for _ in 0..nthreads {

@@ -422,7 +422,7 @@ impl Forest {
             Vec::new()
         };
         let l = p.trees as usize;
-        let nthreads = crate::par::threads(p.threads as usize).clamp(1, l);
+        let nthreads = crate::par::threads_for(p.threads as usize, l);
         let mut trees: Vec<Option<Tree>> = vec![None; l];
         let b = p.leaf_size as usize;
         let seed_of = |t: usize| p.seed ^ (t as u64 + 1).wrapping_mul(GOLDEN);
