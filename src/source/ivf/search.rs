@@ -757,8 +757,7 @@ impl Ivf {
         st: &mut SearchStats,
     ) {
         let n = approx.len();
-        let refine = self.pq.is_some() && self.codes.is_some() && sp.refine > 0;
-        if refine {
+        if self.refines(sp) {
             self.refine_and_rerank(tier, q, k, sp, approx, pos, s, out_ids, out_scores, st);
             return;
         }
@@ -796,12 +795,18 @@ impl Ivf {
         self.rerank(tier, q, k, r, s, out_ids, out_scores, st);
     }
 
+    /// Whether the 4-bit pass's candidates go to the int8 stage
+    /// ([`Ivf::refine_and_rerank`]: `Codes::Pq4I8` with `refine > 0`) rather
+    /// than straight to the exact re-rank.
+    fn refines(&self, sp: &SearchParams) -> bool {
+        self.pq.is_some() && self.codes.is_some() && sp.refine > 0
+    }
+
     /// The factor `g |q| / sqrt(dim)` of a row's coding error in its
     /// optimistic key, `g` [`PQ4_I8_KEY_G`] where the int8 stage follows
-    /// (`Codes::Pq4I8` with `refine > 0`: [`Ivf::finish`]'s choice) and
-    /// [`PQ4_KEY_G`] where the exact re-rank does.
+    /// ([`Ivf::refines`]) and [`PQ4_KEY_G`] where the exact re-rank does.
     fn key_factor(&self, q: &[f32], sp: &SearchParams) -> f32 {
-        let g = if self.codes.is_some() && sp.refine > 0 {
+        let g = if self.refines(sp) {
             PQ4_I8_KEY_G
         } else {
             PQ4_KEY_G
