@@ -41,6 +41,9 @@ pub(super) struct Track {
     lout: f64,
     /// `|x|` (for the margins).
     xn: f64,
+    /// `|x|^2`, the f64 sum [`CentView::decide`] computed (the point does
+    /// not change between passes, so [`CentView::recheck`] reuses it).
+    xx: f64,
     cand: [u32; TOP],
 }
 
@@ -50,6 +53,7 @@ pub(super) const NO_TRACK: Track = Track {
     l: 0.0,
     lout: 0.0,
     xn: 0.0,
+    xx: 0.0,
     cand: [TOPK_PAD_ID; TOP],
 };
 
@@ -184,6 +188,7 @@ impl<'a> CentView<'a> {
         let mut track = Track {
             lout: lower(f64::from(s[TOP - 1]) + bound),
             xn,
+            xx,
             cand: [0; TOP],
             ..NO_TRACK
         };
@@ -220,8 +225,7 @@ impl<'a> CentView<'a> {
         if t.lout <= 0.0 {
             return None;
         }
-        let xx: f64 = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
-        let xn = xx.sqrt();
+        let (xx, xn) = (t.xx, t.xn);
         if !self.sane(xn) {
             return None;
         }
@@ -247,6 +251,14 @@ impl<'a> CentView<'a> {
                 .zip(&sc)
                 .all(|(&c, &v)| c == best.1 || v < best.0 - 4.0 * m);
         if !clear {
+            // The fixed-order scores below are within `m` of these, so
+            // their best passes the test below only if this best reaches
+            // `out + m`: where it does not (the usual reason for `!clear`:
+            // a centroid outside the candidates may be nearer), the point
+            // needs a full scan whatever they say.
+            if best.0 - m <= out {
+                return None;
+            }
             // The fixed-order f64 scores of the re-decision, ties by the
             // smaller id.
             best = (f64::NEG_INFINITY, u32::MAX);
