@@ -41,8 +41,8 @@ pub(super) struct Track {
     lout: f64,
     /// `|x|` (for the margins).
     xn: f64,
-    /// `|x|^2`, the f64 sum [`CentView::decide`] computed (the point does
-    /// not change between passes, so [`CentView::recheck`] reuses it).
+    /// `|x|^2` ([`sq_norm`]; 0 where not yet computed), kept because the
+    /// point does not change between passes.
     xx: f64,
     cand: [u32; TOP],
 }
@@ -153,10 +153,14 @@ impl<'a> CentView<'a> {
 
     /// The best centroid of `x` from the kernels' top-4 (`s`, `id`), and
     /// what it proves for the next pass: `argmax_c <x, c> - |c|^2 / 2`,
-    /// ties by smaller id.
-    fn decide(&self, x: &[f32], s: &[f32], id: &[u32]) -> (u32, Track) {
+    /// ties by smaller id. `last`: the point's track from an earlier pass,
+    /// whose `|x|^2` it reuses (the same sum).
+    fn decide(&self, x: &[f32], last: Option<&Track>, s: &[f32], id: &[u32]) -> (u32, Track) {
         let (nlist, cmax) = (self.nlist, self.cmax);
-        let xx: f64 = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+        let xx = match last {
+            Some(t) if t.xx > 0.0 => t.xx,
+            _ => sq_norm(x),
+        };
         let xn = xx.sqrt();
         // Each computed score is within `bound` of the exact one.
         let bound = gamma(self.xdim + 1) * (xn * cmax + cmax * cmax / 2.0) * 2.0 + 1e-30;
@@ -293,6 +297,12 @@ impl<'a> CentView<'a> {
     }
 }
 
+/// `|x|^2` in f64, summed in coordinate order (every pass takes this one
+/// value for a point: its bounds and margins depend on it).
+fn sq_norm(x: &[f32]) -> f64 {
+    x.iter().map(|&v| f64::from(v) * f64::from(v)).sum()
+}
+
 /// Rows per kernel call (the top-4 buffers and a gathered copy of the
 /// points that need a full scan).
 pub(super) const ASSIGN_BLOCK: usize = 2048;
@@ -344,6 +354,7 @@ pub(super) fn assign(
         }
     };
     let na = active.as_ref().map_or(n, |a| a.len());
+    let last = tracks.as_deref();
     if na == 0 {
         return Ok(());
     }
@@ -378,8 +389,10 @@ pub(super) fn assign(
             cv.panels
                 .top4_isa(tier, xs, nb, xdim, &mut best, &mut ids)?;
             for j in 0..nb {
+                let i = active.as_ref().map_or(a0 + b0 + j, |a| a[a0 + b0 + j] as usize);
                 res.push(cv.decide(
                     &xs[j * xdim..(j + 1) * xdim],
+                    last.map(|t| &t[i]),
                     &best[j * TOP..(j + 1) * TOP],
                     &ids[j * TOP..(j + 1) * TOP],
                 ));
