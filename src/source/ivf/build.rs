@@ -291,7 +291,12 @@ impl Ivf {
         // uniform: see docs/ivf.md, "Row weights").
         let sw: Option<Vec<f32>> =
             weights.map(|wt| perm[..ntrain].iter().map(|&r| wt[r as usize]).collect());
-        let (cent, train_asg, train_bounds) = kmeans(
+        let KMeans {
+            cent,
+            asg: train_asg,
+            tracks: train_bounds,
+            last: last_cent,
+        } = kmeans(
             tier,
             &Points {
                 x: &xs,
@@ -314,7 +319,8 @@ impl Ivf {
             sample_of[r as usize] = i as u32;
         }
         drop(perm);
-        let cv = CentView::new(&cent, nlist, xdim)?;
+        let cv = CentView::new(&cent, nlist, xdim, p.iters, Some(&last_cent))?;
+        drop(last_cent);
         let mut asg = vec![0u32; rows];
         const ABLOCK: usize = 1 << 16;
         let mut xb = vec![0f32; ABLOCK.min(rows) * xdim];

@@ -1,7 +1,8 @@
 //! k-means for the IVF lists: Lloyd iterations on the SIMD top-4 kernel
-//! with f64 re-decisions near ties, Hamerly bounds between iterations, the
-//! lists' spreads, and empty-list splits (see the parent module's
-//! "Determinism").
+//! with f64 re-decisions near ties, Hamerly bounds between iterations, a
+//! point's top-4 carried to the next pass so that only the centroids that
+//! changed are scored again ([`Moved`]), the lists' spreads, and
+//! empty-list splits (see the parent module's "Determinism").
 
 use super::*;
 
@@ -27,10 +28,14 @@ pub(super) struct Points<'a> {
 ///   most the distance to every other one: when `l > u` (by the margin of
 ///   [`Track::settled`]) the assignment cannot change and nothing is
 ///   computed.
-/// * `cand` are the four best centroids of the last full scan and `lout`
-///   at most the distance to every centroid not among them: the point is
-///   re-decided from the exact scores of those four alone when the best of
-///   them is provably ahead of every other centroid ([`CentView::recheck`]).
+/// * `cand` are the four best centroids of the last kernel pass (a full
+///   scan's top-4, or the best of the centroids it scored: `cap` bounds
+///   the rest) and `lout` at most the distance to every centroid not among
+///   them: the point is re-decided from the exact scores of those four
+///   alone when the best of them is provably ahead of every other
+///   centroid ([`CentView::recheck`]).
+/// * `top`, `cap` and `pass` let the next pass score only the centroids
+///   that changed ([`Moved`]).
 ///
 /// After the centroids move, [`drift_tracks`] moves each bound by the
 /// distance its centroids moved (triangle inequality).
@@ -45,6 +50,14 @@ pub(super) struct Track {
     /// point does not change between passes.
     xx: f64,
     cand: [u32; TOP],
+    /// The kernel's scores of `cand` in that scan.
+    top: [f32; TOP],
+    /// A (kernel score, id) that every centroid outside `cand` ranks after
+    /// by (score descending, id ascending) in that scan: the fourth of a
+    /// full scan's top-4.
+    cap: (f32, u32),
+    /// The pass of that scan ([`CentView::pass`]; `u32::MAX`: none).
+    pass: u32,
 }
 
 /// No information: the point is scanned in full.
@@ -55,6 +68,9 @@ pub(super) const NO_TRACK: Track = Track {
     xn: 0.0,
     xx: 0.0,
     cand: [TOPK_PAD_ID; TOP],
+    top: [f32::NEG_INFINITY; TOP],
+    cap: (f32::NEG_INFINITY, TOPK_PAD_ID),
+    pass: u32::MAX,
 };
 
 impl Track {
@@ -80,10 +96,38 @@ pub(super) struct CentView<'a> {
     n2: Vec<f64>,
     /// Largest centroid norm.
     cmax: f64,
+    /// This pass's number (k-means iterations count up from 0).
+    pass: u32,
+    /// The centroids that changed since the pass before, where some did
+    /// not ([`Moved`]).
+    moved: Option<Moved>,
+}
+
+/// The centroids that changed since the last pass (any coordinate's bits),
+/// packed on their own. A centroid that did not change keeps every point's
+/// kernel score bit for bit (its row and `-|c|^2 / 2` are the same, and a
+/// score is one fixed chain per point and centroid on every tier), so a
+/// point whose top-4 came from a full scan in the last pass needs only
+/// these scored ([`CentView::merge_last`]).
+struct Moved {
+    /// Panels of the changed centroids, in id order.
+    panels: Option<Panels>,
+    /// Their ids, ascending.
+    ids: Vec<u32>,
+    /// By id: whether it changed.
+    mask: Vec<bool>,
 }
 
 impl<'a> CentView<'a> {
-    pub(super) fn new(cent: &'a [f32], nlist: usize, xdim: usize) -> Result<CentView<'a>> {
+    /// The view of `cent` for pass `pass`; `prev`: the centroids of pass
+    /// `pass - 1`, for [`Moved`].
+    pub(super) fn new(
+        cent: &'a [f32],
+        nlist: usize,
+        xdim: usize,
+        pass: u32,
+        prev: Option<&[f32]>,
+    ) -> Result<CentView<'a>> {
         let n2: Vec<f64> = (0..nlist)
             .map(|c| {
                 cent[c * xdim..(c + 1) * xdim]
@@ -94,6 +138,35 @@ impl<'a> CentView<'a> {
             .collect();
         let half: Vec<f32> = n2.iter().map(|&v| -(v / 2.0) as f32).collect();
         let cmax = n2.iter().copied().fold(0.0f64, f64::max).sqrt();
+        let moved = match prev {
+            Some(prev) if prev.len() == cent.len() => {
+                fn row(v: &[f32], c: usize, xdim: usize) -> &[f32] {
+                    &v[c * xdim..(c + 1) * xdim]
+                }
+                let mask: Vec<bool> = (0..nlist)
+                    .map(|c| {
+                        !row(cent, c, xdim)
+                            .iter()
+                            .zip(row(prev, c, xdim))
+                            .all(|(a, b)| a.to_bits() == b.to_bits())
+                    })
+                    .collect();
+                let ids: Vec<u32> = (0..nlist as u32).filter(|&c| mask[c as usize]).collect();
+                let panels = if ids.is_empty() {
+                    None
+                } else {
+                    let mut rows = Vec::with_capacity(ids.len() * xdim);
+                    for &c in &ids {
+                        rows.extend_from_slice(row(cent, c as usize, xdim));
+                    }
+                    let h: Vec<f32> = ids.iter().map(|&c| half[c as usize]).collect();
+                    Some(Panels::pack(&rows, &h, ids.len(), xdim)?)
+                };
+                // Where every centroid changed, a full scan costs the same.
+                (ids.len() < nlist).then_some(Moved { panels, ids, mask })
+            }
+            _ => None,
+        };
         Ok(CentView {
             cent,
             nlist,
@@ -101,6 +174,8 @@ impl<'a> CentView<'a> {
             panels: Panels::pack(cent, &half, nlist, xdim)?,
             n2,
             cmax,
+            pass,
+            moved,
         })
     }
 
@@ -156,6 +231,26 @@ impl<'a> CentView<'a> {
     /// ties by smaller id. `last`: the point's track from an earlier pass,
     /// whose `|x|^2` it reuses (the same sum).
     fn decide(&self, x: &[f32], last: Option<&Track>, s: &[f32], id: &[u32]) -> (u32, Track) {
+        self.decide_from(x, last, s, id, (s[TOP - 1], id[TOP - 1]), true)
+            .expect("a full scan always decides")
+    }
+
+    /// [`CentView::decide`] from four centroids `id` (kernel scores `s`,
+    /// sorted as a top-4) and a `cap` that every other centroid ranks after
+    /// ([`Track::cap`]; a full scan's is its fourth). Without `full` (the
+    /// four were not a scan's): `None` where the decision would take an
+    /// exact pass over every centroid (a full scan costs less).
+    fn decide_from(
+        &self,
+        x: &[f32],
+        last: Option<&Track>,
+        s: &[f32],
+        id: &[u32],
+        cap: (f32, u32),
+        full: bool,
+    ) -> Option<(u32, Track)> {
+        // The score every centroid outside `id` is at most.
+        let s3 = f64::from(cap.0);
         let (nlist, cmax) = (self.nlist, self.cmax);
         let xx = match last {
             Some(t) if t.xx > 0.0 => t.xx,
@@ -173,8 +268,11 @@ impl<'a> CentView<'a> {
             }
         };
         if !self.sane(xn) {
+            if !full {
+                return None;
+            }
             (0..nlist).for_each(&mut consider);
-            return (best.1, NO_TRACK);
+            return Some((best.1, NO_TRACK));
         }
         // Distance bounds from scores: `|x - c|^2 = |x|^2 - 2 score`; `e`
         // and the relative factors cover the f64 rounding here.
@@ -190,21 +288,27 @@ impl<'a> CentView<'a> {
         // Every centroid outside the top-4 scores at most `s3 + bound`
         // exactly (the fourth is `-inf`, padding, with fewer centroids).
         let mut track = Track {
-            lout: lower(f64::from(s[TOP - 1]) + bound),
+            lout: lower(s3 + bound),
             xn,
             xx,
             cand: [0; TOP],
+            cap,
+            pass: self.pass,
             ..NO_TRACK
         };
         track.cand.copy_from_slice(&id[..TOP]);
-        let open = f64::from(s[TOP - 1]) < top - 2.0 * bound;
+        track.top.copy_from_slice(&s[..TOP]);
+        let open = s3 < top - 2.0 * bound;
+        if !open && !full {
+            return None;
+        }
         if open && f64::from(s[1]) < top - 2.0 * bound {
             // Clear winner: no other centroid can be exactly better. Its
             // exact score is at least `s0 - bound`, every other's at most
             // `s1 + bound`.
             track.u = (xx - 2.0 * (top - bound) + e).max(0.0).sqrt() * (1.0 + 1e-12);
             track.l = lower(f64::from(s[1]) + bound);
-            return (id[0], track);
+            return Some((id[0], track));
         }
         if open {
             for (t, &c) in id.iter().enumerate() {
@@ -215,7 +319,57 @@ impl<'a> CentView<'a> {
         } else {
             (0..nlist).for_each(&mut consider);
         }
-        (best.1, track)
+        Some((best.1, track))
+    }
+
+    /// Whether a point with track `t` takes its top-4 of this pass from
+    /// its top-4 of the last one ([`Moved`]).
+    fn follows_last(&self, t: &Track) -> bool {
+        self.moved.is_some() && t.pass != u32::MAX && t.pass.wrapping_add(1) == self.pass
+    }
+
+    /// A point's top-4 of this pass, from its top-4 of the last pass (`t`,
+    /// a full scan's) and the kernel's top-4 over the changed centroids
+    /// alone (`ms`, `mi`: scores and indices into [`Moved::ids`]): both
+    /// lists merged by (score descending, id ascending), the kernels'
+    /// order. A centroid in neither list did not change and ranked after
+    /// the last pass's fourth, so it still does; the four are a full
+    /// scan's, scores, ids and order, whenever the new fourth ranks no
+    /// lower than the old one. `None` otherwise (the point is scanned).
+    fn merge_last(
+        &self,
+        t: &Track,
+        ms: &[f32],
+        mi: &[u32],
+    ) -> ([f32; TOP], [u32; TOP], (f32, u32), bool) {
+        let mv = self.moved.as_ref().expect("follows_last");
+        let old = (0..TOP)
+            .filter(|&k| t.cand[k] != TOPK_PAD_ID && !mv.mask[t.cand[k] as usize])
+            .map(|k| (t.top[k], t.cand[k]));
+        let new = (0..TOP)
+            .filter(|&k| mi[k] != TOPK_PAD_ID)
+            .map(|k| (ms[k], mv.ids[mi[k] as usize]));
+        let mut s4 = [f32::NEG_INFINITY; TOP];
+        let mut id4 = [TOPK_PAD_ID; TOP];
+        let (mut a, mut b) = (old.peekable(), new.peekable());
+        for k in 0..TOP {
+            let first = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) => x.0 > y.0 || (x.0 == y.0 && x.1 < y.1),
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let e = if first { a.next() } else { b.next() }.expect("peeked");
+            (s4[k], id4[k]) = e;
+        }
+        // Every centroid in neither list ranks after the old cap (it did
+        // not change), and every other changed one after the new fourth:
+        // the cap is the first of the two. It is the new fourth (the four
+        // are a full scan's) unless the old cap ranks first.
+        let (o, n) = (t.cap, (s4[TOP - 1], id4[TOP - 1]));
+        let first = |a: (f32, u32), b: (f32, u32)| a.0 > b.0 || (a.0 == b.0 && a.1 <= b.1);
+        let full = o.1 == TOPK_PAD_ID || first(n, o);
+        (s4, id4, if full { n } else { o }, full)
     }
 
     /// Re-decides a point from the exact scores of its candidates alone,
@@ -365,38 +519,78 @@ pub(super) fn assign(
     // assignments and tracks in that order.
     let work = |a0: usize, len: usize| -> Result<Vec<(u32, Track)>> {
         let mut res = Vec::with_capacity(len);
-        let mut best = vec![0f32; ASSIGN_BLOCK * TOP];
-        let mut ids = vec![0u32; ASSIGN_BLOCK * TOP];
+        let cap = ASSIGN_BLOCK.min(len);
+        let mut best = vec![0f32; cap * TOP];
+        let mut ids = vec![0u32; cap * TOP];
         let mut gathered = if active.is_some() {
-            vec![0f32; ASSIGN_BLOCK.min(len) * xdim]
+            vec![0f32; cap * xdim]
         } else {
             Vec::new()
         };
+        // The points of a block whose top-4 comes from the last pass, and
+        // their slots.
+        let mut lastj: Vec<usize> = Vec::new();
+        let mut slot: Vec<Option<(u32, Track)>> = Vec::with_capacity(cap);
         let mut b0 = 0;
         while b0 < len {
             let nb = ASSIGN_BLOCK.min(len - b0);
-            let xs: &[f32] = match &active {
-                None => &pts.x[(a0 + b0) * xdim..(a0 + b0 + nb) * xdim],
-                Some(act) => {
-                    for (j, &i) in act[a0 + b0..a0 + b0 + nb].iter().enumerate() {
-                        let i = i as usize;
-                        gathered[j * xdim..(j + 1) * xdim]
-                            .copy_from_slice(&pts.x[i * xdim..(i + 1) * xdim]);
-                    }
-                    &gathered[..nb * xdim]
-                }
+            let point = |j: usize| {
+                active
+                    .as_ref()
+                    .map_or(a0 + b0 + j, |a| a[a0 + b0 + j] as usize)
             };
-            cv.panels
-                .top4_isa(tier, xs, nb, xdim, &mut best, &mut ids)?;
-            for j in 0..nb {
-                let i = active.as_ref().map_or(a0 + b0 + j, |a| a[a0 + b0 + j] as usize);
-                res.push(cv.decide(
-                    &xs[j * xdim..(j + 1) * xdim],
-                    last.map(|t| &t[i]),
-                    &best[j * TOP..(j + 1) * TOP],
-                    &ids[j * TOP..(j + 1) * TOP],
-                ));
+            let x_of = |i: usize| &pts.x[i * xdim..(i + 1) * xdim];
+            slot.clear();
+            slot.resize(nb, None);
+            lastj.clear();
+            if let (Some(mv), Some(tr)) = (&cv.moved, last) {
+                lastj.extend((0..nb).filter(|&j| cv.follows_last(&tr[point(j)])));
+                if !lastj.is_empty() {
+                    let nl = lastj.len();
+                    Panels::clear(&mut best[..nl * TOP], &mut ids[..nl * TOP]);
+                    if let Some(p) = &mv.panels {
+                        for (k, &j) in lastj.iter().enumerate() {
+                            gathered[k * xdim..(k + 1) * xdim].copy_from_slice(x_of(point(j)));
+                        }
+                        p.top4_isa(tier, &gathered[..nl * xdim], nl, xdim, &mut best, &mut ids)?;
+                    }
+                    for (k, &j) in lastj.iter().enumerate() {
+                        let (i, t) = (point(j), &tr[point(j)]);
+                        let r = k * TOP..(k + 1) * TOP;
+                        let (s4, id4, cap, full) = cv.merge_last(t, &best[r.clone()], &ids[r]);
+                        slot[j] = cv.decide_from(x_of(i), Some(t), &s4, &id4, cap, full);
+                    }
+                }
             }
+            // Every other point: a full scan.
+            let rest: Vec<usize> = (0..nb).filter(|&j| slot[j].is_none()).collect();
+            if !rest.is_empty() {
+                let nr = rest.len();
+                let xs: &[f32] = match &active {
+                    None if nr == nb => &pts.x[(a0 + b0) * xdim..(a0 + b0 + nb) * xdim],
+                    _ => {
+                        if gathered.is_empty() {
+                            gathered = vec![0f32; cap * xdim];
+                        }
+                        for (k, &j) in rest.iter().enumerate() {
+                            gathered[k * xdim..(k + 1) * xdim].copy_from_slice(x_of(point(j)));
+                        }
+                        &gathered[..nr * xdim]
+                    }
+                };
+                cv.panels
+                    .top4_isa(tier, xs, nr, xdim, &mut best, &mut ids)?;
+                for (k, &j) in rest.iter().enumerate() {
+                    let i = point(j);
+                    slot[j] = Some(cv.decide(
+                        &xs[k * xdim..(k + 1) * xdim],
+                        last.map(|t| &t[i]),
+                        &best[k * TOP..(k + 1) * TOP],
+                        &ids[k * TOP..(k + 1) * TOP],
+                    ));
+                }
+            }
+            res.extend(slot.drain(..).map(|d| d.expect("every point decided")));
             b0 += nb;
         }
         Ok(res)
@@ -716,9 +910,20 @@ fn top_directions(x: &[f32], dim: usize, g: &mut [f32]) -> [f64; LIST_DIRS] {
     out
 }
 
-/// Lloyd's k-means; returns the `nlist * xdim` centroids, and the last
-/// assignment of the points with their bounds moved to those centroids
-/// (for the final assignment).
+/// What [`kmeans`] returns.
+pub(super) struct KMeans {
+    /// The `nlist * xdim` centroids.
+    pub(super) cent: Vec<f32>,
+    /// The last assignment of the points.
+    pub(super) asg: Vec<u32>,
+    /// Their tracks, bounds moved to `cent` (for the final assignment,
+    /// pass `iters`).
+    pub(super) tracks: Vec<Track>,
+    /// The centroids of that assignment (pass `iters - 1`).
+    pub(super) last: Vec<f32>,
+}
+
+/// Lloyd's k-means ([`KMeans`]).
 ///
 /// The points whose Hamerly bounds prove that their centroid cannot
 /// change are not scored again ([`assign`]): the result is the same as a
@@ -739,7 +944,7 @@ pub(super) fn kmeans(
     iters: u32,
     threads: usize,
     rng: &mut SplitMix64,
-) -> Result<(Vec<f32>, Vec<u32>, Vec<Track>)> {
+) -> Result<KMeans> {
     let xdim = pts.xdim;
     // The sample is already a seeded random permutation: its first `nlist`
     // points are the initial centroids.
@@ -750,8 +955,8 @@ pub(super) fn kmeans(
     let mut sums = vec![0f64; nlist * xdim];
     let mut counts = vec![0usize; nlist];
     let mut wsum = vec![0f64; if weights.is_some() { nlist } else { 0 }];
-    for _ in 0..iters {
-        let cv = CentView::new(&cent, nlist, xdim)?;
+    for it in 0..iters {
+        let cv = CentView::new(&cent, nlist, xdim, it, (it > 0).then_some(&prev[..]))?;
         assign(tier, pts, &cv, threads, &mut asg, Some(&mut bounds))?;
         drop(cv);
         prev.copy_from_slice(&cent);
@@ -794,7 +999,12 @@ pub(super) fn kmeans(
         split_empty(&mut cent, &mut counts, xdim, pts.n, rng);
         drift_tracks(&prev, &cent, xdim, &asg, &mut bounds);
     }
-    Ok((cent, asg, bounds))
+    Ok(KMeans {
+        cent,
+        asg,
+        tracks: bounds,
+        last: prev,
+    })
 }
 
 /// FAISS's rule for empty clusters: copy a cluster chosen with probability
@@ -847,5 +1057,58 @@ pub(super) fn split_empty(
         }
         counts[ci] = counts[cj] / 2;
         counts[cj] -= counts[ci];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    /// Assignments through tracks and the changed centroids alone equal a
+    /// full scan's, pass after pass, on every tier: with centroids moved
+    /// far from the points that had them in their top-4 (a centroid the
+    /// last pass ranked fifth or lower then wins), moved by one ulp, moved
+    /// onto another (exact ties), and left alone.
+    #[test]
+    fn passes_from_the_last_top4_equal_full_scans() {
+        let (n, xdim, nlist) = (600, 12, 24);
+        let mut rng = SplitMix64::new(11);
+        let mut normal =
+            |k: usize| -> Vec<f32> { (0..k).map(|_| rng.next_normal() as f32).collect() };
+        let mut x = normal(n * xdim);
+        // Points on centroids and halfway between two: ties.
+        let mut cent = normal(nlist * xdim);
+        x[..xdim].copy_from_slice(&cent[..xdim]);
+        for j in 0..xdim {
+            x[xdim + j] = (cent[j] + cent[xdim + j]) / 2.0;
+        }
+        let pts = Points { x: &x, n, xdim };
+        for tier in crate::isa::Isa::supported() {
+            let mut tracks = vec![NO_TRACK; n];
+            let mut asg = vec![0u32; n];
+            let mut prev: Option<Vec<f32>> = None;
+            let mut c = cent.clone();
+            for pass in 0..6u32 {
+                let cv = CentView::new(&c, nlist, xdim, pass, prev.as_deref()).unwrap();
+                assert_eq!(cv.moved.is_some(), pass > 0, "pass {pass}");
+                assign(tier, &pts, &cv, 2, &mut asg, Some(&mut tracks)).unwrap();
+                let mut want = vec![0u32; n];
+                assign(tier, &pts, &cv, 1, &mut want, None).unwrap();
+                assert_eq!(asg, want, "{} pass {pass}", tier.name());
+                // The next centroids: some far away, one by an ulp, one
+                // onto another, the rest as they are.
+                let mut next = c.clone();
+                let k = pass as usize;
+                for j in 0..xdim {
+                    next[(k % 6) * xdim + j] += 40.0;
+                    next[(6 + k) * xdim + j] = f32::from_bits(c[(6 + k) * xdim + j].to_bits() + 1);
+                    next[(14 + k) * xdim + j] = c[(20 + k % 4) * xdim + j];
+                }
+                drift_tracks(&c, &next, xdim, &asg, &mut tracks);
+                prev = Some(std::mem::replace(&mut c, next));
+            }
+        }
+        cent.clear();
     }
 }

@@ -105,7 +105,9 @@ mod search;
 mod weights;
 pub use calibrate::Calibration;
 pub use kmeans::LIST_DIRS;
-use kmeans::{assign, kmeans, list_shapes, list_spread, CentView, ListRows, Points, NO_TRACK};
+use kmeans::{
+    assign, kmeans, list_shapes, list_spread, CentView, KMeans, ListRows, Points, NO_TRACK,
+};
 pub use pq::{default_m as default_pq_m, TRAIN_ROWS as PQ_TRAIN_ROWS};
 use search::*;
 use weights::check_row_weights;
