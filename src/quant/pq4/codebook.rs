@@ -141,6 +141,21 @@ impl Codebook {
         m: usize,
         params: &TrainParams,
     ) -> Result<Codebook> {
+        Self::train_threads(data, rows, dim, stride, m, params, 1)
+    }
+
+    /// [`Codebook::train`] with the sub-spaces split between `threads`
+    /// threads (0 = every core): each sub-space's k-means is seeded on its
+    /// own, so the codebook is the same for every thread count.
+    pub fn train_threads(
+        data: &[f32],
+        rows: usize,
+        dim: usize,
+        stride: usize,
+        m: usize,
+        params: &TrainParams,
+        threads: usize,
+    ) -> Result<Codebook> {
         let ds = check_shape(dim, m)?;
         let need = strided_len(rows, dim, stride, "data")?;
         check_len(data.len(), need, "data")?;
@@ -176,28 +191,39 @@ impl Codebook {
             rows
         };
         let mut centroids: Vec<f32> = try_vec(KSUB * dim, "centroids")?;
-        let mut xs: Vec<f32> = try_vec(checked_mul(n, ds, "train rows * dsub")?, "train rows")?;
-        let mut assign = vec![0u8; n];
-        let mut d2 = vec![0f32; n];
-        for j in 0..m {
-            for (i, &r) in ids.iter().enumerate() {
-                xs[i * ds..(i + 1) * ds]
-                    .copy_from_slice(&data[r * stride + j * ds..r * stride + (j + 1) * ds]);
+        checked_mul(n, ds, "train rows * dsub")?;
+        // Sub-spaces `j0..j1` into `cents` (their `16 * ds` floats each).
+        let train = |j0: usize, cents: &mut [f32]| {
+            let mut xs = vec![0f32; n * ds];
+            let mut assign = vec![0u8; n];
+            let mut d2 = vec![0f32; n];
+            for (k, cents) in cents.chunks_exact_mut(KSUB * ds).enumerate() {
+                let j = j0 + k;
+                for (i, &r) in ids.iter().enumerate() {
+                    xs[i * ds..(i + 1) * ds]
+                        .copy_from_slice(&data[r * stride + j * ds..r * stride + (j + 1) * ds]);
+                }
+                let mut rng = SplitMix64::new(
+                    params.seed ^ ((j as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+                );
+                kmeans16(
+                    &xs,
+                    n,
+                    ds,
+                    params.iters,
+                    &mut rng,
+                    cents,
+                    &mut assign,
+                    &mut d2,
+                );
             }
-            let cents = &mut centroids[j * KSUB * ds..(j + 1) * KSUB * ds];
-            let mut rng =
-                SplitMix64::new(params.seed ^ ((j as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)));
-            kmeans16(
-                &xs,
-                n,
-                ds,
-                params.iters,
-                &mut rng,
-                cents,
-                &mut assign,
-                &mut d2,
-            );
-        }
+        };
+        let threads = crate::par::threads_for(threads, m);
+        let per = m.div_ceil(threads);
+        crate::par::map(
+            centroids.chunks_mut(per * KSUB * ds).enumerate(),
+            |(t, cents)| train(t * per, cents),
+        );
         Ok(Codebook {
             dim,
             m,

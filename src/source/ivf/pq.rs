@@ -140,7 +140,7 @@ impl ListPq {
             residual(p as usize, &mut xs[i * dim..(i + 1) * dim]);
         }
         drop(perm);
-        let cb = Codebook::train(
+        let cb = Codebook::train_threads(
             &xs,
             ntrain,
             dim,
@@ -151,6 +151,7 @@ impl ListPq {
                 seed,
                 max_train_rows: 0,
             },
+            threads,
         )?;
         drop(xs);
 
