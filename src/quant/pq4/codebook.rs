@@ -57,8 +57,9 @@ fn transpose(centroids: &[f32], m: usize, ds: usize) -> Vec<f32> {
 }
 
 /// `sum_k (x_k - c_k)^2` in f32, in order (the distance of training and
-/// encoding; no FMA, so every machine gets the same bits).
-#[inline]
+/// encoding; no FMA, so every machine gets the same bits). The definition
+/// [`nearest_t`] is tested against.
+#[cfg(test)]
 fn dist2(x: &[f32], c: &[f32]) -> f32 {
     x.iter().zip(c).fold(0.0f32, |s, (&a, &b)| {
         let d = a - b;
@@ -66,9 +67,36 @@ fn dist2(x: &[f32], c: &[f32]) -> f32 {
     })
 }
 
-/// The nearest of the 16 centroids in `cents` (`16 * ds` floats) to `x`,
-/// the lowest index on ties, and its distance.
+/// The nearest of 16 centroids to `x`, the lowest index on ties, and its
+/// distance `sum_k (x_k - c_k)^2` (f32, in coordinate order, no FMA: the
+/// same bits on every machine; NaN is never nearer), from the centroids transposed (`ct[16 k + c]` coordinate
+/// `k` of centroid `c`): the 16 distances as one 16-lane loop per
+/// coordinate, each the same operations in the same order as [`dist2`],
+/// then the first smallest without a branch per centroid. The same
+/// result, bits and all.
 #[inline]
+fn nearest_t(x: &[f32], ct: &[f32], ds: usize) -> (u8, f32) {
+    let mut d = [0f32; KSUB];
+    for (k, &xk) in x[..ds].iter().enumerate() {
+        let col: &[f32; KSUB] = ct[k * KSUB..][..KSUB].try_into().expect("16 lanes");
+        for (dc, &cc) in d.iter_mut().zip(col) {
+            let t = xk - cc;
+            *dc += t * t;
+        }
+    }
+    let mut best = (0u8, f32::INFINITY);
+    for (c, &dc) in d.iter().enumerate() {
+        let nearer = dc < best.1;
+        best.0 = if nearer { c as u8 } else { best.0 };
+        best.1 = if nearer { dc } else { best.1 };
+    }
+    best
+}
+
+/// The nearest of the 16 centroids in `cents` (`16 * ds` floats) to `x`,
+/// the lowest index on ties, and its distance (NaN is never nearer): the
+/// definition [`nearest_t`] is tested against.
+#[cfg(test)]
 fn nearest(x: &[f32], cents: &[f32], ds: usize) -> (u8, f32) {
     let mut best = (0u8, f32::INFINITY);
     for (c, cen) in cents.chunks_exact(ds).enumerate() {
@@ -258,8 +286,8 @@ impl Codebook {
     pub fn encode_row(&self, x: &[f32], out: &mut [u8]) {
         let ds = self.dsub;
         for (j, o) in out[..self.m].iter_mut().enumerate() {
-            let cents = &self.centroids[j * KSUB * ds..(j + 1) * KSUB * ds];
-            *o = nearest(&x[j * ds..(j + 1) * ds], cents, ds).0;
+            let ct = &self.transposed[j * KSUB * ds..(j + 1) * KSUB * ds];
+            *o = nearest_t(&x[j * ds..(j + 1) * ds], ct, ds).0;
         }
     }
 
@@ -459,10 +487,16 @@ fn kmeans16(
     }
     let mut sums = vec![0f64; KSUB * ds];
     let mut counts = [0usize; KSUB];
+    let mut ct = vec![0f32; KSUB * ds];
     for it in 0..iters {
         let mut changed = false;
+        for c in 0..KSUB {
+            for k in 0..ds {
+                ct[k * KSUB + c] = cents[c * ds + k];
+            }
+        }
         for i in 0..n {
-            let (c, d) = nearest(pt(i), cents, ds);
+            let (c, d) = nearest_t(pt(i), &ct, ds);
             if it == 0 || assign[i] != c {
                 changed = true;
             }
@@ -505,6 +539,52 @@ fn kmeans16(
             counts[c] = 1;
             d2[i] = 0.0;
             cents[c * ds..(c + 1) * ds].copy_from_slice(pt(i));
+        }
+    }
+}
+
+#[cfg(test)]
+mod nearest_tests {
+    use super::*;
+
+    /// The 16-lane distances and the branch-free choice give the ordered
+    /// scan's centroid and distance, bit for bit: random points, exact
+    /// ties (repeated centroids), infinities and NaN, 1-5 coordinates.
+    #[test]
+    fn nearest_t_is_the_ordered_scan() {
+        let mut rng = SplitMix64::new(3);
+        for ds in 1..=5 {
+            for round in 0..400 {
+                let mut cents: Vec<f32> = (0..KSUB * ds)
+                    .map(|_| (rng.next_normal() * 4.0) as f32)
+                    .collect();
+                let x: Vec<f32> = (0..ds).map(|_| (rng.next_normal() * 4.0) as f32).collect();
+                match round % 5 {
+                    // Repeats: equal distances at different indices.
+                    1 => {
+                        let (a, b) = (rng.below(16) as usize, rng.below(16) as usize);
+                        let c: Vec<f32> = cents[a * ds..(a + 1) * ds].to_vec();
+                        cents[b * ds..(b + 1) * ds].copy_from_slice(&c);
+                        cents[(15 - a) * ds..(16 - a) * ds].copy_from_slice(&c);
+                    }
+                    2 => cents[rng.below((KSUB * ds) as u64) as usize] = f32::NAN,
+                    3 => cents.iter_mut().for_each(|v| *v = f32::NAN),
+                    4 => cents[rng.below((KSUB * ds) as u64) as usize] = f32::INFINITY,
+                    _ => {}
+                }
+                let mut ct = vec![0f32; KSUB * ds];
+                for c in 0..KSUB {
+                    for k in 0..ds {
+                        ct[k * KSUB + c] = cents[c * ds + k];
+                    }
+                }
+                let (a, b) = (nearest(&x, &cents, ds), nearest_t(&x, &ct, ds));
+                assert_eq!(
+                    (a.0, a.1.to_bits()),
+                    (b.0, b.1.to_bits()),
+                    "ds {ds} round {round}"
+                );
+            }
         }
     }
 }
