@@ -238,8 +238,9 @@ impl<'a> CentView<'a> {
     /// [`CentView::decide`] from four centroids `id` (kernel scores `s`,
     /// sorted as a top-4) and a `cap` that every other centroid ranks after
     /// ([`Track::cap`]; a full scan's is its fourth). Without `full` (the
-    /// four were not a scan's): `None` where the decision would take an
-    /// exact pass over every centroid (a full scan costs less).
+    /// four are not a full scan's top-4, [`CentView::merge_last`]): `None`
+    /// where the decision would take an exact pass over every centroid (a
+    /// full scan costs less).
     fn decide_from(
         &self,
         x: &[f32],
@@ -328,14 +329,15 @@ impl<'a> CentView<'a> {
         self.moved.is_some() && t.pass != u32::MAX && t.pass.wrapping_add(1) == self.pass
     }
 
-    /// A point's top-4 of this pass, from its top-4 of the last pass (`t`,
-    /// a full scan's) and the kernel's top-4 over the changed centroids
+    /// A point's four best centroids of this pass, from its four of the
+    /// last pass (`t`) and the kernel's top-4 over the changed centroids
     /// alone (`ms`, `mi`: scores and indices into [`Moved::ids`]): both
     /// lists merged by (score descending, id ascending), the kernels'
-    /// order. A centroid in neither list did not change and ranked after
-    /// the last pass's fourth, so it still does; the four are a full
-    /// scan's, scores, ids and order, whenever the new fourth ranks no
-    /// lower than the old one. `None` otherwise (the point is scanned).
+    /// order. A centroid in neither list did not change and ranks after
+    /// the last pass's cap, so the four are a full scan's top-4 (scores,
+    /// ids and order) whenever the new fourth ranks no lower than that cap.
+    /// Returns the four, the cap of this pass ([`Track::cap`]) and whether
+    /// the four are a full scan's.
     fn merge_last(
         &self,
         t: &Track,
@@ -519,18 +521,18 @@ pub(super) fn assign(
     // assignments and tracks in that order.
     let work = |a0: usize, len: usize| -> Result<Vec<(u32, Track)>> {
         let mut res = Vec::with_capacity(len);
-        let cap = ASSIGN_BLOCK.min(len);
-        let mut best = vec![0f32; cap * TOP];
-        let mut ids = vec![0u32; cap * TOP];
+        let blk = ASSIGN_BLOCK.min(len);
+        let mut best = vec![0f32; blk * TOP];
+        let mut ids = vec![0u32; blk * TOP];
         let mut gathered = if active.is_some() {
-            vec![0f32; cap * xdim]
+            vec![0f32; blk * xdim]
         } else {
             Vec::new()
         };
         // The points of a block whose top-4 comes from the last pass, and
         // their slots.
         let mut lastj: Vec<usize> = Vec::new();
-        let mut slot: Vec<Option<(u32, Track)>> = Vec::with_capacity(cap);
+        let mut slot: Vec<Option<(u32, Track)>> = Vec::with_capacity(blk);
         let mut b0 = 0;
         while b0 < len {
             let nb = ASSIGN_BLOCK.min(len - b0);
@@ -570,7 +572,7 @@ pub(super) fn assign(
                     None if nr == nb => &pts.x[(a0 + b0) * xdim..(a0 + b0 + nb) * xdim],
                     _ => {
                         if gathered.is_empty() {
-                            gathered = vec![0f32; cap * xdim];
+                            gathered = vec![0f32; blk * xdim];
                         }
                         for (k, &j) in rest.iter().enumerate() {
                             gathered[k * xdim..(k + 1) * xdim].copy_from_slice(x_of(point(j)));
