@@ -677,16 +677,20 @@ fn seeded_training_is_deterministic_golden_checksum() {
         iters: 20,
         seed: 42,
         max_train_rows: 1000,
+        threads: 1,
     };
     let cb = Codebook::train(&data, n, dim, dim, m, &p).unwrap();
     let rows = cb.encode(&data, n, dim).unwrap();
     let sum = training_checksum(&cb, &rows);
-    // the same call again, and a different seed
-    let cb2 = Codebook::train(&data, n, dim, dim, m, &p).unwrap();
-    assert_eq!(
-        training_checksum(&cb2, &cb2.encode(&data, n, dim).unwrap()),
-        sum
-    );
+    // the same call again, on 2, 3 and every core too, and a different seed
+    for threads in [1, 2, 3, 0] {
+        let cb2 = Codebook::train(&data, n, dim, dim, m, &TrainParams { threads, ..p }).unwrap();
+        assert_eq!(
+            training_checksum(&cb2, &cb2.encode(&data, n, dim).unwrap()),
+            sum,
+            "{threads} threads"
+        );
+    }
     let cb3 = Codebook::train(&data, n, dim, dim, m, &TrainParams { seed: 43, ..p }).unwrap();
     assert_ne!(cb3.centroids(), cb.centroids());
     println!("golden checksum: {sum:#010x}");

@@ -18,6 +18,10 @@ pub struct TrainParams {
     /// At most this many rows train (a seeded sample without repeats when
     /// there are more; 0 = all rows). Default 4,096 (256 per centroid).
     pub max_train_rows: usize,
+    /// Threads the sub-spaces are split between (0 = every core). Each
+    /// sub-space's k-means is seeded on its own, so the codebook is the
+    /// same for every count. Default 1.
+    pub threads: usize,
 }
 
 impl Default for TrainParams {
@@ -26,6 +30,7 @@ impl Default for TrainParams {
             iters: 25,
             seed: 0x5eed_f45c,
             max_train_rows: 4096,
+            threads: 1,
         }
     }
 }
@@ -169,21 +174,6 @@ impl Codebook {
         m: usize,
         params: &TrainParams,
     ) -> Result<Codebook> {
-        Self::train_threads(data, rows, dim, stride, m, params, 1)
-    }
-
-    /// [`Codebook::train`] with the sub-spaces split between `threads`
-    /// threads (0 = every core): each sub-space's k-means is seeded on its
-    /// own, so the codebook is the same for every thread count.
-    pub fn train_threads(
-        data: &[f32],
-        rows: usize,
-        dim: usize,
-        stride: usize,
-        m: usize,
-        params: &TrainParams,
-        threads: usize,
-    ) -> Result<Codebook> {
         let ds = check_shape(dim, m)?;
         let need = strided_len(rows, dim, stride, "data")?;
         check_len(data.len(), need, "data")?;
@@ -246,7 +236,7 @@ impl Codebook {
                 );
             }
         };
-        let threads = crate::par::threads_for(threads, m);
+        let threads = crate::par::threads_for(params.threads, m);
         let per = m.div_ceil(threads);
         crate::par::map(
             centroids.chunks_mut(per * KSUB * ds).enumerate(),

@@ -140,7 +140,7 @@ impl ListPq {
             residual(p as usize, &mut xs[i * dim..(i + 1) * dim]);
         }
         drop(perm);
-        let cb = Codebook::train_threads(
+        let cb = Codebook::train(
             &xs,
             ntrain,
             dim,
@@ -150,8 +150,8 @@ impl ListPq {
                 iters: TRAIN_ITERS,
                 seed,
                 max_train_rows: 0,
+                threads,
             },
-            threads,
         )?;
         drop(xs);
 
