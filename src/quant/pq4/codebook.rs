@@ -74,11 +74,11 @@ fn dist2(x: &[f32], c: &[f32]) -> f32 {
 
 /// The nearest of 16 centroids to `x`, the lowest index on ties, and its
 /// distance `sum_k (x_k - c_k)^2` (f32, in coordinate order, no FMA: the
-/// same bits on every machine; NaN is never nearer), from the centroids transposed (`ct[16 k + c]` coordinate
-/// `k` of centroid `c`): the 16 distances as one 16-lane loop per
-/// coordinate, each the same operations in the same order as [`dist2`],
-/// then the first smallest without a branch per centroid. The same
-/// result, bits and all.
+/// same bits on every machine; NaN is never nearer), from the centroids
+/// transposed (`ct[16 k + c]` is coordinate `k` of centroid `c`): the 16
+/// distances as one 16-lane loop per coordinate, each the same operations
+/// in the same order as the ordered scan's `dist2`, then the first
+/// smallest without a branch per centroid.
 #[inline]
 fn nearest_t(x: &[f32], ct: &[f32], ds: usize) -> (u8, f32) {
     let mut d = [0f32; KSUB];
@@ -209,12 +209,12 @@ impl Codebook {
             rows
         };
         let mut centroids: Vec<f32> = try_vec(KSUB * dim, "centroids")?;
-        checked_mul(n, ds, "train rows * dsub")?;
-        // Sub-spaces `j0..j1` into `cents` (their `16 * ds` floats each).
-        let train = |j0: usize, cents: &mut [f32]| {
-            let mut xs = vec![0f32; n * ds];
-            let mut assign = vec![0u8; n];
-            let mut d2 = vec![0f32; n];
+        let nds = checked_mul(n, ds, "train rows * dsub")?;
+        // The sub-spaces from `j0` on into `cents` (`16 * ds` floats each).
+        let train = |j0: usize, cents: &mut [f32]| -> Result<()> {
+            let mut xs: Vec<f32> = try_vec(nds, "train rows")?;
+            let mut assign: Vec<u8> = try_vec(n, "train assignments")?;
+            let mut d2: Vec<f32> = try_vec(n, "train distances")?;
             for (k, cents) in cents.chunks_exact_mut(KSUB * ds).enumerate() {
                 let j = j0 + k;
                 for (i, &r) in ids.iter().enumerate() {
@@ -235,13 +235,16 @@ impl Codebook {
                     &mut d2,
                 );
             }
+            Ok(())
         };
         let threads = crate::par::threads_for(params.threads, m);
         let per = m.div_ceil(threads);
-        crate::par::map(
+        for r in crate::par::map(
             centroids.chunks_mut(per * KSUB * ds).enumerate(),
             |(t, cents)| train(t * per, cents),
-        );
+        ) {
+            r?;
+        }
         Ok(Codebook {
             dim,
             m,
