@@ -51,14 +51,24 @@ pub struct Codebook {
 /// The transposed copy of `centroids` (see [`Codebook`]'s fields).
 fn transpose(centroids: &[f32], m: usize, ds: usize) -> Vec<f32> {
     let mut t = vec![0f32; centroids.len()];
-    for j in 0..m {
-        for c in 0..KSUB {
-            for k in 0..ds {
-                t[(j * ds + k) * KSUB + c] = centroids[(j * KSUB + c) * ds + k];
-            }
-        }
+    for (c, t) in centroids
+        .chunks_exact(KSUB * ds)
+        .zip(t.chunks_exact_mut(KSUB * ds))
+        .take(m)
+    {
+        transpose_into(c, ds, t);
     }
     t
+}
+
+/// One sub-space's 16 centroids `cents` (`16 * ds` floats) transposed into
+/// `t`: coordinate `k` of centroid `c` at `16 k + c`.
+fn transpose_into(cents: &[f32], ds: usize, t: &mut [f32]) {
+    for c in 0..KSUB {
+        for k in 0..ds {
+            t[k * KSUB + c] = cents[c * ds + k];
+        }
+    }
 }
 
 /// `sum_k (x_k - c_k)^2` in f32, in order (the distance of training and
@@ -483,11 +493,7 @@ fn kmeans16(
     let mut ct = vec![0f32; KSUB * ds];
     for it in 0..iters {
         let mut changed = false;
-        for c in 0..KSUB {
-            for k in 0..ds {
-                ct[k * KSUB + c] = cents[c * ds + k];
-            }
-        }
+        transpose_into(cents, ds, &mut ct);
         for i in 0..n {
             let (c, d) = nearest_t(pt(i), &ct, ds);
             if it == 0 || assign[i] != c {
@@ -565,12 +571,7 @@ mod nearest_tests {
                     4 => cents[rng.below((KSUB * ds) as u64) as usize] = f32::INFINITY,
                     _ => {}
                 }
-                let mut ct = vec![0f32; KSUB * ds];
-                for c in 0..KSUB {
-                    for k in 0..ds {
-                        ct[k * KSUB + c] = cents[c * ds + k];
-                    }
-                }
+                let ct = transpose(&cents, 1, ds);
                 let (a, b) = (nearest(&x, &cents, ds), nearest_t(&x, &ct, ds));
                 assert_eq!(
                     (a.0, a.1.to_bits()),

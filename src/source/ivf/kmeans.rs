@@ -44,10 +44,9 @@ pub(super) struct Track {
     u: f64,
     l: f64,
     lout: f64,
-    /// `|x|` (for the margins).
-    xn: f64,
     /// `|x|^2` ([`sq_norm`]; 0 where not yet computed), kept because the
-    /// point does not change between passes.
+    /// point does not change between passes; `|x|` (the margins') is its
+    /// root ([`Track::xn`]).
     xx: f64,
     cand: [u32; TOP],
     /// The kernel's scores of `cand` in that scan.
@@ -65,7 +64,6 @@ pub(super) const NO_TRACK: Track = Track {
     u: f64::INFINITY,
     l: 0.0,
     lout: 0.0,
-    xn: 0.0,
     xx: 0.0,
     cand: [TOPK_PAD_ID; TOP],
     top: [f32::NEG_INFINITY; TOP],
@@ -81,7 +79,12 @@ impl Track {
     /// (`< 1.5e-14 (|x| cmax + cmax^2)`), so a full re-assignment would
     /// pick the same centroid on every path.
     fn settled(&self, cmax: f64) -> bool {
-        self.l - self.u > 1e-6 * (self.xn + cmax)
+        self.l - self.u > 1e-6 * (self.xn() + cmax)
+    }
+
+    /// `|x|`.
+    fn xn(&self) -> f64 {
+        self.xx.sqrt()
     }
 }
 
@@ -152,18 +155,22 @@ impl<'a> CentView<'a> {
                     })
                     .collect();
                 let ids: Vec<u32> = (0..nlist as u32).filter(|&c| mask[c as usize]).collect();
-                let panels = if ids.is_empty() {
+                if ids.len() == nlist {
+                    // Every centroid changed: a full scan costs the same.
                     None
                 } else {
-                    let mut rows = Vec::with_capacity(ids.len() * xdim);
-                    for &c in &ids {
-                        rows.extend_from_slice(row(cent, c as usize, xdim));
-                    }
-                    let h: Vec<f32> = ids.iter().map(|&c| half[c as usize]).collect();
-                    Some(Panels::pack(&rows, &h, ids.len(), xdim)?)
-                };
-                // Where every centroid changed, a full scan costs the same.
-                (ids.len() < nlist).then_some(Moved { panels, ids, mask })
+                    let panels = if ids.is_empty() {
+                        None
+                    } else {
+                        let mut rows = Vec::with_capacity(ids.len() * xdim);
+                        for &c in &ids {
+                            rows.extend_from_slice(row(cent, c as usize, xdim));
+                        }
+                        let h: Vec<f32> = ids.iter().map(|&c| half[c as usize]).collect();
+                        Some(Panels::pack(&rows, &h, ids.len(), xdim)?)
+                    };
+                    Some(Moved { panels, ids, mask })
+                }
             }
             _ => None,
         };
@@ -290,7 +297,6 @@ impl<'a> CentView<'a> {
         // exactly (the fourth is `-inf`, padding, with fewer centroids).
         let mut track = Track {
             lout: lower(s3 + bound),
-            xn,
             xx,
             cand: [0; TOP],
             cap,
@@ -353,10 +359,13 @@ impl<'a> CentView<'a> {
             .map(|k| (ms[k], mv.ids[mi[k] as usize]));
         let mut s4 = [f32::NEG_INFINITY; TOP];
         let mut id4 = [TOPK_PAD_ID; TOP];
+        // Whether `x` ranks before `y` (no score here is NaN: the kernel
+        // never keeps one).
+        let before = |x: &(f32, u32), y: &(f32, u32)| x.0 > y.0 || (x.0 == y.0 && x.1 < y.1);
         let (mut a, mut b) = (old.peekable(), new.peekable());
         for k in 0..TOP {
             let first = match (a.peek(), b.peek()) {
-                (Some(x), Some(y)) => x.0 > y.0 || (x.0 == y.0 && x.1 < y.1),
+                (Some(x), Some(y)) => before(x, y),
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
                 (None, None) => break,
@@ -369,8 +378,7 @@ impl<'a> CentView<'a> {
         // the cap is the first of the two. It is the new fourth (the four
         // are a full scan's) unless the old cap ranks first.
         let (o, n) = (t.cap, (s4[TOP - 1], id4[TOP - 1]));
-        let first = |a: (f32, u32), b: (f32, u32)| a.0 > b.0 || (a.0 == b.0 && a.1 <= b.1);
-        let full = o.1 == TOPK_PAD_ID || first(n, o);
+        let full = o.1 == TOPK_PAD_ID || !before(&o, &n);
         (s4, id4, if full { n } else { o }, full)
     }
 
@@ -385,7 +393,7 @@ impl<'a> CentView<'a> {
         if t.lout <= 0.0 {
             return None;
         }
-        let (xx, xn) = (t.xx, t.xn);
+        let (xx, xn) = (t.xx, t.xn());
         if !self.sane(xn) {
             return None;
         }
@@ -449,7 +457,7 @@ impl<'a> CentView<'a> {
             }
         }
         let u = (xx - 2.0 * (best.0 - m)).max(0.0).sqrt() * (1.0 + 1e-12);
-        Some((best.1, Track { u, l, xn, ..*t }))
+        Some((best.1, Track { u, l, ..*t }))
     }
 }
 
@@ -532,6 +540,7 @@ pub(super) fn assign(
         // The points of a block whose top-4 comes from the last pass, and
         // their slots.
         let mut lastj: Vec<usize> = Vec::new();
+        let mut rest: Vec<usize> = Vec::new();
         let mut slot: Vec<Option<(u32, Track)>> = Vec::with_capacity(blk);
         let mut b0 = 0;
         while b0 < len {
@@ -549,12 +558,22 @@ pub(super) fn assign(
                 lastj.extend((0..nb).filter(|&j| cv.follows_last(&tr[point(j)])));
                 if !lastj.is_empty() {
                     let nl = lastj.len();
-                    Panels::clear(&mut best[..nl * TOP], &mut ids[..nl * TOP]);
-                    if let Some(p) = &mv.panels {
-                        for (k, &j) in lastj.iter().enumerate() {
-                            gathered[k * xdim..(k + 1) * xdim].copy_from_slice(x_of(point(j)));
+                    match &mv.panels {
+                        Some(p) => {
+                            for (k, &j) in lastj.iter().enumerate() {
+                                gathered[k * xdim..(k + 1) * xdim].copy_from_slice(x_of(point(j)));
+                            }
+                            p.top4_isa(
+                                tier,
+                                &gathered[..nl * xdim],
+                                nl,
+                                xdim,
+                                &mut best,
+                                &mut ids,
+                            )?;
                         }
-                        p.top4_isa(tier, &gathered[..nl * xdim], nl, xdim, &mut best, &mut ids)?;
+                        // Nothing changed: no changed centroid enters.
+                        None => Panels::clear(&mut best[..nl * TOP], &mut ids[..nl * TOP]),
                     }
                     for (k, &j) in lastj.iter().enumerate() {
                         let (i, t) = (point(j), &tr[point(j)]);
@@ -565,7 +584,8 @@ pub(super) fn assign(
                 }
             }
             // Every other point: a full scan.
-            let rest: Vec<usize> = (0..nb).filter(|&j| slot[j].is_none()).collect();
+            rest.clear();
+            rest.extend((0..nb).filter(|&j| slot[j].is_none()));
             if !rest.is_empty() {
                 let nr = rest.len();
                 let xs: &[f32] = match &active {
