@@ -1,15 +1,17 @@
-"""Batched queries on 1 and 2 threads: lshk's IVF source beside FAISS
+"""Batched queries on 1 and t threads: lshk's IVF source beside FAISS
 IndexIVFFlat and ScaNN tree+AH, each at its cheapest setting of a small grid
 that reaches recall@10 >= 0.99 on one thread.
 
-Per layer and library: microseconds per query for a batch of B (64, 256) on
-1 thread and on 2 threads, measured in alternation (1, 2, 1, 2, ...; REPS
-pairs), with the median speed-up of the pairs. Threads: lshk
+Per layer and library: microseconds per query for a batch of B (--batches,
+default 64 and 256) on 1 thread and on t threads (--threads, default 2;
+a list such as 2,4,8,16 measures each against 1), in alternation (1, t, 1,
+t, ...; REPS pairs), with the median speed-up of the pairs. Threads: lshk
 lshk_query_params.threads; FAISS omp_set_num_threads (a batch is split over
 OpenMP threads); ScaNN search_batched_parallel with set_num_threads.
 
     benches/peers/run_ann.sh's venv, then:
     /tmp/lshk-peers-venv/bin/python benches/peers/batch_threads.py [--w1 target/w1-npy]
+        [--npy DIR ...] [--threads 2,4,8,16] [--batches 64,256,1024] [--nq 1024]
 
 Not run by cargo test. Figures: benches/threads.md.
 """
@@ -103,8 +105,8 @@ def lshk_lib(wl, lib):
     ap.lshk_check(lib, lib.lshk_index_build(wl.W.ctypes.data, bptr, wl.rows, wl.dim, wl.dim,
                                             ctypes.byref(p), ctypes.byref(h_)), "lshk_index_build")
     qpar = lib.lshk_query_params_default()
-    ids = np.empty((256, K), np.uint32)
-    sc = np.empty((256, K), np.float32)
+    ids = np.empty((wl.nq, K), np.uint32)
+    sc = np.empty((wl.nq, K), np.float32)
     Q = wl.Q
     base, step = Q.ctypes.data, wl.dim * 4
 
@@ -122,7 +124,8 @@ def lshk_lib(wl, lib):
         return ids[:i1 - i0].astype(np.int64)
 
     batch.keep = (h_, qpar, ids, sc, Q)
-    return "lshk IVF (int8 codes, W borrowed)", [3.0, 4.0, 6.0], "reach", setter, threads, batch
+    grid = [1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 6.0]
+    return "lshk IVF (int8 codes, W borrowed)", grid, "reach", setter, threads, batch
 
 
 def main():
@@ -133,7 +136,11 @@ def main():
     a.add_argument("--nq", type=int, default=512)
     a.add_argument("--reps", type=int, default=3)
     a.add_argument("--secs", type=float, default=0.5)
-    a.add_argument("--threads", type=int, default=2)
+    a.add_argument("--threads", default="2",
+                   help="thread counts, comma-separated (e.g. 2,4,8,16): each is measured against 1")
+    a.add_argument("--batches", default="64,256", help="batch sizes B, comma-separated")
+    a.add_argument("--npy", action="append", default=[],
+                   help="extra layer: directory with W.npy Q.npy [b.npy name.txt] (repeatable)")
     a.add_argument("--libs", default="lshk,faiss,scann", help="which libraries, comma-separated")
     args = a.parse_args()
     import faiss
@@ -142,16 +149,25 @@ def main():
     wls = []
     if args.w2v and os.path.exists(os.path.join(args.w2v, "output_layer.f32")):
         wls.append(ap.load_w2v(args.w2v, args.nq))
-    else:
+    elif args.w2v:
         print("skipped: ../shared/data not found")
     if args.w1:
         wls.append(ap.load_w1(args.w1, args.nq))
+    for d in args.npy:
+        wls.append(ap.load_npy(d, args.nq))
+    tlist = [int(t) for t in args.threads.split(",")]
+    blist = [int(b) for b in args.batches.split(",")]
     print(f"CPU: {ap.cpu_model()}; lshk {lib.lshk_version().decode()}, faiss {faiss.__version__}, "
-          f"scann (pip 1.4.2); nq {args.nq}, {args.reps} alternating pairs of {args.secs} s")
-    print("\n| layer | library | setting (recall@10) | B | 1 thread us/q | "
-          f"{args.threads} threads us/q | speed-up median (min-max) |")
-    print("|---|---|---|---:|---:|---:|---|")
+          f"scann (pip 1.4.2); nq {args.nq}, {args.reps} alternating pairs of {args.secs} s; "
+          f"{os.cpu_count()} cores")
+    print("\n| layer | library | setting (recall@10) | B | threads | 1 thread us/q | "
+          "t threads us/q | speed-up median (min-max) |")
+    print("|---|---|---|---:|---:|---:|---:|---|")
+    if max(blist) > args.nq:
+        sys.exit(f"--nq {args.nq} is smaller than the largest batch {max(blist)}")
     for wl in wls:
+        if wl.nq < max(blist):
+            sys.exit(f"{wl.name}: {wl.nq} queries, fewer than the largest batch {max(blist)}")
         wl.gt = ap.exact_topk(wl)
         n = wl.nq
         for key, make, mod in (("lshk", lshk_lib, lib), ("faiss", faiss_lib, faiss),
@@ -168,24 +184,24 @@ def main():
                     chosen = (v, r)
                     break
             if chosen is None:
-                print(f"| {wl.name} | {name} | no grid point reaches 0.99 | | | | |")
+                print(f"| {wl.name} | {name} | no grid point reaches 0.99 | | | | | |")
                 continue
-            for b in (64, 256):
-                ones, manys, ratios = [], [], []
-                for _ in range(args.reps):
+            for b in blist:
+                for t in tlist:
+                    ones, manys, ratios = [], [], []
+                    for _ in range(args.reps):
+                        threads(1)
+                        t1 = per_query(batch, n, b, args.secs)
+                        threads(t)
+                        tt = per_query(batch, n, b, args.secs)
+                        ones.append(t1)
+                        manys.append(tt)
+                        ratios.append(t1 / tt)
                     threads(1)
-                    t1 = per_query(batch, n, b, args.secs)
-                    threads(args.threads)
-                    tt = per_query(batch, n, b, args.secs)
-                    ones.append(t1)
-                    manys.append(tt)
-                    ratios.append(t1 / tt)
-                threads(1)
-                print(f"| {wl.name} | {name} | {knob}={chosen[0]} ({chosen[1]:.3f}) | {b} | "
-                      f"{np.median(ones) * 1e6:.1f} | {np.median(manys) * 1e6:.1f} | "
-                      f"**{np.median(ratios):.2f}** ({min(ratios):.2f}-{max(ratios):.2f}) |",
-                      flush=True)
-
+                    print(f"| {wl.name} | {name} | {knob}={chosen[0]} ({chosen[1]:.3f}) | {b} | {t} | "
+                          f"{np.median(ones) * 1e6:.1f} | {np.median(manys) * 1e6:.1f} | "
+                          f"**{np.median(ratios):.2f}** ({min(ratios):.2f}-{max(ratios):.2f}) |",
+                          flush=True)
 
 if __name__ == "__main__":
     main()
