@@ -12,8 +12,11 @@
 //! index, the bound for a split of one batch.
 //!
 //! Layers: w2v-gutenberg (`../shared/data/w2v-gutenberg`, held-out context
-//! embeddings as queries; `skipped: ../shared/data not found` without it)
-//! and the synthetic W1 (670,091 x 128, `--rows` to change). Sources: IVF
+//! embeddings as queries; `skipped: ../shared/data not found` without it,
+//! `--w2v ''` to leave it out)
+//! and the synthetic W1 (670,091 x 128, `--rows` to change; 0 = none), and
+//! a layer given as `--npy DIR` (`W.npy`, `Q.npy`, optional `b.npy`, as
+//! `ivf_eval --npy` takes it). Sources: IVF
 //! (default knobs) and SimHash (K 12, L 50) by default, `--source ivf` etc.
 //!
 //! `cargo run --release --example batch_threads [-- --threads 2 --reps 5]`.
@@ -131,6 +134,7 @@ fn main() {
     let mut secs = 0.5f64;
     let mut nq = 512usize;
     let mut callers = false;
+    let mut npy: Option<PathBuf> = None;
     let mut sources = vec![Family::Ivf, Family::SimHash];
     let list = |v: String| -> Vec<usize> {
         v.split(',')
@@ -146,7 +150,8 @@ fn main() {
         let mut v = || a.next().expect("value");
         match x.as_str() {
             "--rows" => rows = v().parse().expect("rows"),
-            "--w2v" => w2v = Some(v().into()),
+            "--w2v" => w2v = Some(v()).filter(|d| !d.is_empty()).map(Into::into),
+            "--npy" => npy = Some(v().into()),
             "--threads" => threads = list(v()).into_iter().map(|t| t as u32).collect(),
             "--batches" => batches = list(v()),
             "--nq" => nq = v().parse().expect("nq"),
@@ -164,12 +169,17 @@ fn main() {
         }
     }
     let mut layers = Vec::new();
-    match w2v.as_deref().and_then(|dir| common::w2v(dir, nq)) {
-        None => println!("skipped: ../shared/data not found"),
-        Some(d) => layers.push(d.expect("w2v")),
+    if let Some(dir) = w2v.as_deref() {
+        match common::w2v(dir, nq) {
+            None => println!("skipped: ../shared/data not found"),
+            Some(d) => layers.push(d.expect("w2v")),
+        }
     }
     if rows > 0 {
         layers.push(common::synthetic(rows, 4096, nq));
+    }
+    if let Some(dir) = &npy {
+        layers.push(common::npy_dir(dir).expect("--npy DIR: W.npy, Q.npy [b.npy]"));
     }
     for d in &layers {
         let nq = d.nq.min(nq);
