@@ -39,31 +39,6 @@ fn thread_cpu_seconds() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
-/// Seconds per query (wall) and the core share of answering `d`'s first
-/// `nq` queries in batches of `b` with `threads`, repeated for at least
-/// `secs` seconds; with `callers` > 1, that many threads of their own each
-/// do so with `threads` 0, and the time is the wall time over all their
-/// queries.
-fn per_query_callers(
-    idx: &Index,
-    d: &common::Data,
-    nq: usize,
-    b: usize,
-    callers: usize,
-    secs: f64,
-) -> (f64, f64) {
-    let (t0, c0) = (Instant::now(), thread_cpu_seconds());
-    let done: usize = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..callers)
-            .map(|_| s.spawn(|| count_queries(idx, d, nq, b, 0, secs)))
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).sum()
-    });
-    let wall = t0.elapsed().as_secs_f64();
-    let cpu = thread_cpu_seconds() - c0;
-    (wall / done as f64, cpu / (wall * callers as f64))
-}
-
 /// Queries answered by looping over `d`'s first `nq` queries in batches of
 /// `b` with `threads` for at least `secs` seconds.
 fn count_queries(
@@ -103,21 +78,32 @@ fn count_queries(
 
 /// Seconds per query (wall) and the core share of answering `d`'s first
 /// `nq` queries in batches of `b` with `threads`, repeated for at least
-/// `secs` seconds.
+/// `secs` seconds, by `callers` threads of their own at once (1: the
+/// calling thread); the time is the wall time over all their queries.
 fn per_query(
     idx: &Index,
     d: &common::Data,
     nq: usize,
     b: usize,
     threads: u32,
+    callers: usize,
     secs: f64,
 ) -> (f64, f64) {
     let (t0, c0) = (Instant::now(), thread_cpu_seconds());
-    let done = count_queries(idx, d, nq, b, threads, secs);
+    let done: usize = if callers <= 1 {
+        count_queries(idx, d, nq, b, threads, secs)
+    } else {
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..callers)
+                .map(|_| s.spawn(|| count_queries(idx, d, nq, b, threads, secs)))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).sum()
+        })
+    };
     let wall = t0.elapsed().as_secs_f64();
     let cpu = thread_cpu_seconds() - c0;
-    let t = (threads.max(1) as usize).min(b) as f64;
-    (wall / done as f64, cpu / (wall * t))
+    let t = callers.max(1) * (threads.max(1) as usize).min(b);
+    (wall / done as f64, cpu / (wall * t as f64))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -191,7 +177,7 @@ fn main() {
             let idx = Index::build(&d.w, d.bias.as_deref(), d.rows, d.dim, d.dim, &p, None)
                 .expect("build");
             println!("\n{} — {source:?}, top-10, {nq} queries", d.name);
-            let (b1, _) = per_query(&idx, d, nq, 1, 1, secs);
+            let (b1, _) = per_query(&idx, d, nq, 1, 1, 1, secs);
             println!("  B = 1: {:.1} us/query", b1 * 1e6);
             for &b in &batches {
                 let b = b.min(nq);
@@ -200,15 +186,15 @@ fn main() {
                     let mut share = (Vec::new(), Vec::new());
                     let mut indep = (Vec::new(), Vec::new());
                     for _ in 0..reps {
-                        let (s1, c1) = per_query(&idx, d, nq, b, 1, secs);
-                        let (st, ct) = per_query(&idx, d, nq, b, t, secs);
+                        let (s1, c1) = per_query(&idx, d, nq, b, 1, 1, secs);
+                        let (st, ct) = per_query(&idx, d, nq, b, t, 1, secs);
                         r.push(s1 / st);
                         one.push(s1);
                         many.push(st);
                         share.0.push(c1);
                         share.1.push(ct);
                         if callers {
-                            let (si, ci) = per_query_callers(&idx, d, nq, b, t as usize, secs);
+                            let (si, ci) = per_query(&idx, d, nq, b, 0, t as usize, secs);
                             indep.0.push(s1 / si);
                             indep.1.push(ci);
                         }
