@@ -589,11 +589,10 @@ pub(super) fn assign(
             if !rest.is_empty() {
                 let nr = rest.len();
                 let xs: &[f32] = match &active {
-                    None if nr == nb => &pts.x[(a0 + b0) * xdim..(a0 + b0 + nb) * xdim],
-                    _ => {
-                        if gathered.is_empty() {
-                            gathered = vec![0f32; blk * xdim];
-                        }
+                    // Without tracks there is no last pass: every point of
+                    // the block is scanned, in place.
+                    None => &pts.x[(a0 + b0) * xdim..(a0 + b0 + nb) * xdim],
+                    Some(_) => {
                         for (k, &j) in rest.iter().enumerate() {
                             gathered[k * xdim..(k + 1) * xdim].copy_from_slice(x_of(point(j)));
                         }
@@ -1100,7 +1099,7 @@ mod tests {
             |k: usize| -> Vec<f32> { (0..k).map(|_| rng.next_normal() as f32).collect() };
         let mut x = normal(n * xdim);
         // Points on centroids and halfway between two: ties.
-        let mut cent = normal(nlist * xdim);
+        let cent = normal(nlist * xdim);
         x[..xdim].copy_from_slice(&cent[..xdim]);
         for j in 0..xdim {
             x[xdim + j] = (cent[j] + cent[xdim + j]) / 2.0;
@@ -1131,6 +1130,5 @@ mod tests {
                 prev = Some(std::mem::replace(&mut c, next));
             }
         }
-        cent.clear();
     }
 }
