@@ -382,8 +382,12 @@ impl Ivf {
             offsets: &offsets,
             ids: &ids,
         };
-        let spread = list_spread(&lr);
-        let (dirs, kappa, far) = list_shapes(&lr, threads);
+        let Shapes {
+            dirs,
+            kappa,
+            far,
+            spread,
+        } = list_shapes(&lr, threads);
         let shape = Some(Box::new(Shape {
             dirs: qdot::quantize_rows(&dirs, nlist * LIST_DIRS, dim, dim)?,
             kappa,

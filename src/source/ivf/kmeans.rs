@@ -104,6 +104,11 @@ pub(super) struct CentView<'a> {
     /// The centroids that changed since the pass before, where some did
     /// not ([`Moved`]).
     moved: Option<Moved>,
+    /// By id: at least how far each centroid moved since the pass before
+    /// (empty on the first pass), for [`CentView::seed`].
+    delta: Vec<f64>,
+    /// The largest centroid norm of the pass before (0 on the first).
+    cmax_prev: f64,
 }
 
 /// The centroids that changed since the last pass (any coordinate's bits),
@@ -141,6 +146,18 @@ impl<'a> CentView<'a> {
             .collect();
         let half: Vec<f32> = n2.iter().map(|&v| -(v / 2.0) as f32).collect();
         let cmax = n2.iter().copied().fold(0.0f64, f64::max).sqrt();
+        let (delta, cmax_prev) = match prev {
+            Some(prev) if prev.len() == cent.len() => {
+                let rows = || cent.chunks_exact(xdim).zip(prev.chunks_exact(xdim));
+                let delta = rows().map(|(a, b)| move_bound(a, b)).collect::<Vec<f64>>();
+                let cmax_prev = rows()
+                    .map(|(_, b)| sq_norm(b))
+                    .fold(0.0f64, f64::max)
+                    .sqrt();
+                (delta, cmax_prev)
+            }
+            _ => (Vec::new(), 0.0),
+        };
         let moved = match prev {
             Some(prev) if prev.len() == cent.len() => {
                 fn row(v: &[f32], c: usize, xdim: usize) -> &[f32] {
@@ -183,7 +200,65 @@ impl<'a> CentView<'a> {
             cmax,
             pass,
             moved,
+            delta,
+            cmax_prev,
         })
+    }
+
+    /// A score that four centroids provably beat in this pass, from the
+    /// point's top-4 of the pass before (kernel scores `t.top` of `t.cand`)
+    /// and how far those four moved; `-inf` where the track is not from the
+    /// pass before. A kernel top-4 that starts at this score instead of
+    /// `-inf` (four `(score, TOPK_PAD_ID)` entries) skips only centroids
+    /// that rank after those four, so its real entries are the unseeded
+    /// top-4's, in the same order; a full scan's has four real entries
+    /// (the four candidates are among them or beaten). It spares the
+    /// merges of the first tiles, where an empty top-4 takes every lane.
+    ///
+    /// Bound: a kernel score is within `b` (as in [`CentView::decide_from`],
+    /// with the larger `cmax` of the two passes) of the exact `s = (|x|^2 -
+    /// |x - c|^2) / 2`, so the old scores bound `|x - c|` above; adding the
+    /// move bounds `|x - c'|`, hence the new score below. A centroid that
+    /// did not move keeps its score's value.
+    fn seed(&self, t: &Track) -> f32 {
+        if self.delta.is_empty()
+            || t.pass == u32::MAX
+            || t.pass.wrapping_add(1) != self.pass
+            || t.xx <= 0.0
+            || t.cand.contains(&TOPK_PAD_ID)
+        {
+            return f32::NEG_INFINITY;
+        }
+        let (xx, xn) = (t.xx, t.xn());
+        let cm = self.cmax.max(self.cmax_prev);
+        if cm * cm + xn * cm >= f64::from(f32::MAX) / 4.0 {
+            return f32::NEG_INFINITY;
+        }
+        let b = gamma(self.xdim + 1) * (xn * cm + cm * cm / 2.0) * 2.0 + 1e-30;
+        // Covers the f64 rounding of these few steps.
+        let e = 1e-12 * (xx + xn * cm + cm * cm) + 1e-300;
+        let mut lo = f64::INFINITY;
+        for (&c, &s) in t.cand.iter().zip(&t.top) {
+            let (s, dc) = (f64::from(s), self.delta[c as usize]);
+            let l = if dc == 0.0 {
+                s
+            } else {
+                let d = (xx - 2.0 * (s - b) + e).max(0.0).sqrt() * (1.0 + 1e-12) + dc;
+                (xx - d * d - e) / 2.0 - b
+            };
+            lo = lo.min(l);
+        }
+        // Strictly below, in f32.
+        let lo = lo - e;
+        let mut s = lo as f32;
+        if f64::from(s) >= lo {
+            s = s.next_down();
+        }
+        if s.is_finite() {
+            s
+        } else {
+            f32::NEG_INFINITY
+        }
     }
 
     /// `<x, c> - |c|^2 / 2` in f64, in a fixed order (the re-decision).
@@ -463,6 +538,16 @@ impl<'a> CentView<'a> {
 
 /// `|x|^2` in f64, summed in coordinate order (every pass takes this one
 /// value for a point: its bounds and margins depend on it).
+/// `|a - b|`, rounded up (the f64 sum is within 1e-14 relative).
+fn move_bound(a: &[f32], b: &[f32]) -> f64 {
+    let ss: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| (f64::from(x) - f64::from(y)).powi(2))
+        .sum();
+    ss.sqrt() * (1.0 + 1e-12)
+}
+
 fn sq_norm(x: &[f32]) -> f64 {
     x.iter().map(|&v| f64::from(v) * f64::from(v)).sum()
 }
@@ -562,8 +647,10 @@ pub(super) fn assign(
                         Some(p) => {
                             for (k, &j) in lastj.iter().enumerate() {
                                 gathered[k * xdim..(k + 1) * xdim].copy_from_slice(x_of(point(j)));
+                                best[k * TOP..(k + 1) * TOP].fill(cv.seed(&tr[point(j)]));
+                                ids[k * TOP..(k + 1) * TOP].fill(TOPK_PAD_ID);
                             }
-                            p.top4_isa(
+                            p.update_isa(
                                 tier,
                                 &gathered[..nl * xdim],
                                 nl,
@@ -599,10 +686,31 @@ pub(super) fn assign(
                         &gathered[..nr * xdim]
                     }
                 };
+                for (k, &j) in rest.iter().enumerate() {
+                    let t = last.map_or(f32::NEG_INFINITY, |tr| cv.seed(&tr[point(j)]));
+                    best[k * TOP..(k + 1) * TOP].fill(t);
+                    ids[k * TOP..(k + 1) * TOP].fill(TOPK_PAD_ID);
+                }
                 cv.panels
-                    .top4_isa(tier, xs, nr, xdim, &mut best, &mut ids)?;
+                    .update_isa(tier, xs, nr, xdim, &mut best, &mut ids)?;
                 for (k, &j) in rest.iter().enumerate() {
                     let i = point(j);
+                    // A seeded full scan keeps four real entries (the seed's
+                    // proof); rescan unseeded if it ever did not.
+                    if ids[k * TOP + TOP - 1] == TOPK_PAD_ID
+                        && best[k * TOP + TOP - 1] != f32::NEG_INFINITY
+                    {
+                        debug_assert!(false, "a seeded scan lost an entry");
+                        let r = k * TOP..(k + 1) * TOP;
+                        cv.panels.top4_isa(
+                            tier,
+                            &xs[k * xdim..(k + 1) * xdim],
+                            1,
+                            xdim,
+                            &mut best[r.clone()],
+                            &mut ids[r],
+                        )?;
+                    }
                     slot[j] = Some(cv.decide(
                         &xs[k * xdim..(k + 1) * xdim],
                         last.map(|t| &t[i]),
@@ -646,13 +754,10 @@ pub(super) fn drift_tracks(
     let nlist = old.len() / xdim;
     let delta: Vec<f64> = (0..nlist)
         .map(|c| {
-            let ss: f64 = old[c * xdim..(c + 1) * xdim]
-                .iter()
-                .zip(&new[c * xdim..(c + 1) * xdim])
-                .map(|(&a, &b)| (f64::from(a) - f64::from(b)).powi(2))
-                .sum();
-            // Rounded up: the f64 sum is within 1e-14 relative.
-            ss.sqrt() * (1.0 + 1e-12)
+            move_bound(
+                &old[c * xdim..(c + 1) * xdim],
+                &new[c * xdim..(c + 1) * xdim],
+            )
         })
         .collect();
     // The five largest moves (id order on ties), largest first: one of
@@ -676,33 +781,14 @@ pub(super) fn drift_tracks(
     }
 }
 
-/// Per list: `max(sqrt(2 ln n) * s, FAR_ROW_Z * f)`, with `s^2 = mean
-/// |x - c|^2 / xdim` and `f = max |x - c| / sqrt(xdim)`. The first term is
-/// the expected maximum of `n` Gaussian values of standard deviation `s`,
-/// i.e. how far the best of the list's rows reaches beyond its centroid
-/// along a random unit direction when the rows spread alike. The second is
-/// the list's farthest row alone, `FAR_ROW_Z` standard deviations of its
-/// own projection (`|x - c| / sqrt(xdim)`): a row far out of its list (a
-/// hub row of a heavy-tailed layer, whose norm is many times the others')
-/// moves the mean little, so the first term alone would let the adaptive
-/// stop skip the list that holds it at any `reach` (recall stays below 1
-/// while nearly every list is scanned); lists without such a row keep the
-/// first term (docs/ivf.md, "Lists with far rows").
-/// Lists are ranked by `<[q, 1], c> + |q| spread`,
-/// an estimate of the best score in the list: ranking by `<[q, 1], c>`
-/// alone penalises a list that merged several clusters (its centroid, a mean
-/// of several directions, is short), which k-means produces wherever the
-/// data have more clusters than `nlist` (W1 at 200,000 rows and 1,789 lists:
-/// recall@10 at nprobe 1 is 0.48 with the plain inner product and 0.97 with
-/// the spread term).
 /// Standard deviations of its own projection that a list's farthest row is
-/// taken to reach in [`list_spread`]. Measured (docs/ivf.md, "Lists with
+/// taken to reach in [`spread_of`]. Measured (docs/ivf.md, "Lists with
 /// far rows"): 1.5 removes the recall ceiling of heavy-tailed layers and
 /// keeps the recall-time curve of w2v-gutenberg and W1; 2 and 2.5 do too,
 /// with a coarser `reach` scale.
 const FAR_ROW_Z: f64 = 1.5;
 
-/// The rows of built lists, for [`list_spread`] and [`list_shapes`]: W
+/// The rows of built lists, for [`spread_of`] and [`list_shapes`]: W
 /// (`dim` floats at `stride`) and the bias, the `xdim`-float centroids
 /// (`[w, b]`), and list `l` at positions `offsets[l] .. offsets[l + 1]` of
 /// the row ids `ids`.
@@ -754,18 +840,43 @@ impl ListRows<'_> {
     }
 }
 
+/// [`spread_of`] of every list.
+#[cfg(test)]
 pub(super) fn list_spread(lr: &ListRows) -> Vec<f32> {
     (0..lr.nlist())
         .map(|l| {
             let (n, ss, far) = lr.residuals(l, None);
-            if n == 0 {
-                return 0.0;
-            }
-            let (n, xd) = (n as f64, lr.xdim as f64);
-            let bulk = (ss / n / xd).sqrt() * (2.0 * n.ln()).max(0.0).sqrt();
-            bulk.max(FAR_ROW_Z * (far / xd).sqrt()) as f32
+            spread_of(n, ss, far, lr.xdim)
         })
         .collect()
+}
+
+/// A list's spread, from its [`ListRows::residuals`]: `max(sqrt(2 ln n) * s, FAR_ROW_Z * f)`, with `s^2 = mean
+/// |x - c|^2 / xdim` and `f = max |x - c| / sqrt(xdim)`. The first term is
+/// the expected maximum of `n` Gaussian values of standard deviation `s`,
+/// i.e. how far the best of the list's rows reaches beyond its centroid
+/// along a random unit direction when the rows spread alike. The second is
+/// the list's farthest row alone, `FAR_ROW_Z` standard deviations of its
+/// own projection (`|x - c| / sqrt(xdim)`): a row far out of its list (a
+/// hub row of a heavy-tailed layer, whose norm is many times the others')
+/// moves the mean little, so the first term alone would let the adaptive
+/// stop skip the list that holds it at any `reach` (recall stays below 1
+/// while nearly every list is scanned); lists without such a row keep the
+/// first term (docs/ivf.md, "Lists with far rows").
+/// Lists are ranked by `<[q, 1], c> + |q| spread`,
+/// an estimate of the best score in the list: ranking by `<[q, 1], c>`
+/// alone penalises a list that merged several clusters (its centroid, a mean
+/// of several directions, is short), which k-means produces wherever the
+/// data have more clusters than `nlist` (W1 at 200,000 rows and 1,789 lists:
+/// recall@10 at nprobe 1 is 0.48 with the plain inner product and 0.97 with
+/// the spread term).
+fn spread_of(n: usize, ss: f64, far: f64, xdim: usize) -> f32 {
+    if n == 0 {
+        return 0.0;
+    }
+    let (n, xd) = (n as f64, xdim as f64);
+    let bulk = (ss / n / xd).sqrt() * (2.0 * n.ln()).max(0.0).sqrt();
+    bulk.max(FAR_ROW_Z * (far / xd).sqrt()) as f32
 }
 
 /// Directions of a list's rows that [`list_shapes`] keeps: the
@@ -786,14 +897,15 @@ const SHAPE_MAX_ROWS: usize = 512;
 /// (`dim` floats each; `u_j` the top eigenvectors of the covariance of the
 /// rows' `w` residuals, `lambda_j` their variances, `rho` the mean
 /// variance of the other `xdim - LIST_DIRS` coordinates), then per list
-/// `kappa = 2 ln n rho` and the far-row term of [`list_spread`]. A query's
+/// `kappa = 2 ln n rho` and the far-row term of [`spread_of`]. A query's
 /// spread of list `l` is `max(sqrt(sum_j <q, g_j>^2 + kappa |q|^2) / |q|,
-/// far)`: [`list_spread`]'s value where the rows spread alike in every
+/// far)`: [`spread_of`]'s value where the rows spread alike in every
 /// direction (then `lambda_j = rho = s^2`), larger along the directions in
 /// which the list's rows spread most. Plain f32 loops with fixed
 /// accumulator order and a fixed start: the same bits on every tier and
-/// thread count.
-pub(super) fn list_shapes(lr: &ListRows, threads: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+/// thread count. Also returns each list's [`spread_of`] (from the same
+/// residual sums).
+pub(super) fn list_shapes(lr: &ListRows, threads: usize) -> Shapes {
     let (nlist, dim, xdim) = (lr.nlist(), lr.dim, lr.xdim);
     let jobs = threads.clamp(1, nlist.max(1));
     let per = nlist.div_ceil(jobs);
@@ -802,10 +914,12 @@ pub(super) fn list_shapes(lr: &ListRows, threads: usize) -> (Vec<f32>, Vec<f32>,
         let mut dirs = vec![0f32; (l1 - l0) * LIST_DIRS * dim];
         let mut kappa = vec![0f32; l1 - l0];
         let mut far = vec![0f32; l1 - l0];
+        let mut spread = vec![0f32; l1 - l0];
         let mut x = Vec::new();
         for l in l0..l1 {
             x.clear();
             let (n, ss, f2) = lr.residuals(l, Some((&mut x, SHAPE_MAX_ROWS)));
+            spread[l - l0] = spread_of(n, ss, f2, xdim);
             let xd = xdim as f64;
             far[l - l0] = (FAR_ROW_Z * (f2 / xd).sqrt()) as f32;
             if n < 2 {
@@ -829,15 +943,32 @@ pub(super) fn list_shapes(lr: &ListRows, threads: usize) -> (Vec<f32>, Vec<f32>,
             }
             kappa[l - l0] = (ln2 * rest) as f32;
         }
-        (dirs, kappa, far)
+        Shapes {
+            dirs,
+            kappa,
+            far,
+            spread,
+        }
     });
-    let (mut dirs, mut kappa, mut far) = (Vec::new(), Vec::new(), Vec::new());
-    for (d, k, f) in parts {
-        dirs.extend(d);
-        kappa.extend(k);
-        far.extend(f);
+    let mut all = Shapes::default();
+    for p in parts {
+        all.dirs.extend(p.dirs);
+        all.kappa.extend(p.kappa);
+        all.far.extend(p.far);
+        all.spread.extend(p.spread);
     }
-    (dirs, kappa, far)
+    all
+}
+
+/// [`list_shapes`]'s result, per list (`dirs`: `LIST_DIRS * dim` floats a
+/// list).
+#[derive(Default)]
+pub(super) struct Shapes {
+    pub(super) dirs: Vec<f32>,
+    pub(super) kappa: Vec<f32>,
+    pub(super) far: Vec<f32>,
+    /// [`spread_of`].
+    pub(super) spread: Vec<f32>,
 }
 
 /// `<a, b>` with eight partial sums in a fixed order (vectorisable, and
@@ -973,37 +1104,50 @@ pub(super) fn kmeans(
     let mut prev = cent.clone();
     let mut asg = vec![0u32; pts.n];
     let mut bounds = vec![NO_TRACK; pts.n];
-    let mut sums = vec![0f64; nlist * xdim];
     let mut counts = vec![0usize; nlist];
+    // The coordinate ranges of the threads that sum the lists.
+    let nc = threads.clamp(1, xdim.div_ceil(8));
+    let cols: Vec<(usize, usize)> = (0..nc)
+        .map(|t| (t * xdim / nc, (t + 1) * xdim / nc))
+        .collect();
     let mut wsum = vec![0f64; if weights.is_some() { nlist } else { 0 }];
     for it in 0..iters {
         let cv = CentView::new(&cent, nlist, xdim, it, (it > 0).then_some(&prev[..]))?;
         assign(tier, pts, &cv, threads, &mut asg, Some(&mut bounds))?;
         drop(cv);
         prev.copy_from_slice(&cent);
-        sums.iter_mut().for_each(|v| *v = 0.0);
         counts.iter_mut().for_each(|v| *v = 0);
         wsum.iter_mut().for_each(|v| *v = 0.0);
         for (i, &c) in asg.iter().enumerate() {
-            let c = c as usize;
-            counts[c] += 1;
-            let s = &mut sums[c * xdim..(c + 1) * xdim];
-            let x = &pts.x[i * xdim..(i + 1) * xdim];
-            match weights {
-                None => {
-                    for (a, &v) in s.iter_mut().zip(x) {
-                        *a += f64::from(v);
+            counts[c as usize] += 1;
+            if let Some(wt) = weights {
+                wsum[c as usize] += f64::from(wt[i]);
+            }
+        }
+        // Each thread sums its own coordinates `j0..j1` of every list, in
+        // point order: the same f64 sums, bit for bit, on any thread count.
+        let parts = crate::par::map(&cols, |&(j0, j1)| {
+            let w = j1 - j0;
+            let mut s = vec![0f64; nlist * w];
+            for (i, &c) in asg.iter().enumerate() {
+                let a = &mut s[c as usize * w..(c as usize + 1) * w];
+                let x = &pts.x[i * xdim + j0..i * xdim + j1];
+                match weights {
+                    None => {
+                        for (a, &v) in a.iter_mut().zip(x) {
+                            *a += f64::from(v);
+                        }
                     }
-                }
-                Some(wt) => {
-                    let wi = f64::from(wt[i]);
-                    wsum[c] += wi;
-                    for (a, &v) in s.iter_mut().zip(x) {
-                        *a += wi * f64::from(v);
+                    Some(wt) => {
+                        let wi = f64::from(wt[i]);
+                        for (a, &v) in a.iter_mut().zip(x) {
+                            *a += wi * f64::from(v);
+                        }
                     }
                 }
             }
-        }
+            s
+        });
         for c in 0..nlist {
             let total = if weights.is_some() {
                 wsum[c]
@@ -1012,8 +1156,14 @@ pub(super) fn kmeans(
             };
             if counts[c] > 0 && total > 0.0 {
                 let inv = 1.0 / total;
-                for j in 0..xdim {
-                    cent[c * xdim + j] = (sums[c * xdim + j] * inv) as f32;
+                for (&(j0, j1), s) in cols.iter().zip(&parts) {
+                    let w = j1 - j0;
+                    for (v, &a) in cent[c * xdim + j0..c * xdim + j1]
+                        .iter_mut()
+                        .zip(&s[c * w..(c + 1) * w])
+                    {
+                        *v = (a * inv) as f32;
+                    }
                 }
             }
         }
@@ -1091,6 +1241,72 @@ mod tests {
     /// far from the points that had them in their top-4 (a centroid the
     /// last pass ranked fifth or lower then wins), moved by one ulp, moved
     /// onto another (exact ties), and left alone.
+    /// A seed from the pass before is below the fourth best score of a
+    /// full scan, and a scan started from it finds the same four (ids,
+    /// score bits, order) on every tier; small moves give most points one.
+    #[test]
+    fn seeded_scans_keep_the_top4() {
+        let (n, xdim, nlist) = (400, 16, 40);
+        let mut rng = SplitMix64::new(3);
+        let mut normal =
+            |k: usize| -> Vec<f32> { (0..k).map(|_| rng.next_normal() as f32).collect() };
+        let mut x = normal(n * xdim);
+        let cent = normal(nlist * xdim);
+        // A point on a centroid, one halfway between two (ties), and
+        // copies of a centroid (equal scores across ids).
+        x[..xdim].copy_from_slice(&cent[..xdim]);
+        for j in 0..xdim {
+            x[xdim + j] = (cent[j] + cent[xdim + j]) / 2.0;
+        }
+        let mut c0 = cent.clone();
+        c0.copy_within(2 * xdim..3 * xdim, 3 * xdim);
+        let step = normal(nlist * xdim);
+        let pts = Points { x: &x, n, xdim };
+        for tier in crate::isa::Isa::supported() {
+            let cv0 = CentView::new(&c0, nlist, xdim, 0, None).unwrap();
+            let mut tracks = vec![NO_TRACK; n];
+            let mut asg = vec![0u32; n];
+            assign(tier, &pts, &cv0, 1, &mut asg, Some(&mut tracks)).unwrap();
+            // Small moves, one centroid unchanged, one moved far.
+            let mut c1: Vec<f32> = c0.iter().zip(&step).map(|(a, s)| a + 0.02 * s).collect();
+            c1[..xdim].copy_from_slice(&c0[..xdim]);
+            for v in &mut c1[5 * xdim..6 * xdim] {
+                *v += 3.0;
+            }
+            drift_tracks(&c0, &c1, xdim, &asg, &mut tracks);
+            let cv = CentView::new(&c1, nlist, xdim, 1, Some(&c0)).unwrap();
+            let mut seeded = 0;
+            for i in 0..n {
+                let xi = &x[i * xdim..(i + 1) * xdim];
+                let (mut b, mut id) = ([0f32; TOP], [0u32; TOP]);
+                cv.panels
+                    .top4_isa(tier, xi, 1, xdim, &mut b, &mut id)
+                    .unwrap();
+                let t = cv.seed(&tracks[i]);
+                if t == f32::NEG_INFINITY {
+                    continue;
+                }
+                seeded += 1;
+                assert!(
+                    t < b[TOP - 1],
+                    "{} point {i}: {t} vs {}",
+                    tier.name(),
+                    b[TOP - 1]
+                );
+                let (mut sb, mut sid) = ([t; TOP], [TOPK_PAD_ID; TOP]);
+                cv.panels
+                    .update_isa(tier, xi, 1, xdim, &mut sb, &mut sid)
+                    .unwrap();
+                assert_eq!(sid, id, "{} point {i}", tier.name());
+                assert_eq!(sb.map(f32::to_bits), b.map(f32::to_bits));
+            }
+            assert!(seeded > n / 2, "{} seeded {seeded} of {n}", tier.name());
+            // Not from the pass before: no seed.
+            let cv2 = CentView::new(&c1, nlist, xdim, 2, Some(&c1)).unwrap();
+            assert_eq!(cv2.seed(&tracks[7]), f32::NEG_INFINITY);
+        }
+    }
+
     #[test]
     fn passes_from_the_last_top4_equal_full_scans() {
         let (n, xdim, nlist) = (600, 12, 24);

@@ -104,10 +104,10 @@ mod pq;
 mod search;
 mod weights;
 pub use calibrate::Calibration;
+#[cfg(test)]
+use kmeans::list_spread;
 pub use kmeans::LIST_DIRS;
-use kmeans::{
-    assign, kmeans, list_shapes, list_spread, CentView, KMeans, ListRows, Points, NO_TRACK,
-};
+use kmeans::{assign, kmeans, list_shapes, CentView, KMeans, ListRows, Points, Shapes, NO_TRACK};
 pub use pq::{default_m as default_pq_m, TRAIN_ROWS as PQ_TRAIN_ROWS};
 use search::*;
 use weights::check_row_weights;
@@ -175,7 +175,7 @@ pub struct Ivf {
     /// The centroids' bias coordinate (zero without a bias).
     cbias: Vec<f32>,
     /// Per list, the expected reach of its best row beyond the centroid per
-    /// unit of |q| (see `list_spread`).
+    /// unit of |q| (see `kmeans::spread_of`).
     spread: Vec<f32>,
     /// List `l` holds positions `offsets[l] .. offsets[l + 1]`.
     offsets: Vec<u32>,
@@ -394,7 +394,7 @@ impl Ivf {
             .map(|s| (&s.dirs, &s.kappa[..], &s.far[..]))
     }
 
-    /// Per list, the reach term of its estimate (`list_spread` in the
+    /// Per list, the reach term of its estimate (`kmeans::spread_of` in the
     /// module): lists are ranked by `<q, c> + cb + |q| * spread`.
     pub fn spread(&self) -> &[f32] {
         &self.spread
@@ -889,7 +889,13 @@ mod tests {
             let (offsets, cent) = ([0u32, n as u32], vec![0.0f32; dim]);
             let lr = rows_of(w, &cent, &offsets, &ids);
             let plain = list_spread(&lr)[0];
-            let (g, kappa, far) = list_shapes(&lr, 2);
+            let Shapes {
+                dirs: g,
+                kappa,
+                far,
+                spread,
+            } = list_shapes(&lr, 2);
+            assert_eq!(spread[0].to_bits(), plain.to_bits());
             let qn = q.iter().map(|x| x * x).sum::<f32>().sqrt();
             let mut v = kappa[0] * qn * qn;
             for gj in g.chunks_exact(dim) {
