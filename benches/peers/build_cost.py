@@ -14,7 +14,10 @@ Memory: FAISS, the serialized index (its lists hold an f32 copy of
 list metadata; the caller's W is not copied) and, as a second row, with
 F32 storage (W copied into the index), the like-for-like figure.
 
-`python benches/peers/build_cost.py --npy target/w2m-npy [--lib target/release/liblshk.so]`
+`python benches/peers/build_cost.py --npy target/w2m-npy [--lib target/release/liblshk.so] [--reps 5]`
+
+Any layer saved as `W.npy` (and `b.npy`) works; `--reps N` builds each
+N times, taking turns, and reports the median and every time.
 """
 import argparse
 import ctypes
@@ -34,6 +37,7 @@ def main():
     ap.add_argument("--npy", default="target/w2m-npy")
     ap.add_argument("--lib", default="target/release/liblshk.so")
     ap.add_argument("--build-threads", type=int, default=os.cpu_count())
+    ap.add_argument("--reps", type=int, default=1, help="rounds of builds, the libraries taking turns")
     a = ap.parse_args()
     W = np.ascontiguousarray(np.load(os.path.join(a.npy, "W.npy")), dtype=np.float32)
     bp = os.path.join(a.npy, "b.npy")
@@ -46,8 +50,12 @@ def main():
     print("|---|---|---:|---:|---|")
 
     lib = lc.load_lshk(a.lib)
-    for storage, what in ((lc.STORAGE_BORROWED_F32, "int8 codes, ids, centroid codes; W borrowed (not counted)"),
-                          (lc.STORAGE_F32, "the same plus an f32 copy of W")):
+    import faiss
+    X = W if b is None else np.ascontiguousarray(np.hstack([W, b[:, None]]))
+    d = X.shape[1]
+    faiss.omp_set_num_threads(a.build_threads)
+
+    def lshk_build(storage):
         p = lib.lshk_index_params_default()
         p.source = lc.SOURCE_IVF
         p.storage = storage
@@ -60,21 +68,37 @@ def main():
         m = ctypes.c_size_t()
         lc.check(lib, lib.lshk_index_memory_bytes(h, ctypes.byref(m)), "memory")
         lib.lshk_index_free(h)
-        name = "BORROWED_F32" if storage == lc.STORAGE_BORROWED_F32 else "F32"
-        print(f"| lshk IVF | int8 codes, storage {name} | {secs:.1f} | {m.value / 2**20:.1f} | {what} |")
+        return secs, m.value
 
-    import faiss
-    X = W if b is None else np.ascontiguousarray(np.hstack([W, b[:, None]]))
-    d = X.shape[1]
-    faiss.omp_set_num_threads(a.build_threads)
-    t = time.perf_counter()
-    idx = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
-    idx.cp.max_points_per_centroid = 64
-    idx.train(X)
-    idx.add(X)
-    secs = time.perf_counter() - t
-    mem = len(faiss.serialize_index(idx))
-    print(f"| FAISS {faiss.__version__} IVFFlat | nlist {nlist}, <= 64 rows per list | {secs:.1f} | "
+    def faiss_build():
+        t = time.perf_counter()
+        idx = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
+        idx.cp.max_points_per_centroid = 64
+        idx.train(X)
+        idx.add(X)
+        secs = time.perf_counter() - t
+        return secs, len(faiss.serialize_index(idx))
+
+    # The libraries take turns, `--reps` rounds; each row gives the median
+    # (and, with more than one round, every time in round order).
+    runs = {"borrowed": [], "f32": [], "faiss": []}
+    for _ in range(a.reps):
+        runs["borrowed"].append(lshk_build(lc.STORAGE_BORROWED_F32))
+        runs["f32"].append(lshk_build(lc.STORAGE_F32))
+        runs["faiss"].append(faiss_build())
+
+    def cell(key):
+        ts = [t for t, _ in runs[key]]
+        med = sorted(ts)[len(ts) // 2]
+        fmt = (lambda v: f"{v:.2f}") if med < 10 else (lambda v: f"{v:.1f}")
+        return fmt(med) + (f" ({', '.join(fmt(t) for t in ts)})" if len(ts) > 1 else ""), runs[key][0][1]
+
+    for key, name, what in (("borrowed", "BORROWED_F32", "int8 codes, ids, centroid codes; W borrowed (not counted)"),
+                            ("f32", "F32", "the same plus an f32 copy of W")):
+        secs, mem = cell(key)
+        print(f"| lshk IVF | int8 codes, storage {name} | {secs} | {mem / 2**20:.1f} | {what} |")
+    secs, mem = cell("faiss")
+    print(f"| FAISS {faiss.__version__} IVFFlat | nlist {nlist}, <= 64 rows per list | {secs} | "
           f"{mem / 2**20:.1f} | serialized index (f32 lists of [w, b]) |")
     return 0
 
