@@ -1262,28 +1262,35 @@ mod tests {
     use super::*;
     use crate::rng::SplitMix64;
 
-    /// Assignments through tracks and the changed centroids alone equal a
-    /// full scan's, pass after pass, on every tier: with centroids moved
-    /// far from the points that had them in their top-4 (a centroid the
-    /// last pass ranked fifth or lower then wins), moved by one ulp, moved
-    /// onto another (exact ties), and left alone.
+    /// `n` normal points and `nlist` normal centroids of `xdim` floats
+    /// (seeded), point 0 on centroid 0 and point 1 halfway between
+    /// centroids 0 and 1 (ties); and the generator, for more.
+    fn points_with_ties(
+        seed: u64,
+        n: usize,
+        xdim: usize,
+        nlist: usize,
+    ) -> (Vec<f32>, Vec<f32>, impl FnMut(usize) -> Vec<f32>) {
+        let mut rng = SplitMix64::new(seed);
+        let mut normal =
+            move |k: usize| -> Vec<f32> { (0..k).map(|_| rng.next_normal() as f32).collect() };
+        let mut x = normal(n * xdim);
+        let cent = normal(nlist * xdim);
+        x[..xdim].copy_from_slice(&cent[..xdim]);
+        for j in 0..xdim {
+            x[xdim + j] = (cent[j] + cent[xdim + j]) / 2.0;
+        }
+        (x, cent, normal)
+    }
+
     /// A seed from the pass before is below the fourth best score of a
     /// full scan, and a scan started from it finds the same four (ids,
     /// score bits, order) on every tier; small moves give most points one.
     #[test]
     fn seeded_scans_keep_the_top4() {
         let (n, xdim, nlist) = (400, 16, 40);
-        let mut rng = SplitMix64::new(3);
-        let mut normal =
-            |k: usize| -> Vec<f32> { (0..k).map(|_| rng.next_normal() as f32).collect() };
-        let mut x = normal(n * xdim);
-        let cent = normal(nlist * xdim);
-        // A point on a centroid, one halfway between two (ties), and
-        // copies of a centroid (equal scores across ids).
-        x[..xdim].copy_from_slice(&cent[..xdim]);
-        for j in 0..xdim {
-            x[xdim + j] = (cent[j] + cent[xdim + j]) / 2.0;
-        }
+        let (x, cent, mut normal) = points_with_ties(3, n, xdim, nlist);
+        // Copies of a centroid: equal scores across ids.
         let mut c0 = cent.clone();
         c0.copy_within(2 * xdim..3 * xdim, 3 * xdim);
         let step = normal(nlist * xdim);
@@ -1333,19 +1340,15 @@ mod tests {
         }
     }
 
+    /// Assignments through tracks and the changed centroids alone equal a
+    /// full scan's, pass after pass, on every tier: with centroids moved
+    /// far from the points that had them in their top-4 (a centroid the
+    /// last pass ranked fifth or lower then wins), moved by one ulp, moved
+    /// onto another (exact ties), and left alone.
     #[test]
     fn passes_from_the_last_top4_equal_full_scans() {
         let (n, xdim, nlist) = (600, 12, 24);
-        let mut rng = SplitMix64::new(11);
-        let mut normal =
-            |k: usize| -> Vec<f32> { (0..k).map(|_| rng.next_normal() as f32).collect() };
-        let mut x = normal(n * xdim);
-        // Points on centroids and halfway between two: ties.
-        let cent = normal(nlist * xdim);
-        x[..xdim].copy_from_slice(&cent[..xdim]);
-        for j in 0..xdim {
-            x[xdim + j] = (cent[j] + cent[xdim + j]) / 2.0;
-        }
+        let (x, cent, _) = points_with_ties(11, n, xdim, nlist);
         let pts = Points { x: &x, n, xdim };
         for tier in crate::isa::Isa::supported() {
             let mut tracks = vec![NO_TRACK; n];
