@@ -205,6 +205,27 @@ impl<'a> CentView<'a> {
         })
     }
 
+    /// Whether [`CentView::recheck`] would find no candidate nearer than
+    /// `t.lout` (and so return `None` after computing four scores): each
+    /// candidate's distance in the pass before (from its kernel score)
+    /// less how far it moved stays beyond `lout`, with 1 % to spare for
+    /// rounding. It spares most points that work on the layers measured
+    /// (docs/ivf.md, "Seeded scans and a recheck gate"); either answer
+    /// gives the same assignments.
+    fn recheck_fails(&self, t: &Track) -> bool {
+        if self.delta.is_empty() || t.pass == u32::MAX || t.pass.wrapping_add(1) != self.pass {
+            return false;
+        }
+        let near = t
+            .cand
+            .iter()
+            .zip(&t.top)
+            .filter(|(&c, _)| c != TOPK_PAD_ID)
+            .map(|(&c, &s)| (t.xx - 2.0 * f64::from(s)).max(0.0).sqrt() - self.delta[c as usize])
+            .fold(f64::INFINITY, f64::min);
+        near > t.lout * 1.01
+    }
+
     /// A score that four centroids provably beat in this pass, from the
     /// point's top-4 of the pass before (kernel scores `t.top` of `t.cand`)
     /// and how far those four moved; `-inf` where the track is not from the
@@ -220,28 +241,6 @@ impl<'a> CentView<'a> {
     /// |x - c|^2) / 2`, so the old scores bound `|x - c|` above; adding the
     /// move bounds `|x - c'|`, hence the new score below. A centroid that
     /// did not move keeps its score's value.
-    /// Whether [`CentView::recheck`] would find no candidate nearer than
-    /// `t.lout` (and so return `None` after computing four scores): each
-    /// candidate's distance in the pass before (from its kernel score)
-    /// less how far it moved stays beyond `lout`, with 1 % to spare for
-    /// rounding. On the layers measured this is so for ~90 % of the
-    /// points it is asked of (W1: ~40 %), and never where the recheck
-    /// would have decided. It only saves that work: either answer gives
-    /// the same assignments.
-    fn recheck_fails(&self, t: &Track) -> bool {
-        if self.delta.is_empty() || t.pass == u32::MAX || t.pass.wrapping_add(1) != self.pass {
-            return false;
-        }
-        let near = t
-            .cand
-            .iter()
-            .zip(&t.top)
-            .filter(|(&c, _)| c != TOPK_PAD_ID)
-            .map(|(&c, &s)| (t.xx - 2.0 * f64::from(s)).max(0.0).sqrt() - self.delta[c as usize])
-            .fold(f64::INFINITY, f64::min);
-        near > t.lout * 1.01
-    }
-
     fn seed(&self, t: &Track) -> f32 {
         if self.delta.is_empty()
             || t.pass == u32::MAX
@@ -558,8 +557,6 @@ impl<'a> CentView<'a> {
     }
 }
 
-/// `|x|^2` in f64, summed in coordinate order (every pass takes this one
-/// value for a point: its bounds and margins depend on it).
 /// `|a - b|`, rounded up (the f64 sum is within 1e-14 relative).
 fn move_bound(a: &[f32], b: &[f32]) -> f64 {
     let ss: f64 = a
@@ -570,6 +567,8 @@ fn move_bound(a: &[f32], b: &[f32]) -> f64 {
     ss.sqrt() * (1.0 + 1e-12)
 }
 
+/// `|x|^2` in f64, summed in coordinate order (every pass takes this one
+/// value for a point: its bounds and margins depend on it).
 fn sq_norm(x: &[f32]) -> f64 {
     x.iter().map(|&v| f64::from(v) * f64::from(v)).sum()
 }
@@ -877,25 +876,25 @@ pub(super) fn list_spread(lr: &ListRows) -> Vec<f32> {
         .collect()
 }
 
-/// A list's spread, from its [`ListRows::residuals`]: `max(sqrt(2 ln n) * s, FAR_ROW_Z * f)`, with `s^2 = mean
-/// |x - c|^2 / xdim` and `f = max |x - c| / sqrt(xdim)`. The first term is
-/// the expected maximum of `n` Gaussian values of standard deviation `s`,
-/// i.e. how far the best of the list's rows reaches beyond its centroid
-/// along a random unit direction when the rows spread alike. The second is
-/// the list's farthest row alone, `FAR_ROW_Z` standard deviations of its
-/// own projection (`|x - c| / sqrt(xdim)`): a row far out of its list (a
-/// hub row of a heavy-tailed layer, whose norm is many times the others')
+/// A list's spread, from its [`ListRows::residuals`]:
+/// `max(sqrt(2 ln n) * s, FAR_ROW_Z * f)`, with `s^2 = mean |x - c|^2 /
+/// xdim` and `f = max |x - c| / sqrt(xdim)`. The first term is the
+/// expected maximum of `n` Gaussian values of standard deviation `s`, i.e.
+/// how far the best of the list's rows reaches beyond its centroid along a
+/// random unit direction when the rows spread alike. The second is the
+/// list's farthest row alone, `FAR_ROW_Z` standard deviations of its own
+/// projection (`|x - c| / sqrt(xdim)`): a row far out of its list (a hub
+/// row of a heavy-tailed layer, whose norm is many times the others')
 /// moves the mean little, so the first term alone would let the adaptive
 /// stop skip the list that holds it at any `reach` (recall stays below 1
 /// while nearly every list is scanned); lists without such a row keep the
-/// first term (docs/ivf.md, "Lists with far rows").
-/// Lists are ranked by `<[q, 1], c> + |q| spread`,
-/// an estimate of the best score in the list: ranking by `<[q, 1], c>`
-/// alone penalises a list that merged several clusters (its centroid, a mean
-/// of several directions, is short), which k-means produces wherever the
-/// data have more clusters than `nlist` (W1 at 200,000 rows and 1,789 lists:
-/// recall@10 at nprobe 1 is 0.48 with the plain inner product and 0.97 with
-/// the spread term).
+/// first term (docs/ivf.md, "Lists with far rows"). Lists are ranked by
+/// `<[q, 1], c> + |q| spread`, an estimate of the best score in the list:
+/// ranking by `<[q, 1], c>` alone penalises a list that merged several
+/// clusters (its centroid, a mean of several directions, is short), which
+/// k-means produces wherever the data have more clusters than `nlist` (W1
+/// at 200,000 rows and 1,789 lists: recall@10 at nprobe 1 is 0.48 with the
+/// plain inner product and 0.97 with the spread term).
 fn spread_of(n: usize, ss: f64, far: f64, xdim: usize) -> f32 {
     if n == 0 {
         return 0.0;
