@@ -103,9 +103,18 @@ impl Panels {
     }
 
     /// Sets every point's top-4 to `-inf` / [`TOPK_PAD_ID`] (the start
-    /// of [`Panels::update_isa`]).
+    /// of [`Panels::top4_isa`]).
     pub fn clear(best: &mut [f32], ids: &mut [u32]) {
-        best.fill(f32::NEG_INFINITY);
+        Self::start(best, ids, f32::NEG_INFINITY);
+    }
+
+    /// Sets every point's top-4 to four `(floor, TOPK_PAD_ID)` entries, a
+    /// start for [`Panels::update_isa`] that takes only centroids scoring
+    /// above `floor` (`-inf`: [`Panels::clear`]). Where at least four
+    /// centroids are known to score above `floor`, the result is the
+    /// top-4 of a start from `-inf`, with fewer entries merged on the way.
+    pub fn start(best: &mut [f32], ids: &mut [u32], floor: f32) {
+        best.fill(floor);
         ids.fill(TOPK_PAD_ID);
     }
 

@@ -209,6 +209,34 @@ fn large_sizes_match_the_oracle() {
     }
 }
 
+/// A start above `-inf` (`Panels::start`) below each point's fourth score
+/// gives the same top-4, ids and score bits, on every tier; a floor at
+/// the fourth itself drops the fourth (only scores above the floor enter).
+#[test]
+fn a_floor_below_the_fourth_keeps_the_top4() {
+    let ts = tiers();
+    let case = Case::random(40, 33, 33, 150, 7);
+    let p = Panels::pack(&case.cent, &case.h, case.nlist, case.xdim).unwrap();
+    for &t in &ts {
+        let (want_s, want_i) = case.run(t);
+        for i in 0..case.n {
+            let fourth = want_s[i * 4 + 3];
+            let (mut b, mut id) = ([0f32; 4], [0u32; 4]);
+            Panels::start(&mut b, &mut id, fourth.next_down());
+            p.update_isa(t, case.point(i), 1, case.xdim, &mut b, &mut id)
+                .unwrap();
+            assert_eq!(id[..], want_i[i * 4..i * 4 + 4], "{t:?} point {i}");
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&b), bits(&want_s[i * 4..i * 4 + 4]));
+            Panels::start(&mut b, &mut id, fourth);
+            p.update_isa(t, case.point(i), 1, case.xdim, &mut b, &mut id)
+                .unwrap();
+            assert_eq!(id[3], TOPK_PAD_ID, "{t:?} point {i}");
+            assert_eq!(id[..3], want_i[i * 4..i * 4 + 3]);
+        }
+    }
+}
+
 /// Duplicate centroids score equally: the smaller id comes first, on
 /// every tier; merging the same centroids again changes nothing (an equal
 /// score never displaces).

@@ -213,7 +213,7 @@ impl<'a> CentView<'a> {
     /// (docs/ivf.md, "Seeded scans and a recheck gate"); either answer
     /// gives the same assignments.
     fn recheck_fails(&self, t: &Track) -> bool {
-        if self.delta.is_empty() || t.pass == u32::MAX || t.pass.wrapping_add(1) != self.pass {
+        if !self.tracked_last_pass(t) {
             return false;
         }
         let near = t
@@ -242,12 +242,7 @@ impl<'a> CentView<'a> {
     /// move bounds `|x - c'|`, hence the new score below. A centroid that
     /// did not move keeps its score's value.
     fn seed(&self, t: &Track) -> f32 {
-        if self.delta.is_empty()
-            || t.pass == u32::MAX
-            || t.pass.wrapping_add(1) != self.pass
-            || t.xx <= 0.0
-            || t.cand.contains(&TOPK_PAD_ID)
-        {
+        if !self.tracked_last_pass(t) || t.xx <= 0.0 || t.cand.contains(&TOPK_PAD_ID) {
             return f32::NEG_INFINITY;
         }
         let (xx, xn) = (t.xx, t.xn());
@@ -428,7 +423,14 @@ impl<'a> CentView<'a> {
     /// Whether a point with track `t` takes its top-4 of this pass from
     /// its top-4 of the last one ([`Moved`]).
     fn follows_last(&self, t: &Track) -> bool {
-        self.moved.is_some() && t.pass != u32::MAX && t.pass.wrapping_add(1) == self.pass
+        self.moved.is_some() && self.tracked_last_pass(t)
+    }
+
+    /// Whether track `t`'s candidates come from a scan of the pass before
+    /// this one, whose centroids this view knows (`delta` and, where some
+    /// centroids kept their bits, [`Moved`] are relative to them).
+    fn tracked_last_pass(&self, t: &Track) -> bool {
+        !self.delta.is_empty() && t.pass != u32::MAX && t.pass.wrapping_add(1) == self.pass
     }
 
     /// A point's four best centroids of this pass, from its four of the
@@ -672,8 +674,12 @@ pub(super) fn assign(
                         Some(p) => {
                             for (k, &j) in lastj.iter().enumerate() {
                                 gathered[k * xdim..(k + 1) * xdim].copy_from_slice(x_of(point(j)));
-                                best[k * TOP..(k + 1) * TOP].fill(cv.seed(&tr[point(j)]));
-                                ids[k * TOP..(k + 1) * TOP].fill(TOPK_PAD_ID);
+                                let r = k * TOP..(k + 1) * TOP;
+                                Panels::start(
+                                    &mut best[r.clone()],
+                                    &mut ids[r],
+                                    cv.seed(&tr[point(j)]),
+                                );
                             }
                             p.update_isa(
                                 tier,
@@ -713,8 +719,8 @@ pub(super) fn assign(
                 };
                 for (k, &j) in rest.iter().enumerate() {
                     let t = last.map_or(f32::NEG_INFINITY, |tr| cv.seed(&tr[point(j)]));
-                    best[k * TOP..(k + 1) * TOP].fill(t);
-                    ids[k * TOP..(k + 1) * TOP].fill(TOPK_PAD_ID);
+                    let r = k * TOP..(k + 1) * TOP;
+                    Panels::start(&mut best[r.clone()], &mut ids[r], t);
                 }
                 cv.panels
                     .update_isa(tier, xs, nr, xdim, &mut best, &mut ids)?;
