@@ -435,6 +435,7 @@ typedef struct lshk_query_params {
   // sizeof(lshk_query_params) as the caller knows it.
   uint32_t struct_size;
   // Threads lshk_index_query splits a batch over (contiguous ranges of
+  // queries, or shared IVF list scans where a range would be under 64
   // queries; the same answers for every count): 0 (default) and 1 the
   // calling thread, n up to n (at most nq), LSHK_QUERY_THREADS_ALL every
   // core the process may use. The index keeps them between calls.

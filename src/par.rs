@@ -376,7 +376,6 @@ impl Pool {
     /// that finds the pool busy, or cannot start a worker, runs on scoped
     /// threads instead ([`map_indexed`]), which do allocate.
     pub(crate) fn for_each(&self, threads: usize, n: usize, f: impl Fn(usize) + Sync) {
-        use std::sync::atomic::Ordering;
         let threads = threads.clamp(1, n.max(1));
         if threads == 1 {
             (0..n).for_each(f);
@@ -384,16 +383,36 @@ impl Pool {
         }
         // Busy (another call on this pool) or no thread to be had: scoped
         // threads, which report a failed start as std does.
-        let scoped = |f: &(dyn Fn(usize) + Sync)| {
+        if !self.on_workers(threads, n, &f) {
             map_indexed(n, threads, || (), |_, i| f(i));
-        };
+        }
+    }
+
+    /// `f(i)` for every `i < n`, each on a thread of its own and all at
+    /// the same time (the calling thread and `n - 1` of the pool's
+    /// workers), so that the jobs may wait for each other. Returns `false`
+    /// without running any job when the pool is busy (another call) or a
+    /// worker cannot be started; the caller then does the work another way.
+    pub(crate) fn together(&self, n: usize, f: impl Fn(usize) + Sync) -> bool {
+        match n {
+            0 => true,
+            1 => {
+                f(0);
+                true
+            }
+            _ => self.on_workers(n, n, &f),
+        }
+    }
+
+    /// [`Pool::for_each`] on the calling thread and `threads - 1` (`>= 1`)
+    /// of the pool's workers, started here if need be; `false` (no job
+    /// run) when the pool is busy or a worker cannot be started.
+    fn on_workers(&self, threads: usize, n: usize, f: &(dyn Fn(usize) + Sync)) -> bool {
+        use std::sync::atomic::Ordering;
         let mut workers = match self.workers.try_lock() {
             Ok(w) => w,
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => {
-                scoped(&f);
-                return;
-            }
+            Err(std::sync::TryLockError::WouldBlock) => return false,
         };
         workers.own();
         while workers.handles.len() < threads - 1 {
@@ -403,15 +422,11 @@ impl Pool {
                 .spawn(move || sh.worker())
             {
                 Ok(h) => workers.handles.push(h),
-                Err(_) => {
-                    drop(workers);
-                    scoped(&f);
-                    return;
-                }
+                Err(_) => return false,
             }
         }
         let shared: &PoolShared = &workers.shared;
-        let job: &(dyn Fn(usize) + Sync) = &f;
+        let job: &(dyn Fn(usize) + Sync) = f;
         // SAFETY: the reference is erased to 'static only to pass it to the
         // workers through the shared state. This function does not return,
         // nor unwind, before `remaining` is 0, i.e. before every job has
@@ -447,6 +462,7 @@ impl Pool {
         if let Some(p) = panic {
             std::panic::resume_unwind(p);
         }
+        true
     }
 }
 

@@ -274,6 +274,7 @@ impl Index {
             weights: self.weights(),
             weight_stride: self.weight_stride(),
             bias: self.bias(),
+            split: None,
         }
     }
 

@@ -128,7 +128,13 @@ impl Index {
             // batch give each query what it gets alone), so every split
             // answers the same bits.
             let t = query_threads(qp.threads).min(nq);
-            if t == 1 {
+            // A source that shares work within a batch (the IVF's list
+            // scans) splits batches that contiguous ranges would cut below
+            // a full block itself, keeping every query of a block on each
+            // list it scans.
+            let split =
+                t > 1 && nq.div_ceil(t) < QUERY_BLOCK && self.src.splits_batches(&self.view(), qp);
+            if t == 1 || split {
                 // The calling thread: no job list, nothing allocated.
                 let mut part = QueryStats::default();
                 self.query_range(
@@ -140,6 +146,9 @@ impl Index {
                     &mut out_ids[..need],
                     out_scores,
                     &mut part,
+                    // Its threads wait for each other at every round of
+                    // a block: no more of them than the cores.
+                    split.then_some((&self.pool, t.min(crate::par::cores()))),
                 )?;
                 merge_stats(&mut st, &part);
             } else {
@@ -180,6 +189,7 @@ impl Index {
                         oi,
                         os,
                         &mut part,
+                        None,
                     );
                     let mut m = merged.lock().unwrap_or_else(|e| e.into_inner());
                     match res {
@@ -260,13 +270,17 @@ impl Index {
         out_ids: &mut [u32],
         mut out_scores: Option<&mut [f32]>,
         st: &mut QueryStats,
+        split: Option<(&crate::par::Pool, usize)>,
     ) -> Result<()> {
         st.candidates_min = u64::MAX;
         let wm = self.weight_matrix();
         // The pipeline's stages behind their seams (pipeline.rs and
         // source/mod.rs), each dispatched once per block.
         let (source, scorer): (&dyn CandidateSource, &dyn Scorer) = (&*self.src, &wm);
-        let view = self.view();
+        let view = crate::source::IndexView {
+            split,
+            ..self.view()
+        };
         let final_scores = source.final_scores(&view, qp);
         // The code stage: code scores of every candidate, exact ones of
         // each query's best `shortlist` (none when the source's scores are

@@ -371,10 +371,15 @@ pub struct QueryParams {
     pub graph: params::graph::SearchParams,
     pub ivf: params::ivf::SearchParams,
     pub forest: params::forest::ForestQuery,
-    /// Threads a batch is split over (contiguous ranges of queries, the
-    /// same answers to the bit for every count): 0 and 1 the calling
-    /// thread (the default), `n` up to `n` (never more than the batch
-    /// has queries), [`QUERY_THREADS_ALL`] every core the process may use.
+    /// Threads a batch is split over (the same answers to the bit for
+    /// every count): 0 and 1 the calling thread (the default), `n` up to
+    /// `n` (never more than the batch has queries), [`QUERY_THREADS_ALL`]
+    /// every core the process may use. The split gives each thread a
+    /// contiguous range of the queries; where that would leave a thread
+    /// less than a block of 64 and the IVF shares its adaptive list scans
+    /// in rounds, the threads (at most one a core) instead share every
+    /// block's scans, each scoring a part of each round's lists for all
+    /// its queries.
     /// The index keeps the threads between calls (started by the first
     /// call that asks, joined when it is dropped); a call that finds them
     /// busy with another thread's call starts its own.
@@ -413,6 +418,10 @@ pub(crate) struct IndexView<'a> {
     pub weight_stride: usize,
     /// The index's bias (finite, one per row), if it has one.
     pub bias: Option<&'a [f32]>,
+    /// The index's query threads and how many a call may use, where the
+    /// source splits each batch over them itself
+    /// ([`CandidateSource::splits_batches`]); `None` on one thread.
+    pub split: Option<(&'a crate::par::Pool, usize)>,
 }
 
 pub(crate) trait CandidateSource: AsAny + Send + Sync {
@@ -441,6 +450,12 @@ pub(crate) trait CandidateSource: AsAny + Send + Sync {
     /// (then the index's scorer does not score them again, and the answers
     /// are the source's to the bit).
     fn final_scores(&self, _ix: &IndexView<'_>, _qp: &QueryParams) -> bool {
+        false
+    }
+    /// Whether the source splits a batch over threads itself
+    /// ([`IndexView::split`]), sharing work between its queries that
+    /// contiguous ranges of queries, one per thread, would not share.
+    fn splits_batches(&self, _ix: &IndexView<'_>, _qp: &QueryParams) -> bool {
         false
     }
     /// The family's file sections (beside `PARAMS`, `BIAS`, `LABELS`,

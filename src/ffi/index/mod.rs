@@ -340,6 +340,7 @@ pub struct lshk_query_params {
     /// sizeof(lshk_query_params) as the caller knows it.
     pub struct_size: u32,
     /// Threads lshk_index_query splits a batch over (contiguous ranges of
+    /// queries, or shared IVF list scans where a range would be under 64
     /// queries; the same answers for every count): 0 (default) and 1 the
     /// calling thread, n up to n (at most nq), LSHK_QUERY_THREADS_ALL every
     /// core the process may use. The index keeps them between calls.

@@ -46,12 +46,17 @@
 //! code. `tests/ivf_batch.rs` checks this on every tier, for
 //! every code kind, selection and label-trained lists.
 
+use super::split::Member;
 use super::*;
 use crate::matmul::{topk_drain, topk_offer_floored, TopK};
 use crate::quant::qdot::PANEL_QUERIES;
 
 /// Queries answered together.
 pub(super) const BATCH: usize = 64;
+
+/// A proposal of a round of adaptive selection: `(query, list, offset of
+/// its scores in the round's buffer, optimistic estimate)`.
+pub(super) type Prop = (u32, u32, usize, f32);
 
 /// A list that at least this many queries of a batch visit is re-laid as
 /// panels and scored four queries per load of its codes (where the tier
@@ -112,9 +117,8 @@ pub(crate) struct Batch {
     /// Each query's next candidate, and lists visited.
     cur: Vec<usize>,
     vis: Vec<usize>,
-    /// The round's proposals `(query, list, offset of its scores in seg,
-    /// optimistic estimate)`, in each query's order.
-    props: Vec<(u32, u32, usize, f32)>,
+    /// The round's proposals, in each query's order.
+    props: Vec<Prop>,
     /// Their scores.
     seg: Vec<f32>,
     /// Their scores, [`PANEL_QUERIES`] queries at the panels' padded rows.
@@ -124,10 +128,8 @@ pub(crate) struct Batch {
     /// projects it onto every list's directions ([`Ivf::shares_projections`]).
     start: Vec<Option<([usize; 2], f32)>>,
     whole: Vec<bool>,
-    /// The lists' directions as panels (re-laid once per call that shares
-    /// their pass), the queries whose projections `gproj` holds, and those
-    /// projections ([`Ivf::project_group`]).
-    dpan: QPanels,
+    /// The queries whose projections `gproj` holds, and those projections
+    /// ([`Ivf::project_group`]).
     group: Vec<usize>,
     gproj: Vec<f32>,
 }
@@ -142,8 +144,16 @@ struct Call<'a> {
     q: &'a [f32],
     nb: usize,
     q_stride: usize,
+    dim: usize,
     k: usize,
     sp: &'a SearchParams,
+}
+
+impl Call<'_> {
+    /// Query `i` of the call.
+    fn query(&self, i: usize) -> &[f32] {
+        &self.q[i * self.q_stride..i * self.q_stride + self.dim]
+    }
 }
 
 impl Ivf {
@@ -242,24 +252,23 @@ impl Ivf {
     /// The projections of a batch's queries onto every list's directions,
     /// shared: the queries from `i` on whose order projects onto them all
     /// (`b.whole`), up to [`PANEL_QUERIES`] of them, scored per load of the
-    /// directions' panels (`b.dpan`) into `b.gproj` (query `b.group[t]` at
+    /// directions' panels `dpan` into `b.gproj` (query `b.group[t]` at
     /// `t * stride`, `stride` the panels' padded rows).
-    fn project_group(&self, v: Variant, i: usize, b: &mut Batch) {
+    fn project_group(&self, v: Variant, dpan: &QPanels, i: usize, b: &mut Batch) {
         b.group.clear();
         b.group.extend(
             (i..b.whole.len())
                 .filter(|&j| b.whole[j])
                 .take(PANEL_QUERIES),
         );
-        let rows = b.dpan.padded_rows();
+        let rows = dpan.padded_rows();
         grow(&mut b.gproj, PANEL_QUERIES * rows);
         let mut qs = [&b.qq[i]; PANEL_QUERIES];
         for (t, &j) in b.group.iter().enumerate() {
             qs[t] = &b.qq[j];
         }
         let ng = b.group.len();
-        let ok = b
-            .dpan
+        let ok = dpan
             .score(v, 0, rows, &qs[..ng], &mut b.gproj[..ng * rows], rows)
             .expect("direction panels");
         debug_assert!(ok, "the caller checked for a panel kernel");
@@ -283,7 +292,7 @@ impl Ivf {
     /// after its first lists stops proposing early). Leaves each query's
     /// running top in `b.tops` and its rows scanned in `b.n` for
     /// [`Ivf::drain_batch`].
-    fn adaptive_rounds(&self, c: &Call, b: &mut Batch, st: &mut SearchStats) {
+    fn adaptive_rounds(&self, c: &Call, b: &mut Batch, st: &mut SearchStats, coop: Option<Member>) {
         let Call {
             tier, nb, k, sp, ..
         } = *c;
@@ -312,11 +321,34 @@ impl Ivf {
                     taken += 1;
                 }
             }
-            if b.props.is_empty() {
-                break;
+            match coop {
+                None => {
+                    if b.props.is_empty() {
+                        break;
+                    }
+                    round_lists = (2 * round_lists).min(ROUND_LISTS);
+                    self.score_props(c, seg, b);
+                }
+                Some(m) => {
+                    // Every member's proposals, scored by the members a
+                    // share of the round's lists each (module `split`).
+                    grow(&mut b.seg, seg);
+                    m.publish(&b.props, &mut b.seg[..seg], &b.qq[..nb]);
+                    if m.proposals() == 0 {
+                        break;
+                    }
+                    round_lists = (2 * round_lists).min(ROUND_LISTS);
+                    let mine = m.share(len, &mut b.pairs, &mut b.pairs_tmp);
+                    self.score_pairs(
+                        c,
+                        &b.pairs[mine],
+                        (&mut b.ptmp, &mut b.tmp),
+                        |x| m.query(x),
+                        |x, _, sc| m.write(x, sc),
+                    );
+                    m.scored();
+                }
             }
-            round_lists = (2 * round_lists).min(ROUND_LISTS);
-            self.score_props(c, seg, b);
             // Each query's proposals in order, each kept if it passes now.
             for &(i, l, off, opt) in &b.props {
                 let (i, l) = (i as usize, l as usize);
@@ -391,13 +423,15 @@ impl Ivf {
         // By list, then proposal: the keys come in proposal order, so the
         // stable radix sort on their high half gives the sorted order.
         sort_rank_keys(&mut b.pairs, &mut b.pairs_tmp);
-        let (props, out) = (&b.props, &mut b.seg);
+        let (props, out, qq) = (&b.props, &mut b.seg, &b.qq);
         self.score_pairs(
             c,
             &b.pairs,
-            &b.qq,
             (&mut b.ptmp, &mut b.tmp),
-            |x| props[x as u32 as usize].0 as usize,
+            |x| {
+                let i = props[x as u32 as usize].0 as usize;
+                (&qq[i], c.query(i))
+            },
             |x, _, sc| {
                 let off = props[x as u32 as usize].2;
                 out[off..off + sc.len()].copy_from_slice(sc);
@@ -414,24 +448,16 @@ impl Ivf {
     /// the tier has panel kernels (the same bits as the row-major kernel;
     /// the bias added after, as that kernel's epilogue does); the others
     /// row-major. `scratch`: the panels, their scores and one list's scores.
-    fn score_pairs(
+    fn score_pairs<'q>(
         &self,
         c: &Call,
         pairs: &[u64],
-        qq: &[QQuery],
         scratch: (&mut Vec<f32>, &mut Vec<f32>),
-        query_of: impl Fn(u64) -> usize,
+        query_of: impl Fn(u64) -> (&'q QQuery, &'q [f32]),
         mut sink: impl FnMut(u64, usize, &mut [f32]),
     ) {
-        let Call {
-            tier,
-            v,
-            q,
-            q_stride,
-            ..
-        } = *c;
+        let Call { tier, v, .. } = *c;
         let (ptmp, tmp) = scratch;
-        let dim = self.dim;
         let codes = self.codes.as_ref().expect("int8 codes (shared passes)");
         let panels = QPanels::has_kernel(v);
         let mut p0 = 0;
@@ -450,9 +476,9 @@ impl Ivf {
                 let pr = pan.padded_rows();
                 grow(ptmp, PANEL_QUERIES * pr);
                 for c in pairs[p0..p1].chunks(PANEL_QUERIES) {
-                    let mut qs = [&qq[0]; PANEL_QUERIES];
+                    let mut qs = [query_of(c[0]).0; PANEL_QUERIES];
                     for (t, &x) in c.iter().enumerate() {
-                        qs[t] = &qq[query_of(x)];
+                        qs[t] = query_of(x).0;
                     }
                     pan.score(v, 0, pr, &qs[..c.len()], ptmp, pr)
                         .expect("list panels");
@@ -469,17 +495,9 @@ impl Ivf {
             } else {
                 grow(tmp, len);
                 for &x in &pairs[p0..p1] {
-                    let i = query_of(x);
+                    let (qq, qi) = query_of(x);
                     let sc = &mut tmp[..len];
-                    self.score_rows(
-                        tier,
-                        v,
-                        &q[i * q_stride..i * q_stride + dim],
-                        Some(&qq[i]),
-                        a,
-                        e,
-                        sc,
-                    );
+                    self.score_rows(tier, v, qi, Some(qq), a, e, sc);
                     sink(x, a, sc);
                 }
             }
@@ -516,6 +534,7 @@ impl Ivf {
         out_ids: &mut [u32],
         out_scores: &mut [f32],
         st: &mut SearchStats,
+        coop: Option<Member>,
     ) {
         // Every estimate of a batch is exact (no 4-bit bounds).
         s.bounded = None;
@@ -526,6 +545,7 @@ impl Ivf {
             q,
             nb,
             q_stride,
+            dim: self.dim,
             k,
             sp,
         };
@@ -595,8 +615,8 @@ impl Ivf {
             && !(self.labels.is_some() && sp.rerank == 0);
         // Adaptive selection shares its list passes in rounds (below): int8
         // codes, no label-trained lists (whose k-th score skips repeats).
-        let adaptive =
-            sp.reach > 0.0 && self.codes.is_some() && self.pq.is_none() && self.labels.is_none();
+        let adaptive = self.shares_rounds(sp);
+        debug_assert!(adaptive || coop.is_none(), "only the rounds are shared");
         if adaptive {
             b.ord.clear();
             b.ord_rng.clear();
@@ -656,20 +676,22 @@ impl Ivf {
         if adaptive {
             // The orders of the queries that project onto every list's
             // directions: where 4 or more do, that pass is shared (the
-            // directions re-laid as panels once per call, then scored four
-            // queries per load); else each gathers its candidates' rows.
+            // directions' panels, re-laid by the first batch that shares
+            // them and kept, scored four queries per load); else each
+            // gathers its candidates' rows.
             b.whole.truncate(nb);
-            let share = b.whole.iter().filter(|&&w| w).count() >= LIST_PANEL_MIN_QUERIES
-                && self
-                    .shape_dirs()
-                    .is_some_and(|d| b.dpan.set_rows(Some(v), d, 0, d.rows()).is_ok());
+            let share = (b.whole.iter().filter(|&&w| w).count() >= LIST_PANEL_MIN_QUERIES)
+                .then(|| self.dir_panels(v))
+                .flatten();
             b.group.clear();
             for i in 0..nb {
                 if !b.whole[i] {
                     continue;
                 }
-                if share && !b.group.contains(&i) {
-                    self.project_group(v, i, &mut b);
+                if let Some(dpan) = share {
+                    if !b.group.contains(&i) {
+                        self.project_group(v, dpan, i, &mut b);
+                    }
                 }
                 // The query's estimates and candidates again (the scratch
                 // has served the queries after it since).
@@ -679,9 +701,9 @@ impl Ivf {
                 let (seen, th2) = b.start[i].expect("a query that projects has a second list");
                 let extra = (sp.reach - 1.0) * b.qn[i];
                 let rest = Some((th2, self.rest_masks(sel, b.qn[i], extra, th2, seen, s)));
-                if share {
+                if let Some(dpan) = share {
                     let t = b.group.iter().position(|&j| j == i).expect("in the group");
-                    let rows = b.dpan.padded_rows();
+                    let rows = dpan.padded_rows();
                     let gproj = std::mem::take(&mut b.gproj);
                     let p = &gproj[t * rows..(t + 1) * rows];
                     self.adaptive_order(&c, i, rest, Some(p), s, &mut b);
@@ -691,7 +713,7 @@ impl Ivf {
                 }
                 std::mem::swap(s.qq.as_mut().expect("set above"), &mut b.qq[i]);
             }
-            self.adaptive_rounds(&c, &mut b, st);
+            self.adaptive_rounds(&c, &mut b, st, coop);
             self.drain_batch(&c, s, &mut b, out_ids, out_scores, st);
         }
         if shared {
@@ -723,13 +745,15 @@ impl Ivf {
             for h in &mut b.tops[..nb] {
                 h.clear();
             }
-            let (n, tops) = (&b.n, &mut b.tops);
+            let (n, tops, qq) = (&b.n, &mut b.tops, &b.qq);
             self.score_pairs(
                 &c,
                 &b.pairs,
-                &b.qq,
                 (&mut b.ptmp, &mut b.tmp),
-                |x| x as u32 as usize,
+                |x| {
+                    let i = x as u32 as usize;
+                    (&qq[i], c.query(i))
+                },
                 |x, a, sc| {
                     let i = x as u32 as usize;
                     self.offer(sp, k, a, n[i], sc, &mut tops[i]);

@@ -66,7 +66,7 @@ impl CandidateSource for Ivf {
 
     fn candidates(
         &self,
-        _ix: &IndexView<'_>,
+        ix: &IndexView<'_>,
         q: &[f32],
         n: usize,
         q_stride: usize,
@@ -86,17 +86,32 @@ impl CandidateSource for Ivf {
             ids.resize(need, 0);
             sc.resize(need, 0.0);
             let mut ss = super::SearchStats::default();
-            self.search_stats(
-                crate::isa::active(),
-                q,
-                n,
-                q_stride,
-                k,
-                &qp.ivf,
-                ids,
-                sc,
-                Some(&mut ss),
-            )?;
+            match ix.split {
+                Some((pool, t)) => self.search_split(
+                    pool,
+                    t,
+                    crate::isa::active(),
+                    q,
+                    n,
+                    q_stride,
+                    k,
+                    &qp.ivf,
+                    ids,
+                    sc,
+                    Some(&mut ss),
+                )?,
+                None => self.search_stats(
+                    crate::isa::active(),
+                    q,
+                    n,
+                    q_stride,
+                    k,
+                    &qp.ivf,
+                    ids,
+                    sc,
+                    Some(&mut ss),
+                )?,
+            }
             st.lists += ss.lists;
             st.scanned += ss.scanned;
             st.reranked += ss.reranked;
@@ -119,6 +134,12 @@ impl CandidateSource for Ivf {
             }
             Ok(())
         })
+    }
+
+    /// A batch's rounds of adaptive selection are shared by its threads
+    /// ([`Ivf::search_split`]).
+    fn splits_batches(&self, _ix: &IndexView<'_>, qp: &QueryParams) -> bool {
+        self.shares_rounds(&qp.ivf)
     }
 
     /// The lists' scores are the index's exact logits when they re-rank

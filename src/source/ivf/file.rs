@@ -471,6 +471,7 @@ impl Ivf {
         }
         let mut ix = Ivf {
             lpan: ListPanels::new(nlist, codes.is_some()),
+            dpan: std::sync::OnceLock::new(),
             cpan: centroid_panels(&cq)?,
             cnib: centroid_nibbles(&cq, &cbias, &spread)?,
             cq,

@@ -102,6 +102,7 @@ mod kmeans;
 mod labels;
 mod pq;
 mod search;
+mod split;
 mod weights;
 pub use calibrate::Calibration;
 #[cfg(test)]
@@ -125,6 +126,16 @@ pub struct SearchStats {
     /// Rows re-scored from int8 codes after the 4-bit pass
     /// ([`Codes::Pq4I8`]).
     pub refined: u64,
+}
+
+impl SearchStats {
+    /// Adds another call's counts.
+    pub(crate) fn add(&mut self, o: &SearchStats) {
+        self.scanned += o.scanned;
+        self.reranked += o.reranked;
+        self.lists += o.lists;
+        self.refined += o.refined;
+    }
 }
 
 /// `round(4 sqrt(rows))`, at least 1 and at most `rows`.
@@ -209,6 +220,9 @@ pub struct Ivf {
     /// The int8 codes of the lists that batches have shared, as panels
     /// ([`ListPanels`]); never stored in the file.
     lpan: ListPanels,
+    /// The lists' shape directions as panels, once a batch has shared
+    /// their pass ([`Ivf::dir_panels`]); never stored in the file.
+    dpan: std::sync::OnceLock<Box<QPanels>>,
     /// Label training ([`Ivf::train_labels`]): lists then hold training
     /// labels too, so a row may stand in several lists (positions outnumber
     /// rows) and results are deduplicated by id.
@@ -318,6 +332,23 @@ fn centroid_panels(cq: &QRows) -> Result<Option<QPanels>> {
 }
 
 impl Ivf {
+    /// The lists' shape directions as panels, re-laid by the first call
+    /// that asks and kept (a batch's queries that project onto every
+    /// list's directions score them four per load; re-laying them per
+    /// batch cost a visible share of a small batch); `None` without
+    /// shapes. `v`: the caller's tier (the re-lay writes the same bytes on
+    /// every tier).
+    pub(super) fn dir_panels(&self, v: Variant) -> Option<&QPanels> {
+        let d = self.shape_dirs()?;
+        if let Some(p) = self.dpan.get() {
+            return Some(p);
+        }
+        let mut p = QPanels::default();
+        p.set_rows(Some(v), d, 0, d.rows()).ok()?;
+        let _ = self.dpan.set(Box::new(p));
+        self.dpan.get().map(|p| &**p)
+    }
+
     /// The largest |value| that scoring a query reads from the index: the
     /// exact rows and biases, the list constants (centroid bias, spread),
     /// the int8 code scales times 127 (the largest value each code row
@@ -436,6 +467,7 @@ impl Ivf {
             + self.cnib.as_ref().map_or(0, |p| p.memory_bytes())
             + self.shape.as_ref().map_or(0, |p| p.memory_bytes())
             + self.lpan.memory_bytes()
+            + self.dpan.get().map_or(0, |p| p.memory_bytes())
             + std::mem::size_of::<Ivf>()
     }
 

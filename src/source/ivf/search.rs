@@ -439,27 +439,7 @@ impl Ivf {
         out_scores: &mut [f32],
         stats: Option<&mut SearchStats>,
     ) -> Result<()> {
-        isa::check_supported(tier)?;
-        sp.check()?;
-        let ql = strided_len(nq, self.dim, q_stride, "q")?;
-        if q.len() < ql {
-            bail!(
-                BufferTooSmall,
-                "`q` holds {} floats, {nq} queries of stride {q_stride} need {ql}",
-                q.len()
-            );
-        }
-        let need = checked_mul(nq, k, "nq * k")?;
-        if out_ids.len() < need || out_scores.len() < need {
-            bail!(
-                BufferTooSmall,
-                "outputs hold {} ids and {} scores, nq * k = {need} needed",
-                out_ids.len(),
-                out_scores.len()
-            );
-        }
-        crate::error::check_finite_rows(q, nq, self.dim, q_stride, "q")?;
-        self.check_query_range(q, nq, q_stride)?;
+        self.check_search(tier, q, nq, q_stride, k, sp, out_ids, out_scores)?;
         let mut st = SearchStats::default();
         if k > 0 {
             SCRATCH.with(|s| {
@@ -480,6 +460,7 @@ impl Ivf {
                             &mut out_ids[a * k..(a + nb) * k],
                             &mut out_scores[a * k..(a + nb) * k],
                             &mut st,
+                            None,
                         );
                     }
                     return;
@@ -502,6 +483,44 @@ impl Ivf {
             *o = st;
         }
         Ok(())
+    }
+
+    /// The checks of [`Ivf::search_stats`]: a supported tier, valid
+    /// parameters, buffers that hold `nq` queries and `nq * k` answers,
+    /// finite queries within the index's range.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn check_search(
+        &self,
+        tier: Isa,
+        q: &[f32],
+        nq: usize,
+        q_stride: usize,
+        k: usize,
+        sp: &SearchParams,
+        out_ids: &[u32],
+        out_scores: &[f32],
+    ) -> Result<()> {
+        isa::check_supported(tier)?;
+        sp.check()?;
+        let ql = strided_len(nq, self.dim, q_stride, "q")?;
+        if q.len() < ql {
+            bail!(
+                BufferTooSmall,
+                "`q` holds {} floats, {nq} queries of stride {q_stride} need {ql}",
+                q.len()
+            );
+        }
+        let need = checked_mul(nq, k, "nq * k")?;
+        if out_ids.len() < need || out_scores.len() < need {
+            bail!(
+                BufferTooSmall,
+                "outputs hold {} ids and {} scores, nq * k = {need} needed",
+                out_ids.len(),
+                out_scores.len()
+            );
+        }
+        crate::error::check_finite_rows(q, nq, self.dim, q_stride, "q")?;
+        self.check_query_range(q, nq, q_stride)
     }
 
     /// Quantises `q` into `s.qq` and writes every list's estimate
