@@ -99,6 +99,8 @@ pub(crate) struct Batch {
     /// pass's order; `pairs_tmp` the radix sort's other buffer.
     pairs: Vec<u64>,
     pairs_tmp: Vec<u64>,
+    /// Rows a shared round scores per list ([`Member::share`]).
+    lrows: Vec<usize>,
     /// Rows each query scans.
     n: Vec<usize>,
     /// Each query's running top `r` (or `k`) ([`topk_offer`]).
@@ -338,10 +340,10 @@ impl Ivf {
                         break;
                     }
                     round_lists = (2 * round_lists).min(ROUND_LISTS);
-                    let mine = m.share(len, &mut b.pairs, &mut b.pairs_tmp);
+                    m.share(len, &mut b.lrows, nlist, &mut b.pairs, &mut b.pairs_tmp);
                     self.score_pairs(
                         c,
-                        &b.pairs[mine],
+                        &b.pairs,
                         (&mut b.ptmp, &mut b.tmp),
                         |x| m.query(x),
                         |x, _, sc| m.write(x, sc),

@@ -11,9 +11,10 @@
 //!   [`Ivf::search_batch`] does (centroid scores, first lists, orders);
 //! - each round of adaptive selection ([`Ivf::adaptive_rounds`]), every
 //!   member publishes its queries' proposals; after a barrier each member
-//!   scores a share of the round's lists (contiguous in list order,
-//!   balanced by rows scored) for every member's queries that proposed
-//!   them, writing each score where its query's member reads it; after a
+//!   scores a share of the round's lists (a range of whole lists in
+//!   list order, balanced by rows scored) for every member's queries that
+//!   proposed them, writing each score where its query's member reads it;
+//!   after a
 //!   second barrier each member keeps its own queries' proposals in order;
 //! - each member re-ranks its own queries.
 //!
@@ -160,20 +161,57 @@ impl<'a> Member<'a> {
             .sum()
     }
 
-    /// Every member's proposals as `(list << 32) | (member << PROP_BITS)
-    /// | proposal` keys into `keys`, sorted (by list, then member, then
+    /// This member's share of the round: the proposals, every member's,
+    /// of a range of whole lists, as `(list << 32) | (member << PROP_BITS)
+    /// | proposal` keys in `keys`, sorted by list (then member and
     /// proposal: pushed in that order, the stable sort on the list half
-    /// keeps it); then this member's share, a range of whole lists
-    /// balanced by the rows scored (`len(list)` per key; every member
-    /// computes the same cuts).
+    /// keeps it). The ranges cut the lists in order where the rows the
+    /// round scores (`len(l)` per proposal of list `l`, counted into
+    /// `rows[..nlist]`) reach `r / members` of the whole: every member
+    /// computes the same cuts, and sorts only its own keys.
     pub(super) fn share(
         &self,
-        list_len: impl Fn(usize) -> usize,
+        len: impl Fn(usize) -> usize,
+        rows: &mut Vec<usize>,
+        nlist: usize,
         keys: &mut Vec<u64>,
         tmp: &mut Vec<u64>,
-    ) -> std::ops::Range<usize> {
+    ) {
         let c = self.coop;
+        grow(rows, nlist);
+        rows[..nlist].fill(0);
+        let mut total = 0;
+        self.each_prop(|_, _, l| {
+            rows[l] += len(l);
+            total += len(l);
+        });
+        // List `l` is this member's when the rows before it are at least
+        // `r total / members` and less than `(r + 1) total / members`.
+        let (lo, hi) = (total * self.r / c.members, total * (self.r + 1) / c.members);
+        let (mut first, mut end, mut acc) = (nlist, nlist, 0);
+        for (l, &n) in rows[..nlist].iter().enumerate() {
+            if acc >= lo && first == nlist {
+                first = l;
+            }
+            if acc >= hi && self.r + 1 < c.members {
+                end = l;
+                break;
+            }
+            acc += n;
+        }
         keys.clear();
+        self.each_prop(|m, j, l| {
+            if (first..end).contains(&l) {
+                keys.push(((l as u64) << 32) | ((m as u64) << PROP_BITS) | j as u64);
+            }
+        });
+        sort_rank_keys(keys, tmp);
+    }
+
+    /// `f(member, proposal, list)` for every member's proposals, in
+    /// member order.
+    fn each_prop(&self, mut f: impl FnMut(usize, usize, usize)) {
+        let c = self.coop;
         for (m, p) in c.parts[..c.members].iter().enumerate() {
             let n = p.nprops.load(Ordering::Relaxed);
             let props = p.props.load(Ordering::Relaxed);
@@ -182,32 +220,9 @@ impl<'a> Member<'a> {
                 // before the barrier this member has passed, and does not
                 // change them before the next.
                 let l = unsafe { (*props.add(j)).1 };
-                keys.push((u64::from(l) << 32) | ((m as u64) << PROP_BITS) | j as u64);
+                f(m, j, l as usize);
             }
         }
-        sort_rank_keys(keys, tmp);
-        let total: usize = keys.iter().map(|&x| list_len((x >> 32) as usize)).sum();
-        // The first key at or after `r * total / members` rows, moved on
-        // to the start of a list.
-        let cut = |r: usize| -> usize {
-            if r == 0 {
-                return 0;
-            }
-            if r >= c.members {
-                return keys.len();
-            }
-            let goal = total * r / c.members;
-            let (mut acc, mut i) = (0usize, 0usize);
-            while i < keys.len() && acc < goal {
-                acc += list_len((keys[i] >> 32) as usize);
-                i += 1;
-            }
-            while i > 0 && i < keys.len() && keys[i] >> 32 == keys[i - 1] >> 32 {
-                i += 1;
-            }
-            i
-        };
-        cut(self.r)..cut(self.r + 1)
     }
 
     /// The quantised and the f32 query of a key of [`Member::share`].
