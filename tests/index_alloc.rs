@@ -292,6 +292,53 @@ fn c_abi_queries_do_not_allocate_after_warm_up() {
     println!("0 allocations per lshk_index_query call after warm-up ({configs} configurations)");
 }
 
+/// A batch split over two threads that share each IVF block's list scans
+/// (rows of at least 256 bytes of codes: `ivf::split`) allocates nothing
+/// after warm-up either: the members run on the index's workers with
+/// their threads' scratch, and meet at barriers on the caller's stack.
+#[test]
+fn shared_block_queries_do_not_allocate_after_warm_up() {
+    use lshk::ffi::index::*;
+    let (rows, dim, nq) = (4000usize, 260usize, 48usize);
+    let (w, bias, q) = layer(3, rows, dim, nq);
+    let k = 10u32;
+    let idx = c_index(
+        &w,
+        Some(&bias),
+        rows,
+        dim,
+        LSHK_SOURCE_IVF,
+        LSHK_IVF_CODES_I8,
+    );
+    let mut qp = lshk_query_params_default();
+    qp.threads = 2;
+    let mut ids = vec![0u32; nq * k as usize];
+    let mut sc = vec![0f32; nq * k as usize];
+    let mut run = || {
+        // SAFETY: q holds nq rows of dim floats; the outputs nq * k values
+        // each; qp valid; idx live.
+        let s = unsafe {
+            lshk_index_query(
+                idx,
+                q.as_ptr(),
+                nq,
+                dim,
+                k,
+                &qp,
+                ids.as_mut_ptr(),
+                sc.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        ok(s, "lshk_index_query");
+    };
+    no_allocations(
+        "lshk_index_query (IVF, 260 dims, B = 48, threads 2)",
+        &mut run,
+    );
+    free_index(idx);
+}
+
 /// The per-batch C calls of a serving loop allocate nothing after warm-up
 /// either: the candidate sets of an index (IVF, forest, SimHash), the
 /// gathered matmul over them, top-k, softmax, and the merge of shards'

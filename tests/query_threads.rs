@@ -52,6 +52,44 @@ fn every_thread_count_answers_the_same() {
     }
 }
 
+/// An IVF layer with rows wide enough that a batch's threads share each
+/// block's list scans (rows of at least 256 bytes of codes): every thread
+/// count, batches of one block, of a block and a part, and of several
+/// blocks, answers the same as the calling thread.
+#[test]
+fn threads_that_share_ivf_blocks_answer_the_same() {
+    let (rows, dim, nq, k) = (3000usize, 260usize, 150usize, 10u32);
+    // Random rows and queries: flat scores, so each query visits many
+    // lists and the rounds share them.
+    let mut r = lshk::rng::SplitMix64::new(6);
+    let mut randn = |n: usize| (0..n).map(|_| r.next_normal() as f32).collect::<Vec<_>>();
+    let (w, q) = (randn(rows * dim), randn(nq * dim));
+    let p = IndexParams {
+        family: Family::Ivf,
+        ..Default::default()
+    };
+    let idx = Index::build(&w, None, rows, dim, dim, &p, None).unwrap();
+    let run = |nq: usize, threads: u32| {
+        let qp = QueryParams {
+            threads,
+            ..Default::default()
+        };
+        let n = nq * k as usize;
+        let (mut ids, mut sc) = (vec![0u32; n], vec![0f32; n]);
+        let mut st = QueryStats::default();
+        idx.query_with(&q, nq, dim, k, &qp, &mut ids, &mut sc, Some(&mut st))
+            .unwrap();
+        (ids, sc.iter().map(|s| s.to_bits()).collect::<Vec<_>>(), st)
+    };
+    for nq in [2, 64, 100, nq] {
+        let want = run(nq, 0);
+        assert!(want.2.lists > 2 * nq as u64, "queries visit several lists");
+        for t in [2, 3, 8, QUERY_THREADS_ALL] {
+            assert_eq!(run(nq, t), want, "nq {nq} threads {t}");
+        }
+    }
+}
+
 /// The index keeps its query threads between calls; callers on several
 /// threads at once share one index, and the calls that find its threads
 /// busy run on threads of their own: every call still answers the same.

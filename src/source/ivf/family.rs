@@ -137,9 +137,9 @@ impl CandidateSource for Ivf {
     }
 
     /// A batch's rounds of adaptive selection are shared by its threads
-    /// ([`Ivf::search_split`]).
+    /// where that pays ([`Ivf::split_pays`], [`Ivf::search_split`]).
     fn splits_batches(&self, _ix: &IndexView<'_>, qp: &QueryParams) -> bool {
-        self.shares_rounds(&qp.ivf)
+        self.split_pays(&qp.ivf)
     }
 
     /// The lists' scores are the index's exact logits when they re-rank

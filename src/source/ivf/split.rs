@@ -34,6 +34,12 @@ const PROP_BITS: u32 = 20;
 const _: () = assert!(BATCH * super::batch::ROUND_LISTS < 1 << PROP_BITS);
 const _: () = assert!(BATCH <= 1 << (32 - PROP_BITS));
 
+/// The narrowest int8 rows (bytes, padded) whose batches share blocks
+/// over threads ([`Ivf::split_pays`]): between the widths measured to
+/// gain (384) and to break even (128) against contiguous ranges
+/// (benches/threads.md, "Threads that share a block").
+pub(super) const SPLIT_MIN_ROW_BYTES: usize = 256;
+
 /// A spinning barrier for the members of one block: they run on their own
 /// cores for a few rounds of milliseconds, so a wait is short. A member
 /// that panics marks it aborted (`Abort`), and the others then panic out
@@ -288,6 +294,21 @@ impl Ivf {
     /// not label-trained (the batches' rounds).
     pub(crate) fn shares_rounds(&self, sp: &SearchParams) -> bool {
         sp.reach > 0.0 && self.codes.is_some() && self.pq.is_none() && self.labels.is_none()
+    }
+
+    /// Whether a batch split over threads should share its blocks
+    /// ([`Ivf::search_split`]) rather than take contiguous ranges of
+    /// queries: the rounds are shared ([`Ivf::shares_rounds`]) and the
+    /// lists' int8 rows are at least [`SPLIT_MIN_ROW_BYTES`] wide. The
+    /// members' scores cross cores (4 bytes a row scored, half of them on
+    /// two threads) and meet at barriers, which narrow rows do not repay
+    /// (benches/threads.md).
+    pub(crate) fn split_pays(&self, sp: &SearchParams) -> bool {
+        self.shares_rounds(sp)
+            && self
+                .codes
+                .as_ref()
+                .is_some_and(|c| c.dim_pad() >= SPLIT_MIN_ROW_BYTES)
     }
 
     /// [`Ivf::search_stats`] for `nq` queries on up to `threads` threads
