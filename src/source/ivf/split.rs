@@ -107,6 +107,7 @@ struct Part {
     props: AtomicPtr<Prop>,
     nprops: AtomicUsize,
     seg: AtomicPtr<f32>,
+    seg_len: AtomicUsize,
     qq: AtomicPtr<QQuery>,
 }
 
@@ -116,6 +117,7 @@ impl Part {
             props: AtomicPtr::new(std::ptr::null_mut()),
             nprops: AtomicUsize::new(0),
             seg: AtomicPtr::new(std::ptr::null_mut()),
+            seg_len: AtomicUsize::new(0),
             qq: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
@@ -149,6 +151,7 @@ impl<'a> Member<'a> {
         p.props.store(props.as_ptr().cast_mut(), Ordering::Relaxed);
         p.nprops.store(props.len(), Ordering::Relaxed);
         p.seg.store(seg.as_mut_ptr(), Ordering::Relaxed);
+        p.seg_len.store(seg.len(), Ordering::Relaxed);
         p.qq.store(qq.as_ptr().cast_mut(), Ordering::Relaxed);
         self.coop.barrier.wait();
     }
@@ -258,6 +261,7 @@ impl<'a> Member<'a> {
         // so no two members write the same scores.
         unsafe {
             let off = (*p.props.load(Ordering::Relaxed).add(j)).2;
+            debug_assert!(off + sc.len() <= p.seg_len.load(Ordering::Relaxed));
             let dst = p.seg.load(Ordering::Relaxed).add(off);
             std::ptr::copy_nonoverlapping(sc.as_ptr(), dst, sc.len());
         }
