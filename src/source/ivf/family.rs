@@ -86,32 +86,18 @@ impl CandidateSource for Ivf {
             ids.resize(need, 0);
             sc.resize(need, 0.0);
             let mut ss = super::SearchStats::default();
-            match ix.split {
-                Some((pool, t)) => self.search_split(
-                    pool,
-                    t,
-                    crate::isa::active(),
-                    q,
-                    n,
-                    q_stride,
-                    k,
-                    &qp.ivf,
-                    ids,
-                    sc,
-                    Some(&mut ss),
-                )?,
-                None => self.search_stats(
-                    crate::isa::active(),
-                    q,
-                    n,
-                    q_stride,
-                    k,
-                    &qp.ivf,
-                    ids,
-                    sc,
-                    Some(&mut ss),
-                )?,
-            }
+            self.search_split(
+                ix.split,
+                crate::isa::active(),
+                q,
+                n,
+                q_stride,
+                k,
+                &qp.ivf,
+                ids,
+                sc,
+                Some(&mut ss),
+            )?;
             st.lists += ss.lists;
             st.scanned += ss.scanned;
             st.reranked += ss.reranked;

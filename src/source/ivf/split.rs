@@ -316,15 +316,15 @@ impl Ivf {
     }
 
     /// [`Ivf::search_stats`] for `nq` queries on up to `threads` threads
-    /// of `pool` (the calling one included) that share
-    /// each block's list scans (module docs); the same bits as one thread.
+    /// of `pool` (`split`; the calling one included) that share each
+    /// block's list scans (module docs); the same bits as one thread.
+    /// Without `split`, or with one thread, it is [`Ivf::search_stats`].
     /// Blocks that the pool cannot run (busy with another call, or a
     /// thread that cannot start) run on the calling thread.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn search_split(
         &self,
-        pool: &crate::par::Pool,
-        threads: usize,
+        split: Option<(&crate::par::Pool, usize)>,
         tier: Isa,
         q: &[f32],
         nq: usize,
@@ -335,9 +335,11 @@ impl Ivf {
         out_scores: &mut [f32],
         stats: Option<&mut SearchStats>,
     ) -> Result<()> {
-        if threads < 2 || k == 0 || nq < 2 || !self.shares_rounds(sp) {
+        let Some((pool, threads)) =
+            split.filter(|&(_, t)| t >= 2 && k > 0 && nq >= 2 && self.shares_rounds(sp))
+        else {
             return self.search_stats(tier, q, nq, q_stride, k, sp, out_ids, out_scores, stats);
-        }
+        };
         self.check_search(tier, q, nq, q_stride, k, sp, out_ids, out_scores)?;
         let total = std::sync::Mutex::new(SearchStats::default());
         for a in (0..nq).step_by(BATCH) {
@@ -448,8 +450,7 @@ mod tests {
                 let (mut b, mut sb) = (vec![0u32; nq * k], vec![0f32; nq * k]);
                 let mut st_b = SearchStats::default();
                 ivf.search_split(
-                    &pool,
-                    threads,
+                    Some((&pool, threads)),
                     tier,
                     &q,
                     nq,
