@@ -388,11 +388,13 @@ impl Pool {
         }
     }
 
-    /// `f(i)` for every `i < n`, each on a thread of its own and all at
-    /// the same time (the calling thread and `n - 1` of the pool's
-    /// workers), so that the jobs may wait for each other. Returns `false`
-    /// without running any job when the pool is busy (another call) or a
-    /// worker cannot be started; the caller then does the work another way.
+    /// `f(i)` for every `i < n` on the calling thread and `n - 1` of the
+    /// pool's workers: as many threads as jobs, so that the jobs may wait
+    /// for each other (a job that waits keeps its thread, and every other
+    /// job still has one). Returns `false` without running any job when
+    /// the pool is busy (another call) or a worker cannot be started; the
+    /// caller then does the work another way. Scoped threads are never
+    /// used: one that failed to start would leave the others waiting.
     pub(crate) fn together(&self, n: usize, f: impl Fn(usize) + Sync) -> bool {
         match n {
             0 => true,

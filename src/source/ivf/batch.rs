@@ -291,8 +291,11 @@ impl Ivf {
     /// the proposal would be skipped at its turn too). A proposal that
     /// fails at its turn was scored for nothing: the price of sharing, kept
     /// small by the short first rounds (a query whose k-th score jumps
-    /// after its first lists stops proposing early). Leaves each query's
-    /// running top in `b.tops` and its rows scanned in `b.n` for
+    /// after its first lists stops proposing early). With `coop` these
+    /// queries are one member's part of a block whose members score each
+    /// round's lists together (module `split`): every member takes part in
+    /// every round until no member proposes. Leaves each query's running
+    /// top in `b.tops` and its rows scanned in `b.n` for
     /// [`Ivf::drain_batch`].
     fn adaptive_rounds(&self, c: &Call, b: &mut Batch, st: &mut SearchStats, coop: Option<Member>) {
         let Call {
@@ -522,7 +525,9 @@ impl Ivf {
 
     /// The top `k` of `nb` (`>= 1`) checked queries (`q` at `q_stride`),
     /// into `out_ids` / `out_scores` (`nb * k` each, `k >= 1`), bit for bit
-    /// what [`Ivf::search_stats`] gives them one at a time.
+    /// what [`Ivf::search_stats`] gives them one at a time. `coop`: these
+    /// are one member's queries of a block split over threads
+    /// ([`Ivf::search_split`]; adaptive rounds only).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn search_batch(
         &self,

@@ -3,19 +3,19 @@
 //! Splitting a batch into contiguous ranges of queries, one per thread,
 //! gives each thread fewer queries per visited list: at 64 queries on two
 //! threads each half shares its lists as a batch of 32 does, which is what
-//! the split loses on a layer whose queries share many lists (benches/
-//! threads.md). Here the threads ("members") instead keep every query of
-//! the block on each list:
+//! the split loses on a layer whose queries share many lists
+//! (benches/threads.md). Here the threads ("members") instead keep every
+//! query of the block on each list:
 //!
 //! - each member starts its own contiguous range of the block's queries as
 //!   [`Ivf::search_batch`] does (centroid scores, first lists, orders);
 //! - each round of adaptive selection ([`Ivf::adaptive_rounds`]), every
 //!   member publishes its queries' proposals; after a barrier each member
-//!   scores a share of the round's lists (a range of whole lists in
-//!   list order, balanced by rows scored) for every member's queries that
+//!   scores a share of the round's lists (a range of whole lists in list
+//!   order, balanced by rows scored) for every member's queries that
 //!   proposed them, writing each score where its query's member reads it;
-//!   after a
-//!   second barrier each member keeps its own queries' proposals in order;
+//!   after a second barrier each member keeps its own queries' proposals
+//!   in order;
 //! - each member re-ranks its own queries.
 //!
 //! Every row's score is the same integer dot product and epilogue
@@ -40,10 +40,11 @@ const _: () = assert!(BATCH <= 1 << (32 - PROP_BITS));
 /// (benches/threads.md, "Threads that share a block").
 pub(super) const SPLIT_MIN_ROW_BYTES: usize = 256;
 
-/// A spinning barrier for the members of one block: they run on their own
-/// cores for a few rounds of milliseconds, so a wait is short. A member
-/// that panics marks it aborted (`Abort`), and the others then panic out
-/// of their waits instead of waiting for it forever.
+/// A spinning barrier for the members of one block: they run on cores of
+/// their own and meet twice a round (a block of 64 queries takes about a
+/// millisecond), so a wait is short. A member that panics marks it
+/// aborted (`Abort`), and the others then panic out of their waits
+/// instead of waiting for it forever.
 struct Barrier {
     n: usize,
     arrived: AtomicUsize,
