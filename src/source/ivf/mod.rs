@@ -334,10 +334,10 @@ fn centroid_panels(cq: &QRows) -> Result<Option<QPanels>> {
 impl Ivf {
     /// The lists' shape directions as panels, re-laid by the first call
     /// that asks and kept (a batch's queries that project onto every
-    /// list's directions score them four per load; re-laying them per
-    /// batch cost a visible share of a small batch); `None` without
-    /// shapes. `v`: the caller's tier (the re-lay writes the same bytes on
-    /// every tier).
+    /// list's directions score them four per load; kept, they are not
+    /// re-laid per batch, nor by each thread of a block split over
+    /// threads); `None` without shapes. `v`: the caller's tier (the re-lay
+    /// writes the same bytes on every tier).
     pub(super) fn dir_panels(&self, v: Variant) -> Option<&QPanels> {
         let d = self.shape_dirs()?;
         if let Some(p) = self.dpan.get() {

@@ -343,6 +343,27 @@ impl Ivf {
         };
         self.check_search(tier, q, nq, q_stride, k, sp, out_ids, out_scores)?;
         let total = std::sync::Mutex::new(SearchStats::default());
+        // `n` queries of a block on this thread (`coop`: as a member),
+        // their counts added to the call's.
+        let run = |q: &[f32], n: usize, ids: &mut [u32], scs: &mut [f32], coop: Option<Member>| {
+            let mut st = SearchStats::default();
+            SCRATCH.with(|s| {
+                self.search_batch(
+                    tier,
+                    q,
+                    n,
+                    q_stride,
+                    k,
+                    sp,
+                    &mut s.borrow_mut(),
+                    ids,
+                    scs,
+                    &mut st,
+                    coop,
+                );
+            });
+            total.lock().unwrap_or_else(|e| e.into_inner()).add(&st);
+        };
         for a in (0..nq).step_by(BATCH) {
             let nb = BATCH.min(nq - a);
             let per = nb.div_ceil(threads.min(nb));
@@ -378,43 +399,16 @@ impl Ivf {
                             std::slice::from_raw_parts_mut(ps.add(i0 * k), n * k),
                         )
                     };
-                    let mut st = SearchStats::default();
-                    SCRATCH.with(|s| {
-                        self.search_batch(
-                            tier,
-                            &qb[i0 * q_stride..],
-                            n,
-                            q_stride,
-                            k,
-                            sp,
-                            &mut s.borrow_mut(),
-                            ids,
-                            scs,
-                            &mut st,
-                            Some(Member { coop: &coop, r }),
-                        );
-                    });
-                    let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
-                    t.add(&st);
-                });
-            if !ran {
-                let mut st = SearchStats::default();
-                SCRATCH.with(|s| {
-                    self.search_batch(
-                        tier,
-                        qb,
-                        nb,
-                        q_stride,
-                        k,
-                        sp,
-                        &mut s.borrow_mut(),
-                        oi,
-                        os,
-                        &mut st,
-                        None,
+                    run(
+                        &qb[i0 * q_stride..],
+                        n,
+                        ids,
+                        scs,
+                        Some(Member { coop: &coop, r }),
                     );
                 });
-                total.lock().unwrap_or_else(|e| e.into_inner()).add(&st);
+            if !ran {
+                run(qb, nb, oi, os, None);
             }
         }
         if let Some(o) = stats {
